@@ -1,0 +1,41 @@
+# Two commands matter: `make run` and `make test`. Everything else supports them.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+DATA   ?= ./data
+
+.PHONY: run test install install-test bench report clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,pipeline]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || \
+	  { (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 || \
+	    echo "kcat could not be installed; its tests will be skipped"; }
+
+## Start the server on 127.0.0.1:9092 with its data in ./data.
+run: install
+	$(PY) -m coordinator --host 127.0.0.1 --port 9092 --data-dir $(DATA)
+
+## Install what the tests need (clients, pyspark, kcat) and run the whole suite.
+test: install-test
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: install-test
+	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+report: install-test
+	$(PY) -m pipeline.run --data-dir $(DATA) --out ./out
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,37 @@
+"""`python -m coordinator`: run the server until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import uvloop
+
+from .config import parse_args
+from .server import Server
+
+
+async def serve(argv: list[str] | None = None) -> None:
+    config = parse_args(argv)
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server = Server(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # A line tests and scripts can wait for (the port may have been chosen by the OS).
+    print(f"ready {config.host}:{config.port}", flush=True)
+    await stop.wait()
+    logging.getLogger("coordinator").info("shutting down")
+    await server.stop()
+
+
+def main() -> None:
+    uvloop.run(serve(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

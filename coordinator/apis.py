@@ -1,0 +1,115 @@
+"""The API registry: which api keys and versions we serve, and by which handler.
+
+A handler is `handler(ctx, request) -> response` or an `async def` returning the
+response (or None for requests that get no answer, e.g. Produce with acks=0).
+Components (group coordinator, broker data plane, ...) register their handlers here;
+ApiVersions advertises exactly what is registered.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode
+
+from protocol.messages import Codec, RequestHeader, codec
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    min_version: int
+    max_version: int
+    handler: Callable[..., Any]
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.apis: dict[int, Api] = {}
+
+    def add(self, key: int, versions: range, handler: Callable[..., Any]) -> None:
+        for v in versions:
+            codec(key, v)  # fail at startup, not at the first request, if kio lacks it
+        self.apis[key] = Api(key, versions.start, versions.stop - 1, handler)
+
+    def find(self, key: int, version: int) -> Api | None:
+        api = self.apis.get(key)
+        if api is None or not api.min_version <= version <= api.max_version:
+            return None
+        return api
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    codec: Codec
+    client_host: str
+    connection: Any  # coordinator.connection.Connection
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def response(self, **values: Any) -> Any:
+        """Build this request's response class from the values that exist in its version."""
+        return build(self.codec.response_type, values)
+
+    def nested(self, entity: str, /, **values: Any) -> Any:
+        """Build a nested entity (e.g. JoinGroupResponseMember) of the response's version."""
+        return build(nested_type(self.codec.response_type, entity), values)
+
+
+@cache
+def nested_type(response_type: type, name: str) -> type:
+    return getattr(sys.modules[response_type.__module__], name)
+
+
+ZERO = datetime.timedelta(0)
+
+
+def _to_timedelta(v: Any) -> Any:
+    return datetime.timedelta(milliseconds=v) if type(v) is int else v
+
+
+def _to_error(v: Any) -> Any:
+    return ErrorCode(v) if type(v) is int else v
+
+
+@cache
+def _coercers(cls: type) -> dict[str, Any]:
+    """Per field: how to turn the plain ints handlers use into kio's typed values."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        kind = f.metadata.get("kafka_type")
+        if kind in ("timedelta_i32", "timedelta_i64"):
+            out[f.name] = _to_timedelta
+        elif kind == "error_code":
+            out[f.name] = _to_error
+        else:
+            out[f.name] = None
+    return out
+
+
+def build(cls: type, values: dict[str, Any]) -> Any:
+    """Construct kio entity `cls`, dropping values its version does not have.
+
+    Handlers describe a response once for all versions; fields that a version lacks
+    (e.g. throttle_time_ms before v1) are simply not sent, as in Kafka's own code.
+    Fields the version has but the handler did not give take the schema default.
+    """
+    co = _coercers(cls)
+    kw = {}
+    for k, v in values.items():
+        if k in co:
+            c = co[k]
+            kw[k] = c(v) if c is not None else v
+    return cls(**kw)
+
+
+def ms(td: datetime.timedelta) -> int:
+    """kio decodes int32 millisecond fields as timedeltas; the coordinator works in ms."""
+    return td.days * 86_400_000 + td.seconds * 1000 + td.microseconds // 1000

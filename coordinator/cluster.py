@@ -1,0 +1,102 @@
+"""Cluster-level APIs of our single node: FindCoordinator and Metadata.
+
+One node owns every partition of `__consumer_offsets` today; the group → partition
+mapping is still computed (Kafka's formula) so that sharding across nodes can come
+later without touching callers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from .apis import RequestContext
+
+if TYPE_CHECKING:
+    from .server import Server
+
+FIND_COORDINATOR, METADATA = 10, 3
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+class Cluster:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.config = server.config
+
+    def register(self) -> None:
+        self.server.registry.add(FIND_COORDINATOR, range(0, 7), self.find_coordinator)
+        self.server.registry.add(METADATA, range(0, 13), self.metadata)
+
+    # FindCoordinator ------------------------------------------------------------------
+
+    def _coordinator(self, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+        """(error, message, node, host, port) for one coordinator key."""
+        host, port = self.config.advertised
+        if key_type == KEY_TYPE_GROUP:
+            if not key:
+                return ErrorCode.invalid_request, "group id must not be empty", -1, "", -1
+            return ErrorCode.none, None, self.config.node_id, host, port
+        if key_type == KEY_TYPE_TRANSACTION:
+            return ErrorCode.invalid_request, "transactions are not supported by this broker", -1, "", -1
+        return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}", -1, "", -1
+
+    def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
+        if ctx.version < 4:
+            key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
+            err, msg, node, host, port = self._coordinator(req.key, key_type)
+            return ctx.response(throttle_time=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)
+        key_type = req.key_type
+        coordinators = []
+        for key in req.coordinator_keys:
+            err, msg, node, host, port = self._coordinator(key, key_type)
+            coordinators.append(
+                ctx.nested("Coordinator", key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg)
+            )
+        return ctx.response(throttle_time=0, coordinators=tuple(coordinators))
+
+    # Metadata -------------------------------------------------------------------------
+
+    def metadata(self, ctx: RequestContext, req: Any) -> Any:
+        host, port = self.config.advertised
+        broker = ctx.nested("MetadataResponseBroker", node_id=self.config.node_id, host=host, port=port, rack=None)
+        topics = self.server.topics
+        requested = None if req.topics is None else [t.name for t in req.topics]
+        if ctx.version == 0 and requested == []:
+            requested = None  # v0: an empty list means "all topics"
+        auto_create = getattr(req, "allow_auto_topic_creation", True)
+        answer = []
+        for name, info in topics.describe(requested, auto_create=auto_create):
+            partitions = tuple(
+                ctx.nested(
+                    "MetadataResponsePartition",
+                    error_code=ErrorCode.none,
+                    partition_index=p,
+                    leader_id=self.config.node_id,
+                    leader_epoch=0,
+                    replica_nodes=(self.config.node_id,),
+                    isr_nodes=(self.config.node_id,),
+                    offline_replicas=(),
+                )
+                for p in range(info.partitions if info else 0)
+            )
+            answer.append(
+                ctx.nested(
+                    "MetadataResponseTopic",
+                    error_code=info.error if info else ErrorCode.unknown_topic_or_partition,
+                    name=name,
+                    topic_id=info.topic_id if info else NO_TOPIC_ID,
+                    is_internal=info.internal if info else False,
+                    partitions=partitions,
+                )
+            )
+        return ctx.response(
+            throttle_time=0,
+            brokers=(broker,),
+            cluster_id=self.config.cluster_id,
+            controller_id=self.config.node_id,
+            topics=tuple(answer),
+        )

@@ -1,0 +1,71 @@
+"""Server configuration: CLI flags, each with an environment variable and a default."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+
+def _opt(default, help: str, env: str | None = None, **kw):
+    return field(default=default, metadata={"help": help, "env": env, **kw})
+
+
+@dataclass
+class Config:
+    host: str = _opt("127.0.0.1", "address to listen on")
+    port: int = _opt(9092, "port to listen on (0 = any free port)")
+    advertised_host: str | None = _opt(None, "host clients are told to connect to (default: --host)")
+    advertised_port: int | None = _opt(None, "port clients are told to connect to (default: the bound port)")
+    node_id: int = _opt(1, "this broker's node id")
+    cluster_id: str = _opt("kafka-coordinator-local", "cluster id reported in Metadata")
+    data_dir: Path = _opt(Path("data"), "directory for __consumer_offsets and topic logs")
+    offsets_partitions: int = _opt(50, "partitions of __consumer_offsets (offsets.topic.num.partitions)")
+    max_frame_bytes: int = _opt(100 * 1024 * 1024, "largest request accepted (socket.request.max.bytes)")
+    fsync: str = _opt("always", "when appends reach the disk: always | interval | never", choices=("always", "interval", "never"))
+    fsync_interval_ms: int = _opt(1000, "fsync period with --fsync=interval")
+    # Group coordinator (names follow Kafka's broker configs).
+    group_min_session_timeout_ms: int = _opt(6000, "group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _opt(1_800_000, "group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms: int = _opt(0, "group.initial.rebalance.delay.ms (Kafka's default is 3000; 0 for fast dev loops)")
+    group_max_size: int = _opt(2**31 - 1, "group.max.size")
+    offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
+    offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = _opt(600_000, "offsets.retention.check.interval.ms")
+    # Data plane.
+    auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
+    num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")
+    log_level: str = _opt("INFO", "logging level")
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return self.advertised_host or self.host, self.advertised_port or self.port
+
+
+def _env_name(name: str) -> str:
+    return "KCOORD_" + name.upper()
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    parser = argparse.ArgumentParser(
+        prog="python -m coordinator",
+        description="Kafka-wire-protocol consumer-group coordinator and stand-in broker. "
+        "Every flag can also be set by the environment variable shown.",
+    )
+    for f in fields(Config):
+        env = _env_name(f.name)
+        flag = "--" + f.name.replace("_", "-")
+        default = os.environ.get(env, f.default)
+        kind = f.type if isinstance(f.type, type) else None
+        typ = {"int": int, "int | None": int, "Path": Path, "str | None": str, "str": str}.get(str(f.type), kind or str)
+        if str(f.type) == "bool":
+            default = default if isinstance(default, bool) else str(default).lower() in ("1", "true", "yes")
+            parser.add_argument(flag, default=default, action=argparse.BooleanOptionalAction,
+                                help=f"{f.metadata['help']} [env {env}]")
+            continue
+        extra = {"choices": f.metadata["choices"]} if "choices" in f.metadata else {}
+        parser.add_argument(flag, type=typ, default=default if default is None else typ(default),
+                            help=f"{f.metadata['help']} (default: %(default)s) [env {env}]", **extra)
+    ns = parser.parse_args(argv)
+    return Config(**vars(ns))

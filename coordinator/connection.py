@@ -1,0 +1,167 @@
+"""One client connection: frames in, handlers run, responses out in request order.
+
+Clients pipeline requests, and Kafka answers them in order. Handlers that wait
+(JoinGroup, Fetch long-poll, durable commits) run as tasks while later requests are
+already being processed; a response is written only when every earlier one on this
+connection has been written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any
+
+from protocol.framing import FrameDecoder, FrameError
+from protocol.messages import MalformedRequest, UnknownApi
+
+if TYPE_CHECKING:
+    from .server import Server
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 512  # requests per connection before we stop reading (back-pressure)
+
+_NO_RESPONSE = object()
+
+
+class CloseConnection(Exception):
+    """A request that Kafka answers by closing the connection (unsupported api, garbage)."""
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.config.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = ""
+        # Responses not yet written, oldest first: bytes, _NO_RESPONSE or a pending Task.
+        self.pending: deque[Any] = deque()
+        self.reading_paused = False
+        self.writing_paused = False
+        self.closed = False
+        self.eof = False
+
+    # asyncio.Protocol callbacks -------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.client_host = str(peer[0])
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for item in self.pending:
+            if isinstance(item, asyncio.Task):
+                item.remove_done_callback(self._on_done)
+        self.pending.clear()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as e:
+            self.abort(str(e))
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            try:
+                result = self.server.dispatch(self, frame)
+            except (CloseConnection, MalformedRequest, UnknownApi) as e:
+                self.abort(str(e))
+                return
+            except Exception:
+                log.exception("%s: handler failed; closing the connection", self.peer)
+                self.abort("internal error")
+                return
+            self._queue(result)
+
+    def eof_received(self) -> bool | None:
+        if self.decoder.buffered:
+            log.info("%s: connection closed mid-frame (%d bytes unread)", self.peer, self.decoder.buffered)
+        # Keep our half open until the in-flight responses have been written.
+        if self.pending:
+            self.eof = True
+            return True
+        return None
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._update_reading()
+
+    # ordering -------------------------------------------------------------------------
+
+    def _queue(self, result: Any) -> None:
+        if type(result) is CoroutineType:
+            task = asyncio.get_running_loop().create_task(result)
+            task.add_done_callback(self._on_done)
+            self.server.tasks.add(task)
+            self.pending.append(task)
+            self._update_reading()
+        elif self.pending:
+            self.pending.append(_NO_RESPONSE if result is None else result)
+        elif result is not None:
+            self.transport.write(result)  # type: ignore[union-attr]
+
+    def _on_done(self, task: asyncio.Task) -> None:
+        self.server.tasks.discard(task)
+        pending = self.pending
+        transport = self.transport
+        while pending:
+            head = pending[0]
+            if isinstance(head, asyncio.Task):
+                if not head.done():
+                    break
+                if head.cancelled():
+                    self.abort("request cancelled (server shutting down)")
+                    return
+                exc = head.exception()
+                if exc is not None:
+                    if isinstance(exc, (CloseConnection, MalformedRequest)):
+                        self.abort(str(exc))
+                    else:
+                        log.error("%s: handler failed; closing the connection", self.peer, exc_info=exc)
+                        self.abort("internal error")
+                    return
+                head = head.result()
+            pending.popleft()
+            if head is not _NO_RESPONSE and head is not None and not self.closed:
+                transport.write(head)  # type: ignore[union-attr]
+        if self.eof and not pending:
+            transport.close()  # type: ignore[union-attr]
+            return
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = self.writing_paused or len(self.pending) >= MAX_IN_FLIGHT
+        if should_pause and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending
+
+    def abort(self, reason: str) -> None:
+        """Close the connection the way Kafka does for requests it cannot serve."""
+        if self.closed:
+            return
+        log.warning("%s: closing connection: %s", self.peer, reason)
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()

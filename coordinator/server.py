@@ -1,0 +1,156 @@
+"""The server: listens, decodes requests, dispatches them to the registered handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import struct
+from types import CoroutineType
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.messages import (
+    API_VERSIONS_KEY,
+    MalformedRequest,
+    codec,
+    decode_body,
+    encode_body,
+    encode_raw_response,
+    encode_response,
+    read_request_header,
+)
+
+from .apis import Registry, RequestContext
+from .config import Config
+from .connection import CloseConnection, Connection
+
+log = logging.getLogger(__name__)
+
+_KEY_VERSION = struct.Struct(">hh")
+
+# KIP-511: client software name and version must look like this.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+class Raw(bytes):
+    """A handler result that is an already encoded response body."""
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.registry = Registry()
+        self.connections: set[Connection] = set()
+        self.tasks: set[asyncio.Task] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._api_versions_cache: dict[int, bytes] = {}
+        self.components: list[Any] = []
+        self.topics: Any = None
+        self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
+
+    # life cycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from .components import build_components  # late: components import the server's types
+
+        self.components = await build_components(self)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.config.host, self.config.port, reuse_address=True, backlog=1024
+        )
+        if self.config.port == 0:
+            self.config.port = self._server.sockets[0].getsockname()[1]
+        log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
+                 self.config.node_id, self.config.data_dir)
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        """Stop accepting, let in-flight requests finish, close components (fsync), close."""
+        if self._server is not None:
+            self._server.close()
+        if self.tasks:
+            _, late = await asyncio.wait(set(self.tasks), timeout=grace_seconds)
+            for t in late:
+                t.cancel()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for component in reversed(self.components):
+            close = getattr(component, "close", None)
+            if close is not None:
+                await close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        log.info("stopped")
+
+    # dispatch -------------------------------------------------------------------------
+
+    def dispatch(self, conn: Connection, frame: bytes) -> Any:
+        """Handle one request frame; return response bytes, None, or a coroutine."""
+        if len(frame) < 10:
+            raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a header")
+        api_key, version = _KEY_VERSION.unpack_from(frame, 0)
+        api = self.registry.find(api_key, version)
+        if api is None:
+            if api_key == API_VERSIONS_KEY:
+                return self._unsupported_api_versions(frame)
+            raise CloseConnection(f"unsupported api key {api_key} version {version}")
+        c = codec(api_key, version)
+        header, pos = read_request_header(frame, flexible=c.flexible_request)
+        body = decode_body(c, frame, pos)
+        ctx = RequestContext(header, c, conn.client_host, conn)
+        result = api.handler(ctx, body)
+        if type(result) is CoroutineType:
+            return self._finish(ctx, result)
+        return self._encode(ctx, result)
+
+    async def _finish(self, ctx: RequestContext, pending: Any) -> bytes | None:
+        return self._encode(ctx, await pending)
+
+    @staticmethod
+    def _encode(ctx: RequestContext, result: Any) -> bytes | None:
+        if result is None:
+            return None
+        if type(result) is Raw:
+            return encode_raw_response(ctx.codec, ctx.header.correlation_id, result)
+        return encode_response(ctx.codec, ctx.header.correlation_id, result)
+
+    # ApiVersions ----------------------------------------------------------------------
+
+    def api_versions(self, ctx: RequestContext, request: Any) -> Any:
+        if ctx.version >= 3 and not (
+            _SOFTWARE.fullmatch(request.client_software_name or "")
+            and _SOFTWARE.fullmatch(request.client_software_version or "")
+        ):
+            return ctx.response(error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=0)
+        body = self._api_versions_cache.get(ctx.version)
+        if body is None:
+            body = Raw(encode_body(ctx.codec, self._api_versions_response(ctx)))
+            self._api_versions_cache[ctx.version] = body
+        return body
+
+    def _api_versions_response(self, ctx: RequestContext, error: ErrorCode = ErrorCode.none) -> Any:
+        keys = tuple(
+            ctx.nested("ApiVersion", api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            for a in sorted(self.registry.apis.values(), key=lambda a: a.key)
+        )
+        # Optional tagged fields (features) are left out: Debian's kcat cannot read them.
+        return ctx.response(error_code=error, api_keys=keys, throttle_time=0)
+
+    def _unsupported_api_versions(self, frame: bytes) -> bytes:
+        """A version of ApiVersions we do not know: answer v0 so the client can downgrade.
+
+        As Kafka does (KIP-511), the v0 body carries UNSUPPORTED_VERSION and our
+        ApiVersions range, and the response header is v0.
+        """
+        header, _ = read_request_header(frame)
+        c = codec(API_VERSIONS_KEY, 0)
+        api = self.registry.apis[API_VERSIONS_KEY]
+        from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+
+        body = ApiVersionsResponse(
+            error_code=ErrorCode.unsupported_version,
+            api_keys=(ApiVersion(api_key=api.key, min_version=api.min_version, max_version=api.max_version),),
+        )
+        return encode_response(c, header.correlation_id, body)

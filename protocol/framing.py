@@ -1,0 +1,58 @@
+"""Kafka's TCP framing: every request and response is an int32 size followed by that many bytes.
+
+Sans-IO: feed bytes in, get whole frames out. No sockets here.
+"""
+
+from __future__ import annotations
+
+import struct
+
+_SIZE = struct.Struct(">i")
+
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+class FrameError(Exception):
+    """The peer sent a frame that can never be valid; the connection must be closed."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames, refusing negative or oversized lengths early.
+
+    The size is checked before the body arrives, so a hostile 2 GiB length never
+    makes us buffer 2 GiB.
+    """
+
+    __slots__ = ("_buf", "_max")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._buf = bytearray()
+        self._max = max_frame_bytes
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0:
+                raise FrameError(f"negative frame size {size}")
+            if size > self._max:
+                raise FrameError(f"frame size {size} exceeds the limit of {self._max} bytes")
+            if end - pos - 4 < size:
+                break
+            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame still waiting for the rest."""
+        return len(self._buf)
+
+
+def frame(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload

@@ -1,0 +1,214 @@
+"""Request/response codec: bytes of a frame <-> (header, kio request/response object).
+
+Bodies are encoded and decoded by kio, whose classes are generated from Kafka's JSON
+schemas and cover every version including flexible ones (compact types, tagged
+fields). The request header is parsed here by hand because it decides which body
+class to use and is on the hot path. Sans-IO: no sockets.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_payload_module
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from .framing import frame
+
+_HEADER = struct.Struct(">hhi")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+API_VERSIONS_KEY = 18
+
+
+class MalformedRequest(Exception):
+    """The bytes do not decode as the request they claim to be."""
+
+
+class UnknownApi(Exception):
+    """No codec exists for this api key / version."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """Everything needed to read one request version and write its response."""
+
+    request_type: type
+    response_type: type
+    read: Any
+    write: Any
+    flexible_request: bool  # request header v2 (tagged fields) instead of v1
+    flexible_response: bool  # response header v1 (tagged fields) instead of v0
+
+
+@cache
+def codec(api_key: int, api_version: int) -> Codec:
+    try:
+        req = _entity(load_payload_module(api_key, api_version, EntityType.request), "Request")
+        resp = _entity(load_payload_module(api_key, api_version, EntityType.response), "Response")
+    except Exception as e:  # kio raises its own index errors and ImportErrors
+        raise UnknownApi(f"no codec for api key {api_key} version {api_version}") from e
+    flexible = bool(req.__flexible__)
+    return Codec(
+        request_type=req,
+        response_type=resp,
+        read=entity_reader(req),
+        write=entity_writer(resp),
+        flexible_request=flexible,
+        # ApiVersions responses always use header v0 so that a client that does not
+        # yet know our versions can still read the correlation id (KIP-511).
+        flexible_response=flexible and api_key != API_VERSIONS_KEY,
+    )
+
+
+def _entity(module: Any, suffix: str) -> type:
+    for name, value in vars(module).items():
+        if (
+            name.endswith(suffix)
+            and isinstance(value, type)
+            and getattr(value, "__type__", None) in (EntityType.request, EntityType.response)
+        ):
+            return value
+    raise UnknownApi(f"{module.__name__} has no top-level {suffix}")
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise MalformedRequest("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedRequest("varint too long")
+
+
+def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[RequestHeader, int]:
+    """Parse header v1 (and v2's tagged fields when `flexible`); return the body offset.
+
+    With flexible=None only api key, version, correlation id and client id are read:
+    enough to answer or reject a request whose version we do not know.
+    """
+    if len(buf) < 10:
+        raise MalformedRequest(f"request header needs 10 bytes, got {len(buf)}")
+    api_key, api_version, correlation_id = _HEADER.unpack_from(buf, 0)
+    (n,) = _INT16.unpack_from(buf, 8)
+    pos = 10
+    client_id = None
+    if n >= 0:
+        if pos + n > len(buf):
+            raise MalformedRequest("truncated client id")
+        try:
+            client_id = buf[pos : pos + n].decode()
+        except UnicodeDecodeError as e:
+            raise MalformedRequest("client id is not UTF-8") from e
+        pos += n
+    elif n != -1:
+        raise MalformedRequest(f"negative client id length {n}")
+    if flexible:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            pos += size
+        if pos > len(buf):
+            raise MalformedRequest("truncated header tagged fields")
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:
+    """Decode a whole request frame (without its size prefix).
+
+    Raises UnknownApi for api keys/versions without a codec, MalformedRequest for
+    bytes that do not decode.
+    """
+    if len(buf) < 4:
+        raise MalformedRequest("request shorter than its api key and version")
+    api_key, api_version = struct.unpack_from(">hh", buf, 0)
+    c = codec(api_key, api_version)
+    header, pos = read_request_header(buf, flexible=c.flexible_request)
+    return header, decode_body(c, buf, pos)
+
+
+def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
+    try:
+        body, size = c.read(buf, pos)
+    except Exception as e:  # kio: BufferUnderflow, KeyError on unknown tags, ValueError...
+        raise MalformedRequest(f"{c.request_type.__name__} v{c.request_type.__version__}: {e!r}") from e
+    return body
+
+
+def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
+    """The whole response frame: size, response header, body."""
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00")  # size, patched below
+    out.write(_INT32.pack(correlation_id))
+    if c.flexible_response:
+        out.write(b"\x00")  # no header tagged fields
+    c.write(out, body)
+    data = out.getbuffer()
+    _INT32.pack_into(data, 0, len(data) - 4)
+    result = bytes(data)
+    del data
+    return result
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
+    """Client direction, for tests and benchmarks: a whole request frame."""
+    c = codec(api_key, api_version)
+    out = io.BytesIO()
+    out.write(_HEADER.pack(api_key, api_version, correlation_id))
+    if client_id is None:
+        out.write(_INT16.pack(-1))
+    else:
+        raw = client_id.encode()
+        out.write(_INT16.pack(len(raw)) + raw)
+    if c.flexible_request:
+        out.write(b"\x00")
+    entity_writer(c.request_type)(out, body)
+    return frame(out.getvalue())
+
+
+def decode_response(api_key: int, api_version: int, buf: bytes) -> tuple[int, Any]:
+    """Client direction, for tests: (correlation id, body) of a response frame without size."""
+    c = codec(api_key, api_version)
+    (correlation_id,) = _INT32.unpack_from(buf, 0)
+    pos = 4
+    if c.flexible_response:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            pos += size
+    body, _ = entity_reader(c.response_type)(buf, pos)
+    return correlation_id, body
+
+
+def encode_raw_response(c: Codec, correlation_id: int, body: bytes) -> bytes:
+    """Like encode_response for a body that is already encoded (cached constant answers)."""
+    head = _INT32.pack(correlation_id) + (b"\x00" if c.flexible_response else b"")
+    return _INT32.pack(len(head) + len(body)) + head + body
+
+
+def encode_body(c: Codec, body: Any) -> bytes:
+    out = io.BytesIO()
+    c.write(out, body)
+    return out.getvalue()

@@ -1,0 +1,98 @@
+"""Shared fixtures: a real server process on its own free port and data dir per test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`python -m coordinator` in a subprocess; restartable on the same port and data dir."""
+
+    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.extra_args = extra_args or []
+        self.proc: subprocess.Popen | None = None
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        args = [sys.executable, "-m", "coordinator", "--host", "127.0.0.1", "--port", str(self.port),
+                "--data-dir", str(self.data_dir), *self.extra_args]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("ready"):
+            self.proc.wait(5)
+            raise RuntimeError(f"server did not start: {line!r}\n{self.log_path.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.proc = None
+        return code
+
+    def restart(self, sig: int = signal.SIGTERM) -> None:
+        self.stop(sig)
+        self.start()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def server_factory(tmp_path):
+    started: list[ServerProcess] = []
+
+    def make(*extra_args: str, data_dir: Path | None = None) -> ServerProcess:
+        s = ServerProcess(data_dir or tmp_path / f"data{len(started)}", list(extra_args))
+        s.start()
+        started.append(s)
+        return s
+
+    yield make
+    for s in started:
+        s.close()
+
+
+@pytest.fixture
+def server(server_factory) -> ServerProcess:
+    return server_factory()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
+    """Poll until predicate() is truthy; return its value (tests never sleep blindly)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
