@@ -1,0 +1,395 @@
+"""Codecs for the classic-group records of `__consumer_offsets` (Kafka's exact bytes).
+
+Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey
+(same layout), 2 is GroupMetadataKey; higher numbers are KIP-848/share-group records that
+we do not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
+Every value starts with its own int16 schema version; a null value is a tombstone.
+
+Versions written, as current Kafka does: key 1 / 2; OffsetCommitValue 3 (1 when the
+commit carries an expire timestamp, the only version with that field); GroupMetadataValue 3.
+Values 4+ are flexible (compact strings, tagged fields). Per KIP-915 a value version newer
+than we know is read as the newest flexible one (only tagged fields may be added), so a
+newer Kafka's records still load.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+__all__ = [
+    "RecordDecodeError", "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey",
+    "GroupMetadataValue", "MemberMetadata", "UnknownKey", "encode_key", "decode_key",
+    "encode_value", "decode_value", "decode_record",
+]
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_MAX = 4
+GROUP_METADATA_VALUE_MAX = 4
+FLEXIBLE_FROM = 4  # both value schemas
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that are not a valid `__consumer_offsets` key or value."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    """A record type this coordinator does not interpret (e.g. KIP-848 consumer groups)."""
+
+    version: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    metadata: str = ""
+    commit_timestamp: int = -1
+    leader_epoch: int = -1  # v3+
+    expire_timestamp: int = -1  # v1 only
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+    rebalance_timeout: int = -1  # v1+
+    group_instance_id: str | None = None  # v3+
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    members: tuple[MemberMetadata, ...] = field(default=())
+    current_state_timestamp: int = -1  # v2+
+
+
+Key = OffsetCommitKey | GroupMetadataKey | UnknownKey
+Value = OffsetCommitValue | GroupMetadataValue
+
+
+# ---------------------------------------------------------------- writing
+
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+
+
+class _Writer:
+    __slots__ = ("out", "flexible")
+
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.out = bytearray(_H.pack(version))
+        self.flexible = flexible
+
+    def uvarint(self, n: int) -> None:
+        while n > 0x7F:
+            self.out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        self.out.append(n)
+
+    def int16(self, n: int) -> None:
+        self.out += _H.pack(n)
+
+    def int32(self, n: int) -> None:
+        self.out += _I.pack(n)
+
+    def int64(self, n: int) -> None:
+        self.out += _Q.pack(n)
+
+    def string(self, s: str | None) -> None:
+        if s is None:
+            if self.flexible:
+                self.out.append(0)
+            else:
+                self.int16(-1)
+            return
+        b = s.encode()
+        if self.flexible:
+            self.uvarint(len(b) + 1)
+        else:
+            if len(b) > 0x7FFF:
+                raise ValueError(f"string of {len(b)} bytes is too long for an int16 length")
+            self.int16(len(b))
+        self.out += b
+
+    def bytes_(self, b: bytes) -> None:
+        if self.flexible:
+            self.uvarint(len(b) + 1)
+        else:
+            self.int32(len(b))
+        self.out += b
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.int32(n)
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.out.append(0)  # no tagged fields
+
+
+def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
+    if type(key) is OffsetCommitKey:
+        w = _Writer(OFFSET_COMMIT_KEY_VERSION, False)
+        w.string(key.group)
+        w.string(key.topic)
+        w.int32(key.partition)
+    elif type(key) is GroupMetadataKey:
+        w = _Writer(GROUP_METADATA_KEY_VERSION, False)
+        w.string(key.group)
+    elif type(key) is UnknownKey:
+        return _H.pack(key.version) + key.data
+    else:
+        raise TypeError(f"not a __consumer_offsets key: {key!r}")
+    return bytes(w.out)
+
+
+def default_version(value: Value) -> int:
+    if type(value) is OffsetCommitValue:
+        return 1 if value.expire_timestamp != -1 else 3
+    return 3
+
+
+def encode_value(value: Value | None, version: int | None = None) -> bytes | None:
+    """Serialize at `version` (default: what current Kafka writes). None stays a tombstone."""
+    if value is None:
+        return None
+    if version is None:
+        version = default_version(value)
+    if type(value) is OffsetCommitValue:
+        if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX:
+            raise ValueError(f"OffsetCommitValue has no version {version}")
+        w = _Writer(version, version >= FLEXIBLE_FROM)
+        w.int64(value.offset)
+        if version >= 3:
+            w.int32(value.leader_epoch)
+        w.string(value.metadata)
+        w.int64(value.commit_timestamp)
+        if version == 1:
+            w.int64(value.expire_timestamp)
+        w.tags()
+    elif type(value) is GroupMetadataValue:
+        if not 0 <= version <= GROUP_METADATA_VALUE_MAX:
+            raise ValueError(f"GroupMetadataValue has no version {version}")
+        w = _Writer(version, version >= FLEXIBLE_FROM)
+        w.string(value.protocol_type)
+        w.int32(value.generation)
+        w.string(value.protocol)
+        w.string(value.leader)
+        if version >= 2:
+            w.int64(value.current_state_timestamp)
+        w.array_len(len(value.members))
+        for m in value.members:
+            w.string(m.member_id)
+            if version >= 3:
+                w.string(m.group_instance_id)
+            w.string(m.client_id)
+            w.string(m.client_host)
+            if version >= 1:
+                w.int32(m.rebalance_timeout)
+            w.int32(m.session_timeout)
+            w.bytes_(m.subscription)
+            w.bytes_(m.assignment)
+            w.tags()
+        w.tags()
+    else:
+        raise TypeError(f"not a __consumer_offsets value: {value!r}")
+    return bytes(w.out)
+
+
+# ---------------------------------------------------------------- reading
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "flexible", "what")
+
+    def __init__(self, buf: bytes, what: str) -> None:
+        self.buf = buf if type(buf) is bytes else bytes(buf)
+        self.pos = 0
+        self.flexible = False
+        self.what = what
+
+    def fail(self, why: str) -> RecordDecodeError:
+        return RecordDecodeError(f"{self.what}: {why} at byte {self.pos} of {len(self.buf)}")
+
+    def take(self, n: int) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise self.fail(f"truncated: need {n} bytes")
+        b = self.buf[self.pos : end]
+        self.pos = end
+        return b
+
+    def _fixed(self, s: struct.Struct) -> int:
+        if self.pos + s.size > len(self.buf):
+            raise self.fail(f"truncated: need {s.size} bytes")
+        (n,) = s.unpack_from(self.buf, self.pos)
+        self.pos += s.size
+        return n
+
+    def int16(self) -> int:
+        return self._fixed(_H)
+
+    def int32(self) -> int:
+        return self._fixed(_I)
+
+    def int64(self) -> int:
+        return self._fixed(_Q)
+
+    def uvarint(self) -> int:
+        n = shift = 0
+        while True:
+            if self.pos >= len(self.buf):
+                raise self.fail("truncated varint")
+            b = self.buf[self.pos]
+            self.pos += 1
+            n |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return n
+            shift += 7
+            if shift > 28:
+                raise self.fail("varint longer than 5 bytes")
+
+    def string(self, nullable: bool = False) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.int16()
+        if n < 0:
+            if n == -1 and nullable:
+                return None
+            raise self.fail(f"bad string length {n}")
+        try:
+            return self.take(n).decode()
+        except UnicodeDecodeError as e:
+            raise self.fail(f"invalid UTF-8 ({e.reason})") from None
+
+    def bytes_(self) -> bytes:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0:
+            raise self.fail(f"bad bytes length {n}")
+        return bytes(self.take(n))
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0 or n > len(self.buf) - self.pos:  # each element takes >= 1 byte
+            raise self.fail(f"bad array length {n}")
+        return n
+
+    def skip_tags(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()  # tag number: none are defined for these schemas
+                self.take(self.uvarint())
+
+    def end(self) -> None:
+        if self.pos != len(self.buf):
+            raise self.fail(f"{len(self.buf) - self.pos} trailing bytes")
+
+
+def decode_key(data: bytes) -> Key:
+    r = _Reader(data, "key")
+    version = r.int16()
+    if version in (0, 1):
+        key = OffsetCommitKey(r.string(), r.string(), r.int32())
+    elif version == 2:
+        key = GroupMetadataKey(r.string())
+    elif version > 2:
+        return UnknownKey(version, bytes(data[2:]))
+    else:
+        raise r.fail(f"negative key version {version}")
+    r.end()
+    return key
+
+
+def decode_value(key: Key, data: bytes | None) -> Value | None:
+    """Decode the value belonging to `key` (the key's type says which schema); None = tombstone."""
+    if data is None:
+        return None
+    if type(key) is OffsetCommitKey:
+        return _decode_offset_commit_value(data)
+    if type(key) is GroupMetadataKey:
+        return _decode_group_metadata_value(data)
+    raise RecordDecodeError(f"no value schema for {key!r}")
+
+
+def decode_record(key: bytes, value: bytes | None) -> tuple[Key, Value | bytes | None]:
+    """Decode one `__consumer_offsets` record; values of unknown record types stay raw bytes."""
+    k = decode_key(key)
+    if type(k) is UnknownKey:
+        return k, value
+    return k, decode_value(k, value)
+
+
+def value_version(data: bytes) -> int:
+    if len(data) < 2:
+        raise RecordDecodeError("value: truncated version")
+    return _H.unpack_from(data)[0]
+
+
+def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
+    r = _Reader(data, "OffsetCommitValue")
+    version = r.int16()
+    if version < 0:
+        raise r.fail(f"bad version {version}")
+    r.flexible = version >= FLEXIBLE_FROM
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.string()
+    commit_ts = r.int64()
+    expire_ts = r.int64() if version == 1 else -1
+    r.skip_tags()
+    r.end()
+    return OffsetCommitValue(offset, metadata, commit_ts, leader_epoch, expire_ts)
+
+
+def _decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
+    r = _Reader(data, "GroupMetadataValue")
+    version = r.int16()
+    if version < 0:
+        raise r.fail(f"bad version {version}")
+    r.flexible = version >= FLEXIBLE_FROM
+    protocol_type = r.string()
+    generation = r.int32()
+    protocol = r.string(nullable=True)
+    leader = r.string(nullable=True)
+    state_ts = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.string()
+        instance_id = r.string(nullable=True) if version >= 3 else None
+        client_id = r.string()
+        client_host = r.string()
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = r.bytes_()
+        assignment = r.bytes_()
+        r.skip_tags()
+        members.append(MemberMetadata(
+            member_id, client_id, client_host, session_timeout, subscription, assignment,
+            rebalance_timeout, instance_id,
+        ))
+    r.skip_tags()
+    r.end()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), state_ts)
