@@ -48,6 +48,7 @@ class Server:
         self._api_versions_cache: dict[int, bytes] = {}
         self.components: list[Any] = []
         self.topics: Any = None
+        self.groups: Any = None
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
 
     # life cycle -----------------------------------------------------------------------

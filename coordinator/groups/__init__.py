@@ -1,0 +1,1 @@
+"""Kafka's classic consumer-group coordinator (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""

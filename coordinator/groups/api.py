@@ -1,0 +1,226 @@
+"""Wire handlers of the classic group APIs: kio requests in, kio responses out.
+
+All group logic lives in coordinator.py; this module only maps versions and fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import Registry, RequestContext, ms
+from .coordinator import GroupCoordinator
+from .group import JoinResult, SyncResult
+from .offsets import NO_OFFSET, OffsetRequest, Offsets
+from .state import GroupState as S
+
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: all a group supports (no ACLs here).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
+
+class GroupApis:
+    def __init__(self, coordinator: GroupCoordinator, offsets: Offsets) -> None:
+        self.groups = coordinator
+        self.offsets = offsets
+
+    def register(self, registry: Registry) -> None:
+        registry.add(JOIN_GROUP, range(0, 10), self.join_group)
+        registry.add(SYNC_GROUP, range(0, 6), self.sync_group)
+        registry.add(HEARTBEAT, range(0, 5), self.heartbeat)
+        registry.add(LEAVE_GROUP, range(0, 6), self.leave_group)
+        registry.add(LIST_GROUPS, range(0, 6), self.list_groups)
+        registry.add(DESCRIBE_GROUPS, range(0, 6), self.describe_groups)
+        registry.add(DELETE_GROUPS, range(0, 3), self.delete_groups)
+        registry.add(OFFSET_COMMIT, range(2, 10), self.offset_commit)
+        registry.add(OFFSET_FETCH, range(1, 10), self.offset_fetch)
+        registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
+
+    # JoinGroup ------------------------------------------------------------------------
+
+    def join_group(self, ctx: RequestContext, req: Any) -> Any:
+        session_ms = ms(req.session_timeout)
+        rebalance = getattr(req, "rebalance_timeout", None)
+        rebalance_ms = ms(rebalance) if rebalance is not None else session_ms  # v0 has none
+        protocols = [(p.name, p.metadata) for p in req.protocols]
+        result = self.groups.join(
+            req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.header.client_id or "",
+            ctx.client_host, session_ms, rebalance_ms, req.protocol_type, protocols,
+            require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
+            supports_skip_assignment=ctx.version >= 9,
+            reason=getattr(req, "reason", None),
+        )
+        if isinstance(result, JoinResult):
+            return self._join_response(ctx, result)
+        return self._join_later(ctx, result)
+
+    async def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
+        return self._join_response(ctx, await waiter)
+
+    @staticmethod
+    def _join_response(ctx: RequestContext, r: JoinResult) -> Any:
+        members = tuple(
+            ctx.nested("JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=meta)
+            for m, i, meta in r.members
+        )
+        error = r.error
+        if error == E.fenced_instance_id and ctx.version < 5:
+            error = E.unknown_member_id
+        return ctx.response(
+            throttle_time=0, error_code=error, generation_id=r.generation_id, protocol_type=r.protocol_type,
+            protocol_name=r.protocol_name if r.error == E.none or ctx.version >= 7 else "",
+            leader=r.leader_id, skip_assignment=r.skip_assignment, member_id=r.member_id, members=members,
+        )
+
+    # SyncGroup ------------------------------------------------------------------------
+
+    def sync_group(self, ctx: RequestContext, req: Any) -> Any:
+        result = self.groups.sync(
+            req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id,
+            getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
+            {a.member_id: a.assignment for a in req.assignments},
+        )
+        if isinstance(result, SyncResult):
+            return self._sync_response(ctx, result)
+        return self._sync_later(ctx, result)
+
+    async def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
+        return self._sync_response(ctx, await waiter)
+
+    @staticmethod
+    def _sync_response(ctx: RequestContext, r: SyncResult) -> Any:
+        return ctx.response(throttle_time=0, error_code=r.error, protocol_type=r.protocol_type,
+                            protocol_name=r.protocol_name, assignment=r.assignment)
+
+    # Heartbeat ------------------------------------------------------------------------
+
+    def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
+        error = self.groups.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                                      req.generation_id)
+        return ctx.response(throttle_time=0, error_code=error)
+
+    # LeaveGroup -----------------------------------------------------------------------
+
+    def leave_group(self, ctx: RequestContext, req: Any) -> Any:
+        if ctx.version < 3:
+            top, results = self.groups.leave(req.group_id, [(req.member_id, None)])
+            if top == E.none and results:
+                top = results[0][2]
+            return ctx.response(throttle_time=0, error_code=top)
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+        reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
+        top, results = self.groups.leave(req.group_id, members, reason="; ".join(sorted(reasons)) or None)
+        return ctx.response(
+            throttle_time=0, error_code=top,
+            members=tuple(ctx.nested("MemberResponse", member_id=m, group_instance_id=i, error_code=e)
+                          for m, i, e in results),
+        )
+
+    # ListGroups / DescribeGroups / DeleteGroups ---------------------------------------
+
+    def list_groups(self, ctx: RequestContext, req: Any) -> Any:
+        states = {s.lower() for s in getattr(req, "states_filter", ())}
+        types = {t.lower() for t in getattr(req, "types_filter", ())}
+        groups = [] if types and "classic" not in types else self.groups.list_groups(states)
+        return ctx.response(
+            throttle_time=0, error_code=E.none,
+            groups=tuple(ctx.nested("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
+                                    group_state=g.state.value, group_type="classic") for g in groups),
+        )
+
+    def describe_groups(self, ctx: RequestContext, req: Any) -> Any:
+        include_ops = getattr(req, "include_authorized_operations", False)
+        described = []
+        for group_id in req.groups:
+            group = self.groups.groups.get(group_id)
+            ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+            if group is None or group.is_(S.DEAD):
+                # Kafka describes an unknown group as a Dead one with no error.
+                described.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
+                                            group_state=S.DEAD.value, protocol_type="", protocol_data="",
+                                            members=(), authorized_operations=ops))
+                continue
+            stable = group.is_(S.STABLE)
+            protocol = group.protocol_name if stable else None
+            members = tuple(
+                ctx.nested("DescribedGroupMember", member_id=m.member_id, group_instance_id=m.group_instance_id,
+                           client_id=m.client_id, client_host=m.client_host,
+                           member_metadata=m.metadata_for(protocol) if protocol else b"",
+                           member_assignment=m.assignment if stable else b"")
+                for m in group.members.values()
+            )
+            described.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
+                                        group_state=group.state.value, protocol_type=group.protocol_type or "",
+                                        protocol_data=protocol or "", members=members,
+                                        authorized_operations=ops))
+        return ctx.response(throttle_time=0, groups=tuple(described))
+
+    async def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
+        results = []
+        for group_id in req.groups_names:
+            error = await self.groups.delete_group(group_id)
+            results.append(ctx.nested("DeletableGroupResult", group_id=group_id, error_code=error))
+        return ctx.response(throttle_time=0, results=tuple(results))
+
+    # OffsetCommit / OffsetFetch / OffsetDelete ----------------------------------------
+
+    async def offset_commit(self, ctx: RequestContext, req: Any) -> Any:
+        wanted = [
+            OffsetRequest(t.name, p.partition_index, p.committed_offset,
+                          getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+            for t in req.topics for p in t.partitions
+        ]
+        expire = -1
+        retention = getattr(req, "retention_time", None)  # v2-v4
+        if retention is not None and ms(retention) >= 0:
+            expire = self.groups.clock.wall() + ms(retention)
+        errors = iter(await self.offsets.commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
+                                                getattr(req, "group_instance_id", None), wanted, expire))
+        return ctx.response(throttle_time=0, topics=tuple(
+            ctx.nested("OffsetCommitResponseTopic", name=t.name, partitions=tuple(
+                ctx.nested("OffsetCommitResponsePartition", partition_index=p.partition_index,
+                           error_code=next(errors)) for p in t.partitions))
+            for t in req.topics))
+
+    def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str) -> tuple:
+        """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones."""
+        out = []
+        for name, parts in topics:
+            rows = []
+            for partition, value in parts:
+                rows.append(ctx.nested(
+                    "OffsetFetchResponsePartition" + suffix, partition_index=partition,
+                    committed_offset=value.offset if value else NO_OFFSET,
+                    committed_leader_epoch=value.leader_epoch if value else -1,
+                    metadata=value.metadata if value else "", error_code=E.none))
+            out.append(ctx.nested("OffsetFetchResponseTopic" + suffix, name=name, partitions=tuple(rows)))
+        return tuple(out)
+
+    def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
+        if ctx.version < 8:
+            wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+            error, topics = self.offsets.fetch(req.group_id, wanted)
+            if ctx.version < 2 and error != E.none:
+                # v0/v1 have no top-level error: it goes on every partition.
+                topics = [(n, [(p, None) for p in ps]) for n, ps in (wanted or [])]
+            return ctx.response(throttle_time=0, topics=self._fetched_topics(ctx, topics, ""), error_code=error)
+        groups = []
+        for g in req.groups:
+            wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            error, topics = self.offsets.fetch(g.group_id, wanted)
+            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
+                                     topics=self._fetched_topics(ctx, topics, "s"), error_code=error))
+        return ctx.response(throttle_time=0, groups=tuple(groups))
+
+    async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
+        wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+        error, results = await self.offsets.delete(req.group_id, wanted)
+        return ctx.response(throttle_time=0, error_code=error, topics=tuple(
+            ctx.nested("OffsetDeleteResponseTopic", name=name, partitions=tuple(
+                ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows))
+            for name, rows in results))

@@ -1,0 +1,22 @@
+"""The events the coordinator persists: `__consumer_offsets` (key, value) pairs.
+
+Keys and values are protocol.group_records' dataclasses (Kafka's OffsetCommitKey/Value
+and GroupMetadataKey/Value); coordinator/storage.py turns them into bytes. A value of
+None is a tombstone.
+"""
+
+from __future__ import annotations
+
+from protocol.group_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+
+Key = OffsetCommitKey | GroupMetadataKey
+Event = tuple[Key, OffsetCommitValue | GroupMetadataValue | None]
+
+__all__ = ["Event", "GroupMetadataKey", "GroupMetadataValue", "Key", "MemberMetadata", "OffsetCommitKey",
+           "OffsetCommitValue"]

@@ -1,0 +1,27 @@
+"""Group states and Kafka's legal-transition table (GroupState.validPreviousStates)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+_S = GroupState
+VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    _S.EMPTY: frozenset({_S.PREPARING_REBALANCE}),
+    _S.PREPARING_REBALANCE: frozenset({_S.STABLE, _S.COMPLETING_REBALANCE, _S.EMPTY}),
+    _S.COMPLETING_REBALANCE: frozenset({_S.PREPARING_REBALANCE}),
+    _S.STABLE: frozenset({_S.COMPLETING_REBALANCE}),
+    _S.DEAD: frozenset({_S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD}),
+}
+
+
+class IllegalStateTransition(RuntimeError):
+    """A bug: the coordinator tried a transition Kafka's state machine forbids."""
