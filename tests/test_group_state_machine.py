@@ -1,0 +1,460 @@
+"""Kafka's classic group state machine, driven directly with a manual clock (no sockets, no sleeps)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kio.schema.errors import ErrorCode as E
+
+from coordinator.groups.clock import ManualClock
+from coordinator.groups.coordinator import GroupConfig, GroupCoordinator
+from coordinator.groups.group import ClassicGroup, JoinResult, SyncResult
+from coordinator.groups.offsets import OffsetRequest, Offsets
+from coordinator.groups.state import GroupState as S
+from coordinator.groups.state import IllegalStateTransition
+
+SESSION, REBALANCE = 10_000, 30_000
+
+
+class Harness:
+    def __init__(self, **config) -> None:
+        self.clock = ManualClock()
+        self.log: list = []  # every durably "appended" event, in order
+
+        async def write(group_id, events):
+            self.log.extend(events)
+
+        self.c = GroupCoordinator(self.clock, GroupConfig(**config), write)
+
+    def group(self, gid: str = "g") -> ClassicGroup:
+        return self.c.groups[gid]
+
+    def join(self, member="", *, gid="g", instance=None, protocols=(("range", b"r"), ("roundrobin", b"rr")),
+             v4=True, session=SESSION, rebalance=REBALANCE, ptype="consumer", client="client", skip=False):
+        return self.c.join(gid, member, instance, client, "/127.0.0.1", session, rebalance, ptype,
+                           list(protocols), require_known_member_id=v4, supports_skip_assignment=skip)
+
+    def new_member(self, **kw):
+        """KIP-394 handshake: first join gets MEMBER_ID_REQUIRED and an id; rejoin with it."""
+        first = self.join(**kw)
+        assert isinstance(first, JoinResult) and first.error == E.member_id_required
+        return first.member_id, self.join(first.member_id, **kw)
+
+    def sync(self, member, generation, assignments=None, gid="g", instance=None):
+        return self.c.sync(gid, member, instance, generation, "consumer", None, assignments or {})
+
+
+async def settle() -> None:
+    """Let spawned tasks (durable appends and their continuations) run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def result(fut) -> JoinResult | SyncResult:
+    assert fut.done(), "still waiting"
+    return fut.result()
+
+
+def at_once(h: Harness, n: int, gid: str = "g", **kw) -> tuple[list[str], list]:
+    """n members whose first JoinGroups all arrive before any of them rejoins (KIP-394)."""
+    ids = [h.join(gid=gid, **kw).member_id for _ in range(n)]
+    return ids, [h.join(mid, gid=gid, **kw) for mid in ids]
+
+
+async def form_group(h: Harness, n: int, gid: str = "g") -> tuple[list[str], int]:
+    """n members join at once and sync; returns (member ids, generation)."""
+    ids, futs = at_once(h, n, gid)
+    results = [result(f) for f in futs]
+    gen = results[0].generation_id
+    leader = results[0].leader_id
+    syncs = [h.sync(m, gen, gid=gid) for m in ids if m != leader]
+    h.sync(leader, gen, {m: m.encode() for m in ids}, gid=gid)
+    await settle()
+    assert all(result(s).error == E.none for s in syncs)
+    assert h.group(gid).is_(S.STABLE)
+    return ids, gen
+
+
+async def test_three_members_joining_at_once_make_one_rebalance():
+    h = Harness()
+    ids, gen = await form_group(h, 3)
+    assert gen == 1
+    g = h.group()
+    assert g.leader_id == ids[0] and g.protocol_name == "range"
+    assert [m.assignment for m in g.members.values()] == [m.encode() for m in ids]
+
+
+async def test_leader_gets_all_metadata_followers_none():
+    h = Harness()
+    _, futs = at_once(h, 3)
+    results = [result(f) for f in futs]
+    leader = [r for r in results if r.member_id == r.leader_id]
+    assert len(leader) == 1 and len(leader[0].members) == 3
+    assert all(r.members == [] for r in results if r.member_id != r.leader_id)
+    assert {r.generation_id for r in results} == {1}
+
+
+async def test_staggered_joins_rebalance_each_time():
+    h = Harness()
+    a, fa = h.new_member()
+    ra = result(fa)
+    assert ra.generation_id == 1 and ra.leader_id == a
+    h.sync(a, 1, {a: b"all"})
+    await settle()
+    assert h.group().is_(S.STABLE)
+    # B arrives: the group prepares a rebalance; A learns it from its heartbeat and rejoins.
+    b, fb = h.new_member()
+    assert h.group().is_(S.PREPARING_REBALANCE)
+    assert h.c.heartbeat("g", a, None, 1) == E.rebalance_in_progress
+    fa2 = h.join(a)
+    assert result(fa2).generation_id == 2 and result(fb).generation_id == 2
+    h.sync(b, 2)
+    h.sync(a, 2, {a: b"1", b: b"2"})
+    await settle()
+    # C arrives: a third generation.
+    c, fc = h.new_member()
+    h.join(a), h.join(b)
+    assert result(fc).generation_id == 3
+    assert h.group().generation_id == 3 and len(h.group().members) == 3
+
+
+async def test_leader_missing_join_response_rejoins_in_completing_rebalance():
+    h = Harness()
+    _, futs = at_once(h, 2)
+    leader = result(futs[0]).leader_id
+    assert h.group().is_(S.COMPLETING_REBALANCE)
+    again = h.join(leader)  # same metadata: answered at once with the same generation
+    assert isinstance(again, JoinResult) and again.error == E.none
+    assert again.generation_id == 1 and len(again.members) == 2
+    assert h.group().is_(S.COMPLETING_REBALANCE)
+
+
+async def test_follower_sync_waits_for_leader():
+    h = Harness()
+    (a, b), (fa, fb) = at_once(h, 2)
+    leader = result(fa).leader_id
+    follower = b if leader == a else a
+    waiting = h.sync(follower, 1)
+    assert isinstance(waiting, asyncio.Future) and not waiting.done()
+    h.sync(leader, 1, {follower: b"F", leader: b"L", "unknown-member": b"x"})
+    await settle()
+    assert result(waiting).assignment == b"F"
+    assert h.group().is_(S.STABLE)
+    # Assignments for unknown members are ignored; a member the leader forgot gets b"".
+    assert set(h.group().members) == {a, b}
+
+
+async def test_missing_assignment_is_empty():
+    h = Harness()
+    (a, b), (fa, fb) = at_once(h, 2)
+    leader = result(fa).leader_id
+    follower = b if leader == a else a
+    waiting = h.sync(follower, 1)
+    h.sync(leader, 1, {leader: b"L"})
+    await settle()
+    assert result(waiting) .assignment == b""
+
+
+async def test_sync_errors():
+    h = Harness()
+    (a, b), _ = at_once(h, 2)
+    assert h.c.sync("g", "nobody", None, 1, None, None, {}).error == E.unknown_member_id
+    assert h.c.sync("g", a, None, 7, None, None, {}).error == E.illegal_generation
+    assert h.c.sync("g", a, None, 1, "other", None, {}).error == E.inconsistent_group_protocol
+    assert h.c.sync("g", a, None, 1, None, "roundrobin", {}).error == E.inconsistent_group_protocol
+    assert h.c.sync("", a, None, 1, None, None, {}).error == E.invalid_group_id
+    assert h.c.sync("nogroup", a, None, 1, None, None, {}).error == E.unknown_member_id
+    # A new member makes the group prepare a rebalance: SyncGroup → REBALANCE_IN_PROGRESS.
+    h.new_member()
+    assert h.group().is_(S.PREPARING_REBALANCE)
+    assert h.c.sync("g", a, None, 1, None, None, {}).error == E.rebalance_in_progress
+
+
+async def test_rebalance_fails_pending_syncs():
+    h = Harness()
+    (a, b), (fa, fb) = at_once(h, 2)
+    leader = result(fa).leader_id
+    follower = b if leader == a else a
+    waiting = h.sync(follower, 1)
+    h.new_member()  # CompletingRebalance -> PreparingRebalance
+    assert result(waiting).error == E.rebalance_in_progress
+
+
+async def test_heartbeat_answers_per_state():
+    h = Harness()
+    a, fa = h.new_member()
+    assert h.c.heartbeat("g", a, None, 1) == E.none  # CompletingRebalance: keep going
+    h.sync(a, 1, {a: b""})
+    await settle()
+    assert h.c.heartbeat("g", a, None, 1) == E.none  # Stable
+    assert h.c.heartbeat("g", a, None, 0) == E.illegal_generation
+    assert h.c.heartbeat("g", "x", None, 1) == E.unknown_member_id
+    assert h.c.heartbeat("", a, None, 1) == E.invalid_group_id
+    assert h.c.heartbeat("none", a, None, 1) == E.unknown_member_id
+    h.new_member()
+    assert h.c.heartbeat("g", a, None, 1) == E.rebalance_in_progress
+
+
+async def test_session_expiry_in_stable_triggers_rebalance():
+    h = Harness()
+    (a, b), gen = await form_group(h, 2)
+    for _ in range(3):  # a keeps heartbeating, b is silent
+        h.clock.advance(SESSION / 4)
+        assert h.c.heartbeat("g", a, None, gen) == E.none
+    h.clock.advance(SESSION / 4)
+    g = h.group()
+    assert b not in g.members and g.is_(S.PREPARING_REBALANCE)
+    fa = h.join(a)
+    assert result(fa).generation_id == gen + 1 and g.is_(S.COMPLETING_REBALANCE)
+
+
+async def test_member_not_rejoining_is_removed_at_rebalance_timeout():
+    h = Harness()
+    (a, b), gen = await form_group(h, 2)
+    h.join(a, protocols=(("roundrobin", b"x"), ("range", b"r")))  # new metadata: rebalance
+    g = h.group()
+    assert g.is_(S.PREPARING_REBALANCE)
+    for _ in range(REBALANCE // 1000 - 1):  # b heartbeats (and hears REBALANCE_IN_PROGRESS) but never rejoins
+        h.clock.advance(1000)
+        assert h.c.heartbeat("g", b, None, gen) == E.rebalance_in_progress
+    h.clock.advance(999)
+    assert g.is_(S.PREPARING_REBALANCE)
+    h.clock.advance(1)
+    assert list(g.members) == [a] and g.is_(S.COMPLETING_REBALANCE) and g.generation_id == gen + 1
+
+
+async def test_member_not_syncing_is_removed():
+    h = Harness()
+    (a, b), (fa, fb) = at_once(h, 2, rebalance=SESSION // 2)
+    leader = result(fa).leader_id
+    follower = b if leader == a else a
+    h.sync(leader, 1, {leader: b"L", follower: b"F"})
+    await settle()
+    assert h.group().is_(S.STABLE)
+    h.clock.advance(SESSION // 2)
+    assert follower not in h.group().members and h.group().is_(S.PREPARING_REBALANCE)
+
+
+async def test_expiry_in_empty_and_preparing_states():
+    h = Harness()
+    a, fa = h.new_member()
+    h.sync(a, 1, {a: b""})
+    await settle()
+    h.c.leave("g", [(a, None)])
+    g = h.group()
+    assert g.is_(S.EMPTY) and g.generation_id == 2 and g.leader_id is None
+    h.clock.advance(10 * SESSION)  # nothing to expire
+    assert g.is_(S.EMPTY)
+    # A member blocked in JoinGroup is alive: its session does not expire while it waits.
+    b, fb = h.new_member()
+    assert result(fb).generation_id == 3
+    c, fc = h.new_member()  # b must rejoin; it does
+    fb2 = h.join(b)
+    assert result(fb2).generation_id == 4
+
+
+async def test_leave_triggers_rebalance_and_completes_pending_join():
+    h = Harness()
+    (a, b, c), gen = await form_group(h, 3)
+    error, results = h.c.leave("g", [(c, None)])
+    assert error == E.none and results == [(c, None, E.none)]
+    g = h.group()
+    assert g.is_(S.PREPARING_REBALANCE)
+    fa = h.join(a)
+    assert not fa.done()
+    h.c.leave("g", [(b, None), ("ghost", None)])  # b leaving completes the join phase
+    assert result(fa).generation_id == gen + 1 and list(g.members) == [a]
+
+
+async def test_all_members_leave_then_group_reforms_with_new_leader():
+    h = Harness()
+    (a, b), gen = await form_group(h, 2)
+    h.c.leave("g", [(a, None), (b, None)])
+    g = h.group()
+    assert g.is_(S.EMPTY) and g.leader_id is None and not g.members
+    c, fc = h.new_member()
+    r = result(fc)
+    assert r.leader_id == c and r.generation_id == gen + 2
+
+
+async def test_join_errors():
+    h = Harness(max_size=2)
+    assert h.join(gid="").error == E.invalid_group_id
+    assert h.join(session=1000).error == E.invalid_session_timeout
+    assert h.join(session=10**9).error == E.invalid_session_timeout
+    assert h.join("someone").error == E.unknown_member_id  # unknown member id, no group
+    assert h.join(ptype="").error == E.inconsistent_group_protocol
+    assert h.join(protocols=()).error == E.inconsistent_group_protocol
+    (a, b), _ = await form_group(h, 2)
+    assert h.join(ptype="connect").error == E.inconsistent_group_protocol
+    assert h.join(protocols=(("sticky", b""),)).error == E.inconsistent_group_protocol
+    assert h.join().error == E.group_max_size_reached
+    assert h.join("not-a-member").error == E.group_max_size_reached  # Kafka checks size first
+    h.c.leave("g", [(b, None)])
+    assert h.join("not-a-member").error == E.unknown_member_id
+
+
+async def test_old_versions_never_get_member_id_required():
+    h = Harness()
+    fut = h.join(v4=False)
+    r = result(fut)
+    assert r.error == E.none and r.member_id.startswith("client-")
+
+
+async def test_protocol_is_chosen_by_vote():
+    h = Harness()
+    f1 = h.join(v4=False, protocols=(("roundrobin", b""), ("range", b"")))
+    f2 = h.join(v4=False, protocols=(("range", b""), ("roundrobin", b"")))
+    f3 = h.join(v4=False, protocols=(("roundrobin", b""), ("range", b""), ("sticky", b"")))
+    assert h.group().is_(S.COMPLETING_REBALANCE) or True
+    # First join completed alone (no initial delay); the rest rebalance together.
+    assert result(f1).protocol_name == "roundrobin"
+
+
+async def test_initial_rebalance_delay_waits_for_more_members():
+    h = Harness(initial_rebalance_delay_ms=3000)
+    f1 = h.join(v4=False)
+    h.clock.advance(2000)
+    f2 = h.join(v4=False)  # a new member during the delay: another full delay when it ends
+    h.clock.advance(3999)
+    assert not f1.done()
+    h.clock.advance(1)
+    assert result(f1).generation_id == 1 and result(f2).generation_id == 1
+
+
+async def test_pending_member_does_not_hold_the_group():
+    h = Harness()
+    (a, b), gen = await form_group(h, 2)
+    ghost = h.join()  # gets an id and never comes back
+    assert ghost.error == E.member_id_required
+    h.join(a, protocols=(("roundrobin", b""),))  # forces a rebalance
+    fb = h.join(b)
+    assert not fb.done()
+    h.clock.advance(1000)  # the pending-member grace
+    assert result(fb).generation_id == gen + 1
+
+
+async def test_static_member_restart_without_rebalance():
+    h = Harness()
+    first = result(h.join(instance="i-1", client="app"))  # generation 1, alone
+    f2 = h.join(instance="i-2", client="app")
+    f1 = h.join(first.member_id, instance="i-1", client="app")
+    r1, r2 = result(f1), result(f2)
+    gen = h.group().generation_id
+    leader = h.group().leader_id
+    followers = [r.member_id for r in (r1, r2) if r.member_id != leader]
+    syncs = [h.sync(m, gen, instance=None) for m in followers]
+    h.sync(leader, gen, {r1.member_id: b"A1", r2.member_id: b"A2"})
+    await settle()
+    assert h.group().is_(S.STABLE)
+    follower_id = followers[0]
+    follower_instance = "i-1" if follower_id == r1.member_id else "i-2"
+    # The follower restarts: same instance id, unknown member id, same metadata.
+    fut = h.join(instance=follower_instance, client="app")
+    await settle()
+    r = result(fut)
+    assert r.error == E.none and r.generation_id == gen and r.member_id != follower_id
+    assert h.group().is_(S.STABLE) and h.group().generation_id == gen
+    # The old member id is fenced; the new one gets the old assignment.
+    assert h.c.heartbeat("g", follower_id, follower_instance, gen) == E.fenced_instance_id
+    s = h.sync(r.member_id, gen, instance=follower_instance)
+    assert s.assignment in (b"A1", b"A2")
+
+
+async def test_static_leader_rejoin_skips_assignment_v9():
+    h = Harness()
+    f1 = h.join(instance="i-1")
+    r1 = result(f1)
+    h.sync(r1.member_id, 1, {r1.member_id: b"A"})
+    await settle()
+    fut = h.join(instance="i-1", skip=True)
+    await settle()
+    r = result(fut)
+    assert r.skip_assignment and r.leader_id == r.member_id and len(r.members) == 1
+    assert h.group().generation_id == 1
+
+
+async def test_illegal_transition_raises():
+    g = ClassicGroup("g", 0)
+    with pytest.raises(IllegalStateTransition):
+        g.transition(S.STABLE, 1)
+    with pytest.raises(IllegalStateTransition):
+        g.transition(S.COMPLETING_REBALANCE, 1)
+    g.transition(S.PREPARING_REBALANCE, 1)
+    g.transition(S.EMPTY, 2)
+    g.transition(S.DEAD, 3)
+    g.transition(S.DEAD, 4)
+
+
+async def test_many_protocols_and_absurd_values():
+    h = Harness()
+    protocols = tuple((f"p{i}", b"x") for i in range(10_000))
+    fut = h.join(v4=False, protocols=protocols)
+    assert result(fut).protocol_name == "p0"
+    assert h.join(v4=False, rebalance=-5).error == E.invalid_request
+
+
+# offsets --------------------------------------------------------------------------------
+
+async def test_offset_commit_validation_and_fetch():
+    h = Harness()
+    offsets = Offsets(h.c, metadata_max_bytes=10)
+    (a, b), gen = await form_group(h, 2)
+    req = [OffsetRequest("t", 0, 42, 3, "meta"), OffsetRequest("t", 1, 7, -1, "x" * 11)]
+    assert await offsets.commit("g", gen, a, None, req) == [E.none, E.offset_metadata_too_large]
+    assert await offsets.commit("g", gen + 1, a, None, req[:1]) == [E.illegal_generation]
+    assert await offsets.commit("g", gen, "stranger", None, req[:1]) == [E.unknown_member_id]
+    assert await offsets.commit("g", -1, "", None, req[:1]) == [E.unknown_member_id]  # non-empty group
+    assert await offsets.commit("", -1, "", None, req[:1]) == [E.invalid_group_id]
+    err, topics = offsets.fetch("g", [("t", [0, 1])])
+    assert err == E.none
+    (_, rows), = topics
+    assert rows[0][1].offset == 42 and rows[0][1].leader_epoch == 3 and rows[1][1] is None
+    # Standalone commits (no group management) create an Empty group.
+    assert await offsets.commit("solo", -1, "", None, req[:1]) == [E.none]
+    assert h.group("solo").is_(S.EMPTY)
+    assert await offsets.commit("nogroup", 5, "m", None, req[:1]) == [E.illegal_generation]
+    # CompletingRebalance: REBALANCE_IN_PROGRESS
+    h.join(a, protocols=(("roundrobin", b""),))
+    h.join(b)
+    assert h.group().is_(S.COMPLETING_REBALANCE)
+    assert await offsets.commit("g", gen + 1, a, None, req[:1]) == [E.rebalance_in_progress]
+
+
+async def test_replay_rebuilds_offsets_and_groups():
+    h = Harness()
+    offsets = Offsets(h.c)
+    (a, b), gen = await form_group(h, 2)
+    await offsets.commit("g", gen, a, None, [OffsetRequest("t", 0, 10, -1, ""), OffsetRequest("t", 1, 11, -1, "")])
+    await offsets.commit("g", gen, b, None, [OffsetRequest("t", 0, 12, -1, "")])
+    fresh = GroupCoordinator(ManualClock(), GroupConfig())
+    for event in h.log:
+        fresh.apply(event)
+    g = fresh.groups["g"]
+    assert g.is_(S.EMPTY) and g.generation_id == gen and g.protocol_name == "range"
+    assert {k: v.offset for k, v in g.offsets.items()} == {("t", 0): 12, ("t", 1): 11}
+
+
+async def test_delete_group_only_when_empty():
+    h = Harness()
+    offsets = Offsets(h.c)
+    (a,), gen = await form_group(h, 1)
+    await offsets.commit("g", gen, a, None, [OffsetRequest("t", 0, 1, -1, "")])
+    assert await h.c.delete_group("g") == E.non_empty_group
+    h.c.leave("g", [(a, None)])
+    assert await h.c.delete_group("g") == E.none
+    assert "g" not in h.c.groups
+    assert await h.c.delete_group("g") == E.group_id_not_found
+    assert offsets.fetch("g", [("t", [0])])[1][0][1][0][1] is None
+
+
+async def test_offset_retention_with_injected_clock():
+    h = Harness()
+    offsets = Offsets(h.c, retention_ms=60_000)
+    await offsets.commit("solo", -1, "", None, [OffsetRequest("t", 0, 1, -1, "")])
+    h.clock.advance(59_000)
+    assert await offsets.expire() == 0
+    h.clock.advance(2_000)
+    assert await offsets.expire() == 1
+    assert "solo" not in h.c.groups  # Empty with no offsets left: Dead and removed
