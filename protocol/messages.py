@@ -8,8 +8,11 @@ class to use and is on the hot path. Sans-IO: no sockets.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
+import types
+import typing
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -53,6 +56,7 @@ class Codec:
     write: Any
     flexible_request: bool  # request header v2 (tagged fields) instead of v1
     flexible_response: bool  # response header v1 (tagged fields) instead of v0
+    check: Any = None  # flexible requests: array-length bounds check run before kio (see below)
 
 
 @cache
@@ -72,6 +76,7 @@ def codec(api_key: int, api_version: int) -> Codec:
         # ApiVersions responses always use header v0 so that a client that does not
         # yet know our versions can still read the correlation id (KIP-511).
         flexible_response=flexible and api_key != API_VERSIONS_KEY,
+        check=_entity_skipper(req) if flexible else None,
     )
 
 
@@ -149,6 +154,8 @@ def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:
 
 
 def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
+    if c.check is not None:
+        c.check(buf, pos, len(buf))
     try:
         body, size = c.read(buf, pos)
     except Exception as e:  # kio: BufferUnderflow, KeyError on unknown tags, ValueError...
@@ -212,3 +219,107 @@ def encode_body(c: Codec, body: Any) -> bytes:
     out = io.BytesIO()
     c.write(out, body)
     return out.getvalue()
+
+
+# Bounds check of flexible request bodies -------------------------------------------------
+#
+# kio's native reader allocates room for a COMPACT_ARRAY's declared element count before
+# reading the elements; a count of ~2**32 in an 18-byte request makes the allocation fail,
+# and Rust aborts the whole process (no exception to catch). Every element takes at least
+# one byte, so a count larger than the bytes left can never be valid: this walk rejects it
+# as MalformedRequest before kio sees the body. Legacy (int32-counted) arrays are not
+# affected. Only lengths are followed; values are not built.
+
+_FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "timedelta_i32": 4,
+                "int64": 8, "timedelta_i64": 8, "float64": 8, "uuid": 16}
+
+
+def _uvarint_in(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end:
+            raise MalformedRequest("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedRequest("varint too long")
+
+
+def _strip_optional(tp: Any) -> Any:
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _primitive_skipper(kind: str | None) -> Any:
+    size = _FIXED_SIZES.get(kind)  # type: ignore[arg-type]
+    if size is not None:
+        def skip_fixed(buf: bytes, pos: int, end: int) -> int:
+            pos += size
+            if pos > end:
+                raise MalformedRequest("truncated body")
+            return pos
+        return skip_fixed
+
+    def skip_compact_bytes(buf: bytes, pos: int, end: int) -> int:  # string, bytes, records
+        n, pos = _uvarint_in(buf, pos, end)
+        pos += max(n - 1, 0)
+        if pos > end:
+            raise MalformedRequest("truncated body")
+        return pos
+    return skip_compact_bytes
+
+
+def _field_skipper(field: dataclasses.Field) -> Any:
+    tp = _strip_optional(field.type)
+    if typing.get_origin(tp) is tuple:
+        inner = _strip_optional(typing.get_args(tp)[0])
+        element = _entity_skipper(inner) if dataclasses.is_dataclass(inner) else _primitive_skipper(
+            field.metadata.get("kafka_type"))
+
+        def skip_array(buf: bytes, pos: int, end: int) -> int:
+            n, pos = _uvarint_in(buf, pos, end)
+            n -= 1  # 0 encodes null
+            if n > end - pos:
+                raise MalformedRequest(f"array of {n} elements in {end - pos} bytes")
+            for _ in range(n):
+                pos = element(buf, pos, end)
+            return pos
+        return skip_array
+    if dataclasses.is_dataclass(tp):
+        return _entity_skipper(tp)
+    return _primitive_skipper(field.metadata.get("kafka_type"))
+
+
+@cache
+def _entity_skipper(cls: type) -> Any:
+    positional = []
+    tagged = {}
+    for f in dataclasses.fields(cls):
+        if "tag" in f.metadata:
+            tagged[f.metadata["tag"]] = _field_skipper(f)
+        else:
+            positional.append(_field_skipper(f))
+
+    def skip_entity(buf: bytes, pos: int, end: int) -> int:
+        for skip in positional:
+            pos = skip(buf, pos, end)
+        count, pos = _uvarint_in(buf, pos, end)
+        for _ in range(count):
+            tag, pos = _uvarint_in(buf, pos, end)
+            size, pos = _uvarint_in(buf, pos, end)
+            stop = pos + size
+            if stop > end:
+                raise MalformedRequest("truncated tagged field")
+            skip = tagged.get(tag)
+            if skip is not None:
+                skip(buf, pos, stop)
+            pos = stop
+        return pos
+    return skip_entity
