@@ -1,0 +1,165 @@
+"""Group coordinator benchmark: heartbeat throughput, rebalance latency, join-sync-leave cycles.
+
+Starts the server in a subprocess (its own port and data dir) and drives it over raw
+sockets with pipelined requests. Prints figures; asserts nothing.
+
+    python bench/bench_groups.py [--groups 100] [--members 10] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.wire_client import WireClient, request_class  # noqa: E402
+
+JOIN, SYNC, HEARTBEAT, LEAVE = 11, 14, 12, 13
+V_JOIN, V_SYNC, V_HB, V_LEAVE = 5, 3, 3, 3
+SESSION = datetime.timedelta(seconds=30)
+REBALANCE = datetime.timedelta(seconds=60)
+
+JoinReq = request_class(JOIN, V_JOIN)
+JoinProto = request_class(JOIN, V_JOIN, "JoinGroupRequestProtocol")
+SyncReq = request_class(SYNC, V_SYNC)
+SyncAssign = request_class(SYNC, V_SYNC, "SyncGroupRequestAssignment")
+HbReq = request_class(HEARTBEAT, V_HB)
+LeaveReq = request_class(LEAVE, V_LEAVE)
+LeaveMember = request_class(LEAVE, V_LEAVE, "MemberIdentity")
+
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"  # consumer protocol v0, topic "t"
+
+
+def start_server(extra: list[str]) -> tuple[subprocess.Popen, int]:
+    data = tempfile.mkdtemp(prefix="bench-groups-")
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", data,
+                             "--log-level", "WARNING", *extra], cwd=ROOT, stdout=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    port = int(line.strip().rsplit(":", 1)[1])
+    return proc, port
+
+
+def join_body(group: str, member_id: str = "") -> object:
+    return JoinReq(group_id=group, session_timeout=SESSION, rebalance_timeout=REBALANCE, member_id=member_id,
+                   group_instance_id=None, protocol_type="consumer",
+                   protocols=(JoinProto(name="range", metadata=SUBSCRIPTION),))
+
+
+async def join_member(conn: WireClient, group: str):
+    """KIP-394 handshake then the real join; returns the JoinGroup response."""
+    first = await conn.request(JOIN, V_JOIN, join_body(group))
+    return await conn.request(JOIN, V_JOIN, join_body(group, first.member_id))
+
+
+async def form_group(conns: list[WireClient], group: str) -> list[tuple[str, int]]:
+    """All members join at once, the leader assigns, everyone syncs. Returns (member id, generation)."""
+    first = await asyncio.gather(*(c.request(JOIN, V_JOIN, join_body(group)) for c in conns))
+    joined = await asyncio.gather(*(c.request(JOIN, V_JOIN, join_body(group, f.member_id))
+                                    for c, f in zip(conns, first)))
+    syncs = []
+    for c, j in zip(conns, joined):
+        assignments = tuple(SyncAssign(member_id=m.member_id, assignment=b"a") for m in j.members)
+        syncs.append(c.request(SYNC, V_SYNC, SyncReq(group_id=group, generation_id=j.generation_id,
+                                                     member_id=j.member_id, group_instance_id=None,
+                                                     assignments=assignments)))
+    results = await asyncio.gather(*syncs)
+    assert all(r.error_code == 0 for r in results), [r.error_code for r in results]
+    return [(j.member_id, j.generation_id) for j in joined]
+
+
+async def bench_heartbeats(port: int, groups: int, members: int, seconds: float, connections: int) -> None:
+    conns = [await WireClient(f"hb-{i}").connect("127.0.0.1", port) for i in range(connections)]
+    all_members = []
+    for g in range(groups):
+        group_conns = [conns[(g * members + m) % connections] for m in range(members)]
+        formed = await form_group(group_conns, f"hb-group-{g}")
+        all_members += [(f"hb-group-{g}", m, gen, c) for (m, gen), c in zip(formed, group_conns)]
+    bodies = [(c, HbReq(group_id=g, generation_id=gen, member_id=m, group_instance_id=None))
+              for g, m, gen, c in all_members]
+    count = errors = 0
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+    window = 256  # requests in flight per connection
+
+    async def drive(conn: WireClient, mine: list) -> None:
+        nonlocal count, errors
+        i = 0
+        while time.perf_counter() < deadline:
+            batch = [mine[(i + k) % len(mine)] for k in range(window)]
+            i += window
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(conn.send(HEARTBEAT, V_HB, b) for b in batch))
+            latencies.append((time.perf_counter() - t0) * 1000)
+            count += len(results)
+            errors += sum(1 for r in results if r.error_code != 0)
+
+    by_conn: dict[int, list] = {}
+    for c, b in bodies:
+        by_conn.setdefault(id(c), []).append(b)
+    start = time.perf_counter()
+    await asyncio.gather(*(drive(c, by_conn[id(c)]) for c in conns if id(c) in by_conn))
+    elapsed = time.perf_counter() - start
+    print(f"heartbeats: {groups} groups x {members} members, {connections} connections: "
+          f"{count / elapsed:,.0f} req/s ({errors} errors); batch of {window} p50 "
+          f"{statistics.median(latencies):.1f} ms")
+    for c in conns:
+        await c.close()
+
+
+async def bench_rebalance(port: int, n: int) -> None:
+    conns = [await WireClient(f"rb-{i}").connect("127.0.0.1", port) for i in range(n)]
+    t0 = time.perf_counter()
+    await form_group(conns, f"rebalance-{n}-{time.time()}")
+    elapsed = time.perf_counter() - t0
+    print(f"rebalance: {n} members joining at once, first JoinGroup to last SyncGroup: {elapsed * 1000:.0f} ms")
+    for c in conns:
+        await c.close()
+
+
+async def bench_cycles(port: int, seconds: float) -> None:
+    conn = await WireClient("cycle").connect("127.0.0.1", port)
+    cycles = 0
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < deadline:
+        group = f"cycle-{cycles % 100}"
+        (member, gen), = await form_group([conn], group)
+        await conn.request(LEAVE, V_LEAVE, LeaveReq(group_id=group, members=(
+            LeaveMember(member_id=member, group_instance_id=None),)))
+        cycles += 1
+    print(f"join-sync-leave cycles (one member, sequential): {cycles / (time.perf_counter() - start):,.0f}/s")
+    await conn.close()
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--groups", type=int, default=100)
+    ap.add_argument("--members", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=5)
+    args = ap.parse_args()
+    proc, port = start_server(["--fsync", "never"])
+    try:
+        await bench_heartbeats(port, args.groups, args.members, args.seconds, args.connections)
+        for n in (10, 100, 500):
+            await bench_rebalance(port, n)
+        await bench_cycles(port, args.seconds)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    import uvloop
+
+    uvloop.run(main())
