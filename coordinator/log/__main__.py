@@ -1,0 +1,96 @@
+"""`python -m coordinator.log dump <dir-or-file> [--offsets-decoder] [--no-records]`
+
+Prints batches and records like kafka-dump-log; `__consumer_offsets` keys and values are
+decoded (automatically for directories named `__consumer_offsets-*`). Read-only: a torn or
+corrupt tail is reported, never repaired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import sys
+from pathlib import Path
+
+from protocol.group_records import RecordDecodeError, decode_record
+from protocol.record_batch import CorruptBatch, iter_batch_records, parse_header
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def _show(b: bytes | None, limit: int = 80) -> str:
+    if b is None:
+        return "null"
+    text = b.decode("utf-8", "backslashreplace")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def dump_file(path: Path, out, offsets_decoder: bool, records: bool) -> bool:
+    print(f"Dumping {path}", file=out)
+    size = path.stat().st_size
+    if size == 0:
+        return True
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        view = memoryview(mm)
+        try:
+            pos = 0
+            while pos < size:
+                try:
+                    h = parse_header(view, pos)
+                except CorruptBatch as e:
+                    print(f"ERROR: {e} ({size - pos} bytes not shown)", file=out)
+                    return False
+                kind = "LogAppendTime" if h.is_log_append_time else "CreateTime"
+                print(
+                    f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count}"
+                    f" baseSequence: {h.base_sequence} producerId: {h.producer_id}"
+                    f" producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch}"
+                    f" isTransactional: {str(h.is_transactional).lower()}"
+                    f" isControl: {str(h.is_control).lower()} position: {pos}"
+                    f" {kind}: {h.max_timestamp} size: {h.size} magic: {h.magic}"
+                    f" compresscodec: {CODECS.get(h.compression, h.compression)}"
+                    f" crc: {h.crc} isvalid: true", file=out)
+                if records:
+                    for r in iter_batch_records(view[pos : pos + h.size], h):
+                        line = f"| offset: {r.offset} {kind}: {r.timestamp}"
+                        if offsets_decoder and not h.is_control and r.key is not None:
+                            try:
+                                k, v = decode_record(r.key, r.value)
+                                line += f" key: {k} payload: {'<DELETE>' if v is None else v}"
+                            except RecordDecodeError as e:
+                                line += f" undecodable: {e} key: {_show(r.key)}"
+                        else:
+                            line += f" key: {_show(r.key)} payload: {_show(r.value)}"
+                        if r.headers:
+                            line += f" headers: {r.headers}"
+                        print(line, file=out)
+                pos += h.size
+            return True
+        finally:
+            view.release()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m coordinator.log")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump", help="print the batches and records of a segment or log directory")
+    d.add_argument("path", type=Path)
+    d.add_argument("--offsets-decoder", action="store_true",
+                   help="decode __consumer_offsets keys/values (default for such directories)")
+    d.add_argument("--no-records", action="store_true", help="batch headers only")
+    args = ap.parse_args(argv)
+    path: Path = args.path
+    files = sorted(path.glob("*.log")) if path.is_dir() else [path]
+    directory = path if path.is_dir() else path.parent
+    decode = args.offsets_decoder or directory.name.startswith("__consumer_offsets-")
+    ok = True
+    try:
+        for f in files:
+            ok &= dump_file(f, sys.stdout, decode, not args.no_records)
+    except BrokenPipeError:
+        return 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

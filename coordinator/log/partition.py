@@ -1,0 +1,499 @@
+"""PartitionLog: one partition's append-only, segmented log on local disk.
+
+Writes go straight to the active segment with os.write (page cache, microseconds) from the
+event loop; durability is a separate step. flush() runs fsync in a thread and implements
+group commit: every caller waits for the first fsync that *starts* after its append, and
+all appends made while one fsync is in flight share the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from protocol.record_batch import (
+    LOG_OVERHEAD, BatchHeader, Record, TruncatedBatch, build_batch, iter_batch_records,
+    parse_header, set_base_offset,
+)
+
+from . import compaction
+from .config import LogConfig
+from .segment import NO_TIMESTAMP, SUFFIX, Segment, segment_path
+
+log = logging.getLogger(__name__)
+
+LOG_START_FILE = "log-start-offset"
+
+
+class OffsetOutOfRange(ValueError):
+    pass
+
+
+class InvalidBatch(ValueError):
+    """A batch offered to append() is corrupt or inconsistent (Kafka: CORRUPT_MESSAGE)."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment],
+                 log_start_offset: int) -> None:
+        self.directory = directory
+        self.config = config
+        self.segments = segments  # ordered by base offset; the last one is active
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self._next_offset = segments[-1].next_offset
+        self._durable_offset = self._next_offset  # recovered data counts as on disk
+        self._unsynced: dict[int, Segment] = {}  # fd -> segment written since last fsync
+        self._dir_dirty = False
+        self._flush_task: asyncio.Future | None = None
+        self._maintenance_lock = asyncio.Lock()
+        self._background: list[asyncio.Task] = []
+        self._dirty_from = log_start_offset  # compaction has not looked at offsets >= this
+        self.closed = False
+
+    # ------------------------------------------------------------ open / recovery
+
+    @classmethod
+    async def open(cls, directory: str | Path, config: LogConfig | None = None,
+                   *, background: bool = True) -> PartitionLog:
+        """Recover (in a worker thread) and return the log; starts interval fsync and
+        retention/compaction tasks unless background=False."""
+        loop = asyncio.get_running_loop()
+        plog = await loop.run_in_executor(None, cls.open_sync, directory, config)
+        if background:
+            plog.start_background()
+        return plog
+
+    @classmethod
+    def open_sync(cls, directory: str | Path, config: LogConfig | None = None) -> PartitionLog:
+        config = config or LogConfig()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        compaction.finish_interrupted_swaps(directory)
+        log_start = 0
+        start_file = directory / LOG_START_FILE
+        if start_file.exists():
+            try:
+                log_start = int(start_file.read_text().strip() or 0)
+            except ValueError:
+                log.warning("%s: unreadable %s, ignoring it", directory, LOG_START_FILE)
+        bases = sorted(
+            int(p.name[: -len(SUFFIX)]) for p in directory.iterdir()
+            if p.name.endswith(SUFFIX) and p.name[: -len(SUFFIX)].isdigit()
+        )
+        segments: list[Segment] = []
+        expected = 0
+        for i, base in enumerate(bases):
+            path = segment_path(directory, base)
+            seg, res = Segment.recover(path, base, expected, config.index_interval_bytes)
+            segments.append(seg)
+            # an empty segment's name says where offsets resume
+            expected = res.next_offset if res.next_offset is not None else max(expected, base)
+            if res.problem:
+                dropped = bases[i + 1 :]
+                for b in dropped:
+                    segment_path(directory, b).unlink()
+                log.warning(
+                    "%s: recovery cut the log before offset %d (%s): kept %d bytes of %s%s",
+                    directory, expected, res.problem, res.valid_bytes, path.name,
+                    f", deleted later segments {dropped}" if dropped else "")
+                break
+        if not segments:
+            segments.append(Segment.create(directory, log_start, config.index_interval_bytes))
+            fsync_dir(directory)
+        log_start = max(log_start, segments[0].base_offset)
+        if log_start > segments[-1].next_offset:  # start checkpoint beyond a truncated end
+            log_start = segments[-1].next_offset
+        return cls(directory, config, segments, log_start)
+
+    def start_background(self) -> None:
+        if self.config.fsync == "interval":
+            self._background.append(asyncio.ensure_future(self._interval_flusher()))
+        if self.config.maintenance_interval_ms:
+            self._background.append(asyncio.ensure_future(self._maintainer()))
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be written."""
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._next_offset  # single replica: everything written is committed
+
+    @property
+    def durable_offset(self) -> int:
+        """Offsets below this are known to be fsynced."""
+        return self._durable_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    # ------------------------------------------------------------ appending
+
+    def append(self, batches: bytes | bytearray | memoryview) -> int:
+        """Validate one or more whole batches, assign their offsets, write them.
+
+        Returns the base offset assigned to the first batch. Not yet durable: see flush().
+        """
+        if self.closed:
+            raise RuntimeError("log is closed")
+        buf = bytearray(batches)
+        headers: list[tuple[int, BatchHeader]] = []
+        pos, end = 0, len(buf)
+        next_offset = self._next_offset
+        try:
+            while pos < end:
+                h = parse_header(buf, pos)
+                if h.record_count != h.last_offset_delta + 1:
+                    raise InvalidBatch(f"record count {h.record_count} does not match offset "
+                                       f"delta {h.last_offset_delta}")
+                set_base_offset(buf, pos, next_offset)
+                headers.append((pos, h._replace(base_offset=next_offset)))
+                next_offset += h.record_count
+                pos += h.size
+        except (TruncatedBatch, ValueError) as e:
+            raise InvalidBatch(str(e)) from e
+        if not headers:
+            raise InvalidBatch("no batch to append")
+        first = self._next_offset
+        t = now_ms()
+        view = memoryview(buf)
+        for pos, h in headers:
+            self._maybe_roll(h.size, t)
+            seg = self.segments[-1]
+            seg.write(view[pos : pos + h.size], h, t)
+            self._unsynced[seg.fd] = seg
+            self._next_offset = h.next_offset
+        return first
+
+    def append_records(self, records: Iterable[tuple[bytes | None, bytes | None]],
+                       timestamp_ms: int | None = None, **batch_options) -> int:
+        """Build one batch from (key, value) pairs and append it."""
+        ts = now_ms() if timestamp_ms is None else timestamp_ms
+        return self.append(build_batch(list(records), timestamp_ms=ts, **batch_options))
+
+    async def append_durable(self, batches: bytes | bytearray | memoryview) -> int:
+        """append(), then wait for fsync if the policy is 'always'."""
+        base = self.append(batches)
+        if self.config.fsync == "always":
+            await self.flush()
+        return base
+
+    async def append_durable_records(self, records: Iterable[tuple[bytes | None, bytes | None]],
+                                     timestamp_ms: int | None = None, **batch_options) -> int:
+        base = self.append_records(records, timestamp_ms, **batch_options)
+        if self.config.fsync == "always":
+            await self.flush()
+        return base
+
+    def _maybe_roll(self, incoming: int, t: int) -> None:
+        seg = self.segments[-1]
+        if seg.size == 0:
+            return
+        too_big = seg.size + incoming > self.config.segment_bytes
+        too_old = (self.config.segment_ms is not None and seg.first_append_ms is not None
+                   and t - seg.first_append_ms >= self.config.segment_ms)
+        if too_big or too_old:
+            self._roll()
+
+    def _roll(self) -> Segment:
+        seg = Segment.create(self.directory, self._next_offset, self.config.index_interval_bytes)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+        return seg
+
+    # ------------------------------------------------------------ durability
+
+    async def flush(self) -> None:
+        """Return once everything appended before this call is fsynced (group commit)."""
+        target = self._next_offset
+        while self._durable_offset < target or (self._dir_dirty and not self.closed):
+            task = self._flush_task
+            if task is None:
+                task = self._flush_task = asyncio.ensure_future(self._fsync_once())
+            await asyncio.shield(task)
+            if self._durable_offset >= target:
+                return
+
+    async def _fsync_once(self) -> None:
+        target = self._next_offset
+        segs = list(self._unsynced.values())
+        self._unsynced.clear()
+        dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._fsync_all, segs, dir_dirty)
+        except BaseException:
+            for s in segs:  # retry them with the next flush
+                if s.fd >= 0:
+                    self._unsynced[s.fd] = s
+            self._dir_dirty |= dir_dirty
+            raise
+        finally:
+            self._flush_task = None
+        self._durable_offset = max(self._durable_offset, target)
+
+    def _fsync_all(self, segs: list[Segment], dir_dirty: bool) -> None:
+        for s in segs:
+            s.fsync()
+        if dir_dirty:
+            fsync_dir(self.directory)
+
+    async def _idle(self) -> None:
+        """Wait until no fsync is running (before closing or deleting segment files)."""
+        while self._flush_task is not None:
+            try:
+                await asyncio.shield(self._flush_task)
+            except Exception:
+                pass
+
+    async def _interval_flusher(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.fsync_interval_ms / 1000)
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("%s: background fsync failed", self.directory)
+
+    # ------------------------------------------------------------ reading
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int = 1024 * 1024) -> bytes:
+        """Whole batches from the one holding `offset`, up to max_bytes (always at least one
+        batch, as Kafka does, so a consumer can make progress past a large batch).
+        Reads stay within one segment. b"" at the log end."""
+        if offset < self.log_start_offset or offset > self._next_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{self.log_start_offset}, {self._next_offset}]")
+        i = self._segment_index(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            pos = seg.locate(offset)
+            if pos is not None:
+                return self._read_from(seg, pos, max_bytes)
+            i += 1  # offset falls in a gap after a compacted segment's last batch
+        return b""
+
+    def _read_from(self, seg: Segment, pos: int, max_bytes: int) -> bytes:
+        want = min(max(max_bytes, 0), seg.size - pos)
+        data = seg.pread(max(want, LOG_OVERHEAD), pos)
+        first = int.from_bytes(data[8:12], "big") + LOG_OVERHEAD
+        if first >= len(data):
+            return data if first == len(data) else seg.pread(first, pos)
+        # cut back to the last whole batch
+        end = 0
+        while end + LOG_OVERHEAD <= len(data):
+            size = int.from_bytes(data[end + 8 : end + 12], "big") + LOG_OVERHEAD
+            if end + size > len(data):
+                break
+            end += size
+        return data[:end]
+
+    def batches(self, from_offset: int = 0, *, chunk_bytes: int = 4 * 1024 * 1024
+                ) -> Iterator[tuple[BatchHeader, bytes]]:
+        """(header, batch bytes) of every batch holding offsets >= from_offset, in order.
+
+        Snapshot of the end at call time; for replay at startup and for tools."""
+        from_offset = max(from_offset, self.log_start_offset)
+        i = self._segment_index(from_offset)
+        for seg in self.segments[i:]:
+            pos = seg.locate(from_offset) if seg.base_offset < from_offset else 0
+            if pos is not None:
+                yield from seg.iter_batches(pos, chunk_bytes=chunk_bytes)
+
+    def records(self, from_offset: int = 0) -> Iterator[Record]:
+        for h, data in self.batches(from_offset):
+            for r in iter_batch_records(data, h):
+                if r.offset >= from_offset:
+                    yield r
+
+    # ------------------------------------------------------------ timestamps
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ts (ListOffsets);
+        None if there is none."""
+        for seg in self.segments:
+            found = seg.locate_timestamp(ts)
+            if found is None:
+                continue
+            pos, h = found
+            for r in iter_batch_records(seg.pread(h.size, pos), h):
+                if r.timestamp >= ts and r.offset >= self.log_start_offset:
+                    return r.offset, r.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying the largest timestamp."""
+        best = None
+        for seg in self.segments:
+            if seg.max_timestamp != NO_TIMESTAMP and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        data = best.pread(LOG_OVERHEAD, best.max_timestamp_pos)
+        size = int.from_bytes(data[8:12], "big") + LOG_OVERHEAD
+        data = best.pread(size, best.max_timestamp_pos)
+        h = parse_header(data, verify_crc=False)
+        for r in iter_batch_records(data, h):
+            if r.timestamp == h.max_timestamp:
+                return r.offset, r.timestamp
+        return h.last_offset, h.max_timestamp
+
+    # ------------------------------------------------------------ retention
+
+    async def apply_retention(self, now: int | None = None) -> int:
+        """Delete whole old segments by retention_ms / retention_bytes; returns how many."""
+        now = now_ms() if now is None else now
+        cfg = self.config
+        async with self._maintenance_lock:
+            doomed = []
+            total = self.size_bytes
+            for seg in self.segments[:-1]:  # never the active segment
+                old = (cfg.retention_ms is not None and seg.max_timestamp != NO_TIMESTAMP
+                       and now - seg.max_timestamp > cfg.retention_ms)
+                big = cfg.retention_bytes is not None and total - seg.size >= cfg.retention_bytes
+                if not (old or big):
+                    break
+                doomed.append(seg)
+                total -= seg.size
+            if doomed:
+                await self._drop_segments(len(doomed), "retention")
+            return len(doomed)
+
+    async def delete_records_before(self, offset: int) -> None:
+        """Advance the log start offset (DeleteRecords); whole segments below it go."""
+        async with self._maintenance_lock:
+            if offset > self._next_offset:
+                raise OffsetOutOfRange(f"offset {offset} is past the log end {self._next_offset}")
+            if offset <= self.log_start_offset:
+                return
+            self.log_start_offset = offset
+            self._write_log_start()
+            n = 0
+            while n < len(self.segments) - 1 and self.segments[n + 1].base_offset <= offset:
+                n += 1
+            if n:
+                await self._drop_segments(n, "delete_records")
+
+    async def _drop_segments(self, n: int, why: str) -> None:
+        await self._idle()
+        doomed, self.segments = self.segments[:n], self.segments[n:]
+        self._bases = self._bases[n:]
+        new_start = max(self.log_start_offset, self.segments[0].base_offset)
+        for seg in doomed:
+            self._unsynced.pop(seg.fd, None)
+            seg.delete()
+        log.info("%s: %s deleted %d segment(s), log start %d -> %d", self.directory, why,
+                 len(doomed), self.log_start_offset, new_start)
+        self.log_start_offset = new_start
+        self._write_log_start()
+        await asyncio.get_running_loop().run_in_executor(None, fsync_dir, self.directory)
+
+    def _write_log_start(self) -> None:
+        tmp = self.directory / (LOG_START_FILE + ".tmp")
+        tmp.write_text(f"{self.log_start_offset}\n")
+        os.replace(tmp, self.directory / LOG_START_FILE)
+
+    # ------------------------------------------------------------ compaction
+
+    def dirty_ratio(self) -> float:
+        closed = self.segments[:-1]
+        total = sum(s.size for s in closed)
+        if not total:
+            return 0.0
+        dirty = sum(s.size for s in closed if s.next_offset > self._dirty_from)
+        return dirty / total
+
+    async def compact(self, now: int | None = None) -> compaction.Stats | None:
+        """Keep only the latest record per key in the closed segments (offsets preserved).
+
+        The rewrite runs in a worker thread; only the final swap runs on the loop."""
+        now = now_ms() if now is None else now
+        async with self._maintenance_lock:
+            await self.flush()  # the closed segments must be on disk before we replace them
+            closed = self.segments[:-1]
+            if not closed:
+                return None
+            active = self.segments[-1]
+            loop = asyncio.get_running_loop()
+            plan = await loop.run_in_executor(
+                None, compaction.rewrite, self.directory, closed, active, active.size,
+                now - self.config.delete_retention_ms, self.config.segment_bytes,
+                self.config.index_interval_bytes)
+            await self._idle()
+            n = len(closed)
+            assert self.segments[:n] == closed
+            self.segments[:n] = plan.segments
+            self._bases = [s.base_offset for s in self.segments]
+            compaction.install(self.directory, closed, plan)
+            self._dirty_from = active.base_offset
+            log.info("%s: compaction %s", self.directory, plan.stats)
+            return plan.stats
+
+    async def _maintainer(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
+            try:
+                if self.config.cleanup_policy == "compact":
+                    if self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio:
+                        await self.compact()
+                else:
+                    await self.apply_retention()
+            except Exception:
+                log.exception("%s: log maintenance failed", self.directory)
+
+    # ------------------------------------------------------------ closing
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        for t in self._background:
+            t.cancel()
+        for t in self._background:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        async with self._maintenance_lock:
+            await self.flush()
+            await self._idle()
+            self.closed = True
+            for seg in self.segments:
+                seg.close()
+
+    def close_sync(self) -> None:
+        """Close without fsync (tools, tests, and simulating a crash)."""
+        self.closed = True
+        for seg in self.segments:
+            seg.close()
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.directory}, [{self.log_start_offset}, {self._next_offset}),"
+                f" {len(self.segments)} segments)")

@@ -1,0 +1,244 @@
+"""One segment file `<20-digit base offset>.log` plus its sparse in-memory indexes.
+
+The file is a plain concatenation of magic-2 batches (kafka-dump-log reads it). Indexes are
+rebuilt by scanning at open, never stored: every `index_interval` bytes we remember
+(batch base offset, file position, max timestamp of all batches *before* that one), which
+bounds any lookup to a short forward scan from the nearest entry.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c
+
+from protocol.record_batch import (
+    HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch,
+)
+
+SUFFIX = ".log"
+NO_TIMESTAMP = -(2**63)
+_SCAN = struct.Struct(">qiibIhiqq")  # header up to maxTimestamp
+_CHUNK = 256 * 1024
+
+
+def segment_path(directory: Path, base_offset: int) -> Path:
+    return directory / f"{base_offset:020d}{SUFFIX}"
+
+
+@dataclass
+class ScanResult:
+    valid_bytes: int  # length of the prefix made of good batches
+    batches: int
+    next_offset: int | None  # after the last good batch; None if none
+    problem: str | None  # why the scan stopped before the end, if it did
+    problem_offset: int | None  # base offset of the first rejected batch, when readable
+
+
+class Segment:
+    __slots__ = (
+        "base_offset", "path", "fd", "size", "next_offset", "batches", "max_timestamp",
+        "max_timestamp_pos", "first_append_ms", "interval", "idx_offsets", "idx_positions",
+        "idx_max_ts_before", "_last_indexed",
+    )
+
+    def __init__(self, path: Path, base_offset: int, fd: int, interval: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.fd = fd
+        self.interval = interval
+        self.size = 0
+        self.batches = 0
+        self.next_offset = base_offset  # offset after the last batch written here
+        self.max_timestamp = NO_TIMESTAMP
+        self.max_timestamp_pos = -1
+        self.first_append_ms: int | None = None
+        self.idx_offsets = array("q")
+        self.idx_positions = array("q")
+        self.idx_max_ts_before = array("q")
+        self._last_indexed = -interval
+
+    # ------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, interval: int) -> Segment:
+        path = segment_path(directory, base_offset)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        return cls(path, base_offset, fd, interval)
+
+    @classmethod
+    def recover(cls, path: Path, base_offset: int, min_offset: int, interval: int,
+                verify_crc: bool = True) -> tuple[Segment, ScanResult]:
+        """Open an existing file, index it, and cut it after the last good batch."""
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        seg = cls(path, base_offset, fd, interval)
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return seg, ScanResult(0, 0, None, None, None)
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
+            result = seg._scan(mm, max(min_offset, base_offset), verify_crc)
+        if result.valid_bytes < size:
+            os.ftruncate(fd, result.valid_bytes)
+            result.problem += f"; cut {size - result.valid_bytes} bytes"
+        return seg, result
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    # ------------------------------------------------------------ writing
+
+    def _note(self, pos: int, base: int, next_offset: int, max_ts: int, size: int) -> None:
+        """Account for a batch now at `pos`; add a sparse index entry when due."""
+        if pos - self._last_indexed >= self.interval:
+            self.idx_offsets.append(base)
+            self.idx_positions.append(pos)
+            self.idx_max_ts_before.append(self.max_timestamp)
+            self._last_indexed = pos
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.max_timestamp_pos = pos
+        self.next_offset = next_offset
+        self.size = pos + size
+        self.batches += 1
+
+    def write(self, data, h: BatchHeader, now_ms: int) -> None:
+        """Append one whole batch (already offset-assigned) at the end of the file."""
+        pos = self.size
+        n = os.write(self.fd, data)
+        if n != len(data):  # a short write leaves a torn tail that recovery will cut
+            raise OSError(f"short write to {self.path}: {n} of {len(data)} bytes")
+        if self.first_append_ms is None:
+            self.first_append_ms = now_ms
+        self._note(pos, h.base_offset, h.next_offset, h.max_timestamp, len(data))
+
+    def _scan(self, buf, min_offset: int, verify_crc: bool) -> ScanResult:
+        # One tight loop: recovery of millions of batches is bound by this.
+        view = memoryview(buf)
+        try:
+            end = len(buf)
+            pos = 0
+            expected = min_offset
+            unpack = _SCAN.unpack_from
+            note = self._note
+            problem = None
+            bad_offset = None
+            while pos < end:
+                if end - pos < HEADER_SIZE:
+                    problem = f"{end - pos} trailing bytes, less than a batch header"
+                    break
+                base, length, _, magic, crc, _, lod, _, max_ts = unpack(buf, pos)
+                stop = pos + LOG_OVERHEAD + length
+                if magic != MAGIC or length < MIN_BATCH_LENGTH or lod < 0:
+                    problem = f"no valid batch header (magic {magic}, length {length})"
+                    break
+                bad_offset = base
+                if stop > end:
+                    problem = f"batch needs {stop - pos} bytes, only {end - pos} present"
+                    break
+                if base < expected:
+                    problem = f"base offset {base} below expected {expected}"
+                    break
+                if verify_crc and crc32c(view[pos + 21 : stop]) != crc:
+                    problem = "CRC mismatch"
+                    break
+                next_offset = base + lod + 1
+                note(pos, base, next_offset, max_ts, stop - pos)
+                expected = next_offset
+                pos = stop
+                bad_offset = None
+            if self.first_append_ms is None and self.max_timestamp != NO_TIMESTAMP:
+                self.first_append_ms = self.max_timestamp  # for segment_ms rolling after restart
+            next_off = expected if self.batches else None
+            if problem:
+                problem = f"{self.path.name} at byte {pos}: {problem}"
+            return ScanResult(pos, self.batches, next_off, problem, bad_offset)
+        finally:
+            view.release()
+
+    # ------------------------------------------------------------ reading
+
+    def pread(self, n: int, pos: int) -> bytes:
+        return os.pread(self.fd, n, pos)
+
+    def iter_headers(self, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `pos` (a batch start) to `end`; no CRC check."""
+        end = self.size if end is None else end
+        while pos < end:
+            chunk = os.pread(self.fd, min(_CHUNK, end - pos), pos)
+            cpos = 0
+            clen = len(chunk)
+            if clen < HEADER_SIZE:
+                raise CorruptBatch(f"{self.path.name}: truncated header at byte {pos}")
+            while clen - cpos >= HEADER_SIZE:
+                h = BatchHeader._make(HEADER.unpack_from(chunk, cpos))
+                yield pos + cpos, h
+                cpos += h.batch_length + LOG_OVERHEAD
+            pos += cpos
+
+    def iter_batches(self, pos: int = 0, end: int | None = None, *,
+                     chunk_bytes: int = 4 * 1024 * 1024) -> Iterator[tuple[BatchHeader, bytes]]:
+        """(header, bytes) of each whole batch from `pos` (a batch start) to `end`.
+
+        Reads big chunks: one syscall for many small batches. Safe from a worker thread
+        for bytes below `end` (they are never rewritten in place)."""
+        end = self.size if end is None else end
+        while pos < end:
+            chunk = os.pread(self.fd, min(chunk_bytes, end - pos), pos)
+            n = len(chunk)
+            cpos = 0
+            while cpos + HEADER_SIZE <= n:
+                h = BatchHeader._make(HEADER.unpack_from(chunk, cpos))
+                size = h.batch_length + LOG_OVERHEAD
+                if cpos + size > n:
+                    break
+                yield h, chunk[cpos : cpos + size]
+                cpos += size
+            if cpos == 0:  # a single batch larger than the chunk
+                if n < HEADER_SIZE:
+                    raise CorruptBatch(f"{self.path.name}: truncated batch at byte {pos}")
+                h = BatchHeader._make(HEADER.unpack_from(chunk, 0))
+                data = os.pread(self.fd, h.batch_length + LOG_OVERHEAD, pos)
+                yield h, data
+                cpos = len(data)
+            pos += cpos
+
+    def locate(self, offset: int) -> int | None:
+        """File position of the first batch that ends after `offset` (None: past the end)."""
+        if offset >= self.next_offset:
+            return None
+        i = bisect_right(self.idx_offsets, offset) - 1
+        start = self.idx_positions[i] if i >= 0 else 0
+        for pos, h in self.iter_headers(start):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return pos
+        return None
+
+    def locate_timestamp(self, ts: int) -> tuple[int, BatchHeader] | None:
+        """First batch whose max timestamp is >= ts."""
+        if self.max_timestamp < ts:
+            return None
+        i = bisect_left(self.idx_max_ts_before, ts) - 1
+        start = self.idx_positions[i] if i >= 0 else 0
+        for pos, h in self.iter_headers(start):
+            if h.max_timestamp >= ts:
+                return pos, h
+        return None
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path.name}, offsets {self.base_offset}..{self.next_offset}, {self.size} B)"
