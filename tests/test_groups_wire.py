@@ -1,0 +1,223 @@
+"""Group APIs over real sockets: versions, exact error codes, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+import pytest
+
+from bench.wire_client import WireClient, request_class
+
+JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST, DELETE = 11, 12, 13, 14, 15, 16, 42
+COMMIT, FETCH, OFFSET_DELETE = 8, 9, 47
+SUB_T = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"  # consumer subscription v0 to topic "t"
+S10, S30 = datetime.timedelta(seconds=10), datetime.timedelta(seconds=30)
+INT32_MIN = -(2**31)
+
+
+def cls(api, v, name=None):
+    return request_class(api, v, name)
+
+
+def join_body(v, group, member_id="", protocols=(("range", SUB_T),), ptype="consumer", session=S10,
+              instance=None):
+    P = cls(JOIN, v, "JoinGroupRequestProtocol")
+    kw = dict(group_id=group, session_timeout=session, member_id=member_id, protocol_type=ptype,
+              protocols=tuple(P(name=n, metadata=m) for n, m in protocols))
+    if v >= 1:
+        kw["rebalance_timeout"] = S30
+    if v >= 5:
+        kw["group_instance_id"] = instance
+    if v >= 8:
+        kw["reason"] = "test"
+    return cls(JOIN, v)(**kw)
+
+
+def sync_body(v, group, member, generation, assignments=()):
+    A = cls(SYNC, v, "SyncGroupRequestAssignment")
+    kw = dict(group_id=group, generation_id=generation, member_id=member,
+              assignments=tuple(A(member_id=m, assignment=a) for m, a in assignments))
+    if v >= 3:
+        kw["group_instance_id"] = None
+    if v >= 5:
+        kw["protocol_type"] = "consumer"
+        kw["protocol_name"] = "range"
+    return cls(SYNC, v)(**kw)
+
+
+def hb_body(v, group, member, generation):
+    kw = dict(group_id=group, generation_id=generation, member_id=member)
+    if v >= 3:
+        kw["group_instance_id"] = None
+    return cls(HEARTBEAT, v)(**kw)
+
+
+@pytest.fixture
+async def conn(server):
+    c = await WireClient("wire-test").connect("127.0.0.1", server.port)
+    yield c
+    await c.close()
+
+
+async def form(conn, group, v_join=5, v_sync=3):
+    first = await conn.request(JOIN, v_join, join_body(v_join, group))
+    member = first.member_id
+    if first.error_code == 79:
+        joined = await conn.request(JOIN, v_join, join_body(v_join, group, member))
+    else:
+        joined = first
+    assert joined.error_code == 0
+    synced = await conn.request(SYNC, v_sync, sync_body(v_sync, group, joined.member_id, joined.generation_id,
+                                                        [(joined.member_id, b"assignment")]))
+    assert synced.error_code == 0 and synced.assignment == b"assignment"
+    return joined.member_id, joined.generation_id
+
+
+@pytest.mark.parametrize("v", range(0, 10))
+async def test_join_every_version(conn, v):
+    r = await conn.request(JOIN, v, join_body(v, f"g-v{v}"))
+    if v >= 4:
+        assert r.error_code == 79 and r.member_id  # MEMBER_ID_REQUIRED with the id to use
+        r = await conn.request(JOIN, v, join_body(v, f"g-v{v}", r.member_id))
+    assert r.error_code == 0 and r.generation_id == 1 and r.leader == r.member_id
+    assert r.member_id.startswith("wire-test-")
+    assert [m.member_id for m in r.members] == [r.member_id]
+    assert r.members[0].metadata == SUB_T
+
+
+@pytest.mark.parametrize("v", range(0, 6))
+async def test_sync_and_heartbeat_every_version(conn, v):
+    member, gen = await form(conn, f"g-sync-{v}", v_sync=v)
+    hb_v = min(v, 4)
+    assert (await conn.request(HEARTBEAT, hb_v, hb_body(hb_v, f"g-sync-{v}", member, gen))).error_code == 0
+    assert (await conn.request(HEARTBEAT, hb_v, hb_body(hb_v, f"g-sync-{v}", member, gen + 1))).error_code == 22
+
+
+async def test_bad_join_input(conn):
+    assert (await conn.request(JOIN, 5, join_body(5, ""))).error_code == 24  # INVALID_GROUP_ID
+    tiny = datetime.timedelta(milliseconds=1)
+    huge = datetime.timedelta(days=20)
+    assert (await conn.request(JOIN, 5, join_body(5, "g", session=tiny))).error_code == 26
+    assert (await conn.request(JOIN, 5, join_body(5, "g", session=huge))).error_code == 26
+    assert (await conn.request(JOIN, 5, join_body(5, "g", ptype=""))).error_code == 23
+    assert (await conn.request(JOIN, 5, join_body(5, "g", protocols=()))).error_code == 23
+    assert (await conn.request(JOIN, 5, join_body(5, "g", member_id="nobody"))).error_code == 25
+    # 10k protocols: accepted, the first one chosen.
+    many = tuple((f"p{i}", b"") for i in range(10_000))
+    r = await conn.request(JOIN, 3, join_body(3, "g-many", protocols=many))
+    assert r.error_code == 0 and r.protocol_name == "p0"
+    # Another protocol type for an existing group.
+    assert (await conn.request(JOIN, 3, join_body(3, "g-many", ptype="connect", protocols=many))).error_code == 23
+
+
+async def test_sync_with_unknown_members_and_dead_group(conn):
+    member, gen = await form(conn, "g-x")
+    # A leader's assignment for members that do not exist is ignored.
+    r = await conn.request(JOIN, 5, join_body(5, "g-x", member))
+    assert r.generation_id == gen + 1  # a Stable leader rejoining always rebalances
+    r = await conn.request(SYNC, 3, sync_body(3, "g-x", member, r.generation_id,
+                                              [(member, b"mine"), ("ghost", b"nothing")]))
+    assert r.error_code == 0 and r.assignment == b"mine"
+    # Leave, delete, then heartbeat and sync the dead group.
+    L = cls(LEAVE, 3, "MemberIdentity")
+    r = await conn.request(LEAVE, 3, cls(LEAVE, 3)(group_id="g-x", members=(L(member_id=member, group_instance_id=None),)))
+    assert r.error_code == 0 and [m.error_code for m in r.members] == [0]
+    r = await conn.request(DELETE, 2, cls(DELETE, 2)(groups_names=("g-x", "never-existed")))
+    assert [(x.group_id, x.error_code) for x in r.results] == [("g-x", 0), ("never-existed", 69)]
+    assert (await conn.request(HEARTBEAT, 4, hb_body(4, "g-x", member, gen))).error_code == 25
+    assert (await conn.request(SYNC, 5, sync_body(5, "g-x", member, gen))).error_code == 25
+
+
+async def test_leave_versions(conn):
+    m0, _ = await form(conn, "g-leave0")
+    r = await conn.request(LEAVE, 0, cls(LEAVE, 0)(group_id="g-leave0", member_id=m0))
+    assert r.error_code == 0
+    r = await conn.request(LEAVE, 0, cls(LEAVE, 0)(group_id="g-leave0", member_id=m0))
+    assert r.error_code == 25
+    m5, _ = await form(conn, "g-leave5")
+    L = cls(LEAVE, 5, "MemberIdentity")
+    r = await conn.request(LEAVE, 5, cls(LEAVE, 5)(group_id="g-leave5", members=(
+        L(member_id=m5, group_instance_id=None, reason="bye"), L(member_id="ghost", group_instance_id=None, reason=None),
+        L(member_id="", group_instance_id="no-such-instance", reason=None))))
+    assert [m.error_code for m in r.members] == [0, 25, 25]
+
+
+async def test_describe_and_list(conn):
+    member, gen = await form(conn, "g-desc")
+    r = await conn.request(DESCRIBE, 5, cls(DESCRIBE, 5)(groups=("g-desc", "unknown"), include_authorized_operations=False))
+    g, unknown = r.groups
+    assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
+    assert g.authorized_operations == INT32_MIN
+    (m,) = g.members
+    assert m.member_id == member and m.client_id == "wire-test" and m.client_host.endswith("127.0.0.1")
+    assert m.member_metadata == SUB_T and m.member_assignment == b"assignment"
+    assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", ())
+    r = await conn.request(LIST, 4, cls(LIST, 4)(states_filter=("stable",)))
+    assert [(x.group_id, x.group_state) for x in r.groups] == [("g-desc", "Stable")]
+    r = await conn.request(LIST, 0, cls(LIST, 0)())
+    assert [x.group_id for x in r.groups] == ["g-desc"]
+    r = await conn.request(DELETE, 0, cls(DELETE, 0)(groups_names=("g-desc",)))
+    assert r.results[0].error_code == 68  # NON_EMPTY_GROUP
+
+
+def commit_body(v, group, member, gen, offsets):
+    T, P = cls(COMMIT, v, "OffsetCommitRequestTopic"), cls(COMMIT, v, "OffsetCommitRequestPartition")
+    topics = {}
+    for topic, p, off in offsets:
+        kw = dict(partition_index=p, committed_offset=off, committed_metadata="m")
+        if v >= 6:
+            kw["committed_leader_epoch"] = 4
+        topics.setdefault(topic, []).append(P(**kw))
+    kw = dict(group_id=group, generation_id_or_member_epoch=gen, member_id=member,
+              topics=tuple(T(name=t, partitions=tuple(ps)) for t, ps in topics.items()))
+    if 2 <= v <= 4:
+        kw["retention_time"] = datetime.timedelta(milliseconds=-1)
+    if v >= 7:
+        kw["group_instance_id"] = None
+    return cls(COMMIT, v)(**kw)
+
+
+@pytest.mark.parametrize("v", range(2, 10))
+async def test_offset_commit_and_fetch_versions(server, conn, v):
+    group = f"g-commit-{v}"
+    member, gen = await form(conn, group)
+    r = await conn.request(COMMIT, v, commit_body(v, group, member, gen, [("t", 0, 10), ("t", 1, 20)]))
+    assert [p.error_code for t in r.topics for p in t.partitions] == [0, 0]
+    r = await conn.request(COMMIT, v, commit_body(v, group, member, gen + 1, [("t", 0, 11)]))
+    assert r.topics[0].partitions[0].error_code == 22  # ILLEGAL_GENERATION
+    fv = min(v, 7)
+    FT = cls(FETCH, fv, "OffsetFetchRequestTopic")
+    kw = dict(group_id=group, topics=(FT(name="t", partition_indexes=(0, 1, 2)),))
+    if fv >= 7:
+        kw["require_stable"] = True
+    r = await conn.request(FETCH, fv, cls(FETCH, fv)(**kw))
+    assert [(p.partition_index, p.committed_offset) for p in r.topics[0].partitions] == [(0, 10), (1, 20), (2, -1)]
+
+
+async def test_offset_fetch_all_and_batched(conn):
+    for g in ("ga", "gb"):
+        await conn.request(COMMIT, 2, commit_body(2, g, "", -1, [("t", 0, 5), ("u", 3, 7)]))
+    # v2+: a null topic list means all partitions; the topics array must be there.
+    r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id="ga", topics=None))
+    assert r.error_code == 0
+    assert sorted((t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions) == \
+        [("t", 0, 5), ("u", 3, 7)]
+    G = cls(FETCH, 9, "OffsetFetchRequestGroup")
+    r = await conn.request(FETCH, 9, cls(FETCH, 9)(groups=(
+        G(group_id="ga", member_id=None, member_epoch=-1, topics=None),
+        G(group_id="gb", member_id=None, member_epoch=-1, topics=None),
+        G(group_id="gc", member_id=None, member_epoch=-1, topics=None)), require_stable=False))
+    assert [(g.group_id, len(g.topics), g.error_code) for g in r.groups] == [("ga", 2, 0), ("gb", 2, 0), ("gc", 0, 0)]
+
+
+async def test_offset_delete(conn):
+    member, gen = await form(conn, "g-od")
+    await conn.request(COMMIT, 8, commit_body(8, "g-od", member, gen, [("t", 0, 1), ("other", 0, 2)]))
+    T, P = cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"), cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition")
+    r = await conn.request(OFFSET_DELETE, 0, cls(OFFSET_DELETE, 0)(group_id="g-od", topics=(
+        T(name="t", partitions=(P(partition_index=0),)), T(name="other", partitions=(P(partition_index=0),)))))
+    assert r.error_code == 0
+    assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("t", 86), ("other", 0)]
+    r = await conn.request(OFFSET_DELETE, 0, cls(OFFSET_DELETE, 0)(group_id="nope", topics=()))
+    assert r.error_code == 69
