@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
-from protocol.messages import Codec, RequestHeader, codec
+from protocol.messages import Codec, RequestHeader, has_codec
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +32,9 @@ class Registry:
         self.apis: dict[int, Api] = {}
 
     def add(self, key: int, versions: range, handler: Callable[..., Any]) -> None:
-        for v in versions:
-            codec(key, v)  # fail at startup, not at the first request, if kio lacks it
+        missing = [v for v in versions if not has_codec(key, v)]
+        if missing:  # fail at startup, not at the first request
+            raise ValueError(f"no codec for api key {key} versions {missing}")
         self.apis[key] = Api(key, versions.start, versions.stop - 1, handler)
 
     def find(self, key: int, version: int) -> Api | None:

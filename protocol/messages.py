@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any
 
 from kio.index import load_payload_module
+from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
@@ -57,6 +58,12 @@ class Codec:
     flexible_request: bool  # request header v2 (tagged fields) instead of v1
     flexible_response: bool  # response header v1 (tagged fields) instead of v0
     check: Any = None  # flexible requests: array-length bounds check run before kio (see below)
+
+
+def has_codec(api_key: int, api_version: int) -> bool:
+    """Whether a codec exists, without importing it (startup stays fast)."""
+    name = api_key_map.get(api_key)
+    return name is not None and api_version in schema_name_map.get(name, {})
 
 
 @cache
