@@ -3,7 +3,7 @@
 rewrite() runs in a worker thread and touches only closed segments (immutable) plus a
 snapshot prefix of the active one. Its output replaces a run of old segments atomically:
 
-  1. write `<first>-<end>.cleaned`, fsync it
+  1. write `<first>.cleaned`, fsync it
   2. rename it to `<first>-<end>.swap`, fsync the directory     <- commit point
   3. delete the old `.log` files with base offsets in (first, end), rename the swap over
      `<first>.log`, fsync the directory
@@ -77,29 +77,31 @@ def rewrite(directory: Path, closed: list[Segment], active: Segment, active_size
     plan = Plan(segments=[])
     st = plan.stats
     st.segments_in = len(closed)
-    # group adjacent segments so that many small cleaned segments merge into one
-    groups: list[list[Segment]] = []
-    for seg in closed:
-        if groups and sum(s.size for s in groups[-1]) + seg.size <= segment_bytes:
-            groups[-1].append(seg)
-        else:
-            groups.append([seg])
-    ends = [g[0].base_offset for g in groups[1:]] + [active.base_offset]
-    for group, end in zip(groups, ends):
-        first = group[0].base_offset
-        cleaned = directory / _name(first, end, ".cleaned")
+    # Merge adjacent segments into one output while it stays under segment_bytes; an
+    # input's size bounds its cleaned size, so the check is made before cleaning it.
+    i = 0
+    while i < len(closed):
+        first = closed[i].base_offset
+        cleaned = directory / f"{first:020d}.cleaned"
         fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        out_size = 0
         try:
-            for seg in group:
+            while True:
+                seg = closed[i]
                 st.bytes_in += seg.size
                 for h, data in seg.iter_batches():
                     out = _clean_batch(h, data, latest, tombstone_horizon_ms, st)
                     if out:
                         os.write(fd, out)
-                        st.bytes_out += len(out)
+                        out_size += len(out)
+                i += 1
+                if i == len(closed) or out_size + closed[i].size > segment_bytes:
+                    break
             os.fsync(fd)
         finally:
             os.close(fd)
+        st.bytes_out += out_size
+        end = closed[i].base_offset if i < len(closed) else active.base_offset
         swap = cleaned.with_name(_name(first, end, ".swap"))
         os.replace(cleaned, swap)
         plan.swaps.append((swap, range(first, end)))

@@ -1,0 +1,73 @@
+import asyncio
+
+from coordinator.log import OffsetsLog, java_string_hashcode, partition_for
+from coordinator.log.__main__ import main as dump_main
+from protocol.group_records import (
+    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue,
+)
+
+
+def test_java_string_hashcode():
+    assert java_string_hashcode("") == 0
+    assert java_string_hashcode("hello") == 99162322
+    assert java_string_hashcode("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    assert java_string_hashcode("\U0001F600") == 0xD83D * 31 + 0xDE00  # UTF-16 surrogate pair
+    assert java_string_hashcode("zzzzzzzzzz") < 0  # wraps at 32 bits
+
+
+def test_partition_for_matches_kafka_utils_abs():
+    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) == 0
+    h = java_string_hashcode("zzzzzzzzzz")
+    assert partition_for("zzzzzzzzzz", 50) == (-h) % 50  # Math.abs, not a 0x7fffffff mask
+    assert partition_for("hello", 50) == 99162322 % 50
+
+
+async def test_offsets_log_append_replay_reopen(tmp_path):
+    olog = await OffsetsLog.open(tmp_path, partitions=5)
+    member = MemberMetadata("m-1", "client", "/127.0.0.1", 10_000, b"sub", b"asg", 30_000, None)
+    gm = GroupMetadataValue("consumer", 3, "range", "m-1", (member,), 1234)
+    for g in ("g1", "g2", "polygenelubricants"):
+        await olog.append(g, [(GroupMetadataKey(g), gm)])
+        await olog.append(g, [(OffsetCommitKey(g, "t", p), OffsetCommitValue(10 + p, "", 99, 4))
+                              for p in range(3)])
+    await olog.append("g1", [(OffsetCommitKey("g1", "t", 0), None)])
+    assert all(plog.durable_offset == plog.log_end_offset for plog in olog.logs)
+    p1 = olog.partition_for("g1")
+    recs = [r for r in olog.replay(p1) if r.key.group == "g1"]
+    assert [r.offset for r in recs] == sorted(r.offset for r in recs)
+    assert recs[0].value == gm and recs[-1].value is None
+    assert recs[1].value == OffsetCommitValue(10, "", 99, 4)
+    await olog.close()
+    assert (tmp_path / "__consumer_offsets-0").is_dir()
+    assert (tmp_path / "__consumer_offsets-4").is_dir()
+
+    olog = await OffsetsLog.open(tmp_path, partitions=5)
+    all_recs = list(olog.replay_all())
+    assert len(all_recs) == 3 * 4 + 1
+    assert {r.partition for r in all_recs} == {olog.partition_for(g) for g in ("g1", "g2", "polygenelubricants")}
+    await olog.close()
+
+
+async def test_concurrent_commits_are_durable(tmp_path):
+    olog = await OffsetsLog.open(tmp_path, partitions=3)
+    await asyncio.gather(*(
+        olog.append(f"g{i % 7}", [(OffsetCommitKey(f"g{i % 7}", "t", 0), OffsetCommitValue(i, "", 0))])
+        for i in range(100)))
+    assert sum(plog.log_end_offset for plog in olog.logs) == 100
+    await olog.close()
+
+
+async def test_dump_cli(tmp_path, capsys):
+    olog = await OffsetsLog.open(tmp_path, partitions=1)
+    await olog.append("grp", [(OffsetCommitKey("grp", "topic", 2), OffsetCommitValue(42, "md", 7))])
+    await olog.close()
+    assert dump_main(["dump", str(tmp_path / "__consumer_offsets-0")]) == 0
+    out = capsys.readouterr().out
+    assert "baseOffset: 0 lastOffset: 0 count: 1" in out
+    assert "OffsetCommitKey(group='grp', topic='topic', partition=2)" in out
+    assert "OffsetCommitValue(offset=42" in out
+    seg = next((tmp_path / "__consumer_offsets-0").glob("*.log"))
+    with open(seg, "ab") as f:
+        f.write(b"\x00" * 20)
+    assert dump_main(["dump", str(seg), "--no-records"]) == 1
+    assert "ERROR" in capsys.readouterr().out
