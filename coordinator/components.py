@@ -10,6 +10,7 @@ from .groups.api import GroupApis
 from .groups.clock import LoopClock
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.offsets import Offsets
+from .groups.storage import OffsetExpiry, event_writer, load, open_offsets_log
 
 if TYPE_CHECKING:
     from .server import Server
@@ -21,13 +22,17 @@ async def build_components(server: Server) -> list[Any]:
     cluster = Cluster(server)
     cluster.register()
     c = server.config
+    offsets_log = await open_offsets_log(c.data_dir, c.offsets_partitions, c.fsync, c.fsync_interval_ms)
+    server.offsets_log = offsets_log
     groups = GroupCoordinator(LoopClock(), GroupConfig(
         min_session_timeout_ms=c.group_min_session_timeout_ms,
         max_session_timeout_ms=c.group_max_session_timeout_ms,
         initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
         max_size=c.group_max_size,
-    ))
+    ), event_writer(offsets_log))
+    load(groups, offsets_log)
     offsets = Offsets(groups, c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000)
     GroupApis(groups, offsets).register(server.registry)
     server.groups = groups
-    return [server.topics, cluster, groups]
+    expiry = OffsetExpiry(offsets, c.offsets_retention_check_interval_ms)
+    return [server.topics, cluster, offsets_log, groups, expiry]

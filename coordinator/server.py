@@ -49,6 +49,7 @@ class Server:
         self.components: list[Any] = []
         self.topics: Any = None
         self.groups: Any = None
+        self.offsets_log: Any = None
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
 
     # life cycle -----------------------------------------------------------------------

@@ -1,0 +1,53 @@
+"""Committed offsets and group metadata survive restarts (SIGTERM and SIGKILL) via the log."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from bench.wire_client import WireClient
+from tests.test_groups_wire import COMMIT, DESCRIBE, FETCH, cls, commit_body, form
+
+
+async def fetch_all(port: int, group: str) -> dict:
+    conn = await WireClient("fetcher").connect("127.0.0.1", port)
+    try:
+        r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id=group, topics=None))
+        return {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
+                for t in r.topics for p in t.partitions}
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+async def test_offsets_survive_restart(server, sig):
+    conn = await WireClient("committer").connect("127.0.0.1", server.port)
+    member, gen = await form(conn, "durable")
+    offsets = [("t", p, 100 + p) for p in range(20)] + [("u", 0, 5)]
+    r = await conn.request(COMMIT, 8, commit_body(8, "durable", member, gen, offsets))
+    assert all(p.error_code == 0 for t in r.topics for p in t.partitions)
+    await conn.request(COMMIT, 2, commit_body(2, "standalone", "", -1, [("t", 0, 9)]))
+    await conn.close()
+    before = await fetch_all(server.port, "durable")
+    assert len(before) == 21
+    server.restart(sig)
+    assert await fetch_all(server.port, "durable") == before
+    assert await fetch_all(server.port, "standalone") == {("t", 0): (9, -1, "m")}
+    # The group comes back Empty with its last generation; members must rejoin.
+    conn = await WireClient("describer").connect("127.0.0.1", server.port)
+    r = await conn.request(DESCRIBE, 5, cls(DESCRIBE, 5)(groups=("durable",), include_authorized_operations=False))
+    assert (r.groups[0].group_state, r.groups[0].protocol_type, r.groups[0].members) == ("Empty", "consumer", ())
+    member2, gen2 = await form(conn, "durable")
+    assert gen2 == gen + 1
+    await conn.close()
+
+
+async def test_deleted_group_stays_deleted(server):
+    conn = await WireClient("c").connect("127.0.0.1", server.port)
+    await conn.request(COMMIT, 2, commit_body(2, "gone", "", -1, [("t", 0, 1)]))
+    r = await conn.request(42, 2, cls(42, 2)(groups_names=("gone",)))
+    assert r.results[0].error_code == 0
+    await conn.close()
+    server.restart(signal.SIGKILL)
+    assert await fetch_all(server.port, "gone") == {}
