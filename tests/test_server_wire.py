@@ -17,7 +17,7 @@ from dataclasses import fields
 
 import pytest
 
-from conftest import ROOT, wait_for
+from tests.conftest import ROOT, wait_for
 from coordinator.apis import build
 from coordinator.config import Config
 from protocol.framing import frame
