@@ -71,3 +71,17 @@ async def test_dump_cli(tmp_path, capsys):
         f.write(b"\x00" * 20)
     assert dump_main(["dump", str(seg), "--no-records"]) == 1
     assert "ERROR" in capsys.readouterr().out
+
+
+async def test_latest_matches_replay(tmp_path):
+    olog = await OffsetsLog.open(tmp_path, partitions=1)
+    for i in range(30):
+        g = f"g{i % 3}"
+        await olog.append(g, [(OffsetCommitKey(g, "t", i % 2), OffsetCommitValue(i, "", i))])
+    await olog.append("g0", [(OffsetCommitKey("g0", "t", 0), None)])
+    model = {}
+    for r in olog.replay(0):
+        model[r.key] = r
+    assert olog.latest(0) == model
+    assert olog.latest(0)[OffsetCommitKey("g0", "t", 0)].value is None
+    await olog.close()

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
+from aiokafka.errors import KafkaError
+from aiokafka.record.default_records import DefaultRecordBatch
+
 from protocol.group_records import (
-    Key, UnknownKey, Value, decode_key, decode_value, encode_key, encode_value,
+    Key, OffsetCommitKey, UnknownKey, Value, _decode_offset_commit_value, decode_key,
+    decode_value, encode_key, encode_value,
 )
-from protocol.record_batch import iter_batch_records
+from protocol.record_batch import CorruptBatch
 
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .partition import PartitionLog, now_ms
@@ -37,8 +41,7 @@ def partition_for(group_id: str, partitions: int = DEFAULT_PARTITIONS) -> int:
     return kafka_abs(java_string_hashcode(group_id)) % partitions
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetsRecord:
+class OffsetsRecord(NamedTuple):
     partition: int
     offset: int
     timestamp: int
@@ -86,18 +89,54 @@ class OffsetsLog:
 
         Decoded keys are cached: the same few keys repeat throughout the log."""
         keys: dict[bytes, Key] = {}
+        get_key = keys.get
+        offset_commit = OffsetCommitKey
+        decode_commit = _decode_offset_commit_value
         for h, data in self.logs[partition].batches(from_offset):
             if h.is_control:
                 continue
-            for r in iter_batch_records(data, h):
+            try:
+                records = list(DefaultRecordBatch(data))
+            except KafkaError as e:
+                raise CorruptBatch(f"partition {partition} offset {h.base_offset}: {e}") from e
+            for r in records:
                 raw = r.key
                 if raw is None:
                     continue
-                key = keys.get(raw)
+                key = get_key(raw)
                 if key is None:
                     key = keys[raw] = decode_key(raw)
-                value = r.value if type(key) is UnknownKey else decode_value(key, r.value)
-                yield OffsetsRecord(partition, r.offset, r.timestamp, key, value)
+                value = r.value
+                if type(key) is offset_commit:
+                    if value is not None:
+                        value = decode_commit(value)
+                elif type(key) is not UnknownKey:
+                    value = decode_value(key, value)
+                offset = r.offset
+                if offset >= from_offset:
+                    yield OffsetsRecord(partition, offset, r.timestamp, key, value)
+
+    def latest(self, partition: int) -> dict[Key, OffsetsRecord]:
+        """The last record per key of one partition (tombstones kept, value None): the state a
+        coordinator loads at startup. Much faster than replay(): values superseded later in
+        the log are never decoded."""
+        last: dict[bytes, tuple[int, int, bytes | None]] = {}
+        for h, data in self.logs[partition].batches():
+            if h.is_control:
+                continue
+            try:
+                for r in DefaultRecordBatch(data):
+                    if r.key is not None:
+                        last[r.key] = (r.offset, r.timestamp, r.value)
+            except KafkaError as e:
+                raise CorruptBatch(f"partition {partition} offset {h.base_offset}: {e}") from e
+        out: dict[Key, OffsetsRecord] = {}
+        for raw, (offset, ts, value) in last.items():
+            key = decode_key(raw)
+            if type(key) is not UnknownKey:
+                value = decode_value(key, value)
+            out[key] = OffsetsRecord(partition, offset, ts, key, value)
+        return out
 
     def replay_all(self) -> Iterator[OffsetsRecord]:
         for p in range(len(self.logs)):
