@@ -329,6 +329,7 @@ class PartitionLog:
                 yield from seg.iter_batches(pos, chunk_bytes=chunk_bytes)
 
     def records(self, from_offset: int = 0) -> Iterator[Record]:
+        from_offset = max(from_offset, self.log_start_offset)
         for h, data in self.batches(from_offset):
             for r in iter_batch_records(data, h):
                 if r.offset >= from_offset:
