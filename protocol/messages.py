@@ -9,6 +9,7 @@ class to use and is on the hot path. Sans-IO: no sockets.
 from __future__ import annotations
 
 import dataclasses
+import dataclasses
 import io
 import struct
 import types
@@ -23,6 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from .framing import frame
+from .legacy import LEGACY
 
 _HEADER = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -62,12 +64,20 @@ class Codec:
 
 def has_codec(api_key: int, api_version: int) -> bool:
     """Whether a codec exists, without importing it (startup stays fast)."""
+    if (api_key, api_version) in LEGACY:
+        return True
     name = api_key_map.get(api_key)
     return name is not None and api_version in schema_name_map.get(name, {})
 
 
 @cache
 def codec(api_key: int, api_version: int) -> Codec:
+    legacy = LEGACY.get((api_key, api_version))
+    if legacy is not None:
+        stand_in, reader = legacy
+        c = codec(api_key, stand_in)
+        # The stand-in's pre-decode size check knows only its own layout.
+        return dataclasses.replace(c, read=reader, check=None) if reader else c
     try:
         req = _entity(load_payload_module(api_key, api_version, EntityType.request), "Request")
         resp = _entity(load_payload_module(api_key, api_version, EntityType.response), "Response")

@@ -37,8 +37,8 @@ class GroupApis:
         registry.add(LIST_GROUPS, range(0, 6), self.list_groups)
         registry.add(DESCRIBE_GROUPS, range(0, 6), self.describe_groups)
         registry.add(DELETE_GROUPS, range(0, 3), self.delete_groups)
-        registry.add(OFFSET_COMMIT, range(2, 10), self.offset_commit)
-        registry.add(OFFSET_FETCH, range(1, 10), self.offset_fetch)
+        registry.add(OFFSET_COMMIT, range(0, 10), self.offset_commit)
+        registry.add(OFFSET_FETCH, range(0, 10), self.offset_fetch)
         registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
 
     # JoinGroup ------------------------------------------------------------------------

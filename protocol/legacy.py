@@ -1,0 +1,85 @@
+"""Request versions Kafka has retired but old clients still send without ApiVersions.
+
+kio follows current Kafka, which dropped OffsetCommit v0/v1 and OffsetFetch v0. Their
+bodies decode here into the kio class of the nearest version that kept the same
+meaning (OffsetCommit v2, OffsetFetch v1); the responses of those versions are
+byte-identical to the old ones, so their writers serve as they are.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Callable
+
+from kio.schema.offset_commit.v2 import request as commit_v2
+from kio.serial import readers as _kio
+
+
+def _at(reader: Callable[[bytes, int], tuple[Any, int]]) -> Callable[[bytes, int], tuple[Any, int]]:
+    """kio readers return (value, bytes read); these return (value, next position)."""
+
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        value, size = reader(buf, pos)
+        return value, pos + size
+
+    return read
+
+
+read_int32 = _at(_kio.read_int32)
+read_int64 = _at(_kio.read_int64)
+read_legacy_array_length = _at(_kio.read_legacy_array_length)
+read_legacy_string = _at(_kio.read_legacy_string)
+read_nullable_legacy_string = _at(_kio.read_nullable_legacy_string)
+
+NO_RETENTION = datetime.timedelta(milliseconds=-1)
+
+
+def _array(buf: bytes, pos: int, item: Callable[[bytes, int], tuple[Any, int]]) -> tuple[tuple, int]:
+    n, pos = read_legacy_array_length(buf, pos)
+    if n < 0:
+        raise ValueError("null array")
+    if n > len(buf) - pos:
+        raise ValueError(f"array of {n} items in {len(buf) - pos} bytes")
+    items = []
+    for _ in range(n):
+        value, pos = item(buf, pos)
+        items.append(value)
+    return tuple(items), pos
+
+
+def _offset_commit(with_generation: bool, with_timestamp: bool) -> Callable[[bytes, int], tuple[Any, int]]:
+    def partition(buf: bytes, pos: int):
+        index, pos = read_int32(buf, pos)
+        offset, pos = read_int64(buf, pos)
+        if with_timestamp:
+            _timestamp, pos = read_int64(buf, pos)  # v1's per-partition commit time; Kafka ignores it too
+        metadata, pos = read_nullable_legacy_string(buf, pos)
+        return commit_v2.OffsetCommitRequestPartition(
+            partition_index=index, committed_offset=offset, committed_metadata=metadata), pos
+
+    def topic(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        partitions, pos = _array(buf, pos, partition)
+        return commit_v2.OffsetCommitRequestTopic(name=name, partitions=partitions), pos
+
+    def read(buf: bytes, pos: int):
+        start = pos
+        group_id, pos = read_legacy_string(buf, pos)
+        generation, member_id = -1, ""
+        if with_generation:
+            generation, pos = read_int32(buf, pos)
+            member_id, pos = read_legacy_string(buf, pos)
+        topics, pos = _array(buf, pos, topic)
+        return commit_v2.OffsetCommitRequest(
+            group_id=group_id, generation_id_or_member_epoch=generation, member_id=member_id,
+            retention_time=NO_RETENTION, topics=topics), pos - start
+
+    return read
+
+
+# (api key, version) -> (the version whose classes stand in, reader or None to reuse its own)
+LEGACY: dict[tuple[int, int], tuple[int, Callable | None]] = {
+    (8, 0): (2, _offset_commit(with_generation=False, with_timestamp=False)),
+    (8, 1): (2, _offset_commit(with_generation=True, with_timestamp=True)),
+    (9, 0): (1, None),  # OffsetFetch v0 (ZooKeeper-era) has v1's exact layout
+}

@@ -1,0 +1,61 @@
+"""Retired versions old clients still send: OffsetCommit v0/v1, OffsetFetch v0.
+
+Requests are built by aiokafka's independent protocol classes and sent over a raw
+socket; responses are decoded by them too.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+
+from aiokafka.protocol.commit import (
+    OffsetCommitRequest_v0,
+    OffsetCommitRequest_v1,
+    OffsetCommitResponse_v0,
+    OffsetCommitResponse_v1,
+    OffsetFetchRequest_v0,
+    OffsetFetchResponse_v0,
+)
+
+from protocol.legacy import LEGACY
+from protocol.messages import MalformedRequest, codec, decode_body
+
+
+def roundtrip(port: int, request, response_type, correlation_id: int = 7):
+    body = request.encode()
+    header = struct.pack(">hhih", request.API_KEY, request.API_VERSION, correlation_id, 6) + b"legacy"
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        data = s.recv(size, socket.MSG_WAITALL)
+    assert struct.unpack_from(">i", data)[0] == correlation_id
+    return response_type.decode(io.BytesIO(data[4:]))
+
+
+def test_offset_commit_v0_v1_and_fetch_v0(server):
+    r = roundtrip(server.port, OffsetCommitRequest_v0("old", [("t", [(0, 42, "zk-era")])]), OffsetCommitResponse_v0)
+    assert r.topics == [("t", [(0, 0)])]
+    # v1 with generation -1 and no member: a standalone commit, as sarama sends it.
+    r = roundtrip(server.port, OffsetCommitRequest_v1("old", -1, "", [("t", [(1, 43, -1, "v1")])]),
+                  OffsetCommitResponse_v1)
+    assert r.topics == [("t", [(1, 0)])]
+    r = roundtrip(server.port, OffsetCommitRequest_v1("old", 3, "ghost", [("t", [(1, 44, -1, "")])]),
+                  OffsetCommitResponse_v1)
+    assert r.topics == [("t", [(1, 25)])]  # UNKNOWN_MEMBER_ID: the group has no such member
+    r = roundtrip(server.port, OffsetFetchRequest_v0("old", [("t", [0, 1, 2])]), OffsetFetchResponse_v0)
+    assert r.topics == [("t", [(0, 42, "zk-era", 0), (1, 43, "v1", 0), (2, -1, "", 0)])]
+
+
+def test_legacy_truncated_bodies_are_malformed():
+    body = OffsetCommitRequest_v1("g", -1, "", [("t", [(0, 5, -1, "m")])]).encode()
+    c = codec(8, 1)
+    assert decode_body(c, body, 0).topics[0].partitions[0].committed_offset == 5
+    for cut in range(len(body)):
+        try:
+            decode_body(c, body[:cut], 0)
+        except MalformedRequest:
+            continue
+        raise AssertionError(f"accepted a body cut at {cut}")
+    assert set(LEGACY) == {(8, 0), (8, 1), (9, 0)}
