@@ -68,19 +68,34 @@ class Connection(asyncio.Protocol):
         except FrameError as e:
             self.abort(str(e))
             return
+        # Responses that are ready at once leave in one write per chunk read, not one
+        # send() each: pipelining clients put dozens of requests in a chunk.
+        ready: list[bytes] = []
         for frame in frames:
             if self.closed:
                 return
             try:
                 result = self.server.dispatch(self, frame)
             except (CloseConnection, MalformedRequest, UnknownApi) as e:
+                self._write_ready(ready)
                 self.abort(str(e))
                 return
             except Exception:
                 log.exception("%s: handler failed; closing the connection", self.peer)
+                self._write_ready(ready)
                 self.abort("internal error")
                 return
-            self._queue(result)
+            if self.pending or type(result) is CoroutineType:
+                self._write_ready(ready)  # everything earlier goes out before a queued response
+                self._queue(result)
+            elif result is not None:
+                ready.append(result)
+        self._write_ready(ready)
+
+    def _write_ready(self, ready: list[bytes]) -> None:
+        if ready and not self.closed:
+            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))  # type: ignore[union-attr]
+        ready.clear()
 
     def eof_received(self) -> bool | None:
         if self.decoder.buffered:
