@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_groups import SYNC, V_SYNC, form_group  # noqa: E402
 from bench.wire_client import WireClient, request_class  # noqa: E402
 from coordinator.log.offsets import OffsetsLog  # noqa: E402
-from protocol.group_records import OffsetCommitKey, OffsetCommitValue  # noqa: E402
+from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
 
 COMMIT, V_COMMIT = 8, 8
 CommitReq = request_class(COMMIT, V_COMMIT)
@@ -85,8 +85,10 @@ async def bench_commits(port: int, members: int, seconds: float, one_group: bool
         await c.close()
 
 
-async def write_log(data: str, records: int, groups: int = 1000, partitions_per_topic: int = 100) -> None:
-    """N offset commits spread over groups x (10 topics x partitions), like a busy cluster."""
+async def write_log(data: str, records: int, groups: int = 1000, partitions_per_topic: int = 100) -> int:
+    """N offset commits spread over groups x (10 topics x partitions), like a busy cluster.
+    Returns how many distinct (group, topic, partition) keys were committed."""
+    keys = set()
     log = await OffsetsLog.open(data, background=False)
     now = int(time.time() * 1000)
     batch = 500
@@ -96,24 +98,25 @@ async def write_log(data: str, records: int, groups: int = 1000, partitions_per_
         pairs = [(OffsetCommitKey(g, f"topic-{(written + i) % 10}", (written + i) % partitions_per_topic),
                   OffsetCommitValue(offset=written + i, metadata="", commit_timestamp=now, leader_epoch=-1))
                  for i in range(min(batch, records - written))]
-        log.log_for(g).append_records(
-            [(k, v) for k, v in ((__import__("protocol.group_records", fromlist=["x"]).encode_key(k),
-                                  __import__("protocol.group_records", fromlist=["x"]).encode_value(v))
-                                 for k, v in pairs)], now)
+        keys.update(k for k, _ in pairs)
+        log.log_for(g).append_records([(encode_key(k), encode_value(v)) for k, v in pairs], now)
         written += len(pairs)
     await log.close()
+    return len(keys)
 
 
 async def bench_recovery(records: int) -> None:
     data = tempfile.mkdtemp(prefix="bench-recovery-")
     try:
         t0 = time.perf_counter()
-        await write_log(data, records)
+        keys = await write_log(data, records)
         size = sum(f.stat().st_size for f in Path(data).rglob("*.log")) / 2**20
-        print(f"recovery: wrote {records:,} offset records ({size:.0f} MiB) in {time.perf_counter() - t0:.1f} s")
+        print(f"recovery: wrote {records:,} offset records ({size:.0f} MiB, {keys:,} distinct committed "
+              f"partitions) in {time.perf_counter() - t0:.1f} s")
         proc, _, ready = start_server(data, [])
-        print(f"recovery: server ready after {ready:.2f} s on {records:,} records; "
-              f"peak RSS {peak_rss_mb(proc.pid):.0f} MiB (1000 groups x 1000 partitions = 1M committed partitions)")
+        rss = peak_rss_mb(proc.pid)
+        print(f"recovery: server ready after {ready:.2f} s on {records:,} records; peak RSS {rss:.0f} MiB "
+              f"({rss / keys * 100_000:.0f} MiB per 100k committed partitions, interpreter included)")
         proc.terminate()
         proc.wait()
     finally:

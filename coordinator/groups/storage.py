@@ -34,14 +34,18 @@ def event_writer(offsets_log: OffsetsLog):
 
 
 def load(groups: GroupCoordinator, offsets_log: OffsetsLog) -> int:
-    """Replay the whole log through GroupCoordinator.apply — the same path live writes take."""
+    """Replay the log through GroupCoordinator.apply — the same path live writes take.
+
+    Only the last record of each key is replayed, in log order: exactly what replaying
+    the log after compaction gives, without decoding values superseded later."""
     started = time.perf_counter()
     count = 0
-    for record in offsets_log.replay_all():
-        if type(record.key) is UnknownKey:
-            continue  # e.g. KIP-848 records: not ours to interpret, kept in the log
-        groups.apply((record.key, record.value))  # type: ignore[arg-type]
-        count += 1
+    for partition in range(offsets_log.partitions):
+        for record in sorted(offsets_log.latest(partition).values(), key=lambda r: r.offset):
+            if type(record.key) is UnknownKey:
+                continue  # e.g. KIP-848 records: not ours to interpret, kept in the log
+            groups.apply((record.key, record.value))  # type: ignore[arg-type]
+            count += 1
     loaded = sum(1 for g in groups.groups.values() if not g.is_(GroupState.DEAD))
     log.info("loaded %d records: %d groups, %d committed offsets in %.2f s", count, loaded,
              sum(len(g.offsets) for g in groups.groups.values()), time.perf_counter() - started)
