@@ -51,3 +51,26 @@ async def test_deleted_group_stays_deleted(server):
     await conn.close()
     server.restart(signal.SIGKILL)
     assert await fetch_all(server.port, "gone") == {}
+
+
+async def test_torn_tail_is_cut_and_the_server_starts(server):
+    """A crash mid-write leaves half a batch: the server drops it, keeps every whole batch."""
+    conn = await WireClient("c").connect("127.0.0.1", server.port)
+    for offset in range(1, 6):
+        await conn.request(COMMIT, 2, commit_body(2, "torn", "", -1, [("t", 0, offset)]))
+    await conn.close()
+    server.stop(signal.SIGKILL)
+    from coordinator.log.offsets import partition_for
+
+    segment = next((server.data_dir / f"__consumer_offsets-{partition_for('torn')}").glob("*.log"))
+    data = segment.read_bytes()
+    segment.write_bytes(data[:-7] + b"\xde\xad\xbe\xef" * 8)  # last batch torn, then garbage
+    server.start()
+    assert await fetch_all(server.port, "torn") == {("t", 0): (4, -1, "m")}
+    assert "recovery cut the log" in server.log_text()
+    # And the log keeps working after the cut.
+    conn = await WireClient("c").connect("127.0.0.1", server.port)
+    await conn.request(COMMIT, 2, commit_body(2, "torn", "", -1, [("t", 0, 99)]))
+    await conn.close()
+    server.restart(signal.SIGKILL)
+    assert await fetch_all(server.port, "torn") == {("t", 0): (99, -1, "m")}
