@@ -1,0 +1,83 @@
+"""CreateTopics, DeleteTopics, CreatePartitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import Registry, RequestContext
+from .topics import TopicError, Topics
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+
+
+class TopicAdmin:
+    def __init__(self, topics: Topics) -> None:
+        self.topics = topics
+
+    def register(self, registry: Registry) -> None:
+        registry.add(CREATE_TOPICS, range(2, 8), self.create_topics)
+        registry.add(DELETE_TOPICS, range(1, 7), self.delete_topics)
+        registry.add(CREATE_PARTITIONS, range(0, 4), self.create_partitions)
+
+    def create_topics(self, ctx: RequestContext, req: Any) -> Any:
+        results = []
+        seen: set[str] = set()
+        for t in req.topics:
+            error, message, info = E.none, None, None
+            try:
+                if t.name in seen:
+                    raise TopicError(E.invalid_request, f"topic {t.name!r} is listed twice")
+                seen.add(t.name)
+                if t.assignments:
+                    if t.num_partitions != -1 or t.replication_factor != -1:
+                        raise TopicError(E.invalid_request, "both assignments and partitions/replication given")
+                    partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+                else:
+                    partitions, rf = t.num_partitions, t.replication_factor
+                info = self.topics.create(t.name, partitions, rf, {c.name: c.value for c in t.configs},
+                                          validate_only=req.validate_only)
+            except TopicError as e:
+                error, message = e.code, str(e)
+            results.append(ctx.nested(
+                "CreatableTopicResult", name=t.name, topic_id=info.topic_id if info else None,
+                error_code=error, error_message=message, topic_config_error_code=0,
+                num_partitions=info.partitions if info else -1, replication_factor=1 if info else -1,
+                configs=() if info else None))
+        return ctx.response(throttle_time=0, topics=tuple(results))
+
+    async def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
+        if ctx.version >= 6:
+            wanted = [(t.name, t.topic_id) for t in req.topics]
+        else:
+            wanted = [(name, None) for name in req.topic_names]
+        results = []
+        for name, topic_id in wanted:
+            error, message = E.none, None
+            if name is None and topic_id is not None:
+                info = self.topics.by_id.get(topic_id)
+                name = info.name if info else None
+                if name is None:
+                    error, message = E.unknown_topic_id, f"no topic with id {topic_id}"
+            if error == E.none:
+                try:
+                    info = await self.topics.delete(name)  # type: ignore[arg-type]
+                    topic_id = info.topic_id
+                except TopicError as e:
+                    error, message = e.code, str(e)
+            results.append(ctx.nested("DeletableTopicResult", name=name, topic_id=topic_id, error_code=error,
+                                      error_message=message))
+        return ctx.response(throttle_time=0, responses=tuple(results))
+
+    def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
+        results = []
+        for t in req.topics:
+            error, message = E.none, None
+            try:
+                self.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            except TopicError as e:
+                error, message = e.code, str(e)
+            results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=error,
+                                      error_message=message))
+        return ctx.response(throttle_time=0, results=tuple(results))

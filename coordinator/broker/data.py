@@ -1,0 +1,251 @@
+"""The data plane: Produce, Fetch (long-poll), ListOffsets, InitProducerId.
+
+Stored batches are served as they were written (file slices, never re-encoded); the
+broker only rewrites a produced batch's base offset, which the CRC does not cover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from protocol.record_batch import CorruptBatch, iter_batches
+
+from ..apis import Registry, RequestContext, ms
+from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog
+from .producers import PartitionProducers, ProducerIds
+from .topics import OFFSETS_TOPIC, TopicError, Topics
+
+log = logging.getLogger(__name__)
+
+PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+class DataPlane:
+    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int) -> None:
+        self.topics = topics
+        self.producer_ids = producer_ids
+        self.node_id = node_id
+        self.producers: dict[tuple[str, int], PartitionProducers] = {}
+        self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+
+    def register(self, registry: Registry) -> None:
+        registry.add(PRODUCE, range(3, 12), self.produce)
+        registry.add(FETCH, range(4, 18), self.fetch)
+        registry.add(LIST_OFFSETS, range(1, 11), self.list_offsets)
+        registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
+
+    # Produce ----------------------------------------------------------------------------
+
+    def _append(self, topic: str, partition: int, records: bytes | None) -> tuple[E, int, str | None]:
+        """(error, base offset, message): validate, check sequences, append (not yet durable)."""
+        info = self.topics.get(topic)
+        if info is None:
+            try:
+                info = self.topics.describe([topic], auto_create=True)[0][1]  # type: ignore[index]
+            except TopicError as e:
+                return e.code, -1, str(e)
+            if info is None or info.error != E.none:
+                return (info.error if info else E.unknown_topic_or_partition), -1, None
+        if info.internal:
+            return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}"
+        if not 0 <= partition < info.partitions:
+            return E.unknown_topic_or_partition, -1, None
+        if not records:
+            return E.corrupt_message, -1, "no record batch"
+        plog = info.logs[partition]
+        try:
+            headers = list(iter_batches(records))
+        except CorruptBatch as e:
+            return E.corrupt_message, -1, str(e)
+        for _, h in headers:
+            if h.size > info.max_message_bytes:
+                return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}"
+            if h.magic != 2:
+                return E.unsupported_for_message_format, -1, "only record batch v2 (magic 2) is accepted"
+        idempotent = [(pos, h) for pos, h in headers if h.producer_id >= 0 and h.base_sequence >= 0]
+        if idempotent:
+            state = self.producers.get((topic, partition))
+            if state is None:
+                state = self.producers[(topic, partition)] = PartitionProducers.from_log(plog)
+            _, h = idempotent[0]
+            error, duplicate_of = state.check(h)
+            if error != E.none:
+                return error, -1, None
+            if duplicate_of is not None:
+                return E.none, duplicate_of, None  # a retry of a batch we already have
+        try:
+            base = plog.append(records)
+        except InvalidBatch as e:
+            return E.corrupt_message, -1, str(e)
+        offset = base
+        for _, h in idempotent:
+            state.record(h, offset)
+        for _, h in headers:
+            offset += h.last_offset_delta + 1
+        self._wake(topic, partition)
+        return E.none, base, None
+
+    async def produce(self, ctx: RequestContext, req: Any) -> Any:
+        if getattr(req, "transactional_id", None):
+            error = E.transactional_id_authorization_failed
+            results = [(t.name, p.index, error, -1, "transactions are not supported") for t in req.topic_data
+                       for p in t.partition_data]
+        else:
+            results = [(t.name, p.index, *self._append(t.name, p.index, p.records))
+                       for t in req.topic_data for p in t.partition_data]
+        if req.acks == -1:
+            await self._durable({(t, p) for t, p, err, _, _ in results if err == E.none})
+        if req.acks == 0:
+            return None
+        by_topic: dict[str, list] = {}
+        for topic, partition, error, base, message in results:
+            plog = self.topics.partition_log(topic, partition)
+            by_topic.setdefault(topic, []).append(ctx.nested(
+                "PartitionProduceResponse", index=partition, error_code=error, base_offset=base,
+                log_append_time=None, log_start_offset=plog.log_start_offset if plog else -1,
+                record_errors=(), error_message=message))
+        return ctx.response(throttle_time=0, responses=tuple(
+            ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
+            for name, parts in by_topic.items()))
+
+    async def _durable(self, partitions: set[tuple[str, int]]) -> None:
+        """acks=-1: wait for the fsync policy (with fsync=always: on disk)."""
+        logs = [self.topics.partition_log(t, p) for t, p in partitions]
+        await asyncio.gather(*(_policy_flush(plog) for plog in logs if plog is not None))
+
+    # Fetch ------------------------------------------------------------------------------
+
+    def _wake(self, topic: str, partition: int) -> None:
+        for fut in self.waiters.pop((topic, partition), ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def _read(self, ctx: RequestContext, req: Any, budget: int) -> tuple[list, int]:
+        """One pass over the requested partitions: (response topics, bytes read)."""
+        total = 0
+        answer = []
+        for t in req.topics:
+            if ctx.version >= 13:
+                info = self.topics.by_id.get(t.topic_id)
+                name = info.name if info else None
+            else:
+                name = t.topic
+                info = self.topics.get(name)
+            parts = []
+            for p in t.partitions:
+                error, records, plog = E.none, b"", None
+                if info is None:
+                    error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
+                elif not 0 <= p.partition < info.partitions:
+                    error = E.unknown_topic_or_partition
+                else:
+                    plog = info.logs[p.partition]
+                    try:
+                        limit = min(p.partition_max_bytes, budget - total)
+                        if limit > 0 or total == 0:  # the first partition always gets a batch
+                            records = plog.read(p.fetch_offset, max(limit, 1))
+                    except OffsetOutOfRange:
+                        error = E.offset_out_of_range
+                total += len(records)
+                hw = plog.high_watermark if plog else -1
+                parts.append(ctx.nested(
+                    "PartitionData", partition_index=p.partition, error_code=error, high_watermark=hw,
+                    last_stable_offset=hw, log_start_offset=plog.log_start_offset if plog else -1,
+                    aborted_transactions=None, preferred_read_replica=-1, records=records))
+            answer.append(ctx.nested("FetchableTopicResponse", topic=name, topic_id=getattr(t, "topic_id", None),
+                                     partitions=tuple(parts)))
+        return answer, total
+
+    async def fetch(self, ctx: RequestContext, req: Any) -> Any:
+        session_id = getattr(req, "session_id", 0)
+        if session_id != 0:
+            # We never hand out sessions (KIP-227 lets a broker answer with id 0 = full fetches).
+            return ctx.response(throttle_time=0, error_code=E.fetch_session_id_not_found, session_id=0,
+                                responses=())
+        deadline = time.monotonic() + ms(req.max_wait) / 1000
+        while True:
+            answer, total = self._read(ctx, req, req.max_bytes)
+            remaining = deadline - time.monotonic()
+            if total >= req.min_bytes or remaining <= 0 or self._has_errors(answer):
+                return ctx.response(throttle_time=0, error_code=E.none, session_id=0, responses=tuple(answer))
+            await self._wait_for_data(ctx, req, remaining)
+
+    @staticmethod
+    def _has_errors(answer: list) -> bool:
+        return any(p.error_code != E.none for t in answer for p in t.partitions)
+
+    async def _wait_for_data(self, ctx: RequestContext, req: Any, timeout: float) -> None:
+        """Long-poll: sleep until a produce to one of the partitions, or the timeout."""
+        fut = asyncio.get_running_loop().create_future()
+        keys = []
+        for t in req.topics:
+            name = t.topic if ctx.version < 13 else getattr(self.topics.by_id.get(t.topic_id), "name", None)
+            for p in t.partitions:
+                key = (name, p.partition)
+                self.waiters.setdefault(key, set()).add(fut)
+                keys.append(key)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiting = self.waiters.get(key)
+                if waiting is not None:
+                    waiting.discard(fut)
+                    if not waiting:
+                        del self.waiters[key]
+
+    # ListOffsets ------------------------------------------------------------------------
+
+    def list_offsets(self, ctx: RequestContext, req: Any) -> Any:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                plog = self.topics.partition_log(t.name, p.partition_index)
+                error, offset, timestamp = E.none, -1, -1
+                if plog is None:
+                    error = E.unknown_topic_or_partition
+                elif p.timestamp == EARLIEST:
+                    offset = plog.log_start_offset
+                elif p.timestamp == LATEST:
+                    offset = plog.log_end_offset
+                else:
+                    found = plog.max_timestamp() if p.timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(p.timestamp)
+                    if found is not None:
+                        offset, timestamp = found
+                parts.append(ctx.nested("ListOffsetsPartitionResponse", partition_index=p.partition_index,
+                                        error_code=error, timestamp=timestamp, offset=offset,
+                                        leader_epoch=0 if plog else -1))
+            topics.append(ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
+        return ctx.response(throttle_time=0, topics=tuple(topics))
+
+    # InitProducerId ---------------------------------------------------------------------
+
+    def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
+        if req.transactional_id is not None:
+            return ctx.response(throttle_time=0, error_code=E.transactional_id_authorization_failed,
+                                producer_id=-1, producer_epoch=-1)
+        pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
+        if pid >= 0 and 0 <= epoch < 32766:
+            return ctx.response(throttle_time=0, error_code=E.none, producer_id=pid, producer_epoch=epoch + 1)
+        return ctx.response(throttle_time=0, error_code=E.none, producer_id=self.producer_ids.allocate(),
+                            producer_epoch=0)
+
+    async def close(self) -> None:
+        for futs in self.waiters.values():
+            for fut in futs:
+                if not fut.done():
+                    fut.set_result(None)
+
+
+async def _policy_flush(plog: PartitionLog) -> None:
+    if plog.config.fsync == "always":
+        await plog.flush()
