@@ -1,0 +1,178 @@
+"""Data plane over raw sockets: exact error codes, bad input, ListOffsets, Fetch long-poll."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import socket
+import struct
+import time
+
+import pytest
+
+from bench.wire_client import WireClient, request_class
+from protocol.record_batch import CRC_OFFSET, build_batch
+
+PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, METADATA = 0, 1, 2, 19, 20, 37, 3
+MS = datetime.timedelta(milliseconds=1)
+
+
+def cls(api, v, name=None):
+    return request_class(api, v, name)
+
+
+def batch(n: int = 3, ts: int | None = None, value: bytes = b"v") -> bytes:
+    ts = ts if ts is not None else int(time.time() * 1000)
+    return build_batch([(b"k%d" % i, value) for i in range(n)], timestamp_ms=ts)
+
+
+async def produce(conn, topic, records, partition=0, acks=-1, v=9):
+    P, T = cls(PRODUCE, v, "PartitionProduceData"), cls(PRODUCE, v, "TopicProduceData")
+    r = await conn.request(PRODUCE, v, cls(PRODUCE, v)(transactional_id=None, acks=acks, timeout=5000 * MS,
+                                                      topic_data=(T(name=topic, partition_data=(
+                                                          P(index=partition, records=records),)),)))
+    p = r.responses[0].partition_responses[0]
+    return p.error_code, p.base_offset
+
+
+def fetch_body(topic, offset, partition=0, max_wait_ms=0, min_bytes=1, v=11, session_id=0):
+    F, T = cls(FETCH, v, "FetchPartition"), cls(FETCH, v, "FetchTopic")
+    return cls(FETCH, v)(replica_id=-1, max_wait=max_wait_ms * MS, min_bytes=min_bytes, max_bytes=1 << 20,
+                         isolation_level=0, session_id=session_id, session_epoch=-1,
+                         topics=(T(topic=topic, partitions=(F(partition=partition, current_leader_epoch=-1,
+                                                              fetch_offset=offset, log_start_offset=-1,
+                                                              partition_max_bytes=1 << 20),)),),
+                         forgotten_topics_data=(), rack_id="")
+
+
+async def create(conn, name, partitions=3, rf=-1, configs=(), validate_only=False):
+    C = cls(CREATE_TOPICS, 7, "CreatableTopicConfig")
+    T = cls(CREATE_TOPICS, 7, "CreatableTopic")
+    r = await conn.request(CREATE_TOPICS, 7, cls(CREATE_TOPICS, 7)(topics=(T(
+        name=name, num_partitions=partitions, replication_factor=rf, assignments=(),
+        configs=tuple(C(name=k, value=v) for k, v in configs)),), timeout=5000 * MS, validate_only=validate_only))
+    return r.topics[0].error_code
+
+
+@pytest.fixture
+async def conn(server):
+    c = await WireClient("data-test").connect("127.0.0.1", server.port)
+    yield c
+    await c.close()
+
+
+async def test_create_topics_errors(conn):
+    assert await create(conn, "ok") == 0
+    assert await create(conn, "ok") == 36  # TOPIC_ALREADY_EXISTS
+    assert await create(conn, "bad name!") == 17  # INVALID_TOPIC_EXCEPTION
+    assert await create(conn, "x" * 250) == 17
+    assert await create(conn, "..") == 17
+    assert await create(conn, "zero", partitions=0) == 37  # INVALID_PARTITIONS
+    assert await create(conn, "rf3", rf=3) == 38  # INVALID_REPLICATION_FACTOR
+    assert await create(conn, "cfg", configs=[("no.such.config", "1")]) == 40  # INVALID_CONFIG
+    assert await create(conn, "cfg", configs=[("retention.ms", "soon")]) == 40
+    assert await create(conn, "dry", validate_only=True) == 0
+    assert await create(conn, "dry") == 0  # validate_only created nothing
+    D = cls(DELETE_TOPICS, 6, "DeleteTopicState")
+    r = await conn.request(DELETE_TOPICS, 6, cls(DELETE_TOPICS, 6)(topics=(
+        D(name="dry", topic_id=None), D(name="never", topic_id=None)), timeout=5000 * MS))
+    assert [x.error_code for x in r.responses] == [0, 3]
+    P = cls(CREATE_PARTITIONS, 3, "CreatePartitionsTopic")
+    r = await conn.request(CREATE_PARTITIONS, 3, cls(CREATE_PARTITIONS, 3)(topics=(
+        P(name="ok", count=5, assignments=None), P(name="ok", count=2, assignments=None),
+        P(name="__consumer_offsets", count=60, assignments=None)), timeout=5000 * MS, validate_only=False))
+    assert [x.error_code for x in r.results] == [0, 37, 42]
+
+
+async def test_produce_errors(server, conn):
+    await create(conn, "t", partitions=1)
+    assert await produce(conn, "__consumer_offsets", batch()) == (17, -1)  # internal topic
+    corrupt = bytearray(batch())
+    corrupt[CRC_OFFSET] ^= 0xFF
+    assert (await produce(conn, "t", bytes(corrupt)))[0] == 2  # CORRUPT_MESSAGE
+    assert (await produce(conn, "t", batch()[:-3]))[0] == 2  # truncated batch
+    assert (await produce(conn, "t", batch(), partition=7))[0] == 3  # no such partition
+    big = batch(1, value=b"x" * 2_000_000)
+    assert (await produce(conn, "t", big))[0] == 10  # MESSAGE_TOO_LARGE
+    assert await produce(conn, "t", batch(3)) == (0, 0)
+    assert await produce(conn, "t", batch(2)) == (0, 3)
+
+
+async def test_unknown_topic_without_auto_create(server_factory):
+    server = server_factory("--no-auto-create-topics")
+    conn = await WireClient("x").connect("127.0.0.1", server.port)
+    assert (await produce(conn, "nope", batch()))[0] == 3
+    M = cls(METADATA, 12, "MetadataRequestTopic")
+    r = await conn.request(METADATA, 12, cls(METADATA, 12)(topics=(M(topic_id=None, name="nope"),),
+                                                          allow_auto_topic_creation=True,
+                                                          include_topic_authorized_operations=False))
+    assert r.topics[0].error_code == 3
+    await conn.close()
+
+
+async def test_auto_create_on_metadata(conn):
+    M = cls(METADATA, 12, "MetadataRequestTopic")
+    r = await conn.request(METADATA, 12, cls(METADATA, 12)(topics=(M(topic_id=None, name="auto"),),
+                                                          allow_auto_topic_creation=True,
+                                                          include_topic_authorized_operations=False))
+    assert r.topics[0].error_code == 0 and len(r.topics[0].partitions) == 1
+
+
+async def test_fetch_errors_and_offsets(conn):
+    await create(conn, "f", partitions=1)
+    await produce(conn, "f", batch(5))
+    r = await conn.request(FETCH, 11, fetch_body("f", -1))
+    assert r.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+    r = await conn.request(FETCH, 11, fetch_body("f", 6))
+    assert r.responses[0].partitions[0].error_code == 1
+    r = await conn.request(FETCH, 11, fetch_body("missing", 0))
+    assert r.responses[0].partitions[0].error_code == 3
+    r = await conn.request(FETCH, 11, fetch_body("f", 0, session_id=1234))
+    assert r.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND: we hand out no sessions
+    r = await conn.request(FETCH, 11, fetch_body("f", 2))
+    p = r.responses[0].partitions[0]
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 5, 5, 0)
+    assert p.records.startswith(struct.pack(">q", 0))  # the whole batch holding offset 2
+
+
+async def test_fetch_long_poll_wakes_on_produce(conn, server):
+    await create(conn, "lp", partitions=1)
+    waiting = conn.send(FETCH, 11, fetch_body("lp", 0, max_wait_ms=60_000))
+    other = await WireClient("producer").connect("127.0.0.1", server.port)
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    await produce(other, "lp", batch(2))
+    r = await asyncio.wait_for(waiting, 10)  # woken by the produce, long before max_wait
+    assert r.responses[0].partitions[0].records
+    await other.close()
+
+
+async def test_list_offsets(conn):
+    await create(conn, "lo", partitions=1)
+    await produce(conn, "lo", batch(2, ts=1000))
+    await produce(conn, "lo", batch(3, ts=5000))
+    await produce(conn, "lo", batch(1, ts=3000))
+    P, T = cls(LIST_OFFSETS, 7, "ListOffsetsPartition"), cls(LIST_OFFSETS, 7, "ListOffsetsTopic")
+
+    async def lookup(ts):
+        r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=0, topics=(
+            T(name="lo", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=ts),)),)))
+        p = r.topics[0].partitions[0]
+        return p.error_code, p.offset, p.timestamp
+
+    assert await lookup(-2) == (0, 0, -1)  # earliest
+    assert await lookup(-1) == (0, 6, -1)  # latest = log end offset (next offset to write)
+    assert await lookup(2000) == (0, 2, 5000)  # first record with timestamp >= 2000
+    assert await lookup(9999) == (0, -1, -1)
+    assert (await lookup(-3))[:2] == (0, 2)  # max timestamp
+
+
+def test_oversized_frame_closes_only_that_connection(server):
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 65536)  # a 200 MB produce
+        s.settimeout(10)
+        assert s.recv(1) == b""  # closed without reading 200 MB
+    with socket.create_connection(("127.0.0.1", server.port)) as s:  # others are still served
+        s.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
+        s.settimeout(10)
+        assert len(s.recv(4)) == 4
