@@ -32,6 +32,7 @@ test: install-test
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: install-test
+	$(PY) -m pip install -q -e '.[bench]'
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 report: install-test
