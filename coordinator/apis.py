@@ -19,6 +19,10 @@ from kio.schema.errors import ErrorCode
 from protocol.messages import Codec, RequestHeader, has_codec
 
 
+class Raw(bytes):
+    """A handler result that is an already encoded response body (cached answers)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Api:
     key: int

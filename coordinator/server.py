@@ -22,7 +22,7 @@ from protocol.messages import (
     read_request_header,
 )
 
-from .apis import Registry, RequestContext
+from .apis import Raw, Registry, RequestContext
 from .config import Config
 from .connection import CloseConnection, Connection
 
@@ -32,10 +32,6 @@ _KEY_VERSION = struct.Struct(">hh")
 
 # KIP-511: client software name and version must look like this.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
-
-
-class Raw(bytes):
-    """A handler result that is an already encoded response body."""
 
 
 class Server:

@@ -101,6 +101,7 @@ class Topics:
                                      internal=True, logs=offsets_logs),
         }
         self.by_id: dict[uuid.UUID, TopicInfo] = {t.topic_id: t for t in self.topics.values()}
+        self.changes = 0  # bumped on every catalog change (Metadata caches by it)
 
     # persistence ------------------------------------------------------------------------
 
@@ -116,6 +117,7 @@ class Topics:
         return topics
 
     def _save(self) -> None:
+        self.changes += 1
         data = {t.name: {"partitions": t.partitions, "topic_id": str(t.topic_id), "configs": t.configs}
                 for t in self.topics.values() if not t.internal}
         self.data_dir.mkdir(parents=True, exist_ok=True)
