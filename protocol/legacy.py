@@ -1,16 +1,19 @@
 """Request versions Kafka has retired but old clients still send without ApiVersions.
 
-kio follows current Kafka, which dropped OffsetCommit v0/v1 and OffsetFetch v0. Their
-bodies decode here into the kio class of the nearest version that kept the same
-meaning (OffsetCommit v2, OffsetFetch v1); the responses of those versions are
-byte-identical to the old ones, so their writers serve as they are.
+kio follows current Kafka, which dropped OffsetCommit v0/v1, OffsetFetch v0 and
+ListOffsets v0. Their bodies decode here into the kio class of the nearest version that
+kept the same meaning (OffsetCommit v2, OffsetFetch v1, ListOffsets v1), so handlers see
+one shape; the responses are byte-identical to the stand-in's, except ListOffsets v0,
+whose writer is here too.
 """
 
 from __future__ import annotations
 
 import datetime
+import struct
 from typing import Any, Callable
 
+from kio.schema.list_offsets.v1 import request as list_offsets_v1
 from kio.schema.offset_commit.v2 import request as commit_v2
 from kio.serial import readers as _kio
 
@@ -77,9 +80,43 @@ def _offset_commit(with_generation: bool, with_timestamp: bool) -> Callable[[byt
     return read
 
 
-# (api key, version) -> (the version whose classes stand in, reader or None to reuse its own)
-LEGACY: dict[tuple[int, int], tuple[int, Callable | None]] = {
-    (8, 0): (2, _offset_commit(with_generation=False, with_timestamp=False)),
-    (8, 1): (2, _offset_commit(with_generation=True, with_timestamp=True)),
-    (9, 0): (1, None),  # OffsetFetch v0 (ZooKeeper-era) has v1's exact layout
+def _list_offsets_v0_read(buf: bytes, pos: int):
+    """ListOffsets v0 (Burrow, sarama): like v1 plus a max_num_offsets we answer with one."""
+
+    def partition(buf: bytes, pos: int):
+        index, pos = read_int32(buf, pos)
+        timestamp, pos = read_int64(buf, pos)
+        _max_offsets, pos = read_int32(buf, pos)
+        return list_offsets_v1.ListOffsetsPartition(partition_index=index, timestamp=timestamp), pos
+
+    def topic(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        partitions, pos = _array(buf, pos, partition)
+        return list_offsets_v1.ListOffsetsTopic(name=name, partitions=partitions), pos
+
+    start = pos
+    replica_id, pos = read_int32(buf, pos)
+    topics, pos = _array(buf, pos, topic)
+    return list_offsets_v1.ListOffsetsRequest(replica_id=replica_id, topics=topics), pos - start
+
+
+def _list_offsets_v0_write(out: Any, response: Any) -> None:
+    """The v1 answer in v0's shape: each offset becomes a one-element old_style_offsets array."""
+    out.write(struct.pack(">i", len(response.topics)))
+    for t in response.topics:
+        name = t.name.encode()
+        out.write(struct.pack(">h", len(name)) + name + struct.pack(">i", len(t.partitions)))
+        for p in t.partitions:
+            offsets = [p.offset] if p.offset >= 0 else []
+            out.write(struct.pack(">ihi", p.partition_index, p.error_code, len(offsets)))
+            out.write(b"".join(struct.pack(">q", o) for o in offsets))
+
+
+# (api key, version) -> (the version whose classes stand in, reader or None to reuse its own,
+# writer or None to reuse its own)
+LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
+    (8, 0): (2, _offset_commit(with_generation=False, with_timestamp=False), None),
+    (8, 1): (2, _offset_commit(with_generation=True, with_timestamp=True), None),
+    (9, 0): (1, None, None),  # OffsetFetch v0 (ZooKeeper-era) has v1's exact layout
+    (2, 0): (1, _list_offsets_v0_read, _list_offsets_v0_write),
 }

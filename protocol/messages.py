@@ -74,10 +74,11 @@ def has_codec(api_key: int, api_version: int) -> bool:
 def codec(api_key: int, api_version: int) -> Codec:
     legacy = LEGACY.get((api_key, api_version))
     if legacy is not None:
-        stand_in, reader = legacy
+        stand_in, reader, writer = legacy
         c = codec(api_key, stand_in)
         # The stand-in's pre-decode size check knows only its own layout.
-        return dataclasses.replace(c, read=reader, check=None) if reader else c
+        return dataclasses.replace(c, read=reader or c.read, write=writer or c.write,
+                                   check=None if reader else c.check)
     try:
         req = _entity(load_payload_module(api_key, api_version, EntityType.request), "Request")
         resp = _entity(load_payload_module(api_key, api_version, EntityType.response), "Response")

@@ -6,6 +6,7 @@ socket; responses are decoded by them too.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import socket
 import struct
@@ -58,4 +59,23 @@ def test_legacy_truncated_bodies_are_malformed():
         except MalformedRequest:
             continue
         raise AssertionError(f"accepted a body cut at {cut}")
-    assert set(LEGACY) == {(8, 0), (8, 1), (9, 0)}
+    assert set(LEGACY) == {(8, 0), (8, 1), (9, 0), (2, 0)}
+
+
+def test_list_offsets_v0_for_burrow(server):
+    """ListOffsets v0 answers with old_style_offsets (Burrow's sarama client reads v0)."""
+    from aiokafka.protocol.offset import OffsetRequest_v0, OffsetResponse_v0
+
+    from bench.wire_client import WireClient
+    from tests.test_data_plane_wire import batch, create, produce
+
+    async def setup():
+        conn = await WireClient("setup").connect("127.0.0.1", server.port)
+        await create(conn, "burrow", partitions=1)
+        await produce(conn, "burrow", batch(4))
+        await conn.close()
+
+    asyncio.run(setup())
+    r = roundtrip(server.port, OffsetRequest_v0(-1, [("burrow", [(0, -1, 1), (0, -2, 1), (3, -1, 1)])]),
+                  OffsetResponse_v0)
+    assert r.topics == [("burrow", [(0, 0, [4]), (0, 0, [0]), (3, 3, [])])]

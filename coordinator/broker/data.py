@@ -37,7 +37,7 @@ class DataPlane:
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(3, 12), self.produce)
         registry.add(FETCH, range(4, 18), self.fetch)
-        registry.add(LIST_OFFSETS, range(1, 11), self.list_offsets)
+        registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
 
     # Produce ----------------------------------------------------------------------------
