@@ -109,10 +109,12 @@ def _entity(module: Any, suffix: str) -> type:
     raise UnknownApi(f"{module.__name__} has no top-level {suffix}")
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """(value, next position) of an unsigned varint that must end before `end`."""
+    end = len(buf) if end is None else end
     value = shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= end:
             raise MalformedRequest("truncated varint")
         b = buf[pos]
         pos += 1
@@ -252,21 +254,6 @@ _FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "time
                 "int64": 8, "timedelta_i64": 8, "float64": 8, "uuid": 16}
 
 
-def _uvarint_in(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise MalformedRequest("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("varint too long")
-
-
 def _strip_optional(tp: Any) -> Any:
     if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -286,7 +273,7 @@ def _primitive_skipper(kind: str | None) -> Any:
         return skip_fixed
 
     def skip_compact_bytes(buf: bytes, pos: int, end: int) -> int:  # string, bytes, records
-        n, pos = _uvarint_in(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         pos += max(n - 1, 0)
         if pos > end:
             raise MalformedRequest("truncated body")
@@ -302,7 +289,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
             field.metadata.get("kafka_type"))
 
         def skip_array(buf: bytes, pos: int, end: int) -> int:
-            n, pos = _uvarint_in(buf, pos, end)
+            n, pos = read_uvarint(buf, pos, end)
             n -= 1  # 0 encodes null
             if n > end - pos:
                 raise MalformedRequest(f"array of {n} elements in {end - pos} bytes")
@@ -328,10 +315,10 @@ def _entity_skipper(cls: type) -> Any:
     def skip_entity(buf: bytes, pos: int, end: int) -> int:
         for skip in positional:
             pos = skip(buf, pos, end)
-        count, pos = _uvarint_in(buf, pos, end)
+        count, pos = read_uvarint(buf, pos, end)
         for _ in range(count):
-            tag, pos = _uvarint_in(buf, pos, end)
-            size, pos = _uvarint_in(buf, pos, end)
+            tag, pos = read_uvarint(buf, pos, end)
+            size, pos = read_uvarint(buf, pos, end)
             stop = pos + size
             if stop > end:
                 raise MalformedRequest("truncated tagged field")
