@@ -94,6 +94,7 @@ Value = OffsetCommitValue | GroupMetadataValue
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
+_V3_HEAD = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, leaderEpoch, metadata length
 
 
 class _Writer:
@@ -152,13 +153,20 @@ class _Writer:
             self.out.append(0)  # no tagged fields
 
 
+def _string16(s: str) -> bytes:
+    b = s.encode()
+    if len(b) > 0x7FFF:
+        raise ValueError(f"string of {len(b)} bytes is too long for an int16 length")
+    return _H.pack(len(b)) + b
+
+
+_V1_KEY = _H.pack(OFFSET_COMMIT_KEY_VERSION)
+
+
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
-    if type(key) is OffsetCommitKey:
-        w = _Writer(OFFSET_COMMIT_KEY_VERSION, False)
-        w.string(key.group)
-        w.string(key.topic)
-        w.int32(key.partition)
-    elif type(key) is GroupMetadataKey:
+    if type(key) is OffsetCommitKey:  # one per commit: no _Writer
+        return b"".join((_V1_KEY, _string16(key.group), _string16(key.topic), _I.pack(key.partition)))
+    if type(key) is GroupMetadataKey:
         w = _Writer(GROUP_METADATA_KEY_VERSION, False)
         w.string(key.group)
     elif type(key) is UnknownKey:
@@ -180,6 +188,12 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         return None
     if version is None:
         version = default_version(value)
+    if version == 3 and type(value) is OffsetCommitValue:  # what every commit writes
+        m = value.metadata.encode()
+        if len(m) > 0x7FFF:
+            raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")
+        return b"".join((_V3_HEAD.pack(3, value.offset, value.leader_epoch, len(m)), m,
+                         _Q.pack(value.commit_timestamp)))
     if type(value) is OffsetCommitValue:
         if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX:
             raise ValueError(f"OffsetCommitValue has no version {version}")
@@ -346,9 +360,6 @@ def value_version(data: bytes) -> int:
     if len(data) < 2:
         raise RecordDecodeError("value: truncated version")
     return _H.unpack_from(data)[0]
-
-
-_V3_HEAD = struct.Struct(">hqih")  # version, offset, leaderEpoch, metadata length
 
 
 def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:

@@ -85,3 +85,27 @@ async def test_latest_matches_replay(tmp_path):
     assert olog.latest(0) == model
     assert olog.latest(0)[OffsetCommitKey("g0", "t", 0)].value is None
     await olog.close()
+
+
+async def test_appends_in_one_iteration_share_a_batch(tmp_path):
+    olog = await OffsetsLog.open(tmp_path, partitions=1)
+    firsts = await asyncio.gather(
+        olog.append("a", [(OffsetCommitKey("a", "t", p), OffsetCommitValue(p, "", 5)) for p in range(3)]),
+        olog.append("b", [(OffsetCommitKey("b", "t", 0), OffsetCommitValue(9, "", 7))], timestamp_ms=123),
+        olog.append("c", [(OffsetCommitKey("c", "t", 0), None)]))
+    assert firsts == [0, 3, 4]
+    batches = list(olog.logs[0].batches())
+    assert len(batches) == 1 and batches[0][0].record_count == 5
+    recs = list(olog.replay(0))
+    assert [(r.offset, r.key.group) for r in recs] == [(0, "a"), (1, "a"), (2, "a"), (3, "b"), (4, "c")]
+    assert recs[3].timestamp == 123 and recs[4].value is None
+    assert olog.logs[0].durable_offset == 5
+    await olog.close()
+
+
+async def test_append_to_a_closed_log_fails_every_caller(tmp_path):
+    olog = await OffsetsLog.open(tmp_path, partitions=1)
+    await olog.close()
+    results = await asyncio.gather(*(olog.append("g", [(OffsetCommitKey("g", "t", i), None)]) for i in range(3)),
+                                   return_exceptions=True)
+    assert all(isinstance(r, RuntimeError) for r in results)

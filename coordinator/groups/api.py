@@ -6,11 +6,12 @@ All group logic lives in coordinator.py; this module only maps versions and fiel
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..apis import Registry, RequestContext, ms
+from ..apis import Raw, Registry, RequestContext, ms
 from .coordinator import GroupCoordinator
 from .group import JoinResult, SyncResult
 from .offsets import NO_OFFSET, OffsetRequest, Offsets
@@ -22,6 +23,43 @@ OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: all a group supports (no ACLs here).
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PARTITION_ERROR = struct.Struct(">ih")
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> Raw:
+    """The OffsetCommit response body of any version, encoded by hand: it answers every
+    commit, and building kio objects and running its generic writer cost more than the rest
+    of the commit. v0-v2: topics; v3+: throttle time first; v8+: flexible."""
+    flexible = version >= 8
+    out = [b"\0\0\0\0"] if version >= 3 else []  # throttle_time_ms = 0
+    out.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    for name, partitions in topics:
+        raw = name.encode()
+        out.append(_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
+        out.append(raw)
+        out.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        for partition, error in partitions:
+            out.append(_PARTITION_ERROR.pack(partition, error))
+            if flexible:
+                out.append(b"\0")  # no tagged fields
+        if flexible:
+            out.append(b"\0")
+    if flexible:
+        out.append(b"\0")
+    return Raw(b"".join(out))
 
 
 class GroupApis:
@@ -181,11 +219,8 @@ class GroupApis:
             expire = self.groups.clock.wall() + ms(retention)
         errors = iter(await self.offsets.commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
                                                 getattr(req, "group_instance_id", None), wanted, expire))
-        return ctx.response(throttle_time=0, topics=tuple(
-            ctx.nested("OffsetCommitResponseTopic", name=t.name, partitions=tuple(
-                ctx.nested("OffsetCommitResponsePartition", partition_index=p.partition_index,
-                           error_code=next(errors)) for p in t.partitions))
-            for t in req.topics))
+        return offset_commit_response(ctx.version, [
+            (t.name, [(p.partition_index, next(errors)) for p in t.partitions]) for t in req.topics])
 
     def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str) -> tuple:
         """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones."""

@@ -8,8 +8,7 @@ GroupCoordinator.apply — the same path the startup replay takes.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from kio.schema.errors import ErrorCode as E
 
@@ -22,10 +21,10 @@ from .subscription import subscribed_topics
 log = logging.getLogger(__name__)
 
 NO_OFFSET = -1
+_NONE, _METADATA_TOO_LARGE, _UNKNOWN_PARTITION = E.none, E.offset_metadata_too_large, E.unknown_topic_or_partition
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetRequest:
+class OffsetRequest(NamedTuple):  # a tuple: one is built per committed partition
     topic: str
     partition: int
     offset: int
@@ -78,16 +77,17 @@ class Offsets:
         now = self.groups.clock.wall()
         errors: list[int] = []
         events: list[Event] = []
+        max_bytes = self.metadata_max_bytes
         for p in partitions:
-            if p.metadata is not None and len(p.metadata.encode()) > self.metadata_max_bytes:
-                errors.append(E.offset_metadata_too_large)
+            metadata = p.metadata or ""
+            if len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
+                errors.append(_METADATA_TOO_LARGE)
             elif not self.partition_exists(p.topic, p.partition):
-                errors.append(E.unknown_topic_or_partition)
+                errors.append(_UNKNOWN_PARTITION)
             else:
-                errors.append(E.none)
+                errors.append(_NONE)
                 events.append((OffsetCommitKey(group_id, p.topic, p.partition), OffsetCommitValue(
-                    offset=p.offset, leader_epoch=p.leader_epoch, metadata=p.metadata or "",
-                    commit_timestamp=now, expire_timestamp=expire_timestamp)))
+                    p.offset, metadata, now, p.leader_epoch, expire_timestamp)))
         if not events:
             return errors
         if group is None:
@@ -96,9 +96,10 @@ class Offsets:
             await self.groups.write(group_id, events)
         except Exception as e:
             log.error("group %s: committing offsets failed: %r", group_id, e)
-            return [E.unknown_server_error if err == E.none else err for err in errors]
+            return [E.unknown_server_error if err == _NONE else err for err in errors]
+        apply = self.groups.apply
         for event in events:
-            self.groups.apply(event)
+            apply(event)
         return errors
 
     # OffsetFetch ----------------------------------------------------------------------

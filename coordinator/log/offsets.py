@@ -14,10 +14,10 @@ from protocol.group_records import (
     Key, OffsetCommitKey, UnknownKey, Value, _decode_offset_commit_value, decode_key,
     decode_value, encode_key, encode_value,
 )
-from protocol.record_batch import CorruptBatch
+from protocol.record_batch import CorruptBatch, Record, build_batch_from
 
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
-from .partition import PartitionLog, now_ms
+from .partition import InvalidBatch, PartitionLog, now_ms
 
 TOPIC = "__consumer_offsets"
 DEFAULT_PARTITIONS = 50  # offsets.topic.num.partitions
@@ -49,9 +49,19 @@ class OffsetsRecord(NamedTuple):
     value: Value | bytes | None  # None: tombstone; bytes: value of an UnknownKey record
 
 
+MAX_MERGED_BATCH_BYTES = 1 << 20  # appends merged into one batch stop growing it past this
+
+
 class OffsetsLog:
+    """Appends are group-committed at the record level: every append() made in one event-loop
+    iteration to one partition goes into a single batch — one write, one fsync wait — in call
+    order, each caller's records contiguous (so a caller's records stay atomic on disk)."""
+
     def __init__(self, logs: list[PartitionLog]) -> None:
         self.logs = logs
+        self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
+        self._queued: dict[int, list[tuple[list, int, asyncio.Future]]] = {}
+        self._syncing: set[asyncio.Task] = set()
 
     @classmethod
     async def open(cls, data_dir: str | Path, partitions: int = DEFAULT_PARTITIONS,
@@ -67,22 +77,84 @@ class OffsetsLog:
         return len(self.logs)
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, len(self.logs))
+        p = self._partition_of.get(group_id)
+        if p is None:
+            if len(self._partition_of) >= 1_000_000:
+                self._partition_of.clear()
+            p = self._partition_of[group_id] = partition_for(group_id, len(self.logs))
+        return p
 
     def log_for(self, group_id: str) -> PartitionLog:
         return self.logs[self.partition_for(group_id)]
 
     async def append(self, group_id: str, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
                      timestamp_ms: int | None = None) -> int:
-        """Append the group's records as one batch; returns its base offset once durable
-        (per the log's fsync policy). Keys/values may be dataclasses or encoded bytes."""
+        """Append the group's records; returns the offset of the first once durable (per
+        the log's fsync policy). Keys/values may be dataclasses or encoded bytes."""
         pairs = [
-            (k if isinstance(k, bytes) else encode_key(k),
-             v if v is None or isinstance(v, bytes) else encode_value(v))
+            (k if type(k) is bytes else encode_key(k),
+             v if v is None or type(v) is bytes else encode_value(v))
             for k, v in records
         ]
-        plog = self.log_for(group_id)
-        return await plog.append_durable_records(pairs, timestamp_ms)
+        if not pairs:
+            raise InvalidBatch("no records to append")
+        loop = asyncio.get_running_loop()
+        p = self.partition_for(group_id)
+        queue = self._queued.get(p)
+        if queue is None:
+            if not self._queued:
+                loop.call_soon(self._write_queued)
+            queue = self._queued[p] = []
+        fut = loop.create_future()
+        queue.append((pairs, now_ms() if timestamp_ms is None else timestamp_ms, fut))
+        return await fut
+
+    def _write_queued(self) -> None:
+        """Write each partition's queued appends as one batch, then wake the callers once
+        it is durable."""
+        queued, self._queued = self._queued, {}
+        for p, queue in queued.items():
+            plog = self.logs[p]
+            try:
+                firsts = self._append_merged(plog, queue)
+            except Exception as e:
+                _fail(queue, e)
+                continue
+            if plog.config.fsync == "always":
+                task = asyncio.ensure_future(self._wake_when_durable(plog, queue, firsts))
+                self._syncing.add(task)
+                task.add_done_callback(self._syncing.discard)
+            else:
+                _wake(queue, firsts)
+
+    @staticmethod
+    def _append_merged(plog: PartitionLog, queue: list) -> list[int]:
+        """Append the queued records as few batches as possible; each caller's first offset."""
+        batches: list[bytes] = []
+        firsts: list[int] = []
+        records: list[Record] = []
+        size = before = 0  # bytes in this batch, records in earlier ones
+        for pairs, ts, _ in queue:
+            if records and size > MAX_MERGED_BATCH_BYTES:
+                batches.append(build_batch_from(records, base_offset=0, relative=True))
+                before += len(records)
+                records, size = [], 0
+            firsts.append(before + len(records))
+            for k, v in pairs:
+                records.append(Record(len(records), ts, k, v, []))
+                size += len(k) + (len(v) if v is not None else 0)
+        batches.append(build_batch_from(records, base_offset=0, relative=True))
+        base = plog.append(b"".join(batches))
+        return [base + f for f in firsts]
+
+    @staticmethod
+    async def _wake_when_durable(plog: PartitionLog, queue: list, firsts: list[int]) -> None:
+        try:
+            await plog.flush()
+        except Exception as e:
+            _fail(queue, e)
+        else:
+            _wake(queue, firsts)
 
     def replay(self, partition: int, from_offset: int = 0) -> Iterator[OffsetsRecord]:
         """Decoded records of one partition in log order (startup loading).
@@ -151,3 +223,15 @@ class OffsetsLog:
 
     async def close(self) -> None:
         await asyncio.gather(*(plog.close() for plog in self.logs))
+
+
+def _wake(queue: list, firsts: list[int]) -> None:
+    for (_, _, fut), first in zip(queue, firsts):
+        if not fut.done():
+            fut.set_result(first)
+
+
+def _fail(queue: list, e: Exception) -> None:
+    for _, _, fut in queue:
+        if not fut.done():
+            fut.set_exception(e)
