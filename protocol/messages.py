@@ -175,7 +175,10 @@ def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:
 
 def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
     if c.check is not None:
-        c.check(buf, pos, len(buf))
+        edits: list[tuple[int, int, bytes]] = []
+        c.check(buf, pos, len(buf), edits)
+        if edits:
+            buf = _without_unknown_tags(buf, edits)
     try:
         body, size = c.read(buf, pos)
     except Exception as e:  # kio: BufferUnderflow, KeyError on unknown tags, ValueError...
@@ -265,14 +268,14 @@ def _strip_optional(tp: Any) -> Any:
 def _primitive_skipper(kind: str | None) -> Any:
     size = _FIXED_SIZES.get(kind)  # type: ignore[arg-type]
     if size is not None:
-        def skip_fixed(buf: bytes, pos: int, end: int) -> int:
+        def skip_fixed(buf: bytes, pos: int, end: int, edits: list) -> int:
             pos += size
             if pos > end:
                 raise MalformedRequest("truncated body")
             return pos
         return skip_fixed
 
-    def skip_compact_bytes(buf: bytes, pos: int, end: int) -> int:  # string, bytes, records
+    def skip_compact_bytes(buf: bytes, pos: int, end: int, edits: list) -> int:  # string, bytes, records
         n, pos = read_uvarint(buf, pos, end)
         pos += max(n - 1, 0)
         if pos > end:
@@ -288,13 +291,13 @@ def _field_skipper(field: dataclasses.Field) -> Any:
         element = _entity_skipper(inner) if dataclasses.is_dataclass(inner) else _primitive_skipper(
             field.metadata.get("kafka_type"))
 
-        def skip_array(buf: bytes, pos: int, end: int) -> int:
+        def skip_array(buf: bytes, pos: int, end: int, edits: list) -> int:
             n, pos = read_uvarint(buf, pos, end)
             n -= 1  # 0 encodes null
             if n > end - pos:
                 raise MalformedRequest(f"array of {n} elements in {end - pos} bytes")
             for _ in range(n):
-                pos = element(buf, pos, end)
+                pos = element(buf, pos, end, edits)
             return pos
         return skip_array
     if dataclasses.is_dataclass(tp):
@@ -312,11 +315,14 @@ def _entity_skipper(cls: type) -> Any:
         else:
             positional.append(_field_skipper(f))
 
-    def skip_entity(buf: bytes, pos: int, end: int) -> int:
+    def skip_entity(buf: bytes, pos: int, end: int, edits: list) -> int:
         for skip in positional:
-            pos = skip(buf, pos, end)
+            pos = skip(buf, pos, end, edits)
+        count_at = pos
         count, pos = read_uvarint(buf, pos, end)
+        unknown = []
         for _ in range(count):
+            tag_at = pos
             tag, pos = read_uvarint(buf, pos, end)
             size, pos = read_uvarint(buf, pos, end)
             stop = pos + size
@@ -324,7 +330,39 @@ def _entity_skipper(cls: type) -> Any:
                 raise MalformedRequest("truncated tagged field")
             skip = tagged.get(tag)
             if skip is not None:
-                skip(buf, pos, stop)
+                skip(buf, pos, stop, edits)
+            else:
+                unknown.append((tag_at, stop, b""))
             pos = stop
+        if unknown:
+            # Kafka skips tagged fields it does not know (newer clients add them without
+            # a version bump); kio cannot, so they are cut out before it decodes.
+            edits.append((count_at, count_at + _uvarint_size(buf, count_at), _uvarint(count - len(unknown))))
+            edits.extend(unknown)
         return pos
     return skip_entity
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _uvarint_size(buf: bytes, pos: int) -> int:
+    return read_uvarint(buf, pos)[1] - pos
+
+
+def _without_unknown_tags(buf: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
+    """Apply (start, end, replacement) edits, which the walk produced in position order."""
+    out = bytearray()
+    at = 0
+    for start, end, replacement in sorted(edits):
+        out += buf[at:start]
+        out += replacement
+        at = end
+    out += buf[at:]
+    return bytes(out)

@@ -204,8 +204,8 @@ BAD_INPUT = {
                              False, "MetadataRequest v1"),
     "huge-compact-array": (frame(struct.pack(">hhih", FIND_COORDINATOR, 4, 1, -1) + b"\x00\x00\xff\xff\xff\xff\x0f"),
                            False, "elements in 0 bytes"),
-    "unknown-tagged-field": (frame(struct.pack(">hhih", API_VERSIONS, 3, 1, -1) + b"\x00\x02a\x021\x01\x07\x01z"),
-                             False, "Unknown tagged field"),
+    "truncated-tagged-field": (frame(struct.pack(">hhih", API_VERSIONS, 3, 1, -1) + b"\x00\x02a\x021\x01\x07\x05z"),
+                               False, "truncated tagged field"),
 }
 
 
