@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import socket
 import struct
@@ -176,3 +177,82 @@ def test_oversized_frame_closes_only_that_connection(server):
         s.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
         s.settimeout(10)
         assert len(s.recv(4)) == 4
+
+
+async def test_produce_request_level_errors(conn):
+    await create(conn, "acks", partitions=1)
+    assert (await produce(conn, "acks", batch(), acks=2))[0] == 21  # INVALID_REQUIRED_ACKS
+    assert (await produce(conn, "acks", batch(2) + batch(2)))[0] == 87  # INVALID_RECORD: one batch only
+    assert await produce(conn, "acks", batch(1)) == (0, 0)  # nothing of the above was written
+
+
+async def test_idempotent_sequences_and_restart(server):
+    def idem(seq: int, n: int = 2, epoch: int = 0) -> bytes:
+        return build_batch([(b"k", b"v")] * n, timestamp_ms=1, producer_id=7, producer_epoch=epoch, base_sequence=seq)
+
+    conn = await WireClient("idem").connect("127.0.0.1", server.port)
+    await create(conn, "seq", partitions=1)
+    assert await produce(conn, "seq", idem(0)) == (0, 0)
+    assert await produce(conn, "seq", idem(2)) == (0, 2)
+    assert await produce(conn, "seq", idem(0)) == (0, 0)  # a retry: answered with its first offset
+    assert (await produce(conn, "seq", idem(9)))[0] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER: a gap
+    assert (await produce(conn, "seq", idem(4, epoch=1)))[0] == 45  # a new epoch starts at 0
+    await conn.close()
+    server.restart()
+    conn = await WireClient("idem").connect("127.0.0.1", server.port)
+    assert await produce(conn, "seq", idem(2)) == (0, 2)  # state rebuilt from the log
+    assert await produce(conn, "seq", idem(4)) == (0, 4)
+    assert (await produce(conn, "seq", idem(0, epoch=1))) == (0, 6)  # bumped epoch
+    assert (await produce(conn, "seq", idem(6, epoch=0)))[0] == 47  # INVALID_PRODUCER_EPOCH: fenced
+    await conn.close()
+
+
+async def test_list_offsets_tiered_specs(conn):
+    await create(conn, "lt", partitions=1)
+    await produce(conn, "lt", batch(4))
+    P, T = cls(LIST_OFFSETS, 9, "ListOffsetsPartition"), cls(LIST_OFFSETS, 9, "ListOffsetsTopic")
+    for ts, want in ((-4, 0), (-5, -1)):  # earliest local = log start; nothing is tiered
+        r = await conn.request(LIST_OFFSETS, 9, cls(LIST_OFFSETS, 9)(replica_id=-1, isolation_level=0, topics=(
+            T(name="lt", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=ts),)),)))
+        assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].offset) == (0, want)
+
+
+async def test_fetch_max_bytes_across_partitions(conn):
+    await create(conn, "mb", partitions=2)
+    big = batch(1, value=b"x" * 3000)
+    for p in (0, 1):
+        await produce(conn, "mb", big, partition=p)
+    F, T = cls(FETCH, 11, "FetchPartition"), cls(FETCH, 11, "FetchTopic")
+    parts = tuple(F(partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                    partition_max_bytes=1000) for p in (0, 1))
+    body = dataclasses.replace(fetch_body("mb", 0), max_bytes=1000, topics=(T(topic="mb", partitions=parts),))
+    r = await conn.request(FETCH, 11, body)
+    sizes = [len(p.records or b"") for p in r.responses[0].partitions]
+    assert sizes[0] == len(big) and sizes[1] == 0  # only the first partition may exceed the limits
+
+
+async def test_fetch_of_offsets_topic_wakes_on_group_commit(server, conn):
+    """A long-polling reader of __consumer_offsets (kcat, Burrow) sees a commit at once."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    from coordinator.log.offsets import partition_for
+
+    await create(conn, "c", partitions=1)
+    await produce(conn, "c", batch(1))
+    part = partition_for("wakers")
+    r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=0, topics=(
+        cls(LIST_OFFSETS, 7, "ListOffsetsTopic")(name="__consumer_offsets", partitions=(
+            cls(LIST_OFFSETS, 7, "ListOffsetsPartition")(partition_index=part, current_leader_epoch=-1,
+                                                        timestamp=-1),)),)))
+    end = r.topics[0].partitions[0].offset
+    waiting = conn.send(FETCH, 11, fetch_body("__consumer_offsets", end, partition=part, max_wait_ms=60_000))
+
+    def commit():
+        c = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="wakers", enable_auto_commit=False)
+        c.commit({TopicPartition("c", 0): OffsetAndMetadata(1, None, -1)})
+        c.close()
+
+    await asyncio.get_running_loop().run_in_executor(None, commit)
+    r = await asyncio.wait_for(waiting, 10)
+    assert r.responses[0].partitions[0].records

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
@@ -23,7 +24,8 @@ from .topics import OFFSETS_TOPIC, TopicError, Topics
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+ACKS = (0, 1, -1)
 
 
 class DataPlane:
@@ -31,8 +33,10 @@ class DataPlane:
         self.topics = topics
         self.producer_ids = producer_ids
         self.node_id = node_id
-        self.producers: dict[tuple[str, int], PartitionProducers] = {}
-        self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        # Keyed by the log object: a deleted and re-created topic starts afresh.
+        self.producers: weakref.WeakKeyDictionary[PartitionLog, PartitionProducers] = weakref.WeakKeyDictionary()
+        self.waiters: dict[PartitionLog, set[asyncio.Future]] = {}
+        self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
 
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(3, 12), self.produce)
@@ -63,39 +67,36 @@ class DataPlane:
             headers = list(iter_batches(records))
         except CorruptBatch as e:
             return E.corrupt_message, -1, str(e)
-        for _, h in headers:
-            if h.size > info.max_message_bytes:
-                return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}"
-            if h.magic != 2:
-                return E.unsupported_for_message_format, -1, "only record batch v2 (magic 2) is accepted"
-        idempotent = [(pos, h) for pos, h in headers if h.producer_id >= 0 and h.base_sequence >= 0]
-        if idempotent:
-            state = self.producers.get((topic, partition))
+        if len(headers) != 1:  # as Kafka: v3+ carries exactly one batch per partition
+            return E.invalid_record, -1, f"{len(headers)} record batches; exactly one is allowed"
+        h = headers[0][1]
+        if h.size > info.max_message_bytes:
+            return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}"
+        if h.magic != 2:
+            return E.unsupported_for_message_format, -1, "only record batch v2 (magic 2) is accepted"
+        state = None
+        if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
+            state = self.producers.get(plog)
             if state is None:
-                state = self.producers[(topic, partition)] = PartitionProducers.from_log(plog)
-            _, h = idempotent[0]
+                state = self.producers[plog] = PartitionProducers.from_log(plog)
             error, duplicate_of = state.check(h)
             if error != E.none:
                 return error, -1, None
             if duplicate_of is not None:
                 return E.none, duplicate_of, None  # a retry of a batch we already have
         try:
-            base = plog.append(records)
+            base = plog.append(records)  # wakes long-polling fetches (append listener)
         except InvalidBatch as e:
             return E.corrupt_message, -1, str(e)
-        offset = base
-        for _, h in idempotent:
-            state.record(h, offset)
-        for _, h in headers:
-            offset += h.last_offset_delta + 1
-        self._wake(topic, partition)
+        if state is not None:
+            state.record(h, base)
         return E.none, base, None
 
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
-        if getattr(req, "transactional_id", None):
-            error = E.transactional_id_authorization_failed
-            results = [(t.name, p.index, error, -1, "transactions are not supported") for t in req.topic_data
-                       for p in t.partition_data]
+        if getattr(req, "transactional_id", None) or req.acks not in ACKS:
+            error, message = ((E.transactional_id_authorization_failed, "transactions are not supported")
+                              if req.acks in ACKS else (E.invalid_required_acks, "acks must be 0, 1 or -1"))
+            results = [(t.name, p.index, error, -1, message) for t in req.topic_data for p in t.partition_data]
         else:
             results = [(t.name, p.index, *self._append(t.name, p.index, p.records))
                        for t in req.topic_data for p in t.partition_data]
@@ -121,8 +122,16 @@ class DataPlane:
 
     # Fetch ------------------------------------------------------------------------------
 
-    def _wake(self, topic: str, partition: int) -> None:
-        for fut in self.waiters.pop((topic, partition), ()):
+    def _watch(self, plog: PartitionLog) -> None:
+        """Hook the log once: any append to it (Produce, or group commits to
+        __consumer_offsets) wakes the fetches waiting on it."""
+        if plog not in self.watched:
+            self.watched.add(plog)
+            ref = weakref.ref(plog)
+            plog.append_listeners.append(lambda: self._wake(ref()))
+
+    def _wake(self, plog: PartitionLog | None) -> None:
+        for fut in self.waiters.pop(plog, ()):  # type: ignore[arg-type]
             if not fut.done():
                 fut.set_result(None)
 
@@ -148,8 +157,10 @@ class DataPlane:
                     plog = info.logs[p.partition]
                     try:
                         limit = min(p.partition_max_bytes, budget - total)
-                        if limit > 0 or total == 0:  # the first partition always gets a batch
+                        if limit > 0 or total == 0:
                             records = plog.read(p.fetch_offset, max(limit, 1))
+                        if total > 0 and len(records) > limit:
+                            records = b""  # only the first partition with data may exceed the limits (KIP-74)
                     except OffsetOutOfRange:
                         error = E.offset_out_of_range
                 total += len(records)
@@ -183,24 +194,26 @@ class DataPlane:
     async def _wait_for_data(self, ctx: RequestContext, req: Any, timeout: float) -> None:
         """Long-poll: sleep until a produce to one of the partitions, or the timeout."""
         fut = asyncio.get_running_loop().create_future()
-        keys = []
+        logs = []
         for t in req.topics:
             name = t.topic if ctx.version < 13 else getattr(self.topics.by_id.get(t.topic_id), "name", None)
             for p in t.partitions:
-                key = (name, p.partition)
-                self.waiters.setdefault(key, set()).add(fut)
-                keys.append(key)
+                plog = self.topics.partition_log(name, p.partition)
+                if plog is not None:
+                    self._watch(plog)
+                    self.waiters.setdefault(plog, set()).add(fut)
+                    logs.append(plog)
         try:
             await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             pass
         finally:
-            for key in keys:
-                waiting = self.waiters.get(key)
+            for plog in logs:
+                waiting = self.waiters.get(plog)
                 if waiting is not None:
                     waiting.discard(fut)
                     if not waiting:
-                        del self.waiters[key]
+                        del self.waiters[plog]
 
     # ListOffsets ------------------------------------------------------------------------
 
@@ -213,8 +226,10 @@ class DataPlane:
                 error, offset, timestamp = E.none, -1, -1
                 if plog is None:
                     error = E.unknown_topic_or_partition
-                elif p.timestamp == EARLIEST:
+                elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: all is local
                     offset = plog.log_start_offset
+                elif p.timestamp == LATEST_TIERED:
+                    pass  # nothing is tiered: offset -1, as Kafka without remote storage
                 elif p.timestamp == LATEST:
                     offset = plog.log_end_offset
                 else:

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from protocol.record_batch import (
@@ -67,6 +67,8 @@ class PartitionLog:
         self._background: list[asyncio.Task] = []
         self._dirty_from = log_start_offset  # compaction has not looked at offsets >= this
         self.closed = False
+        # Called after every append, whoever the writer is (wakes long-polling fetches).
+        self.append_listeners: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------ open / recovery
 
@@ -189,6 +191,8 @@ class PartitionLog:
             seg.write(view[pos : pos + h.size], h, t)
             self._unsynced[seg.fd] = seg
             self._next_offset = h.next_offset
+        for listener in self.append_listeners:
+            listener()
         return first
 
     def append_records(self, records: Iterable[tuple[bytes | None, bytes | None]],
