@@ -1,4 +1,9 @@
-"""PySpark analytics over the server's on-disk logs (offsets, lag, rebalances, commit rates)."""
+"""PySpark analytics over the server's on-disk logs (offsets, lag, rebalances, commit rates).
+
+    from pipeline import committed_offsets
+    rows = committed_offsets(spark, "/var/lib/kcoord").collect()
+    {(r.group, r.topic, r.partition): r.offset for r in rows}  # == what OffsetFetch answers
+"""
 
 from __future__ import annotations
 
@@ -8,17 +13,39 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def read_logs(spark: "SparkSession", data_dir: str, partitions: int | None = None) -> "DataFrame":
-    """Every record of every segment under data_dir (see pipeline.datasource)."""
-    from .datasource import KafkaLogDataSource
+def register(spark: "SparkSession") -> None:
+    """Make `kafka-log` and `kafka-offsets` known to spark.read.format()."""
+    from .datasource import ConsumerOffsetsDataSource, KafkaLogDataSource
 
     spark.dataSource.register(KafkaLogDataSource)
+    spark.dataSource.register(ConsumerOffsetsDataSource)
+
+
+def _load(spark: "SparkSession", fmt: str, data_dir: str, partitions: int | None, **options: str) -> "DataFrame":
+    register(spark)
     n = partitions or spark.sparkContext.defaultParallelism
-    return spark.read.format("kafka-log").option("partitions", str(n)).load(str(data_dir))
+    return spark.read.format(fmt).options(partitions=str(n), **options).load(str(data_dir))
+
+
+def read_logs(spark: "SparkSession", data_dir: str, partitions: int | None = None, **options: str) -> "DataFrame":
+    """Every record of every segment under data_dir, one row each (pipeline.datasource)."""
+    return _load(spark, "kafka-log", data_dir, partitions, **options)
+
+
+def read_offsets(spark: "SparkSession", data_dir: str, partitions: int | None = None,
+                 **options: str) -> "DataFrame":
+    """`__consumer_offsets` decoded: commit, group and error rows (pipeline.decode.SCHEMA)."""
+    return _load(spark, "kafka-offsets", data_dir, partitions, **options)
 
 
 def committed_offsets(spark: "SparkSession", data_dir: str) -> "DataFrame":
-    """(group, topic, partition, offset, ...) as OffsetFetch would answer for this log."""
-    from . import analytics, decode
+    """(group, topic, partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp):
+    the latest commit per group and partition, deleted offsets gone: what OffsetFetch answers."""
+    from . import analytics
 
-    return analytics.committed_offsets(decode.commits(read_logs(spark, data_dir)))
+    return analytics.committed_offsets(analytics.commits(read_offsets(spark, data_dir)))
+
+
+def committed_offsets_map(spark: "SparkSession", data_dir: str) -> dict[tuple[str, str, int], int]:
+    """{(group, topic, partition): offset}, for comparing with OffsetFetch answers."""
+    return {(r.group, r.topic, r.partition): r.offset for r in committed_offsets(spark, data_dir).collect()}

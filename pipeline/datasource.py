@@ -1,18 +1,27 @@
-"""`spark.read.format("kafka-log").load(data_dir)`: a Spark Python Data Source over segments.
+"""Spark Python Data Sources over the server's data dir (pyspark >= 4, `pyspark.sql.datasource`).
 
-One row per record; segment files are packed into about defaultParallelism input
-partitions by size. Rows are handed to Spark as Arrow batches (cheaper than tuples).
+- `spark.read.format("kafka-log").load(data_dir)`: one row per record of every segment
+  (topic, partition, offset, timestamp, key, value, headers, batch attributes, producer id),
+  plus one row per bad batch with `file` and `error` set.
+- `spark.read.format("kafka-offsets").load(data_dir)`: `__consumer_offsets` decoded in the
+  same pass into typed columns (pipeline.decode.SCHEMA), which spares Spark a round trip of
+  every key and value through the JVM.
+
+Segment files are packed by size into about `partitions` input partitions (default: the
+session's defaultParallelism, see pipeline.read_logs); Python pays ~0.1 s per task, so one
+task per small file would be slow. Rows reach Spark as Arrow batches unless `arrow=false`.
 """
 
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .segments import COLUMNS, SegmentFile, read_segment, segment_files
+from .segments import OFFSETS_TOPIC, BadBatch, SegmentFile, read_segment, segment_files
 
-SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary, value binary, "
-          "headers array<struct<key:string,value:binary>>, attributes int, file string, error string")
-ARROW_BATCH_ROWS = 65_536
+RAW_SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary, value binary, "
+              "headers array<struct<key:string,value:binary>>, attributes int, producer_id long, "
+              "file string, error string")
+BATCH_ROWS = 65_536
 
 
 class FilesPartition(InputPartition):
@@ -31,54 +40,103 @@ def pack(files: list[SegmentFile], n: int) -> list[list[SegmentFile]]:
     return [b for b in bins if b]
 
 
-class KafkaLogReader(DataSourceReader):
-    def __init__(self, path: str, partitions: int, topics: set[str] | None) -> None:
-        self.path, self.n, self.topics = path, partitions, topics
+def raw_rows(files: list[SegmentFile]):
+    """Tuples in RAW_SCHEMA order; a bad batch is one row with `error` set."""
+    for seg in files:
+        for item in read_segment(seg):
+            if type(item) is BadBatch:
+                yield (seg.topic, seg.partition, item.base_offset, None, None, None, None, None, None, seg.path,
+                       item.describe())
+                continue
+            h, records = item
+            for r in records:
+                yield (seg.topic, seg.partition, r.offset, r.timestamp, r.key, r.value, r.headers, h.attributes,
+                       h.producer_id, seg.path, None)
+
+
+def _raw_arrow_schema():
+    import pyarrow as pa
+
+    return pa.schema([
+        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()),
+        ("key", pa.binary()), ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("attributes", pa.int32()), ("producer_id", pa.int64()), ("file", pa.string()), ("error", pa.string()),
+    ])
+
+
+def raw_batches(files: list[SegmentFile], batch_rows: int = BATCH_ROWS):
+    import pyarrow as pa
+
+    schema = _raw_arrow_schema()
+    rows: list[tuple] = []
+    for row in raw_rows(files):
+        rows.append(row)
+        if len(rows) >= batch_rows:
+            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*rows), schema)], schema=schema)
+            rows = []
+    if rows:
+        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*rows), schema)], schema=schema)
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, path: str, partitions: int, topics: set[str] | None, arrow: bool) -> None:
+        self.path, self.n, self.topics, self.arrow = path, partitions, topics, arrow
 
     def partitions(self) -> list[InputPartition]:
-        files = [f for f in segment_files(self.path) if self.topics is None or f.topic in self.topics]
-        return [FilesPartition(b) for b in pack(files, self.n)] or [FilesPartition([])]
+        return [FilesPartition(b) for b in pack(segment_files(self.path, self.topics), self.n)] or [
+            FilesPartition([])]
 
+
+class KafkaLogReader(_Reader):
     def read(self, partition: FilesPartition):
-        import pyarrow as pa
-
-        schema = pa.schema([
-            ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()),
-            ("key", pa.binary()), ("value", pa.binary()),
-            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-            ("attributes", pa.int32()), ("file", pa.string()), ("error", pa.string()),
-        ])
-        columns: list[list] = [[] for _ in COLUMNS]
-        appends = [c.append for c in columns]
-        for seg in partition.files:
-            for row in read_segment(seg):
-                for append, value in zip(appends, row):
-                    append(value)
-                if len(columns[0]) >= ARROW_BATCH_ROWS:
-                    yield _batch(pa, schema, columns)
-                    columns = [[] for _ in COLUMNS]
-                    appends = [c.append for c in columns]
-        if columns[0]:
-            yield _batch(pa, schema, columns)
+        return raw_batches(partition.files) if self.arrow else raw_rows(partition.files)
 
 
-def _batch(pa, schema, columns):
-    columns[6] = [[{"key": k, "value": v} for k, v in hs] for hs in columns[6]]
-    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+class ConsumerOffsetsReader(_Reader):
+    def read(self, partition: FilesPartition):
+        from .decode import decode_segments
+
+        batches = decode_segments(partition.files)
+        if self.arrow:
+            return batches
+        return (row for b in batches for row in zip(*(c.to_pylist() for c in b.columns)))
 
 
-class KafkaLogDataSource(DataSource):
-    """Options: path (the data dir), partitions (default: Spark's default parallelism),
-    topics (comma-separated filter)."""
+class _Source(DataSource):
+    """Options: path (the data dir), partitions (input partitions; default 2, pipeline.read_logs
+    passes defaultParallelism), topics (comma-separated filter), arrow (default true)."""
 
+    reader_class = KafkaLogReader
+    fixed_topics: set[str] | None = None
+
+    def reader(self, schema) -> DataSourceReader:
+        topics = self.options.get("topics")
+        return self.reader_class(self.options["path"], int(self.options.get("partitions", 2)),
+                                 self.fixed_topics or (set(topics.split(",")) if topics else None),
+                                 self.options.get("arrow", "true").lower() != "false")
+
+
+class KafkaLogDataSource(_Source):
     @classmethod
     def name(cls) -> str:
         return "kafka-log"
 
     def schema(self) -> str:
-        return SCHEMA
+        return RAW_SCHEMA
 
-    def reader(self, schema) -> DataSourceReader:
-        topics = self.options.get("topics")
-        return KafkaLogReader(self.options["path"], int(self.options.get("partitions", 2)),
-                              set(topics.split(",")) if topics else None)
+
+class ConsumerOffsetsDataSource(_Source):
+    reader_class = ConsumerOffsetsReader
+    fixed_topics = {OFFSETS_TOPIC}
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka-offsets"
+
+    def schema(self):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from .decode import SCHEMA
+
+        return from_arrow_schema(SCHEMA)

@@ -1,86 +1,114 @@
-"""`__consumer_offsets` records into typed columns, with protocol.group_records (mapInArrow)."""
+"""`__consumer_offsets` records into typed columns (Arrow record batches), no Spark needed.
+
+Keys and values are decoded by protocol.group_records, the coordinator's own codec. One
+output schema covers the three kinds of row: `commit` (an OffsetCommit record), `group`
+(a GroupMetadata record: one generation's membership) and `error` (a bad batch or an
+undecodable record, with its file). Columns of another kind are null. A null value is a
+tombstone: a deleted offset, or a deleted group.
+"""
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from pyspark.sql import DataFrame
+import pyarrow as pa
 
-COMMITS_SCHEMA = ("group string, topic string, partition int, offset long, leader_epoch int, metadata string, "
-                  "commit_timestamp long, expire_timestamp long, tombstone boolean, "
-                  "log_partition int, log_offset long, record_timestamp long")
-GROUPS_SCHEMA = ("group string, generation int, protocol_type string, protocol string, leader string, "
-                 "state_timestamp long, member_count int, "
-                 "members array<struct<member_id:string, group_instance_id:string, client_id:string, "
-                 "client_host:string, session_timeout:int, rebalance_timeout:int, assignment_bytes:int>>, "
-                 "tombstone boolean, log_partition int, log_offset long, record_timestamp long")
+from protocol.group_records import (
+    GroupMetadataKey, OffsetCommitKey, RecordDecodeError, decode_key, decode_value,
+)
+
+from .segments import BadBatch, SegmentFile, read_segment
+
+MEMBER = pa.struct([("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
+                    ("client_host", pa.string()), ("session_timeout", pa.int32()),
+                    ("rebalance_timeout", pa.int32()), ("assignment_bytes", pa.int32()),
+                    ("subscription_bytes", pa.int32())])
+KEY_FIELDS = [("group", pa.string())]
+COMMIT_FIELDS = [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                 ("leader_epoch", pa.int32()), ("metadata", pa.string()), ("commit_timestamp", pa.int64()),
+                 ("expire_timestamp", pa.int64())]
+GROUP_FIELDS = [("generation", pa.int32()), ("protocol_type", pa.string()), ("protocol", pa.string()),
+                ("leader", pa.string()), ("state_timestamp", pa.int64()), ("member_count", pa.int32()),
+                ("members", pa.list_(MEMBER))]
+COMMON_FIELDS = [("tombstone", pa.bool_()), ("log_partition", pa.int32()), ("log_offset", pa.int64()),
+                 ("record_timestamp", pa.int64()), ("file", pa.string()), ("error", pa.string())]
+SCHEMA = pa.schema([("kind", pa.string()), *KEY_FIELDS, *COMMIT_FIELDS, *GROUP_FIELDS, *COMMON_FIELDS])
+# Columns of each kind, in the order the row tuples below hold them.
+COMMIT_COLUMNS = ["group", *(n for n, _ in COMMIT_FIELDS), "tombstone", "log_partition", "log_offset",
+                  "record_timestamp"]
+GROUP_COLUMNS = ["group", *(n for n, _ in GROUP_FIELDS), "tombstone", "log_partition", "log_offset",
+                 "record_timestamp"]
+ERROR_COLUMNS = ["log_partition", "log_offset", "file", "error"]
+BATCH_ROWS = 65_536
+_NO_COMMIT = (None,) * 5 + (True,)
+_NO_GROUP = (None,) * 5 + (0, [], True)
 
 
-def _arrow_schema(want: str):
-    import pyarrow as pa
-
-    common = [("tombstone", pa.bool_()), ("log_partition", pa.int32()), ("log_offset", pa.int64()),
-              ("record_timestamp", pa.int64())]
-    if want == "commits":
-        return pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-                          ("offset", pa.int64()), ("leader_epoch", pa.int32()), ("metadata", pa.string()),
-                          ("commit_timestamp", pa.int64()), ("expire_timestamp", pa.int64()), *common])
-    member = pa.struct([("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
-                        ("client_host", pa.string()), ("session_timeout", pa.int32()),
-                        ("rebalance_timeout", pa.int32()), ("assignment_bytes", pa.int32())])
-    return pa.schema([("group", pa.string()), ("generation", pa.int32()), ("protocol_type", pa.string()),
-                      ("protocol", pa.string()), ("leader", pa.string()), ("state_timestamp", pa.int64()),
-                      ("member_count", pa.int32()), ("members", pa.list_(member)), *common])
+def _member(m) -> dict:
+    return {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+            "client_host": m.client_host, "session_timeout": m.session_timeout,
+            "rebalance_timeout": m.rebalance_timeout, "assignment_bytes": len(m.assignment),
+            "subscription_bytes": len(m.subscription)}
 
 
-def _decoded(batches: Iterator, want: str) -> Iterator:
-    import pyarrow as pa
+def _arrow(kind: str, names: list[str], rows: list[tuple]) -> pa.RecordBatch:
+    """Rows (tuples in `names` order) of one kind as a batch of the full SCHEMA."""
+    columns = dict(zip(names, zip(*rows)))
+    n = len(rows)
+    arrays = [pa.array([kind] * n, pa.string()) if f.name == "kind"
+              else pa.array(columns[f.name], f.type) if f.name in columns
+              else pa.nulls(n, f.type) for f in SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
-    from protocol.group_records import GroupMetadataKey, OffsetCommitKey, decode_key, decode_value
 
-    schema = _arrow_schema(want)
-    keys: dict[bytes, object] = {}  # keys repeat a lot in __consumer_offsets: decode each once
-    for b in batches:
-        cols = b.to_pydict()
-        rows = []
-        for key, value, part, off, ts in zip(cols["key"], cols["value"], cols["partition"], cols["offset"],
-                                             cols["timestamp"]):
-            if key is None:
+def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (SCHEMA) for every record of these `__consumer_offsets` segments.
+
+    Keys repeat a lot in `__consumer_offsets`: each distinct key is decoded once."""
+    keys: dict[bytes, tuple] = {}  # raw key -> (key, row prefix)
+    commits: list[tuple] = []
+    groups: list[tuple] = []
+    errors: list[tuple] = []
+    for seg in files:
+        lp = seg.partition
+        for item in read_segment(seg):
+            if type(item) is BadBatch:
+                errors.append((lp, item.base_offset, seg.path, item.describe()))
                 continue
-            k = keys.get(key)
-            if k is None:
-                k = keys[key] = decode_key(key)
-            if want == "commits" and type(k) is OffsetCommitKey:
-                v = decode_value(k, value)
-                rows.append(dict(group=k.group, topic=k.topic, partition=k.partition,
-                                 offset=v.offset if v else None, leader_epoch=v.leader_epoch if v else None,
-                                 metadata=v.metadata if v else None,
-                                 commit_timestamp=v.commit_timestamp if v else None,
-                                 expire_timestamp=v.expire_timestamp if v else None, tombstone=v is None,
-                                 log_partition=part, log_offset=off, record_timestamp=ts))
-            elif want == "groups" and type(k) is GroupMetadataKey:
-                v = decode_value(k, value)
-                members = [dict(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                                client_host=m.client_host, session_timeout=m.session_timeout,
-                                rebalance_timeout=m.rebalance_timeout, assignment_bytes=len(m.assignment))
-                           for m in (v.members if v else ())]
-                rows.append(dict(group=k.group, generation=v.generation if v else None,
-                                 protocol_type=v.protocol_type if v else None, protocol=v.protocol if v else None,
-                                 leader=v.leader if v else None,
-                                 state_timestamp=v.current_state_timestamp if v else None,
-                                 member_count=len(members), members=members, tombstone=v is None,
-                                 log_partition=part, log_offset=off, record_timestamp=ts))
+            for r in item[1]:
+                raw = r.key
+                if raw is None:
+                    continue
+                cached = keys.get(raw)
+                try:
+                    if cached is None:
+                        k = decode_key(raw)
+                        prefix = (k.group, k.topic, k.partition) if type(k) is OffsetCommitKey else (
+                            (k.group,) if type(k) is GroupMetadataKey else ())
+                        cached = keys[raw] = (k, prefix)
+                    k, prefix = cached
+                    if type(k) is OffsetCommitKey:
+                        v = decode_value(k, r.value)
+                        tail = _NO_COMMIT if v is None else (v.offset, v.leader_epoch, v.metadata,
+                                                             v.commit_timestamp, v.expire_timestamp, False)
+                        commits.append(prefix + tail + (lp, r.offset, r.timestamp))
+                    elif type(k) is GroupMetadataKey:
+                        v = decode_value(k, r.value)
+                        tail = _NO_GROUP if v is None else (
+                            v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
+                            len(v.members), [_member(m) for m in v.members], False)
+                        groups.append(prefix + tail + (lp, r.offset, r.timestamp))
+                    # else an UnknownKey: KIP-848 / share-group records, not interpreted here
+                except RecordDecodeError as e:
+                    errors.append((lp, r.offset, seg.path, f"record at offset {r.offset}: {e}"))
+            if len(commits) >= batch_rows:
+                yield _arrow("commit", COMMIT_COLUMNS, commits)
+                commits = []
+        if len(groups) >= batch_rows:
+            yield _arrow("group", GROUP_COLUMNS, groups)
+            groups = []
+    for kind, names, rows in (("commit", COMMIT_COLUMNS, commits), ("group", GROUP_COLUMNS, groups),
+                              ("error", ERROR_COLUMNS, errors)):
         if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            yield _arrow(kind, names, rows)
 
-
-def commits(raw: DataFrame) -> DataFrame:
-    """One row per OffsetCommit record (tombstone = deleted offset)."""
-    offsets = raw.where("topic = '__consumer_offsets' AND error IS NULL")
-    return offsets.mapInArrow(lambda it: _decoded(it, "commits"), COMMITS_SCHEMA)
-
-
-def groups(raw: DataFrame) -> DataFrame:
-    """One row per GroupMetadata record (a generation's membership; tombstone = deleted group)."""
-    offsets = raw.where("topic = '__consumer_offsets' AND error IS NULL")
-    return offsets.mapInArrow(lambda it: _decoded(it, "groups"), GROUPS_SCHEMA)

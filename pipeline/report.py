@@ -1,4 +1,4 @@
-"""A self-contained HTML report (PNG plots inlined) and a terminal summary."""
+"""A self-contained HTML report (matplotlib PNGs inlined as base64) and a terminal summary."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+TOP = 20  # groups shown in the bar charts / tables
+
 
 def _png(fig) -> str:
     buf = io.BytesIO()
@@ -16,55 +18,75 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def plots(lag_totals: pd.DataFrame, storms: pd.DataFrame, rate: pd.DataFrame) -> dict[str, str]:
+def _bars(plt, df: pd.DataFrame, column: str, title: str) -> str:
+    fig, ax = plt.subplots(figsize=(8, 0.3 * min(len(df), TOP) + 1.2))
+    if len(df):
+        top = df.nlargest(TOP, column).sort_values(column)
+        ax.barh(top["group"].astype(str), top[column])
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(title)
+    return _png(fig)
+
+
+def plots(frames: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Base64 PNGs: lag per group, rebalances per group, commit rate over time."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = {}
-    fig, ax = plt.subplots(figsize=(7, 3))
-    if not lag_totals.empty:
-        lag_totals.sort_values("total_lag").plot.barh(x="group", y="total_lag", ax=ax, legend=False)
-    ax.set_title("Consumer lag per group (messages)")
-    out["lag"] = _png(fig)
-    fig, ax = plt.subplots(figsize=(7, 3))
-    if not storms.empty:
-        storms.sort_values("rebalances").plot.barh(x="group", y="rebalances", ax=ax, legend=False)
-    ax.set_title("Rebalances (generations) per group")
-    out["rebalances"] = _png(fig)
-    fig, ax = plt.subplots(figsize=(7, 3))
-    if not rate.empty:
-        rate.pivot_table(index="minute", columns="group", values="commits", aggfunc="sum").plot(ax=ax)
-    ax.set_title("Offset commits per minute")
-    out["commit_rate"] = _png(fig)
+    out = {"lag per group": _bars(plt, frames["consumer_lag_totals"], "total_lag",
+                                  f"Consumer lag per group (messages, top {TOP})"),
+           "rebalances per group": _bars(plt, frames["rebalance_summary"], "rebalances",
+                                         f"Rebalances (generations) per group (top {TOP})")}
+    rate = frames["commit_rate"]
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    if len(rate):
+        busiest = rate.groupby("group")["commits"].sum().nlargest(10).index
+        wide = rate[rate["group"].isin(busiest)].pivot_table(index="minute", columns="group", values="commits",
+                                                             aggfunc="sum")
+        for group in wide.columns:
+            ax.plot(wide.index, wide[group], marker=".", label=str(group))
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1, 1))
+        fig.autofmt_xdate()
+    ax.set_title("Offset commits per minute (10 busiest groups)")
+    out["commit rate"] = _png(fig)
     plt.close("all")
     return out
 
 
-def table(df: pd.DataFrame, limit: int = 50) -> str:
-    return df.head(limit).to_html(index=False, border=0, classes="t")
+def _table(df: pd.DataFrame, limit: int = 50) -> str:
+    more = f"<p>{len(df) - limit} more rows in the Parquet output.</p>" if len(df) > limit else ""
+    return df.head(limit).to_html(index=False, border=0, classes="t") + more
 
 
-def write_html(path: Path, summary: dict[str, object], frames: dict[str, pd.DataFrame], images: dict[str, str]) -> None:
+def write_html(path: Path, summary: dict[str, object], frames: dict[str, pd.DataFrame],
+               images: dict[str, str]) -> None:
     parts = ["<!doctype html><meta charset=utf-8><title>Consumer groups report</title>",
              "<style>body{font-family:sans-serif;margin:2em}.t td,.t th{padding:2px 8px;text-align:right}"
-             "img{max-width:100%}</style><h1>Consumer groups report</h1><ul>"]
-    parts += [f"<li>{html.escape(k)}: {html.escape(str(v))}</li>" for k, v in summary.items()]
-    parts.append("</ul>")
+             "img{max-width:100%}</style><h1>Consumer groups report</h1><table class=t>"]
+    parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()]
+    parts.append("</table>")
     for name, b64 in images.items():
-        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2><img src='data:image/png;base64,{b64}'>")
+        parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' src='data:image/png;base64,{b64}'>")
     for name, df in frames.items():
-        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>{table(df)}")
+        title = "rebalances in a storm" if name == "rebalance_timeline" else name.replace("_", " ")
+        parts.append(f"<h2>{html.escape(title)}</h2>{_table(df)}")
     path.write_text("".join(parts))
 
 
-def terminal_summary(summary: dict[str, object], lag_totals: pd.DataFrame, storms: pd.DataFrame) -> str:
+def terminal_summary(summary: dict[str, object], frames: dict[str, pd.DataFrame], errors: list[str]) -> str:
     lines = [f"{k:>28}: {v}" for k, v in summary.items()]
-    if not lag_totals.empty:
-        merged = lag_totals.merge(storms, on="group", how="outer").fillna(0)
-        lines.append(f"\n{'group':<30} {'partitions':>10} {'total lag':>10} {'rebalances':>10} {'storm':>6}")
-        for r in merged.sort_values("group").itertuples():
-            lines.append(f"{r.group:<30} {int(r.partitions):>10} {int(r.total_lag):>10} {int(r.rebalances):>10} "
-                         f"{'yes' if r.storm else '':>6}")
+    lines += [f"{'':>28}  {e}" for e in errors[:10]]
+    lag, reb = frames["consumer_lag_totals"], frames["rebalance_summary"]
+    if len(lag) or len(reb):
+        merged = lag.merge(reb, on="group", how="outer").fillna({"partitions": 0, "total_lag": 0, "rebalances": 0})
+        merged = merged.sort_values("total_lag", ascending=False).head(TOP)
+        lines.append(f"\n{'group':<32} {'partitions':>10} {'total lag':>12} {'rebalances':>10} {'storm':>6}")
+        for r in merged.itertuples():
+            lines.append(f"{str(r.group):<32} {int(r.partitions):>10} {int(r.total_lag):>12} {int(r.rebalances):>10} "
+                         f"{'YES' if r.storm is True else '':>6}")
+        if len(lag) > TOP:
+            lines.append(f"... {len(lag) - TOP} more groups (by lag) in consumer_lag_totals")
     return "\n".join(lines)

@@ -1,87 +1,154 @@
-"""`python -m pipeline.run --data-dir DIR --out OUT [--master URL]` (or via spark-submit)."""
+"""Analytics job over a server data dir: Parquet outputs, report.html and a terminal summary.
+
+    python -m pipeline.run --data-dir DIR --out OUT [--master URL]
+    spark-submit --master spark://host:7077 pipeline/run.py --data-dir DIR --out OUT
+
+Outputs under OUT: committed_offsets, consumer_lag, consumer_lag_totals, rebalance_timeline,
+rebalance_summary, commit_rate, bad_batches (Parquet directories) and report.html.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 import time
+import zipfile
 from pathlib import Path
+
+OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "rebalance_timeline", "rebalance_summary",
+           "commit_rate", "bad_batches")
 
 
 def spark_session(master: str | None, app: str = "kafka-coordinator-analytics"):
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this venv (and its `pipeline`)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers use this interpreter
     builder = (SparkSession.builder.appName(app)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.showConsoleProgress", "true"))
     if master:
         builder = builder.master(master)
-    elif not os.environ.get("SPARK_HOME") and "--master" not in " ".join(sys.argv):
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit: run here
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master("local[*]")
     return builder.getOrCreate()
 
 
-def run(spark, data_dir: str, out: str, storm_threshold: int = 10, log=print) -> dict[str, object]:
-    from . import analytics, decode, read_logs, report
+def ship_code(spark) -> str:
+    """Zip the `pipeline` and `protocol` packages and add them to every executor's Python path
+    (what `--py-files` would do). Executors still need aiokafka, crc32c, cramjam, pyarrow."""
+    root = Path(__file__).resolve().parent.parent
+    fd, path = tempfile.mkstemp(prefix="kcoord-pipeline-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(path, "w") as z:
+        for package in ("pipeline", "protocol"):
+            for f in sorted((root / package).rglob("*.py")):
+                z.write(f, f.relative_to(root))
+    spark.sparkContext.addPyFile(path)
+    return path
+
+
+class Progress:
+    def __init__(self, steps: int, log) -> None:
+        self.steps, self.done, self.log, self.t0 = steps, 0, log, time.perf_counter()
+
+    def __call__(self, what: str) -> None:
+        self.done += 1
+        self.log(f"[{self.done}/{self.steps} {time.perf_counter() - self.t0:6.1f} s] {what}")
+
+
+def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_minutes: int = 5,
+        log=print) -> dict[str, object]:
+    """Write every output and the report; returns the summary shown at the end."""
+    from pipeline import analytics, read_offsets, report
 
     started = time.perf_counter()
+    if spark.conf.get("spark.sql.shuffle.partitions") == "200":  # Spark's default: 200 tiny tasks here
+        spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
+    step = Progress(7, log)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw = read_logs(spark, data_dir).cache()
-    log("[1/5] reading segments ...")
-    errors = raw.where("error IS NOT NULL").select("file", "error").toPandas()
-    records = raw.where("error IS NULL").count()
-    commits = decode.commits(raw).cache()
-    groups = decode.groups(raw).cache()
-    log("[2/5] committed offsets ...")
+
+    def save(df, name: str) -> None:
+        df.write.mode("overwrite").parquet(str(out_dir / name))
+
+    step("decoding __consumer_offsets segments (CRC-checked)")
+    offsets = read_offsets(spark, data_dir).cache()
+    counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
+    bad = analytics.errors(offsets).orderBy("file", "log_offset")
+    save(bad, "bad_batches")
+    bad_rows = bad.collect()
+    commits, groups = analytics.commits(offsets), analytics.groups(offsets)
+
+    step("committed offsets (latest per group/topic/partition, tombstones applied)")
     committed = analytics.committed_offsets(commits).cache()
-    committed.write.mode("overwrite").partitionBy("group").parquet(str(out_dir / "committed_offsets"))
-    log("[3/5] consumer lag ...")
-    lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(raw))
-    lag.write.mode("overwrite").partitionBy("group").parquet(str(out_dir / "consumer_lag"))
-    lag_totals.write.mode("overwrite").parquet(str(out_dir / "consumer_lag_totals"))
-    log("[4/5] rebalance timeline ...")
-    timeline, storms = analytics.rebalance_timeline(groups, storm_threshold=storm_threshold)
-    timeline.write.mode("overwrite").partitionBy("group").parquet(str(out_dir / "rebalance_timeline"))
-    storms.write.mode("overwrite").parquet(str(out_dir / "rebalance_storms"))
-    log("[5/5] commit rate and report ...")
+    save(committed.orderBy("group", "topic", "partition"), "committed_offsets")
+
+    step("topic log end offsets and consumer lag")
+    lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir))
+    save(lag.orderBy("group", "topic", "partition"), "consumer_lag")
+    save(lag_totals.orderBy("group"), "consumer_lag_totals")
+
+    step("rebalance timeline and storms")
+    timeline, rebalances = analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold)
+    save(timeline.orderBy("group", "generation"), "rebalance_timeline")
+    save(rebalances.orderBy("group"), "rebalance_summary")
+
+    step("commit rate")
     rate = analytics.commit_rate(commits)
-    rate.write.mode("overwrite").partitionBy("group").parquet(str(out_dir / "commit_rate"))
-    frames = {"consumer_lag_totals": lag_totals.toPandas(), "rebalance_storms": storms.toPandas(),
-              "rebalance_timeline": timeline.orderBy("group", "time").toPandas(),
-              "commit_rate": rate.orderBy("group", "minute").toPandas()}
+    save(rate.orderBy("group", "minute"), "commit_rate")
+
+    step("report")
+    read = lambda name: spark.read.parquet(str(out_dir / name)).toPandas()  # noqa: E731
+    frames = {"consumer_lag_totals": read("consumer_lag_totals"), "rebalance_summary": read("rebalance_summary"),
+              "commit_rate": read("commit_rate"), "bad_batches": read("bad_batches"),
+              "rebalance_timeline": timeline.where("storm").orderBy("group", "generation").limit(200).toPandas()}
     summary: dict[str, object] = {
-        "records read": records,
-        "bad batches": len(errors),
-        "bad batch files": ", ".join(sorted(set(errors["file"]))) or "-",
-        "groups with offsets": frames["consumer_lag_totals"].shape[0],
-        "seconds": round(time.perf_counter() - started, 1),
+        "data dir": data_dir,
+        "offset commit records": counts.get("commit", 0),
+        "group metadata records": counts.get("group", 0),
+        "bad batches": len(bad_rows),
+        "bad batch files": ", ".join(sorted({r.file for r in bad_rows})) or "-",
+        "groups with offsets": len(frames["consumer_lag_totals"]),
+        "groups in a rebalance storm": int(frames["rebalance_summary"]["storm"].sum()) if len(
+            frames["rebalance_summary"]) else 0,
     }
-    images = report.plots(frames["consumer_lag_totals"], frames["rebalance_storms"], frames["commit_rate"])
-    report.write_html(out_dir / "report.html", summary, frames, images)
-    log(report.terminal_summary(summary, frames["consumer_lag_totals"], frames["rebalance_storms"]))
-    log(f"report: {out_dir / 'report.html'}")
-    raw.unpersist()
+    report.write_html(out_dir / "report.html", summary, frames, report.plots(frames))
+    offsets.unpersist()
+    committed.unpersist()
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    step(f"done in {summary['seconds']} s")
+    log(report.terminal_summary(summary, frames, [r.error for r in bad_rows]))
+    log(f"outputs: {out_dir}/{{{','.join(OUTPUTS)}}}  report: {out_dir / 'report.html'}")
     return summary
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.run", description=__doc__)
-    ap.add_argument("--data-dir", required=True, help="the server's data dir")
+    ap = argparse.ArgumentParser(prog="python -m pipeline.run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", required=True, help="the server's data dir (on a cluster: same path everywhere)")
     ap.add_argument("--out", required=True, help="where the Parquet outputs and report.html go")
-    ap.add_argument("--master", default=None, help="Spark master URL (default local[*])")
-    ap.add_argument("--storm-threshold", type=int, default=10, help="rebalances per 5 minutes that make a storm")
+    ap.add_argument("--master", default=None, help="Spark master URL (default local[*]; under spark-submit, its own)")
+    ap.add_argument("--storm-threshold", type=int, default=10, help="more rebalances than this in a window: a storm")
+    ap.add_argument("--storm-window-minutes", type=int, default=5)
+    ap.add_argument("--no-ship-code", action="store_true",
+                    help="do not send pipeline/ and protocol/ to executors (they have the package installed)")
+    ap.add_argument("--fail-on-bad-batches", action="store_true", help="exit status 3 if any batch was bad")
     args = ap.parse_args(argv)
     spark = spark_session(args.master)
+    spark.sparkContext.setLogLevel("WARN")
     try:
-        run(spark, args.data_dir, args.out, args.storm_threshold)
+        if not args.no_ship_code:
+            ship_code(spark)
+        summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes)
     finally:
         spark.stop()
-    return 0
+    return 3 if summary["bad batches"] and args.fail_on_bad_batches else 0
 
 
 if __name__ == "__main__":
+    if not __package__:  # `spark-submit pipeline/run.py` from a checkout: make `pipeline` importable
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main())

@@ -1,9 +1,12 @@
-"""Reading the server's segment files without Spark: which files, and their records.
+"""Reading the server's segment files without Spark: which files, their batches, end offsets.
 
 A data dir holds `<topic>-<partition>/<20-digit base offset>.log` segments in Kafka's
-record-batch v2 format. Batches are CRC-checked; a bad one becomes an error row (with
-its file and position) instead of disappearing, and reading that file stops there, as
-the broker's own recovery would.
+record-batch v2 format. Every batch is CRC-checked. A bad batch is reported (file, byte
+position, base offset, why) and never silently dropped:
+- framing intact (length and magic plausible, the batch fits in the file) but the CRC or
+  the payload is wrong: report it and go on with the next batch, so the rest still counts;
+- framing broken (torn tail, garbage length): report it and stop reading that file, since
+  nothing after it can be located reliably (the broker's recovery would cut there too).
 """
 
 from __future__ import annotations
@@ -11,11 +14,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
-from protocol.record_batch import CorruptBatch, iter_batch_records, parse_header
+from crc32c import crc32c
 
+from protocol.record_batch import (
+    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch,
+    iter_batch_records, parse_header,
+)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOG_START_FILE = "log-start-offset"  # written by coordinator.log.partition on retention
 _DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_SEGMENT = re.compile(r"^\d{20}\.log$")
 
 
 @dataclass(frozen=True)
@@ -25,42 +36,99 @@ class SegmentFile:
     path: str
     size: int
 
+    @property
+    def base_offset(self) -> int:
+        return int(Path(self.path).name[:20])
 
-def segment_files(data_dir: str | Path) -> list[SegmentFile]:
+
+class BadBatch(NamedTuple):
+    position: int
+    base_offset: int  # -1 when the header itself is unreadable
+    reason: str
+
+    def describe(self) -> str:
+        at = f" (base offset {self.base_offset})" if self.base_offset >= 0 else ""
+        return f"byte {self.position}{at}: {self.reason}"
+
+
+def partition_dirs(data_dir: str | Path, topics: set[str] | None = None) -> list[tuple[str, int, Path]]:
     out = []
     for directory in sorted(Path(data_dir).iterdir()):
         m = _DIR.match(directory.name)
-        if not directory.is_dir() or m is None:
+        if m is None or not directory.is_dir() or (topics is not None and m["topic"] not in topics):
             continue
-        for path in sorted(directory.glob("*.log")):
-            out.append(SegmentFile(m["topic"], int(m["partition"]), str(path), path.stat().st_size))
+        out.append((m["topic"], int(m["partition"]), directory))
     return out
 
 
-COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers", "attributes", "file", "error")
+def segment_files(data_dir: str | Path, topics: set[str] | None = None) -> list[SegmentFile]:
+    out = []
+    for topic, partition, directory in partition_dirs(data_dir, topics):
+        for path in sorted(p for p in directory.iterdir() if _SEGMENT.match(p.name)):
+            out.append(SegmentFile(topic, partition, str(path), path.stat().st_size))
+    return out
 
 
-def read_segment(seg: SegmentFile) -> Iterator[tuple]:
-    """Rows in COLUMNS order; a corrupt or torn batch yields one row with `error` set."""
-    data = Path(seg.path).read_bytes()
+def batches(data: bytes) -> Iterator[tuple[int, BatchHeader, memoryview] | BadBatch]:
+    """Each batch of a segment's bytes as (position, header, bytes), or a BadBatch (module doc).
+
+    Control batches are included (they take offsets); records are not decoded here."""
+    view = memoryview(data)
     pos, end = 0, len(data)
     while pos < end:
         try:
-            h = parse_header(data, pos)
-        except CorruptBatch as e:
-            yield (seg.topic, seg.partition, -1, -1, None, None, [], -1, seg.path, f"byte {pos}: {e}")
+            h = parse_header(view, pos, verify_crc=False)
+        except CorruptBatch as e:  # torn tail or garbage: nothing after it can be trusted
+            yield BadBatch(pos, -1, str(e))
             return
-        batch = data[pos:pos + h.size]
+        batch = view[pos:pos + h.size]
+        if crc32c(batch[ATTRIBUTES_OFFSET:]) != h.crc:
+            yield BadBatch(pos, h.base_offset, "CRC-32C mismatch")
+        else:
+            yield pos, h, batch
+        pos += h.size
+
+
+def read_segment(seg: SegmentFile) -> Iterator[tuple[BatchHeader, list] | BadBatch]:
+    """(header, records) per data batch (control batches skipped), or BadBatch.
+
+    A batch whose CRC is right but whose payload does not decode (e.g. a broken compressed
+    block) is reported as a BadBatch too."""
+    for item in batches(Path(seg.path).read_bytes()):
+        if type(item) is BadBatch:
+            yield item
+            continue
+        pos, h, batch = item
         if h.is_control:
-            pos += h.size
             continue
         try:
             records = list(iter_batch_records(batch, h))
-        except CorruptBatch as e:  # e.g. a compressed payload that does not decompress
-            yield (seg.topic, seg.partition, h.base_offset, -1, None, None, [], h.attributes, seg.path,
-                   f"byte {pos}: {e}")
-            return
-        pos += h.size
-        for r in records:
-            yield (seg.topic, seg.partition, r.offset, r.timestamp, r.key, r.value,
-                   [(k, v) for k, v in r.headers], h.attributes, seg.path, None)
+        except CorruptBatch as e:
+            yield BadBatch(pos, h.base_offset, f"records do not decode: {e}")
+            continue
+        yield h, records
+
+
+def log_end_offset(directory: str | Path) -> tuple[int, int]:
+    """(log start offset, log end offset) of one partition directory, read-only.
+
+    The end is the offset after the last whole batch of the last segment (control batches
+    count); an empty segment's name says where offsets resume. CRCs are not checked here:
+    only batch headers are read."""
+    directory = Path(directory)
+    segments = sorted(p for p in directory.iterdir() if _SEGMENT.match(p.name))
+    start_file = directory / LOG_START_FILE
+    start = int(start_file.read_text().strip() or 0) if start_file.exists() else 0
+    if not segments:
+        return start, start
+    start = max(start, int(segments[0].name[:20]))
+    last = segments[-1]
+    end, pos, size = int(last.name[:20]), 0, last.stat().st_size  # empty: the name is the next offset
+    with open(last, "rb") as f:
+        while pos + HEADER_SIZE <= size:  # headers only: segments can be large
+            f.seek(pos)
+            h = BatchHeader._make(HEADER.unpack(f.read(HEADER_SIZE)))
+            if h.magic != MAGIC or h.batch_length < MIN_BATCH_LENGTH or pos + h.size > size:
+                break  # a torn tail: the end is after the last whole batch
+            end, pos = h.next_offset, pos + h.size
+    return start, max(start, end)

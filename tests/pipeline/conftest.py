@@ -8,9 +8,13 @@ import sys
 import pytest
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "spark: needs pyspark and Java 17+ (a local[2] session)")
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    pyspark = pytest.importorskip("pyspark")  # noqa: F841 - the pipeline extra (make test installs it)
+    pytest.importorskip("pyspark")  # the `pipeline` extra (make test installs it)
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable

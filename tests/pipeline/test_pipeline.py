@@ -1,115 +1,140 @@
-"""The PySpark pipeline against logs written by the project's writer and by the live server."""
+"""The PySpark pipeline on logs written by the project's own writer, checked against a
+pure-Python reference (tests/pipeline/logs.py), a corrupt segment, and the live server."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 
+import pytest
+
 from coordinator.log.offsets import OffsetsLog, partition_for
-from coordinator.log.partition import PartitionLog
-from protocol.group_records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadata,
-    OffsetCommitKey,
-    OffsetCommitValue,
-)
-from protocol.record_batch import CRC_OFFSET
-from pipeline import analytics, committed_offsets, decode, read_logs
+from protocol.group_records import OffsetCommitKey
+from protocol.record_batch import LOG_OVERHEAD, iter_batches
+from pipeline import analytics, committed_offsets_map, read_logs, read_offsets
 from pipeline.run import run
 
-NOW = 1_700_000_000_000
+from .logs import CODECS, STORM_GENERATIONS, TOPIC_RECORDS, reference, write_data_dir
+
+pytestmark = pytest.mark.spark
+QUIET = lambda *a: None  # noqa: E731
 
 
-def member(mid: str) -> MemberMetadata:
-    return MemberMetadata(member_id=mid, client_id="c", client_host="/127.0.0.1", session_timeout=10_000,
-                          subscription=b"", assignment=b"xyz", rebalance_timeout=30_000)
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    data = tmp_path_factory.mktemp("pipeline") / "data"
+    return data, asyncio.run(write_data_dir(data))
 
 
-async def write_fixture(data_dir) -> dict:
-    """A log with commits, overwrites, tombstones and generations; returns the expected offsets."""
-    log = await OffsetsLog.open(data_dir, background=False)
-    expected = {}
-    for g in range(5):
-        group = f"group-{g}"
-        for gen, members in enumerate([["a"], ["a", "b"], ["b"]], start=1):
-            await log.append(group, [(GroupMetadataKey(group), GroupMetadataValue(
-                protocol_type="consumer", generation=gen, protocol="range", leader=members[0],
-                members=tuple(member(m) for m in members), current_state_timestamp=NOW + gen * 1000))])
-        for round_ in range(3):
-            records = []
-            for p in range(4):
-                value = OffsetCommitValue(offset=round_ * 10 + p, metadata="m", commit_timestamp=NOW + round_ * 60_000,
-                                          leader_epoch=-1)
-                records.append((OffsetCommitKey(group, "orders", p), value))
-                expected[(group, "orders", p)] = value.offset
-            await log.append(group, records)
-        await log.append(group, [(OffsetCommitKey(group, "orders", 3), None)])  # deleted offset
-        del expected[(group, "orders", 3)]
-    await log.close()
-    topic = PartitionLog.open_sync(data_dir / "orders-0")
-    topic.append_records([(b"k", b"v")] * 50, NOW)
-    await topic.close()
-    return expected
+def test_committed_offsets_match_the_reference_and_the_coordinators_own_replay(spark, written):
+    data, w = written
+    got = committed_offsets_map(spark, str(data))
+    assert got == reference(w)["committed"]
 
-
-def reference_committed(data_dir) -> dict:
-    """Pure-Python reference: replay the log, last value per key, tombstones delete."""
-    import asyncio
-
-    async def load():
-        log = await OffsetsLog.open(data_dir, background=False)
+    async def replayed():  # what the coordinator itself loads from the same files
+        log = await OffsetsLog.open(data, background=False)
         state = {}
         for r in log.replay_all():
             if type(r.key) is OffsetCommitKey:
-                if r.value is None:
-                    state.pop((r.key.group, r.key.topic, r.key.partition), None)
-                else:
-                    state[(r.key.group, r.key.topic, r.key.partition)] = r.value.offset
+                k = (r.key.group, r.key.topic, r.key.partition)
+                state.pop(k, None) if r.value is None else state.__setitem__(k, r.value.offset)
         await log.close()
         return state
 
-    return asyncio.run(load())
+    assert got == asyncio.run(replayed())
 
 
-def test_outputs_on_a_written_log(spark, tmp_path):
-    import asyncio
+def test_kafka_log_rows_every_codec_arrow_and_tuples_alike(spark, written):
+    data, _ = written
+    df = read_logs(spark, str(data), topics="orders")
+    rows = df.orderBy("partition", "offset").collect()
+    assert len(rows) == sum(TOPIC_RECORDS.values()) and all(r.error is None for r in rows)
+    assert {r.attributes & 7 for r in rows} == set(CODECS.values())  # gzip/snappy/lz4/zstd decoded
+    r = rows[12]
+    assert (r.topic, r.partition, r.offset, r.key, r.value, r.headers[0].key, r.headers[0].value) == \
+        ("orders", 0, 12, b"k12", b"v12", "h", b"12")
+    tuples = read_logs(spark, str(data), topics="orders", arrow="false").orderBy("partition", "offset").collect()
+    assert tuples == rows
+    assert df.rdd.getNumPartitions() <= spark.sparkContext.defaultParallelism
 
+
+def test_job_outputs_match_the_reference(spark, written, tmp_path):
+    data, w = written
+    ref = reference(w)
+    out = tmp_path / "out"
+    summary = run(spark, str(data), str(out), log=QUIET)
+    assert summary["bad batches"] == 0 and summary["bad batch files"] == "-"
+    read = lambda name: spark.read.parquet(str(out / name)).collect()  # noqa: E731
+
+    assert {(r.group, r.topic, r.partition): r.offset for r in read("committed_offsets")} == ref["committed"]
+    lag = read("consumer_lag")
+    assert {(r.group, r.topic, r.partition): r.lag for r in lag} == ref["lag"]
+    assert {(r.topic, r.partition): r.log_end_offset for r in lag if r.log_end_offset is not None} == \
+        {k: n for k, n in TOPIC_RECORDS.items() if k in {(t, p) for _, t, p in ref["committed"]}}
+    totals = {r.group: (r.total_lag, r.partitions, r.partitions_without_log) for r in read("consumer_lag_totals")}
+    assert totals["group-0"] == (50 - 20, 3, 0)  # orders-1 and -2 are committed beyond their end
+
+    timeline = read("rebalance_timeline")
+    assert {(r.group, r.generation): (r.member_count, sorted(r.joined), sorted(r.left)) for r in timeline} == \
+        ref["timeline"]
+    storms = {r.group: (r.rebalances, r.storm) for r in read("rebalance_summary")}
+    assert storms["stormy"] == (STORM_GENERATIONS, True) and storms["group-1"] == (3, False)
+    g1 = sorted((r for r in timeline if r.group == "group-1"), key=lambda r: r.generation)
+    assert [(r.leader, r.protocol, r.since_previous_ms) for r in g1] == \
+        [("a", "range", None), ("a", "range", 1000), ("b", "range", 1000)]
+
+    rate = {(r.group, int(r.minute.timestamp() * 1000)): r.commits for r in read("commit_rate")}
+    assert rate == ref["rate"]
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3 and "stormy" in html
+
+
+def test_offsets_columns(spark, written):
+    data, _ = written
+    offsets = read_offsets(spark, str(data))
+    stormy = analytics.commits(offsets).where("group = 'stormy'").collect()
+    assert [(r.offset, r.expire_timestamp, r.log_partition) for r in stormy] == \
+        [(3, 1_700_000_040_000 + 86_400_000, partition_for("stormy"))]
+    g = analytics.groups(offsets).where("group = 'group-0' AND generation = 2").collect()[0]
+    assert [(m.member_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, m.assignment_bytes)
+            for m in g.members] == [("a", "client-a", "/127.0.0.1", 10_000, 30_000, 3),
+                                    ("b", "client-b", "/127.0.0.1", 10_000, 30_000, 3)]
+    assert analytics.groups(offsets).where("group = 'gone' AND tombstone").count() == 1
+
+
+def test_corrupt_batch_is_reported_and_everything_else_is_read(spark, written, tmp_path):
+    """One `__consumer_offsets` batch in the middle of a segment has a bad CRC: the job
+    finishes, names the file, and every other record (before and after it) still counts."""
+    import shutil
+
+    src, w = written
     data = tmp_path / "data"
-    expected = asyncio.run(write_fixture(data))
-    rows = committed_offsets(spark, str(data)).collect()
-    got = {(r.group, r.topic, r.partition): r.offset for r in rows}
-    assert got == expected == reference_committed(data)
-
-    summary = run(spark, str(data), str(tmp_path / "out"), log=lambda *a: None)
-    assert summary["bad batches"] == 0
-    lag = spark.read.parquet(str(tmp_path / "out" / "consumer_lag")).collect()
-    # orders-0 holds 50 records, the other partitions have no log: their end offset is 0.
-    assert {r.partition: (r.offset, r.log_end_offset, r.lag) for r in lag if r.group == "group-0"} == \
-        {0: (20, 50, 30), 1: (21, 0, 0), 2: (22, 0, 0)}
-    timeline = spark.read.parquet(str(tmp_path / "out" / "rebalance_timeline")).where("group = 'group-1'") \
-        .orderBy("generation").collect()
-    assert [(r.generation, r.member_count, list(r.joined), list(r.left)) for r in timeline] == \
-        [(1, 1, ["a"], []), (2, 2, ["b"], []), (3, 1, [], ["a"])]
-    rate = spark.read.parquet(str(tmp_path / "out" / "commit_rate")).where("group = 'group-2'").collect()
-    assert sorted(r.commits for r in rate) == [4, 4, 4]
-    html = (tmp_path / "out" / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and "group-4" in html
-
-
-def test_corrupt_segment_is_reported_and_the_rest_is_read(spark, tmp_path):
-    import asyncio
-
-    data = tmp_path / "data"
-    expected = asyncio.run(write_fixture(data))
-    segment = next((data / "orders-0").glob("*.log"))
+    shutil.copytree(src, data)
+    group, lp, base, _ = next(b for b in w.batches if b[0] == "group-2" and b[3][0][1] is not None
+                              and type(b[3][0][0]) is OffsetCommitKey and b[3][0][1].offset >= 20)
+    segment = next((data / f"__consumer_offsets-{lp}").glob("*.log"))
     raw = bytearray(segment.read_bytes())
-    raw[CRC_OFFSET] ^= 0xFF  # the only batch of orders-0: its CRC no longer matches
+    pos, h = next((pos, h) for pos, h in iter_batches(raw) if h.base_offset == base)
+    assert pos + h.batch_length + LOG_OVERHEAD < len(raw)  # more batches follow it in this file
+    raw[pos + h.batch_length + LOG_OVERHEAD - 1] ^= 0xFF  # last payload byte: the CRC no longer matches
     segment.write_bytes(bytes(raw))
-    summary = run(spark, str(data), str(tmp_path / "out"), log=lambda *a: None)
-    assert summary["bad batches"] == 1 and "orders-0" in summary["bad batch files"]
-    got = {(r.group, r.topic, r.partition): r.offset for r in committed_offsets(spark, str(data)).collect()}
-    assert got == expected
+
+    summary = run(spark, str(data), str(tmp_path / "out"), log=QUIET)
+    assert summary["bad batches"] == 1 and summary["bad batch files"] == str(segment)
+    bad = spark.read.parquet(str(tmp_path / "out" / "bad_batches")).collect()
+    assert [(r.file, r.log_partition, r.log_offset) for r in bad] == [(str(segment), lp, base)]
+    assert "CRC" in bad[0].error
+    expected = reference(w, skip={(lp, base)})
+    assert committed_offsets_map(spark, str(data)) == expected["committed"] != reference(w)["committed"]
+    # a corrupt topic batch in the raw reader: an error row with the file, the other rows still there
+    orders = data / "orders-0" / "00000000000000000000.log"
+    raw = bytearray(orders.read_bytes())
+    raw[next(pos for pos, h in iter_batches(raw) if h.base_offset == 5) + 40] ^= 1
+    orders.write_bytes(bytes(raw))
+    rows = read_logs(spark, str(data), topics="orders").where("partition = 0").collect()
+    assert [r.offset for r in rows if r.error is None] == [o for o in range(50) if o != 5]
+    assert [(r.offset, r.file) for r in rows if r.error] == [(5, str(orders))]
 
 
 def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
@@ -146,11 +171,14 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
                 fetched[(group, "clicks", p_)] = committed
         kc.close()
     server.stop(signal.SIGTERM)
-    rows = committed_offsets(spark, str(server.data_dir)).collect()
-    assert {(r.group, r.topic, r.partition): r.offset for r in rows} == fetched
+    assert committed_offsets_map(spark, str(server.data_dir)) == fetched
     assert sum(v for (g, _, _), v in fetched.items() if g == "readers-a") == 300
+    offsets = read_offsets(spark, str(server.data_dir))
     # Every group's records sit in the group's partition of __consumer_offsets, as on Kafka.
-    commits = decode.commits(read_logs(spark, str(server.data_dir))).collect()
-    assert {r.log_partition for r in commits if r.group == "readers-a"} == {partition_for("readers-a")}
-    timeline, _ = analytics.rebalance_timeline(decode.groups(read_logs(spark, str(server.data_dir))))
+    assert {r.log_partition for r in analytics.commits(offsets).where("group = 'readers-a'").collect()} == \
+        {partition_for("readers-a")}
+    timeline, _ = analytics.rebalance_timeline(analytics.groups(offsets))
     assert timeline.where("group = 'readers-a'").count() >= 1
+    lag, _ = analytics.consumer_lag(analytics.committed_offsets(analytics.commits(offsets)),
+                                    analytics.log_end_offsets(spark, str(server.data_dir)))
+    assert {r.partition: r.lag for r in lag.where("group = 'readers-a'").collect()} == {0: 0, 1: 0, 2: 0}
