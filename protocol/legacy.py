@@ -1,10 +1,11 @@
 """Request versions Kafka has retired but old clients still send without ApiVersions.
 
-kio follows current Kafka, which dropped OffsetCommit v0/v1, OffsetFetch v0 and
-ListOffsets v0. Their bodies decode here into the kio class of the nearest version that
-kept the same meaning (OffsetCommit v2, OffsetFetch v1, ListOffsets v1), so handlers see
-one shape; the responses are byte-identical to the stand-in's, except ListOffsets v0,
-whose writer is here too.
+kio follows current Kafka, which dropped OffsetCommit v0/v1, OffsetFetch v0,
+ListOffsets v0, CreateTopics v0/v1 and DeleteTopics v0. Their bodies decode here into the
+kio class of the nearest version that kept the same meaning (OffsetCommit v2, OffsetFetch
+v1, ListOffsets v1, CreateTopics v2, DeleteTopics v1), so handlers see one shape; where
+the response differs from the stand-in's (ListOffsets v0, CreateTopics v0/v1, DeleteTopics
+v0), its writer is here too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import datetime
 import struct
 from typing import Any, Callable
 
+from kio.schema.create_topics.v2 import request as create_topics_v2
 from kio.schema.list_offsets.v1 import request as list_offsets_v1
 from kio.schema.offset_commit.v2 import request as commit_v2
 from kio.serial import readers as _kio
@@ -28,6 +30,7 @@ def _at(reader: Callable[[bytes, int], tuple[Any, int]]) -> Callable[[bytes, int
     return read
 
 
+read_int16 = _at(_kio.read_int16)
 read_int32 = _at(_kio.read_int32)
 read_int64 = _at(_kio.read_int64)
 read_legacy_array_length = _at(_kio.read_legacy_array_length)
@@ -112,6 +115,57 @@ def _list_offsets_v0_write(out: Any, response: Any) -> None:
             out.write(b"".join(struct.pack(">q", o) for o in offsets))
 
 
+def _create_topics_v0_read(buf: bytes, pos: int):
+    """CreateTopics v0 (kafka-go, old sarama): v1/v2's layout without validate_only."""
+
+    def assignment(buf: bytes, pos: int):
+        index, pos = read_int32(buf, pos)
+        brokers, pos = _array(buf, pos, read_int32)
+        return create_topics_v2.CreatableReplicaAssignment(partition_index=index, broker_ids=brokers), pos
+
+    def config(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        value, pos = read_nullable_legacy_string(buf, pos)
+        return create_topics_v2.CreatableTopicConfig(name=name, value=value), pos
+
+    def topic(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        partitions, pos = read_int32(buf, pos)
+        replication, pos = read_int16(buf, pos)
+        assignments, pos = _array(buf, pos, assignment)
+        configs, pos = _array(buf, pos, config)
+        return create_topics_v2.CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication,
+                                               assignments=assignments, configs=configs), pos
+
+    start = pos
+    topics, pos = _array(buf, pos, topic)
+    timeout, pos = read_int32(buf, pos)
+    return create_topics_v2.CreateTopicsRequest(topics=topics, timeout=datetime.timedelta(milliseconds=timeout),
+                                                validate_only=False), pos - start
+
+
+def _string(value: str | None) -> bytes:
+    if value is None:
+        return struct.pack(">h", -1)
+    data = value.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def _topic_errors_write(with_message: bool) -> Callable[[Any, Any], None]:
+    """CreateTopics v0/v1 and DeleteTopics v0 answers: no throttle time; [name, error
+    (, message from v1 of CreateTopics)] per topic."""
+
+    def write(out: Any, response: Any) -> None:
+        results = response.topics if hasattr(response, "topics") else response.responses
+        out.write(struct.pack(">i", len(results)))
+        for r in results:
+            out.write(_string(r.name) + struct.pack(">h", r.error_code))
+            if with_message:
+                out.write(_string(r.error_message))
+
+    return write
+
+
 # (api key, version) -> (the version whose classes stand in, reader or None to reuse its own,
 # writer or None to reuse its own)
 LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
@@ -119,4 +173,7 @@ LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
     (8, 1): (2, _offset_commit(with_generation=True, with_timestamp=True), None),
     (9, 0): (1, None, None),  # OffsetFetch v0 (ZooKeeper-era) has v1's exact layout
     (2, 0): (1, _list_offsets_v0_read, _list_offsets_v0_write),
+    (19, 0): (2, _create_topics_v0_read, _topic_errors_write(with_message=False)),
+    (19, 1): (2, None, _topic_errors_write(with_message=True)),  # v1's request is v2's
+    (20, 0): (1, None, _topic_errors_write(with_message=False)),  # v0's request is v1's
 }

@@ -17,8 +17,8 @@ class TopicAdmin:
         self.topics = topics
 
     def register(self, registry: Registry) -> None:
-        registry.add(CREATE_TOPICS, range(2, 8), self.create_topics)
-        registry.add(DELETE_TOPICS, range(1, 7), self.delete_topics)
+        registry.add(CREATE_TOPICS, range(0, 8), self.create_topics)
+        registry.add(DELETE_TOPICS, range(0, 7), self.delete_topics)
         registry.add(CREATE_PARTITIONS, range(0, 4), self.create_partitions)
 
     def create_topics(self, ctx: RequestContext, req: Any) -> Any:
