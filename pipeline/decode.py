@@ -9,6 +9,7 @@ tombstone: a deleted offset, or a deleted group.
 
 from __future__ import annotations
 
+import struct
 from typing import Iterable, Iterator
 
 import pyarrow as pa
@@ -40,7 +41,28 @@ GROUP_COLUMNS = ["group", *(n for n, _ in GROUP_FIELDS), "tombstone", "log_parti
                  "record_timestamp"]
 ERROR_COLUMNS = ["log_partition", "log_offset", "file", "error"]
 BATCH_ROWS = 65_536
-_NO_COMMIT = (None,) * 5 + (True,)
+_NO_VALUE = (None,) * 5
+_V3 = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, leader epoch, metadata length
+_INT64 = struct.Struct(">q")
+
+
+def commit_value_fields(key: OffsetCommitKey, data: bytes) -> tuple:
+    """(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp) of an OffsetCommitValue.
+
+    Fast path for v3 (what Kafka and this server write) straight into a tuple; every other
+    version through protocol.group_records. tests/pipeline/test_decode.py holds them equal."""
+    n = len(data)
+    if n >= 24 and data[1] == 3 and data[0] == 0:
+        _, offset, epoch, mlen = _V3.unpack_from(data)
+        if 24 + mlen == n and mlen >= 0:
+            try:
+                return offset, epoch, data[16:16 + mlen].decode() if mlen else "", _INT64.unpack_from(data, n - 8)[0], -1
+            except UnicodeDecodeError:
+                pass  # the codec reports it
+    v = decode_value(key, data)
+    return v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+
+
 _NO_GROUP = (None,) * 5 + (0, [], True)
 
 
@@ -51,22 +73,29 @@ def _member(m) -> dict:
             "subscription_bytes": len(m.subscription)}
 
 
-def _arrow(kind: str, names: list[str], rows: list[tuple]) -> pa.RecordBatch:
-    """Rows (tuples in `names` order) of one kind as a batch of the full SCHEMA."""
-    columns = dict(zip(names, zip(*rows)))
-    n = len(rows)
-    arrays = [pa.array([kind] * n, pa.string()) if f.name == "kind"
+def _arrow(kind: str, columns: dict[str, list]) -> pa.RecordBatch:
+    """Columns of one kind of row as a batch of the full SCHEMA (the other kinds' columns null)."""
+    n = len(next(iter(columns.values())))
+    arrays = [pa.repeat(pa.scalar(kind), n) if f.name == "kind"
               else pa.array(columns[f.name], f.type) if f.name in columns
               else pa.nulls(n, f.type) for f in SCHEMA]
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
+def _transpose(names: list[str], rows: list[tuple]) -> dict[str, list]:
+    return dict(zip(names, map(list, zip(*rows))))
+
+
 def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """Arrow batches (SCHEMA) for every record of these `__consumer_offsets` segments.
 
-    Keys repeat a lot in `__consumer_offsets`: each distinct key is decoded once."""
-    keys: dict[bytes, tuple] = {}  # raw key -> (key, row prefix)
-    commits: list[tuple] = []
+    Keys repeat a lot in `__consumer_offsets`: each distinct key is decoded once. Commits,
+    nearly all of the rows, go straight into column lists; the rare group and error rows
+    are kept as tuples."""
+    keys: dict[bytes, object] = {}
+    commits = {name: [] for name in COMMIT_COLUMNS}
+    (c_group, c_topic, c_partition, c_offset, c_epoch, c_metadata, c_commit_ts, c_expire_ts, c_tombstone,
+     c_log_partition, c_log_offset, c_ts) = (commits[name].append for name in COMMIT_COLUMNS)
     groups: list[tuple] = []
     errors: list[tuple] = []
     for seg in files:
@@ -79,36 +108,45 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                 raw = r.key
                 if raw is None:
                     continue
-                cached = keys.get(raw)
                 try:
-                    if cached is None:
-                        k = decode_key(raw)
-                        prefix = (k.group, k.topic, k.partition) if type(k) is OffsetCommitKey else (
-                            (k.group,) if type(k) is GroupMetadataKey else ())
-                        cached = keys[raw] = (k, prefix)
-                    k, prefix = cached
+                    k = keys.get(raw)
+                    if k is None:
+                        k = keys[raw] = decode_key(raw)
                     if type(k) is OffsetCommitKey:
-                        v = decode_value(k, r.value)
-                        tail = _NO_COMMIT if v is None else (v.offset, v.leader_epoch, v.metadata,
-                                                             v.commit_timestamp, v.expire_timestamp, False)
-                        commits.append(prefix + tail + (lp, r.offset, r.timestamp))
+                        v = r.value
+                        offset, epoch, metadata, commit_ts, expire_ts = (
+                            _NO_VALUE if v is None else commit_value_fields(k, v))
+                        c_group(k.group)
+                        c_topic(k.topic)
+                        c_partition(k.partition)
+                        c_offset(offset)
+                        c_epoch(epoch)
+                        c_metadata(metadata)
+                        c_commit_ts(commit_ts)
+                        c_expire_ts(expire_ts)
+                        c_tombstone(v is None)
+                        c_log_partition(lp)
+                        c_log_offset(r.offset)
+                        c_ts(r.timestamp)
                     elif type(k) is GroupMetadataKey:
                         v = decode_value(k, r.value)
                         tail = _NO_GROUP if v is None else (
                             v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
                             len(v.members), [_member(m) for m in v.members], False)
-                        groups.append(prefix + tail + (lp, r.offset, r.timestamp))
+                        groups.append((k.group, *tail, lp, r.offset, r.timestamp))
                     # else an UnknownKey: KIP-848 / share-group records, not interpreted here
                 except RecordDecodeError as e:
                     errors.append((lp, r.offset, seg.path, f"record at offset {r.offset}: {e}"))
-            if len(commits) >= batch_rows:
-                yield _arrow("commit", COMMIT_COLUMNS, commits)
-                commits = []
+            if len(commits["group"]) >= batch_rows:
+                yield _arrow("commit", commits)
+                for column in commits.values():
+                    column.clear()
         if len(groups) >= batch_rows:
-            yield _arrow("group", GROUP_COLUMNS, groups)
+            yield _arrow("group", _transpose(GROUP_COLUMNS, groups))
             groups = []
-    for kind, names, rows in (("commit", COMMIT_COLUMNS, commits), ("group", GROUP_COLUMNS, groups),
-                              ("error", ERROR_COLUMNS, errors)):
-        if rows:
-            yield _arrow(kind, names, rows)
-
+    if commits["group"]:
+        yield _arrow("commit", commits)
+    if groups:
+        yield _arrow("group", _transpose(GROUP_COLUMNS, groups))
+    if errors:
+        yield _arrow("error", _transpose(ERROR_COLUMNS, errors))

@@ -21,13 +21,13 @@ OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "rebalanc
            "commit_rate", "bad_batches")
 
 
-def spark_session(master: str | None, app: str = "kafka-coordinator-analytics"):
+def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers use this interpreter
     builder = (SparkSession.builder.appName(app)
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "true"))
+               .config("spark.ui.showConsoleProgress", str(progress).lower()))
     if master:
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit: run here

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+from aiokafka.errors import KafkaError
+from aiokafka.record.default_records import DefaultRecordBatch
 from crc32c import crc32c
 
 from protocol.record_batch import (
     ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch,
-    iter_batch_records, parse_header,
+    parse_header,
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -101,9 +103,9 @@ def read_segment(seg: SegmentFile) -> Iterator[tuple[BatchHeader, list] | BadBat
         pos, h, batch = item
         if h.is_control:
             continue
-        try:
-            records = list(iter_batch_records(batch, h))
-        except CorruptBatch as e:
+        try:  # aiokafka's records (offset, timestamp, key, value, headers), as protocol.record_batch uses
+            records = list(DefaultRecordBatch(bytes(batch)))
+        except KafkaError as e:
             yield BadBatch(pos, h.base_offset, f"records do not decode: {e}")
             continue
         yield h, records

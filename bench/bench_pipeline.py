@@ -1,0 +1,103 @@
+"""Pipeline benchmark: decoding an offsets log on Spark versus one Python process.
+
+Writes an N-record `__consumer_offsets` log with the project's writer (OffsetsLog), then prints:
+- rows/s of a single-process decode (pipeline.decode over every segment, no Spark);
+- rows/s of the `kafka-offsets` data source on Spark (Arrow batches, then tuples);
+- rows/s of the raw `kafka-log` data source (Arrow, then tuples);
+- the full job's wall time (all outputs + report).
+Figures only, no assertions.
+
+    python bench/bench_pipeline.py [--records 1000000 | --ten-million] [--master local[2]] [--data-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from coordinator.log.offsets import OffsetsLog  # noqa: E402
+from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
+
+
+async def write_log(data: str, records: int, per_batch: int = 100, groups: int = 1000) -> None:
+    """Commits of `groups` groups (100 partitions over 10 topics each), a batch per commit request."""
+    log = await OffsetsLog.open(data, background=False)
+    now = int(time.time() * 1000)
+    for start in range(0, records, per_batch):
+        group = f"group-{(start // per_batch) % groups}"
+        pairs = [(encode_key(OffsetCommitKey(group, f"topic-{i % 10}", i % 100)),
+                  encode_value(OffsetCommitValue(offset=i, metadata="", commit_timestamp=now + i, leader_epoch=-1)))
+                 for i in range(start, min(start + per_batch, records))]
+        log.log_for(group).append_records(pairs, now)
+    await log.close()
+
+
+def single_process(data: str) -> int:
+    from pipeline.decode import decode_segments
+    from pipeline.segments import OFFSETS_TOPIC, segment_files
+
+    return sum(b.num_rows for b in decode_segments(segment_files(data, {OFFSETS_TOPIC})))
+
+
+def timed(label: str, f, rows_hint: int | None = None) -> float:
+    t0 = time.perf_counter()
+    rows = f()
+    rows = rows if rows is not None else rows_hint
+    dt = time.perf_counter() - t0
+    print(f"{label:<48} {rows / dt:>12,.0f} rows/s   ({rows:,} rows in {dt:.1f} s)", flush=True)
+    return rows / dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--ten-million", action="store_true", help="--records 10000000")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--data-dir", help="reuse (or keep) the generated log here")
+    args = ap.parse_args()
+    records = 10_000_000 if args.ten_million else args.records
+    tmp = tempfile.mkdtemp(prefix="bench-pipeline-")
+    data = args.data_dir or str(Path(tmp) / "data")
+    try:
+        if not Path(data).exists():
+            t0 = time.perf_counter()
+            asyncio.run(write_log(data, records))
+            print(f"wrote {records:,} offset records in {time.perf_counter() - t0:.1f} s")
+        files = list(Path(data).rglob("*.log"))
+        print(f"{len(files)} segment files, {sum(f.stat().st_size for f in files) / 2**20:.0f} MiB")
+
+        single = timed("single process, pipeline.decode (no Spark)", lambda: single_process(data))
+
+        from pipeline import read_logs, read_offsets
+        from pipeline.run import run, spark_session
+
+        spark = spark_session(args.master, "bench-pipeline", progress=False)
+        spark.sparkContext.setLogLevel("ERROR")
+        print(f"Spark {spark.version}, master {args.master}, defaultParallelism "
+              f"{spark.sparkContext.defaultParallelism}")
+        materialize = lambda df: df.write.format("noop").mode("overwrite").save()  # noqa: E731
+        materialize(read_offsets(spark, data).limit(10))  # warm up: JVM, Python workers
+        arrow = timed("Spark kafka-offsets, Arrow batches", lambda: materialize(read_offsets(spark, data)), records)
+        timed("Spark kafka-offsets, tuples", lambda: materialize(read_offsets(spark, data, arrow="false")), records)
+        timed("Spark kafka-log (raw rows), Arrow batches", lambda: materialize(read_logs(spark, data)), records)
+        timed("Spark kafka-log (raw rows), tuples", lambda: materialize(read_logs(spark, data, arrow="false")),
+              records)
+        print(f"Spark Arrow decode vs one process: {arrow / single:.2f}x")
+        t0 = time.perf_counter()
+        run(spark, data, str(Path(tmp) / "out"), log=lambda *a: None)
+        print(f"full job (all outputs + report) on {records:,} records: {time.perf_counter() - t0:.1f} s")
+        spark.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
