@@ -256,3 +256,22 @@ async def test_fetch_of_offsets_topic_wakes_on_group_commit(server, conn):
     await asyncio.get_running_loop().run_in_executor(None, commit)
     r = await asyncio.wait_for(waiting, 10)
     assert r.responses[0].partitions[0].records
+
+
+async def test_topic_name_collision_and_leftover_data(server):
+    conn = await WireClient("names").connect("127.0.0.1", server.port)
+    assert await create(conn, "a.b", partitions=1) == 0
+    assert await create(conn, "a_b", partitions=1) == 17  # collides with a.b, as in Kafka
+    assert await produce(conn, "a.b", batch(3)) == (0, 0)
+    await conn.close()
+    # A crash after the catalog forgot a deleted topic but before its files were removed:
+    server.stop()
+    catalog = server.data_dir / "topics.json"
+    catalog.write_text(catalog.read_text().replace('"a.b"', '"gone"'))
+    server.start()
+    conn = await WireClient("names").connect("127.0.0.1", server.port)
+    assert await create(conn, "a.b", partitions=1) == 0
+    r = await conn.request(FETCH, 11, fetch_body("a.b", 0))
+    p = r.responses[0].partitions[0]
+    assert (p.error_code, p.high_watermark, p.records or b"") == (0, 0, b"")  # starts empty
+    await conn.close()

@@ -163,6 +163,9 @@ class Topics:
         validate_name(name)
         if name in self.topics:
             raise TopicError(E.topic_already_exists, f"topic {name!r} already exists")
+        clash = self._collision(name)
+        if clash is not None:  # Kafka: '.' and '_' map to the same metric names
+            raise TopicError(E.invalid_topic_exception, f"topic {name!r} collides with existing topic {clash!r}")
         if partitions == -1:
             partitions = self.default_partitions
         if partitions <= 0:
@@ -176,11 +179,17 @@ class Topics:
         info = TopicInfo(name, partitions, configs=clean)
         if validate_only:
             return info
+        for p in range(partitions):  # a delete cut short by a crash may have left data behind
+            shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
         info.logs = [self._open(name, p, clean) for p in range(partitions)]
         self._add(info)
         self._save()
         log.info("created topic %s with %d partitions %s", name, partitions, clean or "")
         return info
+
+    def _collision(self, name: str) -> str | None:
+        key = name.replace(".", "_")
+        return next((t for t in self.topics if t.replace(".", "_") == key), None)
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         info = self.topics.get(name)
