@@ -275,3 +275,21 @@ async def test_topic_name_collision_and_leftover_data(server):
     p = r.responses[0].partitions[0]
     assert (p.error_code, p.high_watermark, p.records or b"") == (0, 0, b"")  # starts empty
     await conn.close()
+
+
+async def test_acks_0_error_closes_the_connection(server, conn):
+    await create(conn, "quiet", partitions=1)
+    conn.send(PRODUCE, 9, cls(PRODUCE, 9)(transactional_id=None, acks=0, timeout=5000 * MS, topic_data=(
+        cls(PRODUCE, 9, "TopicProduceData")(name="quiet", partition_data=(
+            cls(PRODUCE, 9, "PartitionProduceData")(index=0, records=batch(2)),)),)))
+    r = await conn.request(FETCH, 11, fetch_body("quiet", 0))  # acks=0: no answer, the next one comes
+    assert r.responses[0].partitions[0].high_watermark == 2
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        from protocol.messages import encode_request
+
+        body = cls(PRODUCE, 9)(transactional_id=None, acks=0, timeout=5000 * MS, topic_data=(
+            cls(PRODUCE, 9, "TopicProduceData")(name="quiet", partition_data=(
+                cls(PRODUCE, 9, "PartitionProduceData")(index=5, records=batch(2)),)),))
+        s.sendall(encode_request(PRODUCE, 9, 1, "acks0", body))
+        s.settimeout(10)
+        assert s.recv(1) == b""  # no such partition: closed, as Kafka does for acks=0

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol.record_batch import CorruptBatch, iter_batches
 
 from ..apis import Registry, RequestContext, ms
+from ..connection import CloseConnection
 from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog
 from .producers import PartitionProducers, ProducerIds
 from .topics import OFFSETS_TOPIC, TopicError, Topics
@@ -103,6 +104,9 @@ class DataPlane:
         if req.acks == -1:
             await self._durable({(t, p) for t, p, err, _, _ in results if err == E.none})
         if req.acks == 0:
+            failed = [(t, p, err) for t, p, err, _, _ in results if err != E.none]
+            if failed:  # as Kafka: no answer to carry the error, so the client must reconnect
+                raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
             return None
         by_topic: dict[str, list] = {}
         for topic, partition, error, base, message in results:
