@@ -183,7 +183,12 @@ async def test_produce_request_level_errors(conn):
     await create(conn, "acks", partitions=1)
     assert (await produce(conn, "acks", batch(), acks=2))[0] == 21  # INVALID_REQUIRED_ACKS
     assert (await produce(conn, "acks", batch(2) + batch(2)))[0] == 87  # INVALID_RECORD: one batch only
-    assert await produce(conn, "acks", batch(1)) == (0, 0)  # nothing of the above was written
+    old_format = bytearray(batch(1))
+    old_format[16] = 1  # a magic 1 message set
+    assert (await produce(conn, "acks", bytes(old_format)))[0] == 87
+    zstd = build_batch([(b"k", b"v")], timestamp_ms=1, compression=4)
+    assert (await produce(conn, "acks", zstd, v=6))[0] == 76  # UNSUPPORTED_COMPRESSION_TYPE before v7
+    assert await produce(conn, "acks", zstd, v=7) == (0, 0)  # nothing of the above was written
 
 
 async def test_idempotent_sequences_and_restart(server):

@@ -14,7 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from protocol.record_batch import CorruptBatch, iter_batches
+from protocol.record_batch import MAGIC, ZSTD, CorruptBatch, iter_batches
 
 from ..apis import Registry, RequestContext, ms
 from ..connection import CloseConnection
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
+MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
 
 
 class DataPlane:
@@ -47,7 +48,7 @@ class DataPlane:
 
     # Produce ----------------------------------------------------------------------------
 
-    def _append(self, topic: str, partition: int, records: bytes | None) -> tuple[E, int, str | None]:
+    def _append(self, version: int, topic: str, partition: int, records: bytes | None) -> tuple[E, int, str | None]:
         """(error, base offset, message): validate, check sequences, append (not yet durable)."""
         info = self.topics.get(topic)
         if info is None:
@@ -64,6 +65,8 @@ class DataPlane:
         if not records:
             return E.corrupt_message, -1, "no record batch"
         plog = info.logs[partition]
+        if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != MAGIC:  # same place in old message sets
+            return E.invalid_record, -1, f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only"
         try:
             headers = list(iter_batches(records))
         except CorruptBatch as e:
@@ -73,8 +76,10 @@ class DataPlane:
         h = headers[0][1]
         if h.size > info.max_message_bytes:
             return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}"
-        if h.magic != 2:
-            return E.unsupported_for_message_format, -1, "only record batch v2 (magic 2) is accepted"
+        if h.is_control:
+            return E.invalid_record, -1, "clients may not write control batches"
+        if h.compression == ZSTD and version < 7:
+            return E.unsupported_compression_type, -1, "zstd needs Produce v7 or later"
         state = None
         if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
             state = self.producers.get(plog)
@@ -99,7 +104,7 @@ class DataPlane:
                               if req.acks in ACKS else (E.invalid_required_acks, "acks must be 0, 1 or -1"))
             results = [(t.name, p.index, error, -1, message) for t in req.topic_data for p in t.partition_data]
         else:
-            results = [(t.name, p.index, *self._append(t.name, p.index, p.records))
+            results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records))
                        for t in req.topic_data for p in t.partition_data]
         if req.acks == -1:
             await self._durable({(t, p) for t, p, err, _, _ in results if err == E.none})
