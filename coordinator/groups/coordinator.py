@@ -534,13 +534,9 @@ class GroupCoordinator:
             return E.unknown_member_id
         if group.is_(S.DEAD):
             return E.coordinator_not_available
-        if group.fenced(group_instance_id, member_id):
-            return E.fenced_instance_id
-        member = group.members.get(member_id)
+        error, member = group.check_member(group_instance_id, member_id, generation_id)
         if member is None:
-            return E.unknown_member_id
-        if generation_id != group.generation_id:
-            return E.illegal_generation
+            return error
         state = group.state
         if state is S.EMPTY:
             return E.unknown_member_id

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.errors import ErrorCode as E
+
 from .state import VALID_PREVIOUS, GroupState, IllegalStateTransition
 
 log = logging.getLogger(__name__)
@@ -175,6 +177,19 @@ class ClassicGroup:
 
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def check_member(self, group_instance_id: str | None, member_id: str, generation_id: int
+                     ) -> tuple[int, Member | None]:
+        """Kafka's member checks shared by Heartbeat and OffsetCommit, in Kafka's order:
+        (FENCED_INSTANCE_ID | UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION | 0, the member)."""
+        if self.fenced(group_instance_id, member_id):
+            return E.fenced_instance_id, None
+        member = self.members.get(member_id)
+        if member is None:
+            return E.unknown_member_id, None
+        if generation_id != self.generation_id:
+            return E.illegal_generation, None
+        return E.none, member
 
     def fenced(self, group_instance_id: str | None, member_id: str) -> bool:
         """A static member id that is no longer the one registered for its instance id."""

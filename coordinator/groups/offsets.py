@@ -50,13 +50,9 @@ class Offsets:
         if group.is_(S.DEAD):
             return E.coordinator_not_available
         if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
-            if group.fenced(instance_id, member_id):
-                return E.fenced_instance_id
-            member = group.members.get(member_id)
+            error, member = group.check_member(instance_id, member_id, generation)
             if member is None:
-                return E.unknown_member_id
-            if generation != group.generation_id:
-                return E.illegal_generation
+                return error
             if group.is_(S.COMPLETING_REBALANCE):
                 return E.rebalance_in_progress
             member.deadline = self.groups.clock.now() + member.session_timeout_ms  # a commit is a heartbeat
