@@ -323,6 +323,17 @@ class _Reader:
 
 
 def decode_key(data: bytes) -> Key:
+    # Fast path for OffsetCommitKey, the key of nearly every record loaded at startup.
+    if type(data) is bytes and len(data) >= 10 and data[0] == 0 and data[1] < 2:
+        (glen,) = _H.unpack_from(data, 2)
+        if 0 <= glen <= len(data) - 10:
+            (tlen,) = _H.unpack_from(data, 4 + glen)
+            if 0 <= tlen and 10 + glen + tlen == len(data):
+                try:
+                    return OffsetCommitKey(data[4 : 4 + glen].decode(), data[6 + glen : 6 + glen + tlen].decode(),
+                                           _I.unpack_from(data, 6 + glen + tlen)[0])
+                except UnicodeDecodeError:
+                    pass  # the generic reader reports it
     r = _Reader(data, "key")
     version = r.int16()
     if version in (0, 1):

@@ -265,3 +265,77 @@ async def test_background_maintenance_runs(tmp_path):
         await asyncio.sleep(0.02)
     assert len(log.segments) == 1
     await log.close()
+
+
+def _seg_states(log):
+    return [(s.base_offset, s.size, s.next_offset, s.batches, s.max_timestamp, s.max_timestamp_pos,
+             list(s.idx_offsets), list(s.idx_positions), list(s.idx_max_ts_before)) for s in log.segments]
+
+
+async def test_clean_shutdown_checkpoint_skips_the_scan(tmp_path, monkeypatch):
+    from coordinator.log.segment import Segment
+    log = await PartitionLog.open(tmp_path, CFG, background=False)
+    fill(log, 60)
+    await log.close()
+    assert (tmp_path / "clean-shutdown").exists()
+    scanned = []
+    real_scan = Segment._scan
+    monkeypatch.setattr(Segment, "_scan", lambda self, buf, mo, crc, start=0: (
+        scanned.append((self.base_offset, start, len(buf))), real_scan(self, buf, mo, crc, start))[1])
+    log = open_log(tmp_path)
+    assert not (tmp_path / "clean-shutdown").exists()  # it must not outlive the open
+    assert all(start == end for _, start, end in scanned)  # nothing left to read
+    restored = _seg_states(log)
+    fill(log, 5, start=60)  # then a crash: no checkpoint, the new tail is scanned
+    log.close_sync()
+    scanned.clear()
+    log = open_log(tmp_path)
+    assert all(start == 0 for _, start, _ in scanned)
+    assert all_offsets(log) == list(range(65))
+    log.close_sync()
+    # a full scan builds exactly the restored state
+    (tmp_path / "clean-shutdown").unlink(missing_ok=True)
+    log = open_log(tmp_path)
+    assert _seg_states(log)[: len(restored) - 1] == restored[:-1]
+    log.close_sync()
+
+
+async def test_checkpoint_then_bytes_appended_are_verified(tmp_path):
+    log = await PartitionLog.open(tmp_path, CFG, background=False)
+    fill(log, 3)
+    await log.close()
+    seg = sorted(tmp_path.glob("*.log"))[-1]
+    good = build_batch([(b"k", b"v")], timestamp_ms=TS, base_offset=3)
+    with open(seg, "ab") as f:  # a whole batch written after the checkpoint, then a torn one
+        f.write(good + good[:30])
+    log = open_log(tmp_path)
+    assert all_offsets(log) == [0, 1, 2, 3]
+    log.close_sync()
+
+
+async def test_damaged_checkpoint_is_ignored(tmp_path):
+    log = await PartitionLog.open(tmp_path, CFG, background=False)
+    fill(log, 30)
+    await log.close()
+    path = tmp_path / "clean-shutdown"
+    data = bytearray(path.read_bytes())
+    data[40] ^= 0xFF
+    path.write_bytes(bytes(data))
+    log = open_log(tmp_path)
+    assert all_offsets(log) == list(range(30))
+    assert not path.exists()
+    log.close_sync()
+
+
+def test_chunks_are_whole_batches(tmp_path):
+    log = open_log(tmp_path, LogConfig(segment_bytes=5000, index_interval_bytes=100, maintenance_interval_ms=None))
+    fill(log, 200)
+    log.append_records([(b"big", b"x" * 3000)], timestamp_ms=TS)  # bigger than a chunk
+    fill(log, 20, start=201)
+    for start in (0, 57, 200, 220):
+        chunks = list(log.chunks(start, chunk_bytes=512))
+        assert all(len(c) <= 512 or len(list(iter_batches(c))) == 1 for c in chunks)
+        got = [r.offset for c in chunks for r in iter_records(c)]
+        want = [r.offset for h, b in log.batches(start) for r in iter_records(b)]
+        assert got == want and got[-1] == 220
+    log.close_sync()

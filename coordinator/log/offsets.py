@@ -9,6 +9,7 @@ from pathlib import Path
 
 from aiokafka.errors import KafkaError
 from aiokafka.record.default_records import DefaultRecordBatch
+from aiokafka.record.memory_records import MemoryRecords
 
 from protocol.group_records import (
     Key, OffsetCommitKey, UnknownKey, Value, _decode_offset_commit_value, decode_key,
@@ -193,15 +194,19 @@ class OffsetsLog:
         coordinator loads at startup. Much faster than replay(): values superseded later in
         the log are never decoded."""
         last: dict[bytes, tuple[int, int, bytes | None]] = {}
-        for h, data in self.logs[partition].batches():
-            if h.is_control:
-                continue
+        for chunk in self.logs[partition].chunks():
+            records = MemoryRecords(chunk)  # walks the batches of a chunk in C
+            next_batch = records.next_batch
             try:
-                for r in DefaultRecordBatch(data):
-                    if r.key is not None:
-                        last[r.key] = (r.offset, r.timestamp, r.value)
+                while (batch := next_batch()) is not None:
+                    if batch.is_control_batch:
+                        continue
+                    for r in batch:
+                        key = r.key
+                        if key is not None:
+                            last[key] = (r.offset, r.timestamp, r.value)
             except KafkaError as e:
-                raise CorruptBatch(f"partition {partition} offset {h.base_offset}: {e}") from e
+                raise CorruptBatch(f"partition {partition}: {e}") from e
         out: dict[Key, OffsetsRecord] = {}
         for raw, (offset, ts, value) in last.items():
             key = decode_key(raw)

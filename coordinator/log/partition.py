@@ -23,11 +23,14 @@ from protocol.record_batch import (
 
 from . import compaction
 from .config import LogConfig
-from .segment import NO_TIMESTAMP, SUFFIX, Segment, segment_path
+from .segment import (
+    NO_TIMESTAMP, SUFFIX, Segment, SegmentState, decode_checkpoint, encode_checkpoint, segment_path,
+)
 
 log = logging.getLogger(__name__)
 
 LOG_START_FILE = "log-start-offset"
+CHECKPOINT_FILE = "clean-shutdown"  # segment states at the last clean close (see Segment.recover)
 
 
 class OffsetOutOfRange(ValueError):
@@ -100,11 +103,13 @@ class PartitionLog:
             int(p.name[: -len(SUFFIX)]) for p in directory.iterdir()
             if p.name.endswith(SUFFIX) and p.name[: -len(SUFFIX)].isdigit()
         )
+        checkpoint = cls._take_checkpoint(directory)
         segments: list[Segment] = []
         expected = 0
         for i, base in enumerate(bases):
             path = segment_path(directory, base)
-            seg, res = Segment.recover(path, base, expected, config.index_interval_bytes)
+            seg, res = Segment.recover(path, base, expected, config.index_interval_bytes,
+                                       state=checkpoint.get(base))
             segments.append(seg)
             # an empty segment's name says where offsets resume
             expected = res.next_offset if res.next_offset is not None else max(expected, base)
@@ -124,6 +129,34 @@ class PartitionLog:
         if log_start > segments[-1].next_offset:  # start checkpoint beyond a truncated end
             log_start = segments[-1].next_offset
         return cls(directory, config, segments, log_start)
+
+    @staticmethod
+    def _take_checkpoint(directory: Path) -> dict[int, SegmentState]:
+        """Read and remove the clean-shutdown checkpoint: it must not outlive this open,
+        as appends will follow. Unreadable or absent: every segment is scanned."""
+        path = directory / CHECKPOINT_FILE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        try:
+            states = decode_checkpoint(data)
+        except ValueError as e:
+            log.warning("%s: ignoring %s: %s", directory, CHECKPOINT_FILE, e)
+            states = {}
+        path.unlink()
+        fsync_dir(directory)
+        return states
+
+    def _write_checkpoint(self) -> None:
+        """After the final fsync: what the segments hold, so the next open skips the scan."""
+        tmp = self.directory / (CHECKPOINT_FILE + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(encode_checkpoint([seg.state() for seg in self.segments]))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.directory / CHECKPOINT_FILE)
+        fsync_dir(self.directory)
 
     def start_background(self) -> None:
         if self.config.fsync == "interval":
@@ -332,6 +365,27 @@ class PartitionLog:
             if pos is not None:
                 yield from seg.iter_batches(pos, chunk_bytes=chunk_bytes)
 
+    def chunks(self, from_offset: int = 0, *, chunk_bytes: int = 8 * 1024 * 1024) -> Iterator[bytes]:
+        """Like batches(), as big runs of whole batches (cut at positions of the sparse index,
+        which are batch starts): bulk readers parse these without a Python step per batch."""
+        from_offset = max(from_offset, self.log_start_offset)
+        i = self._segment_index(from_offset)
+        for seg in self.segments[i:]:
+            pos = seg.locate(from_offset) if seg.base_offset < from_offset else 0
+            if pos is None:
+                continue
+            end, cuts = seg.size, seg.idx_positions
+            while pos < end:
+                stop = end
+                if end - pos > chunk_bytes:
+                    j = bisect_right(cuts, pos + chunk_bytes) - 1
+                    if j >= 0 and cuts[j] > pos:
+                        stop = cuts[j]
+                    elif j + 1 < len(cuts):  # one batch bigger than a chunk
+                        stop = cuts[j + 1]
+                yield seg.pread(stop - pos, pos)
+                pos = stop
+
     def records(self, from_offset: int = 0) -> Iterator[Record]:
         from_offset = max(from_offset, self.log_start_offset)
         for h, data in self.batches(from_offset):
@@ -490,6 +544,11 @@ class PartitionLog:
             await self.flush()
             await self._idle()
             self.closed = True
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint)
+            except OSError as e:
+                log.warning("%s: no clean-shutdown checkpoint (%r): the next open scans everything",
+                            self.directory, e)
             for seg in self.segments:
                 seg.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -40,6 +41,64 @@ class ScanResult:
     next_offset: int | None  # after the last good batch; None if none
     problem: str | None  # why the scan stopped before the end, if it did
     problem_offset: int | None  # base offset of the first rejected batch, when readable
+
+
+@dataclass
+class SegmentState:
+    """What a scan of a segment builds: saved at a clean shutdown so the next open need not
+    read (and CRC-check) the bytes again. Kafka's recovery point plays this role."""
+
+    base_offset: int
+    size: int
+    next_offset: int
+    batches: int
+    max_timestamp: int
+    max_timestamp_pos: int
+    interval: int
+    last_indexed: int
+    idx_offsets: array
+    idx_positions: array
+    idx_max_ts_before: array
+
+
+_STATE = struct.Struct(">qqqqqqqqq")  # the ints of a SegmentState, then the index length
+CHECKPOINT_MAGIC = b"KCOORD-SEGMENTS-1" + (b"L" if sys.byteorder == "little" else b"B")  # arrays: native order
+
+
+def encode_checkpoint(states: list[SegmentState]) -> bytes:
+    out = [CHECKPOINT_MAGIC, struct.pack(">i", len(states))]
+    for st in states:
+        out.append(_STATE.pack(st.base_offset, st.size, st.next_offset, st.batches, st.max_timestamp,
+                               st.max_timestamp_pos, st.interval, st.last_indexed, len(st.idx_offsets)))
+        out += [st.idx_offsets.tobytes(), st.idx_positions.tobytes(), st.idx_max_ts_before.tobytes()]
+    body = b"".join(out)
+    return body + struct.pack(">I", crc32c(body))
+
+
+def decode_checkpoint(data: bytes) -> dict[int, SegmentState]:
+    """Segment states by base offset; raises ValueError if the bytes are not a whole checkpoint."""
+    if len(data) < len(CHECKPOINT_MAGIC) + 8 or not data.startswith(CHECKPOINT_MAGIC):
+        raise ValueError("not a segment checkpoint of this format and byte order")
+    if struct.unpack_from(">I", data, len(data) - 4)[0] != crc32c(memoryview(data)[:-4]):
+        raise ValueError("checkpoint CRC mismatch")
+    pos = len(CHECKPOINT_MAGIC)
+    (count,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    states = {}
+    for _ in range(count):
+        *ints, n = _STATE.unpack_from(data, pos)
+        pos += _STATE.size
+        arrays = []
+        for _ in range(3):
+            a = array("q")
+            a.frombytes(data[pos : pos + 8 * n])
+            pos += 8 * n
+            arrays.append(a)
+        st = SegmentState(*ints, *arrays)
+        states[st.base_offset] = st
+    if pos != len(data) - 4:
+        raise ValueError("checkpoint length mismatch")
+    return states
 
 
 class Segment:
@@ -75,15 +134,22 @@ class Segment:
 
     @classmethod
     def recover(cls, path: Path, base_offset: int, min_offset: int, interval: int,
-                verify_crc: bool = True) -> tuple[Segment, ScanResult]:
-        """Open an existing file, index it, and cut it after the last good batch."""
+                verify_crc: bool = True, state: SegmentState | None = None) -> tuple[Segment, ScanResult]:
+        """Open an existing file, index it, and cut it after the last good batch.
+
+        With `state` (from a clean shutdown's checkpoint) the bytes it covers are taken as
+        verified and only what follows them is scanned."""
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
         seg = cls(path, base_offset, fd, interval)
         size = os.fstat(fd).st_size
+        start = 0
+        if state is not None and state.size <= size and state.interval == interval:
+            seg._restore(state)
+            start = state.size
         if size == 0:
             return seg, ScanResult(0, 0, None, None, None)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
-            result = seg._scan(mm, max(min_offset, base_offset), verify_crc)
+            result = seg._scan(mm, max(min_offset, base_offset, seg.next_offset), verify_crc, start)
         if result.valid_bytes < size:
             os.ftruncate(fd, result.valid_bytes)
             result.problem += f"; cut {size - result.valid_bytes} bytes"
@@ -127,12 +193,12 @@ class Segment:
             self.first_append_ms = now_ms
         self._note(pos, h.base_offset, h.next_offset, h.max_timestamp, len(data))
 
-    def _scan(self, buf, min_offset: int, verify_crc: bool) -> ScanResult:
+    def _scan(self, buf, min_offset: int, verify_crc: bool, start: int = 0) -> ScanResult:
         # One tight loop: recovery of millions of batches is bound by this.
         view = memoryview(buf)
         try:
             end = len(buf)
-            pos = 0
+            pos = start
             expected = min_offset
             unpack = _SCAN.unpack_from
             note = self._note
@@ -170,6 +236,18 @@ class Segment:
             return ScanResult(pos, self.batches, next_off, problem, bad_offset)
         finally:
             view.release()
+
+    # ------------------------------------------------------------ clean-shutdown checkpoint
+
+    def state(self) -> SegmentState:
+        return SegmentState(self.base_offset, self.size, self.next_offset, self.batches, self.max_timestamp,
+                            self.max_timestamp_pos, self.interval, self._last_indexed, self.idx_offsets,
+                            self.idx_positions, self.idx_max_ts_before)
+
+    def _restore(self, st: SegmentState) -> None:
+        self.size, self.next_offset, self.batches = st.size, st.next_offset, st.batches
+        self.max_timestamp, self.max_timestamp_pos, self._last_indexed = st.max_timestamp, st.max_timestamp_pos, st.last_indexed
+        self.idx_offsets, self.idx_positions, self.idx_max_ts_before = st.idx_offsets, st.idx_positions, st.idx_max_ts_before
 
     # ------------------------------------------------------------ reading
 
