@@ -2,8 +2,8 @@
 
 1. Commits/s with 1, 10, 100 concurrent committing members (fsync=always by default),
    each member in its own group, each waiting for its commit before the next.
-2. Startup: write a log of N offset-commit records with the project's log writer, start
-   the server on it, time until it is ready, and read its peak RSS.
+2. Startup: write a log of N one-record offset-commit batches, start the server on it as
+   after a crash and again after a clean shutdown, time until ready, read its peak RSS.
 
     python bench/bench_commits.py [--seconds 5] [--records 1000000] [--fsync always]
 """
@@ -26,8 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_groups import SYNC, V_SYNC, form_group  # noqa: E402
 from bench.wire_client import WireClient, request_class  # noqa: E402
-from coordinator.log.offsets import OffsetsLog  # noqa: E402
-from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
+from crc32c import crc32c  # noqa: E402
+
+from coordinator.log.config import OFFSETS_TOPIC_CONFIG  # noqa: E402
+from coordinator.log.offsets import DEFAULT_PARTITIONS, partition_for  # noqa: E402
+from protocol.group_records import OffsetCommitKey, encode_key  # noqa: E402
 from protocol.messages import decode_response, encode_request  # noqa: E402
 
 COMMIT, V_COMMIT = 8, 8
@@ -154,40 +157,93 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
         await c.close()
 
 
-async def write_log(data: str, records: int, groups: int = 1000, partitions_per_topic: int = 100) -> int:
-    """N offset commits spread over groups x (10 topics x partitions), like a busy cluster.
-    Returns how many distinct (group, topic, partition) keys were committed."""
-    keys = set()
-    log = await OffsetsLog.open(data, background=False)
+def _zigzag(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def write_log(data: str, records: int, groups: int = 1000, partitions_per_topic: int = 100) -> int:
+    """N offset commits, one per batch (as members committing one partition each write them),
+    spread over groups x (10 topics x partitions) like a busy cluster. Segment files are
+    written directly, each batch built from a per-key template: only the offset and CRC
+    change. Returns how many distinct (group, topic, partition) keys were committed."""
     now = int(time.time() * 1000)
-    batch = 500
-    written = 0
-    while written < records:
-        g = f"group-{(written // batch) % groups}"
-        pairs = [(OffsetCommitKey(g, f"topic-{(written + i) % 10}", (written + i) % partitions_per_topic),
-                  OffsetCommitValue(offset=written + i, metadata="", commit_timestamp=now, leader_epoch=-1))
-                 for i in range(min(batch, records - written))]
-        keys.update(k for k, _ in pairs)
-        log.log_for(g).append_records([(encode_key(k), encode_value(v)) for k, v in pairs], now)
-        written += len(pairs)
-    await log.close()
-    return len(keys)
+    seg_bytes = OFFSETS_TOPIC_CONFIG.segment_bytes
+    # after the CRC: attributes, lastOffsetDelta, first/max timestamp, producer id/epoch, base sequence, count
+    after_crc = struct.pack(">hiqqqhii", 0, 0, now, now, -1, -1, -1, 1)
+    # OffsetCommitValue v3 (version, offset, leader epoch, "" metadata, timestamp), then no headers
+    value = struct.Struct(">hqihqb")
+    head = struct.Struct(">qiibI")  # base offset, length, partition leader epoch, magic, CRC
+    templates: dict[tuple[int, int], tuple[int, bytes]] = {}  # (group, key index) -> (partition, body start)
+    files: list = [None] * DEFAULT_PARTITIONS
+    sizes = [0] * DEFAULT_PARTITIONS
+    next_offsets = [0] * DEFAULT_PARTITIONS
+    buffers = [bytearray() for _ in range(DEFAULT_PARTITIONS)]
+
+    def flush(p: int) -> None:
+        files[p].write(buffers[p])
+        buffers[p].clear()
+
+    pack_value, pack_head = value.pack, head.pack
+    for w in range(records):
+        g, k = (w // 500) % groups, w % partitions_per_topic
+        t = templates.get((g, k))
+        if t is None:
+            group = f"group-{g}"
+            key = encode_key(OffsetCommitKey(group, f"topic-{k % 10}", k))
+            # attributes, timestamp delta, offset delta, key, value length
+            rec = b"\0\0\0" + _zigzag(len(key)) + key + _zigzag(value.size - 1)
+            t = templates[g, k] = (partition_for(group), after_crc + _zigzag(len(rec) + value.size) + rec)
+        p, start = t
+        body = start + pack_value(3, w, -1, 0, now, 0)
+        batch = pack_head(next_offsets[p], len(body) + 9, -1, 2, crc32c(body)) + body
+        if files[p] is None or sizes[p] + len(batch) > seg_bytes:
+            if files[p] is not None:
+                flush(p)
+                files[p].close()
+            directory = Path(data) / f"__consumer_offsets-{p}"
+            directory.mkdir(exist_ok=True)
+            files[p] = open(directory / f"{next_offsets[p]:020d}.log", "wb")
+            sizes[p] = 0
+        buffers[p] += batch
+        sizes[p] += len(batch)
+        next_offsets[p] += 1
+        if len(buffers[p]) > 1 << 20:
+            flush(p)
+    for p, f in enumerate(files):
+        if f is not None:
+            flush(p)
+            f.close()
+    return len(templates)
+
+
+def _start_timed(data: str, label: str, records: int, keys: int) -> subprocess.Popen:
+    proc, _, ready = start_server(data, [])
+    rss = peak_rss_mb(proc.pid)
+    print(f"recovery: {label}: server ready after {ready:.2f} s on {records:,} records; peak RSS {rss:.0f} MiB "
+          f"({rss / keys * 100_000:.0f} MiB per 100k committed partitions, interpreter included)")
+    return proc
 
 
 async def bench_recovery(records: int) -> None:
+    """Startup on a log never closed cleanly (every batch CRC-checked, as after a crash),
+    then again after a clean shutdown (the segments' checkpoint spares the scan)."""
     data = tempfile.mkdtemp(prefix="bench-recovery-")
     try:
         t0 = time.perf_counter()
-        keys = await write_log(data, records)
+        keys = write_log(data, records)
         size = sum(f.stat().st_size for f in Path(data).rglob("*.log")) / 2**20
-        print(f"recovery: wrote {records:,} offset records ({size:.0f} MiB, {keys:,} distinct committed "
+        print(f"recovery: wrote {records:,} one-record offset batches ({size:.0f} MiB, {keys:,} distinct committed "
               f"partitions) in {time.perf_counter() - t0:.1f} s")
-        proc, _, ready = start_server(data, [])
-        rss = peak_rss_mb(proc.pid)
-        print(f"recovery: server ready after {ready:.2f} s on {records:,} records; peak RSS {rss:.0f} MiB "
-              f"({rss / keys * 100_000:.0f} MiB per 100k committed partitions, interpreter included)")
-        proc.terminate()
-        proc.wait()
+        for label in ("after a crash", "after a clean shutdown"):
+            proc = _start_timed(data, label, records, keys)
+            proc.terminate()  # SIGTERM: a clean shutdown
+            proc.wait()
     finally:
         shutil.rmtree(data, ignore_errors=True)
 
