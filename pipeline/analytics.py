@@ -24,8 +24,11 @@ def groups(offsets: DataFrame) -> DataFrame:
 
 
 def errors(offsets: DataFrame) -> DataFrame:
-    """Bad batches and undecodable records: file, position and why."""
-    return offsets.where("kind = 'error'").select("file", "log_partition", "log_offset", "error")
+    """Bad batches and undecodable records of `__consumer_offsets`: (topic, partition, offset,
+    file, error), the shape of the kafka-log source's error rows."""
+    return offsets.where("kind = 'error'").select(
+        F.lit(OFFSETS_TOPIC).alias("topic"), F.col("log_partition").alias("partition"),
+        F.col("log_offset").alias("offset"), "file", "error")
 
 
 def committed_offsets(commits: DataFrame) -> DataFrame:

@@ -14,9 +14,11 @@ task per small file would be slow. Rows reach Spark as Arrow batches unless `arr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .segments import OFFSETS_TOPIC, BadBatch, SegmentFile, read_segment, segment_files
+from .segments import OFFSETS_TOPIC, BadBatch, SegmentFile, batches, read_segment, segment_files
 
 RAW_SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary, value binary, "
               "headers array<struct<key:string,value:binary>>, attributes int, producer_id long, "
@@ -54,6 +56,15 @@ def raw_rows(files: list[SegmentFile]):
                        h.producer_id, seg.path, None)
 
 
+def error_rows(files: list[SegmentFile]):
+    """Only the bad-batch rows (RAW_SCHEMA): CRC and framing checked, records not decoded."""
+    for seg in files:
+        for item in batches(Path(seg.path).read_bytes()):
+            if type(item) is BadBatch:
+                yield (seg.topic, seg.partition, item.base_offset, None, None, None, None, None, None, seg.path,
+                       item.describe())
+
+
 def _raw_arrow_schema():
     import pyarrow as pa
 
@@ -80,8 +91,10 @@ def raw_batches(files: list[SegmentFile], batch_rows: int = BATCH_ROWS):
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, path: str, partitions: int, topics: set[str] | None, arrow: bool) -> None:
-        self.path, self.n, self.topics, self.arrow = path, partitions, topics, arrow
+    def __init__(self, path: str, partitions: int, topics: set[str] | None, options: dict) -> None:
+        self.path, self.n, self.topics = path, partitions, topics
+        self.arrow = options.get("arrow", "true").lower() != "false"
+        self.errors_only = options.get("errorsonly", "false").lower() == "true"
 
     def partitions(self) -> list[InputPartition]:
         return [FilesPartition(b) for b in pack(segment_files(self.path, self.topics), self.n)] or [
@@ -90,6 +103,8 @@ class _Reader(DataSourceReader):
 
 class KafkaLogReader(_Reader):
     def read(self, partition: FilesPartition):
+        if self.errors_only:
+            return error_rows(partition.files)
         return raw_batches(partition.files) if self.arrow else raw_rows(partition.files)
 
 
@@ -97,15 +112,14 @@ class ConsumerOffsetsReader(_Reader):
     def read(self, partition: FilesPartition):
         from .decode import decode_segments
 
-        batches = decode_segments(partition.files)
-        if self.arrow:
-            return batches
-        return (row for b in batches for row in zip(*(c.to_pylist() for c in b.columns)))
+        return decode_segments(partition.files)  # Arrow only: its decoder builds columns
 
 
 class _Source(DataSource):
     """Options: path (the data dir), partitions (input partitions; default 2, pipeline.read_logs
-    passes defaultParallelism), topics (comma-separated filter), arrow (default true)."""
+    passes defaultParallelism), topics (comma-separated filter), arrow (kafka-log: false yields
+    tuples instead of Arrow batches, for comparison; errorsOnly=true: only bad-batch rows, from
+    a CRC and framing check without decoding records)."""
 
     reader_class = KafkaLogReader
     fixed_topics: set[str] | None = None
@@ -114,7 +128,7 @@ class _Source(DataSource):
         topics = self.options.get("topics")
         return self.reader_class(self.options["path"], int(self.options.get("partitions", 2)),
                                  self.fixed_topics or (set(topics.split(",")) if topics else None),
-                                 self.options.get("arrow", "true").lower() != "false")
+                                 {k.lower(): v for k, v in self.options.items()})
 
 
 class KafkaLogDataSource(_Source):

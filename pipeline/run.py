@@ -60,9 +60,13 @@ class Progress:
 
 
 def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_minutes: int = 5,
-        log=print) -> dict[str, object]:
-    """Write every output and the report; returns the summary shown at the end."""
-    from pipeline import analytics, read_offsets, report
+        verify_topics: bool = False, log=print) -> dict[str, object]:
+    """Write every output and the report; returns the summary shown at the end.
+
+    `__consumer_offsets` is always CRC-checked (it is decoded); topic logs only have their
+    batch headers read for end offsets, unless verify_topics (a CRC pass over all their data)."""
+    from pipeline import analytics, read_logs, read_offsets, report
+    from pipeline.segments import OFFSETS_TOPIC, partition_dirs
 
     started = time.perf_counter()
     if spark.conf.get("spark.sql.shuffle.partitions") == "200":  # Spark's default: 200 tiny tasks here
@@ -74,10 +78,15 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     def save(df, name: str) -> None:
         df.write.mode("overwrite").parquet(str(out_dir / name))
 
-    step("decoding __consumer_offsets segments (CRC-checked)")
+    step("decoding __consumer_offsets segments (CRC-checked)" + (", CRC-checking topic logs" if verify_topics else ""))
     offsets = read_offsets(spark, data_dir).cache()
     counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
-    bad = analytics.errors(offsets).orderBy("file", "log_offset")
+    bad = analytics.errors(offsets)
+    topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
+    if verify_topics and topics:
+        bad = bad.unionByName(read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true")
+                              .select("topic", "partition", "offset", "file", "error"))
+    bad = bad.orderBy("file", "offset")
     save(bad, "bad_batches")
     bad_rows = bad.collect()
     commits, groups = analytics.commits(offsets), analytics.groups(offsets)
@@ -135,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--storm-window-minutes", type=int, default=5)
     ap.add_argument("--no-ship-code", action="store_true",
                     help="do not send pipeline/ and protocol/ to executors (they have the package installed)")
+    ap.add_argument("--verify-topics", action="store_true",
+                    help="also CRC-check every batch of the topic logs (reads all their data)")
     ap.add_argument("--fail-on-bad-batches", action="store_true", help="exit status 3 if any batch was bad")
     args = ap.parse_args(argv)
     spark = spark_session(args.master)
@@ -142,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.no_ship_code:
             ship_code(spark)
-        summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes)
+        summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
+                      args.verify_topics)
     finally:
         spark.stop()
     return 3 if summary["bad batches"] and args.fail_on_bad_batches else 0

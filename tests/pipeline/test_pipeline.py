@@ -120,18 +120,24 @@ def test_corrupt_batch_is_reported_and_everything_else_is_read(spark, written, t
     raw[pos + h.batch_length + LOG_OVERHEAD - 1] ^= 0xFF  # last payload byte: the CRC no longer matches
     segment.write_bytes(bytes(raw))
 
-    summary = run(spark, str(data), str(tmp_path / "out"), log=QUIET)
-    assert summary["bad batches"] == 1 and summary["bad batch files"] == str(segment)
-    bad = spark.read.parquet(str(tmp_path / "out" / "bad_batches")).collect()
-    assert [(r.file, r.log_partition, r.log_offset) for r in bad] == [(str(segment), lp, base)]
-    assert "CRC" in bad[0].error
-    expected = reference(w, skip={(lp, base)})
-    assert committed_offsets_map(spark, str(data)) == expected["committed"] != reference(w)["committed"]
-    # a corrupt topic batch in the raw reader: an error row with the file, the other rows still there
+    # and a corrupt batch in a topic log, found only when the job CRC-checks topic logs too
     orders = data / "orders-0" / "00000000000000000000.log"
     raw = bytearray(orders.read_bytes())
-    raw[next(pos for pos, h in iter_batches(raw) if h.base_offset == 5) + 40] ^= 1
+    raw[next(pos for pos, h in iter_batches(raw) if h.base_offset == 5) + 40] ^= 1  # a header byte under the CRC
     orders.write_bytes(bytes(raw))
+
+    summary = run(spark, str(data), str(tmp_path / "out"), verify_topics=True, log=QUIET)
+    assert summary["bad batches"] == 2 and summary["bad batch files"] == ", ".join(sorted([str(segment), str(orders)]))
+    bad = spark.read.parquet(str(tmp_path / "out" / "bad_batches")).orderBy("topic").collect()
+    assert [(r.topic, r.file, r.partition, r.offset) for r in bad] == [
+        ("__consumer_offsets", str(segment), lp, base), ("orders", str(orders), 0, 5)]
+    assert all("CRC" in r.error for r in bad)
+    expected = reference(w, skip={(lp, base)})
+    assert committed_offsets_map(spark, str(data)) == expected["committed"] != reference(w)["committed"]
+    lag = {(r.group, r.topic, r.partition): r.lag
+           for r in spark.read.parquet(str(tmp_path / "out" / "consumer_lag")).collect()}
+    assert lag == expected["lag"]
+    # the raw reader: an error row with the file, every other record of that file still there
     rows = read_logs(spark, str(data), topics="orders").where("partition = 0").collect()
     assert [r.offset for r in rows if r.error is None] == [o for o in range(50) if o != 5]
     assert [(r.offset, r.file) for r in rows if r.error] == [(5, str(orders))]
