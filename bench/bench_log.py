@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.log import LogConfig, OffsetsLog, PartitionLog  # noqa: E402
-from coordinator.log.partition import fsync_dir  # noqa: E402
+from coordinator.log.segment import fsync_dir  # noqa: E402
 from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
 from protocol.record_batch import build_batch  # noqa: E402
 

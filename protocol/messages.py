@@ -337,13 +337,13 @@ def _entity_skipper(cls: type) -> Any:
         if unknown:
             # Kafka skips tagged fields it does not know (newer clients add them without
             # a version bump); kio cannot, so they are cut out before it decodes.
-            edits.append((count_at, count_at + _uvarint_size(buf, count_at), _uvarint(count - len(unknown))))
+            edits.append((count_at, count_at + _uvarint_size(buf, count_at), encode_uvarint(count - len(unknown))))
             edits.extend(unknown)
         return pos
     return skip_entity
 
 
-def _uvarint(n: int) -> bytes:
+def encode_uvarint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
         out.append(n & 0x7F | 0x80)

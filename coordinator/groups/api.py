@@ -11,6 +11,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol.messages import encode_uvarint
+
 from ..apis import Raw, Registry, RequestContext, ms
 from .coordinator import GroupCoordinator
 from .group import JoinResult, SyncResult
@@ -30,27 +32,18 @@ _I32 = struct.Struct(">i")
 _PARTITION_ERROR = struct.Struct(">ih")
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> Raw:
     """The OffsetCommit response body of any version, encoded by hand: it answers every
     commit, and building kio objects and running its generic writer cost more than the rest
     of the commit. v0-v2: topics; v3+: throttle time first; v8+: flexible."""
     flexible = version >= 8
     out = [b"\0\0\0\0"] if version >= 3 else []  # throttle_time_ms = 0
-    out.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    out.append(encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, partitions in topics:
         raw = name.encode()
-        out.append(_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
+        out.append(encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
         out.append(raw)
-        out.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        out.append(encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         for partition, error in partitions:
             out.append(_PARTITION_ERROR.pack(partition, error))
             if flexible:

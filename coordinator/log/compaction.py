@@ -23,7 +23,7 @@ from pathlib import Path
 
 from protocol.record_batch import build_batch_from, iter_batch_records
 
-from .segment import SUFFIX, Segment, segment_path
+from .segment import SUFFIX, Segment, fsync_dir, segment_path
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,6 @@ class Plan:
 
 def _name(first: int, end: int, suffix: str) -> str:
     return f"{first:020d}-{end:020d}{suffix}"
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def latest_offsets(parts: list[tuple[Segment, int]]) -> dict[bytes, int]:
@@ -105,7 +97,7 @@ def rewrite(directory: Path, closed: list[Segment], active: Segment, active_size
         swap = cleaned.with_name(_name(first, end, ".swap"))
         os.replace(cleaned, swap)
         plan.swaps.append((swap, range(first, end)))
-    _fsync_dir(directory)
+    fsync_dir(directory)
     for swap, covered in plan.swaps:
         seg, res = Segment.recover(swap, covered.start, covered.start, index_interval)
         if res.problem:  # we just wrote and fsynced it: this is a bug, not a torn write
@@ -153,7 +145,7 @@ def install(directory: Path, old: list[Segment], plan: Plan) -> None:
             if covered.start < seg.base_offset < covered.stop:
                 seg.path.unlink(missing_ok=True)
         os.replace(swap, segment_path(directory, covered.start))
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def finish_interrupted_swaps(directory: Path) -> None:
@@ -172,4 +164,4 @@ def finish_interrupted_swaps(directory: Path) -> None:
                 q.unlink()
         os.replace(p, segment_path(directory, first))
         log.warning("%s: completed interrupted compaction swap %s", directory, p.name)
-    _fsync_dir(directory)
+    fsync_dir(directory)

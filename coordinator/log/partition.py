@@ -24,6 +24,7 @@ from protocol.record_batch import (
 from . import compaction
 from .config import LogConfig
 from .segment import (
+    fsync_dir,
     NO_TIMESTAMP, SUFFIX, Segment, SegmentState, decode_checkpoint, encode_checkpoint, segment_path,
 )
 
@@ -43,14 +44,6 @@ class InvalidBatch(ValueError):
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class PartitionLog:

@@ -30,6 +30,15 @@ _SCAN = struct.Struct(">qiibIhiqq")  # header up to maxTimestamp
 _CHUNK = 256 * 1024
 
 
+def fsync_dir(directory: Path) -> None:
+    """Make a directory's entries (created, renamed, deleted files) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def segment_path(directory: Path, base_offset: int) -> Path:
     return directory / f"{base_offset:020d}{SUFFIX}"
 
