@@ -42,13 +42,16 @@ def pack(files: list[SegmentFile], n: int) -> list[list[SegmentFile]]:
     return [b for b in bins if b]
 
 
+def _error_row(seg: SegmentFile, bad: BadBatch) -> tuple:
+    return seg.topic, seg.partition, bad.base_offset, None, None, None, None, None, None, seg.path, bad.describe()
+
+
 def raw_rows(files: list[SegmentFile]):
     """Tuples in RAW_SCHEMA order; a bad batch is one row with `error` set."""
     for seg in files:
         for item in read_segment(seg):
             if type(item) is BadBatch:
-                yield (seg.topic, seg.partition, item.base_offset, None, None, None, None, None, None, seg.path,
-                       item.describe())
+                yield _error_row(seg, item)
                 continue
             h, records = item
             for r in records:
@@ -61,8 +64,7 @@ def error_rows(files: list[SegmentFile]):
     for seg in files:
         for item in batches(Path(seg.path).read_bytes()):
             if type(item) is BadBatch:
-                yield (seg.topic, seg.partition, item.base_offset, None, None, None, None, None, None, seg.path,
-                       item.describe())
+                yield _error_row(seg, item)
 
 
 def _raw_arrow_schema():

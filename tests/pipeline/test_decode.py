@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from coordinator.log.offsets import OffsetsLog
-from protocol.group_records import OffsetCommitKey, OffsetCommitValue, decode_value, encode_value
-from pipeline.decode import commit_value_fields, decode_segments
-from pipeline.segments import OFFSETS_TOPIC, segment_files
+pytest.importorskip("pyarrow")
 
-from .logs import write_data_dir
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from coordinator.log.offsets import OffsetsLog  # noqa: E402
+from protocol.group_records import OffsetCommitKey, OffsetCommitValue, decode_value, encode_value  # noqa: E402
+from pipeline.decode import commit_value_fields, decode_segments  # noqa: E402
+from pipeline.segments import OFFSETS_TOPIC, segment_files  # noqa: E402
+
+from .logs import write_data_dir  # noqa: E402
 
 KEY = OffsetCommitKey("g", "t", 0)
 

@@ -9,13 +9,15 @@ import time
 
 import pytest
 
-from coordinator.log.offsets import OffsetsLog, partition_for
-from protocol.group_records import OffsetCommitKey
-from protocol.record_batch import LOG_OVERHEAD, iter_batches
-from pipeline import analytics, committed_offsets_map, read_logs, read_offsets
-from pipeline.run import run
+pytest.importorskip("pyspark")  # the `pipeline` extra: pyspark, pyarrow, pandas, matplotlib
 
-from .logs import CODECS, STORM_GENERATIONS, TOPIC_RECORDS, reference, write_data_dir
+from coordinator.log.offsets import OffsetsLog, partition_for  # noqa: E402
+from protocol.group_records import OffsetCommitKey  # noqa: E402
+from protocol.record_batch import LOG_OVERHEAD, iter_batches  # noqa: E402
+from pipeline import analytics, committed_offsets_map, read_logs, read_offsets  # noqa: E402
+from pipeline.run import run  # noqa: E402
+
+from .logs import CODECS, STORM_GENERATIONS, TOPIC_RECORDS, reference, write_data_dir  # noqa: E402
 
 pytestmark = pytest.mark.spark
 QUIET = lambda *a: None  # noqa: E731
