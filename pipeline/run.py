@@ -150,13 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     spark = spark_session(args.master)
     spark.sparkContext.setLogLevel("WARN")
+    shipped = None
     try:
         if not args.no_ship_code:
-            ship_code(spark)
+            shipped = ship_code(spark)
         summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
                       args.verify_topics)
     finally:
         spark.stop()
+        if shipped:
+            os.unlink(shipped)
     return 3 if summary["bad batches"] and args.fail_on_bad_batches else 0
 
 
