@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_groups import SYNC, V_SYNC, form_group  # noqa: E402
+from bench.bench_groups import form_group  # noqa: E402
 from bench.wire_client import WireClient, request_class  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 

@@ -9,7 +9,6 @@ class to use and is on the hot path. Sans-IO: no sockets.
 from __future__ import annotations
 
 import dataclasses
-import dataclasses
 import io
 import struct
 import types

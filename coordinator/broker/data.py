@@ -20,7 +20,7 @@ from ..apis import Registry, RequestContext, ms
 from ..connection import CloseConnection
 from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog
 from .producers import PartitionProducers, ProducerIds
-from .topics import OFFSETS_TOPIC, TopicError, Topics
+from .topics import TopicError, Topics
 
 log = logging.getLogger(__name__)
 

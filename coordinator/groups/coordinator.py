@@ -57,16 +57,11 @@ class GroupCoordinator:
         self.write = writer
         self.groups: dict[str, ClassicGroup] = {}
         self._tasks: set[asyncio.Task] = set()
-        self.on_group_removed: list[Callable[[str], None]] = []
-        self.on_group_empty: list[Callable[[ClassicGroup], None]] = []
 
     # helpers --------------------------------------------------------------------------
 
     def _transition(self, group: ClassicGroup, state: S) -> None:
         group.transition(state, self.clock.wall())
-        if state is S.EMPTY:
-            for cb in self.on_group_empty:
-                cb(group)
 
     def get_or_create(self, group_id: str) -> ClassicGroup:
         group = self.groups.get(group_id)
@@ -374,7 +369,6 @@ class GroupCoordinator:
         for member in group.members.values():
             result = self._join_result(group, member)
             fut, member.join_waiter = member.join_waiter, None
-            member.is_new = False
             self._resolve(fut, result)
             self._heartbeat_ok(member)
         group.awaiting_join_count = 0
@@ -505,9 +499,7 @@ class GroupCoordinator:
             group.protocol_type = record.protocol_type or None
             group.protocol_name = record.protocol
             group.state_timestamp = record.current_state_timestamp
-            group.persisted = record
             return
-        group.persisted = record
         if not (group.is_(S.COMPLETING_REBALANCE) and group.generation_id == record.generation):
             return
         by_id = {m.member_id: m.assignment for m in record.members}
@@ -664,8 +656,6 @@ class GroupCoordinator:
             self._transition(group, S.DEAD)
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
-        for cb in self.on_group_removed:
-            cb(group.group_id)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]

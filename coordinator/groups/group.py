@@ -56,7 +56,6 @@ class Member:
     sync_waiter: asyncio.Future | None = None  # set while its SyncGroup awaits the leader
     deadline: float = 0.0  # session expiry (ms, monotonic); moved by every heartbeat
     timer: Any = None  # lazy expiry timer, fires at some deadline <= the current one
-    is_new: bool = True
 
     @property
     def awaiting_join(self) -> bool:
@@ -95,7 +94,6 @@ class ClassicGroup:
         self.join_started = 0.0  # when the current join phase began (ms)
         self.join_deadline = 0.0  # hard limit of the current join phase (ms)
         self.initial_delay = False  # the join phase is in group.initial.rebalance.delay.ms
-        self.persisted: Any = None  # the last GroupMetadata record applied
         self.sync_timer: Any = None
         self.offsets: dict[tuple[str, int], Any] = {}  # (topic, partition) -> CommittedOffset
 
