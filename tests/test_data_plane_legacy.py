@@ -6,9 +6,6 @@ Requests are built and responses decoded by aiokafka's independent protocol clas
 
 from __future__ import annotations
 
-import io
-import socket
-import struct
 
 from aiokafka.protocol.admin import (
     CreateTopicsRequest_v0,
@@ -20,20 +17,7 @@ from aiokafka.protocol.admin import (
 )
 
 from protocol.messages import MalformedRequest, codec, decode_body
-
-
-def roundtrip(port: int, request, response_type, correlation_id: int = 9):
-    body = request.encode()
-    header = struct.pack(">hhih", request.API_KEY, request.API_VERSION, correlation_id, 3) + b"old"
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-        data = s.recv(size, socket.MSG_WAITALL)
-    assert struct.unpack_from(">i", data)[0] == correlation_id
-    response = io.BytesIO(data[4:])
-    decoded = response_type.decode(response)
-    assert response.read() == b""  # nothing left over: the exact v0/v1 layout
-    return decoded
+from tests.test_legacy_versions import roundtrip
 
 
 def test_create_topics_v0_v1_delete_topics_v0(server):

@@ -25,6 +25,7 @@ from protocol.messages import MalformedRequest, codec, decode_body
 
 
 def roundtrip(port: int, request, response_type, correlation_id: int = 7):
+    """Send an aiokafka-encoded request over a raw socket, decode the answer with aiokafka."""
     body = request.encode()
     header = struct.pack(">hhih", request.API_KEY, request.API_VERSION, correlation_id, 6) + b"legacy"
     with socket.create_connection(("127.0.0.1", port)) as s:
@@ -32,7 +33,10 @@ def roundtrip(port: int, request, response_type, correlation_id: int = 7):
         size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
         data = s.recv(size, socket.MSG_WAITALL)
     assert struct.unpack_from(">i", data)[0] == correlation_id
-    return response_type.decode(io.BytesIO(data[4:]))
+    response = io.BytesIO(data[4:])
+    decoded = response_type.decode(response)
+    assert response.read() == b""  # nothing left over: exactly the old layout
+    return decoded
 
 
 def test_offset_commit_v0_v1_and_fetch_v0(server):
