@@ -2,8 +2,9 @@
 
 1. Commits/s with 1, 10, 100 concurrent committing members (fsync=always by default),
    each member in its own group, each waiting for its commit before the next.
-2. Startup: write a log of N one-record offset-commit batches, start the server on it as
-   after a crash and again after a clean shutdown, time until ready, read its peak RSS.
+2. Startup: write a log of N one-record offset-commit batches, start the server on it (no
+   recovery point yet), again after killing it while it commits, and after a clean
+   shutdown; time until ready, read its peak RSS.
 
     python bench/bench_commits.py [--seconds 5] [--records 1000000] [--fsync always]
 """
@@ -222,17 +223,32 @@ def write_log(data: str, records: int, groups: int = 1000, partitions_per_topic:
     return len(templates)
 
 
-def _start_timed(data: str, label: str, records: int, keys: int) -> subprocess.Popen:
-    proc, _, ready = start_server(data, [])
+def _start_timed(data: str, label: str, records: int, keys: int) -> tuple[subprocess.Popen, int]:
+    proc, port, ready = start_server(data, [])
     rss = peak_rss_mb(proc.pid)
     print(f"recovery: {label}: server ready after {ready:.2f} s on {records:,} records; peak RSS {rss:.0f} MiB "
           f"({rss / keys * 100_000:.0f} MiB per 100k committed partitions, interpreter included)")
-    return proc
+    return proc, port
+
+
+async def commit_for(port: int, seconds: float) -> int:
+    """Standalone commits (no group membership) from 10 connections; how many were made."""
+    loop = asyncio.get_running_loop()
+    deadline = time.perf_counter() + seconds
+    committers = [FastCommitter(*commit_frame(f"crash-group-{i}", "", -1), deadline, loop.create_future())
+                  for i in range(10)]
+    for c in committers:
+        await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
+    count = sum(await asyncio.gather(*(c.done for c in committers)))
+    for c in committers:
+        c.transport.close()
+    return count
 
 
 async def bench_recovery(records: int) -> None:
-    """Startup on a log never closed cleanly (every batch CRC-checked, as after a crash),
-    then again after a clean shutdown (the segments' checkpoint spares the scan)."""
+    """Startup on a log written by another program (no recovery point: every batch is read
+    and CRC-checked), then after a crash (SIGKILL) of a server that was committing, then
+    after a clean shutdown."""
     data = tempfile.mkdtemp(prefix="bench-recovery-")
     try:
         t0 = time.perf_counter()
@@ -240,10 +256,16 @@ async def bench_recovery(records: int) -> None:
         size = sum(f.stat().st_size for f in Path(data).rglob("*.log")) / 2**20
         print(f"recovery: wrote {records:,} one-record offset batches ({size:.0f} MiB, {keys:,} distinct committed "
               f"partitions) in {time.perf_counter() - t0:.1f} s")
-        for label in ("after a crash", "after a clean shutdown"):
-            proc = _start_timed(data, label, records, keys)
-            proc.terminate()  # SIGTERM: a clean shutdown
-            proc.wait()
+        proc, port = _start_timed(data, "first open, no recovery point", records, keys)
+        made = await commit_for(port, 2)
+        proc.kill()  # SIGKILL: a crash
+        proc.wait()
+        proc, _ = _start_timed(data, f"after a crash ({made:,} commits since the recovery point)", records, keys)
+        proc.terminate()  # SIGTERM: a clean shutdown
+        proc.wait()
+        proc, _ = _start_timed(data, "after a clean shutdown", records, keys)
+        proc.terminate()
+        proc.wait()
     finally:
         shutil.rmtree(data, ignore_errors=True)
 

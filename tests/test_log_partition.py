@@ -272,31 +272,70 @@ def _seg_states(log):
              list(s.idx_offsets), list(s.idx_positions), list(s.idx_max_ts_before)) for s in log.segments]
 
 
-async def test_clean_shutdown_checkpoint_skips_the_scan(tmp_path, monkeypatch):
+def _spy_scans(monkeypatch) -> list:
+    """(base offset, first byte scanned, file size) of every segment scan at open."""
     from coordinator.log.segment import Segment
-    log = await PartitionLog.open(tmp_path, CFG, background=False)
-    fill(log, 60)
-    await log.close()
-    assert (tmp_path / "clean-shutdown").exists()
     scanned = []
     real_scan = Segment._scan
     monkeypatch.setattr(Segment, "_scan", lambda self, buf, mo, crc, start=0: (
         scanned.append((self.base_offset, start, len(buf))), real_scan(self, buf, mo, crc, start))[1])
+    return scanned
+
+
+async def test_clean_shutdown_leaves_nothing_to_scan(tmp_path, monkeypatch):
+    log = await PartitionLog.open(tmp_path, CFG, background=False)
+    fill(log, 60)
+    await log.close()
+    assert (tmp_path / "recovery-point").exists()
+    scanned = _spy_scans(monkeypatch)
     log = open_log(tmp_path)
-    assert not (tmp_path / "clean-shutdown").exists()  # it must not outlive the open
-    assert all(start == end for _, start, end in scanned)  # nothing left to read
+    assert len(scanned) > 1 and all(start == end for _, start, end in scanned)
     restored = _seg_states(log)
-    fill(log, 5, start=60)  # then a crash: no checkpoint, the new tail is scanned
-    log.close_sync()
-    scanned.clear()
-    log = open_log(tmp_path)
-    assert all(start == 0 for _, start, _ in scanned)
-    assert all_offsets(log) == list(range(65))
     log.close_sync()
     # a full scan builds exactly the restored state
-    (tmp_path / "clean-shutdown").unlink(missing_ok=True)
+    (tmp_path / "recovery-point").unlink()
     log = open_log(tmp_path)
-    assert _seg_states(log)[: len(restored) - 1] == restored[:-1]
+    assert _seg_states(log) == restored
+    log.close_sync()
+
+
+async def test_crash_rescans_only_what_follows_the_recovery_point(tmp_path, monkeypatch):
+    log = await PartitionLog.open(tmp_path, CFG, background=False)
+    fill(log, 60)
+    await log.checkpoint()
+    at_checkpoint = {s.base_offset: s.size for s in log.segments}
+    fill(log, 30, start=60)  # appended (and fsynced) after the recovery point, then a crash
+    await log.flush()
+    log.close_sync()
+    scanned = _spy_scans(monkeypatch)
+    log = open_log(tmp_path)
+    assert all_offsets(log) == list(range(90))
+    for base, start, _ in scanned:
+        assert start == at_checkpoint.get(base, 0)
+    assert any(start < end for _, start, end in scanned)
+    # the open verified the new tail and moved the recovery point past it
+    scanned.clear()
+    log.close_sync()
+    log = open_log(tmp_path)
+    assert all(start == end for _, start, end in scanned)
+    log.close_sync()
+
+
+async def test_compaction_moves_the_recovery_point(tmp_path, monkeypatch):
+    cfg = LogConfig(segment_bytes=1000, index_interval_bytes=100, maintenance_interval_ms=None,
+                    cleanup_policy="compact")
+    log = await PartitionLog.open(tmp_path, cfg, background=False)
+    for i in range(60):
+        log.append_records([(b"k%d" % (i % 3), b"v%d" % i + b"x" * 20)], timestamp_ms=TS + i)
+    await log.checkpoint()
+    await log.compact(now=TS)
+    states = _seg_states(log)
+    log.close_sync()  # a crash right after compaction
+    scanned = _spy_scans(monkeypatch)
+    log = open_log(tmp_path)
+    assert all(start == end for _, start, end in scanned)
+    assert _seg_states(log) == states
+    assert [r.value[:3] for r in log.records()][-3:] == [b"v57", b"v58", b"v59"]
     log.close_sync()
 
 
@@ -313,17 +352,18 @@ async def test_checkpoint_then_bytes_appended_are_verified(tmp_path):
     log.close_sync()
 
 
-async def test_damaged_checkpoint_is_ignored(tmp_path):
+async def test_damaged_checkpoint_is_ignored(tmp_path, monkeypatch):
     log = await PartitionLog.open(tmp_path, CFG, background=False)
     fill(log, 30)
     await log.close()
-    path = tmp_path / "clean-shutdown"
+    path = tmp_path / "recovery-point"
     data = bytearray(path.read_bytes())
     data[40] ^= 0xFF
     path.write_bytes(bytes(data))
+    scanned = _spy_scans(monkeypatch)
     log = open_log(tmp_path)
     assert all_offsets(log) == list(range(30))
-    assert not path.exists()
+    assert all(start == 0 for _, start, _ in scanned)
     log.close_sync()
 
 

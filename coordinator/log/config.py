@@ -21,6 +21,8 @@ class LogConfig:
     delete_retention_ms: int = DAY_MS  # how long compaction keeps tombstones
     min_cleanable_dirty_ratio: float = 0.5
     maintenance_interval_ms: int | None = 30_000  # background retention/compaction; None = off
+    # log.flush.offset.checkpoint.interval.ms: how often the recovery point advances; None = off
+    checkpoint_interval_ms: int | None = 60_000
 
     def __post_init__(self) -> None:
         if self.fsync not in ("always", "interval", "never"):

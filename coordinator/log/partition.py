@@ -31,7 +31,9 @@ from .segment import (
 log = logging.getLogger(__name__)
 
 LOG_START_FILE = "log-start-offset"
-CHECKPOINT_FILE = "clean-shutdown"  # segment states at the last clean close (see Segment.recover)
+# Kafka's recovery point: segment states (sizes, indexes) known to be on disk. Only bytes
+# after them are read and CRC-checked when the log opens, even after a crash.
+CHECKPOINT_FILE = "recovery-point"
 
 
 class OffsetOutOfRange(ValueError):
@@ -62,6 +64,7 @@ class PartitionLog:
         self._maintenance_lock = asyncio.Lock()
         self._background: list[asyncio.Task] = []
         self._dirty_from = log_start_offset  # compaction has not looked at offsets >= this
+        self._checkpointed_offset = self._next_offset  # the recovery point (see open_sync)
         self.closed = False
         # Called after every append, whoever the writer is (wakes long-polling fetches).
         self.append_listeners: list[Callable[[], None]] = []
@@ -96,14 +99,17 @@ class PartitionLog:
             int(p.name[: -len(SUFFIX)]) for p in directory.iterdir()
             if p.name.endswith(SUFFIX) and p.name[: -len(SUFFIX)].isdigit()
         )
-        checkpoint = cls._take_checkpoint(directory)
+        checkpoint = cls._read_checkpoint(directory)
         segments: list[Segment] = []
+        scanned: list[Segment] = []
         expected = 0
         for i, base in enumerate(bases):
             path = segment_path(directory, base)
             seg, res = Segment.recover(path, base, expected, config.index_interval_bytes,
                                        state=checkpoint.get(base))
             segments.append(seg)
+            if res.scanned_bytes or res.problem:
+                scanned.append(seg)
             # an empty segment's name says where offsets resume
             expected = res.next_offset if res.next_offset is not None else max(expected, base)
             if res.problem:
@@ -121,41 +127,68 @@ class PartitionLog:
         log_start = max(log_start, segments[0].base_offset)
         if log_start > segments[-1].next_offset:  # start checkpoint beyond a truncated end
             log_start = segments[-1].next_offset
-        return cls(directory, config, segments, log_start)
+        plog = cls(directory, config, segments, log_start)
+        if scanned:
+            # What was just verified may still sit in the page cache (the process died,
+            # not the machine): make it durable, then record it, so that a crash from now
+            # on re-reads only what is appended later.
+            for seg in scanned:
+                seg.fsync()
+            plog._write_checkpoint(plog._checkpoint_bytes())
+        return plog
 
     @staticmethod
-    def _take_checkpoint(directory: Path) -> dict[int, SegmentState]:
-        """Read and remove the clean-shutdown checkpoint: it must not outlive this open,
-        as appends will follow. Unreadable or absent: every segment is scanned."""
-        path = directory / CHECKPOINT_FILE
+    def _read_checkpoint(directory: Path) -> dict[int, SegmentState]:
+        """Segment states of the recovery point. They stay true while the log runs, as
+        appends only extend segments; compaction, which rewrites them, removes the file
+        first. Unreadable or absent: every segment is scanned."""
         try:
-            data = path.read_bytes()
+            return decode_checkpoint((directory / CHECKPOINT_FILE).read_bytes())
         except FileNotFoundError:
             return {}
-        try:
-            states = decode_checkpoint(data)
         except ValueError as e:
             log.warning("%s: ignoring %s: %s", directory, CHECKPOINT_FILE, e)
-            states = {}
-        path.unlink()
-        fsync_dir(directory)
-        return states
+            return {}
 
-    def _write_checkpoint(self) -> None:
-        """After the final fsync: what the segments hold, so the next open skips the scan."""
+    def _checkpoint_bytes(self) -> bytes:
+        """The segments' states now (encoding copies them: later appends do not leak in)."""
+        return encode_checkpoint([seg.state() for seg in self.segments])
+
+    def _write_checkpoint(self, data: bytes) -> None:
         tmp = self.directory / (CHECKPOINT_FILE + ".tmp")
         with open(tmp, "wb") as f:
-            f.write(encode_checkpoint([seg.state() for seg in self.segments]))
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / CHECKPOINT_FILE)
         fsync_dir(self.directory)
+
+    def _remove_checkpoint(self) -> None:
+        try:
+            (self.directory / CHECKPOINT_FILE).unlink()
+        except FileNotFoundError:
+            return
+        fsync_dir(self.directory)
+
+    async def checkpoint(self) -> None:
+        """Advance the recovery point to everything appended so far."""
+        async with self._maintenance_lock:
+            await self._checkpoint_locked()
+
+    async def _checkpoint_locked(self) -> None:
+        # States taken before the flush: all they describe is on disk once it returns.
+        data = self._checkpoint_bytes()
+        await self.flush()
+        await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint, data)
+        self._checkpointed_offset = self._next_offset
 
     def start_background(self) -> None:
         if self.config.fsync == "interval":
             self._background.append(asyncio.ensure_future(self._interval_flusher()))
         if self.config.maintenance_interval_ms:
             self._background.append(asyncio.ensure_future(self._maintainer()))
+        if self.config.checkpoint_interval_ms:
+            self._background.append(asyncio.ensure_future(self._checkpointer()))
 
     # ------------------------------------------------------------ properties
 
@@ -495,6 +528,9 @@ class PartitionLog:
                 return None
             active = self.segments[-1]
             loop = asyncio.get_running_loop()
+            # The rewritten segments keep their names: the recovery point would describe
+            # bytes that are no longer there. It goes before the swap, and comes back after.
+            await loop.run_in_executor(None, self._remove_checkpoint)
             plan = await loop.run_in_executor(
                 None, compaction.rewrite, self.directory, closed, active, active.size,
                 now - self.config.delete_retention_ms, self.config.segment_bytes,
@@ -507,7 +543,18 @@ class PartitionLog:
             compaction.install(self.directory, closed, plan)
             self._dirty_from = active.base_offset
             log.info("%s: compaction %s", self.directory, plan.stats)
+            await self._checkpoint_locked()
             return plan.stats
+
+    async def _checkpointer(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
+            if self._checkpointed_offset == self._next_offset:
+                continue
+            try:
+                await self.checkpoint()
+            except Exception:
+                log.exception("%s: writing the recovery point failed", self.directory)
 
     async def _maintainer(self) -> None:
         while True:
@@ -538,9 +585,10 @@ class PartitionLog:
             await self._idle()
             self.closed = True
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self._write_checkpoint, self._checkpoint_bytes())
             except OSError as e:
-                log.warning("%s: no clean-shutdown checkpoint (%r): the next open scans everything",
+                log.warning("%s: no recovery point written (%r): the next open scans more",
                             self.directory, e)
             for seg in self.segments:
                 seg.close()

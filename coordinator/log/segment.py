@@ -50,12 +50,13 @@ class ScanResult:
     next_offset: int | None  # after the last good batch; None if none
     problem: str | None  # why the scan stopped before the end, if it did
     problem_offset: int | None  # base offset of the first rejected batch, when readable
+    scanned_bytes: int = 0  # read and verified by this scan (not taken from a checkpoint)
 
 
 @dataclass
 class SegmentState:
-    """What a scan of a segment builds: saved at a clean shutdown so the next open need not
-    read (and CRC-check) the bytes again. Kafka's recovery point plays this role."""
+    """What a scan of a segment builds: saved in the recovery-point checkpoint so the next
+    open need not read (and CRC-check) the bytes it covers again."""
 
     base_offset: int
     size: int
@@ -146,7 +147,7 @@ class Segment:
                 verify_crc: bool = True, state: SegmentState | None = None) -> tuple[Segment, ScanResult]:
         """Open an existing file, index it, and cut it after the last good batch.
 
-        With `state` (from a clean shutdown's checkpoint) the bytes it covers are taken as
+        With `state` (from the recovery-point checkpoint) the bytes it covers are taken as
         verified and only what follows them is scanned."""
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
         seg = cls(path, base_offset, fd, interval)
@@ -159,6 +160,7 @@ class Segment:
             return seg, ScanResult(0, 0, None, None, None)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
             result = seg._scan(mm, max(min_offset, base_offset, seg.next_offset), verify_crc, start)
+        result.scanned_bytes = result.valid_bytes - start
         if result.valid_bytes < size:
             os.ftruncate(fd, result.valid_bytes)
             result.problem += f"; cut {size - result.valid_bytes} bytes"
@@ -246,7 +248,7 @@ class Segment:
         finally:
             view.release()
 
-    # ------------------------------------------------------------ clean-shutdown checkpoint
+    # ------------------------------------------------------------ recovery-point checkpoint
 
     def state(self) -> SegmentState:
         return SegmentState(self.base_offset, self.size, self.next_offset, self.batches, self.max_timestamp,
