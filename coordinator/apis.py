@@ -1,7 +1,9 @@
 """The API registry: which api keys and versions we serve, and by which handler.
 
-A handler is `handler(ctx, request) -> response` or an `async def` returning the
-response (or None for requests that get no answer, e.g. Produce with acks=0).
+A handler is `handler(ctx, request) -> response`, an `async def` returning the response,
+a plain function returning an asyncio.Future of it, or one returning LATER that calls
+ctx.answer(response) when it has it. None answers requests that get no response, e.g.
+Produce with acks=0.
 Components (group coordinator, broker data plane, ...) register their handlers here;
 ApiVersions advertises exactly what is registered.
 """
@@ -48,12 +50,26 @@ class Registry:
         return api
 
 
+# A handler's result meaning "ctx.answer(body) will be called": the cheapest way to answer
+# later (no Future, no coroutine), for the hottest paths.
+LATER = object()
+UNANSWERED = object()
+
+
 @dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
     codec: Codec
     client_host: str
     connection: Any  # coordinator.connection.Connection
+    waiting: Any = None  # for a response given later: LATER, or a Future / Task of its body
+    body: Any = UNANSWERED  # set by answer()
+
+    def answer(self, body: Any) -> None:
+        """Give the response of a handler that returned LATER."""
+        self.body = body
+        if self.connection is not None:
+            self.connection.answered(self)
 
     @property
     def version(self) -> int:

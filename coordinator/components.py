@@ -14,7 +14,7 @@ from .groups.api import GroupApis
 from .groups.clock import LoopClock
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.offsets import Offsets
-from .groups.storage import OffsetExpiry, event_writer, load, open_offsets_log
+from .groups.storage import OffsetExpiry, load, open_offsets_log
 
 if TYPE_CHECKING:
     from .server import Server
@@ -38,7 +38,7 @@ async def build_components(server: Server) -> list[Any]:
         max_session_timeout_ms=c.group_max_session_timeout_ms,
         initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
         max_size=c.group_max_size,
-    ), event_writer(offsets_log))
+    ), offsets_log.append)  # durable appends of a group's events, in the group's partition
     load(groups, offsets_log)
     offsets = Offsets(groups, c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000)
     GroupApis(groups, offsets).register(server.registry)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from protocol.framing import FrameDecoder, FrameError
 from protocol.messages import MalformedRequest, UnknownApi
+
+from .apis import LATER, UNANSWERED, RequestContext
 
 if TYPE_CHECKING:
     from .server import Server
@@ -38,7 +39,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
-        # Responses not yet written, oldest first: bytes, _NO_RESPONSE or a pending Task.
+        # Responses not yet written, oldest first: bytes, _NO_RESPONSE, or the context of a
+        # request still being handled (its `waiting` future gives the response body).
         self.pending: deque[Any] = deque()
         self.reading_paused = False
         self.writing_paused = False
@@ -58,8 +60,8 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.server.connections.discard(self)
         for item in self.pending:
-            if isinstance(item, asyncio.Task):
-                item.remove_done_callback(self._on_done)
+            if type(item) is RequestContext and item.waiting is not LATER:
+                item.waiting.remove_done_callback(self._on_done)
         self.pending.clear()
 
     def data_received(self, data: bytes) -> None:
@@ -85,7 +87,7 @@ class Connection(asyncio.Protocol):
                 self._write_ready(ready)
                 self.abort("internal error")
                 return
-            if self.pending or type(result) is CoroutineType:
+            if self.pending or type(result) is RequestContext:
                 self._write_ready(ready)  # everything earlier goes out before a queued response
                 self._queue(result)
             elif result is not None:
@@ -117,38 +119,56 @@ class Connection(asyncio.Protocol):
     # ordering -------------------------------------------------------------------------
 
     def _queue(self, result: Any) -> None:
-        if type(result) is CoroutineType:
-            task = asyncio.get_running_loop().create_task(result)
-            task.add_done_callback(self._on_done)
-            self.server.tasks.add(task)
-            self.pending.append(task)
+        if type(result) is RequestContext:
+            if result.waiting is not LATER:
+                result.waiting.add_done_callback(self._on_done)
+            self.pending.append(result)
             self._update_reading()
         elif self.pending:
             self.pending.append(_NO_RESPONSE if result is None else result)
         elif result is not None:
             self.transport.write(result)  # type: ignore[union-attr]
 
-    def _on_done(self, task: asyncio.Task) -> None:
-        self.server.tasks.discard(task)
+    def _on_done(self, _: asyncio.Future) -> None:
+        self._flush()
+
+    def answered(self, _: RequestContext) -> None:
+        if not self.closed:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the responses at the head of the queue that are ready, in order."""
         pending = self.pending
         transport = self.transport
         while pending:
             head = pending[0]
-            if isinstance(head, asyncio.Task):
-                if not head.done():
-                    break
-                if head.cancelled():
-                    self.abort("request cancelled (server shutting down)")
+            if type(head) is RequestContext:
+                waiting = head.waiting
+                if waiting is LATER:
+                    body = head.body
+                    if body is UNANSWERED:
+                        break
+                else:
+                    if not waiting.done():
+                        break
+                    if waiting.cancelled():
+                        self.abort("request cancelled (server shutting down)")
+                        return
+                    exc = waiting.exception()
+                    if exc is not None:
+                        if isinstance(exc, (CloseConnection, MalformedRequest)):
+                            self.abort(str(exc))
+                        else:
+                            log.error("%s: handler failed; closing the connection", self.peer, exc_info=exc)
+                            self.abort("internal error")
+                        return
+                    body = waiting.result()
+                try:
+                    head = self.server.encode(head, body)
+                except Exception:
+                    log.exception("%s: encoding a response failed; closing the connection", self.peer)
+                    self.abort("internal error")
                     return
-                exc = head.exception()
-                if exc is not None:
-                    if isinstance(exc, (CloseConnection, MalformedRequest)):
-                        self.abort(str(exc))
-                    else:
-                        log.error("%s: handler failed; closing the connection", self.peer, exc_info=exc)
-                        self.abort("internal error")
-                    return
-                head = head.result()
             pending.popleft()
             if head is not _NO_RESPONSE and head is not None and not self.closed:
                 transport.write(head)  # type: ignore[union-attr]

@@ -22,7 +22,7 @@ from protocol.messages import (
     read_request_header,
 )
 
-from .apis import Raw, Registry, RequestContext
+from .apis import LATER, UNANSWERED, Raw, Registry, RequestContext
 from .config import Config
 from .connection import CloseConnection, Connection
 
@@ -39,7 +39,6 @@ class Server:
         self.config = config
         self.registry = Registry()
         self.connections: set[Connection] = set()
-        self.tasks: set[asyncio.Task] = set()
         self._server: asyncio.base_events.Server | None = None
         self._api_versions_cache: dict[int, bytes] = {}
         self.components: list[Any] = []
@@ -67,10 +66,14 @@ class Server:
         """Stop accepting, let in-flight requests finish, close components (fsync), close."""
         if self._server is not None:
             self._server.close()
-        if self.tasks:
-            _, late = await asyncio.wait(set(self.tasks), timeout=grace_seconds)
-            for t in late:
-                t.cancel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_seconds
+        while any(conn.pending for conn in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        for conn in self.connections:
+            for ctx in conn.pending:
+                if type(ctx) is RequestContext and ctx.waiting is not LATER:
+                    ctx.waiting.cancel()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
@@ -84,8 +87,10 @@ class Server:
 
     # dispatch -------------------------------------------------------------------------
 
-    def dispatch(self, conn: Connection, frame: bytes) -> Any:
-        """Handle one request frame; return response bytes, None, or a coroutine."""
+    def dispatch(self, conn: Connection, frame: bytes) -> bytes | RequestContext | None:
+        """Handle one request frame: the response bytes, None (no response), or the
+        request's context whose `waiting` future (a handler's Future, or the Task running
+        its coroutine) gives the response body later."""
         if len(frame) < 10:
             raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a header")
         api_key, version = _KEY_VERSION.unpack_from(frame, 0)
@@ -99,15 +104,19 @@ class Server:
         body = decode_body(c, frame, pos)
         ctx = RequestContext(header, c, conn.client_host, conn)
         result = api.handler(ctx, body)
-        if type(result) is CoroutineType:
-            return self._finish(ctx, result)
-        return self._encode(ctx, result)
-
-    async def _finish(self, ctx: RequestContext, pending: Any) -> bytes | None:
-        return self._encode(ctx, await pending)
+        if result is LATER:
+            if ctx.body is not UNANSWERED:  # answered before the handler returned
+                return self.encode(ctx, ctx.body)
+        elif type(result) is CoroutineType:
+            result = asyncio.get_running_loop().create_task(result)
+        elif not isinstance(result, asyncio.Future):
+            return self.encode(ctx, result)
+        # Answered later: the connection keeps its place in the response order.
+        ctx.waiting = result
+        return ctx
 
     @staticmethod
-    def _encode(ctx: RequestContext, result: Any) -> bytes | None:
+    def encode(ctx: RequestContext, result: Any) -> bytes | None:
         if result is None:
             return None
         if type(result) is Raw:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = [
     "RecordDecodeError", "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey",
@@ -34,8 +35,7 @@ class RecordDecodeError(ValueError):
     """Bytes that are not a valid `__consumer_offsets` key or value."""
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitKey:
+class OffsetCommitKey(NamedTuple):  # tuples: one key and one value are built per commit
     group: str
     topic: str
     partition: int
@@ -54,8 +54,7 @@ class UnknownKey:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitValue:
+class OffsetCommitValue(NamedTuple):
     offset: int
     metadata: str = ""
     commit_timestamp: int = -1

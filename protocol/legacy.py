@@ -2,8 +2,8 @@
 
 kio follows current Kafka, which dropped OffsetCommit v0/v1, OffsetFetch v0,
 ListOffsets v0, CreateTopics v0/v1 and DeleteTopics v0. Their bodies decode here into the
-kio class of the nearest version that kept the same meaning (OffsetCommit v2, OffsetFetch
-v1, ListOffsets v1, CreateTopics v2, DeleteTopics v1), so handlers see one shape; where
+kio class of the nearest version that kept the same meaning (OffsetFetch v1, ListOffsets
+v1, CreateTopics v2, DeleteTopics v1), so handlers see one shape; where
 the response differs from the stand-in's (ListOffsets v0, CreateTopics v0/v1, DeleteTopics
 v0), its writer is here too.
 """
@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 from kio.schema.create_topics.v2 import request as create_topics_v2
 from kio.schema.list_offsets.v1 import request as list_offsets_v1
-from kio.schema.offset_commit.v2 import request as commit_v2
 from kio.serial import readers as _kio
 
 
@@ -37,8 +36,6 @@ read_legacy_array_length = _at(_kio.read_legacy_array_length)
 read_legacy_string = _at(_kio.read_legacy_string)
 read_nullable_legacy_string = _at(_kio.read_nullable_legacy_string)
 
-NO_RETENTION = datetime.timedelta(milliseconds=-1)
-
 
 def _array(buf: bytes, pos: int, item: Callable[[bytes, int], tuple[Any, int]]) -> tuple[tuple, int]:
     n, pos = read_legacy_array_length(buf, pos)
@@ -51,36 +48,6 @@ def _array(buf: bytes, pos: int, item: Callable[[bytes, int], tuple[Any, int]]) 
         value, pos = item(buf, pos)
         items.append(value)
     return tuple(items), pos
-
-
-def _offset_commit(with_generation: bool, with_timestamp: bool) -> Callable[[bytes, int], tuple[Any, int]]:
-    def partition(buf: bytes, pos: int):
-        index, pos = read_int32(buf, pos)
-        offset, pos = read_int64(buf, pos)
-        if with_timestamp:
-            _timestamp, pos = read_int64(buf, pos)  # v1's per-partition commit time; Kafka ignores it too
-        metadata, pos = read_nullable_legacy_string(buf, pos)
-        return commit_v2.OffsetCommitRequestPartition(
-            partition_index=index, committed_offset=offset, committed_metadata=metadata), pos
-
-    def topic(buf: bytes, pos: int):
-        name, pos = read_legacy_string(buf, pos)
-        partitions, pos = _array(buf, pos, partition)
-        return commit_v2.OffsetCommitRequestTopic(name=name, partitions=partitions), pos
-
-    def read(buf: bytes, pos: int):
-        start = pos
-        group_id, pos = read_legacy_string(buf, pos)
-        generation, member_id = -1, ""
-        if with_generation:
-            generation, pos = read_int32(buf, pos)
-            member_id, pos = read_legacy_string(buf, pos)
-        topics, pos = _array(buf, pos, topic)
-        return commit_v2.OffsetCommitRequest(
-            group_id=group_id, generation_id_or_member_epoch=generation, member_id=member_id,
-            retention_time=NO_RETENTION, topics=topics), pos - start
-
-    return read
 
 
 def _list_offsets_v0_read(buf: bytes, pos: int):
@@ -169,8 +136,8 @@ def _topic_errors_write(with_message: bool) -> Callable[[Any, Any], None]:
 # (api key, version) -> (the version whose classes stand in, reader or None to reuse its own,
 # writer or None to reuse its own)
 LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
-    (8, 0): (2, _offset_commit(with_generation=False, with_timestamp=False), None),
-    (8, 1): (2, _offset_commit(with_generation=True, with_timestamp=True), None),
+    (8, 0): (2, None, None),  # OffsetCommit v0/v1: protocol/offset_commit.py reads every version
+    (8, 1): (2, None, None),
     (9, 0): (1, None, None),  # OffsetFetch v0 (ZooKeeper-era) has v1's exact layout
     (2, 0): (1, _list_offsets_v0_read, _list_offsets_v0_write),
     (19, 0): (2, _create_topics_v0_read, _topic_errors_write(with_message=False)),

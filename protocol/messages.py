@@ -15,7 +15,7 @@ import types
 import typing
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_payload_module
 from kio.schema.index import api_key_map, schema_name_map
@@ -26,6 +26,8 @@ from .framing import frame
 from .legacy import LEGACY
 
 _HEADER = struct.Struct(">hhi")
+_HEADER_V1 = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_client_ids: dict[bytes, str] = {}  # the same few client ids arrive with every request
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -40,8 +42,7 @@ class UnknownApi(Exception):
     """No codec exists for this api key / version."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):  # a tuple: one is built per request
     api_key: int
     api_version: int
     correlation_id: int
@@ -71,10 +72,19 @@ def has_codec(api_key: int, api_version: int) -> bool:
 
 @cache
 def codec(api_key: int, api_version: int) -> Codec:
+    c = _library_codec(api_key, api_version)
+    if api_key == 8:  # OffsetCommit: the hot path of every consumer, read by hand
+        from . import offset_commit
+
+        c = dataclasses.replace(c, read=offset_commit.reader(api_version), check=None)
+    return c
+
+
+def _library_codec(api_key: int, api_version: int) -> Codec:
     legacy = LEGACY.get((api_key, api_version))
     if legacy is not None:
         stand_in, reader, writer = legacy
-        c = codec(api_key, stand_in)
+        c = _library_codec(api_key, stand_in)
         # The stand-in's pre-decode size check knows only its own layout.
         return dataclasses.replace(c, read=reader or c.read, write=writer or c.write,
                                    check=None if reader else c.check)
@@ -133,21 +143,28 @@ def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[Re
     """
     if len(buf) < 10:
         raise MalformedRequest(f"request header needs 10 bytes, got {len(buf)}")
-    api_key, api_version, correlation_id = _HEADER.unpack_from(buf, 0)
-    (n,) = _INT16.unpack_from(buf, 8)
+    api_key, api_version, correlation_id, n = _HEADER_V1.unpack_from(buf, 0)
     pos = 10
     client_id = None
     if n >= 0:
         if pos + n > len(buf):
             raise MalformedRequest("truncated client id")
-        try:
-            client_id = buf[pos : pos + n].decode()
-        except UnicodeDecodeError as e:
-            raise MalformedRequest("client id is not UTF-8") from e
+        raw = buf[pos : pos + n]
+        client_id = _client_ids.get(raw)
+        if client_id is None:
+            try:
+                client_id = raw.decode()
+            except UnicodeDecodeError as e:
+                raise MalformedRequest("client id is not UTF-8") from e
+            if len(_client_ids) >= 10_000:
+                _client_ids.clear()
+            _client_ids[raw] = client_id
         pos += n
     elif n != -1:
         raise MalformedRequest(f"negative client id length {n}")
-    if flexible:
+    if flexible and buf[pos : pos + 1] == b"\0":  # no tagged fields: what clients send
+        pos += 1
+    elif flexible:
         count, pos = read_uvarint(buf, pos)
         for _ in range(count):
             _tag, pos = read_uvarint(buf, pos)

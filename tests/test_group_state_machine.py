@@ -10,7 +10,8 @@ from kio.schema.errors import ErrorCode as E
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.coordinator import GroupConfig, GroupCoordinator
 from coordinator.groups.group import ClassicGroup, JoinResult, SyncResult
-from coordinator.groups.offsets import OffsetRequest, Offsets
+from coordinator.groups.offsets import Offsets
+from protocol.offset_commit import PartitionCommit as OffsetRequest
 from coordinator.groups.state import GroupState as S
 from coordinator.groups.state import IllegalStateTransition
 
@@ -22,8 +23,9 @@ class Harness:
         self.clock = ManualClock()
         self.log: list = []  # every durably "appended" event, in order
 
-        async def write(group_id, events):
+        def write(group_id, events, done):
             self.log.extend(events)
+            done(None)
 
         self.c = GroupCoordinator(self.clock, GroupConfig(**config), write)
 

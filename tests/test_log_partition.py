@@ -177,17 +177,18 @@ def test_bad_length_header_in_tail(tmp_path):
     assert log.log_end_offset == 3 and os.path.getsize(path) == size
 
 
-async def test_group_commit_concurrent_appenders(tmp_path):
+async def test_group_commit_concurrent_appenders(tmp_path, monkeypatch):
+    from coordinator.log import sync
     log = await PartitionLog.open(tmp_path, CFG)
     fsyncs = 0
-    real = log._fsync_all
+    real = sync.sync_logs
 
     def counting(*a):
         nonlocal fsyncs
         fsyncs += 1
         real(*a)
 
-    log._fsync_all = counting
+    monkeypatch.setattr(sync, "sync_logs", counting)
     batch = build_batch([(b"k", b"v")], timestamp_ms=TS)
     offsets = await asyncio.gather(*(log.append_durable(batch) for _ in range(200)))
     assert sorted(offsets) == list(range(200))

@@ -6,17 +6,16 @@ All group logic lives in coordinator.py; this module only maps versions and fiel
 from __future__ import annotations
 
 import asyncio
-import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from protocol.messages import encode_uvarint
+from protocol.offset_commit import OffsetCommitRequest, write_offset_commit_response
 
-from ..apis import Raw, Registry, RequestContext, ms
+from ..apis import LATER, Raw, Registry, RequestContext, ms
 from .coordinator import GroupCoordinator
 from .group import JoinResult, SyncResult
-from .offsets import NO_OFFSET, OffsetRequest, Offsets
+from .offsets import NO_OFFSET, Offsets
 from .state import GroupState as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
@@ -25,34 +24,6 @@ OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: all a group supports (no ACLs here).
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_PARTITION_ERROR = struct.Struct(">ih")
-
-
-def offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> Raw:
-    """The OffsetCommit response body of any version, encoded by hand: it answers every
-    commit, and building kio objects and running its generic writer cost more than the rest
-    of the commit. v0-v2: topics; v3+: throttle time first; v8+: flexible."""
-    flexible = version >= 8
-    out = [b"\0\0\0\0"] if version >= 3 else []  # throttle_time_ms = 0
-    out.append(encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
-    for name, partitions in topics:
-        raw = name.encode()
-        out.append(encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
-        out.append(raw)
-        out.append(encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
-        for partition, error in partitions:
-            out.append(_PARTITION_ERROR.pack(partition, error))
-            if flexible:
-                out.append(b"\0")  # no tagged fields
-        if flexible:
-            out.append(b"\0")
-    if flexible:
-        out.append(b"\0")
-    return Raw(b"".join(out))
 
 
 class GroupApis:
@@ -200,20 +171,24 @@ class GroupApis:
 
     # OffsetCommit / OffsetFetch / OffsetDelete ----------------------------------------
 
-    async def offset_commit(self, ctx: RequestContext, req: Any) -> Any:
-        wanted = [
-            OffsetRequest(t.name, p.partition_index, p.committed_offset,
-                          getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-            for t in req.topics for p in t.partitions
-        ]
+    def offset_commit(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
+        """Read by protocol/offset_commit.py (every version); answered once durable."""
+        partitions = [p for _, parts in req.topics for p in parts]
         expire = -1
-        retention = getattr(req, "retention_time", None)  # v2-v4
-        if retention is not None and ms(retention) >= 0:
-            expire = self.groups.clock.wall() + ms(retention)
-        errors = iter(await self.offsets.commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
-                                                getattr(req, "group_instance_id", None), wanted, expire))
-        return offset_commit_response(ctx.version, [
-            (t.name, [(p.partition_index, next(errors)) for p in t.partitions]) for t in req.topics])
+        if req.retention_ms >= 0:  # v2-v4 only
+            expire = self.groups.clock.wall() + req.retention_ms
+        errors = self.offsets.commit_nowait(
+            req.group_id, req.generation, req.member_id, req.instance_id, partitions,
+            lambda errors: ctx.answer(self._offset_commit_response(ctx.version, req, errors)), expire)
+        if errors is not None:
+            return self._offset_commit_response(ctx.version, req, errors)
+        return LATER
+
+    @staticmethod
+    def _offset_commit_response(version: int, req: OffsetCommitRequest, errors: list[int]) -> Raw:
+        it = iter(errors)
+        return Raw(write_offset_commit_response(version, [
+            (name, [(p.partition, next(it)) for p in parts]) for name, parts in req.topics]))
 
     def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str) -> tuple:
         """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones."""

@@ -41,24 +41,38 @@ class GroupConfig:
     pending_member_join_grace_ms: int = 1000
 
 
-# Durably appends events (in order) for one group; the coordinator applies them itself
-# once the append is durable: the same `apply` that replays the log at startup.
-EventWriter = Callable[[str, list[Event]], Awaitable[None]]
+# append(group_id, events, done): durably append one group's events, in order, then call
+# done(None), or done(error) if they could not be written. The coordinator applies them
+# itself once durable: the same `apply` that replays the log at startup. A callback, not a
+# coroutine: offset commits go through it at every consumer's commit rate.
+EventWriter = Callable[[str, list[Event], Callable[[BaseException | None], None]], None]
 
 
-async def _no_persistence(group_id: str, events: list[Event]) -> None:
-    return None
+def _no_persistence(group_id: str, events: list[Event], done: Callable[[BaseException | None], None]) -> None:
+    done(None)
 
 
 class GroupCoordinator:
     def __init__(self, clock: Clock, config: GroupConfig | None = None, writer: EventWriter = _no_persistence) -> None:
         self.clock = clock
         self.config = config or GroupConfig()
-        self.write = writer
+        self.append_events = writer
         self.groups: dict[str, ClassicGroup] = {}
         self._tasks: set[asyncio.Task] = set()
 
     # helpers --------------------------------------------------------------------------
+
+
+    async def write(self, group_id: str, events: list[Event]) -> None:
+        """append_events, awaited: returns once durable, raises if they were not written."""
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done(error: BaseException | None) -> None:
+            if not written.done():
+                written.set_exception(error) if error is not None else written.set_result(None)
+
+        self.append_events(group_id, events, done)
+        await written
 
     def _transition(self, group: ClassicGroup, state: S) -> None:
         group.transition(state, self.clock.wall())

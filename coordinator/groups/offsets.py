@@ -7,10 +7,13 @@ GroupCoordinator.apply — the same path the startup replay takes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from kio.schema.errors import ErrorCode as E
+
+from protocol.offset_commit import PartitionCommit
 
 from .coordinator import UNKNOWN_MEMBER_ID, GroupCoordinator
 from .group import ClassicGroup
@@ -22,14 +25,6 @@ log = logging.getLogger(__name__)
 
 NO_OFFSET = -1
 _NONE, _METADATA_TOO_LARGE, _UNKNOWN_PARTITION = E.none, E.offset_metadata_too_large, E.unknown_topic_or_partition
-
-
-class OffsetRequest(NamedTuple):  # a tuple: one is built per committed partition
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
 
 
 class Offsets:
@@ -62,8 +57,19 @@ class Offsets:
         return E.none
 
     async def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                     partitions: list[OffsetRequest], expire_timestamp: int = -1) -> list[int]:
+                     partitions: list[PartitionCommit], expire_timestamp: int = -1) -> list[int]:
         """One error per requested partition, in request order."""
+        later: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        errors = self.commit_nowait(group_id, generation, member_id, instance_id, partitions, later.set_result,
+                                    expire_timestamp)
+        return errors if errors is not None else await later
+
+    def commit_nowait(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                      partitions: list[PartitionCommit], on_done: Callable[[list[int]], None],
+                      expire_timestamp: int = -1) -> list[int] | None:
+        """Like commit(), without a coroutine (this runs for every commit of every consumer):
+        the errors at once if nothing is to be written, else None, and on_done(errors) is
+        called once the records are durable and applied."""
         if not group_id:
             return [E.invalid_group_id] * len(partitions)
         group = self.groups.groups.get(group_id)
@@ -88,15 +94,19 @@ class Offsets:
             return errors
         if group is None:
             self.groups.get_or_create(group_id)  # standalone commits create an Empty group, like Kafka
-        try:
-            await self.groups.write(group_id, events)
-        except Exception as e:
-            log.error("group %s: committing offsets failed: %r", group_id, e)
-            return [E.unknown_server_error if err == _NONE else err for err in errors]
-        apply = self.groups.apply
-        for event in events:
-            apply(event)
-        return errors
+
+        def durable(error: BaseException | None) -> None:
+            if error is not None:
+                log.error("group %s: committing offsets failed: %r", group_id, error)
+                on_done([E.unknown_server_error if err == _NONE else err for err in errors])
+                return
+            apply = self.groups.apply
+            for event in events:
+                apply(event)
+            on_done(errors)
+
+        self.groups.append_events(group_id, events, durable)
+        return None
 
     # OffsetFetch ----------------------------------------------------------------------
 

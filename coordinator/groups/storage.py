@@ -13,7 +13,6 @@ from ..log.config import OFFSETS_TOPIC_CONFIG
 from ..log.offsets import OffsetsLog
 from .coordinator import GroupCoordinator
 from .offsets import Offsets
-from .records import Event
 from .state import GroupState
 
 log = logging.getLogger(__name__)
@@ -22,15 +21,6 @@ log = logging.getLogger(__name__)
 async def open_offsets_log(data_dir, partitions: int, fsync: str, fsync_interval_ms: int) -> OffsetsLog:
     config = dataclasses.replace(OFFSETS_TOPIC_CONFIG, fsync=fsync, fsync_interval_ms=fsync_interval_ms)
     return await OffsetsLog.open(data_dir, partitions, config)
-
-
-def event_writer(offsets_log: OffsetsLog):
-    """Durable appends of a group's events as one batch in the group's partition."""
-
-    async def write(group_id: str, events: list[Event]) -> None:
-        await offsets_log.append(group_id, events)
-
-    return write
 
 
 def load(groups: GroupCoordinator, offsets_log: OffsetsLog) -> int:

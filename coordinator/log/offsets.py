@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import NamedTuple
 from pathlib import Path
 
@@ -62,7 +63,6 @@ class OffsetsLog:
         self.logs = logs
         self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
         self._queued: dict[int, list[tuple[list, int, asyncio.Future]]] = {}
-        self._syncing: set[asyncio.Task] = set()
 
     @classmethod
     async def open(cls, data_dir: str | Path, partitions: int = DEFAULT_PARTITIONS,
@@ -88,10 +88,13 @@ class OffsetsLog:
     def log_for(self, group_id: str) -> PartitionLog:
         return self.logs[self.partition_for(group_id)]
 
-    async def append(self, group_id: str, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
-                     timestamp_ms: int | None = None) -> int:
-        """Append the group's records; returns the offset of the first once durable (per
-        the log's fsync policy). Keys/values may be dataclasses or encoded bytes."""
+    def append(self, group_id: str, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+               done: Callable[[BaseException | None], None] | None = None,
+               timestamp_ms: int | None = None) -> asyncio.Future[int] | None:
+        """Queue the group's records for the next batch. Once durable (per the log's fsync
+        policy) done(None) is called, or done(error) if the write failed; without `done`, a
+        future of the first record's offset is returned. Keys/values may be dataclasses or
+        encoded bytes."""
         pairs = [
             (k if type(k) is bytes else encode_key(k),
              v if v is None or type(v) is bytes else encode_value(v))
@@ -99,16 +102,18 @@ class OffsetsLog:
         ]
         if not pairs:
             raise InvalidBatch("no records to append")
-        loop = asyncio.get_running_loop()
+        fut = None
+        if done is None:
+            fut = asyncio.get_running_loop().create_future()
+            done = partial(_settle, fut)
         p = self.partition_for(group_id)
         queue = self._queued.get(p)
         if queue is None:
             if not self._queued:
-                loop.call_soon(self._write_queued)
+                asyncio.get_running_loop().call_soon(self._write_queued)
             queue = self._queued[p] = []
-        fut = loop.create_future()
-        queue.append((pairs, now_ms() if timestamp_ms is None else timestamp_ms, fut))
-        return await fut
+        queue.append((pairs, now_ms() if timestamp_ms is None else timestamp_ms, done))
+        return fut
 
     def _write_queued(self) -> None:
         """Write each partition's queued appends as one batch, then wake the callers once
@@ -122,9 +127,7 @@ class OffsetsLog:
                 _fail(queue, e)
                 continue
             if plog.config.fsync == "always":
-                task = asyncio.ensure_future(self._wake_when_durable(plog, queue, firsts))
-                self._syncing.add(task)
-                task.add_done_callback(self._syncing.discard)
+                plog.sync_soon().add_done_callback(partial(_wake_when_synced, queue, firsts))
             else:
                 _wake(queue, firsts)
 
@@ -147,15 +150,6 @@ class OffsetsLog:
         batches.append(build_batch_from(records, base_offset=0, relative=True))
         base = plog.append(b"".join(batches))
         return [base + f for f in firsts]
-
-    @staticmethod
-    async def _wake_when_durable(plog: PartitionLog, queue: list, firsts: list[int]) -> None:
-        try:
-            await plog.flush()
-        except Exception as e:
-            _fail(queue, e)
-        else:
-            _wake(queue, firsts)
 
     def replay(self, partition: int, from_offset: int = 0) -> Iterator[OffsetsRecord]:
         """Decoded records of one partition in log order (startup loading).
@@ -230,13 +224,26 @@ class OffsetsLog:
         await asyncio.gather(*(plog.close() for plog in self.logs))
 
 
+def _settle(fut: asyncio.Future, error: BaseException | None, first: int = -1) -> None:
+    if not fut.done():
+        fut.set_exception(error) if error is not None else fut.set_result(first)
+
+
+def _wake_when_synced(queue: list, firsts: list[int], synced: asyncio.Future) -> None:
+    if synced.cancelled() or synced.exception() is not None:
+        _fail(queue, synced.exception() or asyncio.CancelledError())
+    else:
+        _wake(queue, firsts)
+
+
 def _wake(queue: list, firsts: list[int]) -> None:
-    for (_, _, fut), first in zip(queue, firsts):
-        if not fut.done():
-            fut.set_result(first)
+    for (_, _, done), first in zip(queue, firsts):
+        if type(done) is partial:  # append() without a callback: its future wants the offset
+            done(None, first)
+        else:
+            done(None)
 
 
-def _fail(queue: list, e: Exception) -> None:
-    for _, _, fut in queue:
-        if not fut.done():
-            fut.set_exception(e)
+def _fail(queue: list, e: BaseException) -> None:
+    for _, _, done in queue:
+        done(e)

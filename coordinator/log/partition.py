@@ -1,9 +1,8 @@
 """PartitionLog: one partition's append-only, segmented log on local disk.
 
 Writes go straight to the active segment with os.write (page cache, microseconds) from the
-event loop; durability is a separate step. flush() runs fsync in a thread and implements
-group commit: every caller waits for the first fsync that *starts* after its append, and
-all appends made while one fsync is in flight share the next one.
+event loop; durability is a separate step. flush() waits for the sync that ends the current
+event-loop iteration (sync.py): every append made in one iteration, to any log, shares it.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from protocol.record_batch import (
 
 from . import compaction
 from .config import LogConfig
+from .sync import SYNCER
 from .segment import (
     fsync_dir,
     NO_TIMESTAMP, SUFFIX, Segment, SegmentState, decode_checkpoint, encode_checkpoint, segment_path,
@@ -60,7 +60,6 @@ class PartitionLog:
         self._durable_offset = self._next_offset  # recovered data counts as on disk
         self._unsynced: dict[int, Segment] = {}  # fd -> segment written since last fsync
         self._dir_dirty = False
-        self._flush_task: asyncio.Future | None = None
         self._maintenance_lock = asyncio.Lock()
         self._background: list[asyncio.Task] = []
         self._dirty_from = log_start_offset  # compaction has not looked at offsets >= this
@@ -294,46 +293,32 @@ class PartitionLog:
     # ------------------------------------------------------------ durability
 
     async def flush(self) -> None:
-        """Return once everything appended before this call is fsynced (group commit)."""
+        """Return once everything appended before this call is fsynced (group commit:
+        every log written in one event-loop iteration shares one sync, see sync.py)."""
         target = self._next_offset
         while self._durable_offset < target or (self._dir_dirty and not self.closed):
-            task = self._flush_task
-            if task is None:
-                task = self._flush_task = asyncio.ensure_future(self._fsync_once())
-            await asyncio.shield(task)
-            if self._durable_offset >= target:
-                return
+            await SYNCER.request(self)
 
-    async def _fsync_once(self) -> None:
-        target = self._next_offset
+    def sync_soon(self) -> asyncio.Future[None]:
+        """flush() as a future, for callers that attach a callback (no task per batch)."""
+        return SYNCER.request(self)
+
+    def _take_unsynced(self) -> tuple[list[Segment], bool, int]:
+        """For the syncer: the segments and directory entries to make durable, and the
+        offset that will be durable once they are."""
         segs = list(self._unsynced.values())
         self._unsynced.clear()
         dir_dirty, self._dir_dirty = self._dir_dirty, False
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, self._fsync_all, segs, dir_dirty)
-        except BaseException:
-            for s in segs:  # retry them with the next flush
-                if s.fd >= 0:
-                    self._unsynced[s.fd] = s
-            self._dir_dirty |= dir_dirty
-            raise
-        finally:
-            self._flush_task = None
-        self._durable_offset = max(self._durable_offset, target)
+        return segs, dir_dirty, self._next_offset
 
-    def _fsync_all(self, segs: list[Segment], dir_dirty: bool) -> None:
-        for s in segs:
-            s.fsync()
-        if dir_dirty:
-            fsync_dir(self.directory)
+    def _restore_unsynced(self, segs: list[Segment], dir_dirty: bool) -> None:
+        for s in segs:  # the sync failed: the next one retries them
+            if s.fd >= 0:
+                self._unsynced[s.fd] = s
+        self._dir_dirty |= dir_dirty
 
-    async def _idle(self) -> None:
-        """Wait until no fsync is running (before closing or deleting segment files)."""
-        while self._flush_task is not None:
-            try:
-                await asyncio.shield(self._flush_task)
-            except Exception:
-                pass
+    def _synced_to(self, offset: int) -> None:
+        self._durable_offset = max(self._durable_offset, offset)
 
     async def _interval_flusher(self) -> None:
         while True:
@@ -488,7 +473,6 @@ class PartitionLog:
                 await self._drop_segments(n, "delete_records")
 
     async def _drop_segments(self, n: int, why: str) -> None:
-        await self._idle()
         doomed, self.segments = self.segments[:n], self.segments[n:]
         self._bases = self._bases[n:]
         new_start = max(self.log_start_offset, self.segments[0].base_offset)
@@ -535,7 +519,6 @@ class PartitionLog:
                 None, compaction.rewrite, self.directory, closed, active, active.size,
                 now - self.config.delete_retention_ms, self.config.segment_bytes,
                 self.config.index_interval_bytes)
-            await self._idle()
             n = len(closed)
             assert self.segments[:n] == closed
             self.segments[:n] = plan.segments
@@ -582,7 +565,6 @@ class PartitionLog:
                 pass
         async with self._maintenance_lock:
             await self.flush()
-            await self._idle()
             self.closed = True
             try:
                 await asyncio.get_running_loop().run_in_executor(

@@ -45,7 +45,7 @@ async def write_data_dir(data_dir: Path) -> Written:
     log = await OffsetsLog.open(data_dir, background=False)
 
     async def append(group: str, records: list, ts: int = NOW) -> None:
-        base = await log.append(group, records, ts)
+        base = await log.append(group, records, timestamp_ms=ts)
         w.batches.append((group, log.partition_for(group), base, records))
 
     for g in range(5):

@@ -1,0 +1,187 @@
+"""OffsetCommit (api key 8) request and response, every version (0-9), by hand.
+
+Every committing consumer sends one of these every few seconds, and each answer waits for
+an fsync, so the whole cost of a commit is on the server's critical path. kio's decoder
+plus the bounds-check walk that must precede it (see messages.py) cost several times what
+this direct reader does; the response is a handful of ints. Layouts follow Kafka's
+OffsetCommitRequest.json / OffsetCommitResponse.json; tests check both against kio (and the
+legacy v0/v1 codec) byte for byte.
+
+The reader never allocates from a declared length: it builds lists element by element and
+fails on the first byte that is not there, so a forged count cannot cost memory.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from .messages import MalformedRequest, encode_uvarint
+
+API_KEY = 8
+VERSIONS = range(0, 10)
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I32_I64 = struct.Struct(">iq")
+_I32_I64_I32 = struct.Struct(">iqi")
+_PARTITION_ERROR = struct.Struct(">ih")
+
+
+class PartitionCommit(NamedTuple):  # a tuple: one is built per committed partition
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int  # -1: unknown (always, before v6)
+    metadata: str | None
+
+
+class OffsetCommitRequest(NamedTuple):
+    group_id: str
+    generation: int  # generation id (classic groups) or member epoch; -1 before v1
+    member_id: str
+    instance_id: str | None
+    retention_ms: int  # v2-v4; -1: the broker's offsets.retention.minutes
+    topics: list[tuple[str, list[PartitionCommit]]]  # request order, for the response
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]  # IndexError past the end: see read_offset_commit
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedRequest("OffsetCommit request: varint too long")
+
+
+def _string(buf: bytes, pos: int, flexible: bool, nullable: bool = False) -> tuple[str | None, int]:
+    if flexible:
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos)
+        n -= 1
+    else:
+        n = _I16.unpack_from(buf, pos)[0]
+        pos += 2
+    if n < 0:
+        if n == -1 and nullable:
+            return None, pos
+        raise MalformedRequest("OffsetCommit request: null or negative-length string")
+    end = pos + n
+    if end > len(buf):
+        raise MalformedRequest("OffsetCommit request: truncated string")
+    return buf[pos:end].decode(), end
+
+
+def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+    if flexible:
+        n, pos = _uvarint(buf, pos)
+        n -= 1
+    else:
+        n = _I32.unpack_from(buf, pos)[0]
+        pos += 4
+    if n < 0:
+        raise MalformedRequest("OffsetCommit request: null array")
+    return n, pos
+
+
+def _skip_tagged_fields(buf: bytes, pos: int) -> int:
+    """OffsetCommit defines no tagged fields: any sent are skipped, as Kafka does."""
+    if buf[pos] == 0:
+        return pos + 1
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        pos += size
+    if pos > len(buf):
+        raise MalformedRequest("OffsetCommit request: truncated tagged field")
+    return pos
+
+
+def read_offset_commit(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
+    """The request body of `version` starting at `pos` (after the request header)."""
+    try:
+        return _read(buf, pos, version)
+    except (IndexError, struct.error) as e:
+        raise MalformedRequest("OffsetCommit request: truncated body") from e
+    except UnicodeDecodeError as e:
+        raise MalformedRequest("OffsetCommit request: string is not UTF-8") from e
+
+
+def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
+    # Straight-line code with tuple returns: a cursor object's method calls cost twice as much.
+    flexible = version >= 8
+    group_id, pos = _string(buf, pos, flexible)
+    generation, member_id, instance_id, retention_ms = -1, "", None, -1
+    if version >= 1:
+        generation = _I32.unpack_from(buf, pos)[0]
+        member_id, pos = _string(buf, pos + 4, flexible)
+    if version >= 7:
+        instance_id, pos = _string(buf, pos, flexible, nullable=True)
+    if 2 <= version <= 4:
+        retention_ms = _I64.unpack_from(buf, pos)[0]
+        pos += 8
+    with_epoch = version >= 6
+    topics = []
+    n_topics, pos = _count(buf, pos, flexible)
+    for _ in range(n_topics):
+        name, pos = _string(buf, pos, flexible)
+        partitions = []
+        n_partitions, pos = _count(buf, pos, flexible)
+        for _ in range(n_partitions):
+            if with_epoch:
+                partition, offset, epoch = _I32_I64_I32.unpack_from(buf, pos)
+                pos += 16
+            else:
+                partition, offset = _I32_I64.unpack_from(buf, pos)
+                epoch = -1
+                pos += 12 if version != 1 else 20  # v1: a commit timestamp Kafka ignores too
+            metadata, pos = _string(buf, pos, flexible, nullable=True)
+            if flexible:
+                pos = _skip_tagged_fields(buf, pos)
+            partitions.append(PartitionCommit(name, partition, offset, epoch, metadata))  # type: ignore[arg-type]
+        topics.append((name, partitions))
+        if flexible:
+            pos = _skip_tagged_fields(buf, pos)
+    if flexible:
+        pos = _skip_tagged_fields(buf, pos)
+    if pos > len(buf):
+        raise MalformedRequest("OffsetCommit request: truncated body")
+    return OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms, topics)  # type: ignore[arg-type]
+
+
+def reader(version: int):
+    """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages."""
+    def read(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
+        return read_offset_commit(buf, pos, version), None
+    return read
+
+
+def write_offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
+    """The response body: (topic, [(partition, error code)]) in request order.
+    v0-v2: topics; v3+: throttle time first; v8+: flexible."""
+    flexible = version >= 8
+    out = [b"\0\0\0\0"] if version >= 3 else []  # throttle_time_ms = 0
+    out.append(encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    for name, partitions in topics:
+        raw = name.encode()
+        out.append(encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
+        out.append(raw)
+        out.append(encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        for partition, error in partitions:
+            out.append(_PARTITION_ERROR.pack(partition, error))
+            if flexible:
+                out.append(b"\0")  # no tagged fields
+        if flexible:
+            out.append(b"\0")
+    if flexible:
+        out.append(b"\0")
+    return b"".join(out)
