@@ -162,9 +162,18 @@ def _string16(s: str) -> bytes:
 _V1_KEY = _H.pack(OFFSET_COMMIT_KEY_VERSION)
 
 
+_commit_keys: dict[OffsetCommitKey, bytes] = {}  # members commit the same partitions again and again
+
+
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
     if type(key) is OffsetCommitKey:  # one per commit: no _Writer
-        return b"".join((_V1_KEY, _string16(key.group), _string16(key.topic), _I.pack(key.partition)))
+        raw = _commit_keys.get(key)
+        if raw is None:
+            raw = b"".join((_V1_KEY, _string16(key.group), _string16(key.topic), _I.pack(key.partition)))
+            if len(_commit_keys) >= 100_000:
+                _commit_keys.clear()
+            _commit_keys[key] = raw
+        return raw
     if type(key) is GroupMetadataKey:
         w = _Writer(GROUP_METADATA_KEY_VERSION, False)
         w.string(key.group)

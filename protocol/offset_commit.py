@@ -144,9 +144,17 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
                 partition, offset = _I32_I64.unpack_from(buf, pos)
                 epoch = -1
                 pos += 12 if version != 1 else 20  # v1: a commit timestamp Kafka ignores too
-            metadata, pos = _string(buf, pos, flexible, nullable=True)
-            if flexible:
-                pos = _skip_tagged_fields(buf, pos)
+            if flexible and buf[pos] == 1:  # empty metadata, no tagged fields: the usual commit
+                metadata = ""
+                pos += 1
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    pos = _skip_tagged_fields(buf, pos)
+            else:
+                metadata, pos = _string(buf, pos, flexible, nullable=True)
+                if flexible:
+                    pos = _skip_tagged_fields(buf, pos)
             partitions.append(PartitionCommit(name, partition, offset, epoch, metadata))  # type: ignore[arg-type]
         topics.append((name, partitions))
         if flexible:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from typing import Any, Callable, Protocol
 
 
@@ -35,9 +36,7 @@ class LoopClock:
         return self.loop.time() * 1000.0
 
     def wall(self) -> int:
-        import time
-
-        return int(time.time() * 1000)
+        return time.time_ns() // 1_000_000
 
     def call_at(self, when_ms: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
         return self.loop.call_at(when_ms / 1000.0, fn, *args)

@@ -1,0 +1,118 @@
+"""protocol/offset_commit.py against independent encoders: kio (v2-v9, from Kafka's JSON
+schemas) and aiokafka's retired v0/v1 classes, for requests; kio for responses."""
+
+import io
+
+import pytest
+from aiokafka.protocol.commit import OffsetCommitRequest_v0, OffsetCommitRequest_v1
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.serial import entity_writer
+
+from bench.wire_client import request_class
+from coordinator.apis import RequestContext
+from protocol.messages import MalformedRequest, RequestHeader, codec, encode_body, encode_uvarint
+from protocol.offset_commit import PartitionCommit, read_offset_commit, write_offset_commit_response
+
+names = st.text(max_size=20)
+partitions = st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1), st.integers(-1, 2**31 - 1),
+                                st.none() | st.text(max_size=30)), max_size=4)
+topics = st.lists(st.tuples(names, partitions), max_size=3)
+
+
+def kio_body(version, group, generation, member, instance, retention, topics) -> bytes:
+    req, topic_cls, part_cls = (request_class(8, version, n) for n in (
+        None, "OffsetCommitRequestTopic", "OffsetCommitRequestPartition"))
+    fields = dict(group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+                  topics=tuple(topic_cls(name=name, partitions=tuple(
+                      part_cls(partition_index=p, committed_offset=o, committed_metadata=m,
+                               **({"committed_leader_epoch": e} if version >= 6 else {}))
+                      for p, o, e, m in parts)) for name, parts in topics))
+    if version >= 7:
+        fields["group_instance_id"] = instance
+    if 2 <= version <= 4:
+        import datetime
+        fields["retention_time"] = datetime.timedelta(milliseconds=retention)
+    out = io.BytesIO()
+    entity_writer(req)(out, req(**fields))
+    return out.getvalue()
+
+
+@settings(max_examples=60, deadline=None)
+@given(group=names, generation=st.integers(-1, 2**31 - 1), member=names, instance=st.none() | names,
+       retention=st.integers(-1, 10**9), topics=topics)
+def test_reads_what_kio_writes(group, generation, member, instance, retention, topics):
+    for version in range(2, 10):
+        body = b"\xaa" + kio_body(version, group, generation, member, instance, retention, topics)
+        req = read_offset_commit(body, 1, version)
+        assert (req.group_id, req.generation, req.member_id) == (group, generation, member)
+        assert req.instance_id == (instance if version >= 7 else None)
+        assert req.retention_ms == (retention if 2 <= version <= 4 else -1)
+        assert req.topics == [(name, [PartitionCommit(name, p, o, e if version >= 6 else -1, m)
+                                      for p, o, e, m in parts]) for name, parts in topics]
+
+
+def test_reads_retired_v0_and_v1():
+    body = OffsetCommitRequest_v0("g", [("t", [(0, 42, "zk"), (3, 7, None)])]).encode()
+    req = read_offset_commit(body, 0, 0)
+    assert (req.group_id, req.generation, req.member_id) == ("g", -1, "")
+    assert req.topics == [("t", [PartitionCommit("t", 0, 42, -1, "zk"), PartitionCommit("t", 3, 7, -1, None)])]
+    body = OffsetCommitRequest_v1("g", 5, "m", [("t", [(1, 43, 1_700_000_000_000, "v1")])]).encode()
+    req = read_offset_commit(body, 0, 1)
+    assert (req.generation, req.member_id) == (5, "m")
+    assert req.topics == [("t", [PartitionCommit("t", 1, 43, -1, "v1")])]  # v1's timestamp is ignored
+
+
+def test_unknown_tagged_fields_are_skipped():
+    tag = encode_uvarint(1) + encode_uvarint(99) + encode_uvarint(3) + b"xyz"  # one field, tag 99
+    body = (b"\x02g" + (5).to_bytes(4, "big") + b"\x02m" + b"\x00"  # group, generation, member, null instance
+            + b"\x02" + b"\x02t" + b"\x02"  # one topic "t", one partition
+            + (0).to_bytes(4, "big") + (9).to_bytes(8, "big") + (-1).to_bytes(4, "big", signed=True) + b"\x01" + tag
+            + tag + tag)
+    req = read_offset_commit(body, 0, 9)
+    assert req.topics == [("t", [PartitionCommit("t", 0, 9, -1, "")])]
+
+
+@pytest.mark.parametrize("version", [0, 1, 5, 8, 9])
+def test_every_truncation_is_a_malformed_request(version):
+    body = kio_body(max(version, 2), "group", 1, "member", "inst", 5, [("topic", [(0, 1, 2, "md"), (1, 2, 3, None)])])
+    if version < 2:
+        cls = OffsetCommitRequest_v0 if version == 0 else OffsetCommitRequest_v1
+        parts = [(0, 1, "md"), (1, 2, None)] if version == 0 else [(0, 1, -1, "md"), (1, 2, -1, None)]
+        body = (cls("group", [("topic", parts)]) if version == 0 else cls("group", 1, "member", [("topic", parts)])).encode()
+    read_offset_commit(body, 0, version)
+    for cut in range(len(body)):
+        with pytest.raises(MalformedRequest):
+            read_offset_commit(body[:cut], 0, version)
+
+
+@pytest.mark.parametrize("version", [2, 8])
+def test_forged_counts_fail_fast(version):
+    flexible = version >= 8
+    head = (b"\x02g" if flexible else b"\x00\x01g") + (1).to_bytes(4, "big") + (b"\x01" if flexible else b"\x00\x00")
+    if version == 2:
+        head += (-1).to_bytes(8, "big", signed=True)
+    huge = encode_uvarint(2**32 - 1) if flexible else (2**31 - 1).to_bytes(4, "big")
+    with pytest.raises(MalformedRequest):
+        read_offset_commit(head + huge + b"\x00" * 8, 0, version)
+    null = b"\x00" if flexible else (-1).to_bytes(4, "big", signed=True)
+    with pytest.raises(MalformedRequest):
+        read_offset_commit(head + null, 0, version)
+
+
+def test_invalid_utf8_is_a_malformed_request():
+    with pytest.raises(MalformedRequest):
+        read_offset_commit(b"\x03\xff\xfe", 0, 8)
+
+
+@pytest.mark.parametrize("version", range(10))
+def test_response_matches_kio(version):
+    c = codec(8, version)
+    ctx = RequestContext(RequestHeader(8, version, 1, "c"), c, "h", None)
+    topics = [("orders", [(0, 0), (7, 25), (200_000, 12)]), ("", []), ("ü" * 70, [(1, 0)])]
+    expected = encode_body(c, ctx.response(throttle_time=0, topics=tuple(
+        ctx.nested("OffsetCommitResponseTopic", name=name, partitions=tuple(
+            ctx.nested("OffsetCommitResponsePartition", partition_index=p, error_code=e) for p, e in parts))
+        for name, parts in topics)))
+    assert write_offset_commit_response(version, topics) == expected
+    assert write_offset_commit_response(version, []) == encode_body(c, ctx.response(throttle_time=0, topics=()))
