@@ -69,7 +69,7 @@ class RequestContext:
         """Give the response of a handler that returned LATER."""
         self.body = body
         if self.connection is not None:
-            self.connection.answered(self)
+            self.connection.flush_answers()
 
     @property
     def version(self) -> int:

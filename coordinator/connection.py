@@ -88,11 +88,13 @@ class Connection(asyncio.Protocol):
                 self.abort("internal error")
                 return
             if self.pending or type(result) is RequestContext:
-                self._write_ready(ready)  # everything earlier goes out before a queued response
+                if ready:
+                    self._write_ready(ready)  # everything earlier goes out before a queued response
                 self._queue(result)
             elif result is not None:
                 ready.append(result)
-        self._write_ready(ready)
+        if ready:
+            self._write_ready(ready)
 
     def _write_ready(self, ready: list[bytes]) -> None:
         if ready and not self.closed:
@@ -130,14 +132,12 @@ class Connection(asyncio.Protocol):
             self.transport.write(result)  # type: ignore[union-attr]
 
     def _on_done(self, _: asyncio.Future) -> None:
-        self._flush()
+        self.flush_answers()
 
-    def answered(self, _: RequestContext) -> None:
-        if not self.closed:
-            self._flush()
-
-    def _flush(self) -> None:
+    def flush_answers(self) -> None:
         """Write the responses at the head of the queue that are ready, in order."""
+        if self.closed:
+            return
         pending = self.pending
         transport = self.transport
         while pending:
@@ -181,6 +181,8 @@ class Connection(asyncio.Protocol):
         if self.transport is None or self.closed:
             return
         should_pause = self.writing_paused or len(self.pending) >= MAX_IN_FLIGHT
+        if should_pause is self.reading_paused:  # the usual case: nothing changes
+            return
         if should_pause and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()

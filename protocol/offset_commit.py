@@ -43,7 +43,8 @@ class OffsetCommitRequest(NamedTuple):
     member_id: str
     instance_id: str | None
     retention_ms: int  # v2-v4; -1: the broker's offsets.retention.minutes
-    topics: list[tuple[str, list[PartitionCommit]]]  # request order, for the response
+    partitions: list[PartitionCommit]  # in request order
+    topics: list[tuple[str, int]]  # (name, how many of the partitions are its), for the response
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -131,11 +132,12 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
         pos += 8
     with_epoch = version >= 6
     topics = []
+    partitions: list[PartitionCommit] = []
     n_topics, pos = _count(buf, pos, flexible)
     for _ in range(n_topics):
         name, pos = _string(buf, pos, flexible)
-        partitions = []
         n_partitions, pos = _count(buf, pos, flexible)
+        before = len(partitions)
         for _ in range(n_partitions):
             if with_epoch:
                 partition, offset, epoch = _I32_I64_I32.unpack_from(buf, pos)
@@ -156,40 +158,65 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
                 if flexible:
                     pos = _skip_tagged_fields(buf, pos)
             partitions.append(PartitionCommit(name, partition, offset, epoch, metadata))  # type: ignore[arg-type]
-        topics.append((name, partitions))
+        topics.append((name, len(partitions) - before))
         if flexible:
             pos = _skip_tagged_fields(buf, pos)
     if flexible:
         pos = _skip_tagged_fields(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request: truncated body")
-    return OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms, topics)  # type: ignore[arg-type]
+    return OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms,  # type: ignore[arg-type]
+                               partitions, topics)
 
 
 def reader(version: int):
-    """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages."""
+    """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages (whose
+    decode_body turns any exception into MalformedRequest)."""
     def read(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
-        return read_offset_commit(buf, pos, version), None
+        return _read(buf, pos, version), None
     return read
+
+
+_UVARINT = [bytes((n,)) for n in range(128)]  # compact lengths below 128: one byte
+_PARTITION_ERROR_NO_TAGS = struct.Struct(">ihb")
+
+
+def write_response_to(request: OffsetCommitRequest, version: int, errors: list[int]) -> bytes:
+    """The response body to `request`: one error code per partition, in request order."""
+    at = 0
+    topics = []
+    for name, n in request.topics:
+        topics.append((name, [(p.partition, e) for p, e in zip(request.partitions[at : at + n], errors[at : at + n])]))
+        at += n
+    return write_offset_commit_response(version, topics)
 
 
 def write_offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
     """The response body: (topic, [(partition, error code)]) in request order.
     v0-v2: topics; v3+: throttle time first; v8+: flexible."""
-    flexible = version >= 8
-    out = [b"\0\0\0\0"] if version >= 3 else []  # throttle_time_ms = 0
-    out.append(encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
-    for name, partitions in topics:
-        raw = name.encode()
-        out.append(encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
-        out.append(raw)
-        out.append(encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
-        for partition, error in partitions:
-            out.append(_PARTITION_ERROR.pack(partition, error))
-            if flexible:
-                out.append(b"\0")  # no tagged fields
-        if flexible:
-            out.append(b"\0")
-    if flexible:
-        out.append(b"\0")
-    return b"".join(out)
+    out = bytearray(b"\0\0\0\0" if version >= 3 else b"")  # throttle_time_ms = 0
+    if version >= 8:
+        out += _compact_length(len(topics))
+        for name, partitions in topics:
+            raw = name.encode()
+            out += _compact_length(len(raw))
+            out += raw
+            out += _compact_length(len(partitions))
+            for partition, error in partitions:
+                out += _PARTITION_ERROR_NO_TAGS.pack(partition, error, 0)
+            out.append(0)  # no tagged fields
+        out.append(0)
+    else:
+        out += _I32.pack(len(topics))
+        for name, partitions in topics:
+            raw = name.encode()
+            out += _I16.pack(len(raw))
+            out += raw
+            out += _I32.pack(len(partitions))
+            for partition, error in partitions:
+                out += _PARTITION_ERROR.pack(partition, error)
+    return bytes(out)
+
+
+def _compact_length(n: int) -> bytes:
+    return _UVARINT[n + 1] if n < 127 else encode_uvarint(n + 1)

@@ -56,7 +56,7 @@ def test_offset_commit_v0_v1_and_fetch_v0(server):
 def test_legacy_truncated_bodies_are_malformed():
     body = OffsetCommitRequest_v1("g", -1, "", [("t", [(0, 5, -1, "m")])]).encode()
     c = codec(8, 1)
-    assert decode_body(c, body, 0).topics[0][1][0].offset == 5  # protocol/offset_commit.py reads it
+    assert decode_body(c, body, 0).partitions[0].offset == 5  # protocol/offset_commit.py reads it
     for cut in range(len(body)):
         try:
             decode_body(c, body[:cut], 0)

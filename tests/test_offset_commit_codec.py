@@ -12,7 +12,9 @@ from kio.serial import entity_writer
 from bench.wire_client import request_class
 from coordinator.apis import RequestContext
 from protocol.messages import MalformedRequest, RequestHeader, codec, encode_body, encode_uvarint
-from protocol.offset_commit import PartitionCommit, read_offset_commit, write_offset_commit_response
+from protocol.offset_commit import (
+    PartitionCommit, read_offset_commit, write_offset_commit_response, write_response_to,
+)
 
 names = st.text(max_size=20)
 partitions = st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1), st.integers(-1, 2**31 - 1),
@@ -48,19 +50,23 @@ def test_reads_what_kio_writes(group, generation, member, instance, retention, t
         assert (req.group_id, req.generation, req.member_id) == (group, generation, member)
         assert req.instance_id == (instance if version >= 7 else None)
         assert req.retention_ms == (retention if 2 <= version <= 4 else -1)
-        assert req.topics == [(name, [PartitionCommit(name, p, o, e if version >= 6 else -1, m)
-                                      for p, o, e, m in parts]) for name, parts in topics]
+        assert req.partitions == [PartitionCommit(name, p, o, e if version >= 6 else -1, m)
+                                  for name, parts in topics for p, o, e, m in parts]
+        assert req.topics == [(name, len(parts)) for name, parts in topics]
+        errors = list(range(len(req.partitions)))
+        assert write_response_to(req, version, errors) == write_offset_commit_response(version, [
+            (name, [(p, errors.pop(0)) for p, *_ in parts]) for name, parts in topics])
 
 
 def test_reads_retired_v0_and_v1():
     body = OffsetCommitRequest_v0("g", [("t", [(0, 42, "zk"), (3, 7, None)])]).encode()
     req = read_offset_commit(body, 0, 0)
     assert (req.group_id, req.generation, req.member_id) == ("g", -1, "")
-    assert req.topics == [("t", [PartitionCommit("t", 0, 42, -1, "zk"), PartitionCommit("t", 3, 7, -1, None)])]
+    assert req.partitions == [PartitionCommit("t", 0, 42, -1, "zk"), PartitionCommit("t", 3, 7, -1, None)]
     body = OffsetCommitRequest_v1("g", 5, "m", [("t", [(1, 43, 1_700_000_000_000, "v1")])]).encode()
     req = read_offset_commit(body, 0, 1)
     assert (req.generation, req.member_id) == (5, "m")
-    assert req.topics == [("t", [PartitionCommit("t", 1, 43, -1, "v1")])]  # v1's timestamp is ignored
+    assert req.partitions == [PartitionCommit("t", 1, 43, -1, "v1")]  # v1's timestamp is ignored
 
 
 def test_unknown_tagged_fields_are_skipped():
@@ -70,7 +76,7 @@ def test_unknown_tagged_fields_are_skipped():
             + (0).to_bytes(4, "big") + (9).to_bytes(8, "big") + (-1).to_bytes(4, "big", signed=True) + b"\x01" + tag
             + tag + tag)
     req = read_offset_commit(body, 0, 9)
-    assert req.topics == [("t", [PartitionCommit("t", 0, 9, -1, "")])]
+    assert req.partitions == [PartitionCommit("t", 0, 9, -1, "")] and req.topics == [("t", 1)]
 
 
 @pytest.mark.parametrize("version", [0, 1, 5, 8, 9])

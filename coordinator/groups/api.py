@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from protocol.offset_commit import OffsetCommitRequest, write_offset_commit_response
+from protocol.offset_commit import OffsetCommitRequest, write_response_to
 
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from .coordinator import GroupCoordinator
@@ -173,22 +173,16 @@ class GroupApis:
 
     def offset_commit(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
         """Read by protocol/offset_commit.py (every version); answered once durable."""
-        partitions = [p for _, parts in req.topics for p in parts]
         expire = -1
         if req.retention_ms >= 0:  # v2-v4 only
             expire = self.groups.clock.wall() + req.retention_ms
+        version = ctx.header.api_version
         errors = self.offsets.commit_nowait(
-            req.group_id, req.generation, req.member_id, req.instance_id, partitions,
-            lambda errors: ctx.answer(self._offset_commit_response(ctx.version, req, errors)), expire)
+            req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
+            lambda errors: ctx.answer(Raw(write_response_to(req, version, errors))), expire)
         if errors is not None:
-            return self._offset_commit_response(ctx.version, req, errors)
+            return Raw(write_response_to(req, version, errors))
         return LATER
-
-    @staticmethod
-    def _offset_commit_response(version: int, req: OffsetCommitRequest, errors: list[int]) -> Raw:
-        it = iter(errors)
-        return Raw(write_offset_commit_response(version, [
-            (name, [(p.partition, next(it)) for p in parts]) for name, parts in req.topics]))
 
     def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str) -> tuple:
         """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones."""

@@ -180,7 +180,7 @@ class ClassicGroup:
                      ) -> tuple[int, Member | None]:
         """Kafka's member checks shared by Heartbeat and OffsetCommit, in Kafka's order:
         (FENCED_INSTANCE_ID | UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION | 0, the member)."""
-        if self.fenced(group_instance_id, member_id):
+        if group_instance_id is not None and self.fenced(group_instance_id, member_id):
             return E.fenced_instance_id, None
         member = self.members.get(member_id)
         if member is None:

@@ -16,7 +16,7 @@ from protocol.group_records import (
     Key, OffsetCommitKey, UnknownKey, Value, _decode_offset_commit_value, decode_key,
     decode_value, encode_key, encode_value,
 )
-from protocol.record_batch import CorruptBatch, Record, build_batch_from
+from protocol.record_batch import CorruptBatch, finish_batch, new_batch_builder
 
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .partition import InvalidBatch, PartitionLog, now_ms
@@ -52,6 +52,7 @@ class OffsetsRecord(NamedTuple):
 
 
 MAX_MERGED_BATCH_BYTES = 1 << 20  # appends merged into one batch stop growing it past this
+_NO_HEADERS: list = []  # (never mutated: aiokafka's builder only reads it)
 
 
 class OffsetsLog:
@@ -136,18 +137,19 @@ class OffsetsLog:
         """Append the queued records as few batches as possible; each caller's first offset."""
         batches: list[bytes] = []
         firsts: list[int] = []
-        records: list[Record] = []
-        size = before = 0  # bytes in this batch, records in earlier ones
+        builder = new_batch_builder()
+        count = size = before = 0  # records and bytes in this batch, records in earlier ones
         for pairs, ts, _ in queue:
-            if records and size > MAX_MERGED_BATCH_BYTES:
-                batches.append(build_batch_from(records, base_offset=0, relative=True))
-                before += len(records)
-                records, size = [], 0
-            firsts.append(before + len(records))
+            if count and size > MAX_MERGED_BATCH_BYTES:
+                batches.append(finish_batch(builder))
+                before += count
+                builder, count, size = new_batch_builder(), 0, 0
+            firsts.append(before + count)
             for k, v in pairs:
-                records.append(Record(len(records), ts, k, v, []))
+                builder.append(count, ts, k, v, _NO_HEADERS)
+                count += 1
                 size += len(k) + (len(v) if v is not None else 0)
-        batches.append(build_batch_from(records, base_offset=0, relative=True))
+        batches.append(finish_batch(builder))
         base = plog.append(b"".join(batches))
         return [base + f for f in firsts]
 
