@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.log import LogConfig, OffsetsLog, PartitionLog  # noqa: E402
+from coordinator.log import sync  # noqa: E402
 from coordinator.log.segment import fsync_dir  # noqa: E402
 from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
 from protocol.record_batch import build_batch  # noqa: E402
@@ -39,14 +40,14 @@ async def durable_appends(directory: Path, concurrency: int, seconds: float) -> 
     done = 0
     stop = time.perf_counter() + seconds
     fsyncs = 0
-    real = log._fsync_all
+    real = sync.sync_logs
 
     def counting(*a):
         nonlocal fsyncs
         fsyncs += 1
         real(*a)
 
-    log._fsync_all = counting
+    sync.sync_logs = counting
 
     async def worker():
         nonlocal done
@@ -57,6 +58,7 @@ async def durable_appends(directory: Path, concurrency: int, seconds: float) -> 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - t0
+    sync.sync_logs = real
     await log.close()
     return done / elapsed, done / max(fsyncs, 1)
 
