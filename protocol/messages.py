@@ -162,17 +162,23 @@ def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[Re
         pos += n
     elif n != -1:
         raise MalformedRequest(f"negative client id length {n}")
-    if flexible and buf[pos : pos + 1] == b"\0":  # no tagged fields: what clients send
-        pos += 1
-    elif flexible:
-        count, pos = read_uvarint(buf, pos)
-        for _ in range(count):
-            _tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            pos += size
-        if pos > len(buf):
-            raise MalformedRequest("truncated header tagged fields")
+    if flexible:
+        pos = skip_tagged_fields(buf, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def skip_tagged_fields(buf: bytes, pos: int) -> int:
+    """Past a tagged-field section whose fields are all to be ignored."""
+    if buf[pos : pos + 1] == b"\0":  # none: what clients send
+        return pos + 1
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+    if pos > len(buf):
+        raise MalformedRequest("truncated tagged fields")
+    return pos
 
 
 def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:

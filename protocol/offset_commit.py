@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .messages import MalformedRequest, encode_uvarint
+from .messages import MalformedRequest, encode_uvarint, read_uvarint, skip_tagged_fields
 
 API_KEY = 8
 VERSIONS = range(0, 10)
@@ -47,30 +47,19 @@ class OffsetCommitRequest(NamedTuple):
     topics: list[tuple[str, int]]  # (name, how many of the partitions are its), for the response
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]  # IndexError past the end: see read_offset_commit
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("OffsetCommit request: varint too long")
-
-
-def _string(buf: bytes, pos: int, flexible: bool, nullable: bool = False) -> tuple[str | None, int]:
+def _length(buf: bytes, pos: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
+    """A string's or array's length: compact (unsigned varint, minus one) or `fixed`."""
     if flexible:
         n = buf[pos]
         if n < 0x80:
-            pos += 1
-        else:
-            n, pos = _uvarint(buf, pos)
-        n -= 1
-    else:
-        n = _I16.unpack_from(buf, pos)[0]
-        pos += 2
+            return n - 1, pos + 1
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    return fixed.unpack_from(buf, pos)[0], pos + fixed.size
+
+
+def _string(buf: bytes, pos: int, flexible: bool, nullable: bool = False) -> tuple[str | None, int]:
+    n, pos = _length(buf, pos, flexible, _I16)
     if n < 0:
         if n == -1 and nullable:
             return None, pos
@@ -82,29 +71,10 @@ def _string(buf: bytes, pos: int, flexible: bool, nullable: bool = False) -> tup
 
 
 def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
-    if flexible:
-        n, pos = _uvarint(buf, pos)
-        n -= 1
-    else:
-        n = _I32.unpack_from(buf, pos)[0]
-        pos += 4
+    n, pos = _length(buf, pos, flexible, _I32)
     if n < 0:
         raise MalformedRequest("OffsetCommit request: null array")
     return n, pos
-
-
-def _skip_tagged_fields(buf: bytes, pos: int) -> int:
-    """OffsetCommit defines no tagged fields: any sent are skipped, as Kafka does."""
-    if buf[pos] == 0:
-        return pos + 1
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    if pos > len(buf):
-        raise MalformedRequest("OffsetCommit request: truncated tagged field")
-    return pos
 
 
 def read_offset_commit(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
@@ -146,23 +116,18 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
                 partition, offset = _I32_I64.unpack_from(buf, pos)
                 epoch = -1
                 pos += 12 if version != 1 else 20  # v1: a commit timestamp Kafka ignores too
-            if flexible and buf[pos] == 1:  # empty metadata, no tagged fields: the usual commit
-                metadata = ""
-                pos += 1
-                if buf[pos] == 0:
-                    pos += 1
-                else:
-                    pos = _skip_tagged_fields(buf, pos)
+            if flexible and buf[pos] == 1:  # empty metadata: the usual commit
+                metadata, pos = "", pos + 1
             else:
                 metadata, pos = _string(buf, pos, flexible, nullable=True)
-                if flexible:
-                    pos = _skip_tagged_fields(buf, pos)
+            if flexible:
+                pos = skip_tagged_fields(buf, pos)
             partitions.append(PartitionCommit(name, partition, offset, epoch, metadata))  # type: ignore[arg-type]
         topics.append((name, len(partitions) - before))
         if flexible:
-            pos = _skip_tagged_fields(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
     if flexible:
-        pos = _skip_tagged_fields(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request: truncated body")
     return OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms,  # type: ignore[arg-type]
