@@ -8,7 +8,6 @@ be within the ranges we advertise.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import struct
 import threading
@@ -16,7 +15,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.conftest import free_port, wait_for
+from tests.conftest import free_port
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
              10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",

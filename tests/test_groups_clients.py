@@ -13,8 +13,6 @@ import sys
 import threading
 import time
 
-import pytest
-
 from tests.conftest import wait_for
 
 TOPIC, PARTITIONS = "orders", 6

@@ -62,14 +62,17 @@ class GroupCoordinator:
 
     # helpers --------------------------------------------------------------------------
 
-
     async def write(self, group_id: str, events: list[Event]) -> None:
         """append_events, awaited: returns once durable, raises if they were not written."""
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def done(error: BaseException | None) -> None:
-            if not written.done():
-                written.set_exception(error) if error is not None else written.set_result(None)
+            if written.done():
+                return
+            if error is not None:
+                written.set_exception(error)
+            else:
+                written.set_result(None)
 
         self.append_events(group_id, events, done)
         await written

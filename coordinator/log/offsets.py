@@ -227,8 +227,12 @@ class OffsetsLog:
 
 
 def _settle(fut: asyncio.Future, error: BaseException | None, first: int = -1) -> None:
-    if not fut.done():
-        fut.set_exception(error) if error is not None else fut.set_result(first)
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(first)
 
 
 def _wake_when_synced(queue: list, firsts: list[int], synced: asyncio.Future) -> None:
