@@ -7,7 +7,8 @@ cost more CPU than the fsync and delay it by up to the interpreter's 5 ms switch
 whenever the loop is busy. Requests read in one iteration are appended, synced once, and
 answered; those that arrive meanwhile wait in the socket buffers and share the next sync.
 When many files are dirty, one syncfs(2) of their filesystem replaces their fsyncs (50
-partitions: ~2 ms instead of ~14 ms here).
+partitions: ~2 ms instead of ~14 ms here); it also writes out whatever else is dirty on that
+filesystem, so a data dir on a disk other programs keep busy makes those syncs slower.
 """
 
 from __future__ import annotations
