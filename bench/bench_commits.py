@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import struct
 import subprocess
@@ -26,13 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_groups import form_group  # noqa: E402
-from bench.wire_client import WireClient, request_class  # noqa: E402
+from bench.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 
 from coordinator.log.config import OFFSETS_TOPIC_CONFIG  # noqa: E402
 from coordinator.log.offsets import DEFAULT_PARTITIONS, partition_for  # noqa: E402
 from protocol.group_records import OffsetCommitKey, encode_key  # noqa: E402
-from protocol.messages import decode_response, encode_request  # noqa: E402
+from protocol.messages import encode_request  # noqa: E402
 
 COMMIT, V_COMMIT = 8, 8
 CommitReq = request_class(COMMIT, V_COMMIT)
@@ -40,9 +39,7 @@ CommitTopic = request_class(COMMIT, V_COMMIT, "OffsetCommitRequestTopic")
 CommitPartition = request_class(COMMIT, V_COMMIT, "OffsetCommitRequestPartition")
 
 _SENTINEL = (0x0123456789ABCDEF).to_bytes(8, "big")
-_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-CORRELATION_POS = 8  # in a request frame: size, api key, api version, correlation id
 
 
 def commit_frame(group: str, member: str, gen: int) -> tuple[bytearray, int]:
@@ -57,58 +54,13 @@ def commit_frame(group: str, member: str, gen: int) -> tuple[bytearray, int]:
     return frame, pos
 
 
-class FastCommitter(asyncio.Protocol):
-    """One member committing offsets 1, 2, 3... each after the previous one is answered.
-
-    So that the benchmark measures the server, not this client: the request frame is
-    encoded once and only its correlation id and offset are patched; of each answer only
-    the correlation id and the error code are read (the first one is fully decoded to check
-    where the error code sits)."""
-
-    def __init__(self, frame: bytearray, offset_pos: int, deadline: float, done: asyncio.Future,
-                 in_flight: int = 1) -> None:
-        self.frame, self.offset_pos, self.deadline, self.done = frame, offset_pos, deadline, done
-        self.in_flight = in_flight  # >1: async commits, as commitAsync / auto-commit send them
-        self.inbuf = bytearray()
-        self.sent = self.count = 0
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        for _ in range(self.in_flight):
-            self._send()
-
-    def _send(self) -> None:
-        if time.perf_counter() >= self.deadline:
-            if not self.done.done() and self.count == self.sent:
-                self.done.set_result(self.count)
-            return
-        self.sent += 1
-        _INT32.pack_into(self.frame, CORRELATION_POS, self.sent)
-        _INT64.pack_into(self.frame, self.offset_pos, self.sent)
-        self.transport.write(bytes(self.frame))
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.inbuf
-        buf += data
-        while len(buf) >= 4:
-            end = 4 + int.from_bytes(buf[:4], "big")
-            if len(buf) < end:
-                break
-            frame = bytes(buf[4:end])
-            del buf[:end]
-            # v8 response ends: error_code int16, then partition, topic and body tagged fields
-            error = int.from_bytes(frame[-5:-3], "big", signed=True)
-            if self.count == 0:
-                _, body = decode_response(COMMIT, V_COMMIT, frame)
-                assert body.topics[0].partitions[0].error_code == error
-            self.count += 1
-            assert int.from_bytes(frame[:4], "big") == self.count and error == 0, (self.count, error)
-            self._send()
-
-    def connection_lost(self, exc) -> None:
-        if not self.done.done():
-            self.done.set_exception(ConnectionError(f"committer connection lost: {exc!r}"))
+def committer(group: str, member: str, gen: int, deadline: float, done: asyncio.Future,
+              in_flight: int = 1) -> FramePump:
+    """One member committing offsets 1, 2, 3... to t-0: one frame, patched per request."""
+    frame, offset_pos = commit_frame(group, member, gen)
+    # v8 response ends: error_code int16, then partition, topic and body tagged fields
+    return FramePump([frame], 5, deadline, done, in_flight,
+                     prepare=lambda frame, n: _INT64.pack_into(frame, offset_pos, n))
 
 
 def start_server(data: str, extra: list[str]) -> tuple[subprocess.Popen, int, float]:
@@ -117,12 +69,6 @@ def start_server(data: str, extra: list[str]) -> tuple[subprocess.Popen, int, fl
                              "--log-level", "WARNING", *extra], cwd=ROOT, stdout=subprocess.PIPE)
     line = proc.stdout.readline().decode()
     return proc, int(line.strip().rsplit(":", 1)[1]), time.perf_counter() - t0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time the process has used (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -148,8 +94,7 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
             identities.append((f"commit-group-{members}-{i}", member, gen))
     deadline = time.perf_counter() + seconds
     loop = asyncio.get_running_loop()
-    committers = [FastCommitter(*commit_frame(*ident), deadline, loop.create_future(), in_flight)
-                  for ident in identities]
+    committers = [committer(*ident, deadline, loop.create_future(), in_flight) for ident in identities]
     start, cpu, own = time.perf_counter(), cpu_seconds(server_pid), time.process_time()
     for c in committers:
         await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
@@ -242,8 +187,7 @@ async def commit_for(port: int, seconds: float) -> int:
     """Standalone commits (no group membership) from 10 connections; how many were made."""
     loop = asyncio.get_running_loop()
     deadline = time.perf_counter() + seconds
-    committers = [FastCommitter(*commit_frame(f"crash-group-{i}", "", -1), deadline, loop.create_future())
-                  for i in range(10)]
+    committers = [committer(f"crash-group-{i}", "", -1, deadline, loop.create_future()) for i in range(10)]
     for c in committers:
         await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
     count = sum(await asyncio.gather(*(c.done for c in committers)))

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import time
 import struct
+from pathlib import Path
 from typing import Any
 
 from kio.index import load_payload_module
@@ -68,3 +71,70 @@ class WireClient:
         self.writer.close()
         if self._reader_task is not None:
             self._reader_task.cancel()
+
+
+_CORRELATION = struct.Struct(">i")
+
+
+class FramePump(asyncio.Protocol):
+    """Keeps `in_flight` requests outstanding on one connection until `deadline`, sending
+    pre-encoded frames in turn: so that a benchmark measures the server, not its client.
+
+    Only the correlation id of each frame is patched (and what `prepare(frame, n)` patches
+    for the n-th request); of each response only the correlation id and the int16 error
+    code `error_from_end` bytes before its end are read. Responses must come back in order
+    and without error; `done` gets the number answered."""
+
+    def __init__(self, frames: list[bytearray], error_from_end: int, deadline: float, done: asyncio.Future,
+                 in_flight: int = 1, prepare: Any = None) -> None:
+        self.frames, self.error_at, self.deadline, self.done = frames, error_from_end, deadline, done
+        self.in_flight, self.prepare = in_flight, prepare
+        self.inbuf = bytearray()
+        self.sent = self.count = 0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self._send(self.in_flight)
+
+    def _send(self, n: int) -> None:
+        if time.perf_counter() >= self.deadline:
+            if not self.done.done() and self.count == self.sent:
+                self.done.set_result(self.count)
+            return
+        out = []
+        for _ in range(n):
+            self.sent += 1
+            frame = self.frames[self.sent % len(self.frames)]
+            _CORRELATION.pack_into(frame, 8, self.sent)  # after size, api key, api version
+            if self.prepare is not None:
+                self.prepare(frame, self.sent)
+            out.append(bytes(frame))
+        self.transport.write(b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.inbuf
+        buf += data
+        answered = 0
+        while len(buf) >= 4:
+            end = 4 + int.from_bytes(buf[:4], "big")
+            if len(buf) < end:
+                break
+            correlation = int.from_bytes(buf[4:8], "big")
+            error = int.from_bytes(buf[end - self.error_at : end - self.error_at + 2], "big", signed=True)
+            del buf[:end]
+            self.count += 1
+            answered += 1
+            assert correlation == self.count and error == 0, (self.count, correlation, error)
+        if answered:
+            self._send(answered)
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"connection lost: {exc!r}"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -60,6 +60,7 @@ class Codec:
     flexible_request: bool  # request header v2 (tagged fields) instead of v1
     flexible_response: bool  # response header v1 (tagged fields) instead of v0
     check: Any = None  # flexible requests: array-length bounds check run before kio (see below)
+    check_first: bool = True  # False: the schema has no array, run the check only if kio fails
 
 
 def has_codec(api_key: int, api_version: int) -> bool:
@@ -104,6 +105,7 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
         # yet know our versions can still read the correlation id (KIP-511).
         flexible_response=flexible and api_key != API_VERSIONS_KEY,
         check=_entity_skipper(req) if flexible else None,
+        check_first=_has_array(req),
     )
 
 
@@ -196,16 +198,24 @@ def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:
 
 
 def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
-    if c.check is not None:
-        edits: list[tuple[int, int, bytes]] = []
-        c.check(buf, pos, len(buf), edits)
-        if edits:
-            buf = _without_unknown_tags(buf, edits)
+    if c.check is not None and c.check_first:
+        buf = _checked(c, buf, pos)
     try:
         body, size = c.read(buf, pos)
     except Exception as e:  # kio: BufferUnderflow, KeyError on unknown tags, ValueError...
-        raise MalformedRequest(f"{c.request_type.__name__} v{c.request_type.__version__}: {e!r}") from e
+        if c.check is None or c.check_first:
+            raise MalformedRequest(f"{c.request_type.__name__} v{c.request_type.__version__}: {e!r}") from e
+        # No array to fear: kio read it first. It refuses unknown tagged fields, which
+        # Kafka skips: cut them out (the check raises if the body is really bad) and retry.
+        return decode_body(dataclasses.replace(c, check_first=True), buf, pos)
     return body
+
+
+def _checked(c: Codec, buf: bytes, pos: int) -> bytes:
+    """The body after the bounds check, without the tagged fields nobody knows."""
+    edits: list[tuple[int, int, bytes]] = []
+    c.check(buf, pos, len(buf), edits)
+    return _without_unknown_tags(buf, edits) if edits else buf
 
 
 def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
@@ -277,6 +287,17 @@ def encode_body(c: Codec, body: Any) -> bytes:
 
 _FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "timedelta_i32": 4,
                 "int64": 8, "timedelta_i64": 8, "float64": 8, "uuid": 16}
+
+
+@cache
+def _has_array(cls: type) -> bool:
+    """Whether an entity has an array field, at any depth: only arrays need the check first
+    (kio reads a string or bytes whose declared length exceeds the body as BufferUnderflow)."""
+    for f in dataclasses.fields(cls):
+        tp = _strip_optional(f.type)
+        if typing.get_origin(tp) is tuple or (dataclasses.is_dataclass(tp) and _has_array(tp)):
+            return True
+    return False
 
 
 def _strip_optional(tp: Any) -> Any:

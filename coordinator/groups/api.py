@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol.messages import encode_body
 from protocol.offset_commit import OffsetCommitRequest, write_response_to
 
 from ..apis import LATER, Raw, Registry, RequestContext, ms
@@ -29,6 +30,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 class GroupApis:
     def __init__(self, coordinator: GroupCoordinator, offsets: Offsets) -> None:
         self.groups = coordinator
+        self._heartbeat_bodies: dict[tuple[int, int], Raw] = {}
         self.offsets = offsets
 
     def register(self, registry: Registry) -> None:
@@ -104,7 +106,13 @@ class GroupApis:
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         error = self.groups.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                                       req.generation_id)
-        return ctx.response(throttle_time=0, error_code=error)
+        # The body is (throttle time 0, error code): one encoding per version and error.
+        key = (ctx.header.api_version, error)
+        body = self._heartbeat_bodies.get(key)
+        if body is None:
+            body = self._heartbeat_bodies[key] = Raw(encode_body(ctx.codec, ctx.response(throttle_time=0,
+                                                                                        error_code=error)))
+        return body
 
     # LeaveGroup -----------------------------------------------------------------------
 
