@@ -642,3 +642,17 @@ def test_partition_for(group, java_hash, partition):
     except TypeError:
         got = partition_for(group)
     assert got == partition
+
+
+def test_array_free_bodies_skip_the_walk_but_stay_safe():
+    """Bodies without arrays go to kio first (kio reads an oversized string length as a
+    BufferUnderflow, not a crash); the walk runs only when kio refuses, e.g. unknown tags."""
+    assert not codec(12, 4).check_first and not codec(18, 3).check_first  # Heartbeat, ApiVersions
+    assert codec(11, 9).check_first and codec(10, 4).check_first  # JoinGroup, FindCoordinator v4: arrays
+    for body in (uvarint(2**32 - 1) + b"abc", compact_string("g") + struct.pack(">i", 1) + uvarint(2**31) + b"m"):
+        with pytest.raises(MalformedRequest):
+            decode_request(header_v2(12, 4, 1) + body)
+    tagged = uvarint(1) + uvarint(99) + uvarint(2) + b"zz"  # one unknown tagged field
+    _, hb = decode_request(header_v2(12, 4, 1) + compact_string("g") + struct.pack(">i", 3) + compact_string("m")
+                           + compact_string(None) + tagged)
+    assert (hb.group_id, hb.generation_id, hb.member_id) == ("g", 3, "m")
