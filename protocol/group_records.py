@@ -195,8 +195,11 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
     if value is None:
         return None
     if version is None:
-        version = default_version(value)
-    if version == 3 and type(value) is OffsetCommitValue:  # what every commit writes
+        if type(value) is OffsetCommitValue and value.expire_timestamp == -1:
+            version = 3  # what every commit writes (default_version, inline)
+        else:
+            version = default_version(value)
+    if version == 3 and type(value) is OffsetCommitValue:
         m = value.metadata.encode()
         if len(m) > 0x7FFF:
             raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")

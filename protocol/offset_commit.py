@@ -59,7 +59,11 @@ def _length(buf: bytes, pos: int, flexible: bool, fixed: struct.Struct) -> tuple
 
 
 def _string(buf: bytes, pos: int, flexible: bool, nullable: bool = False) -> tuple[str | None, int]:
-    n, pos = _length(buf, pos, flexible, _I16)
+    if flexible and buf[pos] < 0x80:  # a compact string shorter than 127 bytes, inline
+        n = buf[pos] - 1
+        pos += 1
+    else:
+        n, pos = _length(buf, pos, flexible, _I16)
     if n < 0:
         if n == -1 and nullable:
             return None, pos
@@ -146,14 +150,26 @@ _UVARINT = [bytes((n,)) for n in range(128)]  # compact lengths below 128: one b
 _PARTITION_ERROR_NO_TAGS = struct.Struct(">ihb")
 
 
+# A member commits the same partitions again and again, and gets the same answer.
+_responses: dict[tuple, bytes] = {}
+
+
 def write_response_to(request: OffsetCommitRequest, version: int, errors: list[int]) -> bytes:
     """The response body to `request`: one error code per partition, in request order."""
-    at = 0
-    topics = []
-    for name, n in request.topics:
-        topics.append((name, [(p.partition, e) for p, e in zip(request.partitions[at : at + n], errors[at : at + n])]))
-        at += n
-    return write_offset_commit_response(version, topics)
+    key = (version, *request.topics, *[p.partition for p in request.partitions], *errors)
+    body = _responses.get(key)
+    if body is None:
+        at = 0
+        topics = []
+        for name, n in request.topics:
+            topics.append((name, [(p.partition, e) for p, e in
+                                  zip(request.partitions[at : at + n], errors[at : at + n])]))
+            at += n
+        body = write_offset_commit_response(version, topics)
+        if len(_responses) >= 10_000:
+            _responses.clear()
+        _responses[key] = body
+    return body
 
 
 def write_offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:

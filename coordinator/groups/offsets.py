@@ -33,7 +33,7 @@ class Offsets:
         self.groups = groups
         self.metadata_max_bytes = metadata_max_bytes
         self.retention_ms = retention_ms
-        self.partition_exists = partition_exists or (lambda topic, partition: True)
+        self.partition_exists = partition_exists  # None: every partition is taken to exist
 
     # OffsetCommit ---------------------------------------------------------------------
 
@@ -80,11 +80,12 @@ class Offsets:
         errors: list[int] = []
         events: list[Event] = []
         max_bytes = self.metadata_max_bytes
+        exists = self.partition_exists
         for p in partitions:
             metadata = p.metadata or ""
             if len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
                 errors.append(_METADATA_TOO_LARGE)
-            elif not self.partition_exists(p.topic, p.partition):
+            elif exists is not None and not exists(p.topic, p.partition):
                 errors.append(_UNKNOWN_PARTITION)
             else:
                 errors.append(_NONE)
