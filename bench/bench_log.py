@@ -109,7 +109,7 @@ def main() -> None:
     args = ap.parse_args()
     if uvloop:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-log-", dir=".") as tmp:  # on the project's disk
         tmp = Path(tmp)
         print("durable appends (fsync=always, group commit, 1-record offset-commit batches):")
         for c in (1, 10, 100):
