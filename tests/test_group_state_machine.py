@@ -25,7 +25,7 @@ class Harness:
 
         def write(group_id, events, done):
             self.log.extend(events)
-            done(None)
+            done(None, len(self.log) - len(events))
 
         self.c = GroupCoordinator(self.clock, GroupConfig(**config), write)
 

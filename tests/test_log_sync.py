@@ -56,3 +56,17 @@ async def test_a_failed_sync_is_reported_and_retried(tmp_path, monkeypatch):
     await plog.flush()  # the segment is still due: synced now
     assert plog.durable_offset == 1
     await plog.close()
+
+
+async def test_a_cancelled_waiter_does_not_cancel_the_shared_sync(tmp_path):
+    a, b = await open_logs(tmp_path, 2)
+    a.append_records([(b"k", b"v")])
+    b.append_records([(b"k", b"v")])
+    first, second = asyncio.ensure_future(a.flush()), asyncio.ensure_future(b.flush())
+    await asyncio.sleep(0)  # both now wait for the same sync
+    first.cancel()
+    await second  # still completes
+    assert b.durable_offset == 1
+    await a.flush()
+    assert a.durable_offset == 1
+    await asyncio.gather(a.close(), b.close())

@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable
 
 from kio.schema.errors import ErrorCode as E
 
+from ..futures import Done, future_and_callback
 from .clock import Clock
 from .group import ClassicGroup, JoinResult, Member, SyncResult
 from .records import Event, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey
@@ -42,14 +43,15 @@ class GroupConfig:
 
 
 # append(group_id, events, done): durably append one group's events, in order, then call
-# done(None), or done(error) if they could not be written. The coordinator applies them
-# itself once durable: the same `apply` that replays the log at startup. A callback, not a
-# coroutine: offset commits go through it at every consumer's commit rate.
-EventWriter = Callable[[str, list[Event], Callable[[BaseException | None], None]], None]
+# done(None, offset of the first), or done(error, None) if they could not be written. The
+# coordinator applies them itself once durable: the same `apply` that replays the log at
+# startup. A callback, not a coroutine: offset commits go through it at every consumer's
+# commit rate.
+EventWriter = Callable[[str, list[Event], Done], None]
 
 
-def _no_persistence(group_id: str, events: list[Event], done: Callable[[BaseException | None], None]) -> None:
-    done(None)
+def _no_persistence(group_id: str, events: list[Event], done: Done) -> None:
+    done(None, None)
 
 
 class GroupCoordinator:
@@ -64,16 +66,7 @@ class GroupCoordinator:
 
     async def write(self, group_id: str, events: list[Event]) -> None:
         """append_events, awaited: returns once durable, raises if they were not written."""
-        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def done(error: BaseException | None) -> None:
-            if written.done():
-                return
-            if error is not None:
-                written.set_exception(error)
-            else:
-                written.set_result(None)
-
+        written, done = future_and_callback()
         self.append_events(group_id, events, done)
         await written
 

@@ -96,7 +96,7 @@ class Offsets:
         if group is None:
             self.groups.get_or_create(group_id)  # standalone commits create an Empty group, like Kafka
 
-        def durable(error: BaseException | None) -> None:
+        def durable(error: BaseException | None, _first: int | None) -> None:
             if error is not None:
                 log.error("group %s: committing offsets failed: %r", group_id, error)
                 on_done([E.unknown_server_error if err == _NONE else err for err in errors])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import NamedTuple
 from pathlib import Path
@@ -18,6 +18,7 @@ from protocol.group_records import (
 )
 from protocol.record_batch import CorruptBatch, finish_batch, new_batch_builder
 
+from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .partition import InvalidBatch, PartitionLog, now_ms
 
@@ -63,7 +64,7 @@ class OffsetsLog:
     def __init__(self, logs: list[PartitionLog]) -> None:
         self.logs = logs
         self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
-        self._queued: dict[int, list[tuple[list, int, asyncio.Future]]] = {}
+        self._queued: dict[int, list[tuple[list, int, Done]]] = {}  # partition -> (records, time, done)
 
     @classmethod
     async def open(cls, data_dir: str | Path, partitions: int = DEFAULT_PARTITIONS,
@@ -90,12 +91,11 @@ class OffsetsLog:
         return self.logs[self.partition_for(group_id)]
 
     def append(self, group_id: str, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
-               done: Callable[[BaseException | None], None] | None = None,
-               timestamp_ms: int | None = None) -> asyncio.Future[int] | None:
+               done: Done | None = None, timestamp_ms: int | None = None) -> asyncio.Future[int] | None:
         """Queue the group's records for the next batch. Once durable (per the log's fsync
-        policy) done(None) is called, or done(error) if the write failed; without `done`, a
-        future of the first record's offset is returned. Keys/values may be dataclasses or
-        encoded bytes."""
+        policy) done(None, offset of the first record) is called, or done(error, None) if the
+        write failed; without `done`, a future of that offset is returned. Keys/values may be
+        dataclasses or encoded bytes."""
         pairs = [
             (k if type(k) is bytes else encode_key(k),
              v if v is None or type(v) is bytes else encode_value(v))
@@ -105,8 +105,7 @@ class OffsetsLog:
             raise InvalidBatch("no records to append")
         fut = None
         if done is None:
-            fut = asyncio.get_running_loop().create_future()
-            done = partial(_settle, fut)
+            fut, done = future_and_callback()
         p = self.partition_for(group_id)
         queue = self._queued.get(p)
         if queue is None:
@@ -226,30 +225,19 @@ class OffsetsLog:
         await asyncio.gather(*(plog.close() for plog in self.logs))
 
 
-def _settle(fut: asyncio.Future, error: BaseException | None, first: int = -1) -> None:
-    if fut.done():
-        return
-    if error is not None:
-        fut.set_exception(error)
-    else:
-        fut.set_result(first)
-
-
 def _wake_when_synced(queue: list, firsts: list[int], synced: asyncio.Future) -> None:
-    if synced.cancelled() or synced.exception() is not None:
-        _fail(queue, synced.exception() or asyncio.CancelledError())
+    error = asyncio.CancelledError() if synced.cancelled() else synced.exception()
+    if error is not None:
+        _fail(queue, error)
     else:
         _wake(queue, firsts)
 
 
 def _wake(queue: list, firsts: list[int]) -> None:
     for (_, _, done), first in zip(queue, firsts):
-        if type(done) is partial:  # append() without a callback: its future wants the offset
-            done(None, first)
-        else:
-            done(None)
+        done(None, first)
 
 
 def _fail(queue: list, e: BaseException) -> None:
     for _, _, done in queue:
-        done(e)
+        done(e, None)

@@ -297,7 +297,7 @@ class PartitionLog:
         every log written in one event-loop iteration shares one sync, see sync.py)."""
         target = self._next_offset
         while self._durable_offset < target or (self._dir_dirty and not self.closed):
-            await SYNCER.request(self)
+            await asyncio.shield(SYNCER.request(self))  # shared: one waiter's cancellation is its own
 
     def sync_soon(self) -> asyncio.Future[None]:
         """flush() as a future, for callers that attach a callback (no task per batch)."""
