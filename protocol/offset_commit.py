@@ -139,10 +139,9 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
 
 
 def reader(version: int):
-    """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages (whose
-    decode_body turns any exception into MalformedRequest)."""
+    """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages."""
     def read(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
-        return _read(buf, pos, version), None
+        return read_offset_commit(buf, pos, version), None
     return read
 
 

@@ -380,3 +380,17 @@ def test_chunks_are_whole_batches(tmp_path):
         want = [r.offset for h, b in log.batches(start) for r in iter_records(b)]
         assert got == want and got[-1] == 220
     log.close_sync()
+
+
+async def test_checkpoint_longer_than_the_segment_is_not_trusted(tmp_path, monkeypatch):
+    log = await PartitionLog.open(tmp_path, CFG, background=False)
+    fill(log, 5)
+    await log.close()
+    seg = sorted(tmp_path.glob("*.log"))[-1]
+    with open(seg, "r+b") as f:  # the file lost its tail behind the checkpoint's back
+        f.truncate(seg.stat().st_size - 10)
+    scanned = _spy_scans(monkeypatch)
+    log = open_log(tmp_path)
+    assert all_offsets(log) == [0, 1, 2, 3]  # the torn last batch is cut, the rest kept
+    assert scanned and all(start == 0 for _, start, _ in scanned)
+    log.close_sync()

@@ -206,6 +206,13 @@ BAD_INPUT = {
                            False, "elements in 0 bytes"),
     "truncated-tagged-field": (frame(struct.pack(">hhih", API_VERSIONS, 3, 1, -1) + b"\x00\x02a\x021\x01\x07\x05z"),
                                False, "truncated tagged field"),
+    # OffsetCommit has its own reader (protocol/offset_commit.py): v8 group "g", generation 1,
+    # member "m", no instance, then a forged topic count / a partition cut short.
+    "offset-commit-forged-count": (frame(struct.pack(">hhih", 8, 8, 1, -1) + b"\x00\x02g\x00\x00\x00\x01\x02m\x00"
+                                         + b"\xff\xff\xff\xff\x0f"), False, "OffsetCommit request"),
+    "offset-commit-truncated-partition": (frame(struct.pack(">hhih", 8, 2, 1, -1) + b"\x00\x01g\x00\x00\x00\x01"
+                                                + b"\x00\x01m" + struct.pack(">qi", -1, 1) + b"\x00\x01t"
+                                                + struct.pack(">i", 1) + b"\x00\x00"), False, "OffsetCommit request"),
 }
 
 
