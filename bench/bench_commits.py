@@ -63,9 +63,12 @@ def committer(group: str, member: str, gen: int, deadline: float, done: asyncio.
                      prepare=lambda frame, n: _INT64.pack_into(frame, offset_pos, n))
 
 
+SERVER_PYTHON = [sys.executable]  # --server-python: e.g. the server-only venv `make run` builds
+
+
 def start_server(data: str, extra: list[str]) -> tuple[subprocess.Popen, int, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", data,
+    proc = subprocess.Popen([SERVER_PYTHON[0], "-m", "coordinator", "--port", "0", "--data-dir", data,
                              "--log-level", "WARNING", *extra], cwd=ROOT, stdout=subprocess.PIPE)
     line = proc.stdout.readline().decode()
     return proc, int(line.strip().rsplit(":", 1)[1]), time.perf_counter() - t0
@@ -226,7 +229,9 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--fsync", default="always")
+    ap.add_argument("--server-python", default=sys.executable, help="the interpreter that runs the server")
     args = ap.parse_args()
+    SERVER_PYTHON[0] = args.server_python
     data = tempfile.mkdtemp(prefix="bench-commits-")
     proc, port, ready = start_server(data, ["--fsync", args.fsync])
     print(f"empty server ready in {ready * 1000:.0f} ms (fsync={args.fsync})")

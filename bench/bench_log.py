@@ -63,6 +63,29 @@ async def durable_appends(directory: Path, concurrency: int, seconds: float) -> 
     return done / elapsed, done / max(fsyncs, 1)
 
 
+def sync_many(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float, float]:
+    """Milliseconds to make one appended record in each of `logs` logs durable: one fsync per
+    file, and one syncfs (what log/sync.py does from SYNCFS_FROM_FILES dirty files on)."""
+    plogs = [PartitionLog.open_sync(directory / f"p{i}", LogConfig(fsync="never", maintenance_interval_ms=None))
+             for i in range(logs)]
+    batch = commit_batch("bench-group", 1, 1, 1_700_000_000_000)
+    times = []
+    for threshold in (logs + 1, 1):  # above the file count: fsync each; 1: syncfs
+        sync.SYNCFS_FROM_FILES, saved = threshold, sync.SYNCFS_FROM_FILES
+        best = float("inf")
+        for _ in range(rounds):
+            for plog in plogs:
+                plog.append(batch)
+            t0 = time.perf_counter()
+            sync.sync_logs(plogs)
+            best = min(best, time.perf_counter() - t0)
+        sync.SYNCFS_FROM_FILES = saved
+        times.append(best * 1000)
+    for plog in plogs:
+        plog.close_sync()
+    return times[0], times[1]
+
+
 def write_offsets_log(directory: Path, records: int, per_batch: int) -> None:
     """A single partition holding `records` offset commits (fsync: never, for speed)."""
     log = PartitionLog.open_sync(directory, LogConfig(fsync="never", maintenance_interval_ms=None,
@@ -115,6 +138,10 @@ def main() -> None:
         for c in (1, 10, 100):
             rate, per_fsync = asyncio.run(durable_appends(tmp / f"c{c}", c, args.seconds))
             print(f"  {c:>3} concurrent appenders: {rate:>9,.0f} appends/s  ({per_fsync:.1f} appends per fsync)")
+        each, syncfs = sync_many(tmp / "sync")
+        if sync._syncfs is not None:
+            print(f"making 50 logs durable after one append each: fsync per file {each:.1f} ms, "
+                  f"one syncfs {syncfs:.1f} ms (best of 20)")
         sizes = [args.records] + ([10_000_000] if args.big else [])
         for n in sizes:
             for per_batch in (1, 10):

@@ -2,13 +2,13 @@
 written in it.
 
 The fsync runs on the event loop itself, as Redis does with `appendfsync always`: handing
-it to a worker thread costs two thread wake-ups per sync, which (measured here, in a VM)
-cost more CPU than the fsync and delay it by up to the interpreter's 5 ms switch interval
-whenever the loop is busy. Requests read in one iteration are appended, synced once, and
-answered; those that arrive meanwhile wait in the socket buffers and share the next sync.
-When many files are dirty, one syncfs(2) of their filesystem replaces their fsyncs (50
-partitions: ~2 ms instead of ~14 ms here); it also writes out whatever else is dirty on that
-filesystem, so a data dir on a disk other programs keep busy makes those syncs slower.
+it to a worker thread costs two thread wake-ups per sync (expensive in a VM), and the worker
+waits for the GIL, up to the interpreter's 5 ms switch interval, whenever the loop is busy.
+Requests read in one iteration are appended, synced once, and answered; those that arrive
+meanwhile wait in the socket buffers and share the next sync. When many files are dirty, one
+syncfs(2) of their filesystem replaces their fsyncs (50 logs: 1.0 ms instead of 8.5 ms here,
+bench/bench_log.py); it also writes out whatever else is dirty on that filesystem, so a data
+dir on a disk other programs keep busy makes those syncs slower.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .segment import fsync_dir
 if TYPE_CHECKING:
     from .partition import PartitionLog
 
-SYNCFS_FROM_FILES = 4  # below this many dirty files, fsync each (one fsync ~ 1/4 of a syncfs)
+SYNCFS_FROM_FILES = 4  # below this many dirty files, fsyncing each is cheaper than one syncfs
 
 
 def _load_syncfs():
