@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.log import LogConfig, OffsetsLog, PartitionLog  # noqa: E402
-from coordinator.log import sync  # noqa: E402
+from coordinator.log import partition, sync  # noqa: E402
 from coordinator.log.segment import fsync_dir  # noqa: E402
 from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
 from protocol.record_batch import build_batch  # noqa: E402
@@ -39,15 +39,7 @@ async def durable_appends(directory: Path, concurrency: int, seconds: float) -> 
     batch = commit_batch("bench-group", 1, 1, 1_700_000_000_000)
     done = 0
     stop = time.perf_counter() + seconds
-    fsyncs = 0
-    real = sync.sync_logs
-
-    def counting(*a):
-        nonlocal fsyncs
-        fsyncs += 1
-        real(*a)
-
-    sync.sync_logs = counting
+    rounds = partition.SYNCER.rounds
 
     async def worker():
         nonlocal done
@@ -58,16 +50,21 @@ async def durable_appends(directory: Path, concurrency: int, seconds: float) -> 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - t0
-    sync.sync_logs = real
+    rounds = partition.SYNCER.rounds - rounds
     await log.close()
-    return done / elapsed, done / max(fsyncs, 1)
+    return done / elapsed, done / max(rounds, 1)
+
+
+def _logs(directory: Path, n: int) -> list[PartitionLog]:
+    return [PartitionLog.open_sync(directory / f"p{i}", LogConfig(fsync="never", maintenance_interval_ms=None))
+            for i in range(n)]
 
 
 def sync_many(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float, float]:
-    """Milliseconds to make one appended record in each of `logs` logs durable: one fsync per
-    file, and one syncfs (what log/sync.py does from SYNCFS_FROM_FILES dirty files on)."""
-    plogs = [PartitionLog.open_sync(directory / f"p{i}", LogConfig(fsync="never", maintenance_interval_ms=None))
-             for i in range(logs)]
+    """Milliseconds to make one appended record in each of `logs` logs durable on the loop:
+    one fsync per file, and one syncfs (what log/sync.py does without AIO from
+    SYNCFS_FROM_FILES dirty files on)."""
+    plogs = _logs(directory, logs)
     batch = commit_batch("bench-group", 1, 1, 1_700_000_000_000)
     times = []
     for threshold in (logs + 1, 1):  # above the file count: fsync each; 1: syncfs
@@ -84,6 +81,23 @@ def sync_many(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float,
     for plog in plogs:
         plog.close_sync()
     return times[0], times[1]
+
+
+async def sync_many_aio(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float, float]:
+    """The same through AIO (parallel fsyncs beside the loop): milliseconds until durable,
+    and milliseconds of the loop thread's CPU per round (best of `rounds`)."""
+    plogs = _logs(directory, logs)
+    batch = commit_batch("bench-group", 1, 1, 1_700_000_000_000)
+    wall = cpu = float("inf")
+    for _ in range(rounds):
+        for plog in plogs:
+            plog.append(batch)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        await asyncio.gather(*(plog.flush() for plog in plogs))
+        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.thread_time() - c0)
+    for plog in plogs:
+        plog.close_sync()
+    return wall * 1000, cpu * 1000
 
 
 def write_offsets_log(directory: Path, records: int, per_batch: int) -> None:
@@ -134,14 +148,19 @@ def main() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     with tempfile.TemporaryDirectory(prefix="bench-log-", dir=".") as tmp:  # on the project's disk
         tmp = Path(tmp)
-        print("durable appends (fsync=always, group commit, 1-record offset-commit batches):")
+        how = "fsyncs by Linux AIO beside the loop" if partition.SYNCER.uses_aio else "fsyncs on the loop"
+        print(f"durable appends (fsync=always, group commit, {how}, 1-record offset-commit batches):")
         for c in (1, 10, 100):
             rate, per_fsync = asyncio.run(durable_appends(tmp / f"c{c}", c, args.seconds))
-            print(f"  {c:>3} concurrent appenders: {rate:>9,.0f} appends/s  ({per_fsync:.1f} appends per fsync)")
+            print(f"  {c:>3} concurrent appenders: {rate:>9,.0f} appends/s  ({per_fsync:.1f} appends per sync round)")
         each, syncfs = sync_many(tmp / "sync")
         if sync._syncfs is not None:
-            print(f"making 50 logs durable after one append each: fsync per file {each:.1f} ms, "
+            print(f"making 50 logs durable after one append each, on the loop: fsync per file {each:.1f} ms, "
                   f"one syncfs {syncfs:.1f} ms (best of 20)")
+        if partition.SYNCER.uses_aio:
+            wall, cpu = asyncio.run(sync_many_aio(tmp / "sync-aio"))
+            print(f"  the same by AIO, 50 fsyncs in parallel: durable after {wall:.1f} ms, "
+                  f"{cpu:.2f} ms of the loop's CPU (best of 20)")
         sizes = [args.records] + ([10_000_000] if args.big else [])
         for n in sizes:
             for per_batch in (1, 10):

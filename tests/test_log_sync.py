@@ -1,35 +1,37 @@
-"""Group commit across logs: one sync at the end of the loop iteration for all of them."""
+"""Group commit across logs: one sync round for every log written since the last round
+began, fsyncs through Linux AIO beside the loop or, without it, on the loop."""
 
 import asyncio
+import errno
 
 import pytest
 
-from coordinator.log import LogConfig, PartitionLog, sync
+from coordinator.log import LogConfig, PartitionLog, partition, sync
 from coordinator.log.segment import Segment
 
 CFG = LogConfig(segment_bytes=10_000, maintenance_interval_ms=None, checkpoint_interval_ms=None)
+
+AIO_AVAILABLE = sync.Syncer().uses_aio
+
+
+@pytest.fixture(params=["aio", "loop"])
+def syncer(request, monkeypatch):
+    """A fresh Syncer for the logs of this test, with or without AIO."""
+    if request.param == "aio" and not AIO_AVAILABLE:
+        pytest.skip("no Linux AIO here")
+    s = sync.Syncer(use_aio=request.param == "aio")
+    monkeypatch.setattr(partition, "SYNCER", s)
+    return s
 
 
 async def open_logs(tmp_path, n):
     return [await PartitionLog.open(tmp_path / f"p{i}", CFG, background=False) for i in range(n)]
 
 
-def spy(monkeypatch, name):
-    calls = []
-    real = getattr(sync, name)
-
-    def counting(*a):
-        calls.append(a)
-        return real(*a)
-
-    monkeypatch.setattr(sync, name, counting)
-    return calls
-
-
-@pytest.mark.parametrize("logs, via_syncfs", [(2, False), (8, True)])
-async def test_logs_written_in_one_iteration_share_one_sync(tmp_path, monkeypatch, logs, via_syncfs):
+@pytest.mark.parametrize("logs", [2, 8])
+async def test_logs_written_in_one_iteration_share_one_round(tmp_path, monkeypatch, syncer, logs):
     plogs = await open_logs(tmp_path, logs)
-    rounds = spy(monkeypatch, "sync_logs")
+    before = syncer.rounds
     syncfs = []
     if sync._syncfs is not None:
         real_syncfs = sync._syncfs
@@ -37,28 +39,89 @@ async def test_logs_written_in_one_iteration_share_one_sync(tmp_path, monkeypatc
     for i, plog in enumerate(plogs):
         plog.append_records([(b"k", b"v%d" % i)])
     await asyncio.gather(*(plog.flush() for plog in plogs))
-    assert len(rounds) == 1 and len(rounds[0][0]) == logs
+    assert syncer.rounds - before == 1
     assert all(plog.durable_offset == 1 for plog in plogs)
-    if sync._syncfs is not None:
-        assert bool(syncfs) == via_syncfs
+    if sync._syncfs is not None:  # on the loop, many files: one syncfs; with AIO: parallel fsyncs
+        assert bool(syncfs) == (not syncer.uses_aio and logs >= sync.SYNCFS_FROM_FILES)
     await asyncio.gather(*(plog.close() for plog in plogs))
 
 
-async def test_a_failed_sync_is_reported_and_retried(tmp_path, monkeypatch):
+async def test_appends_during_a_round_wait_for_the_next(tmp_path, syncer):
+    if not syncer.uses_aio:
+        pytest.skip("on the loop, a round ends before anything else runs")
+    plog, = await open_logs(tmp_path, 1)
+    plog.append_records([(b"k", b"v1")])
+    first = plog.sync_soon()
+    before = syncer.rounds
+    await asyncio.sleep(0)  # the round has started: its fsync is with the kernel
+    assert syncer.rounds == before + 1 and not first.done()
+    plog.append_records([(b"k", b"v2")])
+    second = plog.sync_soon()
+    assert second is not first  # not covered by the round in flight
+    await first
+    assert plog.durable_offset >= 1
+    await second
+    assert plog.durable_offset == 2 and syncer.rounds == before + 2
+    await plog.close()
+
+
+async def test_a_failed_sync_is_reported_and_retried(tmp_path, monkeypatch, syncer):
     plog, = await open_logs(tmp_path, 1)
     plog.append_records([(b"k", b"v")])
-    real = Segment.fsync
-    monkeypatch.setattr(Segment, "fsync", lambda self: (_ for _ in ()).throw(OSError(5, "EIO")))
+    eio = OSError(errno.EIO, "EIO")
+    if syncer.uses_aio:
+        target, name = sync.AioFsync, "fsync_all"
+        failing = lambda self, fds, done: asyncio.get_running_loop().call_soon(done, eio)  # noqa: E731
+    else:
+        target, name = Segment, "fsync"
+        failing = lambda self: (_ for _ in ()).throw(eio)  # noqa: E731
+    real = getattr(target, name)
+    monkeypatch.setattr(target, name, failing)
     with pytest.raises(OSError):
         await plog.flush()
     assert plog.durable_offset == 0  # nothing claimed durable
-    monkeypatch.setattr(Segment, "fsync", real)
+    monkeypatch.setattr(target, name, real)
     await plog.flush()  # the segment is still due: synced now
     assert plog.durable_offset == 1
     await plog.close()
 
 
-async def test_a_cancelled_waiter_does_not_cancel_the_shared_sync(tmp_path):
+async def test_aio_refused_by_the_kernel_falls_back_to_the_loop(tmp_path, monkeypatch, syncer):
+    if not syncer.uses_aio:
+        pytest.skip("AIO only")
+
+    def refuse(self, fds, done):
+        raise ValueError("io_submit: EINVAL")
+
+    monkeypatch.setattr(sync.AioFsync, "fsync_all", refuse)
+    plog, = await open_logs(tmp_path, 1)
+    plog.append_records([(b"k", b"v")])
+    await plog.flush()
+    assert plog.durable_offset == 1 and not syncer.uses_aio
+    await plog.close()
+
+
+async def test_more_files_than_the_aio_queue_holds(tmp_path, monkeypatch):
+    monkeypatch.setattr(sync, "AIO_MAX_IN_FLIGHT", 2)
+    s = sync.Syncer()
+    if not s.uses_aio:
+        pytest.skip("no Linux AIO here")
+    monkeypatch.setattr(partition, "SYNCER", s)
+    plogs = await open_logs(tmp_path, 5)
+    for plog in plogs:
+        plog.append_records([(b"k", b"v")])
+    await asyncio.gather(*(plog.flush() for plog in plogs))  # 2 by the kernel, 3 on the loop
+    assert all(plog.durable_offset == 1 for plog in plogs)
+    await asyncio.gather(*(plog.close() for plog in plogs))
+
+
+def test_aio_results_carry_negative_errnos_as_unsigned():
+    assert sync.errno_of(0) == 0
+    assert sync.errno_of((1 << 64) - errno.EIO) == errno.EIO
+    assert sync.errno_of(-errno.ENOSPC) == errno.ENOSPC
+
+
+async def test_a_cancelled_waiter_does_not_cancel_the_shared_sync(tmp_path, syncer):
     a, b = await open_logs(tmp_path, 2)
     a.append_records([(b"k", b"v")])
     b.append_records([(b"k", b"v")])
