@@ -18,11 +18,7 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
-from protocol.messages import Codec, RequestHeader, has_codec
-
-
-class Raw(bytes):
-    """A handler result that is an already encoded response body (cached answers)."""
+from protocol.messages import Codec, Raw, RequestHeader, has_codec  # noqa: F401 (Raw: handlers import it here)
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,7 +166,7 @@ def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[Re
         raise MalformedRequest(f"negative client id length {n}")
     if flexible:
         pos = skip_tagged_fields(buf, pos)
-    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+    return tuple.__new__(RequestHeader, (api_key, api_version, correlation_id, client_id)), pos  # (no Python-level __new__)
 
 
 def skip_tagged_fields(buf: bytes, pos: int) -> int:
@@ -262,6 +262,10 @@ def decode_response(api_key: int, api_version: int, buf: bytes) -> tuple[int, An
             pos += size
     body, _ = entity_reader(c.response_type)(buf, pos)
     return correlation_id, body
+
+
+class Raw(bytes):
+    """A response body that is already encoded (cached answers, hand-written codecs)."""
 
 
 def encode_raw_response(c: Codec, correlation_id: int, body: bytes) -> bytes:

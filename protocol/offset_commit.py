@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .messages import MalformedRequest, encode_uvarint, read_uvarint, skip_tagged_fields
+from .messages import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
 API_KEY = 8
 VERSIONS = range(0, 10)
@@ -27,6 +27,10 @@ _I64 = struct.Struct(">q")
 _I32_I64 = struct.Struct(">iq")
 _I32_I64_I32 = struct.Struct(">iqi")
 _PARTITION_ERROR = struct.Struct(">ih")
+
+# Named tuples built per request skip their generated __new__ (half the cost of building
+# one: a Python-level call) and are made as tuples of their class.
+_new = tuple.__new__
 
 
 class PartitionCommit(NamedTuple):  # a tuple: one is built per committed partition
@@ -75,7 +79,10 @@ def _string(buf: bytes, pos: int, flexible: bool, nullable: bool = False) -> tup
 
 
 def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
-    n, pos = _length(buf, pos, flexible, _I32)
+    if flexible and buf[pos] < 0x80:  # a compact array shorter than 127, inline
+        n, pos = buf[pos] - 1, pos + 1
+    else:
+        n, pos = _length(buf, pos, flexible, _I32)
     if n < 0:
         raise MalformedRequest("OffsetCommit request: null array")
     return n, pos
@@ -125,17 +132,16 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
             else:
                 metadata, pos = _string(buf, pos, flexible, nullable=True)
             if flexible:
-                pos = skip_tagged_fields(buf, pos)
-            partitions.append(PartitionCommit(name, partition, offset, epoch, metadata))  # type: ignore[arg-type]
+                pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)  # (0: none, the usual)
+            partitions.append(_new(PartitionCommit, (name, partition, offset, epoch, metadata)))
         topics.append((name, len(partitions) - before))
         if flexible:
-            pos = skip_tagged_fields(buf, pos)
+            pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
     if flexible:
         pos = skip_tagged_fields(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request: truncated body")
-    return OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms,  # type: ignore[arg-type]
-                               partitions, topics)
+    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, retention_ms, partitions, topics))
 
 
 def reader(version: int):
@@ -150,10 +156,10 @@ _PARTITION_ERROR_NO_TAGS = struct.Struct(">ihb")
 
 
 # A member commits the same partitions again and again, and gets the same answer.
-_responses: dict[tuple, bytes] = {}
+_responses: dict[tuple, Raw] = {}
 
 
-def write_response_to(request: OffsetCommitRequest, version: int, errors: list[int]) -> bytes:
+def write_response_to(request: OffsetCommitRequest, version: int, errors: list[int]) -> Raw:
     """The response body to `request`: one error code per partition, in request order."""
     key = (version, *request.topics, *[p.partition for p in request.partitions], *errors)
     body = _responses.get(key)
@@ -164,7 +170,7 @@ def write_response_to(request: OffsetCommitRequest, version: int, errors: list[i
             topics.append((name, [(p.partition, e) for p, e in
                                   zip(request.partitions[at : at + n], errors[at : at + n])]))
             at += n
-        body = write_offset_commit_response(version, topics)
+        body = Raw(write_offset_commit_response(version, topics))
         if len(_responses) >= 10_000:
             _responses.clear()
         _responses[key] = body

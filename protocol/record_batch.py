@@ -31,6 +31,7 @@ MAX_TIMESTAMP_OFFSET = 35
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49: a batch with zero records
 MAGIC = 2
 
+_new = tuple.__new__
 _BASE_AND_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -125,7 +126,7 @@ def parse_header(buf, pos: int = 0, *, verify_crc: bool = True) -> BatchHeader:
         raise TruncatedBatch(
             f"batch at position {pos} needs {LOG_OVERHEAD + length} bytes, {end - pos} present"
         )
-    h = BatchHeader._make(HEADER.unpack_from(buf, pos))
+    h = _new(BatchHeader, HEADER.unpack_from(buf, pos))  # (_make without its Python-level call)
     if h.magic != MAGIC:
         raise CorruptBatch(f"magic {h.magic} at position {pos}, expected {MAGIC}")
     if h.record_count < 0 or h.last_offset_delta < 0:

@@ -187,9 +187,9 @@ class GroupApis:
         version = ctx.header.api_version
         errors = self.offsets.commit_nowait(
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
-            lambda errors: ctx.answer(Raw(write_response_to(req, version, errors))), expire)
+            lambda errors: ctx.answer(write_response_to(req, version, errors)), expire)
         if errors is not None:
-            return Raw(write_response_to(req, version, errors))
+            return write_response_to(req, version, errors)
         return LATER
 
     def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str) -> tuple:

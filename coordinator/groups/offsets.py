@@ -21,6 +21,8 @@ from .records import Event, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 from .state import GroupState as S
 from .subscription import subscribed_topics
 
+_new = tuple.__new__
+
 log = logging.getLogger(__name__)
 
 NO_OFFSET = -1
@@ -81,16 +83,17 @@ class Offsets:
         events: list[Event] = []
         max_bytes = self.metadata_max_bytes
         exists = self.partition_exists
-        for p in partitions:
-            metadata = p.metadata or ""
+        for topic, partition, offset, leader_epoch, metadata in partitions:
+            metadata = metadata or ""
             if len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
                 errors.append(_METADATA_TOO_LARGE)
-            elif exists is not None and not exists(p.topic, p.partition):
+            elif exists is not None and not exists(topic, partition):
                 errors.append(_UNKNOWN_PARTITION)
             else:
                 errors.append(_NONE)
-                events.append((OffsetCommitKey(group_id, p.topic, p.partition), OffsetCommitValue(
-                    p.offset, metadata, now, p.leader_epoch, expire_timestamp)))
+                # (named tuples built as tuples of their class: their __new__ is a Python call)
+                events.append((_new(OffsetCommitKey, (group_id, topic, partition)), _new(OffsetCommitValue, (
+                    offset, metadata, now, leader_epoch, expire_timestamp))))
         if not events:
             return errors
         if group is None:

@@ -233,7 +233,7 @@ class PartitionLog:
                     raise InvalidBatch(f"record count {h.record_count} does not match offset "
                                        f"delta {h.last_offset_delta}")
                 set_base_offset(buf, pos, next_offset)
-                headers.append((pos, h._replace(base_offset=next_offset)))
+                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, *h[1:]))))  # h with its new base offset
                 next_offset += h.record_count
                 pos += h.size
         except (TruncatedBatch, ValueError) as e:
