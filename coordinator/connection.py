@@ -125,7 +125,8 @@ class Connection(asyncio.Protocol):
             if result.waiting is not LATER:
                 result.waiting.add_done_callback(self._on_done)
             self.pending.append(result)
-            self._update_reading()
+            if len(self.pending) >= MAX_IN_FLIGHT:  # (only a longer queue can pause reading)
+                self._update_reading()
         elif self.pending:
             self.pending.append(_NO_RESPONSE if result is None else result)
         elif result is not None:
@@ -175,7 +176,8 @@ class Connection(asyncio.Protocol):
         if self.eof and not pending:
             transport.close()  # type: ignore[union-attr]
             return
-        self._update_reading()
+        if self.reading_paused:  # (only a shorter queue can resume it)
+            self._update_reading()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:

@@ -23,29 +23,39 @@ class FrameDecoder:
     makes us buffer 2 GiB.
     """
 
-    __slots__ = ("_buf", "_max")
+    __slots__ = ("_buf", "_max", "_wanted")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self._buf = bytearray()
+        self._buf = bytearray()  # the start of a frame that is not complete yet
+        self._wanted = 0  # bytes _buf must hold before anything can be cut from it
         self._max = max_frame_bytes
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self._buf
-        buf += data
+        if buf:
+            buf += data
+            if len(buf) < self._wanted:
+                return []  # a large frame arriving in chunks: each byte is copied once here
+            data = bytes(buf)
+            buf.clear()
+        # Usually `data` holds whole frames (one read, one or more requests): cut them
+        # straight from it.
         frames: list[bytes] = []
-        pos, end = 0, len(buf)
+        pos, end = 0, len(data)
+        size = 0
         while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
+            (size,) = _SIZE.unpack_from(data, pos)
             if size < 0:
                 raise FrameError(f"negative frame size {size}")
             if size > self._max:
                 raise FrameError(f"frame size {size} exceeds the limit of {self._max} bytes")
             if end - pos - 4 < size:
                 break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            frames.append(data[pos + 4 : pos + 4 + size])
             pos += 4 + size
-        if pos:
-            del buf[:pos]
+        if pos < end:
+            buf += memoryview(data)[pos:]
+            self._wanted = 4 + size if end - pos >= 4 else 4
         return frames
 
     @property

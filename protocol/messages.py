@@ -30,6 +30,8 @@ _HEADER_V1 = struct.Struct(">hhih")  # api key, version, correlation id, client 
 _client_ids: dict[bytes, str] = {}  # the same few client ids arrive with every request
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_SIZE_ID = struct.Struct(">ii")  # a response's size and correlation id
+_SIZE_ID_NO_TAGS = struct.Struct(">iib")
 
 API_VERSIONS_KEY = 18
 
@@ -270,8 +272,9 @@ class Raw(bytes):
 
 def encode_raw_response(c: Codec, correlation_id: int, body: bytes) -> bytes:
     """Like encode_response for a body that is already encoded (cached constant answers)."""
-    head = _INT32.pack(correlation_id) + (b"\x00" if c.flexible_response else b"")
-    return _INT32.pack(len(head) + len(body)) + head + body
+    if c.flexible_response:  # response header v1: no tagged fields
+        return _SIZE_ID_NO_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+    return _SIZE_ID.pack(len(body) + 4, correlation_id) + body
 
 
 def encode_body(c: Codec, body: Any) -> bytes:

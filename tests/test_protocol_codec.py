@@ -112,6 +112,29 @@ def test_frame_decoder_whole_split_and_multiple_frames():
     assert d.buffered == 0
 
 
+def test_frame_decoder_large_frame_in_chunks_then_more_frames():
+    d = FrameDecoder()
+    big = bytes(range(256)) * 4096  # 1 MiB
+    data = frame(big) + frame(b"after") + frame(b"last")[:3]
+    out = []
+    for i in range(0, len(data), 1000):
+        out += d.feed(data[i : i + 1000])
+    assert out == [big, b"after"] and all(type(f) is bytes for f in out)
+    assert d.buffered == 3
+    assert d.feed(frame(b"last")[3:]) == [b"last"] and d.buffered == 0
+
+
+@given(st.lists(st.binary(max_size=40), max_size=8), st.lists(st.integers(0, 400), max_size=10))
+def test_frame_decoder_any_split_gives_the_same_frames(payloads, cuts):
+    data = b"".join(frame(p) for p in payloads)
+    bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    d = FrameDecoder()
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        out += d.feed(data[a:b])
+    assert out == payloads and d.buffered == 0
+
+
 def test_frame_decoder_partial_size_prefix():
     d = FrameDecoder()
     f = frame(b"payload")
