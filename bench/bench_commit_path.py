@@ -143,6 +143,7 @@ async def commit_path(rounds: int, reps: int) -> float:
     server = Server(parse_args(["--port", "0", "--data-dir", tempfile.mkdtemp(prefix="bench-path-"),
                                 "--fsync", "never", "--log-level", "WARNING"]))
     await server.start()
+    server.topics.create("t", 1)  # commits go to t-0
     state: dict = {}
     conns = []
     for _ in range(100):

@@ -87,6 +87,7 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
     by group commit) or each in its own group (spread over the 50 partitions); each waits
     for its commit before the next, or keeps `in_flight` commits outstanding."""
     conns = [await WireClient(f"committer-{i}").connect("127.0.0.1", port) for i in range(members)]
+    await conns[0].create_topics("t", partitions=1)  # commits go to t-0
     identities = []
     if one_group:
         group = f"commit-group-{members}"
@@ -189,6 +190,9 @@ def _start_timed(data: str, label: str, records: int, keys: int) -> tuple[subpro
 async def commit_for(port: int, seconds: float) -> int:
     """Standalone commits (no group membership) from 10 connections; how many were made."""
     loop = asyncio.get_running_loop()
+    admin = await WireClient("topic-maker").connect("127.0.0.1", port)
+    await admin.create_topics("t", partitions=1)
+    await admin.close()
     deadline = time.perf_counter() + seconds
     committers = [committer(f"crash-group-{i}", "", -1, deadline, loop.create_future()) for i in range(10)]
     for c in committers:

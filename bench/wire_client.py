@@ -51,6 +51,19 @@ class WireClient:
     async def request(self, api_key: int, version: int, body: Any) -> Any:
         return await self.send(api_key, version, body)
 
+    async def create_topics(self, *names: str, partitions: int = 4) -> None:
+        """Create topics (existing ones are fine): Kafka refuses commits to unknown topics."""
+        import datetime
+
+        topic = request_class(19, 4, "CreatableTopic")
+        r = await self.request(19, 4, request_class(19, 4)(
+            topics=tuple(topic(name=n, num_partitions=partitions, replication_factor=-1, assignments=(), configs=())
+                         for n in names),
+            timeout=datetime.timedelta(seconds=5), validate_only=False))
+        errors = {t.name: t.error_code for t in r.topics if t.error_code not in (0, 36)}  # 36: already exists
+        if errors:
+            raise RuntimeError(f"CreateTopics failed: {errors}")
+
     async def _read_loop(self) -> None:
         try:
             while True:

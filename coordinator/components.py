@@ -40,7 +40,8 @@ async def build_components(server: Server) -> list[Any]:
         max_size=c.group_max_size,
     ), offsets_log.append)  # durable appends of a group's events, in the group's partition
     load(groups, offsets_log)
-    offsets = Offsets(groups, c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000)
+    offsets = Offsets(groups, c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
+                      topics.partition_keys)  # commits to unknown topics are refused, as Kafka does
     GroupApis(groups, offsets).register(server.registry)
     server.groups = groups
     expiry = OffsetExpiry(offsets, c.offsets_retention_check_interval_ms)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -84,6 +85,20 @@ def server_factory(tmp_path):
 @pytest.fixture
 def server(server_factory) -> ServerProcess:
     return server_factory()
+
+
+def create_topics(port: int, *names: str, partitions: int = 4) -> None:
+    """For tests without a loop of their own: commits to unknown topics are refused."""
+    from bench.wire_client import WireClient
+
+    async def create() -> None:
+        conn = await WireClient("topic-maker").connect("127.0.0.1", port)
+        try:
+            await conn.create_topics(*names, partitions=partitions)
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):

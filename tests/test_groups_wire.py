@@ -180,6 +180,7 @@ def commit_body(v, group, member, gen, offsets):
 @pytest.mark.parametrize("v", range(2, 10))
 async def test_offset_commit_and_fetch_versions(server, conn, v):
     group = f"g-commit-{v}"
+    await conn.create_topics("t")
     member, gen = await form(conn, group)
     r = await conn.request(COMMIT, v, commit_body(v, group, member, gen, [("t", 0, 10), ("t", 1, 20)]))
     assert [p.error_code for t in r.topics for p in t.partitions] == [0, 0]
@@ -194,7 +195,50 @@ async def test_offset_commit_and_fetch_versions(server, conn, v):
     assert [(p.partition_index, p.committed_offset) for p in r.topics[0].partitions] == [(0, 10), (1, 20), (2, -1)]
 
 
+async def test_offset_commit_to_unknown_topics_and_partitions(conn):
+    """Kafka checks topics before the group: UNKNOWN_TOPIC_OR_PARTITION (3) for partitions
+    of topics that do not exist, or beyond a topic's partition count; the group's error
+    only for the others; nothing written for refused partitions."""
+    await conn.create_topics("known", partitions=2)
+    member, gen = await form(conn, "g-unknown")
+
+    def errors(r):
+        return [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions]
+
+    r = await conn.request(COMMIT, 8, commit_body(8, "g-unknown", member, gen,
+                                                  [("known", 0, 5), ("known", 2, 5), ("nope", 0, 5)]))
+    assert errors(r) == [("known", 0, 0), ("known", 2, 3), ("nope", 0, 3)]
+    # a wrong generation: the group's error for known partitions only
+    r = await conn.request(COMMIT, 8, commit_body(8, "g-unknown", member, gen + 1, [("known", 1, 6), ("nope", 0, 6)]))
+    assert errors(r) == [("known", 1, 22), ("nope", 0, 3)]
+    # nothing known: the group is not even looked at (an empty group id included)
+    for group in ("g-unknown", ""):
+        r = await conn.request(COMMIT, 8, commit_body(8, group, "ghost", 99, [("nope", 0, 7)]))
+        assert errors(r) == [("nope", 0, 3)]
+    # __consumer_offsets exists, as in Kafka
+    r = await conn.request(COMMIT, 2, commit_body(2, "g-internal", "", -1, [("__consumer_offsets", 0, 1)]))
+    assert errors(r) == [("__consumer_offsets", 0, 0)]
+    r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id="g-unknown", topics=None))
+    assert sorted((t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions) == \
+        [("known", 0, 5)]
+    # OffsetDelete: unknown partitions get 3 too; the group's own error is top-level only
+    D, DT, DP = cls(OFFSET_DELETE, 0), cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"), \
+        cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition")
+
+    def delete_body(group):
+        return D(group_id=group, topics=(DT(name="known", partitions=(DP(partition_index=0),)),
+                                         DT(name="nope", partitions=(DP(partition_index=0),))))
+
+    await conn.request(LEAVE, 3, cls(LEAVE, 3)(group_id="g-unknown", members=(
+        cls(LEAVE, 3, "MemberIdentity")(member_id=member, group_instance_id=None),)))
+    r = await conn.request(OFFSET_DELETE, 0, delete_body("g-unknown"))
+    assert r.error_code == 0 and errors(r) == [("known", 0, 0), ("nope", 0, 3)]
+    r = await conn.request(OFFSET_DELETE, 0, delete_body("no-such-group"))
+    assert r.error_code == 69 and r.topics == ()  # GROUP_ID_NOT_FOUND
+
+
 async def test_offset_fetch_all_and_batched(conn):
+    await conn.create_topics("t", "u")
     for g in ("ga", "gb"):
         await conn.request(COMMIT, 2, commit_body(2, g, "", -1, [("t", 0, 5), ("u", 3, 7)]))
     # v2+: a null topic list means all partitions; the topics array must be there.
@@ -211,6 +255,7 @@ async def test_offset_fetch_all_and_batched(conn):
 
 
 async def test_offset_delete(conn):
+    await conn.create_topics("t", "other")
     member, gen = await form(conn, "g-od")
     await conn.request(COMMIT, 8, commit_body(8, "g-od", member, gen, [("t", 0, 1), ("other", 0, 2)]))
     T, P = cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"), cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition")

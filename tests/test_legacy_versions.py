@@ -22,6 +22,7 @@ from aiokafka.protocol.commit import (
 
 from protocol.legacy import LEGACY
 from protocol.messages import MalformedRequest, codec, decode_body
+from tests.conftest import create_topics
 
 
 def roundtrip(port: int, request, response_type, correlation_id: int = 7):
@@ -40,6 +41,7 @@ def roundtrip(port: int, request, response_type, correlation_id: int = 7):
 
 
 def test_offset_commit_v0_v1_and_fetch_v0(server):
+    create_topics(server.port, "t")
     r = roundtrip(server.port, OffsetCommitRequest_v0("old", [("t", [(0, 42, "zk-era")])]), OffsetCommitResponse_v0)
     assert r.topics == [("t", [(0, 0)])]
     # v1 with generation -1 and no member: a standalone commit, as sarama sends it.

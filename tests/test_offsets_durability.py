@@ -23,6 +23,7 @@ async def fetch_all(port: int, group: str) -> dict:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 async def test_offsets_survive_restart(server, sig):
     conn = await WireClient("committer").connect("127.0.0.1", server.port)
+    await conn.create_topics("t", "u", partitions=20)
     member, gen = await form(conn, "durable")
     offsets = [("t", p, 100 + p) for p in range(20)] + [("u", 0, 5)]
     r = await conn.request(COMMIT, 8, commit_body(8, "durable", member, gen, offsets))
@@ -45,6 +46,7 @@ async def test_offsets_survive_restart(server, sig):
 
 async def test_deleted_group_stays_deleted(server):
     conn = await WireClient("c").connect("127.0.0.1", server.port)
+    await conn.create_topics("t")
     await conn.request(COMMIT, 2, commit_body(2, "gone", "", -1, [("t", 0, 1)]))
     r = await conn.request(42, 2, cls(42, 2)(groups_names=("gone",)))
     assert r.results[0].error_code == 0
@@ -56,6 +58,7 @@ async def test_deleted_group_stays_deleted(server):
 async def test_torn_tail_is_cut_and_the_server_starts(server):
     """A crash mid-write leaves half a batch: the server drops it, keeps every whole batch."""
     conn = await WireClient("c").connect("127.0.0.1", server.port)
+    await conn.create_topics("t")
     for offset in range(1, 6):
         await conn.request(COMMIT, 2, commit_body(2, "torn", "", -1, [("t", 0, offset)]))
     await conn.close()

@@ -101,6 +101,8 @@ class Topics:
                                      internal=True, logs=offsets_logs),
         }
         self.by_id: dict[uuid.UUID, TopicInfo] = {t.topic_id: t for t in self.topics.values()}
+        # Every (topic, partition) that exists: checked by each offset commit, one set lookup.
+        self.partition_keys: set[tuple[str, int]] = {(OFFSETS_TOPIC, p) for p in range(len(offsets_logs))}
         self.changes = 0  # bumped on every catalog change (Metadata caches by it)
 
     # persistence ------------------------------------------------------------------------
@@ -146,6 +148,7 @@ class Topics:
     def _add(self, info: TopicInfo) -> None:
         self.topics[info.name] = info
         self.by_id[info.topic_id] = info
+        self.partition_keys.update((info.name, p) for p in range(info.partitions))
 
     # operations -------------------------------------------------------------------------
 
@@ -203,6 +206,7 @@ class Topics:
         if validate_only:
             return
         info.logs += [self._open(name, p, info.configs) for p in range(info.partitions, count)]
+        self.partition_keys.update((name, p) for p in range(info.partitions, count))
         info.partitions = count
         self._save()
 
@@ -214,6 +218,7 @@ class Topics:
             raise TopicError(E.invalid_request, f"cannot delete internal topic {name}")
         del self.topics[name]
         self.by_id.pop(info.topic_id, None)
+        self.partition_keys.difference_update((name, p) for p in range(info.partitions))
         self._save()
         for p, plog in enumerate(info.logs):
             await plog.close()

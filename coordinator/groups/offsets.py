@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Callable, Container
 
 from kio.schema.errors import ErrorCode as E
 
@@ -31,11 +31,11 @@ _NONE, _METADATA_TOO_LARGE, _UNKNOWN_PARTITION = E.none, E.offset_metadata_too_l
 
 class Offsets:
     def __init__(self, groups: GroupCoordinator, metadata_max_bytes: int = 4096, retention_ms: int = 7 * 86_400_000,
-                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
+                 existing_partitions: Container[tuple[str, int]] | None = None) -> None:
         self.groups = groups
         self.metadata_max_bytes = metadata_max_bytes
         self.retention_ms = retention_ms
-        self.partition_exists = partition_exists  # None: every partition is taken to exist
+        self.existing_partitions = existing_partitions  # (topic, partition) pairs; None: all exist
 
     # OffsetCommit ---------------------------------------------------------------------
 
@@ -71,24 +71,38 @@ class Offsets:
                       expire_timestamp: int = -1) -> list[int] | None:
         """Like commit(), without a coroutine (this runs for every commit of every consumer):
         the errors at once if nothing is to be written, else None, and on_done(errors) is
-        called once the records are durable and applied."""
-        if not group_id:
-            return [E.invalid_group_id] * len(partitions)
+        called once the records are durable and applied.
+
+        Kafka's order: partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION
+        first (the broker's check); the group's error, if any, goes to the others; then
+        each offset's metadata size is checked."""
+        existing = self.existing_partitions
+        unknown: list[bool] | None = None  # per partition, whether it does not exist (None: all do)
+        if existing is not None:
+            for p in partitions:
+                if (p[0], p[1]) not in existing:
+                    unknown = [(q[0], q[1]) not in existing for q in partitions]
+                    if False not in unknown:
+                        return [_UNKNOWN_PARTITION] * len(partitions)  # nothing reaches the coordinator
+                    break
+        error = E.invalid_group_id if not group_id else E.none
         group = self.groups.groups.get(group_id)
-        error = self._validate(group, generation, member_id, instance_id)
+        if error == E.none:
+            error = self._validate(group, generation, member_id, instance_id)
         if error != E.none:
-            return [error] * len(partitions)
+            if unknown is None:
+                return [error] * len(partitions)
+            return [_UNKNOWN_PARTITION if u else error for u in unknown]
         now = self.groups.clock.wall()
         errors: list[int] = []
         events: list[Event] = []
         max_bytes = self.metadata_max_bytes
-        exists = self.partition_exists
-        for topic, partition, offset, leader_epoch, metadata in partitions:
+        for i, (topic, partition, offset, leader_epoch, metadata) in enumerate(partitions):
             metadata = metadata or ""
-            if len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
-                errors.append(_METADATA_TOO_LARGE)
-            elif exists is not None and not exists(topic, partition):
+            if unknown is not None and unknown[i]:
                 errors.append(_UNKNOWN_PARTITION)
+            elif len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
+                errors.append(_METADATA_TOO_LARGE)
             else:
                 errors.append(_NONE)
                 # (named tuples built as tuples of their class: their __new__ is a Python call)
@@ -144,10 +158,13 @@ class Offsets:
             subscribed = self.subscribed(group) or set()
         results = []
         events: list[Event] = []
+        existing = self.existing_partitions
         for topic, parts in wanted:
             row = []
             for p in parts:
-                if topic in subscribed:
+                if existing is not None and (topic, p) not in existing:
+                    row.append((p, _UNKNOWN_PARTITION))  # (the broker's check, as for commits)
+                elif topic in subscribed:
                     row.append((p, E.group_subscribed_to_topic))
                 else:
                     row.append((p, E.none))
