@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
-from protocol.messages import Codec, Raw, RequestHeader, has_codec  # noqa: F401 (Raw: handlers import it here)
+from protocol.messages import Codec, Raw, RequestHeader, codec, has_codec  # noqa: F401 (Raw: handlers import it here)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,18 +32,29 @@ class Api:
 class Registry:
     def __init__(self) -> None:
         self.apis: dict[int, Api] = {}
+        # (api key, version) -> (api, codec), once seen: one lookup per request
+        self.routes: dict[tuple[int, int], tuple[Api, Codec]] = {}
 
     def add(self, key: int, versions: range, handler: Callable[..., Any]) -> None:
         missing = [v for v in versions if not has_codec(key, v)]
         if missing:  # fail at startup, not at the first request
             raise ValueError(f"no codec for api key {key} versions {missing}")
         self.apis[key] = Api(key, versions.start, versions.stop - 1, handler)
+        self.routes.clear()
 
     def find(self, key: int, version: int) -> Api | None:
         api = self.apis.get(key)
         if api is None or not api.min_version <= version <= api.max_version:
             return None
         return api
+
+    def route(self, key: int, version: int) -> tuple[Api, Codec] | None:
+        """The api serving this version and its codec; None if not served."""
+        api = self.find(key, version)
+        if api is None:
+            return None
+        route = self.routes[key, version] = (api, codec(key, version))
+        return route
 
 
 # A handler's result meaning "ctx.answer(body) will be called": the cheapest way to answer

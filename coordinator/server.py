@@ -108,12 +108,12 @@ class Server:
         if len(frame) < 10:
             raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a header")
         api_key, version = _KEY_VERSION.unpack_from(frame, 0)
-        api = self.registry.find(api_key, version)
-        if api is None:
+        route = self.registry.routes.get((api_key, version)) or self.registry.route(api_key, version)
+        if route is None:
             if api_key == API_VERSIONS_KEY:
                 return self._unsupported_api_versions(frame)
             raise CloseConnection(f"unsupported api key {api_key} version {version}")
-        c = codec(api_key, version)
+        api, c = route
         header, pos = read_request_header(frame, flexible=c.flexible_request)
         body = decode_body(c, frame, pos)
         ctx = RequestContext(header, c, conn.client_host, conn)

@@ -90,6 +90,10 @@ def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
 
 def read_offset_commit(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
     """The request body of `version` starting at `pos` (after the request header)."""
+    if version >= 8:
+        request = _read_compact(buf, pos)
+        if request is not None:
+            return request
     try:
         return _read(buf, pos, version)
     except (IndexError, struct.error) as e:
@@ -142,6 +146,75 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request: truncated body")
     return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, retention_ms, partitions, topics))
+
+
+def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
+    """v8+ as clients send it: every string and array under 127 (one length byte), no
+    tagged fields, metadata empty or short. None for anything else, truncated or invalid
+    bodies included: _read() then reads it, or says what is wrong. The same layout as
+    _read(), with the reads inline: a commit's decoding is on every commit's path."""
+    try:
+        n = buf[pos] - 1  # group id
+        if not 0 <= n < 127:
+            return None
+        pos += 1
+        group_id = buf[pos : pos + n].decode()
+        generation = _I32.unpack_from(buf, pos + n)[0]
+        pos += n + 4
+        n = buf[pos] - 1  # member id
+        if not 0 <= n < 127:
+            return None
+        pos += 1
+        member_id = buf[pos : pos + n].decode()
+        pos += n
+        n = buf[pos] - 1  # group instance id, nullable
+        if n == -1:
+            instance_id = None
+        elif 0 <= n < 127:
+            instance_id = buf[pos + 1 : pos + 1 + n].decode()
+        else:
+            return None
+        pos += 1 + max(n, 0)
+        topics = []
+        partitions: list[PartitionCommit] = []
+        n_topics = buf[pos] - 1
+        if not 0 <= n_topics < 127:
+            return None
+        pos += 1
+        for _ in range(n_topics):
+            n = buf[pos] - 1
+            if not 0 <= n < 127:
+                return None
+            name = buf[pos + 1 : pos + 1 + n].decode()
+            pos += 1 + n
+            n_partitions = buf[pos] - 1
+            if not 0 <= n_partitions < 127:
+                return None
+            pos += 1
+            for _ in range(n_partitions):
+                partition, offset, epoch = _I32_I64_I32.unpack_from(buf, pos)
+                n = buf[pos + 16] - 1  # metadata, nullable
+                pos += 17
+                if n == -1:
+                    metadata = None
+                elif 0 <= n < 127:
+                    metadata = buf[pos : pos + n].decode() if n else ""
+                    pos += n
+                else:
+                    return None
+                if buf[pos] != 0:  # tagged fields
+                    return None
+                pos += 1
+                partitions.append(_new(PartitionCommit, (name, partition, offset, epoch, metadata)))
+            if buf[pos] != 0:
+                return None
+            pos += 1
+            topics.append((name, n_partitions))
+        if buf[pos] != 0 or pos + 1 > len(buf):
+            return None
+    except (IndexError, struct.error, UnicodeDecodeError):
+        return None
+    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, partitions, topics))
 
 
 def reader(version: int):

@@ -13,12 +13,12 @@ from bench.wire_client import request_class
 from coordinator.apis import RequestContext
 from protocol.messages import MalformedRequest, RequestHeader, codec, encode_body, encode_uvarint
 from protocol.offset_commit import (
-    PartitionCommit, read_offset_commit, write_offset_commit_response, write_response_to,
+    PartitionCommit, _read, _read_compact, read_offset_commit, write_offset_commit_response, write_response_to,
 )
 
-names = st.text(max_size=20)
+names = st.text(max_size=20) | st.text(min_size=40, max_size=80)  # compact lengths of one byte, or more
 partitions = st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1), st.integers(-1, 2**31 - 1),
-                                st.none() | st.text(max_size=30)), max_size=4)
+                                st.none() | names), max_size=4)
 topics = st.lists(st.tuples(names, partitions), max_size=3)
 
 
@@ -56,6 +56,27 @@ def test_reads_what_kio_writes(group, generation, member, instance, retention, t
         errors = list(range(len(req.partitions)))
         assert write_response_to(req, version, errors) == write_offset_commit_response(version, [
             (name, [(p, errors.pop(0)) for p, *_ in parts]) for name, parts in topics])
+
+
+@settings(max_examples=100, deadline=None)
+@given(group=names, generation=st.integers(-1, 2**31 - 1), member=names, instance=st.none() | names, topics=topics,
+       tail=st.binary(max_size=3))
+def test_compact_fast_path_reads_what_the_general_reader_reads(group, generation, member, instance, topics, tail):
+    """v8+ bodies with one-byte lengths take the inline reader; it must agree with _read()
+    or decline (None), for whole bodies, cut ones and ones with trailing bytes."""
+    for version in (8, 9):
+        body = kio_body(version, group, generation, member, instance, -1, topics)
+        fast = _read_compact(body, 0)
+        short = all(len(s.encode()) <= 126 for s in [group, member, instance or ""] +
+                    [n for n, _ in topics] + [m or "" for _, ps in topics for *_, m in ps])
+        assert (fast is not None) == short
+        if fast is not None:
+            assert fast == _read(body, 0, version)
+        for cut in range(len(body)):
+            assert _read_compact(body[:cut], 0) is None  # truncated: left to _read's error
+        fast = _read_compact(body + tail, 0)
+        if fast is not None:
+            assert fast == _read(body + tail, 0, version)
 
 
 def test_reads_retired_v0_and_v1():
