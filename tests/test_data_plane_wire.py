@@ -148,6 +148,23 @@ async def test_fetch_long_poll_wakes_on_produce(conn, server):
     await other.close()
 
 
+async def test_fetch_long_poll_ends_when_its_topic_is_deleted(conn, server):
+    """As Kafka's DelayedFetch completes when a partition goes away: the long poll answers
+    UNKNOWN_TOPIC_OR_PARTITION at once instead of waiting out max_wait."""
+    await create(conn, "gone", partitions=1)
+    waiting = conn.send(FETCH, 11, fetch_body("gone", 0, max_wait_ms=60_000))
+    other = await WireClient("admin").connect("127.0.0.1", server.port)
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    D = cls(DELETE_TOPICS, 6, "DeleteTopicState")
+    r = await other.request(DELETE_TOPICS, 6, cls(DELETE_TOPICS, 6)(topics=(D(name="gone", topic_id=None),),
+                                                                     timeout=5000 * MS))
+    assert r.responses[0].error_code == 0
+    r = await asyncio.wait_for(waiting, 10)  # long before max_wait
+    assert r.responses[0].partitions[0].error_code == 3
+    await other.close()
+
+
 async def test_list_offsets(conn):
     await create(conn, "lo", partitions=1)
     await produce(conn, "lo", batch(2, ts=1000))

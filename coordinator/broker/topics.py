@@ -220,6 +220,9 @@ class Topics:
         self.by_id.pop(info.topic_id, None)
         self.partition_keys.difference_update((name, p) for p in range(info.partitions))
         self._save()
+        for plog in info.logs:  # long-polling fetches re-read now, find the topic gone and answer
+            for listener in plog.append_listeners:
+                listener()
         for p, plog in enumerate(info.logs):
             await plog.close()
             shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)

@@ -65,7 +65,8 @@ class PartitionLog:
         self._dirty_from = log_start_offset  # compaction has not looked at offsets >= this
         self._checkpointed_offset = self._next_offset  # the recovery point (see open_sync)
         self.closed = False
-        # Called after every append, whoever the writer is (wakes long-polling fetches).
+        # Called after every append, whoever the writer is, and when the log's topic is
+        # deleted (wakes long-polling fetches).
         self.append_listeners: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------ open / recovery
