@@ -174,7 +174,7 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
             instance_id = buf[pos + 1 : pos + 1 + n].decode()
         else:
             return None
-        pos += 1 + max(n, 0)
+        pos += 1 + n if n > 0 else 1
         topics = []
         partitions: list[PartitionCommit] = []
         n_topics = buf[pos] - 1
@@ -221,7 +221,11 @@ def reader(version: int):
     """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages."""
     def read(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
         return read_offset_commit(buf, pos, version), None
-    return read
+
+    def read_flexible(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
+        return _read_compact(buf, pos) or read_offset_commit(buf, pos, version), None  # (one call less)
+
+    return read_flexible if version >= 8 else read
 
 
 _UVARINT = [bytes((n,)) for n in range(128)]  # compact lengths below 128: one byte
