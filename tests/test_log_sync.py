@@ -133,3 +133,30 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_sync(tmp_path, sync
     await a.flush()
     assert a.durable_offset == 1
     await asyncio.gather(a.close(), b.close())
+
+
+def test_a_round_left_in_flight_by_an_ended_loop_does_not_stall_the_next_loop(tmp_path, monkeypatch):
+    s = sync.Syncer()
+    if not s.uses_aio:
+        pytest.skip("no Linux AIO here")
+    monkeypatch.setattr(partition, "SYNCER", s)
+
+    async def leave_a_round_in_flight():
+        plog = await PartitionLog.open(tmp_path, CFG, background=False)
+        plog.append_records([(b"k", b"v1")])
+        plog.sync_soon()
+        await asyncio.sleep(0)  # submitted to the kernel; this loop ends before it is reaped
+        assert s._in_flight is not None
+        return plog
+
+    first = asyncio.new_event_loop()
+    plog = first.run_until_complete(leave_a_round_in_flight())
+    first.close()
+
+    async def go_on():
+        plog.append_records([(b"k", b"v2")])
+        await asyncio.wait_for(plog.flush(), 10)  # the stale completion is reaped and ignored
+        assert plog.durable_offset == 2
+        await plog.close()
+
+    asyncio.run(go_on())
