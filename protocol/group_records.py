@@ -94,6 +94,7 @@ _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _V3_HEAD = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, leaderEpoch, metadata length
+_V3_NO_METADATA = struct.Struct(">hqihq")  # ... with empty metadata, then commitTimestamp
 
 
 class _Writer:
@@ -194,17 +195,17 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
     """Serialize at `version` (default: what current Kafka writes). None stays a tombstone."""
     if value is None:
         return None
-    if version is None:
-        if type(value) is OffsetCommitValue and value.expire_timestamp == -1:
-            version = 3  # what every commit writes (default_version, inline)
-        else:
-            version = default_version(value)
-    if version == 3 and type(value) is OffsetCommitValue:
-        m = value.metadata.encode()
+    if type(value) is OffsetCommitValue and (version == 3 or version is None and value.expire_timestamp == -1):
+        # What every commit writes (default_version, inline)
+        offset, metadata, commit_timestamp, leader_epoch, _ = value
+        if not metadata:  # the usual commit: one pack
+            return _V3_NO_METADATA.pack(3, offset, leader_epoch, 0, commit_timestamp)
+        m = metadata.encode()
         if len(m) > 0x7FFF:
             raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")
-        return b"".join((_V3_HEAD.pack(3, value.offset, value.leader_epoch, len(m)), m,
-                         _Q.pack(value.commit_timestamp)))
+        return b"".join((_V3_HEAD.pack(3, offset, leader_epoch, len(m)), m, _Q.pack(commit_timestamp)))
+    if version is None:
+        version = default_version(value)
     if type(value) is OffsetCommitValue:
         if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX:
             raise ValueError(f"OffsetCommitValue has no version {version}")

@@ -39,6 +39,11 @@ def test_offset_commit_value_v3_bytes_and_default_versions():
     assert decode_value(OffsetCommitKey("g", "t", 0), raw) == v
     expiring = OffsetCommitValue(42, "m", 1000, leader_epoch=7, expire_timestamp=5000)
     assert value_version(encode_value(expiring)) == 1  # the only version with expireTimestamp
+    assert value_version(encode_value(expiring, 3)) == 3  # asked for: v3, without it
+    usual = OffsetCommitValue(offset=42, metadata="", commit_timestamp=1000, leader_epoch=-1)  # one pack
+    raw = encode_value(usual)
+    assert raw == b"\x00\x03" + struct.pack(">qi", 42, -1) + b"\x00\x00" + struct.pack(">q", 1000)
+    assert decode_value(OffsetCommitKey("g", "t", 0), raw) == usual
 
 
 def test_group_metadata_value_default_v3():
