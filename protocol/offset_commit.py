@@ -13,6 +13,7 @@ fails on the first byte that is not there, so a forged count cannot cost memory.
 
 from __future__ import annotations
 
+import operator
 import struct
 from typing import NamedTuple
 
@@ -31,6 +32,7 @@ _PARTITION_ERROR = struct.Struct(">ih")
 # Named tuples built per request skip their generated __new__ (half the cost of building
 # one: a Python-level call) and are made as tuples of their class.
 _new = tuple.__new__
+_PARTITION_OF = operator.itemgetter(1)  # PartitionCommit.partition
 
 
 class PartitionCommit(NamedTuple):  # a tuple: one is built per committed partition
@@ -238,7 +240,7 @@ _responses: dict[tuple, Raw] = {}
 
 def write_response_to(request: OffsetCommitRequest, version: int, errors: list[int]) -> Raw:
     """The response body to `request`: one error code per partition, in request order."""
-    key = (version, *request.topics, *[p.partition for p in request.partitions], *errors)
+    key = (version, *request.topics, *map(_PARTITION_OF, request.partitions), *errors)  # (no Python frame)
     body = _responses.get(key)
     if body is None:
         at = 0
