@@ -206,8 +206,9 @@ async def test_offset_commit_to_unknown_topics_and_partitions(conn):
         return [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions]
 
     r = await conn.request(COMMIT, 8, commit_body(8, "g-unknown", member, gen,
-                                                  [("known", 0, 5), ("known", 2, 5), ("nope", 0, 5)]))
-    assert errors(r) == [("known", 0, 0), ("known", 2, 3), ("nope", 0, 3)]
+                                                  [("known", 0, 5), ("known", 2, 5), ("known", -1, 5),
+                                                   ("nope", 0, 5)]))
+    assert errors(r) == [("known", 0, 0), ("known", 2, 3), ("known", -1, 3), ("nope", 0, 3)]
     # a wrong generation: the group's error for known partitions only
     r = await conn.request(COMMIT, 8, commit_body(8, "g-unknown", member, gen + 1, [("known", 1, 6), ("nope", 0, 6)]))
     assert errors(r) == [("known", 1, 22), ("nope", 0, 3)]

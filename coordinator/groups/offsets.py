@@ -79,16 +79,14 @@ class Offsets:
         existing = self.existing_partitions
         unknown: list[bool] | None = None  # per partition, whether it does not exist (None: all do)
         if existing is not None:
-            for p in partitions:
+            for p in partitions:  # (no list built when all exist: the usual case)
                 if (p[0], p[1]) not in existing:
                     unknown = [(q[0], q[1]) not in existing for q in partitions]
                     if False not in unknown:
                         return [_UNKNOWN_PARTITION] * len(partitions)  # nothing reaches the coordinator
                     break
-        error = E.invalid_group_id if not group_id else E.none
         group = self.groups.groups.get(group_id)
-        if error == E.none:
-            error = self._validate(group, generation, member_id, instance_id)
+        error = self._validate(group, generation, member_id, instance_id) if group_id else E.invalid_group_id
         if error != E.none:
             if unknown is None:
                 return [error] * len(partitions)

@@ -1,8 +1,8 @@
 """PartitionLog: one partition's append-only, segmented log on local disk.
 
 Writes go straight to the active segment with os.write (page cache, microseconds) from the
-event loop; durability is a separate step. flush() waits for the sync that ends the current
-event-loop iteration (sync.py): every append made in one iteration, to any log, shares it.
+event loop; durability is a separate step. flush() waits for a sync round (sync.py) that
+covers the append: appends to any log made while a round is in flight share the next one.
 """
 
 from __future__ import annotations
@@ -294,8 +294,8 @@ class PartitionLog:
     # ------------------------------------------------------------ durability
 
     async def flush(self) -> None:
-        """Return once everything appended before this call is fsynced (group commit:
-        every log written in one event-loop iteration shares one sync, see sync.py)."""
+        """Return once everything appended before this call is fsynced (group commit
+        across logs, see sync.py)."""
         target = self._next_offset
         while self._durable_offset < target or (self._dir_dirty and not self.closed):
             await asyncio.shield(SYNCER.request(self))  # shared: one waiter's cancellation is its own

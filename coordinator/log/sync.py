@@ -12,7 +12,7 @@ Where AIO is missing or refused (not Linux, an old kernel, a filesystem without 
 fsync), a round runs on the loop at the end of the iteration, as Redis does with
 `appendfsync always`: requests read meanwhile wait in the socket buffers. From
 SYNCFS_FROM_FILES dirty files on, one syncfs(2) of their filesystem replaces their fsyncs
-(50 logs: 1.0 ms instead of 8.5 ms here, bench/bench_log.py); it also writes out whatever
+(50 logs: 1.4 ms instead of 13.0 ms here, bench/bench_log.py); it also writes out whatever
 else is dirty on that filesystem, so a data dir on a busy shared disk makes it slower.
 """
 
