@@ -62,8 +62,7 @@ def _logs(directory: Path, n: int) -> list[PartitionLog]:
 
 def sync_many(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float, float]:
     """Milliseconds to make one appended record in each of `logs` logs durable on the loop:
-    one fsync per file, and one syncfs (what log/sync.py does without AIO from
-    SYNCFS_FROM_FILES dirty files on)."""
+    one fsync per file, and one syncfs."""
     plogs = _logs(directory, logs)
     batch = commit_batch("bench-group", 1, 1, 1_700_000_000_000)
     times = []
@@ -83,21 +82,27 @@ def sync_many(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float,
     return times[0], times[1]
 
 
-async def sync_many_aio(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float, float]:
-    """The same through AIO (parallel fsyncs beside the loop): milliseconds until durable,
-    and milliseconds of the loop thread's CPU per round (best of `rounds`)."""
+async def sync_many_beside(directory: Path, logs: int = 50, rounds: int = 20) -> list[tuple[float, float]]:
+    """The same by the Syncer, beside the loop: 50 fsyncs in parallel by AIO, then one syncfs
+    in its worker thread (what a round of SYNCFS_FROM_FILES files or more does). For each:
+    milliseconds until durable and milliseconds of the loop thread's CPU (best of `rounds`)."""
     plogs = _logs(directory, logs)
     batch = commit_batch("bench-group", 1, 1, 1_700_000_000_000)
-    wall = cpu = float("inf")
-    for _ in range(rounds):
-        for plog in plogs:
-            plog.append(batch)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        await asyncio.gather(*(plog.flush() for plog in plogs))
-        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.thread_time() - c0)
+    out = []
+    for threshold in (logs + 1, 1):
+        sync.SYNCFS_FROM_FILES, saved = threshold, sync.SYNCFS_FROM_FILES
+        wall = cpu = float("inf")
+        for _ in range(rounds):
+            for plog in plogs:
+                plog.append(batch)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            await asyncio.gather(*(plog.flush() for plog in plogs))
+            wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.thread_time() - c0)
+        sync.SYNCFS_FROM_FILES = saved
+        out.append((wall * 1000, cpu * 1000))
     for plog in plogs:
         plog.close_sync()
-    return wall * 1000, cpu * 1000
+    return out
 
 
 def write_offsets_log(directory: Path, records: int, per_batch: int) -> None:
@@ -148,7 +153,7 @@ def main() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     with tempfile.TemporaryDirectory(prefix="bench-log-", dir=".") as tmp:  # on the project's disk
         tmp = Path(tmp)
-        how = "fsyncs by Linux AIO beside the loop" if partition.SYNCER.uses_aio else "fsyncs on the loop"
+        how = "beside the loop, by Linux AIO" if partition.SYNCER.uses_aio else "on the loop"
         print(f"durable appends (fsync=always, group commit, {how}, 1-record offset-commit batches):")
         for c in (1, 10, 100):
             rate, per_fsync = asyncio.run(durable_appends(tmp / f"c{c}", c, args.seconds))
@@ -157,10 +162,11 @@ def main() -> None:
         if sync._syncfs is not None:
             print(f"making 50 logs durable after one append each, on the loop: fsync per file {each:.1f} ms, "
                   f"one syncfs {syncfs:.1f} ms (best of 20)")
-        if partition.SYNCER.uses_aio:
-            wall, cpu = asyncio.run(sync_many_aio(tmp / "sync-aio"))
-            print(f"  the same by AIO, 50 fsyncs in parallel: durable after {wall:.1f} ms, "
-                  f"{cpu:.2f} ms of the loop's CPU (best of 20)")
+        if partition.SYNCER.uses_aio and sync._syncfs is not None:
+            (aio_wall, aio_cpu), (fs_wall, fs_cpu) = asyncio.run(sync_many_beside(tmp / "sync-beside"))
+            print(f"  beside the loop: 50 fsyncs in parallel by AIO, durable after {aio_wall:.1f} ms "
+                  f"({aio_cpu:.2f} ms of the loop's CPU); one syncfs in a worker thread {fs_wall:.1f} ms "
+                  f"({fs_cpu:.2f} ms) (best of 20)")
         sizes = [args.records] + ([10_000_000] if args.big else [])
         for n in sizes:
             for per_batch in (1, 10):

@@ -1,8 +1,11 @@
 """Group commit across logs: one sync round for every log written since the last round
-began, fsyncs through Linux AIO beside the loop or, without it, on the loop."""
+began, beside the loop (a few files fsynced through Linux AIO, many by one syncfs in a
+worker thread) or, without AIO, a few files on the loop."""
 
 import asyncio
+import ctypes
 import errno
+import os
 
 import pytest
 
@@ -41,8 +44,8 @@ async def test_logs_written_in_one_iteration_share_one_round(tmp_path, monkeypat
     await asyncio.gather(*(plog.flush() for plog in plogs))
     assert syncer.rounds - before == 1
     assert all(plog.durable_offset == 1 for plog in plogs)
-    if sync._syncfs is not None:  # on the loop, many files: one syncfs; with AIO: parallel fsyncs
-        assert bool(syncfs) == (not syncer.uses_aio and logs >= sync.SYNCFS_FROM_FILES)
+    if sync._syncfs is not None:  # many files: one syncfs (in the worker thread, with AIO); few: fsyncs
+        assert bool(syncfs) == (logs >= sync.SYNCFS_FROM_FILES)
     await asyncio.gather(*(plog.close() for plog in plogs))
 
 
@@ -115,6 +118,68 @@ async def test_more_files_than_the_aio_queue_holds(tmp_path, monkeypatch):
     await asyncio.gather(*(plog.close() for plog in plogs))
 
 
+async def test_a_round_of_many_files_runs_in_the_worker_thread_and_appends_meanwhile_wait(tmp_path, syncer):
+    if sync._syncfs is None:
+        pytest.skip("no syncfs here")
+    plogs = await open_logs(tmp_path, sync.SYNCFS_FROM_FILES)
+    for plog in plogs:
+        plog.append_records([(b"k", b"v1")])
+    first = asyncio.gather(*(plog.sync_soon() for plog in plogs))
+    before = syncer.rounds
+    await asyncio.sleep(0)  # the round has started: its syncfs is with the thread
+    assert syncer.rounds == before + 1 and not first.done()
+    plogs[0].append_records([(b"k", b"v2")])
+    second = plogs[0].flush()
+    await first
+    assert all(plog.durable_offset >= 1 for plog in plogs)
+    await second
+    assert plogs[0].durable_offset == 2 and syncer.rounds == before + 2
+    await asyncio.gather(*(plog.close() for plog in plogs))
+
+
+async def test_the_worker_thread_syncs_its_own_descriptors(tmp_path, monkeypatch, syncer):
+    """A segment closed during the round (compaction, retention) can't leave the thread an
+    fd number that now names another file: it gets duplicates, closed when done."""
+    if sync._syncfs is None:
+        pytest.skip("no syncfs here")
+    plogs = await open_logs(tmp_path, sync.SYNCFS_FROM_FILES)
+    seen = []
+    real_syncfs = sync._syncfs
+    monkeypatch.setattr(sync, "_syncfs", lambda fd: seen.append((fd, os.fstat(fd).st_ino)) or real_syncfs(fd))
+    for plog in plogs:
+        plog.append_records([(b"k", b"v")])
+    await asyncio.gather(*(plog.flush() for plog in plogs))
+    (fd, ino), = seen  # one filesystem: one syncfs
+    segments = {plog.active.fd: os.fstat(plog.active.fd).st_ino for plog in plogs}
+    assert fd not in segments and ino in segments.values()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed again
+    await asyncio.gather(*(plog.close() for plog in plogs))
+
+
+async def test_a_failed_syncfs_in_the_worker_thread_is_reported_and_retried(tmp_path, monkeypatch, syncer):
+    if sync._syncfs is None:
+        pytest.skip("no syncfs here")
+    plogs = await open_logs(tmp_path, sync.SYNCFS_FROM_FILES)
+
+    def failing(fd):
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    real_syncfs = sync._syncfs
+    monkeypatch.setattr(sync, "_syncfs", failing)
+    for plog in plogs:
+        plog.append_records([(b"k", b"v")])
+    with pytest.raises(OSError) as raised:
+        await asyncio.gather(*(plog.flush() for plog in plogs))
+    assert raised.value.errno == errno.EIO
+    assert all(plog.durable_offset == 0 for plog in plogs)  # nothing claimed durable
+    monkeypatch.setattr(sync, "_syncfs", real_syncfs)
+    await asyncio.gather(*(plog.flush() for plog in plogs))  # still due: synced now
+    assert all(plog.durable_offset == 1 for plog in plogs)
+    await asyncio.gather(*(plog.close() for plog in plogs))
+
+
 def test_aio_results_carry_negative_errnos_as_unsigned():
     assert sync.errno_of(0) == 0
     assert sync.errno_of((1 << 64) - errno.EIO) == errno.EIO
@@ -135,28 +200,31 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_sync(tmp_path, sync
     await asyncio.gather(a.close(), b.close())
 
 
-def test_a_round_left_in_flight_by_an_ended_loop_does_not_stall_the_next_loop(tmp_path, monkeypatch):
+@pytest.mark.parametrize("logs", [1, sync.SYNCFS_FROM_FILES])  # by AIO; by the worker thread
+def test_a_round_left_in_flight_by_an_ended_loop_does_not_stall_the_next_loop(tmp_path, monkeypatch, logs):
     s = sync.Syncer()
-    if not s.uses_aio:
+    if not s.uses_aio or sync._syncfs is None:
         pytest.skip("no Linux AIO here")
     monkeypatch.setattr(partition, "SYNCER", s)
 
     async def leave_a_round_in_flight():
-        plog = await PartitionLog.open(tmp_path, CFG, background=False)
-        plog.append_records([(b"k", b"v1")])
-        plog.sync_soon()
-        await asyncio.sleep(0)  # submitted to the kernel; this loop ends before it is reaped
+        plogs = await open_logs(tmp_path, logs)
+        for plog in plogs:
+            plog.append_records([(b"k", b"v1")])
+            plog.sync_soon()
+        await asyncio.sleep(0)  # handed to the kernel or the thread; this loop ends before it is reaped
         assert s._in_flight is not None
-        return plog
+        return plogs
 
     first = asyncio.new_event_loop()
-    plog = first.run_until_complete(leave_a_round_in_flight())
+    plogs = first.run_until_complete(leave_a_round_in_flight())
     first.close()
 
     async def go_on():
-        plog.append_records([(b"k", b"v2")])
-        await asyncio.wait_for(plog.flush(), 10)  # the stale completion is reaped and ignored
-        assert plog.durable_offset == 2
-        await plog.close()
+        for plog in plogs:
+            plog.append_records([(b"k", b"v2")])
+        await asyncio.wait_for(asyncio.gather(*(plog.flush() for plog in plogs)), 10)  # the stale round is ignored
+        assert all(plog.durable_offset == 2 for plog in plogs)
+        await asyncio.gather(*(plog.close() for plog in plogs))
 
     asyncio.run(go_on())

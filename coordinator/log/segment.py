@@ -113,7 +113,7 @@ def decode_checkpoint(data: bytes) -> dict[int, SegmentState]:
 
 class Segment:
     __slots__ = (
-        "base_offset", "path", "fd", "size", "next_offset", "batches", "max_timestamp",
+        "base_offset", "path", "fd", "device", "size", "next_offset", "batches", "max_timestamp",
         "max_timestamp_pos", "first_append_ms", "interval", "idx_offsets", "idx_positions",
         "idx_max_ts_before", "_last_indexed",
     )
@@ -122,6 +122,7 @@ class Segment:
         self.path = path
         self.base_offset = base_offset
         self.fd = fd
+        self.device = os.fstat(fd).st_dev  # (a sync round groups its files by filesystem)
         self.interval = interval
         self.size = 0
         self.batches = 0

@@ -1,19 +1,24 @@
 """Group commit across logs: one sync round covers every log written since the last round
 began; appends that arrive while a round is in flight wait for the next one.
 
-On Linux the fsyncs run beside the event loop, through native AIO (caio's linux_aio:
-io_submit of IOCB_CMD_FSYNC, done by kernel workers, completion signalled on an eventfd
-the loop watches). The loop goes on reading, handling and appending requests meanwhile,
-and the fsync's own CPU is spent off the loop's thread. There is no Python thread: a
-worker thread has to win the GIL from a busy loop to start and finish each fsync, which
-measured slower than syncing on the loop itself. A round's files are fsynced in parallel.
+A round runs beside the event loop, which goes on reading, handling and appending
+requests meanwhile. How, by the number of files it has to make durable (bench/bench_log.py
+and bench/bench_commits.py measured the choices):
+
+- A few files (below SYNCFS_FROM_FILES): each fsynced through Linux native AIO (caio's
+  linux_aio: io_submit of IOCB_CMD_FSYNC, done by kernel workers, completion signalled on
+  an eventfd the loop watches), in parallel. No Python thread: a worker thread has to win
+  the GIL from a busy loop to start and finish its fsync, which measured slower (one
+  group's 100 committing members: 10.7k commits/s instead of 14.5k, medians).
+- Many files: one syncfs(2) of their filesystem in a worker thread, one GIL hand-over per
+  round. N fsyncs cost N journal waits, and AIO runs them on kernel workers of the loop's
+  own CPU (100 members in their own groups, ~50 files a round: 10.0k commits/s instead
+  of 8.3k). syncfs also writes out whatever else is dirty on that filesystem, so a data
+  dir on a busy shared disk makes it slower.
 
 Where AIO is missing or refused (not Linux, an old kernel, a filesystem without AIO
-fsync), a round runs on the loop at the end of the iteration, as Redis does with
-`appendfsync always`: requests read meanwhile wait in the socket buffers. From
-SYNCFS_FROM_FILES dirty files on, one syncfs(2) of their filesystem replaces their fsyncs
-(50 logs: 1.4 ms instead of 13.0 ms here, bench/bench_log.py); it also writes out whatever
-else is dirty on that filesystem, so a data dir on a busy shared disk makes it slower.
+fsync), a round of a few files runs on the loop at the end of the iteration, as Redis
+does with `appendfsync always`: requests read meanwhile wait in the socket buffers.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import ctypes
 import errno
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..futures import settle
@@ -57,9 +64,10 @@ class Syncer:
     def __init__(self, use_aio: bool = True) -> None:
         self._logs: dict[PartitionLog, None] = {}  # an ordered set: written since the last round began
         self._next: asyncio.Future[None] | None = None  # settled by the round that will sync them
-        self._in_flight: object | None = None  # the AIO round running now, if any
+        self._in_flight: object | None = None  # the round running beside the loop now, if any
         self._in_flight_loop: asyncio.AbstractEventLoop | None = None
         self._aio: AioFsync | bool | None = None if use_aio else False  # None: not tried yet
+        self._thread: ThreadPoolExecutor | None = None  # runs the syncfs of rounds of many files
         self.rounds = 0  # sync rounds run so far (tests and benchmarks count them)
 
     @property
@@ -88,34 +96,60 @@ class Syncer:
             return
         self.rounds += 1
         work: Work = [(plog, *plog._take_unsynced()) for plog in logs]
-        if self._aio is None:
-            self._aio = AioFsync.create() or False
-        if self._aio:
-            try:
-                for plog, _, dir_dirty, _ in work:
-                    if dir_dirty:  # a segment was created or deleted: rare, done here
-                        fsync_dir(plog.directory)
-            except OSError as e:
-                _restore(work)
-                settle(done, e)
-                return
-            fds = [seg.fd for _, segs, _, _ in work for seg in segs if seg.fd >= 0]
-            token = object()
-            try:
-                self._aio.fsync_all(fds, lambda error: self._finished(token, done, work, error))
-            except Exception as e:  # the kernel refused it: every round on the loop from now on
-                log.warning("AIO fsync refused (%r): syncing on the event loop from now on", e)
-                self._aio = False
-            else:
-                if not done.done():  # (no files: already finished)
-                    self._in_flight, self._in_flight_loop = token, asyncio.get_running_loop()
-                return
+        files = [seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0]  # (dropped segments: closed)
+        dirs = [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty]  # entries created or deleted
+        token = object()
+
+        def finish(error: OSError | None) -> None:
+            self._finished(token, done, work, error)
+
         try:
-            sync_logs_of(work)
+            if _syncfs is not None and len(files) + len(dirs) >= SYNCFS_FROM_FILES:
+                self._syncfs_in_thread(files, dirs, finish)
+            elif self.uses_aio:
+                for d in dirs:  # (rare: a segment was created or deleted)
+                    fsync_dir(d)
+                try:
+                    self._aio.fsync_all([seg.fd for seg in files], finish)  # type: ignore[union-attr]
+                except OSError:
+                    raise
+                except Exception as e:  # the kernel refused it: rounds of a few files on the loop from now on
+                    log.warning("AIO fsync refused (%r): syncing on the event loop from now on", e)
+                    self._aio = False
+                    sync_files(files, dirs)
+                    finish(None)
+            else:
+                sync_files(files, dirs)
+                finish(None)
         except OSError as e:
-            settle(done, e)
-        else:
-            settle(done, None)
+            finish(e)
+        if not done.done():  # beside the loop: the next round starts when this one ends
+            self._in_flight, self._in_flight_loop = token, asyncio.get_running_loop()
+
+    def _syncfs_in_thread(self, files: list[Segment], dirs: list[Path],
+                          finish: Callable[[OSError | None], None]) -> None:
+        by_device = {seg.device: seg.fd for seg in files}
+        # The thread gets its own descriptors: a segment closed meanwhile (compaction,
+        # retention) must not leave it an fd number reused for another file.
+        fds = [os.dup(fd) for fd in by_device.values()]
+        with_files = {seg.path.parent for seg in files}
+        alone = [d for d in dirs if d not in with_files]  # the others are on a synced filesystem
+
+        def in_thread() -> None:
+            try:
+                for fd in fds:
+                    _checked_syncfs(fd)
+                for d in alone:
+                    fsync_dir(d)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sync")
+        ran = asyncio.get_running_loop().run_in_executor(self._thread, in_thread)
+        ran.add_done_callback(lambda f: finish(
+            OSError(errno.ECANCELED, "sync cancelled") if f.cancelled() else f.exception()))  # type: ignore[arg-type]
 
     def _finished(self, token: object, done: asyncio.Future[None], work: Work, error: OSError | None) -> None:
         if self._in_flight is token:
@@ -200,34 +234,35 @@ def errno_of(res: int) -> int:
 
 def sync_logs(logs: list[PartitionLog]) -> None:
     """Make what the logs hold durable, on the calling thread."""
-    sync_logs_of([(plog, *plog._take_unsynced()) for plog in logs])
-
-
-def sync_logs_of(work: Work) -> None:
-    """Sync taken work on the calling thread; on failure the logs keep it as still to sync."""
-    files = [seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0]  # (dropped segments: closed)
-    dirs = [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty]
+    work: Work = [(plog, *plog._take_unsynced()) for plog in logs]
     try:
-        if _syncfs is not None and len(files) + len(dirs) >= SYNCFS_FROM_FILES:
-            # A segment's directory is on the segment's filesystem: syncing that covers both.
-            by_device = {os.fstat(seg.fd).st_dev: seg.fd for seg in files}
-            for fd in by_device.values():
-                if _syncfs(fd) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"syncfs: {os.strerror(err)}")
-            covered = {seg.path.parent for seg in files}
-            for d in dirs:
-                if d not in covered:
-                    fsync_dir(d)
-        else:
-            for seg in files:
-                seg.fsync()
-            for d in dirs:
-                fsync_dir(d)
+        sync_files([seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0],
+                   [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty])
     except OSError:
         _restore(work)
         raise
     _mark_synced(work)
+
+
+def sync_files(files: list[Segment], dirs: list[Path]) -> None:
+    """fsync each file and directory, or, from SYNCFS_FROM_FILES of them, syncfs their
+    filesystems (a segment's directory is on the segment's filesystem)."""
+    if _syncfs is not None and len(files) + len(dirs) >= SYNCFS_FROM_FILES:
+        for fd in {seg.device: seg.fd for seg in files}.values():
+            _checked_syncfs(fd)
+        with_files = {seg.path.parent for seg in files}
+        dirs = [d for d in dirs if d not in with_files]
+    else:
+        for seg in files:
+            seg.fsync()
+    for d in dirs:
+        fsync_dir(d)
+
+
+def _checked_syncfs(fd: int) -> None:
+    if _syncfs(fd) != 0:  # type: ignore[misc]
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs: {os.strerror(err)}")
 
 
 def _restore(work: Work) -> None:
