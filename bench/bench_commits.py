@@ -1,7 +1,10 @@
 """Durable offset commits and startup recovery of the __consumer_offsets log.
 
 1. Commits/s with 1, 10, 100 concurrent committing members (fsync=always by default),
-   each member in its own group, each waiting for its commit before the next.
+   all in one group, then each in its own group; each member waits for its commit before
+   the next (and, for 100, also with 4 commits in flight). This VM's speed drifts up to 2x
+   between runs: --repeat N runs every case N times, interleaved, and prints the median and
+   the range.
 2. Startup: write a log of N one-record offset-commit batches, start the server on it (no
    recovery point yet), again after killing it while it commits, and after a clean
    shutdown; time until ready, read its peak RSS.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -82,7 +86,7 @@ def peak_rss_mb(pid: int) -> float:
 
 
 async def bench_commits(server_pid: int, port: int, members: int, seconds: float, one_group: bool,
-                        in_flight: int = 1) -> None:
+                        in_flight: int = 1) -> tuple[float, float, float]:
     """members commit concurrently, all in one group (one partition: fsyncs are shared
     by group commit) or each in its own group (spread over the 50 partitions); each waits
     for its commit before the next, or keeps `in_flight` commits outstanding."""
@@ -104,14 +108,20 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
         await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
     count = sum(await asyncio.gather(*(c.done for c in committers)))
     elapsed, cpu, own = time.perf_counter() - start, cpu_seconds(server_pid) - cpu, time.process_time() - own
-    layout = "in one group " if one_group else "in own groups"
-    mode = "sync" if in_flight == 1 else f"{in_flight} async"
-    print(f"durable commits: {members:>3} members {layout}, {mode:>7}: {count / elapsed:>8,.0f} commits/s"
-          f"  (CPU per commit: server {cpu / max(count, 1) * 1e6:4.0f} us, bench client {own / max(count, 1) * 1e6:3.0f} us)")
     for c in committers:
         c.transport.close()
     for c in conns:
         await c.close()
+    return count / elapsed, cpu / max(count, 1) * 1e6, own / max(count, 1) * 1e6
+
+
+def print_commits(members: int, one_group: bool, in_flight: int, runs: list[tuple[float, float, float]]) -> None:
+    layout = "in one group " if one_group else "in own groups"
+    mode = "sync" if in_flight == 1 else f"{in_flight} async"
+    rate, server_us, client_us = (statistics.median(r[i] for r in runs) for i in range(3))
+    spread = f" (median of {len(runs)} runs, range {min(r[0] for r in runs):,.0f}-{max(r[0] for r in runs):,.0f})" if len(runs) > 1 else ""
+    print(f"durable commits: {members:>3} members {layout}, {mode:>7}: {rate:>8,.0f} commits/s{spread}"
+          f"  (CPU per commit: server {server_us:4.0f} us, bench client {client_us:3.0f} us)")
 
 
 def _zigzag(n: int) -> bytes:
@@ -233,21 +243,27 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--fsync", default="always")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of every case, interleaved; the median is printed")
     ap.add_argument("--server-python", default=sys.executable, help="the interpreter that runs the server")
     args = ap.parse_args()
     SERVER_PYTHON[0] = args.server_python
-    data = tempfile.mkdtemp(prefix="bench-commits-")
-    proc, port, ready = start_server(data, ["--fsync", args.fsync])
-    print(f"empty server ready in {ready * 1000:.0f} ms (fsync={args.fsync})")
-    try:
-        for one_group in (True, False):
-            for n in (1, 10, 100):
-                await bench_commits(proc.pid, port, n, args.seconds, one_group)
-            await bench_commits(proc.pid, port, 100, args.seconds, one_group, in_flight=4)
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(data, ignore_errors=True)
+    cases = [(n, one_group, 1) for one_group in (True, False) for n in (1, 10, 100)]
+    cases += [(100, True, 4), (100, False, 4)]
+    runs: dict[tuple[int, bool, int], list] = {case: [] for case in cases}
+    for _ in range(args.repeat):
+        data = tempfile.mkdtemp(prefix="bench-commits-")
+        proc, port, ready = start_server(data, ["--fsync", args.fsync])
+        print(f"empty server ready in {ready * 1000:.0f} ms (fsync={args.fsync})")
+        try:
+            for members, one_group, in_flight in cases:
+                runs[members, one_group, in_flight].append(
+                    await bench_commits(proc.pid, port, members, args.seconds, one_group, in_flight))
+        finally:
+            proc.terminate()
+            proc.wait()
+            shutil.rmtree(data, ignore_errors=True)
+    for case in cases:
+        print_commits(*case, runs[case])
     if args.records:
         await bench_recovery(args.records)
 
