@@ -12,8 +12,8 @@ and bench/bench_commits.py measured the choices):
   group's 100 committing members: 10.7k commits/s instead of 14.5k, medians).
 - Many files: one syncfs(2) of their filesystem in a worker thread, one GIL hand-over per
   round. N fsyncs cost N journal waits, and AIO runs them on kernel workers of the loop's
-  own CPU (100 members in their own groups, ~50 files a round: 10.0k commits/s instead
-  of 8.3k). syncfs also writes out whatever else is dirty on that filesystem, so a data
+  own CPU (100 members in their own groups, ~50 files a round: 9.2k commits/s instead
+  of 8.1k, medians). syncfs also writes out whatever else is dirty on that filesystem, so a data
   dir on a busy shared disk makes it slower.
 
 Where AIO is missing or refused (not Linux, an old kernel, a filesystem without AIO
