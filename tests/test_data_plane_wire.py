@@ -189,7 +189,11 @@ def test_oversized_frame_closes_only_that_connection(server):
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         s.sendall(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 65536)  # a 200 MB produce
         s.settimeout(10)
-        assert s.recv(1) == b""  # closed without reading 200 MB
+        try:
+            closed = s.recv(1) == b""  # closed without reading 200 MB
+        except ConnectionResetError:  # (closed with our bytes still unread: the kernel sends a reset)
+            closed = True
+        assert closed
     with socket.create_connection(("127.0.0.1", server.port)) as s:  # others are still served
         s.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
         s.settimeout(10)
