@@ -92,10 +92,11 @@ def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
 
 def read_offset_commit(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
     """The request body of `version` starting at `pos` (after the request header)."""
-    if version >= 8:
-        request = _read_compact(buf, pos)
-        if request is not None:
-            return request
+    return (version >= 8 and _read_compact(buf, pos)) or _read_checked(buf, pos, version)
+
+
+def _read_checked(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
+    """_read(), its failures said as MalformedRequest."""
     try:
         return _read(buf, pos, version)
     except (IndexError, struct.error) as e:
@@ -222,10 +223,10 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
 def reader(version: int):
     """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages."""
     def read(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
-        return read_offset_commit(buf, pos, version), None
+        return _read_checked(buf, pos, version), None
 
     def read_flexible(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
-        return _read_compact(buf, pos) or read_offset_commit(buf, pos, version), None  # (one call less)
+        return _read_compact(buf, pos) or _read_checked(buf, pos, version), None  # (read_offset_commit, inline)
 
     return read_flexible if version >= 8 else read
 

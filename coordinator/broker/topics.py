@@ -221,8 +221,7 @@ class Topics:
         self.partition_keys.difference_update((name, p) for p in range(info.partitions))
         self._save()
         for plog in info.logs:  # long-polling fetches re-read now, find the topic gone and answer
-            for listener in plog.append_listeners:
-                listener()
+            plog.wake_listeners()
         for p, plog in enumerate(info.logs):
             await plog.close()
             shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)

@@ -250,9 +250,13 @@ class PartitionLog:
             seg.write(view[pos : pos + h.size], h, t)
             self._unsynced[seg.fd] = seg
             self._next_offset = h.next_offset
+        self.wake_listeners()
+        return first
+
+    def wake_listeners(self) -> None:
+        """Tell the append listeners to look again (after an append; when the topic is deleted)."""
         for listener in self.append_listeners:
             listener()
-        return first
 
     def append_records(self, records: Iterable[tuple[bytes | None, bytes | None]],
                        timestamp_ms: int | None = None, **batch_options) -> int:
