@@ -9,7 +9,9 @@ import os
 
 import pytest
 
+from coordinator.futures import future_and_callback
 from coordinator.log import LogConfig, PartitionLog, partition, sync
+from coordinator.log.partition import StorageError
 from coordinator.log.segment import Segment
 
 CFG = LogConfig(segment_bytes=10_000, maintenance_interval_ms=None, checkpoint_interval_ms=None)
@@ -25,6 +27,13 @@ def syncer(request, monkeypatch):
     s = sync.Syncer(use_aio=request.param == "aio")
     monkeypatch.setattr(partition, "SYNCER", s)
     return s
+
+
+def durable(plog):
+    """A future of when everything appended to plog so far is on disk."""
+    fut, done = future_and_callback()
+    plog.when_durable(done)
+    return fut
 
 
 async def open_logs(tmp_path, n):
@@ -54,12 +63,12 @@ async def test_appends_during_a_round_wait_for_the_next(tmp_path, syncer):
         pytest.skip("on the loop, a round ends before anything else runs")
     plog, = await open_logs(tmp_path, 1)
     plog.append_records([(b"k", b"v1")])
-    first = plog.sync_soon()
+    first = durable(plog)
     before = syncer.rounds
     await asyncio.sleep(0)  # the round has started: its fsync is with the kernel
     assert syncer.rounds == before + 1 and not first.done()
     plog.append_records([(b"k", b"v2")])
-    second = plog.sync_soon()
+    second = durable(plog)
     assert second is not first  # not covered by the round in flight
     await first
     assert plog.durable_offset >= 1
@@ -80,12 +89,15 @@ async def test_a_failed_sync_is_reported_and_retried(tmp_path, monkeypatch, sync
         failing = lambda self: (_ for _ in ()).throw(eio)  # noqa: E731
     real = getattr(target, name)
     monkeypatch.setattr(target, name, failing)
-    with pytest.raises(OSError):
+    with pytest.raises(StorageError):
         await plog.flush()
-    assert plog.durable_offset == 0  # nothing claimed durable
+    # Nothing claimed durable, and what was not is cut: it was never acknowledged.
+    assert plog.durable_offset == 0 and plog.log_end_offset == 0
+    assert os.path.getsize(plog.active.path) == 0
     monkeypatch.setattr(target, name, real)
-    await plog.flush()  # the segment is still due: synced now
-    assert plog.durable_offset == 1
+    plog.append_records([(b"k", b"v2")])
+    await plog.flush()
+    assert plog.durable_offset == 1 and [r.value for r in plog.records()] == [b"v2"]
     await plog.close()
 
 
@@ -124,7 +136,7 @@ async def test_a_round_of_many_files_runs_in_the_worker_thread_and_appends_meanw
     plogs = await open_logs(tmp_path, sync.SYNCFS_FROM_FILES)
     for plog in plogs:
         plog.append_records([(b"k", b"v1")])
-    first = asyncio.gather(*(plog.sync_soon() for plog in plogs))
+    first = asyncio.gather(*(durable(plog) for plog in plogs))
     before = syncer.rounds
     await asyncio.sleep(0)  # the round has started: its syncfs is with the thread
     assert syncer.rounds == before + 1 and not first.done()
@@ -170,12 +182,14 @@ async def test_a_failed_syncfs_in_the_worker_thread_is_reported_and_retried(tmp_
     monkeypatch.setattr(sync, "_syncfs", failing)
     for plog in plogs:
         plog.append_records([(b"k", b"v")])
-    with pytest.raises(OSError) as raised:
+    with pytest.raises(StorageError) as raised:
         await asyncio.gather(*(plog.flush() for plog in plogs))
     assert raised.value.errno == errno.EIO
-    assert all(plog.durable_offset == 0 for plog in plogs)  # nothing claimed durable
+    assert all(plog.durable_offset == 0 == plog.log_end_offset for plog in plogs)  # nothing claimed, all cut
     monkeypatch.setattr(sync, "_syncfs", real_syncfs)
-    await asyncio.gather(*(plog.flush() for plog in plogs))  # still due: synced now
+    for plog in plogs:
+        plog.append_records([(b"k", b"v2")])
+    await asyncio.gather(*(plog.flush() for plog in plogs))
     assert all(plog.durable_offset == 1 for plog in plogs)
     await asyncio.gather(*(plog.close() for plog in plogs))
 
@@ -211,7 +225,7 @@ def test_a_round_left_in_flight_by_an_ended_loop_does_not_stall_the_next_loop(tm
         plogs = await open_logs(tmp_path, logs)
         for plog in plogs:
             plog.append_records([(b"k", b"v1")])
-            plog.sync_soon()
+            durable(plog)
         await asyncio.sleep(0)  # handed to the kernel or the thread; this loop ends before it is reaped
         assert s._in_flight is not None
         return plogs

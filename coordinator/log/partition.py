@@ -12,8 +12,11 @@ import logging
 import os
 import time
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+from ..futures import Done, future_and_callback
 
 from protocol.record_batch import (
     LOG_OVERHEAD, BatchHeader, Record, TruncatedBatch, build_batch, iter_batch_records,
@@ -44,6 +47,12 @@ class InvalidBatch(ValueError):
     """A batch offered to append() is corrupt or inconsistent (Kafka: CORRUPT_MESSAGE)."""
 
 
+class StorageError(OSError):
+    """The disk refused a write or a sync (Kafka: KafkaStorageException). Nothing of the
+    append it reports is left in the log: the bytes were cut back before this is raised
+    or reported."""
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -59,6 +68,9 @@ class PartitionLog:
         self._next_offset = segments[-1].next_offset
         self._durable_offset = self._next_offset  # recovered data counts as on disk
         self._unsynced: dict[int, Segment] = {}  # fd -> segment written since last fsync
+        # (log end offset when asked, done) of when_durable() callers, in offset order
+        self._durable_waiters: deque[tuple[int, Done]] = deque()
+        self._cut_pending: int | None = None  # a cut-back that failed: retried before any append
         self._dir_dirty = False
         self._maintenance_lock = asyncio.Lock()
         self._background: list[asyncio.Task] = []
@@ -223,6 +235,8 @@ class PartitionLog:
         """
         if self.closed:
             raise RuntimeError("log is closed")
+        if self._cut_pending is not None:
+            self._cut_back(self._cut_pending)
         buf = bytearray(batches)
         headers: list[tuple[int, BatchHeader]] = []
         pos, end = 0, len(buf)
@@ -244,12 +258,17 @@ class PartitionLog:
         first = self._next_offset
         t = now_ms()
         view = memoryview(buf)
-        for pos, h in headers:
-            self._maybe_roll(h.size, t)
-            seg = self.segments[-1]
-            seg.write(view[pos : pos + h.size], h, t)
-            self._unsynced[seg.fd] = seg
-            self._next_offset = h.next_offset
+        try:
+            for pos, h in headers:
+                self._maybe_roll(h.size, t)
+                seg = self.segments[-1]
+                seg.write(view[pos : pos + h.size], h, t)
+                self._unsynced[seg.fd] = seg
+                self._next_offset = h.next_offset
+        except OSError as e:
+            # All or nothing: batches of this call already written, and a torn tail, go.
+            self._cut_back(first)
+            raise StorageError(e.errno, f"{self.directory}: append failed: {e.strerror or e}") from e
         self.wake_listeners()
         return first
 
@@ -299,14 +318,21 @@ class PartitionLog:
 
     async def flush(self) -> None:
         """Return once everything appended before this call is fsynced (group commit
-        across logs, see sync.py)."""
-        target = self._next_offset
-        while self._durable_offset < target or (self._dir_dirty and not self.closed):
-            await asyncio.shield(SYNCER.request(self))  # shared: one waiter's cancellation is its own
+        across logs, see sync.py); raise StorageError if it never will be."""
+        fut, done = future_and_callback()
+        self.when_durable(done)
+        await fut
 
-    def sync_soon(self) -> asyncio.Future[None]:
-        """flush() as a future, for callers that attach a callback (no task per batch)."""
-        return SYNCER.request(self)
+    def when_durable(self, done: Done) -> None:
+        """done(None, None) once everything appended so far is on disk, or
+        done(StorageError, None) if a sync failed first (with fsync=always the bytes it
+        covered are then cut from the log: none of them was ever acknowledged)."""
+        target = self._next_offset
+        if self._durable_offset >= target and not (self._dir_dirty and not self.closed):
+            done(None, None)
+            return
+        self._durable_waiters.append((target, done))
+        SYNCER.request(self)
 
     def _take_unsynced(self) -> tuple[list[Segment], bool, int]:
         """For the syncer: the segments and directory entries to make durable, and the
@@ -316,14 +342,61 @@ class PartitionLog:
         dir_dirty, self._dir_dirty = self._dir_dirty, False
         return segs, dir_dirty, self._next_offset
 
-    def _restore_unsynced(self, segs: list[Segment], dir_dirty: bool) -> None:
-        for s in segs:  # the sync failed: the next one retries them
+    def _sync_failed(self, segs: list[Segment], dir_dirty: bool, error: OSError) -> None:
+        """A sync round covering this log failed. With fsync=always nothing past the
+        durable offset was acknowledged (answers wait for durability), so it is cut: what
+        clients were told, what memory holds and what a restart replays stay the same.
+        Otherwise the next round retries the same bytes (a crash may lose them anyway)."""
+        for s in segs:
             if s.fd >= 0:
                 self._unsynced[s.fd] = s
         self._dir_dirty |= dir_dirty
+        if self.config.fsync == "always" and not self.closed:
+            log.error("%s: sync failed (%s): cutting offsets %d..%d, which were never acknowledged",
+                      self.directory, error.strerror or error, self._durable_offset, self._next_offset)
+            try:
+                self._cut_back(self._durable_offset)
+            except StorageError:
+                pass  # logged; appends stay refused until the cut succeeds
+        waiters, self._durable_waiters = self._durable_waiters, deque()
+        failure = StorageError(error.errno, f"{self.directory}: sync failed: {error.strerror or error}")
+        for _, done in waiters:
+            done(failure, None)
 
     def _synced_to(self, offset: int) -> None:
         self._durable_offset = max(self._durable_offset, offset)
+        waiters = self._durable_waiters
+        while waiters and waiters[0][0] <= self._durable_offset:
+            waiters.popleft()[1](None, None)
+
+    def _cut_back(self, offset: int) -> None:
+        """Remove every batch at or after `offset` (a batch boundary) from the files.
+
+        If the disk refuses even that, the log refuses appends until a retry succeeds:
+        nothing may follow bytes that are not meant to be there."""
+        try:
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                seg = self.segments.pop()
+                self._bases.pop()
+                self._unsynced.pop(seg.fd, None)
+                seg.delete()
+                self._dir_dirty = True
+            seg = self.segments[-1]
+            pos = seg.locate(offset) if offset < seg.next_offset else None
+            seg.truncate(seg.size if pos is None else pos)
+            self._unsynced[seg.fd] = seg
+            try:
+                seg.fsync()  # the cut itself on disk now, not at the next append's sync
+            except OSError as e:
+                log.warning("%s: the cut at offset %d is not yet on disk (%s): the next sync covers it",
+                            self.directory, offset, e.strerror or e)
+        except OSError as e:
+            self._cut_pending = offset
+            log.error("%s: cutting the log back to offset %d failed (%s): appends refused until it succeeds",
+                      self.directory, offset, e.strerror or e)
+            raise StorageError(e.errno, f"{self.directory}: offline: {e.strerror or e}") from e
+        self._cut_pending = None
+        self._next_offset = min(self._next_offset, offset)
 
     async def _interval_flusher(self) -> None:
         while True:

@@ -205,6 +205,21 @@ class Segment:
             self.first_append_ms = now_ms
         self._note(pos, h.base_offset, h.next_offset, h.max_timestamp, len(data))
 
+    def truncate(self, pos: int) -> None:
+        """Cut the file at `pos` (a batch start, or the end of the last whole batch) and
+        forget what followed: counters and indexes are rebuilt from the headers that stay.
+        For a failed write or sync only, so reading the headers again costs nothing that
+        matters."""
+        os.ftruncate(self.fd, pos)
+        kept = list(self.iter_headers(0, pos))
+        self.size = self.batches = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.max_timestamp_pos = NO_TIMESTAMP, -1
+        self.idx_offsets, self.idx_positions, self.idx_max_ts_before = array("q"), array("q"), array("q")
+        self._last_indexed = -self.interval
+        for at, h in kept:
+            self._note(at, h.base_offset, h.next_offset, h.max_timestamp, h.size)
+
     def _scan(self, buf, min_offset: int, verify_crc: bool, start: int = 0) -> ScanResult:
         # One tight loop: recovery of millions of batches is bound by this.
         view = memoryview(buf)

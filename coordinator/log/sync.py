@@ -83,6 +83,9 @@ class Syncer:
         nxt = self._next
         if nxt is None or nxt.get_loop() is not loop:  # (tests run several loops)
             nxt = self._next = loop.create_future()
+            # Logs report to their own waiters (PartitionLog.when_durable); this future
+            # is for callers that watch a round, and may have none.
+            nxt.add_done_callback(_retrieve)
             self._logs = {}
             if self._in_flight is None or self._in_flight_loop is not loop:
                 loop.call_soon(self._run)  # else: started when the round in flight ends
@@ -157,7 +160,7 @@ class Syncer:
         if done.get_loop().is_closed():  # a round left behind by a loop that ended
             return
         if error is not None:
-            _restore(work)
+            _failed(work, error)
         else:
             _mark_synced(work)
         settle(done, error)
@@ -225,6 +228,11 @@ class AioFsync:
             pass
 
 
+def _retrieve(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 def errno_of(res: int) -> int:
     """The errno of an AIO result: caio passes the kernel's negative errno as unsigned."""
     if res >= 1 << 63:
@@ -238,8 +246,8 @@ def sync_logs(logs: list[PartitionLog]) -> None:
     try:
         sync_files([seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0],
                    [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty])
-    except OSError:
-        _restore(work)
+    except OSError as e:
+        _failed(work, e)
         raise
     _mark_synced(work)
 
@@ -265,9 +273,9 @@ def _checked_syncfs(fd: int) -> None:
         raise OSError(err, f"syncfs: {os.strerror(err)}")
 
 
-def _restore(work: Work) -> None:
+def _failed(work: Work, error: OSError) -> None:
     for plog, segs, dir_dirty, _ in work:
-        plog._restore_unsynced(segs, dir_dirty)
+        plog._sync_failed(segs, dir_dirty, error)
 
 
 def _mark_synced(work: Work) -> None:
