@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from .broker.admin import TopicAdmin
 from .broker.data import DataPlane
 from .broker.producers import ProducerIds
 from .broker.topics import Topics
-from .log.config import LogConfig
 from .cluster import Cluster
 from .groups.api import GroupApis
+from .groups.classic_manager import GroupConfig
 from .groups.clock import LoopClock
-from .groups.coordinator import GroupConfig, GroupCoordinator
-from .groups.offsets import Offsets
-from .groups.storage import OffsetExpiry, load, open_offsets_log
+from .groups.runtime import CoordinatorRuntime
+from .groups.shard import OffsetConfig
+from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
+from .log.offsets import OffsetsLog
 
 if TYPE_CHECKING:
     from .server import Server
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
 async def build_components(server: Server) -> list[Any]:
     """Create, load and register every component; returned in start order (closed in reverse)."""
     c = server.config
-    offsets_log = await open_offsets_log(c.data_dir, c.offsets_partitions, c.fsync, c.fsync_interval_ms)
+    offsets_log = await OffsetsLog.open(c.data_dir, c.offsets_partitions, dataclasses.replace(
+        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms))
     server.offsets_log = offsets_log
     server.topics = topics = Topics.load(
         c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms),  # type: ignore[arg-type]
@@ -33,16 +36,15 @@ async def build_components(server: Server) -> list[Any]:
     TopicAdmin(topics).register(server.registry)
     data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id)
     data_plane.register(server.registry)
-    groups = GroupCoordinator(LoopClock(), GroupConfig(
+    runtime = CoordinatorRuntime(offsets_log, LoopClock(), GroupConfig(
         min_session_timeout_ms=c.group_min_session_timeout_ms,
         max_session_timeout_ms=c.group_max_session_timeout_ms,
         initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
         max_size=c.group_max_size,
-    ), offsets_log.append)  # durable appends of a group's events, in the group's partition
-    load(groups, offsets_log)
-    offsets = Offsets(groups, c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
-                      topics.partition_keys)  # commits to unknown topics are refused, as Kafka does
-    GroupApis(groups, offsets).register(server.registry)
-    server.groups = groups
-    expiry = OffsetExpiry(offsets, c.offsets_retention_check_interval_ms)
-    return [offsets_log, topics, cluster, data_plane, groups, expiry]
+    ), OffsetConfig(c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
+                    topics.partition_keys))  # commits to unknown topics are refused, as Kafka does
+    runtime.load(offsets_log.latest_records())
+    runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
+    GroupApis(runtime).register(server.registry)
+    server.groups = runtime
+    return [offsets_log, topics, cluster, data_plane, runtime]

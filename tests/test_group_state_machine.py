@@ -7,27 +7,44 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode as E
 
+from coordinator.groups.classic_group import ClassicGroup, JoinResult, SyncResult
+from coordinator.groups.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
-from coordinator.groups.coordinator import GroupConfig, GroupCoordinator
-from coordinator.groups.group import ClassicGroup, JoinResult, SyncResult
-from coordinator.groups.offsets import Offsets
-from protocol.offset_commit import PartitionCommit as OffsetRequest
+from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import GroupState as S
 from coordinator.groups.state import IllegalStateTransition
+from protocol.offset_commit import PartitionCommit as OffsetRequest
+from tests.group_harness import MemoryLog, new_runtime, settle
 
 SESSION, REBALANCE = 10_000, 30_000
 
 
 class Harness:
-    def __init__(self, **config) -> None:
+    def __init__(self, offsets: OffsetConfig | None = None, **config) -> None:
         self.clock = ManualClock()
-        self.log: list = []  # every durably "appended" event, in order
+        self.memory = MemoryLog(1)
+        self.runtime = new_runtime(self.memory, self.clock, GroupConfig(**config), offsets)
+        self.shard = self.runtime.shards[0]
+        self.c = self.shard.classic
 
-        def write(group_id, events, done):
-            self.log.extend(events)
-            done(None, len(self.log) - len(events))
+    @property
+    def log(self) -> list:
+        """Every durably "appended" record, in order."""
+        return self.memory.records[0]
 
-        self.c = GroupCoordinator(self.clock, GroupConfig(**config), write)
+    async def commit(self, gid, gen, member, instance, parts, version=8) -> list[int]:
+        fut = asyncio.get_running_loop().create_future()
+        errors = self.shard.offset_manager.commit_nowait(gid, gen, member, instance, parts, fut.set_result,
+                                                         -1, version)
+        return errors if errors is not None else await fut
+
+    def fetch(self, gid, wanted):
+        return self.shard.offset_manager.fetch(gid, wanted)
+
+    async def delete_group(self, gid) -> int:
+        fut = asyncio.get_running_loop().create_future()
+        self.shard.delete_group(gid, fut.set_result)
+        return await fut
 
     def group(self, gid: str = "g") -> ClassicGroup:
         return self.c.groups[gid]
@@ -45,12 +62,6 @@ class Harness:
 
     def sync(self, member, generation, assignments=None, gid="g", instance=None):
         return self.c.sync(gid, member, instance, generation, "consumer", None, assignments or {})
-
-
-async def settle() -> None:
-    """Let spawned tasks (durable appends and their continuations) run."""
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 def result(fut) -> JoinResult | SyncResult:
@@ -243,9 +254,14 @@ async def test_expiry_in_empty_and_preparing_states():
     a, fa = h.new_member()
     h.sync(a, 1, {a: b""})
     await settle()
-    h.c.leave("g", [(a, None)])
+    left = h.c.leave("g", [(a, None)])
     g = h.group()
+    assert not left.done() and g.is_(S.STABLE)  # the empty generation is stored before a leaves
+    await settle()
+    assert left.result() == (E.none, [(a, None, E.none)])
     assert g.is_(S.EMPTY) and g.generation_id == 2 and g.leader_id is None
+    assert g.stored.generation == 2 and not g.stored.members
+    assert sum(1 for _, v in h.log if v is not None and not v.members) == 1  # stored once
     h.clock.advance(10 * SESSION)  # nothing to expire
     assert g.is_(S.EMPTY)
     # A member blocked in JoinGroup is alive: its session does not expire while it waits.
@@ -273,6 +289,7 @@ async def test_all_members_leave_then_group_reforms_with_new_leader():
     h = Harness()
     (a, b), gen = await form_group(h, 2)
     h.c.leave("g", [(a, None), (b, None)])
+    await settle()
     g = h.group()
     assert g.is_(S.EMPTY) and g.leader_id is None and not g.members
     c, fc = h.new_member()
@@ -400,63 +417,139 @@ async def test_many_protocols_and_absurd_values():
 # offsets --------------------------------------------------------------------------------
 
 async def test_offset_commit_validation_and_fetch():
-    h = Harness()
-    offsets = Offsets(h.c, metadata_max_bytes=10)
+    h = Harness(OffsetConfig(metadata_max_bytes=10))
     (a, b), gen = await form_group(h, 2)
     req = [OffsetRequest("t", 0, 42, 3, "meta"), OffsetRequest("t", 1, 7, -1, "x" * 11)]
-    assert await offsets.commit("g", gen, a, None, req) == [E.none, E.offset_metadata_too_large]
-    assert await offsets.commit("g", gen + 1, a, None, req[:1]) == [E.illegal_generation]
-    assert await offsets.commit("g", gen, "stranger", None, req[:1]) == [E.unknown_member_id]
-    assert await offsets.commit("g", -1, "", None, req[:1]) == [E.unknown_member_id]  # non-empty group
-    assert await offsets.commit("", -1, "", None, req[:1]) == [E.invalid_group_id]
-    err, topics = offsets.fetch("g", [("t", [0, 1])])
+    assert await h.commit("g", gen, a, None, req) == [E.none, E.offset_metadata_too_large]
+    assert await h.commit("g", gen + 1, a, None, req[:1]) == [E.illegal_generation]
+    assert await h.commit("g", gen, "stranger", None, req[:1]) == [E.unknown_member_id]
+    assert await h.commit("g", -1, "", None, req[:1]) == [E.unknown_member_id]  # non-empty group
+    assert await h.commit("", -1, "", None, req[:1]) == [E.invalid_group_id]
+    err, topics = h.fetch("g", [("t", [0, 1])])
     assert err == E.none
     (_, rows), = topics
     assert rows[0][1].offset == 42 and rows[0][1].leader_epoch == 3 and rows[1][1] is None
     # Standalone commits (no group management) create an Empty group.
-    assert await offsets.commit("solo", -1, "", None, req[:1]) == [E.none]
+    assert await h.commit("solo", -1, "", None, req[:1]) == [E.none]
     assert h.group("solo").is_(S.EMPTY)
-    assert await offsets.commit("nogroup", 5, "m", None, req[:1]) == [E.illegal_generation]
+    assert await h.commit("nogroup", 5, "m", None, req[:1]) == [E.illegal_generation]
+    assert await h.commit("nogroup", 5, "m", None, req[:1], version=9) == [E.group_id_not_found]  # as Kafka 4
     # CompletingRebalance: REBALANCE_IN_PROGRESS
     h.join(a, protocols=(("roundrobin", b""),))
     h.join(b)
     assert h.group().is_(S.COMPLETING_REBALANCE)
-    assert await offsets.commit("g", gen + 1, a, None, req[:1]) == [E.rebalance_in_progress]
+    assert await h.commit("g", gen + 1, a, None, req[:1]) == [E.rebalance_in_progress]
 
 
-async def test_replay_rebuilds_offsets_and_groups():
+async def test_replay_brings_back_members_assignments_and_offsets():
+    """A restart loads what Kafka loads: the Stable group with its members, their
+    assignments, leader and generation, and every offset; sessions restart."""
     h = Harness()
-    offsets = Offsets(h.c)
     (a, b), gen = await form_group(h, 2)
-    await offsets.commit("g", gen, a, None, [OffsetRequest("t", 0, 10, -1, ""), OffsetRequest("t", 1, 11, -1, "")])
-    await offsets.commit("g", gen, b, None, [OffsetRequest("t", 0, 12, -1, "")])
-    fresh = GroupCoordinator(ManualClock(), GroupConfig())
-    for event in h.log:
-        fresh.apply(event)
-    g = fresh.groups["g"]
-    assert g.is_(S.EMPTY) and g.generation_id == gen and g.protocol_name == "range"
-    assert {k: v.offset for k, v in g.offsets.items()} == {("t", 0): 12, ("t", 1): 11}
+    await h.commit("g", gen, a, None, [OffsetRequest("t", 0, 10, -1, ""), OffsetRequest("t", 1, 11, -1, "")])
+    await h.commit("g", gen, b, None, [OffsetRequest("t", 0, 12, -1, "")])
+    clock = ManualClock()
+    fresh = new_runtime(h.memory, clock)
+    fresh.load(h.memory.all_records())
+    assert fresh.shards[0].durable_view() == h.shard.durable_view()
+    g = fresh.group("g")
+    assert g.is_(S.STABLE) and g.generation_id == gen and g.protocol_name == "range"
+    assert g.leader_id == h.group().leader_id
+    assert {m: g.members[m].assignment for m in (a, b)} == {a: a.encode(), b: b.encode()}
+    assert {k: v.offset for k, v in fresh.shards[0].offsets.of("g").items()} == {("t", 0): 12, ("t", 1): 11}
+    manager = fresh.shards[0].classic
+    clock.advance(SESSION // 2)
+    assert manager.heartbeat("g", a, None, gen) == E.none
+    clock.advance(SESSION // 2 + 1)  # b never came back: expired, and the group rebalances
+    assert list(g.members) == [a] and g.is_(S.PREPARING_REBALANCE)
 
 
 async def test_delete_group_only_when_empty():
     h = Harness()
-    offsets = Offsets(h.c)
     (a,), gen = await form_group(h, 1)
-    await offsets.commit("g", gen, a, None, [OffsetRequest("t", 0, 1, -1, "")])
-    assert await h.c.delete_group("g") == E.non_empty_group
-    h.c.leave("g", [(a, None)])
-    assert await h.c.delete_group("g") == E.none
+    await h.commit("g", gen, a, None, [OffsetRequest("t", 0, 1, -1, "")])
+    assert await h.delete_group("g") == E.non_empty_group
+    await h.c.leave("g", [(a, None)])
+    assert await h.delete_group("g") == E.none
     assert "g" not in h.c.groups
-    assert await h.c.delete_group("g") == E.group_id_not_found
-    assert offsets.fetch("g", [("t", [0])])[1][0][1][0][1] is None
+    assert await h.delete_group("g") == E.group_id_not_found
+    assert h.fetch("g", [("t", [0])])[1][0][1][0][1] is None
 
 
 async def test_offset_retention_with_injected_clock():
-    h = Harness()
-    offsets = Offsets(h.c, retention_ms=60_000)
-    await offsets.commit("solo", -1, "", None, [OffsetRequest("t", 0, 1, -1, "")])
+    h = Harness(OffsetConfig(retention_ms=60_000))
+    await h.commit("solo", -1, "", None, [OffsetRequest("t", 0, 1, -1, "")])
     h.clock.advance(59_000)
-    assert await offsets.expire() == 0
+    assert h.shard.offset_manager.expire() == 0
     h.clock.advance(2_000)
-    assert await offsets.expire() == 1
+    assert h.shard.offset_manager.expire() == 1
+    await settle()
     assert "solo" not in h.c.groups  # Empty with no offsets left: Dead and removed
+
+
+# a failing disk: every write is all or nothing --------------------------------------------
+
+async def test_static_rejoin_whose_new_id_cannot_be_stored_keeps_the_old_id():
+    """Kafka's "reverting to old member id": the member gets the storage error, nothing changes."""
+    h = Harness()
+    r = result(h.join(instance="i-1", client="app"))
+    h.sync(r.member_id, 1, {r.member_id: b"A"})
+    await settle()
+    stored = h.group().stored
+    h.memory.failing = True
+    fut = h.join(instance="i-1", client="app")
+    await settle()
+    failed = result(fut)
+    assert failed.error == E.not_coordinator and failed.member_id == ""
+    g = h.group()
+    assert list(g.members) == [r.member_id] and g.static_members == {"i-1": r.member_id}
+    assert g.is_(S.STABLE) and g.leader_id == r.member_id and g.stored == stored
+    assert h.c.heartbeat("g", r.member_id, "i-1", 1) == E.none  # the old id goes on
+    h.memory.failing = False
+    again = h.join(instance="i-1", client="app")
+    await settle()
+    assert result(again).error == E.none and h.group().static_members == {"i-1": result(again).member_id}
+
+
+async def test_assignment_that_cannot_be_stored_fails_every_sync_and_rebalances():
+    h = Harness()
+    ids, futs = at_once(h, 2)
+    results = [result(f) for f in futs]
+    leader = results[0].leader_id
+    follower = next(m for m in ids if m != leader)
+    h.memory.failing = True
+    follower_sync = h.sync(follower, 1)
+    leader_sync = h.sync(leader, 1, {m: b"x" for m in ids})
+    await settle()
+    assert result(leader_sync).error == result(follower_sync).error == E.not_coordinator
+    g = h.group()
+    assert g.is_(S.PREPARING_REBALANCE) and g.stored is None
+    assert all(m.assignment == b"" for m in g.members.values())
+
+
+async def test_last_leave_that_cannot_be_stored_changes_nothing():
+    h = Harness()
+    (a,), gen = await form_group(h, 1)
+    h.memory.failing = True
+    left = h.c.leave("g", [(a, None)])
+    await settle()
+    assert left.result() == (E.not_coordinator, [])
+    g = h.group()
+    assert g.is_(S.STABLE) and list(g.members) == [a] and g.generation_id == gen
+    assert h.c.heartbeat("g", a, None, gen) == E.none
+
+
+async def test_commit_and_delete_that_cannot_be_stored_change_nothing():
+    h = Harness()
+    assert await h.commit("solo", -1, "", None, [OffsetRequest("t", 0, 1, -1, "")]) == [E.none]
+    h.memory.failing = True
+    assert await h.commit("solo", -1, "", None, [OffsetRequest("t", 0, 2, -1, ""),
+                                                 OffsetRequest("t", 1, 2, -1, "x" * 5000)]) == [
+        E.not_coordinator, E.offset_metadata_too_large]
+    assert await h.commit("new", -1, "", None, [OffsetRequest("t", 0, 2, -1, "")]) == [E.not_coordinator]
+    assert "new" not in h.c.groups  # the simple group comes only with its first stored commit
+    assert await h.delete_group("solo") == E.not_coordinator
+    assert h.group("solo").is_(S.EMPTY)  # back from Dead
+    assert h.fetch("solo", [("t", [0])])[1][0][1][0][1].offset == 1
+    h.memory.failing = False
+    assert await h.delete_group("solo") == E.none

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from bench.wire_client import WireClient
-from tests.test_groups_wire import COMMIT, DESCRIBE, FETCH, cls, commit_body, form
+from tests.test_groups_wire import COMMIT, DESCRIBE, FETCH, HEARTBEAT, cls, commit_body, form, hb_body
 
 
 async def fetch_all(port: int, group: str) -> dict:
@@ -35,12 +35,16 @@ async def test_offsets_survive_restart(server, sig):
     server.restart(sig)
     assert await fetch_all(server.port, "durable") == before
     assert await fetch_all(server.port, "standalone") == {("t", 0): (9, -1, "m")}
-    # The group comes back Empty with its last generation; members must rejoin.
+    # The group comes back as Kafka loads it: Stable, its member, assignment and generation.
     conn = await WireClient("describer").connect("127.0.0.1", server.port)
     r = await conn.request(DESCRIBE, 5, cls(DESCRIBE, 5)(groups=("durable",), include_authorized_operations=False))
-    assert (r.groups[0].group_state, r.groups[0].protocol_type, r.groups[0].members) == ("Empty", "consumer", ())
-    member2, gen2 = await form(conn, "durable")
-    assert gen2 == gen + 1
+    g = r.groups[0]
+    assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
+    assert [(m.member_id, m.member_assignment) for m in g.members] == [(member, b"assignment")]
+    hb = await conn.request(HEARTBEAT, 3, hb_body(3, "durable", member, gen))
+    assert hb.error_code == 0  # the member goes on in its generation: no rebalance
+    r = await conn.request(COMMIT, 8, commit_body(8, "durable", member, gen, [("t", 0, 7)]))
+    assert r.topics[0].partitions[0].error_code == 0
     await conn.close()
 
 

@@ -1,6 +1,7 @@
-"""Wire handlers of the classic group APIs: kio requests in, kio responses out.
+"""Wire handlers of the group and offset APIs: kio requests in, kio responses out.
 
-All group logic lives in coordinator.py; this module only maps versions and fields.
+Each request goes to its group's shard (runtime.py); the logic lives in the shard's
+managers, and this module only maps versions and fields.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from protocol.messages import encode_body
 from protocol.offset_commit import OffsetCommitRequest, write_response_to
 
 from ..apis import LATER, Raw, Registry, RequestContext, ms
-from .coordinator import GroupCoordinator
-from .group import JoinResult, SyncResult
-from .offsets import NO_OFFSET, Offsets
+from ..futures import future_and_callback
+from .classic_group import ClassicGroup, JoinResult, SyncResult
+from .offset_manager import NO_OFFSET
+from .runtime import CoordinatorRuntime
 from .state import GroupState as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
@@ -28,10 +30,10 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 class GroupApis:
-    def __init__(self, coordinator: GroupCoordinator, offsets: Offsets) -> None:
-        self.groups = coordinator
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.runtime = runtime
+        self.shard_for = runtime.shard_for
         self._heartbeat_bodies: dict[tuple[int, int], Raw] = {}
-        self.offsets = offsets
 
     def register(self, registry: Registry) -> None:
         registry.add(JOIN_GROUP, range(0, 10), self.join_group)
@@ -52,7 +54,7 @@ class GroupApis:
         rebalance = getattr(req, "rebalance_timeout", None)
         rebalance_ms = ms(rebalance) if rebalance is not None else session_ms  # v0 has none
         protocols = [(p.name, p.metadata) for p in req.protocols]
-        result = self.groups.join(
+        result = self.shard_for(req.group_id).classic.join(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.header.client_id or "",
             ctx.client_host, session_ms, rebalance_ms, req.protocol_type, protocols,
             require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
@@ -84,7 +86,7 @@ class GroupApis:
     # SyncGroup ------------------------------------------------------------------------
 
     def sync_group(self, ctx: RequestContext, req: Any) -> Any:
-        result = self.groups.sync(
+        result = self.shard_for(req.group_id).classic.sync(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id,
             getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
             {a.member_id: a.assignment for a in req.assignments},
@@ -104,7 +106,7 @@ class GroupApis:
     # Heartbeat ------------------------------------------------------------------------
 
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
-        error = self.groups.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+        error = self.shard_for(req.group_id).classic.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                                       req.generation_id)
         # The body is (throttle time 0, error code): one encoding per version and error.
         key = (ctx.header.api_version, error)
@@ -118,13 +120,25 @@ class GroupApis:
 
     def leave_group(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 3:
-            top, results = self.groups.leave(req.group_id, [(req.member_id, None)])
+            result = self.shard_for(req.group_id).classic.leave(req.group_id, [(req.member_id, None)])
+        else:
+            reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
+            result = self.shard_for(req.group_id).classic.leave(
+                req.group_id, [(m.member_id, m.group_instance_id) for m in req.members],
+                reason="; ".join(sorted(reasons)) or None)
+        if isinstance(result, asyncio.Future):
+            return self._leave_later(ctx, result)
+        return self._leave_response(ctx, *result)
+
+    async def _leave_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
+        return self._leave_response(ctx, *(await waiter))
+
+    @staticmethod
+    def _leave_response(ctx: RequestContext, top: int, results: list) -> Any:
+        if ctx.version < 3:
             if top == E.none and results:
                 top = results[0][2]
             return ctx.response(throttle_time=0, error_code=top)
-        members = [(m.member_id, m.group_instance_id) for m in req.members]
-        reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
-        top, results = self.groups.leave(req.group_id, members, reason="; ".join(sorted(reasons)) or None)
         return ctx.response(
             throttle_time=0, error_code=top,
             members=tuple(ctx.nested("MemberResponse", member_id=m, group_instance_id=i, error_code=e)
@@ -136,20 +150,20 @@ class GroupApis:
     def list_groups(self, ctx: RequestContext, req: Any) -> Any:
         states = {s.lower() for s in getattr(req, "states_filter", ())}
         types = {t.lower() for t in getattr(req, "types_filter", ())}
-        groups = [] if types and "classic" not in types else self.groups.list_groups(states)
+        groups = [g for shard in self.runtime.shards for g in shard.list_groups(states, types)]
         return ctx.response(
             throttle_time=0, error_code=E.none,
             groups=tuple(ctx.nested("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
-                                    group_state=g.state.value, group_type="classic") for g in groups),
+                                    group_state=g.state_name, group_type=g.group_type) for g in groups),
         )
 
     def describe_groups(self, ctx: RequestContext, req: Any) -> Any:
         include_ops = getattr(req, "include_authorized_operations", False)
+        ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         described = []
         for group_id in req.groups:
-            group = self.groups.groups.get(group_id)
-            ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
-            if group is None or group.is_(S.DEAD):
+            group = self.runtime.group(group_id)
+            if type(group) is not ClassicGroup or group.is_(S.DEAD):
                 # Kafka describes an unknown group as a Dead one with no error.
                 described.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
                                             group_state=S.DEAD.value, protocol_type="", protocol_data="",
@@ -171,11 +185,15 @@ class GroupApis:
         return ctx.response(throttle_time=0, groups=tuple(described))
 
     async def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
-        results = []
+        waits = []
         for group_id in req.groups_names:
-            error = await self.groups.delete_group(group_id)
-            results.append(ctx.nested("DeletableGroupResult", group_id=group_id, error_code=error))
-        return ctx.response(throttle_time=0, results=tuple(results))
+            fut, done = future_and_callback()
+            self.shard_for(group_id).delete_group(group_id, lambda error, done=done: done(None, error))
+            waits.append(fut)
+        errors = await asyncio.gather(*waits)
+        return ctx.response(throttle_time=0, results=tuple(
+            ctx.nested("DeletableGroupResult", group_id=group_id, error_code=error)
+            for group_id, error in zip(req.groups_names, errors)))
 
     # OffsetCommit / OffsetFetch / OffsetDelete ----------------------------------------
 
@@ -183,11 +201,11 @@ class GroupApis:
         """Read by protocol/offset_commit.py (every version); answered once durable."""
         expire = -1
         if req.retention_ms >= 0:  # v2-v4 only
-            expire = self.groups.clock.wall() + req.retention_ms
+            expire = self.runtime.clock.wall() + req.retention_ms
         version = ctx.header.api_version
-        errors = self.offsets.commit_nowait(
+        errors = self.shard_for(req.group_id).offset_manager.commit_nowait(
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
-            lambda errors: ctx.answer(write_response_to(req, version, errors)), expire)
+            lambda errors: ctx.answer(write_response_to(req, version, errors)), expire, version)
         if errors is not None:
             return write_response_to(req, version, errors)
         return LATER
@@ -209,7 +227,7 @@ class GroupApis:
     def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 8:
             wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
-            error, topics = self.offsets.fetch(req.group_id, wanted)
+            error, topics = self.shard_for(req.group_id).offset_manager.fetch(req.group_id, wanted)
             if ctx.version < 2 and error != E.none:
                 # v0/v1 have no top-level error: it goes on every partition.
                 topics = [(n, [(p, None) for p in ps]) for n, ps in (wanted or [])]
@@ -217,14 +235,17 @@ class GroupApis:
         groups = []
         for g in req.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-            error, topics = self.offsets.fetch(g.group_id, wanted)
+            error, topics = self.shard_for(g.group_id).offset_manager.fetch(g.group_id, wanted)
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
                                      topics=self._fetched_topics(ctx, topics, "s"), error_code=error))
         return ctx.response(throttle_time=0, groups=tuple(groups))
 
     async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
         wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
-        error, results = await self.offsets.delete(req.group_id, wanted)
+        fut, done = future_and_callback()
+        self.shard_for(req.group_id).offset_manager.delete(
+            req.group_id, wanted, lambda error, results: done(None, (error, results)))
+        error, results = await fut
         return ctx.response(throttle_time=0, error_code=error, topics=tuple(
             ctx.nested("OffsetDeleteResponseTopic", name=name, partitions=tuple(
                 ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import NamedTuple
@@ -21,6 +23,8 @@ from protocol.record_batch import CorruptBatch, finish_batch, new_batch_builder
 from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .partition import InvalidBatch, PartitionLog, now_ms
+
+log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
 DEFAULT_PARTITIONS = 50  # offsets.topic.num.partitions
@@ -65,6 +69,7 @@ class OffsetsLog:
         self.logs = logs
         self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
         self._queued: dict[int, list[tuple[list, int, Done]]] = {}  # partition -> (records, time, done)
+        self._warned: dict[int, float] = {}  # partition -> when its last append failure was logged
 
     @classmethod
     async def open(cls, data_dir: str | Path, partitions: int = DEFAULT_PARTITIONS,
@@ -92,10 +97,15 @@ class OffsetsLog:
 
     def append(self, group_id: str, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
                done: Done | None = None, timestamp_ms: int | None = None) -> asyncio.Future[int] | None:
-        """Queue the group's records for the next batch. Once durable (per the log's fsync
+        """append_to() the group's partition."""
+        return self.append_to(self.partition_for(group_id), records, done, timestamp_ms)
+
+    def append_to(self, p: int, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+                  done: Done | None = None, timestamp_ms: int | None = None) -> asyncio.Future[int] | None:
+        """Queue records for partition p's next batch. Once durable (per the log's fsync
         policy) done(None, offset of the first record) is called, or done(error, None) if the
-        write failed; without `done`, a future of that offset is returned. Keys/values may be
-        dataclasses or encoded bytes."""
+        write failed, with none of them left in the log; without `done`, a future of that
+        offset is returned. Keys/values may be dataclasses or encoded bytes."""
         pairs = [
             (k if type(k) is bytes else encode_key(k),
              v if v is None or type(v) is bytes else encode_value(v))
@@ -106,7 +116,6 @@ class OffsetsLog:
         fut = None
         if done is None:
             fut, done = future_and_callback()
-        p = self.partition_for(group_id)
         queue = self._queued.get(p)
         if queue is None:
             if not self._queued:
@@ -124,10 +133,13 @@ class OffsetsLog:
             try:
                 firsts = self._append_merged(plog, queue)
             except Exception as e:
+                if self._warned.get(p, 0.0) + 1.0 <= time.monotonic():  # a full disk fails every append
+                    self._warned[p] = time.monotonic()
+                    log.error("%s-%d: append failed: %s", TOPIC, p, e)
                 _fail(queue, e)
                 continue
             if plog.config.fsync == "always":
-                plog.sync_soon().add_done_callback(partial(_wake_when_synced, queue, firsts))
+                plog.when_durable(partial(_wake_when_durable, queue, firsts))
             else:
                 _wake(queue, firsts)
 
@@ -210,6 +222,13 @@ class OffsetsLog:
             out[key] = OffsetsRecord(partition, offset, ts, key, value)
         return out
 
+    def latest_records(self) -> Iterator[tuple[int, Key, Value | bytes | None]]:
+        """(partition, key, value) of the last record of every key, each partition in log
+        order: what replaying the whole log gives, without decoding superseded values."""
+        for p in range(len(self.logs)):
+            for r in sorted(self.latest(p).values(), key=lambda r: r.offset):
+                yield p, r.key, r.value
+
     def replay_all(self) -> Iterator[OffsetsRecord]:
         for p in range(len(self.logs)):
             yield from self.replay(p)
@@ -225,8 +244,7 @@ class OffsetsLog:
         await asyncio.gather(*(plog.close() for plog in self.logs))
 
 
-def _wake_when_synced(queue: list, firsts: list[int], synced: asyncio.Future) -> None:
-    error = asyncio.CancelledError() if synced.cancelled() else synced.exception()
+def _wake_when_durable(queue: list, firsts: list[int], error: BaseException | None, _: object) -> None:
     if error is not None:
         _fail(queue, error)
     else:

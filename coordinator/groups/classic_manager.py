@@ -1,14 +1,16 @@
-"""The classic group coordinator: Kafka's JoinGroup/SyncGroup/Heartbeat/LeaveGroup logic.
+"""The classic group protocol: Kafka's JoinGroup/SyncGroup/Heartbeat/LeaveGroup logic.
 
-Concurrency: every decision about a group runs in a synchronous section on the event
-loop, so requests for one group are serialized exactly as an actor would; the only
-awaits (durable appends, waiting for the join phase or the leader's assignment)
-happen outside those sections, and their continuations re-check the group's state
-and generation, as Kafka's callbacks do. Different groups interleave freely.
+One manager per shard (shard.py), over the shard's groups. Concurrency: every decision
+about a group runs in a synchronous section on the event loop, so requests for one group
+are serialized exactly as an actor would; the only waits (a durable write, the join
+phase, the leader's assignment) happen outside those sections, and their continuations
+re-check the group's generation and state, as Kafka's callbacks do.
 
-Persistence follows "records as events": the group's GroupMetadata record is built,
-appended durably, and only then applied to the in-memory group by `apply_group_record`,
-the same function that loads the log at startup.
+Writes go through the shard: an operation hands it records and a continuation; the
+runtime appends them, replays them into the shard once durable (replay sets only what a
+restart brings back, `ClassicGroup.stored`), then runs the continuation with the outcome.
+Answering members, completing a join phase and moving to Stable are the continuation's,
+and a failed write changes nothing but what the continuation does about it.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..futures import Done, future_and_callback
+from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
 from .clock import Clock
-from .group import ClassicGroup, JoinResult, Member, SyncResult
-from .records import Event, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey
+from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from .state import GroupState as S
+
+if TYPE_CHECKING:
+    from .shard import GroupShard
 
 log = logging.getLogger(__name__)
 
@@ -42,47 +46,38 @@ class GroupConfig:
     pending_member_join_grace_ms: int = 1000
 
 
-# append(group_id, events, done): durably append one group's events, in order, then call
-# done(None, offset of the first), or done(error, None) if they could not be written. The
-# coordinator applies them itself once durable: the same `apply` that replays the log at
-# startup. A callback, not a coroutine: offset commits go through it at every consumer's
-# commit rate.
-EventWriter = Callable[[str, list[Event], Done], None]
-
-
-def _no_persistence(group_id: str, events: list[Event], done: Done) -> None:
-    done(None, None)
-
-
-class GroupCoordinator:
-    def __init__(self, clock: Clock, config: GroupConfig | None = None, writer: EventWriter = _no_persistence) -> None:
+class ClassicGroupManager:
+    def __init__(self, shard: GroupShard, clock: Clock, config: GroupConfig) -> None:
+        self.shard = shard
         self.clock = clock
-        self.config = config or GroupConfig()
-        self.append_events = writer
-        self.groups: dict[str, ClassicGroup] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self.config = config
+        self.groups = shard.groups  # every type's, by id: one namespace
 
     # helpers --------------------------------------------------------------------------
 
-    async def write(self, group_id: str, events: list[Event]) -> None:
-        """append_events, awaited: returns once durable, raises if they were not written."""
-        written, done = future_and_callback()
-        self.append_events(group_id, events, done)
-        await written
-
     def _transition(self, group: ClassicGroup, state: S) -> None:
         group.transition(state, self.clock.wall())
+
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        return group if type(group) is ClassicGroup else None
 
     def get_or_create(self, group_id: str) -> ClassicGroup:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ClassicGroup(group_id, self.clock.wall())
-        return group
+        return group  # type: ignore[return-value]
 
     @staticmethod
     def _resolve(fut: asyncio.Future | None, value: Any) -> None:
         if fut is not None and not fut.done():
             fut.set_result(value)
+
+    def on_loaded(self, group: ClassicGroup) -> None:
+        """After the log is replayed: the loaded members' sessions start now (Kafka's
+        onLoaded), so a member that does not come back expires and triggers a rebalance."""
+        for member in group.members.values():
+            self._schedule_expiry(group, member)
 
     # JoinGroup ------------------------------------------------------------------------
 
@@ -208,8 +203,72 @@ class GroupCoordinator:
         # KIP-345: a known static member restarted; it takes over the old member's place.
         old = group.members[old_id]
         protocols = list(params[5])
+        if group.is_(S.STABLE) and group.select_protocol(old, protocols) == group.protocol_name:
+            return self._static_rejoin_stable(group, old, new_id, params, supports_skip)
+        self._replace_static_member(group, old, new_id, params)
+        fut = self._await_join(group, old)
+        if group.is_(S.STABLE):
+            self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
+        elif group.is_(S.COMPLETING_REBALANCE):
+            # The leader may already hold the old member id in its assignment: rebalance.
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
+        self._try_complete_join(group)
+        return fut
+
+    def _static_rejoin_stable(self, group: ClassicGroup, old: Member, new_id: str, params: tuple,
+                              supports_skip: bool) -> asyncio.Future:
+        """Same metadata in a Stable group: no rebalance. The new member id is stored
+        first and takes the old one's place only once on disk; the member is answered as
+        of the current generation, and a static leader learns the members but skips
+        assignment (KIP-814). If the write fails, the old id stays, as Kafka's
+        "reverting to old member id", and the member gets the storage error."""
+        old_id, instance_id = old.member_id, old.group_instance_id
+        protocols = list(params[5])
         was_leader = group.leader_id == old_id
         current_leader = group.leader_id
+        generation = group.generation_id
+        record = self._group_record(group)
+        replaced = MemberMetadata(
+            member_id=new_id, group_instance_id=instance_id, client_id=params[0], client_host=params[1],
+            rebalance_timeout=params[3], session_timeout=params[2],
+            subscription=dict(protocols)[group.protocol_name], assignment=old.assignment)  # type: ignore[index]
+        record = GroupMetadataValue(
+            protocol_type=record.protocol_type, generation=record.generation, protocol=record.protocol,
+            leader=new_id if was_leader else record.leader,
+            members=tuple(replaced if m.member_id == old_id else m for m in record.members),
+            current_state_timestamp=record.current_state_timestamp)
+        fut = asyncio.get_running_loop().create_future()
+
+        def stored(error: int) -> None:
+            if error != E.none:
+                log.warning("group %s: storing static member %s's new member id failed: it keeps %s",
+                            group.group_id, instance_id, old_id)
+                self._resolve(fut, JoinResult(error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
+                                              group.protocol_name, current_leader or ""))
+                return
+            member = group.members.get(old_id)
+            if member is None or group.static_members.get(instance_id) != old_id:  # type: ignore[arg-type]
+                self._resolve(fut, JoinResult(E.unknown_member_id, new_id))  # removed meanwhile
+                return
+            self._replace_static_member(group, member, new_id, params)
+            if group.generation_id != generation or not group.is_(S.STABLE):
+                self._resolve(fut, JoinResult(E.rebalance_in_progress, new_id))
+                return
+            if was_leader and supports_skip:
+                result = self._join_result(group, member, as_leader=True)
+                result.skip_assignment = True
+            else:
+                result = self._join_result(group, member, as_leader=False)
+                result.leader_id = current_leader or ""
+            self._resolve(fut, result)
+
+        self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
+        return fut
+
+    def _replace_static_member(self, group: ClassicGroup, old: Member, new_id: str, params: tuple) -> None:
+        """The static member `old` continues as `new_id` with the rejoin's settings; a
+        request still waiting under the old id learns it was fenced."""
+        old_id = old.member_id
         self._resolve(old.join_waiter, JoinResult(E.fenced_instance_id, old_id))
         self._resolve(old.sync_waiter, SyncResult(E.fenced_instance_id))
         if old.join_waiter is not None:
@@ -220,46 +279,14 @@ class GroupCoordinator:
         old.client_id, old.client_host = params[0], params[1]
         old.session_timeout_ms, old.rebalance_timeout_ms = params[2], params[3]
         group.members[new_id] = old
-        group.static_members[instance_id] = new_id
-        if was_leader:
+        group.static_members[old.group_instance_id] = new_id  # type: ignore[index]
+        if group.leader_id == old_id:
             group.leader_id = new_id
         if old_id in group.pending_sync:
             group.pending_sync.discard(old_id)
             group.pending_sync.add(new_id)
+        group.update_protocols(old, list(params[5]))
         self._heartbeat_ok(old)
-        if group.is_(S.STABLE):
-            group.update_protocols(old, protocols)
-            if group.select_protocol() != group.protocol_name:
-                fut = self._await_join(group, old)
-                self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
-                return fut
-            # Same metadata: no rebalance. Persist the new member id, then answer as the
-            # old generation; a static leader learns the members but skips assignment (KIP-814).
-            fut = asyncio.get_running_loop().create_future()
-            generation = group.generation_id
-
-            async def persist_then_answer() -> None:
-                await self._store(group)
-                if group.generation_id != generation or new_id not in group.members:
-                    self._resolve(fut, JoinResult(E.rebalance_in_progress, new_id))
-                    return
-                if was_leader and supports_skip:
-                    result = self._join_result(group, old, as_leader=True)
-                    result.skip_assignment = True
-                else:
-                    result = self._join_result(group, old, as_leader=False)
-                    result.leader_id = current_leader if not was_leader else old_id
-                self._resolve(fut, result)
-
-            self._spawn(persist_then_answer())
-            return fut
-        group.update_protocols(old, protocols)
-        fut = self._await_join(group, old)
-        if group.is_(S.COMPLETING_REBALANCE):
-            # The leader may already hold the old member id in its assignment: rebalance.
-            self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
-        self._try_complete_join(group)
-        return fut
 
     def _join_result(self, group: ClassicGroup, member: Member, as_leader: bool | None = None) -> JoinResult:
         leader = group.leader_id == member.member_id if as_leader is None else as_leader
@@ -369,7 +396,16 @@ class GroupCoordinator:
             group.leader_id = None
             self._transition(group, S.EMPTY)
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
-            self._spawn(self._store(group))
+            stored = group.stored
+            if stored is not None and stored.generation == group.generation_id and not stored.members:
+                return  # stored before the last members left (leave())
+            # Members that expired are gone whatever the disk says: if this fails, as in
+            # Kafka, the last stored generation stays on disk, and its members, loaded
+            # back after a restart, expire there.
+            self.shard.write([(GroupMetadataKey(group.group_id), self._group_record(group))],
+                             lambda error: error == E.none or log.error(
+                                 "group %s: storing empty generation %d failed (error %d)",
+                                 group.group_id, group.generation_id, error))
             return
         group.protocol_name = group.select_protocol()
         self._transition(group, S.COMPLETING_REBALANCE)
@@ -434,20 +470,32 @@ class GroupCoordinator:
         self._resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
         member.sync_waiter = fut
         if member_id == group.leader_id:
-            record = self._group_record(group, assignments)
-            self._spawn(self._persist_assignment(group, record))
+            self._store_assignment(group, self._group_record(group, assignments))
         return fut
 
-    async def _persist_assignment(self, group: ClassicGroup, record: GroupMetadataValue) -> None:
-        try:
-            await self.write(group.group_id, [(GroupMetadataKey(group.group_id), record)])
-        except Exception as e:  # the disk said no: members must rejoin, nothing was applied
-            log.error("group %s: storing generation %d failed: %r", group.group_id, record.generation, e)
-            if group.is_(S.COMPLETING_REBALANCE) and group.generation_id == record.generation:
-                self._fail_pending_syncs(group, E.coordinator_not_available)
+    def _store_assignment(self, group: ClassicGroup, record: GroupMetadataValue) -> None:
+        """The leader's assignment: on disk first, then handed to every member (Stable).
+        If it cannot be stored, the members are told so and must rejoin (Kafka's
+        resetAndPropagateAssignmentWithError, then a rebalance)."""
+        generation = record.generation
+
+        def stored(error: int) -> None:
+            if not (group.is_(S.COMPLETING_REBALANCE) and group.generation_id == generation):
+                return  # the group moved on meanwhile (a member left, joined, expired)
+            if error != E.none:
+                log.error("group %s: storing generation %d failed (error %d)", group.group_id, generation, error)
+                self._fail_pending_syncs(group, error)
                 self._prepare_rebalance(group, "storing the assignment failed")
-            return
-        self.apply_group_record(group.group_id, record)
+                return
+            by_id = {m.member_id: m.assignment for m in record.members}
+            for member in group.members.values():
+                member.assignment = by_id.get(member.member_id, b"")
+            for member in group.members.values():
+                fut, member.sync_waiter = member.sync_waiter, None
+                self._resolve(fut, SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment))
+            self._transition(group, S.STABLE)
+
+        self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
 
     def _group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None
                       ) -> GroupMetadataValue:
@@ -465,60 +513,6 @@ class GroupCoordinator:
         return GroupMetadataValue(protocol_type=group.protocol_type or "", generation=group.generation_id,
                                   protocol=protocol, leader=group.leader_id, members=members,
                                   current_state_timestamp=self.clock.wall())
-
-    async def _store(self, group: ClassicGroup) -> None:
-        record = self._group_record(group)
-        try:
-            await self.write(group.group_id, [(GroupMetadataKey(group.group_id), record)])
-        except Exception as e:
-            log.error("group %s: storing group metadata failed: %r", group.group_id, e)
-            return
-        self.apply_group_record(group.group_id, record)
-
-    def apply(self, event: Event) -> None:
-        """Replay one event: at startup, and after every durable append. The only way
-        persisted state (offsets, generations, assignments) enters memory."""
-        key, value = event
-        if type(key) is OffsetCommitKey:
-            group = self.groups.get(key.group)
-            if value is None:
-                if group is not None:
-                    group.offsets.pop((key.topic, key.partition), None)
-                return
-            if group is None:
-                group = self.get_or_create(key.group)
-            group.offsets[(key.topic, key.partition)] = value
-        else:
-            self.apply_group_record(key.group, value)  # type: ignore[arg-type]
-
-    def apply_group_record(self, group_id: str, record: GroupMetadataValue | None) -> None:
-        """Replay one GroupMetadata record: at startup and after every durable append.
-
-        Loading: the group comes back Empty with its generation and protocol; members
-        must rejoin. Live: a record of the current generation carries the leader's
-        assignment: hand it out and become Stable. Stale records change nothing.
-        """
-        group = self.groups.get(group_id)
-        if record is None:  # tombstone: the group and its offsets are gone
-            if group is not None and not group.members:
-                self._remove_group(group)
-            return
-        if group is None or (not group.members and group.is_(S.EMPTY)):
-            group = self.get_or_create(group_id)
-            group.generation_id = record.generation
-            group.protocol_type = record.protocol_type or None
-            group.protocol_name = record.protocol
-            group.state_timestamp = record.current_state_timestamp
-            return
-        if not (group.is_(S.COMPLETING_REBALANCE) and group.generation_id == record.generation):
-            return
-        by_id = {m.member_id: m.assignment for m in record.members}
-        for member in group.members.values():
-            member.assignment = by_id.get(member.member_id, b"")
-        for member in group.members.values():
-            fut, member.sync_waiter = member.sync_waiter, None
-            self._resolve(fut, SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment))
-        self._transition(group, S.STABLE)
 
     def _fail_pending_syncs(self, group: ClassicGroup, error: int) -> None:
         for member in group.members.values():
@@ -579,8 +573,11 @@ class GroupCoordinator:
     # LeaveGroup -----------------------------------------------------------------------
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]], reason: str | None = None
-              ) -> tuple[int, list[tuple[str, str | None, int]]]:
-        """(top-level error, [(member id, instance id, error)]) — Kafka's v3+ shape."""
+              ) -> tuple[int, list[tuple[str, str | None, int]]] | asyncio.Future:
+        """(top-level error, [(member id, instance id, error)]) — Kafka's v3+ shape — now,
+        or a future of it when the leave empties the group: then the empty generation is
+        stored first and the members leave once it is on disk (if it cannot be stored, the
+        answer is the storage error and the group is as it was)."""
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
@@ -589,7 +586,8 @@ class GroupCoordinator:
         if group.is_(S.DEAD):
             return E.coordinator_not_available, []
         results = []
-        removed = False
+        leaving: list[Member] = []
+        pending: list[str] = []
         for member_id, instance_id in members:
             if instance_id is not None:
                 current = group.static_members.get(instance_id)
@@ -601,23 +599,47 @@ class GroupCoordinator:
                     continue
                 target = current
             elif member_id in group.pending_members:
-                del group.pending_members[member_id]
+                pending.append(member_id)
                 results.append((member_id, instance_id, E.none))
-                removed = True
                 continue
             else:
                 target = member_id
             member = group.members.get(target)
-            if member is None:
+            if member is None or member in leaving:
                 results.append((member_id, instance_id, E.unknown_member_id))
                 continue
-            log.info("group %s: member %s leaves%s", group.group_id, target, f": {reason}" if reason else "")
-            self._remove_member(group, member)
-            removed = True
+            leaving.append(member)
             results.append((member_id, instance_id, E.none))
-        if removed:
+        empties = (len(leaving) == len(group.members) > 0 and not group.initial_delay
+                   and not group.pending_members.keys() - set(pending))
+        if not empties:
+            self._remove_leaving(group, leaving, pending, reason)
+            return E.none, results
+        record = GroupMetadataValue(protocol_type=group.protocol_type or "", generation=group.generation_id + 1,
+                                    protocol=None, leader=None, members=(),
+                                    current_state_timestamp=self.clock.wall())
+        fut = asyncio.get_running_loop().create_future()
+
+        def stored(error: int) -> None:
+            if error != E.none:
+                self._resolve(fut, (error, []))
+                return
+            self._remove_leaving(group, [m for m in leaving if group.members.get(m.member_id) is m], pending, reason)
+            self._resolve(fut, (E.none, results))
+
+        self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
+        return fut
+
+    def _remove_leaving(self, group: ClassicGroup, leaving: list[Member], pending: list[str],
+                        reason: str | None) -> None:
+        for member_id in pending:
+            group.pending_members.pop(member_id, None)
+        for member in leaving:
+            log.info("group %s: member %s leaves%s", group.group_id, member.member_id,
+                     f": {reason}" if reason else "")
+            self._remove_member(group, member)
+        if leaving or pending:
             self._after_removal(group, "members left")
-        return E.none, results
 
     def _remove_member(self, group: ClassicGroup, member: Member) -> None:
         self._resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
@@ -632,42 +654,3 @@ class GroupCoordinator:
             self._try_complete_join(group)
         elif group.is_(S.PREPARING_REBALANCE):
             self._try_complete_join(group)
-
-    # ListGroups / DescribeGroups / DeleteGroups ---------------------------------------
-
-    def list_groups(self, states: set[str] | None = None) -> list[ClassicGroup]:
-        return [g for g in self.groups.values()
-                if not g.is_(S.DEAD) and (not states or g.state.value.lower() in states)]
-
-    async def delete_group(self, group_id: str) -> int:
-        """DeleteGroups for one group: only Empty groups; offsets go with it."""
-        if not group_id:
-            return E.invalid_group_id
-        group = self.groups.get(group_id)
-        if group is None or group.is_(S.DEAD):
-            return E.group_id_not_found
-        if not group.is_(S.EMPTY):
-            return E.non_empty_group
-        events: list[Event] = [(OffsetCommitKey(group_id, t, p), None) for t, p in group.offsets]
-        events.append((GroupMetadataKey(group_id), None))
-        self._transition(group, S.DEAD)  # refuses joins and commits while the tombstones are written
-        try:
-            await self.write(group_id, events)
-        except Exception as e:
-            log.error("group %s: delete failed: %r", group_id, e)
-            return E.unknown_server_error
-        for event in events:
-            self.apply(event)
-        return E.none
-
-    def _remove_group(self, group: ClassicGroup) -> None:
-        group.offsets.clear()
-        if group.state is not S.DEAD:
-            self._transition(group, S.DEAD)
-        if self.groups.get(group.group_id) is group:
-            del self.groups[group.group_id]
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

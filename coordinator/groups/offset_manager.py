@@ -1,0 +1,199 @@
+"""OffsetCommit, OffsetFetch, OffsetDelete and offset retention of one shard's groups
+(Kafka's OffsetMetadataManager). Groups are reached through the Group interface, so
+every group type commits the same way; the offsets themselves are in the shard's
+OffsetStore, which only replay changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable, Container
+
+from kio.schema.errors import ErrorCode as E
+
+from protocol.offset_commit import PartitionCommit
+
+from .records import Event, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+
+if TYPE_CHECKING:
+    from .shard import GroupShard
+
+_new = tuple.__new__
+
+log = logging.getLogger(__name__)
+
+NO_OFFSET = -1
+_NONE, _METADATA_TOO_LARGE, _UNKNOWN_PARTITION = E.none, E.offset_metadata_too_large, E.unknown_topic_or_partition
+DEAD = "Dead"
+
+
+class OffsetManager:
+    def __init__(self, shard: GroupShard, metadata_max_bytes: int = 4096, retention_ms: int = 7 * 86_400_000,
+                 existing_partitions: Container[tuple[str, int]] | None = None) -> None:
+        self.shard = shard
+        self.groups = shard.groups
+        self.store = shard.offsets
+        self.clock = shard.clock
+        self.metadata_max_bytes = metadata_max_bytes
+        self.retention_ms = retention_ms
+        self.existing_partitions = existing_partitions  # (topic, partition) pairs; None: all exist
+
+    # OffsetCommit ---------------------------------------------------------------------
+
+    def commit_nowait(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                      partitions: list[PartitionCommit], on_done: Callable[[list[int]], None],
+                      expire_timestamp: int = -1, version: int = 9) -> list[int] | None:
+        """One error per requested partition, in request order: at once if nothing is to
+        be written, else None, and on_done(errors) once the records are durable and
+        replayed (or could not be written: then every partition carries that error).
+        No coroutine: this runs for every commit of every consumer.
+
+        Kafka's order: partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION
+        first (the broker's check); the group's error, if any, goes to the others; then
+        each offset's metadata size is checked."""
+        existing = self.existing_partitions
+        unknown: list[bool] | None = None  # per partition, whether it does not exist (None: all do)
+        if existing is not None:
+            for p in partitions:  # (no list built when all exist: the usual case)
+                if (p[0], p[1]) not in existing:
+                    unknown = [(q[0], q[1]) not in existing for q in partitions]
+                    if False not in unknown:
+                        return [_UNKNOWN_PARTITION] * len(partitions)  # nothing reaches the coordinator
+                    break
+        if not group_id:
+            error = E.invalid_group_id
+        else:
+            group = self.groups.get(group_id)
+            if group is not None:
+                error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now())
+            elif generation < 0:
+                error = _NONE  # replaying the commit creates a simple (memberless) group, as Kafka
+            else:
+                error = E.group_id_not_found if version >= 9 else E.illegal_generation
+        if error != _NONE:
+            if unknown is None:
+                return [error] * len(partitions)
+            return [_UNKNOWN_PARTITION if u else error for u in unknown]
+        now = self.clock.wall()
+        errors: list[int] = []
+        records: list[Event] = []
+        max_bytes = self.metadata_max_bytes
+        for i, (topic, partition, offset, leader_epoch, metadata) in enumerate(partitions):
+            metadata = metadata or ""
+            if unknown is not None and unknown[i]:
+                errors.append(_UNKNOWN_PARTITION)
+            elif len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
+                errors.append(_METADATA_TOO_LARGE)
+            else:
+                errors.append(_NONE)
+                # (named tuples built as tuples of their class: their __new__ is a Python call)
+                records.append((_new(OffsetCommitKey, (group_id, topic, partition)), _new(OffsetCommitValue, (
+                    offset, metadata, now, leader_epoch, expire_timestamp))))
+        if not records:
+            return errors
+
+        def written(error: int) -> None:
+            if error == _NONE:
+                on_done(errors)
+            else:
+                on_done([error if e == _NONE else e for e in errors])
+
+        self.shard.write(records, written)
+        return None
+
+    # OffsetFetch ----------------------------------------------------------------------
+
+    def fetch(self, group_id: str, wanted: list[tuple[str, list[int]]] | None
+              ) -> tuple[int, list[tuple[str, list[tuple[int, OffsetCommitValue | None]]]]]:
+        """(group error, [(topic, [(partition, offset or None)])]); wanted=None means all."""
+        if not group_id:
+            return E.invalid_group_id, []
+        group = self.groups.get(group_id)
+        offsets = self.store.of(group_id) if group is None or group.state_name != DEAD else {}
+        if wanted is None:
+            by_topic: dict[str, list[tuple[int, OffsetCommitValue | None]]] = {}
+            for (topic, partition), value in sorted(offsets.items()):
+                by_topic.setdefault(topic, []).append((partition, value))
+            return E.none, list(by_topic.items())
+        return E.none, [(topic, [(p, offsets.get((topic, p))) for p in parts]) for topic, parts in wanted]
+
+    # OffsetDelete ---------------------------------------------------------------------
+
+    def delete(self, group_id: str, wanted: list[tuple[str, list[int]]],
+               on_done: Callable[[int, list[tuple[str, list[tuple[int, int]]]]], None]) -> None:
+        """on_done(group error, [(topic, [(partition, error)])]) once any tombstones are durable."""
+        if not group_id:
+            return on_done(E.invalid_group_id, [])
+        group = self.groups.get(group_id)
+        if group is None:
+            return on_done(E.group_id_not_found, [])
+        error = group.validate_offset_delete()
+        if error != _NONE:
+            return on_done(error, [])
+        offsets = self.store.of(group_id)
+        existing = self.existing_partitions
+        results = []
+        records: list[Event] = []
+        for topic, parts in wanted:
+            subscribed = group.is_subscribed_to(topic)
+            row = []
+            for p in parts:
+                if existing is not None and (topic, p) not in existing:
+                    row.append((p, _UNKNOWN_PARTITION))  # (the broker's check, as for commits)
+                elif subscribed:
+                    row.append((p, E.group_subscribed_to_topic))
+                else:
+                    row.append((p, _NONE))
+                    if (topic, p) in offsets:
+                        records.append((OffsetCommitKey(group_id, topic, p), None))
+            results.append((topic, row))
+        if not records:
+            return on_done(_NONE, results)
+        self.shard.write(records, lambda error: on_done(error, results if error == _NONE else []))
+
+    # retention (KIP-211) --------------------------------------------------------------
+
+    def expired(self, group_id: str, now_wall: int) -> list[tuple[str, int]]:
+        """Offsets of the group due to expire, by Kafka's rules: none of a group in a
+        rebalance; an Empty group's once it has been Empty for the retention time; in a
+        Stable consumer group only those of topics nobody subscribes to."""
+        group = self.groups.get(group_id)
+        offsets = self.store.of(group_id)
+        base_of = group.expiration_base() if group is not None else _commit_time
+        if base_of is None:
+            return []
+        out = []
+        for key, value in offsets.items():
+            if group is not None and not group.is_empty() and group.is_subscribed_to(key[0]):
+                continue
+            if value.expire_timestamp >= 0:
+                due = value.expire_timestamp <= now_wall
+            else:
+                due = base_of(value) + self.retention_ms <= now_wall
+            if due:
+                out.append(key)
+        return out
+
+    def expire(self, on_done: Callable[[int], None] | None = None) -> int:
+        """Write tombstones for the shard's expired offsets, and for Empty groups left
+        with none (Kafka's cleanupGroupMetadata); returns how many offsets expire."""
+        now = self.clock.wall()
+        records: list[Event] = []
+        expired = 0
+        for group_id in list(self.groups.keys() | set(self.store.groups())):
+            keys = self.expired(group_id, now)
+            records += [(OffsetCommitKey(group_id, t, p), None) for t, p in keys]
+            expired += len(keys)
+            group = self.groups.get(group_id)
+            if (group is not None and len(keys) == len(self.store.of(group_id))
+                    and group.validate_delete_group() == _NONE):
+                records.append((GroupMetadataKey(group_id), None))
+        if records:
+            self.shard.write(records, lambda error: error == _NONE or log.error(
+                "partition %d: expiring offsets failed (error %d): retried at the next check",
+                self.shard.partition, error))
+        return expired
+
+
+def _commit_time(value: OffsetCommitValue) -> int:
+    return value.commit_timestamp

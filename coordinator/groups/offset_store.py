@@ -1,0 +1,49 @@
+"""Committed offsets by group id: the part of Kafka's OffsetMetadataManager that holds them.
+
+Kept apart from the groups themselves (an offset outlives a group's members, and every
+group type commits into the same store). Changed by replay only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .records import OffsetCommitValue
+
+TopicPartition = tuple[str, int]
+_EMPTY: dict[TopicPartition, OffsetCommitValue] = {}  # (never mutated)
+
+
+class OffsetStore:
+    def __init__(self) -> None:
+        self._by_group: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+
+    def of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
+        """The group's offsets (read-only: replay is the only writer)."""
+        return self._by_group.get(group_id, _EMPTY)
+
+    def put(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> None:
+        offsets = self._by_group.get(group_id)
+        if offsets is None:
+            offsets = self._by_group[group_id] = {}
+        offsets[(topic, partition)] = value
+
+    def remove(self, group_id: str, topic: str, partition: int) -> None:
+        offsets = self._by_group.get(group_id)
+        if offsets is not None:
+            offsets.pop((topic, partition), None)
+            if not offsets:
+                del self._by_group[group_id]
+
+    def remove_group(self, group_id: str) -> None:
+        self._by_group.pop(group_id, None)
+
+    def groups(self) -> Iterator[str]:
+        return iter(list(self._by_group))
+
+    def count(self) -> int:
+        return sum(len(o) for o in self._by_group.values())
+
+    def snapshot(self) -> dict[str, dict[TopicPartition, OffsetCommitValue]]:
+        """A copy (tests compare a live store with one rebuilt by replay)."""
+        return {g: dict(o) for g, o in self._by_group.items()}

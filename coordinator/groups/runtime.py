@@ -1,0 +1,140 @@
+"""CoordinatorRuntime: the shards of `__consumer_offsets` and the one path every write takes.
+
+An operation validates against a shard's state and hands the shard records and a
+continuation. The runtime appends the records to the shard's partition; once they are
+durable it replays them into the shard (the same `replay` that loads the log at
+startup) and runs the continuation, which answers. If the append fails, nothing is
+replayed, the log layer has already cut whatever bytes of it reached the file, and the
+continuation gets the error Kafka gives for a failed group write. So what a client was
+told, what memory holds and what a restart replays never disagree, for every operation.
+
+Kafka's runtime replays first and reverts snapshots on failure; replaying after the
+append instead needs no snapshots, and costs a write only its wait for durability,
+which the answer waits for anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode as E
+
+from ..futures import Done
+from .classic_manager import GroupConfig
+from .clock import Clock
+from .group import Group
+from .records import Event
+from .shard import Complete, GroupShard, OffsetConfig
+
+log = logging.getLogger(__name__)
+
+
+class PartitionWriter(Protocol):
+    """The log under the shards (coordinator.log.offsets.OffsetsLog; tests use one in memory)."""
+
+    @property
+    def partitions(self) -> int: ...
+
+    def partition_for(self, group_id: str) -> int: ...
+
+    def append_to(self, partition: int, records: list[Event], done: Done) -> None:
+        """done(None, first offset) once durable, or done(error, None) with nothing left
+        in the log."""
+
+
+def write_error(error: BaseException) -> int:
+    """Kafka's answer to a group or offset write that failed. A refused disk or sync
+    (KafkaStorageException) and a log being closed map to NOT_COORDINATOR, so the client
+    looks the coordinator up again and retries, as it would after a leader change."""
+    if isinstance(error, (OSError, RuntimeError)):
+        return E.not_coordinator
+    log.error("group write failed unexpectedly: %r", error)
+    return E.unknown_server_error
+
+
+class CoordinatorRuntime:
+    def __init__(self, writer: PartitionWriter, clock: Clock, config: GroupConfig | None = None,
+                 offsets: OffsetConfig | None = None) -> None:
+        self.writer = writer
+        self.clock = clock
+        self.config = config or GroupConfig()
+        offsets = offsets or OffsetConfig()
+        self.shards = [GroupShard(p, self, clock, self.config, offsets) for p in range(writer.partitions)]
+        self._expiry: asyncio.Task | None = None
+
+    # routing ------------------------------------------------------------------------
+
+    def shard_for(self, group_id: str) -> GroupShard:
+        return self.shards[self.writer.partition_for(group_id)]
+
+    def group(self, group_id: str) -> Group | None:
+        return self.shards[self.writer.partition_for(group_id)].groups.get(group_id)
+
+    def all_groups(self) -> Iterator[Group]:
+        for shard in self.shards:
+            yield from shard.groups.values()
+
+    # the write path -------------------------------------------------------------------
+
+    def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None:
+        self.writer.append_to(shard.partition, records, partial(_written, shard, records, complete))
+
+    # loading --------------------------------------------------------------------------
+
+    def load(self, records: Iterable[tuple[int, Any, Any]]) -> int:
+        """Replay (partition, key, value) records in log order, then bring the groups to
+        life (members back with fresh session deadlines)."""
+        started = time.perf_counter()
+        count = 0
+        shards = self.shards
+        for partition, key, value in records:
+            shards[partition].replay(key, value)
+            count += 1
+        for shard in shards:
+            shard.on_loaded()
+        groups = sum(len(s.groups) for s in shards)
+        members = sum(len(getattr(g, "members", ())) for g in self.all_groups())
+        log.info("loaded %d records: %d groups (%d members), %d committed offsets in %.2f s", count, groups,
+                 members, sum(s.offsets.count() for s in shards), time.perf_counter() - started)
+        return count
+
+    # offset retention -----------------------------------------------------------------
+
+    def expire_offsets(self) -> int:
+        return sum(shard.offset_manager.expire() for shard in self.shards)
+
+    def start_offset_expiry(self, interval_ms: int) -> None:
+        """offsets.retention.check.interval.ms"""
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_every(interval_ms / 1000))
+
+    async def _expire_every(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            expired = self.expire_offsets()
+            if expired:
+                log.info("expiring %d committed offsets", expired)
+
+    async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+
+
+def _written(shard: GroupShard, records: list[Event], complete: Complete, error: BaseException | None,
+             _first: object) -> None:
+    if error is not None:
+        complete(write_error(error))
+        return
+    replay = shard.replay
+    try:
+        for key, value in records:
+            replay(key, value)
+    except Exception:  # a bug: the records are on disk, so the answer must not hang
+        log.exception("partition %d: replaying a write failed", shard.partition)
+        complete(E.unknown_server_error)
+        return
+    complete(E.none)

@@ -1,0 +1,128 @@
+"""GroupShard: the state machine of one `__consumer_offsets` partition (Kafka's
+GroupCoordinatorShard). It owns the groups that hash to the partition, of every type,
+their committed offsets and their timers; the runtime owns the log and routes to it.
+
+`replay` is the only way durable state changes: the records of every write once they
+are on disk, and the whole partition at startup. It sets what a restart brings back
+(offsets, a classic group's stored record) and nothing else; `on_loaded` then turns the
+loaded records into live groups, as Kafka's onLoaded does.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Container
+
+from kio.schema.errors import ErrorCode as E
+
+from .classic_group import ClassicGroup
+from .classic_manager import ClassicGroupManager, GroupConfig
+from .clock import Clock
+from .group import Group
+from .offset_manager import OffsetManager
+from .offset_store import OffsetStore
+from .records import Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from .state import GroupState
+
+if TYPE_CHECKING:
+    from .runtime import CoordinatorRuntime
+
+log = logging.getLogger(__name__)
+
+# complete(error): runs once a write's records are durable and replayed (error NONE), or
+# with the error for the client if they could not be written (nothing was replayed).
+Complete = Callable[[int], object]
+
+
+class GroupShard:
+    def __init__(self, partition: int, runtime: CoordinatorRuntime, clock: Clock, config: GroupConfig,
+                 offsets: OffsetConfig) -> None:
+        self.partition = partition
+        self.runtime = runtime
+        self.clock = clock
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        self.classic = ClassicGroupManager(self, clock, config)
+        self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
+                                            offsets.existing_partitions)
+
+    def write(self, records: list[Event], complete: Complete) -> None:
+        """Append the records to this shard's partition; replay them once durable, then
+        complete(NONE); if the append fails, complete(the client's error) and nothing changes."""
+        self.runtime.write(self, records, complete)
+
+    # replay ---------------------------------------------------------------------------
+
+    def replay(self, key: object, value: object) -> None:
+        if type(key) is OffsetCommitKey:
+            if value is None:
+                self.offsets.remove(key.group, key.topic, key.partition)
+                return
+            if key.group not in self.groups:
+                # A commit from a consumer without group management: Kafka keeps such
+                # offsets under a memberless classic group ("simple group").
+                self.groups[key.group] = ClassicGroup(key.group, self.clock.wall())
+            self.offsets.put(key.group, key.topic, key.partition, value)  # type: ignore[arg-type]
+        elif type(key) is GroupMetadataKey:
+            group = self.groups.get(key.group)
+            if value is None:
+                if group is not None:
+                    self._remove_group(key.group)
+                return
+            if group is None:
+                group = self.groups[key.group] = ClassicGroup(key.group, value.current_state_timestamp)  # type: ignore[attr-defined]
+            group.stored = value  # type: ignore[union-attr]
+        # Other record types (KIP-848, share groups) are kept in the log, not interpreted.
+
+    def _remove_group(self, group_id: str) -> None:
+        group = self.groups.pop(group_id)
+        if type(group) is ClassicGroup and group.state is not GroupState.DEAD:
+            group.transition(GroupState.DEAD, self.clock.wall())  # stale references see it gone
+
+    def on_loaded(self) -> None:
+        for group_id, group in list(self.groups.items()):
+            if type(group) is ClassicGroup and group.stored is not None and not group.members:
+                loaded = self.groups[group_id] = ClassicGroup.loaded(group_id, group.stored)
+                self.classic.on_loaded(loaded)
+
+    def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
+        """What replay has built: each group's stored record, and the offsets (a fresh
+        shard that replays the same log has the same view)."""
+        stored = {g: grp.stored for g, grp in self.groups.items() if getattr(grp, "stored", None) is not None}
+        return stored, self.offsets.snapshot()  # type: ignore[return-value]
+
+    # groups of every type -------------------------------------------------------------
+
+    def delete_group(self, group_id: str, on_done: Callable[[int], None]) -> None:
+        """DeleteGroups for one group: Empty groups only; its offsets go with it."""
+        group = self.groups.get(group_id)
+        if not group_id:
+            return on_done(E.invalid_group_id)
+        if group is None:
+            return on_done(E.group_id_not_found)
+        error = group.validate_delete_group()
+        if error != E.none:
+            return on_done(error)
+        records: list[Event] = [(OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of(group_id)]
+        records.append((GroupMetadataKey(group_id), None))
+        undo = group.mark_deleting()  # refuses joins and commits while the tombstones are written
+
+        def written(error: int) -> None:
+            if error != E.none:
+                undo()
+            on_done(error)
+
+        self.write(records, written)
+
+    def list_groups(self, states: set[str], types: set[str]) -> list[Group]:
+        return [g for g in self.groups.values()
+                if g.state_name != GroupState.DEAD.value and (not states or g.state_name.lower() in states)
+                and (not types or g.group_type in types)]
+
+
+@dataclass(frozen=True)
+class OffsetConfig:
+    metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    retention_ms: int = 7 * 86_400_000  # offsets.retention.minutes
+    existing_partitions: Container[tuple[str, int]] | None = None  # (topic, partition) pairs; None: all exist
