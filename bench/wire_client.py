@@ -48,6 +48,19 @@ class WireClient:
         self.writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
         return fut
 
+    def send_many(self, requests: list[tuple[int, int, Any]]) -> list[asyncio.Future]:
+        """Send (api key, version, body) requests in one write: the server reads them together."""
+        loop = asyncio.get_running_loop()
+        futures, frames = [], []
+        for api_key, version, body in requests:
+            correlation_id = next(self._ids)
+            fut = loop.create_future()
+            self._waiting[correlation_id] = (api_key, version, fut)
+            frames.append(encode_request(api_key, version, correlation_id, self.client_id, body))
+            futures.append(fut)
+        self.writer.write(b"".join(frames))
+        return futures
+
     async def request(self, api_key: int, version: int, body: Any) -> Any:
         return await self.send(api_key, version, body)
 

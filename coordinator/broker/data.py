@@ -18,7 +18,7 @@ from protocol.record_batch import MAGIC, ZSTD, CorruptBatch, iter_batches
 
 from ..apis import Registry, RequestContext, ms
 from ..connection import CloseConnection
-from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog
+from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .producers import PartitionProducers, ProducerIds
 from .topics import TopicError, Topics
 
@@ -83,7 +83,7 @@ class DataPlane:
         state = None
         if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
             state = self.producers.get(plog)
-            if state is None:
+            if state is None or state.cuts != plog.cuts:  # (a failed sync cut batches it knew)
                 state = self.producers[plog] = PartitionProducers.from_log(plog)
             error, duplicate_of = state.check(h)
             if error != E.none:
@@ -94,6 +94,8 @@ class DataPlane:
             base = plog.append(records)  # wakes long-polling fetches (append listener)
         except InvalidBatch as e:
             return E.corrupt_message, -1, str(e)
+        except StorageError as e:  # nothing of it stays in the log; other partitions go on
+            return E.kafka_storage_error, -1, str(e)
         if state is not None:
             state.record(h, base)
         return E.none, base, None
@@ -107,7 +109,10 @@ class DataPlane:
             results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records))
                        for t in req.topic_data for p in t.partition_data]
         if req.acks == -1:
-            await self._durable({(t, p) for t, p, err, _, _ in results if err == E.none})
+            failed = await self._durable({(t, p) for t, p, err, _, _ in results if err == E.none})
+            if failed:
+                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)]) if (t, p) in failed else r
+                           for r in results for t, p in [r[:2]]]
         if req.acks == 0:
             failed = [(t, p, err) for t, p, err, _, _ in results if err != E.none]
             if failed:  # as Kafka: no answer to carry the error, so the client must reconnect
@@ -124,10 +129,13 @@ class DataPlane:
             ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
             for name, parts in by_topic.items()))
 
-    async def _durable(self, partitions: set[tuple[str, int]]) -> None:
-        """acks=-1: wait for the fsync policy (with fsync=always: on disk)."""
-        logs = [self.topics.partition_log(t, p) for t, p in partitions]
-        await asyncio.gather(*(_policy_flush(plog) for plog in logs if plog is not None))
+    async def _durable(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        """acks=-1: wait for the fsync policy (with fsync=always: on disk); the partitions
+        whose sync failed (their appends were cut), with why."""
+        tps = [tp for tp in partitions if self.topics.partition_log(*tp) is not None]
+        outcomes = await asyncio.gather(*(_policy_flush(self.topics.partition_log(*tp)) for tp in tps),
+                                        return_exceptions=True)
+        return {tp: str(o) for tp, o in zip(tps, outcomes) if isinstance(o, StorageError)}
 
     # Fetch ------------------------------------------------------------------------------
 

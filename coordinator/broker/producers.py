@@ -38,12 +38,13 @@ def next_seq(seq: int, count: int) -> int:
 
 
 class PartitionProducers:
-    def __init__(self) -> None:
+    def __init__(self, cuts: int = 0) -> None:
         self.entries: dict[int, ProducerEntry] = {}
+        self.cuts = cuts  # the log's cut count this state was built at: a cut may remove recorded batches
 
     @classmethod
     def from_log(cls, plog: PartitionLog) -> "PartitionProducers":
-        state = cls()
+        state = cls(plog.cuts)
         for h, _ in plog.batches():
             if h.producer_id >= 0 and h.base_sequence >= 0:
                 state.record(h, h.base_offset)

@@ -135,7 +135,7 @@ class OffsetsLog:
             except Exception as e:
                 if self._warned.get(p, 0.0) + 1.0 <= time.monotonic():  # a full disk fails every append
                     self._warned[p] = time.monotonic()
-                    log.error("%s-%d: append failed: %s", TOPIC, p, e)
+                    log.error("%s", e.strerror if isinstance(e, OSError) else e)
                 _fail(queue, e)
                 continue
             if plog.config.fsync == "always":

@@ -8,6 +8,7 @@ covers the append: appends to any log made while a round is in flight share the 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import time
@@ -71,6 +72,7 @@ class PartitionLog:
         # (log end offset when asked, done) of when_durable() callers, in offset order
         self._durable_waiters: deque[tuple[int, Done]] = deque()
         self._cut_pending: int | None = None  # a cut-back that failed: retried before any append
+        self.cuts = 0  # how many times batches were cut from the end (state derived from them is stale)
         self._dir_dirty = False
         self._maintenance_lock = asyncio.Lock()
         self._background: list[asyncio.Task] = []
@@ -144,9 +146,12 @@ class PartitionLog:
             # What was just verified may still sit in the page cache (the process died,
             # not the machine): make it durable, then record it, so that a crash from now
             # on re-reads only what is appended later.
-            for seg in scanned:
-                seg.fsync()
-            plog._write_checkpoint(plog._checkpoint_bytes())
+            try:
+                for seg in scanned:
+                    seg.fsync()
+                plog._write_checkpoint(plog._checkpoint_bytes())
+            except OSError as e:
+                log.warning("%s: no recovery point written (%s): the next open scans again", directory, e)
         return plog
 
     @staticmethod
@@ -268,7 +273,7 @@ class PartitionLog:
         except OSError as e:
             # All or nothing: batches of this call already written, and a torn tail, go.
             self._cut_back(first)
-            raise StorageError(e.errno, f"{self.directory}: append failed: {e.strerror or e}") from e
+            raise StorageError(e.errno or errno.EIO, f"{self.directory}: append failed: {e.strerror or e}") from e
         self.wake_listeners()
         return first
 
@@ -359,7 +364,7 @@ class PartitionLog:
             except StorageError:
                 pass  # logged; appends stay refused until the cut succeeds
         waiters, self._durable_waiters = self._durable_waiters, deque()
-        failure = StorageError(error.errno, f"{self.directory}: sync failed: {error.strerror or error}")
+        failure = StorageError(error.errno or errno.EIO, f"{self.directory}: sync failed: {error.strerror or error}")
         for _, done in waiters:
             done(failure, None)
 
@@ -394,17 +399,18 @@ class PartitionLog:
             self._cut_pending = offset
             log.error("%s: cutting the log back to offset %d failed (%s): appends refused until it succeeds",
                       self.directory, offset, e.strerror or e)
-            raise StorageError(e.errno, f"{self.directory}: offline: {e.strerror or e}") from e
+            raise StorageError(e.errno or errno.EIO, f"{self.directory}: offline: {e.strerror or e}") from e
         self._cut_pending = None
         self._next_offset = min(self._next_offset, offset)
+        self.cuts += 1
 
     async def _interval_flusher(self) -> None:
         while True:
             await asyncio.sleep(self.config.fsync_interval_ms / 1000)
             try:
                 await self.flush()
-            except Exception:
-                log.exception("%s: background fsync failed", self.directory)
+            except OSError as e:  # (a full or failing disk: said once a period, no traceback)
+                log.warning("%s: background fsync failed: %s", self.directory, e)
 
     # ------------------------------------------------------------ reading
 
@@ -614,8 +620,9 @@ class PartitionLog:
                 continue
             try:
                 await self.checkpoint()
-            except Exception:
-                log.exception("%s: writing the recovery point failed", self.directory)
+            except OSError as e:
+                log.warning("%s: writing the recovery point failed (the next open scans more): %s",
+                            self.directory, e)
 
     async def _maintainer(self) -> None:
         while True:
@@ -626,6 +633,8 @@ class PartitionLog:
                         await self.compact()
                 else:
                     await self.apply_retention()
+            except OSError as e:
+                log.warning("%s: log maintenance failed: %s", self.directory, e)
             except Exception:
                 log.exception("%s: log maintenance failed", self.directory)
 

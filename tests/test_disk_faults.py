@@ -1,0 +1,172 @@
+"""A failing disk, end to end over real sockets: writes get Kafka's errors, reads keep
+working, nothing half-applied shows, and writes succeed again once the disk recovers,
+without a restart. What a client was told, what it reads and what a restart loads agree.
+
+A full disk is a small tmpfs (we run as root); a failing sync is the file-descriptor
+limit, lowered on the running server so that its sync round of many files cannot
+duplicate their descriptors.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import signal
+import subprocess
+
+import pytest
+
+from bench.wire_client import WireClient
+from tests.test_data_plane_wire import batch, produce
+from tests.test_groups_wire import (
+    COMMIT, DESCRIBE, FETCH, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, cls, commit_body, form, hb_body, join_body,
+    sync_body,
+)
+
+NOT_COORDINATOR, KAFKA_STORAGE_ERROR = 16, 56
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(mount) -> str:
+    """Take every free byte of the filesystem; returns the file that holds them."""
+    path = os.path.join(mount, "filler")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        for chunk in (1 << 16, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return path
+
+
+async def fetch(conn, group, partitions=(0, 1)):
+    r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id=group, topics=(
+        cls(FETCH, 5, "OffsetFetchRequestTopic")(name="t", partition_indexes=partitions),)))
+    return [p.committed_offset for p in r.topics[0].partitions]
+
+
+async def commit(conn, group, member, gen, offset):
+    r = await conn.request(COMMIT, 8, commit_body(8, group, member, gen, [("t", 0, offset), ("t", 1, offset)]))
+    return [p.error_code for p in r.topics[0].partitions]
+
+
+async def describe(conn, group):
+    r = await conn.request(DESCRIBE, 5, cls(DESCRIBE, 5)(groups=(group,), include_authorized_operations=False))
+    g = r.groups[0]
+    return g.group_state, [(m.member_id, m.member_assignment) for m in g.members]
+
+
+async def leave(conn, group, member):
+    M = cls(LEAVE, 5, "MemberIdentity")
+    r = await conn.request(LEAVE, 5, cls(LEAVE, 5)(group_id=group, members=(
+        M(member_id=member, group_instance_id=None, reason=None),)))
+    return r.error_code
+
+
+async def test_full_disk(server_factory, small_disk):
+    server = server_factory("--offsets-partitions", "3", data_dir=small_disk)  # (its log beside, not on it)
+    conn = await WireClient("disk").connect("127.0.0.1", server.port)
+    await conn.create_topics("t", partitions=2)
+    member, gen = await form(conn, "g1")
+    assert await commit(conn, "g1", member, gen, 5) == [0, 0]
+    filler = fill(small_disk)
+
+    # Writes get Kafka's errors, and nothing of them shows. (A file's last page may still
+    # take a few small appends.)
+    committed = 5
+    for offset in range(6, 200):
+        errors = await commit(conn, "g1", member, gen, offset)
+        if errors != [0, 0]:
+            break
+        committed = offset
+    assert errors == [NOT_COORDINATOR, NOT_COORDINATOR]
+    assert await fetch(conn, "g1") == [committed, committed]
+    for _ in range(200):
+        error, _ = await produce(conn, "t", batch(value=b"v" * 500), acks=1)
+        if error:
+            break
+    assert error == KAFKA_STORAGE_ERROR
+    assert await leave(conn, "g1", member) == NOT_COORDINATOR
+    assert await describe(conn, "g1") == ("Stable", [(member, b"assignment")])  # the member is still in
+    first = await conn.request(JOIN, 5, join_body(5, "g2"))
+    joined = await conn.request(JOIN, 5, join_body(5, "g2", first.member_id))
+    assert joined.error_code == 0  # a join phase writes nothing
+    synced = await conn.request(SYNC, 3, sync_body(3, "g2", joined.member_id, joined.generation_id,
+                                                   [(joined.member_id, b"a")]))
+    assert synced.error_code == NOT_COORDINATOR  # the assignment could not be stored: rejoin
+    assert (await describe(conn, "g2"))[0] == "PreparingRebalance"
+    # Reads keep working.
+    assert (await conn.request(HEARTBEAT, 3, hb_body(3, "g1", member, gen))).error_code == 0
+    listed = await conn.request(LIST, 4, cls(LIST, 4)(states_filter=()))
+    assert {g.group_id for g in listed.groups} == {"g1", "g2"}
+
+    os.unlink(filler)  # space returns: writes work again, no restart
+    assert await commit(conn, "g1", member, gen, 7) == [0, 0]
+    assert (await produce(conn, "t", batch(), acks=-1))[0] == 0
+    assert await leave(conn, "g1", member) == 0
+    await conn.close()
+    server.restart(signal.SIGKILL)
+    conn = await WireClient("disk").connect("127.0.0.1", server.port)
+    assert await fetch(conn, "g1") == [7, 7]
+    assert await describe(conn, "g1") == ("Empty", [])
+    await conn.close()
+    assert "Traceback" not in server.log_text()
+
+
+async def test_failed_syncs_agree_with_answers_and_restart(server_factory):
+    """Commits of many groups share one sync round (a syncfs in a worker thread, which
+    duplicates the files' descriptors); at the descriptor limit that round fails. Each
+    commit's answer, the live OffsetFetch and the OffsetFetch after a crash agree."""
+    server = server_factory()
+    conn = await WireClient("fd").connect("127.0.0.1", server.port)
+    await conn.create_topics("t", partitions=2)
+    groups = [f"group-{i}" for i in range(24)]  # spread over many partitions of __consumer_offsets
+    for g in groups:
+        assert await commit(conn, g, "", -1, 1) == [0, 0]
+    pid = server.proc.pid
+    limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    open_fds = len(os.listdir(f"/proc/{pid}/fd"))
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (open_fds, limits[1]))
+    try:
+        answers = await _commit_all(conn, groups, 2)
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    assert set(answers.values()) <= {0, NOT_COORDINATOR}
+    assert NOT_COORDINATOR in answers.values(), "the round did not fail: nothing was tested"
+    expected = {g: [2, 2] if answers[g] == 0 else [1, 1] for g in groups}
+    assert {g: await fetch(conn, g) for g in groups} == expected
+    await conn.close()
+    server.restart(signal.SIGKILL)
+    conn = await WireClient("fd").connect("127.0.0.1", server.port)
+    assert {g: await fetch(conn, g) for g in groups} == expected
+    # And the log takes commits again.
+    assert await _commit_all(conn, groups, 3) == {g: 0 for g in groups}
+    await conn.close()
+    assert "Traceback" not in server.log_text()
+
+
+async def _commit_all(conn, groups, offset) -> dict[str, int]:
+    """One commit per group, sent in one write (one event-loop iteration, one sync round)."""
+    futures = conn.send_many([(COMMIT, 8, commit_body(8, g, "", -1, [("t", 0, offset), ("t", 1, offset)]))
+                              for g in groups])
+    answers = {}
+    for g, fut in zip(groups, futures):
+        errors = {p.error_code for p in (await fut).topics[0].partitions}
+        assert len(errors) == 1, errors  # a commit is all or nothing
+        answers[g] = errors.pop()
+    return answers

@@ -1,0 +1,178 @@
+"""A server restart is invisible to a Stable group of real consumers, as a coordinator
+failover is in Kafka: the group is loaded back with its members, assignments and
+generation, so the members go on heartbeating and committing in their generation. One
+kafka-python and one confluent-kafka consumer share a group through 10 restarts (SIGTERM
+and SIGKILL in turn) while messages keep coming: no message is delivered again after
+its offset was committed, and no partition has two owners."""
+
+from __future__ import annotations
+
+import signal
+import struct
+import threading
+import time
+
+from bench.wire_client import WireClient
+from tests.conftest import wait_for
+from tests.test_groups_wire import DESCRIBE, cls
+
+TOPIC, PARTITIONS, GROUP = "events", 4, "restarted"
+RESTARTS = 10
+
+
+class Ledger:
+    """What both consumers saw and committed, in time order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.deliveries: list[tuple[float, str, int, int]] = []  # (time, who, partition, offset)
+        self.commits: list[tuple[float, int, int]] = []  # (time it was acknowledged, partition, next offset)
+
+    def delivered(self, who: str, records: list[tuple[int, int]]) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.deliveries += [(now, who, p, o) for p, o in records]
+
+    def committed(self, started: float, offsets: dict[int, int]) -> None:
+        with self.lock:
+            self.commits += [(started, p, o) for p, o in offsets.items()]
+
+    def unique(self) -> set[tuple[int, int]]:
+        with self.lock:
+            return {(p, o) for _, _, p, o in self.deliveries}
+
+    def redelivered_after_commit(self) -> list:
+        """Deliveries of an offset below one already committed for its partition when the
+        delivery happened (the commit was acknowledged before the delivery began)."""
+        bad = []
+        with self.lock:
+            for t, who, p, o in self.deliveries:
+                if any(ct < t and cp == p and co > o for ct, cp, co in self.commits):
+                    bad.append((who, p, o))
+        return bad
+
+
+def kafka_python_consumer(bootstrap, ledger, stop):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    c = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=GROUP, client_id="kafka-python",
+                      session_timeout_ms=6000, heartbeat_interval_ms=500, enable_auto_commit=False,
+                      auto_offset_reset="earliest", reconnect_backoff_max_ms=500, partition_assignment_strategy=[
+                          __import__("kafka.coordinator.assignors.range", fromlist=["x"]).RangePartitionAssignor])
+    try:
+        while not stop.is_set():
+            batches = c.poll(timeout_ms=100)
+            records = [(r.partition, r.offset) for rs in batches.values() for r in rs]
+            if not records:
+                continue
+            ledger.delivered("kafka-python", records)
+            ends = {}
+            for p, o in records:
+                ends[p] = max(ends.get(p, 0), o + 1)
+            started = time.monotonic()
+            try:
+                c.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in ends.items()})
+            except Exception:  # a restart in the middle: not committed, may come again
+                continue
+            ledger.committed(started, ends)
+    finally:
+        c.close()
+
+
+def confluent_consumer(bootstrap, ledger, stop):
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "client.id": "confluent",
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+                  "reconnect.backoff.max.ms": 500, "log_level": 0})
+    c.subscribe([TOPIC])
+    try:
+        while not stop.is_set():
+            msgs = [m for m in c.consume(100, 0.1) if m.error() is None]
+            if not msgs:
+                continue
+            records = [(m.partition(), m.offset()) for m in msgs]
+            ledger.delivered("confluent", records)
+            ends = {}
+            for p, o in records:
+                ends[p] = max(ends.get(p, 0), o + 1)
+            started = time.monotonic()
+            try:
+                c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in ends.items()], asynchronous=False)
+            except KafkaException:
+                continue
+            ledger.committed(started, ends)
+    finally:
+        c.close()
+
+
+def assignment_partitions(data: bytes) -> list[int]:
+    """Partitions of a ConsumerProtocolAssignment (any version: the head is the same)."""
+    pos = 2
+    (topics,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out = []
+    for _ in range(topics):
+        (n,) = struct.unpack_from(">h", data, pos)
+        pos += 2 + n
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out += struct.unpack_from(f">{count}i", data, pos)
+        pos += 4 * count
+    return out
+
+
+async def describe(port):
+    conn = await WireClient("describer").connect("127.0.0.1", port)
+    try:
+        r = await conn.request(DESCRIBE, 5, cls(DESCRIBE, 5)(groups=(GROUP,), include_authorized_operations=False))
+    finally:
+        await conn.close()
+    g = r.groups[0]
+    return g.group_state, {m.client_id: assignment_partitions(m.member_assignment) for m in g.members}
+
+
+async def test_restarts_are_invisible_to_a_stable_group(server):
+    from confluent_kafka import Producer
+
+    from tests.test_groups_clients import create_topic
+
+    create_topic(server.bootstrap, TOPIC, PARTITIONS)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0, "reconnect.backoff.max.ms": 500,
+                         "log_level": 0})
+    produced = 0
+
+    def produce(n):
+        nonlocal produced
+        for i in range(n):
+            producer.produce(TOPIC, value=b"m%d" % (produced + i), partition=(produced + i) % PARTITIONS)
+        assert producer.flush(30) == 0
+        produced += n
+
+    ledger, stop = Ledger(), threading.Event()
+    threads = [threading.Thread(target=f, args=(server.bootstrap, ledger, stop), daemon=True)
+               for f in (kafka_python_consumer, confluent_consumer)]
+    for t in threads:
+        t.start()
+    try:
+        produce(40)
+        wait_for(lambda: len(ledger.unique()) == produced, what="the first messages consumed")
+        state, owners = await describe(server.port)
+        assert state == "Stable" and sorted(p for ps in owners.values() for p in ps) == list(range(PARTITIONS))
+        loaded_owners = owners
+        for i in range(RESTARTS):
+            server.restart(signal.SIGKILL if i % 2 else signal.SIGTERM)
+            state, owners = await describe(server.port)
+            assert state == "Stable" and owners == loaded_owners  # loaded back as it was
+            produce(40)
+            wait_for(lambda: len(ledger.unique()) == produced, what=f"messages consumed after restart {i + 1}")
+        state, owners = await describe(server.port)
+        assert state == "Stable" and owners == loaded_owners  # no rebalance through it all
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert ledger.redelivered_after_commit() == []
+    assert len(ledger.unique()) == produced
