@@ -44,6 +44,7 @@ class Connection(asyncio.Protocol):
         self.pending: deque[Any] = deque()
         self.reading_paused = False
         self.writing_paused = False
+        self.draining = False  # the server is stopping: answer what was read, read no more
         self.closed = False
         self.eof = False
 
@@ -182,7 +183,7 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self.writing_paused or len(self.pending) >= MAX_IN_FLIGHT
+        should_pause = self.writing_paused or self.draining or len(self.pending) >= MAX_IN_FLIGHT
         if should_pause is self.reading_paused:  # the usual case: nothing changes
             return
         if should_pause and not self.reading_paused:
@@ -191,6 +192,11 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def drain(self) -> None:
+        """Read no more requests; the ones read are still answered."""
+        self.draining = True
+        self._update_reading()
 
     @property
     def idle(self) -> bool:

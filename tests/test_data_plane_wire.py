@@ -319,3 +319,15 @@ async def test_acks_0_error_closes_the_connection(server, conn):
         s.sendall(encode_request(PRODUCE, 9, 1, "acks0", body))
         s.settimeout(10)
         assert s.recv(1) == b""  # no such partition: closed, as Kafka does for acks=0
+
+
+async def test_shutdown_answers_long_polls_at_once(server, conn):
+    """SIGTERM ends a long poll with what it has instead of waiting it out; clients that
+    keep sending cannot hold the shutdown for its grace period (requests read later are
+    not taken)."""
+    await create(conn, "quiet", partitions=1)
+    poll = conn.send(FETCH, 11, fetch_body("quiet", 0, max_wait_ms=60_000, min_bytes=10_000))
+    await asyncio.sleep(0.1)  # the poll is waiting
+    server.stop(timeout=30)  # (the poll alone would hold it for 60 s)
+    r = await asyncio.wait_for(poll, 5)
+    assert r.error_code == 0 and r.responses[0].partitions[0].records in (b"", None)

@@ -39,6 +39,7 @@ class DataPlane:
         self.producers: weakref.WeakKeyDictionary[PartitionLog, PartitionProducers] = weakref.WeakKeyDictionary()
         self.waiters: dict[PartitionLog, set[asyncio.Future]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
+        self.draining = False
 
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(3, 12), self.produce)
@@ -200,7 +201,7 @@ class DataPlane:
         while True:
             answer, total = self._read(ctx, req, req.max_bytes)
             remaining = deadline - time.monotonic()
-            if total >= req.min_bytes or remaining <= 0 or self._has_errors(answer):
+            if total >= req.min_bytes or remaining <= 0 or self.draining or self._has_errors(answer):
                 return ctx.response(throttle_time=0, error_code=E.none, session_id=0, responses=tuple(answer))
             await self._wait_for_data(ctx, req, remaining)
 
@@ -271,11 +272,16 @@ class DataPlane:
         return ctx.response(throttle_time=0, error_code=E.none, producer_id=self.producer_ids.allocate(),
                             producer_epoch=0)
 
-    async def close(self) -> None:
+    def drain(self) -> None:
+        """The server is stopping: long-polling fetches answer now with what they have."""
+        self.draining = True
         for futs in self.waiters.values():
             for fut in futs:
                 if not fut.done():
                     fut.set_result(None)
+
+    async def close(self) -> None:
+        self.drain()
 
 
 async def _policy_flush(plog: PartitionLog) -> None:

@@ -2,18 +2,16 @@
 began; appends that arrive while a round is in flight wait for the next one.
 
 A round runs beside the event loop, which goes on reading, handling and appending
-requests meanwhile. How, by the number of files it has to make durable (bench/bench_log.py
-and bench/bench_commits.py measured the choices):
+requests meanwhile. How depends on the number of files it has to make durable (the
+README's performance section has the measurements behind these choices):
 
 - A few files (below SYNCFS_FROM_FILES): each fsynced through Linux native AIO (caio's
   linux_aio: io_submit of IOCB_CMD_FSYNC, done by kernel workers, completion signalled on
   an eventfd the loop watches), in parallel. No Python thread: a worker thread has to win
-  the GIL from a busy loop to start and finish its fsync, which measured slower (one
-  group's 100 committing members: 10.7k commits/s instead of 14.5k, medians).
+  the GIL from a busy loop to start and finish each fsync.
 - Many files: one syncfs(2) of their filesystem in a worker thread, one GIL hand-over per
   round. N fsyncs cost N journal waits, and AIO runs them on kernel workers of the loop's
-  own CPU (100 members in their own groups, ~50 files a round: 9.2k commits/s instead
-  of 8.1k, medians). syncfs also writes out whatever else is dirty on that filesystem, so a data
+  own CPU. syncfs also writes out whatever else is dirty on that filesystem, so a data
   dir on a busy shared disk makes it slower.
 
 Where AIO is missing or refused (not Linux, an old kernel, a filesystem without AIO
