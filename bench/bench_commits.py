@@ -263,7 +263,8 @@ async def main() -> None:
             proc.wait()
             shutil.rmtree(data, ignore_errors=True)
     for case in cases:
-        print_commits(*case, runs[case])
+        if runs[case]:  # (--repeat 0: recovery only)
+            print_commits(*case, runs[case])
     if args.records:
         await bench_recovery(args.records)
 

@@ -118,18 +118,20 @@ async def bench_rebalance(port: int, n: int) -> None:
         await c.close()
 
 
-async def bench_cycles(port: int, seconds: float) -> None:
+async def bench_cycles(server_pid: int, port: int, seconds: float) -> None:
     conn = await WireClient("cycle").connect("127.0.0.1", port)
     cycles = 0
     deadline = time.perf_counter() + seconds
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds(server_pid)
     while time.perf_counter() < deadline:
         group = f"cycle-{cycles % 100}"
         (member, gen), = await form_group([conn], group)
         await conn.request(LEAVE, V_LEAVE, LeaveReq(group_id=group, members=(
             LeaveMember(member_id=member, group_instance_id=None),)))
         cycles += 1
-    print(f"join-sync-leave cycles (one member, sequential): {cycles / (time.perf_counter() - start):,.0f}/s")
+    cpu = cpu_seconds(server_pid) - cpu
+    print(f"join-sync-leave cycles (one member, sequential): {cycles / (time.perf_counter() - start):,.0f}/s "
+          f"(server CPU {cpu / max(cycles, 1) * 1e6:,.0f} us per cycle)")
     await conn.close()
 
 
@@ -145,7 +147,7 @@ async def main() -> None:
         await bench_heartbeats(proc.pid, port, args.groups, args.members, args.seconds, args.connections)
         for n in (10, 100, 500):
             await bench_rebalance(port, n)
-        await bench_cycles(port, args.seconds)
+        await bench_cycles(proc.pid, port, args.seconds)
     finally:
         proc.terminate()
         proc.wait()

@@ -33,6 +33,7 @@ class GroupApis:
     def __init__(self, runtime: CoordinatorRuntime) -> None:
         self.runtime = runtime
         self.shard_for = runtime.shard_for
+        self.shard_of = runtime.shard_of
         self._heartbeat_bodies: dict[tuple[int, int], Raw] = {}
 
     def register(self, registry: Registry) -> None:
@@ -106,7 +107,8 @@ class GroupApis:
     # Heartbeat ------------------------------------------------------------------------
 
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
-        error = self.shard_for(req.group_id).classic.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+        shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
+        error = shard.classic.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                                       req.generation_id)
         # The body is (throttle time 0, error code): one encoding per version and error.
         key = (ctx.header.api_version, error)
@@ -126,12 +128,10 @@ class GroupApis:
             result = self.shard_for(req.group_id).classic.leave(
                 req.group_id, [(m.member_id, m.group_instance_id) for m in req.members],
                 reason="; ".join(sorted(reasons)) or None)
-        if isinstance(result, asyncio.Future):
-            return self._leave_later(ctx, result)
+        if isinstance(result, asyncio.Future):  # answered once the group's empty generation is stored
+            result.add_done_callback(lambda f: ctx.answer(self._leave_response(ctx, *f.result())))
+            return LATER
         return self._leave_response(ctx, *result)
-
-    async def _leave_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
-        return self._leave_response(ctx, *(await waiter))
 
     @staticmethod
     def _leave_response(ctx: RequestContext, top: int, results: list) -> Any:
@@ -203,7 +203,8 @@ class GroupApis:
         if req.retention_ms >= 0:  # v2-v4 only
             expire = self.runtime.clock.wall() + req.retention_ms
         version = ctx.header.api_version
-        errors = self.shard_for(req.group_id).offset_manager.commit_nowait(
+        shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
+        errors = shard.offset_manager.commit_nowait(
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
             lambda errors: ctx.answer(write_response_to(req, version, errors)), expire, version)
         if errors is not None:

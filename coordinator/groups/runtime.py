@@ -65,15 +65,22 @@ class CoordinatorRuntime:
         self.config = config or GroupConfig()
         offsets = offsets or OffsetConfig()
         self.shards = [GroupShard(p, self, clock, self.config, offsets) for p in range(writer.partitions)]
+        # group id -> its shard: hot paths look here first, without a call (the hash once per group)
+        self.shard_of: dict[str, GroupShard] = {}
         self._expiry: asyncio.Task | None = None
 
     # routing ------------------------------------------------------------------------
 
     def shard_for(self, group_id: str) -> GroupShard:
-        return self.shards[self.writer.partition_for(group_id)]
+        shard = self.shard_of.get(group_id)
+        if shard is None:
+            if len(self.shard_of) >= 1_000_000:
+                self.shard_of.clear()
+            shard = self.shard_of[group_id] = self.shards[self.writer.partition_for(group_id)]
+        return shard
 
     def group(self, group_id: str) -> Group | None:
-        return self.shards[self.writer.partition_for(group_id)].groups.get(group_id)
+        return self.shard_for(group_id).groups.get(group_id)
 
     def all_groups(self) -> Iterator[Group]:
         for shard in self.shards:
