@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from bench.wire_client import WireClient
+from tests.conftest import create_topics, wait_for
 from tests.test_data_plane_wire import batch, produce
 from tests.test_groups_wire import (
     COMMIT, DESCRIBE, FETCH, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, cls, commit_body, form, hb_body, join_body,
@@ -84,6 +85,8 @@ async def test_full_disk(server_factory, small_disk):
     await conn.create_topics("t", partitions=2)
     member, gen = await form(conn, "g1")
     assert await commit(conn, "g1", member, gen, 5) == [0, 0]
+    static = await conn.request(JOIN, 5, join_body(5, "g3", instance="i-1"))
+    await conn.request(SYNC, 3, sync_body(3, "g3", static.member_id, 1, [(static.member_id, b"s")]))
     filler = fill(small_disk)
 
     # Writes get Kafka's errors, and nothing of them shows. (A file's last page may still
@@ -110,10 +113,20 @@ async def test_full_disk(server_factory, small_disk):
                                                    [(joined.member_id, b"a")]))
     assert synced.error_code == NOT_COORDINATOR  # the assignment could not be stored: rejoin
     assert (await describe(conn, "g2"))[0] == "PreparingRebalance"
+    # A static member restarting cannot have its new member id stored: it keeps the old one.
+    static_id = static.member_id
+    for _ in range(100):  # (its partition's file may take a few more records in its last page)
+        rejoin = await conn.request(JOIN, 5, join_body(5, "g3", instance="i-1"))
+        if rejoin.error_code:
+            break
+        static_id = rejoin.member_id
+    assert (rejoin.error_code, rejoin.member_id) == (NOT_COORDINATOR, "")
+    assert await describe(conn, "g3") == ("Stable", [(static_id, b"s")])
+    assert (await conn.request(HEARTBEAT, 3, hb_body(3, "g3", static_id, 1))).error_code == 0
     # Reads keep working.
     assert (await conn.request(HEARTBEAT, 3, hb_body(3, "g1", member, gen))).error_code == 0
     listed = await conn.request(LIST, 4, cls(LIST, 4)(states_filter=()))
-    assert {g.group_id for g in listed.groups} == {"g1", "g2"}
+    assert {g.group_id for g in listed.groups} == {"g1", "g2", "g3"}
 
     os.unlink(filler)  # space returns: writes work again, no restart
     assert await commit(conn, "g1", member, gen, 7) == [0, 0]
@@ -170,3 +183,42 @@ async def _commit_all(conn, groups, offset) -> dict[str, int]:
         assert len(errors) == 1, errors  # a commit is all or nothing
         answers[g] = errors.pop()
     return answers
+
+
+def test_full_disk_with_kafka_python(server_factory, small_disk):
+    """A real consumer on a full disk: its commits fail with NOT_COORDINATOR (which Kafka's
+    clients take as 'look the coordinator up again'), what it reads back is its last
+    stored commit, and once space returns it commits again, without a restart."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import NotCoordinatorError
+    from kafka.structs import OffsetAndMetadata
+
+    server = server_factory("--offsets-partitions", "3", data_dir=small_disk)
+    create_topics(server.port, "t", partitions=1)
+    producer = KafkaProducer(bootstrap_servers=server.bootstrap)
+    for i in range(5):
+        producer.send("t", b"m%d" % i, partition=0)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer("t", bootstrap_servers=server.bootstrap, group_id="kp", enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=10_000)
+    tp = TopicPartition("t", 0)
+    try:
+        wait_for(lambda: consumer.poll(timeout_ms=100) or consumer.assignment(), what="an assignment")
+        consumer.commit({tp: OffsetAndMetadata(1, "", -1)})
+        filler = fill(small_disk)
+        outcomes, stored = [], 1
+        for offset in range(2, 100):  # (a file's last page may take a few more)
+            consumer.commit_async({tp: OffsetAndMetadata(offset, "", -1)}, lambda _, result: outcomes.append(result))
+            wait_for(lambda: consumer.poll(timeout_ms=10) is not None and len(outcomes) == offset - 1,
+                     what="the commit's answer")
+            if isinstance(outcomes[-1], Exception):
+                break
+            stored = offset
+        assert isinstance(outcomes[-1], NotCoordinatorError)
+        assert consumer.committed(tp) == stored
+        os.unlink(filler)
+        consumer.commit({tp: OffsetAndMetadata(42, "", -1)})
+        assert consumer.committed(tp) == 42
+    finally:
+        consumer.close()
