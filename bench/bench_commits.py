@@ -2,7 +2,9 @@
 
 1. Commits/s with 1, 10, 100 concurrent committing members (fsync=always by default),
    all in one group, then each in its own group; each member waits for its commit before
-   the next (and, for 100, also with 4 commits in flight). This VM's speed drifts up to 2x
+   the next (and, for 100, also with 4 commits in flight). --partitions 1,10: commits of
+   1 and of 10 partitions; --floor: the same traffic against a bare uvloop server that
+   answers fixed bytes, and our server CPU per commit as a multiple of its. This VM's speed drifts up to 2x
    between runs: --repeat N runs every case N times, interleaved, and prints the median and
    the range.
 2. Startup: write a log of N one-record offset-commit batches, start the server on it (no
@@ -46,22 +48,28 @@ _SENTINEL = (0x0123456789ABCDEF).to_bytes(8, "big")
 _INT64 = struct.Struct(">q")
 
 
-def commit_frame(group: str, member: str, gen: int) -> tuple[bytearray, int]:
-    """An OffsetCommit frame for partition t-0, and where its committed offset sits."""
+def topic_for(partitions: int) -> str:
+    return "t" if partitions == 1 else f"t{partitions}"
+
+
+def commit_frame(group: str, member: str, gen: int, partitions: int = 1) -> tuple[bytearray, int]:
+    """An OffsetCommit frame for partitions t-0.. t-(partitions-1), and where t-0's
+    committed offset sits."""
     frame = bytearray(encode_request(COMMIT, V_COMMIT, 0, "committer", CommitReq(
         group_id=group, generation_id_or_member_epoch=gen, member_id=member, group_instance_id=None,
-        topics=(CommitTopic(name="t", partitions=(CommitPartition(
-            partition_index=0, committed_offset=int.from_bytes(_SENTINEL, "big"), committed_leader_epoch=-1,
-            committed_metadata=""),)),))))
+        topics=(CommitTopic(name=topic_for(partitions), partitions=tuple(CommitPartition(
+            partition_index=p, committed_offset=int.from_bytes(_SENTINEL, "big") if p == 0 else 1000 + p,
+            committed_leader_epoch=-1, committed_metadata="") for p in range(partitions))),))))
     pos = frame.find(_SENTINEL)
     assert pos > 0 and frame.find(_SENTINEL, pos + 1) < 0
     return frame, pos
 
 
 def committer(group: str, member: str, gen: int, deadline: float, done: asyncio.Future,
-              in_flight: int = 1) -> FramePump:
-    """One member committing offsets 1, 2, 3... to t-0: one frame, patched per request."""
-    frame, offset_pos = commit_frame(group, member, gen)
+              in_flight: int = 1, partitions: int = 1) -> FramePump:
+    """One member committing offsets 1, 2, 3... to t-0 (and fixed ones to the other
+    partitions): one frame, patched per request."""
+    frame, offset_pos = commit_frame(group, member, gen, partitions)
     # v8 response ends: error_code int16, then partition, topic and body tagged fields
     return FramePump([frame], 5, deadline, done, in_flight,
                      prepare=lambda frame, n: _INT64.pack_into(frame, offset_pos, n))
@@ -86,12 +94,12 @@ def peak_rss_mb(pid: int) -> float:
 
 
 async def bench_commits(server_pid: int, port: int, members: int, seconds: float, one_group: bool,
-                        in_flight: int = 1) -> tuple[float, float, float]:
+                        in_flight: int = 1, partitions: int = 1) -> tuple[float, float, float]:
     """members commit concurrently, all in one group (one partition: fsyncs are shared
     by group commit) or each in its own group (spread over the 50 partitions); each waits
     for its commit before the next, or keeps `in_flight` commits outstanding."""
     conns = [await WireClient(f"committer-{i}").connect("127.0.0.1", port) for i in range(members)]
-    await conns[0].create_topics("t", partitions=1)  # commits go to t-0
+    await conns[0].create_topics(topic_for(partitions), partitions=partitions)
     identities = []
     if one_group:
         group = f"commit-group-{members}"
@@ -102,7 +110,7 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
             identities.append((f"commit-group-{members}-{i}", member, gen))
     deadline = time.perf_counter() + seconds
     loop = asyncio.get_running_loop()
-    committers = [committer(*ident, deadline, loop.create_future(), in_flight) for ident in identities]
+    committers = [committer(*ident, deadline, loop.create_future(), in_flight, partitions) for ident in identities]
     start, cpu, own = time.perf_counter(), cpu_seconds(server_pid), time.process_time()
     for c in committers:
         await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
@@ -115,12 +123,40 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
     return count / elapsed, cpu / max(count, 1) * 1e6, own / max(count, 1) * 1e6
 
 
-def print_commits(members: int, one_group: bool, in_flight: int, runs: list[tuple[float, float, float]]) -> None:
+async def bench_floor(server_pid: int, port: int, members: int, seconds: float, in_flight: int,
+                      partitions: int) -> tuple[float, float, float]:
+    """The same traffic against a bare uvloop server answering every frame with fixed bytes
+    (bench_commit_path.py --serve-fixed-answers): what any Python server pays per request."""
+    deadline = time.perf_counter() + seconds
+    loop = asyncio.get_running_loop()
+    committers = [committer("g", f"m{i}", 1, deadline, loop.create_future(), in_flight, partitions)
+                  for i in range(members)]
+    start, cpu, own = time.perf_counter(), cpu_seconds(server_pid), time.process_time()
+    for c in committers:
+        await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
+    count = sum(await asyncio.gather(*(c.done for c in committers)))
+    elapsed, cpu, own = time.perf_counter() - start, cpu_seconds(server_pid) - cpu, time.process_time() - own
+    for c in committers:
+        c.transport.close()
+    return count / elapsed, cpu / max(count, 1) * 1e6, own / max(count, 1) * 1e6
+
+
+def print_floor(members: int, in_flight: int, partitions: int, runs: list, ours: list) -> None:
+    mode = "sync" if in_flight == 1 else f"{in_flight} async"
+    rate, server_us = (statistics.median(r[i] for r in runs) for i in range(2))
+    ratio = statistics.median(r[1] for r in ours) / server_us
+    print(f"floor (fixed answers) for {partitions:>2} partitions: {members:>3} members, {mode:>7}: "
+          f"{rate:>8,.0f} req/s  (server CPU {server_us:4.1f} us per request; ours in one group: {ratio:.1f}x)")
+
+
+def print_commits(members: int, one_group: bool, in_flight: int, partitions: int,
+                  runs: list[tuple[float, float, float]]) -> None:
     layout = "in one group " if one_group else "in own groups"
     mode = "sync" if in_flight == 1 else f"{in_flight} async"
     rate, server_us, client_us = (statistics.median(r[i] for r in runs) for i in range(3))
     spread = f" (median of {len(runs)} runs, range {min(r[0] for r in runs):,.0f}-{max(r[0] for r in runs):,.0f})" if len(runs) > 1 else ""
-    print(f"durable commits: {members:>3} members {layout}, {mode:>7}: {rate:>8,.0f} commits/s{spread}"
+    print(f"durable commits of {partitions:>2} partitions: {members:>3} members {layout}, {mode:>7}: "
+          f"{rate:>8,.0f} commits/s{spread}"
           f"  (CPU per commit: server {server_us:4.0f} us, bench client {client_us:3.0f} us)")
 
 
@@ -243,21 +279,39 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--fsync", default="always")
+    ap.add_argument("--floor", action="store_true",
+                    help="also run every one-group case against a server answering fixed bytes")
+    ap.add_argument("--partitions", default="1", help="partitions per commit, e.g. 1,10 (each a set of cases)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of every case, interleaved; the median is printed")
     ap.add_argument("--server-python", default=sys.executable, help="the interpreter that runs the server")
     args = ap.parse_args()
     SERVER_PYTHON[0] = args.server_python
-    cases = [(n, one_group, 1) for one_group in (True, False) for n in (1, 10, 100)]
-    cases += [(100, True, 4), (100, False, 4)]
-    runs: dict[tuple[int, bool, int], list] = {case: [] for case in cases}
+    sizes = [int(n) for n in args.partitions.split(",")]
+    cases = [(n, one_group, 1, size) for size in sizes for one_group in (True, False) for n in (1, 10, 100)]
+    cases += [(100, True, 4, size) for size in sizes] + [(100, False, 4, size) for size in sizes]
+    runs: dict[tuple[int, bool, int, int], list] = {case: [] for case in cases}
+    floors: dict[tuple[int, int, int], list] = {}
     for _ in range(args.repeat):
+        if args.floor:
+            floor = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_commit_path.py"),
+                                      "--serve-fixed-answers"], stdout=subprocess.PIPE)
+            try:
+                floor_port = int(floor.stdout.readline())
+                for members, one_group, in_flight, size in cases:
+                    if one_group:
+                        floors.setdefault((members, in_flight, size), []).append(
+                            await bench_floor(floor.pid, floor_port, members, args.seconds, in_flight, size))
+            finally:
+                floor.terminate()
+                floor.wait()
         data = tempfile.mkdtemp(prefix="bench-commits-")
         proc, port, ready = start_server(data, ["--fsync", args.fsync])
         print(f"empty server ready in {ready * 1000:.0f} ms (fsync={args.fsync})")
         try:
-            for members, one_group, in_flight in cases:
-                runs[members, one_group, in_flight].append(
-                    await bench_commits(proc.pid, port, members, args.seconds, one_group, in_flight))
+            for case in cases:
+                members, one_group, in_flight, size = case
+                runs[case].append(
+                    await bench_commits(proc.pid, port, members, args.seconds, one_group, in_flight, size))
         finally:
             proc.terminate()
             proc.wait()
@@ -265,6 +319,8 @@ async def main() -> None:
     for case in cases:
         if runs[case]:  # (--repeat 0: recovery only)
             print_commits(*case, runs[case])
+    for (members, in_flight, size), floor_runs in floors.items():
+        print_floor(members, in_flight, size, floor_runs, runs[members, True, in_flight, size])
     if args.records:
         await bench_recovery(args.records)
 
