@@ -43,6 +43,10 @@ class Cluster:
         if key_type == KEY_TYPE_GROUP:
             if not key:
                 return ErrorCode.invalid_request, "group id must not be empty", -1, "", -1
+            runtime = self.server.groups
+            if runtime is not None and runtime.shard_for(key).offline is not None:
+                # Its __consumer_offsets partition is offline (corrupt): no coordinator for now.
+                return ErrorCode.coordinator_not_available, "the group's partition is offline", -1, "", -1
             return ErrorCode.none, None, self.config.node_id, host, port
         if key_type == KEY_TYPE_TRANSACTION:
             return ErrorCode.invalid_request, "transactions are not supported by this broker", -1, "", -1

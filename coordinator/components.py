@@ -43,7 +43,7 @@ async def build_components(server: Server) -> list[Any]:
         max_size=c.group_max_size,
     ), OffsetConfig(c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
                     topics.partition_keys))  # commits to unknown topics are refused, as Kafka does
-    runtime.load(offsets_log.latest_records())
+    runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
     GroupApis(runtime).register(server.registry)
     server.groups = runtime

@@ -14,11 +14,12 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 
 import pytest
 
 from bench.wire_client import WireClient
-from tests.conftest import create_topics, wait_for
+from tests.conftest import ROOT, create_topics, wait_for
 from tests.test_data_plane_wire import batch, produce
 from tests.test_groups_wire import (
     COMMIT, DESCRIBE, FETCH, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, cls, commit_body, form, hb_body, join_body,
@@ -222,3 +223,65 @@ def test_full_disk_with_kafka_python(server_factory, small_disk):
         assert consumer.committed(tp) == 42
     finally:
         consumer.close()
+
+
+# corruption: only the damaged partition stops -------------------------------------------
+
+def _flip(path, pos: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[pos] ^= 0x10
+    path.write_bytes(data)
+
+
+def _offsets_segment(server, group: str):
+    from coordinator.log.offsets import partition_for
+
+    directory = server.data_dir / f"__consumer_offsets-{partition_for(group)}"
+    return directory, next(directory.glob("*.log"))
+
+
+@pytest.mark.parametrize("where", ["before the recovery point", "after it"])
+async def test_a_flipped_bit_takes_only_its_partition_offline(server, where):
+    """Every batch is CRC-checked at startup, those the recovery point covers too: a bad
+    one takes its partition offline (its groups answered NOT_COORDINATOR, FindCoordinator
+    COORDINATOR_NOT_AVAILABLE), with one log line saying where and how to repair it; the
+    other groups are served, and never an offset nobody committed. The repair tool cuts
+    from the bad batch and the partition comes back with what preceded it."""
+    from tests.test_groups_wire import cls as req
+
+    conn = await WireClient("bits").connect("127.0.0.1", server.port)
+    await conn.create_topics("t", partitions=2)
+    for offset in range(1, 6):
+        assert await commit(conn, "victim", "", -1, offset) == [0, 0]
+    assert await commit(conn, "bystander", "", -1, 7) == [0, 0]
+    await conn.close()
+    directory, segment = _offsets_segment(server, "victim")
+    assert _offsets_segment(server, "bystander")[0] != directory
+    server.stop(signal.SIGTERM if where == "before the recovery point" else signal.SIGKILL)
+    if where == "after it":
+        (directory / "recovery-point").unlink(missing_ok=True)
+    size = segment.stat().st_size
+    _flip(segment, size // 2)  # inside a batch in the middle: valid batches follow
+    server.start()
+    conn = await WireClient("bits").connect("127.0.0.1", server.port)
+    assert await fetch(conn, "bystander") == [7, 7]
+    r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id="victim", topics=None))
+    assert r.error_code == NOT_COORDINATOR
+    assert await commit(conn, "victim", "", -1, 9) == [NOT_COORDINATOR, NOT_COORDINATOR]
+    found = await conn.request(10, 1, req(10, 1)(key="victim", key_type=0))
+    assert found.error_code == 15  # COORDINATOR_NOT_AVAILABLE
+    await conn.close()
+    log = server.log_text()
+    assert "partition offline" in log and segment.name in log and "Traceback" not in log
+    server.stop()
+    assert segment.stat().st_size == size  # nothing was cut while offline
+
+    done = subprocess.run([sys.executable, "-m", "coordinator.log", "repair", str(directory)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and "bytes cut" in done.stdout, done.stderr
+    server.start()
+    conn = await WireClient("bits").connect("127.0.0.1", server.port)
+    victim = await fetch(conn, "victim")
+    assert victim[0] == victim[1] and 1 <= victim[0] <= 5  # a committed offset, cut back, never garbage
+    assert await commit(conn, "victim", "", -1, 9) == [0, 0]
+    await conn.close()

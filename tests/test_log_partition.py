@@ -5,6 +5,7 @@ import struct
 import pytest
 
 from coordinator.log import InvalidBatch, LogConfig, OffsetOutOfRange, PartitionLog
+from coordinator.log.partition import StorageError
 from protocol.record_batch import build_batch, iter_batches, iter_records, parse_header
 
 TS = 1_700_000_000_000
@@ -145,7 +146,9 @@ def test_torn_tail_every_cut(tmp_path, extra):
         log.close_sync()
 
 
-def test_crc_corruption_in_middle_truncates_there(tmp_path, caplog):
+def test_corruption_in_the_middle_takes_the_log_offline_and_repair_cuts_there(tmp_path, caplog, capsys):
+    """A torn tail is what a crash leaves, and is cut; damage that valid batches follow is
+    not: nothing is cut, the log refuses service, and the repair tool cuts (keeping a copy)."""
     log = open_log(tmp_path)
     fill(log, 40)
     assert len(log.segments) >= 3
@@ -156,14 +159,26 @@ def test_crc_corruption_in_middle_truncates_there(tmp_path, caplog):
     data = bytearray(victim.path.read_bytes())
     data[pos + 70] ^= 0xFF  # inside the records: only the CRC can tell
     victim.path.write_bytes(data)
-    with caplog.at_level("WARNING"):
+    files = {p.name: p.read_bytes() for p in tmp_path.glob("*.log")}
+    with caplog.at_level("ERROR"):
         log = open_log(tmp_path)
-    assert "CRC mismatch" in caplog.text
-    assert all_offsets(log) == list(range(h.base_offset))
-    assert log.log_end_offset == h.base_offset
-    assert len(log.segments) == 2  # later segments are gone with the corrupt tail
+    assert "CRC mismatch" in log.offline and victim.path.name in log.offline
+    assert f"bytes {pos}-{pos + h.size}" in log.offline and "repair" in caplog.text
+    with pytest.raises(StorageError):
+        log.append_records([(b"n", b"v")], timestamp_ms=TS)
+    with pytest.raises(StorageError):
+        log.read(0)
+    log.close_sync()
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.log")} == files  # nothing cut
+    from coordinator.log.__main__ import main as log_tool
+
+    assert log_tool(["repair", str(tmp_path)]) == 0
+    assert "bytes cut" in capsys.readouterr().out
+    kept = next((tmp_path.parent / ".corrupt").iterdir())
+    assert {p.name: p.read_bytes() for p in kept.glob("*.log")} == files
+    log = open_log(tmp_path)
+    assert log.offline is None and all_offsets(log) == list(range(h.base_offset))
     assert log.append_records([(b"n", b"v")], timestamp_ms=TS) == h.base_offset
-    assert all_offsets(log)[-1] == h.base_offset
 
 
 def test_bad_length_header_in_tail(tmp_path):

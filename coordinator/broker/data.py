@@ -181,6 +181,8 @@ class DataPlane:
                             records = b""  # only the first partition with data may exceed the limits (KIP-74)
                     except OffsetOutOfRange:
                         error = E.offset_out_of_range
+                    except StorageError:  # offline (corrupt): as Kafka's offline log dir
+                        error = E.kafka_storage_error
                 total += len(records)
                 hw = plog.high_watermark if plog else -1
                 parts.append(ctx.nested(

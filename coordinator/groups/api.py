@@ -19,6 +19,7 @@ from ..futures import future_and_callback
 from .classic_group import ClassicGroup, JoinResult, SyncResult
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
+from .shard import GroupShard
 from .state import GroupState as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
@@ -50,12 +51,20 @@ class GroupApis:
 
     # JoinGroup ------------------------------------------------------------------------
 
+    def _shard(self, group_id: str) -> GroupShard | None:
+        """The group's shard, or None if it cannot serve (its partition is offline)."""
+        shard = self.shard_of.get(group_id) or self.shard_for(group_id)
+        return shard if shard.offline is None else None
+
     def join_group(self, ctx: RequestContext, req: Any) -> Any:
+        shard = self._shard(req.group_id)
+        if shard is None:
+            return self._join_response(ctx, JoinResult(E.not_coordinator, req.member_id))
         session_ms = ms(req.session_timeout)
         rebalance = getattr(req, "rebalance_timeout", None)
         rebalance_ms = ms(rebalance) if rebalance is not None else session_ms  # v0 has none
         protocols = [(p.name, p.metadata) for p in req.protocols]
-        result = self.shard_for(req.group_id).classic.join(
+        result = shard.classic.join(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.header.client_id or "",
             ctx.client_host, session_ms, rebalance_ms, req.protocol_type, protocols,
             require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
@@ -87,7 +96,10 @@ class GroupApis:
     # SyncGroup ------------------------------------------------------------------------
 
     def sync_group(self, ctx: RequestContext, req: Any) -> Any:
-        result = self.shard_for(req.group_id).classic.sync(
+        shard = self._shard(req.group_id)
+        if shard is None:
+            return self._sync_response(ctx, SyncResult(E.not_coordinator))
+        result = shard.classic.sync(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id,
             getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
             {a.member_id: a.assignment for a in req.assignments},
@@ -108,8 +120,11 @@ class GroupApis:
 
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
-        error = shard.classic.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-                                      req.generation_id)
+        if shard.offline is None:
+            error = shard.classic.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                                            req.generation_id)
+        else:
+            error = E.not_coordinator
         # The body is (throttle time 0, error code): one encoding per version and error.
         key = (ctx.header.api_version, error)
         body = self._heartbeat_bodies.get(key)
@@ -121,11 +136,14 @@ class GroupApis:
     # LeaveGroup -----------------------------------------------------------------------
 
     def leave_group(self, ctx: RequestContext, req: Any) -> Any:
+        shard = self._shard(req.group_id)
+        if shard is None:
+            return self._leave_response(ctx, E.not_coordinator, [])
         if ctx.version < 3:
-            result = self.shard_for(req.group_id).classic.leave(req.group_id, [(req.member_id, None)])
+            result = shard.classic.leave(req.group_id, [(req.member_id, None)])
         else:
             reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
-            result = self.shard_for(req.group_id).classic.leave(
+            result = shard.classic.leave(
                 req.group_id, [(m.member_id, m.group_instance_id) for m in req.members],
                 reason="; ".join(sorted(reasons)) or None)
         if isinstance(result, asyncio.Future):  # answered once the group's empty generation is stored
@@ -162,6 +180,11 @@ class GroupApis:
         ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         described = []
         for group_id in req.groups:
+            if self._shard(group_id) is None:
+                described.append(ctx.nested("DescribedGroup", error_code=E.not_coordinator, group_id=group_id,
+                                            group_state="", protocol_type="", protocol_data="", members=(),
+                                            authorized_operations=ops))
+                continue
             group = self.runtime.group(group_id)
             if type(group) is not ClassicGroup or group.is_(S.DEAD):
                 # Kafka describes an unknown group as a Dead one with no error.
@@ -188,7 +211,11 @@ class GroupApis:
         waits = []
         for group_id in req.groups_names:
             fut, done = future_and_callback()
-            self.shard_for(group_id).delete_group(group_id, lambda error, done=done: done(None, error))
+            shard = self._shard(group_id)
+            if shard is None:
+                done(None, E.not_coordinator)
+            else:
+                shard.delete_group(group_id, lambda error, done=done: done(None, error))
             waits.append(fut)
         errors = await asyncio.gather(*waits)
         return ctx.response(throttle_time=0, results=tuple(
@@ -204,6 +231,8 @@ class GroupApis:
             expire = self.runtime.clock.wall() + req.retention_ms
         version = ctx.header.api_version
         shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
+        if shard.offline is not None:
+            return write_response_to(req, version, [E.not_coordinator] * len(req.partitions))
         errors = shard.offset_manager.commit_nowait(
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
             lambda errors: ctx.answer(write_response_to(req, version, errors)), expire, version)
@@ -225,10 +254,16 @@ class GroupApis:
             out.append(ctx.nested("OffsetFetchResponseTopic" + suffix, name=name, partitions=tuple(rows)))
         return tuple(out)
 
+    def _fetch(self, group_id: str, wanted: list | None) -> tuple[int, list]:
+        shard = self._shard(group_id)
+        if shard is None:
+            return E.not_coordinator, []
+        return shard.offset_manager.fetch(group_id, wanted)
+
     def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 8:
             wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
-            error, topics = self.shard_for(req.group_id).offset_manager.fetch(req.group_id, wanted)
+            error, topics = self._fetch(req.group_id, wanted)
             if ctx.version < 2 and error != E.none:
                 # v0/v1 have no top-level error: it goes on every partition.
                 topics = [(n, [(p, None) for p in ps]) for n, ps in (wanted or [])]
@@ -236,17 +271,20 @@ class GroupApis:
         groups = []
         for g in req.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-            error, topics = self.shard_for(g.group_id).offset_manager.fetch(g.group_id, wanted)
+            error, topics = self._fetch(g.group_id, wanted)
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
                                      topics=self._fetched_topics(ctx, topics, "s"), error_code=error))
         return ctx.response(throttle_time=0, groups=tuple(groups))
 
     async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
         wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
-        fut, done = future_and_callback()
-        self.shard_for(req.group_id).offset_manager.delete(
-            req.group_id, wanted, lambda error, results: done(None, (error, results)))
-        error, results = await fut
+        shard = self._shard(req.group_id)
+        if shard is None:
+            error, results = E.not_coordinator, []
+        else:
+            fut, done = future_and_callback()
+            shard.offset_manager.delete(req.group_id, wanted, lambda error, results: done(None, (error, results)))
+            error, results = await fut
         return ctx.response(throttle_time=0, error_code=error, topics=tuple(
             ctx.nested("OffsetDeleteResponseTopic", name=name, partitions=tuple(
                 ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows))

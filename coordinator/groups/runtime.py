@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -93,15 +93,19 @@ class CoordinatorRuntime:
 
     # loading --------------------------------------------------------------------------
 
-    def load(self, records: Iterable[tuple[int, Any, Any]]) -> int:
+    def load(self, records: Iterable[tuple[int, Any, Any]], offline: Callable[[], dict[int, str]] = dict) -> int:
         """Replay (partition, key, value) records in log order, then bring the groups to
-        life (members back with fresh session deadlines)."""
+        life (members back with fresh session deadlines). `offline()`, asked once the
+        records are read, names the partitions that could not be read: their shards
+        refuse every request until the log is repaired."""
         started = time.perf_counter()
         count = 0
         shards = self.shards
         for partition, key, value in records:
             shards[partition].replay(key, value)
             count += 1
+        for partition, why in offline().items():
+            shards[partition].offline = why
         for shard in shards:
             shard.on_loaded()
         groups = sum(len(s.groups) for s in shards)

@@ -40,6 +40,9 @@ class GroupShard:
                  offsets: OffsetConfig) -> None:
         self.partition = partition
         self.runtime = runtime
+        # Why the shard cannot serve (its log partition is offline: corrupt data), or None;
+        # every request for its groups is then answered NOT_COORDINATOR.
+        self.offline: str | None = None
         self.clock = clock
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()

@@ -70,6 +70,31 @@ def dump_file(path: Path, out, offsets_decoder: bool, records: bool) -> bool:
             view.release()
 
 
+def repair(directory: Path) -> int:
+    """Cut a partition log from its first bad batch (and drop the segments after it),
+    keeping a copy of it as it was under <data dir>/.corrupt/. Run with the server stopped."""
+    import shutil
+    import time as _time
+
+    from .partition import CHECKPOINT_FILE, PartitionLog
+
+    if not directory.is_dir() or not any(directory.glob("*.log")):
+        print(f"{directory}: not a partition directory (no *.log segments)", file=sys.stderr)
+        return 2
+    copy = directory.parent / ".corrupt" / f"{directory.name}-{_time.strftime('%Y%m%dT%H%M%S')}"
+    shutil.copytree(directory, copy)
+    (directory / CHECKPOINT_FILE).unlink(missing_ok=True)  # every byte is read and CRC-checked again
+    before = {p.name: p.stat().st_size for p in directory.glob("*.log")}
+    plog = PartitionLog.open_sync(directory, repair=True)
+    after = {p.name: p.stat().st_size for p in directory.glob("*.log")}
+    plog.close_sync()
+    cut = {n: size - after.get(n, 0) for n, size in before.items() if size != after.get(n, 0)}
+    print(f"{directory}: offsets [{plog.log_start_offset}, {plog.log_end_offset}) kept; "
+          + (", ".join(f"{n}: {c} bytes cut" for n, c in sorted(cut.items())) or "nothing to cut")
+          + f"; the log as it was is in {copy}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m coordinator.log")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -78,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--offsets-decoder", action="store_true",
                    help="decode __consumer_offsets keys/values (default for such directories)")
     d.add_argument("--no-records", action="store_true", help="batch headers only")
+    r = sub.add_parser("repair", help="cut a partition log from its first corrupt batch (keeps a copy)")
+    r.add_argument("path", type=Path)
     args = ap.parse_args(argv)
+    if args.cmd == "repair":
+        return repair(args.path)
     path: Path = args.path
     files = sorted(path.glob("*.log")) if path.is_dir() else [path]
     directory = path if path.is_dir() else path.parent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -22,7 +23,7 @@ from protocol.record_batch import CorruptBatch, finish_batch, new_batch_builder
 
 from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
-from .partition import InvalidBatch, PartitionLog, now_ms
+from .partition import InvalidBatch, PartitionLog, StorageError, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -199,13 +200,26 @@ class OffsetsLog:
     def latest(self, partition: int) -> dict[Key, OffsetsRecord]:
         """The last record per key of one partition (tombstones kept, value None): the state a
         coordinator loads at startup. Much faster than replay(): values superseded later in
-        the log are never decoded."""
+        the log are never decoded. Every batch's CRC is checked, those before the recovery
+        point too (a bit flipped on disk must not become an offset nobody committed): a bad
+        one takes the partition offline (StorageError)."""
+        plog = self.logs[partition]
+        if plog.offline is not None:
+            raise StorageError(errno.EIO, f"offline: {plog.offline}")
         last: dict[bytes, tuple[int, int, bytes | None]] = {}
-        for chunk in self.logs[partition].chunks():
+        expected = 0  # base offsets are outside the CRC: they must only grow
+        for path, start, chunk in plog.located_chunks():
             records = MemoryRecords(chunk)  # walks the batches of a chunk in C
             next_batch = records.next_batch
+            good = 0  # whole batches of this chunk read so far
             try:
                 while (batch := next_batch()) is not None:
+                    if not batch.validate_crc():
+                        raise KafkaError("CRC mismatch")
+                    if batch.base_offset < expected:
+                        raise KafkaError(f"base offset {batch.base_offset} below {expected}")
+                    expected = batch.next_offset
+                    good += 1
                     if batch.is_control_batch:
                         continue
                     for r in batch:
@@ -213,7 +227,11 @@ class OffsetsLog:
                         if key is not None:
                             last[key] = (r.offset, r.timestamp, r.value)
             except KafkaError as e:
-                raise CorruptBatch(f"partition {partition}: {e}") from e
+                plog.offline = f"{path} bytes from {start + _position(chunk, good)} are corrupt ({e})"
+                log.error("%s: partition offline. To repair: stop the server, run "
+                          "`python -m coordinator.log repair %s` (it keeps a copy), start it again",
+                          plog.offline, plog.directory)
+                raise StorageError(errno.EIO, f"offline: {plog.offline}") from e
         out: dict[Key, OffsetsRecord] = {}
         for raw, (offset, ts, value) in last.items():
             key = decode_key(raw)
@@ -222,11 +240,19 @@ class OffsetsLog:
             out[key] = OffsetsRecord(partition, offset, ts, key, value)
         return out
 
+    def offline(self) -> dict[int, str]:
+        """Partitions that may not be used, and why."""
+        return {p: plog.offline for p, plog in enumerate(self.logs) if plog.offline is not None}
+
     def latest_records(self) -> Iterator[tuple[int, Key, Value | bytes | None]]:
         """(partition, key, value) of the last record of every key, each partition in log
         order: what replaying the whole log gives, without decoding superseded values."""
         for p in range(len(self.logs)):
-            for r in sorted(self.latest(p).values(), key=lambda r: r.offset):
+            try:
+                latest = self.latest(p)
+            except StorageError:
+                continue  # offline (logged): its groups are refused, the others load
+            for r in sorted(latest.values(), key=lambda r: r.offset):
                 yield p, r.key, r.value
 
     def replay_all(self) -> Iterator[OffsetsRecord]:
@@ -242,6 +268,14 @@ class OffsetsLog:
 
     async def close(self) -> None:
         await asyncio.gather(*(plog.close() for plog in self.logs))
+
+
+def _position(chunk: bytes, batches: int) -> int:
+    """Where the batch after the first `batches` whole ones starts (error messages only)."""
+    pos = 0
+    for _ in range(batches):
+        pos += int.from_bytes(chunk[pos + 8 : pos + 12], "big") + 12
+    return pos
 
 
 def _wake_when_durable(queue: list, firsts: list[int], error: BaseException | None, _: object) -> None:

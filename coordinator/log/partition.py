@@ -54,6 +54,10 @@ class StorageError(OSError):
     or reported."""
 
 
+def seg_size(path: Path) -> int:
+    return path.stat().st_size
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -73,6 +77,9 @@ class PartitionLog:
         self._durable_waiters: deque[tuple[int, Done]] = deque()
         self._cut_pending: int | None = None  # a cut-back that failed: retried before any append
         self.cuts = 0  # how many times batches were cut from the end (state derived from them is stale)
+        # Why the log may not be used (corrupt data found), or None. Like Kafka's offline
+        # log dir: appends and reads are refused until it is repaired.
+        self.offline: str | None = None
         self._dir_dirty = False
         self._maintenance_lock = asyncio.Lock()
         self._background: list[asyncio.Task] = []
@@ -97,7 +104,12 @@ class PartitionLog:
         return plog
 
     @classmethod
-    def open_sync(cls, directory: str | Path, config: LogConfig | None = None) -> PartitionLog:
+    def open_sync(cls, directory: str | Path, config: LogConfig | None = None, *, repair: bool = False
+                  ) -> PartitionLog:
+        """Recover the log. A torn tail (what a crash mid-write leaves) is cut; damage
+        that valid batches follow is corruption: nothing is cut, and the log comes back
+        offline (every append and read refused) with one error line saying where and how
+        to repair it, unless `repair` (the repair tool), which cuts from the damage."""
         config = config or LogConfig()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -117,11 +129,21 @@ class PartitionLog:
         segments: list[Segment] = []
         scanned: list[Segment] = []
         expected = 0
+        offline = None
         for i, base in enumerate(bases):
             path = segment_path(directory, base)
+            later = [b for b in bases[i + 1 :] if segment_path(directory, b).stat().st_size > 0]
             seg, res = Segment.recover(path, base, expected, config.index_interval_bytes,
-                                       state=checkpoint.get(base))
+                                       state=checkpoint.get(base), cut_middle=repair)
             segments.append(seg)
+            if res.problem and not repair and (res.resumes_at is not None or later):
+                end = res.resumes_at if res.resumes_at is not None else seg_size(path)
+                offline = (f"{path} bytes {res.valid_bytes}-{end} are corrupt ({res.problem.split(': ', 1)[-1]})"
+                           f" and valid batches follow")
+                log.error("%s: partition offline, nothing cut. To repair: stop the server, run "
+                          "`python -m coordinator.log repair %s` (it keeps a copy), start it again",
+                          offline, directory)
+                break
             if res.scanned_bytes or res.problem:
                 scanned.append(seg)
             # an empty segment's name says where offsets resume
@@ -142,7 +164,8 @@ class PartitionLog:
         if log_start > segments[-1].next_offset:  # start checkpoint beyond a truncated end
             log_start = segments[-1].next_offset
         plog = cls(directory, config, segments, log_start)
-        if scanned:
+        plog.offline = offline
+        if scanned and offline is None:
             # What was just verified may still sit in the page cache (the process died,
             # not the machine): make it durable, then record it, so that a crash from now
             # on re-reads only what is appended later.
@@ -240,6 +263,8 @@ class PartitionLog:
         """
         if self.closed:
             raise RuntimeError("log is closed")
+        if self.offline is not None:
+            raise StorageError(errno.EIO, f"offline: {self.offline}")
         if self._cut_pending is not None:
             self._cut_back(self._cut_pending)
         buf = bytearray(batches)
@@ -421,6 +446,8 @@ class PartitionLog:
         """Whole batches from the one holding `offset`, up to max_bytes (always at least one
         batch, as Kafka does, so a consumer can make progress past a large batch).
         Reads stay within one segment. b"" at the log end."""
+        if self.offline is not None:
+            raise StorageError(errno.EIO, f"offline: {self.offline}")
         if offset < self.log_start_offset or offset > self._next_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} outside [{self.log_start_offset}, {self._next_offset}]")
@@ -463,6 +490,12 @@ class PartitionLog:
     def chunks(self, from_offset: int = 0, *, chunk_bytes: int = 8 * 1024 * 1024) -> Iterator[bytes]:
         """Like batches(), as big runs of whole batches (cut at positions of the sparse index,
         which are batch starts): bulk readers parse these without a Python step per batch."""
+        for _, _, chunk in self.located_chunks(from_offset, chunk_bytes=chunk_bytes):
+            yield chunk
+
+    def located_chunks(self, from_offset: int = 0, *, chunk_bytes: int = 8 * 1024 * 1024
+                       ) -> Iterator[tuple[Path, int, bytes]]:
+        """chunks(), each with its segment file and the position it starts at."""
         from_offset = max(from_offset, self.log_start_offset)
         i = self._segment_index(from_offset)
         for seg in self.segments[i:]:
@@ -478,7 +511,7 @@ class PartitionLog:
                         stop = cuts[j]
                     elif j + 1 < len(cuts):  # one batch bigger than a chunk
                         stop = cuts[j + 1]
-                yield seg.pread(stop - pos, pos)
+                yield seg.path, pos, seg.pread(stop - pos, pos)
                 pos = stop
 
     def records(self, from_offset: int = 0) -> Iterator[Record]:
@@ -627,6 +660,8 @@ class PartitionLog:
     async def _maintainer(self) -> None:
         while True:
             await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
+            if self.offline is not None:
+                continue  # nothing is rewritten before a repair has looked at it
             try:
                 if self.config.cleanup_policy == "compact":
                     if self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio:
@@ -654,6 +689,8 @@ class PartitionLog:
             await self.flush()
             self.closed = True
             try:
+                if self.offline is not None:
+                    raise OSError("offline: the next open scans it again")
                 await asyncio.get_running_loop().run_in_executor(
                     None, self._write_checkpoint, self._checkpoint_bytes())
             except OSError as e:

@@ -39,6 +39,23 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _next_valid_batch(buf, pos: int) -> int | None:
+    """The position of the first whole batch at or after `pos` whose magic, length and
+    CRC are right (a failed scan's resynchronisation point), or None."""
+    end = len(buf)
+    while True:
+        pos = buf.find(b"\x02", pos + 16) - 16  # the magic byte sits 16 bytes into a batch
+        if pos < 0 or pos + HEADER_SIZE > end:
+            return None
+        length = int.from_bytes(buf[pos + 8 : pos + 12], "big")
+        stop = pos + LOG_OVERHEAD + length
+        if length >= MIN_BATCH_LENGTH and stop <= end:
+            crc = int.from_bytes(buf[pos + 17 : pos + 21], "big")
+            if crc32c(buf[pos + 21 : stop]) == crc:
+                return pos
+        pos += 1
+
+
 def segment_path(directory: Path, base_offset: int) -> Path:
     return directory / f"{base_offset:020d}{SUFFIX}"
 
@@ -51,6 +68,9 @@ class ScanResult:
     problem: str | None  # why the scan stopped before the end, if it did
     problem_offset: int | None  # base offset of the first rejected batch, when readable
     scanned_bytes: int = 0  # read and verified by this scan (not taken from a checkpoint)
+    # A valid batch follows the problem at this position: the damage is in the middle
+    # (a flipped bit, a bad length), not a torn tail, and nothing was cut.
+    resumes_at: int | None = None
 
 
 @dataclass
@@ -145,11 +165,15 @@ class Segment:
 
     @classmethod
     def recover(cls, path: Path, base_offset: int, min_offset: int, interval: int,
-                verify_crc: bool = True, state: SegmentState | None = None) -> tuple[Segment, ScanResult]:
-        """Open an existing file, index it, and cut it after the last good batch.
+                verify_crc: bool = True, state: SegmentState | None = None,
+                cut_middle: bool = False) -> tuple[Segment, ScanResult]:
+        """Open an existing file, index it, and cut a torn tail after the last good batch.
 
-        With `state` (from the recovery-point checkpoint) the bytes it covers are taken as
-        verified and only what follows them is scanned."""
+        Damage followed by a valid batch is not a torn write but corruption: the file is
+        left as it is (result.resumes_at says where the valid batch starts) unless
+        cut_middle, the repair tool's choice. With `state` (from the recovery-point
+        checkpoint) the bytes it covers are taken as verified and only what follows them
+        is scanned."""
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
         seg = cls(path, base_offset, fd, interval)
         size = os.fstat(fd).st_size
@@ -161,7 +185,11 @@ class Segment:
             return seg, ScanResult(0, 0, None, None, None)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
             result = seg._scan(mm, max(min_offset, base_offset, seg.next_offset), verify_crc, start)
+            if result.valid_bytes < size:
+                result.resumes_at = _next_valid_batch(mm, result.valid_bytes + 1)
         result.scanned_bytes = result.valid_bytes - start
+        if result.resumes_at is not None and not cut_middle:
+            return seg, result
         if result.valid_bytes < size:
             os.ftruncate(fd, result.valid_bytes)
             result.problem += f"; cut {size - result.valid_bytes} bytes"
