@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode as E
 from coordinator.groups.classic_group import ClassicGroup, JoinResult, SyncResult
 from coordinator.groups.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
+from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import VALID_PREVIOUS, GroupState as S
 from protocol.offset_commit import PartitionCommit
 from tests.group_harness import MemoryLog, new_runtime
@@ -43,7 +44,8 @@ class GroupMachine(RuleBasedStateMachine):
         self.clock = ManualClock()
         self.memory = MemoryLog(2)
         self.config = GroupConfig(min_session_timeout_ms=1000)
-        self.runtime = new_runtime(self.memory, self.clock, self.config)
+        self.offsets = OffsetConfig(retention_ms=30_000)
+        self.runtime = new_runtime(self.memory, self.clock, self.config, self.offsets)
         self.clients = {(g, c): Client() for g in GROUPS for c in CLIENTS}
         self.acked: dict[tuple[str, str, int], int] = {}  # (group, topic, partition) -> last acknowledged offset
         self.generations: dict[str, int] = {}
@@ -146,6 +148,17 @@ class GroupMachine(RuleBasedStateMachine):
         self.run(self.clock.advance, ms)
 
     @rule()
+    def expire_offsets(self):
+        """Retention (short here): offsets and empty groups may go, nothing else changes."""
+        before = dict(self.acked)
+        self.run(self.runtime.expire_offsets)
+        live = self.live_offsets()
+        assert all(before.get(k) == v for k, v in live.items())  # only removals
+        self.acked = {k: v for k, v in before.items() if k in live}
+        # An expired group is gone, as in Kafka: one formed again counts from 0.
+        self.generations = {g: n for g, n in self.generations.items() if self.runtime.group(g) is not None}
+
+    @rule()
     def toggle_disk(self):
         self.memory.failing = not self.memory.failing
 
@@ -155,7 +168,7 @@ class GroupMachine(RuleBasedStateMachine):
         flight are gone with their connections)."""
         def go():
             self.clock = ManualClock(start_ms=self.clock.now())  # the old process's timers die with it
-            self.runtime = new_runtime(self.memory, self.clock, self.config)
+            self.runtime = new_runtime(self.memory, self.clock, self.config, self.offsets)
             self.runtime.load(self.memory.all_records())
         self.run(go)
         for client in self.clients.values():
@@ -181,20 +194,22 @@ class GroupMachine(RuleBasedStateMachine):
             if group.stored is not None:
                 assert group.stored.generation <= group.generation_id
 
+    def live_offsets(self) -> dict:
+        return {(g, t, p): v.offset for shard in self.runtime.shards
+                for g, offsets in shard.offsets.snapshot().items() for (t, p), v in offsets.items()}
+
     @invariant()
     def acknowledged_commits_are_readable_and_nothing_else(self):
-        live = {(g, t, p): v.offset for shard in self.runtime.shards
-                for g, offsets in shard.offsets.snapshot().items() for (t, p), v in offsets.items()}
-        assert live == self.acked
+        assert self.live_offsets() == self.acked
 
     @invariant()
     def replay_rebuilds_the_durable_state(self):
-        fresh = new_runtime(self.memory, ManualClock(), self.config)
+        fresh = new_runtime(self.memory, ManualClock(), self.config, self.offsets)
         for partition, key, value in self.memory.all_records():
             fresh.shards[partition].replay(key, value)
         assert [s.durable_view() for s in fresh.shards] == [s.durable_view() for s in self.runtime.shards]
 
 
-GroupMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
+GroupMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=40, deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 test_group_state_machine_properties = GroupMachine.TestCase

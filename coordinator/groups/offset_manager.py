@@ -179,6 +179,7 @@ class OffsetManager:
         with none (Kafka's cleanupGroupMetadata); returns how many offsets expire."""
         now = self.clock.wall()
         records: list[Event] = []
+        undo: list[Callable[[], None]] = []
         expired = 0
         for group_id in list(self.groups.keys() | set(self.store.groups())):
             keys = self.expired(group_id, now)
@@ -188,10 +189,17 @@ class OffsetManager:
             if (group is not None and len(keys) == len(self.store.of(group_id))
                     and group.validate_delete_group() == _NONE):
                 records.append((GroupMetadataKey(group_id), None))
+                undo.append(group.mark_deleting())  # no member may join while it goes
+
+        def written(error: int) -> None:
+            if error != _NONE:
+                for revert in undo:
+                    revert()
+                log.error("partition %d: expiring offsets failed (error %d): retried at the next check",
+                          self.shard.partition, error)
+
         if records:
-            self.shard.write(records, lambda error: error == _NONE or log.error(
-                "partition %d: expiring offsets failed (error %d): retried at the next check",
-                self.shard.partition, error))
+            self.shard.write(records, written)
         return expired
 
 
