@@ -111,6 +111,16 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
     deadline = time.perf_counter() + seconds
     loop = asyncio.get_running_loop()
     committers = [committer(*ident, deadline, loop.create_future(), in_flight, partitions) for ident in identities]
+    figures = await drive(server_pid, port, committers)
+    for c in conns:
+        await c.close()
+    return figures
+
+
+async def drive(server_pid: int, port: int, committers: list[FramePump]) -> tuple[float, float, float]:
+    """Connect the committers, let them run out their deadline: (commits/s, server CPU us
+    per commit, this process's CPU us per commit)."""
+    loop = asyncio.get_running_loop()
     start, cpu, own = time.perf_counter(), cpu_seconds(server_pid), time.process_time()
     for c in committers:
         await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
@@ -118,8 +128,6 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
     elapsed, cpu, own = time.perf_counter() - start, cpu_seconds(server_pid) - cpu, time.process_time() - own
     for c in committers:
         c.transport.close()
-    for c in conns:
-        await c.close()
     return count / elapsed, cpu / max(count, 1) * 1e6, own / max(count, 1) * 1e6
 
 
@@ -129,16 +137,8 @@ async def bench_floor(server_pid: int, port: int, members: int, seconds: float, 
     (bench_commit_path.py --serve-fixed-answers): what any Python server pays per request."""
     deadline = time.perf_counter() + seconds
     loop = asyncio.get_running_loop()
-    committers = [committer("g", f"m{i}", 1, deadline, loop.create_future(), in_flight, partitions)
-                  for i in range(members)]
-    start, cpu, own = time.perf_counter(), cpu_seconds(server_pid), time.process_time()
-    for c in committers:
-        await loop.create_connection(lambda c=c: c, "127.0.0.1", port)
-    count = sum(await asyncio.gather(*(c.done for c in committers)))
-    elapsed, cpu, own = time.perf_counter() - start, cpu_seconds(server_pid) - cpu, time.process_time() - own
-    for c in committers:
-        c.transport.close()
-    return count / elapsed, cpu / max(count, 1) * 1e6, own / max(count, 1) * 1e6
+    return await drive(server_pid, port, [committer("g", f"m{i}", 1, deadline, loop.create_future(), in_flight,
+                                                    partitions) for i in range(members)])
 
 
 def print_floor(members: int, in_flight: int, partitions: int, runs: list, ours: list) -> None:

@@ -52,6 +52,24 @@ class Ledger:
         return bad
 
 
+def consume(ledger: Ledger, stop: threading.Event, who: str, poll, commit) -> None:
+    """Poll, note what came, commit past it (synchronously), note the commit if it held."""
+    while not stop.is_set():
+        records = poll()
+        if not records:
+            continue
+        ledger.delivered(who, records)
+        ends: dict[int, int] = {}
+        for p, o in records:
+            ends[p] = max(ends.get(p, 0), o + 1)
+        started = time.monotonic()
+        try:
+            commit(ends)
+        except Exception:  # a restart in the middle: not committed, may come again
+            continue
+        ledger.committed(started, ends)
+
+
 def kafka_python_consumer(bootstrap, ledger, stop):
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
@@ -61,27 +79,16 @@ def kafka_python_consumer(bootstrap, ledger, stop):
                       auto_offset_reset="earliest", reconnect_backoff_max_ms=500, partition_assignment_strategy=[
                           __import__("kafka.coordinator.assignors.range", fromlist=["x"]).RangePartitionAssignor])
     try:
-        while not stop.is_set():
-            batches = c.poll(timeout_ms=100)
-            records = [(r.partition, r.offset) for rs in batches.values() for r in rs]
-            if not records:
-                continue
-            ledger.delivered("kafka-python", records)
-            ends = {}
-            for p, o in records:
-                ends[p] = max(ends.get(p, 0), o + 1)
-            started = time.monotonic()
-            try:
-                c.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in ends.items()})
-            except Exception:  # a restart in the middle: not committed, may come again
-                continue
-            ledger.committed(started, ends)
+        consume(ledger, stop, "kafka-python",
+                lambda: [(r.partition, r.offset) for rs in c.poll(timeout_ms=100).values() for r in rs],
+                lambda ends: c.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1)
+                                       for p, o in ends.items()}))
     finally:
         c.close()
 
 
 def confluent_consumer(bootstrap, ledger, stop):
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "client.id": "confluent",
                   "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": False,
@@ -89,21 +96,10 @@ def confluent_consumer(bootstrap, ledger, stop):
                   "reconnect.backoff.max.ms": 500, "log_level": 0})
     c.subscribe([TOPIC])
     try:
-        while not stop.is_set():
-            msgs = [m for m in c.consume(100, 0.1) if m.error() is None]
-            if not msgs:
-                continue
-            records = [(m.partition(), m.offset()) for m in msgs]
-            ledger.delivered("confluent", records)
-            ends = {}
-            for p, o in records:
-                ends[p] = max(ends.get(p, 0), o + 1)
-            started = time.monotonic()
-            try:
-                c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in ends.items()], asynchronous=False)
-            except KafkaException:
-                continue
-            ledger.committed(started, ends)
+        consume(ledger, stop, "confluent",
+                lambda: [(m.partition(), m.offset()) for m in c.consume(100, 0.1) if m.error() is None],
+                lambda ends: c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in ends.items()],
+                                      asynchronous=False))
     finally:
         c.close()
 
