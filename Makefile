@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-DATA   ?= ./data
+# make run HOST=0.0.0.0 PORT=9093 DATA=/tmp/kafka; KCOORD_* variables are honoured too.
+HOST   ?= $(or $(KCOORD_HOST),127.0.0.1)
+PORT   ?= $(or $(KCOORD_PORT),9092)
+DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
 
 .PHONY: run test install install-test bench report clean
 
@@ -23,10 +26,10 @@ install-test: $(VENV)/.installed-test
 	  { (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 || \
 	    echo "kcat could not be installed; its tests will be skipped"; }
 
-## Start the server on 127.0.0.1:9092 with its data in ./data.
+## Start the server on 127.0.0.1:9092 with its data in ./data (HOST, PORT, DATA to change them).
 run: install
 	@$(PY) -m compileall -q coordinator protocol >/dev/null  # bytecode once, not at every start
-	$(PY) -m coordinator --host 127.0.0.1 --port 9092 --data-dir $(DATA)
+	$(PY) -m coordinator --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 ## Install what the tests need (clients, pyspark, kcat) and run the whole suite.
 test: install-test

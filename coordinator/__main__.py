@@ -10,14 +10,18 @@ import sys
 import uvloop
 
 from .config import parse_args
-from .server import Server
+from .server import Server, StartupError
 
 
 async def serve(argv: list[str] | None = None) -> None:
     config = parse_args(argv)
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = Server(config)
-    await server.start()
+    try:
+        await server.start()
+    except StartupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

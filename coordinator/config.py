@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -48,24 +50,54 @@ def _env_name(name: str) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
+    """The configuration from flags over KCOORD_* variables over defaults. A bad value
+    (from either) is one line on stderr and exit status 2; --help works whatever the
+    environment says."""
     parser = argparse.ArgumentParser(
         prog="python -m coordinator",
         description="Kafka-wire-protocol consumer-group coordinator and stand-in broker. "
         "Every flag can also be set by the environment variable shown.",
     )
+    parser.error = _one_line_error(parser)  # type: ignore[method-assign]
+    known = set()
+    env_errors = []
     for f in fields(Config):
         env = _env_name(f.name)
+        known.add(env)
         flag = "--" + f.name.replace("_", "-")
-        default = os.environ.get(env, f.default)
         kind = f.type if isinstance(f.type, type) else None
         typ = {"int": int, "int | None": int, "Path": Path, "str | None": str, "str": str}.get(str(f.type), kind or str)
+        raw = os.environ.get(env)
         if str(f.type) == "bool":
-            default = default if isinstance(default, bool) else str(default).lower() in ("1", "true", "yes")
+            default = f.default if raw is None else raw.lower() in ("1", "true", "yes")
             parser.add_argument(flag, default=default, action=argparse.BooleanOptionalAction,
                                 help=f"{f.metadata['help']} [env {env}]")
             continue
+        default = f.default
+        if raw is not None:
+            try:
+                default = typ(raw)
+                if "choices" in f.metadata and default not in f.metadata["choices"]:
+                    raise ValueError(f"not one of {', '.join(f.metadata['choices'])}")
+            except ValueError as e:
+                why = e if "choices" in f.metadata else f"not a valid {typ.__name__}"
+                env_errors.append(f"{env}={raw!r}: {why}")
+                default = f.default
         extra = {"choices": f.metadata["choices"]} if "choices" in f.metadata else {}
-        parser.add_argument(flag, type=typ, default=default if default is None else typ(default),
-                            help=f"{f.metadata['help']} (default: %(default)s) [env {env}]", **extra)
+        shown = "" if default is None else " (default: %(default)s)"
+        parser.add_argument(flag, type=typ, default=default, help=f"{f.metadata['help']}{shown} [env {env}]", **extra)
     ns = parser.parse_args(argv)
+    if env_errors:
+        parser.error(env_errors[0])
+    for name in sorted(n for n in os.environ if n.startswith("KCOORD_") and n not in known):
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        print(f"warning: {name} is not a setting of this server, ignored{hint}", file=sys.stderr)
     return Config(**vars(ns))
+
+
+def _one_line_error(parser: argparse.ArgumentParser):
+    def error(message: str) -> None:
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+    return error

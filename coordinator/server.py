@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import re
+import socket
 import struct
 from types import CoroutineType
 from typing import Any
@@ -37,6 +38,10 @@ _KEY_VERSION = struct.Struct(">hh")
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+class StartupError(Exception):
+    """The server cannot start for a reason the operator must fix (said in one line)."""
+
+
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -53,8 +58,20 @@ class Server:
     # life cycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Claim the port, load, then listen. Raises StartupError (one line for the
+        operator) if the port or the data dir cannot be had."""
         from .components import build_components  # late: components import the server's types
 
+        # The port first: a port in use must fail before the data dir is created or loaded.
+        sock = self._bind()
+        try:
+            self.config.data_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.config.data_dir / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            sock.close()
+            raise StartupError(f"data dir {self.config.data_dir}: {e.strerror or e}") from e
         # Loading creates millions of long-lived objects: collecting while it runs finds
         # no garbage, and afterwards they need not be traversed again (gc.freeze).
         gc.disable()
@@ -68,13 +85,27 @@ class Server:
         # traverses objects that are about to be freed anyway.
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.config.host, self.config.port, reuse_address=True, backlog=1024
-        )
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
         if self.config.port == 0:
             self.config.port = self._server.sockets[0].getsockname()[1]
         log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
                  self.config.node_id, self.config.data_dir)
+
+    def _bind(self) -> socket.socket:
+        host, port = self.config.host, self.config.port
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+            sock = socket.socket(family, kind, proto)
+        except OSError as e:
+            raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+        except OSError as e:
+            sock.close()
+            raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+        return sock
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
         """Stop accepting and reading, let in-flight requests finish (long polls end at

@@ -1,0 +1,69 @@
+"""Starting the server wrong gets one clear line and exit status 2, never a traceback,
+and nothing is created on the way."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, free_port
+
+
+def start(*args: str, env: dict | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_port_in_use_fails_before_the_data_dir_is_made(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = one_error_line(start("--port", str(port), "--data-dir", str(tmp_path / "data")))
+    assert f"127.0.0.1:{port}" in line and "in use" in line
+    assert not (tmp_path / "data").exists()
+
+
+def test_data_dir_under_a_file(tmp_path):
+    (tmp_path / "file").write_text("x")
+    line = one_error_line(start("--port", "0", "--data-dir", str(tmp_path / "file" / "data")))
+    assert "data dir" in line and "Not a directory" in line
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("KCOORD_PORT", "abc", "not a valid int"),
+    ("KCOORD_FSYNC", "sometimes", "not one of always, interval, never"),
+])
+def test_bad_environment_values(tmp_path, name, value, says):
+    line = one_error_line(start("--data-dir", str(tmp_path), env={name: value}))
+    assert name in line and says in line
+    helped = start("--help", env={name: value})
+    assert helped.returncode == 0 and "--port" in helped.stdout  # --help works all the same
+
+
+def test_misspelled_variable_is_named(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", str(free_port()), "--data-dir",
+                             str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "KCOORD_PROT": "9093"})
+    try:
+        assert proc.stdout.readline().startswith("ready")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    assert "KCOORD_PROT is not a setting of this server, ignored (did you mean KCOORD_PORT?)" in err
+
+
+def test_help_reads_cleanly():
+    helped = start("--help")
+    assert helped.returncode == 0 and "(default: None)" not in helped.stdout
