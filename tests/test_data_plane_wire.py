@@ -36,10 +36,10 @@ async def produce(conn, topic, records, partition=0, acks=-1, v=9):
     return p.error_code, p.base_offset
 
 
-def fetch_body(topic, offset, partition=0, max_wait_ms=0, min_bytes=1, v=11, session_id=0):
+def fetch_body(topic, offset, partition=0, max_wait_ms=0, min_bytes=1, v=11, session_id=0, session_epoch=-1):
     F, T = cls(FETCH, v, "FetchPartition"), cls(FETCH, v, "FetchTopic")
     return cls(FETCH, v)(replica_id=-1, max_wait=max_wait_ms * MS, min_bytes=min_bytes, max_bytes=1 << 20,
-                         isolation_level=0, session_id=session_id, session_epoch=-1,
+                         isolation_level=0, session_id=session_id, session_epoch=session_epoch,
                          topics=(T(topic=topic, partitions=(F(partition=partition, current_leader_epoch=-1,
                                                               fetch_offset=offset, log_start_offset=-1,
                                                               partition_max_bytes=1 << 20),)),),
@@ -128,8 +128,11 @@ async def test_fetch_errors_and_offsets(conn):
     assert r.responses[0].partitions[0].error_code == 1
     r = await conn.request(FETCH, 11, fetch_body("missing", 0))
     assert r.responses[0].partitions[0].error_code == 3
-    r = await conn.request(FETCH, 11, fetch_body("f", 0, session_id=1234))
-    assert r.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND: we hand out no sessions
+    r = await conn.request(FETCH, 11, fetch_body("f", 0, session_id=1234, session_epoch=5))
+    assert r.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND: an incremental fetch, and we hand out no sessions
+    for epoch in (-1, 0):  # KIP-227: full fetches whatever the id (kafka-go sends id -1, epoch -1)
+        r = await conn.request(FETCH, 11, fetch_body("f", 0, session_id=-1, session_epoch=epoch))
+        assert (r.error_code, r.session_id, r.responses[0].partitions[0].error_code) == (0, 0, 0)
     r = await conn.request(FETCH, 11, fetch_body("f", 2))
     p = r.responses[0].partitions[0]
     assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 5, 5, 0)

@@ -194,9 +194,11 @@ class DataPlane:
         return answer, total
 
     async def fetch(self, ctx: RequestContext, req: Any) -> Any:
-        session_id = getattr(req, "session_id", 0)
-        if session_id != 0:
-            # We never hand out sessions (KIP-227 lets a broker answer with id 0 = full fetches).
+        # KIP-227: epoch 0 asks for a new session, -1 for none (whatever the id: a session it
+        # names is closed); both are full fetches. We hand out no sessions (id 0 in every
+        # answer, which the KIP allows), so an incremental fetch (epoch > 0) names a session
+        # we do not have.
+        if getattr(req, "session_epoch", -1) > 0:
             return ctx.response(throttle_time=0, error_code=E.fetch_session_id_not_found, session_id=0,
                                 responses=())
         deadline = time.monotonic() + ms(req.max_wait) / 1000
