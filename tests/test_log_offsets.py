@@ -109,3 +109,19 @@ async def test_append_to_a_closed_log_fails_every_caller(tmp_path):
     results = await asyncio.gather(*(olog.append("g", [(OffsetCommitKey("g", "t", i), None)]) for i in range(3)),
                                    return_exceptions=True)
     assert all(isinstance(r, RuntimeError) for r in results)
+
+
+async def test_dump_cli_finds_a_groups_partition_in_a_data_dir(tmp_path, capsys):
+    olog = await OffsetsLog.open(tmp_path, partitions=5)
+    for group in ("demo", "other", "third"):
+        await olog.append(group, [(OffsetCommitKey(group, "orders", 0), OffsetCommitValue(7, "", 1))])
+    await olog.close()
+    assert dump_main(["dump", str(tmp_path), "--group", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert f"__consumer_offsets-{partition_for('demo', 5)}" in out
+    assert "OffsetCommitKey(group='demo', topic='orders', partition=0)" in out and "other" not in out
+    assert dump_main(["dump", str(tmp_path)]) == 0  # the whole data dir
+    out = capsys.readouterr().out
+    assert all(f"group='{g}'" in out for g in ("demo", "other", "third"))
+    assert dump_main(["dump", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'missing'}: no such file or directory"

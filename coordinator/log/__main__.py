@@ -1,8 +1,11 @@
-"""`python -m coordinator.log dump <dir-or-file> [--offsets-decoder] [--no-records]`
+"""`python -m coordinator.log dump PATH [--group G] [--offsets-decoder] [--no-records]`
+and `python -m coordinator.log repair PARTITION_DIR`.
 
-Prints batches and records like kafka-dump-log; `__consumer_offsets` keys and values are
-decoded (automatically for directories named `__consumer_offsets-*`). Read-only: a torn or
-corrupt tail is reported, never repaired.
+dump prints batches and records like kafka-dump-log; PATH is a data dir, a partition dir or
+a segment file. `__consumer_offsets` keys and values are decoded (automatically for
+directories named `__consumer_offsets-*`); --group G reads only the partition that holds
+G's records and shows only those. Read-only: a torn or corrupt tail is reported, never
+repaired (that is what repair does, keeping a copy).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import sys
 from pathlib import Path
 
 from protocol.group_records import RecordDecodeError, decode_record
+
+from .offsets import partition_for
 from protocol.record_batch import CorruptBatch, iter_batch_records, parse_header
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -25,7 +30,7 @@ def _show(b: bytes | None, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def dump_file(path: Path, out, offsets_decoder: bool, records: bool) -> bool:
+def dump_file(path: Path, out, offsets_decoder: bool, records: bool, group: str | None = None) -> bool:
     print(f"Dumping {path}", file=out)
     size = path.stat().st_size
     if size == 0:
@@ -41,6 +46,10 @@ def dump_file(path: Path, out, offsets_decoder: bool, records: bool) -> bool:
                     print(f"ERROR: {e} ({size - pos} bytes not shown)", file=out)
                     return False
                 kind = "LogAppendTime" if h.is_log_append_time else "CreateTime"
+                if group is not None:  # only the group's records, without the batches around them
+                    _print_group_records(view[pos : pos + h.size], h, kind, group, out)
+                    pos += h.size
+                    continue
                 print(
                     f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count}"
                     f" baseSequence: {h.base_sequence} producerId: {h.producer_id}"
@@ -68,6 +77,36 @@ def dump_file(path: Path, out, offsets_decoder: bool, records: bool) -> bool:
             return True
         finally:
             view.release()
+
+
+def _print_group_records(batch, h, kind: str, group: str, out) -> None:
+    if h.is_control:
+        return
+    for r in iter_batch_records(batch, h):
+        try:
+            k, v = decode_record(r.key, r.value) if r.key is not None else (None, None)
+        except RecordDecodeError:
+            continue
+        if getattr(k, "group", None) == group:
+            print(f"| offset: {r.offset} {kind}: {r.timestamp} key: {k} payload: {'<DELETE>' if v is None else v}",
+                  file=out)
+
+
+def _files(path: Path, group: str | None) -> list[Path] | str:
+    """The segment files to dump, or why there are none."""
+    if not path.exists():
+        return f"{path}: no such file or directory"
+    if path.is_file():
+        return [path]
+    if group is not None and not path.name.startswith("__consumer_offsets-"):
+        partitions = sorted(path.glob("__consumer_offsets-*"))
+        if not partitions:
+            return f"{path}: no __consumer_offsets partitions here"
+        path = path / f"__consumer_offsets-{partition_for(group, len(partitions))}"
+    files = sorted(path.glob("*.log"))
+    if not files:  # a data dir: every partition in it
+        files = sorted(path.glob("*-*/*.log"))
+    return files or f"{path}: no segment files here"
 
 
 def repair(directory: Path) -> int:
@@ -103,19 +142,21 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--offsets-decoder", action="store_true",
                    help="decode __consumer_offsets keys/values (default for such directories)")
     d.add_argument("--no-records", action="store_true", help="batch headers only")
+    d.add_argument("--group", help="only this group's records (finds its __consumer_offsets partition)")
     r = sub.add_parser("repair", help="cut a partition log from its first corrupt batch (keeps a copy)")
     r.add_argument("path", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "repair":
         return repair(args.path)
-    path: Path = args.path
-    files = sorted(path.glob("*.log")) if path.is_dir() else [path]
-    directory = path if path.is_dir() else path.parent
-    decode = args.offsets_decoder or directory.name.startswith("__consumer_offsets-")
+    files = _files(args.path, args.group)
+    if isinstance(files, str):
+        print(f"error: {files}", file=sys.stderr)
+        return 2
     ok = True
     try:
         for f in files:
-            ok &= dump_file(f, sys.stdout, decode, not args.no_records)
+            decode = args.offsets_decoder or f.parent.name.startswith("__consumer_offsets-")
+            ok &= dump_file(f, sys.stdout, decode, not args.no_records, args.group)
     except BrokenPipeError:
         return 0
     return 0 if ok else 1
