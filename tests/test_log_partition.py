@@ -401,3 +401,17 @@ async def test_checkpoint_longer_than_the_segment_is_not_trusted(tmp_path, monke
     assert all_offsets(log) == [0, 1, 2, 3]  # the torn last batch is cut, the rest kept
     assert scanned and all(start == 0 for _, start, _ in scanned)
     log.close_sync()
+
+
+async def test_a_missing_segment_is_logged(tmp_path, caplog):
+    log = await PartitionLog.open(tmp_path, LogConfig(segment_bytes=1000, maintenance_interval_ms=None,
+                                                      checkpoint_interval_ms=None), background=False)
+    fill(log, 40)
+    assert len(log.segments) >= 3
+    lost = log.segments[1].path
+    await log.close()  # writes the recovery point, which lists every segment
+    lost.unlink()
+    with caplog.at_level("ERROR"):
+        log = open_log(tmp_path)
+    assert "segment files missing" in caplog.text and lost.name in caplog.text
+    log.close_sync()

@@ -126,6 +126,10 @@ class PartitionLog:
             if p.name.endswith(SUFFIX) and p.name[: -len(SUFFIX)].isdigit()
         )
         checkpoint = cls._read_checkpoint(directory)
+        missing = sorted(set(checkpoint) - set(bases))
+        if missing:  # the recovery point knew them: they were deleted behind the log's back
+            log.error("%s: segment files missing: %s; what they held is gone (the recovery point "
+                      "lists them)", directory, ", ".join(segment_path(directory, b).name for b in missing))
         segments: list[Segment] = []
         scanned: list[Segment] = []
         expected = 0
