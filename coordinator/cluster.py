@@ -24,6 +24,16 @@ KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
+# AclOperation codes (Kafka's): the operations each resource type supports.
+_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE, _CLUSTER_ACTION = 3, 4, 5, 6, 7, 8, 9
+_DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 10, 11, 12
+TOPIC_OPERATIONS = sum(1 << op for op in (_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE, _DESCRIBE_CONFIGS,
+                                          _ALTER_CONFIGS))
+CLUSTER_OPERATIONS = sum(1 << op for op in (_CREATE, _ALTER, _DESCRIBE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS,
+                                            _ALTER_CONFIGS, _IDEMPOTENT_WRITE))
+NOT_ASKED = -(2**31)
+
+
 class Cluster:
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -76,13 +86,15 @@ class Cluster:
         if ctx.version == 0 and requested == []:
             requested = None  # v0: an empty list means "all topics"
         auto_create = getattr(req, "allow_auto_topic_creation", True)
-        key = (ctx.version, None if requested is None else tuple(requested), auto_create)
+        topic_ops = getattr(req, "include_topic_authorized_operations", False)
+        cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
+        key = (ctx.version, None if requested is None else tuple(requested), auto_create, topic_ops, cluster_ops)
         if self._cache_stamp != topics.changes:
             self._cache.clear()
             self._cache_stamp = topics.changes
         body = self._cache.get(key)
         if body is None:
-            body = Raw(encode_body(ctx.codec, self._metadata(ctx, requested, auto_create)))
+            body = Raw(encode_body(ctx.codec, self._metadata(ctx, requested, auto_create, topic_ops, cluster_ops)))
             if self._cache_stamp == topics.changes:  # not when this very request created topics
                 if len(self._cache) > 1000:
                     self._cache.clear()
@@ -95,7 +107,10 @@ class Cluster:
             return info.name if info else None
         return t.name
 
-    def _metadata(self, ctx: RequestContext, requested: list | None, auto_create: bool) -> Any:
+    def _metadata(self, ctx: RequestContext, requested: list | None, auto_create: bool, topic_ops: bool = False,
+                  cluster_ops: bool = False) -> Any:
+        """With no authorizer every operation a resource supports is allowed: the full sets
+        when asked (KIP-430), INT32_MIN ("not asked") otherwise."""
         host, port = self.config.advertised
         broker = ctx.nested("MetadataResponseBroker", node_id=self.config.node_id, host=host, port=port, rack=None)
         topics = self.server.topics
@@ -122,6 +137,7 @@ class Cluster:
                     topic_id=info.topic_id if info else NO_TOPIC_ID,
                     is_internal=info.internal if info else False,
                     partitions=partitions,
+                    topic_authorized_operations=TOPIC_OPERATIONS if topic_ops and info else NOT_ASKED,
                 )
             )
         return ctx.response(
@@ -130,4 +146,5 @@ class Cluster:
             cluster_id=self.config.cluster_id,
             controller_id=self.config.node_id,
             topics=tuple(answer),
+            cluster_authorized_operations=CLUSTER_OPERATIONS if cluster_ops else NOT_ASKED,
         )
