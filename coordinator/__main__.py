@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
 import logging
 import signal
 import sys
@@ -13,9 +15,25 @@ from .config import parse_args
 from .server import Server, StartupError
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (ISO 8601, UTC), level, logger, message (and the
+    exception, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(
+                    timespec="milliseconds"),
+                "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
 async def serve(argv: list[str] | None = None) -> None:
     config = parse_args(argv)
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if config.log_format == "json" else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=config.log_level.upper(), handlers=[handler])
     server = Server(config)
     try:
         await server.start()

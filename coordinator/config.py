@@ -38,7 +38,9 @@ class Config:
     # Data plane.
     auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
     num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")
-    log_level: str = _opt("INFO", "logging level")
+    log_level: str = _opt("INFO", "logging level: DEBUG, INFO, WARNING or ERROR")
+    log_format: str = _opt("text", "log lines as text, or one JSON object each (for log collectors)",
+                           choices=("text", "json"))
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -67,3 +67,19 @@ def test_misspelled_variable_is_named(tmp_path):
 def test_help_reads_cleanly():
     helped = start("--help")
     assert helped.returncode == 0 and "(default: None)" not in helped.stdout
+
+
+def test_json_logs(tmp_path):
+    import json
+
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", str(free_port()), "--data-dir",
+                             str(tmp_path), "--log-format", "json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("ready")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]
+    assert lines and all(set(line) >= {"time", "level", "logger", "message"} for line in lines)
+    assert any(line["message"].startswith("listening on") for line in lines)
