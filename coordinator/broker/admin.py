@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics, CreatePartitions."""
+"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from kio.schema.errors import ErrorCode as E
 from ..apis import Registry, RequestContext
 from .topics import TopicError, Topics
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DELETE_RECORDS = 19, 20, 37, 21
+HIGH_WATERMARK = -1  # DeleteRecords: "everything so far"
 
 
 class TopicAdmin:
@@ -20,6 +21,37 @@ class TopicAdmin:
         registry.add(CREATE_TOPICS, range(0, 8), self.create_topics)
         registry.add(DELETE_TOPICS, range(0, 7), self.delete_topics)
         registry.add(CREATE_PARTITIONS, range(0, 4), self.create_partitions)
+        registry.add(DELETE_RECORDS, range(0, 3), self.delete_records)
+
+    async def delete_records(self, ctx: RequestContext, req: Any) -> Any:
+        """Move each partition's log start offset up to the given one (Kafka's
+        deleteRecords): whole segments below it go, Fetch and ListOffsets answer from it."""
+        topics = []
+        for t in req.topics:
+            rows = []
+            for p in t.partitions:
+                error, low = await self._delete_records(t.name, p.partition_index, p.offset)
+                rows.append(ctx.nested("DeleteRecordsPartitionResult", partition_index=p.partition_index,
+                                       low_watermark=low, error_code=error))
+            topics.append(ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=tuple(rows)))
+        return ctx.response(throttle_time=0, topics=tuple(topics))
+
+    async def _delete_records(self, topic: str, partition: int, offset: int) -> tuple[E, int]:
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return E.unknown_topic_or_partition, -1
+        if info.internal:  # its records are the coordinator's state
+            return E.invalid_topic_exception, -1
+        plog = info.logs[partition]
+        if offset == HIGH_WATERMARK:
+            offset = plog.high_watermark
+        if not 0 <= offset <= plog.high_watermark:
+            return E.offset_out_of_range, -1
+        try:
+            await plog.delete_records_before(offset)
+        except OSError:
+            return E.kafka_storage_error, -1
+        return E.none, plog.log_start_offset
 
     def create_topics(self, ctx: RequestContext, req: Any) -> Any:
         results = []
