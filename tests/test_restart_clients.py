@@ -7,6 +7,7 @@ its offset was committed, and no partition has two owners."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import struct
 import threading
@@ -14,6 +15,7 @@ import time
 
 from bench.wire_client import WireClient
 from tests.conftest import wait_for
+from tests.test_groups_clients import subscribe_with_metadata
 from tests.test_groups_wire import DESCRIBE, cls
 
 TOPIC, PARTITIONS, GROUP = "events", 4, "restarted"
@@ -74,10 +76,11 @@ def kafka_python_consumer(bootstrap, ledger, stop):
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    c = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=GROUP, client_id="kafka-python",
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, client_id="kafka-python",
                       session_timeout_ms=6000, heartbeat_interval_ms=500, enable_auto_commit=False,
                       auto_offset_reset="earliest", reconnect_backoff_max_ms=500, partition_assignment_strategy=[
                           __import__("kafka.coordinator.assignors.range", fromlist=["x"]).RangePartitionAssignor])
+    subscribe_with_metadata(c, TOPIC)
     try:
         consume(ledger, stop, "kafka-python",
                 lambda: [(r.partition, r.offset) for rs in c.poll(timeout_ms=100).values() for r in rs],
@@ -106,6 +109,8 @@ def confluent_consumer(bootstrap, ledger, stop):
 
 def assignment_partitions(data: bytes) -> list[int]:
     """Partitions of a ConsumerProtocolAssignment (any version: the head is the same)."""
+    if not data:  # (not Stable: no assignment yet)
+        return []
     pos = 2
     (topics,) = struct.unpack_from(">i", data, pos)
     pos += 4
@@ -155,9 +160,15 @@ async def test_restarts_are_invisible_to_a_stable_group(server):
     try:
         produce(40)
         wait_for(lambda: len(ledger.unique()) == produced, what="the first messages consumed")
-        state, owners = await describe(server.port)
-        assert state == "Stable" and sorted(p for ps in owners.values() for p in ps) == list(range(PARTITIONS))
-        loaded_owners = owners
+        loaded_owners = None
+        for _ in range(300):  # both members in, one generation settled
+            state, owners = await describe(server.port)
+            if state == "Stable" and len(owners) == 2 and sorted(p for ps in owners.values() for p in ps) == list(
+                    range(PARTITIONS)):
+                loaded_owners = owners
+                break
+            await asyncio.sleep(0.1)
+        assert loaded_owners is not None, (state, owners)
         for i in range(RESTARTS):
             server.restart(signal.SIGKILL if i % 2 else signal.SIGTERM)
             state, owners = await describe(server.port)
