@@ -116,6 +116,35 @@ async def test_aio_refused_by_the_kernel_falls_back_to_the_loop(tmp_path, monkey
     await plog.close()
 
 
+async def test_aio_completions_interrupted_by_a_signal_are_collected(tmp_path, monkeypatch):
+    """io_getevents answers EINTR when a signal or a profiler's stop lands in it; the
+    finished fsyncs must still be collected, not wait for the next completion."""
+    s = sync.Syncer()
+    if not s.uses_aio:
+        pytest.skip("no Linux AIO here")
+    monkeypatch.setattr(partition, "SYNCER", s)
+
+    class Interrupted:
+        def __init__(self, context):
+            self.context, self.interrupted = context, 0
+
+        def __getattr__(self, name):
+            return getattr(self.context, name)
+
+        def process_events(self):
+            if not self.interrupted:
+                self.interrupted += 1
+                raise SystemError(errno.EINTR, "Interrupted system call")
+            return self.context.process_events()
+
+    s._aio._context = Interrupted(s._aio._context)
+    plog, = await open_logs(tmp_path, 1)
+    plog.append_records([(b"k", b"v")])
+    await asyncio.wait_for(plog.flush(), 10)
+    assert plog.durable_offset == 1 and s._aio._context.interrupted == 1
+    await plog.close()
+
+
 async def test_more_files_than_the_aio_queue_holds(tmp_path, monkeypatch):
     monkeypatch.setattr(sync, "AIO_MAX_IN_FLIGHT", 2)
     s = sync.Syncer()

@@ -222,8 +222,16 @@ class AioFsync:
             self._context.poll()  # read the eventfd's counter
         except BlockingIOError:
             pass
-        while self._context.process_events():  # calls each finished fsync's callback
-            pass
+        while True:
+            try:
+                if not self._context.process_events():  # calls each finished fsync's callback
+                    return
+            except SystemError as e:
+                # io_getevents interrupted by a signal (or a debugger/profiler's stop): the
+                # eventfd is drained already, so stopping here would strand the completions
+                # until some later fsync finished.
+                if e.args[:1] != (errno.EINTR,):
+                    raise
 
 
 def _retrieve(fut: asyncio.Future) -> None:
