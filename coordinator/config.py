@@ -30,7 +30,9 @@ class Config:
     # Group coordinator (names follow Kafka's broker configs).
     group_min_session_timeout_ms: int = _opt(6000, "group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = _opt(1_800_000, "group.max.session.timeout.ms")
-    group_initial_rebalance_delay_ms: int = _opt(0, "group.initial.rebalance.delay.ms (Kafka's default is 3000; 0 for fast dev loops)")
+    group_initial_rebalance_delay_ms: int = _opt(
+        50, "group.initial.rebalance.delay.ms: a new group's first join phase lasts this long, and again as "
+        "long each time members keep arriving (up to the rebalance timeout); Kafka's default is 3000, 0 = none")
     group_max_size: int = _opt(2**31 - 1, "group.max.size")
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
     offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
