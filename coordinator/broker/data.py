@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol.legacy_records import UnsupportedCompression, down_convert, is_legacy, up_convert
 from protocol.record_batch import (
     GZIP, LZ4, MAGIC, NONE, SNAPPY, ZSTD, CorruptBatch, build_batch_from, iter_batch_records, iter_batches,
     stamp_log_append_time,
@@ -59,8 +60,8 @@ class DataPlane:
         self.draining = False
 
     def register(self, registry: Registry) -> None:
-        registry.add(PRODUCE, range(3, 12), self.produce)
-        registry.add(FETCH, range(4, 18), self.fetch)
+        registry.add(PRODUCE, range(0, 12), self.produce)
+        registry.add(FETCH, range(0, 18), self.fetch)
         registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
 
@@ -86,6 +87,11 @@ class DataPlane:
         if not records:
             return E.corrupt_message, -1, "no record batch"
         plog = info.logs[partition]
+        if version < 3 and is_legacy(records):  # message format v0/v1: stored as one v2 batch (Kafka 3.x)
+            try:
+                records = up_convert(records)
+            except CorruptBatch as e:
+                return E.corrupt_message, -1, str(e)
         if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != MAGIC:  # same place in old message sets
             return E.invalid_record, -1, f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only"
         try:
@@ -239,6 +245,10 @@ class DataPlane:
                         records = plog.read(target.fetch_offset, max(limit, 1))
                     if total > 0 and len(records) > limit:
                         records = b""  # only the first partition with data may exceed the limits (KIP-74)
+                    if ctx.version < 10 and info.values.get("compression.type") == "zstd":
+                        records, error = b"", E.unsupported_compression_type  # as Kafka: zstd needs v10
+                    if ctx.version < 4 and records:  # old clients read message format v0 / v1
+                        records, error = self._down_convert(info, records, 0 if ctx.version < 2 else 1)
                 except OffsetOutOfRange:
                     error = E.offset_out_of_range
                 except StorageError:  # offline (corrupt): as Kafka's offline log dir
@@ -250,6 +260,17 @@ class DataPlane:
                 last_stable_offset=hw, log_start_offset=plog.log_start_offset if plog else -1,
                 aborted_transactions=None, preferred_read_replica=-1, records=records)))
         return answer, total
+
+    @staticmethod
+    def _down_convert(info: Any, records: bytes, magic: int) -> tuple[bytes, E]:
+        """Stored batches for Fetch v0-3, as Kafka 3.x: refused (UNSUPPORTED_VERSION) when the
+        topic sets message.downconversion.enable=false; zstd cannot be carried."""
+        if not info.values.get("message.downconversion.enable", True):
+            return b"", E.unsupported_version
+        try:
+            return down_convert(records, magic), E.none
+        except UnsupportedCompression:
+            return b"", E.unsupported_compression_type
 
     @staticmethod
     def _by_topic(ctx: RequestContext, answer: list) -> tuple:
