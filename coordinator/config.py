@@ -38,6 +38,8 @@ class Config:
     # Data plane.
     auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
     num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")
+    log_retention_check_interval_ms: int = _opt(
+        30_000, "how often topic logs apply retention and compaction (log.retention.check.interval.ms)")
     log_level: str = _opt("INFO", "logging level: DEBUG, INFO, WARNING or ERROR")
     log_format: str = _opt("text", "log lines as text, or one JSON object each (for log collectors)",
                            choices=("text", "json"))

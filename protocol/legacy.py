@@ -15,6 +15,7 @@ import struct
 from typing import Any, Callable
 
 from kio.schema.create_topics.v2 import request as create_topics_v2
+from kio.schema.describe_configs.v1 import request as describe_configs_v1
 from kio.schema.list_offsets.v1 import request as list_offsets_v1
 from kio.serial import readers as _kio
 
@@ -111,6 +112,36 @@ def _create_topics_v0_read(buf: bytes, pos: int):
                                                 validate_only=False), pos - start
 
 
+def _describe_configs_v0_read(buf: bytes, pos: int):
+    """DescribeConfigs v0: v1's request without include_synonyms."""
+
+    def resource(buf: bytes, pos: int):
+        kind, pos = _at(_kio.read_int8)(buf, pos)
+        name, pos = read_legacy_string(buf, pos)
+        n, _ = read_legacy_array_length(buf, pos)
+        if n < 0:
+            keys, pos = None, pos + 4
+        else:
+            keys, pos = _array(buf, pos, read_legacy_string)
+        return describe_configs_v1.DescribeConfigsResource(resource_type=kind, resource_name=name,
+                                                           configuration_keys=keys), pos
+
+    start = pos
+    resources, pos = _array(buf, pos, resource)
+    return describe_configs_v1.DescribeConfigsRequest(resources=resources, include_synonyms=False), pos - start
+
+
+def _describe_configs_v0_write(out: Any, response: Any) -> None:
+    """v1's answer in v0's shape: is_default instead of config_source, no synonyms."""
+    out.write(struct.pack(">ii", int(response.throttle_time.total_seconds() * 1000), len(response.results)))
+    for r in response.results:
+        out.write(struct.pack(">h", r.error_code) + _string(r.error_message) + struct.pack(">b", r.resource_type)
+                  + _string(r.resource_name) + struct.pack(">i", len(r.configs)))
+        for c in r.configs:
+            out.write(_string(c.name) + _string(c.value)
+                      + struct.pack(">???", c.read_only, c.config_source == 5, c.is_sensitive))
+
+
 def _string(value: str | None) -> bytes:
     if value is None:
         return struct.pack(">h", -1)
@@ -143,4 +174,5 @@ LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
     (19, 0): (2, _create_topics_v0_read, _topic_errors_write(with_message=False)),
     (19, 1): (2, None, _topic_errors_write(with_message=True)),  # v1's request is v2's
     (20, 0): (1, None, _topic_errors_write(with_message=False)),  # v0's request is v1's
+    (32, 0): (1, _describe_configs_v0_read, _describe_configs_v0_write),
 }

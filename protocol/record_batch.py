@@ -160,6 +160,18 @@ def set_partition_leader_epoch(buf, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + 12, epoch)
 
 
+def stamp_log_append_time(batch, now_ms: int) -> bytes:
+    """The one batch with the broker's time (message.timestamp.type=LogAppendTime): the
+    timestamp-type bit set and max timestamp = now_ms, CRC recomputed; readers give every
+    record that time (Kafka's setMaxTimestamp(LOG_APPEND_TIME, now))."""
+    buf = bytearray(batch)
+    attributes = int.from_bytes(buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2], "big")
+    buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2] = (attributes | TIMESTAMP_TYPE_MASK).to_bytes(2, "big")
+    _INT64.pack_into(buf, MAX_TIMESTAMP_OFFSET, now_ms)
+    _UINT32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
 def build_batch(
     records: Iterable[tuple[bytes | None, bytes | None]],
     *,

@@ -112,11 +112,29 @@ async def test_unknown_topic_without_auto_create(server_factory):
 
 
 async def test_auto_create_on_metadata(conn):
+    """As a KRaft broker (AutoTopicCreationManager): the creating request is answered
+    UNKNOWN_TOPIC_OR_PARTITION without partitions, the next finds the topic; a request
+    with allow_auto_topic_creation=false creates nothing; Produce never creates."""
     M = cls(METADATA, 12, "MetadataRequestTopic")
-    r = await conn.request(METADATA, 12, cls(METADATA, 12)(topics=(M(topic_id=None, name="auto"),),
-                                                          allow_auto_topic_creation=True,
-                                                          include_topic_authorized_operations=False))
-    assert r.topics[0].error_code == 0 and len(r.topics[0].partitions) == 1
+
+    async def metadata(name, allow=True, v=12):
+        body = cls(METADATA, v)(topics=(M(topic_id=None, name=name),), allow_auto_topic_creation=allow,
+                                include_topic_authorized_operations=False)
+        return (await conn.request(METADATA, v, body)).topics[0]
+
+    assert (await metadata("manual", allow=False)).error_code == 3
+    assert (await metadata("manual", allow=False)).error_code == 3  # still nothing
+    first = await metadata("auto")
+    assert (first.error_code, first.partitions) == (3, ())
+    second = await metadata("auto")
+    assert second.error_code == 0 and len(second.partitions) == 1
+    assert (await metadata("bad name!")).error_code == 17  # INVALID_TOPIC_EXCEPTION
+    assert (await produce(conn, "by-produce", batch()))[0] == 3
+    assert (await metadata("by-produce", allow=False)).error_code == 3
+    r = await conn.request(METADATA, 1, cls(METADATA, 1)(topics=(cls(METADATA, 1, "MetadataRequestTopic")(
+        name="old-client"),)))  # v0-3 have no flag: they may create
+    assert r.topics[0].error_code == 3
+    assert (await metadata("old-client", allow=False)).error_code == 0
 
 
 async def test_fetch_errors_and_offsets(conn):

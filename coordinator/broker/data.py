@@ -7,6 +7,7 @@ broker only rewrites a produced batch's base offset, which the CRC does not cove
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 import weakref
@@ -14,13 +15,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from protocol.record_batch import MAGIC, ZSTD, CorruptBatch, iter_batches
+from protocol.record_batch import (
+    GZIP, LZ4, MAGIC, NONE, SNAPPY, ZSTD, CorruptBatch, build_batch_from, iter_batch_records, iter_batches,
+    stamp_log_append_time,
+)
 
 from ..apis import Registry, RequestContext, ms
 from ..connection import CloseConnection
 from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
+from .config_defs import LONG_MAX
 from .producers import PartitionProducers, ProducerIds
-from .topics import TopicError, Topics
+from .topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +33,12 @@ PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
+# compression.type -> the codec stored batches get (producer: none, keep the producer's)
+CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+
+
+class TimestampOutOfRange(ValueError):
+    pass
 
 
 class DataPlane:
@@ -49,16 +60,19 @@ class DataPlane:
 
     # Produce ----------------------------------------------------------------------------
 
-    def _append(self, version: int, topic: str, partition: int, records: bytes | None) -> tuple[E, int, str | None]:
-        """(error, base offset, message): validate, check sequences, append (not yet durable)."""
+    def _append(self, version: int, topic: str, partition: int, records: bytes | None
+                ) -> tuple[E, int, str | None, int]:
+        """(error, base offset, message, log append time or -1): validate, check sequences,
+        apply the topic's compression.type and message.timestamp.type, append (not yet durable)."""
+        error, base, message = self._append_checked(version, topic, partition, records)
+        return error, base, message, self._stamped if error == E.none else -1
+
+    def _append_checked(self, version: int, topic: str, partition: int, records: bytes | None
+                        ) -> tuple[E, int, str | None]:
+        self._stamped = -1
         info = self.topics.get(topic)
-        if info is None:
-            try:
-                info = self.topics.describe([topic], auto_create=True)[0][1]  # type: ignore[index]
-            except TopicError as e:
-                return e.code, -1, str(e)
-            if info is None or info.error != E.none:
-                return (info.error if info else E.unknown_topic_or_partition), -1, None
+        if info is None:  # as Kafka: Produce never creates a topic (the producer's Metadata does)
+            return E.unknown_topic_or_partition, -1, None
         if info.internal:
             return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}"
         if not 0 <= partition < info.partitions:
@@ -92,6 +106,12 @@ class DataPlane:
             if duplicate_of is not None:
                 return E.none, duplicate_of, None  # a retry of a batch we already have
         try:
+            records = self._as_topic_stores(info, records, h)
+        except TimestampOutOfRange as e:
+            return E.invalid_timestamp, -1, str(e)
+        except CorruptBatch as e:
+            return E.corrupt_message, -1, str(e)
+        try:
             base = plog.append(records)  # wakes long-polling fetches (append listener)
         except InvalidBatch as e:
             return E.corrupt_message, -1, str(e)
@@ -101,30 +121,56 @@ class DataPlane:
             state.record(h, base)
         return E.none, base, None
 
+    def _as_topic_stores(self, info: Any, records: bytes, h: Any) -> bytes:
+        """The batch as the topic's configs want it stored: recompressed when compression.type
+        names a codec, stamped with the broker's time under LogAppendTime (Kafka's
+        LogValidator); CreateTime timestamps checked against message.timestamp.*.max.ms."""
+        v = info.values
+        now = int(time.time() * 1000)
+        if not info.log_append_time:
+            before = min(v["message.timestamp.before.max.ms"], v["message.timestamp.difference.max.ms"])
+            after = min(v["message.timestamp.after.max.ms"], v["message.timestamp.difference.max.ms"])
+            if before < LONG_MAX or after < LONG_MAX:
+                for r in iter_batch_records(records, h):
+                    if r.timestamp < now - before or r.timestamp > now + after:
+                        raise TimestampOutOfRange(
+                            f"timestamp {r.timestamp} of offset delta {r.offset - h.base_offset} is out of range "
+                            f"(message.timestamp.before.max.ms {before}, after.max.ms {after})")
+        codec = CODECS.get(v["compression.type"])
+        if codec is not None and codec != h.compression:
+            records = build_batch_from(
+                iter_batch_records(records, h), base_offset=h.base_offset, compression=codec,
+                producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                transactional=h.is_transactional, partition_leader_epoch=h.partition_leader_epoch)
+        if info.log_append_time:
+            records = stamp_log_append_time(records, now)
+            self._stamped = now
+        return records
+
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
         if getattr(req, "transactional_id", None) or req.acks not in ACKS:
             error, message = ((E.transactional_id_authorization_failed, "transactions are not supported")
                               if req.acks in ACKS else (E.invalid_required_acks, "acks must be 0, 1 or -1"))
-            results = [(t.name, p.index, error, -1, message) for t in req.topic_data for p in t.partition_data]
+            results = [(t.name, p.index, error, -1, message, -1) for t in req.topic_data for p in t.partition_data]
         else:
             results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records))
                        for t in req.topic_data for p in t.partition_data]
         if req.acks == -1:
-            failed = await self._durable({(t, p) for t, p, err, _, _ in results if err == E.none})
+            failed = await self._durable({(t, p) for t, p, err, *_ in results if err == E.none})
             if failed:
-                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)]) if (t, p) in failed else r
+                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)], -1) if (t, p) in failed else r
                            for r in results for t, p in [r[:2]]]
         if req.acks == 0:
-            failed = [(t, p, err) for t, p, err, _, _ in results if err != E.none]
+            failed = [(t, p, err) for t, p, err, *_ in results if err != E.none]
             if failed:  # as Kafka: no answer to carry the error, so the client must reconnect
                 raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
             return None
         by_topic: dict[str, list] = {}
-        for topic, partition, error, base, message in results:
+        for topic, partition, error, base, message, append_time in results:
             plog = self.topics.partition_log(topic, partition)
             by_topic.setdefault(topic, []).append(ctx.nested(
                 "PartitionProduceResponse", index=partition, error_code=error, base_offset=base,
-                log_append_time=None, log_start_offset=plog.log_start_offset if plog else -1,
+                log_append_time=None if append_time < 0 else _datetime(append_time), log_start_offset=plog.log_start_offset if plog else -1,
                 record_errors=(), error_message=message))
         return ctx.response(throttle_time=0, responses=tuple(
             ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
@@ -286,6 +332,11 @@ class DataPlane:
 
     async def close(self) -> None:
         self.drain()
+
+
+def _datetime(ms: int) -> datetime.datetime:
+    """kio writes ProduceResponse's log_append_time from a datetime (None: -1)."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
 async def _policy_flush(plog: PartitionLog) -> None:
