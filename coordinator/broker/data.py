@@ -11,6 +11,7 @@ import datetime
 import logging
 import time
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
@@ -24,6 +25,9 @@ from ..apis import Registry, RequestContext, ms
 from ..connection import CloseConnection
 from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .config_defs import LONG_MAX
+from .fetch_sessions import (
+    FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition, FetchSession, FetchSessionCache,
+)
 from .producers import PartitionProducers, ProducerIds
 from .topics import Topics
 
@@ -42,8 +46,10 @@ class TimestampOutOfRange(ValueError):
 
 
 class DataPlane:
-    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int) -> None:
+    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int,
+                 fetch_session_slots: int = 1000) -> None:
         self.topics = topics
+        self.sessions = FetchSessionCache(fetch_session_slots)
         self.producer_ids = producer_ids
         self.node_id = node_id
         # Keyed by the log object: a deleted and re-created topic starts afresh.
@@ -199,78 +205,159 @@ class DataPlane:
             if not fut.done():
                 fut.set_result(None)
 
-    def _read(self, ctx: RequestContext, req: Any, budget: int) -> tuple[list, int]:
-        """One pass over the requested partitions: (response topics, bytes read)."""
-        total = 0
-        answer = []
-        for t in req.topics:
+    def _targets(self, ctx: RequestContext, topics: Any) -> list[CachedPartition]:
+        """The partitions a Fetch request lists, with their fetch state."""
+        out = []
+        for t in topics:
             if ctx.version >= 13:
                 info = self.topics.by_id.get(t.topic_id)
-                name = info.name if info else None
+                name, topic_id = (info.name if info else None), t.topic_id
             else:
-                name = t.topic
-                info = self.topics.get(name)
-            parts = []
+                name, topic_id = t.topic, None
             for p in t.partitions:
-                error, records, plog = E.none, b"", None
-                if info is None:
-                    error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
-                elif not 0 <= p.partition < info.partitions:
-                    error = E.unknown_topic_or_partition
-                else:
-                    plog = info.logs[p.partition]
-                    try:
-                        limit = min(p.partition_max_bytes, budget - total)
-                        if limit > 0 or total == 0:
-                            records = plog.read(p.fetch_offset, max(limit, 1))
-                        if total > 0 and len(records) > limit:
-                            records = b""  # only the first partition with data may exceed the limits (KIP-74)
-                    except OffsetOutOfRange:
-                        error = E.offset_out_of_range
-                    except StorageError:  # offline (corrupt): as Kafka's offline log dir
-                        error = E.kafka_storage_error
-                total += len(records)
-                hw = plog.high_watermark if plog else -1
-                parts.append(ctx.nested(
-                    "PartitionData", partition_index=p.partition, error_code=error, high_watermark=hw,
-                    last_stable_offset=hw, log_start_offset=plog.log_start_offset if plog else -1,
-                    aborted_transactions=None, preferred_read_replica=-1, records=records))
-            answer.append(ctx.nested("FetchableTopicResponse", topic=name, topic_id=getattr(t, "topic_id", None),
-                                     partitions=tuple(parts)))
+                out.append(CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes))
+        return out
+
+    def _read(self, ctx: RequestContext, targets: list[CachedPartition], budget: int) -> tuple[list, int]:
+        """One pass over the partitions: ([(target, PartitionData)], bytes read)."""
+        total = 0
+        answer = []
+        for target in targets:
+            error, records, plog = E.none, b"", None
+            info = self.topics.get(target.topic) if target.topic is not None else None
+            if ctx.version >= 13 and info is not None and info.topic_id != target.topic_id:
+                info = None  # (re-created under the same name: another topic)
+            if info is None:
+                error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
+            elif not 0 <= target.partition < info.partitions:
+                error = E.unknown_topic_or_partition
+            else:
+                plog = info.logs[target.partition]
+                try:
+                    limit = min(target.max_bytes, budget - total)
+                    if limit > 0 or total == 0:
+                        records = plog.read(target.fetch_offset, max(limit, 1))
+                    if total > 0 and len(records) > limit:
+                        records = b""  # only the first partition with data may exceed the limits (KIP-74)
+                except OffsetOutOfRange:
+                    error = E.offset_out_of_range
+                except StorageError:  # offline (corrupt): as Kafka's offline log dir
+                    error = E.kafka_storage_error
+            total += len(records)
+            hw = plog.high_watermark if plog else -1
+            answer.append((target, ctx.nested(
+                "PartitionData", partition_index=target.partition, error_code=error, high_watermark=hw,
+                last_stable_offset=hw, log_start_offset=plog.log_start_offset if plog else -1,
+                aborted_transactions=None, preferred_read_replica=-1, records=records)))
         return answer, total
 
+    @staticmethod
+    def _by_topic(ctx: RequestContext, answer: list) -> tuple:
+        """Response topics: consecutive partitions of one topic grouped, as Kafka's FetchResponse.of."""
+        topics: list[tuple[CachedPartition, list]] = []
+        for target, data in answer:
+            if not topics or (topics[-1][0].topic, topics[-1][0].topic_id) != (target.topic, target.topic_id):
+                topics.append((target, []))
+            topics[-1][1].append(data)
+        return tuple(ctx.nested("FetchableTopicResponse", topic=t.topic, topic_id=t.topic_id, partitions=tuple(parts))
+                     for t, parts in topics)
+
     async def fetch(self, ctx: RequestContext, req: Any) -> Any:
-        # KIP-227: epoch 0 asks for a new session, -1 for none (whatever the id: a session it
-        # names is closed); both are full fetches. We hand out no sessions (id 0 in every
-        # answer, which the KIP allows), so an incremental fetch (epoch > 0) names a session
-        # we do not have.
-        if getattr(req, "session_epoch", -1) > 0:
-            return ctx.response(throttle_time=0, error_code=E.fetch_session_id_not_found, session_id=0,
-                                responses=())
+        """KIP-227 as Kafka's FetchManager.newContext: epoch 0 = full fetch opening a session,
+        -1 = full fetch without one (a session id given with either is closed), > 0 =
+        incremental fetch in the session named."""
+        session_id, epoch = getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH)
+        session = None
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.sessions.remove(session_id)
+            targets = self._targets(ctx, req.topics)
+        else:
+            session = self.sessions.get(session_id)
+            if session is None:
+                return self._session_error(ctx, E.fetch_session_id_not_found)
+            if session.epoch != epoch:
+                return self._session_error(ctx, E.invalid_fetch_session_epoch)
+            if session.uses_topic_ids != (ctx.version >= 13):
+                return self._session_error(ctx, E.fetch_session_topic_id_error)
+            self._update_session(ctx, session, req)
+            if not session.partitions:  # nothing left to fetch: Kafka drops the session
+                self.sessions.remove(session.id)
+                session = None
+                targets = []
+            else:
+                session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+                self.sessions.touch(session)
+                targets = list(session.partitions.values())
         deadline = time.monotonic() + ms(req.max_wait) / 1000
         while True:
-            answer, total = self._read(ctx, req, req.max_bytes)
+            answer, total = self._read(ctx, targets, req.max_bytes)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or remaining <= 0 or self.draining or self._has_errors(answer):
-                return ctx.response(throttle_time=0, error_code=E.none, session_id=0, responses=tuple(answer))
-            await self._wait_for_data(ctx, req, remaining)
+                break
+            await self._wait_for_data(targets, remaining)
+        if session is not None:  # incremental: only the partitions with news
+            if session.id in self.sessions.sessions:
+                answer = [(t, d) for t, d in answer if self._news(session, t, d)]
+            response_id = session.id
+        elif epoch == INITIAL_EPOCH:
+            response_id = self._open_session(ctx, answer)
+        else:
+            response_id = INVALID_SESSION_ID
+        return ctx.response(throttle_time=0, error_code=E.none, session_id=response_id,
+                            responses=self._by_topic(ctx, answer))
+
+    @staticmethod
+    def _session_error(ctx: RequestContext, error: E) -> Any:
+        return ctx.response(throttle_time=0, error_code=error, session_id=INVALID_SESSION_ID, responses=())
+
+    @staticmethod
+    def _key(target: CachedPartition) -> tuple:
+        return (target.topic_id if target.topic_id is not None else target.topic, target.partition)
+
+    def _open_session(self, ctx: RequestContext, answer: list) -> int:
+        partitions = OrderedDict()
+        for target, data in answer:
+            target.must_respond(b"", data.error_code, data.high_watermark, data.log_start_offset)
+            partitions[self._key(target)] = target
+        return self.sessions.create(ctx.version >= 13, partitions)
+
+    def _update_session(self, ctx: RequestContext, session: FetchSession, req: Any) -> None:
+        """Add or update the partitions the request lists; drop the forgotten ones."""
+        for target in self._targets(ctx, req.topics):
+            key = self._key(target)
+            cached = session.partitions.get(key)
+            if cached is None:
+                session.partitions[key] = target  # high watermark -1: always in the next answer
+            else:
+                cached.fetch_offset, cached.max_bytes = target.fetch_offset, target.max_bytes
+        for f in getattr(req, "forgotten_topics_data", None) or ():
+            topic = f.topic_id if ctx.version >= 13 else f.topic
+            for p in f.partitions:
+                session.partitions.pop((topic, p), None)
+
+    @staticmethod
+    def _news(session: FetchSession, target: CachedPartition, data: Any) -> bool:
+        if not target.must_respond(data.records, data.error_code, data.high_watermark, data.log_start_offset):
+            return False
+        if data.records:  # partitions that got data go to the back: the others' turn next (Kafka)
+            session.partitions.move_to_end(DataPlane._key(target))
+        return True
 
     @staticmethod
     def _has_errors(answer: list) -> bool:
-        return any(p.error_code != E.none for t in answer for p in t.partitions)
+        return any(d.error_code != E.none for _, d in answer)
 
-    async def _wait_for_data(self, ctx: RequestContext, req: Any, timeout: float) -> None:
+    async def _wait_for_data(self, targets: list[CachedPartition], timeout: float) -> None:
         """Long-poll: sleep until a produce to one of the partitions, or the timeout."""
         fut = asyncio.get_running_loop().create_future()
         logs = []
-        for t in req.topics:
-            name = t.topic if ctx.version < 13 else getattr(self.topics.by_id.get(t.topic_id), "name", None)
-            for p in t.partitions:
-                plog = self.topics.partition_log(name, p.partition)
-                if plog is not None:
-                    self._watch(plog)
-                    self.waiters.setdefault(plog, set()).add(fut)
-                    logs.append(plog)
+        for target in targets:
+            plog = self.topics.partition_log(target.topic, target.partition) if target.topic is not None else None
+            if plog is not None:
+                self._watch(plog)
+                self.waiters.setdefault(plog, set()).add(fut)
+                logs.append(plog)
         try:
             await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
