@@ -83,7 +83,7 @@ async def test_a_failed_sync_is_reported_and_retried(tmp_path, monkeypatch, sync
     eio = OSError(errno.EIO, "EIO")
     if syncer.uses_aio:
         target, name = sync.AioFsync, "fsync_all"
-        failing = lambda self, fds, done: asyncio.get_running_loop().call_soon(done, eio)  # noqa: E731
+        failing = lambda self, fds, done, loop: loop.call_soon(done, eio)  # noqa: E731
     else:
         target, name = Segment, "fsync"
         failing = lambda self: (_ for _ in ()).throw(eio)  # noqa: E731
@@ -105,7 +105,7 @@ async def test_aio_refused_by_the_kernel_falls_back_to_the_loop(tmp_path, monkey
     if not syncer.uses_aio:
         pytest.skip("AIO only")
 
-    def refuse(self, fds, done):
+    def refuse(self, fds, done, loop):
         raise ValueError("io_submit: EINVAL")
 
     monkeypatch.setattr(sync.AioFsync, "fsync_all", refuse)

@@ -357,16 +357,17 @@ class PartitionLog:
         self.when_durable(done)
         await fut
 
-    def when_durable(self, done: Done) -> None:
+    def when_durable(self, done: Done, schedule_sync: bool = True) -> None:
         """done(None, None) once everything appended so far is on disk, or
         done(StorageError, None) if a sync failed first (with fsync=always the bytes it
-        covered are then cut from the log: none of them was ever acknowledged)."""
+        covered are then cut from the log: none of them was ever acknowledged).
+        schedule_sync=False: the caller starts the sync round (SYNCER.start_now())."""
         target = self._next_offset
         if self._durable_offset >= target and not (self._dir_dirty and not self.closed):
             done(None, None)
             return
         self._durable_waiters.append((target, done))
-        SYNCER.request(self)
+        SYNCER.request(self, schedule_sync)
 
     def _take_unsynced(self) -> tuple[list[Segment], bool, int]:
         """For the syncer: the segments and directory entries to make durable, and the
