@@ -1,6 +1,6 @@
 """Request versions Kafka has retired but old clients still send without ApiVersions.
 
-Also DescribeConfigs v0, Produce v0-2 and Fetch v0-3 (their message sets of format v0/v1
+Also DescribeConfigs v0, OffsetForLeaderEpoch v0/v1, Produce v0-2 and Fetch v0-3 (their message sets of format v0/v1
 are converted by protocol/legacy_records.py).
 
 kio follows current Kafka, which dropped OffsetCommit v0/v1, OffsetFetch v0,
@@ -20,6 +20,7 @@ from typing import Any, Callable
 from kio.schema.create_topics.v2 import request as create_topics_v2
 from kio.schema.describe_configs.v1 import request as describe_configs_v1
 from kio.schema.fetch.v4 import request as fetch_v4
+from kio.schema.offset_for_leader_epoch.v2 import request as olep_v2
 from kio.schema.produce.v3 import request as produce_v3
 from kio.schema.list_offsets.v1 import request as list_offsets_v1
 from kio.serial import readers as _kio
@@ -236,6 +237,40 @@ def _fetch_write(version: int) -> Callable[[Any, Any], None]:
     return write
 
 
+def _offset_for_leader_epoch_v0_1_read(buf: bytes, pos: int):
+    """OffsetForLeaderEpoch v0/v1: v2's request without current_leader_epoch."""
+
+    def partition(buf: bytes, pos: int):
+        index, pos = read_int32(buf, pos)
+        epoch, pos = read_int32(buf, pos)
+        return olep_v2.OffsetForLeaderPartition(partition=index, current_leader_epoch=-1, leader_epoch=epoch), pos
+
+    def topic(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        partitions, pos = _array(buf, pos, partition)
+        return olep_v2.OffsetForLeaderTopic(topic=name, partitions=partitions), pos
+
+    start = pos
+    topics, pos = _array(buf, pos, topic)
+    return olep_v2.OffsetForLeaderEpochRequest(topics=topics), pos - start
+
+
+def _offset_for_leader_epoch_write(version: int) -> Callable[[Any, Any], None]:
+    """v2's answer in v0/v1's shape: no throttle time; the leader epoch from v1."""
+
+    def write(out: Any, response: Any) -> None:
+        out.write(struct.pack(">i", len(response.topics)))
+        for t in response.topics:
+            out.write(_string(t.topic) + struct.pack(">i", len(t.partitions)))
+            for p in t.partitions:
+                out.write(struct.pack(">hi", p.error_code, p.partition))
+                if version >= 1:
+                    out.write(struct.pack(">i", p.leader_epoch))
+                out.write(struct.pack(">q", p.end_offset))
+
+    return write
+
+
 def _ms(td: datetime.timedelta) -> int:
     return int(td.total_seconds() * 1000)
 
@@ -276,4 +311,5 @@ LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
     # Produce v0-2 / Fetch v0-3: message formats v0/v1 (converted by the data plane)
     **{(0, v): (3, _produce_v0_2_read, _produce_write(v)) for v in range(3)},
     **{(1, v): (4, _fetch_v0_3_read(v), _fetch_write(v)) for v in range(4)},
+    **{(23, v): (2, _offset_for_leader_epoch_v0_1_read, _offset_for_leader_epoch_write(v)) for v in range(2)},
 }

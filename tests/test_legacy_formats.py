@@ -7,6 +7,7 @@ protocol and legacy-record classes, over a raw socket."""
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from aiokafka.protocol.fetch import (FetchRequest_v0, FetchRequest_v2, FetchRequest_v3, FetchResponse_v0,
                                      FetchResponse_v2, FetchResponse_v3)
@@ -111,7 +112,8 @@ def test_downconversion_disabled_and_bad_message_sets(server):
 def test_truncated_old_produce_and_fetch_bodies_are_malformed():
     bodies = [(0, 2, ProduceRequest_v2(-1, 100, [("t", [(0, message_set(1, [b"a"]))])]).encode()),
               (1, 3, FetchRequest_v3(-1, 0, 1, 100, [("t", [(0, 0, 100)])]).encode()),
-              (1, 0, FetchRequest_v0(-1, 0, 1, [("t", [(0, 0, 100)])]).encode())]
+              (1, 0, FetchRequest_v0(-1, 0, 1, [("t", [(0, 0, 100)])]).encode()),
+              (23, 1, struct.pack(">ih", 1, 1) + b"t" + struct.pack(">iii", 1, 0, 0))]
     for key, version, body in bodies:
         c = codec(key, version)
         decode_body(c, body, 0)
@@ -145,3 +147,35 @@ def test_kafka_python_as_an_old_client(server):
                 break
         consumer.close()
         assert got == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")], api
+
+
+async def olep(conn, v, topic, partition, epoch, current=-1):
+    from bench.wire_client import request_class as rc
+    P, T = rc(23, v, "OffsetForLeaderPartition"), rc(23, v, "OffsetForLeaderTopic")
+    from coordinator.apis import build
+    body = build(rc(23, v), dict(replica_id=-1, topics=(T(topic=topic, partitions=(
+        P(partition=partition, current_leader_epoch=current, leader_epoch=epoch),)),)))
+    p = (await conn.request(23, v, body)).topics[0].partitions[0]
+    return p.error_code, p.leader_epoch, p.end_offset
+
+
+async def test_offset_for_leader_epoch(server):
+    """One leader epoch, 0, since the log's start: it ends at the log end offset."""
+    conn = await WireClient("olep").connect("127.0.0.1", server.port)
+    assert await create(conn, "e", partitions=1) == 0
+    await produce(conn, "e", build_batch([(b"k", b"v")] * 3, timestamp_ms=1))
+    for v in (2, 3, 4):
+        assert await olep(conn, v, "e", 0, 0) == (0, 0, 3)
+        assert await olep(conn, v, "e", 0, 5) == (0, -1, -1)  # an epoch we never had
+        assert await olep(conn, v, "e", 0, 0, current=3) == (75, -1, -1)  # UNKNOWN_LEADER_EPOCH
+        assert (await olep(conn, v, "e", 7, 0))[0] == 3
+    await conn.close()
+    from kafka.protocol.old.offset_for_leader_epoch import (OffsetForLeaderEpochRequest_v0,
+                                                           OffsetForLeaderEpochRequest_v1,
+                                                           OffsetForLeaderEpochResponse_v0,
+                                                           OffsetForLeaderEpochResponse_v1)
+    r = roundtrip(server.port, OffsetForLeaderEpochRequest_v0([("e", [(0, 0)])]), OffsetForLeaderEpochResponse_v0)
+    assert r.topics == [("e", [(0, 0, 3)])]
+    r = roundtrip(server.port, OffsetForLeaderEpochRequest_v1([("e", [(0, 0), (1, 0)])]),
+                  OffsetForLeaderEpochResponse_v1)
+    assert r.topics == [("e", [(0, 0, 0, 3), (3, 1, -1, -1)])]

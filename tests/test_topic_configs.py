@@ -15,7 +15,8 @@ from tests.test_data_plane_wire import FETCH, LIST_OFFSETS, PRODUCE, cls, create
 VALID = {  # a valid non-default value for each config that is not a plain number
     "cleanup.policy": "compact,delete", "compression.type": "lz4", "message.timestamp.type": "LogAppendTime",
     "message.format.version": "2.8-IV1", "leader.replication.throttled.replicas": "0:1,1:1",
-    "follower.replication.throttled.replicas": "*", "compression.gzip.level": "5", "compression.lz4.level": "12", "compression.zstd.level": "-5",
+    "follower.replication.throttled.replicas": "*",
+    "compression.gzip.level": "5", "compression.lz4.level": "12", "compression.zstd.level": "-5",
     "min.cleanable.dirty.ratio": "0.25", "local.retention.ms": "-2", "local.retention.bytes": "-2",
 }
 

@@ -34,7 +34,8 @@ from .topics import Topics
 
 log = logging.getLogger(__name__)
 
-PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
+PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 22, 23
+LEADER_EPOCH = 0  # one replica that has always led: the epoch Metadata reports
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
@@ -64,6 +65,7 @@ class DataPlane:
         registry.add(FETCH, range(0, 18), self.fetch)
         registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
+        registry.add(OFFSET_FOR_LEADER_EPOCH, range(0, 5), self.offset_for_leader_epoch)
 
     # Produce ----------------------------------------------------------------------------
 
@@ -71,42 +73,37 @@ class DataPlane:
                 ) -> tuple[E, int, str | None, int]:
         """(error, base offset, message, log append time or -1): validate, check sequences,
         apply the topic's compression.type and message.timestamp.type, append (not yet durable)."""
-        error, base, message = self._append_checked(version, topic, partition, records)
-        return error, base, message, self._stamped if error == E.none else -1
-
-    def _append_checked(self, version: int, topic: str, partition: int, records: bytes | None
-                        ) -> tuple[E, int, str | None]:
-        self._stamped = -1
         info = self.topics.get(topic)
         if info is None:  # as Kafka: Produce never creates a topic (the producer's Metadata does)
-            return E.unknown_topic_or_partition, -1, None
+            return E.unknown_topic_or_partition, -1, None, -1
         if info.internal:
-            return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}"
+            return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}", -1
         if not 0 <= partition < info.partitions:
-            return E.unknown_topic_or_partition, -1, None
+            return E.unknown_topic_or_partition, -1, None, -1
         if not records:
-            return E.corrupt_message, -1, "no record batch"
+            return E.corrupt_message, -1, "no record batch", -1
         plog = info.logs[partition]
         if version < 3 and is_legacy(records):  # message format v0/v1: stored as one v2 batch (Kafka 3.x)
             try:
                 records = up_convert(records)
             except CorruptBatch as e:
-                return E.corrupt_message, -1, str(e)
+                return E.corrupt_message, -1, str(e), -1
         if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != MAGIC:  # same place in old message sets
-            return E.invalid_record, -1, f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only"
+            return (E.invalid_record, -1, f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only",
+                    -1)
         try:
             headers = list(iter_batches(records))
         except CorruptBatch as e:
-            return E.corrupt_message, -1, str(e)
+            return E.corrupt_message, -1, str(e), -1
         if len(headers) != 1:  # as Kafka: v3+ carries exactly one batch per partition
-            return E.invalid_record, -1, f"{len(headers)} record batches; exactly one is allowed"
+            return E.invalid_record, -1, f"{len(headers)} record batches; exactly one is allowed", -1
         h = headers[0][1]
         if h.size > info.max_message_bytes:
-            return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}"
+            return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}", -1
         if h.is_control:
-            return E.invalid_record, -1, "clients may not write control batches"
+            return E.invalid_record, -1, "clients may not write control batches", -1
         if h.compression == ZSTD and version < 7:
-            return E.unsupported_compression_type, -1, "zstd needs Produce v7 or later"
+            return E.unsupported_compression_type, -1, "zstd needs Produce v7 or later", -1
         state = None
         if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
             state = self.producers.get(plog)
@@ -114,29 +111,31 @@ class DataPlane:
                 state = self.producers[plog] = PartitionProducers.from_log(plog)
             error, duplicate_of = state.check(h)
             if error != E.none:
-                return error, -1, None
+                return error, -1, None, -1
             if duplicate_of is not None:
-                return E.none, duplicate_of, None  # a retry of a batch we already have
+                return E.none, duplicate_of, None, -1  # a retry of a batch we already have
         try:
-            records = self._as_topic_stores(info, records, h)
+            records, append_time = self._as_topic_stores(info, records, h)
         except TimestampOutOfRange as e:
-            return E.invalid_timestamp, -1, str(e)
+            return E.invalid_timestamp, -1, str(e), -1
         except CorruptBatch as e:
-            return E.corrupt_message, -1, str(e)
+            return E.corrupt_message, -1, str(e), -1
         try:
             base = plog.append(records)  # wakes long-polling fetches (append listener)
         except InvalidBatch as e:
-            return E.corrupt_message, -1, str(e)
+            return E.corrupt_message, -1, str(e), -1
         except StorageError as e:  # nothing of it stays in the log; other partitions go on
-            return E.kafka_storage_error, -1, str(e)
+            return E.kafka_storage_error, -1, str(e), -1
         if state is not None:
             state.record(h, base)
-        return E.none, base, None
+        return E.none, base, None, append_time
 
-    def _as_topic_stores(self, info: Any, records: bytes, h: Any) -> bytes:
-        """The batch as the topic's configs want it stored: recompressed when compression.type
-        names a codec, stamped with the broker's time under LogAppendTime (Kafka's
-        LogValidator); CreateTime timestamps checked against message.timestamp.*.max.ms."""
+    @staticmethod
+    def _as_topic_stores(info: Any, records: bytes, h: Any) -> tuple[bytes, int]:
+        """The batch as the topic's configs want it stored, and its log append time (-1:
+        CreateTime): recompressed when compression.type names a codec, stamped with the
+        broker's time under LogAppendTime (Kafka's LogValidator); CreateTime timestamps
+        checked against message.timestamp.*.max.ms."""
         v = info.values
         now = int(time.time() * 1000)
         if not info.log_append_time:
@@ -155,9 +154,8 @@ class DataPlane:
                 producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
                 transactional=h.is_transactional, partition_leader_epoch=h.partition_leader_epoch)
         if info.log_append_time:
-            records = stamp_log_append_time(records, now)
-            self._stamped = now
-        return records
+            return stamp_log_append_time(records, now), now
+        return records, -1
 
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
         if getattr(req, "transactional_id", None) or req.acks not in ACKS:
@@ -182,7 +180,8 @@ class DataPlane:
             plog = self.topics.partition_log(topic, partition)
             by_topic.setdefault(topic, []).append(ctx.nested(
                 "PartitionProduceResponse", index=partition, error_code=error, base_offset=base,
-                log_append_time=None if append_time < 0 else _datetime(append_time), log_start_offset=plog.log_start_offset if plog else -1,
+                log_append_time=None if append_time < 0 else _datetime(append_time),
+                log_start_offset=plog.log_start_offset if plog else -1,
                 record_errors=(), error_message=message))
         return ctx.response(throttle_time=0, responses=tuple(
             ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
@@ -416,6 +415,30 @@ class DataPlane:
                                         error_code=error, timestamp=timestamp, offset=offset,
                                         leader_epoch=0 if plog else -1))
             topics.append(ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
+        return ctx.response(throttle_time=0, topics=tuple(topics))
+
+    # OffsetForLeaderEpoch ---------------------------------------------------------------
+
+    def offset_for_leader_epoch(self, ctx: RequestContext, req: Any) -> Any:
+        """Kafka's LeaderEpochFileCache.endOffsetFor on a log with one leader epoch, 0 (the
+        one Metadata reports) since its start: epoch 0 ends at the log end offset, a later
+        or undefined epoch is unknown (-1, -1); a current_leader_epoch newer than ours is
+        UNKNOWN_LEADER_EPOCH (KIP-320)."""
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                plog = self.topics.partition_log(t.topic, p.partition)
+                error, epoch, end = E.none, -1, -1
+                if plog is None:
+                    error = E.unknown_topic_or_partition
+                elif getattr(p, "current_leader_epoch", -1) > LEADER_EPOCH:
+                    error = E.unknown_leader_epoch
+                elif p.leader_epoch == LEADER_EPOCH:
+                    epoch, end = LEADER_EPOCH, plog.log_end_offset
+                parts.append(ctx.nested("EpochEndOffset", error_code=error, partition=p.partition,
+                                        leader_epoch=epoch, end_offset=end))
+            topics.append(ctx.nested("OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(parts)))
         return ctx.response(throttle_time=0, topics=tuple(topics))
 
     # InitProducerId ---------------------------------------------------------------------
