@@ -80,6 +80,7 @@ async def test_describe_and_alter_over_the_wire(server):
     assert (await incremental(conn, TOPIC, "t", [("nope", 0, "1")]))[0] == 40
     assert (await incremental(conn, TOPIC, "t", [("retention.ms", 0, "1"), ("retention.ms", 0, "2")]))[0] == 42
     assert (await incremental(conn, TOPIC, "gone", [("retention.ms", 0, "1")]))[0] == 3
+    assert (await incremental(conn, TOPIC, "t", [("retention.ms", 0, None)]))[0] == 42  # SET without a value
     assert (await incremental(conn, TOPIC, "t", [("segment.ms", 0, "1000")], validate_only=True))[0] == 0
     assert by_name(await describe(conn, TOPIC, "t"))["segment.ms"].config_source == DEFAULT  # not applied
 

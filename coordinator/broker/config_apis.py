@@ -74,7 +74,11 @@ class ConfigApis:
 
     def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
         """The legacy API: each resource's settings become exactly the ones given."""
-        return self._alter(ctx, req, lambda current, r: {c.name: c.value for c in r.configs})
+        def replace(current: dict, r: Any) -> dict:
+            _refuse_null_values(r.configs)
+            return {c.name: c.value for c in r.configs}
+
+        return self._alter(ctx, req, replace)
 
     def incremental_alter_configs(self, ctx: RequestContext, req: Any) -> Any:
         return self._alter(ctx, req, self._apply_operations)
@@ -122,6 +126,7 @@ class ConfigApis:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"Error due to duplicate config keys : {', '.join(dupes)}", E.invalid_request)
+        _refuse_null_values([c for c in r.configs if c.config_operation != DELETE])
         defs = TOPIC_CONFIG_DEFS if r.resource_type == TOPIC else BROKER_LOG_CONFIG_DEFS
         settings: dict[str, str | None] = dict(current)
         for c in r.configs:
@@ -175,3 +180,10 @@ class ConfigApis:
             cluster_id=config.cluster_id, controller_id=config.node_id, brokers=(broker,),
             cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
             else NOT_ASKED)
+
+
+def _refuse_null_values(configs: Any) -> None:
+    """Kafka: only DELETE may come without a value."""
+    for c in configs:
+        if c.value is None:
+            raise ConfigError(f"Null value not supported for : {c.name}", E.invalid_request)

@@ -27,7 +27,7 @@ INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 EVICTION_MS = 120_000  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 
 
-@dataclass
+@dataclass(slots=True)
 class CachedPartition:
     topic: str | None  # None in a v13+ session whose topic id is unknown
     topic_id: Any
