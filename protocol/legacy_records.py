@@ -17,10 +17,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
-from aiokafka.codec import gzip_encode, lz4_encode, snappy_encode
-from aiokafka.errors import KafkaError
-from aiokafka.record.legacy_records import LegacyRecordBatch
+from aiokafka.codec import gzip_encode, lz4_decode, lz4_encode, snappy_decode, snappy_encode
 
 from .record_batch import (
     GZIP, LZ4, NONE, SNAPPY, ZSTD, CorruptBatch, Record, build_batch_from, iter_batch_records, iter_batches,
@@ -31,6 +30,7 @@ MAGIC_AT = 16  # offset (8) + size (4) + crc (4)
 NO_TIMESTAMP = -1
 TIMESTAMP_TYPE_MASK = 0x08
 _ENCODERS = {GZIP: gzip_encode, SNAPPY: snappy_encode, LZ4: lz4_encode}
+MAX_DECOMPRESSED = 128 * 1024 * 1024  # largest inner message set accepted from a gzip wrapper
 
 
 class UnsupportedCompression(ValueError):
@@ -42,18 +42,76 @@ def is_legacy(records: bytes) -> bool:
     return len(records) > MAGIC_AT and records[MAGIC_AT] in (0, 1)
 
 
-def _messages(buf: bytes) -> Iterator[tuple[int, bytes]]:
-    """(magic, bytes) of each whole message; CorruptBatch on a torn or bad one."""
+class _Message(NamedTuple):
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _messages(buf: bytes) -> Iterator[_Message]:
+    """Every message of a message set, each checked (bounds, CRC) before it is read:
+    CorruptBatch on a torn, inconsistent or damaged one. By hand, not with aiokafka's
+    legacy reader, which trusts the sizes it reads and can crash on crafted input."""
     pos, end = 0, len(buf)
     while pos < end:
         if end - pos < 12:
             raise CorruptBatch(f"{end - pos} bytes at position {pos}: less than a message header")
         _, size = _OFFSET_SIZE.unpack_from(buf, pos)
-        if size < 14 or pos + 12 + size > end:
+        stop = pos + 12 + size
+        if size < 14 or stop > end:
             raise CorruptBatch(f"message at position {pos} has a bad size {size}")
-        magic = buf[pos + MAGIC_AT]
-        yield magic, buf[pos : pos + 12 + size]
-        pos += 12 + size
+        (crc,) = struct.unpack_from(">I", buf, pos + 12)
+        if zlib.crc32(buf[pos + MAGIC_AT : stop]) != crc:
+            raise CorruptBatch(f"message at position {pos}: CRC mismatch")
+        magic, attributes = buf[pos + MAGIC_AT], buf[pos + MAGIC_AT + 1]
+        if magic not in (0, 1):
+            raise CorruptBatch(f"magic {magic} in a message set of format v0/v1")
+        at = pos + MAGIC_AT + 2
+        timestamp = NO_TIMESTAMP
+        if magic == 1:
+            if stop - at < 8:
+                raise CorruptBatch(f"message at position {pos} is too short")
+            (timestamp,) = struct.unpack_from(">q", buf, at)
+            at += 8
+        key, at = _field(buf, at, stop, pos)
+        value, at = _field(buf, at, stop, pos)
+        if at != stop:
+            raise CorruptBatch(f"message at position {pos} has {stop - at} bytes after its value")
+        yield _Message(magic, attributes, timestamp, key, value)
+        pos = stop
+
+
+def _field(buf: bytes, at: int, stop: int, pos: int) -> tuple[bytes | None, int]:
+    if stop - at < 4:
+        raise CorruptBatch(f"message at position {pos} is too short")
+    (n,) = struct.unpack_from(">i", buf, at)
+    at += 4
+    if n == -1:
+        return None, at
+    if n < 0 or at + n > stop:
+        raise CorruptBatch(f"message at position {pos} has a field of bad length {n}")
+    return bytes(buf[at : at + n]), at + n
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
+    try:
+        if codec == GZIP:  # bounded: a gzip bomb must not take the server's memory
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = d.decompress(data, MAX_DECOMPRESSED)
+            if d.unconsumed_tail or not d.eof:
+                raise CorruptBatch("gzip message set is truncated or larger than the limit")
+            return out
+        if codec == SNAPPY:
+            return snappy_decode(data)
+        if codec == LZ4:
+            return lz4_decode(data)
+    except CorruptBatch:
+        raise
+    except Exception as e:  # each codec library raises its own errors
+        raise CorruptBatch(f"undecodable compressed message set: {e}") from e
+    raise CorruptBatch(f"compression codec {codec} cannot be used with message format v0/v1")
 
 
 def up_convert(message_set: bytes) -> bytes:
@@ -62,23 +120,17 @@ def up_convert(message_set: bytes) -> bytes:
     the first compressed wrapper kept."""
     records: list[Record] = []
     compression = NONE
-    for magic, data in _messages(message_set):
-        if magic not in (0, 1):
-            raise CorruptBatch(f"magic {magic} in a message set of format v0/v1")
-        try:
-            batch = LegacyRecordBatch(data, magic)
-            if not batch.validate_crc():
-                raise CorruptBatch(f"message {len(records)}: CRC mismatch")
-            codec = data[MAGIC_AT + 1] & 0x07
-            if codec and compression == NONE:
-                compression = codec
-            for r in batch:
-                records.append(Record(len(records), NO_TIMESTAMP if r.timestamp is None else r.timestamp,
-                                      r.key, r.value, []))
-        except (KafkaError, AssertionError, struct.error, ValueError) as e:
-            if isinstance(e, CorruptBatch):
-                raise
-            raise CorruptBatch(f"undecodable message: {e}") from e
+    for m in _messages(message_set):
+        codec = m.attributes & 0x07
+        if not codec:
+            records.append(Record(len(records), m.timestamp, m.key, m.value, []))
+            continue
+        if compression == NONE:
+            compression = codec
+        for inner in _messages(_decompress(codec, m.value or b"")):
+            if inner.attributes & 0x07:
+                raise CorruptBatch("a compressed message inside a compressed message set")
+            records.append(Record(len(records), inner.timestamp, inner.key, inner.value, []))
     if not records:
         raise CorruptBatch("no message")
     return build_batch_from(records, base_offset=0, compression=compression)

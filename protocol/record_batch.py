@@ -18,7 +18,6 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from aiokafka.errors import KafkaError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
@@ -255,7 +254,7 @@ def iter_batch_records(batch, h: BatchHeader | None = None) -> Iterator[Record]:
     try:
         for r in DefaultRecordBatch(data):
             yield Record(r.offset, r.timestamp, r.key, r.value, r.headers)
-    except KafkaError as e:  # aiokafka's CorruptRecordException / codec errors
+    except Exception as e:  # aiokafka's CorruptRecordException, each codec's own errors, bad UTF-8 header keys
         raise CorruptBatch(f"batch at base offset {h.base_offset}: {e}") from e
 
 
