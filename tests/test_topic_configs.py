@@ -152,3 +152,18 @@ async def test_compact_delete_runs_compaction_and_retention(server_factory):
         offset = recs[-1].offset + 1
     assert seen == [(5, b"k", b"2"), (6, b"z", b"active")]
     await conn.close()
+
+
+def test_clients_produce_to_a_topic_their_metadata_creates(server):
+    """Produce never creates a topic; the producer's Metadata does (answered
+    UNKNOWN_TOPIC_OR_PARTITION once), and the producer retries until it is there."""
+    from confluent_kafka import Producer
+    from kafka import KafkaProducer
+
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    delivered = []
+    p.produce("fresh-rd", value=b"x", on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert p.flush(30) == 0 and delivered == [(None, 0)]
+    kp = KafkaProducer(bootstrap_servers=server.bootstrap)
+    assert kp.send("fresh-kp", value=b"y").get(timeout=30).offset == 0
+    kp.close()
