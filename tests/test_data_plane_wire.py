@@ -12,7 +12,7 @@ import time
 import pytest
 
 from bench.wire_client import WireClient, request_class
-from protocol.record_batch import CRC_OFFSET, build_batch
+from protocol.record_batch import CRC_OFFSET, build_batch, parse_header
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, METADATA = 0, 1, 2, 19, 20, 37, 3
 MS = datetime.timedelta(milliseconds=1)
@@ -156,6 +156,8 @@ async def test_fetch_errors_and_offsets(conn):
     p = r.responses[0].partitions[0]
     assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 5, 5, 0)
     assert p.records.startswith(struct.pack(">q", 0))  # the whole batch holding offset 2
+    # stamped with the leader's epoch, as Kafka's leader does (the producer sent -1)
+    assert parse_header(p.records, 0).partition_leader_epoch == 0
 
 
 async def test_fetch_long_poll_wakes_on_produce(conn, server):

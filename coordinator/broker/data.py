@@ -24,7 +24,7 @@ from protocol.record_batch import (
 
 from ..apis import Registry, RequestContext, ms
 from ..connection import CloseConnection
-from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
+from ..log.partition import LEADER_EPOCH, InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .config_defs import LONG_MAX
 from .fetch_sessions import (
     FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition, FetchSession, FetchSessionCache,
@@ -35,7 +35,6 @@ from .topics import Topics
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 22, 23
-LEADER_EPOCH = 0  # one replica that has always led: the epoch Metadata reports
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)

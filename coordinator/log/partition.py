@@ -21,7 +21,7 @@ from ..futures import Done, future_and_callback
 
 from protocol.record_batch import (
     LOG_OVERHEAD, BatchHeader, Record, TruncatedBatch, build_batch, iter_batch_records,
-    parse_header, set_base_offset,
+    parse_header, set_base_offset, set_partition_leader_epoch,
 )
 
 from . import compaction
@@ -38,6 +38,10 @@ LOG_START_FILE = "log-start-offset"
 # Kafka's recovery point: segment states (sizes, indexes) known to be on disk. Only bytes
 # after them are read and CRC-checked when the log opens, even after a crash.
 CHECKPOINT_FILE = "recovery-point"
+# The only replica has led every partition since its creation: epoch 0, which Metadata and
+# OffsetForLeaderEpoch report and every appended batch is stamped with, as Kafka's leader
+# does (the field is outside the CRC). Consumers check it against the epoch they fetched at.
+LEADER_EPOCH = 0
 
 
 class OffsetOutOfRange(ValueError):
@@ -282,7 +286,9 @@ class PartitionLog:
                     raise InvalidBatch(f"record count {h.record_count} does not match offset "
                                        f"delta {h.last_offset_delta}")
                 set_base_offset(buf, pos, next_offset)
-                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, *h[1:]))))  # h with its new base offset
+                set_partition_leader_epoch(buf, pos, LEADER_EPOCH)
+                # h as stored: its new base offset and epoch
+                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, h[1], LEADER_EPOCH, *h[3:]))))
                 next_offset += h.record_count
                 pos += h.size
         except (TruncatedBatch, ValueError) as e:
