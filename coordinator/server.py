@@ -8,6 +8,7 @@ import logging
 import re
 import socket
 import struct
+import time
 from types import CoroutineType
 from typing import Any
 
@@ -24,9 +25,10 @@ from protocol.messages import (
     read_request_header,
 )
 
-from .apis import LATER, UNANSWERED, Raw, Registry, RequestContext
+from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContext
 from .config import Config
 from .connection import CloseConnection, Connection
+from .log_limit import RateLimitedLog
 
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -54,6 +56,11 @@ class Server:
         self.groups: Any = None
         self.offsets_log: Any = None
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
+        # What clients can make us log is rate-limited (a hostile client must not flood the log).
+        self.warn_closing = RateLimitedLog(log, logging.WARNING)
+        self._warn_refused = RateLimitedLog(log, logging.WARNING, burst=1)
+        self._log_failure = RateLimitedLog(log, logging.ERROR)
+        self._idle_sweeper: asyncio.Task | None = None
 
     # life cycle -----------------------------------------------------------------------
 
@@ -88,6 +95,7 @@ class Server:
         self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
         if self.config.port == 0:
             self.config.port = self._server.sockets[0].getsockname()[1]
+        self._idle_sweeper = loop.create_task(self._close_idle_connections())
         log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
                  self.config.node_id, self.config.data_dir)
 
@@ -113,6 +121,8 @@ class Server:
         keep a request in flight for the whole grace period."""
         if self._server is not None:
             self._server.close()
+        if self._idle_sweeper is not None:
+            self._idle_sweeper.cancel()
         for conn in self.connections:
             conn.drain()
         for component in self.components:
@@ -137,6 +147,44 @@ class Server:
         if self._server is not None:
             await self._server.wait_closed()
         log.info("stopped")
+
+    # connection limits ----------------------------------------------------------------
+
+    def refuse_over_max_connections(self, conn: Connection) -> bool:
+        """max.connections: a connection past the limit is closed at once, and said (rate-limited)."""
+        limit = self.config.max_connections
+        if len(self.connections) < limit:
+            return False
+        self._warn_refused("refused a connection from %s: %d connections open (max.connections=%d)",
+                           conn.peer, len(self.connections), limit)
+        return True
+
+    def cancel_on_close(self, ctx: RequestContext) -> bool:
+        api = self.registry.apis.get(ctx.header.api_key)
+        return api is not None and api.cancel_on_close
+
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: connections that neither sent nor were answered for that
+        long are closed (Kafka's idle-connection reaper), so abandoned or slowloris
+        connections do not accumulate."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        period = min(max(idle_s / 4, 0.01), 30.0)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                since = conn.idle_since()
+                if since is not None and now - since > idle_s and not conn.closed:
+                    log.info("%s: closing connection idle for more than %d ms (connections.max.idle.ms)",
+                             conn.peer, self.config.connections_max_idle_ms)
+                    conn.closed = True
+                    if conn.transport is not None:
+                        conn.transport.close()
+
+    def log_handler_failure(self, msg: str, *args: Any, exc_info: Any = True) -> None:
+        """A request that broke a handler: a bug to fix, logged with its traceback, but
+        rate-limited so that a client repeating it cannot flood the log."""
+        self._log_failure(msg, *args, exc_info=exc_info)
 
     # dispatch -------------------------------------------------------------------------
 
@@ -172,6 +220,8 @@ class Server:
     def encode(ctx: RequestContext, result: Any) -> bytes | None:
         if result is None:
             return None
+        if type(result) is BuiltWhenSent:
+            result = result.build()
         if type(result) is Raw:
             return encode_raw_response(ctx.codec, ctx.header.correlation_id, result)
         return encode_response(ctx.codec, ctx.header.correlation_id, result)

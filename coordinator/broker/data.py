@@ -10,13 +10,14 @@ import asyncio
 import logging
 import time
 import weakref
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
 from protocol.record_batch import MAGIC, ZSTD, CorruptBatch, iter_batches
 
-from ..apis import Registry, RequestContext, ms
+from ..apis import BuiltWhenSent, Registry, RequestContext, ms
 from ..connection import CloseConnection
 from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .producers import PartitionProducers, ProducerIds
@@ -31,8 +32,12 @@ MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CR
 
 
 class DataPlane:
-    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int) -> None:
+    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int, *,
+                 fetch_max_wait_ms: int = 30_000, fetch_max_bytes: int = 57_671_680) -> None:
         self.topics = topics
+        # Caps on what a client asks (a 2^31-1 ms long poll, a 2 GiB answer).
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
         self.producer_ids = producer_ids
         self.node_id = node_id
         # Keyed by the log object: a deleted and re-created topic starts afresh.
@@ -43,7 +48,7 @@ class DataPlane:
 
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(3, 12), self.produce)
-        registry.add(FETCH, range(4, 18), self.fetch)
+        registry.add(FETCH, range(4, 18), self.fetch, cancel_on_close=True)
         registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
 
@@ -201,17 +206,34 @@ class DataPlane:
         if getattr(req, "session_epoch", -1) > 0:
             return ctx.response(throttle_time=0, error_code=E.fetch_session_id_not_found, session_id=0,
                                 responses=())
-        deadline = time.monotonic() + ms(req.max_wait) / 1000
+        deadline = time.monotonic() + min(ms(req.max_wait), self.fetch_max_wait_ms) / 1000
         while True:
-            answer, total = self._read(ctx, req, req.max_bytes)
             remaining = deadline - time.monotonic()
-            if total >= req.min_bytes or remaining <= 0 or self.draining or self._has_errors(answer):
-                return ctx.response(throttle_time=0, error_code=E.none, session_id=0, responses=tuple(answer))
+            if remaining <= 0 or self.draining or self._can_answer(ctx, req):
+                # Records are read when the answer is written, not held while it waits its turn.
+                return BuiltWhenSent(partial(self._fetch_response, ctx, req))
             await self._wait_for_data(ctx, req, remaining)
 
-    @staticmethod
-    def _has_errors(answer: list) -> bool:
-        return any(p.error_code != E.none for t in answer for p in t.partitions)
+    def _fetch_response(self, ctx: RequestContext, req: Any) -> Any:
+        answer, _ = self._read(ctx, req, min(req.max_bytes, self.fetch_max_bytes))
+        return ctx.response(throttle_time=0, error_code=E.none, session_id=0, responses=tuple(answer))
+
+    def _can_answer(self, ctx: RequestContext, req: Any) -> bool:
+        """Whether min_bytes are there (each partition counting up to its partition_max_bytes,
+        as Kafka's DelayedFetch counts) or a partition has an error to tell; nothing is read."""
+        wanted = req.min_bytes
+        total = 0
+        for t in req.topics:
+            info = self.topics.by_id.get(t.topic_id) if ctx.version >= 13 else self.topics.get(t.topic)
+            for p in t.partitions:
+                if info is None or not 0 <= p.partition < info.partitions:
+                    return True
+                plog = info.logs[p.partition]
+                if plog.offline is not None or not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
+                    return True
+                if p.fetch_offset < plog.log_end_offset:
+                    total += min(plog.bytes_after(p.fetch_offset), max(p.partition_max_bytes, 0))
+        return total >= wanted
 
     async def _wait_for_data(self, ctx: RequestContext, req: Any, timeout: float) -> None:
         """Long-poll: sleep until a produce to one of the partitions, or the timeout."""
