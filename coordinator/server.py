@@ -57,7 +57,7 @@ class Server:
         self.offsets_log: Any = None
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
-        self.warn_closing = RateLimitedLog(log, logging.WARNING)
+        self.warn_closing = RateLimitedLog(log, logging.WARNING, burst=50)
         self._warn_refused = RateLimitedLog(log, logging.WARNING, burst=1)
         self._log_failure = RateLimitedLog(log, logging.ERROR)
         self._idle_sweeper: asyncio.Task | None = None

@@ -718,6 +718,12 @@ class PartitionLog:
             for seg in self.segments:
                 seg.close()
 
+    def discard_sync(self) -> None:
+        """Close at once a log nothing will be kept of (a topic whose creation failed)."""
+        for t in self._background:
+            t.cancel()
+        self.close_sync()
+
     def close_sync(self) -> None:
         """Close without fsync (tools, tests, and simulating a crash)."""
         self.closed = True
