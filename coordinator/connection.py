@@ -77,25 +77,28 @@ class Connection(asyncio.Protocol):
         self.pending.clear()
         self.backlog.clear()
 
-    def cancel_abandoned_requests(self) -> None:
-        """Nobody will read the answers of this closed connection: requests that only wait
-        (a long-polling Fetch) are cancelled rather than held until their timeout; the
-        others (a group's join, a durable commit) finish, as in Kafka."""
+    def cancel_abandoned_requests(self, detach: bool = True) -> None:
+        """The client closed: requests that only wait (a long-polling Fetch) are cancelled
+        rather than held until their timeout; the others (a group's join, a durable commit)
+        finish, as in Kafka. `detach`: the connection is gone, their answers go nowhere."""
+        cancelled = 0
         for item in self.pending:
             if type(item) is RequestContext and item.waiting is not LATER:
-                item.waiting.remove_done_callback(self._on_done)
-                if self.server.cancel_on_close(item):
-                    item.waiting.cancel()
+                if detach:
+                    item.waiting.remove_done_callback(self._on_done)
+                if self.server.cancel_on_close(item) and item.waiting.cancel():
+                    cancelled += 1
+        if cancelled:
+            log.debug("%s: connection closed, %d waiting requests cancelled", self.peer, cancelled)
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         try:
-            frames = self.decoder.feed(data)
+            self.backlog.extend(self.decoder.feed(data))  # (no local list: see handle_backlog)
         except FrameError as e:
             self.abort(str(e))
             return
-        if frames:
-            self.backlog.extend(frames)
+        if self.backlog:
             self.handle_backlog()
 
     def handle_backlog(self) -> None:
@@ -116,9 +119,9 @@ class Connection(asyncio.Protocol):
                     return
                 if self.writing_paused or len(self.pending) >= MAX_IN_FLIGHT:
                     break
-                frame = backlog.popleft()
                 try:
-                    result = self.server.dispatch(self, frame)
+                    # (no local keeps the frame: once decoded it is freed before the handler's task runs)
+                    result = self.server.dispatch(self, backlog.popleft())
                 except (CloseConnection, MalformedRequest, UnknownApi) as e:
                     self._write_ready(ready)
                     self.abort(str(e))
@@ -143,6 +146,8 @@ class Connection(asyncio.Protocol):
                 self._write_ready(ready)
         finally:
             self._handling = False
+        if self.eof:
+            self.cancel_abandoned_requests(detach=False)  # (long polls read after the EOF)
         if self.eof and not self.pending and not backlog and not self.closed:
             self.transport.close()  # type: ignore[union-attr]
             return
@@ -156,9 +161,12 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         if self.decoder.buffered:
             log.info("%s: connection closed mid-frame (%d bytes unread)", self.peer, self.decoder.buffered)
-        # Keep our half open until the in-flight responses have been written.
+        # Keep our half open until the in-flight responses have been written. (Kafka closes
+        # at once; a client that half-closes still gets its answers here.) Requests that only
+        # wait, long polls, end now unanswered: nobody will send more to wake them for.
         if self.pending or self.backlog:
             self.eof = True
+            self.cancel_abandoned_requests(detach=False)
             return True
         return None
 
@@ -207,6 +215,9 @@ class Connection(asyncio.Protocol):
                     if not waiting.done():
                         break
                     if waiting.cancelled():
+                        if self.eof:  # a long poll the client gave up (see eof_received): no answer
+                            pending.popleft()
+                            continue
                         self.abort("request cancelled (server shutting down)")
                         return
                     exc = waiting.exception()

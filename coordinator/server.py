@@ -40,6 +40,23 @@ _KEY_VERSION = struct.Struct(">hh")
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+def raise_fd_limit(max_connections: int) -> None:
+    """Raise the soft limit on open files to the hard one: each connection and each log
+    segment holds one. At the limit libuv accepts and closes connections without a word,
+    so say at startup if max.connections cannot be reached."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    except (ImportError, ValueError, OSError):
+        return
+    if soft != resource.RLIM_INFINITY and max_connections > soft - 256:
+        log.warning("max.connections=%d but only %d files may be open (ulimit -n): connections past "
+                    "about %d are closed unlogged", max_connections, soft, max(soft - 256, 0))
+
+
 class StartupError(Exception):
     """The server cannot start for a reason the operator must fix (said in one line)."""
 
@@ -71,6 +88,7 @@ class Server:
 
         # The port first: a port in use must fail before the data dir is created or loaded.
         sock = self._bind()
+        raise_fd_limit(self.config.max_connections)
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
             probe = self.config.data_dir / ".write-test"

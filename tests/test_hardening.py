@@ -104,7 +104,7 @@ def test_client_that_never_reads_its_fetches(server_factory):
 def test_abandoned_long_polls_are_cancelled_and_capped(server_factory):
     """Issue 16 #1: long polls of max_wait 2^31-1 and min_bytes 2^31-1, their connections then
     closed; appends go on. Waiting fetches hold no answer, and the connection's close cancels them."""
-    server = server_factory("--fetch-max-wait-ms", "60000")
+    server = server_factory("--fetch-max-wait-ms", "600000", "--log-level", "DEBUG")
     create_topics(server.port, "polled", partitions=1)
     fill_partition(server.port, "polled", 2 * MIB)
     before = rss_bytes(server.proc.pid)
@@ -116,6 +116,7 @@ def test_abandoned_long_polls_are_cancelled_and_capped(server_factory):
     assert_serving(server.port)
     for s in socks:
         s.close()
+    wait_for(lambda: server.log_text().count("1 waiting requests cancelled") == 200, what="200 polls cancelled")
     fill_partition(server.port, "polled", 1 * MIB)  # each append would make every waiter re-read
     grown = rss_bytes(server.proc.pid) - before
     assert grown < 96 * MIB, f"RSS grew {grown / MIB:.0f} MiB"
@@ -284,3 +285,31 @@ def test_racing_create_and_delete_of_one_name(server):
     assert "missing" not in server.log_text()
     assert_serving(server.port)
     assert_no_traceback(server)
+
+
+def test_a_large_request_is_not_held_more_than_twice(server_factory):
+    """socket.request.max.bytes: a 40 MiB Produce peaks at about twice its size in the server
+    (the frame and kio's decoded copy, briefly), never more."""
+    from bench.wire_client import request_class
+    from protocol.messages import encode_request
+
+    size = 40 * MIB
+    server = server_factory("--socket-request-max-bytes", str(64 * MIB))
+    create_topics(server.port, "large", partitions=1)
+    r, t, p = (request_class(0, 9, n) for n in ("ProduceRequest", "TopicProduceData", "PartitionProduceData"))
+    data = encode_request(0, 9, 1, "big", r(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+                                             topic_data=(t(name="large", partition_data=(p(
+                                                 index=0, records=b"\0" * size),)),)))
+    Path(f"/proc/{server.proc.pid}/clear_refs").write_text("5")  # reset the peak (VmHWM)
+    start = rss_bytes(server.proc.pid)
+    w = Wire(server.port)
+    try:
+        w.send(data)
+        del data
+        assert w.read_frame() is not None  # answered (the bytes are no valid batch: an error code)
+    finally:
+        w.close()
+    peak = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{server.proc.pid}/status").read_text()
+                .splitlines() if line.startswith("VmHWM:"))
+    assert peak - start < 2.6 * size, f"peak {(peak - start) / size:.2f}x the request"
+    assert_serving(server.port)
