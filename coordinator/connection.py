@@ -161,9 +161,9 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         if self.decoder.buffered:
             log.info("%s: connection closed mid-frame (%d bytes unread)", self.peer, self.decoder.buffered)
-        # Keep our half open until the in-flight responses have been written. (Kafka closes
-        # at once; a client that half-closes still gets its answers here.) Requests that only
-        # wait, long polls, end now unanswered: nobody will send more to wake them for.
+        # Keep our half open until the in-flight responses have been written (Kafka closes at
+        # once; a client that half-closes still gets its answers here), except that requests
+        # that only wait, long polls, end now unanswered rather than hold it up to max_wait.
         if self.pending or self.backlog:
             self.eof = True
             self.cancel_abandoned_requests(detach=False)
@@ -201,6 +201,7 @@ class Connection(asyncio.Protocol):
             return
         pending = self.pending
         transport = self.transport
+        wrote = False
         while pending:
             if self.writing_paused:
                 break  # the budget is spent: no answer is built until the client reads
@@ -240,7 +241,8 @@ class Connection(asyncio.Protocol):
             pending.popleft()
             if head is not _NO_RESPONSE and head is not None and not self.closed:
                 transport.write(head)  # type: ignore[union-attr]
-        if not pending:
+                wrote = True
+        if wrote:
             self.last_active = time.monotonic()
         if self.backlog:
             self.handle_backlog()
@@ -269,9 +271,10 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def idle_since(self) -> float | None:
-        """When this connection last read or answered; None while requests are in flight.
-        (A partial frame is no activity: a slowloris client is idle.)"""
-        if self.pending or self.backlog:
+        """When this connection last read a request or wrote an answer; None while requests
+        are in the server's hands (a long poll, a join). A client that sends half a frame
+        (slowloris) or does not read its answers (writing paused) is idle."""
+        if (self.pending or self.backlog) and not self.writing_paused:
             return None
         return self.last_active
 

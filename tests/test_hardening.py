@@ -150,6 +150,20 @@ def test_idle_and_slowloris_connections_are_closed(server_factory):
         slow.close()
 
 
+def test_a_client_that_never_reads_is_closed_when_idle(server_factory):
+    server = server_factory("--connections-max-idle-ms", "300", "--connection-max-queued-bytes", "65536")
+    create_topics(server.port, "unread", partitions=1)
+    fill_partition(server.port, "unread", 1 * MIB)
+    hostile = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        hostile.sendall(b"".join(fetch_frame(i, "unread", max_wait_ms=0, min_bytes=0) for i in range(50)))
+        wait_for(lambda: "connections.max.idle.ms" in server.log_text(), what="the stuck connection closed")
+    finally:
+        hostile.close()
+    assert_serving(server.port)
+
+
 def test_max_connections_refused_cleanly_and_logged(server_factory):
     server = server_factory("--max-connections", "3")
     held = [Wire(server.port) for _ in range(3)]
