@@ -142,7 +142,8 @@ async def main() -> None:
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=5)
     args = ap.parse_args()
-    proc, port = start_server(["--fsync", "never"])
+    # No initial rebalance delay: the figures are the coordinator's own work.
+    proc, port = start_server(["--fsync", "never", "--group-initial-rebalance-delay-ms", "0"])
     try:
         await bench_heartbeats(proc.pid, port, args.groups, args.members, args.seconds, args.connections)
         for n in (10, 100, 500):

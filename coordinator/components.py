@@ -6,6 +6,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from .broker.admin import TopicAdmin
+from .broker.config_apis import ConfigApis
+from .broker.configs import BrokerConfigs, static_broker_configs
 from .broker.data import DataPlane
 from .broker.producers import ProducerIds
 from .broker.topics import Topics
@@ -29,12 +31,15 @@ async def build_components(server: Server) -> list[Any]:
         OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms))
     server.offsets_log = offsets_log
     server.topics = topics = Topics.load(
-        c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms),  # type: ignore[arg-type]
-        auto_create=c.auto_create_topics, default_partitions=c.num_partitions, offsets_logs=offsets_log.logs)
+        c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,  # type: ignore[arg-type]
+                              maintenance_interval_ms=c.log_retention_check_interval_ms),
+        auto_create=c.auto_create_topics, default_partitions=c.num_partitions, offsets_logs=offsets_log.logs,
+        broker_configs=BrokerConfigs(c.data_dir, c.node_id, static_broker_configs(c)))
     cluster = Cluster(server)
     cluster.register()
     TopicAdmin(topics).register(server.registry)
-    data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id,
+    ConfigApis(topics, cluster).register(server.registry)
+    data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots,
                            fetch_max_wait_ms=c.fetch_max_wait_ms, fetch_max_bytes=c.fetch_max_bytes)
     data_plane.register(server.registry)
     runtime = CoordinatorRuntime(offsets_log, LoopClock(), GroupConfig(

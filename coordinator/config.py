@@ -37,7 +37,9 @@ class Config:
     # Group coordinator (names follow Kafka's broker configs).
     group_min_session_timeout_ms: int = _opt(6000, "group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = _opt(1_800_000, "group.max.session.timeout.ms")
-    group_initial_rebalance_delay_ms: int = _opt(0, "group.initial.rebalance.delay.ms (Kafka's default is 3000; 0 for fast dev loops)")
+    group_initial_rebalance_delay_ms: int = _opt(
+        50, "group.initial.rebalance.delay.ms: a new group's first join phase lasts this long, and again as "
+        "long each time members keep arriving (up to the rebalance timeout); Kafka's default is 3000, 0 = none")
     group_max_size: int = _opt(2**31 - 1, "group.max.size")
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
     offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
@@ -45,6 +47,10 @@ class Config:
     # Data plane.
     auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
     num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")
+    log_retention_check_interval_ms: int = _opt(
+        30_000, "how often topic logs apply retention and compaction (log.retention.check.interval.ms)")
+    max_incremental_fetch_session_cache_slots: int = _opt(
+        1000, "incremental fetch sessions kept (max.incremental.fetch.session.cache.slots; 0: none)")
     log_level: str = _opt("INFO", "logging level: DEBUG, INFO, WARNING or ERROR")
     log_format: str = _opt("text", "log lines as text, or one JSON object each (for log collectors)",
                            choices=("text", "json"))

@@ -1,5 +1,8 @@
 """Request versions Kafka has retired but old clients still send without ApiVersions.
 
+Also DescribeConfigs v0, OffsetForLeaderEpoch v0/v1, Produce v0-2 and Fetch v0-3 (their message sets of format v0/v1
+are converted by protocol/legacy_records.py).
+
 kio follows current Kafka, which dropped OffsetCommit v0/v1, OffsetFetch v0,
 ListOffsets v0, CreateTopics v0/v1 and DeleteTopics v0. Their bodies decode here into the
 kio class of the nearest version that kept the same meaning (OffsetFetch v1, ListOffsets
@@ -15,6 +18,10 @@ import struct
 from typing import Any, Callable
 
 from kio.schema.create_topics.v2 import request as create_topics_v2
+from kio.schema.describe_configs.v1 import request as describe_configs_v1
+from kio.schema.fetch.v4 import request as fetch_v4
+from kio.schema.offset_for_leader_epoch.v2 import request as olep_v2
+from kio.schema.produce.v3 import request as produce_v3
 from kio.schema.list_offsets.v1 import request as list_offsets_v1
 from kio.serial import readers as _kio
 
@@ -35,6 +42,7 @@ read_int64 = _at(_kio.read_int64)
 read_legacy_array_length = _at(_kio.read_legacy_array_length)
 read_legacy_string = _at(_kio.read_legacy_string)
 read_nullable_legacy_string = _at(_kio.read_nullable_legacy_string)
+read_nullable_legacy_bytes = _at(_kio.read_nullable_legacy_bytes)
 
 
 def _array(buf: bytes, pos: int, item: Callable[[bytes, int], tuple[Any, int]]) -> tuple[tuple, int]:
@@ -111,6 +119,162 @@ def _create_topics_v0_read(buf: bytes, pos: int):
                                                 validate_only=False), pos - start
 
 
+def _describe_configs_v0_read(buf: bytes, pos: int):
+    """DescribeConfigs v0: v1's request without include_synonyms."""
+
+    def resource(buf: bytes, pos: int):
+        kind, pos = _at(_kio.read_int8)(buf, pos)
+        name, pos = read_legacy_string(buf, pos)
+        n, _ = read_legacy_array_length(buf, pos)
+        if n < 0:
+            keys, pos = None, pos + 4
+        else:
+            keys, pos = _array(buf, pos, read_legacy_string)
+        return describe_configs_v1.DescribeConfigsResource(resource_type=kind, resource_name=name,
+                                                           configuration_keys=keys), pos
+
+    start = pos
+    resources, pos = _array(buf, pos, resource)
+    return describe_configs_v1.DescribeConfigsRequest(resources=resources, include_synonyms=False), pos - start
+
+
+def _describe_configs_v0_write(out: Any, response: Any) -> None:
+    """v1's answer in v0's shape: is_default instead of config_source, no synonyms."""
+    out.write(struct.pack(">ii", int(response.throttle_time.total_seconds() * 1000), len(response.results)))
+    for r in response.results:
+        out.write(struct.pack(">h", r.error_code) + _string(r.error_message) + struct.pack(">b", r.resource_type)
+                  + _string(r.resource_name) + struct.pack(">i", len(r.configs)))
+        for c in r.configs:
+            out.write(_string(c.name) + _string(c.value)
+                      + struct.pack(">???", c.read_only, c.config_source == 5, c.is_sensitive))
+
+
+def _produce_v0_2_read(buf: bytes, pos: int):
+    """Produce v0-2: v3's request without transactional_id (message sets of format v0/v1)."""
+
+    def partition(buf: bytes, pos: int):
+        index, pos = read_int32(buf, pos)
+        records, pos = read_nullable_legacy_bytes(buf, pos)
+        return produce_v3.PartitionProduceData(index=index, records=records), pos
+
+    def topic(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        partitions, pos = _array(buf, pos, partition)
+        return produce_v3.TopicProduceData(name=name, partition_data=partitions), pos
+
+    start = pos
+    acks, pos = read_int16(buf, pos)
+    timeout, pos = read_int32(buf, pos)
+    topics, pos = _array(buf, pos, topic)
+    return produce_v3.ProduceRequest(transactional_id=None, acks=acks, timeout=datetime.timedelta(milliseconds=timeout),
+                                     topic_data=topics), pos - start
+
+
+def _produce_write(version: int) -> Callable[[Any, Any], None]:
+    """v3's answer in v0-2's shape: v1 adds the throttle time (at the end), v2 the log
+    append time (-1: CreateTime)."""
+
+    def write(out: Any, response: Any) -> None:
+        out.write(struct.pack(">i", len(response.responses)))
+        for t in response.responses:
+            out.write(_string(t.name) + struct.pack(">i", len(t.partition_responses)))
+            for p in t.partition_responses:
+                out.write(struct.pack(">ihq", p.index, p.error_code, p.base_offset))
+                if version >= 2:
+                    t_ms = -1 if p.log_append_time is None else round(p.log_append_time.timestamp() * 1000)
+                    out.write(struct.pack(">q", t_ms))
+        if version >= 1:
+            out.write(struct.pack(">i", _ms(response.throttle_time)))
+
+    return write
+
+
+def _fetch_v0_3_read(version: int) -> Callable[[bytes, int], tuple[Any, int]]:
+    """Fetch v0-3: v4's request without isolation_level (and before v3, max_bytes)."""
+
+    def partition(buf: bytes, pos: int):
+        index, pos = read_int32(buf, pos)
+        offset, pos = read_int64(buf, pos)
+        max_bytes, pos = read_int32(buf, pos)
+        return fetch_v4.FetchPartition(partition=index, fetch_offset=offset, partition_max_bytes=max_bytes), pos
+
+    def topic(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        partitions, pos = _array(buf, pos, partition)
+        return fetch_v4.FetchTopic(topic=name, partitions=partitions), pos
+
+    def read(buf: bytes, pos: int):
+        start = pos
+        replica_id, pos = read_int32(buf, pos)
+        max_wait, pos = read_int32(buf, pos)
+        min_bytes, pos = read_int32(buf, pos)
+        max_bytes = 2**31 - 1  # before v3: no limit on the whole answer
+        if version >= 3:
+            max_bytes, pos = read_int32(buf, pos)
+        topics, pos = _array(buf, pos, topic)
+        return fetch_v4.FetchRequest(replica_id=replica_id, max_wait=datetime.timedelta(milliseconds=max_wait),
+                                     min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
+                                     topics=topics), pos - start
+
+    return read
+
+
+def _fetch_write(version: int) -> Callable[[Any, Any], None]:
+    """v4's answer in v0-3's shape: no last stable offset or aborted transactions; the
+    throttle time from v1."""
+
+    def write(out: Any, response: Any) -> None:
+        if version >= 1:
+            out.write(struct.pack(">i", _ms(response.throttle_time)))
+        out.write(struct.pack(">i", len(response.responses)))
+        for t in response.responses:
+            out.write(_string(t.topic) + struct.pack(">i", len(t.partitions)))
+            for p in t.partitions:
+                records = p.records or b""
+                out.write(struct.pack(">ihqi", p.partition_index, p.error_code, p.high_watermark, len(records)))
+                out.write(records)
+
+    return write
+
+
+def _offset_for_leader_epoch_v0_1_read(buf: bytes, pos: int):
+    """OffsetForLeaderEpoch v0/v1: v2's request without current_leader_epoch."""
+
+    def partition(buf: bytes, pos: int):
+        index, pos = read_int32(buf, pos)
+        epoch, pos = read_int32(buf, pos)
+        return olep_v2.OffsetForLeaderPartition(partition=index, current_leader_epoch=-1, leader_epoch=epoch), pos
+
+    def topic(buf: bytes, pos: int):
+        name, pos = read_legacy_string(buf, pos)
+        partitions, pos = _array(buf, pos, partition)
+        return olep_v2.OffsetForLeaderTopic(topic=name, partitions=partitions), pos
+
+    start = pos
+    topics, pos = _array(buf, pos, topic)
+    return olep_v2.OffsetForLeaderEpochRequest(topics=topics), pos - start
+
+
+def _offset_for_leader_epoch_write(version: int) -> Callable[[Any, Any], None]:
+    """v2's answer in v0/v1's shape: no throttle time; the leader epoch from v1."""
+
+    def write(out: Any, response: Any) -> None:
+        out.write(struct.pack(">i", len(response.topics)))
+        for t in response.topics:
+            out.write(_string(t.topic) + struct.pack(">i", len(t.partitions)))
+            for p in t.partitions:
+                out.write(struct.pack(">hi", p.error_code, p.partition))
+                if version >= 1:
+                    out.write(struct.pack(">i", p.leader_epoch))
+                out.write(struct.pack(">q", p.end_offset))
+
+    return write
+
+
+def _ms(td: datetime.timedelta) -> int:
+    return int(td.total_seconds() * 1000)
+
+
 def _string(value: str | None) -> bytes:
     if value is None:
         return struct.pack(">h", -1)
@@ -143,4 +307,9 @@ LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
     (19, 0): (2, _create_topics_v0_read, _topic_errors_write(with_message=False)),
     (19, 1): (2, None, _topic_errors_write(with_message=True)),  # v1's request is v2's
     (20, 0): (1, None, _topic_errors_write(with_message=False)),  # v0's request is v1's
+    (32, 0): (1, _describe_configs_v0_read, _describe_configs_v0_write),
+    # Produce v0-2 / Fetch v0-3: message formats v0/v1 (converted by the data plane)
+    **{(0, v): (3, _produce_v0_2_read, _produce_write(v)) for v in range(3)},
+    **{(1, v): (4, _fetch_v0_3_read(v), _fetch_write(v)) for v in range(4)},
+    **{(23, v): (2, _offset_for_leader_epoch_v0_1_read, _offset_for_leader_epoch_write(v)) for v in range(2)},
 }

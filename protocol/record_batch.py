@@ -18,7 +18,6 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from aiokafka.errors import KafkaError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
@@ -160,6 +159,18 @@ def set_partition_leader_epoch(buf, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + 12, epoch)
 
 
+def stamp_log_append_time(batch, now_ms: int) -> bytes:
+    """The one batch with the broker's time (message.timestamp.type=LogAppendTime): the
+    timestamp-type bit set and max timestamp = now_ms, CRC recomputed; readers give every
+    record that time (Kafka's setMaxTimestamp(LOG_APPEND_TIME, now))."""
+    buf = bytearray(batch)
+    attributes = int.from_bytes(buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2], "big")
+    buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2] = (attributes | TIMESTAMP_TYPE_MASK).to_bytes(2, "big")
+    _INT64.pack_into(buf, MAX_TIMESTAMP_OFFSET, now_ms)
+    _UINT32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
 def build_batch(
     records: Iterable[tuple[bytes | None, bytes | None]],
     *,
@@ -243,7 +254,7 @@ def iter_batch_records(batch, h: BatchHeader | None = None) -> Iterator[Record]:
     try:
         for r in DefaultRecordBatch(data):
             yield Record(r.offset, r.timestamp, r.key, r.value, r.headers)
-    except KafkaError as e:  # aiokafka's CorruptRecordException / codec errors
+    except Exception as e:  # aiokafka's CorruptRecordException, each codec's own errors, bad UTF-8 header keys
         raise CorruptBatch(f"batch at base offset {h.base_offset}: {e}") from e
 
 

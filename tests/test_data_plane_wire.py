@@ -12,7 +12,7 @@ import time
 import pytest
 
 from bench.wire_client import WireClient, request_class
-from protocol.record_batch import CRC_OFFSET, build_batch
+from protocol.record_batch import CRC_OFFSET, build_batch, parse_header
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, METADATA = 0, 1, 2, 19, 20, 37, 3
 MS = datetime.timedelta(milliseconds=1)
@@ -112,11 +112,29 @@ async def test_unknown_topic_without_auto_create(server_factory):
 
 
 async def test_auto_create_on_metadata(conn):
+    """As a KRaft broker (AutoTopicCreationManager): the creating request is answered
+    UNKNOWN_TOPIC_OR_PARTITION without partitions, the next finds the topic; a request
+    with allow_auto_topic_creation=false creates nothing; Produce never creates."""
     M = cls(METADATA, 12, "MetadataRequestTopic")
-    r = await conn.request(METADATA, 12, cls(METADATA, 12)(topics=(M(topic_id=None, name="auto"),),
-                                                          allow_auto_topic_creation=True,
-                                                          include_topic_authorized_operations=False))
-    assert r.topics[0].error_code == 0 and len(r.topics[0].partitions) == 1
+
+    async def metadata(name, allow=True, v=12):
+        body = cls(METADATA, v)(topics=(M(topic_id=None, name=name),), allow_auto_topic_creation=allow,
+                                include_topic_authorized_operations=False)
+        return (await conn.request(METADATA, v, body)).topics[0]
+
+    assert (await metadata("manual", allow=False)).error_code == 3
+    assert (await metadata("manual", allow=False)).error_code == 3  # still nothing
+    first = await metadata("auto")
+    assert (first.error_code, first.partitions) == (3, ())
+    second = await metadata("auto")
+    assert second.error_code == 0 and len(second.partitions) == 1
+    assert (await metadata("bad name!")).error_code == 17  # INVALID_TOPIC_EXCEPTION
+    assert (await produce(conn, "by-produce", batch()))[0] == 3
+    assert (await metadata("by-produce", allow=False)).error_code == 3
+    r = await conn.request(METADATA, 1, cls(METADATA, 1)(topics=(cls(METADATA, 1, "MetadataRequestTopic")(
+        name="old-client"),)))  # v0-3 have no flag: they may create
+    assert r.topics[0].error_code == 3
+    assert (await metadata("old-client", allow=False)).error_code == 0
 
 
 async def test_fetch_errors_and_offsets(conn):
@@ -129,14 +147,17 @@ async def test_fetch_errors_and_offsets(conn):
     r = await conn.request(FETCH, 11, fetch_body("missing", 0))
     assert r.responses[0].partitions[0].error_code == 3
     r = await conn.request(FETCH, 11, fetch_body("f", 0, session_id=1234, session_epoch=5))
-    assert r.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND: an incremental fetch, and we hand out no sessions
+    assert r.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND: an incremental fetch in no session we know
     for epoch in (-1, 0):  # KIP-227: full fetches whatever the id (kafka-go sends id -1, epoch -1)
         r = await conn.request(FETCH, 11, fetch_body("f", 0, session_id=-1, session_epoch=epoch))
-        assert (r.error_code, r.session_id, r.responses[0].partitions[0].error_code) == (0, 0, 0)
+        assert (r.error_code, r.responses[0].partitions[0].error_code) == (0, 0)
+        assert (r.session_id == 0) == (epoch == -1)  # epoch 0 opens a session (tests/test_fetch_sessions.py)
     r = await conn.request(FETCH, 11, fetch_body("f", 2))
     p = r.responses[0].partitions[0]
     assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 5, 5, 0)
     assert p.records.startswith(struct.pack(">q", 0))  # the whole batch holding offset 2
+    # stamped with the leader's epoch, as Kafka's leader does (the producer sent -1)
+    assert parse_header(p.records, 0).partition_leader_epoch == 0
 
 
 async def test_fetch_long_poll_wakes_on_produce(conn, server):

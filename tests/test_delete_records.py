@@ -7,7 +7,7 @@ import datetime
 
 from bench.wire_client import WireClient
 from tests.conftest import create_topics
-from tests.test_data_plane_wire import FETCH, batch, cls, fetch_body, produce
+from tests.test_data_plane_wire import FETCH, batch, cls, create, fetch_body, produce
 
 DELETE_RECORDS = 21
 
@@ -38,6 +38,12 @@ async def test_delete_records_over_the_wire(server):
     assert (await delete(conn, "t", 3, 1))[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert (await delete(conn, "nope", 0, 1))[0] == 3
     assert (await delete(conn, "__consumer_offsets", 0, 0))[0] == 17  # INVALID_TOPIC_EXCEPTION
+    await create(conn, "compacted", partitions=1, configs=[("cleanup.policy", "compact")])
+    await create(conn, "both", partitions=1, configs=[("cleanup.policy", "compact,delete")])
+    await produce(conn, "compacted", batch(2))
+    await produce(conn, "both", batch(2))
+    assert (await delete(conn, "compacted", 0, 1))[0] == 44  # POLICY_VIOLATION: compact only
+    assert await delete(conn, "both", 0, 1) == (0, 1)
     await conn.close()
     assert "Traceback" not in server.log_text()
 

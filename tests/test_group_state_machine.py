@@ -342,6 +342,24 @@ async def test_initial_rebalance_delay_waits_for_more_members():
     assert result(f1).generation_id == 1 and result(f2).generation_id == 1
 
 
+async def test_initial_delay_extends_for_a_member_still_getting_its_id():
+    """KIP-394: a member's first JoinGroup (MEMBER_ID_REQUIRED) during the initial delay
+    counts as an arrival: the delay extends, and it joins the first generation."""
+    h = Harness(initial_rebalance_delay_ms=50)
+    f1 = h.join(v4=False)
+    h.clock.advance(40)
+    pending = h.join()
+    assert pending.error == E.member_id_required
+    h.clock.advance(10)  # the first window ends: extended, as a member is arriving
+    assert not f1.done()
+    f2 = h.join(pending.member_id)  # an arrival in the second window: a third one
+    h.clock.advance(99)
+    assert not f1.done()
+    h.clock.advance(1)
+    assert result(f1).generation_id == 1 and result(f2).generation_id == 1
+    assert len(h.group().members) == 2
+
+
 async def test_pending_member_does_not_hold_the_group():
     h = Harness()
     (a, b), gen = await form_group(h, 2)

@@ -83,7 +83,7 @@ async def test_a_failed_sync_is_reported_and_retried(tmp_path, monkeypatch, sync
     eio = OSError(errno.EIO, "EIO")
     if syncer.uses_aio:
         target, name = sync.AioFsync, "fsync_all"
-        failing = lambda self, fds, done: asyncio.get_running_loop().call_soon(done, eio)  # noqa: E731
+        failing = lambda self, fds, done, loop: loop.call_soon(done, eio)  # noqa: E731
     else:
         target, name = Segment, "fsync"
         failing = lambda self: (_ for _ in ()).throw(eio)  # noqa: E731
@@ -105,7 +105,7 @@ async def test_aio_refused_by_the_kernel_falls_back_to_the_loop(tmp_path, monkey
     if not syncer.uses_aio:
         pytest.skip("AIO only")
 
-    def refuse(self, fds, done):
+    def refuse(self, fds, done, loop):
         raise ValueError("io_submit: EINVAL")
 
     monkeypatch.setattr(sync.AioFsync, "fsync_all", refuse)
@@ -113,6 +113,35 @@ async def test_aio_refused_by_the_kernel_falls_back_to_the_loop(tmp_path, monkey
     plog.append_records([(b"k", b"v")])
     await plog.flush()
     assert plog.durable_offset == 1 and not syncer.uses_aio
+    await plog.close()
+
+
+async def test_aio_completions_interrupted_by_a_signal_are_collected(tmp_path, monkeypatch):
+    """io_getevents answers EINTR when a signal or a profiler's stop lands in it; the
+    finished fsyncs must still be collected, not wait for the next completion."""
+    s = sync.Syncer()
+    if not s.uses_aio:
+        pytest.skip("no Linux AIO here")
+    monkeypatch.setattr(partition, "SYNCER", s)
+
+    class Interrupted:
+        def __init__(self, context):
+            self.context, self.interrupted = context, 0
+
+        def __getattr__(self, name):
+            return getattr(self.context, name)
+
+        def process_events(self):
+            if not self.interrupted:
+                self.interrupted += 1
+                raise SystemError(errno.EINTR, "Interrupted system call")
+            return self.context.process_events()
+
+    s._aio._context = Interrupted(s._aio._context)
+    plog, = await open_logs(tmp_path, 1)
+    plog.append_records([(b"k", b"v")])
+    await asyncio.wait_for(plog.flush(), 10)
+    assert plog.durable_offset == 1 and s._aio._context.interrupted == 1
     await plog.close()
 
 

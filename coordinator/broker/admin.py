@@ -42,6 +42,8 @@ class TopicAdmin:
             return E.unknown_topic_or_partition, -1
         if info.internal:  # its records are the coordinator's state
             return E.invalid_topic_exception, -1
+        if "delete" not in info.values.get("cleanup.policy", ["delete"]):  # Kafka: only a deletable log
+            return E.policy_violation, -1
         plog = info.logs[partition]
         if offset == HIGH_WATERMARK:
             offset = plog.high_watermark

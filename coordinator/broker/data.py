@@ -7,37 +7,55 @@ broker only rewrites a produced batch's base offset, which the CRC does not cove
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 import weakref
+from collections import OrderedDict
 from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from protocol.record_batch import MAGIC, ZSTD, CorruptBatch, iter_batches
+from protocol.legacy_records import UnsupportedCompression, down_convert, is_legacy, up_convert
+from protocol.record_batch import (
+    GZIP, LZ4, MAGIC, NONE, SNAPPY, ZSTD, CorruptBatch, build_batch_from, iter_batch_records, iter_batches,
+    stamp_log_append_time,
+)
 
 from ..apis import BuiltWhenSent, Registry, RequestContext, ms
 from ..connection import CloseConnection
-from ..log.partition import InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
+from ..log.partition import LEADER_EPOCH, InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
+from .config_defs import LONG_MAX
+from .fetch_sessions import (
+    FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition, FetchSession, FetchSessionCache,
+)
 from .producers import PartitionProducers, ProducerIds
-from .topics import TopicError, Topics
+from .topics import Topics
 
 log = logging.getLogger(__name__)
 
-PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
+PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 22, 23
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
+# compression.type -> the codec stored batches get (producer: none, keep the producer's)
+CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+
+
+class TimestampOutOfRange(ValueError):
+    pass
 
 
 class DataPlane:
-    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int, *,
-                 fetch_max_wait_ms: int = 30_000, fetch_max_bytes: int = 57_671_680) -> None:
+    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int,
+                 fetch_session_slots: int = 1000, *, fetch_max_wait_ms: int = 30_000,
+                 fetch_max_bytes: int = 57_671_680) -> None:
         self.topics = topics
         # Caps on what a client asks (a 2^31-1 ms long poll, a 2 GiB answer).
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
+        self.sessions = FetchSessionCache(fetch_session_slots)
         self.producer_ids = producer_ids
         self.node_id = node_id
         # Keyed by the log object: a deleted and re-created topic starts afresh.
@@ -47,45 +65,49 @@ class DataPlane:
         self.draining = False
 
     def register(self, registry: Registry) -> None:
-        registry.add(PRODUCE, range(3, 12), self.produce)
-        registry.add(FETCH, range(4, 18), self.fetch, cancel_on_close=True)
+        registry.add(PRODUCE, range(0, 12), self.produce)
+        registry.add(FETCH, range(0, 18), self.fetch, cancel_on_close=True)
         registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
+        registry.add(OFFSET_FOR_LEADER_EPOCH, range(0, 5), self.offset_for_leader_epoch)
 
     # Produce ----------------------------------------------------------------------------
 
-    def _append(self, version: int, topic: str, partition: int, records: bytes | None) -> tuple[E, int, str | None]:
-        """(error, base offset, message): validate, check sequences, append (not yet durable)."""
+    def _append(self, version: int, topic: str, partition: int, records: bytes | None
+                ) -> tuple[E, int, str | None, int]:
+        """(error, base offset, message, log append time or -1): validate, check sequences,
+        apply the topic's compression.type and message.timestamp.type, append (not yet durable)."""
         info = self.topics.get(topic)
-        if info is None:
-            try:
-                info = self.topics.describe([topic], auto_create=True)[0][1]  # type: ignore[index]
-            except TopicError as e:
-                return e.code, -1, str(e)
-            if info is None or info.error != E.none:
-                return (info.error if info else E.unknown_topic_or_partition), -1, None
+        if info is None:  # as Kafka: Produce never creates a topic (the producer's Metadata does)
+            return E.unknown_topic_or_partition, -1, None, -1
         if info.internal:
-            return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}"
+            return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}", -1
         if not 0 <= partition < info.partitions:
-            return E.unknown_topic_or_partition, -1, None
+            return E.unknown_topic_or_partition, -1, None, -1
         if not records:
-            return E.corrupt_message, -1, "no record batch"
+            return E.corrupt_message, -1, "no record batch", -1
         plog = info.logs[partition]
+        if version < 3 and is_legacy(records):  # message format v0/v1: stored as one v2 batch (Kafka 3.x)
+            try:
+                records = up_convert(records)
+            except CorruptBatch as e:
+                return E.corrupt_message, -1, str(e), -1
         if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != MAGIC:  # same place in old message sets
-            return E.invalid_record, -1, f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only"
+            return (E.invalid_record, -1, f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only",
+                    -1)
         try:
             headers = list(iter_batches(records))
         except CorruptBatch as e:
-            return E.corrupt_message, -1, str(e)
+            return E.corrupt_message, -1, str(e), -1
         if len(headers) != 1:  # as Kafka: v3+ carries exactly one batch per partition
-            return E.invalid_record, -1, f"{len(headers)} record batches; exactly one is allowed"
+            return E.invalid_record, -1, f"{len(headers)} record batches; exactly one is allowed", -1
         h = headers[0][1]
         if h.size > info.max_message_bytes:
-            return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}"
+            return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}", -1
         if h.is_control:
-            return E.invalid_record, -1, "clients may not write control batches"
+            return E.invalid_record, -1, "clients may not write control batches", -1
         if h.compression == ZSTD and version < 7:
-            return E.unsupported_compression_type, -1, "zstd needs Produce v7 or later"
+            return E.unsupported_compression_type, -1, "zstd needs Produce v7 or later", -1
         state = None
         if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
             state = self.producers.get(plog)
@@ -93,43 +115,77 @@ class DataPlane:
                 state = self.producers[plog] = PartitionProducers.from_log(plog)
             error, duplicate_of = state.check(h)
             if error != E.none:
-                return error, -1, None
+                return error, -1, None, -1
             if duplicate_of is not None:
-                return E.none, duplicate_of, None  # a retry of a batch we already have
+                return E.none, duplicate_of, None, -1  # a retry of a batch we already have
+        try:
+            records, append_time = self._as_topic_stores(info, records, h)
+        except TimestampOutOfRange as e:
+            return E.invalid_timestamp, -1, str(e), -1
+        except CorruptBatch as e:
+            return E.corrupt_message, -1, str(e), -1
         try:
             base = plog.append(records)  # wakes long-polling fetches (append listener)
         except InvalidBatch as e:
-            return E.corrupt_message, -1, str(e)
+            return E.corrupt_message, -1, str(e), -1
         except StorageError as e:  # nothing of it stays in the log; other partitions go on
-            return E.kafka_storage_error, -1, str(e)
+            return E.kafka_storage_error, -1, str(e), -1
         if state is not None:
             state.record(h, base)
-        return E.none, base, None
+        return E.none, base, None, append_time
+
+    @staticmethod
+    def _as_topic_stores(info: Any, records: bytes, h: Any) -> tuple[bytes, int]:
+        """The batch as the topic's configs want it stored, and its log append time (-1:
+        CreateTime): recompressed when compression.type names a codec, stamped with the
+        broker's time under LogAppendTime (Kafka's LogValidator); CreateTime timestamps
+        checked against message.timestamp.*.max.ms."""
+        v = info.values
+        now = int(time.time() * 1000)
+        if not info.log_append_time:
+            before = min(v["message.timestamp.before.max.ms"], v["message.timestamp.difference.max.ms"])
+            after = min(v["message.timestamp.after.max.ms"], v["message.timestamp.difference.max.ms"])
+            if before < LONG_MAX or after < LONG_MAX:
+                for r in iter_batch_records(records, h):
+                    if r.timestamp < now - before or r.timestamp > now + after:
+                        raise TimestampOutOfRange(
+                            f"timestamp {r.timestamp} of offset delta {r.offset - h.base_offset} is out of range "
+                            f"(message.timestamp.before.max.ms {before}, after.max.ms {after})")
+        codec = CODECS.get(v["compression.type"])
+        if codec is not None and codec != h.compression:
+            records = build_batch_from(
+                iter_batch_records(records, h), base_offset=h.base_offset, compression=codec,
+                producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                transactional=h.is_transactional, partition_leader_epoch=h.partition_leader_epoch)
+        if info.log_append_time:
+            return stamp_log_append_time(records, now), now
+        return records, -1
 
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
         if getattr(req, "transactional_id", None) or req.acks not in ACKS:
             error, message = ((E.transactional_id_authorization_failed, "transactions are not supported")
                               if req.acks in ACKS else (E.invalid_required_acks, "acks must be 0, 1 or -1"))
-            results = [(t.name, p.index, error, -1, message) for t in req.topic_data for p in t.partition_data]
+            results = [(t.name, p.index, error, -1, message, -1) for t in req.topic_data for p in t.partition_data]
         else:
             results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records))
                        for t in req.topic_data for p in t.partition_data]
         if req.acks == -1:
-            failed = await self._durable({(t, p) for t, p, err, _, _ in results if err == E.none})
+            failed = await self._durable({(t, p) for t, p, err, *_ in results if err == E.none})
             if failed:
-                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)]) if (t, p) in failed else r
+                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)], -1) if (t, p) in failed else r
                            for r in results for t, p in [r[:2]]]
         if req.acks == 0:
-            failed = [(t, p, err) for t, p, err, _, _ in results if err != E.none]
+            failed = [(t, p, err) for t, p, err, *_ in results if err != E.none]
             if failed:  # as Kafka: no answer to carry the error, so the client must reconnect
                 raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
             return None
         by_topic: dict[str, list] = {}
-        for topic, partition, error, base, message in results:
+        for topic, partition, error, base, message, append_time in results:
             plog = self.topics.partition_log(topic, partition)
             by_topic.setdefault(topic, []).append(ctx.nested(
                 "PartitionProduceResponse", index=partition, error_code=error, base_offset=base,
-                log_append_time=None, log_start_offset=plog.log_start_offset if plog else -1,
+                log_append_time=None if append_time < 0 else _datetime(append_time),
+                log_start_offset=plog.log_start_offset if plog else -1,
                 record_errors=(), error_message=message))
         return ctx.response(throttle_time=0, responses=tuple(
             ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
@@ -158,95 +214,192 @@ class DataPlane:
             if not fut.done():
                 fut.set_result(None)
 
-    def _read(self, ctx: RequestContext, req: Any, budget: int) -> tuple[list, int]:
-        """One pass over the requested partitions: (response topics, bytes read)."""
-        total = 0
-        answer = []
-        for t in req.topics:
+    def _targets(self, ctx: RequestContext, topics: Any) -> list[CachedPartition]:
+        """The partitions a Fetch request lists, with their fetch state."""
+        out = []
+        for t in topics:
             if ctx.version >= 13:
                 info = self.topics.by_id.get(t.topic_id)
-                name = info.name if info else None
+                name, topic_id = (info.name if info else None), t.topic_id
             else:
-                name = t.topic
-                info = self.topics.get(name)
-            parts = []
+                name, topic_id = t.topic, None
             for p in t.partitions:
-                error, records, plog = E.none, b"", None
-                if info is None:
-                    error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
-                elif not 0 <= p.partition < info.partitions:
-                    error = E.unknown_topic_or_partition
-                else:
-                    plog = info.logs[p.partition]
-                    try:
-                        limit = min(p.partition_max_bytes, budget - total)
-                        if limit > 0 or total == 0:
-                            records = plog.read(p.fetch_offset, max(limit, 1))
-                        if total > 0 and len(records) > limit:
-                            records = b""  # only the first partition with data may exceed the limits (KIP-74)
-                    except OffsetOutOfRange:
-                        error = E.offset_out_of_range
-                    except StorageError:  # offline (corrupt): as Kafka's offline log dir
-                        error = E.kafka_storage_error
-                total += len(records)
-                hw = plog.high_watermark if plog else -1
-                parts.append(ctx.nested(
-                    "PartitionData", partition_index=p.partition, error_code=error, high_watermark=hw,
-                    last_stable_offset=hw, log_start_offset=plog.log_start_offset if plog else -1,
-                    aborted_transactions=None, preferred_read_replica=-1, records=records))
-            answer.append(ctx.nested("FetchableTopicResponse", topic=name, topic_id=getattr(t, "topic_id", None),
-                                     partitions=tuple(parts)))
+                out.append(CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes))
+        return out
+
+    def _read(self, ctx: RequestContext, targets: list[CachedPartition], budget: int) -> tuple[list, int]:
+        """One pass over the partitions: ([(target, PartitionData)], bytes read)."""
+        total = 0
+        answer = []
+        for target in targets:
+            error, records, plog = E.none, b"", None
+            info = self.topics.get(target.topic) if target.topic is not None else None
+            if ctx.version >= 13 and info is not None and info.topic_id != target.topic_id:
+                info = None  # (re-created under the same name: another topic)
+            if info is None:
+                error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
+            elif not 0 <= target.partition < info.partitions:
+                error = E.unknown_topic_or_partition
+            else:
+                plog = info.logs[target.partition]
+                try:
+                    limit = min(target.max_bytes, budget - total)
+                    if limit > 0 or total == 0:
+                        records = plog.read(target.fetch_offset, max(limit, 1))
+                    if total > 0 and len(records) > limit:
+                        records = b""  # only the first partition with data may exceed the limits (KIP-74)
+                    if ctx.version < 10 and info.values.get("compression.type") == "zstd":
+                        records, error = b"", E.unsupported_compression_type  # as Kafka: zstd needs v10
+                    if ctx.version < 4 and records:  # old clients read message format v0 / v1
+                        records, error = self._down_convert(info, records, 0 if ctx.version < 2 else 1)
+                except OffsetOutOfRange:
+                    error = E.offset_out_of_range
+                except StorageError:  # offline (corrupt): as Kafka's offline log dir
+                    error = E.kafka_storage_error
+            total += len(records)
+            hw = plog.high_watermark if plog else -1
+            answer.append((target, ctx.nested(
+                "PartitionData", partition_index=target.partition, error_code=error, high_watermark=hw,
+                last_stable_offset=hw, log_start_offset=plog.log_start_offset if plog else -1,
+                aborted_transactions=None, preferred_read_replica=-1, records=records)))
         return answer, total
 
+    @staticmethod
+    def _down_convert(info: Any, records: bytes, magic: int) -> tuple[bytes, E]:
+        """Stored batches for Fetch v0-3, as Kafka 3.x: refused (UNSUPPORTED_VERSION) when the
+        topic sets message.downconversion.enable=false; zstd cannot be carried."""
+        if not info.values.get("message.downconversion.enable", True):
+            return b"", E.unsupported_version
+        try:
+            return down_convert(records, magic), E.none
+        except UnsupportedCompression:
+            return b"", E.unsupported_compression_type
+
+    @staticmethod
+    def _by_topic(ctx: RequestContext, answer: list) -> tuple:
+        """Response topics: consecutive partitions of one topic grouped, as Kafka's FetchResponse.of."""
+        topics: list[tuple[CachedPartition, list]] = []
+        for target, data in answer:
+            if not topics or (topics[-1][0].topic, topics[-1][0].topic_id) != (target.topic, target.topic_id):
+                topics.append((target, []))
+            topics[-1][1].append(data)
+        return tuple(ctx.nested("FetchableTopicResponse", topic=t.topic, topic_id=t.topic_id, partitions=tuple(parts))
+                     for t, parts in topics)
+
     async def fetch(self, ctx: RequestContext, req: Any) -> Any:
-        # KIP-227: epoch 0 asks for a new session, -1 for none (whatever the id: a session it
-        # names is closed); both are full fetches. We hand out no sessions (id 0 in every
-        # answer, which the KIP allows), so an incremental fetch (epoch > 0) names a session
-        # we do not have.
-        if getattr(req, "session_epoch", -1) > 0:
-            return ctx.response(throttle_time=0, error_code=E.fetch_session_id_not_found, session_id=0,
-                                responses=())
+        """KIP-227 as Kafka's FetchManager.newContext: epoch 0 = full fetch opening a session,
+        -1 = full fetch without one (a session id given with either is closed), > 0 =
+        incremental fetch in the session named."""
+        session_id, epoch = getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH)
+        session = None
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.sessions.remove(session_id)
+            targets = self._targets(ctx, req.topics)
+        else:
+            session = self.sessions.get(session_id)
+            if session is None:
+                return self._session_error(ctx, E.fetch_session_id_not_found)
+            if session.epoch != epoch:
+                return self._session_error(ctx, E.invalid_fetch_session_epoch)
+            if session.uses_topic_ids != (ctx.version >= 13):
+                return self._session_error(ctx, E.fetch_session_topic_id_error)
+            self._update_session(ctx, session, req)
+            if not session.partitions:  # nothing left to fetch: Kafka drops the session
+                self.sessions.remove(session.id)
+                session = None
+                targets = []
+            else:
+                session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+                self.sessions.touch(session)
+                targets = list(session.partitions.values())
         deadline = time.monotonic() + min(ms(req.max_wait), self.fetch_max_wait_ms) / 1000
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.draining or self._can_answer(ctx, req):
-                # Records are read when the answer is written, not held while it waits its turn.
-                return BuiltWhenSent(partial(self._fetch_response, ctx, req))
-            await self._wait_for_data(ctx, req, remaining)
+            if remaining <= 0 or self.draining or self._can_answer(ctx, targets, req.min_bytes):
+                break
+            await self._wait_for_data(targets, remaining)
+        # Records are read when the answer is written, not held while it waits its turn.
+        return BuiltWhenSent(partial(self._fetch_response, ctx, req, targets, session, epoch))
 
-    def _fetch_response(self, ctx: RequestContext, req: Any) -> Any:
-        answer, _ = self._read(ctx, req, min(req.max_bytes, self.fetch_max_bytes))
-        return ctx.response(throttle_time=0, error_code=E.none, session_id=0, responses=tuple(answer))
+    def _fetch_response(self, ctx: RequestContext, req: Any, targets: list[CachedPartition],
+                        session: FetchSession | None, epoch: int) -> Any:
+        answer, _ = self._read(ctx, targets, min(req.max_bytes, self.fetch_max_bytes))
+        if session is not None:  # incremental: only the partitions with news
+            if session.id in self.sessions.sessions:
+                answer = [(t, d) for t, d in answer if self._news(session, t, d)]
+            response_id = session.id
+        elif epoch == INITIAL_EPOCH:
+            response_id = self._open_session(ctx, answer)
+        else:
+            response_id = INVALID_SESSION_ID
+        return ctx.response(throttle_time=0, error_code=E.none, session_id=response_id,
+                            responses=self._by_topic(ctx, answer))
 
-    def _can_answer(self, ctx: RequestContext, req: Any) -> bool:
-        """Whether min_bytes are there (each partition counting up to its partition_max_bytes,
-        as Kafka's DelayedFetch counts) or a partition has an error to tell; nothing is read."""
-        wanted = req.min_bytes
+    @staticmethod
+    def _session_error(ctx: RequestContext, error: E) -> Any:
+        return ctx.response(throttle_time=0, error_code=error, session_id=INVALID_SESSION_ID, responses=())
+
+    @staticmethod
+    def _key(target: CachedPartition) -> tuple:
+        return (target.topic_id if target.topic_id is not None else target.topic, target.partition)
+
+    def _open_session(self, ctx: RequestContext, answer: list) -> int:
+        partitions = OrderedDict()
+        for target, data in answer:
+            target.must_respond(b"", data.error_code, data.high_watermark, data.log_start_offset)
+            partitions[self._key(target)] = target
+        return self.sessions.create(ctx.version >= 13, partitions)
+
+    def _update_session(self, ctx: RequestContext, session: FetchSession, req: Any) -> None:
+        """Add or update the partitions the request lists; drop the forgotten ones."""
+        for target in self._targets(ctx, req.topics):
+            key = self._key(target)
+            cached = session.partitions.get(key)
+            if cached is None:
+                session.partitions[key] = target  # high watermark -1: always in the next answer
+            else:
+                cached.fetch_offset, cached.max_bytes = target.fetch_offset, target.max_bytes
+        for f in getattr(req, "forgotten_topics_data", None) or ():
+            topic = f.topic_id if ctx.version >= 13 else f.topic
+            for p in f.partitions:
+                session.partitions.pop((topic, p), None)
+
+    @staticmethod
+    def _news(session: FetchSession, target: CachedPartition, data: Any) -> bool:
+        if not target.must_respond(data.records, data.error_code, data.high_watermark, data.log_start_offset):
+            return False
+        if data.records:  # partitions that got data go to the back: the others' turn next (Kafka)
+            session.partitions.move_to_end(DataPlane._key(target))
+        return True
+
+    def _can_answer(self, ctx: RequestContext, targets: list[CachedPartition], min_bytes: int) -> bool:
+        """Whether min_bytes are there (each partition counting up to its max_bytes, as
+        Kafka's DelayedFetch counts) or a partition has an error to tell; nothing is read."""
         total = 0
-        for t in req.topics:
-            info = self.topics.by_id.get(t.topic_id) if ctx.version >= 13 else self.topics.get(t.topic)
-            for p in t.partitions:
-                if info is None or not 0 <= p.partition < info.partitions:
-                    return True
-                plog = info.logs[p.partition]
-                if plog.offline is not None or not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
-                    return True
-                if p.fetch_offset < plog.log_end_offset:
-                    total += min(plog.bytes_after(p.fetch_offset), max(p.partition_max_bytes, 0))
-        return total >= wanted
+        for target in targets:
+            info = self.topics.get(target.topic) if target.topic is not None else None
+            if info is None or (ctx.version >= 13 and info.topic_id != target.topic_id) \
+                    or not 0 <= target.partition < info.partitions:
+                return True
+            plog = info.logs[target.partition]
+            offset = target.fetch_offset
+            if plog.offline is not None or not plog.log_start_offset <= offset <= plog.log_end_offset:
+                return True
+            if offset < plog.log_end_offset:
+                total += min(plog.bytes_after(offset), max(target.max_bytes, 0))
+        return total >= min_bytes
 
-    async def _wait_for_data(self, ctx: RequestContext, req: Any, timeout: float) -> None:
+    async def _wait_for_data(self, targets: list[CachedPartition], timeout: float) -> None:
         """Long-poll: sleep until a produce to one of the partitions, or the timeout."""
         fut = asyncio.get_running_loop().create_future()
         logs = []
-        for t in req.topics:
-            name = t.topic if ctx.version < 13 else getattr(self.topics.by_id.get(t.topic_id), "name", None)
-            for p in t.partitions:
-                plog = self.topics.partition_log(name, p.partition)
-                if plog is not None:
-                    self._watch(plog)
-                    self.waiters.setdefault(plog, set()).add(fut)
-                    logs.append(plog)
+        for target in targets:
+            plog = self.topics.partition_log(target.topic, target.partition) if target.topic is not None else None
+            if plog is not None:
+                self._watch(plog)
+                self.waiters.setdefault(plog, set()).add(fut)
+                logs.append(plog)
         try:
             await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
@@ -286,6 +439,30 @@ class DataPlane:
             topics.append(ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
         return ctx.response(throttle_time=0, topics=tuple(topics))
 
+    # OffsetForLeaderEpoch ---------------------------------------------------------------
+
+    def offset_for_leader_epoch(self, ctx: RequestContext, req: Any) -> Any:
+        """Kafka's LeaderEpochFileCache.endOffsetFor on a log with one leader epoch, 0 (the
+        one Metadata reports) since its start: epoch 0 ends at the log end offset, a later
+        or undefined epoch is unknown (-1, -1); a current_leader_epoch newer than ours is
+        UNKNOWN_LEADER_EPOCH (KIP-320)."""
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                plog = self.topics.partition_log(t.topic, p.partition)
+                error, epoch, end = E.none, -1, -1
+                if plog is None:
+                    error = E.unknown_topic_or_partition
+                elif getattr(p, "current_leader_epoch", -1) > LEADER_EPOCH:
+                    error = E.unknown_leader_epoch
+                elif p.leader_epoch == LEADER_EPOCH:
+                    epoch, end = LEADER_EPOCH, plog.log_end_offset
+                parts.append(ctx.nested("EpochEndOffset", error_code=error, partition=p.partition,
+                                        leader_epoch=epoch, end_offset=end))
+            topics.append(ctx.nested("OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(parts)))
+        return ctx.response(throttle_time=0, topics=tuple(topics))
+
     # InitProducerId ---------------------------------------------------------------------
 
     def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
@@ -308,6 +485,11 @@ class DataPlane:
 
     async def close(self) -> None:
         self.drain()
+
+
+def _datetime(ms: int) -> datetime.datetime:
+    """kio writes ProduceResponse's log_append_time from a datetime (None: -1)."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
 async def _policy_flush(plog: PartitionLog) -> None:

@@ -20,6 +20,8 @@ from typing import Any, Iterable
 from kio.schema.errors import ErrorCode as E
 
 from ..log.config import LogConfig
+from .configs import BrokerConfigs, log_config, resolve, validate_topic_configs
+from .config_defs import ConfigError
 from ..log.partition import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -29,19 +31,6 @@ CATALOG_FILE = "topics.json"
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
-# Topic configs we honour, with how each maps onto the log (Kafka's names and defaults).
-TOPIC_CONFIGS = {
-    "retention.ms": ("retention_ms", int),
-    "retention.bytes": ("retention_bytes", int),
-    "segment.bytes": ("segment_bytes", int),
-    "segment.ms": ("segment_ms", int),
-    "cleanup.policy": ("cleanup_policy", str),
-    "delete.retention.ms": ("delete_retention_ms", int),
-    "max.message.bytes": (None, int),
-    "min.insync.replicas": (None, int),
-    "message.timestamp.type": (None, str),
-    "compression.type": (None, str),
-}
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's message.max.bytes
 
 
@@ -57,21 +46,14 @@ def validate_name(name: str | None) -> None:
                          f"topic name {name!r} is illegal: 1-249 of [a-zA-Z0-9._-], not '.' or '..'")
 
 
-def validate_configs(configs: dict[str, str | None]) -> None:
-    for key, value in configs.items():
-        spec = TOPIC_CONFIGS.get(key)
-        if spec is None:
-            raise TopicError(E.invalid_config, f"unknown topic config {key!r}")
-        if value is None:
-            continue
-        _, kind = spec
-        if kind is int:
-            try:
-                int(value)
-            except ValueError:
-                raise TopicError(E.invalid_config, f"{key} must be an integer, not {value!r}") from None
-        if key == "cleanup.policy" and value not in ("delete", "compact"):
-            raise TopicError(E.invalid_config, f"cleanup.policy must be delete or compact, not {value!r}")
+def validate_configs(configs: dict[str, str | None], broker: BrokerConfigs | None = None) -> None:
+    """Kafka's checks of a topic's own settings: known names, types, ranges, and across
+    configs (min.compaction.lag.ms <= max.compaction.lag.ms)."""
+    try:
+        validate_topic_configs(configs)
+        resolve({k: v for k, v in configs.items() if v is not None}, broker or BrokerConfigs(None, 0, {}))
+    except ConfigError as e:
+        raise TopicError(e.code, str(e)) from None
 
 
 @dataclass
@@ -83,23 +65,33 @@ class TopicInfo:
     internal: bool = False
     error: E = E.none
     logs: list[PartitionLog] = field(default_factory=list, repr=False)
+    # every topic config's typed value in force (its own settings over the broker's)
+    values: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def max_message_bytes(self) -> int:
-        return int(self.configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
+        return self.values.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES)
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.values.get("message.timestamp.type") == "LogAppendTime"
 
 
 class Topics:
     def __init__(self, data_dir: Path, base_config: LogConfig, *, auto_create: bool, default_partitions: int,
-                 offsets_logs: list[PartitionLog]) -> None:
+                 offsets_logs: list[PartitionLog], broker_configs: BrokerConfigs | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.base_config = base_config
+        self.broker_configs = broker_configs or BrokerConfigs(None, 0, {})
         self.auto_create = auto_create
         self.default_partitions = default_partitions
         self.topics: dict[str, TopicInfo] = {
             OFFSETS_TOPIC: TopicInfo(OFFSETS_TOPIC, len(offsets_logs), uuid.UUID(int=1), {"cleanup.policy": "compact"},
                                      internal=True, logs=offsets_logs),
         }
+        offsets = self.topics[OFFSETS_TOPIC]
+        offsets.values = resolve({**offsets.configs, "segment.bytes": str(offsets_logs[0].config.segment_bytes)}
+                                 if offsets_logs else offsets.configs, self.broker_configs)
         self.by_id: dict[uuid.UUID, TopicInfo] = {t.topic_id: t for t in self.topics.values()}
         # Every (topic, partition) that exists: checked by each offset commit, one set lookup.
         self.partition_keys: set[tuple[str, int]] = {(OFFSETS_TOPIC, p) for p in range(len(offsets_logs))}
@@ -117,7 +109,8 @@ class Topics:
         if path.exists():
             for name, entry in json.loads(path.read_text()).items():
                 info = TopicInfo(name, entry["partitions"], uuid.UUID(entry["topic_id"]), entry.get("configs", {}))
-                info.logs = [topics._open(name, p, info.configs) for p in range(info.partitions)]
+                info.values = topics._resolve(info.configs)
+                info.logs = [topics._open(name, p, info.values) for p in range(info.partitions)]
                 topics._add(info)
         return topics
 
@@ -133,28 +126,25 @@ class Topics:
             os.fsync(f.fileno())
         os.replace(tmp, self.data_dir / CATALOG_FILE)
 
-    def _log_config(self, configs: dict[str, str]) -> LogConfig:
-        changes: dict[str, Any] = {}
-        for key, value in configs.items():
-            attr, kind = TOPIC_CONFIGS[key]
-            if attr is None:
-                continue  # validated and reported, but not a property of the log
-            v = kind(value)
-            changes[attr] = None if kind is int and v < 0 else v  # -1: unlimited
-        return replace(self.base_config, **changes)
+    def _resolve(self, configs: dict[str, str]) -> dict[str, Any]:
+        try:
+            return resolve(configs, self.broker_configs)
+        except ConfigError as e:  # (a catalog written by hand): the topic still opens, on defaults
+            log.warning("topic configs %s: %s; using the defaults", configs, e)
+            return resolve({}, self.broker_configs)
 
-    def _open(self, name: str, partition: int, configs: dict[str, str]) -> PartitionLog:
-        plog = PartitionLog.open_sync(self.data_dir / f"{name}-{partition}", self._log_config(configs))
+    def _open(self, name: str, partition: int, values: dict[str, Any]) -> PartitionLog:
+        plog = PartitionLog.open_sync(self.data_dir / f"{name}-{partition}", log_config(self.base_config, values))
         plog.start_background()
         return plog
 
-    def _open_partitions(self, name: str, partitions: range, configs: dict[str, str]) -> list[PartitionLog]:
+    def _open_partitions(self, name: str, partitions: range, values: dict[str, Any]) -> list[PartitionLog]:
         """Open (create) the logs of new partitions; if the disk or the process refuses one
         (no space, no file descriptor left), none is kept and the client is told."""
         opened: list[PartitionLog] = []
         try:
             for p in partitions:
-                opened.append(self._open(name, p, configs))
+                opened.append(self._open(name, p, values))
         except OSError as e:
             for plog in opened:
                 plog.discard_sync()
@@ -164,6 +154,26 @@ class Topics:
             raise TopicError(E.kafka_storage_error,
                              f"cannot create the files of topic {name!r}: {e.strerror or e}") from e
         return opened
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's own settings (AlterConfigs): they take effect at once and are saved."""
+        info = self.topics[name]
+        info.configs = dict(configs)
+        self._apply(info)
+        self._save()
+
+    def broker_configs_changed(self) -> None:
+        """Topics that follow a broker default pick up its new value."""
+        for info in self.topics.values():
+            if not info.internal:
+                self._apply(info)
+        self.changes += 1
+
+    def _apply(self, info: TopicInfo) -> None:
+        info.values = self._resolve(info.configs)
+        config = log_config(self.base_config, info.values)
+        for plog in info.logs:
+            plog.config = config
 
     def _add(self, info: TopicInfo) -> None:
         self.topics[info.name] = info
@@ -199,14 +209,15 @@ class Topics:
             raise TopicError(E.invalid_replication_factor,
                              f"replication factor {replication_factor} is larger than the 1 available broker")
         configs = dict(configs or {})
-        validate_configs(configs)
+        validate_configs(configs, self.broker_configs)
         clean = {k: v for k, v in configs.items() if v is not None}
         info = TopicInfo(name, partitions, configs=clean)
+        info.values = self._resolve(clean)
         if validate_only:
             return info
         for p in range(partitions):  # a delete cut short by a crash may have left data behind
             shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
-        info.logs = self._open_partitions(name, range(partitions), clean)
+        info.logs = self._open_partitions(name, range(partitions), info.values)
         self._add(info)
         self._save()
         log.info("created topic %s with %d partitions %s", name, partitions, clean or "")
@@ -227,7 +238,7 @@ class Topics:
                              f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
         if validate_only:
             return
-        info.logs += self._open_partitions(name, range(info.partitions, count), info.configs)
+        info.logs += self._open_partitions(name, range(info.partitions, count), info.values)
         self.partition_keys.update((name, p) for p in range(info.partitions, count))
         info.partitions = count
         self._save()
@@ -255,17 +266,23 @@ class Topics:
         return info
 
     def describe(self, names: list[str] | None, *, auto_create: bool) -> Iterable[tuple[str, TopicInfo | None]]:
-        """(name, info or None) for Metadata; unknown names may be auto-created."""
+        """(name, info or None) for Metadata. An unknown name may be auto-created; the
+        request that creates it is answered as a KRaft broker answers it (Kafka's
+        AutoTopicCreationManager): UNKNOWN_TOPIC_OR_PARTITION and no partitions (an
+        illegal name: INVALID_TOPIC_EXCEPTION); the topic is there for the next one."""
         if names is None:
             return list(self.topics.items())
         out = []
         for name in names:
             info = self.topics.get(name)
-            if info is None and auto_create and self.auto_create:
+            if info is None and auto_create and self.auto_create and name is not None:
+                error = E.unknown_topic_or_partition
                 try:
-                    info = self.create(name, self.default_partitions)
+                    self.create(name, self.default_partitions)
                 except TopicError as e:
-                    info = TopicInfo(name, 0, uuid.UUID(int=0), error=e.code)
+                    if e.code == E.invalid_topic_exception:
+                        error = e.code
+                info = TopicInfo(name, 0, uuid.UUID(int=0), error=error)
             out.append((name, info))
         return out
 

@@ -127,6 +127,8 @@ class ClassicGroupManager:
                 # KIP-394: hand out the id first; the member must come back with it.
                 expiry = self.clock.now() + session_timeout_ms
                 group.pending_members[new_id] = expiry
+                if group.initial_delay:  # a member is arriving: the initial delay waits for it too
+                    group.new_member_added = True
                 self.clock.call_at(expiry, self._expire_pending, group, new_id)
                 return JoinResult(E.member_id_required, new_id)
             return self._add_member_and_rebalance(group, new_id, group_instance_id, params)

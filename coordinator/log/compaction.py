@@ -63,9 +63,12 @@ def latest_offsets(parts: list[tuple[Segment, int]]) -> dict[bytes, int]:
     return latest
 
 
-def rewrite(directory: Path, closed: list[Segment], active: Segment, active_size: int,
+def rewrite(directory: Path, closed: list[Segment], newer: list[tuple[Segment, int]],
             tombstone_horizon_ms: int, segment_bytes: int, index_interval: int) -> Plan:
-    latest = latest_offsets([(s, s.size) for s in closed] + [(active, active_size)])
+    """Clean `closed`; `newer` (segment, byte limit) pairs follow it, are not rewritten
+    (the active segment, and segments still within min.compaction.lag.ms) but their keys
+    supersede older records."""
+    latest = latest_offsets([(s, s.size) for s in closed] + newer)
     plan = Plan(segments=[])
     st = plan.stats
     st.segments_in = len(closed)
@@ -93,7 +96,7 @@ def rewrite(directory: Path, closed: list[Segment], active: Segment, active_size
         finally:
             os.close(fd)
         st.bytes_out += out_size
-        end = closed[i].base_offset if i < len(closed) else active.base_offset
+        end = closed[i].base_offset if i < len(closed) else newer[0][0].base_offset
         swap = cleaned.with_name(_name(first, end, ".swap"))
         os.replace(cleaned, swap)
         plan.swaps.append((swap, range(first, end)))

@@ -23,6 +23,7 @@ from protocol.record_batch import CorruptBatch, finish_batch, new_batch_builder
 
 from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
+from . import partition as partition_module
 from .partition import InvalidBatch, PartitionLog, StorageError, now_ms
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class OffsetsLog:
 
     def __init__(self, logs: list[PartitionLog]) -> None:
         self.logs = logs
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
         self._queued: dict[int, list[tuple[list, int, Done]]] = {}  # partition -> (records, time, done)
         self._warned: dict[int, float] = {}  # partition -> when its last append failure was logged
@@ -120,7 +122,10 @@ class OffsetsLog:
         queue = self._queued.get(p)
         if queue is None:
             if not self._queued:
-                asyncio.get_running_loop().call_soon(self._write_queued)
+                loop = self._loop
+                if loop is None or loop.is_closed():  # (looked up once: a getpid() call on 3.11)
+                    loop = self._loop = asyncio.get_running_loop()
+                loop.call_soon(self._write_queued)
             queue = self._queued[p] = []
         queue.append((pairs, now_ms() if timestamp_ms is None else timestamp_ms, done))
         return fut
@@ -140,9 +145,10 @@ class OffsetsLog:
                 _fail(queue, e)
                 continue
             if plog.config.fsync == "always":
-                plog.when_durable(partial(_wake_when_durable, queue, firsts))
+                plog.when_durable(partial(_wake_when_durable, queue, firsts), schedule_sync=False)
             else:
                 _wake(queue, firsts)
+        partition_module.SYNCER.start_now()  # this already ran a turn after the appends' I/O
 
     @staticmethod
     def _append_merged(plog: PartitionLog, queue: list) -> list[int]:

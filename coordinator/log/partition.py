@@ -21,7 +21,7 @@ from ..futures import Done, future_and_callback
 
 from protocol.record_batch import (
     LOG_OVERHEAD, BatchHeader, Record, TruncatedBatch, build_batch, iter_batch_records,
-    parse_header, set_base_offset,
+    parse_header, set_base_offset, set_partition_leader_epoch,
 )
 
 from . import compaction
@@ -38,6 +38,10 @@ LOG_START_FILE = "log-start-offset"
 # Kafka's recovery point: segment states (sizes, indexes) known to be on disk. Only bytes
 # after them are read and CRC-checked when the log opens, even after a crash.
 CHECKPOINT_FILE = "recovery-point"
+# The only replica has led every partition since its creation: epoch 0, which Metadata and
+# OffsetForLeaderEpoch report and every appended batch is stamped with, as Kafka's leader
+# does (the field is outside the CRC). Consumers check it against the epoch they fetched at.
+LEADER_EPOCH = 0
 
 
 class OffsetOutOfRange(ValueError):
@@ -282,7 +286,9 @@ class PartitionLog:
                     raise InvalidBatch(f"record count {h.record_count} does not match offset "
                                        f"delta {h.last_offset_delta}")
                 set_base_offset(buf, pos, next_offset)
-                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, *h[1:]))))  # h with its new base offset
+                set_partition_leader_epoch(buf, pos, LEADER_EPOCH)
+                # h as stored: its new base offset and epoch
+                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, h[1], LEADER_EPOCH, *h[3:]))))
                 next_offset += h.record_count
                 pos += h.size
         except (TruncatedBatch, ValueError) as e:
@@ -357,16 +363,17 @@ class PartitionLog:
         self.when_durable(done)
         await fut
 
-    def when_durable(self, done: Done) -> None:
+    def when_durable(self, done: Done, schedule_sync: bool = True) -> None:
         """done(None, None) once everything appended so far is on disk, or
         done(StorageError, None) if a sync failed first (with fsync=always the bytes it
-        covered are then cut from the log: none of them was ever acknowledged)."""
+        covered are then cut from the log: none of them was ever acknowledged).
+        schedule_sync=False: the caller starts the sync round (SYNCER.start_now())."""
         target = self._next_offset
         if self._durable_offset >= target and not (self._dir_dirty and not self.closed):
             done(None, None)
             return
         self._durable_waiters.append((target, done))
-        SYNCER.request(self)
+        SYNCER.request(self, schedule_sync)
 
     def _take_unsynced(self) -> tuple[list[Segment], bool, int]:
         """For the syncer: the segments and directory entries to make durable, and the
@@ -583,7 +590,7 @@ class PartitionLog:
             total = self.size_bytes
             for seg in self.segments[:-1]:  # never the active segment
                 old = (cfg.retention_ms is not None and seg.max_timestamp != NO_TIMESTAMP
-                       and now - seg.max_timestamp > cfg.retention_ms)
+                       and now - seg.max_timestamp > cfg.retention_ms) or seg.size == 0  # (compacted away)
                 big = cfg.retention_bytes is not None and total - seg.size >= cfg.retention_bytes
                 if not (old or big):
                     break
@@ -636,6 +643,29 @@ class PartitionLog:
         dirty = sum(s.size for s in closed if s.next_offset > self._dirty_from)
         return dirty / total
 
+    def _cleanable(self, now: int) -> list[Segment]:
+        """The closed segments compaction may rewrite: those before the first holding a
+        record younger than min.compaction.lag.ms (Kafka's first uncleanable offset)."""
+        lag = self.config.min_compaction_lag_ms
+        closed = self.segments[:-1]
+        if lag <= 0:
+            return closed
+        n = 0
+        while n < len(closed) and closed[n].max_timestamp != NO_TIMESTAMP and now - closed[n].max_timestamp >= lag:
+            n += 1
+        return closed[:n]
+
+    def needs_compaction(self, now: int | None = None) -> bool:
+        """min.cleanable.dirty.ratio reached, or a dirty record older than max.compaction.lag.ms."""
+        if self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio:
+            return True
+        lag = self.config.max_compaction_lag_ms
+        if lag is None:
+            return False
+        now = now_ms() if now is None else now
+        return any(s.next_offset > self._dirty_from and s.max_timestamp != NO_TIMESTAMP
+                   and now - s.max_timestamp >= lag for s in self.segments[:-1])
+
     async def compact(self, now: int | None = None) -> compaction.Stats | None:
         """Keep only the latest record per key in the closed segments (offsets preserved).
 
@@ -643,16 +673,16 @@ class PartitionLog:
         now = now_ms() if now is None else now
         async with self._maintenance_lock:
             await self.flush()  # the closed segments must be on disk before we replace them
-            closed = self.segments[:-1]
+            closed = self._cleanable(now)
             if not closed:
                 return None
-            active = self.segments[-1]
+            newer = [(s, s.size) for s in self.segments[len(closed):]]
             loop = asyncio.get_running_loop()
             # The rewritten segments keep their names: the recovery point would describe
             # bytes that are no longer there. It goes before the swap, and comes back after.
             await loop.run_in_executor(None, self._remove_checkpoint)
             plan = await loop.run_in_executor(
-                None, compaction.rewrite, self.directory, closed, active, active.size,
+                None, compaction.rewrite, self.directory, closed, newer,
                 now - self.config.delete_retention_ms, self.config.segment_bytes,
                 self.config.index_interval_bytes)
             n = len(closed)
@@ -660,7 +690,7 @@ class PartitionLog:
             self.segments[:n] = plan.segments
             self._bases = [s.base_offset for s in self.segments]
             compaction.install(self.directory, closed, plan)
-            self._dirty_from = active.base_offset
+            self._dirty_from = newer[0][0].base_offset
             log.info("%s: compaction %s", self.directory, plan.stats)
             await self._checkpoint_locked()
             return plan.stats
@@ -682,10 +712,9 @@ class PartitionLog:
             if self.offline is not None:
                 continue  # nothing is rewritten before a repair has looked at it
             try:
-                if self.config.cleanup_policy == "compact":
-                    if self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio:
-                        await self.compact()
-                else:
+                if self.config.compact and self.needs_compaction():
+                    await self.compact()
+                if self.config.delete:  # (compact,delete: both, as Kafka's cleaner and retention)
                     await self.apply_retention()
             except OSError as e:
                 log.warning("%s: log maintenance failed: %s", self.directory, e)

@@ -74,21 +74,32 @@ class Syncer:
             self._aio = AioFsync.create() or False
         return bool(self._aio)
 
-    def request(self, plog: PartitionLog) -> asyncio.Future[None]:
+    def request(self, plog: PartitionLog, schedule: bool = True) -> asyncio.Future[None]:
         """A future settled once everything appended to `plog` so far is on disk (or
-        failed with the OSError of the sync)."""
-        loop = asyncio.get_running_loop()
+        failed with the OSError of the sync). schedule=False: the caller calls
+        start_now() itself."""
         nxt = self._next
-        if nxt is None or nxt.get_loop() is not loop:  # (tests run several loops)
+        # The running loop is looked up only for a new round: on Python 3.11 each lookup is
+        # a getpid() system call. (A round left by a closed loop: tests run several loops.)
+        if nxt is None or nxt.get_loop().is_closed():
+            loop = asyncio.get_running_loop()
             nxt = self._next = loop.create_future()
             # Logs report to their own waiters (PartitionLog.when_durable); this future
             # is for callers that watch a round, and may have none.
             nxt.add_done_callback(_retrieve)
             self._logs = {}
-            if self._in_flight is None or self._in_flight_loop is not loop:
+            if schedule and (self._in_flight is None or self._in_flight_loop is not loop):
                 loop.call_soon(self._run)  # else: started when the round in flight ends
         self._logs[plog] = None
         return nxt
+
+    def start_now(self) -> None:
+        """Start the requested round now rather than on the loop's next turn. For a
+        caller that itself ran on a later turn than the I/O that made its appends (a
+        deferred batch writer): waiting one more turn would gather nothing but cost a loop
+        iteration per round."""
+        if self._next is not None and self._in_flight is None:
+            self._run()
 
     def _run(self) -> None:
         done, logs = self._next, list(self._logs)
@@ -111,7 +122,7 @@ class Syncer:
                 for d in dirs:  # (rare: a segment was created or deleted)
                     fsync_dir(d)
                 try:
-                    self._aio.fsync_all([seg.fd for seg in files], finish)  # type: ignore[union-attr]
+                    self._aio.fsync_all([seg.fd for seg in files], finish, done.get_loop())  # type: ignore[union-attr]
                 except OSError:
                     raise
                 except Exception as e:  # the kernel refused it: rounds of a few files on the loop from now on
@@ -125,7 +136,7 @@ class Syncer:
         except OSError as e:
             finish(e)
         if not done.done():  # beside the loop: the next round starts when this one ends
-            self._in_flight, self._in_flight_loop = token, asyncio.get_running_loop()
+            self._in_flight, self._in_flight_loop = token, done.get_loop()
 
     def _syncfs_in_thread(self, files: list[Segment], dirs: list[Path],
                           finish: Callable[[OSError | None], None]) -> None:
@@ -182,13 +193,13 @@ class AioFsync:
         except Exception:  # not Linux, no caio, or io_setup refused (aio-max-nr reached...)
             return None
 
-    def fsync_all(self, fds: list[int], done: Callable[[OSError | None], None]) -> None:
+    def fsync_all(self, fds: list[int], done: Callable[[OSError | None], None],
+                  loop: asyncio.AbstractEventLoop) -> None:
         """done(None), or done(the first OSError), once every fd is fsynced. Raises if the
         kernel takes none of them (then nothing was started)."""
         if not fds:
             done(None)
             return
-        loop = asyncio.get_running_loop()
         if self._loop is not loop:
             loop.add_reader(self._context.fileno, self._on_events)
             self._loop = loop
@@ -222,8 +233,18 @@ class AioFsync:
             self._context.poll()  # read the eventfd's counter
         except BlockingIOError:
             pass
-        while self._context.process_events():  # calls each finished fsync's callback
-            pass
+        while True:
+            try:
+                # Each call collects up to caio's default of 512 completions (calling
+                # each one's callback); fewer means none are left, without asking again.
+                if self._context.process_events() < 512:
+                    return
+            except SystemError as e:
+                # io_getevents interrupted by a signal (or a debugger/profiler's stop): the
+                # eventfd is drained already, so stopping here would strand the completions
+                # until some later fsync finished.
+                if e.args[:1] != (errno.EINTR,):
+                    raise
 
 
 def _retrieve(fut: asyncio.Future) -> None:

@@ -1,0 +1,189 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topics and this broker) and
+DescribeCluster, answered as a KRaft Kafka broker answers them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import Registry, RequestContext
+from .config_defs import BROKER_LOG_CONFIG_DEFS, LIST, TOPIC_CONFIG_DEFS, ConfigError, parse, to_string
+from .configs import describe_topic
+from .topics import TopicError, Topics, validate_configs, validate_name
+
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 33, 44, 60
+TOPIC, BROKER = 2, 4  # resource types
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
+ENDPOINT_BROKERS = 1
+
+
+class ConfigApis:
+    def __init__(self, topics: Topics, cluster: Any) -> None:
+        self.topics = topics
+        self.broker = topics.broker_configs
+        self.cluster = cluster  # coordinator.cluster.Cluster: brokers and authorized operations
+
+    def register(self, registry: Registry) -> None:
+        registry.add(DESCRIBE_CONFIGS, range(0, 5), self.describe_configs)
+        registry.add(ALTER_CONFIGS, range(0, 3), self.alter_configs)
+        registry.add(INCREMENTAL_ALTER_CONFIGS, range(0, 2), self.incremental_alter_configs)
+        registry.add(DESCRIBE_CLUSTER, range(0, 3), self.describe_cluster)
+
+    # DescribeConfigs --------------------------------------------------------------------
+
+    def describe_configs(self, ctx: RequestContext, req: Any) -> Any:
+        synonyms = getattr(req, "include_synonyms", False)
+        docs = getattr(req, "include_documentation", False)
+        results = []
+        for r in req.resources:
+            error, message, entries = E.none, None, []
+            try:
+                entries = self._entries(r.resource_type, r.resource_name)
+            except (TopicError, ConfigError) as e:
+                error, message = e.code, str(e)
+            keys = r.configuration_keys
+            configs = tuple(
+                ctx.nested("DescribeConfigsResourceResult", name=e.name, value=e.value, read_only=e.read_only,
+                           is_default=e.source == 5, config_source=e.source, is_sensitive=False,
+                           synonyms=tuple(ctx.nested("DescribeConfigsSynonym", name=n, value=v, source=s)
+                                          for n, v, s in (e.synonyms if synonyms else ())),
+                           config_type=e.type, documentation=e.doc if docs else None)
+                for e in entries if keys is None or not keys or e.name in keys)
+            results.append(ctx.nested("DescribeConfigsResult", error_code=error, error_message=message,
+                                      resource_type=r.resource_type, resource_name=r.resource_name,
+                                      configs=configs))
+        return ctx.response(throttle_time=0, results=tuple(results))
+
+    def _entries(self, resource_type: int, name: str) -> list:
+        if resource_type == TOPIC:
+            info = self._topic(name)
+            return describe_topic(info.configs, self.broker)
+        if resource_type == BROKER:
+            return self.broker.describe_broker(name)
+        raise ConfigError(f"Unsupported resource type {resource_type}", E.invalid_request)
+
+    def _topic(self, name: str) -> Any:
+        validate_name(name)
+        info = self.topics.get(name)
+        if info is None:
+            raise TopicError(E.unknown_topic_or_partition, f"Topic {name} does not exist")
+        return info
+
+    # AlterConfigs / IncrementalAlterConfigs ---------------------------------------------
+
+    def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+        """The legacy API: each resource's settings become exactly the ones given."""
+        def replace(current: dict, r: Any) -> dict:
+            _refuse_null_values(r.configs)
+            return {c.name: c.value for c in r.configs}
+
+        return self._alter(ctx, req, replace)
+
+    def incremental_alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+        return self._alter(ctx, req, self._apply_operations)
+
+    def _alter(self, ctx: RequestContext, req: Any, new_settings: Any) -> Any:
+        responses = []
+        seen = set()
+        for r in req.resources:
+            error, message = E.none, None
+            try:
+                if (r.resource_type, r.resource_name) in seen:
+                    raise ConfigError(f"Duplicate resource {r.resource_name}", E.invalid_request)
+                seen.add((r.resource_type, r.resource_name))
+                self._alter_one(r, new_settings, req.validate_only)
+            except (TopicError, ConfigError) as e:
+                error, message = e.code, str(e)
+            responses.append(ctx.nested("AlterConfigsResourceResponse", error_code=error, error_message=message,
+                                        resource_type=r.resource_type, resource_name=r.resource_name))
+        return ctx.response(throttle_time=0, responses=tuple(responses))
+
+    def _alter_one(self, r: Any, new_settings: Any, validate_only: bool) -> None:
+        if r.resource_type == TOPIC:
+            info = self._topic(r.resource_name)
+            if info.internal:
+                raise ConfigError(f"the configs of internal topic {info.name} cannot be changed here",
+                                  E.invalid_request)
+            settings = new_settings(dict(info.configs), r)
+            validate_configs(settings, self.broker)
+            if not validate_only:
+                self.topics.set_configs(info.name, {k: v for k, v in settings.items() if v is not None})
+        elif r.resource_type == BROKER:
+            layer = self.broker.layer(r.resource_name)
+            settings = new_settings(dict(layer), r)
+            self.broker.validate(settings)
+            if not validate_only:
+                self.broker.replace(r.resource_name, {k: v for k, v in settings.items() if v is not None})
+                self.topics.broker_configs_changed()
+        else:
+            raise ConfigError(f"Unsupported resource type {r.resource_type}", E.invalid_request)
+
+    def _apply_operations(self, current: dict[str, str], r: Any) -> dict[str, str | None]:
+        """Kafka's IncrementalAlterConfigs: SET/DELETE any config, APPEND/SUBTRACT list
+        items (not repeated when appended); a config named twice is INVALID_REQUEST."""
+        names = [c.name for c in r.configs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"Error due to duplicate config keys : {', '.join(dupes)}", E.invalid_request)
+        _refuse_null_values([c for c in r.configs if c.config_operation != DELETE])
+        defs = TOPIC_CONFIG_DEFS if r.resource_type == TOPIC else BROKER_LOG_CONFIG_DEFS
+        settings: dict[str, str | None] = dict(current)
+        for c in r.configs:
+            op = c.config_operation
+            if op == SET:
+                settings[c.name] = c.value
+            elif op == DELETE:
+                settings.pop(c.name, None)
+            elif op in (APPEND, SUBTRACT):
+                d = defs.get(c.name) or (self.broker.definition(c.name) if r.resource_type == BROKER else None)
+                if d is None:
+                    raise ConfigError(f"Unknown config name: {c.name}")
+                if d.type != LIST:
+                    raise ConfigError(f"Config value append is not allowed for config key: {c.name}"
+                                      if op == APPEND else
+                                      f"Config value subtract is not allowed for config key: {c.name}")
+                if c.name in current:
+                    items = parse(d, current[c.name])
+                elif r.resource_type == TOPIC:
+                    items = list(self.topics.get(r.resource_name).values[c.name])  # type: ignore[union-attr]
+                else:
+                    items = list(self.broker.value(c.name) or [])
+                given = parse(d, c.value or "")
+                if op == APPEND:
+                    items += [i for i in given if i not in items]
+                else:
+                    items = [i for i in items if i not in given]
+                settings[c.name] = to_string(d, items)
+            else:
+                raise ConfigError(f"Unknown alter configs operation {op}", E.invalid_request)
+        return settings
+
+    # DescribeCluster --------------------------------------------------------------------
+
+    def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
+        config = self.cluster.config
+        host, port = config.advertised
+        endpoint = getattr(req, "endpoint_type", ENDPOINT_BROKERS)
+        if endpoint != ENDPOINT_BROKERS:  # a broker serves its brokers' endpoints only
+            kind = "CONTROLLER" if endpoint == 2 else f"{endpoint}"
+            return ctx.response(throttle_time=0, error_code=E.unsupported_endpoint_type,
+                                error_message=f"The broker does not support the {kind} endpoint type",
+                                endpoint_type=endpoint, cluster_id=config.cluster_id, controller_id=-1,
+                                brokers=(), cluster_authorized_operations=-(2**31))
+        from ..cluster import CLUSTER_OPERATIONS, NOT_ASKED
+
+        broker = ctx.nested("DescribeClusterBroker", broker_id=config.node_id, host=host, port=port, rack=None,
+                            is_fenced=False)
+        return ctx.response(
+            throttle_time=0, error_code=E.none, error_message=None, endpoint_type=ENDPOINT_BROKERS,
+            cluster_id=config.cluster_id, controller_id=config.node_id, brokers=(broker,),
+            cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
+            else NOT_ASKED)
+
+
+def _refuse_null_values(configs: Any) -> None:
+    """Kafka: only DELETE may come without a value."""
+    for c in configs:
+        if c.value is None:
+            raise ConfigError(f"Null value not supported for : {c.name}", E.invalid_request)

@@ -1,0 +1,264 @@
+"""Where a config's value comes from: a topic's own setting, or the broker configs behind it
+(dynamic per broker, dynamic cluster default, static, default: Kafka's order).
+
+BrokerConfigs keeps the static configs (this server's flags, under Kafka's names) and the
+dynamic ones AlterConfigs / IncrementalAlterConfigs set, persisted in the data dir.
+resolve() gives a topic's typed effective values; describe_topic()/describe_broker() give
+DescribeConfigs' entries with sources and synonyms as Kafka builds them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config_defs import (
+    BROKER_LOG_CONFIG_DEFS, DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_BROKER_CONFIGS,
+    DYNAMIC_DEFAULT_BROKER_CONFIG, LONG_MAX, STATIC_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_CONFIG_DEFS, ConfigDef,
+    ConfigError, check_topic_configs, parse, synonym_as_topic_value, to_string,
+)
+from ..log.config import LogConfig
+
+BROKER_CONFIGS_FILE = "broker-configs.json"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One DescribeConfigs result (synonyms as (name, value, source))."""
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    type: int
+    doc: str
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+class BrokerConfigs:
+    def __init__(self, data_dir: Path | None, node_id: int, static: dict[str, tuple[ConfigDef, Any]]) -> None:
+        self.data_dir = data_dir
+        self.node_id = node_id
+        # name -> (definition, typed value): the server's own settings, read-only
+        self.static_defs = {name: d for name, (d, _) in static.items()}
+        self.static = {name: v for name, (_, v) in static.items() if v is not None}
+        self.dynamic_broker: dict[str, str] = {}
+        self.dynamic_default: dict[str, str] = {}
+        self.changes = 0
+        if data_dir is not None and (data_dir / BROKER_CONFIGS_FILE).exists():
+            saved = json.loads((data_dir / BROKER_CONFIGS_FILE).read_text())
+            self.dynamic_broker = saved.get("broker", {})
+            self.dynamic_default = saved.get("default", {})
+
+    def definition(self, name: str) -> ConfigDef | None:
+        return BROKER_LOG_CONFIG_DEFS.get(name) or self.static_defs.get(name)
+
+    def value(self, name: str) -> Any:
+        """The typed value in force (None: unset with no default)."""
+        d = self.definition(name)
+        if d is None:
+            return None
+        for layer in (self.dynamic_broker, self.dynamic_default):
+            if name in layer:
+                return parse(d, layer[name])
+        if name in self.static:
+            return self.static[name]
+        return d.default
+
+    def _sources(self, name: str) -> list[tuple[str, str | None, int]]:
+        """Every place a value for `name` is set, most important first."""
+        d = self.definition(name)
+        out = []
+        if name in self.dynamic_broker:
+            out.append((name, self.dynamic_broker[name], DYNAMIC_BROKER_CONFIG))
+        if name in self.dynamic_default:
+            out.append((name, self.dynamic_default[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if name in self.static:
+            out.append((name, to_string(d, self.static[name]), STATIC_BROKER_CONFIG))
+        if d is not None and d.default is not None:
+            out.append((name, to_string(d, d.default), DEFAULT_CONFIG))
+        return out
+
+    def synonyms(self, names: tuple[str, ...]) -> list[tuple[str, str | None, int]]:
+        """Kafka's configSynonyms: by source, then by synonym; entries before the first
+        naming names[0] are dropped (so log.retention.hours' default is not listed under
+        retention.ms while log.retention.ms itself is unset, as Kafka answers)."""
+        by_source: dict[int, list] = {}
+        for n in names:
+            for entry in self._sources(n):
+                by_source.setdefault(entry[2], []).append(entry)
+        ordered = [e for src in (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+                                 DEFAULT_CONFIG) for e in by_source.get(src, [])]
+        while ordered and ordered[0][0] != names[0]:
+            ordered.pop(0)
+        return ordered
+
+    # changes ----------------------------------------------------------------------------
+
+    def layer(self, resource_name: str) -> dict[str, str]:
+        """The dynamic configs a broker resource name addresses: this node's, or ("") the
+        cluster default; ConfigError(INVALID_REQUEST) for another broker."""
+        from kio.schema.errors import ErrorCode as E
+
+        if resource_name == "":
+            return self.dynamic_default
+        if resource_name == str(self.node_id):
+            return self.dynamic_broker
+        raise ConfigError(f"Unexpected broker id, expected {self.node_id} or empty string, but received "
+                          f"{resource_name}", E.invalid_request)
+
+    def validate(self, values: dict[str, str | None]) -> None:
+        for name, value in values.items():
+            d = self.definition(name)
+            if d is None:
+                raise ConfigError(f"Unknown broker config {name}")
+            if name not in DYNAMIC_BROKER_CONFIGS:
+                raise ConfigError(f"Cannot update these configs dynamically: Set({name})")
+            if value is not None:
+                parse(d, value)
+
+    def replace(self, resource_name: str, values: dict[str, str]) -> None:
+        layer = self.layer(resource_name)
+        layer.clear()
+        layer.update(values)
+        self._save()
+
+    def _save(self) -> None:
+        self.changes += 1
+        if self.data_dir is None:
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.data_dir / (BROKER_CONFIGS_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"broker": self.dynamic_broker, "default": self.dynamic_default}, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.data_dir / BROKER_CONFIGS_FILE)
+
+    # DescribeConfigs --------------------------------------------------------------------
+
+    def describe_broker(self, resource_name: str) -> list[Entry]:
+        """Kafka answers a broker id with every config in force, and "" (the cluster
+        default) with only the dynamic defaults set."""
+        layer = self.layer(resource_name)
+        names = sorted(layer) if resource_name == "" else sorted(set(BROKER_LOG_CONFIG_DEFS) | set(self.static_defs))
+        out = []
+        for name in names:
+            d = self.definition(name)
+            assert d is not None
+            if resource_name == "":
+                syns = [(name, layer[name], DYNAMIC_DEFAULT_BROKER_CONFIG)]
+            else:
+                syns = self._sources(name)
+            source = syns[0][2] if syns else DEFAULT_CONFIG
+            value = layer[name] if resource_name == "" else to_string(d, self.value(name))
+            out.append(Entry(name, value, source, name not in DYNAMIC_BROKER_CONFIGS, d.type, d.doc, tuple(syns)))
+        return out
+
+
+def validate_topic_configs(values: dict[str, str | None]) -> dict[str, Any]:
+    """Parse a topic's own settings (None values are skipped); ConfigError if any is bad."""
+    typed = {}
+    for name, raw in values.items():
+        d = TOPIC_CONFIG_DEFS.get(name)
+        if d is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if raw is not None:
+            typed[name] = parse(d, raw)
+    return typed
+
+
+def resolve(overrides: dict[str, str], broker: BrokerConfigs) -> dict[str, Any]:
+    """Every topic config's typed value in force: the topic's own, else the first of its
+    broker synonyms that has one, else the topic default."""
+    values = {}
+    for name, d in TOPIC_CONFIG_DEFS.items():
+        if name in overrides:
+            values[name] = parse(d, overrides[name])
+            continue
+        value = d.default
+        for syn in d.synonyms:
+            v = broker.value(syn)
+            if v is not None:
+                value = synonym_as_topic_value(syn, v)
+                break
+        values[name] = value
+    check_topic_configs(values)
+    return values
+
+
+def describe_topic(overrides: dict[str, str], broker: BrokerConfigs) -> list[Entry]:
+    values = resolve(overrides, broker)
+    out = []
+    for name, d in TOPIC_CONFIG_DEFS.items():
+        syns = broker.synonyms(d.synonyms) if d.synonyms else []
+        if name in overrides:
+            syns.insert(0, (name, overrides[name], TOPIC_CONFIG))
+        source = syns[0][2] if syns else DEFAULT_CONFIG
+        out.append(Entry(name, to_string(d, values[name]), source, False, d.type, d.doc, tuple(syns)))
+    return out
+
+
+def log_config(base: LogConfig, values: dict[str, Any]) -> LogConfig:
+    """The log settings a topic's effective configs make."""
+    from dataclasses import replace
+
+    policy = ",".join(sorted(set(values["cleanup.policy"])))
+    segment_ms = values["segment.ms"]
+    max_lag = values["max.compaction.lag.ms"]
+    if "compact" in policy and max_lag < segment_ms:
+        segment_ms = max_lag  # Kafka rolls a compacted log by max.compaction.lag.ms too
+    return replace(
+        base,
+        segment_bytes=values["segment.bytes"],
+        segment_ms=segment_ms,
+        index_interval_bytes=max(values["index.interval.bytes"], 1),
+        cleanup_policy=policy,
+        retention_ms=None if values["retention.ms"] < 0 else values["retention.ms"],
+        retention_bytes=None if values["retention.bytes"] < 0 else values["retention.bytes"],
+        delete_retention_ms=values["delete.retention.ms"],
+        min_cleanable_dirty_ratio=values["min.cleanable.dirty.ratio"],
+        min_compaction_lag_ms=values["min.compaction.lag.ms"],
+        max_compaction_lag_ms=None if max_lag == LONG_MAX else max_lag,
+    )
+
+
+def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
+    """This server's settings under Kafka's broker config names (read-only in
+    DescribeConfigs); a setting equal to Kafka's default is reported as DEFAULT_CONFIG."""
+    from .config_defs import BOOLEAN, INT, LONG
+
+    rows = [
+        ("node.id", INT, None, c.node_id, "This broker's id."),
+        ("broker.id", INT, -1, c.node_id, "This broker's id."),
+        ("auto.create.topics.enable", BOOLEAN, True, c.auto_create_topics,
+         "Create a topic that Metadata or Produce names and that does not exist."),
+        ("num.partitions", INT, 1, c.num_partitions, "Partitions of auto-created topics."),
+        ("default.replication.factor", INT, 1, 1, "Replication factor of auto-created topics."),
+        ("offsets.topic.num.partitions", INT, 50, c.offsets_partitions, "Partitions of __consumer_offsets."),
+        ("offsets.retention.minutes", INT, 10080, c.offsets_retention_minutes,
+         "How long committed offsets of an empty group are kept."),
+        ("offsets.retention.check.interval.ms", LONG, 600_000, c.offsets_retention_check_interval_ms,
+         "How often expired offsets are removed."),
+        ("offset.metadata.max.bytes", INT, 4096, c.offset_metadata_max_bytes, "Largest commit metadata."),
+        ("group.initial.rebalance.delay.ms", INT, 3000, c.group_initial_rebalance_delay_ms,
+         "How long a new group waits for more members before its first rebalance."),
+        ("group.min.session.timeout.ms", INT, 6000, c.group_min_session_timeout_ms, "Shortest session timeout."),
+        ("group.max.session.timeout.ms", INT, 1_800_000, c.group_max_session_timeout_ms,
+         "Longest session timeout."),
+        ("group.max.size", INT, 2**31 - 1, c.group_max_size, "Most members of a group."),
+        ("socket.request.max.bytes", INT, 104_857_600, c.max_frame_bytes, "Largest request accepted."),
+        ("log.retention.check.interval.ms", LONG, 300_000, c.log_retention_check_interval_ms,
+         "How often logs apply retention and compaction."),
+    ]
+    slots = getattr(c, "max_incremental_fetch_session_cache_slots", None)
+    if slots is not None:
+        rows.append(("max.incremental.fetch.session.cache.slots", INT, 1000, slots,
+                     "Most incremental fetch sessions kept."))
+    out = {}
+    for name, type_, default, value, doc in rows:
+        d = ConfigDef(name, type_, default, doc)
+        out[name] = (d, value if value != default else None)
+    return out

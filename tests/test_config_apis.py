@@ -1,0 +1,174 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and DescribeCluster: over raw
+frames (every version's shape, errors) and with confluent-kafka's AdminClient."""
+
+from __future__ import annotations
+
+
+from aiokafka.protocol.admin import DescribeConfigsRequest_v0, DescribeConfigsResponse_v0
+
+from bench.wire_client import WireClient
+from coordinator.apis import build
+from tests.conftest import create_topics
+from tests.test_data_plane_wire import cls, create
+from tests.test_legacy_versions import roundtrip
+
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL, DESCRIBE_CLUSTER = 32, 33, 44, 60
+TOPIC, BROKER = 2, 4
+TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
+
+
+async def describe(conn, kind, name, keys=None, v=4, synonyms=True, docs=False):
+    R = cls(DESCRIBE_CONFIGS, v, "DescribeConfigsResource")
+    r = await conn.request(DESCRIBE_CONFIGS, v, cls(DESCRIBE_CONFIGS, v)(
+        resources=(R(resource_type=kind, resource_name=name, configuration_keys=keys),),
+        include_synonyms=synonyms, include_documentation=docs))
+    return r.results[0]
+
+
+async def incremental(conn, kind, name, ops, validate_only=False, v=1):
+    C, R = cls(INCREMENTAL, v, "AlterableConfig"), cls(INCREMENTAL, v, "AlterConfigsResource")
+    r = await conn.request(INCREMENTAL, v, cls(INCREMENTAL, v)(resources=(R(
+        resource_type=kind, resource_name=name,
+        configs=tuple(C(name=n, config_operation=op, value=val) for n, op, val in ops)),),
+        validate_only=validate_only))
+    return r.responses[0].error_code, r.responses[0].error_message
+
+
+async def alter(conn, kind, name, configs, v=2, validate_only=False):
+    C, R = cls(ALTER_CONFIGS, v, "AlterableConfig"), cls(ALTER_CONFIGS, v, "AlterConfigsResource")
+    r = await conn.request(ALTER_CONFIGS, v, cls(ALTER_CONFIGS, v)(resources=(R(
+        resource_type=kind, resource_name=name, configs=tuple(C(name=n, value=val) for n, val in configs)),),
+        validate_only=validate_only))
+    return r.responses[0].error_code
+
+
+def by_name(result):
+    return {c.name: c for c in result.configs}
+
+
+async def test_describe_and_alter_over_the_wire(server):
+    conn = await WireClient("cfg").connect("127.0.0.1", server.port)
+    assert await create(conn, "t", partitions=1, configs=[("retention.ms", "3600000")]) == 0
+    res = await describe(conn, TOPIC, "t", docs=True)
+    assert res.error_code == 0
+    c = by_name(res)
+    assert len(c) >= 35 and c["min.cleanable.dirty.ratio"].value == "0.5"
+    r = c["retention.ms"]
+    assert (r.value, r.config_source, r.read_only, r.config_type) == ("3600000", TOPIC_CONFIG, False, 5)
+    assert [(s.name, s.value, s.source) for s in r.synonyms] == [("retention.ms", "3600000", TOPIC_CONFIG)]
+    seg = c["segment.bytes"]
+    assert (seg.value, seg.config_source) == ("1073741824", DEFAULT)
+    assert [(s.name, s.source) for s in seg.synonyms] == [("log.segment.bytes", DEFAULT)]
+    assert c["cleanup.policy"].config_type == 7 and c["cleanup.policy"].documentation
+    # only the keys asked for
+    assert [x.name for x in (await describe(conn, TOPIC, "t", keys=("segment.ms",))).configs] == ["segment.ms"]
+    assert (await describe(conn, TOPIC, "nope")).error_code == 3
+    assert (await describe(conn, 99, "x")).error_code == 42
+
+    # IncrementalAlterConfigs: SET, APPEND to a list, DELETE back to the default
+    assert await incremental(conn, TOPIC, "t", [("cleanup.policy", 2, "compact"),
+                                                ("min.cleanable.dirty.ratio", 0, "0.2")]) == (0, None)
+    c = by_name(await describe(conn, TOPIC, "t"))
+    assert c["cleanup.policy"].value == "delete,compact" and c["min.cleanable.dirty.ratio"].value == "0.2"
+    assert await incremental(conn, TOPIC, "t", [("cleanup.policy", 3, "delete"), ("retention.ms", 1, None)]) == (
+        0, None)
+    c = by_name(await describe(conn, TOPIC, "t"))
+    assert c["cleanup.policy"].value == "compact"
+    assert (c["retention.ms"].value, c["retention.ms"].config_source) == ("604800000", DEFAULT)
+    assert (await incremental(conn, TOPIC, "t", [("retention.ms", 2, "5")]))[0] == 40  # APPEND to a LONG
+    assert (await incremental(conn, TOPIC, "t", [("retention.ms", 0, "x")]))[0] == 40
+    assert (await incremental(conn, TOPIC, "t", [("nope", 0, "1")]))[0] == 40
+    assert (await incremental(conn, TOPIC, "t", [("retention.ms", 0, "1"), ("retention.ms", 0, "2")]))[0] == 42
+    assert (await incremental(conn, TOPIC, "gone", [("retention.ms", 0, "1")]))[0] == 3
+    assert (await incremental(conn, TOPIC, "t", [("retention.ms", 0, None)]))[0] == 42  # SET without a value
+    assert (await incremental(conn, TOPIC, "t", [("segment.ms", 0, "1000")], validate_only=True))[0] == 0
+    assert by_name(await describe(conn, TOPIC, "t"))["segment.ms"].config_source == DEFAULT  # not applied
+
+    # AlterConfigs replaces the whole set
+    assert await alter(conn, TOPIC, "t", [("segment.ms", "1000")]) == 0
+    c = by_name(await describe(conn, TOPIC, "t"))
+    assert c["segment.ms"].value == "1000" and c["cleanup.policy"].config_source == DEFAULT
+    assert await alter(conn, TOPIC, "t", [("segment.ms", "0")], v=0) == 40
+
+    # the broker: its configs, then a dynamic default that topics without their own value follow
+    b = by_name(await describe(conn, BROKER, "1"))
+    assert b["log.retention.hours"].value == "168" and b["log.retention.hours"].read_only is False
+    assert b["group.initial.rebalance.delay.ms"].read_only is True
+    assert b["group.initial.rebalance.delay.ms"].config_source == STATIC  # ours is 0, Kafka's 3000
+    assert (await incremental(conn, BROKER, "1", [("log.retention.ms", 0, "7200000")]))[0] == 0
+    assert (await incremental(conn, BROKER, "", [("log.cleaner.min.cleanable.ratio", 0, "0.7")]))[0] == 0
+    c = by_name(await describe(conn, TOPIC, "t"))
+    r = c["retention.ms"]
+    assert (r.value, r.config_source) == ("7200000", DYNAMIC_BROKER)
+    assert [(s.name, s.value, s.source) for s in r.synonyms] == [
+        ("log.retention.ms", "7200000", DYNAMIC_BROKER), ("log.retention.hours", "168", DEFAULT)]
+    assert (c["min.cleanable.dirty.ratio"].value, c["min.cleanable.dirty.ratio"].config_source) == (
+        "0.7", DYNAMIC_DEFAULT)
+    d = await describe(conn, BROKER, "")
+    assert [(x.name, x.value, x.config_source) for x in d.configs] == [
+        ("log.cleaner.min.cleanable.ratio", "0.7", DYNAMIC_DEFAULT)]
+    assert (await incremental(conn, BROKER, "1", [("group.max.size", 0, "5")]))[0] == 40  # not dynamic
+    assert (await incremental(conn, BROKER, "7", [("log.retention.ms", 0, "1")]))[0] == 42  # another broker
+    assert (await describe(conn, BROKER, "7")).error_code == 42
+    await conn.close()
+
+    # everything survives a restart
+    server.restart()
+    conn = await WireClient("cfg").connect("127.0.0.1", server.port)
+    c = by_name(await describe(conn, TOPIC, "t"))
+    assert c["segment.ms"].value == "1000" and c["retention.ms"].value == "7200000"
+    await conn.close()
+    assert "Traceback" not in server.log_text()
+
+
+def test_describe_configs_v0_for_old_clients(server):
+    create_topics(server.port, "old", partitions=1)
+    r = roundtrip(server.port, DescribeConfigsRequest_v0([(TOPIC, "old", ["retention.ms", "cleanup.policy"])]),
+                  DescribeConfigsResponse_v0)
+    (error, message, kind, name, configs), = r.resources
+    assert (error, kind, name) == (0, TOPIC, "old")
+    assert sorted(configs) == [("cleanup.policy", "delete", False, True, False),
+                               ("retention.ms", "604800000", False, True, False)]
+
+
+async def test_describe_cluster_versions(server):
+    conn = await WireClient("dc").connect("127.0.0.1", server.port)
+    for v in (0, 1, 2):
+        body = build(cls(DESCRIBE_CLUSTER, v), dict(include_cluster_authorized_operations=True, endpoint_type=1,
+                                                    include_fenced_brokers=False))
+        r = await conn.request(DESCRIBE_CLUSTER, v, body)
+        assert r.error_code == 0 and r.cluster_id == "kafka-coordinator-local" and r.controller_id == 1
+        assert [(b.broker_id, b.port) for b in r.brokers] == [(1, server.port)]
+        assert r.cluster_authorized_operations == 0b1111110100000  # no authorizer: every cluster operation
+    r = await conn.request(DESCRIBE_CLUSTER, 1, cls(DESCRIBE_CLUSTER, 1)(
+        include_cluster_authorized_operations=False, endpoint_type=2))
+    assert r.error_code == 115  # UNSUPPORTED_ENDPOINT_TYPE: a broker does not list controllers
+    r = await conn.request(DESCRIBE_CLUSTER, 0, cls(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False))
+    assert r.cluster_authorized_operations == -(2**31)
+    await conn.close()
+
+
+def test_confluent_admin_configs_and_cluster(server):
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                       NewTopic, ResourceType)
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic("adm", 1, 1, config={"cleanup.policy": "compact"})])["adm"].result(30)
+    topic = ConfigResource(ResourceType.TOPIC, "adm")
+    entries = admin.describe_configs([topic])[topic].result(30)
+    assert entries["cleanup.policy"].value == "compact"
+    assert entries["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert entries["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    change = ConfigResource(ResourceType.TOPIC, "adm", incremental_configs=[
+        ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND)])
+    admin.incremental_alter_configs([change])[change].result(30)
+    entries = admin.describe_configs([topic])[topic].result(30)
+    assert entries["retention.ms"].value == "86400000"
+    assert entries["cleanup.policy"].value == "compact,delete"
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    b = admin.describe_configs([broker])[broker].result(30)
+    assert b["log.segment.bytes"].value == "1073741824" and b["num.partitions"].is_read_only
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert cluster.cluster_id == "kafka-coordinator-local" and [n.id for n in cluster.nodes] == [1]
+    assert cluster.controller.id == 1 and len(cluster.authorized_operations) == 7
