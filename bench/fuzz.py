@@ -4,6 +4,7 @@ valid request, and its log must hold no traceback.
 
     python -m bench.fuzz --inputs 1000000 [--seed 1]      # a long run against a fresh server
     python -m bench.fuzz --port 9092 --inputs 10000       # against a running server
+    python -m bench.fuzz --decode-only --inputs 1000000   # the request decoder alone, in-process
 
 tests/test_fuzz.py runs the same generator on a small budget.
 """
@@ -158,11 +159,28 @@ def _send_batch(port: int, frames: list[bytes]) -> None:
             pass
 
 
+def decode_only(apis: list[tuple[int, int]], count: int, seed: int) -> dict[str, int]:
+    """Feed mutated frames straight to the request decoder (no server): only its defined
+    errors may escape. Returns how many frames decoded and how many were refused."""
+    from protocol.messages import MalformedRequest, UnknownApi, decode_request
+
+    outcome = {"decoded": 0, "refused": 0}
+    for _, _, data in inputs(apis, count, seed):
+        try:
+            decode_request(data[4:])
+            outcome["decoded"] += 1
+        except (MalformedRequest, UnknownApi):
+            outcome["refused"] += 1
+    return outcome
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, help="a running server (default: start one)")
     p.add_argument("--inputs", type=int, default=1_000_000)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--decode-only", action="store_true",
+                   help="feed the request decoder in this process, no server (much faster)")
     args = p.parse_args()
     if args.port:
         print(f"sent {run(args.port, args.inputs, args.seed)} mutated frames; the server still answers")
@@ -175,6 +193,12 @@ def main() -> None:
         server = ServerProcess(Path(tmp) / "data", ["--fetch-max-wait-ms", "50"])
         server.start()
         try:
+            if args.decode_only:
+                apis = served(server.port)
+                server.close()
+                print(f"{args.inputs} mutated frames of {len(apis)} api versions decoded in-process:",
+                      decode_only(apis, args.inputs, args.seed))
+                return
             n = run(server.port, args.inputs, args.seed)
             log = server.log_text()
             print(f"sent {n} mutated frames; the server still answers; tracebacks in its log: "

@@ -17,3 +17,11 @@ def test_mutated_frames_of_every_api_version(server_factory):
     log = server.log_text()
     assert "Traceback" not in log, log[max(log.find("Traceback") - 500, 0):][:4000]
     assert " ERROR " not in log, log[max(log.find(" ERROR ") - 500, 0):][:4000]
+
+
+def test_the_request_decoder_raises_only_its_defined_errors(server):
+    """Mutations of every served api version fed to decode_request in this process: only
+    MalformedRequest / UnknownApi may escape (kio's own errors are wrapped)."""
+    apis = fuzz.served(server.port)
+    outcome = fuzz.decode_only(apis, count=30 * len(apis), seed=17)
+    assert outcome["decoded"] > 0 and outcome["refused"] > 0, outcome
