@@ -22,7 +22,7 @@ RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin kafk
 USER kafka
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 9092
+EXPOSE 9092 9308
 
 # The defaults equal `--host 0.0.0.0 --advertised-host localhost --data-dir /data`, given as
 # environment so that `docker run -e KCOORD_...` / compose `environment:` can override them
@@ -30,10 +30,12 @@ EXPOSE 9092
 ENV KCOORD_HOST=0.0.0.0 \
     KCOORD_PORT=9092 \
     KCOORD_ADVERTISED_HOST=localhost \
-    KCOORD_DATA_DIR=/data
+    KCOORD_DATA_DIR=/data \
+    KCOORD_METRICS_PORT=9308
 
+# /ready: the data dir is loaded and the Kafka port listens (Prometheus scrapes /metrics there too).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-    CMD ["python", "-c", "import os, socket; socket.create_connection(('127.0.0.1', int(os.environ.get('KCOORD_PORT', '9092'))), 2).close()"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/ready' % os.environ['KCOORD_METRICS_PORT'], timeout=2)"]
 
 # Exec form: python is PID 1 and gets SIGTERM itself (graceful shutdown, exit 0).
 CMD ["python", "-m", "coordinator"]

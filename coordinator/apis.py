@@ -82,6 +82,7 @@ class RequestContext:
     connection: Any  # coordinator.connection.Connection
     waiting: Any = None  # for a response given later: LATER, or a Future / Task of its body
     body: Any = UNANSWERED  # set by answer()
+    started: float = 0.0  # when it was read (perf_counter), if requests are measured
 
     def answer(self, body: Any) -> None:
         """Give the response of a handler that returned LATER."""

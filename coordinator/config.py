@@ -51,6 +51,10 @@ class Config:
         30_000, "how often topic logs apply retention and compaction (log.retention.check.interval.ms)")
     max_incremental_fetch_session_cache_slots: int = _opt(
         1000, "incremental fetch sessions kept (max.incremental.fetch.session.cache.slots; 0: none)")
+    metrics_port: int | None = _opt(
+        None, "serve Prometheus /metrics, /health and /ready on this port (off by default; 0 = any free port)")
+    metrics_lag_sample_ms: int = _opt(
+        5000, "how often the metrics note each partition's newest commit for the lag status (Burrow's window)")
     log_level: str = _opt("INFO", "logging level: DEBUG, INFO, WARNING or ERROR")
     log_format: str = _opt("text", "log lines as text, or one JSON object each (for log collectors)",
                            choices=("text", "json"))

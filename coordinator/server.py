@@ -29,6 +29,7 @@ from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContex
 from .config import Config
 from .connection import CloseConnection, Connection
 from .log_limit import RateLimitedLog
+from .metrics.stats import STATS
 
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -72,6 +73,8 @@ class Server:
         self.topics: Any = None
         self.groups: Any = None
         self.offsets_log: Any = None
+        self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
+        self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self.warn_closing = RateLimitedLog(log, logging.WARNING, burst=50)
@@ -89,6 +92,8 @@ class Server:
         # The port first: a port in use must fail before the data dir is created or loaded.
         sock = self._bind()
         raise_fd_limit(self.config.max_connections)
+        if self.config.metrics_port is not None:
+            await self._start_metrics(sock)
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
             probe = self.config.data_dir / ".write-test"
@@ -100,10 +105,12 @@ class Server:
         # Loading creates millions of long-lived objects: collecting while it runs finds
         # no garbage, and afterwards they need not be traversed again (gc.freeze).
         gc.disable()
+        loading = time.perf_counter()
         try:
             self.components = await build_components(self)
         finally:
             gc.enable()
+        STATS.recovery_seconds = time.perf_counter() - loading
         gc.freeze()
         # Requests allocate many short-lived containers, nearly all freed by reference
         # counting: a young collection every 700 allocations (the default) mostly
@@ -116,6 +123,21 @@ class Server:
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
                  self.config.node_id, self.config.data_dir)
+        if self.metrics is not None:
+            self.metrics.loaded(self.config.metrics_lag_sample_ms)
+        self.ready_since = time.time()
+
+    async def _start_metrics(self, sock: socket.socket) -> None:
+        from .metrics.endpoint import Metrics  # late: prometheus-client only when asked for
+
+        self.metrics = Metrics(self)
+        try:
+            self.config.metrics_port = await self.metrics.start(self.config.host, self.config.metrics_port)
+        except OSError as e:
+            sock.close()
+            raise StartupError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: "
+                               f"{e.strerror or e}") from e
+        log.info("metrics on http://%s:%d/metrics", self.config.host, self.config.metrics_port)
 
     def _bind(self) -> socket.socket:
         host, port = self.config.host, self.config.port
@@ -164,6 +186,8 @@ class Server:
                 await close()
         if self._server is not None:
             await self._server.wait_closed()
+        if self.metrics is not None:
+            await self.metrics.close()
         log.info("stopped")
 
     # connection limits ----------------------------------------------------------------

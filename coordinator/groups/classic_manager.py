@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
 from .clock import Clock
 from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
@@ -411,6 +412,8 @@ class ClassicGroupManager:
             return
         group.protocol_name = group.select_protocol()
         self._transition(group, S.COMPLETING_REBALANCE)
+        STATS.rebalances += 1
+        STATS.rebalance_seconds.observe((self.clock.now() - group.join_started) / 1000)
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
         group.pending_sync = set(group.members)
@@ -561,6 +564,7 @@ class ClassicGroupManager:
             member.timer = self.clock.call_at(member.deadline, self._on_expiry_timer, group, member)
             return
         member.timer = None
+        STATS.expired_members += 1
         log.info("group %s: member %s session expired", group.group_id, member.member_id)
         self._remove_member(group, member)
         self._after_removal(group, f"member {member.member_id} session expired")

@@ -42,6 +42,8 @@ CHECKPOINT_FILE = "recovery-point"
 # OffsetForLeaderEpoch report and every appended batch is stamped with, as Kafka's leader
 # does (the field is outside the CRC). Consumers check it against the epoch they fetched at.
 LEADER_EPOCH = 0
+# Set by the metrics (--metrics-port): called with the seconds each append took to write.
+APPEND_TIMER: Callable[[float], None] | None = None
 
 
 class OffsetOutOfRange(ValueError):
@@ -298,6 +300,8 @@ class PartitionLog:
         first = self._next_offset
         t = now_ms()
         view = memoryview(buf)
+        timer = APPEND_TIMER
+        started = time.perf_counter() if timer is not None else 0.0
         try:
             for pos, h in headers:
                 self._maybe_roll(h.size, t)
@@ -309,6 +313,8 @@ class PartitionLog:
             # All or nothing: batches of this call already written, and a torn tail, go.
             self._cut_back(first)
             raise StorageError(e.errno or errno.EIO, f"{self.directory}: append failed: {e.strerror or e}") from e
+        if timer is not None:
+            timer(time.perf_counter() - started)
         self.wake_listeners()
         return first
 

@@ -26,6 +26,7 @@ import ctypes
 import errno
 import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -67,6 +68,8 @@ class Syncer:
         self._aio: AioFsync | bool | None = None if use_aio else False  # None: not tried yet
         self._thread: ThreadPoolExecutor | None = None  # runs the syncfs of rounds of many files
         self.rounds = 0  # sync rounds run so far (tests and benchmarks count them)
+        # Set by the metrics (--metrics-port): called with the seconds each round took.
+        self.round_timer: Callable[[float], None] | None = None
 
     @property
     def uses_aio(self) -> bool:
@@ -111,8 +114,12 @@ class Syncer:
         files = [seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0]  # (dropped segments: closed)
         dirs = [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty]  # entries created or deleted
         token = object()
+        timer = self.round_timer
+        started = time.perf_counter() if timer is not None else 0.0
 
         def finish(error: OSError | None) -> None:
+            if timer is not None:
+                timer(time.perf_counter() - started)
             self._finished(token, done, work, error)
 
         try:

@@ -1,0 +1,52 @@
+"""The metrics port's life cycle: started before the data dir is loaded, wired to the
+coordinator once it is, closed with the server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prometheus_client.registry import CollectorRegistry
+
+from ..log import partition as partition_log
+from ..log.partition import SYNCER
+from .collector import ServerCollector
+from .http import MetricsHttp
+from .lag import LagMonitor
+from .requests import RequestMetrics, measure
+from .stats import STATS
+
+
+class Metrics:
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.requests = RequestMetrics()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.http = MetricsHttp(self.registry, lambda: bool(getattr(server, "ready_since", 0.0)))
+        self.lag: LagMonitor | None = None
+        self._sampler: asyncio.Task | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        measure(self.server, self.requests)
+        partition_log.APPEND_TIMER = STATS.log_append_seconds.observe
+        SYNCER.round_timer = STATS.log_sync_seconds.observe
+        return await self.http.start(host, port)
+
+    def loaded(self, sample_interval_ms: int) -> None:
+        """The coordinator is up: collect from it, and note commits for Burrow's windows."""
+        self.lag = LagMonitor(self.server.groups, self.server.topics)
+        self.registry.register(ServerCollector(self.server, self.requests, self.lag))
+        self._sampler = asyncio.get_running_loop().create_task(self._sample_every(sample_interval_ms / 1000))
+
+    async def _sample_every(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.lag.sample()  # type: ignore[union-attr]
+
+    async def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+        await self.http.close()
+        partition_log.APPEND_TIMER = None
+        SYNCER.round_timer = None
