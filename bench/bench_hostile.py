@@ -25,7 +25,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--polls", type=int, default=2000)
     p.add_argument("--unread", type=int, default=2000)
-    p.add_argument("--idle", type=int, default=500)
+    p.add_argument("--idle", type=int, default=2000)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(tmp) / "data")
@@ -35,8 +35,19 @@ def main() -> None:
             create_topics(server.port, "big", partitions=1)
             fill_partition(server.port, "big", 2 * MIB)
             base = rss_bytes(pid)
-            print(f"baseline RSS (1 MiB+ partition): {mib(base)}")
+            print(f"baseline RSS (a 2 MiB partition): {mib(base)}")
 
+            idle = []
+            for _ in range(args.idle):
+                s = socket.create_connection(("127.0.0.1", server.port))
+                s.sendall(struct.pack(">i", 100) + b"\x00\x12")
+                idle.append(s)
+            time.sleep(1)
+            held = rss_bytes(pid)
+            print(f"{args.idle} slowloris connections held: RSS {mib(held)}"
+                  f" ({(held - base) / max(args.idle, 1) / 1024:.1f} KiB each)")
+            for s in idle:
+                s.close()
             socks = []
             for i in range(args.polls):
                 s = socket.create_connection(("127.0.0.1", server.port))
@@ -68,16 +79,6 @@ def main() -> None:
                   f" RSS {mib(rss_bytes(pid))}")
             hostile.close()
 
-            idle = []
-            for _ in range(args.idle):
-                s = socket.create_connection(("127.0.0.1", server.port))
-                s.sendall(struct.pack(">i", 100) + b"\x00\x12")
-                idle.append(s)
-            time.sleep(1)
-            print(f"{args.idle} slowloris connections held: RSS {mib(rss_bytes(pid))}"
-                  f" ({(rss_bytes(pid) - base) / max(args.idle, 1) / 1024:.1f} KiB each over baseline, upper bound)")
-            for s in idle:
-                s.close()
         finally:
             server.close()
 
