@@ -249,7 +249,11 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
         ("group.max.session.timeout.ms", INT, 1_800_000, c.group_max_session_timeout_ms,
          "Longest session timeout."),
         ("group.max.size", INT, 2**31 - 1, c.group_max_size, "Most members of a group."),
-        ("socket.request.max.bytes", INT, 104_857_600, c.max_frame_bytes, "Largest request accepted."),
+        ("socket.request.max.bytes", INT, 104_857_600, c.socket_request_max_bytes, "Largest request accepted."),
+        ("connections.max.idle.ms", LONG, 600_000, c.connections_max_idle_ms,
+         "Idle connections are closed after this long."),
+        ("max.connections", INT, 2**31 - 1, c.max_connections, "Most connections open at once."),
+        ("fetch.max.bytes", INT, 57_671_680, c.fetch_max_bytes, "Largest answer to one Fetch."),
         ("log.retention.check.interval.ms", LONG, 300_000, c.log_retention_check_interval_ms,
          "How often logs apply retention and compaction."),
     ]
