@@ -61,7 +61,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
-        if self.server.refuse_over_max_connections(self):
+        if self.server.refuse_connection(self, transport):
             self.closed = True
             transport.close()
             return

@@ -278,6 +278,23 @@ def test_create_topics_at_the_file_descriptor_limit(server):
     assert_no_traceback(server)
 
 
+def test_connections_near_the_fd_limit_are_refused_and_logged(server):
+    """Connections that would leave too few file descriptors for log files are closed at once,
+    and said: at the limit itself libuv would drop them without a word."""
+    soft, hard = resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE)
+    open_fds = len(list(Path(f"/proc/{server.proc.pid}/fd").iterdir()))
+    resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (open_fds + 20, hard))
+    try:
+        w = Wire(server.port)
+        assert w.read_frame() is None  # refused: closed at once
+        w.close()
+        wait_for(lambda: "open-file limit" in server.log_text(), what="the refusal logged")
+    finally:
+        resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (soft, hard))
+    assert_serving(server.port)
+    assert_no_traceback(server)
+
+
 def test_racing_create_and_delete_of_one_name(server):
     a, b = Wire(server.port), Wire(server.port)
     try:
