@@ -264,6 +264,7 @@ def _create_topic_request(w: Wire, corr: int, name: str, partitions: int):
 def test_create_topics_at_the_file_descriptor_limit(server):
     w = Wire(server.port)
     try:
+        assert api_ranges(w.call(API_VERSIONS, 0, corr=9))  # accepted before the limit is lowered
         open_fds = len(list(Path(f"/proc/{server.proc.pid}/fd").iterdir()))
         soft, hard = resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE)
         resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (open_fds + 8, hard))
