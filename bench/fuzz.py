@@ -224,7 +224,17 @@ def main() -> None:
                 print(f"{args.inputs} mutated frames of {len(apis)} api versions decoded in-process:",
                       decode_only(apis, args.inputs, args.seed))
                 return
-            n = run(server.port, args.inputs, args.seed)
+            try:
+                n = run(server.port, args.inputs, args.seed)
+            except Exception:
+                import os
+                import subprocess
+                spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+                if os.path.exists(spy):
+                    subprocess.run(["gdb", "-p", str(server.proc.pid), "-batch", "-ex", "bt 25"])
+                print("fds:", len(os.listdir(f"/proc/{server.proc.pid}/fd")), open(f"/proc/{server.proc.pid}/stat").read().split()[13:15], file=sys.stderr)
+                print(server.log_text()[-3000:], file=sys.stderr)
+                raise
             log = server.log_text()
             print(f"sent {n} mutated frames; the server still answers; tracebacks in its log: "
                   f"{log.count('Traceback')}")

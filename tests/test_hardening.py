@@ -279,6 +279,18 @@ def test_create_topics_at_the_file_descriptor_limit(server):
     assert_no_traceback(server)
 
 
+def test_create_topics_of_too_many_partitions_is_a_policy_violation(server):
+    """A mutated count (2^31-1 partitions) once blocked the server creating directories."""
+    w = Wire(server.port)
+    try:
+        resp = _create_topic_request(w, 1, "huge", INT32_MAX)
+        assert resp.topics[0].error_code == 44, resp  # POLICY_VIOLATION, as Kafka's controller
+        assert _create_topic_request(w, 2, "fine", 3).topics[0].error_code == 0
+    finally:
+        w.close()
+    assert_no_traceback(server)
+
+
 def test_connections_near_the_fd_limit_are_refused_and_logged(server):
     """Connections that would leave too few file descriptors for log files are closed at once,
     and said: at the limit itself libuv would drop them without a word."""
