@@ -17,6 +17,7 @@ from protocol.offset_commit import OffsetCommitRequest, write_response_to
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
 from .classic_group import ClassicGroup, JoinResult, SyncResult
+from .consumer_manager import ApiError, HeartbeatRequest, HeartbeatResult, validate_request
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
@@ -24,6 +25,7 @@ from .state import GroupState as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: all a group supports (no ACLs here).
@@ -48,6 +50,8 @@ class GroupApis:
         registry.add(OFFSET_COMMIT, range(0, 10), self.offset_commit)
         registry.add(OFFSET_FETCH, range(0, 10), self.offset_fetch)
         registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
+        registry.add(CONSUMER_GROUP_HEARTBEAT, range(0, 2), self.consumer_group_heartbeat)
+        registry.add(CONSUMER_GROUP_DESCRIBE, range(0, 2), self.consumer_group_describe)
 
     # JoinGroup ------------------------------------------------------------------------
 
@@ -289,3 +293,67 @@ class GroupApis:
             ctx.nested("OffsetDeleteResponseTopic", name=name, partitions=tuple(
                 ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows))
             for name, rows in results))
+
+    # ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
+
+    def consumer_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
+        r = HeartbeatRequest(
+            req.group_id, req.member_id, req.member_epoch, req.instance_id, req.rack_id, ms(req.rebalance_timeout),
+            req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None), req.server_assignor,
+            None if req.topic_partitions is None else [(t.topic_id, list(t.partitions)) for t in req.topic_partitions],
+            ctx.header.client_id or "", ctx.client_host)
+        shard = self._shard(req.group_id) if req.group_id else None
+        try:
+            validate_request(r, ctx.version, self.runtime.consumer_config.assignors)
+        except ApiError as e:
+            result = HeartbeatResult(e.code, str(e))
+        else:
+            result = (shard.consumer.heartbeat(r) if shard is not None
+                      else HeartbeatResult(E.not_coordinator, "The coordinator is not available."))
+        assignment = None
+        if result.assignment is not None:
+            assignment = ctx.nested("Assignment", topic_partitions=tuple(
+                ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
+                for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))))
+        return ctx.response(throttle_time=0, error_code=result.error, error_message=result.message,
+                            member_id=result.member_id, member_epoch=result.member_epoch,
+                            heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment)
+
+    def consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
+        ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        out = []
+        for group_id in req.group_ids:
+            shard = self._shard(group_id)
+            if shard is None:
+                out.append(ctx.nested("DescribedGroup", error_code=E.not_coordinator, group_id=group_id,
+                                      group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                      members=(), authorized_operations=ops))
+                continue
+            error, message, group = shard.consumer.describe(group_id)
+            if group is None:
+                out.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
+                                      group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                      members=(), authorized_operations=ops))
+                continue
+            image = shard.consumer.image
+            members = tuple(
+                ctx.nested("Member", member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                           member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                           subscribed_topic_names=m.subscribed_topic_names,
+                           subscribed_topic_regex=m.subscribed_topic_regex,
+                           assignment=self._described_assignment(ctx, image, m.assigned),
+                           target_assignment=self._described_assignment(ctx, image, group.target.get(m.member_id, {})),
+                           member_type=1)  # 1: a consumer-protocol member (0 would be a classic one)
+                for m in group.members.values())
+            out.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
+                                  group_state=group.state_name, group_epoch=group.group_epoch,
+                                  assignment_epoch=group.assignment_epoch,
+                                  assignor_name=shard.consumer.assignor_of(group), members=members,
+                                  authorized_operations=ops))
+        return ctx.response(throttle_time=0, groups=tuple(out))
+
+    @staticmethod
+    def _described_assignment(ctx: RequestContext, image: Any, assignment: dict) -> Any:
+        return ctx.nested("Assignment", topic_partitions=tuple(
+            ctx.nested("TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "", partitions=tuple(sorted(ps)))
+            for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))))

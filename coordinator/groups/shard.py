@@ -19,11 +19,13 @@ from kio.schema.errors import ErrorCode as E
 from .classic_group import ClassicGroup
 from .classic_manager import ClassicGroupManager, GroupConfig
 from .clock import Clock
+from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
 from .group import Group
 from .offset_manager import OffsetManager
 from .offset_store import OffsetStore
 from .records import Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .state import GroupState
+from .topic_image import TopicImage
 
 if TYPE_CHECKING:
     from .runtime import CoordinatorRuntime
@@ -37,7 +39,8 @@ Complete = Callable[[int], object]
 
 class GroupShard:
     def __init__(self, partition: int, runtime: CoordinatorRuntime, clock: Clock, config: GroupConfig,
-                 offsets: OffsetConfig) -> None:
+                 offsets: OffsetConfig, consumer: ConsumerGroupConfig | None = None,
+                 image: TopicImage | None = None) -> None:
         self.partition = partition
         self.runtime = runtime
         # Why the shard cannot serve (its log partition is offline: corrupt data), or None;
@@ -47,6 +50,7 @@ class GroupShard:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.classic = ClassicGroupManager(self, clock, config)
+        self.consumer = ConsumerGroupManager(self, clock, consumer or ConsumerGroupConfig(), image or TopicImage())
         self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
                                             offsets.existing_partitions)
 
