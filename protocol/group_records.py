@@ -180,9 +180,18 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
         w.string(key.group)
     elif type(key) is UnknownKey:
         return _H.pack(key.version) + key.data
+    elif type(key) in _consumer().KEY_TYPES:
+        return _consumer().encode_key(key)
     else:
         raise TypeError(f"not a __consumer_offsets key: {key!r}")
     return bytes(w.out)
+
+
+def _consumer():
+    """protocol.consumer_records (KIP-848 record types 3-8), imported on first use: it
+    builds on this module's reader and writer."""
+    from . import consumer_records
+    return consumer_records
 
 
 def default_version(value: Value) -> int:
@@ -204,6 +213,8 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         if len(m) > 0x7FFF:
             raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")
         return b"".join((_V3_HEAD.pack(3, offset, leader_epoch, len(m)), m, _Q.pack(commit_timestamp)))
+    if type(value) not in (OffsetCommitValue, GroupMetadataValue):
+        return _consumer().encode_value(value)
     if version is None:
         version = default_version(value)
     if type(value) is OffsetCommitValue:
@@ -352,6 +363,8 @@ def decode_key(data: bytes) -> Key:
         key = OffsetCommitKey(r.string(), r.string(), r.int32())
     elif version == 2:
         key = GroupMetadataKey(r.string())
+    elif _consumer().is_consumer_key_version(version):
+        key = _consumer().decode_key(version, r)
     elif version > 2:
         return UnknownKey(version, bytes(data[2:]))
     else:
@@ -368,6 +381,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return _decode_offset_commit_value(data)
     if type(key) is GroupMetadataKey:
         return _decode_group_metadata_value(data)
+    if type(key) in _consumer().KEY_TYPES:
+        return _consumer().decode_value(key, data)
     raise RecordDecodeError(f"no value schema for {key!r}")
 
 

@@ -302,14 +302,20 @@ class GroupApis:
             req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None), req.server_assignor,
             None if req.topic_partitions is None else [(t.topic_id, list(t.partitions)) for t in req.topic_partitions],
             ctx.header.client_id or "", ctx.client_host)
-        shard = self._shard(req.group_id) if req.group_id else None
         try:
             validate_request(r, ctx.version, self.runtime.consumer_config.assignors)
         except ApiError as e:
-            result = HeartbeatResult(e.code, str(e))
-        else:
-            result = (shard.consumer.heartbeat(r) if shard is not None
-                      else HeartbeatResult(E.not_coordinator, "The coordinator is not available."))
+            return self._heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
+        shard = self._shard(req.group_id)
+        if shard is None:
+            return self._heartbeat_response(ctx, HeartbeatResult(E.not_coordinator, "The coordinator is not available."))
+        result = shard.consumer.heartbeat(r, lambda result: ctx.answer(self._heartbeat_response(ctx, result)))
+        if result is None:
+            return LATER
+        return self._heartbeat_response(ctx, result)
+
+    @staticmethod
+    def _heartbeat_response(ctx: RequestContext, result: HeartbeatResult) -> Any:
         assignment = None
         if result.assignment is not None:
             assignment = ctx.nested("Assignment", topic_partitions=tuple(

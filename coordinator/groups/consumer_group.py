@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol import consumer_records as R
+
 from .group import ExpirationBase
 from .reconciliation import Assignment, MemberState
 
@@ -64,6 +66,7 @@ class ConsumerGroup:
         # (topic id, partition) -> the member owning it (assigned or pending revocation)
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
         self.dead = False
+        self.dirty = False  # changed since its records were last handed to the log
 
     # ownership ------------------------------------------------------------------------
 
@@ -176,3 +179,72 @@ class ConsumerGroup:
 
 def _commit_time(value: Any) -> int:
     return value.commit_timestamp
+
+
+# persistence: the group as Kafka's records, and back --------------------------------
+
+_STATE_BYTE = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2,
+               MemberState.UNKNOWN: 127}
+_BYTE_STATE = {v: k for k, v in _STATE_BYTE.items()}
+
+
+def _parts(a: Assignment) -> R.Partitions:
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(a.items(), key=lambda kv: kv[0].bytes) if ps)
+
+
+def _assignment(parts: R.Partitions) -> Assignment:
+    return {t: frozenset(ps) for t, ps in parts if ps}
+
+
+def records_of(group: ConsumerGroup) -> dict[Any, Any]:
+    """The records that describe the group now: what a restart must replay to rebuild it."""
+    g = group.group_id
+    out: dict[Any, Any] = {
+        R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch),
+        R.ConsumerGroupPartitionMetadataKey(g): R.ConsumerGroupPartitionMetadataValue(tuple(
+            R.TopicMetadata(tid, name, n) for name, (tid, n) in sorted(group.subscription_metadata.items()))),
+        R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(
+            group.assignment_epoch),
+    }
+    for m in group.members.values():
+        out[R.ConsumerGroupMemberMetadataKey(g, m.member_id)] = R.ConsumerGroupMemberMetadataValue(
+            m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+        out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
+            _parts(group.target.get(m.member_id, {})))
+        out[R.ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ConsumerGroupCurrentMemberAssignmentValue(
+            m.member_epoch, m.previous_member_epoch, _STATE_BYTE[m.state], _parts(m.assigned),
+            _parts(m.pending_revocation))
+    return out
+
+
+def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup | None:
+    """Rebuild a group from its replayed records (None if they hold no group epoch)."""
+    meta = stored.get(R.ConsumerGroupMetadataKey(group_id))
+    if meta is None:
+        return None
+    group = ConsumerGroup(group_id)
+    group.group_epoch = meta.epoch
+    target_meta = stored.get(R.ConsumerGroupTargetAssignmentMetadataKey(group_id))
+    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    partitions = stored.get(R.ConsumerGroupPartitionMetadataKey(group_id))
+    if partitions is not None:
+        group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in partitions.topics}
+    for key, value in stored.items():
+        if type(key) is R.ConsumerGroupMemberMetadataKey:
+            m = ConsumerMember(key.member_id, value.instance_id, value.rack_id, value.client_id, value.client_host,
+                               tuple(value.subscribed_topic_names), value.subscribed_topic_regex,
+                               value.server_assignor, value.rebalance_timeout_ms)
+            group.members[m.member_id] = m
+            if m.instance_id is not None:
+                group.static_members[m.instance_id] = m.member_id
+    for key, value in stored.items():
+        if type(key) is R.ConsumerGroupTargetAssignmentMemberKey and key.member_id in group.members:
+            group.target[key.member_id] = _assignment(value.topic_partitions)
+        elif type(key) is R.ConsumerGroupCurrentMemberAssignmentKey and key.member_id in group.members:
+            m = group.members[key.member_id]
+            m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+            m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
+            group.set_owned(m, _assignment(value.assigned_partitions),
+                            _assignment(value.partitions_pending_revocation))
+    return group

@@ -5,9 +5,11 @@ heartbeat runs in one synchronous section: validate, update the member, bump the
 epoch if what the assignment depends on changed, recompute the target assignment, move
 the member towards it (reconciliation.py), and answer.
 
-Not persisted: consumer groups live in memory. After a restart a member's heartbeat gets
-UNKNOWN_MEMBER_ID and the client rejoins with epoch 0 (its committed offsets, which are
-persisted, are where it resumes).
+Persistence: after a heartbeat (or a leave, an expiry) changed the group, the records that
+differ from what the log holds (consumer_group.records_of against `stored`, the replayed
+view) are appended through the runtime, and the answer waits for them. `replay` keeps
+`stored` as the log says; a restart rebuilds the groups from it (on_loaded), and so does a
+failed append (the group goes back to its durable state, the member gets the error).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNORS
 from .classic_group import ClassicGroup
 from .clock import Clock
-from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
+from protocol import consumer_records as R
+
+from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, group_from_records,
+                             records_of)
 from .reconciliation import MemberState, reconcile
 from .topic_image import TopicImage
 
@@ -134,16 +139,110 @@ class ConsumerGroupManager:
         self.config = config
         self.image = image
         self.groups = shard.groups
+        # group id -> {key: value} of its consumer-group records as replayed from the log
+        self.stored: dict[str, dict[Any, Any]] = {}
+
+    # persistence ----------------------------------------------------------------------
+
+    def replay(self, key: Any, value: Any) -> None:
+        group_id = key.group
+        stored = self.stored.setdefault(group_id, {})
+        if value is None:
+            stored.pop(key, None)
+            if type(key) is R.ConsumerGroupMetadataKey:  # the group's last tombstone: it is gone
+                del self.stored[group_id]
+                live = self.groups.get(group_id)
+                if type(live) is ConsumerGroup:
+                    self._drop(live)
+        else:
+            stored[key] = value
+
+    def on_loaded(self) -> None:
+        for group_id in list(self.stored):
+            self._restore(group_id)
+
+    def _restore(self, group_id: str) -> None:
+        """Make the live group what the log says (at load, or after a failed append)."""
+        old = self.groups.get(group_id)
+        if type(old) is ConsumerGroup:
+            self._drop(old)
+        group = group_from_records(group_id, self.stored.get(group_id, {}))
+        if group is None:
+            return
+        current = self.groups.get(group_id)
+        if current is not None and not (type(current) is ClassicGroup and current.is_empty()):
+            log.warning("group %s: consumer-group records beside a classic group with members; ignored", group_id)
+            return
+        self.groups[group_id] = group
+        for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
+            self._touch(group, m)
+
+    def _drop(self, group: ConsumerGroup) -> None:
+        for m in group.members.values():
+            if m.session_timer is not None:
+                m.session_timer.cancel()
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def _persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
+        """Append what changed; done(error) once durable (NONE) or refused (the error,
+        the group back to its durable state)."""
+        stored = self.stored.get(group.group_id, {})
+        now = records_of(group) if group.members or group.group_epoch else {}
+        records: list[tuple[Any, Any]] = [(k, v) for k, v in now.items() if stored.get(k) != v]
+        gone = [k for k in stored if k not in now]
+        # Tombstones of removed members first, the group epoch record last (Kafka's order).
+        records = [(k, None) for k in gone if type(k) is not R.ConsumerGroupMetadataKey] + records
+        records += [(k, None) for k in gone if type(k) is R.ConsumerGroupMetadataKey]
+        if not records:
+            done(E.none)
+            return
+        group_id = group.group_id
+
+        def written(error: int) -> None:
+            if error != E.none:
+                log.warning("group %s: its records could not be written; back to its durable state", group_id)
+                self._restore(group_id)
+            done(error)
+
+        self.shard.write(records, written)
+
+    def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
+        """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
+        keys = list(self.stored.get(group_id, {}))
+        keys.sort(key=lambda k: type(k) is R.ConsumerGroupMetadataKey)
+        return [(k, None) for k in keys]
 
     # the heartbeat --------------------------------------------------------------------
 
-    def heartbeat(self, r: HeartbeatRequest) -> HeartbeatResult:
+    def heartbeat(self, r: HeartbeatRequest, answer: Callable[[HeartbeatResult], None]) -> HeartbeatResult | None:
+        """The answer now (an error, or nothing to write), or None and answer(result)
+        once the group's new records are durable."""
         try:
             if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(r)
-            return self._heartbeat(r)
+                result, group = self._leave(r)
+            else:
+                result, group = self._heartbeat(r)
         except ApiError as e:
             return HeartbeatResult(e.code, str(e))
+        if not group.dirty:
+            return result
+        group.dirty = False
+        answered: list[HeartbeatResult] = []
+        later = False
+
+        def done(error: int) -> None:
+            final = result if error == E.none else HeartbeatResult(error, "The group's records could not be written.")
+            if later:
+                answer(final)
+            else:
+                answered.append(final)  # nothing had to be written
+
+        self._persist(group, done)
+        if answered:
+            return answered[0]
+        later = True
+        return None
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -159,7 +258,7 @@ class ConsumerGroupManager:
             return new
         raise ApiError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
 
-    def _heartbeat(self, r: HeartbeatRequest) -> HeartbeatResult:
+    def _heartbeat(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, ConsumerGroup]:
         group = self._group(r.group_id, r.member_epoch == 0)
         full = r.member_epoch == 0
         if r.member_epoch == 0:
@@ -199,13 +298,16 @@ class ConsumerGroupManager:
             group.group_epoch += 1
         if group.assignment_epoch != group.group_epoch:
             self._compute_target(group)
-        before = (member.member_epoch, member.assigned)
+        before = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
         self._reconcile(group, member, r.owned)
         self._touch(group, member)
-        changed = before != (member.member_epoch, member.assigned)
+        after = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
+        changed = before[:2] != after[:2]
+        if bump or before != after or stored_member_differs(self.stored.get(group.group_id), group, member):
+            group.dirty = True
         send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
         return HeartbeatResult(E.none, None, member.member_id, member.member_epoch,
-                               self.config.heartbeat_interval_ms, member.assigned if send else None)
+                               self.config.heartbeat_interval_ms, member.assigned if send else None), group
 
     def _joining_member(self, group: ConsumerGroup, r: HeartbeatRequest) -> ConsumerMember:
         member_id = r.member_id or str(uuid.uuid4())  # v0: the coordinator names the member
@@ -262,7 +364,7 @@ class ConsumerGroupManager:
 
     # leaving --------------------------------------------------------------------------
 
-    def _leave(self, r: HeartbeatRequest) -> HeartbeatResult:
+    def _leave(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, ConsumerGroup]:
         group = self._group(r.group_id, False)
         if r.member_epoch == STATIC_LEAVE_EPOCH:
             member_id = group.static_members.get(r.instance_id or "")
@@ -277,13 +379,14 @@ class ConsumerGroupManager:
             member.member_epoch = STATIC_LEAVE_EPOCH
             log.info("group %s: static member %s (instance %s) left temporarily", group.group_id, member.member_id,
                      member.instance_id)
-            return HeartbeatResult(E.none, None, r.member_id, STATIC_LEAVE_EPOCH, 0)
+            group.dirty = True
+            return HeartbeatResult(E.none, None, r.member_id, STATIC_LEAVE_EPOCH, 0), group
         member = group.members.get(r.member_id)
         if member is None:
             raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
         log.info("group %s: member %s left", group.group_id, member.member_id)
         self._remove(group, member)
-        return HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0)
+        return HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0), group
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """A member leaves or is fenced: its partitions are free; the others are
@@ -292,6 +395,7 @@ class ConsumerGroupManager:
         group.group_epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
         self._compute_target(group)
+        group.dirty = True
 
     # timers ---------------------------------------------------------------------------
 
@@ -302,7 +406,7 @@ class ConsumerGroupManager:
                                                       member)
 
     def _on_session_timer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        if group.members.get(member.member_id) is not member:
+        if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
             return
         now = self.clock.now()
         deadline = member.session_deadline
@@ -315,6 +419,8 @@ class ConsumerGroupManager:
         why = "session expired" if now >= member.session_deadline else "did not revoke within the rebalance timeout"
         log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
         self._remove(group, member)
+        group.dirty = False
+        self._persist(group, lambda error: None)
 
     # assignment -----------------------------------------------------------------------
 
@@ -380,6 +486,18 @@ class ConsumerGroupManager:
 
     def assignor_of(self, group: ConsumerGroup) -> str:
         return self._assignor_name(group)
+
+
+def stored_member_differs(stored: dict[Any, Any] | None, group: ConsumerGroup, member: ConsumerMember) -> bool:
+    """Whether the member's subscription record is not what the log holds (a changed
+    client id, rack, rebalance timeout...): cheap, one record."""
+    if stored is None:
+        return True
+    value = stored.get(R.ConsumerGroupMemberMetadataKey(group.group_id, member.member_id))
+    return value is None or (value.instance_id, value.rack_id, value.client_id, value.client_host,
+                             value.subscribed_topic_regex, value.rebalance_timeout_ms, value.server_assignor) != (
+        member.instance_id, member.rack_id, member.client_id, member.client_host, member.subscribed_topic_regex,
+        member.rebalance_timeout_ms, member.server_assignor)
 
 
 def _subset(owned: Owned | None, assigned: dict[uuid.UUID, frozenset[int]]) -> bool:

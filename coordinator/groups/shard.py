@@ -19,12 +19,14 @@ from kio.schema.errors import ErrorCode as E
 from .classic_group import ClassicGroup
 from .classic_manager import ClassicGroupManager, GroupConfig
 from .clock import Clock
+from .consumer_group import ConsumerGroup
 from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
 from .group import Group
 from .offset_manager import OffsetManager
 from .offset_store import OffsetStore
 from .records import Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .state import GroupState
+from protocol.consumer_records import KEY_TYPES as CONSUMER_KEYS
 from .topic_image import TopicImage
 
 if TYPE_CHECKING:
@@ -80,7 +82,9 @@ class GroupShard:
             if group is None:
                 group = self.groups[key.group] = ClassicGroup(key.group, value.current_state_timestamp)  # type: ignore[attr-defined]
             group.stored = value  # type: ignore[union-attr]
-        # Other record types (KIP-848, share groups) are kept in the log, not interpreted.
+        elif type(key) in CONSUMER_KEYS:
+            self.consumer.replay(key, value)
+        # Other record types (share and streams groups) are kept in the log, not interpreted.
 
     def _remove_group(self, group_id: str) -> None:
         group = self.groups.pop(group_id)
@@ -92,6 +96,7 @@ class GroupShard:
             if type(group) is ClassicGroup and group.stored is not None and not group.members:
                 loaded = self.groups[group_id] = ClassicGroup.loaded(group_id, group.stored)
                 self.classic.on_loaded(loaded)
+        self.consumer.on_loaded()
 
     def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         """What replay has built: each group's stored record, and the offsets (a fresh
@@ -112,7 +117,10 @@ class GroupShard:
         if error != E.none:
             return on_done(error)
         records: list[Event] = [(OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of(group_id)]
-        records.append((GroupMetadataKey(group_id), None))
+        if type(group) is ConsumerGroup:
+            records += self.consumer.delete_records(group_id)
+        if type(group) is not ConsumerGroup or not records:
+            records.append((GroupMetadataKey(group_id), None))
         undo = group.mark_deleting()  # refuses joins and commits while the tombstones are written
 
         def written(error: int) -> None:
