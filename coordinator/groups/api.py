@@ -17,6 +17,7 @@ from protocol.offset_commit import OffsetCommitRequest, write_response_to
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
 from .classic_group import ClassicGroup, JoinResult, SyncResult
+from .consumer_group import ConsumerGroup
 from .consumer_manager import ApiError, HeartbeatRequest, HeartbeatResult, validate_request
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
@@ -45,7 +46,7 @@ class GroupApis:
         registry.add(HEARTBEAT, range(0, 5), self.heartbeat)
         registry.add(LEAVE_GROUP, range(0, 6), self.leave_group)
         registry.add(LIST_GROUPS, range(0, 6), self.list_groups)
-        registry.add(DESCRIBE_GROUPS, range(0, 6), self.describe_groups)
+        registry.add(DESCRIBE_GROUPS, range(0, 7), self.describe_groups)
         registry.add(DELETE_GROUPS, range(0, 3), self.delete_groups)
         registry.add(OFFSET_COMMIT, range(0, 10), self.offset_commit)
         registry.add(OFFSET_FETCH, range(0, 10), self.offset_fetch)
@@ -191,8 +192,12 @@ class GroupApis:
                 continue
             group = self.runtime.group(group_id)
             if type(group) is not ClassicGroup or group.is_(S.DEAD):
-                # Kafka describes an unknown group as a Dead one with no error.
-                described.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
+                # Kafka describes an unknown group as a Dead one (v6+: GROUP_ID_NOT_FOUND), and
+                # a consumer group as "not a classic group" (ConsumerGroupDescribe describes it).
+                other = group is not None and type(group) is not ClassicGroup and group.state_name != "Dead"
+                error = E.group_id_not_found if other or ctx.version >= 6 else E.none
+                message = f"Group {group_id} is not a classic group." if other else f"Group {group_id} not found."
+                described.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
                                             group_state=S.DEAD.value, protocol_type="", protocol_data="",
                                             members=(), authorized_operations=ops))
                 continue
@@ -275,6 +280,14 @@ class GroupApis:
         groups = []
         for g in req.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            group = self.runtime.group(g.group_id) if g.group_id else None
+            if type(group) is ConsumerGroup:
+                # v9+: a consumer-protocol member fetches with its id and epoch (Kafka checks them).
+                error = group.validate_offset_fetch(getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+                if error != E.none:
+                    groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=(),
+                                             error_code=error))
+                    continue
             error, topics = self._fetch(g.group_id, wanted)
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
                                      topics=self._fetched_topics(ctx, topics, "s"), error_code=error))
@@ -332,13 +345,13 @@ class GroupApis:
             shard = self._shard(group_id)
             if shard is None:
                 out.append(ctx.nested("DescribedGroup", error_code=E.not_coordinator, group_id=group_id,
-                                      group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
                                       members=(), authorized_operations=ops))
                 continue
             error, message, group = shard.consumer.describe(group_id)
             if group is None:
                 out.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
-                                      group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
                                       members=(), authorized_operations=ops))
                 continue
             image = shard.consumer.image

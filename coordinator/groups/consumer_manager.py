@@ -207,6 +207,15 @@ class ConsumerGroupManager:
 
         self.shard.write(records, written)
 
+    def convert_to_classic(self, group: ConsumerGroup) -> None:
+        """An Empty consumer group that a classic member joins: its records go (tombstones),
+        the group id is free for the classic group. Its committed offsets stay."""
+        self._drop(group)
+        records = self.delete_records(group.group_id)
+        if records:
+            self.shard.write(records, lambda error: error and log.warning(
+                "group %s: the consumer group's tombstones could not be written", group.group_id))
+
     def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
         """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
         keys = list(self.stored.get(group_id, {}))

@@ -79,6 +79,8 @@ class GroupShard:
                 if group is not None:
                     self._remove_group(key.group)
                 return
+            if type(group) is ConsumerGroup:
+                return  # a classic group's record from before it became a consumer group
             if group is None:
                 group = self.groups[key.group] = ClassicGroup(key.group, value.current_state_timestamp)  # type: ignore[attr-defined]
             group.stored = value  # type: ignore[union-attr]
@@ -117,10 +119,7 @@ class GroupShard:
         if error != E.none:
             return on_done(error)
         records: list[Event] = [(OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of(group_id)]
-        if type(group) is ConsumerGroup:
-            records += self.consumer.delete_records(group_id)
-        if type(group) is not ConsumerGroup or not records:
-            records.append((GroupMetadataKey(group_id), None))
+        records += self.group_tombstones(group)
         undo = group.mark_deleting()  # refuses joins and commits while the tombstones are written
 
         def written(error: int) -> None:
@@ -129,6 +128,14 @@ class GroupShard:
             on_done(error)
 
         self.write(records, written)
+
+    def group_tombstones(self, group: Group) -> list[Event]:
+        """The records that delete the group itself (its offsets aside)."""
+        if type(group) is ConsumerGroup:
+            records = self.consumer.delete_records(group.group_id)
+            if records:
+                return records
+        return [(GroupMetadataKey(group.group_id), None)]
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group]:
         return [g for g in self.groups.values()
