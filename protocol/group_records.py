@@ -1,8 +1,9 @@
 """Codecs for the classic-group records of `__consumer_offsets` (Kafka's exact bytes).
 
 Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey
-(same layout), 2 is GroupMetadataKey; higher numbers are KIP-848/share-group records that
-we do not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
+(same layout), 2 is GroupMetadataKey; 3-8 are KIP-848 consumer-group records
+(protocol/consumer_records.py); higher numbers are share/streams-group records that we do
+not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
 Every value starts with its own int16 schema version; a null value is a tombstone.
 
 Versions written, as current Kafka does: key 1 / 2; OffsetCommitValue 3 (1 when the
