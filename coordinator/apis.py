@@ -27,6 +27,7 @@ class Api:
     min_version: int
     max_version: int
     handler: Callable[..., Any]
+    cancel_on_close: bool = False  # a request that only waits (long poll): dropped with its connection
 
 
 class Registry:
@@ -35,11 +36,11 @@ class Registry:
         # (api key, version) -> (api, codec), once seen: one lookup per request
         self.routes: dict[tuple[int, int], tuple[Api, Codec]] = {}
 
-    def add(self, key: int, versions: range, handler: Callable[..., Any]) -> None:
+    def add(self, key: int, versions: range, handler: Callable[..., Any], *, cancel_on_close: bool = False) -> None:
         missing = [v for v in versions if not has_codec(key, v)]
         if missing:  # fail at startup, not at the first request
             raise ValueError(f"no codec for api key {key} versions {missing}")
-        self.apis[key] = Api(key, versions.start, versions.stop - 1, handler)
+        self.apis[key] = Api(key, versions.start, versions.stop - 1, handler, cancel_on_close)
         self.routes.clear()
 
     def find(self, key: int, version: int) -> Api | None:
@@ -55,6 +56,16 @@ class Registry:
             return None
         route = self.routes[key, version] = (api, codec(key, version))
         return route
+
+
+class BuiltWhenSent:
+    """A response body built only when its connection writes it: a Fetch's records are
+    read then, not held while earlier answers wait or the client does not read."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self.build = build
 
 
 # A handler's result meaning "ctx.answer(body) will be called": the cheapest way to answer

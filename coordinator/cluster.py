@@ -82,33 +82,47 @@ class Cluster:
         """Answers are cached, encoded, per version and request until the catalog changes:
         encoding 50 partitions of __consumer_offsets with kio costs ~1 ms."""
         topics = self.server.topics
-        requested = None if req.topics is None else [self._topic_name(t) for t in req.topics]
+        requested, unknown_ids = None, ()
+        if req.topics is not None:
+            requested, unknown_ids = self._requested_topics(req.topics)
         if ctx.version == 0 and requested == []:
             requested = None  # v0: an empty list means "all topics"
         auto_create = getattr(req, "allow_auto_topic_creation", True)
         topic_ops = getattr(req, "include_topic_authorized_operations", False)
         cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
-        key = (ctx.version, None if requested is None else tuple(requested), auto_create, topic_ops, cluster_ops)
+        key = (ctx.version, None if requested is None else tuple(requested), unknown_ids, auto_create, topic_ops,
+               cluster_ops)
         if self._cache_stamp != topics.changes:
             self._cache.clear()
             self._cache_stamp = topics.changes
         body = self._cache.get(key)
         if body is None:
-            body = Raw(encode_body(ctx.codec, self._metadata(ctx, requested, auto_create, topic_ops, cluster_ops)))
+            body = Raw(encode_body(ctx.codec, self._metadata(ctx, requested, auto_create, topic_ops, cluster_ops,
+                                                             unknown_ids)))
             if self._cache_stamp == topics.changes:  # not when this very request created topics
                 if len(self._cache) > 1000:
                     self._cache.clear()
                 self._cache[key] = body
         return body
 
-    def _topic_name(self, t: Any) -> str | None:
-        if t.name is None and getattr(t, "topic_id", None) is not None:  # v10+: by topic id
-            info = self.server.topics.by_id.get(t.topic_id)
-            return info.name if info else None
-        return t.name
+    def _requested_topics(self, topics: Any) -> tuple[list[str], tuple]:
+        """(names, ids that name no topic). v10+ may name a topic by id only; an id we do not
+        know is answered UNKNOWN_TOPIC_ID, and a topic with neither name nor id
+        INVALID_TOPIC_EXCEPTION, as an invalid name is."""
+        names, unknown_ids = [], []
+        for t in topics:
+            if t.name is not None:
+                names.append(t.name)
+                continue
+            info = self.server.topics.by_id.get(getattr(t, "topic_id", None))
+            if info is not None:
+                names.append(info.name)
+            else:
+                unknown_ids.append(getattr(t, "topic_id", None))
+        return names, tuple(unknown_ids)
 
     def _metadata(self, ctx: RequestContext, requested: list | None, auto_create: bool, topic_ops: bool = False,
-                  cluster_ops: bool = False) -> Any:
+                  cluster_ops: bool = False, unknown_ids: tuple = ()) -> Any:
         """With no authorizer every operation a resource supports is allowed: the full sets
         when asked (KIP-430), INT32_MIN ("not asked") otherwise."""
         host, port = self.config.advertised
@@ -140,6 +154,13 @@ class Cluster:
                     topic_authorized_operations=TOPIC_OPERATIONS if topic_ops and info else NOT_ASKED,
                 )
             )
+        for topic_id in unknown_ids:
+            answer.append(ctx.nested(
+                "MetadataResponseTopic",
+                error_code=ErrorCode.unknown_topic_id if topic_id not in (None, NO_TOPIC_ID)
+                else ErrorCode.invalid_topic_exception,
+                name=None if ctx.version >= 12 else "", topic_id=topic_id or NO_TOPIC_ID, is_internal=False,
+                partitions=(), topic_authorized_operations=NOT_ASKED))
         return ctx.response(
             throttle_time=0,
             brokers=(broker,),

@@ -41,7 +41,8 @@ async def build_components(server: Server) -> list[Any]:
     cluster.register()
     TopicAdmin(topics).register(server.registry)
     ConfigApis(topics, cluster).register(server.registry)
-    data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots)
+    data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots,
+                           fetch_max_wait_ms=c.fetch_max_wait_ms, fetch_max_bytes=c.fetch_max_bytes)
     data_plane.register(server.registry)
     runtime = CoordinatorRuntime(offsets_log, LoopClock(), GroupConfig(
         min_session_timeout_ms=c.group_min_session_timeout_ms,

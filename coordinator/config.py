@@ -24,7 +24,14 @@ class Config:
     cluster_id: str = _opt("kafka-coordinator-local", "cluster id reported in Metadata")
     data_dir: Path = _opt(Path("data"), "directory for __consumer_offsets and topic logs")
     offsets_partitions: int = _opt(50, "partitions of __consumer_offsets (offsets.topic.num.partitions)")
-    max_frame_bytes: int = _opt(100 * 1024 * 1024, "largest request accepted (socket.request.max.bytes)")
+    # Limits on what one client can make the server hold (see README, "Hostile clients").
+    socket_request_max_bytes: int = _opt(100 * 1024 * 1024, "largest request accepted (socket.request.max.bytes)")
+    connections_max_idle_ms: int = _opt(600_000, "close connections idle this long (connections.max.idle.ms)")
+    max_connections: int = _opt(10_000, "connections beyond this are refused and logged (max.connections)")
+    connection_max_queued_bytes: int = _opt(
+        4 * 1024 * 1024, "answers one connection may have waiting to be sent before it is read no more")
+    fetch_max_wait_ms: int = _opt(30_000, "cap on a Fetch's max_wait (a consumer's fetch.max.wait.ms)")
+    fetch_max_bytes: int = _opt(57_671_680, "cap on a Fetch's max_bytes (fetch.max.bytes)")
     fsync: str = _opt("always", "when appends reach the disk: always | interval | never", choices=("always", "interval", "never"))
     fsync_interval_ms: int = _opt(1000, "fsync period with --fsync=interval")
     # Group coordinator (names follow Kafka's broker configs).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -35,18 +36,23 @@ class CloseConnection(Exception):
 class Connection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.decoder = FrameDecoder(server.config.max_frame_bytes)
+        self.decoder = FrameDecoder(server.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
         # Responses not yet written, oldest first: bytes, _NO_RESPONSE, or the context of a
         # request still being handled (its `waiting` future gives the response body).
         self.pending: deque[Any] = deque()
+        # Frames read but not handled yet: a chunk read can hold hundreds of requests, and
+        # handling them all at once would queue every answer past the budget.
+        self.backlog: deque[bytes] = deque()
         self.reading_paused = False
-        self.writing_paused = False
+        self.writing_paused = False  # the transport holds more than the budget of unsent answers
         self.draining = False  # the server is stopping: answer what was read, read no more
         self.closed = False
         self.eof = False
+        self.last_active = time.monotonic()  # for connections.max.idle.ms
+        self._handling = False
 
     # asyncio.Protocol callbacks -------------------------------------------------------
 
@@ -55,47 +61,97 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
+        if self.server.refuse_over_max_connections(self):
+            self.closed = True
+            transport.close()
+            return
+        # The budget of queued answers: past it the transport calls pause_writing, and
+        # this connection builds no more answers and reads no more requests.
+        transport.set_write_buffer_limits(high=self.server.config.connection_max_queued_bytes)  # type: ignore[attr-defined]
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        self.cancel_abandoned_requests()
+        self.pending.clear()
+        self.backlog.clear()
+
+    def cancel_abandoned_requests(self, detach: bool = True) -> None:
+        """The client closed: requests that only wait (a long-polling Fetch) are cancelled
+        rather than held until their timeout; the others (a group's join, a durable commit)
+        finish, as in Kafka. `detach`: the connection is gone, their answers go nowhere."""
+        cancelled = 0
         for item in self.pending:
             if type(item) is RequestContext and item.waiting is not LATER:
-                item.waiting.remove_done_callback(self._on_done)
-        self.pending.clear()
+                if detach:
+                    item.waiting.remove_done_callback(self._on_done)
+                if self.server.cancel_on_close(item) and item.waiting.cancel():
+                    cancelled += 1
+        if cancelled:
+            log.debug("%s: connection closed, %d waiting requests cancelled", self.peer, cancelled)
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         try:
-            frames = self.decoder.feed(data)
+            self.backlog.extend(self.decoder.feed(data))  # (no local list: see handle_backlog)
         except FrameError as e:
             self.abort(str(e))
             return
+        if self.backlog:
+            self.handle_backlog()
+
+    def handle_backlog(self) -> None:
+        """Handle the frames read, in order, while the budget of queued answers and the
+        in-flight limit allow; the rest wait (and reading pauses) until answers leave."""
+        if self._handling:  # (an answer flushed from inside a handler)
+            return
+        self._handling = True
+        backlog = self.backlog
         # Responses that are ready at once leave in one write per chunk read, not one
         # send() each: pipelining clients put dozens of requests in a chunk.
         ready: list[bytes] = []
-        for frame in frames:
-            if self.closed:
-                return
-            try:
-                result = self.server.dispatch(self, frame)
-            except (CloseConnection, MalformedRequest, UnknownApi) as e:
+        ready_bytes = 0
+        budget = self.server.config.connection_max_queued_bytes
+        try:
+            while backlog:
+                if self.closed:
+                    return
+                if self.writing_paused or len(self.pending) >= MAX_IN_FLIGHT:
+                    break
+                try:
+                    # (no local keeps the frame: once decoded it is freed before the handler's task runs)
+                    result = self.server.dispatch(self, backlog.popleft())
+                except (CloseConnection, MalformedRequest, UnknownApi) as e:
+                    self._write_ready(ready)
+                    self.abort(str(e))
+                    return
+                except Exception:
+                    self.server.log_handler_failure("%s: handler failed; closing the connection", self.peer)
+                    self._write_ready(ready)
+                    self.abort("internal error")
+                    return
+                if self.pending or type(result) is RequestContext:
+                    if ready:
+                        self._write_ready(ready)  # everything earlier goes out before a queued response
+                        ready_bytes = 0
+                    self._queue(result)
+                elif result is not None:
+                    ready.append(result)
+                    ready_bytes += len(result)
+                    if ready_bytes >= budget:
+                        self._write_ready(ready)  # (may pause writing: the loop then stops)
+                        ready_bytes = 0
+            if ready:
                 self._write_ready(ready)
-                self.abort(str(e))
-                return
-            except Exception:
-                log.exception("%s: handler failed; closing the connection", self.peer)
-                self._write_ready(ready)
-                self.abort("internal error")
-                return
-            if self.pending or type(result) is RequestContext:
-                if ready:
-                    self._write_ready(ready)  # everything earlier goes out before a queued response
-                self._queue(result)
-            elif result is not None:
-                ready.append(result)
-        if ready:
-            self._write_ready(ready)
+        finally:
+            self._handling = False
+        if self.eof:
+            self.cancel_abandoned_requests(detach=False)  # (long polls read after the EOF)
+        if self.eof and not self.pending and not backlog and not self.closed:
+            self.transport.close()  # type: ignore[union-attr]
+            return
+        self._update_reading()
 
     def _write_ready(self, ready: list[bytes]) -> None:
         if ready and not self.closed:
@@ -105,9 +161,12 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         if self.decoder.buffered:
             log.info("%s: connection closed mid-frame (%d bytes unread)", self.peer, self.decoder.buffered)
-        # Keep our half open until the in-flight responses have been written.
-        if self.pending:
+        # Keep our half open until the in-flight responses have been written (Kafka closes at
+        # once; a client that half-closes still gets its answers here), except that requests
+        # that only wait, long polls, end now unanswered rather than hold it up to max_wait.
+        if self.pending or self.backlog:
             self.eof = True
+            self.cancel_abandoned_requests(detach=False)
             return True
         return None
 
@@ -117,7 +176,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        self._update_reading()
+        self.flush_answers()  # (then handles the backlog and resumes reading)
 
     # ordering -------------------------------------------------------------------------
 
@@ -142,7 +201,10 @@ class Connection(asyncio.Protocol):
             return
         pending = self.pending
         transport = self.transport
+        wrote = False
         while pending:
+            if self.writing_paused:
+                break  # the budget is spent: no answer is built until the client reads
             head = pending[0]
             if type(head) is RequestContext:
                 waiting = head.waiting
@@ -154,6 +216,9 @@ class Connection(asyncio.Protocol):
                     if not waiting.done():
                         break
                     if waiting.cancelled():
+                        if self.eof:  # a long poll the client gave up (see eof_received): no answer
+                            pending.popleft()
+                            continue
                         self.abort("request cancelled (server shutting down)")
                         return
                     exc = waiting.exception()
@@ -161,29 +226,36 @@ class Connection(asyncio.Protocol):
                         if isinstance(exc, (CloseConnection, MalformedRequest)):
                             self.abort(str(exc))
                         else:
-                            log.error("%s: handler failed; closing the connection", self.peer, exc_info=exc)
+                            self.server.log_handler_failure("%s: handler failed; closing the connection",
+                                                            self.peer, exc_info=exc)
                             self.abort("internal error")
                         return
                     body = waiting.result()
                 try:
                     head = self.server.encode(head, body)
                 except Exception:
-                    log.exception("%s: encoding a response failed; closing the connection", self.peer)
+                    self.server.log_handler_failure("%s: encoding a response failed; closing the connection",
+                                                    self.peer)
                     self.abort("internal error")
                     return
             pending.popleft()
             if head is not _NO_RESPONSE and head is not None and not self.closed:
                 transport.write(head)  # type: ignore[union-attr]
-        if self.eof and not pending:
+                wrote = True
+        if wrote:
+            self.last_active = time.monotonic()
+        if self.backlog:
+            self.handle_backlog()
+        elif self.eof and not pending:
             transport.close()  # type: ignore[union-attr]
-            return
-        if self.reading_paused:  # (only a shorter queue can resume it)
+        elif self.reading_paused:  # (only a shorter queue can resume it)
             self._update_reading()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self.writing_paused or self.draining or len(self.pending) >= MAX_IN_FLIGHT
+        should_pause = (self.writing_paused or self.draining or len(self.pending) >= MAX_IN_FLIGHT
+                        or bool(self.backlog))
         if should_pause is self.reading_paused:  # the usual case: nothing changes
             return
         if should_pause and not self.reading_paused:
@@ -198,15 +270,19 @@ class Connection(asyncio.Protocol):
         self.draining = True
         self._update_reading()
 
-    @property
-    def idle(self) -> bool:
-        return not self.pending
+    def idle_since(self) -> float | None:
+        """When this connection last read a request or wrote an answer; None while requests
+        are in the server's hands (a long poll, a join). A client that sends half a frame
+        (slowloris) or does not read its answers (writing paused) is idle."""
+        if (self.pending or self.backlog) and not self.writing_paused:
+            return None
+        return self.last_active
 
     def abort(self, reason: str) -> None:
         """Close the connection the way Kafka does for requests it cannot serve."""
         if self.closed:
             return
-        log.warning("%s: closing connection: %s", self.peer, reason)
+        self.server.warn_closing("%s: closing connection: %s", self.peer, reason)
         self.closed = True
         if self.transport is not None:
             self.transport.close()

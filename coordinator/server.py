@@ -25,9 +25,10 @@ from protocol.messages import (
     read_request_header,
 )
 
-from .apis import LATER, UNANSWERED, Raw, Registry, RequestContext
+from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContext
 from .config import Config
 from .connection import CloseConnection, Connection
+from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
 
 GC_YOUNG_THRESHOLD = 10_000
@@ -38,6 +39,23 @@ _KEY_VERSION = struct.Struct(">hh")
 
 # KIP-511: client software name and version must look like this.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def raise_fd_limit(max_connections: int) -> None:
+    """Raise the soft limit on open files to the hard one: each connection and each log
+    segment holds one. At the limit libuv accepts and closes connections without a word,
+    so say at startup if max.connections cannot be reached."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    except (ImportError, ValueError, OSError):
+        return
+    if soft != resource.RLIM_INFINITY and max_connections > soft - 256:
+        log.warning("max.connections=%d but only %d files may be open (ulimit -n): connections past "
+                    "about %d are closed unlogged", max_connections, soft, max(soft - 256, 0))
 
 
 class StartupError(Exception):
@@ -58,6 +76,11 @@ class Server:
         self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
+        # What clients can make us log is rate-limited (a hostile client must not flood the log).
+        self.warn_closing = RateLimitedLog(log, logging.WARNING, burst=50)
+        self._warn_refused = RateLimitedLog(log, logging.WARNING, burst=1)
+        self._log_failure = RateLimitedLog(log, logging.ERROR)
+        self._idle_sweeper: asyncio.Task | None = None
 
     # life cycle -----------------------------------------------------------------------
 
@@ -68,6 +91,7 @@ class Server:
 
         # The port first: a port in use must fail before the data dir is created or loaded.
         sock = self._bind()
+        raise_fd_limit(self.config.max_connections)
         if self.config.metrics_port is not None:
             await self._start_metrics(sock)
         try:
@@ -96,6 +120,7 @@ class Server:
         self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
         if self.config.port == 0:
             self.config.port = self._server.sockets[0].getsockname()[1]
+        self._idle_sweeper = loop.create_task(self._close_idle_connections())
         log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
                  self.config.node_id, self.config.data_dir)
         if self.metrics is not None:
@@ -136,6 +161,8 @@ class Server:
         keep a request in flight for the whole grace period."""
         if self._server is not None:
             self._server.close()
+        if self._idle_sweeper is not None:
+            self._idle_sweeper.cancel()
         for conn in self.connections:
             conn.drain()
         for component in self.components:
@@ -162,6 +189,44 @@ class Server:
         if self.metrics is not None:
             await self.metrics.close()
         log.info("stopped")
+
+    # connection limits ----------------------------------------------------------------
+
+    def refuse_over_max_connections(self, conn: Connection) -> bool:
+        """max.connections: a connection past the limit is closed at once, and said (rate-limited)."""
+        limit = self.config.max_connections
+        if len(self.connections) < limit:
+            return False
+        self._warn_refused("refused a connection from %s: %d connections open (max.connections=%d)",
+                           conn.peer, len(self.connections), limit)
+        return True
+
+    def cancel_on_close(self, ctx: RequestContext) -> bool:
+        api = self.registry.apis.get(ctx.header.api_key)
+        return api is not None and api.cancel_on_close
+
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: connections that neither sent nor were answered for that
+        long are closed (Kafka's idle-connection reaper), so abandoned or slowloris
+        connections do not accumulate."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        period = min(max(idle_s / 4, 0.01), 30.0)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                since = conn.idle_since()
+                if since is not None and now - since > idle_s and not conn.closed:
+                    log.info("%s: closing connection idle for more than %d ms (connections.max.idle.ms)",
+                             conn.peer, self.config.connections_max_idle_ms)
+                    conn.closed = True
+                    if conn.transport is not None:
+                        conn.transport.close()
+
+    def log_handler_failure(self, msg: str, *args: Any, exc_info: Any = True) -> None:
+        """A request that broke a handler: a bug to fix, logged with its traceback, but
+        rate-limited so that a client repeating it cannot flood the log."""
+        self._log_failure(msg, *args, exc_info=exc_info)
 
     # dispatch -------------------------------------------------------------------------
 
@@ -197,6 +262,8 @@ class Server:
     def encode(ctx: RequestContext, result: Any) -> bytes | None:
         if result is None:
             return None
+        if type(result) is BuiltWhenSent:
+            result = result.build()
         if type(result) is Raw:
             return encode_raw_response(ctx.codec, ctx.header.correlation_id, result)
         return encode_response(ctx.codec, ctx.header.correlation_id, result)

@@ -210,7 +210,53 @@ def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
         # No array to fear: kio read it first. It refuses unknown tagged fields, which
         # Kafka skips: cut them out (the check raises if the body is really bad) and retry.
         return decode_body(dataclasses.replace(c, check_first=True), buf, pos)
+    check_nulls = _null_checker(type(body))  # (hand-written readers build their own types)
+    if check_nulls is not None:
+        check_nulls(body)
     return body
+
+
+@cache
+def _null_checker(cls: type) -> Any:
+    """A check that no array the schema declares non-nullable decoded as null (count -1).
+
+    kio refuses a null string where the schema forbids it, but reads a null array as None
+    whatever the schema says; handlers then fail iterating it. None if `cls` has no such
+    array at any depth (most hot-path requests), so those pay nothing.
+    """
+    if not dataclasses.is_dataclass(cls):
+        return None
+    checks: list[Any] = []
+    for f in dataclasses.fields(cls):
+        nullable = _strip_optional(f.type) is not f.type
+        tp = _strip_optional(f.type)
+        if typing.get_origin(tp) is tuple:
+            inner = _strip_optional(typing.get_args(tp)[0])
+            nested = _null_checker(inner) if dataclasses.is_dataclass(inner) else None
+            checks.append((f.name, not nullable, nested, True))
+        elif dataclasses.is_dataclass(tp):
+            nested = _null_checker(tp)
+            if nested is not None:
+                checks.append((f.name, False, nested, False))
+    checks = [c for c in checks if c[1] or c[2] is not None]
+    if not checks:
+        return None
+    name = cls.__name__
+
+    def check(entity: Any) -> None:
+        for field, required, nested, is_array in checks:
+            value = getattr(entity, field)
+            if value is None:
+                if required:
+                    raise MalformedRequest(f"{name}.{field}: null where the schema forbids it")
+                continue
+            if nested is not None:
+                if is_array:
+                    for element in value:
+                        nested(element)
+                else:
+                    nested(value)
+    return check
 
 
 def _checked(c: Codec, buf: bytes, pos: int) -> bytes:

@@ -169,3 +169,24 @@ def test_produce_and_consume_like_kcat(server):
     assert ok(server, "consume", "lines", "--max-messages", "5", "--timeout", "1", output=None).count("\n") == 5
     assert ok(server, "consume", "lines", "--offset", "end", "--timeout", "0.3") == []
     assert "no partition 9" in one_line_failure(kcoord(server, "consume", "lines", "--partition", "9"))
+
+
+def test_group_lag_status_from_the_metrics(server_factory):
+    from tests.conftest import free_port
+
+    port = free_port()
+    s = server_factory("--metrics-port", str(port), "--metrics-lag-sample-ms", "100")
+    ok(s, "topics", "create", "orders", "--partitions", "1", output=None)
+    produce(s, "orders", 0, 0, 10)
+    for i in range(3):  # committed again and again, never moving, lag 6: STALL
+        if i:
+            time.sleep(0.5)
+        ok(s, "offsets", "reset", "stuck", "--topic", "orders", "--to-offset", "4", "--execute")
+    url = f"http://127.0.0.1:{port}/metrics"
+    r = kcoord(s, "groups", "status", "stuck", "--metrics-url", url)
+    assert r.returncode == 0, r.stderr
+    assert [(row["PARTITION"], row["LAG"], row["STATUS"]) for row in json.loads(r.stdout)] == [(0, 6, "STALL")]
+    assert "group stuck: ERR" in r.stderr
+    assert "no committed offsets" in one_line_failure(kcoord(s, "groups", "status", "other", "--metrics-url", url))
+    assert "cannot read metrics" in one_line_failure(
+        kcoord(s, "groups", "status", "stuck", "--metrics-url", "http://127.0.0.1:1/metrics"))

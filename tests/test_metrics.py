@@ -222,3 +222,33 @@ def test_metrics_port_in_use_is_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().startswith("error: cannot serve metrics on") and "\n" not in r.stderr.strip()
     assert not (tmp_path / "d").exists()  # refused before the data dir was touched
+
+
+def test_grafana_dashboard_names_only_exported_metrics(metrics_server):
+    """Every metric the checked-in dashboard queries is one the server exports."""
+    import json
+    import re
+
+    from tests.conftest import ROOT
+
+    s = metrics_server
+    create_topics(s.port, "t", partitions=1)
+    produce(s.bootstrap, "t", 0, 1)
+    c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "dash", "auto.offset.reset": "earliest"})
+    c.subscribe(["t"])
+    wait_for(lambda: c.poll(0.2) is not None, what="a message")
+    c.commit(asynchronous=False)
+    c.close()
+    status, text = get(s.metrics_port, "/metrics")
+    exported = set()
+    for family in text_string_to_metric_families(text):
+        exported |= {family.name, *(sample.name for sample in family.samples)}
+        if family.type == "counter":
+            exported.add(family.name + "_total")
+        if family.type == "histogram":
+            exported |= {family.name + suffix for suffix in ("_bucket", "_count", "_sum")}
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "kcoord-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs.append(dashboard["templating"]["list"][1]["query"]["query"])
+    names = {n for e in exprs for n in re.findall(r"\b(?:kafka|kcoord)_[a-z_]+", e)}
+    assert names and not names - exported, names - exported

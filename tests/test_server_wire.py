@@ -217,7 +217,7 @@ BAD_INPUT = {
 
 
 def test_bad_input_gets_a_clean_close(server_factory):
-    server = server_factory("--max-frame-bytes", "4096")
+    server = server_factory("--socket-request-max-bytes", "4096")
     for case, (data, half_close, log_text) in BAD_INPUT.items():
         w = Wire(server.port)
         try:

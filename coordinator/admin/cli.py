@@ -221,6 +221,45 @@ def groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
                "CLIENT-ID"], rows)
 
 
+@groups.command("status")
+@click.argument("group")
+@click.option("--metrics-url", help="the server's metrics (default: http://BOOTSTRAP-HOST:9308/metrics)")
+@click.pass_context
+def groups_status(ctx: click.Context, group: str, metrics_url: str | None) -> None:
+    """Burrow's verdict per partition and for the group, as this server evaluates it over the
+    group's recent commits (needs the server's --metrics-port)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = metrics_url or f"http://{ctx.obj['bootstrap'].rpartition(':')[0]}:9308/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+    except (OSError, ValueError) as e:
+        raise Failure(f"cannot read metrics from {url}: {getattr(e, 'reason', None) or e}") from None
+    rows: dict[tuple[str, int], list[Any]] = {}
+    verdict = None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if labels.get("group") != group:
+                continue
+            if sample.name == "kcoord_group_lag_status" and sample.value == 1:
+                verdict = labels["status"]
+            key = (labels.get("topic", ""), int(labels.get("partition", -1)))
+            if sample.name == "kcoord_partition_lag_status" and sample.value == 1:
+                rows.setdefault(key, [group, *key, None, None, None])[5] = labels["status"]
+            elif sample.name == "kafka_consumergroup_group_lag":
+                rows.setdefault(key, [group, *key, None, None, None])[3] = int(sample.value)
+            elif sample.name == "kafka_consumergroup_group_lag_seconds":
+                rows.setdefault(key, [group, *key, None, None, None])[4] = round(sample.value, 3)
+    if verdict is None:
+        raise Failure(f"the server at {url} has no committed offsets of group {group!r}")
+    emit(ctx, ["GROUP", "TOPIC", "PARTITION", "LAG", "LAG-SECONDS", "STATUS"], [rows[k] for k in sorted(rows)])
+    click.echo(f"group {group}: {verdict}", err=True)
+
+
 @groups.command("delete")
 @click.argument("group_ids", nargs=-1, required=True)
 @click.pass_context

@@ -256,7 +256,11 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
         ("group.consumer.max.size", INT, 2**31 - 1, c.group_consumer_max_size, "Most members of a consumer group."),
         ("group.consumer.assignors", LIST, "uniform,range", c.group_consumer_assignors,
          "Server-side assignors of consumer groups; the first is the default."),
-        ("socket.request.max.bytes", INT, 104_857_600, c.max_frame_bytes, "Largest request accepted."),
+        ("socket.request.max.bytes", INT, 104_857_600, c.socket_request_max_bytes, "Largest request accepted."),
+        ("connections.max.idle.ms", LONG, 600_000, c.connections_max_idle_ms,
+         "Idle connections are closed after this long."),
+        ("max.connections", INT, 2**31 - 1, c.max_connections, "Most connections open at once."),
+        ("fetch.max.bytes", INT, 57_671_680, c.fetch_max_bytes, "Largest answer to one Fetch."),
         ("log.retention.check.interval.ms", LONG, 300_000, c.log_retention_check_interval_ms,
          "How often logs apply retention and compaction."),
     ]

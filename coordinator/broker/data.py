@@ -12,6 +12,7 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
@@ -22,7 +23,7 @@ from protocol.record_batch import (
     stamp_log_append_time,
 )
 
-from ..apis import Registry, RequestContext, ms
+from ..apis import BuiltWhenSent, Registry, RequestContext, ms
 from ..connection import CloseConnection
 from ..log.partition import LEADER_EPOCH, InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .config_defs import LONG_MAX
@@ -48,8 +49,12 @@ class TimestampOutOfRange(ValueError):
 
 class DataPlane:
     def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int,
-                 fetch_session_slots: int = 1000) -> None:
+                 fetch_session_slots: int = 1000, *, fetch_max_wait_ms: int = 30_000,
+                 fetch_max_bytes: int = 57_671_680) -> None:
         self.topics = topics
+        # Caps on what a client asks (a 2^31-1 ms long poll, a 2 GiB answer).
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
         self.sessions = FetchSessionCache(fetch_session_slots)
         self.producer_ids = producer_ids
         self.node_id = node_id
@@ -61,7 +66,7 @@ class DataPlane:
 
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(0, 12), self.produce)
-        registry.add(FETCH, range(0, 18), self.fetch)
+        registry.add(FETCH, range(0, 18), self.fetch, cancel_on_close=True)
         registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
         registry.add(OFFSET_FOR_LEADER_EPOCH, range(0, 5), self.offset_for_leader_epoch)
@@ -308,13 +313,18 @@ class DataPlane:
                 session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
                 self.sessions.touch(session)
                 targets = list(session.partitions.values())
-        deadline = time.monotonic() + ms(req.max_wait) / 1000
+        deadline = time.monotonic() + min(ms(req.max_wait), self.fetch_max_wait_ms) / 1000
         while True:
-            answer, total = self._read(ctx, targets, req.max_bytes)
             remaining = deadline - time.monotonic()
-            if total >= req.min_bytes or remaining <= 0 or self.draining or self._has_errors(answer):
+            if remaining <= 0 or self.draining or self._can_answer(ctx, targets, req.min_bytes):
                 break
             await self._wait_for_data(targets, remaining)
+        # Records are read when the answer is written, not held while it waits its turn.
+        return BuiltWhenSent(partial(self._fetch_response, ctx, req, targets, session, epoch))
+
+    def _fetch_response(self, ctx: RequestContext, req: Any, targets: list[CachedPartition],
+                        session: FetchSession | None, epoch: int) -> Any:
+        answer, _ = self._read(ctx, targets, min(req.max_bytes, self.fetch_max_bytes))
         if session is not None:  # incremental: only the partitions with news
             if session.id in self.sessions.sessions:
                 answer = [(t, d) for t, d in answer if self._news(session, t, d)]
@@ -363,9 +373,22 @@ class DataPlane:
             session.partitions.move_to_end(DataPlane._key(target))
         return True
 
-    @staticmethod
-    def _has_errors(answer: list) -> bool:
-        return any(d.error_code != E.none for _, d in answer)
+    def _can_answer(self, ctx: RequestContext, targets: list[CachedPartition], min_bytes: int) -> bool:
+        """Whether min_bytes are there (each partition counting up to its max_bytes, as
+        Kafka's DelayedFetch counts) or a partition has an error to tell; nothing is read."""
+        total = 0
+        for target in targets:
+            info = self.topics.get(target.topic) if target.topic is not None else None
+            if info is None or (ctx.version >= 13 and info.topic_id != target.topic_id) \
+                    or not 0 <= target.partition < info.partitions:
+                return True
+            plog = info.logs[target.partition]
+            offset = target.fetch_offset
+            if plog.offline is not None or not plog.log_start_offset <= offset <= plog.log_end_offset:
+                return True
+            if offset < plog.log_end_offset:
+                total += min(plog.bytes_after(offset), max(target.max_bytes, 0))
+        return total >= min_bytes
 
     async def _wait_for_data(self, targets: list[CachedPartition], timeout: float) -> None:
         """Long-poll: sleep until a produce to one of the partitions, or the timeout."""

@@ -96,6 +96,9 @@ class Topics:
         # Every (topic, partition) that exists: checked by each offset commit, one set lookup.
         self.partition_keys: set[tuple[str, int]] = {(OFFSETS_TOPIC, p) for p in range(len(offsets_logs))}
         self.changes = 0  # bumped on every catalog change (Metadata caches by it)
+        # Topics whose deletion is still closing and removing files: their name cannot be
+        # created again until it is done (Kafka: "marked for deletion").
+        self.deleting: set[str] = set()
 
     # persistence ------------------------------------------------------------------------
 
@@ -134,6 +137,23 @@ class Topics:
         plog = PartitionLog.open_sync(self.data_dir / f"{name}-{partition}", log_config(self.base_config, values))
         plog.start_background()
         return plog
+
+    def _open_partitions(self, name: str, partitions: range, values: dict[str, Any]) -> list[PartitionLog]:
+        """Open (create) the logs of new partitions; if the disk or the process refuses one
+        (no space, no file descriptor left), none is kept and the client is told."""
+        opened: list[PartitionLog] = []
+        try:
+            for p in partitions:
+                opened.append(self._open(name, p, values))
+        except OSError as e:
+            for plog in opened:
+                plog.discard_sync()
+            for p in partitions:
+                shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
+            log.warning("cannot create partitions %s of topic %s: %s", partitions, name, e.strerror or e)
+            raise TopicError(E.kafka_storage_error,
+                             f"cannot create the files of topic {name!r}: {e.strerror or e}") from e
+        return opened
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's own settings (AlterConfigs): they take effect at once and are saved."""
@@ -176,6 +196,8 @@ class Topics:
         validate_name(name)
         if name in self.topics:
             raise TopicError(E.topic_already_exists, f"topic {name!r} already exists")
+        if name in self.deleting:
+            raise TopicError(E.topic_already_exists, f"topic {name!r} is marked for deletion")
         clash = self._collision(name)
         if clash is not None:  # Kafka: '.' and '_' map to the same metric names
             raise TopicError(E.invalid_topic_exception, f"topic {name!r} collides with existing topic {clash!r}")
@@ -195,7 +217,7 @@ class Topics:
             return info
         for p in range(partitions):  # a delete cut short by a crash may have left data behind
             shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
-        info.logs = [self._open(name, p, info.values) for p in range(partitions)]
+        info.logs = self._open_partitions(name, range(partitions), info.values)
         self._add(info)
         self._save()
         log.info("created topic %s with %d partitions %s", name, partitions, clean or "")
@@ -216,7 +238,7 @@ class Topics:
                              f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
         if validate_only:
             return
-        info.logs += [self._open(name, p, info.values) for p in range(info.partitions, count)]
+        info.logs += self._open_partitions(name, range(info.partitions, count), info.values)
         self.partition_keys.update((name, p) for p in range(info.partitions, count))
         info.partitions = count
         self._save()
@@ -233,9 +255,13 @@ class Topics:
         self._save()
         for plog in info.logs:  # long-polling fetches re-read now, find the topic gone and answer
             plog.wake_listeners()
-        for p, plog in enumerate(info.logs):
-            await plog.close()
-            shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
+        self.deleting.add(name)  # a CreateTopics of the name now must not get files we remove
+        try:
+            for p, plog in enumerate(info.logs):
+                await plog.close()
+                shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
+        finally:
+            self.deleting.discard(name)
         log.info("deleted topic %s", name)
         return info
 

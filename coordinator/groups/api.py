@@ -33,6 +33,9 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
+INT64_MAX = 2**63 - 1
+
+
 class GroupApis:
     def __init__(self, runtime: CoordinatorRuntime) -> None:
         self.runtime = runtime
@@ -237,7 +240,8 @@ class GroupApis:
         """Read by protocol/offset_commit.py (every version); answered once durable."""
         expire = -1
         if req.retention_ms >= 0:  # v2-v4 only
-            expire = self.runtime.clock.wall() + req.retention_ms
+            # A retention of up to 2^63-1 ms is valid on the wire: the sum must stay an int64.
+            expire = min(self.runtime.clock.wall() + req.retention_ms, INT64_MAX)
         version = ctx.header.api_version
         shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
         if shard.offline is not None:

@@ -179,6 +179,8 @@ class ClassicGroupManager:
                                   params: tuple) -> asyncio.Future:
         member = self._new_member(member_id, instance_id, params)
         group.add(member)
+        log.info("group %s: member %s joins (client %s, host %s%s)", group.group_id, member_id, member.client_id,
+                 member.client_host, f", instance {instance_id}" if instance_id else "")
         if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         fut = self._await_join(group, member)
@@ -573,7 +575,8 @@ class ClassicGroupManager:
             return
         member.timer = None
         STATS.expired_members += 1
-        log.info("group %s: member %s session expired", group.group_id, member.member_id)
+        log.info("group %s: member %s session expired (client %s, host %s, session timeout %d ms)",
+                 group.group_id, member.member_id, member.client_id, member.client_host, member.session_timeout_ms)
         self._remove_member(group, member)
         self._after_removal(group, f"member {member.member_id} session expired")
 
@@ -649,8 +652,8 @@ class ClassicGroupManager:
         for member_id in pending:
             group.pending_members.pop(member_id, None)
         for member in leaving:
-            log.info("group %s: member %s leaves%s", group.group_id, member.member_id,
-                     f": {reason}" if reason else "")
+            log.info("group %s: member %s leaves (client %s, host %s)%s", group.group_id, member.member_id,
+                     member.client_id, member.client_host, f": {reason}" if reason else "")
             self._remove_member(group, member)
         if leaving or pending:
             self._after_removal(group, "members left")

@@ -459,6 +459,21 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect_right(self._bases, offset) - 1, 0)
 
+    def bytes_after(self, offset: int) -> int:
+        """Bytes stored from the batch holding `offset` to the log end, without reading them
+        (a waiting Fetch checks its min_bytes with this on every append)."""
+        total = 0
+        found = False
+        for seg in self.segments[self._segment_index(offset):]:
+            if found:
+                total += seg.size
+                continue
+            pos = seg.locate(offset)
+            if pos is not None:
+                found = True
+                total += seg.size - pos
+        return total
+
     def read(self, offset: int, max_bytes: int = 1024 * 1024) -> bytes:
         """Whole batches from the one holding `offset`, up to max_bytes (always at least one
         batch, as Kafka does, so a consumer can make progress past a large batch).
@@ -737,6 +752,12 @@ class PartitionLog:
                             self.directory, e)
             for seg in self.segments:
                 seg.close()
+
+    def discard_sync(self) -> None:
+        """Close at once a log nothing will be kept of (a topic whose creation failed)."""
+        for t in self._background:
+            t.cancel()
+        self.close_sync()
 
     def close_sync(self) -> None:
         """Close without fsync (tools, tests, and simulating a crash)."""

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SYNCFS_FROM_FILES = 4  # below this many dirty files, fsyncing each is cheaper than one syncfs
+SLOW_SYNC_S = 1.0  # a sync round this long is logged: the disk, not the server, is the bottleneck
 AIO_MAX_IN_FLIGHT = 256  # fsyncs one round can hand to the kernel; more are done on the loop
 
 
@@ -115,11 +116,14 @@ class Syncer:
         dirs = [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty]  # entries created or deleted
         token = object()
         timer = self.round_timer
-        started = time.perf_counter() if timer is not None else 0.0
+        started = time.perf_counter()
 
         def finish(error: OSError | None) -> None:
+            took = time.perf_counter() - started
             if timer is not None:
-                timer(time.perf_counter() - started)
+                timer(took)
+            if took >= SLOW_SYNC_S:
+                log.warning("slow fsync: %d files of %d logs took %.2f s", len(files) + len(dirs), len(work), took)
             self._finished(token, done, work, error)
 
         try:

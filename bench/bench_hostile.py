@@ -1,0 +1,87 @@
+"""Server memory (RSS from /proc) under the hostile clients of issue 16, against a fresh server:
+abandoned long polls, a client that sends Fetches and never reads, idle/slowloris connections.
+
+    python -m bench.bench_hostile [--polls 2000] [--unread 2000] [--idle 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+import tempfile
+import time
+from pathlib import Path
+
+from tests.conftest import ServerProcess, create_topics
+from tests.test_hardening import INT32_MAX, MIB, fetch_frame, fill_partition, rss_bytes
+
+
+def mib(n: int) -> str:
+    return f"{n / MIB:.1f} MiB"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--polls", type=int, default=2000)
+    p.add_argument("--unread", type=int, default=2000)
+    p.add_argument("--idle", type=int, default=2000)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(Path(tmp) / "data")
+        server.start()
+        try:
+            pid = server.proc.pid
+            create_topics(server.port, "big", partitions=1)
+            fill_partition(server.port, "big", 2 * MIB)
+            base = rss_bytes(pid)
+            print(f"baseline RSS (a 2 MiB partition): {mib(base)}")
+
+            idle = []
+            for _ in range(args.idle):
+                s = socket.create_connection(("127.0.0.1", server.port))
+                s.sendall(struct.pack(">i", 100) + b"\x00\x12")
+                idle.append(s)
+            time.sleep(1)
+            held = rss_bytes(pid)
+            print(f"{args.idle} slowloris connections held: RSS {mib(held)}"
+                  f" ({(held - base) / max(args.idle, 1) / 1024:.1f} KiB each)")
+            for s in idle:
+                s.close()
+            socks = []
+            for i in range(args.polls):
+                s = socket.create_connection(("127.0.0.1", server.port))
+                s.sendall(fetch_frame(i, "big", max_wait_ms=INT32_MAX, min_bytes=INT32_MAX))
+                socks.append(s)
+            time.sleep(1)
+            print(f"{args.polls} long polls (max_wait, min_bytes 2^31-1) waiting: RSS {mib(rss_bytes(pid))}")
+            t0 = time.perf_counter()
+            fill_partition(server.port, "big", 1 * MIB)
+            print(f"  1 MiB produced while they wait: {time.perf_counter() - t0:.2f} s, RSS {mib(rss_bytes(pid))}")
+            for s in socks:
+                s.close()
+            time.sleep(1)
+            print(f"  connections closed: RSS {mib(rss_bytes(pid))}")
+
+            hostile = socket.create_connection(("127.0.0.1", server.port))
+            hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            hostile.setblocking(False)
+            data = b"".join(fetch_frame(i, "big", max_wait_ms=0, min_bytes=0) for i in range(args.unread))
+            sent = 0
+            deadline = time.monotonic() + 5
+            while sent < len(data) and time.monotonic() < deadline:
+                try:
+                    sent += hostile.send(data[sent:])
+                except BlockingIOError:
+                    time.sleep(0.01)
+            time.sleep(1)
+            print(f"a client sent {sent // 1024} KiB of Fetches ({args.unread} x 2 MiB answers) and reads none:"
+                  f" RSS {mib(rss_bytes(pid))}")
+            hostile.close()
+
+        finally:
+            server.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,329 @@
+"""Hostile clients and bad input (issue 16): memory stays bounded by configuration, bad
+input gets a Kafka error or a clean close with a WARNING (never a traceback), and faults
+(no file descriptor left, racing admin requests) are answered, over real sockets.
+
+Memory is read from /proc of the server process, against generous bounds; nothing here
+asserts on time (socket timeouts only keep a broken server from hanging the suite).
+"""
+
+from __future__ import annotations
+
+import datetime
+import resource
+import socket
+import struct
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from coordinator.apis import build
+from protocol.framing import frame
+from protocol.messages import codec
+from tests.conftest import create_topics, wait_for
+from tests.test_server_wire import API_VERSIONS, Wire, api_ranges
+
+FETCH, METADATA, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 1, 3, 8, 9, 15, 19, 20
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+MIB = 1024 * 1024
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def fill_partition(port: int, topic: str, total_bytes: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 5, "compression.type": "none"})
+    value = b"v" * 100_000
+    for _ in range(total_bytes // len(value)):
+        p.produce(topic, value, partition=0)
+        p.poll(0)
+    assert p.flush(30) == 0
+
+
+def fetch_frame(corr: int, topic: str, *, max_wait_ms: int, min_bytes: int, max_bytes: int = INT32_MAX,
+                partition_max_bytes: int = 2 * MIB) -> bytes:
+    c = codec(FETCH, 12)
+    part = build(_nested(c, "FetchPartition"), dict(
+        partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+        partition_max_bytes=partition_max_bytes))
+    body = build(c.request_type, dict(
+        cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
+        max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(build(_nested(c, "FetchTopic"), dict(topic=topic, partitions=(part,))),),
+        forgotten_topics_data=(), rack_id=""))
+    from protocol.messages import encode_request
+    return encode_request(FETCH, 12, corr, "hostile", body)
+
+
+def _nested(c, name):
+    import sys
+    return getattr(sys.modules[c.request_type.__module__], name)
+
+
+def assert_serving(port: int) -> None:
+    w = Wire(port)
+    try:
+        assert api_ranges(w.call(API_VERSIONS, 0, corr=5))[API_VERSIONS] == (0, 4)
+    finally:
+        w.close()
+
+
+def assert_no_traceback(server) -> None:
+    text = server.log_text()
+    assert "Traceback" not in text and " ERROR " not in text, text[-3000:]
+
+
+# --- memory bounded by configuration ------------------------------------------------------------
+
+def test_client_that_never_reads_its_fetches(server_factory):
+    """Issue 16 #2: 300 Fetches of 2 MiB each, never read. Without a budget the server built and
+    queued every answer (~600 MiB); with it, it stops reading once 4 MiB are queued."""
+    server = server_factory()
+    create_topics(server.port, "big", partitions=1)
+    fill_partition(server.port, "big", 3 * MIB)
+    before = rss_bytes(server.proc.pid)
+    hostile = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # read nothing, buffer little
+    hostile.sendall(b"".join(fetch_frame(i, "big", max_wait_ms=0, min_bytes=0) for i in range(300)))
+    assert_serving(server.port)  # the server read and handled what it could meanwhile
+    time.sleep(1.0)  # let it handle whatever it will (not an assertion on time)
+    grown = rss_bytes(server.proc.pid) - before
+    assert grown < 64 * MIB, f"RSS grew {grown / MIB:.0f} MiB for an unread client"
+    hostile.close()
+    assert_serving(server.port)
+    assert_no_traceback(server)
+
+
+def test_abandoned_long_polls_are_cancelled_and_capped(server_factory):
+    """Issue 16 #1: long polls of max_wait 2^31-1 and min_bytes 2^31-1, their connections then
+    closed; appends go on. Waiting fetches hold no answer, and the connection's close cancels them."""
+    server = server_factory("--fetch-max-wait-ms", "600000", "--log-level", "DEBUG")
+    create_topics(server.port, "polled", partitions=1)
+    fill_partition(server.port, "polled", 2 * MIB)
+    before = rss_bytes(server.proc.pid)
+    socks = []
+    for i in range(200):
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+        s.sendall(fetch_frame(i, "polled", max_wait_ms=INT32_MAX, min_bytes=INT32_MAX))
+        socks.append(s)
+    assert_serving(server.port)
+    for s in socks:
+        s.close()
+    wait_for(lambda: server.log_text().count("1 waiting requests cancelled") == 200, what="200 polls cancelled")
+    fill_partition(server.port, "polled", 1 * MIB)  # each append would make every waiter re-read
+    grown = rss_bytes(server.proc.pid) - before
+    assert grown < 96 * MIB, f"RSS grew {grown / MIB:.0f} MiB"
+    assert_serving(server.port)
+    assert_no_traceback(server)
+
+
+def test_fetch_max_wait_is_capped(server_factory):
+    server = server_factory("--fetch-max-wait-ms", "100")
+    create_topics(server.port, "quiet", partitions=1)
+    w = Wire(server.port)
+    try:
+        w.send(fetch_frame(7, "quiet", max_wait_ms=INT32_MAX, min_bytes=INT32_MAX))
+        data = w.read_frame()  # would wait 24 days without the cap (the socket timeout is 20 s)
+        assert data is not None and struct.unpack_from(">i", data)[0] == 7
+    finally:
+        w.close()
+
+
+def test_idle_and_slowloris_connections_are_closed(server_factory):
+    server = server_factory("--connections-max-idle-ms", "200")
+    idle = Wire(server.port)
+    slow = Wire(server.port)
+    try:
+        slow.send(struct.pack(">i", 100) + b"\x00\x12")  # a frame begun, never finished
+        assert idle.read_frame() is None
+        assert slow.read_frame() is None
+        wait_for(lambda: "connections.max.idle.ms" in server.log_text(), what="the idle close logged")
+    finally:
+        idle.close()
+        slow.close()
+
+
+def test_a_client_that_never_reads_is_closed_when_idle(server_factory):
+    server = server_factory("--connections-max-idle-ms", "300", "--connection-max-queued-bytes", "65536")
+    create_topics(server.port, "unread", partitions=1)
+    fill_partition(server.port, "unread", 1 * MIB)
+    hostile = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        hostile.sendall(b"".join(fetch_frame(i, "unread", max_wait_ms=0, min_bytes=0) for i in range(50)))
+        wait_for(lambda: "connections.max.idle.ms" in server.log_text(), what="the stuck connection closed")
+    finally:
+        hostile.close()
+    assert_serving(server.port)
+
+
+def test_max_connections_refused_cleanly_and_logged(server_factory):
+    server = server_factory("--max-connections", "3")
+    held = [Wire(server.port) for _ in range(3)]
+    try:
+        for w in held:
+            assert api_ranges(w.call(API_VERSIONS, 0, corr=1))[API_VERSIONS] == (0, 4)
+        extra = Wire(server.port)
+        assert extra.read_frame() is None  # closed at once, no answer
+        extra.close()
+        wait_for(lambda: "max.connections=3" in server.log_text(), what="the refusal logged")
+        held.pop().close()
+
+        def accepted_again() -> bool:
+            w = Wire(server.port)
+            try:
+                w.send(w.request_bytes(API_VERSIONS, 0, 3))
+                return w.read_frame() is not None
+            finally:
+                w.close()
+        wait_for(accepted_again, what="a connection accepted once one closed")
+    finally:
+        for w in held:
+            w.close()
+    assert_no_traceback(server)
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+def test_null_array_where_the_schema_forbids_it(server):
+    w = Wire(server.port)
+    try:
+        w.send(frame(struct.pack(">hhih", DESCRIBE_GROUPS, 0, 1, -1) + struct.pack(">i", -1)))
+        w.assert_closed()
+    finally:
+        w.close()
+    wait_for(lambda: "null where the schema forbids it" in server.log_text(), what="the WARNING")
+    assert_serving(server.port)
+    assert_no_traceback(server)
+
+
+def test_offset_commit_retention_of_int64_max(server):
+    create_topics(server.port, "kept", partitions=1)
+    w = Wire(server.port)
+    try:
+        def string(v: str) -> bytes:
+            return struct.pack(">h", len(v)) + v.encode()
+        # By hand: kio holds retention_time as a timedelta, which cannot reach 2^63-1 ms.
+        body = (string("g-ret") + struct.pack(">i", -1) + string("") + struct.pack(">q", INT64_MAX)
+                + struct.pack(">i", 1) + string("kept") + struct.pack(">iiq", 1, 0, 42) + string(""))
+        from protocol.messages import decode_response
+        w.send(frame(struct.pack(">hhih", OFFSET_COMMIT, 2, 3, 1) + b"c" + body))
+        _, resp = decode_response(OFFSET_COMMIT, 2, w.read_frame())
+        assert resp.topics[0].partitions[0].error_code == 0
+    finally:
+        w.close()
+    server.restart()
+    w = Wire(server.port)
+    try:
+        resp = w.call(OFFSET_FETCH, 1, corr=4, group_id="g-ret", topics=(build(
+            _nested(codec(OFFSET_FETCH, 1), "OffsetFetchRequestTopic"), dict(name="kept", partition_indexes=(0,))),))
+        assert resp.topics[0].partitions[0].committed_offset == 42
+    finally:
+        w.close()
+    assert_no_traceback(server)
+
+
+def test_metadata_by_topic_id_only(server):
+    create_topics(server.port, "named", partitions=2)
+    w = Wire(server.port)
+    try:
+        c = codec(METADATA, 12)
+        topic = _nested(c, "MetadataRequestTopic")
+        known = w.call(METADATA, 12, corr=1, topics=(topic(name="named", topic_id=None),),
+                       allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        topic_id = known.topics[0].topic_id
+        unknown_id = uuid.uuid4()
+        resp = w.call(METADATA, 12, corr=2, topics=(topic(name=None, topic_id=topic_id),
+                                                     topic(name=None, topic_id=unknown_id)),
+                      allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        by_id = {t.topic_id: t for t in resp.topics}
+        assert by_id[topic_id].name == "named" and by_id[topic_id].error_code == 0
+        assert by_id[unknown_id].error_code == 100  # UNKNOWN_TOPIC_ID
+    finally:
+        w.close()
+    assert_no_traceback(server)
+
+
+# --- faults ---------------------------------------------------------------------------------------
+
+def _create_topic_request(w: Wire, corr: int, name: str, partitions: int):
+    c = codec(CREATE_TOPICS, 4)
+    t = _nested(c, "CreatableTopic")(name=name, num_partitions=partitions, replication_factor=-1,
+                                     assignments=(), configs=())
+    return w.call(CREATE_TOPICS, 4, corr=corr, topics=(t,), timeout=datetime.timedelta(seconds=5),
+                  validate_only=False)
+
+
+def test_create_topics_at_the_file_descriptor_limit(server):
+    w = Wire(server.port)
+    try:
+        open_fds = len(list(Path(f"/proc/{server.proc.pid}/fd").iterdir()))
+        soft, hard = resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (open_fds + 8, hard))
+        resp = _create_topic_request(w, 1, "too-many", 64)  # each partition opens files
+        assert resp.topics[0].error_code == 56, resp  # KAFKA_STORAGE_ERROR, the connection kept
+        assert "Too many open files" in resp.topics[0].error_message
+        resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        resp = _create_topic_request(w, 2, "too-many", 4)  # nothing of the failed attempt is left
+        assert resp.topics[0].error_code == 0, resp
+    finally:
+        w.close()
+    assert_no_traceback(server)
+
+
+def test_racing_create_and_delete_of_one_name(server):
+    a, b = Wire(server.port), Wire(server.port)
+    try:
+        c = codec(DELETE_TOPICS, 4)
+        for i in range(15):
+            a.send(a.request_bytes(CREATE_TOPICS, 4, 100 + i, topics=(_nested(codec(CREATE_TOPICS, 4), "CreatableTopic")(
+                name="flip", num_partitions=3, replication_factor=-1, assignments=(), configs=()),),
+                timeout=datetime.timedelta(seconds=5), validate_only=False))
+            b.send(b.request_bytes(DELETE_TOPICS, 4, 200 + i, topic_names=("flip",),
+                                   timeout=datetime.timedelta(seconds=5)))
+        for _ in range(15):
+            assert a.read_frame() is not None
+            assert b.read_frame() is not None
+        del c
+    finally:
+        a.close()
+        b.close()
+    server.restart()
+    assert "missing" not in server.log_text()
+    assert_serving(server.port)
+    assert_no_traceback(server)
+
+
+def test_a_large_request_is_not_held_more_than_twice(server_factory):
+    """socket.request.max.bytes: a 40 MiB Produce peaks at about twice its size in the server
+    (the frame and kio's decoded copy, briefly), never more."""
+    from bench.wire_client import request_class
+    from protocol.messages import encode_request
+
+    size = 40 * MIB
+    server = server_factory("--socket-request-max-bytes", str(64 * MIB))
+    create_topics(server.port, "large", partitions=1)
+    r, t, p = (request_class(0, 9, n) for n in ("ProduceRequest", "TopicProduceData", "PartitionProduceData"))
+    data = encode_request(0, 9, 1, "big", r(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+                                             topic_data=(t(name="large", partition_data=(p(
+                                                 index=0, records=b"\0" * size),)),)))
+    Path(f"/proc/{server.proc.pid}/clear_refs").write_text("5")  # reset the peak (VmHWM)
+    start = rss_bytes(server.proc.pid)
+    w = Wire(server.port)
+    try:
+        w.send(data)
+        del data
+        assert w.read_frame() is not None  # answered (the bytes are no valid batch: an error code)
+    finally:
+        w.close()
+    peak = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{server.proc.pid}/status").read_text()
+                .splitlines() if line.startswith("VmHWM:"))
+    assert peak - start < 2.6 * size, f"peak {(peak - start) / size:.2f}x the request"
+    assert_serving(server.port)
