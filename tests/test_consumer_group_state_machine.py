@@ -57,7 +57,7 @@ class Harness:
         self.shard = self.runtime.shard_for(GROUP)
 
     async def hb(self, member_id: str, epoch: int, topics=None, owned=(), **kw) -> HeartbeatResult:
-        r = HeartbeatRequest(GROUP, member_id, epoch, rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 60_000),
+        r = HeartbeatRequest(GROUP, member_id, epoch, rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 60_000 if epoch == 0 else -1),
                              subscribed_topic_names=topics, owned=None if owned is None else list(owned), **kw)
         got: list[HeartbeatResult] = []
         result = self.shard.consumer.heartbeat(r, got.append)
@@ -246,3 +246,18 @@ def test_assignors_balanced_and_sticky():
     assert moved <= 3  # only what d needs moves
     r = range_({m: (frozenset({t1}), {}) for m in "ab"}, {t1: 5})
     assert r["a"][t1] == frozenset({0, 1, 2}) and r["b"][t1] == frozenset({3, 4})
+
+
+async def test_member_that_does_not_revoke_within_rebalance_timeout_is_fenced():
+    h = Harness(session_timeout_ms=60_000)
+    h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"], rebalance_timeout_ms=5_000)
+    b = await h.hb("b", 0, ["t"])
+    a2 = await h.hb("a", a.member_epoch, owned=owned(a))  # told to revoke one; never acknowledges
+    assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS and len(flat(a2.assignment)) == 1
+    h.clock.advance(5_001)
+    await settle()
+    assert set(h.group.members) == {"b"}
+    b2 = await h.hb("b", h.group.members["b"].member_epoch, owned=[])
+    assert flat(b2.assignment) == {0, 1} and b.error == E.none
+    assert (await h.hb("a", a.member_epoch, owned=owned(a2))).error == E.unknown_member_id

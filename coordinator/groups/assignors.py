@@ -31,27 +31,31 @@ def _freeze(owned: dict[str, dict[uuid.UUID, set[int]]]) -> dict[str, Assignment
     return {m: {t: frozenset(ps) for t, ps in topics.items() if ps} for m, topics in owned.items()}
 
 
-def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
-    owned: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
-    load = dict.fromkeys(members, 0)
-    subscribers: dict[uuid.UUID, list[str]] = {}
+def _subscribers(members: Members, topics: TopicCounts) -> dict[uuid.UUID, list[str]]:
+    out: dict[uuid.UUID, list[str]] = {}
     for m, (subscribed, _) in sorted(members.items()):
         for t in subscribed:
             if t in topics:
-                subscribers.setdefault(t, []).append(m)
-    # A member's fair share: its subscribed partitions spread over everyone sharing them.
-    # Exact for homogeneous subscriptions, an upper bound of stickiness otherwise.
-    share: dict[str, int] = {}
+                out.setdefault(t, []).append(m)
+    return out
+
+
+def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
+    owned: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
+    load = dict.fromkeys(members, 0)
+    subscribers = _subscribers(members, topics)
+    # A member's fair share: its subscribed partitions spread over everyone sharing them
+    # (exact for identical subscriptions, which is what applications run).
+    floor: dict[str, int] = {}
+    ceiling: dict[str, int] = {}
     for m, (subscribed, _) in members.items():
         total = sum(topics[t] for t in subscribed if t in topics)
-        sharers = {s for t in subscribed if t in topics for s in subscribers[t]}
-        share[m] = -(-total // max(len(sharers), 1))
-    floor = {m: total_floor(members, topics, m, subscribers) for m in members}
-    unassigned: list[tuple[uuid.UUID, int]] = []
+        sharers = max(len({s for t in subscribed if t in topics for s in subscribers[t]}), 1)
+        floor[m], ceiling[m] = total // sharers, -(-total // sharers)
     taken: set[tuple[uuid.UUID, int]] = set()
-    # Keep previous partitions, up to the floor of the share first, so every member can
-    # reach its floor; then the surplus up to the ceiling.
-    for limit in (floor, share):
+    # Sticky: previous partitions are kept up to the floor first (so every member can reach
+    # its floor), then up to the ceiling; the rest go to the least loaded subscriber.
+    for limit in (floor, ceiling):
         for m in sorted(members):
             subscribed, previous = members[m]
             for t in sorted(previous, key=str):
@@ -65,29 +69,15 @@ def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
     for t in sorted(subscribers, key=str):
         for p in range(topics[t]):
             if (t, p) not in taken:
-                unassigned.append((t, p))
-    for t, p in unassigned:
-        m = min(subscribers[t], key=lambda s: (load[s], s))
-        owned[m].setdefault(t, set()).add(p)
-        load[m] += 1
+                m = min(subscribers[t], key=lambda s: (load[s], s))
+                owned[m].setdefault(t, set()).add(p)
+                load[m] += 1
     return _freeze(owned)
-
-
-def total_floor(members: Members, topics: TopicCounts, m: str, subscribers: dict[uuid.UUID, list[str]]) -> int:
-    subscribed = members[m][0]
-    total = sum(topics[t] for t in subscribed if t in topics)
-    sharers = {s for t in subscribed if t in topics for s in subscribers[t]}
-    return total // max(len(sharers), 1)
 
 
 def range_(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
     owned: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
-    subscribers: dict[uuid.UUID, list[str]] = {}
-    for m, (subscribed, _) in sorted(members.items()):
-        for t in subscribed:
-            if t in topics:
-                subscribers.setdefault(t, []).append(m)
-    for t, subs in subscribers.items():
+    for t, subs in _subscribers(members, topics).items():
         count = topics[t]
         quota, extra = divmod(count, len(subs))
         sizes = {m: quota + (1 if i < extra else 0) for i, m in enumerate(subs)}

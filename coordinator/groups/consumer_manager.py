@@ -417,15 +417,18 @@ class ConsumerGroupManager:
     def _on_session_timer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
             return
-        now = self.clock.now()
-        deadline = member.session_deadline
-        if member.revocation_deadline is not None and member.state is MemberState.UNREVOKED_PARTITIONS:
-            deadline = min(deadline, member.revocation_deadline)
-        if now < deadline:
-            member.session_timer = self.clock.call_at(deadline, self._on_session_timer, group, member)
+        if self.clock.now() < member.session_deadline:
+            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
             return
         member.session_timer = None
-        why = "session expired" if now >= member.session_deadline else "did not revoke within the rebalance timeout"
+        self._fence(group, member, "session expired")
+
+    def _on_revocation_timer(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
+        if (self.groups.get(group.group_id) is group and group.members.get(member.member_id) is member
+                and member.state is MemberState.UNREVOKED_PARTITIONS and member.revocation_deadline == deadline):
+            self._fence(group, member, "did not revoke its partitions within the rebalance timeout")
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
         self._remove(group, member)
         group.dirty = False
@@ -478,7 +481,9 @@ class ConsumerGroupManager:
                         member.pending_revocation, group.assignment_epoch, target, owned,
                         group.owned_elsewhere(member.member_id))
         if out.state is MemberState.UNREVOKED_PARTITIONS and member.state is not MemberState.UNREVOKED_PARTITIONS:
-            member.revocation_deadline = self.clock.now() + member.rebalance_timeout_ms
+            # It must revoke within its rebalance timeout, or it is fenced (its partitions freed).
+            member.revocation_deadline = deadline = self.clock.now() + member.rebalance_timeout_ms
+            self.clock.call_at(deadline, self._on_revocation_timer, group, member, deadline)
         member.state, member.member_epoch, member.previous_member_epoch = (
             out.state, out.member_epoch, out.previous_member_epoch)
         group.set_owned(member, out.assigned, out.pending_revocation)
