@@ -66,7 +66,13 @@ class ConsumerGroup:
         # (topic id, partition) -> the member owning it (assigned or pending revocation)
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
         self.dead = False
-        self.dirty = False  # changed since its records were last handed to the log
+        # (topic names, regexes) the members subscribe to; None: to be recomputed
+        self._subscriptions: tuple[frozenset[str], frozenset[str]] | None = None
+        # What changed since its records were last handed to the log: the group's own
+        # records (dirty), the members whose records may differ, the members removed.
+        self.dirty = False
+        self.changed_members: set[str] = set()
+        self.removed_members: set[str] = set()
 
     # ownership ------------------------------------------------------------------------
 
@@ -85,6 +91,9 @@ class ConsumerGroup:
         return lambda t, p: owners.get((t, p), member_id) != member_id
 
     def remove_member(self, member: ConsumerMember) -> None:
+        self.removed_members.add(member.member_id)
+        self.dirty = True
+        self._subscriptions = None
         self.set_owned(member, {}, {})
         self.members.pop(member.member_id, None)
         self.target.pop(member.member_id, None)
@@ -93,11 +102,20 @@ class ConsumerGroup:
         if member.session_timer is not None:
             member.session_timer.cancel()
 
-    def subscribed_topic_names(self) -> set[str]:
-        out: set[str] = set()
-        for m in self.members.values():
-            out.update(m.subscribed_topic_names)
-        return out
+    def subscriptions(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Every topic name and regex a member subscribes to (cached: read at each heartbeat)."""
+        if self._subscriptions is None:
+            names: set[str] = set()
+            regexes: set[str] = set()
+            for m in self.members.values():
+                names.update(m.subscribed_topic_names)
+                if m.subscribed_topic_regex:
+                    regexes.add(m.subscribed_topic_regex)
+            self._subscriptions = (frozenset(names), frozenset(regexes))
+        return self._subscriptions
+
+    def subscriptions_changed(self) -> None:
+        self._subscriptions = None
 
     # the Group interface --------------------------------------------------------------
 
@@ -196,8 +214,15 @@ def _assignment(parts: R.Partitions) -> Assignment:
     return {t: frozenset(ps) for t, ps in parts if ps}
 
 
-def records_of(group: ConsumerGroup) -> dict[Any, Any]:
-    """The records that describe the group now: what a restart must replay to rebuild it."""
+def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
+    return (R.ConsumerGroupMemberMetadataKey(group_id, member_id),
+            R.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+            R.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id))
+
+
+def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
+    """The records that describe the group now (only those of `member_ids` if given):
+    what a restart must replay to rebuild it."""
     g = group.group_id
     out: dict[Any, Any] = {
         R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch),
@@ -206,7 +231,9 @@ def records_of(group: ConsumerGroup) -> dict[Any, Any]:
         R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(
             group.assignment_epoch),
     }
-    for m in group.members.values():
+    members = group.members.values() if member_ids is None else [
+        group.members[i] for i in member_ids if i in group.members]
+    for m in members:
         out[R.ConsumerGroupMemberMetadataKey(g, m.member_id)] = R.ConsumerGroupMemberMetadataValue(
             m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
             m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)

@@ -28,7 +28,7 @@ from .clock import Clock
 from protocol import consumer_records as R
 
 from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, group_from_records,
-                             records_of)
+                             member_keys, records_of)
 from .reconciliation import MemberState, reconcile
 from .topic_image import TopicImage
 
@@ -188,12 +188,15 @@ class ConsumerGroupManager:
         """Append what changed; done(error) once durable (NONE) or refused (the error,
         the group back to its durable state)."""
         stored = self.stored.get(group.group_id, {})
-        now = records_of(group) if group.members or group.group_epoch else {}
-        records: list[tuple[Any, Any]] = [(k, v) for k, v in now.items() if stored.get(k) != v]
-        gone = [k for k in stored if k not in now]
-        # Tombstones of removed members first, the group epoch record last (Kafka's order).
-        records = [(k, None) for k in gone if type(k) is not R.ConsumerGroupMetadataKey] + records
-        records += [(k, None) for k in gone if type(k) is R.ConsumerGroupMetadataKey]
+        now = records_of(group, group.changed_members)
+        gone = [k for m in group.removed_members if m not in group.members
+                for k in member_keys(group.group_id, m) if k in stored]
+        group.dirty = False
+        group.changed_members = set()
+        group.removed_members = set()
+        # Tombstones of removed members first (Kafka's order), then what changed.
+        records: list[tuple[Any, Any]] = [(k, None) for k in gone]
+        records += [(k, v) for k, v in now.items() if stored.get(k) != v]
         if not records:
             done(E.none)
             return
@@ -233,10 +236,12 @@ class ConsumerGroupManager:
             else:
                 result, group = self._heartbeat(r)
         except ApiError as e:
+            new = self.groups.get(r.group_id)
+            if type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
+                del self.groups[r.group_id]  # created for a member that could not join: not kept
             return HeartbeatResult(e.code, str(e))
         if not group.dirty:
             return result
-        group.dirty = False
         answered: list[HeartbeatResult] = []
         later = False
 
@@ -294,7 +299,10 @@ class ConsumerGroupManager:
         if r.server_assignor is not None and r.server_assignor != member.server_assignor:
             member.server_assignor = r.server_assignor
             bump = True
+        if bump:
+            group.subscriptions_changed()
         if member.member_id not in group.members:
+            group.subscriptions_changed()
             group.members[member.member_id] = member
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
@@ -314,6 +322,7 @@ class ConsumerGroupManager:
         changed = before[:2] != after[:2]
         if bump or before != after or stored_member_differs(self.stored.get(group.group_id), group, member):
             group.dirty = True
+            group.changed_members.add(member.member_id)
         send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
         return HeartbeatResult(E.none, None, member.member_id, member.member_epoch,
                                self.config.heartbeat_interval_ms, member.assigned if send else None), group
@@ -352,6 +361,8 @@ class ConsumerGroupManager:
                              member_epoch=old.previous_member_epoch, previous_member_epoch=old.previous_member_epoch,
                              state=old.state)
         group.members[new_id] = new
+        group.subscriptions_changed()
+        group.changed_members.add(new_id)
         group.static_members[old.instance_id] = new_id  # type: ignore[index]
         group.target[new_id] = target
         group.set_owned(new, assigned, pending)
@@ -389,6 +400,7 @@ class ConsumerGroupManager:
             log.info("group %s: static member %s (instance %s) left temporarily", group.group_id, member.member_id,
                      member.instance_id)
             group.dirty = True
+            group.changed_members.add(member.member_id)
             return HeartbeatResult(E.none, None, r.member_id, STATIC_LEAVE_EPOCH, 0), group
         member = group.members.get(r.member_id)
         if member is None:
@@ -431,7 +443,6 @@ class ConsumerGroupManager:
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
         self._remove(group, member)
-        group.dirty = False
         self._persist(group, lambda error: None)
 
     # assignment -----------------------------------------------------------------------
@@ -444,13 +455,17 @@ class ConsumerGroupManager:
         return names
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        """The subscribed topics that exist, with their ids and partition counts, as the
+        broker has them now."""
+        names, regexes = group.subscriptions()
+        if regexes:
+            patterns = [compile_regex(x) for x in regexes]
+            names = names | {n for n in self.image.names() if any(p.fullmatch(n) for p in patterns)}
         out: dict[str, tuple[uuid.UUID, int]] = {}
-        for m in group.members.values():
-            for name in self._subscribed_names(m):
-                if name not in out:
-                    found = self.image.lookup(name)
-                    if found is not None:
-                        out[name] = found
+        for name in names:
+            found = self.image.lookup(name)
+            if found is not None:
+                out[name] = found
         return out
 
     def _assignor_name(self, group: ConsumerGroup) -> str:
@@ -472,6 +487,8 @@ class ConsumerGroupManager:
             members[m.member_id] = (topic_ids, group.target.get(m.member_id, {}))
         group.target = ASSIGNORS[self._assignor_name(group)](members, counts)
         group.assignment_epoch = group.group_epoch
+        group.dirty = True
+        group.changed_members.update(group.members)  # their target records
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None) -> None:
         if member.member_epoch == group.assignment_epoch and member.state is MemberState.STABLE:
