@@ -57,6 +57,17 @@ class Config:
         30_000, "how often topic logs apply retention and compaction (log.retention.check.interval.ms)")
     max_incremental_fetch_session_cache_slots: int = _opt(
         1000, "incremental fetch sessions kept (max.incremental.fetch.session.cache.slots; 0: none)")
+    # Security (off by default: the dev stand-in stays zero-config).
+    security_protocol: str = _opt("PLAINTEXT", "security.protocol of the Kafka port",
+                                  choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    ssl_certfile: Path | None = _opt(None, "TLS certificate chain (PEM) for SSL / SASL_SSL")
+    ssl_keyfile: Path | None = _opt(None, "its private key (PEM; default: in --ssl-certfile)")
+    ssl_cafile: Path | None = _opt(None, "CA certificates that sign client certificates")
+    ssl_client_auth: str = _opt("none", "ssl.client.auth: none | requested | required",
+                                choices=("none", "requested", "required"))
+    sasl_mechanisms: str = _opt("SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+                                "sasl.enabled.mechanisms for SASL_PLAINTEXT / SASL_SSL")
+    sasl_users: Path | None = _opt(None, "file of user:password lines (dev use) for SASL_PLAINTEXT / SASL_SSL")
     metrics_port: int | None = _opt(
         None, "serve Prometheus /metrics, /health and /ready on this port (off by default; 0 = any free port)")
     metrics_lag_sample_ms: int = _opt(
@@ -91,7 +102,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
         known.add(env)
         flag = "--" + f.name.replace("_", "-")
         kind = f.type if isinstance(f.type, type) else None
-        typ = {"int": int, "int | None": int, "Path": Path, "str | None": str, "str": str}.get(str(f.type), kind or str)
+        typ = {"int": int, "int | None": int, "Path": Path, "Path | None": Path, "str | None": str, "str": str}.get(
+            str(f.type), kind or str)
         raw = os.environ.get(env)
         if str(f.type) == "bool":
             default = f.default if raw is None else raw.lower() in ("1", "true", "yes")

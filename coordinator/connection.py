@@ -18,6 +18,7 @@ from protocol.framing import FrameDecoder, FrameError
 from protocol.messages import MalformedRequest, UnknownApi
 
 from .apis import LATER, UNANSWERED, RequestContext
+from .security.sasl import SaslSession
 
 if TYPE_CHECKING:
     from .server import Server
@@ -52,6 +53,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.eof = False
         self.last_active = time.monotonic()  # for connections.max.idle.ms
+        # SASL: this connection's authentication (None when the port needs none)
+        self.sasl = SaslSession() if server.sasl is not None else None
         self._handling = False
 
     # asyncio.Protocol callbacks -------------------------------------------------------

@@ -30,6 +30,7 @@ from .config import Config
 from .connection import CloseConnection, Connection
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
+from .security.sasl import BEFORE_AUTHENTICATION
 
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -74,6 +75,8 @@ class Server:
         self.groups: Any = None
         self.offsets_log: Any = None
         self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
+        self.sasl: Any = None  # coordinator.security.sasl.SaslApis with SASL_PLAINTEXT / SASL_SSL
+        self._tls: Any = None  # the ssl.SSLContext of SSL / SASL_SSL
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
@@ -92,6 +95,11 @@ class Server:
         # The port first: a port in use must fail before the data dir is created or loaded.
         sock = self._bind()
         raise_fd_limit(self.config.max_connections)
+        try:
+            self._configure_security()
+        except StartupError:
+            sock.close()
+            raise
         if self.config.metrics_port is not None:
             await self._start_metrics(sock)
         try:
@@ -117,7 +125,7 @@ class Server:
         # traverses objects that are about to be freed anyway.
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024, ssl=self._tls)
         if self.config.port == 0:
             self.config.port = self._server.sockets[0].getsockname()[1]
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
@@ -126,6 +134,34 @@ class Server:
         if self.metrics is not None:
             self.metrics.loaded(self.config.metrics_lag_sample_ms)
         self.ready_since = time.time()
+
+    def _configure_security(self) -> None:
+        """TLS context and SASL users, before anything is loaded: a bad file is one line."""
+        protocol = self.config.security_protocol
+        if protocol in ("SSL", "SASL_SSL"):
+            from .security.tls import TlsConfigError, server_context
+
+            try:
+                self._tls = server_context(self.config)
+            except TlsConfigError as e:
+                raise StartupError(str(e)) from None
+        if protocol.startswith("SASL_"):
+            from .security.sasl import MECHANISMS, SaslApis
+            from .security.users import UsersFileError, load_users
+
+            mechanisms = [m.strip().upper() for m in self.config.sasl_mechanisms.split(",") if m.strip()]
+            unknown = [m for m in mechanisms if m not in MECHANISMS]
+            if unknown or not mechanisms:
+                raise StartupError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; "
+                                   f"supported: {', '.join(MECHANISMS)}")
+            if self.config.sasl_users is None:
+                raise StartupError(f"--security-protocol {protocol} needs --sasl-users FILE (user:password lines)")
+            try:
+                users = load_users(self.config.sasl_users)
+            except UsersFileError as e:
+                raise StartupError(str(e)) from None
+            self.sasl = SaslApis(mechanisms, users.get)
+            self.sasl.register(self.registry)
 
     async def _start_metrics(self, sock: socket.socket) -> None:
         from .metrics.endpoint import Metrics  # late: prometheus-client only when asked for
@@ -243,6 +279,9 @@ class Server:
                 return self._unsupported_api_versions(frame)
             raise CloseConnection(f"unsupported api key {api_key} version {version}")
         api, c = route
+        sasl = conn.sasl
+        if sasl is not None and sasl.user is None and api_key not in BEFORE_AUTHENTICATION:
+            raise CloseConnection(f"api key {api_key} before SASL authentication")  # as Kafka
         header, pos = read_request_header(frame, flexible=c.flexible_request)
         body = decode_body(c, frame, pos)
         ctx = RequestContext(header, c, conn.client_host, conn)

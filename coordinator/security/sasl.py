@@ -1,0 +1,113 @@
+"""SASL authentication of a connection (Kafka's SaslServerAuthenticator): SaslHandshake v1
+picks the mechanism, SaslAuthenticate v0-2 carries its tokens. Until it succeeds a
+connection may send only ApiVersions, SaslHandshake and SaslAuthenticate; anything else
+closes it, as Kafka does. A failed authentication is answered SASL_AUTHENTICATION_FAILED
+and the connection is closed.
+
+SaslHandshake v0 (raw SASL tokens outside Kafka's framing) is not served: Kafka 4 removed
+it (KIP-896), and clients that speak v1 use SaslAuthenticate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode as E
+
+from .scram import HASHES, AuthenticationFailed, ScramCredential, ScramExchange, derive, matches
+
+log = logging.getLogger(__name__)
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
+BEFORE_AUTHENTICATION = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))
+MECHANISMS = ("PLAIN", *HASHES)
+
+_NOBODY = derive("", "sha512", b"\0" * 32)
+Users = Callable[[str], "dict[str, ScramCredential] | None"]
+
+
+class PlainExchange:
+    """SASL PLAIN (RFC 4616): one message, authzid NUL user NUL password."""
+
+    def __init__(self, lookup: Users) -> None:
+        self.lookup = lookup
+        self.user: str | None = None
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed("malformed SASL PLAIN message")
+        try:
+            authzid, user, password = (p.decode() for p in parts)
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("SASL PLAIN message is not UTF-8") from None
+        if authzid and authzid != user:
+            raise AuthenticationFailed("authorization id differs from the user name")
+        credential = (self.lookup(user) or {}).get("SCRAM-SHA-512")
+        if not matches(credential or _NOBODY, password) or credential is None:
+            # (an unknown user costs the same derivation: no telling users apart by time)
+            raise AuthenticationFailed("Authentication failed: Invalid username or password")
+        self.user = user
+        return b"", True
+
+
+class SaslSession:
+    """One connection's authentication state."""
+
+    __slots__ = ("mechanism", "exchange", "user")
+
+    def __init__(self) -> None:
+        self.mechanism: str | None = None
+        self.exchange: Any = None
+        self.user: str | None = None  # set once authenticated
+
+    @property
+    def authenticated(self) -> bool:
+        return self.user is not None
+
+
+class SaslApis:
+    def __init__(self, mechanisms: list[str], users: Users) -> None:
+        self.mechanisms = mechanisms
+        self.users = users
+
+    def register(self, registry: Any) -> None:
+        registry.add(SASL_HANDSHAKE, range(1, 2), self.handshake)
+        registry.add(SASL_AUTHENTICATE, range(0, 3), self.authenticate)
+
+    def handshake(self, ctx: Any, req: Any) -> Any:
+        session: SaslSession = ctx.connection.sasl
+        if session is None or session.mechanism is not None:
+            error = E.illegal_sasl_state
+        elif req.mechanism not in self.mechanisms:
+            error = E.unsupported_sasl_mechanism
+        else:
+            error = E.none
+            session.mechanism = req.mechanism
+            session.exchange = (PlainExchange(self.users) if req.mechanism == "PLAIN"
+                                else ScramExchange(req.mechanism, self.users))
+        return ctx.response(error_code=error, mechanisms=tuple(self.mechanisms))
+
+    def authenticate(self, ctx: Any, req: Any) -> Any:
+        conn = ctx.connection
+        session: SaslSession = conn.sasl
+        if session is None or session.exchange is None or session.authenticated:
+            return self._fail(ctx, E.illegal_sasl_state, "SaslAuthenticate outside a SASL handshake")
+        try:
+            token, done = session.exchange.step(bytes(req.auth_bytes))
+        except AuthenticationFailed as e:
+            return self._fail(ctx, E.sasl_authentication_failed, str(e))
+        if done:
+            session.user = session.exchange.user
+            session.exchange = None
+            log.info("%s: authenticated as %s (%s)", conn.peer, session.user, session.mechanism)
+        return ctx.response(error_code=E.none, error_message=None, auth_bytes=token, session_lifetime=0)
+
+    @staticmethod
+    def _fail(ctx: Any, error: E, message: str) -> Any:
+        conn = ctx.connection
+        # Answer, then close (the answer is written before the loop runs this).
+        asyncio.get_running_loop().call_soon(conn.abort, f"SASL authentication failed: {message}")
+        return ctx.response(error_code=error, error_message=message, auth_bytes=b"", session_lifetime=0)

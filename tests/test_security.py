@@ -1,0 +1,196 @@
+"""TLS and SASL (PLAIN, SCRAM-SHA-256/512) with real clients, and the SASL state machine
+over raw frames: what is refused, with which error, and that the connection then closes."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.wire_client import WireClient, request_class
+from tests.conftest import ROOT, create_topics
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
+USERS = "alice:alice-secret\nbob:b0b:with:colons\n"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A throwaway CA and a server certificate for 127.0.0.1 / localhost."""
+    d = tmp_path_factory.mktemp("certs")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca")
+    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+    return d
+
+
+@pytest.fixture
+def users_file(tmp_path):
+    path = tmp_path / "users.txt"
+    path.write_text(USERS)
+    return path
+
+
+def tls_args(certs) -> list[str]:
+    return ["--ssl-certfile", str(certs / "server.pem"), "--ssl-keyfile", str(certs / "server.key")]
+
+
+def group_round_trip(conf: dict, topic: str) -> None:
+    """confluent-kafka: produce, then consume in a group and commit, over conf's security."""
+    p = Producer({**conf, "enable.idempotence": True})
+    for i in range(5):
+        p.produce(topic, value=b"secret-%d" % i)
+    assert p.flush(15) == 0
+    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 5 and time.monotonic() < deadline:
+        got += [m for m in c.consume(10, 0.5) if not m.error()]
+    assert sorted(m.value() for m in got) == [b"secret-%d" % i for i in range(5)]
+    assert sum(tp.offset for tp in c.commit(asynchronous=False)) == 5
+    c.close()
+
+
+def test_tls_with_confluent_and_kafka_python(server_factory, certs):
+    s = server_factory("--security-protocol", "SSL", *tls_args(certs))
+    conf = {"bootstrap.servers": s.bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem")}
+    admin = AdminClient(conf)  # (kept: a client collected mid-call cancels it)
+    admin.create_topics([NewTopic("tls", 2)])["tls"].result(15)
+    group_round_trip(conf, "tls")
+
+    from kafka import KafkaConsumer
+
+    k = KafkaConsumer("tls", bootstrap_servers=s.bootstrap, security_protocol="SSL",
+                      ssl_cafile=str(certs / "ca.pem"), group_id="kp", auto_offset_reset="earliest",
+                      consumer_timeout_ms=10_000)
+    assert len([m for m, _ in zip(k, range(5))]) == 5
+    k.close()
+    # a plaintext client gets no Kafka answer (the port speaks TLS only) and the log no traceback
+    with socket.create_connection(("127.0.0.1", s.port), 5) as sock:
+        sock.sendall(struct.pack(">ihhi", 10, 18, 0, 1) + b"\x00\x00")
+        assert not sock.recv(100).startswith(struct.pack(">i", 1))
+    assert "Traceback" not in s.log_text()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_sasl_ssl_group_life_cycle(server_factory, certs, users_file, mechanism):
+    s = server_factory("--security-protocol", "SASL_SSL", *tls_args(certs), "--sasl-users", str(users_file))
+    conf = {"bootstrap.servers": s.bootstrap, "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs / "ca.pem"),
+            "sasl.mechanisms": mechanism, "sasl.username": "bob", "sasl.password": "b0b:with:colons"}
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic("sasl", 1)])["sasl"].result(15)
+    group_round_trip(conf, "sasl")
+
+    from kafka import KafkaConsumer
+
+    k = KafkaConsumer("sasl", bootstrap_servers=s.bootstrap, security_protocol="SASL_SSL",
+                      ssl_cafile=str(certs / "ca.pem"), sasl_mechanism=mechanism, sasl_plain_username="alice",
+                      sasl_plain_password="alice-secret", group_id="kp", auto_offset_reset="earliest",
+                      consumer_timeout_ms=10_000)
+    assert len([m for m, _ in zip(k, range(5))]) == 5
+    k.close()
+    assert "alice-secret" not in s.log_text() and "b0b:with" not in s.log_text()
+
+
+def test_wrong_password_is_refused(server_factory, users_file):
+    s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file))
+    errors = []
+    admin = AdminClient({"bootstrap.servers": s.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "Wr0ngPa55",
+                         "error_cb": errors.append})
+    with pytest.raises(Exception):
+        admin.list_topics(timeout=5)
+    deadline = time.monotonic() + 10
+    while not errors and time.monotonic() < deadline:
+        admin.poll(0.2)  # (error callbacks are served by poll)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    assert "Wr0ngPa55" not in s.log_text()
+
+
+async def handshake(conn: WireClient, mechanism: str):
+    return await conn.request(SASL_HANDSHAKE, 1, request_class(SASL_HANDSHAKE, 1)(mechanism=mechanism))
+
+
+async def authenticate(conn: WireClient, token: bytes, v: int = 2):
+    return await conn.request(SASL_AUTHENTICATE, v, request_class(SASL_AUTHENTICATE, v)(auth_bytes=token))
+
+
+async def closed(conn: WireClient) -> bool:
+    try:
+        await conn.request(18, 0, request_class(18, 0)())
+    except ConnectionError:
+        return True
+    return False
+
+
+async def test_sasl_state_machine_over_raw_frames(server_factory, users_file):
+    s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file),
+                       "--sasl-mechanisms", "PLAIN,SCRAM-SHA-256")
+    # another mechanism: refused, with the enabled ones
+    conn = await WireClient("sasl").connect("127.0.0.1", s.port)
+    r = await handshake(conn, "GSSAPI")
+    assert (r.error_code, list(r.mechanisms)) == (33, ["PLAIN", "SCRAM-SHA-256"])  # UNSUPPORTED_SASL_MECHANISM
+    await conn.close()
+    # a wrong password: SASL_AUTHENTICATION_FAILED, then the connection is closed
+    conn = await WireClient("sasl").connect("127.0.0.1", s.port)
+    assert (await handshake(conn, "PLAIN")).error_code == 0
+    r = await authenticate(conn, b"\0alice\0nope")
+    assert r.error_code == 58 and "Invalid username or password" in r.error_message
+    assert await closed(conn)
+    # anything but ApiVersions / SASL before authenticating closes the connection, as Kafka
+    conn = await WireClient("sasl").connect("127.0.0.1", s.port)
+    with pytest.raises(ConnectionError):
+        await conn.request(METADATA, 1, request_class(METADATA, 1)(topics=None))
+    # the right password; then a second handshake is ILLEGAL_SASL_STATE
+    conn = await WireClient("sasl").connect("127.0.0.1", s.port)
+    assert (await handshake(conn, "PLAIN")).error_code == 0
+    r = await authenticate(conn, b"\0alice\0alice-secret", v=1)
+    assert (r.error_code, r.auth_bytes) == (0, b"")
+    assert (await conn.request(METADATA, 1, request_class(METADATA, 1)(topics=None))).brokers
+    assert (await handshake(conn, "PLAIN")).error_code == 34
+    await conn.close()
+    # garbage SCRAM messages are an authentication failure, not a crash
+    for token in (b"p=tls-unique,,n=alice,r=abc", b"n,,r=abc", b"\xff\xfe", b"n,,n=alice,r=abc"):
+        conn = await WireClient("sasl").connect("127.0.0.1", s.port)
+        assert (await handshake(conn, "SCRAM-SHA-256")).error_code == 0
+        r = await authenticate(conn, token)
+        if r.error_code == 0:  # a well-formed first message: then a bad proof
+            r = await authenticate(conn, b"c=biws,r=abcXYZ,p=AAAA")
+        assert r.error_code == 58
+        await conn.close()
+    assert "Traceback" not in s.log_text()
+
+
+def test_security_startup_errors_are_one_line(tmp_path, certs):
+    def start(*args: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"),
+                            *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        return r.stderr
+
+    assert "needs --ssl-certfile" in start("--security-protocol", "SSL")
+    assert "needs --sasl-users" in start("--security-protocol", "SASL_PLAINTEXT")
+    assert "No such file" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(tmp_path / "none"))
+    bad = tmp_path / "bad-users"
+    bad.write_text("nopassword\n")
+    assert "line 1" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad))
+    assert "TLS certificate" in start("--security-protocol", "SSL", "--ssl-certfile", str(certs / "ca.key"),
+                                      "--ssl-keyfile", str(certs / "server.key"))
+    assert "supported: PLAIN" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad),
+                                       "--sasl-mechanisms", "OAUTHBEARER")
+    assert not (tmp_path / "d").exists()
