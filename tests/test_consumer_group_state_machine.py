@@ -261,3 +261,41 @@ async def test_member_that_does_not_revoke_within_rebalance_timeout_is_fenced():
     b2 = await h.hb("b", h.group.members["b"].member_epoch, owned=[])
     assert flat(b2.assignment) == {0, 1} and b.error == E.none
     assert (await h.hb("a", a.member_epoch, owned=owned(a2))).error == E.unknown_member_id
+
+
+async def test_random_joins_leaves_and_heartbeats_never_share_a_partition():
+    import random
+
+    rng = random.Random(848)
+    h = Harness()
+    h.catalog.add("t", 12)
+    h.catalog.add("u", 5)
+    alive: set[str] = set()
+    for step in range(400):
+        op = rng.random()
+        if op < 0.15 and len(alive) < 8:
+            m = f"m{step}"
+            assert (await h.hb(m, 0, rng.choice([["t"], ["t", "u"]]))).error == E.none
+            alive.add(m)
+        elif op < 0.22 and alive:
+            m = rng.choice(sorted(alive))
+            assert (await h.hb(m, -1, owned=None)).error == E.none
+            alive.discard(m)
+        elif alive:
+            m = rng.choice(sorted(alive))
+            member = h.group.members[m]
+            # A client owns what it was last given (it revokes at once, as librdkafka does).
+            r = await h.hb(m, member.member_epoch, owned=owned(member.assigned))
+            assert r.error == E.none
+        if alive:
+            no_double_owner(h.group)
+    # Quiet heartbeats bring everyone to the assignment epoch with the target assignment.
+    for _ in range(4):
+        for m in sorted(alive):
+            member = h.group.members[m]
+            await h.hb(m, member.member_epoch, owned=owned(member.assigned))
+    g = h.group
+    assert g.state_name == "Stable"
+    assert all(g.members[m].assigned == g.target[m] for m in alive)
+    assert sum(len(ps) for m in alive for ps in g.members[m].assigned.values()) == 17 or not any(
+        "u" in g.members[m].subscribed_topic_names for m in alive)
