@@ -127,36 +127,61 @@ def still_serving(port: int) -> bool:
 
 
 def run(port: int, count: int, seed: int, batch: int = 50) -> int:
-    """Send `count` mutated frames, `batch` per connection (pipelined: a close cuts the rest),
-    checking after each connection that the server answers a valid request."""
+    """Send `count` mutated frames, up to `batch` per connection (pipelined), checking after
+    each connection that the server answers a valid request. A frame that makes the server
+    close the connection ends its batch: the frames after it go again on a new connection,
+    so every frame is handled."""
     apis = served(port)
-    sent = 0
+    handled = 0
     pending: list[bytes] = []
-    for _, _, data in inputs(apis, count, seed):
-        pending.append(data)
-        if len(pending) >= batch:
-            _send_batch(port, pending)
-            sent += len(pending)
-            pending = []
-            if not still_serving(port):
-                raise AssertionError("the server stopped answering")
-    if pending:
-        _send_batch(port, pending)
-        sent += len(pending)
-    assert still_serving(port)
-    return sent
+    source = inputs(apis, count, seed)
+    exhausted = False
+    while pending or not exhausted:
+        while len(pending) < batch and not exhausted:
+            item = next(source, None)
+            if item is None:
+                exhausted = True
+            else:
+                pending.append(item[2])
+        if not pending:
+            break
+        n = _send_batch(port, pending)
+        handled += n
+        pending = pending[n:]
+        if not still_serving(port):
+            raise AssertionError("the server stopped answering")
+    return handled
 
 
-def _send_batch(port: int, frames: list[bytes]) -> None:
+def _send_batch(port: int, frames: list[bytes]) -> int:
+    """Send frames pipelined; how many the server handled: all if it answered the last one
+    or kept the connection, else up to the one after the last answered (which closed it)."""
+    ids = [struct.unpack_from(">i", f, 8)[0] for f in frames]
+    answered: set[int] = set()
+    closed = False
     with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        buf = b""
         try:
             s.sendall(b"".join(frames))
             s.shutdown(socket.SHUT_WR)
-            s.settimeout(5)  # long polls (Fetch) may wait: reading the answers is not the point
-            while s.recv(65536):
-                pass
-        except (ConnectionError, socket.timeout):
-            pass
+            s.settimeout(5)  # long polls (Fetch) may wait
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    closed = True
+                    break
+                buf += chunk
+                while len(buf) >= 8 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                    answered.add(struct.unpack_from(">i", buf, 4)[0])
+                    buf = buf[4 + struct.unpack_from(">i", buf)[0]:]
+        except ConnectionError:
+            closed = True
+        except socket.timeout:
+            return len(frames)
+    if not closed or ids[-1] in answered:
+        return len(frames)
+    last = max((i for i, c in enumerate(ids) if c in answered), default=-1)
+    return min(len(frames), last + 2)
 
 
 def decode_only(apis: list[tuple[int, int]], count: int, seed: int) -> dict[str, int]:
@@ -199,7 +224,17 @@ def main() -> None:
                 print(f"{args.inputs} mutated frames of {len(apis)} api versions decoded in-process:",
                       decode_only(apis, args.inputs, args.seed))
                 return
-            n = run(server.port, args.inputs, args.seed)
+            try:
+                n = run(server.port, args.inputs, args.seed)
+            except Exception:
+                import os
+                import subprocess
+                spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+                if os.path.exists(spy):
+                    subprocess.run(["gdb", "-p", str(server.proc.pid), "-batch", "-ex", "bt 25"])
+                print("fds:", len(os.listdir(f"/proc/{server.proc.pid}/fd")), open(f"/proc/{server.proc.pid}/stat").read().split()[13:15], file=sys.stderr)
+                print(server.log_text()[-3000:], file=sys.stderr)
+                raise
             log = server.log_text()
             print(f"sent {n} mutated frames; the server still answers; tracebacks in its log: "
                   f"{log.count('Traceback')}")

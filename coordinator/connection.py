@@ -30,6 +30,13 @@ MAX_IN_FLIGHT = 512  # requests per connection before we stop reading (back-pres
 _NO_RESPONSE = object()
 
 
+def _retrieve(fut: asyncio.Future) -> None:
+    """Take the outcome of a request whose connection is gone (else asyncio logs
+    "exception was never retrieved" with a traceback for each)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 class CloseConnection(Exception):
     """A request that Kafka answers by closing the connection (unsupported api, garbage)."""
 
@@ -64,7 +71,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
-        if self.server.refuse_over_max_connections(self):
+        if self.server.refuse_connection(self, transport):
             self.closed = True
             transport.close()
             return
@@ -89,6 +96,7 @@ class Connection(asyncio.Protocol):
             if type(item) is RequestContext and item.waiting is not LATER:
                 if detach:
                     item.waiting.remove_done_callback(self._on_done)
+                    item.waiting.add_done_callback(_retrieve)  # its error has nobody to go to
                 if self.server.cancel_on_close(item) and item.waiting.cancel():
                     cancelled += 1
         if cancelled:
@@ -255,7 +263,7 @@ class Connection(asyncio.Protocol):
             self._update_reading()
 
     def _update_reading(self) -> None:
-        if self.transport is None or self.closed:
+        if self.transport is None or self.closed or self.eof:  # (nothing more to read after EOF)
             return
         should_pause = (self.writing_paused or self.draining or len(self.pending) >= MAX_IN_FLIGHT
                         or bool(self.backlog))

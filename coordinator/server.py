@@ -42,10 +42,21 @@ _KEY_VERSION = struct.Struct(">hh")
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+FD_RESERVE = 32  # file descriptors kept for log segments and files, never for connections
+
+
+def fd_soft_limit() -> int:
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, ValueError, OSError):
+        return 2**31 - 1
+    return soft if soft != resource.RLIM_INFINITY else 2**31 - 1
+
+
 def raise_fd_limit(max_connections: int) -> None:
     """Raise the soft limit on open files to the hard one: each connection and each log
-    segment holds one. At the limit libuv accepts and closes connections without a word,
-    so say at startup if max.connections cannot be reached."""
+    segment holds one. Say at startup if max.connections cannot be reached."""
     try:
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -55,8 +66,8 @@ def raise_fd_limit(max_connections: int) -> None:
     except (ImportError, ValueError, OSError):
         return
     if soft != resource.RLIM_INFINITY and max_connections > soft - 256:
-        log.warning("max.connections=%d but only %d files may be open (ulimit -n): connections past "
-                    "about %d are closed unlogged", max_connections, soft, max(soft - 256, 0))
+        log.warning("max.connections=%d but only %d files may be open (ulimit -n): connections will be "
+                    "refused before that many", max_connections, soft)
 
 
 class StartupError(Exception):
@@ -228,14 +239,22 @@ class Server:
 
     # connection limits ----------------------------------------------------------------
 
-    def refuse_over_max_connections(self, conn: Connection) -> bool:
-        """max.connections: a connection past the limit is closed at once, and said (rate-limited)."""
+    def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool:
+        """A connection past max.connections, or one that would leave fewer than
+        FD_RESERVE file descriptors for log segments (libuv itself would drop connections
+        silently at the limit), is closed at once and said (rate-limited)."""
         limit = self.config.max_connections
-        if len(self.connections) < limit:
-            return False
-        self._warn_refused("refused a connection from %s: %d connections open (max.connections=%d)",
-                           conn.peer, len(self.connections), limit)
-        return True
+        if len(self.connections) >= limit:
+            self._warn_refused("refused a connection from %s: %d connections open (max.connections=%d)",
+                               conn.peer, len(self.connections), limit)
+            return True
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.fileno() >= fd_soft_limit() - FD_RESERVE:
+            self._warn_refused("refused a connection from %s: %d connections open and the open-file "
+                               "limit (%d, ulimit -n) nearly reached", conn.peer, len(self.connections),
+                               fd_soft_limit())
+            return True
+        return False
 
     def cancel_on_close(self, ctx: RequestContext) -> bool:
         api = self.registry.apis.get(ctx.header.api_key)

@@ -264,6 +264,7 @@ def _create_topic_request(w: Wire, corr: int, name: str, partitions: int):
 def test_create_topics_at_the_file_descriptor_limit(server):
     w = Wire(server.port)
     try:
+        assert api_ranges(w.call(API_VERSIONS, 0, corr=9))  # accepted before the limit is lowered
         open_fds = len(list(Path(f"/proc/{server.proc.pid}/fd").iterdir()))
         soft, hard = resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE)
         resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (open_fds + 8, hard))
@@ -275,6 +276,35 @@ def test_create_topics_at_the_file_descriptor_limit(server):
         assert resp.topics[0].error_code == 0, resp
     finally:
         w.close()
+    assert_no_traceback(server)
+
+
+def test_create_topics_of_too_many_partitions_is_a_policy_violation(server):
+    """A mutated count (2^31-1 partitions) once blocked the server creating directories."""
+    w = Wire(server.port)
+    try:
+        resp = _create_topic_request(w, 1, "huge", INT32_MAX)
+        assert resp.topics[0].error_code == 44, resp  # POLICY_VIOLATION, as Kafka's controller
+        assert _create_topic_request(w, 2, "fine", 3).topics[0].error_code == 0
+    finally:
+        w.close()
+    assert_no_traceback(server)
+
+
+def test_connections_near_the_fd_limit_are_refused_and_logged(server):
+    """Connections that would leave too few file descriptors for log files are closed at once,
+    and said: at the limit itself libuv would drop them without a word."""
+    soft, hard = resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE)
+    open_fds = len(list(Path(f"/proc/{server.proc.pid}/fd").iterdir()))
+    resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (open_fds + 20, hard))
+    try:
+        w = Wire(server.port)
+        assert w.read_frame() is None  # refused: closed at once
+        w.close()
+        wait_for(lambda: "open-file limit" in server.log_text(), what="the refusal logged")
+    finally:
+        resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (soft, hard))
+    assert_serving(server.port)
     assert_no_traceback(server)
 
 

@@ -13,6 +13,9 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DELETE_RECORDS = 19, 20, 37, 21
 HIGH_WATERMARK = -1  # DeleteRecords: "everything so far"
 
 
+MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's controller: MAX_PARTITIONS_PER_BATCH
+
+
 class TopicAdmin:
     def __init__(self, topics: Topics) -> None:
         self.topics = topics
@@ -55,12 +58,21 @@ class TopicAdmin:
             return E.kafka_storage_error, -1
         return E.none, plog.log_start_offset
 
+    def _too_many_partitions(self, counts: list[int]) -> bool:
+        """Kafka's controller refuses a request that would create more than 10,000 partitions
+        at once (POLICY_VIOLATION): creating each costs files, and here the event loop's time."""
+        return sum(max(n if n != -1 else self.topics.default_partitions, 0) for n in counts) > MAX_PARTITIONS_PER_REQUEST
+
     def create_topics(self, ctx: RequestContext, req: Any) -> Any:
         results = []
         seen: set[str] = set()
+        too_many = self._too_many_partitions(
+            [len(t.assignments) if t.assignments else t.num_partitions for t in req.topics])
         for t in req.topics:
             error, message, info = E.none, None, None
             try:
+                if too_many:
+                    raise TopicError(E.policy_violation, "Excessively large number of partitions per request.")
                 if t.name in seen:
                     raise TopicError(E.invalid_request, f"topic {t.name!r} is listed twice")
                 seen.add(t.name)
@@ -106,9 +118,13 @@ class TopicAdmin:
 
     def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
         results = []
+        too_many = self._too_many_partitions([
+            t.count - (self.topics.get(t.name).partitions if self.topics.get(t.name) else 0) for t in req.topics])
         for t in req.topics:
             error, message = E.none, None
             try:
+                if too_many:
+                    raise TopicError(E.policy_violation, "Excessively large number of partitions per request.")
                 self.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
             except TopicError as e:
                 error, message = e.code, str(e)

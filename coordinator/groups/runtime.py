@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections.abc import Iterable, Iterator
 from functools import partial
@@ -94,7 +95,12 @@ class CoordinatorRuntime:
     # the write path -------------------------------------------------------------------
 
     def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None:
-        self.writer.append_to(shard.partition, records, partial(_written, shard, records, complete))
+        try:
+            self.writer.append_to(shard.partition, records, partial(_written, shard, records, complete))
+        except (struct.error, OverflowError, ValueError) as e:
+            # A value the record schema cannot hold (validation should have refused it):
+            # nothing was queued, so the write fails like any other, leaving no trace.
+            _written(shard, records, complete, e, None)
 
     # loading --------------------------------------------------------------------------
 
