@@ -15,6 +15,8 @@ from .cluster import Cluster
 from .groups.api import GroupApis
 from .groups.classic_manager import GroupConfig
 from .groups.clock import LoopClock
+from .groups.consumer_manager import consumer_group_config
+from .groups.topic_image import TopicImage
 from .groups.runtime import CoordinatorRuntime
 from .groups.shard import OffsetConfig
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
@@ -48,7 +50,8 @@ async def build_components(server: Server) -> list[Any]:
         initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
         max_size=c.group_max_size,
     ), OffsetConfig(c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
-                    topics.partition_keys))  # commits to unknown topics are refused, as Kafka does
+                    topics.partition_keys),  # commits to unknown topics are refused, as Kafka does
+        consumer_group_config(c), TopicImage(topics))
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
     GroupApis(runtime).register(server.registry)

@@ -41,6 +41,12 @@ class Config:
         50, "group.initial.rebalance.delay.ms: a new group's first join phase lasts this long, and again as "
         "long each time members keep arriving (up to the rebalance timeout); Kafka's default is 3000, 0 = none")
     group_max_size: int = _opt(2**31 - 1, "group.max.size")
+    # KIP-848 consumer groups (group.protocol=consumer).
+    group_consumer_heartbeat_interval_ms: int = _opt(5000, "group.consumer.heartbeat.interval.ms")
+    group_consumer_session_timeout_ms: int = _opt(45000, "group.consumer.session.timeout.ms")
+    group_consumer_max_size: int = _opt(2**31 - 1, "group.consumer.max.size")
+    group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors "
+                                         "(uniform, range), comma-separated; the first is the default")
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
     offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
     offsets_retention_check_interval_ms: int = _opt(600_000, "offsets.retention.check.interval.ms")

@@ -134,7 +134,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                             v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
                             len(v.members), [_member(m) for m in v.members], False)
                         groups.append((k.group, *tail, lp, r.offset, r.timestamp))
-                    # else an UnknownKey: KIP-848 / share-group records, not interpreted here
+                    # else KIP-848 consumer-group records (not in these tables yet) or an UnknownKey
                 except RecordDecodeError as e:
                     errors.append((lp, r.offset, seg.path, f"record at offset {r.offset}: {e}"))
             if len(commits["group"]) >= batch_rows:

@@ -1,8 +1,9 @@
 """Codecs for the classic-group records of `__consumer_offsets` (Kafka's exact bytes).
 
 Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey
-(same layout), 2 is GroupMetadataKey; higher numbers are KIP-848/share-group records that
-we do not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
+(same layout), 2 is GroupMetadataKey; 3-8 are KIP-848 consumer-group records
+(protocol/consumer_records.py); higher numbers are share/streams-group records that we do
+not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
 Every value starts with its own int16 schema version; a null value is a tombstone.
 
 Versions written, as current Kafka does: key 1 / 2; OffsetCommitValue 3 (1 when the
@@ -180,9 +181,18 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
         w.string(key.group)
     elif type(key) is UnknownKey:
         return _H.pack(key.version) + key.data
+    elif type(key) in _consumer().KEY_TYPES:
+        return _consumer().encode_key(key)
     else:
         raise TypeError(f"not a __consumer_offsets key: {key!r}")
     return bytes(w.out)
+
+
+def _consumer():
+    """protocol.consumer_records (KIP-848 record types 3-8), imported on first use: it
+    builds on this module's reader and writer."""
+    from . import consumer_records
+    return consumer_records
 
 
 def default_version(value: Value) -> int:
@@ -204,6 +214,8 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         if len(m) > 0x7FFF:
             raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")
         return b"".join((_V3_HEAD.pack(3, offset, leader_epoch, len(m)), m, _Q.pack(commit_timestamp)))
+    if type(value) not in (OffsetCommitValue, GroupMetadataValue):
+        return _consumer().encode_value(value)
     if version is None:
         version = default_version(value)
     if type(value) is OffsetCommitValue:
@@ -352,6 +364,8 @@ def decode_key(data: bytes) -> Key:
         key = OffsetCommitKey(r.string(), r.string(), r.int32())
     elif version == 2:
         key = GroupMetadataKey(r.string())
+    elif _consumer().is_consumer_key_version(version):
+        key = _consumer().decode_key(version, r)
     elif version > 2:
         return UnknownKey(version, bytes(data[2:]))
     else:
@@ -368,6 +382,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return _decode_offset_commit_value(data)
     if type(key) is GroupMetadataKey:
         return _decode_group_metadata_value(data)
+    if type(key) in _consumer().KEY_TYPES:
+        return _consumer().decode_value(key, data)
     raise RecordDecodeError(f"no value schema for {key!r}")
 
 

@@ -26,9 +26,9 @@ def test_group_metadata_key_bytes():
 
 
 def test_unknown_record_type_kept_raw():
-    k = decode_key(b"\x00\x05abc")
-    assert k == UnknownKey(5, b"abc")
-    assert decode_record(b"\x00\x05abc", b"\x00\x00zz") == (k, b"\x00\x00zz")
+    k = decode_key(b"\x00\x09abc")  # 9: a share-group record (3-8 are KIP-848's, decoded)
+    assert k == UnknownKey(9, b"abc")
+    assert decode_record(b"\x00\x09abc", b"\x00\x00zz") == (k, b"\x00\x00zz")
 
 
 def test_offset_commit_value_v3_bytes_and_default_versions():

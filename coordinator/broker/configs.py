@@ -228,7 +228,7 @@ def log_config(base: LogConfig, values: dict[str, Any]) -> LogConfig:
 def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
     """This server's settings under Kafka's broker config names (read-only in
     DescribeConfigs); a setting equal to Kafka's default is reported as DEFAULT_CONFIG."""
-    from .config_defs import BOOLEAN, INT, LONG
+    from .config_defs import BOOLEAN, INT, LIST, LONG
 
     rows = [
         ("node.id", INT, None, c.node_id, "This broker's id."),
@@ -249,6 +249,13 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
         ("group.max.session.timeout.ms", INT, 1_800_000, c.group_max_session_timeout_ms,
          "Longest session timeout."),
         ("group.max.size", INT, 2**31 - 1, c.group_max_size, "Most members of a group."),
+        ("group.consumer.heartbeat.interval.ms", INT, 5000, c.group_consumer_heartbeat_interval_ms,
+         "Heartbeat interval of consumer-protocol members."),
+        ("group.consumer.session.timeout.ms", INT, 45000, c.group_consumer_session_timeout_ms,
+         "Session timeout of consumer-protocol members."),
+        ("group.consumer.max.size", INT, 2**31 - 1, c.group_consumer_max_size, "Most members of a consumer group."),
+        ("group.consumer.assignors", LIST, "uniform,range", c.group_consumer_assignors,
+         "Server-side assignors of consumer groups; the first is the default."),
         ("socket.request.max.bytes", INT, 104_857_600, c.socket_request_max_bytes, "Largest request accepted."),
         ("connections.max.idle.ms", LONG, 600_000, c.connections_max_idle_ms,
          "Idle connections are closed after this long."),

@@ -17,6 +17,8 @@ from protocol.offset_commit import OffsetCommitRequest, write_response_to
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
 from .classic_group import ClassicGroup, JoinResult, SyncResult
+from .consumer_group import ConsumerGroup
+from .consumer_manager import ApiError, HeartbeatRequest, HeartbeatResult, validate_request
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
@@ -24,6 +26,7 @@ from .state import GroupState as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: all a group supports (no ACLs here).
@@ -46,11 +49,13 @@ class GroupApis:
         registry.add(HEARTBEAT, range(0, 5), self.heartbeat)
         registry.add(LEAVE_GROUP, range(0, 6), self.leave_group)
         registry.add(LIST_GROUPS, range(0, 6), self.list_groups)
-        registry.add(DESCRIBE_GROUPS, range(0, 6), self.describe_groups)
+        registry.add(DESCRIBE_GROUPS, range(0, 7), self.describe_groups)
         registry.add(DELETE_GROUPS, range(0, 3), self.delete_groups)
         registry.add(OFFSET_COMMIT, range(0, 10), self.offset_commit)
         registry.add(OFFSET_FETCH, range(0, 10), self.offset_fetch)
         registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
+        registry.add(CONSUMER_GROUP_HEARTBEAT, range(0, 2), self.consumer_group_heartbeat)
+        registry.add(CONSUMER_GROUP_DESCRIBE, range(0, 2), self.consumer_group_describe)
 
     # JoinGroup ------------------------------------------------------------------------
 
@@ -190,8 +195,12 @@ class GroupApis:
                 continue
             group = self.runtime.group(group_id)
             if type(group) is not ClassicGroup or group.is_(S.DEAD):
-                # Kafka describes an unknown group as a Dead one with no error.
-                described.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
+                # Kafka describes an unknown group as a Dead one (v6+: GROUP_ID_NOT_FOUND), and
+                # a consumer group as "not a classic group" (ConsumerGroupDescribe describes it).
+                other = group is not None and type(group) is not ClassicGroup and group.state_name != "Dead"
+                error = E.group_id_not_found if other or ctx.version >= 6 else E.none
+                message = f"Group {group_id} is not a classic group." if other else f"Group {group_id} not found."
+                described.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
                                             group_state=S.DEAD.value, protocol_type="", protocol_data="",
                                             members=(), authorized_operations=ops))
                 continue
@@ -275,6 +284,14 @@ class GroupApis:
         groups = []
         for g in req.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            group = self.runtime.group(g.group_id) if g.group_id else None
+            if type(group) is ConsumerGroup:
+                # v9+: a consumer-protocol member fetches with its id and epoch (Kafka checks them).
+                error = group.validate_offset_fetch(getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+                if error != E.none:
+                    groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=(),
+                                             error_code=error))
+                    continue
             error, topics = self._fetch(g.group_id, wanted)
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
                                      topics=self._fetched_topics(ctx, topics, "s"), error_code=error))
@@ -293,3 +310,73 @@ class GroupApis:
             ctx.nested("OffsetDeleteResponseTopic", name=name, partitions=tuple(
                 ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows))
             for name, rows in results))
+
+    # ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
+
+    def consumer_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
+        r = HeartbeatRequest(
+            req.group_id, req.member_id, req.member_epoch, req.instance_id, req.rack_id, ms(req.rebalance_timeout),
+            req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None), req.server_assignor,
+            None if req.topic_partitions is None else [(t.topic_id, list(t.partitions)) for t in req.topic_partitions],
+            ctx.header.client_id or "", ctx.client_host)
+        try:
+            validate_request(r, ctx.version, self.runtime.consumer_config.assignors)
+        except ApiError as e:
+            return self._heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
+        shard = self._shard(req.group_id)
+        if shard is None:
+            return self._heartbeat_response(ctx, HeartbeatResult(E.not_coordinator, "The coordinator is not available."))
+        result = shard.consumer.heartbeat(r, lambda result: ctx.answer(self._heartbeat_response(ctx, result)))
+        if result is None:
+            return LATER
+        return self._heartbeat_response(ctx, result)
+
+    @staticmethod
+    def _heartbeat_response(ctx: RequestContext, result: HeartbeatResult) -> Any:
+        assignment = None
+        if result.assignment is not None:
+            assignment = ctx.nested("Assignment", topic_partitions=tuple(
+                ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
+                for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))))
+        return ctx.response(throttle_time=0, error_code=result.error, error_message=result.message,
+                            member_id=result.member_id, member_epoch=result.member_epoch,
+                            heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment)
+
+    def consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
+        ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        out = []
+        for group_id in req.group_ids:
+            shard = self._shard(group_id)
+            if shard is None:
+                out.append(ctx.nested("DescribedGroup", error_code=E.not_coordinator, group_id=group_id,
+                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                                      members=(), authorized_operations=ops))
+                continue
+            error, message, group = shard.consumer.describe(group_id)
+            if group is None:
+                out.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
+                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                                      members=(), authorized_operations=ops))
+                continue
+            image = shard.consumer.image
+            members = tuple(
+                ctx.nested("Member", member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                           member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                           subscribed_topic_names=m.subscribed_topic_names,
+                           subscribed_topic_regex=m.subscribed_topic_regex,
+                           assignment=self._described_assignment(ctx, image, m.assigned),
+                           target_assignment=self._described_assignment(ctx, image, group.target.get(m.member_id, {})),
+                           member_type=1)  # 1: a consumer-protocol member (0 would be a classic one)
+                for m in group.members.values())
+            out.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
+                                  group_state=group.state_name, group_epoch=group.group_epoch,
+                                  assignment_epoch=group.assignment_epoch,
+                                  assignor_name=shard.consumer.assignor_of(group), members=members,
+                                  authorized_operations=ops))
+        return ctx.response(throttle_time=0, groups=tuple(out))
+
+    @staticmethod
+    def _described_assignment(ctx: RequestContext, image: Any, assignment: dict) -> Any:
+        return ctx.nested("Assignment", topic_partitions=tuple(
+            ctx.nested("TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "", partitions=tuple(sorted(ps)))
+            for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))))

@@ -108,6 +108,14 @@ class ClassicGroupManager:
         if reason:
             log.info("group %s: member %r joins: %s", group_id, member_id or client_id, reason)
         group = self.groups.get(group_id)
+        if group is not None and type(group) is not ClassicGroup:
+            if not group.is_empty():
+                # A consumer-protocol group with members: classic members do not join it
+                # (Kafka's online migration is not implemented).
+                return JoinResult(E.inconsistent_group_protocol, member_id)
+            # An Empty consumer group becomes a classic one, as Kafka converts it.
+            self.shard.consumer.convert_to_classic(group)  # type: ignore[arg-type]
+            group = None
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
                 return JoinResult(E.unknown_member_id, member_id)
@@ -449,7 +457,7 @@ class ClassicGroupManager:
         if not group_id:
             return SyncResult(E.invalid_group_id)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or type(group) is not ClassicGroup:  # (a consumer group has no classic members)
             return SyncResult(E.unknown_member_id)
         if group.is_(S.DEAD):
             return SyncResult(E.coordinator_not_available)
@@ -533,7 +541,7 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or type(group) is not ClassicGroup:
             return E.unknown_member_id
         if group.is_(S.DEAD):
             return E.coordinator_not_available
@@ -590,7 +598,7 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or type(group) is not ClassicGroup:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]
         if group.is_(S.DEAD):
             return E.coordinator_not_available, []

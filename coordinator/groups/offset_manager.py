@@ -188,7 +188,7 @@ class OffsetManager:
             group = self.groups.get(group_id)
             if (group is not None and len(keys) == len(self.store.of(group_id))
                     and group.validate_delete_group() == _NONE):
-                records.append((GroupMetadataKey(group_id), None))
+                records += self.shard.group_tombstones(group)
                 undo.append(group.mark_deleting())  # no member may join while it goes
 
         def written(error: int) -> None:

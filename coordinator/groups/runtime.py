@@ -28,9 +28,11 @@ from kio.schema.errors import ErrorCode as E
 from ..futures import Done
 from .classic_manager import GroupConfig
 from .clock import Clock
+from .consumer_manager import ConsumerGroupConfig
 from .group import Group
 from .records import Event
 from .shard import Complete, GroupShard, OffsetConfig
+from .topic_image import TopicImage
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +62,15 @@ def write_error(error: BaseException) -> int:
 
 class CoordinatorRuntime:
     def __init__(self, writer: PartitionWriter, clock: Clock, config: GroupConfig | None = None,
-                 offsets: OffsetConfig | None = None) -> None:
+                 offsets: OffsetConfig | None = None, consumer: ConsumerGroupConfig | None = None,
+                 image: TopicImage | None = None) -> None:
         self.writer = writer
         self.clock = clock
         self.config = config or GroupConfig()
         offsets = offsets or OffsetConfig()
-        self.shards = [GroupShard(p, self, clock, self.config, offsets) for p in range(writer.partitions)]
+        self.consumer_config = consumer or ConsumerGroupConfig()
+        self.shards = [GroupShard(p, self, clock, self.config, offsets, self.consumer_config, image)
+                       for p in range(writer.partitions)]
         # group id -> its shard: hot paths look here first, without a call (the hash once per group)
         self.shard_of: dict[str, GroupShard] = {}
         self._expiry: asyncio.Task | None = None

@@ -19,11 +19,15 @@ from kio.schema.errors import ErrorCode as E
 from .classic_group import ClassicGroup
 from .classic_manager import ClassicGroupManager, GroupConfig
 from .clock import Clock
+from .consumer_group import ConsumerGroup
+from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
 from .group import Group
 from .offset_manager import OffsetManager
 from .offset_store import OffsetStore
 from .records import Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .state import GroupState
+from protocol.consumer_records import KEY_TYPES as CONSUMER_KEYS
+from .topic_image import TopicImage
 
 if TYPE_CHECKING:
     from .runtime import CoordinatorRuntime
@@ -37,7 +41,8 @@ Complete = Callable[[int], object]
 
 class GroupShard:
     def __init__(self, partition: int, runtime: CoordinatorRuntime, clock: Clock, config: GroupConfig,
-                 offsets: OffsetConfig) -> None:
+                 offsets: OffsetConfig, consumer: ConsumerGroupConfig | None = None,
+                 image: TopicImage | None = None) -> None:
         self.partition = partition
         self.runtime = runtime
         # Why the shard cannot serve (its log partition is offline: corrupt data), or None;
@@ -47,6 +52,7 @@ class GroupShard:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.classic = ClassicGroupManager(self, clock, config)
+        self.consumer = ConsumerGroupManager(self, clock, consumer or ConsumerGroupConfig(), image or TopicImage())
         self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
                                             offsets.existing_partitions)
 
@@ -73,10 +79,14 @@ class GroupShard:
                 if group is not None:
                     self._remove_group(key.group)
                 return
+            if type(group) is ConsumerGroup:
+                return  # a classic group's record from before it became a consumer group
             if group is None:
                 group = self.groups[key.group] = ClassicGroup(key.group, value.current_state_timestamp)  # type: ignore[attr-defined]
             group.stored = value  # type: ignore[union-attr]
-        # Other record types (KIP-848, share groups) are kept in the log, not interpreted.
+        elif type(key) in CONSUMER_KEYS:
+            self.consumer.replay(key, value)
+        # Other record types (share and streams groups) are kept in the log, not interpreted.
 
     def _remove_group(self, group_id: str) -> None:
         group = self.groups.pop(group_id)
@@ -88,6 +98,7 @@ class GroupShard:
             if type(group) is ClassicGroup and group.stored is not None and not group.members:
                 loaded = self.groups[group_id] = ClassicGroup.loaded(group_id, group.stored)
                 self.classic.on_loaded(loaded)
+        self.consumer.on_loaded()
 
     def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         """What replay has built: each group's stored record, and the offsets (a fresh
@@ -108,7 +119,7 @@ class GroupShard:
         if error != E.none:
             return on_done(error)
         records: list[Event] = [(OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of(group_id)]
-        records.append((GroupMetadataKey(group_id), None))
+        records += self.group_tombstones(group)
         undo = group.mark_deleting()  # refuses joins and commits while the tombstones are written
 
         def written(error: int) -> None:
@@ -117,6 +128,14 @@ class GroupShard:
             on_done(error)
 
         self.write(records, written)
+
+    def group_tombstones(self, group: Group) -> list[Event]:
+        """The records that delete the group itself (its offsets aside)."""
+        if type(group) is ConsumerGroup:
+            records = self.consumer.delete_records(group.group_id)
+            if records:
+                return records
+        return [(GroupMetadataKey(group.group_id), None)]
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group]:
         return [g for g in self.groups.values()

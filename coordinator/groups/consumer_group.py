@@ -1,0 +1,277 @@
+"""A KIP-848 consumer group (Kafka's ConsumerGroup): members with epochs, a target
+assignment computed by the server, and each member's current assignment on its way to it.
+
+Epochs: the group epoch moves whenever what the assignment depends on changes (members,
+subscriptions, the subscribed topics' partitions); the target assignment is recomputed
+for it (assignment epoch = group epoch); a member's epoch reaches the assignment epoch
+once it has revoked what it had to (reconciliation.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode as E
+
+from protocol import consumer_records as R
+
+from .group import ExpirationBase
+from .reconciliation import Assignment, MemberState
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    rebalance_timeout_ms: int = 300_000
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    session_deadline: float = 0.0
+    session_timer: Any = None
+    revocation_deadline: float | None = None  # when it must have revoked by (rebalance timeout)
+
+    def owns(self) -> Assignment:
+        out = dict(self.assigned)
+        for t, ps in self.pending_revocation.items():
+            out[t] = out.get(t, frozenset()) | ps
+        return out
+
+
+class ConsumerGroup:
+    """Implements group.Group for the `consumer` type."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.members: dict[str, ConsumerMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.target: dict[str, Assignment] = {}  # member id -> its target assignment
+        # topic name -> (id, partitions) of the subscribed topics the target was computed from
+        self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        # (topic id, partition) -> the member owning it (assigned or pending revocation)
+        self.owners: dict[tuple[uuid.UUID, int], str] = {}
+        self.dead = False
+        # (topic names, regexes) the members subscribe to; None: to be recomputed
+        self._subscriptions: tuple[frozenset[str], frozenset[str]] | None = None
+        # What changed since its records were last handed to the log: the group's own
+        # records (dirty), the members whose records may differ, the members removed.
+        self.dirty = False
+        self.changed_members: set[str] = set()
+        self.removed_members: set[str] = set()
+
+    # ownership ------------------------------------------------------------------------
+
+    def set_owned(self, member: ConsumerMember, assigned: Assignment, pending: Assignment) -> None:
+        for t, ps in member.owns().items():
+            for p in ps:
+                if self.owners.get((t, p)) == member.member_id:
+                    del self.owners[(t, p)]
+        member.assigned, member.pending_revocation = assigned, pending
+        for t, ps in member.owns().items():
+            for p in ps:
+                self.owners[(t, p)] = member.member_id
+
+    def owned_elsewhere(self, member_id: str) -> Callable[[uuid.UUID, int], bool]:
+        owners = self.owners
+        return lambda t, p: owners.get((t, p), member_id) != member_id
+
+    def remove_member(self, member: ConsumerMember) -> None:
+        self.removed_members.add(member.member_id)
+        self.dirty = True
+        self._subscriptions = None
+        self.set_owned(member, {}, {})
+        self.members.pop(member.member_id, None)
+        self.target.pop(member.member_id, None)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
+            del self.static_members[member.instance_id]
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+
+    def subscriptions(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Every topic name and regex a member subscribes to (cached: read at each heartbeat)."""
+        if self._subscriptions is None:
+            names: set[str] = set()
+            regexes: set[str] = set()
+            for m in self.members.values():
+                names.update(m.subscribed_topic_names)
+                if m.subscribed_topic_regex:
+                    regexes.add(m.subscribed_topic_regex)
+            self._subscriptions = (frozenset(names), frozenset(regexes))
+        return self._subscriptions
+
+    def subscriptions_changed(self) -> None:
+        self._subscriptions = None
+
+    # the Group interface --------------------------------------------------------------
+
+    @property
+    def group_type(self) -> str:
+        return "consumer"
+
+    @property
+    def state_name(self) -> str:
+        if self.dead:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        if self.group_epoch != self.assignment_epoch:
+            return "Assigning"
+        for m in self.members.values():
+            if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
+                return "Reconciling"
+        return "Stable"
+
+    @property
+    def protocol_type(self) -> str | None:
+        return "consumer"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               now_ms: float) -> int:
+        # Kafka: a commit with a negative epoch comes from an admin client or a consumer
+        # without group management, allowed while the group is empty.
+        if self.dead:
+            return E.coordinator_not_available
+        if generation < 0 and not self.members:
+            return E.none
+        member = self.members.get(member_id)
+        if member is None:
+            return E.unknown_member_id
+        if generation != member.member_epoch:
+            return E.stale_member_epoch
+        return E.none
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        if self.dead:
+            return E.coordinator_not_available
+        if member_epoch < 0 and not member_id:
+            return E.none  # an admin or a consumer outside group management
+        member = self.members.get(member_id or "")
+        if member is None:
+            return E.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return E.stale_member_epoch
+        return E.none
+
+    def validate_offset_delete(self) -> int:
+        return E.none
+
+    def validate_delete_group(self) -> int:
+        if self.dead:
+            return E.group_id_not_found
+        return E.none if not self.members else E.non_empty_group
+
+    def mark_deleting(self) -> Callable[[], None]:
+        self.dead = True
+
+        def undo() -> None:
+            self.dead = False
+
+        return undo
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return any(topic in m.subscribed_topic_names for m in self.members.values())
+
+    def expiration_base(self) -> ExpirationBase | None:
+        # Kafka: a consumer group's offsets count from their commit (those of topics a
+        # member subscribes to are kept: is_subscribed_to).
+        return _commit_time
+
+
+def _commit_time(value: Any) -> int:
+    return value.commit_timestamp
+
+
+# persistence: the group as Kafka's records, and back --------------------------------
+
+_STATE_BYTE = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2,
+               MemberState.UNKNOWN: 127}
+_BYTE_STATE = {v: k for k, v in _STATE_BYTE.items()}
+
+
+def _parts(a: Assignment) -> R.Partitions:
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(a.items(), key=lambda kv: kv[0].bytes) if ps)
+
+
+def _assignment(parts: R.Partitions) -> Assignment:
+    return {t: frozenset(ps) for t, ps in parts if ps}
+
+
+def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
+    return (R.ConsumerGroupMemberMetadataKey(group_id, member_id),
+            R.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+            R.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id))
+
+
+def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
+    """The records that describe the group now (only those of `member_ids` if given):
+    what a restart must replay to rebuild it."""
+    g = group.group_id
+    out: dict[Any, Any] = {
+        R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch),
+        R.ConsumerGroupPartitionMetadataKey(g): R.ConsumerGroupPartitionMetadataValue(tuple(
+            R.TopicMetadata(tid, name, n) for name, (tid, n) in sorted(group.subscription_metadata.items()))),
+        R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(
+            group.assignment_epoch),
+    }
+    members = group.members.values() if member_ids is None else [
+        group.members[i] for i in member_ids if i in group.members]
+    for m in members:
+        out[R.ConsumerGroupMemberMetadataKey(g, m.member_id)] = R.ConsumerGroupMemberMetadataValue(
+            m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+        out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
+            _parts(group.target.get(m.member_id, {})))
+        out[R.ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ConsumerGroupCurrentMemberAssignmentValue(
+            m.member_epoch, m.previous_member_epoch, _STATE_BYTE[m.state], _parts(m.assigned),
+            _parts(m.pending_revocation))
+    return out
+
+
+def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup | None:
+    """Rebuild a group from its replayed records (None if they hold no group epoch)."""
+    meta = stored.get(R.ConsumerGroupMetadataKey(group_id))
+    if meta is None:
+        return None
+    group = ConsumerGroup(group_id)
+    group.group_epoch = meta.epoch
+    target_meta = stored.get(R.ConsumerGroupTargetAssignmentMetadataKey(group_id))
+    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    partitions = stored.get(R.ConsumerGroupPartitionMetadataKey(group_id))
+    if partitions is not None:
+        group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in partitions.topics}
+    for key, value in stored.items():
+        if type(key) is R.ConsumerGroupMemberMetadataKey:
+            m = ConsumerMember(key.member_id, value.instance_id, value.rack_id, value.client_id, value.client_host,
+                               tuple(value.subscribed_topic_names), value.subscribed_topic_regex,
+                               value.server_assignor, value.rebalance_timeout_ms)
+            group.members[m.member_id] = m
+            if m.instance_id is not None:
+                group.static_members[m.instance_id] = m.member_id
+    for key, value in stored.items():
+        if type(key) is R.ConsumerGroupTargetAssignmentMemberKey and key.member_id in group.members:
+            group.target[key.member_id] = _assignment(value.topic_partitions)
+        elif type(key) is R.ConsumerGroupCurrentMemberAssignmentKey and key.member_id in group.members:
+            m = group.members[key.member_id]
+            m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+            m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
+            group.set_owned(m, _assignment(value.assigned_partitions),
+                            _assignment(value.partitions_pending_revocation))
+    return group

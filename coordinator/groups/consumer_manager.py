@@ -1,0 +1,542 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848), as Kafka's GroupMetadataManager.
+
+One manager per shard, over the shard's groups (one namespace with classic groups). A
+heartbeat runs in one synchronous section: validate, update the member, bump the group
+epoch if what the assignment depends on changed, recompute the target assignment, move
+the member towards it (reconciliation.py), and answer.
+
+Persistence: after a heartbeat (or a leave, an expiry) changed the group, the records that
+differ from what the log holds (consumer_group.records_of against `stored`, the replayed
+view) are appended through the runtime, and the answer waits for them. `replay` keeps
+`stored` as the log says; a restart rebuilds the groups from it (on_loaded), and so does a
+failed append (the group goes back to its durable state, the member gets the error).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from kio.schema.errors import ErrorCode as E
+
+from .assignors import ASSIGNORS, DEFAULT_ASSIGNORS
+from .classic_group import ClassicGroup
+from .clock import Clock
+from protocol import consumer_records as R
+
+from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, group_from_records,
+                             member_keys, records_of)
+from .reconciliation import MemberState, reconcile
+from .topic_image import TopicImage
+
+if TYPE_CHECKING:
+    from .shard import GroupShard
+
+log = logging.getLogger(__name__)
+
+Owned = list[tuple[uuid.UUID, list[int]]]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    assignors: tuple[str, ...] = DEFAULT_ASSIGNORS  # group.consumer.assignors, the first is the default
+
+
+def consumer_group_config(c: Any) -> ConsumerGroupConfig:
+    """From the server's flags; an unknown assignor name stops the server at startup."""
+    assignors = tuple(a.strip() for a in c.group_consumer_assignors.split(",") if a.strip())
+    unknown = [a for a in assignors if a not in ASSIGNORS]
+    if unknown or not assignors:
+        raise ValueError(f"--group-consumer-assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(ASSIGNORS)}")
+    return ConsumerGroupConfig(c.group_consumer_heartbeat_interval_ms, c.group_consumer_session_timeout_ms,
+                               c.group_consumer_max_size, assignors)
+
+
+@dataclass
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Owned | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass
+class HeartbeatResult:
+    error: int
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict[uuid.UUID, frozenset[int]] | None = None
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def validate_request(r: HeartbeatRequest, version: int, assignors: tuple[str, ...]) -> None:
+    """Kafka's checks before the shard is asked (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR)."""
+    if (version >= 1 or r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH) and r.member_id == "":
+        raise ApiError(E.invalid_request, "MemberId can't be empty.")
+    if r.group_id == "":
+        raise ApiError(E.invalid_request, "GroupId can't be empty.")
+    if r.instance_id == "":
+        raise ApiError(E.invalid_request, "InstanceId can't be empty.")
+    if r.rack_id == "":
+        raise ApiError(E.invalid_request, "RackId can't be empty.")
+    if r.member_epoch == 0:
+        if r.rebalance_timeout_ms == -1:
+            raise ApiError(E.invalid_request, "RebalanceTimeoutMs must be provided in first request.")
+        if r.owned is None or r.owned:
+            raise ApiError(E.invalid_request, "TopicPartitions must be empty when (re-)joining.")
+        if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+            raise ApiError(E.invalid_request,
+                           "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+    elif r.member_epoch == STATIC_LEAVE_EPOCH:
+        if r.instance_id is None:
+            raise ApiError(E.invalid_request, "InstanceId can't be null.")
+    elif r.member_epoch < STATIC_LEAVE_EPOCH:
+        raise ApiError(E.invalid_request, "MemberEpoch is invalid.")
+    if r.server_assignor is not None and r.server_assignor not in assignors:
+        raise ApiError(E.unsupported_assignor, f"ServerAssignor {r.server_assignor} is not supported. "
+                       f"Supported assignors: {', '.join(assignors)}.")
+    if r.subscribed_topic_regex is not None:
+        compile_regex(r.subscribed_topic_regex)
+
+
+def compile_regex(pattern: str) -> re.Pattern:
+    """RE2/J syntax through Python's `re`: the common subset (classes, groups,
+    alternation, quantifiers, anchors) means the same; matched against the whole name
+    as Kafka does. A pattern `re` cannot compile is INVALID_REGULAR_EXPRESSION."""
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise ApiError(E.invalid_regular_expression, f"SubscribedTopicRegex `{pattern}` is not a valid regular "
+                       f"expression: {e}.") from None
+
+
+class ConsumerGroupManager:
+    def __init__(self, shard: GroupShard, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
+        self.shard = shard
+        self.clock = clock
+        self.config = config
+        self.image = image
+        self.groups = shard.groups
+        # group id -> {key: value} of its consumer-group records as replayed from the log
+        self.stored: dict[str, dict[Any, Any]] = {}
+
+    # persistence ----------------------------------------------------------------------
+
+    def replay(self, key: Any, value: Any) -> None:
+        group_id = key.group
+        stored = self.stored.setdefault(group_id, {})
+        if value is None:
+            stored.pop(key, None)
+            if type(key) is R.ConsumerGroupMetadataKey:  # the group's last tombstone: it is gone
+                del self.stored[group_id]
+                live = self.groups.get(group_id)
+                if type(live) is ConsumerGroup:
+                    self._drop(live)
+        else:
+            stored[key] = value
+
+    def on_loaded(self) -> None:
+        for group_id in list(self.stored):
+            self._restore(group_id)
+
+    def _restore(self, group_id: str) -> None:
+        """Make the live group what the log says (at load, or after a failed append)."""
+        old = self.groups.get(group_id)
+        if type(old) is ConsumerGroup:
+            self._drop(old)
+        group = group_from_records(group_id, self.stored.get(group_id, {}))
+        if group is None:
+            return
+        current = self.groups.get(group_id)
+        if current is not None and not (type(current) is ClassicGroup and current.is_empty()):
+            log.warning("group %s: consumer-group records beside a classic group with members; ignored", group_id)
+            return
+        self.groups[group_id] = group
+        for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
+            self._touch(group, m)
+
+    def _drop(self, group: ConsumerGroup) -> None:
+        for m in group.members.values():
+            if m.session_timer is not None:
+                m.session_timer.cancel()
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def _persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
+        """Append what changed; done(error) once durable (NONE) or refused (the error,
+        the group back to its durable state)."""
+        stored = self.stored.get(group.group_id, {})
+        now = records_of(group, group.changed_members)
+        gone = [k for m in group.removed_members if m not in group.members
+                for k in member_keys(group.group_id, m) if k in stored]
+        group.dirty = False
+        group.changed_members = set()
+        group.removed_members = set()
+        # Tombstones of removed members first (Kafka's order), then what changed.
+        records: list[tuple[Any, Any]] = [(k, None) for k in gone]
+        records += [(k, v) for k, v in now.items() if stored.get(k) != v]
+        if not records:
+            done(E.none)
+            return
+        group_id = group.group_id
+
+        def written(error: int) -> None:
+            if error != E.none:
+                log.warning("group %s: its records could not be written; back to its durable state", group_id)
+                self._restore(group_id)
+            done(error)
+
+        self.shard.write(records, written)
+
+    def convert_to_classic(self, group: ConsumerGroup) -> None:
+        """An Empty consumer group that a classic member joins: its records go (tombstones),
+        the group id is free for the classic group. Its committed offsets stay."""
+        self._drop(group)
+        records = self.delete_records(group.group_id)
+        if records:
+            self.shard.write(records, lambda error: error and log.warning(
+                "group %s: the consumer group's tombstones could not be written", group.group_id))
+
+    def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
+        """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
+        keys = list(self.stored.get(group_id, {}))
+        keys.sort(key=lambda k: type(k) is R.ConsumerGroupMetadataKey)
+        return [(k, None) for k in keys]
+
+    # the heartbeat --------------------------------------------------------------------
+
+    def heartbeat(self, r: HeartbeatRequest, answer: Callable[[HeartbeatResult], None]) -> HeartbeatResult | None:
+        """The answer now (an error, or nothing to write), or None and answer(result)
+        once the group's new records are durable."""
+        try:
+            if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                result, group = self._leave(r)
+            else:
+                result, group = self._heartbeat(r)
+        except ApiError as e:
+            new = self.groups.get(r.group_id)
+            if type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
+                del self.groups[r.group_id]  # created for a member that could not join: not kept
+            return HeartbeatResult(e.code, str(e))
+        if not group.dirty:
+            return result
+        answered: list[HeartbeatResult] = []
+        later = False
+
+        def done(error: int) -> None:
+            final = result if error == E.none else HeartbeatResult(error, "The group's records could not be written.")
+            if later:
+                answer(final)
+            else:
+                answered.append(final)  # nothing had to be written
+
+        self._persist(group, done)
+        if answered:
+            return answered[0]
+        later = True
+        return None
+
+    def _group(self, group_id: str, create: bool) -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if type(group) is ConsumerGroup and not group.dead:
+            return group
+        if group is None or (type(group) is ClassicGroup and group.is_empty() and create):
+            if not create:
+                raise ApiError(E.group_id_not_found, f"Group {group_id} not found.")
+            # An Empty classic group (e.g. one holding only committed offsets) becomes a
+            # consumer group when a consumer-protocol member joins, as Kafka converts it.
+            new = ConsumerGroup(group_id)
+            self.groups[group_id] = new
+            return new
+        raise ApiError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+
+    def _heartbeat(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, ConsumerGroup]:
+        group = self._group(r.group_id, r.member_epoch == 0)
+        full = r.member_epoch == 0
+        if r.member_epoch == 0:
+            member = self._joining_member(group, r)
+        else:
+            member = group.members.get(r.member_id)
+            if member is None:
+                raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
+            self._check_epoch(member, r.member_epoch, r.owned)
+        bump = False
+        if r.instance_id is not None:
+            member.instance_id = r.instance_id
+        if r.rack_id is not None:
+            member.rack_id = r.rack_id
+        if r.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = r.rebalance_timeout_ms
+        member.client_id, member.client_host = r.client_id, r.client_host
+        if r.subscribed_topic_names is not None and tuple(sorted(r.subscribed_topic_names)) != member.subscribed_topic_names:
+            member.subscribed_topic_names = tuple(sorted(r.subscribed_topic_names))
+            bump = True
+        if r.subscribed_topic_regex is not None and r.subscribed_topic_regex != member.subscribed_topic_regex:
+            member.subscribed_topic_regex = r.subscribed_topic_regex or None
+            bump = True
+        if r.server_assignor is not None and r.server_assignor != member.server_assignor:
+            member.server_assignor = r.server_assignor
+            bump = True
+        if bump:
+            group.subscriptions_changed()
+        if member.member_id not in group.members:
+            group.subscriptions_changed()
+            group.members[member.member_id] = member
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
+            bump = True
+        metadata = self._subscription_metadata(group)
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            bump = True
+        if bump:
+            group.group_epoch += 1
+        if group.assignment_epoch != group.group_epoch:
+            self._compute_target(group)
+        before = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
+        self._reconcile(group, member, r.owned)
+        self._touch(group, member)
+        after = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
+        changed = before[:2] != after[:2]
+        if bump or before != after or stored_member_differs(self.stored.get(group.group_id), group, member):
+            group.dirty = True
+            group.changed_members.add(member.member_id)
+        send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
+        return HeartbeatResult(E.none, None, member.member_id, member.member_epoch,
+                               self.config.heartbeat_interval_ms, member.assigned if send else None), group
+
+    def _joining_member(self, group: ConsumerGroup, r: HeartbeatRequest) -> ConsumerMember:
+        member_id = r.member_id or str(uuid.uuid4())  # v0: the coordinator names the member
+        if r.instance_id is not None:
+            old_id = group.static_members.get(r.instance_id)
+            old = group.members.get(old_id) if old_id is not None else None
+            if old is not None:
+                if old.member_epoch != STATIC_LEAVE_EPOCH:
+                    raise ApiError(E.unreleased_instance_id,
+                                   f"Static member {member_id} with instance id {r.instance_id} cannot join the "
+                                   f"group because the instance id is owned by {old.member_id} member.")
+                return self._replace_static(group, old, member_id)
+        existing = group.members.get(member_id)
+        if existing is not None:
+            # Rejoining (epoch 0) under the same id: it gave up everything it owned.
+            self._remove(group, existing)
+        elif len(group.members) >= self.config.max_size:
+            raise ApiError(E.group_max_size_reached, "The consumer group has reached its maximum capacity of "
+                           f"{self.config.max_size} members.")
+        return ConsumerMember(member_id, rebalance_timeout_ms=r.rebalance_timeout_ms,
+                              server_assignor=r.server_assignor, member_epoch=0)
+
+    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
+        """KIP-345 under KIP-848: the instance's new member takes its predecessor's
+        assignment and epoch, so nothing moves."""
+        target = group.target.get(old.member_id, {})
+        assigned, pending = old.assigned, old.pending_revocation
+        group.remove_member(old)
+        new = ConsumerMember(new_id, instance_id=old.instance_id, rack_id=old.rack_id,
+                             subscribed_topic_names=old.subscribed_topic_names,
+                             subscribed_topic_regex=old.subscribed_topic_regex,
+                             server_assignor=old.server_assignor, rebalance_timeout_ms=old.rebalance_timeout_ms,
+                             member_epoch=old.previous_member_epoch, previous_member_epoch=old.previous_member_epoch,
+                             state=old.state)
+        group.members[new_id] = new
+        group.subscriptions_changed()
+        group.changed_members.add(new_id)
+        group.static_members[old.instance_id] = new_id  # type: ignore[index]
+        group.target[new_id] = target
+        group.set_owned(new, assigned, pending)
+        return new
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, epoch: int, owned: Owned | None) -> None:
+        if epoch > member.member_epoch:
+            raise ApiError(E.fenced_member_epoch, f"The consumer group member has a greater member epoch ({epoch}) "
+                           f"than the one known by the group coordinator ({member.member_epoch}). The member must "
+                           "abandon all its partitions and rejoin.")
+        if epoch < member.member_epoch:
+            # The answer with the bumped epoch may have been lost: the previous epoch is
+            # accepted if the member owns no more than it is assigned.
+            if epoch != member.previous_member_epoch or not _subset(owned, member.assigned):
+                raise ApiError(E.fenced_member_epoch, f"The consumer group member has a smaller member epoch "
+                               f"({epoch}) than the one known by the group coordinator ({member.member_epoch}). "
+                               "The member must abandon all its partitions and rejoin.")
+
+    # leaving --------------------------------------------------------------------------
+
+    def _leave(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, ConsumerGroup]:
+        group = self._group(r.group_id, False)
+        if r.member_epoch == STATIC_LEAVE_EPOCH:
+            member_id = group.static_members.get(r.instance_id or "")
+            member = group.members.get(member_id) if member_id is not None else None
+            if member is None:
+                raise ApiError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
+            if member.member_id != r.member_id:
+                raise ApiError(E.fenced_instance_id, f"Static member {r.member_id} with instance id "
+                               f"{r.instance_id} was fenced by member {member.member_id}.")
+            # It keeps its assignment for the session timeout, awaiting its next incarnation.
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = STATIC_LEAVE_EPOCH
+            log.info("group %s: static member %s (instance %s) left temporarily", group.group_id, member.member_id,
+                     member.instance_id)
+            group.dirty = True
+            group.changed_members.add(member.member_id)
+            return HeartbeatResult(E.none, None, r.member_id, STATIC_LEAVE_EPOCH, 0), group
+        member = group.members.get(r.member_id)
+        if member is None:
+            raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
+        log.info("group %s: member %s left", group.group_id, member.member_id)
+        self._remove(group, member)
+        return HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0), group
+
+    def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A member leaves or is fenced: its partitions are free; the others are
+        assigned anew at the next group epoch."""
+        group.remove_member(member)
+        group.group_epoch += 1
+        group.subscription_metadata = self._subscription_metadata(group)
+        self._compute_target(group)
+        group.dirty = True
+
+    # timers ---------------------------------------------------------------------------
+
+    def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        member.session_deadline = self.clock.now() + self.config.session_timeout_ms
+        if member.session_timer is None:
+            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group,
+                                                      member)
+
+    def _on_session_timer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
+            return
+        if self.clock.now() < member.session_deadline:
+            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
+            return
+        member.session_timer = None
+        self._fence(group, member, "session expired")
+
+    def _on_revocation_timer(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
+        if (self.groups.get(group.group_id) is group and group.members.get(member.member_id) is member
+                and member.state is MemberState.UNREVOKED_PARTITIONS and member.revocation_deadline == deadline):
+            self._fence(group, member, "did not revoke its partitions within the rebalance timeout")
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+        log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
+        self._remove(group, member)
+        self._persist(group, lambda error: None)
+
+    # assignment -----------------------------------------------------------------------
+
+    def _subscribed_names(self, member: ConsumerMember) -> set[str]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            pattern = compile_regex(member.subscribed_topic_regex)
+            names.update(n for n in self.image.names() if pattern.fullmatch(n))
+        return names
+
+    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        """The subscribed topics that exist, with their ids and partition counts, as the
+        broker has them now."""
+        names, regexes = group.subscriptions()
+        if regexes:
+            patterns = [compile_regex(x) for x in regexes]
+            names = names | {n for n in self.image.names() if any(p.fullmatch(n) for p in patterns)}
+        out: dict[str, tuple[uuid.UUID, int]] = {}
+        for name in names:
+            found = self.image.lookup(name)
+            if found is not None:
+                out[name] = found
+        return out
+
+    def _assignor_name(self, group: ConsumerGroup) -> str:
+        """Kafka: the assignor most members ask for, else the configured default."""
+        counts: dict[str, int] = {}
+        for m in group.members.values():
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if counts:
+            return max(sorted(counts), key=lambda a: counts[a])
+        return self.config.assignors[0]
+
+    def _compute_target(self, group: ConsumerGroup) -> None:
+        metadata = group.subscription_metadata
+        counts = {tid: n for tid, n in metadata.values()}
+        members = {}
+        for m in group.members.values():
+            topic_ids = frozenset(metadata[n][0] for n in self._subscribed_names(m) if n in metadata)
+            members[m.member_id] = (topic_ids, group.target.get(m.member_id, {}))
+        group.target = ASSIGNORS[self._assignor_name(group)](members, counts)
+        group.assignment_epoch = group.group_epoch
+        group.dirty = True
+        group.changed_members.update(group.members)  # their target records
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None) -> None:
+        if member.member_epoch == group.assignment_epoch and member.state is MemberState.STABLE:
+            return
+        target = group.target.get(member.member_id, {})
+        out = reconcile(member.state, member.member_epoch, member.previous_member_epoch, member.assigned,
+                        member.pending_revocation, group.assignment_epoch, target, owned,
+                        group.owned_elsewhere(member.member_id))
+        if out.state is MemberState.UNREVOKED_PARTITIONS and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            # It must revoke within its rebalance timeout, or it is fenced (its partitions freed).
+            member.revocation_deadline = deadline = self.clock.now() + member.rebalance_timeout_ms
+            self.clock.call_at(deadline, self._on_revocation_timer, group, member, deadline)
+        member.state, member.member_epoch, member.previous_member_epoch = (
+            out.state, out.member_epoch, out.previous_member_epoch)
+        group.set_owned(member, out.assigned, out.pending_revocation)
+
+    # ConsumerGroupDescribe ------------------------------------------------------------
+
+    def describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
+        group = self.groups.get(group_id)
+        if group is None or (type(group) is ConsumerGroup and group.dead):
+            return E.group_id_not_found, f"Group {group_id} not found.", None
+        if type(group) is not ConsumerGroup:
+            return E.group_id_not_found, f"Group {group_id} is not a consumer group.", None
+        return E.none, None, group
+
+    def assignor_of(self, group: ConsumerGroup) -> str:
+        return self._assignor_name(group)
+
+
+def stored_member_differs(stored: dict[Any, Any] | None, group: ConsumerGroup, member: ConsumerMember) -> bool:
+    """Whether the member's subscription record is not what the log holds (a changed
+    client id, rack, rebalance timeout...): cheap, one record."""
+    if stored is None:
+        return True
+    value = stored.get(R.ConsumerGroupMemberMetadataKey(group.group_id, member.member_id))
+    return value is None or (value.instance_id, value.rack_id, value.client_id, value.client_host,
+                             value.subscribed_topic_regex, value.rebalance_timeout_ms, value.server_assignor) != (
+        member.instance_id, member.rack_id, member.client_id, member.client_host, member.subscribed_topic_regex,
+        member.rebalance_timeout_ms, member.server_assignor)
+
+
+def _subset(owned: Owned | None, assigned: dict[uuid.UUID, frozenset[int]]) -> bool:
+    if owned is None:
+        return False
+    return all(set(ps) <= assigned.get(t, frozenset()) for t, ps in owned)
+
+
+def _same(owned: Owned, assigned: dict[uuid.UUID, frozenset[int]]) -> bool:
+    mine = {t: frozenset(ps) for t, ps in owned if ps}
+    return mine == {t: ps for t, ps in assigned.items() if ps}

@@ -1,0 +1,255 @@
+"""Codecs for the KIP-848 consumer-group records of `__consumer_offsets` (Kafka's bytes).
+
+Key types (the key's leading int16) and their values, as Kafka's group-coordinator
+schemas define them (`../shared/kafka-schemas/group-coordinator/`): 3 ConsumerGroupMetadata
+(the group epoch), 4 ConsumerGroupPartitionMetadata (the subscribed topics' metadata),
+5 ConsumerGroupMemberMetadata (a member's subscription), 6 ConsumerGroupTargetAssignmentMetadata
+(the assignment epoch), 7 ConsumerGroupTargetAssignmentMember (a member's target),
+8 ConsumerGroupCurrentMemberAssignment (a member's epoch, state and current partitions).
+Keys are non-flexible (int16-length strings); values are version 0, flexible (compact
+strings and arrays, tagged fields, unknown tags skipped so a newer Kafka's records load).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+from .group_records import RecordDecodeError, _Reader, _Writer
+
+# topic id -> partitions, sorted by topic id when written
+Partitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic_id: uuid.UUID
+    topic_name: str
+    num_partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataValue:
+    topics: tuple[TopicMetadata, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    topic_partitions: Partitions = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState byte: 0 stable, 1 unrevoked, 2 unreleased, 127 unknown
+    assigned_partitions: Partitions = ()
+    partitions_pending_revocation: Partitions = field(default=())
+
+
+_KEY_TYPES: dict[int, type] = {
+    3: ConsumerGroupMetadataKey, 4: ConsumerGroupPartitionMetadataKey, 5: ConsumerGroupMemberMetadataKey,
+    6: ConsumerGroupTargetAssignmentMetadataKey, 7: ConsumerGroupTargetAssignmentMemberKey,
+    8: ConsumerGroupCurrentMemberAssignmentKey,
+}
+_KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
+KEY_TYPES = tuple(_KEY_TYPES.values())
+
+
+def is_consumer_key_version(version: int) -> bool:
+    return version in _KEY_TYPES
+
+
+# ---------------------------------------------------------------- keys
+
+def encode_key(key: object) -> bytes:
+    w = _Writer(_KEY_VERSION[type(key)], False)
+    w.string(key.group)  # type: ignore[attr-defined]
+    member_id = getattr(key, "member_id", None)
+    if member_id is not None:
+        w.string(member_id)
+    return bytes(w.out)
+
+
+def decode_key(version: int, r: _Reader) -> object:
+    cls = _KEY_TYPES[version]
+    group = r.string()
+    if cls in (ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
+               ConsumerGroupCurrentMemberAssignmentKey):
+        return cls(group, r.string())
+    return cls(group)
+
+
+# ---------------------------------------------------------------- values
+
+_UUID = struct.Struct(">QQ")
+
+
+def _uuid(w: _Writer, u: uuid.UUID) -> None:
+    w.out += u.bytes
+
+
+def _read_uuid(r: _Reader) -> uuid.UUID:
+    return uuid.UUID(bytes=r.take(16))
+
+
+def _partitions(w: _Writer, parts: Partitions) -> None:
+    w.array_len(len(parts))
+    for topic_id, ps in parts:
+        _uuid(w, topic_id)
+        w.array_len(len(ps))
+        for p in ps:
+            w.int32(p)
+        w.tags()
+
+
+def _read_partitions(r: _Reader) -> Partitions:
+    out = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        ps = tuple(r.int32() for _ in range(r.array_len()))
+        r.skip_tags()
+        out.append((topic_id, ps))
+    return tuple(out)
+
+
+def encode_value(value: object) -> bytes:
+    w = _Writer(0, True)
+    t = type(value)
+    if t is ConsumerGroupMetadataValue:
+        w.int32(value.epoch)  # type: ignore[union-attr]
+    elif t is ConsumerGroupPartitionMetadataValue:
+        w.array_len(len(value.topics))  # type: ignore[union-attr]
+        for tm in value.topics:  # type: ignore[union-attr]
+            _uuid(w, tm.topic_id)
+            w.string(tm.topic_name)
+            w.int32(tm.num_partitions)
+            w.array_len(0)  # PartitionMetadata (racks): none known here
+            w.tags()
+    elif t is ConsumerGroupMemberMetadataValue:
+        v: ConsumerGroupMemberMetadataValue = value  # type: ignore[assignment]
+        w.string(v.instance_id)
+        w.string(v.rack_id)
+        w.string(v.client_id)
+        w.string(v.client_host)
+        w.array_len(len(v.subscribed_topic_names))
+        for name in v.subscribed_topic_names:
+            w.string(name)
+        w.string(v.subscribed_topic_regex)
+        w.int32(v.rebalance_timeout_ms)
+        w.string(v.server_assignor)
+    elif t is ConsumerGroupTargetAssignmentMetadataValue:
+        w.int32(value.assignment_epoch)  # type: ignore[union-attr]
+    elif t is ConsumerGroupTargetAssignmentMemberValue:
+        _partitions(w, value.topic_partitions)  # type: ignore[union-attr]
+    elif t is ConsumerGroupCurrentMemberAssignmentValue:
+        c: ConsumerGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]
+        w.int32(c.member_epoch)
+        w.int32(c.previous_member_epoch)
+        w.out.append(c.state & 0xFF)
+        _partitions(w, c.assigned_partitions)
+        _partitions(w, c.partitions_pending_revocation)
+    else:
+        raise TypeError(f"not a consumer-group record value: {value!r}")
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_value(key: object, data: bytes) -> object:
+    r = _Reader(data, f"{type(key).__name__} value")
+    version = r.int16()
+    if version < 0:
+        raise r.fail(f"negative value version {version}")
+    r.flexible = True  # every version is flexible (KIP-915: newer ones add only tagged fields)
+    t = type(key)
+    if t is ConsumerGroupMetadataKey:
+        value: object = ConsumerGroupMetadataValue(r.int32())
+    elif t is ConsumerGroupPartitionMetadataKey:
+        topics = []
+        for _ in range(r.array_len()):
+            topic_id = _read_uuid(r)
+            name = r.string()
+            count = r.int32()
+            for _ in range(r.array_len()):  # PartitionMetadata: partition and racks, not used
+                r.int32()
+                for _ in range(r.array_len()):
+                    r.string()
+                r.skip_tags()
+            r.skip_tags()
+            topics.append(TopicMetadata(topic_id, name, count))  # type: ignore[arg-type]
+        value = ConsumerGroupPartitionMetadataValue(tuple(topics))
+    elif t is ConsumerGroupMemberMetadataKey:
+        instance_id, rack_id, client_id, client_host = (r.string(True), r.string(True), r.string(), r.string())
+        names = tuple(r.string() for _ in range(r.array_len()))
+        value = ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,  # type: ignore[arg-type]
+                                                 names, r.string(True), r.int32(), r.string(True))
+    elif t is ConsumerGroupTargetAssignmentMetadataKey:
+        value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
+    elif t is ConsumerGroupTargetAssignmentMemberKey:
+        value = ConsumerGroupTargetAssignmentMemberValue(_read_partitions(r))
+    elif t is ConsumerGroupCurrentMemberAssignmentKey:
+        epoch, previous = r.int32(), r.int32()
+        state = r.take(1)[0]
+        value = ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state if state < 128 else state - 256,
+                                                          _read_partitions(r), _read_partitions(r))
+    else:
+        raise RecordDecodeError(f"no value schema for {key!r}")
+    r.skip_tags()
+    r.end()
+    return value

@@ -1,0 +1,301 @@
+"""KIP-848 consumer groups in process (manual clock, in-memory log): reconciliation order,
+epochs, fencing, static members, expiry, and the records replayed into a fresh runtime."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode as E
+
+from coordinator.groups.assignors import range_, uniform
+from coordinator.groups.classic_manager import GroupConfig
+from coordinator.groups.clock import ManualClock
+from coordinator.groups.consumer_group import ConsumerGroup
+from coordinator.groups.consumer_manager import ConsumerGroupConfig, HeartbeatRequest, HeartbeatResult
+from coordinator.groups.reconciliation import MemberState
+from coordinator.groups.runtime import CoordinatorRuntime
+from coordinator.groups.shard import OffsetConfig
+from coordinator.groups.topic_image import TopicImage
+from tests.group_harness import MemoryLog, settle
+
+GROUP = "cg"
+
+
+@dataclass
+class Info:
+    name: str
+    partitions: int
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    internal: bool = False
+    error: int = 0
+
+
+class Catalog:
+    """The slice of the broker's topic catalog a TopicImage reads."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, Info] = {}
+        self.by_id: dict[uuid.UUID, Info] = {}
+
+    def add(self, name: str, partitions: int) -> Info:
+        info = self.topics[name] = Info(name, partitions)
+        self.by_id[info.topic_id] = info
+        return info
+
+    def get(self, name: str) -> Info | None:
+        return self.topics.get(name)
+
+
+class Harness:
+    def __init__(self, log: MemoryLog | None = None, catalog: Catalog | None = None, **config) -> None:
+        self.log = log or MemoryLog()
+        self.clock = ManualClock()
+        self.catalog = catalog or Catalog()
+        self.runtime = CoordinatorRuntime(self.log, self.clock, GroupConfig(), OffsetConfig(),
+                                          ConsumerGroupConfig(**config), TopicImage(self.catalog))
+        self.shard = self.runtime.shard_for(GROUP)
+
+    async def hb(self, member_id: str, epoch: int, topics=None, owned=(), **kw) -> HeartbeatResult:
+        r = HeartbeatRequest(GROUP, member_id, epoch, rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 60_000 if epoch == 0 else -1),
+                             subscribed_topic_names=topics, owned=None if owned is None else list(owned), **kw)
+        got: list[HeartbeatResult] = []
+        result = self.shard.consumer.heartbeat(r, got.append)
+        if result is None:
+            await settle()
+            result = got[0]
+        return result
+
+    @property
+    def group(self) -> ConsumerGroup:
+        return self.shard.groups[GROUP]  # type: ignore[return-value]
+
+    def reload(self) -> "Harness":
+        fresh = Harness(MemoryLog(), self.catalog)
+        fresh.log.records = self.log.records
+        fresh.runtime.load(self.log.all_records())
+        return fresh
+
+
+def owned(result_or_assignment) -> list[tuple[uuid.UUID, list[int]]]:
+    a = result_or_assignment.assignment if isinstance(result_or_assignment, HeartbeatResult) else result_or_assignment
+    return [(t, sorted(ps)) for t, ps in (a or {}).items()]
+
+
+def flat(assignment) -> set[int]:
+    return {p for ps in (assignment or {}).values() for p in ps}
+
+
+def no_double_owner(group: ConsumerGroup) -> None:
+    seen: dict[tuple, str] = {}
+    for m in group.members.values():
+        for t, ps in m.owns().items():
+            for p in ps:
+                assert (t, p) not in seen, f"{(t, p)} owned by {seen[(t, p)]} and {m.member_id}"
+                seen[(t, p)] = m.member_id
+
+
+async def test_join_alone_gets_everything_then_revoke_before_assign():
+    h = Harness()
+    h.catalog.add("t", 6)
+    a = await h.hb("a", 0, ["t"])
+    assert a.error == E.none and a.member_epoch == 1 and flat(a.assignment) == set(range(6))
+    b = await h.hb("b", 0, ["t"])
+    # b joins at epoch 2, but every partition is still a's: b waits (unreleased), gets nothing yet.
+    assert b.member_epoch == 2 and flat(b.assignment) == set()
+    assert h.group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
+    no_double_owner(h.group)
+    # a is told to keep half (its epoch stays 1 until it has revoked the rest).
+    a2 = await h.hb("a", 1, owned=owned(a))
+    assert a2.member_epoch == 1 and len(flat(a2.assignment)) == 3
+    assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    no_double_owner(h.group)
+    b2 = await h.hb("b", 2, owned=[])
+    assert flat(b2.assignment) == set()  # still owned by a (pending revocation)
+    # a acknowledges: its heartbeat lists only what it keeps; then it moves to epoch 2.
+    a3 = await h.hb("a", 1, owned=owned(a2))
+    assert a3.member_epoch == 2
+    b3 = await h.hb("b", 2, owned=[])
+    assert flat(b3.assignment) == set(range(6)) - flat(a2.assignment)
+    assert h.group.state_name == "Stable"
+    no_double_owner(h.group)
+
+
+async def test_fencing_and_unknown_member():
+    h = Harness()
+    h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"])
+    assert (await h.hb("a", a.member_epoch + 1, owned=owned(a))).error == E.fenced_member_epoch
+    assert (await h.hb("nobody", 1, owned=[])).error == E.unknown_member_id
+    assert (await h.hb("a", 1, owned=owned(a))).error == E.none
+    b = await h.hb("b", 0, ["t"])  # group epoch 2: a must revoke one partition
+    a2 = await h.hb("a", 1, owned=owned(a))
+    a3 = await h.hb("a", 1, owned=owned(a2))  # revoked: a moves to epoch 2
+    assert a3.member_epoch == 2
+    # The answer with epoch 2 may be lost: epoch 1 (the previous) with a subset is accepted...
+    assert (await h.hb("a", 1, owned=owned(a2))).error == E.none
+    # ...but not while it still lists partitions it no longer has, nor an older epoch.
+    assert (await h.hb("a", 1, owned=owned(a))).error == E.fenced_member_epoch
+    assert (await h.hb("a", 0, ["t"], owned=[])).error == E.none  # epoch 0: a rejoin under the same id
+    assert b.error == E.none
+
+
+async def test_leave_static_leave_and_rejoin_keeps_assignment():
+    h = Harness()
+    h.catalog.add("t", 4)
+    a = await h.hb("a", 0, ["t"], instance_id="inst-a")
+    assert flat(a.assignment) == set(range(4))
+    # A second member with the same instance id while it is there: UNRELEASED_INSTANCE_ID.
+    assert (await h.hb("a2", 0, ["t"], instance_id="inst-a")).error == E.unreleased_instance_id
+    left = await h.hb("a", -2, instance_id="inst-a", owned=None)
+    assert left.error == E.none and left.member_epoch == -2
+    epoch = h.group.group_epoch
+    back = await h.hb("a2", 0, ["t"], instance_id="inst-a")
+    assert back.error == E.none and flat(back.assignment) == set(range(4)) and h.group.group_epoch == epoch
+    assert set(h.group.members) == {"a2"}
+    assert (await h.hb("a2", -2, instance_id="other", owned=None)).error == E.unknown_member_id
+    gone = await h.hb("a2", -1, owned=None)
+    assert gone.member_epoch == -1 and h.group.state_name == "Empty"
+    assert (await h.hb("a2", -1, owned=None)).error == E.unknown_member_id
+
+
+async def test_session_expiry_frees_partitions():
+    h = Harness(session_timeout_ms=10_000)
+    h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"])
+    b = await h.hb("b", 0, ["t"])
+    await h.hb("a", a.member_epoch, owned=owned(a))
+    h.clock.advance(5_000)
+    await h.hb("b", b.member_epoch, owned=[])
+    h.clock.advance(6_000)  # a's session is over, b's is not
+    await settle()
+    assert set(h.group.members) == {"b"}
+    b2 = await h.hb("b", h.group.members["b"].member_epoch, owned=[])
+    assert flat(b2.assignment) == {0, 1}
+
+
+async def test_max_size_and_new_partitions_without_rejoin():
+    h = Harness(max_size=1)
+    info = h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"])
+    assert (await h.hb("b", 0, ["t"])).error == E.group_max_size_reached
+    info.partitions = 4  # partition growth: picked up at the next heartbeat
+    a2 = await h.hb("a", a.member_epoch, owned=owned(a))
+    assert flat(a2.assignment) == {0, 1, 2, 3} and a2.member_epoch == a.member_epoch + 1
+    h.catalog.add("later", 1)  # a topic created after the subscription
+    a3 = await h.hb("a", a2.member_epoch, ["t", "later"], owned=owned(a2))
+    assert len(a3.assignment) == 2
+
+
+async def test_regex_subscription():
+    h = Harness()
+    h.catalog.add("orders-eu", 1)
+    h.catalog.add("orders-us", 1)
+    h.catalog.add("payments", 1)
+    a = await h.hb("a", 0, None, subscribed_topic_regex="orders-.*")
+    assert len(a.assignment) == 2
+    h.catalog.add("orders-asia", 2)
+    a2 = await h.hb("a", a.member_epoch, owned=owned(a))
+    assert len(a2.assignment) == 3 and len(flat(a2.assignment)) == 2  # partitions 0 and 1 of the new one
+
+
+async def test_records_replay_into_the_same_group():
+    h = Harness()
+    h.catalog.add("t", 4)
+    a = await h.hb("a", 0, ["t"], instance_id="i-a", server_assignor="range")
+    b = await h.hb("b", 0, ["t"])
+    await h.hb("a", a.member_epoch, owned=owned(a))
+    a_state = h.group.members["a"]
+    await h.hb("a", a_state.member_epoch, owned=owned(a_state.assigned))
+    await h.hb("b", b.member_epoch, owned=[])
+    fresh = h.reload()
+    g, g2 = h.group, fresh.group
+    assert (g2.group_epoch, g2.assignment_epoch, g2.target) == (g.group_epoch, g.assignment_epoch, g.target)
+    for mid, m in g.members.items():
+        m2 = g2.members[mid]
+        assert (m2.member_epoch, m2.assigned, m2.pending_revocation, m2.state, m2.instance_id,
+                m2.server_assignor, m2.subscribed_topic_names) == (
+            m.member_epoch, m.assigned, m.pending_revocation, m.state, m.instance_id, m.server_assignor,
+            m.subscribed_topic_names)
+    # a member that leaves leaves tombstones: a reload no longer has it
+    await h.hb("b", -1, owned=None)
+    assert set(h.reload().group.members) == {"a"}
+
+
+async def test_failed_append_leaves_no_trace():
+    h = Harness()
+    h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"])
+    h.log.failing = True
+    b = await h.hb("b", 0, ["t"])
+    assert b.error == E.not_coordinator
+    assert set(h.group.members) == {"a"} and h.group.group_epoch == 1
+    h.log.failing = False
+    assert (await h.hb("a", a.member_epoch, owned=owned(a))).error == E.none
+
+
+def test_assignors_balanced_and_sticky():
+    t1, t2 = uuid.uuid4(), uuid.uuid4()
+    topics = {t1: 6, t2: 3}
+    members = {m: (frozenset({t1, t2}), {}) for m in "abc"}
+    first = uniform(members, topics)
+    assert sorted(sum(len(ps) for ps in a.values()) for a in first.values()) == [3, 3, 3]
+    members["d"] = (frozenset({t1, t2}), {})
+    second = uniform({m: (s, first.get(m, {})) for m, (s, _) in members.items()}, topics)
+    moved = sum(len(ps - second[m].get(t, frozenset())) for m, a in first.items() for t, ps in a.items())
+    assert moved <= 3  # only what d needs moves
+    r = range_({m: (frozenset({t1}), {}) for m in "ab"}, {t1: 5})
+    assert r["a"][t1] == frozenset({0, 1, 2}) and r["b"][t1] == frozenset({3, 4})
+
+
+async def test_member_that_does_not_revoke_within_rebalance_timeout_is_fenced():
+    h = Harness(session_timeout_ms=60_000)
+    h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"], rebalance_timeout_ms=5_000)
+    b = await h.hb("b", 0, ["t"])
+    a2 = await h.hb("a", a.member_epoch, owned=owned(a))  # told to revoke one; never acknowledges
+    assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS and len(flat(a2.assignment)) == 1
+    h.clock.advance(5_001)
+    await settle()
+    assert set(h.group.members) == {"b"}
+    b2 = await h.hb("b", h.group.members["b"].member_epoch, owned=[])
+    assert flat(b2.assignment) == {0, 1} and b.error == E.none
+    assert (await h.hb("a", a.member_epoch, owned=owned(a2))).error == E.unknown_member_id
+
+
+async def test_random_joins_leaves_and_heartbeats_never_share_a_partition():
+    import random
+
+    rng = random.Random(848)
+    h = Harness()
+    h.catalog.add("t", 12)
+    h.catalog.add("u", 5)
+    alive: set[str] = set()
+    for step in range(400):
+        op = rng.random()
+        if op < 0.15 and len(alive) < 8:
+            m = f"m{step}"
+            assert (await h.hb(m, 0, rng.choice([["t"], ["t", "u"]]))).error == E.none
+            alive.add(m)
+        elif op < 0.22 and alive:
+            m = rng.choice(sorted(alive))
+            assert (await h.hb(m, -1, owned=None)).error == E.none
+            alive.discard(m)
+        elif alive:
+            m = rng.choice(sorted(alive))
+            member = h.group.members[m]
+            # A client owns what it was last given (it revokes at once, as librdkafka does).
+            r = await h.hb(m, member.member_epoch, owned=owned(member.assigned))
+            assert r.error == E.none
+        if alive:
+            no_double_owner(h.group)
+    # Quiet heartbeats bring everyone to the assignment epoch with the target assignment.
+    for _ in range(4):
+        for m in sorted(alive):
+            member = h.group.members[m]
+            await h.hb(m, member.member_epoch, owned=owned(member.assigned))
+    g = h.group
+    assert g.state_name == "Stable"
+    assert all(g.members[m].assigned == g.target[m] for m in alive)
+    assert sum(len(ps) for m in alive for ps in g.members[m].assigned.values()) == 17 or not any(
+        "u" in g.members[m].subscribed_topic_names for m in alive)

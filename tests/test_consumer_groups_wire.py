@@ -1,0 +1,177 @@
+"""KIP-848 consumer groups over raw frames: ConsumerGroupHeartbeat/Describe, Kafka's error
+codes, reconciliation order, offsets of consumer groups, the classic/consumer boundary,
+and a restart bringing the group back."""
+
+from __future__ import annotations
+
+import datetime
+
+from bench.wire_client import WireClient, request_class
+from tests.test_groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
+
+HB, CG_DESCRIBE, API_VERSIONS = 68, 69, 18
+MINUTE = datetime.timedelta(minutes=1)
+
+
+def hb(group, member_id, epoch, topics=None, owned=(), v=1, **kw):
+    TP = request_class(HB, v, "TopicPartitions")
+    if epoch == 0:
+        kw.setdefault("rebalance_timeout", MINUTE)
+    return request_class(HB, v)(
+        group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics,
+        topic_partitions=None if owned is None else tuple(TP(topic_id=t, partitions=tuple(ps)) for t, ps in owned),
+        **kw)
+
+
+def owned_of(resp):
+    return [(t.topic_id, list(t.partitions)) for t in resp.assignment.topic_partitions]
+
+
+def flat(owned):
+    return {(t, p) for t, ps in owned for p in ps}
+
+
+async def describe(conn, *groups):
+    r = await conn.request(CG_DESCRIBE, 1, request_class(CG_DESCRIBE, 1)(group_ids=groups,
+                                                                         include_authorized_operations=False))
+    return r.groups
+
+
+async def test_advertised_and_request_validation(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        r = await conn.request(API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t",
+                                                                                client_software_version="1"))
+        keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+        assert keys[HB] == (0, 1) and keys[CG_DESCRIBE] == (0, 1)
+        await conn.create_topics("t", partitions=2)
+        cases = [
+            (hb("", "m", 0, ["t"]), 42, "GroupId can't be empty."),
+            (hb("g", "", 0, ["t"]), 42, "MemberId can't be empty."),
+            (hb("g", "m", 0, ["t"], rebalance_timeout=datetime.timedelta(milliseconds=-1)), 42, None),
+            (hb("g", "m", 0, ["t"], owned=None), 42, "TopicPartitions must be empty when (re-)joining."),
+            (hb("g", "m", 0, None), 42, None),
+            (hb("g", "m", -3), 42, "MemberEpoch is invalid."),
+            (hb("g", "m", -2), 42, "InstanceId can't be null."),
+            (hb("g", "m", 0, ["t"], instance_id=""), 42, None),
+            (hb("g", "m", 0, ["t"], server_assignor="sticky"), 112, None),  # UNSUPPORTED_ASSIGNOR
+            (hb("g", "m", 0, None, subscribed_topic_regex="(unclosed"), 128, None),  # INVALID_REGULAR_EXPRESSION
+            (hb("nope", "m", 3), 69, None),  # GROUP_ID_NOT_FOUND: a heartbeat for a group that is not there
+        ]
+        for body, error, message in cases:
+            resp = await conn.request(HB, 1, body)
+            assert resp.error_code == error, (body, resp)
+            if message is not None:
+                assert resp.error_message == message
+    finally:
+        await conn.close()
+
+
+async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=4)
+        a = await conn.request(HB, 1, hb("g1", "a", 0, ["t"]))
+        assert a.error_code == 0 and a.member_epoch == 1 and len(flat(owned_of(a))) == 4
+        assert a.heartbeat_interval.total_seconds() == 5  # group.consumer.heartbeat.interval.ms
+        b = await conn.request(HB, 1, hb("g1", "b", 0, ["t"]))
+        assert b.member_epoch == 2 and owned_of(b) == []  # everything is still a's
+        a_owned = owned_of(a)
+        a2 = await conn.request(HB, 1, hb("g1", "a", 1, owned=a_owned))
+        assert a2.member_epoch == 1 and len(flat(owned_of(a2))) == 2  # revoke first, epoch unchanged
+        b2 = await conn.request(HB, 1, hb("g1", "b", 2, owned=[]))
+        assert b2.assignment is None or owned_of(b2) == []  # not before a has revoked
+        a3 = await conn.request(HB, 1, hb("g1", "a", 1, owned=owned_of(a2)))
+        assert a3.member_epoch == 2
+        b3 = await conn.request(HB, 1, hb("g1", "b", 2, owned=[]))
+        assert flat(owned_of(b3)) == flat(a_owned) - flat(owned_of(a2))
+
+        (d,) = await describe(conn, "g1")
+        assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
+            0, "Stable", 2, 2, "uniform")
+        assert {m.member_id for m in d.members} == {"a", "b"}
+        assert {tp.topic_name for m in d.members for tp in m.assignment.topic_partitions} == {"t"}
+        (missing,) = await describe(conn, "no-such-group")
+        assert missing.error_code == 69
+
+        # Offsets: the member's epoch is checked (STALE_MEMBER_EPOCH), its id too.
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 2, [("t", 0, 5)]))
+        assert r.topics[0].partitions[0].error_code == 0
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 1, [("t", 0, 6)]))
+        assert r.topics[0].partitions[0].error_code == 113  # STALE_MEMBER_EPOCH
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "zz", 2, [("t", 0, 6)]))
+        assert r.topics[0].partitions[0].error_code == 25  # UNKNOWN_MEMBER_ID
+        G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
+        fetch = request_class(FETCH, 9)(groups=(G(group_id="g1", member_id="a", member_epoch=1,
+                                                  topics=(T(name="t", partition_indexes=(0,)),)),),
+                                        require_stable=False)
+        assert (await conn.request(FETCH, 9, fetch)).groups[0].error_code == 113
+        fetch = request_class(FETCH, 9)(groups=(G(group_id="g1", member_id="a", member_epoch=2,
+                                                  topics=(T(name="t", partition_indexes=(0,)),)),),
+                                        require_stable=False)
+        got = (await conn.request(FETCH, 9, fetch)).groups[0]
+        assert got.error_code == 0 and got.topics[0].partitions[0].committed_offset == 5
+
+        # The classic APIs see it as Kafka does.
+        d = (await conn.request(DESCRIBE, 6, request_class(DESCRIBE, 6)(groups=("g1",),
+                                                                        include_authorized_operations=False))).groups[0]
+        assert (d.error_code, d.error_message, d.group_state) == (69, "Group g1 is not a classic group.", "Dead")
+        listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=("consumer",)))
+        assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups] == [
+            ("g1", "consumer", "Stable", "consumer")]
+        joined = await conn.request(JOIN, 9, join_body(9, "g1"))
+        assert joined.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL: a classic member, a non-empty consumer group
+        deleted = await conn.request(DELETE, 2, request_class(DELETE, 2)(groups_names=("g1",)))
+        assert deleted.results[0].error_code == 68  # NON_EMPTY_GROUP
+
+        # Fencing: an epoch ahead of the member's; leaving (-1); then the group can be deleted.
+        assert (await conn.request(HB, 1, hb("g1", "b", 7, owned=[]))).error_code == 110  # FENCED_MEMBER_EPOCH
+        for m in ("a", "b"):
+            left = await conn.request(HB, 1, hb("g1", m, -1, owned=None))
+            assert (left.error_code, left.member_epoch) == (0, -1)
+        assert (await conn.request(HB, 1, hb("g1", "a", 2, owned=[]))).error_code == 25  # UNKNOWN_MEMBER_ID
+        deleted = await conn.request(DELETE, 2, request_class(DELETE, 2)(groups_names=("g1",)))
+        assert deleted.results[0].error_code == 0
+        assert (await describe(conn, "g1"))[0].error_code == 69
+    finally:
+        await conn.close()
+
+
+async def test_group_comes_back_after_restart_and_empty_classic_group_upgrades(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=3)
+        # A classic group with only committed offsets (no members) ...
+        r = await conn.request(COMMIT, 9, commit_body(9, "g2", "", -1, [("t", 1, 42)]))
+        assert r.topics[0].partitions[0].error_code == 0
+        # ... becomes a consumer group when a consumer-protocol member joins it.
+        a = await conn.request(HB, 1, hb("g2", "a", 0, ["t"], instance_id="i-a"))
+        assert a.error_code == 0 and len(flat(owned_of(a))) == 3
+        before = (await describe(conn, "g2"))[0]
+    finally:
+        await conn.close()
+    server.restart()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        after = (await describe(conn, "g2"))[0]
+        assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
+            before.group_epoch, before.assignment_epoch, before.group_state)
+        assert [(m.member_id, m.instance_id, m.member_epoch) for m in after.members] == [("a", "i-a", 1)]
+        # The member carries on at its epoch; its committed offsets are there.
+        again = await conn.request(HB, 1, hb("g2", "a", 1, owned=owned_of(a)))
+        assert again.error_code == 0 and again.member_epoch == 1
+        G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
+        fetch = request_class(FETCH, 9)(groups=(G(group_id="g2", member_id="a", member_epoch=1,
+                                                  topics=(T(name="t", partition_indexes=(1,)),)),),
+                                        require_stable=False)
+        assert (await conn.request(FETCH, 9, fetch)).groups[0].topics[0].partitions[0].committed_offset == 42
+        # A static member leaves for a while (-2) and a new incarnation takes over its partitions.
+        left = await conn.request(HB, 1, hb("g2", "a", -2, owned=None, instance_id="i-a"))
+        assert left.member_epoch == -2
+        b = await conn.request(HB, 1, hb("g2", "a-next", 0, ["t"], instance_id="i-a"))
+        assert b.error_code == 0 and flat(owned_of(b)) == flat(owned_of(a)) and b.member_epoch == 1
+        other = await conn.request(HB, 1, hb("g2", "c", 0, ["t"], instance_id="i-a"))
+        assert other.error_code == 111  # UNRELEASED_INSTANCE_ID
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()
