@@ -88,6 +88,8 @@ class Server:
         self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
         self.sasl: Any = None  # coordinator.security.sasl.SaslApis with SASL_PLAINTEXT / SASL_SSL
         self._tls: Any = None  # the ssl.SSLContext of SSL / SASL_SSL
+        self._sasl_users: dict = {}  # from --sasl-users
+        self.credentials: Any = None  # coordinator.security.credentials.CredentialStore
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
@@ -118,6 +120,7 @@ class Server:
             probe = self.config.data_dir / ".write-test"
             probe.write_bytes(b"")
             probe.unlink()
+            self._load_credentials()
         except OSError as e:
             sock.close()
             raise StartupError(f"data dir {self.config.data_dir}: {e.strerror or e}") from e
@@ -171,8 +174,19 @@ class Server:
                 users = load_users(self.config.sasl_users)
             except UsersFileError as e:
                 raise StartupError(str(e)) from None
-            self.sasl = SaslApis(mechanisms, users.get)
+            self._sasl_users = users
+            # (the credentials admin clients manage are in the data dir: read once it is checked)
+            self.sasl = SaslApis(mechanisms, lambda user: self.credentials.lookup(user))
             self.sasl.register(self.registry)
+
+    def _load_credentials(self) -> None:
+        from .security.credentials import CredentialStore
+
+        try:
+            self.credentials = CredentialStore(self.config.data_dir, self._sasl_users)
+        except (ValueError, KeyError, TypeError) as e:  # (OSError: the caller's one line)
+            raise StartupError(f"SCRAM credentials in {self.config.data_dir}: unreadable ({e})") from None
+        self.credentials.register(self.registry)
 
     async def _start_metrics(self, sock: socket.socket) -> None:
         from .metrics.endpoint import Metrics  # late: prometheus-client only when asked for

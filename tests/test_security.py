@@ -194,3 +194,38 @@ def test_security_startup_errors_are_one_line(tmp_path, certs):
     assert "supported: PLAIN" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad),
                                        "--sasl-mechanisms", "OAUTHBEARER")
     assert not (tmp_path / "d").exists()
+
+
+def test_scram_credentials_managed_by_admin_clients(server_factory, users_file):
+    from confluent_kafka.admin import (
+        ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+    )
+
+    s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file))
+    as_alice = {"bootstrap.servers": s.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "alice-secret"}
+    admin = AdminClient(as_alice)
+    sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion("carol", sha512, b"carol-pw")])["carol"].result(15)
+    described = admin.describe_user_scram_credentials(["carol", "alice"])
+    carol = described["carol"].result(15)
+    assert [(i.mechanism, i.iterations) for i in carol.scram_credential_infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    assert len(described["alice"].result(15).scram_credential_infos) == 2  # from the users file
+    with pytest.raises(Exception, match="RESOURCE_NOT_FOUND|does not exist"):
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(15)
+    too_few = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000)
+    with pytest.raises(Exception, match="UNACCEPTABLE_CREDENTIAL|Too few iterations"):
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion("dave", too_few, b"x")])["dave"].result(15)
+
+    def list_topics_as(user: str, password: str) -> None:
+        AdminClient({**as_alice, "sasl.username": user, "sasl.password": password}).list_topics(timeout=10)
+
+    list_topics_as("carol", "carol-pw")  # the new user authenticates
+    s.restart()  # kept in the data dir
+    list_topics_as("carol", "carol-pw")
+    admin = AdminClient(as_alice)
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion("alice", ScramMechanism.SCRAM_SHA_256)])[
+        "alice"].result(15)
+    assert [i.mechanism for i in admin.describe_user_scram_credentials(["alice"])["alice"].result(15)
+            .scram_credential_infos] == [ScramMechanism.SCRAM_SHA_512]
+    assert "carol-pw" not in s.log_text()
