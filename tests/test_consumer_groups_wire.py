@@ -175,3 +175,18 @@ async def test_group_comes_back_after_restart_and_empty_classic_group_upgrades(s
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_regex_subscription_picks_up_new_topics(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("orders-eu", "orders-us", "payments", partitions=1)
+        a = await conn.request(HB, 1, hb("g3", "a", 0, None, subscribed_topic_regex="orders-.*"))
+        assert a.error_code == 0 and len(owned_of(a)) == 2
+        await conn.create_topics("orders-asia", partitions=2)  # created after the subscription
+        a2 = await conn.request(HB, 1, hb("g3", "a", a.member_epoch, owned=owned_of(a)))
+        assert a2.member_epoch == a.member_epoch + 1 and len(flat(owned_of(a2))) == 4
+        (d,) = await describe(conn, "g3")
+        assert d.members[0].subscribed_topic_regex == "orders-.*"
+    finally:
+        await conn.close()

@@ -485,10 +485,12 @@ class ConsumerGroupManager:
         for m in group.members.values():
             topic_ids = frozenset(metadata[n][0] for n in self._subscribed_names(m) if n in metadata)
             members[m.member_id] = (topic_ids, group.target.get(m.member_id, {}))
+        previous = group.target
         group.target = ASSIGNORS[self._assignor_name(group)](members, counts)
         group.assignment_epoch = group.group_epoch
         group.dirty = True
-        group.changed_members.update(group.members)  # their target records
+        # Only members whose target moved get a new target record (Kafka writes those only).
+        group.changed_members.update(m for m, t in group.target.items() if previous.get(m) != t)
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None) -> None:
         if member.member_epoch == group.assignment_epoch and member.state is MemberState.STABLE:
