@@ -124,15 +124,16 @@ class Connection(asyncio.Protocol):
         ready: list[bytes] = []
         ready_bytes = 0
         budget = self.server.config.connection_max_queued_bytes
+        pending, popleft, dispatch = self.pending, backlog.popleft, self.server.dispatch  # (per frame: locals)
         try:
             while backlog:
                 if self.closed:
                     return
-                if self.writing_paused or len(self.pending) >= MAX_IN_FLIGHT:
+                if self.writing_paused or len(pending) >= MAX_IN_FLIGHT:
                     break
                 try:
                     # (no local keeps the frame: once decoded it is freed before the handler's task runs)
-                    result = self.server.dispatch(self, backlog.popleft())
+                    result = dispatch(self, popleft())
                 except (CloseConnection, MalformedRequest, UnknownApi) as e:
                     self._write_ready(ready)
                     self.abort(str(e))
@@ -142,7 +143,7 @@ class Connection(asyncio.Protocol):
                     self._write_ready(ready)
                     self.abort("internal error")
                     return
-                if self.pending or type(result) is RequestContext:
+                if pending or type(result) is RequestContext:
                     if ready:
                         self._write_ready(ready)  # everything earlier goes out before a queued response
                         ready_bytes = 0
