@@ -56,6 +56,8 @@ async def test_advertised_and_request_validation(server):
             (hb("g", "m", 0, ["t"], instance_id=""), 42, None),
             (hb("g", "m", 0, ["t"], server_assignor="sticky"), 112, None),  # UNSUPPORTED_ASSIGNOR
             (hb("g", "m", 0, None, subscribed_topic_regex="(unclosed"), 128, None),  # INVALID_REGULAR_EXPRESSION
+            (hb("g", "m", 0, None, subscribed_topic_regex=r"(t)\1"), 128, None),  # RE2: no backreferences
+            (hb("g", "m", 0, None, subscribed_topic_regex="(?=t)t"), 128, None),  # nor lookaround
             (hb("nope", "m", 3), 69, None),  # GROUP_ID_NOT_FOUND: a heartbeat for a group that is not there
         ]
         for body, error, message in cases:
@@ -175,3 +177,22 @@ async def test_group_comes_back_after_restart_and_empty_classic_group_upgrades(s
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_regex_subscription_picks_up_new_topics(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("orders-eu", "orders-us", "payments", "o" * 200, partitions=1)
+        # A pattern that backtracks exponentially in Python's re (2^200 paths on that name) is linear in RE2.
+        slow = await conn.request(HB, 1, hb("g3", "x", 0, None, subscribed_topic_regex="(o|o)*Z"))
+        assert slow.error_code == 0 and owned_of(slow) == []
+        assert (await conn.request(HB, 1, hb("g3", "x", -1, owned=None))).error_code == 0
+        a = await conn.request(HB, 1, hb("g3", "a", 0, None, subscribed_topic_regex="orders-.*"))
+        assert a.error_code == 0 and len(owned_of(a)) == 2
+        await conn.create_topics("orders-asia", partitions=2)  # created after the subscription
+        a2 = await conn.request(HB, 1, hb("g3", "a", a.member_epoch, owned=owned_of(a)))
+        assert a2.member_epoch == a.member_epoch + 1 and len(flat(owned_of(a2))) == 4
+        (d,) = await describe(conn, "g3")
+        assert d.members[0].subscribed_topic_regex == "orders-.*"
+    finally:
+        await conn.close()

@@ -16,6 +16,7 @@ allows, so a member joining or leaving moves as few partitions as possible.
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from typing import Callable, Mapping
 
@@ -48,30 +49,40 @@ def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
     # (exact for identical subscriptions, which is what applications run).
     floor: dict[str, int] = {}
     ceiling: dict[str, int] = {}
+    shares: dict[frozenset[uuid.UUID], tuple[int, int]] = {}  # one per distinct subscription
     for m, (subscribed, _) in members.items():
-        total = sum(topics[t] for t in subscribed if t in topics)
-        sharers = max(len({s for t in subscribed if t in topics for s in subscribers[t]}), 1)
-        floor[m], ceiling[m] = total // sharers, -(-total // sharers)
-    taken: set[tuple[uuid.UUID, int]] = set()
+        share = shares.get(subscribed)
+        if share is None:
+            total = sum(topics[t] for t in subscribed if t in topics)
+            sharers = max(len({s for t in subscribed if t in topics for s in subscribers[t]}), 1)
+            share = shares[subscribed] = (total // sharers, -(-total // sharers))
+        floor[m], ceiling[m] = share
     # Sticky: previous partitions are kept up to the floor first (so every member can reach
     # its floor), then up to the ceiling; the rest go to the least loaded subscriber.
+    taken: dict[uuid.UUID, set[int]] = {t: set() for t in subscribers}
     for limit in (floor, ceiling):
         for m in sorted(members):
             subscribed, previous = members[m]
-            for t in sorted(previous, key=str):
+            for t in sorted(previous, key=lambda u: u.int):
                 if t not in subscribed or t not in topics:
                     continue
+                count, done = topics[t], taken[t]
                 for p in sorted(previous[t]):
-                    if p < topics[t] and (t, p) not in taken and load[m] < limit[m]:
+                    if p < count and p not in done and load[m] < limit[m]:
                         owned[m].setdefault(t, set()).add(p)
                         load[m] += 1
-                        taken.add((t, p))
-    for t in sorted(subscribers, key=str):
+                        done.add(p)
+    for t in sorted(subscribers, key=lambda u: u.int):
+        # The least loaded subscriber (then the smallest member id) takes each free partition.
+        heap = [(load[m], m) for m in subscribers[t]]
+        heapq.heapify(heap)
+        done = taken[t]
         for p in range(topics[t]):
-            if (t, p) not in taken:
-                m = min(subscribers[t], key=lambda s: (load[s], s))
+            if p not in done:
+                n, m = heapq.heappop(heap)
                 owned[m].setdefault(t, set()).add(p)
-                load[m] += 1
+                load[m] = n + 1
+                heapq.heappush(heap, (n + 1, m))
     return _freeze(owned)
 
 

@@ -15,11 +15,11 @@ failed append (the group goes back to its durable state, the member gets the err
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+import re2
 from kio.schema.errors import ErrorCode as E
 
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNORS
@@ -121,15 +121,20 @@ def validate_request(r: HeartbeatRequest, version: int, assignors: tuple[str, ..
         compile_regex(r.subscribed_topic_regex)
 
 
-def compile_regex(pattern: str) -> re.Pattern:
-    """RE2/J syntax through Python's `re`: the common subset (classes, groups,
-    alternation, quantifiers, anchors) means the same; matched against the whole name
-    as Kafka does. A pattern `re` cannot compile is INVALID_REGULAR_EXPRESSION."""
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the client's INVALID_REGULAR_EXPRESSION, not a log line
+
+
+def compile_regex(pattern: str) -> Any:
+    """RE2 syntax, as Kafka's RE2/J: linear-time matching (no pattern can stall the
+    loop), matched against the whole topic name. A pattern RE2 refuses (backreferences,
+    lookaround, ...) is INVALID_REGULAR_EXPRESSION."""
     try:
-        return re.compile(pattern)
-    except re.error as e:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as e:
+        why = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
         raise ApiError(E.invalid_regular_expression, f"SubscribedTopicRegex `{pattern}` is not a valid regular "
-                       f"expression: {e}.") from None
+                       f"expression: {why}.") from None
 
 
 class ConsumerGroupManager:
@@ -485,10 +490,12 @@ class ConsumerGroupManager:
         for m in group.members.values():
             topic_ids = frozenset(metadata[n][0] for n in self._subscribed_names(m) if n in metadata)
             members[m.member_id] = (topic_ids, group.target.get(m.member_id, {}))
+        previous = group.target
         group.target = ASSIGNORS[self._assignor_name(group)](members, counts)
         group.assignment_epoch = group.group_epoch
         group.dirty = True
-        group.changed_members.update(group.members)  # their target records
+        # Only members whose target moved get a new target record (Kafka writes those only).
+        group.changed_members.update(m for m, t in group.target.items() if previous.get(m) != t)
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None) -> None:
         if member.member_epoch == group.assignment_epoch and member.state is MemberState.STABLE:
