@@ -196,3 +196,45 @@ async def test_regex_subscription_picks_up_new_topics(server):
         assert d.members[0].subscribed_topic_regex == "orders-.*"
     finally:
         await conn.close()
+
+
+async def test_classic_member_apis_and_offset_delete_on_a_consumer_group(server):
+    """A consumer group seen through the classic APIs: its members are unknown to them
+    (UNKNOWN_MEMBER_ID), and OffsetDelete spares the topics it still consumes, as Kafka."""
+    from tests.test_groups_wire import HEARTBEAT, LEAVE, OFFSET_DELETE, SYNC, cls, hb_body, sync_body
+
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", "other", partitions=1)
+        a = await conn.request(HB, 1, hb("cg", "a", 0, ["t"]))
+        assert a.error_code == 0
+        r = await conn.request(COMMIT, 9, commit_body(9, "cg", "a", a.member_epoch, [("t", 0, 3), ("other", 0, 4)]))
+        assert [t.partitions[0].error_code for t in r.topics] == [0, 0]
+        assert (await conn.request(HEARTBEAT, 4, hb_body(4, "cg", "a", a.member_epoch))).error_code == 25
+        assert (await conn.request(SYNC, 5, sync_body(5, "cg", "a", a.member_epoch))).error_code == 25
+        L = cls(LEAVE, 5, "MemberIdentity")
+        r = await conn.request(LEAVE, 5, cls(LEAVE, 5)(group_id="cg", members=(
+            L(member_id="a", group_instance_id=None, reason=None),)))
+        assert [m.error_code for m in r.members] == [25]
+
+        T, P = cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"), cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition")
+        body = cls(OFFSET_DELETE, 0)(group_id="cg", topics=(
+            T(name="t", partitions=(P(partition_index=0),)), T(name="other", partitions=(P(partition_index=0),))))
+        r = await conn.request(OFFSET_DELETE, 0, body)
+        assert r.error_code == 0
+        # GROUP_SUBSCRIBED_TO_TOPIC for what a member consumes; the rest is deleted
+        assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("t", 86), ("other", 0)]
+        assert (await conn.request(HB, 1, hb("cg", "a", -1, None, owned=None))).error_code == 0  # leaves
+        r = await conn.request(OFFSET_DELETE, 0, body)
+        assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("t", 0), ("other", 0)]
+
+        # Empty, it turns back into a classic group when a classic member joins
+        first = await conn.request(JOIN, 9, join_body(9, "cg"))
+        assert first.error_code == 79  # MEMBER_ID_REQUIRED (KIP-394), as for any classic group
+        joined = await conn.request(JOIN, 9, join_body(9, "cg", member_id=first.member_id))
+        assert (joined.error_code, joined.generation_id) == (0, 1)
+        (d,) = (await conn.request(DESCRIBE, 5, request_class(DESCRIBE, 5)(
+            groups=("cg",), include_authorized_operations=False))).groups
+        assert (d.error_code, d.group_state, d.protocol_type) == (0, "CompletingRebalance", "consumer")
+    finally:
+        await conn.close()
