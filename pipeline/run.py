@@ -50,6 +50,49 @@ def ship_code(spark) -> str:
     return path
 
 
+class Outputs:
+    """Where the outputs go: a local dir, a file:// URI, or any Hadoop FS URI (hdfs://,
+    s3a://, ...) that Spark can write; report.html goes beside the Parquet outputs."""
+
+    def __init__(self, spark, out: str) -> None:
+        self.spark = spark
+        self.uri = out.rstrip("/") or out
+        if out.startswith("file://"):
+            self.local: Path | None = Path(out[len("file://"):])
+        else:
+            self.local = None if "://" in out else Path(out)
+        if self.local is not None:
+            self.local.mkdir(parents=True, exist_ok=True)
+
+    def of(self, name: str) -> str:
+        return str(self.local / name) if self.local is not None else f"{self.uri}/{name}"
+
+    def write_file(self, name: str, write) -> str:
+        """write(path) makes the file locally; on a Hadoop FS it is then copied there."""
+        if self.local is not None:
+            write(self.local / name)
+            return str(self.local / name)
+        with tempfile.TemporaryDirectory() as tmp:
+            write(Path(tmp) / name)
+            jvm = self.spark._jvm
+            target = jvm.org.apache.hadoop.fs.Path(self.of(name))
+            fs = target.getFileSystem(self.spark._jsc.hadoopConfiguration())
+            fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(Path(tmp) / name)), target)
+        return self.of(name)
+
+
+def check_data_dir(data_dir: str) -> tuple[str | None, bool]:
+    """(an error for a data dir that cannot be read, whether it holds any segment file),
+    found before Spark starts: a mistyped path costs a line, not a JVM start and a traceback."""
+    from pipeline.segments import segment_files
+
+    path = Path(data_dir[len("file://"):] if data_dir.startswith("file://") else data_dir)
+    try:
+        return None, bool(segment_files(path))
+    except OSError as e:
+        return f"data dir {data_dir}: {e.strerror or e}", False
+
+
 class Progress:
     def __init__(self, steps: int, log) -> None:
         self.steps, self.done, self.log, self.t0 = steps, 0, log, time.perf_counter()
@@ -72,11 +115,10 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     if spark.conf.get("spark.sql.shuffle.partitions") == "200":  # Spark's default: 200 tiny tasks here
         spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
     step = Progress(7, log)
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs = Outputs(spark, out)
 
     def save(df, name: str) -> None:
-        df.write.mode("overwrite").parquet(str(out_dir / name))
+        df.write.mode("overwrite").parquet(outputs.of(name))
 
     step("decoding __consumer_offsets segments (CRC-checked)" + (", CRC-checking topic logs" if verify_topics else ""))
     offsets = read_offsets(spark, data_dir).cache()
@@ -110,7 +152,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     save(rate.orderBy("group", "minute"), "commit_rate")
 
     step("report")
-    read = lambda name: spark.read.parquet(str(out_dir / name)).toPandas()  # noqa: E731
+    read = lambda name: spark.read.parquet(outputs.of(name)).toPandas()  # noqa: E731
     frames = {"consumer_lag_totals": read("consumer_lag_totals"), "rebalance_summary": read("rebalance_summary"),
               "commit_rate": read("commit_rate"), "bad_batches": read("bad_batches"),
               "rebalance_timeline": timeline.where("storm").orderBy("group", "generation").limit(200).toPandas()}
@@ -124,13 +166,14 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         "groups in a rebalance storm": int(frames["rebalance_summary"]["storm"].sum()) if len(
             frames["rebalance_summary"]) else 0,
     }
-    report.write_html(out_dir / "report.html", summary, frames, report.plots(frames))
+    report_at = outputs.write_file("report.html", lambda path: report.write_html(path, summary, frames,
+                                                                                report.plots(frames)))
     offsets.unpersist()
     committed.unpersist()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     step(f"done in {summary['seconds']} s")
     log(report.terminal_summary(summary, frames, [r.error for r in bad_rows]))
-    log(f"outputs: {out_dir}/{{{','.join(OUTPUTS)}}}  report: {out_dir / 'report.html'}")
+    log(f"outputs: {outputs.of('{' + ','.join(OUTPUTS) + '}')}  report: {report_at}")
     return summary
 
 
@@ -148,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="also CRC-check every batch of the topic logs (reads all their data)")
     ap.add_argument("--fail-on-bad-batches", action="store_true", help="exit status 3 if any batch was bad")
     args = ap.parse_args(argv)
+    problem, has_segments = check_data_dir(args.data_dir)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if not has_segments:
+        print(f"warning: {args.data_dir} holds no segment files (is it a server's --data-dir?); nothing to do",
+              file=sys.stderr)
+        return 4
     spark = spark_session(args.master)
     spark.sparkContext.setLogLevel("WARN")
     shipped = None

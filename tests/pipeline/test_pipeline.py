@@ -190,3 +190,22 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     lag, _ = analytics.consumer_lag(analytics.committed_offsets(analytics.commits(offsets)),
                                     analytics.log_end_offsets(spark, str(server.data_dir)))
     assert {r.partition: r.lag for r in lag.where("group = 'readers-a'").collect()} == {0: 0, 1: 0, 2: 0}
+
+
+def test_bad_data_dirs_are_one_line_before_spark_starts(tmp_path, capsys):
+    from pipeline.run import main
+
+    assert main(["--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: data dir") and "No such file" in err and err.count("\n") == 1
+    (tmp_path / "empty").mkdir()
+    assert main(["--data-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 4
+    assert "holds no segment files" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_outputs_to_a_file_uri(spark, written, tmp_path):
+    data, _ = written
+    run(spark, str(data), f"file://{tmp_path}/uri-out", log=QUIET)
+    assert (tmp_path / "uri-out" / "report.html").exists()
+    assert spark.read.parquet(f"file://{tmp_path}/uri-out/committed_offsets").count() > 0
