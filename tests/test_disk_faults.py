@@ -20,7 +20,6 @@ import pytest
 
 from bench.wire_client import WireClient
 from tests.conftest import ROOT, create_topics, wait_for
-from tests.test_groups_clients import subscribe_with_metadata
 from tests.test_data_plane_wire import batch, produce
 from tests.test_groups_wire import (
     COMMIT, DESCRIBE, FETCH, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, cls, commit_body, form, hb_body, join_body,
@@ -204,10 +203,13 @@ def test_full_disk_with_kafka_python(server_factory, small_disk):
     producer.close()
     consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="kp", enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=10_000)
-    subscribe_with_metadata(consumer, "t")  # (kafka-python 3.0's race: see there)
     tp = TopicPartition("t", 0)
+    # Assigned by hand: a subscribed kafka-python 3.0 rejoins once soon after its first
+    # generation, and a commit sent while it does fails in the client (RebalanceInProgress)
+    # before the server is asked. The group protocol on a full disk is tested over raw frames.
+    consumer.assign([tp])
     try:
-        wait_for(lambda: consumer.poll(timeout_ms=100) or consumer.assignment(), what="an assignment")
+        wait_for(lambda: consumer.poll(timeout_ms=100) or True, what="a first poll")
         consumer.commit({tp: OffsetAndMetadata(1, "", -1)})
         filler = fill(small_disk)
         outcomes, stored = [], 1
