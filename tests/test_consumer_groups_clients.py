@@ -3,6 +3,10 @@ split a topic, rebalance as members leave and join, commit, and resume after a r
 
 from __future__ import annotations
 
+import time
+
+from confluent_kafka import KafkaError, KafkaException
+
 from tests.conftest import create_topics, wait_for
 
 TOPIC, GROUP, PARTITIONS = "kip848", "kip848-group", 6
@@ -26,6 +30,21 @@ def produce(server, start, count):
     assert p.flush(10) == 0
 
 
+def commit(c, m) -> None:
+    """A synchronous commit, retried when the member's epoch moved on between its last
+    heartbeat and the commit: STALE_MEMBER_EPOCH, as Kafka answers; librdkafka learns the new
+    epoch from its next heartbeat (sent by its own thread), and the retry then succeeds."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            c.commit(m, asynchronous=False)
+            return
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class Members:
     """Polls every consumer, commits what each got (synchronously), records deliveries."""
 
@@ -38,7 +57,7 @@ class Members:
             m = c.poll(0.05)
             if m is not None and m.error() is None:
                 self.seen.append(int(m.value()))
-                c.commit(m, asynchronous=False)
+                commit(c, m)
 
     def assignments(self):
         return [{tp.partition for tp in c.assignment()} for c in self.consumers]
