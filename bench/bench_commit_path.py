@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_commits import _INT64, commit_frame  # noqa: E402
+from bench.bench_commits import _INT64, commit_frame, topic_for  # noqa: E402
 from bench.wire_client import FramePump, cpu_seconds, request_class  # noqa: E402
 from protocol.messages import (  # noqa: E402
     _library_codec, codec, decode_body, encode_request, read_request_header,
@@ -125,15 +125,18 @@ class StandInTransport:
         if self.round["left"] == 0:
             self.round["done"].set_result(None)
 
-    def get_extra_info(self, name: str):
-        return ("127.0.0.1", 1)
+    def get_extra_info(self, name: str, default=None):
+        return ("127.0.0.1", 1) if name == "peername" else default
 
+    def set_write_buffer_limits(self, high=None, low=None) -> None: ...
+    def get_write_buffer_size(self) -> int: return 0
+    def is_closing(self) -> bool: return False
     def pause_reading(self) -> None: ...
     def resume_reading(self) -> None: ...
     def close(self) -> None: ...
 
 
-async def commit_path(rounds: int, reps: int) -> float:
+async def commit_path(rounds: int, reps: int, partitions: int = 1) -> float:
     """Best microseconds per commit over `reps` runs of `rounds` rounds of 100 standalone
     commits to one group, through Connection.data_received to the response write."""
     from coordinator.config import parse_args
@@ -143,13 +146,13 @@ async def commit_path(rounds: int, reps: int) -> float:
     server = Server(parse_args(["--port", "0", "--data-dir", tempfile.mkdtemp(prefix="bench-path-"),
                                 "--fsync", "never", "--log-level", "WARNING"]))
     await server.start()
-    server.topics.create("t", 1)  # commits go to t-0
+    server.topics.create(topic_for(partitions), partitions)
     state: dict = {}
     conns = []
     for _ in range(100):
         conn = Connection(server)
         conn.connection_made(StandInTransport(state))
-        conns.append((conn, *commit_frame("g", "", -1)))
+        conns.append((conn, *commit_frame("g", "", -1, partitions)))
     n = 0
 
     async def one_round() -> None:
@@ -186,6 +189,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--callgrind", action="store_true", help="also count instructions per commit (slow)")
     ap.add_argument("--serve-fixed-answers", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--partitions", type=int, default=1, help="partitions per commit in the in-process path")
     ap.add_argument("--in-process-only", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     import uvloop
@@ -194,12 +198,14 @@ def main() -> None:
         uvloop.run(serve_fixed_answers())
         return
     if args.in_process_only is not None:
-        uvloop.run(commit_path(args.in_process_only, 1))
+        uvloop.run(commit_path(args.in_process_only, 1, args.partitions))
         return
     bench_codec()
     uvloop.run(bench_socket_floor(args.seconds))
-    us = uvloop.run(commit_path(60, 8))
-    print(f"commit path in process (fsync never, no sockets): {us:.1f} us per commit, best of 8 x 6,000")
+    for partitions in sorted({1, args.partitions}):
+        us = uvloop.run(commit_path(60, 8, partitions))
+        print(f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit: "
+              f"{us:.1f} us per commit, best of 8 x 6,000")
     if args.callgrind:
         few, more = callgrind_instructions(1), callgrind_instructions(11)
         print(f"commit path in process: {(more - few) / 1000:,.0f} instructions per commit (callgrind)")
