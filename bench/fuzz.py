@@ -79,8 +79,10 @@ def value_strategy(tp: Any, kind: str | None, depth: int = 0) -> Any:
     elif dataclasses.is_dataclass(inner):
         strategy = entity_strategy(inner, depth + 1)
     elif kind in ("timedelta_i32", "timedelta_i64"):
-        top = 2**31 - 1 if kind == "timedelta_i32" else datetime.timedelta.max // datetime.timedelta(milliseconds=1)
-        strategy = st.integers(-top, top).map(lambda ms: datetime.timedelta(milliseconds=ms))
+        ms = datetime.timedelta(milliseconds=1)  # (an int64 of ms reaches past what timedelta holds)
+        low, high = (-(2**31), 2**31 - 1) if kind == "timedelta_i32" else (datetime.timedelta.min // ms,
+                                                                            datetime.timedelta.max // ms)
+        strategy = st.integers(low, high).map(lambda n: datetime.timedelta(milliseconds=n))
     elif kind == "uuid":
         strategy = st.uuids() | st.just(uuid.UUID(int=0))
     elif kind == "bool":
