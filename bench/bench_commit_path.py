@@ -177,10 +177,11 @@ async def commit_path(rounds: int, reps: int, partitions: int = 1) -> float:
     return best
 
 
-def callgrind_instructions(rounds: int) -> int:
+def callgrind_instructions(rounds: int, partitions: int) -> int:
     """Instructions one run of `rounds` rounds executes, counted by valgrind."""
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-                          __file__, "--in-process-only", str(rounds)], capture_output=True, text=True)
+                          __file__, "--in-process-only", str(rounds), "--partitions", str(partitions)],
+                         capture_output=True, text=True)
     return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
 
 
@@ -207,8 +208,10 @@ def main() -> None:
         print(f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit: "
               f"{us:.1f} us per commit, best of 8 x 6,000")
     if args.callgrind:
-        few, more = callgrind_instructions(1), callgrind_instructions(11)
-        print(f"commit path in process: {(more - few) / 1000:,.0f} instructions per commit (callgrind)")
+        for partitions in sorted({1, args.partitions}):
+            few, more = callgrind_instructions(1, partitions), callgrind_instructions(11, partitions)
+            print(f"commit path in process, {partitions} partition(s) per commit: "
+                  f"{(more - few) / 1000:,.0f} instructions per commit (callgrind)")
 
 
 if __name__ == "__main__":
