@@ -59,7 +59,9 @@ class Cluster:
                 return ErrorCode.coordinator_not_available, "the group's partition is offline", -1, "", -1
             return ErrorCode.none, None, self.config.node_id, host, port
         if key_type == KEY_TYPE_TRANSACTION:
-            return ErrorCode.invalid_request, "transactions are not supported by this broker", -1, "", -1
+            if not key:
+                return ErrorCode.invalid_request, "transactional id must not be empty", -1, "", -1
+            return ErrorCode.none, None, self.config.node_id, host, port
         return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}", -1, "", -1
 
     def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:

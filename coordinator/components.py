@@ -21,6 +21,7 @@ from .groups.runtime import CoordinatorRuntime
 from .groups.shard import OffsetConfig
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
+from .transactions.coordinator import TOPIC as TRANSACTION_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
     from .server import Server
@@ -56,4 +57,14 @@ async def build_components(server: Server) -> list[Any]:
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
     GroupApis(runtime).register(server.registry)
     server.groups = runtime
-    return [offsets_log, topics, cluster, data_plane, runtime]
+    txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, dataclasses.replace(
+        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms), topic=TRANSACTION_TOPIC)
+    transactions = TransactionCoordinator(txn_log, data_plane, runtime, data_plane.producer_ids,
+                                          max_timeout_ms=c.transaction_max_timeout_ms,
+                                          abort_check_interval_ms=c.transaction_abort_check_interval_ms)
+    transactions.register(server.registry)
+    data_plane.transactions = transactions
+    runtime.transactions = transactions
+    transactions.load()
+    transactions.start()
+    return [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions]

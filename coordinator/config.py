@@ -50,6 +50,13 @@ class Config:
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
     offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
     offsets_retention_check_interval_ms: int = _opt(600_000, "offsets.retention.check.interval.ms")
+    # Transaction coordinator.
+    transaction_partitions: int = _opt(50, "partitions of __transaction_state (transaction.state.log.num.partitions)")
+    transaction_max_timeout_ms: int = _opt(900_000, "transaction.max.timeout.ms: longest transaction.timeout.ms "
+                                           "a producer may ask for")
+    transaction_abort_check_interval_ms: int = _opt(
+        10_000, "how often transactions past their timeout are aborted "
+        "(transaction.abort.timed.out.transaction.cleanup.interval.ms)")
     # Data plane.
     auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
     num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")

@@ -63,6 +63,20 @@ class OffsetCommitValue(NamedTuple):
     expire_timestamp: int = -1  # v1 only
 
 
+class TxnOffsetCommitKey(NamedTuple):
+    """A transactional offset commit (a record of a transactional batch of this producer):
+    pending until the producer's marker lands. In memory only; on disk it is an
+    OffsetCommit record in a batch carrying the producer id."""
+    producer_id: int
+    key: OffsetCommitKey
+
+
+class TxnMarkerKey(NamedTuple):
+    """The producer's transaction marker in this partition (a control batch on disk)."""
+    producer_id: int
+    commit: bool
+
+
 @dataclass(frozen=True, slots=True)
 class MemberMetadata:
     member_id: str

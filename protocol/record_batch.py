@@ -263,3 +263,40 @@ def iter_records(buf, *, verify_crc: bool = True) -> Iterator[Record]:
     view = memoryview(buf)
     for pos, h in iter_batches(view, verify_crc=verify_crc):
         yield from iter_batch_records(view[pos : pos + h.batch_length + LOG_OVERHEAD], h)
+
+
+# Control records (Kafka's EndTransactionMarker): key = version int16 (0) + type int16,
+# value = version int16 (0) + coordinator epoch int32.
+ABORT_MARKER, COMMIT_MARKER = 0, 1
+_MARKER = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                        timestamp_ms: int) -> bytes:
+    """A transaction marker: one control record in a transactional batch with the control
+    bit set, base offset 0 (the log assigns the real one), no sequence."""
+    key = _MARKER.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    buf = bytearray(build_batch([(key, value)], timestamp_ms=timestamp_ms, producer_id=producer_id,
+                                producer_epoch=producer_epoch, transactional=True))
+    attributes = int.from_bytes(buf[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big") | CONTROL_MASK
+    buf[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
+    _UINT32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def marker_type(key: bytes | None) -> int | None:
+    """COMMIT_MARKER / ABORT_MARKER for a control record's key; None for other control
+    records (or a key too short to say)."""
+    if key is None or len(key) < 4:
+        return None
+    _, kind = _MARKER.unpack_from(key)
+    return kind if kind in (ABORT_MARKER, COMMIT_MARKER) else None
+
+
+def control_batch_marker(batch) -> int | None:
+    """The marker type of a whole control batch (its first record's key)."""
+    for r in iter_batch_records(batch):
+        return marker_type(r.key)
+    return None

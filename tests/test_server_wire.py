@@ -277,14 +277,17 @@ def test_find_coordinator_every_version(server, wire):
         assert got[""].error_code != 0 and got[""].node_id == -1
 
 
-def test_find_coordinator_transaction_key_type_is_a_clear_error(wire):
+def test_find_coordinator_transaction_key_type_names_this_broker(server, wire):
     w = wire()
     for version in range(1, 7):
         vals = {"key": "txn-1"} if version < 4 else {"coordinator_keys": ("txn-1",)}
         body = w.call(FIND_COORDINATOR, version, key_type=1, **vals)
         entry = body if version < 4 else body.coordinators[0]
-        assert entry.error_code != 0 and entry.node_id == -1, version
-        assert entry.error_message and "transaction" in entry.error_message.lower(), version
+        assert (entry.error_code, entry.node_id, entry.port) == (0, 1, server.port), version
+        vals = {"key": ""} if version < 4 else {"coordinator_keys": ("",)}
+        body = w.call(FIND_COORDINATOR, version, key_type=1, **vals)
+        entry = body if version < 4 else body.coordinators[0]
+        assert entry.error_code == 42 and entry.node_id == -1, version  # INVALID_REQUEST: no transactional id
 
 
 # --- Metadata -------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The data plane: Produce, Fetch (long-poll), ListOffsets, InitProducerId.
+"""The data plane: Produce, Fetch (long-poll), ListOffsets, InitProducerId, and the
+partition side of transactions (transactional batches, markers, the last stable offset).
 
 Stored batches are served as they were written (file slices, never re-encoded); the
 broker only rewrites a produced batch's base offset, which the CRC does not cover.
@@ -19,8 +20,8 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol.legacy_records import UnsupportedCompression, down_convert, is_legacy, up_convert
 from protocol.record_batch import (
-    GZIP, LZ4, MAGIC, NONE, SNAPPY, ZSTD, CorruptBatch, build_batch_from, iter_batch_records, iter_batches,
-    stamp_log_append_time,
+    GZIP, LZ4, MAGIC, NONE, SNAPPY, ZSTD, CorruptBatch, build_batch_from, build_control_batch, iter_batch_records,
+    iter_batches, parse_header, stamp_log_append_time,
 )
 
 from ..apis import BuiltWhenSent, Registry, RequestContext, ms
@@ -32,6 +33,7 @@ from .fetch_sessions import (
 )
 from .producers import PartitionProducers, ProducerIds
 from .topics import Topics
+from .transactions import PartitionTxns
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
+READ_COMMITTED = 1
 # compression.type -> the codec stored batches get (producer: none, keep the producer's)
 CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 
@@ -60,6 +63,10 @@ class DataPlane:
         self.node_id = node_id
         # Keyed by the log object: a deleted and re-created topic starts afresh.
         self.producers: weakref.WeakKeyDictionary[PartitionLog, PartitionProducers] = weakref.WeakKeyDictionary()
+        self.txns: weakref.WeakKeyDictionary[PartitionLog, PartitionTxns] = weakref.WeakKeyDictionary()
+        # The transaction coordinator (coordinator.transactions), set when it is wired in:
+        # it serves transactional InitProducerId and verifies transactional batches.
+        self.transactions: Any = None
         self.waiters: dict[PartitionLog, set[asyncio.Future]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.draining = False
@@ -73,8 +80,8 @@ class DataPlane:
 
     # Produce ----------------------------------------------------------------------------
 
-    def _append(self, version: int, topic: str, partition: int, records: bytes | None
-                ) -> tuple[E, int, str | None, int]:
+    def _append(self, version: int, topic: str, partition: int, records: bytes | None,
+                transactional_id: str | None = None) -> tuple[E, int, str | None, int]:
         """(error, base offset, message, log append time or -1): validate, check sequences,
         apply the topic's compression.type and message.timestamp.type, append (not yet durable)."""
         info = self.topics.get(topic)
@@ -108,6 +115,14 @@ class DataPlane:
             return E.invalid_record, -1, "clients may not write control batches", -1
         if h.compression == ZSTD and version < 7:
             return E.unsupported_compression_type, -1, "zstd needs Produce v7 or later", -1
+        if h.is_transactional:
+            if not transactional_id or h.producer_id < 0:
+                return E.invalid_record, -1, "transactional records need a transactional id and producer id", -1
+            # KIP-890 part 1: only a partition added to the producer's ongoing transaction
+            # (same producer id and epoch) takes its batches, so no transaction is left hanging.
+            error = self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
+            if error != E.none:
+                return error, -1, None, -1
         state = None
         if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
             state = self.producers.get(plog)
@@ -132,6 +147,8 @@ class DataPlane:
             return E.kafka_storage_error, -1, str(e), -1
         if state is not None:
             state.record(h, base)
+        if h.is_transactional:
+            self.txn_state(plog).on_append(h, base)
         return E.none, base, None, append_time
 
     @staticmethod
@@ -162,12 +179,13 @@ class DataPlane:
         return records, -1
 
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
-        if getattr(req, "transactional_id", None) or req.acks not in ACKS:
+        transactional_id = getattr(req, "transactional_id", None)
+        if (transactional_id and self.transactions is None) or req.acks not in ACKS:
             error, message = ((E.transactional_id_authorization_failed, "transactions are not supported")
                               if req.acks in ACKS else (E.invalid_required_acks, "acks must be 0, 1 or -1"))
             results = [(t.name, p.index, error, -1, message, -1) for t in req.topic_data for p in t.partition_data]
         else:
-            results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records))
+            results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id))
                        for t in req.topic_data for p in t.partition_data]
         if req.acks == -1:
             failed = await self._durable({(t, p) for t, p, err, *_ in results if err == E.none})
@@ -199,6 +217,47 @@ class DataPlane:
                                         return_exceptions=True)
         return {tp: str(o) for tp, o in zip(tps, outcomes) if isinstance(o, StorageError)}
 
+    # Transactions -----------------------------------------------------------------------
+
+    def txn_state(self, plog: PartitionLog) -> PartitionTxns:
+        state = self.txns.get(plog)
+        if state is None or state.cuts != plog.cuts:  # (a failed sync cut batches it knew)
+            state = self.txns[plog] = PartitionTxns.from_log(plog)
+        return state
+
+    def last_stable_offset(self, plog: PartitionLog) -> int:
+        return self.txn_state(plog).last_stable_offset(plog.high_watermark)
+
+    async def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], E]:
+        """End a transaction on its topic partitions: a commit or abort marker (a control
+        batch) appended to each, durable per the fsync policy; the LSO moves past it and
+        the producer's older epochs are fenced there. Per partition: NONE, or the error (a
+        deleted topic: UNKNOWN_TOPIC_OR_PARTITION, the coordinator drops it; a failed
+        write: KAFKA_STORAGE_ERROR, nothing of it stays and the coordinator retries)."""
+        results: dict[tuple[str, int], E] = {}
+        now = int(time.time() * 1000)
+        written = set()
+        for tp in partitions:
+            plog = self.topics.partition_log(*tp)
+            if plog is None:
+                results[tp] = E.unknown_topic_or_partition
+                continue
+            try:
+                base = plog.append(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
+            except StorageError:
+                results[tp] = E.kafka_storage_error
+                continue
+            self.txn_state(plog).on_marker(producer_id, commit, base)
+            producers = self.producers.get(plog)
+            if producers is not None:
+                producers.fence(producer_id, producer_epoch)
+            written.add(tp)
+            results[tp] = E.none
+        for tp in await self._durable(written):
+            results[tp] = E.kafka_storage_error
+        return results
+
     # Fetch ------------------------------------------------------------------------------
 
     def _watch(self, plog: PartitionLog) -> None:
@@ -227,7 +286,8 @@ class DataPlane:
                 out.append(CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes))
         return out
 
-    def _read(self, ctx: RequestContext, targets: list[CachedPartition], budget: int) -> tuple[list, int]:
+    def _read(self, ctx: RequestContext, targets: list[CachedPartition], budget: int,
+              read_committed: bool = False) -> tuple[list, int]:
         """One pass over the partitions: ([(target, PartitionData)], bytes read)."""
         total = 0
         answer = []
@@ -256,12 +316,20 @@ class DataPlane:
                     error = E.offset_out_of_range
                 except StorageError:  # offline (corrupt): as Kafka's offline log dir
                     error = E.kafka_storage_error
-            total += len(records)
             hw = plog.high_watermark if plog else -1
+            lso, aborted = hw, None
+            if plog is not None and error == E.none and plog.offline is None:
+                txns = self.txn_state(plog)
+                lso = txns.last_stable_offset(hw)
+                if read_committed:
+                    records, end = _below(records, lso)
+                    aborted = tuple(ctx.nested("AbortedTransaction", producer_id=pid, first_offset=first) for pid, first
+                                    in txns.aborted_between(target.fetch_offset, end, plog.log_start_offset))
+            total += len(records)
             answer.append((target, ctx.nested(
                 "PartitionData", partition_index=target.partition, error_code=error, high_watermark=hw,
-                last_stable_offset=hw, log_start_offset=plog.log_start_offset if plog else -1,
-                aborted_transactions=None, preferred_read_replica=-1, records=records)))
+                last_stable_offset=lso, log_start_offset=plog.log_start_offset if plog else -1,
+                aborted_transactions=aborted, preferred_read_replica=-1, records=records)))
         return answer, total
 
     @staticmethod
@@ -316,7 +384,8 @@ class DataPlane:
         deadline = time.monotonic() + min(ms(req.max_wait), self.fetch_max_wait_ms) / 1000
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.draining or self._can_answer(ctx, targets, req.min_bytes):
+            if remaining <= 0 or self.draining or self._can_answer(
+                    ctx, targets, req.min_bytes, getattr(req, "isolation_level", 0) == READ_COMMITTED):
                 break
             await self._wait_for_data(targets, remaining)
         # Records are read when the answer is written, not held while it waits its turn.
@@ -324,7 +393,8 @@ class DataPlane:
 
     def _fetch_response(self, ctx: RequestContext, req: Any, targets: list[CachedPartition],
                         session: FetchSession | None, epoch: int) -> Any:
-        answer, _ = self._read(ctx, targets, min(req.max_bytes, self.fetch_max_bytes))
+        answer, _ = self._read(ctx, targets, min(req.max_bytes, self.fetch_max_bytes),
+                               getattr(req, "isolation_level", 0) == READ_COMMITTED)
         if session is not None:  # incremental: only the partitions with news
             if session.id in self.sessions.sessions:
                 answer = [(t, d) for t, d in answer if self._news(session, t, d)]
@@ -373,7 +443,8 @@ class DataPlane:
             session.partitions.move_to_end(DataPlane._key(target))
         return True
 
-    def _can_answer(self, ctx: RequestContext, targets: list[CachedPartition], min_bytes: int) -> bool:
+    def _can_answer(self, ctx: RequestContext, targets: list[CachedPartition], min_bytes: int,
+                    read_committed: bool = False) -> bool:
         """Whether min_bytes are there (each partition counting up to its max_bytes, as
         Kafka's DelayedFetch counts) or a partition has an error to tell; nothing is read."""
         total = 0
@@ -386,7 +457,10 @@ class DataPlane:
             offset = target.fetch_offset
             if plog.offline is not None or not plog.log_start_offset <= offset <= plog.log_end_offset:
                 return True
-            if offset < plog.log_end_offset:
+            # (read_committed: only what lies below the LSO counts, else an open transaction
+            # would answer every poll at once, empty)
+            end = self.last_stable_offset(plog) if read_committed else plog.log_end_offset
+            if offset < end:
                 total += min(plog.bytes_after(offset), max(target.max_bytes, 0))
         return total >= min_bytes
 
@@ -428,7 +502,8 @@ class DataPlane:
                 elif p.timestamp == LATEST_TIERED:
                     pass  # nothing is tiered: offset -1, as Kafka without remote storage
                 elif p.timestamp == LATEST:
-                    offset = plog.log_end_offset
+                    offset = (self.last_stable_offset(plog) if getattr(req, "isolation_level", 0) == READ_COMMITTED
+                              else plog.log_end_offset)
                 else:
                     found = plog.max_timestamp() if p.timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(p.timestamp)
                     if found is not None:
@@ -467,6 +542,8 @@ class DataPlane:
 
     def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
         if req.transactional_id is not None:
+            if self.transactions is not None:
+                return asyncio.ensure_future(self.transactions.init_producer_id(ctx, req))
             return ctx.response(throttle_time=0, error_code=E.transactional_id_authorization_failed,
                                 producer_id=-1, producer_epoch=-1)
         pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
@@ -485,6 +562,18 @@ class DataPlane:
 
     async def close(self) -> None:
         self.drain()
+
+
+def _below(records: bytes, lso: int) -> tuple[bytes, int]:
+    """The whole batches of `records` that lie below the LSO, and the offset after them."""
+    pos, end = 0, None
+    while pos + 12 <= len(records):
+        h = parse_header(records, pos, verify_crc=False)
+        if h.base_offset >= lso:
+            return records[:pos], h.base_offset
+        pos += h.size
+        end = h.next_offset
+    return records, end if end is not None else lso
 
 
 def _datetime(ms: int) -> datetime.datetime:

@@ -67,6 +67,12 @@ class PartitionProducers:
             return E.out_of_order_sequence_number, None
         return E.none, None
 
+    def fence(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker of this epoch was written: older epochs are refused here."""
+        entry = self.entries.get(producer_id)
+        if entry is not None and epoch > entry.epoch:
+            self.entries[producer_id] = ProducerEntry(epoch)
+
     def record(self, h: BatchHeader, base_offset: int) -> None:
         entry = self.entries.get(h.producer_id)
         if entry is None or h.producer_epoch != entry.epoch:

@@ -19,13 +19,14 @@ from ..futures import future_and_callback
 from .classic_group import ClassicGroup, JoinResult, SyncResult
 from .consumer_group import ConsumerGroup
 from .consumer_manager import ApiError, HeartbeatRequest, HeartbeatResult, validate_request
+from ..log.offsets import TOPIC as OFFSETS_TOPIC
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
 from .state import GroupState as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
-OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE, TXN_OFFSET_COMMIT = 8, 9, 47, 28
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -54,6 +55,7 @@ class GroupApis:
         registry.add(OFFSET_COMMIT, range(0, 10), self.offset_commit)
         registry.add(OFFSET_FETCH, range(0, 10), self.offset_fetch)
         registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
+        registry.add(TXN_OFFSET_COMMIT, range(0, 6), self.txn_offset_commit)
         registry.add(CONSUMER_GROUP_HEARTBEAT, range(0, 2), self.consumer_group_heartbeat)
         registry.add(CONSUMER_GROUP_DESCRIBE, range(0, 2), self.consumer_group_describe)
 
@@ -253,12 +255,53 @@ class GroupApis:
             return write_response_to(req, version, errors)
         return LATER
 
-    def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str) -> tuple:
-        """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones."""
+    async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
+        partitions = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                       p.committed_metadata) for t in req.topics for p in t.partitions]
+        shard = self._shard(req.group_id)
+        transactions = self.runtime.transactions
+        if shard is None:
+            errors = [E.not_coordinator] * len(partitions)
+        elif transactions is None:
+            errors = [E.transactional_id_authorization_failed] * len(partitions)
+        else:
+            # The producer must have added the group's partition to its ongoing transaction
+            # (AddOffsetsToTxn), under its current epoch (KIP-890 verification).
+            error = transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch,
+                                        OFFSETS_TOPIC, shard.partition)
+            if error == E.invalid_producer_epoch and ctx.version >= 3:
+                error = E.producer_fenced
+            if error != E.none:
+                errors = [error] * len(partitions)
+            else:
+                fut, done = future_and_callback()
+                errors = shard.offset_manager.txn_commit(
+                    req.group_id, req.producer_id, req.producer_epoch, getattr(req, "generation_id", -1),
+                    getattr(req, "member_id", ""), getattr(req, "group_instance_id", None), partitions,
+                    lambda errors: done(None, errors))
+                if errors is None:
+                    errors = await fut
+        by_topic: dict[str, list] = {}
+        for (topic, partition, *_), error in zip(partitions, errors):
+            by_topic.setdefault(topic, []).append(ctx.nested(
+                "TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error))
+        return ctx.response(throttle_time=0, topics=tuple(
+            ctx.nested("TxnOffsetCommitResponseTopic", name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+
+    def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str,
+                        unstable: set[tuple[str, int]] | None = None) -> tuple:
+        """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones. unstable: partitions
+        with a transactional commit pending, asked with require_stable (KIP-447): answered
+        UNSTABLE_OFFSET_COMMIT, so the consumer waits rather than reading an offset about to change."""
         out = []
         for name, parts in topics:
             rows = []
             for partition, value in parts:
+                if unstable and (name, partition) in unstable:
+                    rows.append(ctx.nested(
+                        "OffsetFetchResponsePartition" + suffix, partition_index=partition, committed_offset=NO_OFFSET,
+                        committed_leader_epoch=-1, metadata="", error_code=E.unstable_offset_commit))
+                    continue
                 rows.append(ctx.nested(
                     "OffsetFetchResponsePartition" + suffix, partition_index=partition,
                     committed_offset=value.offset if value else NO_OFFSET,
@@ -266,6 +309,10 @@ class GroupApis:
                     metadata=value.metadata if value else "", error_code=E.none))
             out.append(ctx.nested("OffsetFetchResponseTopic" + suffix, name=name, partitions=tuple(rows)))
         return tuple(out)
+
+    def _unstable(self, group_id: str) -> set[tuple[str, int]]:
+        shard = self._shard(group_id) if group_id else None
+        return shard.offsets.unstable(group_id) if shard is not None else set()
 
     def _fetch(self, group_id: str, wanted: list | None) -> tuple[int, list]:
         shard = self._shard(group_id)
@@ -280,7 +327,9 @@ class GroupApis:
             if ctx.version < 2 and error != E.none:
                 # v0/v1 have no top-level error: it goes on every partition.
                 topics = [(n, [(p, None) for p in ps]) for n, ps in (wanted or [])]
-            return ctx.response(throttle_time=0, topics=self._fetched_topics(ctx, topics, ""), error_code=error)
+            unstable = self._unstable(req.group_id) if getattr(req, "require_stable", False) else None
+            return ctx.response(throttle_time=0, topics=self._fetched_topics(ctx, topics, "", unstable),
+                                error_code=error)
         groups = []
         for g in req.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
@@ -293,8 +342,9 @@ class GroupApis:
                                              error_code=error))
                     continue
             error, topics = self._fetch(g.group_id, wanted)
+            unstable = self._unstable(g.group_id) if req.require_stable else None
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
-                                     topics=self._fetched_topics(ctx, topics, "s"), error_code=error))
+                                     topics=self._fetched_topics(ctx, topics, "s", unstable), error_code=error))
         return ctx.response(throttle_time=0, groups=tuple(groups))
 
     async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:

@@ -101,6 +101,51 @@ class OffsetManager:
         self.shard.write(records, written)
         return None
 
+    # TxnOffsetCommit ------------------------------------------------------------------
+
+    def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, generation: int, member_id: str,
+                   instance_id: str | None, partitions: list[tuple[str, int, int, int, str | None]],
+                   on_done: Callable[[list[int]], None]) -> list[int] | None:
+        """Offsets committed inside a transaction: written as a transactional batch of the
+        producer, pending until its marker (applied on commit, dropped on abort). Errors per
+        partition as commit_nowait(); the group checks are Kafka's for transactional commits
+        (KIP-447: a member id and generation are checked when given; no rebalance check)."""
+        existing = self.existing_partitions
+        unknown = [existing is not None and (t, p) not in existing for t, p, *_ in partitions]
+        group = self.groups.get(group_id) if group_id else None
+        if not group_id:
+            error = E.invalid_group_id
+        elif group is None:
+            error = _NONE if generation < 0 else E.illegal_generation
+        elif group.state_name == DEAD:
+            error = E.coordinator_not_available
+        elif generation < 0 and not member_id and instance_id is None:
+            error = _NONE  # v0-2, or a producer outside the group
+        elif type(group).__name__ == "ClassicGroup":
+            error, _ = group.check_member(instance_id, member_id, generation)  # type: ignore[attr-defined]
+        else:
+            error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now())
+        now = self.clock.wall()
+        errors: list[int] = []
+        records: list[Event] = []
+        for (topic, partition, offset, leader_epoch, metadata), missing in zip(partitions, unknown):
+            metadata = metadata or ""
+            if missing:
+                errors.append(_UNKNOWN_PARTITION)
+            elif error != _NONE:
+                errors.append(error)
+            elif len(metadata.encode()) > self.metadata_max_bytes:
+                errors.append(_METADATA_TOO_LARGE)
+            else:
+                errors.append(_NONE)
+                records.append((OffsetCommitKey(group_id, topic, partition),
+                                OffsetCommitValue(offset, metadata, now, leader_epoch, -1)))
+        if not records:
+            return errors
+        self.shard.write_txn(producer_id, producer_epoch, records,
+                             lambda e: on_done(errors if e == _NONE else [e if x == _NONE else x for x in errors]))
+        return None
+
     # OffsetFetch ----------------------------------------------------------------------
 
     def fetch(self, group_id: str, wanted: list[tuple[str, list[int]]] | None

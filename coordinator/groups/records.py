@@ -13,10 +13,12 @@ from protocol.group_records import (
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    TxnMarkerKey,
+    TxnOffsetCommitKey,
 )
 
 Key = OffsetCommitKey | GroupMetadataKey
 Event = tuple[Key, OffsetCommitValue | GroupMetadataValue | None]
 
 __all__ = ["Event", "GroupMetadataKey", "GroupMetadataValue", "Key", "MemberMetadata", "OffsetCommitKey",
-           "OffsetCommitValue"]
+           "OffsetCommitValue", "TxnMarkerKey", "TxnOffsetCommitKey"]

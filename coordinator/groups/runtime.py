@@ -30,7 +30,7 @@ from .classic_manager import GroupConfig
 from .clock import Clock
 from .consumer_manager import ConsumerGroupConfig
 from .group import Group
-from .records import Event
+from .records import Event, TxnMarkerKey, TxnOffsetCommitKey
 from .shard import Complete, GroupShard, OffsetConfig
 from .topic_image import TopicImage
 
@@ -74,6 +74,7 @@ class CoordinatorRuntime:
         # group id -> its shard: hot paths look here first, without a call (the hash once per group)
         self.shard_of: dict[str, GroupShard] = {}
         self._expiry: asyncio.Task | None = None
+        self.transactions: Any = None  # the transaction coordinator, wired in after (TxnOffsetCommit checks)
 
     # routing ------------------------------------------------------------------------
 
@@ -101,6 +102,20 @@ class CoordinatorRuntime:
             # A value the record schema cannot hold (validation should have refused it):
             # nothing was queued, so the write fails like any other, leaving no trace.
             _written(shard, records, complete, e, None)
+
+    def write_txn(self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event],
+                  complete: Complete) -> None:
+        events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]
+        try:
+            self.writer.append_txn_to(shard.partition, records, producer_id, producer_epoch,
+                                      partial(_written, shard, events, complete))
+        except (struct.error, OverflowError, ValueError) as e:
+            _written(shard, events, complete, e, None)
+
+    def write_marker(self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool,
+                     complete: Complete) -> None:
+        self.writer.append_marker_to(shard.partition, producer_id, producer_epoch, commit,
+                                     partial(_written, shard, [(TxnMarkerKey(producer_id, commit), None)], complete))
 
     # loading --------------------------------------------------------------------------
 

@@ -24,7 +24,9 @@ from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
 from .group import Group
 from .offset_manager import OffsetManager
 from .offset_store import OffsetStore
-from .records import Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from .records import (
+    Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, TxnMarkerKey, TxnOffsetCommitKey,
+)
 from .state import GroupState
 from protocol.consumer_records import KEY_TYPES as CONSUMER_KEYS
 from .topic_image import TopicImage
@@ -61,6 +63,15 @@ class GroupShard:
         complete(NONE); if the append fails, complete(the client's error) and nothing changes."""
         self.runtime.write(self, records, complete)
 
+    def write_txn(self, producer_id: int, producer_epoch: int, records: list[Event], complete: Complete) -> None:
+        """The same for a transactional offset commit: one transactional batch of this
+        producer; replayed as pending offsets."""
+        self.runtime.write_txn(self, producer_id, producer_epoch, records, complete)
+
+    def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, complete: Complete) -> None:
+        """The producer's transaction marker: its pending offsets here applied or dropped."""
+        self.runtime.write_marker(self, producer_id, producer_epoch, commit, complete)
+
     # replay ---------------------------------------------------------------------------
 
     def replay(self, key: object, value: object) -> None:
@@ -86,6 +97,13 @@ class GroupShard:
             group.stored = value  # type: ignore[union-attr]
         elif type(key) in CONSUMER_KEYS:
             self.consumer.replay(key, value)
+        elif type(key) is TxnOffsetCommitKey:
+            commit = key.key
+            if commit.group not in self.groups:
+                self.groups[commit.group] = ClassicGroup(commit.group, self.clock.wall())
+            self.offsets.put_pending(key.producer_id, commit.group, commit.topic, commit.partition, value)  # type: ignore[arg-type]
+        elif type(key) is TxnMarkerKey:
+            self.offsets.complete(key.producer_id, key.commit)
         # Other record types (share and streams groups) are kept in the log, not interpreted.
 
     def _remove_group(self, group_id: str) -> None:

@@ -16,10 +16,12 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.memory_records import MemoryRecords
 
 from protocol.group_records import (
-    Key, OffsetCommitKey, UnknownKey, Value, _decode_offset_commit_value, decode_key,
+    Key, OffsetCommitKey, TxnOffsetCommitKey, UnknownKey, Value, _decode_offset_commit_value, decode_key,
     decode_value, encode_key, encode_value,
 )
-from protocol.record_batch import CorruptBatch, finish_batch, new_batch_builder
+from protocol.record_batch import (
+    ABORT_MARKER, CorruptBatch, build_batch, build_control_batch, finish_batch, marker_type, new_batch_builder,
+)
 
 from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
@@ -73,13 +75,17 @@ class OffsetsLog:
         self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
         self._queued: dict[int, list[tuple[list, int, Done]]] = {}  # partition -> (records, time, done)
         self._warned: dict[int, float] = {}  # partition -> when its last append failure was logged
+        # partition -> producer id -> its transactional records with no marker yet (set by latest())
+        self._undecided: dict[int, dict[int, list[tuple[Key, Value | None]]]] = {}
 
     @classmethod
     async def open(cls, data_dir: str | Path, partitions: int = DEFAULT_PARTITIONS,
-                   config: LogConfig = OFFSETS_TOPIC_CONFIG, *, background: bool = True) -> OffsetsLog:
+                   config: LogConfig = OFFSETS_TOPIC_CONFIG, *, background: bool = True, topic: str = TOPIC
+                   ) -> OffsetsLog:
+        """topic: `__consumer_offsets`, or `__transaction_state` for the transaction coordinator."""
         data_dir = Path(data_dir)
         logs = await asyncio.gather(*(
-            PartitionLog.open(data_dir / f"{TOPIC}-{p}", config, background=background)
+            PartitionLog.open(data_dir / f"{topic}-{p}", config, background=background)
             for p in range(partitions)))
         return cls(list(logs))
 
@@ -129,6 +135,34 @@ class OffsetsLog:
             queue = self._queued[p] = []
         queue.append((pairs, now_ms() if timestamp_ms is None else timestamp_ms, done))
         return fut
+
+    def append_txn_to(self, p: int, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+                      producer_id: int, producer_epoch: int, done: Done) -> None:
+        """Records of a transaction (TxnOffsetCommit) as their own transactional batch of
+        the producer, so its marker can later commit or abort them; done as append_to()."""
+        pairs = [(k if type(k) is bytes else encode_key(k), v if v is None or type(v) is bytes else encode_value(v))
+                 for k, v in records]
+        self._append_batch(p, build_batch(pairs, timestamp_ms=now_ms(), producer_id=producer_id,
+                                          producer_epoch=producer_epoch, transactional=True), done)
+
+    def append_marker_to(self, p: int, producer_id: int, producer_epoch: int, commit: bool, done: Done,
+                         coordinator_epoch: int = 0) -> None:
+        """The producer's commit or abort marker (a control batch)."""
+        self._append_batch(p, build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms()),
+                           done)
+
+    def _append_batch(self, p: int, batch: bytes, done: Done) -> None:
+        plog = self.logs[p]
+        loop = asyncio.get_running_loop()
+        try:
+            base = plog.append(batch)
+        except Exception as e:  # a full disk, a closed log: nothing of it stays
+            loop.call_soon(done, e, None)
+            return
+        if plog.config.fsync == "always":
+            plog.when_durable(lambda error, _: done(error, None if error else base))
+        else:
+            loop.call_soon(done, None, base)
 
     def _write_queued(self) -> None:
         """Write each partition's queued appends as one batch, then wake the callers once
@@ -213,6 +247,8 @@ class OffsetsLog:
         if plog.offline is not None:
             raise StorageError(errno.EIO, f"offline: {plog.offline}")
         last: dict[bytes, tuple[int, int, bytes | None]] = {}
+        # transactional records by producer until its marker: applied on commit, dropped on abort
+        pending: dict[int, dict[bytes, tuple[int, int, bytes | None]]] = {}
         expected = 0  # base offsets are outside the CRC: they must only grow
         for path, start, chunk in plog.located_chunks():
             records = MemoryRecords(chunk)  # walks the batches of a chunk in C
@@ -227,11 +263,19 @@ class OffsetsLog:
                     expected = batch.next_offset
                     good += 1
                     if batch.is_control_batch:
+                        for r in batch:
+                            kind = marker_type(r.key)
+                            decided = pending.pop(batch.producer_id, None) if kind is not None else None
+                            if decided and kind != ABORT_MARKER:
+                                for key, rec in decided.items():
+                                    if key not in last or last[key][0] < rec[0]:
+                                        last[key] = rec
                         continue
+                    into = pending.setdefault(batch.producer_id, {}) if batch.is_transactional else last
                     for r in batch:
                         key = r.key
                         if key is not None:
-                            last[key] = (r.offset, r.timestamp, r.value)
+                            into[key] = (r.offset, r.timestamp, r.value)
             except KafkaError as e:
                 plog.offline = f"{path} bytes from {start + _position(chunk, good)} are corrupt ({e})"
                 log.error("%s: partition offline. To repair: stop the server, run "
@@ -244,6 +288,9 @@ class OffsetsLog:
             if type(key) is not UnknownKey:
                 value = decode_value(key, value)
             out[key] = OffsetsRecord(partition, offset, ts, key, value)
+        self._undecided[partition] = {
+            pid: [(decode_key(raw), decode_value(decode_key(raw), value)) for raw, (_, _, value) in records.items()]
+            for pid, records in pending.items() if records}
         return out
 
     def offline(self) -> dict[int, str]:
@@ -260,6 +307,10 @@ class OffsetsLog:
                 continue  # offline (logged): its groups are refused, the others load
             for r in sorted(latest.values(), key=lambda r: r.offset):
                 yield p, r.key, r.value
+            for producer_id, records in self._undecided.pop(p, {}).items():
+                for key, value in records:
+                    if type(key) is OffsetCommitKey:
+                        yield p, TxnOffsetCommitKey(producer_id, key), value
 
     def replay_all(self) -> Iterator[OffsetsRecord]:
         for p in range(len(self.logs)):

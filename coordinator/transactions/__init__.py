@@ -1,0 +1,1 @@
+"""The transaction coordinator and the `__transaction_state` log it writes."""

@@ -1,0 +1,417 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator, transactions v1).
+
+One TransactionMetadata per transactional id, its changes written to `__transaction_state`
+(partitioned by transactional id as groups are) before they take effect, so a restart
+rebuilds every transaction by replaying the log. Requests for one transactional id are
+serialized by its lock; different ids run concurrently.
+
+EndTxn answers once PrepareCommit / PrepareAbort is durable: from then on the outcome is
+decided. The markers (control batches on every partition of the transaction; for
+`__consumer_offsets` they also apply or drop the pending offsets) are written after, and
+CompleteCommit / CompleteAbort closes it. Requests arriving meanwhile get
+CONCURRENT_TRANSACTIONS and the client retries, as with Kafka. A transaction found in a
+Prepare state at startup has its markers written again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from protocol.transaction_records import (
+    COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT, PREPARE_EPOCH_FENCE,
+    STATE_NAMES, TransactionLogValue, decode_key, decode_value, encode_key, encode_value,
+)
+
+from ..apis import Registry, RequestContext, ms
+from ..futures import future_and_callback
+from ..log.offsets import TOPIC as OFFSETS_TOPIC, OffsetsLog
+
+log = logging.getLogger(__name__)
+
+TOPIC = "__transaction_state"
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+MAX_EPOCH = 32767  # Short.MaxValue: at MAX_EPOCH - 1 a producer gets a new id instead of an epoch
+RETRY_MARKERS_S = 1.0
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _datetime(ms: int) -> datetime.datetime:
+    """kio writes timestamps from datetimes; -1 (none) is the millisecond before the epoch."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+@dataclass
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: int = EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = 0
+    last_producer_id: int = -1  # before the last epoch bump (KIP-360: a producer may retry InitProducerId)
+    last_producer_epoch: int = -1
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    def value(self) -> TransactionLogValue:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return TransactionLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, by_topic,
+                                   self.last_update_ms, self.start_ms)
+
+
+class TransactionCoordinator:
+    def __init__(self, txn_log: OffsetsLog, data_plane: Any, groups: Any, producer_ids: Any, *,
+                 max_timeout_ms: int = 900_000, abort_check_interval_ms: int = 10_000) -> None:
+        self.log = txn_log
+        self.data_plane = data_plane
+        self.groups = groups  # the group coordinator's runtime: markers for __consumer_offsets
+        self.producer_ids = producer_ids
+        self.max_timeout_ms = max_timeout_ms  # transaction.max.timeout.ms
+        self.abort_check_interval_ms = abort_check_interval_ms
+        self.txns: dict[str, TransactionMetadata] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._timer: asyncio.Task | None = None
+
+    def register(self, registry: Registry) -> None:
+        registry.add(ADD_PARTITIONS_TO_TXN, range(0, 6), self.add_partitions_to_txn)
+        registry.add(ADD_OFFSETS_TO_TXN, range(0, 5), self.add_offsets_to_txn)
+        registry.add(END_TXN, range(0, 6), self.end_txn)
+        registry.add(DESCRIBE_TRANSACTIONS, range(0, 1), self.describe_transactions)
+        registry.add(LIST_TRANSACTIONS, range(0, 2), self.list_transactions)
+
+    # loading ----------------------------------------------------------------------------
+
+    def load(self) -> int:
+        """Replay `__transaction_state` (the last record of each id wins), then finish the
+        transactions a crash left in PrepareCommit / PrepareAbort."""
+        for plog in self.log.logs:
+            for _, data in plog.batches():
+                from protocol.record_batch import iter_batch_records
+                for r in iter_batch_records(data):
+                    if r.key is None:
+                        continue
+                    txn_id = decode_key(r.key)
+                    v = decode_value(r.value)
+                    if v is None:
+                        self.txns.pop(txn_id, None)
+                        continue
+                    self.txns[txn_id] = TransactionMetadata(
+                        txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
+                        {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms)
+        for meta in self.txns.values():
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self._spawn(self._complete(meta))
+        if self.txns:
+            log.info("loaded %d transactional ids", len(self.txns))
+        return len(self.txns)
+
+    def start(self) -> None:
+        self._timer = asyncio.get_running_loop().create_task(self._abort_timed_out_every())
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # the write path ---------------------------------------------------------------------
+
+    async def _write(self, meta: TransactionMetadata, changes: dict[str, Any]) -> int:
+        """Store the metadata with `changes` applied; apply them only once durable. The
+        error for the client if the write failed (nothing changed): NOT_COORDINATOR, as
+        Kafka answers when its log append fails, so the client retries."""
+        new = TransactionMetadata(**{**{f: getattr(meta, f) for f in (
+            "transactional_id", "producer_id", "producer_epoch", "timeout_ms", "state", "partitions", "start_ms",
+            "last_update_ms", "last_producer_id", "last_producer_epoch")}, **changes, "last_update_ms": _now()})
+        fut, done = future_and_callback()
+        try:
+            self.log.append(meta.transactional_id, [(encode_key(meta.transactional_id), encode_value(new.value()))],
+                            done)
+            await fut
+        except Exception as e:  # (OSError from a full disk, a closed log)
+            log.warning("transaction %s: writing its state failed: %s", meta.transactional_id, e)
+            return E.not_coordinator
+        for f, v in changes.items():
+            setattr(meta, f, v)
+        meta.last_update_ms = new.last_update_ms
+        return E.none
+
+    # InitProducerId ---------------------------------------------------------------------
+
+    async def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
+        error, pid, epoch = await self._init(req.transactional_id, ms(req.transaction_timeout),
+                                             getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+        if error == E.producer_fenced and ctx.version < 4:
+            error = E.invalid_producer_epoch  # (PRODUCER_FENCED is KIP-588, v4+)
+        return ctx.response(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
+
+    async def _init(self, txn_id: str, timeout_ms: int, pid: int, epoch: int) -> tuple[int, int, int]:
+        if not txn_id:
+            return E.invalid_request, -1, -1
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            return E.invalid_transaction_timeout, -1, -1
+        meta = self.txns.get(txn_id)
+        if meta is None:
+            meta = self.txns[txn_id] = TransactionMetadata(txn_id, -1, -1, timeout_ms, EMPTY)
+            async with meta.lock:
+                error = await self._write(meta, {"producer_id": self.producer_ids.allocate(), "producer_epoch": 0})
+                if error != E.none:
+                    self.txns.pop(txn_id, None)
+                    return error, -1, -1
+                return E.none, meta.producer_id, meta.producer_epoch
+        async with meta.lock:
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+                return E.concurrent_transactions, -1, -1
+            if pid >= 0:  # KIP-360: the producer says who it was
+                retry = pid == meta.last_producer_id and epoch == meta.last_producer_epoch
+                if not retry and (pid != meta.producer_id or epoch != meta.producer_epoch):
+                    return E.producer_fenced, -1, -1
+                if retry:  # its earlier InitProducerId went through: the same answer
+                    return E.none, meta.producer_id, meta.producer_epoch
+            if meta.state == ONGOING:
+                # A new producer instance: the one before it is fenced and its transaction aborted.
+                error = await self._fence_and_abort(meta)
+                if error != E.none:
+                    return error, -1, -1
+            if meta.producer_epoch >= MAX_EPOCH - 1:
+                new_pid, new_epoch = self.producer_ids.allocate(), 0
+            else:
+                new_pid, new_epoch = meta.producer_id, meta.producer_epoch + 1
+            error = await self._write(meta, {
+                "producer_id": new_pid, "producer_epoch": new_epoch, "timeout_ms": timeout_ms, "state": EMPTY,
+                "partitions": set(), "start_ms": -1, "last_producer_id": meta.producer_id,
+                "last_producer_epoch": meta.producer_epoch})
+            if error != E.none:
+                return error, -1, -1
+            return E.none, meta.producer_id, meta.producer_epoch
+
+    async def _fence_and_abort(self, meta: TransactionMetadata) -> int:
+        """Abort the ongoing transaction under a bumped epoch, so the producer that began it
+        is fenced on every partition its markers reach (held under meta.lock)."""
+        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else meta.producer_epoch
+        error = await self._write(meta, {"state": PREPARE_ABORT, "producer_epoch": epoch})
+        if error != E.none:
+            return error
+        await self._markers_and_complete(meta)
+        return E.none
+
+    # AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
+
+    def _check(self, txn_id: str, pid: int, epoch: int, version_fenced: bool) -> tuple[int, TransactionMetadata | None]:
+        """Kafka's checks shared by AddPartitions, AddOffsets and EndTxn."""
+        meta = self.txns.get(txn_id) if txn_id else None
+        if meta is None or meta.producer_id != pid:
+            return E.invalid_producer_id_mapping, None
+        if epoch != meta.producer_epoch:
+            return (E.producer_fenced if version_fenced else E.invalid_producer_epoch), None
+        return E.none, meta
+
+    async def _add(self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
+                   version_fenced: bool) -> dict[tuple[str, int], int]:
+        unknown = [tp for tp in partitions if tp[0] != OFFSETS_TOPIC and self.data_plane.topics.partition_log(*tp) is None]
+        if unknown:  # nothing is added: the known ones are not attempted
+            return {tp: (E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted)
+                    for tp in partitions}
+        error, meta = self._check(txn_id, pid, epoch, version_fenced)
+        if meta is not None:
+            async with meta.lock:
+                error, _ = self._check(txn_id, pid, epoch, version_fenced)  # (it may have moved while we waited)
+                if error == E.none:
+                    error = await self._add_locked(meta, partitions)
+        return {tp: error for tp in partitions}
+
+    async def _add_locked(self, meta: TransactionMetadata, partitions: list[tuple[str, int]]) -> int:
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+            return E.concurrent_transactions
+        if meta.state == DEAD:
+            return E.invalid_txn_state
+        if meta.state == ONGOING and set(partitions) <= meta.partitions:
+            return E.none  # already in: nothing to write
+        changes: dict[str, Any] = {"state": ONGOING, "partitions": meta.partitions | set(partitions)}
+        if meta.state != ONGOING:
+            changes["start_ms"] = _now()
+        return await self._write(meta, changes)
+
+    async def add_partitions_to_txn(self, ctx: RequestContext, req: Any) -> Any:
+        if ctx.version < 4:
+            partitions = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+            results = await self._add(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                      req.v3_and_below_producer_epoch, partitions, ctx.version >= 2)
+            return ctx.response(throttle_time=0, results_by_topic_v3_and_below=self._by_topic(ctx, results))
+        out = []
+        for t in req.transactions:  # v4+: a broker verifying or adding for its producers (KIP-890)
+            partitions = [(x.name, p) for x in t.topics for p in x.partitions]
+            if t.verify_only:
+                results = {tp: self.verify(t.transactional_id, t.producer_id, t.producer_epoch, *tp)
+                           for tp in partitions}
+            else:
+                results = await self._add(t.transactional_id, t.producer_id, t.producer_epoch, partitions, True)
+            out.append(ctx.nested("AddPartitionsToTxnResult", transactional_id=t.transactional_id,
+                                  topic_results=self._by_topic(ctx, results)))
+        return ctx.response(throttle_time=0, error_code=E.none, results_by_transaction=tuple(out))
+
+    @staticmethod
+    def _by_topic(ctx: RequestContext, results: dict[tuple[str, int], int]) -> tuple:
+        by_topic: dict[str, list] = {}
+        for (topic, partition), error in results.items():
+            by_topic.setdefault(topic, []).append(ctx.nested(
+                "AddPartitionsToTxnPartitionResult", partition_index=partition, partition_error_code=error))
+        return tuple(ctx.nested("AddPartitionsToTxnTopicResult", name=topic, results_by_partition=tuple(parts))
+                     for topic, parts in by_topic.items())
+
+    async def add_offsets_to_txn(self, ctx: RequestContext, req: Any) -> Any:
+        if not req.group_id:
+            return ctx.response(throttle_time=0, error_code=E.invalid_group_id)
+        tp = (OFFSETS_TOPIC, self.groups.writer.partition_for(req.group_id))
+        results = await self._add(req.transactional_id, req.producer_id, req.producer_epoch, [tp], ctx.version >= 2)
+        return ctx.response(throttle_time=0, error_code=results[tp])
+
+    def verify(self, txn_id: str, pid: int, epoch: int, topic: str, partition: int) -> int:
+        """For a transactional Produce (KIP-890 part 1): the partition must be in the
+        producer's ongoing transaction, under its current epoch."""
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != pid:
+            return E.invalid_producer_id_mapping
+        if epoch != meta.producer_epoch:
+            return E.invalid_producer_epoch
+        if meta.state != ONGOING or (topic, partition) not in meta.partitions:
+            return E.invalid_txn_state
+        return E.none
+
+    # EndTxn -----------------------------------------------------------------------------
+
+    async def end_txn(self, ctx: RequestContext, req: Any) -> Any:
+        error, meta = self._check(req.transactional_id, req.producer_id, req.producer_epoch, ctx.version >= 2)
+        if meta is not None:
+            async with meta.lock:
+                error, _ = self._check(req.transactional_id, req.producer_id, req.producer_epoch, ctx.version >= 2)
+                if error == E.none:
+                    error = await self._end(meta, req.committed)
+        pid, epoch = (meta.producer_id, meta.producer_epoch) if meta is not None and error == E.none else (-1, -1)
+        return ctx.response(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
+
+    async def _end(self, meta: TransactionMetadata, commit: bool) -> int:
+        if meta.state == ONGOING:
+            error = await self._write(meta, {"state": PREPARE_COMMIT if commit else PREPARE_ABORT})
+            if error == E.none:
+                self._spawn(self._complete(meta))
+            return error
+        if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT):  # a retry of the EndTxn that ended it
+            return E.none if (meta.state == COMPLETE_COMMIT) == commit else E.invalid_txn_state
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return E.concurrent_transactions if (meta.state == PREPARE_COMMIT) == commit else E.invalid_txn_state
+        if meta.state == PREPARE_EPOCH_FENCE:
+            return E.concurrent_transactions
+        return E.invalid_txn_state  # Empty or Dead: no transaction to end
+
+    async def _complete(self, meta: TransactionMetadata) -> None:
+        async with meta.lock:
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                await self._markers_and_complete(meta)
+
+    async def _markers_and_complete(self, meta: TransactionMetadata) -> None:
+        """Write the markers until every partition has one (a failed write is retried; a
+        deleted topic is skipped), then CompleteCommit / CompleteAbort. Held under meta.lock."""
+        commit = meta.state == PREPARE_COMMIT
+        left = set(meta.partitions)
+        while left:
+            topics = [tp for tp in left if tp[0] != OFFSETS_TOPIC]
+            results = await self.data_plane.write_txn_markers(meta.producer_id, meta.producer_epoch, 0, commit,
+                                                              topics) if topics else {}
+            for tp, error in results.items():
+                if error in (E.none, E.unknown_topic_or_partition):
+                    left.discard(tp)
+            for tp in [tp for tp in left if tp[0] == OFFSETS_TOPIC]:
+                fut, done = future_and_callback()
+                shard = self.groups.shards[tp[1]]
+                shard.write_marker(meta.producer_id, meta.producer_epoch, commit, lambda error: done(None, error))
+                if await fut == E.none:
+                    left.discard(tp)
+            if left:
+                log.warning("transaction %s: markers for %d partitions not written yet; retrying",
+                            meta.transactional_id, len(left))
+                await asyncio.sleep(RETRY_MARKERS_S)
+        while await self._write(meta, {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT,
+                                       "partitions": set()}) != E.none:
+            await asyncio.sleep(RETRY_MARKERS_S)
+
+    # timeouts ---------------------------------------------------------------------------
+
+    async def _abort_timed_out_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.abort_check_interval_ms / 1000)
+            self.abort_timed_out()
+
+    def abort_timed_out(self) -> None:
+        """transaction.timeout.ms: a transaction open longer is aborted under a bumped
+        epoch, fencing the producer that let it run over (Kafka's abortTimedOutTransactions)."""
+        now = _now()
+        for meta in list(self.txns.values()):
+            if meta.state == ONGOING and meta.start_ms + meta.timeout_ms < now and not meta.lock.locked():
+                log.info("transaction %s (producer %d) timed out after %d ms: aborting it", meta.transactional_id,
+                         meta.producer_id, meta.timeout_ms)
+                self._spawn(self._abort_timed_out(meta))
+
+    async def _abort_timed_out(self, meta: TransactionMetadata) -> None:
+        async with meta.lock:
+            if meta.state == ONGOING:
+                await self._fence_and_abort(meta)
+
+    # DescribeTransactions / ListTransactions --------------------------------------------
+
+    def describe_transactions(self, ctx: RequestContext, req: Any) -> Any:
+        states = []
+        for txn_id in req.transactional_ids:
+            meta = self.txns.get(txn_id)
+            if meta is None:
+                states.append(ctx.nested("TransactionState", error_code=E.transactional_id_not_found,
+                                         transactional_id=txn_id, transaction_state="", transaction_timeout=0,
+                                         transaction_start_time=_datetime(-1), producer_id=-1, producer_epoch=-1,
+                                         topics=()))
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(meta.partitions):
+                by_topic.setdefault(topic, []).append(partition)
+            states.append(ctx.nested(
+                "TransactionState", error_code=E.none, transactional_id=txn_id,
+                transaction_state=STATE_NAMES[meta.state], transaction_timeout=meta.timeout_ms,
+                transaction_start_time=_datetime(meta.start_ms if meta.start_ms >= 0 else -1),
+                producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                topics=tuple(ctx.nested("TopicData", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
+        return ctx.response(throttle_time=0, transaction_states=tuple(states))
+
+    def list_transactions(self, ctx: RequestContext, req: Any) -> Any:
+        wanted = set(req.state_filters)
+        unknown = tuple(s for s in req.state_filters if s not in STATE_NAMES)
+        pids = set(req.producer_id_filters)
+        min_duration = getattr(req, "duration_filter", -1)
+        now = _now()
+        out = []
+        for meta in self.txns.values():
+            if wanted and STATE_NAMES[meta.state] not in wanted or pids and meta.producer_id not in pids:
+                continue
+            if min_duration >= 0 and (meta.state != ONGOING or now - meta.start_ms < min_duration):
+                continue
+            out.append(ctx.nested("TransactionState", transactional_id=meta.transactional_id,
+                                  producer_id=meta.producer_id, transaction_state=STATE_NAMES[meta.state]))
+        return ctx.response(throttle_time=0, error_code=E.none, unknown_state_filters=unknown,
+                            transaction_states=tuple(out))

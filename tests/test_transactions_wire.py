@@ -1,0 +1,242 @@
+"""Transactions over raw frames: every error path of the transaction coordinator, the
+partition side (transactional Produce, markers, LSO, read_committed Fetch and ListOffsets)
+and the group side (TxnOffsetCommit, OffsetFetch require_stable), and a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+
+from bench.wire_client import WireClient, request_class
+from coordinator.apis import build
+from protocol.messages import encode_request
+from protocol.record_batch import build_batch, iter_batches
+from tests.conftest import wait_for
+
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 1, 2, 9, 10, 22
+ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TXNS, LIST_TXNS = 24, 25, 26, 28, 65, 66
+MS = datetime.timedelta(milliseconds=1)
+E_NONE, UNKNOWN_TOPIC, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PID_MAPPING = 0, 3, 47, 48, 49
+INVALID_TIMEOUT, CONCURRENT, TXN_ID_NOT_FOUND, OPERATION_NOT_ATTEMPTED, UNSTABLE = 50, 51, 105, 55, 88
+PRODUCER_FENCED = 90
+
+
+def cls(api, v, name=None):
+    return request_class(api, v, name)
+
+
+async def init_pid(conn, txn_id, timeout_ms=60_000, pid=-1, epoch=-1, v=4):
+    r = await conn.request(INIT_PRODUCER_ID, v, cls(INIT_PRODUCER_ID, v)(
+        transactional_id=txn_id, transaction_timeout=timeout_ms * MS, producer_id=pid, producer_epoch=epoch))
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+async def add_partitions(conn, txn_id, pid, epoch, parts, v=3):
+    T = cls(ADD_PARTITIONS, v, "AddPartitionsToTxnTopic")
+    topics = {}
+    for t, p in parts:
+        topics.setdefault(t, []).append(p)
+    r = await conn.request(ADD_PARTITIONS, v, cls(ADD_PARTITIONS, v)(
+        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=tuple(T(name=t, partitions=tuple(ps)) for t, ps in topics.items())))
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+async def end_txn(conn, txn_id, pid, epoch, commit, v=3):
+    r = await conn.request(END_TXN, v, cls(END_TXN, v)(transactional_id=txn_id, producer_id=pid,
+                                                       producer_epoch=epoch, committed=commit))
+    return r.error_code
+
+
+async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2):
+    records = build_batch([(b"k", b"v%d" % i) for i in range(n)], timestamp_ms=1_700_000_000_000,
+                          producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
+    P, T = cls(PRODUCE, 9, "PartitionProduceData"), cls(PRODUCE, 9, "TopicProduceData")
+    r = await conn.request(PRODUCE, 9, cls(PRODUCE, 9)(transactional_id=txn_id, acks=-1, timeout=5000 * MS,
+                                                      topic_data=(T(name=topic, partition_data=(
+                                                          P(index=partition, records=records),)),)))
+    p = r.responses[0].partition_responses[0]
+    return p.error_code, p.base_offset
+
+
+async def fetch(conn, topic, offset, isolation):
+    F, T = cls(FETCH, 12, "FetchPartition"), cls(FETCH, 12, "FetchTopic")
+    r = await conn.request(FETCH, 12, cls(FETCH, 12)(
+        replica_id=-1, max_wait=0 * MS, min_bytes=1, max_bytes=1 << 20, isolation_level=isolation, session_id=0,
+        session_epoch=-1, topics=(T(topic=topic, partitions=(F(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=1 << 20),)),), forgotten_topics_data=(), rack_id=""))
+    return r.responses[0].partitions[0]
+
+
+async def latest(conn, topic, isolation):
+    P, T = cls(LIST_OFFSETS, 7, "ListOffsetsPartition"), cls(LIST_OFFSETS, 7, "ListOffsetsTopic")
+    r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=isolation, topics=(
+        T(name=topic, partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)))
+    return r.topics[0].partitions[0].offset
+
+
+async def txn_commit(conn, txn_id, group, pid, epoch, topic, offset, v=3, generation=-1, member=""):
+    T, P = cls(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitRequestTopic"), cls(TXN_OFFSET_COMMIT, v,
+                                                                           "TxnOffsetCommitRequestPartition")
+    r = await conn.request(TXN_OFFSET_COMMIT, v, build(cls(TXN_OFFSET_COMMIT, v), dict(
+        transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
+        member_id=member, group_instance_id=None, topics=(build(T, dict(name=topic, partitions=(build(P, dict(
+            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")),))),))))
+    return r.topics[0].partitions[0].error_code
+
+
+async def offset_fetch(conn, group, topic, require_stable):
+    T = cls(OFFSET_FETCH, 7, "OffsetFetchRequestTopic")
+    r = await conn.request(OFFSET_FETCH, 7, cls(OFFSET_FETCH, 7)(
+        group_id=group, topics=(T(name=topic, partition_indexes=(0,)),), require_stable=require_stable))
+    p = r.topics[0].partitions[0]
+    return p.error_code, p.committed_offset
+
+
+async def describe(conn, txn_id):
+    r = await conn.request(DESCRIBE_TXNS, 0, cls(DESCRIBE_TXNS, 0)(transactional_ids=(txn_id,)))
+    return r.transaction_states[0]
+
+
+async def describe_unknown(port, txn_id):
+    """The error code DescribeTransactions gives an unknown id, read from the raw frame:
+    its start time is -1, as in Kafka, which kio's decoder refuses."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode_request(DESCRIBE_TXNS, 0, 1, "t", cls(DESCRIBE_TXNS, 0)(transactional_ids=(txn_id,))))
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    frame = await reader.readexactly(size)
+    writer.close()
+    # correlation id, header tags, throttle time, compact array length, then the first error code
+    return struct.unpack_from(">h", frame, 4 + 1 + 4 + 1)[0]
+
+
+async def test_transaction_error_paths_and_abort(server):
+    conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    await conn.create_topics("tw", partitions=1)
+    try:
+        # FindCoordinator for a transactional id: this broker
+        r = await conn.request(FIND_COORDINATOR, 4, cls(FIND_COORDINATOR, 4)(key_type=1, coordinator_keys=("t1",)))
+        assert r.coordinators[0].error_code == E_NONE and r.coordinators[0].port == server.port
+        # InitProducerId: the timeout must be within (0, transaction.max.timeout.ms]
+        assert (await init_pid(conn, "t1", timeout_ms=0))[0] == INVALID_TIMEOUT
+        assert (await init_pid(conn, "t1", timeout_ms=900_001))[0] == INVALID_TIMEOUT
+        error, pid, epoch = await init_pid(conn, "t1")
+        assert (error, epoch) == (E_NONE, 0) and pid >= 0
+        # checks every transactional request makes
+        assert await add_partitions(conn, "t1", pid + 1, epoch, [("tw", 0)]) == {("tw", 0): INVALID_PID_MAPPING}
+        assert await add_partitions(conn, "nope", pid, epoch, [("tw", 0)]) == {("tw", 0): INVALID_PID_MAPPING}
+        assert await add_partitions(conn, "t1", pid, epoch + 1, [("tw", 0)]) == {("tw", 0): PRODUCER_FENCED}
+        assert await add_partitions(conn, "t1", pid, epoch + 1, [("tw", 0)], v=1) == {("tw", 0): INVALID_PRODUCER_EPOCH}
+        assert await add_partitions(conn, "t1", pid, epoch, [("tw", 0), ("missing", 0)]) == {
+            ("tw", 0): OPERATION_NOT_ATTEMPTED, ("missing", 0): UNKNOWN_TOPIC}
+        assert await end_txn(conn, "t1", pid, epoch, True) == INVALID_TXN_STATE  # Empty: nothing to end
+        # a transactional batch to a partition not in the transaction (KIP-890 verification)
+        assert (await produce_txn(conn, "t1", "tw", 0, pid, epoch, 0))[0] == INVALID_TXN_STATE
+        assert await add_partitions(conn, "t1", pid, epoch, [("tw", 0)]) == {("tw", 0): E_NONE}
+        error, first = await produce_txn(conn, "t1", "tw", 0, pid, epoch, 0)
+        assert error == E_NONE
+        # the open transaction holds the LSO at its first offset
+        assert await latest(conn, "tw", 1) == first and await latest(conn, "tw", 0) == first + 2
+        data = await fetch(conn, "tw", 0, isolation=1)
+        assert data.records in (b"", None) and data.last_stable_offset == first and data.high_watermark == first + 2
+        assert len(list(iter_batches((await fetch(conn, "tw", 0, isolation=0)).records))) == 1
+        # offsets in the transaction are pending: unstable for require_stable readers
+        r = await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(
+            transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id="tg"))
+        assert r.error_code == E_NONE
+        assert await txn_commit(conn, "t1", "tg", pid, epoch, "tw", 2) == E_NONE
+        assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2) == PRODUCER_FENCED
+        assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2, v=2) == INVALID_PRODUCER_EPOCH
+        assert await offset_fetch(conn, "tg", "tw", True) == (UNSTABLE, -1)
+        assert await offset_fetch(conn, "tg", "tw", False) == (E_NONE, -1)
+        state = await describe(conn, "t1")
+        assert state.transaction_state == "Ongoing" and state.producer_id == pid
+        topics = {t.topic: tuple(t.partitions) for t in state.topics}
+        assert topics["tw"] == (0,) and len(topics["__consumer_offsets"]) == 1
+        assert await describe_unknown(server.port, "unknown") == TXN_ID_NOT_FOUND
+        r = await conn.request(LIST_TXNS, 1, cls(LIST_TXNS, 1)(state_filters=("Ongoing", "Bogus"),
+                                                              producer_id_filters=(), duration_filter=-1))
+        assert [s.transactional_id for s in r.transaction_states] == ["t1"] and r.unknown_state_filters == ("Bogus",)
+        # abort: marker written, the aborted range reported to read_committed fetches
+        assert await end_txn(conn, "t1", pid, epoch, False) == E_NONE
+        await wait_for_state(conn, "t1", "CompleteAbort")
+        assert await end_txn(conn, "t1", pid, epoch, False) == E_NONE  # a retry of the same EndTxn
+        assert await end_txn(conn, "t1", pid, epoch, True) == INVALID_TXN_STATE
+        data = await fetch(conn, "tw", 0, isolation=1)
+        headers = [h for _, h in iter_batches(data.records)]
+        assert [h.is_control for h in headers] == [False, True] and data.last_stable_offset == first + 3
+        assert [(a.producer_id, a.first_offset) for a in data.aborted_transactions] == [(pid, first)]
+        assert await offset_fetch(conn, "tg", "tw", True) == (E_NONE, -1)  # dropped with the abort
+        # a new instance (KIP-360: it names the producer it was) bumps the epoch; the old epoch is fenced
+        error, pid2, epoch2 = await init_pid(conn, "t1", pid=pid, epoch=epoch)
+        assert (error, pid2, epoch2) == (E_NONE, pid, epoch + 1)
+        assert (await init_pid(conn, "t1", pid=pid, epoch=epoch + 5))[0] == PRODUCER_FENCED
+        assert (await init_pid(conn, "t1", pid=pid, epoch=epoch + 5, v=3))[0] == INVALID_PRODUCER_EPOCH
+        assert await add_partitions(conn, "t1", pid, epoch, [("tw", 0)]) == {("tw", 0): PRODUCER_FENCED}
+        # commit: the offsets apply, the data becomes visible
+        assert await add_partitions(conn, "t1", pid, epoch2, [("tw", 0)]) == {("tw", 0): E_NONE}
+        assert (await produce_txn(conn, "t1", "tw", 0, pid, epoch2, 0))[0] == E_NONE
+        r = await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(
+            transactional_id="t1", producer_id=pid, producer_epoch=epoch2, group_id="tg"))
+        assert await txn_commit(conn, "t1", "tg", pid, epoch2, "tw", 7) == E_NONE
+        assert await end_txn(conn, "t1", pid, epoch2, True) == E_NONE
+        await wait_for_state(conn, "t1", "CompleteCommit")
+        assert await offset_fetch(conn, "tg", "tw", True) == (E_NONE, 7)
+        end = await latest(conn, "tw", 0)
+        assert await latest(conn, "tw", 1) == end
+    finally:
+        await conn.close()
+    # a restart replays __transaction_state and the markers: same state, same offsets
+    server.restart()
+    conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    try:
+        state = await describe(conn, "t1")
+        assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("CompleteCommit", pid, epoch2)
+        assert await offset_fetch(conn, "tg", "tw", True) == (E_NONE, 7)
+        data = await fetch(conn, "tw", 0, isolation=1)
+        assert [(a.producer_id, a.first_offset) for a in data.aborted_transactions] == [(pid, first)]
+        assert await latest(conn, "tw", 1) == end
+    finally:
+        await conn.close()
+
+
+async def wait_for_state(conn, txn_id, state, timeout=10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (await describe(conn, txn_id)).transaction_state != state:
+        assert asyncio.get_running_loop().time() < deadline, f"{txn_id} never reached {state}"
+        await asyncio.sleep(0.02)
+
+
+async def test_pending_offsets_survive_a_restart_and_timeouts_abort(server_factory):
+    """A transaction open at a restart keeps its pending offsets (replayed from the
+    transactional batch); past transaction.timeout.ms the coordinator aborts it under a
+    bumped epoch, fencing the producer."""
+    server = server_factory("--transaction-abort-check-interval-ms", "100")
+    conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    await conn.create_topics("tt", partitions=1)
+    _, pid, epoch = await init_pid(conn, "slow", timeout_ms=60_000)
+    assert await add_partitions(conn, "slow", pid, epoch, [("tt", 0)]) == {("tt", 0): E_NONE}
+    assert (await produce_txn(conn, "slow", "tt", 0, pid, epoch, 0))[0] == E_NONE
+    await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(transactional_id="slow", producer_id=pid,
+                                                           producer_epoch=epoch, group_id="sg"))
+    assert await txn_commit(conn, "slow", "sg", pid, epoch, "tt", 1) == E_NONE
+    await conn.close()
+    server.restart(sig=9)
+    conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    try:
+        assert (await describe(conn, "slow")).transaction_state == "Ongoing"
+        assert await offset_fetch(conn, "sg", "tt", True) == (UNSTABLE, -1)
+        assert await latest(conn, "tt", 1) == 0
+        # a 200 ms transaction: aborted by the coordinator soon after
+        _, pid2, e2 = await init_pid(conn, "short", timeout_ms=200)
+        assert await add_partitions(conn, "short", pid2, e2, [("tt", 0)]) == {("tt", 0): E_NONE}
+        await wait_for_state(conn, "short", "CompleteAbort")
+        state = await describe(conn, "short")
+        assert state.producer_epoch == e2 + 1  # fenced
+        assert await end_txn(conn, "short", pid2, e2, True) == PRODUCER_FENCED
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()
