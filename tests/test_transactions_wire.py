@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import struct
+import subprocess
+import sys
 
 from bench.wire_client import WireClient, request_class
 from coordinator.apis import build
@@ -201,6 +203,11 @@ async def test_transaction_error_paths_and_abort(server):
         assert await latest(conn, "tw", 1) == end
     finally:
         await conn.close()
+    # the dump CLI shows the markers and the transaction records
+    dump = subprocess.run([sys.executable, "-m", "coordinator.log", "dump", str(server.data_dir)],
+                          capture_output=True, text=True, check=True).stdout
+    assert "endTxnMarker: ABORT coordinatorEpoch: 0" in dump and "endTxnMarker: COMMIT" in dump
+    assert "transaction_metadata::transactionalId=t1" in dump and "state=CompleteCommit" in dump
 
 
 async def wait_for_state(conn, txn_id, state, timeout=10.0):

@@ -3,7 +3,8 @@ and `python -m coordinator.log repair PARTITION_DIR`.
 
 dump prints batches and records like kafka-dump-log; PATH is a data dir, a partition dir or
 a segment file. `__consumer_offsets` keys and values are decoded (automatically for
-directories named `__consumer_offsets-*`); --group G reads only the partition that holds
+directories named `__consumer_offsets-*`), `__transaction_state` records too (its
+directories), and transaction markers everywhere; --group G reads only the partition that holds
 G's records and shows only those. Read-only: a torn or corrupt tail is reported, never
 repaired (that is what repair does, keeping a copy).
 """
@@ -16,9 +17,10 @@ import sys
 from pathlib import Path
 
 from protocol.group_records import RecordDecodeError, decode_record
+from protocol.transaction_records import STATE_NAMES, decode_key as decode_txn_key, decode_value as decode_txn_value
 
 from .offsets import partition_for
-from protocol.record_batch import CorruptBatch, iter_batch_records, parse_header
+from protocol.record_batch import COMMIT_MARKER, CorruptBatch, iter_batch_records, marker_type, parse_header
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -30,7 +32,32 @@ def _show(b: bytes | None, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def dump_file(path: Path, out, offsets_decoder: bool, records: bool, group: str | None = None) -> bool:
+def _describe(key: bytes | None, value: bytes | None, control: bool, decoder: str | None) -> str:
+    """A record as kafka-dump-log prints it with the matching decoder."""
+    if control:
+        kind = marker_type(key)
+        if kind is None:
+            return f" key: {_show(key)} payload: {_show(value)}"
+        epoch = int.from_bytes(value[2:6], "big", signed=True) if value and len(value) >= 6 else -1
+        return f" endTxnMarker: {'COMMIT' if kind == COMMIT_MARKER else 'ABORT'} coordinatorEpoch: {epoch}"
+    if decoder is None or key is None:
+        return f" key: {_show(key)} payload: {_show(value)}"
+    try:
+        if decoder == "transactions":
+            k, v = decode_txn_key(key), decode_txn_value(value)
+            payload = "<DELETE>" if v is None else (
+                f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},state={STATE_NAMES[v.status]},"
+                f"partitions={v.partitions},txnLastUpdateTimestamp={v.last_update_ms},"
+                f"txnTimeoutMs={v.timeout_ms}")
+            return f" key: transaction_metadata::transactionalId={k} payload: {payload}"
+        k, v = decode_record(key, value)
+        return f" key: {k} payload: {'<DELETE>' if v is None else v}"
+    except (RecordDecodeError, IndexError) as e:
+        return f" undecodable: {e} key: {_show(key)}"
+
+
+def dump_file(path: Path, out, decoder: str | None, records: bool, group: str | None = None) -> bool:
+    """decoder: "offsets", "transactions" or None (keys and values as text)."""
     print(f"Dumping {path}", file=out)
     size = path.stat().st_size
     if size == 0:
@@ -62,14 +89,7 @@ def dump_file(path: Path, out, offsets_decoder: bool, records: bool, group: str 
                 if records:
                     for r in iter_batch_records(view[pos : pos + h.size], h):
                         line = f"| offset: {r.offset} {kind}: {r.timestamp}"
-                        if offsets_decoder and not h.is_control and r.key is not None:
-                            try:
-                                k, v = decode_record(r.key, r.value)
-                                line += f" key: {k} payload: {'<DELETE>' if v is None else v}"
-                            except RecordDecodeError as e:
-                                line += f" undecodable: {e} key: {_show(r.key)}"
-                        else:
-                            line += f" key: {_show(r.key)} payload: {_show(r.value)}"
+                        line += _describe(r.key, r.value, h.is_control, decoder)
                         if r.headers:
                             line += f" headers: {r.headers}"
                         print(line, file=out)
@@ -155,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     try:
         for f in files:
-            decode = args.offsets_decoder or f.parent.name.startswith("__consumer_offsets-")
-            ok &= dump_file(f, sys.stdout, decode, not args.no_records, args.group)
+            decoder = ("transactions" if f.parent.name.startswith("__transaction_state-") else "offsets"
+                       if args.offsets_decoder or f.parent.name.startswith("__consumer_offsets-") else None)
+            ok &= dump_file(f, sys.stdout, decoder, not args.no_records, args.group)
     except BrokenPipeError:
         return 0
     return 0 if ok else 1
