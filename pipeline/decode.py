@@ -5,6 +5,10 @@ output schema covers the three kinds of row: `commit` (an OffsetCommit record), 
 (a GroupMetadata record: one generation's membership) and `error` (a bad batch or an
 undecodable record, with its file). Columns of another kind are null. A null value is a
 tombstone: a deleted offset, or a deleted group.
+
+Offsets committed inside a transaction (TxnOffsetCommit: a transactional batch) count only
+once the producer's commit marker follows in the same partition, as the coordinator applies
+them; aborted ones, and ones whose marker is not (yet) in the files read, are left out.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import pyarrow as pa
 from protocol.group_records import (
     GroupMetadataKey, OffsetCommitKey, RecordDecodeError, decode_key, decode_value,
 )
+
+from protocol.record_batch import COMMIT_MARKER, marker_type
 
 from .segments import BadBatch, SegmentFile, read_segment
 
@@ -98,12 +104,22 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
      c_log_partition, c_log_offset, c_ts) = (commits[name].append for name in COMMIT_COLUMNS)
     groups: list[tuple] = []
     errors: list[tuple] = []
+    pending: dict[tuple[int, int], list[tuple]] = {}  # (log partition, producer id) -> transactional commit rows
     for seg in files:
         lp = seg.partition
-        for item in read_segment(seg):
+        for item in read_segment(seg, markers=True):
             if type(item) is BadBatch:
                 errors.append((lp, item.base_offset, seg.path, item.describe()))
                 continue
+            h = item[0]
+            if h.is_control:
+                rows = pending.pop((lp, h.producer_id), None)
+                if rows and item[1] and marker_type(item[1][0].key) == COMMIT_MARKER:
+                    for row in rows:
+                        for column, value in zip(COMMIT_COLUMNS, row):
+                            commits[column].append(value)
+                continue
+            txn_rows = pending.setdefault((lp, h.producer_id), []) if h.is_transactional else None
             for r in item[1]:
                 raw = r.key
                 if raw is None:
@@ -116,6 +132,10 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         v = r.value
                         offset, epoch, metadata, commit_ts, expire_ts = (
                             _NO_VALUE if v is None else commit_value_fields(k, v))
+                        if txn_rows is not None:
+                            txn_rows.append((k.group, k.topic, k.partition, offset, epoch, metadata, commit_ts,
+                                             expire_ts, v is None, lp, r.offset, r.timestamp))
+                            continue
                         c_group(k.group)
                         c_topic(k.topic)
                         c_partition(k.partition)

@@ -91,8 +91,8 @@ def batches(data: bytes) -> Iterator[tuple[int, BatchHeader, memoryview] | BadBa
         pos += h.size
 
 
-def read_segment(seg: SegmentFile) -> Iterator[tuple[BatchHeader, list] | BadBatch]:
-    """(header, records) per data batch (control batches skipped), or BadBatch.
+def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[BatchHeader, list] | BadBatch]:
+    """(header, records) per data batch (control batches too with markers=True), or BadBatch.
 
     A batch whose CRC is right but whose payload does not decode (e.g. a broken compressed
     block) is reported as a BadBatch too."""
@@ -101,7 +101,7 @@ def read_segment(seg: SegmentFile) -> Iterator[tuple[BatchHeader, list] | BadBat
             yield item
             continue
         pos, h, batch = item
-        if h.is_control:
+        if h.is_control and not markers:
             continue
         try:  # aiokafka's records (offset, timestamp, key, value, headers), as protocol.record_batch uses
             records = list(DefaultRecordBatch(bytes(batch)))

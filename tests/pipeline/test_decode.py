@@ -64,3 +64,36 @@ def test_decoded_rows_equal_the_coordinators_replay(tmp_path):
             r["log_partition"], r["log_offset"]) for r in rows]
     order = lambda t: (t[7], t[8])  # noqa: E731
     assert sorted(got, key=order) == sorted(expected, key=order)
+
+
+def test_transactional_commits_count_once_their_marker_commits(tmp_path):
+    """Producer 7 commits its transaction, 8 aborts, 9 has no marker yet: only 7's offsets
+    are commits, in the pipeline as in the coordinator's loading."""
+    data = tmp_path / "data"
+
+    async def write():
+        log = await OffsetsLog.open(data, partitions=1, background=False)
+        loop = asyncio.get_running_loop()
+
+        async def done_of(append):
+            fut = loop.create_future()
+            append(lambda error, first: fut.set_result(error))
+            assert await fut is None
+
+        def value(offset):
+            return OffsetCommitValue(offset=offset, metadata="", commit_timestamp=1)
+
+        await done_of(lambda d: log.append_to(0, [(OffsetCommitKey("g", "t", 0), value(1))], d))
+        for pid, offset in ((7, 70), (8, 80), (9, 90)):
+            await done_of(lambda d, pid=pid, offset=offset: log.append_txn_to(
+                0, [(OffsetCommitKey("g", "t", pid), value(offset))], pid, 0, d))
+        await done_of(lambda d: log.append_marker_to(0, 7, 0, True, d))
+        await done_of(lambda d: log.append_marker_to(0, 8, 0, False, d))
+        loaded = {(k.topic, k.partition): v.offset for _, k, v in log.latest_records() if type(k) is OffsetCommitKey}
+        await log.close()
+        return loaded
+
+    loaded = asyncio.run(write())
+    rows = [r for b in decode_segments(segment_files(data, {OFFSETS_TOPIC})) for r in b.to_pylist()]
+    commits = {(r["topic"], r["partition"]): r["offset"] for r in rows if r["kind"] == "commit"}
+    assert commits == loaded == {("t", 0): 1, ("t", 7): 70}
