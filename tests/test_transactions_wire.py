@@ -247,3 +247,45 @@ async def test_pending_offsets_survive_a_restart_and_timeouts_abort(server_facto
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_a_transaction_prepared_before_a_crash_completes_at_startup(server):
+    """PrepareCommit is durable, the markers are not: a restart writes them (and
+    CompleteCommit), so the data becomes visible and the pending offsets apply."""
+    from coordinator.log.offsets import OffsetsLog
+    from coordinator.transactions.coordinator import TOPIC
+    from protocol.transaction_records import PREPARE_COMMIT, TransactionLogValue, encode_key, encode_value
+
+    conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    await conn.create_topics("tp", partitions=1)
+    _, pid, epoch = await init_pid(conn, "crashy")
+    assert await add_partitions(conn, "crashy", pid, epoch, [("tp", 0)]) == {("tp", 0): E_NONE}
+    assert (await produce_txn(conn, "crashy", "tp", 0, pid, epoch, 0))[0] == E_NONE
+    await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(transactional_id="crashy", producer_id=pid,
+                                                           producer_epoch=epoch, group_id="cg"))
+    assert await txn_commit(conn, "crashy", "cg", pid, epoch, "tp", 2) == E_NONE
+    partitions = {t.topic: list(t.partitions) for t in (await describe(conn, "crashy")).topics}
+    await conn.close()
+    server.stop(9)
+    # what the coordinator writes when EndTxn(commit) arrives, and nothing after it
+    log = await OffsetsLog.open(server.data_dir, 50, topic=TOPIC, background=False)
+    fut = asyncio.get_running_loop().create_future()
+    log.append("crashy", [(encode_key("crashy"), encode_value(TransactionLogValue(
+        pid, epoch, 60_000, PREPARE_COMMIT, partitions, 1, 1)))], lambda error, _: fut.set_result(error))
+    assert await fut is None
+    await log.close()
+    server.start()
+    conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    try:
+        await wait_for_state(conn, "crashy", "CompleteCommit")
+        assert await offset_fetch(conn, "cg", "tp", True) == (E_NONE, 2)
+        controls, offset = [], 0
+        while offset < 3:  # (a restart starts a new segment: a Fetch reads within one)
+            data = await fetch(conn, "tp", offset, isolation=1)
+            assert not data.aborted_transactions and data.last_stable_offset == 3
+            for _, h in iter_batches(data.records):
+                controls.append(h.is_control)
+                offset = h.next_offset
+        assert controls == [False, True]
+    finally:
+        await conn.close()
