@@ -75,6 +75,11 @@ class Config:
     sasl_mechanisms: str = _opt("SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
                                 "sasl.enabled.mechanisms for SASL_PLAINTEXT / SASL_SSL")
     sasl_users: Path | None = _opt(None, "file of user:password lines (dev use) for SASL_PLAINTEXT / SASL_SSL")
+    authorizer: bool = _opt(False, "check ACLs on every request (Kafka's StandardAuthorizer rules); "
+                            "manage them with CreateAcls / DescribeAcls / DeleteAcls")
+    super_users: str = _opt("", "super.users: principals never checked, e.g. User:admin;User:ops")
+    allow_everyone_if_no_acl_found: bool = _opt(
+        True, "allow.everyone.if.no.acl.found: a resource no ACL names is open to all")
     metrics_port: int | None = _opt(
         None, "serve Prometheus /metrics, /health and /ready on this port (off by default; 0 = any free port)")
     metrics_lag_sample_ms: int = _opt(

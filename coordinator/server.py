@@ -90,6 +90,7 @@ class Server:
         self._tls: Any = None  # the ssl.SSLContext of SSL / SASL_SSL
         self._sasl_users: dict = {}  # from --sasl-users
         self.credentials: Any = None  # coordinator.security.credentials.CredentialStore
+        self.acl_gate: Any = None  # coordinator.security.acl_gate.AclGate with --authorizer
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
@@ -121,6 +122,7 @@ class Server:
             probe.write_bytes(b"")
             probe.unlink()
             self._load_credentials()
+            acls = self._load_acls()
         except OSError as e:
             sock.close()
             raise StartupError(f"data dir {self.config.data_dir}: {e.strerror or e}") from e
@@ -132,6 +134,13 @@ class Server:
             self.components = await build_components(self)
         finally:
             gc.enable()
+        if acls is not None:
+            from .security.acl_gate import AclGate
+            from .security.acls import Authorizer
+
+            super_users = {p.strip() for p in self.config.super_users.split(";") if p.strip()}
+            self.acl_gate = AclGate(Authorizer(acls, super_users, self.config.allow_everyone_if_no_acl_found),
+                                    self.topics)
         STATS.recovery_seconds = time.perf_counter() - loading
         gc.freeze()
         # Requests allocate many short-lived containers, nearly all freed by reference
@@ -178,6 +187,19 @@ class Server:
             # (the credentials admin clients manage are in the data dir: read once it is checked)
             self.sasl = SaslApis(mechanisms, lambda user: self.credentials.lookup(user))
             self.sasl.register(self.registry)
+
+    def _load_acls(self) -> Any:
+        """The ACL store with --authorizer (else None: the ACL APIs answer SECURITY_DISABLED)."""
+        from .security.acls import AclApis, AclStore
+
+        store = None
+        if self.config.authorizer:
+            try:
+                store = AclStore(self.config.data_dir)
+            except (ValueError, KeyError, TypeError) as e:
+                raise StartupError(f"ACLs in {self.config.data_dir}: unreadable ({e})") from None
+        AclApis(store).register(self.registry)
+        return store
 
     def _load_credentials(self) -> None:
         from .security.credentials import CredentialStore
@@ -318,7 +340,10 @@ class Server:
         header, pos = read_request_header(frame, flexible=c.flexible_request)
         body = decode_body(c, frame, pos)
         ctx = RequestContext(header, c, conn.client_host, conn)
-        result = api.handler(ctx, body)
+        gate = self.acl_gate
+        result = None if gate is None else gate.check(ctx, body, api.handler)
+        if result is None:
+            result = api.handler(ctx, body)
         if result is LATER:
             if ctx.body is not UNANSWERED:  # answered before the handler returned
                 return self.encode(ctx, ctx.body)

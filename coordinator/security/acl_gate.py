@@ -1,0 +1,427 @@
+"""Where ACLs are checked (Kafka's KafkaApis authorize calls), in front of the handlers.
+
+With `--authorizer` every request passes here before its handler: a request the principal
+may not make at all is answered with Kafka's error for it (GROUP_AUTHORIZATION_FAILED,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED); for requests naming
+several topics or groups, the denied ones are taken out of the request, the handler
+serves the rest, and the denied ones come back with their error
+(TOPIC_AUTHORIZATION_FAILED, ...) in the same response. Without `--authorizer` nothing
+here runs. Topics listed without being named (Metadata, OffsetFetch and ListGroups for
+"all") are filtered to what the principal may DESCRIBE, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode as E
+from kio.serial import entity_reader
+
+from protocol.messages import Raw
+from protocol.offset_commit import write_response_to
+
+from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext
+from .acls import (
+    ALTER, CLUSTER, CLUSTER_NAME, CREATE, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE,
+    Authorizer,
+)
+
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
+    E.topic_authorization_failed, E.group_authorization_failed, E.cluster_authorization_failed,
+    E.transactional_id_authorization_failed)
+
+
+def principal_of(conn: Any) -> str:
+    """Kafka's principal: the SASL user, else ANONYMOUS (TLS client names are not mapped)."""
+    sasl = getattr(conn, "sasl", None)
+    user = sasl.user if sasl is not None else None
+    return f"User:{user}" if user else "User:ANONYMOUS"
+
+
+class _Answer:
+    """Stands in for the connection of a handler run by the gate: catches ctx.answer()."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.get_running_loop().create_future()
+
+    def flush_answers(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _body_of(handler: Callable, ctx: RequestContext, req: Any) -> Any:
+    """Run the handler on `req` and return its response as an object (whatever way it answers)."""
+    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer())
+    result = handler(inner, req)
+    if result is LATER:
+        if inner.body is UNANSWERED:
+            await inner.connection.done
+        result = inner.body
+    elif asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+        result = await result
+    if type(result) is BuiltWhenSent:
+        result = result.build()
+    if type(result) is Raw:
+        result, _ = entity_reader(ctx.codec.response_type)(bytes(result), 0)
+    return result
+
+
+class AclGate:
+    def __init__(self, authorizer: Authorizer, topics: Any) -> None:
+        self.authorizer = authorizer
+        self.topics = topics
+        self.checks: dict[int, Callable] = {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 8: self.offset_commit,
+            9: self.offset_fetch, 10: self.find_coordinator, 11: self._group_read, 12: self._group_read,
+            13: self._group_read, 14: self._group_read, 15: self.describe_groups, 16: self.list_groups,
+            19: self.create_topics, 20: self.delete_topics, 22: self.init_producer_id, 24: self.add_partitions,
+            25: self.add_offsets, 26: self._txn_write, 28: self.txn_offset_commit, 29: self._cluster(DESCRIBE),
+            30: self._cluster(ALTER), 31: self._cluster(ALTER), 42: self.delete_groups,
+            50: self._cluster(DESCRIBE), 51: self._cluster(ALTER), 68: self._group_read,
+        }
+
+    def check(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """None: the handler runs as usual; else the result to answer with (an object or a coroutine)."""
+        check = self.checks.get(ctx.header.api_key)
+        return None if check is None else check(ctx, req, handler)
+
+    def can(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+        return self.authorizer.allowed(principal_of(ctx.connection), ctx.client_host, operation, resource_type, name)
+
+    # whole requests ---------------------------------------------------------------------
+
+    def _group_read(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """JoinGroup, Heartbeat, LeaveGroup, SyncGroup, ConsumerGroupHeartbeat: READ on the group."""
+        if self.can(ctx, READ, GROUP, req.group_id):
+            return None
+        return ctx.response(throttle_time=0, error_code=GROUP_DENIED, generation_id=-1, protocol_name=None,
+                            leader="", member_id=getattr(req, "member_id", "") or "", members=(),
+                            assignment=None if ctx.header.api_key == 68 else b"", member_epoch=-1,
+                            heartbeat_interval=0)
+
+    def _cluster(self, operation: int) -> Callable:
+        def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
+            if self.can(ctx, operation, CLUSTER, CLUSTER_NAME):
+                return None
+            key = ctx.header.api_key
+            if key == 30:
+                return ctx.response(throttle_time=0, results=tuple(
+                    ctx.nested("AclCreationResult", error_code=CLUSTER_DENIED, error_message=None)
+                    for _ in req.creations))
+            if key == 31:
+                return ctx.response(throttle_time=0, filter_results=tuple(
+                    ctx.nested("DeleteAclsFilterResult", error_code=CLUSTER_DENIED, error_message=None,
+                               matching_acls=()) for _ in req.filters))
+            if key == 51:
+                names = [a.name for a in (*req.deletions, *req.upsertions)]
+                return ctx.response(throttle_time=0, results=tuple(
+                    ctx.nested("AlterUserScramCredentialsResult", user=n, error_code=CLUSTER_DENIED,
+                               error_message=None) for n in names))
+            return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, resources=(), results=(),
+                                error_message="Cluster authorization failed.")
+        return check
+
+    def _txn_write(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """EndTxn (and the start of the other transactional requests): WRITE on the id."""
+        if self.can(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+            return None
+        return ctx.response(throttle_time=0, error_code=TXN_DENIED, producer_id=-1, producer_epoch=-1)
+
+    def init_producer_id(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        if req.transactional_id is None:
+            return None
+        return self._txn_write(ctx, req, handler)
+
+    def add_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        denied = self._txn_write(ctx, req, handler)
+        if denied is None and not self.can(ctx, READ, GROUP, req.group_id):
+            denied = ctx.response(throttle_time=0, error_code=GROUP_DENIED)
+        return denied
+
+    def find_coordinator(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        key_type = getattr(req, "key_type", 0)
+        resource, error = (TRANSACTIONAL_ID, TXN_DENIED) if key_type == 1 else (GROUP, GROUP_DENIED)
+        if ctx.version < 4:
+            if self.can(ctx, DESCRIBE, resource, req.key):
+                return None
+            return ctx.response(throttle_time=0, error_code=error, error_message=None, node_id=-1, host="", port=-1)
+        denied = [k for k in req.coordinator_keys if not self.can(ctx, DESCRIBE, resource, k)]
+        if not denied:
+            return None
+        allowed = dataclasses.replace(req, coordinator_keys=tuple(k for k in req.coordinator_keys if k not in denied))
+
+        async def merged() -> Any:
+            body = await _body_of(handler, ctx, allowed) if allowed.coordinator_keys else None
+            found = {c.key: c for c in body.coordinators} if body is not None else {}
+            return ctx.response(throttle_time=0, coordinators=tuple(
+                found.get(k) or ctx.nested("Coordinator", key=k, node_id=-1, host="", port=-1, error_code=error,
+                                           error_message=None) for k in req.coordinator_keys))
+        return merged()
+
+    # groups -----------------------------------------------------------------------------
+
+    def describe_groups(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        denied = {g for g in req.groups if not self.can(ctx, DESCRIBE, GROUP, g)}
+        if not denied:
+            return None
+
+        async def merged() -> Any:
+            allowed = dataclasses.replace(req, groups=tuple(g for g in req.groups if g not in denied))
+            body = await _body_of(handler, ctx, allowed) if allowed.groups else None
+            found = {g.group_id: g for g in body.groups} if body is not None else {}
+            return ctx.response(throttle_time=0, groups=tuple(found.get(g) or ctx.nested(
+                "DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g, group_state="",
+                protocol_type="", protocol_data="", members=(), authorized_operations=-(2**31)) for g in req.groups))
+        return merged()
+
+    def list_groups(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        if self.can(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+            return None
+
+        async def filtered() -> Any:
+            body = await _body_of(handler, ctx, req)
+            return dataclasses.replace(body, groups=tuple(
+                g for g in body.groups if self.can(ctx, DESCRIBE, GROUP, g.group_id)))
+        return filtered()
+
+    def delete_groups(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        denied = {g for g in req.groups_names if not self.can(ctx, DELETE, GROUP, g)}
+        if not denied:
+            return None
+
+        async def merged() -> Any:
+            allowed = dataclasses.replace(req, groups_names=tuple(g for g in req.groups_names if g not in denied))
+            body = await _body_of(handler, ctx, allowed) if allowed.groups_names else None
+            found = {r.group_id: r for r in body.results} if body is not None else {}
+            return ctx.response(throttle_time=0, results=tuple(found.get(g) or ctx.nested(
+                "DeletableGroupResult", group_id=g, error_code=GROUP_DENIED) for g in req.groups_names))
+        return merged()
+
+    def offset_commit(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        version = ctx.version
+        if not self.can(ctx, READ, GROUP, req.group_id):
+            return write_response_to(req, version, [GROUP_DENIED] * len(req.partitions))
+        denied_topics = {name for name, _ in req.topics if not self.can(ctx, READ, TOPIC, name)}
+        if not denied_topics:
+            return None
+        keep = [p for p in req.partitions if p[0] not in denied_topics]
+        allowed = req._replace(partitions=keep, topics=[t for t in req.topics if t[0] not in denied_topics])
+
+        async def merged() -> Any:
+            errors = {}
+            if keep:
+                body = await _body_of(handler, ctx, allowed)
+                errors = {(t.name, p.partition_index): p.error_code for t in body.topics for p in t.partitions}
+            return write_response_to(req, version, [TOPIC_DENIED if p[0] in denied_topics else errors[(p[0], p[1])]
+                                                    for p in req.partitions])
+        return merged()
+
+    def offset_fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        groups = [req.group_id] if ctx.version < 8 else [g.group_id for g in req.groups]
+        if all(self.can(ctx, DESCRIBE, GROUP, g) for g in groups) and not self._named_topics_denied(ctx, req):
+            return self._filter_fetched(ctx, req, handler)
+        if ctx.version < 8:
+            return ctx.response(throttle_time=0, topics=(), error_code=GROUP_DENIED)
+
+        async def merged() -> Any:
+            body = await _body_of(handler, ctx, req)
+            out = []
+            for g in body.groups:
+                if not self.can(ctx, DESCRIBE, GROUP, g.group_id):
+                    out.append(dataclasses.replace(g, topics=(), error_code=GROUP_DENIED))
+                else:
+                    out.append(dataclasses.replace(g, topics=tuple(self._deny_topic_rows(ctx, t) for t in g.topics)))
+            return dataclasses.replace(body, groups=tuple(out))
+        return merged()
+
+    def _named_topics_denied(self, ctx: RequestContext, req: Any) -> bool:
+        groups = [req] if ctx.version < 8 else list(req.groups)
+        return any(not self.can(ctx, DESCRIBE, TOPIC, t.name) for g in groups for t in (g.topics or ()))
+
+    def _deny_topic_rows(self, ctx: RequestContext, topic: Any) -> Any:
+        if self.can(ctx, DESCRIBE, TOPIC, topic.name):
+            return topic
+        return dataclasses.replace(topic, partitions=tuple(
+            dataclasses.replace(p, committed_offset=-1, metadata="", error_code=TOPIC_DENIED) for p in topic.partitions))
+
+    def _filter_fetched(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """Offsets of all topics: only those the principal may describe."""
+        async def filtered() -> Any:
+            body = await _body_of(handler, ctx, req)
+            if ctx.version < 8:
+                return dataclasses.replace(body, topics=tuple(
+                    t for t in body.topics if self.can(ctx, DESCRIBE, TOPIC, t.name)))
+            return dataclasses.replace(body, groups=tuple(dataclasses.replace(g, topics=tuple(
+                t for t in g.topics if self.can(ctx, DESCRIBE, TOPIC, t.name))) for g in body.groups))
+        return filtered()
+
+    # topics -----------------------------------------------------------------------------
+
+    def _split(self, ctx: RequestContext, items: tuple, name_of: Callable, operation: int
+               ) -> tuple[tuple, tuple] | None:
+        """(allowed, denied) items by the operation on their topic; None if all are allowed."""
+        denied = tuple(i for i in items if not self.can(ctx, operation, TOPIC, name_of(i)))
+        if not denied:
+            return None
+        return tuple(i for i in items if i not in denied), denied
+
+    def produce(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        txn = getattr(req, "transactional_id", None)
+        if txn and not self.can(ctx, WRITE, TRANSACTIONAL_ID, txn):
+            return ctx.response(throttle_time=0, responses=tuple(ctx.nested(
+                "TopicProduceResponse", name=t.name, partition_responses=tuple(self._produce_error(
+                    ctx, p.index, TXN_DENIED) for p in t.partition_data)) for t in req.topic_data))
+        split = self._split(ctx, req.topic_data, lambda t: t.name, WRITE)
+        if split is None:
+            return None
+        allowed, denied = split
+
+        async def merged() -> Any:
+            body = await _body_of(handler, ctx, dataclasses.replace(req, topic_data=allowed)) if allowed else None
+            if req.acks == 0:
+                return None
+            rows = list(body.responses) if body is not None else []
+            rows += [ctx.nested("TopicProduceResponse", name=t.name, partition_responses=tuple(
+                self._produce_error(ctx, p.index, TOPIC_DENIED) for p in t.partition_data)) for t in denied]
+            return ctx.response(throttle_time=0, responses=tuple(rows))
+        return merged()
+
+    @staticmethod
+    def _produce_error(ctx: RequestContext, partition: int, error: int) -> Any:
+        return ctx.nested("PartitionProduceResponse", index=partition, error_code=error, base_offset=-1,
+                          log_append_time=None, log_start_offset=-1, record_errors=(), error_message=None)
+
+    def _topic_name(self, ctx: RequestContext, t: Any) -> str:
+        if ctx.version >= 13 and getattr(t, "topic_id", None) is not None:
+            info = self.topics.by_id.get(t.topic_id)
+            return info.name if info else ""
+        return t.topic
+
+    def fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        split = self._split(ctx, req.topics, lambda t: self._topic_name(ctx, t), READ)
+        if split is None:
+            return None
+        allowed, denied = split
+
+        async def merged() -> Any:
+            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
+            rows = list(body.responses) + [ctx.nested(
+                "FetchableTopicResponse", topic=t.topic, topic_id=getattr(t, "topic_id", None), partitions=tuple(
+                    ctx.nested("PartitionData", partition_index=p.partition, error_code=TOPIC_DENIED, high_watermark=-1,
+                               last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                               preferred_read_replica=-1, records=b"") for p in t.partitions)) for t in denied]
+            return dataclasses.replace(body, responses=tuple(rows))
+        return merged()
+
+    def list_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        split = self._split(ctx, req.topics, lambda t: t.name, DESCRIBE)
+        if split is None:
+            return None
+        allowed, denied = split
+
+        async def merged() -> Any:
+            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
+            rows = list(body.topics) + [ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(
+                ctx.nested("ListOffsetsPartitionResponse", partition_index=p.partition_index, error_code=TOPIC_DENIED,
+                           timestamp=-1, offset=-1, leader_epoch=-1) for p in t.partitions)) for t in denied]
+            return dataclasses.replace(body, topics=tuple(rows))
+        return merged()
+
+    def metadata(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        async def filtered() -> Any:
+            body = await _body_of(handler, ctx, req)
+            named = req.topics is not None and (ctx.version > 0 or req.topics)
+            rows = []
+            for t in body.topics:
+                if self.can(ctx, DESCRIBE, TOPIC, t.name or ""):
+                    rows.append(t)
+                elif named:  # asked by name: said, not hidden
+                    rows.append(dataclasses.replace(t, error_code=TOPIC_DENIED, partitions=()))
+            return dataclasses.replace(body, topics=tuple(rows))
+        return filtered()
+
+    def create_topics(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        if self.can(ctx, CREATE, CLUSTER, CLUSTER_NAME):
+            return None
+        split = self._split(ctx, req.topics, lambda t: t.name, CREATE)
+        if split is None:
+            return None
+        allowed, denied = split
+
+        async def merged() -> Any:
+            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed)) if allowed else None
+            rows = list(body.topics) if body is not None else []
+            rows += [ctx.nested("CreatableTopicResult", name=t.name, topic_id=None, error_code=TOPIC_DENIED,
+                                error_message=None, topic_config_error_code=TOPIC_DENIED, num_partitions=-1,
+                                replication_factor=-1, configs=None) for t in denied]
+            return ctx.response(throttle_time=0, topics=tuple(rows))
+        return merged()
+
+    def delete_topics(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        names = [t.name for t in req.topics] if ctx.version >= 6 else list(req.topic_names)
+        denied = {n for n in names if not self.can(ctx, DELETE, TOPIC, n or "")}
+        if not denied:
+            return None
+
+        async def merged() -> Any:
+            if ctx.version >= 6:
+                allowed = dataclasses.replace(req, topics=tuple(t for t in req.topics if t.name not in denied))
+                left = allowed.topics
+            else:
+                allowed = dataclasses.replace(req, topic_names=tuple(n for n in names if n not in denied))
+                left = allowed.topic_names
+            body = await _body_of(handler, ctx, allowed) if left else None
+            rows = list(body.responses) if body is not None else []
+            rows += [ctx.nested("DeletableTopicResult", name=n, topic_id=None, error_code=TOPIC_DENIED,
+                                error_message=None) for n in sorted(denied)]
+            return ctx.response(throttle_time=0, responses=tuple(rows))
+        return merged()
+
+    # transactions -----------------------------------------------------------------------
+
+    def add_partitions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        if ctx.version >= 4:
+            return None  # (brokers verifying for their producers: CLUSTER_ACTION in Kafka)
+        txn_id = req.v3_and_below_transactional_id
+        topics = req.v3_and_below_topics
+        if not self.can(ctx, WRITE, TRANSACTIONAL_ID, txn_id):
+            error_of = {t.name: TXN_DENIED for t in topics}
+        else:
+            denied = {t.name for t in topics if not self.can(ctx, WRITE, TOPIC, t.name)}
+            if not denied:
+                return None
+            # as Kafka: the denied topics get the error, the others OPERATION_NOT_ATTEMPTED
+            error_of = {t.name: TOPIC_DENIED if t.name in denied else E.operation_not_attempted for t in topics}
+        return ctx.response(throttle_time=0, results_by_topic_v3_and_below=tuple(ctx.nested(
+            "AddPartitionsToTxnTopicResult", name=t.name, results_by_partition=tuple(ctx.nested(
+                "AddPartitionsToTxnPartitionResult", partition_index=p, partition_error_code=error_of[t.name])
+                for p in t.partitions)) for t in topics))
+
+    def txn_offset_commit(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        if not self.can(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+            error_of: Callable[[str], int] = lambda _: TXN_DENIED
+        elif not self.can(ctx, READ, GROUP, req.group_id):
+            error_of = lambda _: GROUP_DENIED
+        else:
+            denied = {t.name for t in req.topics if not self.can(ctx, READ, TOPIC, t.name)}
+            if not denied:
+                return None
+            error_of = lambda name: TOPIC_DENIED if name in denied else E.none
+            allowed = dataclasses.replace(req, topics=tuple(t for t in req.topics if t.name not in denied))
+
+            async def merged() -> Any:
+                body = await _body_of(handler, ctx, allowed) if allowed.topics else None
+                rows = list(body.topics) if body is not None else []
+                rows += [self._txn_commit_rows(ctx, t, TOPIC_DENIED) for t in req.topics if t.name in denied]
+                return ctx.response(throttle_time=0, topics=tuple(rows))
+            return merged()
+        return ctx.response(throttle_time=0, topics=tuple(
+            self._txn_commit_rows(ctx, t, error_of(t.name)) for t in req.topics))
+
+    @staticmethod
+    def _txn_commit_rows(ctx: RequestContext, t: Any, error: int) -> Any:
+        return ctx.nested("TxnOffsetCommitResponseTopic", name=t.name, partitions=tuple(
+            ctx.nested("TxnOffsetCommitResponsePartition", partition_index=p.partition_index, error_code=error)
+            for p in t.partitions))
