@@ -139,3 +139,64 @@ async def test_describe_acls_errors_over_raw_frames(server_factory):
     c = await WireClient("acl-wire").connect("127.0.0.1", plain.port)
     assert (await c.request(29, 3, describe_body())).error_code == 54
     await c.close()
+
+
+async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
+    """Kafka's error where each API is denied, for a principal (ANONYMOUS) that the ACLs do
+    not name while they name every resource (so allow.everyone.if.no.acl.found does not apply)."""
+    import datetime
+
+    from bench.wire_client import WireClient, request_class as rc
+    from coordinator.apis import build
+
+    s = server_factory("--authorizer")
+    c = await WireClient("acl-wire").connect("127.0.0.1", s.port)
+    await c.create_topics("t", partitions=1)
+    C = rc(30, 3, "AclCreation")
+    names = [(2, "t"), (3, "g"), (5, "tx"), (4, "kafka-cluster")]  # topic, group, transactional id, cluster
+    r = await c.request(30, 3, rc(30, 3)(creations=tuple(C(
+        resource_type=t, resource_name=n, resource_pattern_type=3, principal="User:other", host="*", operation=2,
+        permission_type=3) for t, n in names)))
+    assert [x.error_code for x in r.results] == [0] * 4
+
+    async def call(api, v, **values):
+        return await c.request(api, v, build(rc(api, v), values))
+
+    def nested(api, v, entity, /, **values):
+        return build(rc(api, v, entity), values)
+
+    ms = datetime.timedelta(milliseconds=1)
+    r = await call(32, 4, resources=(nested(32, 4, "DescribeConfigsResource", resource_type=2, resource_name="t",
+                                            configuration_keys=None),
+                                     nested(32, 4, "DescribeConfigsResource", resource_type=4, resource_name="1",
+                                            configuration_keys=None)),
+                   include_synonyms=False, include_documentation=False)
+    assert [x.error_code for x in r.results] == [29, 31]
+    r = await call(21, 2, topics=(nested(21, 2, "DeleteRecordsTopic", name="t", partitions=(
+        nested(21, 2, "DeleteRecordsPartition", partition_index=0, offset=0),)),), timeout=1000 * ms)
+    assert r.topics[0].partitions[0].error_code == 29
+    r = await call(37, 3, topics=(nested(37, 3, "CreatePartitionsTopic", name="t", count=2, assignments=None),),
+                   timeout=1000 * ms, validate_only=True)
+    assert r.results[0].error_code == 29
+    r = await call(47, 0, group_id="g", topics=())
+    assert r.error_code == 30
+    r = await call(60, 1, include_cluster_authorized_operations=False, endpoint_type=1)
+    assert r.error_code == 31
+    r = await call(69, 1, group_ids=("g",), include_authorized_operations=False)
+    assert r.groups[0].error_code == 30
+    r = await call(10, 4, key_type=0, coordinator_keys=("g",))
+    assert r.coordinators[0].error_code == 30
+    r = await call(10, 4, key_type=1, coordinator_keys=("tx",))
+    assert r.coordinators[0].error_code == 53
+    r = await call(22, 4, transactional_id="tx", transaction_timeout=60000 * ms, producer_id=-1, producer_epoch=-1)
+    assert r.error_code == 53
+    r = await call(12, 4, group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+    assert r.error_code == 30
+    r = await call(2, 7, replica_id=-1, isolation_level=0, topics=(nested(2, 7, "ListOffsetsTopic", name="t", partitions=(
+        nested(2, 7, "ListOffsetsPartition", partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+    assert r.topics[0].partitions[0].error_code == 29
+    r = await call(3, 12, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    assert "t" not in [t.name for t in r.topics]  # all topics: hidden
+    r = await call(3, 1, topics=(nested(3, 1, "MetadataRequestTopic", name="t"),))
+    assert [(t.name, t.error_code) for t in r.topics] == [("t", 29)]  # named: said
+    await c.close()

@@ -24,9 +24,11 @@ from protocol.offset_commit import write_response_to
 
 from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext
 from .acls import (
-    ALTER, CLUSTER, CLUSTER_NAME, CREATE, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE,
-    Authorizer,
+    ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, GROUP, READ, TOPIC,
+    TRANSACTIONAL_ID, WRITE, Authorizer,
 )
+
+CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # DescribeConfigs / AlterConfigs resource types
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
     E.topic_authorization_failed, E.group_authorization_failed, E.cluster_authorization_failed,
@@ -80,6 +82,10 @@ class AclGate:
             25: self.add_offsets, 26: self._txn_write, 28: self.txn_offset_commit, 29: self._cluster(DESCRIBE),
             30: self._cluster(ALTER), 31: self._cluster(ALTER), 42: self.delete_groups,
             50: self._cluster(DESCRIBE), 51: self._cluster(ALTER), 68: self._group_read,
+            21: self.delete_records, 32: self._configs(DESCRIBE_CONFIGS), 33: self._configs(ALTER_CONFIGS),
+            37: self.create_partitions, 44: self._configs(ALTER_CONFIGS), 47: self.offset_delete,
+            60: self.describe_cluster, 65: self.describe_transactions, 66: self.list_transactions,
+            69: self.consumer_group_describe,
         }
 
     def check(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -379,7 +385,111 @@ class AclGate:
             return ctx.response(throttle_time=0, responses=tuple(rows))
         return merged()
 
+    def _merge(self, ctx: RequestContext, req: Any, handler: Callable, field: str, out_field: str,
+               denied: Callable[[Any], Any | None], key_in: Callable, key_out: Callable) -> Any:
+        """The common shape: items of req.<field>; each denied one (denied(item) gives its
+        error row) is left out of the handler's request and answered by its row, in the
+        request's order, in response.<out_field>."""
+        items = getattr(req, field)
+        rows = {key_in(i): row for i in items if (row := denied(i)) is not None}
+        if not rows:
+            return None
+
+        async def merged() -> Any:
+            allowed = tuple(i for i in items if key_in(i) not in rows)
+            body = await _body_of(handler, ctx, dataclasses.replace(req, **{field: allowed})) if allowed else None
+            served = {key_out(r): r for r in getattr(body, out_field)} if body is not None else {}
+            answer = tuple(rows.get(key_in(i)) or served[key_in(i)] for i in items)
+            if body is None:
+                return ctx.response(throttle_time=0, error_code=E.none, **{out_field: answer})
+            return dataclasses.replace(body, **{out_field: answer})
+        return merged()
+
+    def _configs(self, operation: int) -> Callable:
+        def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
+            result = "DescribeConfigsResult" if ctx.header.api_key == 32 else "AlterConfigsResourceResponse"
+            out_field = "results" if ctx.header.api_key == 32 else "responses"
+
+            def denied(r: Any) -> Any | None:
+                if r.resource_type == CONFIG_TOPIC and not self.can(ctx, operation, TOPIC, r.resource_name):
+                    error = TOPIC_DENIED
+                elif r.resource_type == CONFIG_BROKER and not self.can(ctx, operation, CLUSTER, CLUSTER_NAME):
+                    error = CLUSTER_DENIED
+                else:
+                    return None
+                return ctx.nested(result, error_code=error, error_message=None, resource_type=r.resource_type,
+                                  resource_name=r.resource_name, configs=())
+            key = lambda r: (r.resource_type, r.resource_name)  # noqa: E731
+            return self._merge(ctx, req, handler, "resources", out_field, denied, key, key)
+        return check
+
+    def delete_records(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        def denied(t: Any) -> Any | None:
+            if self.can(ctx, DELETE, TOPIC, t.name):
+                return None
+            return ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=tuple(ctx.nested(
+                "DeleteRecordsPartitionResult", partition_index=p.partition_index, low_watermark=-1,
+                error_code=TOPIC_DENIED) for p in t.partitions))
+        name = lambda t: t.name  # noqa: E731
+        return self._merge(ctx, req, handler, "topics", "topics", denied, name, name)
+
+    def create_partitions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        def denied(t: Any) -> Any | None:
+            if self.can(ctx, ALTER, TOPIC, t.name):
+                return None
+            return ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=TOPIC_DENIED, error_message=None)
+        name = lambda t: t.name  # noqa: E731
+        return self._merge(ctx, req, handler, "topics", "results", denied, name, name)
+
+    def offset_delete(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        if not self.can(ctx, DELETE, GROUP, req.group_id):
+            return ctx.response(throttle_time=0, error_code=GROUP_DENIED, topics=())
+
+        def denied(t: Any) -> Any | None:
+            if self.can(ctx, READ, TOPIC, t.name):
+                return None
+            return ctx.nested("OffsetDeleteResponseTopic", name=t.name, partitions=tuple(ctx.nested(
+                "OffsetDeleteResponsePartition", partition_index=p.partition_index, error_code=TOPIC_DENIED)
+                for p in t.partitions))
+        name = lambda t: t.name  # noqa: E731
+        return self._merge(ctx, req, handler, "topics", "topics", denied, name, name)
+
+    def describe_cluster(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        if self.can(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+            return None
+        return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.",
+                            endpoint_type=getattr(req, "endpoint_type", 1), cluster_id="", controller_id=-1,
+                            brokers=(), cluster_authorized_operations=-(2**31))
+
+    def consumer_group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        def denied(g: str) -> Any | None:
+            if self.can(ctx, DESCRIBE, GROUP, g):
+                return None
+            return ctx.nested("DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g,
+                              group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
+                              authorized_operations=-(2**31))
+        return self._merge(ctx, req, handler, "group_ids", "groups", denied, lambda g: g, lambda d: d.group_id)
+
     # transactions -----------------------------------------------------------------------
+
+    def describe_transactions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        from ..transactions.coordinator import millis_datetime
+
+        def denied(txn_id: str) -> Any | None:
+            if self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, txn_id):
+                return None
+            return ctx.nested("TransactionState", error_code=TXN_DENIED, transactional_id=txn_id,
+                              transaction_state="", transaction_timeout=0, transaction_start_time=millis_datetime(-1),
+                              producer_id=-1, producer_epoch=-1, topics=())
+        return self._merge(ctx, req, handler, "transactional_ids", "transaction_states", denied, lambda t: t,
+                           lambda s: s.transactional_id)
+
+    def list_transactions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        async def filtered() -> Any:
+            body = await _body_of(handler, ctx, req)
+            return dataclasses.replace(body, transaction_states=tuple(
+                t for t in body.transaction_states if self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)))
+        return filtered()
 
     def add_partitions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if ctx.version >= 4:

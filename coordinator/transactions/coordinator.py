@@ -46,7 +46,7 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-def _datetime(ms: int) -> datetime.datetime:
+def millis_datetime(ms: int) -> datetime.datetime:
     """kio writes timestamps from datetimes; -1 (none) is the millisecond before the epoch."""
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
@@ -385,7 +385,7 @@ class TransactionCoordinator:
             if meta is None:
                 states.append(ctx.nested("TransactionState", error_code=E.transactional_id_not_found,
                                          transactional_id=txn_id, transaction_state="", transaction_timeout=0,
-                                         transaction_start_time=_datetime(-1), producer_id=-1, producer_epoch=-1,
+                                         transaction_start_time=millis_datetime(-1), producer_id=-1, producer_epoch=-1,
                                          topics=()))
                 continue
             by_topic: dict[str, list[int]] = {}
@@ -394,7 +394,7 @@ class TransactionCoordinator:
             states.append(ctx.nested(
                 "TransactionState", error_code=E.none, transactional_id=txn_id,
                 transaction_state=STATE_NAMES[meta.state], transaction_timeout=meta.timeout_ms,
-                transaction_start_time=_datetime(meta.start_ms if meta.start_ms >= 0 else -1),
+                transaction_start_time=millis_datetime(meta.start_ms if meta.start_ms >= 0 else -1),
                 producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
                 topics=tuple(ctx.nested("TopicData", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
         return ctx.response(throttle_time=0, transaction_states=tuple(states))
