@@ -47,9 +47,9 @@ class Cluster:
 
     # FindCoordinator ------------------------------------------------------------------
 
-    def _coordinator(self, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    def _coordinator(self, ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
         """(error, message, node, host, port) for one coordinator key."""
-        host, port = self.config.advertised
+        host, port = advertised(ctx)
         if key_type == KEY_TYPE_GROUP:
             if not key:
                 return ErrorCode.invalid_request, "group id must not be empty", -1, "", -1
@@ -67,12 +67,12 @@ class Cluster:
     def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 4:
             key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
-            err, msg, node, host, port = self._coordinator(req.key, key_type)
+            err, msg, node, host, port = self._coordinator(ctx, req.key, key_type)
             return ctx.response(throttle_time=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)
         key_type = req.key_type
         coordinators = []
         for key in req.coordinator_keys:
-            err, msg, node, host, port = self._coordinator(key, key_type)
+            err, msg, node, host, port = self._coordinator(ctx, key, key_type)
             coordinators.append(
                 ctx.nested("Coordinator", key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg)
             )
@@ -93,7 +93,7 @@ class Cluster:
         topic_ops = getattr(req, "include_topic_authorized_operations", False)
         cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
         key = (ctx.version, None if requested is None else tuple(requested), unknown_ids, auto_create, topic_ops,
-               cluster_ops)
+               cluster_ops, advertised(ctx))
         if self._cache_stamp != topics.changes:
             self._cache.clear()
             self._cache_stamp = topics.changes
@@ -127,7 +127,7 @@ class Cluster:
                   cluster_ops: bool = False, unknown_ids: tuple = ()) -> Any:
         """With no authorizer every operation a resource supports is allowed: the full sets
         when asked (KIP-430), INT32_MIN ("not asked") otherwise."""
-        host, port = self.config.advertised
+        host, port = advertised(ctx)
         broker = ctx.nested("MetadataResponseBroker", node_id=self.config.node_id, host=host, port=port, rack=None)
         topics = self.server.topics
         answer = []
@@ -171,3 +171,8 @@ class Cluster:
             topics=tuple(answer),
             cluster_authorized_operations=CLUSTER_OPERATIONS if cluster_ops else NOT_ASKED,
         )
+
+
+def advertised(ctx: RequestContext) -> tuple[str, int]:
+    """The address a client is told: that of the listener it came in by."""
+    return ctx.connection.listener.advertised

@@ -65,6 +65,11 @@ class Config:
     max_incremental_fetch_session_cache_slots: int = _opt(
         1000, "incremental fetch sessions kept (max.incremental.fetch.session.cache.slots; 0: none)")
     # Security (off by default: the dev stand-in stays zero-config).
+    listeners: str | None = _opt(
+        None, "several ports, each with its protocol: PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093 "
+        "(replaces --host, --port and --security-protocol)")
+    advertised_listeners: str | None = _opt(
+        None, "what clients of each listener are told to connect to, same form (default: --listeners)")
     security_protocol: str = _opt("PLAINTEXT", "security.protocol of the Kafka port",
                                   choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
     ssl_certfile: Path | None = _opt(None, "TLS certificate chain (PEM) for SSL / SASL_SSL")
@@ -88,9 +93,6 @@ class Config:
     log_format: str = _opt("text", "log lines as text, or one JSON object each (for log collectors)",
                            choices=("text", "json"))
 
-    @property
-    def advertised(self) -> tuple[str, int]:
-        return self.advertised_host or self.host, self.advertised_port or self.port
 
 
 def _env_name(name: str) -> str:

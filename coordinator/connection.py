@@ -21,6 +21,7 @@ from .apis import LATER, UNANSWERED, RequestContext
 from .security.sasl import SaslSession
 
 if TYPE_CHECKING:
+    from .listeners import Listener
     from .server import Server
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,10 @@ class CloseConnection(Exception):
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, listener: Listener | None = None) -> None:
         self.server = server
+        # the port it came in by: its protocol, and the address clients are told (Metadata)
+        self.listener = listener or server.listeners[0]
         self.decoder = FrameDecoder(server.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -61,7 +64,7 @@ class Connection(asyncio.Protocol):
         self.eof = False
         self.last_active = time.monotonic()  # for connections.max.idle.ms
         # SASL: this connection's authentication (None when the port needs none)
-        self.sasl = SaslSession() if server.sasl is not None else None
+        self.sasl = SaslSession() if self.listener.sasl else None
         self._handling = False
 
     # asyncio.Protocol callbacks -------------------------------------------------------

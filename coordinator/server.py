@@ -28,6 +28,7 @@ from protocol.messages import (
 from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContext
 from .config import Config
 from .connection import CloseConnection, Connection
+from .listeners import Listener, listeners_of
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
 from .security.sasl import BEFORE_AUTHENTICATION
@@ -79,7 +80,8 @@ class Server:
         self.config = config
         self.registry = Registry()
         self.connections: set[Connection] = set()
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self.listeners: list[Listener] = []
         self._api_versions_cache: dict[int, bytes] = {}
         self.components: list[Any] = []
         self.topics: Any = None
@@ -106,8 +108,19 @@ class Server:
         operator) if the port or the data dir cannot be had."""
         from .components import build_components  # late: components import the server's types
 
-        # The port first: a port in use must fail before the data dir is created or loaded.
-        sock = self._bind()
+        try:
+            self.listeners = listeners_of(self.config)
+        except ValueError as e:
+            raise StartupError(str(e)) from None
+        # The ports first: a port in use must fail before the data dir is created or loaded.
+        socks: list[socket.socket] = []
+        try:
+            for listener in self.listeners:
+                socks.append(self._bind(listener.host, listener.port))
+        except StartupError:
+            _close_all(socks)
+            raise
+        sock = _Sockets(socks)
         raise_fd_limit(self.config.max_connections)
         try:
             self._configure_security()
@@ -148,9 +161,14 @@ class Server:
         # traverses objects that are about to be freed anyway.
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024, ssl=self._tls)
-        if self.config.port == 0:
-            self.config.port = self._server.sockets[0].getsockname()[1]
+        for listener, listening in zip(self.listeners, socks):
+            server = await loop.create_server(lambda listener=listener: Connection(self, listener), sock=listening,
+                                              backlog=1024, ssl=self._tls if listener.tls else None)
+            self._servers.append(server)
+            listener.port = server.sockets[0].getsockname()[1]  # (port 0: the one bound)
+        self.config.host, self.config.port = self.listeners[0].host, self.listeners[0].port
+        if len(self.listeners) > 1:
+            log.info("listeners: %s", ", ".join(f"{x.protocol}://{x.host}:{x.port}" for x in self.listeners))
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
                  self.config.node_id, self.config.data_dir)
@@ -160,15 +178,17 @@ class Server:
 
     def _configure_security(self) -> None:
         """TLS context and SASL users, before anything is loaded: a bad file is one line."""
-        protocol = self.config.security_protocol
-        if protocol in ("SSL", "SASL_SSL"):
+        protocols = {listener.protocol for listener in self.listeners}
+        if protocols & {"SSL", "SASL_SSL"}:
             from .security.tls import TlsConfigError, server_context
 
             try:
                 self._tls = server_context(self.config)
             except TlsConfigError as e:
                 raise StartupError(str(e)) from None
-        if protocol.startswith("SASL_"):
+        sasl = sorted(p for p in protocols if p.startswith("SASL_"))
+        if sasl:
+            protocol = sasl[0]
             from .security.sasl import MECHANISMS, SaslApis
             from .security.users import UsersFileError, load_users
 
@@ -210,7 +230,7 @@ class Server:
             raise StartupError(f"SCRAM credentials in {self.config.data_dir}: unreadable ({e})") from None
         self.credentials.register(self.registry)
 
-    async def _start_metrics(self, sock: socket.socket) -> None:
+    async def _start_metrics(self, sock: _Sockets) -> None:
         from .metrics.endpoint import Metrics  # late: prometheus-client only when asked for
 
         self.metrics = Metrics(self)
@@ -222,8 +242,7 @@ class Server:
                                f"{e.strerror or e}") from e
         log.info("metrics on http://%s:%d/metrics", self.config.host, self.config.metrics_port)
 
-    def _bind(self) -> socket.socket:
-        host, port = self.config.host, self.config.port
+    def _bind(self, host: str, port: int) -> socket.socket:
         try:
             family, kind, proto, _, address = socket.getaddrinfo(
                 host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -242,8 +261,8 @@ class Server:
         """Stop accepting and reading, let in-flight requests finish (long polls end at
         once), close components (fsync), close. Clients that keep sending would otherwise
         keep a request in flight for the whole grace period."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._idle_sweeper is not None:
             self._idle_sweeper.cancel()
         for conn in self.connections:
@@ -267,8 +286,8 @@ class Server:
             close = getattr(component, "close", None)
             if close is not None:
                 await close()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         if self.metrics is not None:
             await self.metrics.close()
         log.info("stopped")
@@ -403,3 +422,18 @@ class Server:
             api_keys=(ApiVersion(api_key=api.key, min_version=api.min_version, max_version=api.max_version),),
         )
         return encode_response(c, header.correlation_id, body)
+
+
+def _close_all(socks: list[socket.socket]) -> None:
+    for sock in socks:
+        sock.close()
+
+
+class _Sockets:
+    """The listening sockets, closed together when startup fails."""
+
+    def __init__(self, socks: list[socket.socket]) -> None:
+        self.socks = socks
+
+    def close(self) -> None:
+        _close_all(self.socks)

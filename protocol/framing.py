@@ -10,6 +10,8 @@ import struct
 _SIZE = struct.Struct(">i")
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+LARGE_FRAME_BYTES = 1 << 20  # a Produce frame this large arriving in parts is read into place
+PRODUCE_KEY = b"\x00\x00"  # the api key opening a Produce request
 
 
 class FrameError(Exception):
@@ -23,14 +25,35 @@ class FrameDecoder:
     makes us buffer 2 GiB.
     """
 
-    __slots__ = ("_buf", "_max", "_wanted")
+    __slots__ = ("_buf", "_max", "_wanted", "_large", "_filled")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._buf = bytearray()  # the start of a frame that is not complete yet
         self._wanted = 0  # bytes _buf must hold before anything can be cut from it
         self._max = max_frame_bytes
+        # A large Produce frame being read: filled in place and handed out as it is (a
+        # bytearray), so that its bytes exist once (its record batches are read as views).
+        self._large: bytearray | None = None
+        self._filled = 0
 
     def feed(self, data: bytes) -> list[bytes]:
+        frames: list = []
+        if self._large is not None:
+            large, filled = self._large, self._filled
+            n = min(len(data), len(large) - filled)
+            large[filled:filled + n] = memoryview(data)[:n]
+            self._filled = filled + n
+            if self._filled < len(large):
+                return frames
+            frames.append(large)
+            self._large = None
+            if n == len(data):
+                return frames
+            data = bytes(memoryview(data)[n:])
+        frames.extend(self._cut(data))
+        return frames
+
+    def _cut(self, data: bytes) -> list[bytes]:
         buf = self._buf
         if buf:
             buf += data
@@ -54,6 +77,11 @@ class FrameDecoder:
             frames.append(data[pos + 4 : pos + 4 + size])
             pos += 4 + size
         if pos < end:
+            if end - pos >= 6 and size >= LARGE_FRAME_BYTES and data[pos + 4:pos + 6] == PRODUCE_KEY:
+                self._large = bytearray(size)
+                self._large[:end - pos - 4] = memoryview(data)[pos + 4:end]
+                self._filled = end - pos - 4
+                return frames
             buf += memoryview(data)[pos:]
             self._wanted = 4 + size if end - pos >= 4 else 4
         return frames
@@ -61,7 +89,7 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes of an incomplete frame still waiting for the rest."""
-        return len(self._buf)
+        return len(self._buf) + self._filled if self._large is not None else len(self._buf)
 
 
 def frame(payload: bytes) -> bytes:

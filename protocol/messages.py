@@ -80,6 +80,10 @@ def codec(api_key: int, api_version: int) -> Codec:
         from . import offset_commit
 
         c = dataclasses.replace(c, read=offset_commit.reader(api_version), check=None)
+    elif api_key == 0 and api_version >= 3:  # Produce: record batches as views of the frame, not copies
+        from . import produce
+
+        c = dataclasses.replace(c, read=produce.reader(c.request_type, c.flexible_request), check=None)
     return c
 
 
@@ -154,6 +158,8 @@ def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[Re
         if pos + n > len(buf):
             raise MalformedRequest("truncated client id")
         raw = buf[pos : pos + n]
+        if type(raw) is not bytes:  # (a large Produce frame is a bytearray: see protocol.framing)
+            raw = bytes(raw)
         client_id = _client_ids.get(raw)
         if client_id is None:
             try:

@@ -357,3 +357,31 @@ def test_a_large_request_is_not_held_more_than_twice(server_factory):
                 .splitlines() if line.startswith("VmHWM:"))
     assert peak - start < 2.6 * size, f"peak {(peak - start) / size:.2f}x the request"
     assert_serving(server.port)
+
+
+def peak_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+
+
+def test_a_large_produce_frame_is_held_once(server):
+    """A 48 MiB Produce arriving in 64 KiB reads: read into one buffer and its record batch
+    used in place, so the server's peak RSS grows by about the frame, not twice it."""
+    from bench.wire_client import request_class
+    from protocol.messages import encode_request
+    from protocol.record_batch import build_batch
+
+    size = 48 << 20
+    R, T, P = (request_class(0, 9, n) for n in (None, "TopicProduceData", "PartitionProduceData"))
+    request = encode_request(0, 9, 1, "big", R(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+                                             topic_data=(T(name="big", partition_data=(P(index=0, records=build_batch(
+                                                 [(b"k", b"x" * size)], timestamp_ms=int(time.time() * 1000))),)),)))
+    before = peak_rss_bytes(server.proc.pid)
+    with socket.create_connection(("127.0.0.1", server.port)) as c:
+        for i in range(0, len(request), 1 << 16):
+            c.sendall(request[i:i + (1 << 16)])
+        c.settimeout(30)
+        assert c.recv(100)  # answered (MESSAGE_TOO_LARGE: the topic's max.message.bytes is 1 MiB)
+    grown = peak_rss_bytes(server.proc.pid) - before
+    assert grown < 1.4 * size, f"peak RSS grew by {grown >> 20} MiB for a {size >> 20} MiB frame"
+    assert_serving(server.port)

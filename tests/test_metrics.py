@@ -198,7 +198,7 @@ def test_health_ready_and_bad_requests(metrics_server):
 async def test_not_ready_until_loaded(tmp_path):
     """The metrics port answers before the data dir is loaded; /ready says not yet."""
     server = Server(parse_args(["--port", "0", "--metrics-port", "0", "--data-dir", str(tmp_path / "d")]))
-    sock = server._bind()
+    sock = server._bind("127.0.0.1", 0)
     await server._start_metrics(sock)
     try:
         loop = asyncio.get_running_loop()

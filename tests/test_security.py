@@ -4,6 +4,7 @@ over raw frames: what is refused, with which error, and that the connection then
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.wire_client import WireClient, request_class
+from protocol.messages import encode_request
 from tests.conftest import ROOT, create_topics
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
@@ -193,6 +195,11 @@ def test_security_startup_errors_are_one_line(tmp_path, certs):
                                       "--ssl-keyfile", str(certs / "server.key"))
     assert "supported: PLAIN" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad),
                                        "--sasl-mechanisms", "OAUTHBEARER")
+    assert "is not PROTOCOL://host:port" in start("--listeners", "HTTP://127.0.0.1:0")
+    assert "named twice" in start("--listeners", "PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0")
+    assert "needs --sasl-users" in start("--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0")
+    assert "not in --listeners" in start("--listeners", "PLAINTEXT://127.0.0.1:0",
+                                         "--advertised-listeners", "SSL://example:9093")
     assert not (tmp_path / "d").exists()
 
 
@@ -229,3 +236,39 @@ def test_scram_credentials_managed_by_admin_clients(server_factory, users_file):
     assert [i.mechanism for i in admin.describe_user_scram_credentials(["alice"])["alice"].result(15)
             .scram_credential_infos] == [ScramMechanism.SCRAM_SHA_512]
     assert "carol-pw" not in s.log_text()
+
+
+def test_listeners_serve_several_protocols_at_once(tmp_path, certs, users_file):
+    """--listeners: PLAINTEXT and SASL_SSL on two ports of one server; each client is told
+    (Metadata) the address of the listener it came by, so it stays on its protocol."""
+    from tests.conftest import ServerProcess, free_port
+
+    sasl_port = free_port()
+    s = ServerProcess(tmp_path / "data", [])
+    s.extra_args = ["--listeners", f"PLAINTEXT://127.0.0.1:{s.port},SASL_SSL://127.0.0.1:{sasl_port}",
+                    *tls_args(certs), "--sasl-users", str(users_file)]
+    s.start()
+    try:
+        plain = {"bootstrap.servers": s.bootstrap}
+        secure = {"bootstrap.servers": f"127.0.0.1:{sasl_port}", "security.protocol": "SASL_SSL",
+                  "ssl.ca.location": str(certs / "ca.pem"), "sasl.mechanisms": "SCRAM-SHA-512",
+                  "sasl.username": "alice", "sasl.password": "alice-secret"}
+        for conf, port in ((plain, s.port), (secure, sasl_port)):
+            admin = AdminClient(conf)
+            brokers = admin.list_topics(timeout=10).brokers
+            assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
+        admin = AdminClient(plain)  # (kept: a client collected mid-call cancels it)
+        for f in admin.create_topics([NewTopic("via-plain", 1, 1), NewTopic("via-sasl", 1, 1)]).values():
+            f.result(15)
+        group_round_trip(plain, "via-plain")
+        group_round_trip(secure, "via-sasl")
+        # the SASL port still wants authentication: a request before it closes the connection
+        with socket.create_connection(("127.0.0.1", sasl_port)) as raw:
+            ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(encode_request(3, 12, 1, "x", request_class(3, 12)(
+                    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)))
+                assert tls.recv(4) == b""
+    finally:
+        s.close()
+    assert "listeners: PLAINTEXT://127.0.0.1" in s.log_text()

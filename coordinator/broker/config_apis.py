@@ -162,8 +162,10 @@ class ConfigApis:
     # DescribeCluster --------------------------------------------------------------------
 
     def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
+        from ..cluster import advertised
+
         config = self.cluster.config
-        host, port = config.advertised
+        host, port = advertised(ctx)
         endpoint = getattr(req, "endpoint_type", ENDPOINT_BROKERS)
         if endpoint != ENDPOINT_BROKERS:  # a broker serves its brokers' endpoints only
             kind = "CONTROLLER" if endpoint == 2 else f"{endpoint}"

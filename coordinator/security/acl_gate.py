@@ -45,8 +45,9 @@ def principal_of(conn: Any) -> str:
 class _Answer:
     """Stands in for the connection of a handler run by the gate: catches ctx.answer()."""
 
-    def __init__(self) -> None:
+    def __init__(self, conn: Any) -> None:
         self.done = asyncio.get_running_loop().create_future()
+        self.listener, self.sasl = conn.listener, conn.sasl  # (what handlers read of their connection)
 
     def flush_answers(self) -> None:
         if not self.done.done():
@@ -55,7 +56,7 @@ class _Answer:
 
 async def _body_of(handler: Callable, ctx: RequestContext, req: Any) -> Any:
     """Run the handler on `req` and return its response as an object (whatever way it answers)."""
-    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer())
+    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer(ctx.connection))
     result = handler(inner, req)
     if result is LATER:
         if inner.body is UNANSWERED:

@@ -1,0 +1,64 @@
+"""Kafka-style listeners: several ports at once, each with its security protocol
+(`--listeners PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093`). A client is told,
+in Metadata, FindCoordinator and DescribeCluster, the address of the listener it came
+in by (Kafka's per-listener endpoints), so it stays on that protocol. Without
+--listeners there is one, from --host, --port and --security-protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass
+class Listener:
+    protocol: str
+    host: str
+    port: int  # 0: any free port, known once bound
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol.endswith("SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return self.advertised_host or self.host, self.advertised_port or self.port
+
+
+def _parse(spec: str, what: str) -> dict[str, tuple[str, int]]:
+    """PROTOCOL://host:port,... -> {protocol: (host, port)}; ValueError says what is wrong."""
+    out: dict[str, tuple[str, int]] = {}
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        protocol, sep, address = item.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or protocol not in PROTOCOLS or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"{what}: {item!r} is not PROTOCOL://host:port (protocols: {', '.join(PROTOCOLS)})")
+        if protocol in out:
+            raise ValueError(f"{what}: {protocol} is named twice (one listener per protocol)")
+        out[protocol] = (host.strip("[]") or "0.0.0.0", int(port))
+    if not out:
+        raise ValueError(f"{what}: no listener given")
+    return out
+
+
+def listeners_of(config: Any) -> list[Listener]:
+    if not config.listeners:
+        return [Listener(config.security_protocol, config.host, config.port, config.advertised_host,
+                         config.advertised_port)]
+    bound = _parse(config.listeners, "--listeners")
+    advertised = _parse(config.advertised_listeners, "--advertised-listeners") if config.advertised_listeners else {}
+    unknown = set(advertised) - set(bound)
+    if unknown:
+        raise ValueError(f"--advertised-listeners: {', '.join(sorted(unknown))} is not in --listeners")
+    return [Listener(p, h, port, *advertised.get(p, (None, None))) for p, (h, port) in bound.items()]
