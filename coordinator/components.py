@@ -61,7 +61,8 @@ async def build_components(server: Server) -> list[Any]:
         OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms), topic=TRANSACTION_TOPIC)
     transactions = TransactionCoordinator(txn_log, data_plane, runtime, data_plane.producer_ids,
                                           max_timeout_ms=c.transaction_max_timeout_ms,
-                                          abort_check_interval_ms=c.transaction_abort_check_interval_ms)
+                                          abort_check_interval_ms=c.transaction_abort_check_interval_ms,
+                                          id_expiration_ms=c.transactional_id_expiration_ms)
     transactions.register(server.registry)
     data_plane.transactions = transactions
     runtime.transactions = transactions

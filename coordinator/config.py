@@ -57,6 +57,8 @@ class Config:
     transaction_abort_check_interval_ms: int = _opt(
         10_000, "how often transactions past their timeout are aborted "
         "(transaction.abort.timed.out.transaction.cleanup.interval.ms)")
+    transactional_id_expiration_ms: int = _opt(
+        604_800_000, "transactional.id.expiration.ms: an unused transactional id is forgotten after this long")
     # Data plane.
     auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
     num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")

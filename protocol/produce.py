@@ -42,6 +42,8 @@ class _Reader:
     def blob(self, wide: struct.Struct) -> memoryview | None:
         n = self.length(wide)
         if n < 0:
+            if n != -1:
+                raise ValueError(f"negative length {n}")
             return None
         end = self.pos + n
         if end > len(self.buf):
@@ -50,12 +52,18 @@ class _Reader:
         self.pos = end
         return out
 
-    def string(self) -> str | None:
+    def string(self, nullable: bool = False) -> str | None:
         raw = self.blob(_I16)
-        return None if raw is None else str(raw, "utf-8")
+        if raw is None:
+            if not nullable:
+                raise ValueError("null where the schema wants a string")
+            return None
+        return str(raw, "utf-8")
 
     def count(self) -> int:
         n = self.length(_I32)
+        if n < -1:
+            raise ValueError(f"negative array length {n}")
         if n > len(self.buf) - self.pos:  # (every element takes at least a byte)
             raise ValueError(f"array of {n} items in {len(self.buf) - self.pos} bytes")
         return n
@@ -78,7 +86,7 @@ def reader(request_type: type, flexible: bool):
 
     def read(buf: Any, pos: int) -> tuple[Any, int]:
         r = _Reader(buf, pos, flexible)
-        transactional_id = r.string()
+        transactional_id = r.string(nullable=True)
         acks, timeout = _HEAD.unpack_from(r.buf, r.pos)
         r.pos += _HEAD.size
         topics = None
@@ -101,8 +109,6 @@ def reader(request_type: type, flexible: bool):
                 topics.append(topic_type(name=name, partition_data=partitions))
             topics = tuple(topics)
         r.skip_tags()
-        if r.pos != len(r.buf):
-            raise ValueError(f"{len(r.buf) - r.pos} bytes after the request")
         return request_type(transactional_id=transactional_id, acks=acks,
                             timeout=datetime.timedelta(milliseconds=timeout), topic_data=topics), r.pos
 

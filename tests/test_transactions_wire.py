@@ -289,3 +289,22 @@ async def test_a_transaction_prepared_before_a_crash_completes_at_startup(server
         assert controls == [False, True]
     finally:
         await conn.close()
+
+
+async def test_unused_transactional_ids_expire(server_factory):
+    """transactional.id.expiration.ms: an id left Empty or Complete that long is removed
+    (a tombstone in __transaction_state), also after a restart; using it again starts afresh."""
+    server = server_factory("--transactional-id-expiration-ms", "300", "--transaction-abort-check-interval-ms", "100")
+    conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    try:
+        error, pid, _ = await init_pid(conn, "short-lived")
+        assert error == E_NONE
+        deadline = asyncio.get_running_loop().time() + 10
+        while await describe_unknown(server.port, "short-lived") != TXN_ID_NOT_FOUND:
+            assert asyncio.get_running_loop().time() < deadline, "never expired"
+            await asyncio.sleep(0.05)
+        error, pid2, epoch2 = await init_pid(conn, "short-lived")
+        assert error == E_NONE and pid2 != pid and epoch2 == 0  # a new producer id: the old one is forgotten
+    finally:
+        await conn.close()
+    assert "transactional id short-lived expired" in server.log_text()

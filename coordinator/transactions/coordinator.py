@@ -75,13 +75,15 @@ class TransactionMetadata:
 
 class TransactionCoordinator:
     def __init__(self, txn_log: OffsetsLog, data_plane: Any, groups: Any, producer_ids: Any, *,
-                 max_timeout_ms: int = 900_000, abort_check_interval_ms: int = 10_000) -> None:
+                 max_timeout_ms: int = 900_000, abort_check_interval_ms: int = 10_000,
+                 id_expiration_ms: int = 604_800_000) -> None:
         self.log = txn_log
         self.data_plane = data_plane
         self.groups = groups  # the group coordinator's runtime: markers for __consumer_offsets
         self.producer_ids = producer_ids
         self.max_timeout_ms = max_timeout_ms  # transaction.max.timeout.ms
         self.abort_check_interval_ms = abort_check_interval_ms
+        self.id_expiration_ms = id_expiration_ms  # transactional.id.expiration.ms
         self.txns: dict[str, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task] = set()
         self._timer: asyncio.Task | None = None
@@ -179,6 +181,8 @@ class TransactionCoordinator:
                     return error, -1, -1
                 return E.none, meta.producer_id, meta.producer_epoch
         async with meta.lock:
+            if self.txns.get(txn_id) is not meta:  # expired while we waited: start afresh
+                return await self._init(txn_id, timeout_ms, pid, epoch)
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
                 return E.concurrent_transactions, -1, -1
             if pid >= 0:  # KIP-360: the producer says who it was
@@ -360,6 +364,32 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(self.abort_check_interval_ms / 1000)
             self.abort_timed_out()
+            self.expire_ids()
+
+    def expire_ids(self) -> None:
+        """transactional.id.expiration.ms: an id with no transaction open that has not been
+        used for that long becomes Dead and is removed (a tombstone in the log), as Kafka's
+        removal of expired transactional ids."""
+        now = _now()
+        for meta in list(self.txns.values()):
+            if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.lock.locked()
+                    and meta.last_update_ms + self.id_expiration_ms < now):
+                self._spawn(self._expire(meta))
+
+    async def _expire(self, meta: TransactionMetadata) -> None:
+        async with meta.lock:
+            if meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) or self.txns.get(meta.transactional_id) is not meta:
+                return
+            fut, done = future_and_callback()
+            try:
+                self.log.append(meta.transactional_id, [(encode_key(meta.transactional_id), None)], done)
+                await fut
+            except Exception as e:  # kept; tried again at the next sweep
+                log.warning("transaction %s: writing its expiry failed: %s", meta.transactional_id, e)
+                return
+            meta.state = DEAD  # (a request that already holds it sees it gone)
+            del self.txns[meta.transactional_id]
+            log.info("transactional id %s expired (unused for %d ms)", meta.transactional_id, self.id_expiration_ms)
 
     def abort_timed_out(self) -> None:
         """transaction.timeout.ms: a transaction open longer is aborted under a bumped
