@@ -180,6 +180,12 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
     assert r.results[0].error_code == 29
     r = await call(47, 0, group_id="g", topics=())
     assert r.error_code == 30
+    r = await call(19, 7, topics=(nested(19, 7, "CreatableTopic", name="t", num_partitions=1, replication_factor=-1,
+                                         assignments=(), configs=()),
+                                  nested(19, 7, "CreatableTopic", name="fresh", num_partitions=1,
+                                         replication_factor=-1, assignments=(), configs=())),
+                   timeout=1000 * ms, validate_only=True)
+    assert [(t.name, t.error_code) for t in r.topics] == [("t", 29), ("fresh", 0)]  # no ACL names "fresh"
     r = await call(60, 1, include_cluster_authorized_operations=False, endpoint_type=1)
     assert r.error_code == 31
     r = await call(69, 1, group_ids=("g",), include_authorized_operations=False)

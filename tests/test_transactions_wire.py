@@ -308,3 +308,20 @@ async def test_unused_transactional_ids_expire(server_factory):
     finally:
         await conn.close()
     assert "transactional id short-lived expired" in server.log_text()
+
+
+def test_transaction_log_value_codec():
+    """TransactionLogValue: v0 round trip; v1 (flexible, tagged ClientTransactionVersion), as
+    Kafka 4 writes for transactions v2, read; a bad key version refused."""
+    import pytest
+
+    from protocol.group_records import RecordDecodeError
+    from protocol.transaction_records import ONGOING, TransactionLogValue, decode_key, decode_value, encode_value
+
+    v = TransactionLogValue(5, 2, 60_000, ONGOING, {"t": [0, 1], "__consumer_offsets": [3]}, 123, 100)
+    assert decode_value(encode_value(v)) == v
+    v1 = (struct.pack(">hqhib", 1, 7, 3, 1000, 1) + bytes([2, 2]) + b"t" + bytes([3]) + struct.pack(">ii", 0, 4)
+          + bytes([0]) + struct.pack(">qq", 11, 9) + bytes([1, 2, 2]) + struct.pack(">h", 2))
+    assert decode_value(v1) == TransactionLogValue(7, 3, 1000, 1, {"t": [0, 4]}, 11, 9)
+    with pytest.raises(RecordDecodeError):
+        decode_key(b"\x00\x01\x00\x00")

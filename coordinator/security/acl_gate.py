@@ -170,41 +170,26 @@ class AclGate:
     # groups -----------------------------------------------------------------------------
 
     def describe_groups(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        denied = {g for g in req.groups if not self.can(ctx, DESCRIBE, GROUP, g)}
-        if not denied:
-            return None
-
-        async def merged() -> Any:
-            allowed = dataclasses.replace(req, groups=tuple(g for g in req.groups if g not in denied))
-            body = await _body_of(handler, ctx, allowed) if allowed.groups else None
-            found = {g.group_id: g for g in body.groups} if body is not None else {}
-            return ctx.response(throttle_time=0, groups=tuple(found.get(g) or ctx.nested(
-                "DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g, group_state="",
-                protocol_type="", protocol_data="", members=(), authorized_operations=-(2**31)) for g in req.groups))
-        return merged()
+        def denied(g: str) -> Any | None:
+            if self.can(ctx, DESCRIBE, GROUP, g):
+                return None
+            return ctx.nested("DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g,
+                              group_state="", protocol_type="", protocol_data="", members=(),
+                              authorized_operations=-(2**31))
+        return self._merge(ctx, req, handler, "groups", "groups", denied, lambda g: g, lambda d: d.group_id)
 
     def list_groups(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if self.can(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
             return None
 
-        async def filtered() -> Any:
-            body = await _body_of(handler, ctx, req)
-            return dataclasses.replace(body, groups=tuple(
-                g for g in body.groups if self.can(ctx, DESCRIBE, GROUP, g.group_id)))
-        return filtered()
+        return self._filtered(ctx, req, handler, "groups", lambda g: self.can(ctx, DESCRIBE, GROUP, g.group_id))
 
     def delete_groups(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        denied = {g for g in req.groups_names if not self.can(ctx, DELETE, GROUP, g)}
-        if not denied:
-            return None
-
-        async def merged() -> Any:
-            allowed = dataclasses.replace(req, groups_names=tuple(g for g in req.groups_names if g not in denied))
-            body = await _body_of(handler, ctx, allowed) if allowed.groups_names else None
-            found = {r.group_id: r for r in body.results} if body is not None else {}
-            return ctx.response(throttle_time=0, results=tuple(found.get(g) or ctx.nested(
-                "DeletableGroupResult", group_id=g, error_code=GROUP_DENIED) for g in req.groups_names))
-        return merged()
+        def denied(g: str) -> Any | None:
+            if self.can(ctx, DELETE, GROUP, g):
+                return None
+            return ctx.nested("DeletableGroupResult", group_id=g, error_code=GROUP_DENIED)
+        return self._merge(ctx, req, handler, "groups_names", "results", denied, lambda g: g, lambda r: r.group_id)
 
     def offset_commit(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         version = ctx.version
@@ -352,19 +337,15 @@ class AclGate:
     def create_topics(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if self.can(ctx, CREATE, CLUSTER, CLUSTER_NAME):
             return None
-        split = self._split(ctx, req.topics, lambda t: t.name, CREATE)
-        if split is None:
-            return None
-        allowed, denied = split
 
-        async def merged() -> Any:
-            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed)) if allowed else None
-            rows = list(body.topics) if body is not None else []
-            rows += [ctx.nested("CreatableTopicResult", name=t.name, topic_id=None, error_code=TOPIC_DENIED,
-                                error_message=None, topic_config_error_code=TOPIC_DENIED, num_partitions=-1,
-                                replication_factor=-1, configs=None) for t in denied]
-            return ctx.response(throttle_time=0, topics=tuple(rows))
-        return merged()
+        def denied(t: Any) -> Any | None:
+            if self.can(ctx, CREATE, TOPIC, t.name):
+                return None
+            return ctx.nested("CreatableTopicResult", name=t.name, topic_id=None, error_code=TOPIC_DENIED,
+                              error_message=None, topic_config_error_code=TOPIC_DENIED, num_partitions=-1,
+                              replication_factor=-1, configs=None)
+        name = lambda t: t.name  # noqa: E731
+        return self._merge(ctx, req, handler, "topics", "topics", denied, name, name)
 
     def delete_topics(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         names = [t.name for t in req.topics] if ctx.version >= 6 else list(req.topic_names)
@@ -405,6 +386,12 @@ class AclGate:
                 return ctx.response(throttle_time=0, error_code=E.none, **{out_field: answer})
             return dataclasses.replace(body, **{out_field: answer})
         return merged()
+
+    @staticmethod
+    async def _filtered(ctx: RequestContext, req: Any, handler: Callable, field: str, keep: Callable) -> Any:
+        """The handler's answer with only the rows of response.<field> the principal may see."""
+        body = await _body_of(handler, ctx, req)
+        return dataclasses.replace(body, **{field: tuple(row for row in getattr(body, field) if keep(row))})
 
     def _configs(self, operation: int) -> Callable:
         def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -486,11 +473,8 @@ class AclGate:
                            lambda s: s.transactional_id)
 
     def list_transactions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        async def filtered() -> Any:
-            body = await _body_of(handler, ctx, req)
-            return dataclasses.replace(body, transaction_states=tuple(
-                t for t in body.transaction_states if self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)))
-        return filtered()
+        return self._filtered(ctx, req, handler, "transaction_states",
+                              lambda t: self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id))
 
     def add_partitions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if ctx.version >= 4:

@@ -122,17 +122,15 @@ class AclStore:
         os.replace(tmp, self.path)
 
     def add(self, acls: list[Acl]) -> None:
-        before = set(self.acls)
-        self.acls.update(acls)
-        try:
-            self._save()
-        except OSError:
-            self.acls = before
-            raise
+        self._change(lambda current: current | set(acls))
 
     def remove(self, acls: list[Acl]) -> None:
-        before = set(self.acls)
-        self.acls.difference_update(acls)
+        self._change(lambda current: current - set(acls))
+
+    def _change(self, change: Any) -> None:
+        """Apply, then save; if the save fails (OSError for the caller) nothing changed."""
+        before = self.acls
+        self.acls = change(before)
         try:
             self._save()
         except OSError:
