@@ -344,6 +344,9 @@ class Server:
         """Handle one request frame: the response bytes, None (no response), or the
         request's context whose `waiting` future (a handler's Future, or the Task running
         its coroutine) gives the response body later."""
+        sasl = conn.sasl
+        if sasl is not None and sasl.raw:  # a bare SASL token after SaslHandshake v0
+            return self.sasl.raw_token(conn, frame)
         if len(frame) < 10:
             raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a header")
         api_key, version = _KEY_VERSION.unpack_from(frame, 0)
@@ -353,7 +356,6 @@ class Server:
                 return self._unsupported_api_versions(frame)
             raise CloseConnection(f"unsupported api key {api_key} version {version}")
         api, c = route
-        sasl = conn.sasl
         if sasl is not None and sasl.user is None and api_key not in BEFORE_AUTHENTICATION:
             raise CloseConnection(f"api key {api_key} before SASL authentication")  # as Kafka
         header, pos = read_request_header(frame, flexible=c.flexible_request)

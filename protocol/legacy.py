@@ -1,6 +1,7 @@
 """Request versions Kafka has retired but old clients still send without ApiVersions.
 
-Also DescribeConfigs v0, OffsetForLeaderEpoch v0/v1, Produce v0-2 and Fetch v0-3 (their message sets of format v0/v1
+Also CreateAcls / DescribeAcls / DeleteAcls v0 (v1 without the pattern type: always
+LITERAL), DescribeConfigs v0, OffsetForLeaderEpoch v0/v1, Produce v0-2 and Fetch v0-3 (their message sets of format v0/v1
 are converted by protocol/legacy_records.py).
 
 kio follows current Kafka, which dropped OffsetCommit v0/v1, OffsetFetch v0,
@@ -17,7 +18,10 @@ import datetime
 import struct
 from typing import Any, Callable
 
+from kio.schema.create_acls.v1 import request as create_acls_v1
 from kio.schema.create_topics.v2 import request as create_topics_v2
+from kio.schema.delete_acls.v1 import request as delete_acls_v1
+from kio.schema.describe_acls.v1 import request as describe_acls_v1
 from kio.schema.describe_configs.v1 import request as describe_configs_v1
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.offset_for_leader_epoch.v2 import request as olep_v2
@@ -147,6 +151,73 @@ def _describe_configs_v0_write(out: Any, response: Any) -> None:
         for c in r.configs:
             out.write(_string(c.name) + _string(c.value)
                       + struct.pack(">???", c.read_only, c.config_source == 5, c.is_sensitive))
+
+
+LITERAL = 3  # the only ACL pattern type v0 knows
+
+
+def _create_acls_v0_read(buf: bytes, pos: int):
+    def creation(buf: bytes, pos: int):
+        kind, pos = _at(_kio.read_int8)(buf, pos)
+        name, pos = read_legacy_string(buf, pos)
+        principal, pos = read_legacy_string(buf, pos)
+        host, pos = read_legacy_string(buf, pos)
+        operation, pos = _at(_kio.read_int8)(buf, pos)
+        permission, pos = _at(_kio.read_int8)(buf, pos)
+        return create_acls_v1.AclCreation(resource_type=kind, resource_name=name, resource_pattern_type=LITERAL,
+                                          principal=principal, host=host, operation=operation,
+                                          permission_type=permission), pos
+
+    start = pos
+    creations, pos = _array(buf, pos, creation)
+    return create_acls_v1.CreateAclsRequest(creations=creations), pos - start
+
+
+def _acl_filter_v0(buf: bytes, pos: int) -> tuple[dict, int]:
+    kind, pos = _at(_kio.read_int8)(buf, pos)
+    name, pos = read_nullable_legacy_string(buf, pos)
+    principal, pos = read_nullable_legacy_string(buf, pos)
+    host, pos = read_nullable_legacy_string(buf, pos)
+    operation, pos = _at(_kio.read_int8)(buf, pos)
+    permission, pos = _at(_kio.read_int8)(buf, pos)
+    return dict(resource_type_filter=kind, resource_name_filter=name, pattern_type_filter=LITERAL,
+                principal_filter=principal, host_filter=host, operation=operation, permission_type=permission), pos
+
+
+def _describe_acls_v0_read(buf: bytes, pos: int):
+    values, end = _acl_filter_v0(buf, pos)
+    return describe_acls_v1.DescribeAclsRequest(**values), end - pos
+
+
+def _describe_acls_v0_write(out: Any, response: Any) -> None:
+    """v1's answer without the pattern types (a v0 filter only matches LITERAL ACLs)."""
+    out.write(struct.pack(">ih", int(response.throttle_time.total_seconds() * 1000), response.error_code)
+              + _string(response.error_message) + struct.pack(">i", len(response.resources)))
+    for r in response.resources:
+        out.write(struct.pack(">b", r.resource_type) + _string(r.resource_name) + struct.pack(">i", len(r.acls)))
+        for a in r.acls:
+            out.write(_string(a.principal) + _string(a.host) + struct.pack(">bb", a.operation, a.permission_type))
+
+
+def _delete_acls_v0_read(buf: bytes, pos: int):
+    def one(buf: bytes, pos: int):
+        values, pos = _acl_filter_v0(buf, pos)
+        return delete_acls_v1.DeleteAclsFilter(**values), pos
+
+    start = pos
+    filters, pos = _array(buf, pos, one)
+    return delete_acls_v1.DeleteAclsRequest(filters=filters), pos - start
+
+
+def _delete_acls_v0_write(out: Any, response: Any) -> None:
+    out.write(struct.pack(">ii", int(response.throttle_time.total_seconds() * 1000), len(response.filter_results)))
+    for f in response.filter_results:
+        out.write(struct.pack(">h", f.error_code) + _string(f.error_message)
+                  + struct.pack(">i", len(f.matching_acls)))
+        for a in f.matching_acls:
+            out.write(struct.pack(">h", a.error_code) + _string(a.error_message) + struct.pack(">b", a.resource_type)
+                      + _string(a.resource_name) + _string(a.principal) + _string(a.host)
+                      + struct.pack(">bb", a.operation, a.permission_type))
 
 
 def _produce_v0_2_read(buf: bytes, pos: int):
@@ -308,6 +379,9 @@ LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
     (19, 1): (2, None, _topic_errors_write(with_message=True)),  # v1's request is v2's
     (20, 0): (1, None, _topic_errors_write(with_message=False)),  # v0's request is v1's
     (32, 0): (1, _describe_configs_v0_read, _describe_configs_v0_write),
+    (30, 0): (1, _create_acls_v0_read, None),  # CreateAcls: the same answer as v1
+    (29, 0): (1, _describe_acls_v0_read, _describe_acls_v0_write),
+    (31, 0): (1, _delete_acls_v0_read, _delete_acls_v0_write),
     # Produce v0-2 / Fetch v0-3: message formats v0/v1 (converted by the data plane)
     **{(0, v): (3, _produce_v0_2_read, _produce_write(v)) for v in range(3)},
     **{(1, v): (4, _fetch_v0_3_read(v), _fetch_write(v)) for v in range(4)},

@@ -206,3 +206,41 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
     r = await call(3, 1, topics=(nested(3, 1, "MetadataRequestTopic", name="t"),))
     assert [(t.name, t.error_code) for t in r.topics] == [("t", 29)]  # named: said
     await c.close()
+
+
+def test_acl_apis_v0_for_older_admin_clients(server_factory):
+    """CreateAcls / DescribeAcls / DeleteAcls v0 (v1 without pattern types; Kafka 4 dropped
+    them, older admin clients still send them), over raw frames."""
+    import socket
+    import struct
+
+    s = server_factory("--authorizer")
+
+    def string(v):
+        return struct.pack(">h", -1) if v is None else struct.pack(">h", len(v)) + v.encode()
+
+    def call(api, body):
+        header = struct.pack(">hhi", api, 0, 7) + string("v0-admin")
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            c.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+            data = b""
+            while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+                data += c.recv(65536)
+        return data[8:]  # after size and correlation id
+
+    acl_filter = struct.pack(">b", 1) + string(None) + string(None) + string(None) + struct.pack(">bb", 1, 1)
+    body = call(30, struct.pack(">ib", 1, 3) + string("g") + string("User:alice") + string("*") + struct.pack(">bb", 3, 3))
+    assert struct.unpack_from(">iih", body) == (0, 1, 0)  # throttle, one result, NONE
+    body = call(29, acl_filter)
+    throttle, error = struct.unpack_from(">ih", body)
+    assert error == 0
+    pos = 6 + 2  # error message: null
+    (n,) = struct.unpack_from(">i", body, pos)
+    kind, name_len = struct.unpack_from(">bh", body, pos + 4)
+    name = body[pos + 7:pos + 7 + name_len].decode()
+    assert (n, kind, name) == (1, 3, "g")  # one GROUP resource "g", no pattern type in v0
+    body = call(31, struct.pack(">i", 1) + acl_filter)
+    throttle, n, error = struct.unpack_from(">iih", body)
+    assert (n, error) == (1, 0) and struct.unpack_from(">i", body, 12)[0] == 1  # one ACL deleted
+    body = call(29, acl_filter)
+    assert struct.unpack_from(">ihhi", body) == (0, 0, -1, 0)  # none left

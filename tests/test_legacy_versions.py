@@ -66,7 +66,9 @@ def test_legacy_truncated_bodies_are_malformed():
             continue
         raise AssertionError(f"accepted a body cut at {cut}")
     assert set(LEGACY) == {(8, 0), (8, 1), (9, 0), (2, 0), (19, 0), (19, 1), (20, 0), (32, 0), (0, 0), (0, 1), (0, 2),
-                           (1, 0), (1, 1), (1, 2), (1, 3), (23, 0), (23, 1)}  # CreateTopics/DeleteTopics: tests/test_data_plane_legacy.py
+                           (1, 0), (1, 1), (1, 2), (1, 3), (23, 0), (23, 1),
+                           (29, 0), (30, 0), (31, 0)}  # CreateTopics/DeleteTopics: tests/test_data_plane_legacy.py;
+    # the ACL APIs' v0: tests/test_acls.py
 
 
 def test_list_offsets_v0_for_burrow(server):

@@ -272,3 +272,29 @@ def test_listeners_serve_several_protocols_at_once(tmp_path, certs, users_file):
     finally:
         s.close()
     assert "listeners: PLAINTEXT://127.0.0.1" in s.log_text()
+
+
+def test_sasl_handshake_v0_then_bare_tokens(server_factory, users_file):
+    """SaslHandshake v0 (clients from before SaslAuthenticate): the SASL tokens then travel
+    as bare size-prefixed frames; a wrong password closes the connection."""
+    s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file),
+                       "--sasl-mechanisms", "PLAIN")
+
+    def exchange(password: bytes) -> tuple[socket.socket, bytes]:
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        c.sendall(encode_request(SASL_HANDSHAKE, 0, 1, "old", request_class(SASL_HANDSHAKE, 0)(mechanism="PLAIN")))
+        assert struct.unpack(">iih", c.recv(10))[2] == 0  # size, correlation id, error NONE (then mechanisms)
+        c.recv(100)
+        token = b"\0alice\0" + password
+        c.sendall(struct.pack(">i", len(token)) + token)
+        return c, c.recv(100)
+
+    c, answer = exchange(b"alice-secret")
+    assert answer == b"\0\0\0\0"  # an empty token: authenticated
+    c.sendall(encode_request(METADATA, 1, 2, "old", request_class(METADATA, 1)(topics=None)))
+    assert struct.unpack(">ii", c.recv(8))[1] == 2  # a Kafka answer to a Kafka request again
+    c.close()
+    c, answer = exchange(b"wrong")
+    assert answer == b""  # closed
+    c.close()
+    assert "Traceback" not in s.log_text()

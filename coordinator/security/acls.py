@@ -1,5 +1,6 @@
 """ACLs and the authorizer (Kafka's StandardAuthorizer rules), and CreateAcls, DescribeAcls,
-DeleteAcls v1-3 (Kafka 4 dropped v0) so Kafka's admin clients manage them. Kept in `acls.json` in the data dir
+DeleteAcls v0-3 (v0, which Kafka 4 dropped, for older admin clients) so Kafka's admin
+clients manage them. Kept in `acls.json` in the data dir
 (written atomically), reloaded at startup.
 
 A request is allowed when no DENY ACL matches it and an ALLOW ACL does (READ, WRITE,
@@ -165,9 +166,9 @@ class AclApis:
         self.store = store  # None: no authorizer, answered SECURITY_DISABLED as Kafka does
 
     def register(self, registry: Any) -> None:
-        registry.add(CREATE_ACLS, range(1, 4), self.create_acls)
-        registry.add(DESCRIBE_ACLS, range(1, 4), self.describe_acls)
-        registry.add(DELETE_ACLS, range(1, 4), self.delete_acls)
+        registry.add(CREATE_ACLS, range(0, 4), self.create_acls)
+        registry.add(DESCRIBE_ACLS, range(0, 4), self.describe_acls)
+        registry.add(DELETE_ACLS, range(0, 4), self.delete_acls)
 
     def create_acls(self, ctx: Any, req: Any) -> Any:
         if self.store is None:

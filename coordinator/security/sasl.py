@@ -4,8 +4,9 @@ connection may send only ApiVersions, SaslHandshake and SaslAuthenticate; anythi
 closes it, as Kafka does. A failed authentication is answered SASL_AUTHENTICATION_FAILED
 and the connection is closed.
 
-SaslHandshake v0 (raw SASL tokens outside Kafka's framing) is not served: Kafka 4 removed
-it (KIP-896), and clients that speak v1 use SaslAuthenticate.
+After SaslHandshake v0 (old clients; Kafka 4 removed it) the tokens come as bare
+size-prefixed frames instead, answered the same way, and a failure just closes the
+connection, as Kafka 3 did.
 """
 
 from __future__ import annotations
@@ -56,12 +57,13 @@ class PlainExchange:
 class SaslSession:
     """One connection's authentication state."""
 
-    __slots__ = ("mechanism", "exchange", "user")
+    __slots__ = ("mechanism", "exchange", "user", "raw")
 
     def __init__(self) -> None:
         self.mechanism: str | None = None
         self.exchange: Any = None
         self.user: str | None = None  # set once authenticated
+        self.raw = False  # SaslHandshake v0: the next frames are bare tokens until authenticated
 
     @property
     def authenticated(self) -> bool:
@@ -74,7 +76,7 @@ class SaslApis:
         self.users = users
 
     def register(self, registry: Any) -> None:
-        registry.add(SASL_HANDSHAKE, range(1, 2), self.handshake)
+        registry.add(SASL_HANDSHAKE, range(0, 2), self.handshake)
         registry.add(SASL_AUTHENTICATE, range(0, 3), self.authenticate)
 
     def handshake(self, ctx: Any, req: Any) -> Any:
@@ -88,7 +90,22 @@ class SaslApis:
             session.mechanism = req.mechanism
             session.exchange = (PlainExchange(self.users) if req.mechanism == "PLAIN"
                                 else ScramExchange(req.mechanism, self.users))
+            session.raw = ctx.version == 0
         return ctx.response(error_code=error, mechanisms=tuple(self.mechanisms))
+
+    def raw_token(self, conn: Any, token: bytes) -> bytes:
+        """One bare token after SaslHandshake v0: the framed answer, or CloseConnection."""
+        from ..connection import CloseConnection
+
+        session: SaslSession = conn.sasl
+        try:
+            answer, done = session.exchange.step(bytes(token))
+        except AuthenticationFailed as e:
+            raise CloseConnection(f"SASL authentication failed: {e}") from None
+        if done:
+            session.user, session.exchange, session.raw = session.exchange.user, None, False
+            log.info("%s: authenticated as %s (%s, SaslHandshake v0)", conn.peer, session.user, session.mechanism)
+        return len(answer).to_bytes(4, "big") + answer
 
     def authenticate(self, ctx: Any, req: Any) -> Any:
         conn = ctx.connection
