@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.wire_client import WireClient, request_class
@@ -25,7 +25,7 @@ USERS = "alice:alice-secret\nbob:b0b:with:colons\n"
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    """A throwaway CA and a server certificate for 127.0.0.1 / localhost."""
+    """A throwaway CA, a server certificate for 127.0.0.1 / localhost and a client one (O=acme, CN=app)."""
     d = tmp_path_factory.mktemp("certs")
 
     def openssl(*args: str) -> None:
@@ -37,6 +37,9 @@ def certs(tmp_path_factory):
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+    openssl("req", *ec, "-keyout", "client.key", "-out", "client.csr", "-subj", "/O=acme/CN=app")
+    openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "client.pem", "-days", "2")
     return d
 
 
@@ -298,3 +301,38 @@ def test_sasl_handshake_v0_then_bare_tokens(server_factory, users_file):
     assert answer == b""  # closed
     c.close()
     assert "Traceback" not in s.log_text()
+
+
+def test_tls_client_certificate_names_the_acl_principal(server_factory, certs):
+    """With --ssl-client-auth required and no SASL, the principal is the client certificate's
+    subject as Kafka writes it (User:CN=app,O=acme): ACLs for it apply."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import (
+        AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+    )
+
+    s = server_factory("--security-protocol", "SSL", *tls_args(certs), "--ssl-client-auth", "required",
+                       "--ssl-cafile", str(certs / "ca.pem"), "--authorizer")
+    conf = {"bootstrap.servers": s.bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem"),
+            "ssl.certificate.location": str(certs / "client.pem"), "ssl.key.location": str(certs / "client.key")}
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic("certs", 1)])["certs"].result(15)
+    deny = AclBinding(ResourceType.GROUP, "closed", ResourcePatternType.LITERAL, "User:CN=app,O=acme", "*",
+                      AclOperation.READ, AclPermissionType.DENY)
+    describe = AclBinding(ResourceType.GROUP, "closed", ResourcePatternType.LITERAL, "User:CN=app,O=acme", "*",
+                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)  # (finding the coordinator stays allowed)
+    for f in admin.create_acls([deny, describe]).values():
+        f.result(15)
+
+    def commit(group: str):
+        c = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition("certs", 0, 1)], asynchronous=False)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+        finally:
+            c.close()
+
+    assert commit("open") is None
+    assert commit("closed") == KafkaError.GROUP_AUTHORIZATION_FAILED

@@ -35,11 +35,31 @@ TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
     E.transactional_id_authorization_failed)
 
 
+# X.500 attribute names as Java's X500Principal.getName() (RFC 2253) writes them
+_RDN_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+              "localityName": "L", "stateOrProvinceName": "ST", "streetAddress": "STREET", "domainComponent": "DC",
+              "userId": "UID"}
+
+
 def principal_of(conn: Any) -> str:
-    """Kafka's principal: the SASL user, else ANONYMOUS (TLS client names are not mapped)."""
+    """Kafka's default principal: the SASL user; else, on TLS with a client certificate, its
+    subject's distinguished name as RFC 2253 writes it (`User:CN=app,O=acme`); else ANONYMOUS."""
     sasl = getattr(conn, "sasl", None)
-    user = sasl.user if sasl is not None else None
-    return f"User:{user}" if user else "User:ANONYMOUS"
+    if sasl is not None and sasl.user:
+        return f"User:{sasl.user}"
+    transport = getattr(conn, "transport", None)
+    cert = transport.get_extra_info("peercert") if transport is not None else None
+    if cert and cert.get("subject"):
+        return "User:" + ",".join("+".join(f"{_RDN_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn)
+                                  for rdn in reversed(cert["subject"]))
+    return "User:ANONYMOUS"
+
+
+def _escape(value: str) -> str:
+    out = "".join("\\" + ch if ch in ',+"\\<>;=' else ch for ch in value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    return out[:-1] + "\\ " if out.endswith(" ") else out
 
 
 class _Answer:
