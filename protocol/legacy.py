@@ -156,14 +156,21 @@ def _describe_configs_v0_write(out: Any, response: Any) -> None:
 LITERAL = 3  # the only ACL pattern type v0 knows
 
 
+def _acl_fields_v0(buf: bytes, pos: int, string: Callable) -> tuple[tuple, int]:
+    """An ACL (or an ACL filter) in v0's order: resource type, name, principal, host,
+    operation, permission; `string` reads the strings (filters may hold nulls)."""
+    kind, pos = _at(_kio.read_int8)(buf, pos)
+    name, pos = string(buf, pos)
+    principal, pos = string(buf, pos)
+    host, pos = string(buf, pos)
+    operation, pos = _at(_kio.read_int8)(buf, pos)
+    permission, pos = _at(_kio.read_int8)(buf, pos)
+    return (kind, name, principal, host, operation, permission), pos
+
+
 def _create_acls_v0_read(buf: bytes, pos: int):
     def creation(buf: bytes, pos: int):
-        kind, pos = _at(_kio.read_int8)(buf, pos)
-        name, pos = read_legacy_string(buf, pos)
-        principal, pos = read_legacy_string(buf, pos)
-        host, pos = read_legacy_string(buf, pos)
-        operation, pos = _at(_kio.read_int8)(buf, pos)
-        permission, pos = _at(_kio.read_int8)(buf, pos)
+        (kind, name, principal, host, operation, permission), pos = _acl_fields_v0(buf, pos, read_legacy_string)
         return create_acls_v1.AclCreation(resource_type=kind, resource_name=name, resource_pattern_type=LITERAL,
                                           principal=principal, host=host, operation=operation,
                                           permission_type=permission), pos
@@ -174,12 +181,7 @@ def _create_acls_v0_read(buf: bytes, pos: int):
 
 
 def _acl_filter_v0(buf: bytes, pos: int) -> tuple[dict, int]:
-    kind, pos = _at(_kio.read_int8)(buf, pos)
-    name, pos = read_nullable_legacy_string(buf, pos)
-    principal, pos = read_nullable_legacy_string(buf, pos)
-    host, pos = read_nullable_legacy_string(buf, pos)
-    operation, pos = _at(_kio.read_int8)(buf, pos)
-    permission, pos = _at(_kio.read_int8)(buf, pos)
+    (kind, name, principal, host, operation, permission), pos = _acl_fields_v0(buf, pos, read_nullable_legacy_string)
     return dict(resource_type_filter=kind, resource_name_filter=name, pattern_type_filter=LITERAL,
                 principal_filter=principal, host_filter=host, operation=operation, permission_type=permission), pos
 
