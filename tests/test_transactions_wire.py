@@ -125,6 +125,7 @@ async def test_transaction_error_paths_and_abort(server):
         # InitProducerId: the timeout must be within (0, transaction.max.timeout.ms]
         assert (await init_pid(conn, "t1", timeout_ms=0))[0] == INVALID_TIMEOUT
         assert (await init_pid(conn, "t1", timeout_ms=900_001))[0] == INVALID_TIMEOUT
+        assert (await init_pid(conn, ""))[0] == 42  # INVALID_REQUEST: an empty transactional id
         error, pid, epoch = await init_pid(conn, "t1")
         assert (error, epoch) == (E_NONE, 0) and pid >= 0
         # checks every transactional request makes
@@ -149,6 +150,9 @@ async def test_transaction_error_paths_and_abort(server):
         r = await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(
             transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id="tg"))
         assert r.error_code == E_NONE
+        r = await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(
+            transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id=""))
+        assert r.error_code == 24  # INVALID_GROUP_ID
         assert await txn_commit(conn, "t1", "tg", pid, epoch, "tw", 2) == E_NONE
         assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2) == PRODUCER_FENCED
         assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2, v=2) == INVALID_PRODUCER_EPOCH

@@ -319,8 +319,11 @@ class DataPlane:
             hw = plog.high_watermark if plog else -1
             lso, aborted = hw, None
             if plog is not None and error == E.none and plog.offline is None:
-                txns = self.txn_state(plog)
-                lso = txns.last_stable_offset(hw)
+                # Only a read_committed fetch builds a partition's transaction state (a scan of
+                # its log, once); others report the LSO if the state is known, else the HW.
+                txns = self.txn_state(plog) if read_committed else self.txns.get(plog)
+                if txns is not None and txns.cuts == plog.cuts:
+                    lso = txns.last_stable_offset(hw)
                 if read_committed:
                     records, end = _below(records, lso)
                     aborted = tuple(ctx.nested("AbortedTransaction", producer_id=pid, first_offset=first) for pid, first

@@ -288,9 +288,8 @@ class OffsetsLog:
             if type(key) is not UnknownKey:
                 value = decode_value(key, value)
             out[key] = OffsetsRecord(partition, offset, ts, key, value)
-        self._undecided[partition] = {
-            pid: [(decode_key(raw), decode_value(decode_key(raw), value)) for raw, (_, _, value) in records.items()]
-            for pid, records in pending.items() if records}
+        self._undecided[partition] = {pid: [_decoded(raw, value) for raw, (_, _, value) in records.items()]
+                                      for pid, records in pending.items() if records}
         return out
 
     def offline(self) -> dict[int, str]:
@@ -325,6 +324,11 @@ class OffsetsLog:
 
     async def close(self) -> None:
         await asyncio.gather(*(plog.close() for plog in self.logs))
+
+
+def _decoded(raw_key: bytes, raw_value: bytes | None) -> tuple[Key, Value | bytes | None]:
+    key = decode_key(raw_key)
+    return key, raw_value if type(key) is UnknownKey else decode_value(key, raw_value)
 
 
 def _position(chunk: bytes, batches: int) -> int:

@@ -16,6 +16,7 @@ Prepare state at startup has its markers written again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import time
@@ -24,6 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol.record_batch import iter_batch_records
 from protocol.transaction_records import (
     COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT, PREPARE_EPOCH_FENCE,
     STATE_NAMES, TransactionLogValue, decode_key, decode_value, encode_key, encode_value,
@@ -102,7 +104,6 @@ class TransactionCoordinator:
         transactions a crash left in PrepareCommit / PrepareAbort."""
         for plog in self.log.logs:
             for _, data in plog.batches():
-                from protocol.record_batch import iter_batch_records
                 for r in iter_batch_records(data):
                     if r.key is None:
                         continue
@@ -141,9 +142,7 @@ class TransactionCoordinator:
         """Store the metadata with `changes` applied; apply them only once durable. The
         error for the client if the write failed (nothing changed): NOT_COORDINATOR, as
         Kafka answers when its log append fails, so the client retries."""
-        new = TransactionMetadata(**{**{f: getattr(meta, f) for f in (
-            "transactional_id", "producer_id", "producer_epoch", "timeout_ms", "state", "partitions", "start_ms",
-            "last_update_ms", "last_producer_id", "last_producer_epoch")}, **changes, "last_update_ms": _now()})
+        new = dataclasses.replace(meta, **changes, last_update_ms=_now())
         fut, done = future_and_callback()
         try:
             self.log.append(meta.transactional_id, [(encode_key(meta.transactional_id), encode_value(new.value()))],
