@@ -1,4 +1,4 @@
-"""OffsetCommit (api key 8) request and response, every version (0-9), by hand.
+"""OffsetCommit (api key 8) request and response, every version (0-10), by hand.
 
 Every committing consumer sends one of these every few seconds, and each answer waits for
 an fsync, so the whole cost of a commit is on the server's critical path. kio's decoder
@@ -6,7 +6,9 @@ needs a bounds-check walk before it (see messages.py) and builds an object per f
 this direct reader does neither (bench/bench_commit_path.py compares them); the response
 is a handful of ints.
 Layouts follow Kafka's OffsetCommitRequest.json / OffsetCommitResponse.json; tests check
-them against kio and, for the retired v0/v1, aiokafka's encoders.
+them against kio and, for the retired v0/v1, aiokafka's encoders. v10 (Kafka 4.1, KIP-848
+era) names topics by id instead of name: the reader leaves the ids in place of names and
+resolve_topic_ids() puts names there once the broker's topics are known.
 
 The reader never allocates from a declared length: it builds lists element by element and
 fails on the first byte that is not there, so a forged count cannot cost memory.
@@ -16,12 +18,13 @@ from __future__ import annotations
 
 import operator
 import struct
+import uuid
 from typing import NamedTuple
 
 from .messages import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
 API_KEY = 8
-VERSIONS = range(0, 10)
+VERSIONS = range(0, 11)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -37,7 +40,7 @@ _PARTITION_OF = operator.itemgetter(1)  # PartitionCommit.partition
 
 
 class PartitionCommit(NamedTuple):  # a tuple: one is built per committed partition
-    topic: str
+    topic: str  # v10: the topic id (a UUID) until resolved, and still when no topic has it
     partition: int
     offset: int
     leader_epoch: int  # -1: unknown (always, before v6)
@@ -52,6 +55,17 @@ class OffsetCommitRequest(NamedTuple):
     retention_ms: int  # v2-v4; -1: the broker's offsets.retention.minutes
     partitions: list[PartitionCommit]  # in request order
     topics: list[tuple[str, int]]  # (name, how many of the partitions are its), for the response
+    topic_ids: list[uuid.UUID] | None  # v10, once resolved: each topic's id as sent, for the response
+
+
+def resolve_topic_ids(request: OffsetCommitRequest, name_of) -> OffsetCommitRequest:
+    """A v10 request with topic names where `name_of(topic id)` knows them; an unknown id
+    stays in place of its name (its partitions are answered UNKNOWN_TOPIC_ID)."""
+    ids = [t for t, _ in request.topics]
+    names = {t: name_of(t) or t for t in ids}
+    return request._replace(
+        partitions=[p._replace(topic=names[p.topic]) for p in request.partitions],
+        topics=[(names[t], n) for t, n in request.topics], topic_ids=ids)
 
 
 def _length(buf: bytes, pos: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
@@ -93,7 +107,7 @@ def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
 
 def read_offset_commit(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
     """The request body of `version` starting at `pos` (after the request header)."""
-    return (version >= 8 and _read_compact(buf, pos)) or _read_checked(buf, pos, version)
+    return (8 <= version <= 9 and _read_compact(buf, pos)) or _read_checked(buf, pos, version)
 
 
 def _read_checked(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
@@ -120,11 +134,17 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
         retention_ms = _I64.unpack_from(buf, pos)[0]
         pos += 8
     with_epoch = version >= 6
+    by_id = version >= 10
     topics = []
     partitions: list[PartitionCommit] = []
     n_topics, pos = _count(buf, pos, flexible)
     for _ in range(n_topics):
-        name, pos = _string(buf, pos, flexible)
+        if by_id:
+            if pos + 16 > len(buf):
+                raise MalformedRequest("OffsetCommit request: truncated topic id")
+            name, pos = uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
+        else:
+            name, pos = _string(buf, pos, flexible)
         n_partitions, pos = _count(buf, pos, flexible)
         before = len(partitions)
         for _ in range(n_partitions):
@@ -149,7 +169,8 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
         pos = skip_tagged_fields(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request: truncated body")
-    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, retention_ms, partitions, topics))
+    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, retention_ms, partitions, topics,
+                                      None))
 
 
 def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
@@ -218,7 +239,7 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
             return None
     except (IndexError, struct.error, UnicodeDecodeError):
         return None
-    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, partitions, topics))
+    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, partitions, topics, None))
 
 
 def reader(version: int):
@@ -229,7 +250,7 @@ def reader(version: int):
     def read_flexible(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
         return _read_compact(buf, pos) or _read_checked(buf, pos, version), None  # (read_offset_commit, inline)
 
-    return read_flexible if version >= 8 else read
+    return read_flexible if 8 <= version <= 9 else read
 
 
 _UVARINT = [bytes((n,)) for n in range(128)]  # compact lengths below 128: one byte
@@ -243,11 +264,14 @@ _responses: dict[tuple, Raw] = {}
 def write_response_to(request: OffsetCommitRequest, version: int, errors: list[int]) -> Raw:
     """The response body to `request`: one error code per partition, in request order."""
     key = (version, *request.topics, *map(_PARTITION_OF, request.partitions), *errors)  # (no Python frame)
+    if version >= 10:  # a topic deleted and created again has the same name and a new id
+        key += tuple(request.topic_ids or ())
     body = _responses.get(key)
     if body is None:
         at = 0
         topics = []
-        for name, n in request.topics:
+        names = request.topic_ids if version >= 10 and request.topic_ids is not None else [t for t, _ in request.topics]
+        for name, (_, n) in zip(names, request.topics):
             topics.append((name, [(p.partition, e) for p, e in
                                   zip(request.partitions[at : at + n], errors[at : at + n])]))
             at += n
@@ -260,14 +284,17 @@ def write_response_to(request: OffsetCommitRequest, version: int, errors: list[i
 
 def write_offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
     """The response body: (topic, [(partition, error code)]) in request order.
-    v0-v2: topics; v3+: throttle time first; v8+: flexible."""
+    v0-v2: topics; v3+: throttle time first; v8+: flexible; v10: topics by id (a UUID)."""
     out = bytearray(b"\0\0\0\0" if version >= 3 else b"")  # throttle_time_ms = 0
     if version >= 8:
         out += _compact_length(len(topics))
         for name, partitions in topics:
-            raw = name.encode()
-            out += _compact_length(len(raw))
-            out += raw
+            if version >= 10:
+                out += name.bytes
+            else:
+                raw = name.encode()
+                out += _compact_length(len(raw))
+                out += raw
             out += _compact_length(len(partitions))
             for partition, error in partitions:
                 out += _PARTITION_ERROR_NO_TAGS.pack(partition, error, 0)

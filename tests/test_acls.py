@@ -151,13 +151,18 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
 
     s = server_factory("--authorizer")
     c = await WireClient("acl-wire").connect("127.0.0.1", s.port)
-    await c.create_topics("t", partitions=1)
+    await c.create_topics("t", "u", partitions=1)
+    (t_id,) = [t.topic_id for t in (await c.request(3, 12, build(rc(3, 12), dict(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)))).topics
+        if t.name == "t"]
     C = rc(30, 3, "AclCreation")
     names = [(2, "t"), (3, "g"), (5, "tx"), (4, "kafka-cluster")]  # topic, group, transactional id, cluster
     r = await c.request(30, 3, rc(30, 3)(creations=tuple(C(
         resource_type=t, resource_name=n, resource_pattern_type=3, principal="User:other", host="*", operation=2,
-        permission_type=3) for t, n in names)))
-    assert [x.error_code for x in r.results] == [0] * 4
+        permission_type=3) for t, n in names) + tuple(C(
+        resource_type=t, resource_name=n, resource_pattern_type=3, principal="User:ANONYMOUS", host="*", operation=3,
+        permission_type=3) for t, n in [(3, "g2"), (2, "u")])))  # READ: for the v10 commits below
+    assert [x.error_code for x in r.results] == [0] * 6
 
     async def call(api, v, **values):
         return await c.request(api, v, build(rc(api, v), values))
@@ -205,6 +210,20 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
     assert "t" not in [t.name for t in r.topics]  # all topics: hidden
     r = await call(3, 1, topics=(nested(3, 1, "MetadataRequestTopic", name="t"),))
     assert [(t.name, t.error_code) for t in r.topics] == [("t", 29)]  # named: said
+
+    # OffsetCommit / OffsetFetch v10 name topics by id: authorized by the names they resolve to.
+    import uuid
+    meta = await call(3, 12, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    u_id, nowhere = {t.name: t.topic_id for t in meta.topics}["u"], uuid.uuid4()
+    r = await call(8, 10, group_id="g2", generation_id_or_member_epoch=-1, member_id="", topics=tuple(
+        nested(8, 10, "OffsetCommitRequestTopic", topic_id=i, partitions=(nested(
+            8, 10, "OffsetCommitRequestPartition", partition_index=0, committed_offset=5, committed_metadata=None),))
+        for i in (t_id, u_id, nowhere)))
+    assert [(t.topic_id, t.partitions[0].error_code) for t in r.topics] == [(t_id, 29), (u_id, 0), (nowhere, 100)]
+    r = await call(9, 10, require_stable=False, groups=(nested(9, 10, "OffsetFetchRequestGroup", group_id="g2", topics=tuple(
+        nested(9, 10, "OffsetFetchRequestTopics", topic_id=i, partition_indexes=(0,)) for i in (t_id, u_id))),))
+    assert [(t.topic_id, t.partitions[0].committed_offset, t.partitions[0].error_code)
+            for t in r.groups[0].topics] == [(t_id, -1, 29), (u_id, 5, 0)]
     await c.close()
 
 

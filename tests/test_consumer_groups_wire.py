@@ -238,3 +238,56 @@ async def test_classic_member_apis_and_offset_delete_on_a_consumer_group(server)
         assert (d.error_code, d.group_state, d.protocol_type) == (0, "CompletingRebalance", "consumer")
     finally:
         await conn.close()
+
+
+async def topic_ids(conn, *names):
+    M = request_class(3, 12, "MetadataRequestTopic")
+    r = await conn.request(3, 12, request_class(3, 12)(
+        topics=tuple(M(name=n, topic_id=None) for n in names), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False))
+    return {t.name: t.topic_id for t in r.topics}
+
+
+async def test_offset_commit_and_fetch_v10_by_topic_id(server):
+    """v10 (Kafka 4.1) names topics by id: resolved to the broker's topics, an unknown id
+    answered UNKNOWN_TOPIC_ID per partition; the group's topics all listed by id."""
+    import uuid
+
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", "u", partitions=2)
+        ids = await topic_ids(conn, "t", "u")
+        nowhere = uuid.uuid4()
+        T, P = request_class(COMMIT, 10, "OffsetCommitRequestTopic"), request_class(COMMIT, 10, "OffsetCommitRequestPartition")
+        commit = request_class(COMMIT, 10)(group_id="g10", generation_id_or_member_epoch=-1, member_id="", topics=(
+            T(topic_id=ids["t"], partitions=(P(partition_index=0, committed_offset=7, committed_metadata="x"),
+                                             P(partition_index=5, committed_offset=1, committed_metadata=None))),
+            T(topic_id=nowhere, partitions=(P(partition_index=0, committed_offset=3, committed_metadata=None),)),
+            T(topic_id=ids["u"], partitions=(P(partition_index=1, committed_offset=9, committed_metadata=None),))))
+        r = await conn.request(COMMIT, 10, commit)
+        assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
+            (ids["t"], [(0, 0), (5, 3)]), (nowhere, [(0, 100)]), (ids["u"], [(1, 0)])]  # 3, 100: unknown partition, id
+        only_unknown = request_class(COMMIT, 10)(group_id="g10", generation_id_or_member_epoch=-1, member_id="",
+                                                 topics=(T(topic_id=nowhere, partitions=(P(
+                                                     partition_index=0, committed_offset=3, committed_metadata=None),)),))
+        r = await conn.request(COMMIT, 10, only_unknown)
+        assert r.topics[0].partitions[0].error_code == 100
+
+        G, FT = request_class(FETCH, 10, "OffsetFetchRequestGroup"), request_class(FETCH, 10, "OffsetFetchRequestTopics")
+        fetch = request_class(FETCH, 10)(require_stable=True, groups=(G(group_id="g10", topics=(
+            FT(topic_id=ids["t"], partition_indexes=(0, 1)), FT(topic_id=nowhere, partition_indexes=(0,)))),))
+        (g,) = (await conn.request(FETCH, 10, fetch)).groups
+        assert g.error_code == 0 and [(t.topic_id, [(p.partition_index, p.committed_offset, p.error_code)
+                                                    for p in t.partitions]) for t in g.topics] == [
+            (ids["t"], [(0, 7, 0), (1, -1, 0)]), (nowhere, [(0, -1, 100)])]
+        everything = request_class(FETCH, 10)(require_stable=False, groups=(G(group_id="g10", topics=None),))
+        (g,) = (await conn.request(FETCH, 10, everything)).groups
+        assert [(t.topic_id, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in g.topics] == [
+            (ids["t"], [(0, 7)]), (ids["u"], [(1, 9)])]
+        # The same offsets by name, in v9.
+        G9, T9 = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
+        (g,) = (await conn.request(FETCH, 9, request_class(FETCH, 9)(require_stable=False, groups=(G9(
+            group_id="g10", topics=(T9(name="u", partition_indexes=(1,)),)),)))).groups
+        assert g.topics[0].partitions[0].committed_offset == 9
+    finally:
+        await conn.close()

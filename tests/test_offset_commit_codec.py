@@ -13,7 +13,8 @@ from bench.wire_client import request_class
 from coordinator.apis import RequestContext
 from protocol.messages import MalformedRequest, RequestHeader, codec, encode_body, encode_uvarint
 from protocol.offset_commit import (
-    PartitionCommit, _read, _read_compact, read_offset_commit, write_offset_commit_response, write_response_to,
+    PartitionCommit, _read, _read_compact, read_offset_commit, resolve_topic_ids, write_offset_commit_response,
+    write_response_to,
 )
 
 names = st.text(max_size=20) | st.text(min_size=40, max_size=80)  # compact lengths of one byte, or more
@@ -143,3 +144,44 @@ def test_response_matches_kio(version):
         for name, parts in topics)))
     assert write_offset_commit_response(version, topics) == expected
     assert write_offset_commit_response(version, []) == encode_body(c, ctx.response(throttle_time=0, topics=()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(group=names, generation=st.integers(-1, 2**31 - 1), member=names, instance=st.none() | names,
+       topics=st.lists(st.tuples(st.uuids(), partitions), max_size=3))
+def test_v10_names_topics_by_id(group, generation, member, instance, topics):
+    """v10 (Kafka 4.1) sends topic ids where names were: read as ids, resolved to the names
+    known (an unknown id stays), answered by id."""
+    req_cls, topic_cls, part_cls = (request_class(8, 10, n) for n in (
+        None, "OffsetCommitRequestTopic", "OffsetCommitRequestPartition"))
+    out = io.BytesIO()
+    entity_writer(req_cls)(out, req_cls(
+        group_id=group, generation_id_or_member_epoch=generation, member_id=member, group_instance_id=instance,
+        topics=tuple(topic_cls(topic_id=t, partitions=tuple(part_cls(
+            partition_index=p, committed_offset=o, committed_leader_epoch=e, committed_metadata=m)
+            for p, o, e, m in parts)) for t, parts in topics)))
+    req = read_offset_commit(out.getvalue(), 0, 10)
+    assert req.topics == [(t, len(parts)) for t, parts in topics] and req.topic_ids is None
+    assert req.partitions == [PartitionCommit(t, p, o, e, m) for t, parts in topics for p, o, e, m in parts]
+    known = {t: f"topic-{i}" for i, (t, _) in enumerate(topics) if i % 2 == 0}
+    named = resolve_topic_ids(req, known.get)
+    assert named.topics == [(known.get(t, t), n) for t, n in req.topics]
+    assert [p.topic for p in named.partitions] == [known.get(p.topic, p.topic) for p in req.partitions]
+    errors = list(range(len(req.partitions)))
+    expected = [(t, [(p, errors.pop(0)) for p, *_ in parts]) for t, parts in topics]
+    assert write_response_to(named, 10, list(range(len(req.partitions)))) == write_offset_commit_response(10, expected)
+    for cut in range(len(out.getvalue())):
+        with pytest.raises(MalformedRequest):
+            read_offset_commit(out.getvalue()[:cut], 0, 10)
+
+
+def test_v10_response_matches_kio():
+    import uuid
+    c = codec(8, 10)
+    ctx = RequestContext(RequestHeader(8, 10, 1, "c"), c, "h", None)
+    topics = [(uuid.uuid4(), [(0, 0), (7, 100)]), (uuid.uuid4(), [])]
+    expected = encode_body(c, ctx.response(throttle_time=0, topics=tuple(
+        ctx.nested("OffsetCommitResponseTopic", topic_id=t, partitions=tuple(
+            ctx.nested("OffsetCommitResponsePartition", partition_index=p, error_code=e) for p, e in parts))
+        for t, parts in topics)))
+    assert write_offset_commit_response(10, topics) == expected

@@ -12,7 +12,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from protocol.messages import encode_body
-from protocol.offset_commit import OffsetCommitRequest, write_response_to
+from protocol.offset_commit import OffsetCommitRequest, resolve_topic_ids, write_response_to
 
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
@@ -52,8 +52,8 @@ class GroupApis:
         registry.add(LIST_GROUPS, range(0, 6), self.list_groups)
         registry.add(DESCRIBE_GROUPS, range(0, 7), self.describe_groups)
         registry.add(DELETE_GROUPS, range(0, 3), self.delete_groups)
-        registry.add(OFFSET_COMMIT, range(0, 10), self.offset_commit)
-        registry.add(OFFSET_FETCH, range(0, 10), self.offset_fetch)
+        registry.add(OFFSET_COMMIT, range(0, 11), self.offset_commit)
+        registry.add(OFFSET_FETCH, range(0, 11), self.offset_fetch)
         registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
         registry.add(TXN_OFFSET_COMMIT, range(0, 6), self.txn_offset_commit)
         registry.add(CONSUMER_GROUP_HEARTBEAT, range(0, 2), self.consumer_group_heartbeat)
@@ -240,6 +240,11 @@ class GroupApis:
 
     def offset_commit(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
         """Read by protocol/offset_commit.py (every version); answered once durable."""
+        if ctx.header.api_version >= 10:
+            if req.topic_ids is None:  # (the ACL gate may have resolved them already)
+                req = resolve_topic_ids(req, self.runtime.image.name_of)
+            if any(type(p.topic) is not str for p in req.partitions):
+                return self._commit_some(ctx, req)
         expire = -1
         if req.retention_ms >= 0:  # v2-v4 only
             # A retention of up to 2^63-1 ms is valid on the wire: the sum must stay an int64.
@@ -254,6 +259,27 @@ class GroupApis:
         if errors is not None:
             return write_response_to(req, version, errors)
         return LATER
+
+    def _commit_some(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
+        """v10 with topic ids no topic has: those partitions are answered UNKNOWN_TOPIC_ID
+        (as Kafka, before anything else is checked), the others committed."""
+        version = ctx.header.api_version
+        known = [p for p in req.partitions if type(p.topic) is str]
+        if not known:
+            return write_response_to(req, version, [E.unknown_topic_id] * len(req.partitions))
+
+        def merged(errors: list[int]) -> Raw:
+            it = iter(errors)
+            return write_response_to(req, version, [next(it) if type(p.topic) is str else E.unknown_topic_id
+                                                    for p in req.partitions])
+
+        shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
+        if shard.offline is not None:
+            return merged([E.not_coordinator] * len(known))
+        errors = shard.offset_manager.commit_nowait(
+            req.group_id, req.generation, req.member_id, req.instance_id, known,
+            lambda errors: ctx.answer(merged(errors)), -1, version)
+        return LATER if errors is None else merged(errors)
 
     async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
         partitions = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
@@ -292,9 +318,24 @@ class GroupApis:
                         unstable: set[tuple[str, int]] | None = None) -> tuple:
         """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones. unstable: partitions
         with a transactional commit pending, asked with require_stable (KIP-447): answered
-        UNSTABLE_OFFSET_COMMIT, so the consumer waits rather than reading an offset about to change."""
+        UNSTABLE_OFFSET_COMMIT, so the consumer waits rather than reading an offset about to change.
+        v10 names topics by id: a topic asked by an id no topic has is answered UNKNOWN_TOPIC_ID
+        (its name is that id here); of all the group's topics, one that no longer exists (no id) is left out."""
         out = []
+        by_id = ctx.version >= 10
         for name, parts in topics:
+            topic = {"name": name}
+            if by_id:
+                if type(name) is not str:
+                    out.append(ctx.nested("OffsetFetchResponseTopics", topic_id=name, partitions=tuple(ctx.nested(
+                        "OffsetFetchResponsePartitions", partition_index=partition, committed_offset=NO_OFFSET,
+                        committed_leader_epoch=-1, metadata="", error_code=E.unknown_topic_id)
+                        for partition, _ in parts)))
+                    continue
+                found = self.runtime.image.lookup(name)
+                if found is None:
+                    continue
+                topic = {"topic_id": found[0]}
             rows = []
             for partition, value in parts:
                 if unstable and (name, partition) in unstable:
@@ -307,7 +348,7 @@ class GroupApis:
                     committed_offset=value.offset if value else NO_OFFSET,
                     committed_leader_epoch=value.leader_epoch if value else -1,
                     metadata=value.metadata if value else "", error_code=E.none))
-            out.append(ctx.nested("OffsetFetchResponseTopic" + suffix, name=name, partitions=tuple(rows)))
+            out.append(ctx.nested("OffsetFetchResponseTopic" + suffix, **topic, partitions=tuple(rows)))
         return tuple(out)
 
     def _unstable(self, group_id: str) -> set[tuple[str, int]]:
@@ -332,7 +373,13 @@ class GroupApis:
                                 error_code=error)
         groups = []
         for g in req.groups:
-            wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            if g.topics is None:
+                wanted = None
+            elif ctx.version >= 10:
+                name_of = self.runtime.image.name_of
+                wanted = [(name_of(t.topic_id) or t.topic_id, list(t.partition_indexes)) for t in g.topics]
+            else:
+                wanted = [(t.name, list(t.partition_indexes)) for t in g.topics]
             group = self.runtime.group(g.group_id) if g.group_id else None
             if type(group) is ConsumerGroup:
                 # v9+: a consumer-protocol member fetches with its id and epoch (Kafka checks them).

@@ -69,6 +69,7 @@ class CoordinatorRuntime:
         self.config = config or GroupConfig()
         offsets = offsets or OffsetConfig()
         self.consumer_config = consumer or ConsumerGroupConfig()
+        self.image = image or TopicImage()  # the broker's topics, by name and by id
         self.shards = [GroupShard(p, self, clock, self.config, offsets, self.consumer_config, image)
                        for p in range(writer.partitions)]
         # group id -> its shard: hot paths look here first, without a call (the hash once per group)

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode as E
 from kio.serial import entity_reader
 
 from protocol.messages import Raw
-from protocol.offset_commit import write_response_to
+from protocol.offset_commit import resolve_topic_ids, write_response_to
 
 from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext
 from .acls import (
@@ -211,22 +211,38 @@ class AclGate:
             return ctx.nested("DeletableGroupResult", group_id=g, error_code=GROUP_DENIED)
         return self._merge(ctx, req, handler, "groups_names", "results", denied, lambda g: g, lambda r: r.group_id)
 
+    def _name_by_id(self, topic_id: Any) -> str | None:
+        info = self.topics.by_id.get(topic_id)
+        return info.name if info is not None else None
+
+    def _offsets_topic_name(self, topic: Any) -> str | None:
+        """An offset request's or response's topic entry's name; by its id from v10 on (None: no such topic)."""
+        name = getattr(topic, "name", None)
+        if name is None and getattr(topic, "topic_id", None) is not None:
+            name = self._name_by_id(topic.topic_id)
+        return name
+
     def offset_commit(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         version = ctx.version
         if not self.can(ctx, READ, GROUP, req.group_id):
             return write_response_to(req, version, [GROUP_DENIED] * len(req.partitions))
-        denied_topics = {name for name, _ in req.topics if not self.can(ctx, READ, TOPIC, name)}
+        if version >= 10:  # topics by id: their names first (an unknown id is not authorized: it fails first)
+            req = resolve_topic_ids(req, self._name_by_id)
+        denied_topics = {name for name, _ in req.topics
+                         if type(name) is str and not self.can(ctx, READ, TOPIC, name)}
         if not denied_topics:
-            return None
+            return None if version < 10 else handler(ctx, req)
         keep = [p for p in req.partitions if p[0] not in denied_topics]
-        allowed = req._replace(partitions=keep, topics=[t for t in req.topics if t[0] not in denied_topics])
+        allowed = req._replace(partitions=keep, topics=[t for t in req.topics if t[0] not in denied_topics],
+                               topic_ids=None if req.topic_ids is None else [
+                                   i for i, t in zip(req.topic_ids, req.topics) if t[0] not in denied_topics])
 
         async def merged() -> Any:
-            errors = {}
-            if keep:
+            errors = iter(())
+            if keep:  # the handler answers the allowed partitions in their order
                 body = await _body_of(handler, ctx, allowed)
-                errors = {(t.name, p.partition_index): p.error_code for t in body.topics for p in t.partitions}
-            return write_response_to(req, version, [TOPIC_DENIED if p[0] in denied_topics else errors[(p[0], p[1])]
+                errors = iter([p.error_code for t in body.topics for p in t.partitions])
+            return write_response_to(req, version, [TOPIC_DENIED if p[0] in denied_topics else next(errors)
                                                     for p in req.partitions])
         return merged()
 
@@ -250,10 +266,12 @@ class AclGate:
 
     def _named_topics_denied(self, ctx: RequestContext, req: Any) -> bool:
         groups = [req] if ctx.version < 8 else list(req.groups)
-        return any(not self.can(ctx, DESCRIBE, TOPIC, t.name) for g in groups for t in (g.topics or ()))
+        names = (self._offsets_topic_name(t) for g in groups for t in (g.topics or ()))
+        return any(name is not None and not self.can(ctx, DESCRIBE, TOPIC, name) for name in names)
 
     def _deny_topic_rows(self, ctx: RequestContext, topic: Any) -> Any:
-        if self.can(ctx, DESCRIBE, TOPIC, topic.name):
+        name = self._offsets_topic_name(topic)
+        if name is None or self.can(ctx, DESCRIBE, TOPIC, name):
             return topic
         return dataclasses.replace(topic, partitions=tuple(
             dataclasses.replace(p, committed_offset=-1, metadata="", error_code=TOPIC_DENIED) for p in topic.partitions))
@@ -266,7 +284,7 @@ class AclGate:
                 return dataclasses.replace(body, topics=tuple(
                     t for t in body.topics if self.can(ctx, DESCRIBE, TOPIC, t.name)))
             return dataclasses.replace(body, groups=tuple(dataclasses.replace(g, topics=tuple(
-                t for t in g.topics if self.can(ctx, DESCRIBE, TOPIC, t.name))) for g in body.groups))
+                t for t in g.topics if self.can(ctx, DESCRIBE, TOPIC, self._offsets_topic_name(t) or ""))) for g in body.groups))
         return filtered()
 
     # topics -----------------------------------------------------------------------------
@@ -307,8 +325,7 @@ class AclGate:
 
     def _topic_name(self, ctx: RequestContext, t: Any) -> str:
         if ctx.version >= 13 and getattr(t, "topic_id", None) is not None:
-            info = self.topics.by_id.get(t.topic_id)
-            return info.name if info else ""
+            return self._name_by_id(t.topic_id) or ""
         return t.topic
 
     def fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
