@@ -17,9 +17,10 @@ def commits(offsets: DataFrame) -> DataFrame:
 
 
 def groups(offsets: DataFrame) -> DataFrame:
-    """One row per GroupMetadata record (one generation's membership; tombstone: group deleted)."""
+    """One row per GroupMetadata record (one generation's membership; tombstone: group deleted),
+    and per KIP-848 group epoch (group_type consumer; generation is the epoch)."""
     return offsets.where("kind = 'group'").select(
-        "group", "generation", "protocol_type", "protocol", "leader", "state_timestamp", "member_count", "members",
+        "group", "group_type", "generation", "protocol_type", "protocol", "leader", "state_timestamp", "member_count", "members",
         "tombstone", "log_partition", "log_offset", "record_timestamp")
 
 
@@ -76,7 +77,7 @@ def rebalance_timeline(groups: DataFrame, storm_window_minutes: int = 5, storm_t
     record counts. A storm: more than storm_threshold rebalances within storm_window_minutes.
     Returns (timeline, per-group summary)."""
     window_ms = storm_window_minutes * 60_000
-    last_per_generation = Window.partitionBy("group", "generation").orderBy(F.col("log_offset").desc())
+    last_per_generation = Window.partitionBy("group", "group_type", "generation").orderBy(F.col("log_offset").desc())
     order = Window.partitionBy("group").orderBy("log_offset")
     recent = Window.partitionBy("group").orderBy("time_ms").rangeBetween(-window_ms, 0)
     timeline = (groups.where("NOT tombstone")
@@ -91,7 +92,7 @@ def rebalance_timeline(groups: DataFrame, storm_window_minutes: int = 5, storm_t
                 .withColumn("rebalances_in_window", F.count("*").over(recent))
                 .withColumn("storm", F.col("rebalances_in_window") > storm_threshold)
                 .select("group", "generation", F.timestamp_millis("time_ms").alias("time"), "member_count",
-                        "member_ids", "joined", "left", "protocol_type", "protocol", "leader",
+                        "member_ids", "joined", "left", "group_type", "protocol_type", "protocol", "leader",
                         "since_previous_ms", "rebalances_in_window", "storm"))
     summary = timeline.groupBy("group").agg(
         F.count("*").alias("rebalances"), F.max("generation").alias("last_generation"),

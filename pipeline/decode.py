@@ -6,6 +6,12 @@ output schema covers the three kinds of row: `commit` (an OffsetCommit record), 
 undecodable record, with its file). Columns of another kind are null. A null value is a
 tombstone: a deleted offset, or a deleted group.
 
+KIP-848 consumer groups have no GroupMetadata record: their membership is in member records
+(ConsumerGroupMemberMetadata), their "generation" is the group epoch (ConsumerGroupMetadata).
+Each epoch record gives one `group` row of group_type `consumer`, with the members the group
+has once the batch that carries it is applied (a heartbeat's records are one batch, and a
+joining member's record may come after the epoch's in it); no leader, no state timestamp.
+
 Offsets committed inside a transaction (TxnOffsetCommit: a transactional batch) count only
 once the producer's commit marker follows in the same partition, as the coordinator applies
 them; aborted ones, and ones whose marker is not (yet) in the files read, are left out.
@@ -18,6 +24,7 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
+from protocol.consumer_records import ConsumerGroupMemberMetadataKey, ConsumerGroupMetadataKey
 from protocol.group_records import (
     GroupMetadataKey, OffsetCommitKey, RecordDecodeError, decode_key, decode_value,
 )
@@ -34,9 +41,9 @@ KEY_FIELDS = [("group", pa.string())]
 COMMIT_FIELDS = [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                  ("leader_epoch", pa.int32()), ("metadata", pa.string()), ("commit_timestamp", pa.int64()),
                  ("expire_timestamp", pa.int64())]
-GROUP_FIELDS = [("generation", pa.int32()), ("protocol_type", pa.string()), ("protocol", pa.string()),
-                ("leader", pa.string()), ("state_timestamp", pa.int64()), ("member_count", pa.int32()),
-                ("members", pa.list_(MEMBER))]
+GROUP_FIELDS = [("group_type", pa.string()), ("generation", pa.int32()), ("protocol_type", pa.string()),
+                ("protocol", pa.string()), ("leader", pa.string()), ("state_timestamp", pa.int64()),
+                ("member_count", pa.int32()), ("members", pa.list_(MEMBER))]
 COMMON_FIELDS = [("tombstone", pa.bool_()), ("log_partition", pa.int32()), ("log_offset", pa.int64()),
                  ("record_timestamp", pa.int64()), ("file", pa.string()), ("error", pa.string())]
 SCHEMA = pa.schema([("kind", pa.string()), *KEY_FIELDS, *COMMIT_FIELDS, *GROUP_FIELDS, *COMMON_FIELDS])
@@ -69,7 +76,8 @@ def commit_value_fields(key: OffsetCommitKey, data: bytes) -> tuple:
     return v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
 
 
-_NO_GROUP = (None,) * 5 + (0, [], True)
+_NO_GROUP = ("classic",) + (None,) * 5 + (0, [], True)
+_NO_CONSUMER_GROUP = ("consumer",) + (None,) * 5 + (0, [], True)
 
 
 def _member(m) -> dict:
@@ -77,6 +85,12 @@ def _member(m) -> dict:
             "client_host": m.client_host, "session_timeout": m.session_timeout,
             "rebalance_timeout": m.rebalance_timeout, "assignment_bytes": len(m.assignment),
             "subscription_bytes": len(m.subscription)}
+
+
+def _consumer_member(member_id: str, m) -> dict:
+    return {"member_id": member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+            "client_host": m.client_host, "session_timeout": None, "rebalance_timeout": m.rebalance_timeout_ms,
+            "assignment_bytes": None, "subscription_bytes": None}
 
 
 def _arrow(kind: str, columns: dict[str, list]) -> pa.RecordBatch:
@@ -105,6 +119,8 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     groups: list[tuple] = []
     errors: list[tuple] = []
     pending: dict[tuple[int, int], list[tuple]] = {}  # (log partition, producer id) -> transactional commit rows
+    consumer_members: dict[str, dict[str, dict]] = {}  # consumer group -> member id -> MEMBER of it
+    epochs: list[tuple] = []  # a batch's consumer-group epoch records, made rows once the batch is applied
     for seg in files:
         lp = seg.partition
         for item in read_segment(seg, markers=True):
@@ -151,12 +167,31 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                     elif type(k) is GroupMetadataKey:
                         v = decode_value(k, r.value)
                         tail = _NO_GROUP if v is None else (
-                            v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
+                            "classic", v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
                             len(v.members), [_member(m) for m in v.members], False)
                         groups.append((k.group, *tail, lp, r.offset, r.timestamp))
-                    # else KIP-848 consumer-group records (not in these tables yet) or an UnknownKey
+                    elif type(k) is ConsumerGroupMemberMetadataKey:
+                        members = consumer_members.setdefault(k.group, {})
+                        if r.value is None:
+                            members.pop(k.member_id, None)
+                        else:
+                            members[k.member_id] = _consumer_member(k.member_id, decode_value(k, r.value))
+                    elif type(k) is ConsumerGroupMetadataKey:
+                        v = decode_value(k, r.value)
+                        if v is None:
+                            consumer_members.pop(k.group, None)
+                        epochs.append((k.group, v and v.epoch, lp, r.offset, r.timestamp))
+                    # else the other KIP-848 records (assignments) or an UnknownKey
                 except RecordDecodeError as e:
                     errors.append((lp, r.offset, seg.path, f"record at offset {r.offset}: {e}"))
+            for group, epoch, *where in epochs:
+                if epoch is None:
+                    groups.append((group, *_NO_CONSUMER_GROUP, *where))
+                else:
+                    members = list(consumer_members.get(group, {}).values())
+                    groups.append((group, "consumer", epoch, "consumer", None, None, -1, len(members), members,
+                                   False, *where))
+            epochs.clear()
             if len(commits["group"]) >= batch_rows:
                 yield _arrow("commit", commits)
                 for column in commits.values():

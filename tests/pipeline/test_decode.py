@@ -97,3 +97,34 @@ def test_transactional_commits_count_once_their_marker_commits(tmp_path):
     rows = [r for b in decode_segments(segment_files(data, {OFFSETS_TOPIC})) for r in b.to_pylist()]
     commits = {(r["topic"], r["partition"]): r["offset"] for r in rows if r["kind"] == "commit"}
     assert commits == loaded == {("t", 0): 1, ("t", 7): 70}
+
+
+async def test_consumer_group_epochs_are_group_rows_with_their_members(server):
+    """A KIP-848 group run by a real server over its wire: each group epoch is one `group`
+    row (group_type consumer) whose members are those ConsumerGroupDescribe showed at that
+    epoch; deleting the group is a tombstone row."""
+    from bench.wire_client import WireClient, request_class
+    from tests.test_consumer_groups_wire import HB, describe, hb
+
+    conn = await WireClient("decode-test").connect("127.0.0.1", server.port)
+    seen = []  # (epoch, members, client ids) as described after each step
+    try:
+        await conn.create_topics("t", partitions=4)
+        steps = [hb("cg", "a", 0, ["t"]), hb("cg", "b", 0, ["t"]), hb("cg", "a", -1, owned=None),
+                 hb("cg", "b", -1, owned=None)]
+        for body in steps:
+            assert (await conn.request(HB, 1, body)).error_code == 0
+            (d,) = await describe(conn, "cg")
+            seen.append((d.group_epoch, {m.member_id for m in d.members}, {m.client_id for m in d.members}))
+        deleted = await conn.request(42, 2, request_class(42, 2)(groups_names=("cg",)))
+        assert deleted.results[0].error_code == 0
+    finally:
+        await conn.close()
+    server.stop()
+    rows = [r for b in decode_segments(segment_files(server.data_dir, {OFFSETS_TOPIC}))
+            for r in b.to_pylist() if r["kind"] == "group" and r["group"] == "cg"]
+    got = [(r["generation"], {m["member_id"] for m in r["members"]}, {m["client_id"] for m in r["members"]})
+           for r in rows if not r["tombstone"]]
+    assert got == seen and [e for e, *_ in seen] == [1, 2, 3, 4]
+    assert {r["group_type"] for r in rows} == {"consumer"} and rows[-1]["tombstone"]
+    assert all(r["member_count"] == len(r["members"]) and r["leader"] is None for r in rows)

@@ -158,9 +158,10 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     for i in range(300):
         p.produce("clicks", key=str(i).encode(), value=b"x")
     p.flush(30)
-    for group in ("readers-a", "readers-b"):
+    for group in ("readers-a", "readers-b", "readers-c"):
+        kip848 = {"group.protocol": "consumer"} if group == "readers-c" else {}  # a KIP-848 consumer group
         c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False})
+                      "enable.auto.commit": False, **kip848})
         c.subscribe(["clicks"])
         got = 0
         deadline = time.monotonic() + 30
@@ -171,7 +172,7 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
                 c.commit(asynchronous=False)
         c.close()
     fetched = {}
-    for group in ("readers-a", "readers-b"):
+    for group in ("readers-a", "readers-b", "readers-c"):
         kc = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id=group, enable_auto_commit=False)
         for p_ in range(3):
             committed = kc.committed(TopicPartition("clicks", p_))
@@ -187,6 +188,10 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
         {partition_for("readers-a")}
     timeline, _ = analytics.rebalance_timeline(analytics.groups(offsets))
     assert timeline.where("group = 'readers-a'").count() >= 1
+    # The KIP-848 group: one row per group epoch, the member joining, then leaving (close()).
+    rows = timeline.where("group = 'readers-c'").orderBy("generation").collect()
+    assert {r.group_type for r in rows} == {"consumer"} and len(rows) >= 2
+    assert len(rows[0].joined) == 1 and rows[-1].member_count == 0 and rows[-1].left == rows[0].joined
     lag, _ = analytics.consumer_lag(analytics.committed_offsets(analytics.commits(offsets)),
                                     analytics.log_end_offsets(spark, str(server.data_dir)))
     assert {r.partition: r.lag for r in lag.where("group = 'readers-a'").collect()} == {0: 0, 1: 0, 2: 0}
