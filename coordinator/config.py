@@ -47,6 +47,11 @@ class Config:
     group_consumer_max_size: int = _opt(2**31 - 1, "group.consumer.max.size")
     group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors "
                                          "(uniform, range), comma-separated; the first is the default")
+    group_consumer_migration_policy: str = _opt(
+        "bidirectional", "group.consumer.migration.policy: which non-empty groups convert online between the "
+        "classic and the consumer protocol (upgrade: a classic group a consumer-protocol member joins; "
+        "downgrade: a consumer group left with classic members only); Empty groups always convert",
+        choices=("bidirectional", "upgrade", "downgrade", "disabled"))
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
     offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
     offsets_retention_check_interval_ms: int = _opt(600_000, "offsets.retention.check.interval.ms")

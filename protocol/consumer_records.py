@@ -73,6 +73,14 @@ class ConsumerGroupPartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup):
+    its session timeout and the (name, subscription) protocols of its JoinGroup."""
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None = None
     rack_id: str | None = None
@@ -82,6 +90,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic_member_metadata: ClassicMemberMetadata | None = None  # tagged field 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +178,50 @@ def _read_partitions(r: _Reader) -> Partitions:
     return tuple(out)
 
 
+def _classic_tag(w: _Writer, c: ClassicMemberMetadata) -> None:
+    """The tagged-field section holding ClassicMemberMetadata (tag 0). Kafka writes a
+    nullable struct in a tagged field as: tag, size, presence varint 1, the struct."""
+    inner = _Writer(0, True)
+    inner.out = bytearray()
+    inner.int32(c.session_timeout_ms)
+    inner.array_len(len(c.supported_protocols))
+    for name, metadata in c.supported_protocols:
+        inner.string(name)
+        inner.bytes_(metadata)
+        inner.tags()
+    inner.tags()
+    w.uvarint(1)  # one tagged field
+    w.uvarint(0)  # its tag
+    w.uvarint(len(inner.out) + 1)
+    w.uvarint(1)  # present (not null)
+    w.out += inner.out
+
+
+def _read_classic_tags(r: _Reader) -> ClassicMemberMetadata | None:
+    """The member metadata value's tagged fields: ClassicMemberMetadata (tag 0) read,
+    any other tag skipped."""
+    classic = None
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        data = r.take(r.uvarint())
+        if tag != 0:
+            continue
+        t = _Reader(data, "ClassicMemberMetadata")
+        t.flexible = True
+        if t.uvarint() <= 0:
+            continue  # null
+        session_timeout = t.int32()
+        protocols = []
+        for _ in range(t.array_len()):
+            name = t.string()
+            protocols.append((name, t.bytes_()))
+            t.skip_tags()
+        t.skip_tags()
+        t.end()
+        classic = ClassicMemberMetadata(session_timeout, tuple(protocols))  # type: ignore[arg-type]
+    return classic
+
+
 def encode_value(value: object) -> bytes:
     w = _Writer(0, True)
     t = type(value)
@@ -194,6 +247,9 @@ def encode_value(value: object) -> bytes:
         w.string(v.subscribed_topic_regex)
         w.int32(v.rebalance_timeout_ms)
         w.string(v.server_assignor)
+        if v.classic_member_metadata is not None:
+            _classic_tag(w, v.classic_member_metadata)
+            return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMetadataValue:
         w.int32(value.assignment_epoch)  # type: ignore[union-attr]
     elif t is ConsumerGroupTargetAssignmentMemberValue:
@@ -237,8 +293,11 @@ def decode_value(key: object, data: bytes) -> object:
     elif t is ConsumerGroupMemberMetadataKey:
         instance_id, rack_id, client_id, client_host = (r.string(True), r.string(True), r.string(), r.string())
         names = tuple(r.string() for _ in range(r.array_len()))
-        value = ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,  # type: ignore[arg-type]
-                                                 names, r.string(True), r.int32(), r.string(True))
+        regex, rebalance_timeout, assignor = r.string(True), r.int32(), r.string(True)
+        classic = _read_classic_tags(r)
+        r.end()
+        return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,  # type: ignore[arg-type]
+                                                names, regex, rebalance_timeout, assignor, classic)
     elif t is ConsumerGroupTargetAssignmentMetadataKey:
         value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
     elif t is ConsumerGroupTargetAssignmentMemberKey:

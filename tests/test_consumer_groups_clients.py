@@ -107,3 +107,121 @@ def test_confluent_consumer_protocol_group(server_factory):
         for c in members.consumers:
             c.close()
     assert "Traceback" not in server.log_text()
+
+
+MIXED_TOPIC, MIXED_GROUP = "mixed", "mixed-group"
+
+
+class MixedMembers:
+    """kafka-python consumers (the classic protocol) and confluent-kafka ones
+    (group.protocol=consumer) in one group; every poll commits what it got."""
+
+    def __init__(self, server):
+        self.server = server
+        self.classic: list = []
+        self.modern: list = []
+        self.seen: list[int] = []
+
+    def add_classic(self, name):
+        from kafka import KafkaConsumer
+
+        c = KafkaConsumer(MIXED_TOPIC, bootstrap_servers=self.server.bootstrap, group_id=MIXED_GROUP, client_id=name,
+                          auto_offset_reset="earliest", enable_auto_commit=False, heartbeat_interval_ms=200,
+                          session_timeout_ms=10_000)
+        self.classic.append(c)
+
+    def add_modern(self, name):
+        from confluent_kafka import Consumer
+
+        c = Consumer({"bootstrap.servers": self.server.bootstrap, "group.id": MIXED_GROUP, "client.id": name,
+                      "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([MIXED_TOPIC])
+        self.modern.append(c)
+
+    def poll(self):
+        from kafka.errors import KafkaError as PyKafkaError
+
+        for c in self.classic:
+            batches = c.poll(timeout_ms=20)
+            for records in batches.values():
+                self.seen.extend(int(r.value) for r in records)
+            if batches:
+                try:
+                    c.commit()
+                except PyKafkaError:
+                    pass  # a rebalance began: those offsets are consumed again, at least once
+        for c in self.modern:
+            m = c.poll(0.02)
+            if m is not None and m.error() is None:
+                self.seen.append(int(m.value()))
+                try:
+                    c.commit(m, asynchronous=False)
+                except KafkaException:
+                    pass
+
+    def split(self, n):
+        self.poll()
+        owned = [{tp.partition for tp in c.assignment()} for c in self.classic + self.modern]
+        return (len(owned) == n and all(owned) and set().union(*owned) == set(range(PARTITIONS))
+                and sum(map(len, owned)) == PARTITIONS)
+
+    def until(self, what, predicate, timeout=40):
+        wait_for(lambda: (self.poll(), predicate())[1], timeout=timeout, interval=0, what=what)
+
+    def close(self):
+        for c in self.classic + self.modern:
+            c.close()
+
+
+def produce_to(server, topic, start, count):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+    for i in range(start, start + count):
+        p.produce(topic, str(i).encode(), partition=i % PARTITIONS)
+    assert p.flush(10) == 0
+
+
+def test_classic_group_upgrades_and_downgrades_online_with_real_clients(server_factory):
+    """kafka-python consumers form a classic group; a confluent-kafka consumer with
+    group.protocol=consumer joins it (Kafka's online upgrade): the three share the topic,
+    the kafka-python ones still speaking JoinGroup/SyncGroup/Heartbeat; when it leaves, the
+    group is a classic one again (downgrade) and the other two take everything back."""
+    from confluent_kafka.admin import AdminClient
+
+    server = server_factory("--group-consumer-heartbeat-interval-ms", "200")
+    create_topics(server.port, MIXED_TOPIC, partitions=PARTITIONS)
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+
+    def group_type():
+        return str(admin.describe_consumer_groups([MIXED_GROUP])[MIXED_GROUP].result(10).type).rsplit(".", 1)[-1]
+
+    produce_to(server, MIXED_TOPIC, 0, 60)
+    members = MixedMembers(server)
+    try:
+        members.add_classic("py-a")
+        members.add_classic("py-b")
+        members.until("two classic members splitting the topic", lambda: members.split(2) and len(set(members.seen)) >= 60)
+        assert group_type() == "CLASSIC"
+
+        members.add_modern("kip848")
+        members.until("three members, one of each protocol", lambda: members.split(3))
+        assert group_type() == "CONSUMER"
+        described = admin.describe_consumer_groups([MIXED_GROUP])[MIXED_GROUP].result(10)
+        assert sorted(m.client_id for m in described.members) == ["kip848", "py-a", "py-b"]
+        produce_to(server, MIXED_TOPIC, 60, 30)
+        members.until("the new messages consumed", lambda: len(set(members.seen)) >= 90)
+        for _ in range(20):
+            members.poll()
+        assert sorted(set(members.seen)) == list(range(90))
+        assert sorted(v for v in members.seen if v >= 60) == list(range(60, 90))  # no rebalance: each once
+
+        members.modern.pop().close()
+        members.until("the classic members taking everything back", lambda: members.split(2))
+        assert group_type() == "CLASSIC"
+        produce_to(server, MIXED_TOPIC, 90, 12)
+        members.until("messages after the downgrade", lambda: len(set(members.seen)) >= 102)
+        assert sorted(set(members.seen)) == list(range(102))
+    finally:
+        members.close()
+    assert "Traceback" not in server.log_text()

@@ -121,8 +121,10 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
         listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=("consumer",)))
         assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups] == [
             ("g1", "consumer", "Stable", "consumer")]
+        joined = await conn.request(JOIN, 9, join_body(9, "g1", ptype="connect"))
+        assert joined.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL: a consumer group takes `consumer` members only
         joined = await conn.request(JOIN, 9, join_body(9, "g1"))
-        assert joined.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL: a classic member, a non-empty consumer group
+        assert joined.error_code == 79  # MEMBER_ID_REQUIRED: a classic member may join (it is not kept yet)
         deleted = await conn.request(DELETE, 2, request_class(DELETE, 2)(groups_names=("g1",)))
         assert deleted.results[0].error_code == 68  # NON_EMPTY_GROUP
 

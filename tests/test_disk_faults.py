@@ -20,6 +20,8 @@ import pytest
 
 from bench.wire_client import WireClient
 from tests.conftest import ROOT, create_topics, wait_for
+from protocol.consumer_protocol import write_assignment
+from tests.test_consumer_groups_wire import hb
 from tests.test_data_plane_wire import batch, produce
 from tests.test_groups_wire import (
     COMMIT, DESCRIBE, FETCH, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, cls, commit_body, form, hb_body, join_body,
@@ -88,6 +90,9 @@ async def test_full_disk(server_factory, small_disk):
     assert await commit(conn, "g1", member, gen, 5) == [0, 0]
     static = await conn.request(JOIN, 5, join_body(5, "g3", instance="i-1"))
     await conn.request(SYNC, 3, sync_body(3, "g3", static.member_id, 1, [(static.member_id, b"s")]))
+    classic = await conn.request(JOIN, 3, join_body(3, "g4"))  # a classic group a KIP-848 member will join
+    await conn.request(SYNC, 3, sync_body(3, "g4", classic.member_id, 1, [(classic.member_id, write_assignment(
+        0, [("t", [0, 1])]))]))
     filler = fill(small_disk)
 
     # Writes get Kafka's errors, and nothing of them shows. (A file's last page may still
@@ -124,15 +129,23 @@ async def test_full_disk(server_factory, small_disk):
     assert (rejoin.error_code, rejoin.member_id) == (NOT_COORDINATOR, "")
     assert await describe(conn, "g3") == ("Stable", [(static_id, b"s")])
     assert (await conn.request(HEARTBEAT, 3, hb_body(3, "g3", static_id, 1))).error_code == 0
+    # A consumer-protocol member cannot have the upgrade of a classic group written: the
+    # group stays the classic group it is on disk, its member carries on.
+    upgrade = await conn.request(68, 1, hb("g4", "kip848", 0, ["t"]))
+    assert upgrade.error_code == NOT_COORDINATOR
+    assert (await conn.request(HEARTBEAT, 3, hb_body(3, "g4", classic.member_id, 1))).error_code == 0
     # Reads keep working.
     assert (await conn.request(HEARTBEAT, 3, hb_body(3, "g1", member, gen))).error_code == 0
     listed = await conn.request(LIST, 4, cls(LIST, 4)(states_filter=()))
-    assert {g.group_id for g in listed.groups} == {"g1", "g2", "g3"}
+    assert {g.group_id for g in listed.groups} == {"g1", "g2", "g3", "g4"}
+    assert {g.group_id: g.protocol_type for g in listed.groups}["g4"] == "consumer"
+    assert {g.group_id: g.group_state for g in listed.groups}["g4"] == "Stable"
 
     os.unlink(filler)  # space returns: writes work again, no restart
     assert await commit(conn, "g1", member, gen, 7) == [0, 0]
     assert (await produce(conn, "t", batch(), acks=-1))[0] == 0
     assert await leave(conn, "g1", member) == 0
+    assert (await conn.request(68, 1, hb("g4", "kip848", 0, ["t"]))).error_code == 0  # now it upgrades
     await conn.close()
     server.restart(signal.SIGKILL)
     conn = await WireClient("disk").connect("127.0.0.1", server.port)

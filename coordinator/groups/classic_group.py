@@ -135,7 +135,7 @@ class ClassicGroup:
         return not self.members
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float) -> int:
+                               now_ms: float, version: int = 9, transactional: bool = False) -> int:
         """Kafka's ClassicGroup.validateOffsetCommit, in its order. A commit counts as a heartbeat."""
         state = self.state
         if state is GroupState.DEAD:

@@ -100,6 +100,12 @@ class ClassicGroupManager:
         """Answer now (a JoinResult) or later (a future resolved when the join phase ends)."""
         if not group_id:
             return JoinResult(E.invalid_group_id, member_id)
+        group = self.groups.get(group_id)
+        if group is not None and type(group) is not ClassicGroup and not group.is_empty():
+            # A classic member of a consumer group (KIP-848 migration): the server assigns.
+            return self.shard.migration.join(  # type: ignore[arg-type]
+                group, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                rebalance_timeout_ms, protocol_type, protocols, require_known_member_id and group_instance_id is None)
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(E.invalid_session_timeout, member_id)
@@ -107,12 +113,7 @@ class ClassicGroupManager:
             return JoinResult(E.invalid_request, member_id)
         if reason:
             log.info("group %s: member %r joins: %s", group_id, member_id or client_id, reason)
-        group = self.groups.get(group_id)
         if group is not None and type(group) is not ClassicGroup:
-            if not group.is_empty():
-                # A consumer-protocol group with members: classic members do not join it
-                # (Kafka's online migration is not implemented).
-                return JoinResult(E.inconsistent_group_protocol, member_id)
             # An Empty consumer group becomes a classic one, as Kafka converts it.
             self.shard.consumer.convert_to_classic(group)  # type: ignore[arg-type]
             group = None
@@ -457,7 +458,10 @@ class ClassicGroupManager:
         if not group_id:
             return SyncResult(E.invalid_group_id)
         group = self.groups.get(group_id)
-        if group is None or type(group) is not ClassicGroup:  # (a consumer group has no classic members)
+        if group is not None and type(group) is not ClassicGroup:
+            return self.shard.migration.sync(group, member_id, group_instance_id, generation_id,  # type: ignore[arg-type]
+                                             protocol_type, protocol_name)
+        if group is None:
             return SyncResult(E.unknown_member_id)
         if group.is_(S.DEAD):
             return SyncResult(E.coordinator_not_available)
@@ -541,7 +545,9 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id
         group = self.groups.get(group_id)
-        if group is None or type(group) is not ClassicGroup:
+        if group is not None and type(group) is not ClassicGroup:
+            return self.shard.migration.heartbeat(group, member_id, group_instance_id, generation_id)  # type: ignore[arg-type]
+        if group is None:
             return E.unknown_member_id
         if group.is_(S.DEAD):
             return E.coordinator_not_available
@@ -598,7 +604,11 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
-        if group is None or type(group) is not ClassicGroup:
+        if group is not None and type(group) is not ClassicGroup:
+            fut = asyncio.get_running_loop().create_future()
+            now = self.shard.migration.leave(group, members, lambda r: self._resolve(fut, r))  # type: ignore[arg-type]
+            return fut if now is None else now
+        if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]
         if group.is_(S.DEAD):
             return E.coordinator_not_available, []

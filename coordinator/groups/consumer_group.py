@@ -43,6 +43,16 @@ class ConsumerMember:
     session_deadline: float = 0.0
     session_timer: Any = None
     revocation_deadline: float | None = None  # when it must have revoked by (rebalance timeout)
+    # A member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this group:
+    # its session timeout and JoinGroup protocols; None for ConsumerGroupHeartbeat members.
+    classic: R.ClassicMemberMetadata | None = None
+    # A classic member must send JoinGroup (after REBALANCE_IN_PROGRESS) or SyncGroup (after
+    # its join) by this time (its rebalance timeout), or it is fenced, as Kafka's join/sync timeouts.
+    classic_deadline: float | None = None
+
+    @property
+    def session_timeout_ms(self) -> int | None:
+        return self.classic.session_timeout_ms if self.classic is not None else None
 
     def owns(self) -> Assignment:
         out = dict(self.assigned)
@@ -73,6 +83,9 @@ class ConsumerGroup:
         self.dirty = False
         self.changed_members: set[str] = set()
         self.removed_members: set[str] = set()
+        self.extra_records: list[tuple[Any, Any]] = []  # written first with the next change
+        # The classic group this one was upgraded from, until the upgrade is on disk.
+        self.converted_from: Any = None
 
     # ownership ------------------------------------------------------------------------
 
@@ -101,6 +114,20 @@ class ConsumerGroup:
             del self.static_members[member.instance_id]
         if member.session_timer is not None:
             member.session_timer.cancel()
+
+    def supports_classic_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        """Kafka's rule for a classic member joining: protocol type `consumer`, and one of its
+        protocols supported by every classic member already in the group."""
+        if protocol_type != "consumer" or not names:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(any(n == name for n, _ in c.supported_protocols) for c in classic) for name in names)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Whether every member but `member_id` (itself a consumer-protocol member) is classic."""
+        leaving = self.members.get(member_id)
+        return leaving is not None and leaving.classic is None and all(
+            m.classic is not None for m in self.members.values() if m is not leaving)
 
     def subscriptions(self) -> tuple[frozenset[str], frozenset[str]]:
         """Every topic name and regex a member subscribes to (cached: read at each heartbeat)."""
@@ -144,7 +171,7 @@ class ConsumerGroup:
         return not self.members
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float) -> int:
+                               now_ms: float, version: int = 9, transactional: bool = False) -> int:
         # Kafka: a commit with a negative epoch comes from an admin client or a consumer
         # without group management, allowed while the group is empty.
         if self.dead:
@@ -154,9 +181,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return E.unknown_member_id
-        if generation != member.member_epoch:
-            return E.stale_member_epoch
-        return E.none
+        if not transactional and member.classic is None and version < 9:
+            return E.unsupported_version  # consumer-protocol members commit with v9+
+        return _epoch_error(member, generation)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         if self.dead:
@@ -166,9 +193,7 @@ class ConsumerGroup:
         member = self.members.get(member_id or "")
         if member is None:
             return E.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return E.stale_member_epoch
-        return E.none
+        return _epoch_error(member, member_epoch)
 
     def validate_offset_delete(self) -> int:
         return E.none
@@ -193,6 +218,14 @@ class ConsumerGroup:
         # Kafka: a consumer group's offsets count from their commit (those of topics a
         # member subscribes to are kept: is_subscribed_to).
         return _commit_time
+
+
+def _epoch_error(member: ConsumerMember, epoch: int) -> int:
+    """A commit's or fetch's epoch against the member's: a classic member sends its epoch as
+    its generation (ILLEGAL_GENERATION), a consumer-protocol one as its epoch (STALE_MEMBER_EPOCH)."""
+    if epoch == member.member_epoch:
+        return E.none
+    return E.illegal_generation if member.classic is not None else E.stale_member_epoch
 
 
 def _commit_time(value: Any) -> int:
@@ -236,7 +269,7 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
     for m in members:
         out[R.ConsumerGroupMemberMetadataKey(g, m.member_id)] = R.ConsumerGroupMemberMetadataValue(
             m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)
         out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
             _parts(group.target.get(m.member_id, {})))
         out[R.ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ConsumerGroupCurrentMemberAssignmentValue(
@@ -261,7 +294,8 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
         if type(key) is R.ConsumerGroupMemberMetadataKey:
             m = ConsumerMember(key.member_id, value.instance_id, value.rack_id, value.client_id, value.client_host,
                                tuple(value.subscribed_topic_names), value.subscribed_topic_regex,
-                               value.server_assignor, value.rebalance_timeout_ms)
+                               value.server_assignor, value.rebalance_timeout_ms,
+                               classic=value.classic_member_metadata)
             group.members[m.member_id] = m
             if m.instance_id is not None:
                 group.static_members[m.instance_id] = m.member_id

@@ -46,6 +46,15 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = DEFAULT_ASSIGNORS  # group.consumer.assignors, the first is the default
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
 
 
 def consumer_group_config(c: Any) -> ConsumerGroupConfig:
@@ -56,7 +65,7 @@ def consumer_group_config(c: Any) -> ConsumerGroupConfig:
         raise ValueError(f"--group-consumer-assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
                          f"known: {', '.join(ASSIGNORS)}")
     return ConsumerGroupConfig(c.group_consumer_heartbeat_interval_ms, c.group_consumer_session_timeout_ms,
-                               c.group_consumer_max_size, assignors)
+                               c.group_consumer_max_size, assignors, c.group_consumer_migration_policy)
 
 
 @dataclass
@@ -158,19 +167,19 @@ class ConsumerGroupManager:
                 del self.stored[group_id]
                 live = self.groups.get(group_id)
                 if type(live) is ConsumerGroup:
-                    self._drop(live)
+                    self.drop(live)
         else:
             stored[key] = value
 
     def on_loaded(self) -> None:
         for group_id in list(self.stored):
-            self._restore(group_id)
+            self.restore(group_id)
 
-    def _restore(self, group_id: str) -> None:
+    def restore(self, group_id: str) -> None:
         """Make the live group what the log says (at load, or after a failed append)."""
         old = self.groups.get(group_id)
         if type(old) is ConsumerGroup:
-            self._drop(old)
+            self.drop(old)
         group = group_from_records(group_id, self.stored.get(group_id, {}))
         if group is None:
             return
@@ -180,16 +189,16 @@ class ConsumerGroupManager:
             return
         self.groups[group_id] = group
         for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
-            self._touch(group, m)
+            self.touch(group, m)
 
-    def _drop(self, group: ConsumerGroup) -> None:
+    def drop(self, group: ConsumerGroup) -> None:
         for m in group.members.values():
             if m.session_timer is not None:
                 m.session_timer.cancel()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
 
-    def _persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
+    def persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
         """Append what changed; done(error) once durable (NONE) or refused (the error,
         the group back to its durable state)."""
         stored = self.stored.get(group.group_id, {})
@@ -199,8 +208,11 @@ class ConsumerGroupManager:
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
-        # Tombstones of removed members first (Kafka's order), then what changed.
-        records: list[tuple[Any, Any]] = [(k, None) for k in gone]
+        # A classic group's tombstone if it just became this group, then tombstones of
+        # removed members (Kafka's order), then what changed.
+        records: list[tuple[Any, Any]] = group.extra_records + [(k, None) for k in gone]
+        group.extra_records = []
+        converted_from = group.converted_from
         records += [(k, v) for k, v in now.items() if stored.get(k) != v]
         if not records:
             done(E.none)
@@ -210,7 +222,12 @@ class ConsumerGroupManager:
         def written(error: int) -> None:
             if error != E.none:
                 log.warning("group %s: its records could not be written; back to its durable state", group_id)
-                self._restore(group_id)
+                if converted_from is not None and group_id not in self.stored:
+                    self.shard.migration.undo_upgrade(group)  # still the classic group on disk
+                else:
+                    self.restore(group_id)
+            elif converted_from is not None:
+                group.converted_from = None
             done(error)
 
         self.shard.write(records, written)
@@ -218,7 +235,7 @@ class ConsumerGroupManager:
     def convert_to_classic(self, group: ConsumerGroup) -> None:
         """An Empty consumer group that a classic member joins: its records go (tombstones),
         the group id is free for the classic group. Its committed offsets stay."""
-        self._drop(group)
+        self.drop(group)
         records = self.delete_records(group.group_id)
         if records:
             self.shard.write(records, lambda error: error and log.warning(
@@ -236,32 +253,62 @@ class ConsumerGroupManager:
         """The answer now (an error, or nothing to write), or None and answer(result)
         once the group's new records are durable."""
         try:
+            if r.member_epoch == LEAVE_EPOCH:
+                leaving = self._downgrading_member(r.group_id, r.member_id)
+                if leaving is not None:
+                    # The last consumer-protocol member leaves a group of classic members:
+                    # it becomes a classic group (Kafka's online downgrade).
+                    left = HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0)
+                    return self.answer_when_written(lambda done: self.shard.migration.downgrade(*leaving, done),
+                                                    left, self._write_failed, answer)
             if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 result, group = self._leave(r)
             else:
                 result, group = self._heartbeat(r)
         except ApiError as e:
             new = self.groups.get(r.group_id)
-            if type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
+            if type(new) is ConsumerGroup and new.converted_from is not None and new.dirty:
+                self.shard.migration.undo_upgrade(new)  # converted for a member that could not join
+            elif type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return HeartbeatResult(e.code, str(e))
         if not group.dirty:
             return result
-        answered: list[HeartbeatResult] = []
+        return self.answer_when_written(lambda done: self.persist(group, done), result, self._write_failed, answer)
+
+    @staticmethod
+    def _write_failed(error: int) -> HeartbeatResult:
+        return HeartbeatResult(error, "The group's records could not be written.")
+
+    @staticmethod
+    def answer_when_written(write: Callable[[Callable[[int], None]], None], result: Any,
+                            failed: Callable[[int], Any], answer: Callable[[Any], None]) -> Any:
+        """`result` once `write(done)` is durable (or failed(error)): returned at once if the
+        write completes synchronously (nothing to write), else None and answer(it) later."""
+        answered: list[Any] = []
         later = False
 
         def done(error: int) -> None:
-            final = result if error == E.none else HeartbeatResult(error, "The group's records could not be written.")
+            final = result if error == E.none else failed(error)
             if later:
                 answer(final)
             else:
-                answered.append(final)  # nothing had to be written
+                answered.append(final)
 
-        self._persist(group, done)
+        write(done)
         if answered:
             return answered[0]
         later = True
         return None
+
+    def _downgrading_member(self, group_id: str, member_id: str) -> tuple[ConsumerGroup, ConsumerMember] | None:
+        group = self.groups.get(group_id)
+        if type(group) is not ConsumerGroup or group.dead:
+            return None
+        member = group.members.get(member_id)
+        if member is None or not self.shard.migration.can_downgrade(group, member):
+            return None
+        return group, member
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -275,6 +322,10 @@ class ConsumerGroupManager:
             new = ConsumerGroup(group_id)
             self.groups[group_id] = new
             return new
+        if create and type(group) is ClassicGroup:
+            upgraded = self.shard.migration.upgrade(group)  # Kafka's online upgrade, if allowed
+            if upgraded is not None:
+                return upgraded
         raise ApiError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
 
     def _heartbeat(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, ConsumerGroup]:
@@ -304,6 +355,15 @@ class ConsumerGroupManager:
         if r.server_assignor is not None and r.server_assignor != member.server_assignor:
             member.server_assignor = r.server_assignor
             bump = True
+        changed = self.update_member(group, member, bump, r.owned)
+        send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
+        return HeartbeatResult(E.none, None, member.member_id, member.member_epoch,
+                               self.config.heartbeat_interval_ms, member.assigned if send else None), group
+
+    def update_member(self, group: ConsumerGroup, member: ConsumerMember, bump: bool, owned: Owned | None) -> bool:
+        """After a member's subscription was updated (bump: it changed): add it if new, bump
+        the group epoch if what the assignment depends on changed, recompute the target,
+        move the member towards it. Whether its epoch or partitions changed."""
         if bump:
             group.subscriptions_changed()
         if member.member_id not in group.members:
@@ -312,25 +372,22 @@ class ConsumerGroupManager:
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
             bump = True
-        metadata = self._subscription_metadata(group)
+        metadata = self.subscription_metadata(group)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             bump = True
         if bump:
             group.group_epoch += 1
         if group.assignment_epoch != group.group_epoch:
-            self._compute_target(group)
+            self.compute_target(group)
         before = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
-        self._reconcile(group, member, r.owned)
-        self._touch(group, member)
+        self._reconcile(group, member, owned)
+        self.touch(group, member)
         after = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
-        changed = before[:2] != after[:2]
         if bump or before != after or stored_member_differs(self.stored.get(group.group_id), group, member):
             group.dirty = True
             group.changed_members.add(member.member_id)
-        send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
-        return HeartbeatResult(E.none, None, member.member_id, member.member_epoch,
-                               self.config.heartbeat_interval_ms, member.assigned if send else None), group
+        return before[:2] != after[:2]
 
     def _joining_member(self, group: ConsumerGroup, r: HeartbeatRequest) -> ConsumerMember:
         member_id = r.member_id or str(uuid.uuid4())  # v0: the coordinator names the member
@@ -342,18 +399,18 @@ class ConsumerGroupManager:
                     raise ApiError(E.unreleased_instance_id,
                                    f"Static member {member_id} with instance id {r.instance_id} cannot join the "
                                    f"group because the instance id is owned by {old.member_id} member.")
-                return self._replace_static(group, old, member_id)
+                return self.replace_static(group, old, member_id)
         existing = group.members.get(member_id)
         if existing is not None:
             # Rejoining (epoch 0) under the same id: it gave up everything it owned.
-            self._remove(group, existing)
+            self.remove(group, existing)
         elif len(group.members) >= self.config.max_size:
             raise ApiError(E.group_max_size_reached, "The consumer group has reached its maximum capacity of "
                            f"{self.config.max_size} members.")
         return ConsumerMember(member_id, rebalance_timeout_ms=r.rebalance_timeout_ms,
                               server_assignor=r.server_assignor, member_epoch=0)
 
-    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
+    def replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """KIP-345 under KIP-848: the instance's new member takes its predecessor's
         assignment and epoch, so nothing moves."""
         target = group.target.get(old.member_id, {})
@@ -411,22 +468,26 @@ class ConsumerGroupManager:
         if member is None:
             raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
         log.info("group %s: member %s left", group.group_id, member.member_id)
-        self._remove(group, member)
+        self.remove(group, member)
         return HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0), group
 
-    def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """A member leaves or is fenced: its partitions are free; the others are
         assigned anew at the next group epoch."""
         group.remove_member(member)
+        self.after_removal(group)
+
+    def after_removal(self, group: ConsumerGroup) -> None:
         group.group_epoch += 1
-        group.subscription_metadata = self._subscription_metadata(group)
-        self._compute_target(group)
+        group.subscription_metadata = self.subscription_metadata(group)
+        self.compute_target(group)
         group.dirty = True
 
     # timers ---------------------------------------------------------------------------
 
-    def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        member.session_deadline = self.clock.now() + self.config.session_timeout_ms
+    def touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A sign of life: the session starts over (a classic member's own session timeout)."""
+        member.session_deadline = self.clock.now() + (member.session_timeout_ms or self.config.session_timeout_ms)
         if member.session_timer is None:
             member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group,
                                                       member)
@@ -438,17 +499,20 @@ class ConsumerGroupManager:
             member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
             return
         member.session_timer = None
-        self._fence(group, member, "session expired")
+        self.fence(group, member, "session expired")
 
     def _on_revocation_timer(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
         if (self.groups.get(group.group_id) is group and group.members.get(member.member_id) is member
                 and member.state is MemberState.UNREVOKED_PARTITIONS and member.revocation_deadline == deadline):
-            self._fence(group, member, "did not revoke its partitions within the rebalance timeout")
+            self.fence(group, member, "did not revoke its partitions within the rebalance timeout")
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
-        self._remove(group, member)
-        self._persist(group, lambda error: None)
+        if self.shard.migration.can_downgrade(group, member):
+            self.shard.migration.downgrade(group, member, lambda error: None)
+            return
+        self.remove(group, member)
+        self.persist(group, lambda error: None)
 
     # assignment -----------------------------------------------------------------------
 
@@ -459,7 +523,7 @@ class ConsumerGroupManager:
             names.update(n for n in self.image.names() if pattern.fullmatch(n))
         return names
 
-    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         """The subscribed topics that exist, with their ids and partition counts, as the
         broker has them now."""
         names, regexes = group.subscriptions()
@@ -483,7 +547,7 @@ class ConsumerGroupManager:
             return max(sorted(counts), key=lambda a: counts[a])
         return self.config.assignors[0]
 
-    def _compute_target(self, group: ConsumerGroup) -> None:
+    def compute_target(self, group: ConsumerGroup) -> None:
         metadata = group.subscription_metadata
         counts = {tid: n for tid, n in metadata.values()}
         members = {}

@@ -32,8 +32,9 @@ class Group(Protocol):
         """No members."""
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float) -> int:
-        """The error for a commit from this member in this generation (or epoch), or NONE."""
+                               now_ms: float, version: int = 9, transactional: bool = False) -> int:
+        """The error for a commit (OffsetCommit of `version`, or TxnOffsetCommit) from this
+        member in this generation (or epoch), or NONE."""
 
     def validate_offset_delete(self) -> int:
         """NONE if OffsetDelete may act on this group now."""

@@ -65,7 +65,7 @@ class OffsetManager:
         else:
             group = self.groups.get(group_id)
             if group is not None:
-                error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now())
+                error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now(), version)
             elif generation < 0:
                 error = _NONE  # replaying the commit creates a simple (memberless) group, as Kafka
             else:
@@ -124,7 +124,8 @@ class OffsetManager:
         elif type(group).__name__ == "ClassicGroup":
             error, _ = group.check_member(instance_id, member_id, generation)  # type: ignore[attr-defined]
         else:
-            error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now())
+            error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now(),
+                                                 transactional=True)
         now = self.clock.wall()
         errors: list[int] = []
         records: list[Event] = []

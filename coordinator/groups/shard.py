@@ -29,6 +29,7 @@ from .records import (
 )
 from .state import GroupState
 from protocol.consumer_records import KEY_TYPES as CONSUMER_KEYS
+from .migration import GroupMigration
 from .topic_image import TopicImage
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class GroupShard:
         self.offsets = OffsetStore()
         self.classic = ClassicGroupManager(self, clock, config)
         self.consumer = ConsumerGroupManager(self, clock, consumer or ConsumerGroupConfig(), image or TopicImage())
+        self.migration = GroupMigration(self)
         self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
                                             offsets.existing_partitions)
 
@@ -87,7 +89,7 @@ class GroupShard:
         elif type(key) is GroupMetadataKey:
             group = self.groups.get(key.group)
             if value is None:
-                if group is not None:
+                if type(group) is ClassicGroup:  # (not the consumer group it just became)
                     self._remove_group(key.group)
                 return
             if type(group) is ConsumerGroup:

@@ -1,0 +1,176 @@
+"""KIP-848 online migration over raw frames: a classic group with members upgraded by a
+consumer-protocol member, its classic members reconciled through JoinGroup/SyncGroup/
+Heartbeat (revoking before others get their partitions), a restart keeping them, the
+downgrade when the last consumer-protocol member leaves, and the migration policy."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+from kio.serial import entity_writer
+
+from bench.wire_client import WireClient, request_class
+from protocol.consumer_protocol import read_assignment, write_assignment
+from tests.test_consumer_groups_wire import HB, describe, flat, hb, owned_of, topic_ids
+from tests.test_groups_wire import (COMMIT, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, commit_body, hb_body, join_body,
+                                    sync_body)
+
+GROUP = "migrating"
+
+
+def subscription(topics, owned=()):
+    """A consumer protocol subscription v1 (with owned partitions), as cooperative clients send."""
+    from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSubscription, TopicPartition
+    out = io.BytesIO()
+    out.write(struct.pack(">h", 1))
+    entity_writer(ConsumerProtocolSubscription)(out, ConsumerProtocolSubscription(
+        topics=tuple(topics), user_data=None,
+        owned_partitions=tuple(TopicPartition(topic=t, partitions=tuple(ps)) for t, ps in owned)))
+    return out.getvalue()
+
+
+async def join(conn, member="", owned=(), v=9):
+    r = await conn.request(JOIN, v, join_body(v, GROUP, member, protocols=(("range", subscription(["t"], owned)),)))
+    if r.error_code == 79:  # MEMBER_ID_REQUIRED
+        r = await conn.request(JOIN, v, join_body(v, GROUP, r.member_id,
+                                                  protocols=(("range", subscription(["t"], owned)),)))
+    return r
+
+
+async def sync(conn, member, generation, assignments=()):
+    return await conn.request(SYNC, 5, sync_body(5, GROUP, member, generation, assignments))
+
+
+async def group_type(conn):
+    listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=()))
+    return {g.group_id: (g.group_type, g.group_state) for g in listed.groups}.get(GROUP)
+
+
+async def test_upgrade_mixed_reconciliation_restart_and_downgrade(server):
+    conn = await WireClient("migration").connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=4)
+        tid = (await topic_ids(conn, "t"))["t"]
+        # A classic group: member a, the leader, assigns itself all four partitions.
+        a = await join(conn)
+        assert a.error_code == 0 and a.leader == a.member_id and a.generation_id == 1
+        everything = write_assignment(1, [("t", [0, 1, 2, 3])])
+        s = await sync(conn, a.member_id, 1, [(a.member_id, everything)])
+        assert s.error_code == 0 and read_assignment(s.assignment) == [("t", [0, 1, 2, 3])]
+        assert await group_type(conn) == ("classic", "Stable")
+
+        # A consumer-protocol member joins: the group becomes a consumer group, a keeps its
+        # partitions (epoch = its generation) until it revokes.
+        b = await conn.request(HB, 1, hb(GROUP, "b", 0, ["t"]))
+        assert b.error_code == 0 and b.member_epoch == 2 and owned_of(b) == []
+        assert (await group_type(conn))[0] == "consumer"
+        (d,) = await describe(conn, GROUP)
+        assert {m.member_id: m.member_epoch for m in d.members} == {a.member_id: 1, "b": 2}
+
+        # a's heartbeat says rejoin; its rejoin (owning all four) is told to keep two.
+        r = await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 1))
+        assert r.error_code == 27  # REBALANCE_IN_PROGRESS
+        r = await join(conn, a.member_id, owned=[("t", [0, 1, 2, 3])])
+        assert (r.error_code, r.generation_id, r.leader, r.members, r.protocol_name) == (0, 1, "", (), "range")
+        s = await sync(conn, a.member_id, 1)
+        kept = read_assignment(s.assignment)
+        assert s.error_code == 0 and len(kept[0][1]) == 2
+        b2 = await conn.request(HB, 1, hb(GROUP, "b", 2, owned=[]))
+        assert b2.assignment is None or owned_of(b2) == []  # nothing before a revokes
+        r = await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 1))
+        assert r.error_code == 27  # still to revoke: rejoin
+        r = await join(conn, a.member_id, owned=kept)
+        assert (r.error_code, r.generation_id) == (0, 2)
+        s = await sync(conn, a.member_id, 2)
+        assert read_assignment(s.assignment) == kept
+        assert (await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 2))).error_code == 0
+        b3 = await conn.request(HB, 1, hb(GROUP, "b", 2, owned=[]))
+        assert flat(owned_of(b3)) == {(tid, p) for p in {0, 1, 2, 3} - set(kept[0][1])}
+        # The classic member commits with its epoch as generation.
+        c = await conn.request(COMMIT, 9, commit_body(9, GROUP, a.member_id, 2, [("t", kept[0][1][0], 7)]))
+        assert c.topics[0].partitions[0].error_code == 0
+        c = await conn.request(COMMIT, 9, commit_body(9, GROUP, a.member_id, 1, [("t", kept[0][1][0], 7)]))
+        assert c.topics[0].partitions[0].error_code == 22  # ILLEGAL_GENERATION: a classic member's
+        c = await conn.request(COMMIT, 8, commit_body(8, GROUP, "b", 2, [("t", 0, 7)]))
+        assert c.topics[0].partitions[0].error_code == 35  # UNSUPPORTED_VERSION: b speaks KIP-848, needs v9
+        # Errors of the classic requests in a consumer group, as Kafka.
+        assert (await sync(conn, a.member_id, 5)).error_code == 22  # ILLEGAL_GENERATION
+        assert (await sync(conn, "b", 2)).error_code == 25  # b does not speak the classic protocol
+        assert (await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, "nobody", 2))).error_code == 25
+        r = await conn.request(JOIN, 9, join_body(9, GROUP, ptype="connect"))
+        assert r.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+    finally:
+        await conn.close()
+
+    # A restart brings back both members, a still a classic member at epoch 2.
+    server.restart()
+    conn = await WireClient("migration").connect("127.0.0.1", server.port)
+    try:
+        assert (await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 2))).error_code == 0
+        (d,) = await describe(conn, GROUP)
+        assert {m.member_id for m in d.members} == {a.member_id, "b"}
+        # b, the last consumer-protocol member, leaves: a classic group again, which rebalances.
+        left = await conn.request(HB, 1, hb(GROUP, "b", -1, owned=None))
+        assert (left.error_code, left.member_epoch) == (0, -1)
+        assert await group_type(conn) == ("classic", "PreparingRebalance")
+        assert (await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 2))).error_code == 27
+        r = await join(conn, a.member_id, owned=kept)
+        assert (r.error_code, r.generation_id, r.leader) == (0, 3, a.member_id)
+        s = await sync(conn, a.member_id, 3, [(a.member_id, everything)])
+        assert s.error_code == 0 and await group_type(conn) == ("classic", "Stable")
+        r = await conn.request(LEAVE, 3, request_class(LEAVE, 3)(group_id=GROUP, members=(
+            request_class(LEAVE, 3, "MemberIdentity")(member_id=a.member_id, group_instance_id=None),)))
+        assert r.error_code == 0 and r.members[0].error_code == 0
+    finally:
+        await conn.close()
+
+
+async def test_classic_leave_of_a_consumer_group_and_the_migration_policy(server_factory):
+    s = server_factory("--group-consumer-migration-policy", "upgrade")
+    conn = await WireClient("migration").connect("127.0.0.1", s.port)
+    try:
+        await conn.create_topics("t", partitions=2)
+        a = await join(conn)
+        await sync(conn, a.member_id, 1, [(a.member_id, write_assignment(0, [("t", [0, 1])]))])
+        assert (await conn.request(HB, 1, hb(GROUP, "b", 0, ["t"]))).error_code == 0
+        # Downgrades are not allowed: b leaving keeps a consumer group of one classic member.
+        assert (await conn.request(HB, 1, hb(GROUP, "b", -1, owned=None))).error_code == 0
+        assert (await group_type(conn))[0] == "consumer"
+        # A classic LeaveGroup from a consumer group.
+        r = await conn.request(LEAVE, 3, request_class(LEAVE, 3)(group_id=GROUP, members=(
+            request_class(LEAVE, 3, "MemberIdentity")(member_id=a.member_id, group_instance_id=None),
+            request_class(LEAVE, 3, "MemberIdentity")(member_id="nobody", group_instance_id=None))))
+        assert [(m.member_id, m.error_code) for m in r.members] == [(a.member_id, 0), ("nobody", 25)]
+        assert await group_type(conn) == ("consumer", "Empty")
+    finally:
+        await conn.close()
+    s = server_factory("--group-consumer-migration-policy", "disabled")
+    conn = await WireClient("migration").connect("127.0.0.1", s.port)
+    try:
+        await conn.create_topics("t", partitions=2)
+        a = await join(conn)
+        await sync(conn, a.member_id, 1, [(a.member_id, b"")])
+        r = await conn.request(HB, 1, hb(GROUP, "b", 0, ["t"]))
+        assert (r.error_code, r.error_message) == (69, f"Group {GROUP} is not a consumer group.")
+        assert await group_type(conn) == ("classic", "Stable")
+    finally:
+        await conn.close()
+
+
+async def test_an_upgrade_that_cannot_complete_leaves_the_classic_group(server_factory):
+    """A consumer-protocol member that cannot join the upgraded group (it would exceed
+    group.consumer.max.size) gets Kafka's error, and the classic group stays as it was."""
+    s = server_factory("--group-consumer-max-size", "1")
+    conn = await WireClient("migration").connect("127.0.0.1", s.port)
+    try:
+        await conn.create_topics("t", partitions=2)
+        a = await join(conn)
+        await sync(conn, a.member_id, 1, [(a.member_id, write_assignment(0, [("t", [0, 1])]))])
+        r = await conn.request(HB, 1, hb(GROUP, "b", 0, ["t"]))
+        assert r.error_code == 81  # GROUP_MAX_SIZE_REACHED
+        assert await group_type(conn) == ("classic", "Stable")
+        assert (await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 1))).error_code == 0
+    finally:
+        await conn.close()
+    assert "Traceback" not in s.log_text()
