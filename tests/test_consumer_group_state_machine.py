@@ -237,15 +237,20 @@ async def test_failed_append_leaves_no_trace():
 def test_assignors_balanced_and_sticky():
     t1, t2 = uuid.uuid4(), uuid.uuid4()
     topics = {t1: 6, t2: 3}
-    members = {m: (frozenset({t1, t2}), {}) for m in "abc"}
+    members = {m: (frozenset({t1, t2}), {}, None) for m in "abc"}
     first = uniform(members, topics)
     assert sorted(sum(len(ps) for ps in a.values()) for a in first.values()) == [3, 3, 3]
-    members["d"] = (frozenset({t1, t2}), {})
-    second = uniform({m: (s, first.get(m, {})) for m, (s, _) in members.items()}, topics)
+    members["d"] = (frozenset({t1, t2}), {}, None)
+    second = uniform({m: (s, first.get(m, {}), None) for m, (s, *_) in members.items()}, topics)
     moved = sum(len(ps - second[m].get(t, frozenset())) for m, a in first.items() for t, ps in a.items())
     assert moved <= 3  # only what d needs moves
-    r = range_({m: (frozenset({t1}), {}) for m in "ab"}, {t1: 5})
+    r = range_({m: (frozenset({t1}), {}, None) for m in "ab"}, {t1: 5})
     assert r["a"][t1] == frozenset({0, 1, 2}) and r["b"][t1] == frozenset({3, 4})
+    # Kafka's order: static members first, by instance id; then the others by member id.
+    r = range_({"a": (frozenset({t1, t2}), {}, None), "b": (frozenset({t1}), {}, "i-2"),
+                "c": (frozenset({t1, t2}), {}, "i-1")}, topics)
+    assert (r["c"][t1], r["b"][t1], r["a"][t1]) == ({0, 1}, {2, 3}, {4, 5})
+    assert (r["c"][t2], r["a"][t2]) == ({0, 1}, {2})
 
 
 async def test_member_that_does_not_revoke_within_rebalance_timeout_is_fenced():

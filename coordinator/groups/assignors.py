@@ -6,23 +6,30 @@ target. Both are sticky: a partition stays with its previous owner whenever bala
 allows, so a member joining or leaving moves as few partitions as possible.
 
 - uniform (Kafka's default): every partition of the subscribed topics is spread so that
-  members with the same subscription differ by at most one partition; kept partitions
-  first (up to each member's fair share), the rest to the least loaded subscriber.
-- range: per topic, its subscribers sorted by member id get contiguous ranges, the first
-  `partitions % members` one partition more (co-partitioned topics line up, which is
-  why applications pick it); a member keeps its previous partitions of the topic when
-  its range size is unchanged.
+  members with the same subscription differ by at most one partition. When every member
+  subscribes to the same topics (what applications run), Kafka's homogeneous builder: each
+  member's quota is total // members, one more for the first total % members members;
+  a member keeps its previous partitions up to its quota; the partitions nobody keeps go,
+  in topic and partition order, to the members below quota, in order. Kafka walks the
+  members in its hash map's order; here they are in member id order. Different
+  subscriptions: kept partitions first (up to each member's fair share), the rest to
+  the least loaded subscriber (our own; Kafka's heterogeneous builder differs in detail).
+- range: Kafka's RangeAssignor exactly. Per topic, its subscribers in order (static
+  members first, by instance id, then the others by member id) get contiguous ranges, the
+  first `partitions % members` one partition more, so co-partitioned topics line up (why
+  applications pick it). Like Kafka's, it is not sticky: the ranges follow the order.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import uuid
 from typing import Callable, Mapping
 
 Assignment = dict[uuid.UUID, frozenset[int]]
-# member id -> (subscribed topic ids, previous target assignment)
-Members = Mapping[str, tuple[frozenset[uuid.UUID], Assignment]]
+# member id -> (subscribed topic ids, previous target assignment, instance id or None)
+Members = Mapping[str, tuple[frozenset[uuid.UUID], Assignment, str | None]]
 # topic id -> partition count
 TopicCounts = Mapping[uuid.UUID, int]
 Assignor = Callable[[Members, TopicCounts], dict[str, Assignment]]
@@ -34,7 +41,7 @@ def _freeze(owned: dict[str, dict[uuid.UUID, set[int]]]) -> dict[str, Assignment
 
 def _subscribers(members: Members, topics: TopicCounts) -> dict[uuid.UUID, list[str]]:
     out: dict[uuid.UUID, list[str]] = {}
-    for m, (subscribed, _) in sorted(members.items()):
+    for m, (subscribed, *_) in sorted(members.items(), key=_range_order):
         for t in subscribed:
             if t in topics:
                 out.setdefault(t, []).append(m)
@@ -42,6 +49,8 @@ def _subscribers(members: Members, topics: TopicCounts) -> dict[uuid.UUID, list[
 
 
 def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
+    if len({subscribed for subscribed, *_ in members.values()}) == 1:
+        return _uniform_homogeneous(members, topics)
     owned: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
     load = dict.fromkeys(members, 0)
     subscribers = _subscribers(members, topics)
@@ -50,7 +59,7 @@ def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
     floor: dict[str, int] = {}
     ceiling: dict[str, int] = {}
     shares: dict[frozenset[uuid.UUID], tuple[int, int]] = {}  # one per distinct subscription
-    for m, (subscribed, _) in members.items():
+    for m, (subscribed, *_) in members.items():
         share = shares.get(subscribed)
         if share is None:
             total = sum(topics[t] for t in subscribed if t in topics)
@@ -62,7 +71,7 @@ def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
     taken: dict[uuid.UUID, set[int]] = {t: set() for t in subscribers}
     for limit in (floor, ceiling):
         for m in sorted(members):
-            subscribed, previous = members[m]
+            subscribed, previous, _ = members[m]
             for t in sorted(previous, key=lambda u: u.int):
                 if t not in subscribed or t not in topics:
                     continue
@@ -86,24 +95,55 @@ def uniform(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
     return _freeze(owned)
 
 
+def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
+    subscribed = {t for t in next(iter(members.values()))[0] if t in topics}
+    order = sorted(members)
+    if not subscribed or not order:
+        return {m: {} for m in members}
+    kept_anywhere = {(t, p) for _, previous, _ in members.values() for t, ps in previous.items() for p in ps}
+    unassigned = [(t, p) for t in sorted(subscribed, key=lambda u: u.int) for p in range(topics[t])
+                  if (t, p) not in kept_anywhere]
+    total = sum(topics[t] for t in subscribed)
+    quota_base, extra = divmod(total, len(order))
+    owned: dict[str, dict[uuid.UUID, set[int]]] = {}
+    unfilled: list[tuple[str, int]] = []
+    for i, m in enumerate(order):
+        quota = quota_base + (1 if i < extra else 0)
+        mine: dict[uuid.UUID, set[int]] = {}
+        for t, ps in sorted(members[m][1].items(), key=lambda kv: kv[0].int):
+            if t not in subscribed:
+                continue
+            ps = sorted(p for p in ps if p < topics[t])
+            keep, revoke = ps[:max(quota, 0)], ps[max(quota, 0):]
+            if keep:
+                mine[t] = set(keep)
+            quota -= len(keep)
+            unassigned.extend((t, p) for p in revoke)
+        owned[m] = mine
+        if quota > 0:
+            unfilled.append((m, quota))
+    free = iter(unassigned)
+    for m, quota in unfilled:
+        for t, p in itertools.islice(free, quota):
+            owned[m].setdefault(t, set()).add(p)
+    return _freeze(owned)
+
+
+def _range_order(item: tuple[str, tuple]) -> tuple:
+    """Kafka's RangeAssignor order: static members by instance id, then the others by member id."""
+    member_id, (_, _, instance_id) = item
+    return (0, instance_id, "") if instance_id is not None else (1, "", member_id)
+
+
 def range_(members: Members, topics: TopicCounts) -> dict[str, Assignment]:
     owned: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
-    for t, subs in _subscribers(members, topics).items():
-        count = topics[t]
-        quota, extra = divmod(count, len(subs))
-        sizes = {m: quota + (1 if i < extra else 0) for i, m in enumerate(subs)}
-        taken: set[int] = set()
-        # Sticky: a member whose previous partitions of the topic fit its new size keeps them.
-        for m in subs:
-            previous = members[m][1].get(t, frozenset())
-            kept = sorted(p for p in previous if p < count and p not in taken)[:sizes[m]]
-            owned[m][t] = set(kept)
-            taken.update(kept)
-        free = iter(p for p in range(count) if p not in taken)
-        for m in subs:
-            mine = owned[m][t]
-            while len(mine) < sizes[m]:
-                mine.add(next(free))
+    for t, subs in _subscribers(members, topics).items():  # (subscribers in _range_order)
+        quota, extra = divmod(topics[t], len(subs))
+        start = 0
+        for i, m in enumerate(subs):
+            end = start + quota + (1 if i < extra else 0)
+            owned[m][t] = set(range(start, end))
+            start = end
     return _freeze(owned)
 
 

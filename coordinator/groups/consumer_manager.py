@@ -553,7 +553,7 @@ class ConsumerGroupManager:
         members = {}
         for m in group.members.values():
             topic_ids = frozenset(metadata[n][0] for n in self._subscribed_names(m) if n in metadata)
-            members[m.member_id] = (topic_ids, group.target.get(m.member_id, {}))
+            members[m.member_id] = (topic_ids, group.target.get(m.member_id, {}), m.instance_id)
         previous = group.target
         group.target = ASSIGNORS[self._assignor_name(group)](members, counts)
         group.assignment_epoch = group.group_epoch
