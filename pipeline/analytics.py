@@ -1,12 +1,13 @@
-"""The outputs, as DataFrame transformations: committed offsets, consumer lag, rebalance
-timeline (with storm detection) and commit rate. Input: the `kafka-offsets` rows."""
+"""The outputs, as DataFrame transformations: committed offsets, consumer lag (now and over
+time, with Burrow's verdicts), rebalance timeline (with storm detection) and commit rate.
+Input: the `kafka-offsets` rows and the topic logs' batch headers."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from .segments import OFFSETS_TOPIC, log_end_offset, partition_dirs
+from .segments import OFFSETS_TOPIC, batch_times, log_end_offset, partition_dirs
 
 
 def commits(offsets: DataFrame) -> DataFrame:
@@ -53,6 +54,120 @@ def log_end_offsets(spark: SparkSession, data_dir: str) -> DataFrame:
     n = max(1, min(len(dirs), spark.sparkContext.defaultParallelism))
     rdd = spark.sparkContext.parallelize(dirs, n).map(lambda d: (d[0], d[1], *log_end_offset(d[2])))
     return spark.createDataFrame(rdd, schema)
+
+
+def log_batches(spark: SparkSession, data_dir: str) -> DataFrame:
+    """(topic, partition, base_offset, next_offset, first_timestamp, max_timestamp) of every
+    batch of every topic partition log, from headers only."""
+    dirs = [(t, p, str(d)) for t, p, d in partition_dirs(data_dir) if t != OFFSETS_TOPIC]
+    schema = ("topic string, partition int, base_offset long, next_offset long, first_timestamp long, "
+              "max_timestamp long")
+    if not dirs:
+        return spark.createDataFrame([], schema)
+    n = max(1, min(len(dirs), spark.sparkContext.defaultParallelism))
+    rdd = spark.sparkContext.parallelize(dirs, n).flatMap(lambda d: ((d[0], d[1], *b) for b in batch_times(d[2])))
+    return spark.createDataFrame(rdd, schema)
+
+
+def lag_history(commits: DataFrame, batches: DataFrame) -> DataFrame:
+    """Per commit (group, topic, partition, commit time): the committed offset, the partition's
+    log end offset at that time and the lag, in messages and in seconds.
+
+    The log end offset at time T is the end of the last batch whose latest timestamp is <= T
+    (a batch's timestamps are its producer's create times, close to its append time, or the
+    broker's with LogAppendTime). Lag in seconds is T minus the timestamp of the first
+    message not consumed yet (the committed offset), 0 when caught up; that timestamp is the
+    first timestamp of the batch holding the offset, exact when the offset starts a batch
+    (and at most the batch's time span early otherwise). Both come from window functions over
+    one timeline per partition (no join of every commit with every batch)."""
+    c = commits.where("NOT tombstone").select(
+        "group", "topic", "partition", F.col("offset").alias("committed_offset"), "commit_timestamp", "log_offset")
+    tp = ["topic", "partition"]
+    # The end offset at commit time: batches and commits on one time line, batches first at a tie.
+    timeline = (c.select(*tp, F.col("commit_timestamp").alias("at"), F.lit(1).alias("kind"), "group",
+                         "committed_offset", "commit_timestamp", "log_offset", F.lit(None).cast("long").alias("next_offset"))
+                .unionByName(batches.select(*tp, F.col("max_timestamp").alias("at"), F.lit(0).alias("kind"),
+                                            F.lit(None).cast("string").alias("group"),
+                                            F.lit(None).cast("long").alias("committed_offset"),
+                                            F.lit(None).cast("long").alias("commit_timestamp"),
+                                            F.lit(None).cast("long").alias("log_offset"), "next_offset")))
+    so_far = Window.partitionBy(*tp).orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, 0)
+    with_end = (timeline.withColumn("log_end_offset", F.coalesce(F.max("next_offset").over(so_far), F.lit(0)))
+                .where("kind = 1").drop("kind", "at", "next_offset"))
+    # The first unconsumed message's time: the batch with the greatest base offset <= the committed offset.
+    by_offset = (c.select(*tp, F.col("committed_offset").alias("at"), F.lit(1).alias("kind"), "group",
+                          "log_offset", F.lit(None).cast("long").alias("first_timestamp"))
+                 .unionByName(batches.select(*tp, F.col("base_offset").alias("at"), F.lit(0).alias("kind"),
+                                             F.lit(None).cast("string").alias("group"),
+                                             F.lit(None).cast("long").alias("log_offset"), "first_timestamp")))
+    upto = Window.partitionBy(*tp).orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, 0)
+    times = (by_offset.withColumn("message_timestamp", F.last("first_timestamp", ignorenulls=True).over(upto))
+             .where("kind = 1").select("group", *tp, "log_offset", "message_timestamp"))
+    has_log = batches.select(*tp).distinct().withColumn("has_log", F.lit(True))
+    lag = F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0))
+    return (with_end.join(times, ["group", *tp, "log_offset"], "left").join(has_log, tp, "left")
+            .withColumn("lag", F.when(F.col("has_log"), lag))
+            .withColumn("lag_seconds", F.when(
+                F.col("has_log"), F.when(lag == 0, F.lit(0.0)).otherwise(F.greatest(
+                    (F.col("commit_timestamp") - F.col("message_timestamp")) / 1000.0, F.lit(0.0)))))
+            .select("group", *tp, F.timestamp_millis("commit_timestamp").alias("commit_time"), "commit_timestamp",
+                    "committed_offset", "log_end_offset", "lag", "lag_seconds", "log_offset"))
+
+
+def _verdict(status: str, rule: str):
+    return F.struct(F.lit(status).alias("status"), F.lit(rule).alias("rule"))
+
+
+# Burrow's partition statuses, by severity; a group's status is its worst partition's, capped at ERR.
+BURROW_SEVERITY = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+
+
+def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: int, window: int = 10) -> tuple[DataFrame, DataFrame]:
+    """Burrow's consumer lag evaluation over each partition's last `window` commits (Burrow's
+    `intervals`), as of `as_of_ms` (the time of the latest record in the data dir): OK when
+    there is no lag now or the lag was zero at some commit in the window; otherwise, in this
+    order, REWIND (a committed offset went back), STOP (no commit for longer than the
+    window spans), STALL (commits that do not move the offset), WARN (the lag never
+    decreased), else OK. `rule` says which fired. Per group: the worst partition, with STOP,
+    STALL and REWIND counted as ERR, as Burrow. Partitions without a topic log are left out."""
+    tp = ["group", "topic", "partition"]
+    newest_first = Window.partitionBy(*tp).orderBy(F.col("log_offset").desc())
+    oldest_first = Window.partitionBy(*tp).orderBy("log_offset")
+    w = (history.where("lag IS NOT NULL")
+         .withColumn("rank", F.row_number().over(newest_first)).where(F.col("rank") <= window)
+         .withColumn("prev_offset", F.lag("committed_offset").over(oldest_first))
+         .withColumn("prev_lag", F.lag("lag").over(oldest_first)))
+    first = F.col("prev_offset").isNull()
+    per = w.groupBy(*tp).agg(
+        F.count("*").alias("commits_in_window"),
+        F.bool_or(F.col("lag") == 0).alias("zero_lag_seen"),
+        F.bool_or(~first & (F.col("committed_offset") < F.col("prev_offset"))).alias("rewound"),
+        F.bool_and(first | (F.col("committed_offset") == F.col("prev_offset"))).alias("offset_fixed"),
+        F.bool_and(first | (F.col("lag") >= F.col("prev_lag"))).alias("lag_not_decreasing"),
+        F.min("commit_timestamp").alias("window_start_ms"), F.max("commit_timestamp").alias("window_end_ms"))
+    stopped = (F.lit(as_of_ms) - F.col("window_end_ms")) > (F.col("window_end_ms") - F.col("window_start_ms"))
+    now = lag.where("lag IS NOT NULL").select(*tp, F.col("lag").alias("current_lag"))
+    lagging = (F.col("current_lag") > 0) & ~F.col("zero_lag_seen")
+    verdict = (F.when(~lagging & (F.col("current_lag") == 0), _verdict("OK", "no lag now"))
+               .when(~lagging, _verdict("OK", "the lag was zero within the window"))
+               .when(F.col("rewound"), _verdict("REWIND", "a committed offset went back"))
+               .when(stopped, _verdict("STOP", "no commit for longer than the window spans"))
+               .when(F.col("offset_fixed"), _verdict("STALL", "commits do not move the offset"))
+               .when(F.col("lag_not_decreasing"), _verdict("WARN", "the lag never decreased"))
+               .otherwise(_verdict("OK", "the lag decreased")))
+    partitions = (per.join(now, tp).withColumn("v", verdict)
+                  .select(*tp, "v.status", "v.rule", "current_lag",
+                          "commits_in_window", F.timestamp_millis("window_start_ms").alias("window_start"),
+                          F.timestamp_millis("window_end_ms").alias("window_end")))
+    severity = F.create_map(*[x for k, v in BURROW_SEVERITY.items() for x in (F.lit(k), F.lit(v))])
+    groups = (partitions.withColumn("severity", severity[F.col("status")])
+              .groupBy("group").agg(F.max("severity").alias("worst"), F.sum("current_lag").alias("total_lag"),
+                                    F.count("*").alias("partitions"),
+                                    F.count_if(F.col("status") != "OK").alias("partitions_not_ok"))
+              .withColumn("status", F.when(F.col("worst") >= 3, "ERR").when(F.col("worst") == 2, "WARN")
+                          .otherwise("OK"))
+              .select("group", "status", "total_lag", "partitions", "partitions_not_ok"))
+    return partitions, groups
 
 
 def consumer_lag(committed: DataFrame, ends: DataFrame) -> tuple[DataFrame, DataFrame]:

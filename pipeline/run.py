@@ -3,8 +3,9 @@
     python -m pipeline.run --data-dir DIR --out OUT [--master URL]
     spark-submit --master spark://host:7077 pipeline/run.py --data-dir DIR --out OUT
 
-Outputs under OUT: committed_offsets, consumer_lag, consumer_lag_totals, rebalance_timeline,
-rebalance_summary, commit_rate, bad_batches (Parquet directories) and report.html.
+Outputs under OUT: committed_offsets, consumer_lag, consumer_lag_totals, lag_history, lag_status,
+lag_status_groups, rebalance_timeline, rebalance_summary, commit_rate, bad_batches (Parquet
+directories) and report.html.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import time
 import zipfile
 from pathlib import Path
 
-OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "rebalance_timeline", "rebalance_summary",
-           "commit_rate", "bad_batches")
+OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
+           "lag_status_groups", "rebalance_timeline", "rebalance_summary", "commit_rate", "bad_batches")
 
 
 def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True):
@@ -103,18 +104,20 @@ class Progress:
 
 
 def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_minutes: int = 5,
-        verify_topics: bool = False, log=print) -> dict[str, object]:
+        verify_topics: bool = False, log=print, lag_window: int = 10) -> dict[str, object]:
     """Write every output and the report; returns the summary shown at the end.
 
     `__consumer_offsets` is always CRC-checked (it is decoded); topic logs only have their
     batch headers read for end offsets, unless verify_topics (a CRC pass over all their data)."""
+    from pyspark.sql import functions as F
+
     from pipeline import analytics, read_logs, read_offsets, report
     from pipeline.segments import OFFSETS_TOPIC, partition_dirs
 
     started = time.perf_counter()
     if spark.conf.get("spark.sql.shuffle.partitions") == "200":  # Spark's default: 200 tiny tasks here
         spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
-    step = Progress(7, log)
+    step = Progress(8, log)
     outputs = Outputs(spark, out)
 
     def save(df, name: str) -> None:
@@ -141,6 +144,16 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir))
     save(lag.orderBy("group", "topic", "partition"), "consumer_lag")
     save(lag_totals.orderBy("group"), "consumer_lag_totals")
+
+    step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
+    batches = analytics.log_batches(spark, data_dir).cache()
+    history = analytics.lag_history(commits, batches).cache()
+    save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
+    latest = batches.agg(F.max("max_timestamp")).first()[0]
+    as_of = max(x for x in (latest, commits.agg(F.max("commit_timestamp")).first()[0], 0) if x is not None)
+    status, status_groups = analytics.lag_status(history, lag, as_of, lag_window)
+    save(status.orderBy("group", "topic", "partition"), "lag_status")
+    save(status_groups.orderBy("group"), "lag_status_groups")
 
     step("rebalance timeline and storms")
     timeline, rebalances = analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold)
@@ -170,6 +183,8 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
                                                                                 report.plots(frames)))
     offsets.unpersist()
     committed.unpersist()
+    history.unpersist()
+    batches.unpersist()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     step(f"done in {summary['seconds']} s")
     log(report.terminal_summary(summary, frames, [r.error for r in bad_rows]))
@@ -185,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default=None, help="Spark master URL (default local[*]; under spark-submit, its own)")
     ap.add_argument("--storm-threshold", type=int, default=10, help="more rebalances than this in a window: a storm")
     ap.add_argument("--storm-window-minutes", type=int, default=5)
+    ap.add_argument("--lag-window", type=int, default=10,
+                    help="commits per partition Burrow's rules look at (Burrow's `intervals`)")
     ap.add_argument("--no-ship-code", action="store_true",
                     help="do not send pipeline/ and protocol/ to executors (they have the package installed)")
     ap.add_argument("--verify-topics", action="store_true",
@@ -206,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_ship_code:
             shipped = ship_code(spark)
         summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
-                      args.verify_topics)
+                      args.verify_topics, lag_window=args.lag_window)
     finally:
         spark.stop()
         if shipped:

@@ -134,3 +134,21 @@ def log_end_offset(directory: str | Path) -> tuple[int, int]:
                 break  # a torn tail: the end is after the last whole batch
             end, pos = h.next_offset, pos + h.size
     return start, max(start, end)
+
+
+def batch_times(directory: str | Path) -> Iterator[tuple[int, int, int, int]]:
+    """(base offset, next offset, first timestamp, max timestamp) of every whole batch of one
+    partition directory, from headers only: the first record's timestamp and the latest
+    (both the broker's append time for a LogAppendTime batch). Control batches count (they
+    take offsets). A torn tail ends a segment, as in log_end_offset."""
+    for path in sorted(p for p in Path(directory).iterdir() if _SEGMENT.match(p.name)):
+        pos, size = 0, path.stat().st_size
+        with open(path, "rb") as f:
+            while pos + HEADER_SIZE <= size:
+                f.seek(pos)
+                h = BatchHeader._make(HEADER.unpack(f.read(HEADER_SIZE)))
+                if h.magic != MAGIC or h.batch_length < MIN_BATCH_LENGTH or pos + h.size > size:
+                    break
+                first = h.max_timestamp if h.is_log_append_time else h.first_timestamp
+                yield h.base_offset, h.next_offset, first, h.max_timestamp
+                pos += h.size
