@@ -170,17 +170,73 @@ def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: int, window: int = 
     return partitions, groups
 
 
-def consumer_lag(committed: DataFrame, ends: DataFrame) -> tuple[DataFrame, DataFrame]:
+def deleted_offsets(commits: DataFrame) -> DataFrame:
+    """(group, topic, partition, deleted_at): partitions whose last record is a tombstone
+    (OffsetDelete, DeleteGroups, expiry): what OffsetFetch no longer answers."""
+    latest = Window.partitionBy("group", "topic", "partition").orderBy(F.col("log_offset").desc())
+    return (commits.withColumn("rank", F.row_number().over(latest)).where("rank = 1 AND tombstone")
+            .select("group", "topic", "partition", F.timestamp_millis("record_timestamp").alias("deleted_at")))
+
+
+def consumer_lag(committed: DataFrame, ends: DataFrame, deleted: DataFrame | None = None
+                 ) -> tuple[DataFrame, DataFrame]:
     """Per partition: log end offset - committed offset (null when the topic partition has no
-    log here); per group: total lag, partitions, partitions without a log."""
+    log here); a partition whose offset was deleted is a row with `deleted` set and no offset.
+    Per group: total lag, partitions, partitions without a log, deleted partitions."""
     lag = (committed.join(ends, ["topic", "partition"], "left")
            .withColumn("lag", F.when(F.col("log_end_offset").isNotNull(),  # greatest() would skip the null
                                      F.greatest(F.col("log_end_offset") - F.col("offset"), F.lit(0))))
-           .select("group", "topic", "partition", "offset", "log_start_offset", "log_end_offset", "lag"))
+           .withColumn("deleted", F.lit(False))
+           .select("group", "topic", "partition", "offset", "log_start_offset", "log_end_offset", "lag", "deleted"))
+    if deleted is not None:
+        lag = lag.unionByName(deleted.select(
+            "group", "topic", "partition", F.lit(None).cast("long").alias("offset"),
+            F.lit(None).cast("long").alias("log_start_offset"), F.lit(None).cast("long").alias("log_end_offset"),
+            F.lit(None).cast("long").alias("lag"), F.lit(True).alias("deleted")))
+    live = ~F.col("deleted")
     totals = lag.groupBy("group").agg(
-        F.coalesce(F.sum("lag"), F.lit(0)).alias("total_lag"), F.count("*").alias("partitions"),
-        F.count_if(F.col("log_end_offset").isNull()).alias("partitions_without_log"))
+        F.coalesce(F.sum("lag"), F.lit(0)).alias("total_lag"), F.count_if(live).alias("partitions"),
+        F.count_if(live & F.col("log_end_offset").isNull()).alias("partitions_without_log"),
+        F.count_if(F.col("deleted")).alias("deleted_partitions"))
     return lag, totals
+
+
+def group_states(groups: DataFrame, commits: DataFrame) -> DataFrame:
+    """Per group, as its last record leaves it: group_type, state (Dead: deleted; Empty: no
+    members; else Stable, as the coordinator loads a group with members), generation (a
+    consumer group's epoch), members, when. A group with committed offsets and no group
+    record (a consumer without group management) is an Empty classic group, as in Kafka."""
+    last = Window.partitionBy("group").orderBy(F.col("log_offset").desc())
+    recorded = (groups.withColumn("rank", F.row_number().over(last)).where("rank = 1")
+                .select("group", "group_type",
+                        F.when(F.col("tombstone"), "Dead").when(F.col("member_count") == 0, "Empty")
+                        .otherwise("Stable").alias("state"),
+                        "generation", F.coalesce("member_count", F.lit(0)).alias("member_count"),
+                        F.timestamp_millis("record_timestamp").alias("since")))
+    offsets_only = (commits.groupBy("group").agg(F.max("record_timestamp").alias("ts"))
+                    .join(recorded.select("group"), "group", "left_anti")
+                    .select("group", F.lit("classic").alias("group_type"), F.lit("Empty").alias("state"),
+                            F.lit(None).cast("int").alias("generation"), F.lit(0).alias("member_count"),
+                            F.timestamp_millis("ts").alias("since")))
+    return recorded.unionByName(offsets_only)
+
+
+def ownership(groups: DataFrame) -> DataFrame:
+    """Who owned which partition in each generation (a consumer group's epoch): one row per
+    (group, generation, topic, partition) with the member's id, instance id, client id and
+    host; from the generation's last record (see pipeline.decode for where partitions come from)."""
+    last_per_generation = Window.partitionBy("group", "group_type", "generation").orderBy(F.col("log_offset").desc())
+    time_ms = F.when(F.col("state_timestamp") >= 0, F.col("state_timestamp")).otherwise(F.col("record_timestamp"))
+    return (groups.where("NOT tombstone")
+            .withColumn("rank", F.row_number().over(last_per_generation)).where("rank = 1")
+            .select("group", "group_type", "generation", F.timestamp_millis(time_ms).alias("since"),
+                    F.explode("members").alias("m"))
+            .select("group", "group_type", "generation", "since", F.explode("m.partitions").alias("p"),
+                    F.col("m.member_id").alias("member_id"), F.col("m.group_instance_id").alias("group_instance_id"),
+                    F.col("m.client_id").alias("client_id"), F.col("m.client_host").alias("client_host"))
+            .select("group", "group_type", "generation", "since", F.col("p.topic").alias("topic"),
+                    F.col("p.partition").alias("partition"), "member_id", "group_instance_id", "client_id",
+                    "client_host"))
 
 
 def rebalance_timeline(groups: DataFrame, storm_window_minutes: int = 5, storm_threshold: int = 10

@@ -6,11 +6,15 @@ output schema covers the three kinds of row: `commit` (an OffsetCommit record), 
 undecodable record, with its file). Columns of another kind are null. A null value is a
 tombstone: a deleted offset, or a deleted group.
 
-KIP-848 consumer groups have no GroupMetadata record: their membership is in member records
-(ConsumerGroupMemberMetadata), their "generation" is the group epoch (ConsumerGroupMetadata).
-Each epoch record gives one `group` row of group_type `consumer`, with the members the group
-has once the batch that carries it is applied (a heartbeat's records are one batch, and a
-joining member's record may come after the epoch's in it); no leader, no state timestamp.
+Members' partitions: a classic group's are its members' `consumer` protocol assignments
+(ConsumerProtocolAssignment in the GroupMetadata value). KIP-848 consumer groups have no
+GroupMetadata record: their membership is in member records (ConsumerGroupMemberMetadata),
+their "generation" is the group epoch (ConsumerGroupMetadata), and a member's partitions are
+its target assignment for that epoch (ConsumerGroupTargetAssignmentMember, topic ids named by
+ConsumerGroupPartitionMetadata), which the member reaches once reconciled. Each epoch record
+gives one `group` row of group_type `consumer`, with the members the group has once the batch
+that carries it is applied (a heartbeat's records are one batch, and a joining member's
+record may come after the epoch's in it); no leader, no state timestamp.
 
 Offsets committed inside a transaction (TxnOffsetCommit: a transactional batch) count only
 once the producer's commit marker follows in the same partition, as the coordinator applies
@@ -24,7 +28,11 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from protocol.consumer_records import ConsumerGroupMemberMetadataKey, ConsumerGroupMetadataKey
+from protocol.consumer_protocol import ConsumerProtocolError, read_assignment
+from protocol.consumer_records import (
+    ConsumerGroupMemberMetadataKey, ConsumerGroupMetadataKey, ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+)
 from protocol.group_records import (
     GroupMetadataKey, OffsetCommitKey, RecordDecodeError, decode_key, decode_value,
 )
@@ -33,10 +41,11 @@ from protocol.record_batch import COMMIT_MARKER, marker_type
 
 from .segments import BadBatch, SegmentFile, read_segment
 
+PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32())])
 MEMBER = pa.struct([("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
                     ("client_host", pa.string()), ("session_timeout", pa.int32()),
                     ("rebalance_timeout", pa.int32()), ("assignment_bytes", pa.int32()),
-                    ("subscription_bytes", pa.int32())])
+                    ("subscription_bytes", pa.int32()), ("partitions", pa.list_(PARTITION))])
 KEY_FIELDS = [("group", pa.string())]
 COMMIT_FIELDS = [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                  ("leader_epoch", pa.int32()), ("metadata", pa.string()), ("commit_timestamp", pa.int64()),
@@ -80,17 +89,30 @@ _NO_GROUP = ("classic",) + (None,) * 5 + (0, [], True)
 _NO_CONSUMER_GROUP = ("consumer",) + (None,) * 5 + (0, [], True)
 
 
-def _member(m) -> dict:
+def _assigned(protocol_type: str | None, assignment: bytes) -> list[dict]:
+    """The partitions a `consumer` protocol assignment holds ([] for other protocols, or
+    bytes that are not one: the group's record is still counted)."""
+    if protocol_type != "consumer" or not assignment:
+        return []
+    try:
+        return [{"topic": t, "partition": p} for t, ps in read_assignment(assignment) for p in ps]
+    except ConsumerProtocolError:
+        return []
+
+
+def _member(m, protocol_type: str | None) -> dict:
     return {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
             "client_host": m.client_host, "session_timeout": m.session_timeout,
             "rebalance_timeout": m.rebalance_timeout, "assignment_bytes": len(m.assignment),
-            "subscription_bytes": len(m.subscription)}
+            "subscription_bytes": len(m.subscription), "partitions": _assigned(protocol_type, m.assignment)}
 
 
 def _consumer_member(member_id: str, m) -> dict:
+    classic = m.classic_member_metadata
     return {"member_id": member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
-            "client_host": m.client_host, "session_timeout": None, "rebalance_timeout": m.rebalance_timeout_ms,
-            "assignment_bytes": None, "subscription_bytes": None}
+            "client_host": m.client_host, "session_timeout": classic and classic.session_timeout_ms,
+            "rebalance_timeout": m.rebalance_timeout_ms, "assignment_bytes": None, "subscription_bytes": None,
+            "partitions": []}
 
 
 def _arrow(kind: str, columns: dict[str, list]) -> pa.RecordBatch:
@@ -120,6 +142,8 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     errors: list[tuple] = []
     pending: dict[tuple[int, int], list[tuple]] = {}  # (log partition, producer id) -> transactional commit rows
     consumer_members: dict[str, dict[str, dict]] = {}  # consumer group -> member id -> MEMBER of it
+    consumer_topics: dict[str, dict] = {}  # consumer group -> topic id -> name (its partition metadata)
+    consumer_targets: dict[str, dict[str, tuple]] = {}  # consumer group -> member id -> target partitions
     epochs: list[tuple] = []  # a batch's consumer-group epoch records, made rows once the batch is applied
     for seg in files:
         lp = seg.partition
@@ -168,7 +192,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         v = decode_value(k, r.value)
                         tail = _NO_GROUP if v is None else (
                             "classic", v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
-                            len(v.members), [_member(m) for m in v.members], False)
+                            len(v.members), [_member(m, v.protocol_type) for m in v.members], False)
                         groups.append((k.group, *tail, lp, r.offset, r.timestamp))
                     elif type(k) is ConsumerGroupMemberMetadataKey:
                         members = consumer_members.setdefault(k.group, {})
@@ -176,10 +200,20 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                             members.pop(k.member_id, None)
                         else:
                             members[k.member_id] = _consumer_member(k.member_id, decode_value(k, r.value))
+                    elif type(k) is ConsumerGroupTargetAssignmentMemberKey:
+                        targets = consumer_targets.setdefault(k.group, {})
+                        if r.value is None:
+                            targets.pop(k.member_id, None)
+                        else:
+                            targets[k.member_id] = decode_value(k, r.value).topic_partitions
+                    elif type(k) is ConsumerGroupPartitionMetadataKey:
+                        v = decode_value(k, r.value)
+                        consumer_topics[k.group] = {} if v is None else {t.topic_id: t.topic_name for t in v.topics}
                     elif type(k) is ConsumerGroupMetadataKey:
                         v = decode_value(k, r.value)
                         if v is None:
                             consumer_members.pop(k.group, None)
+                            consumer_targets.pop(k.group, None)
                         epochs.append((k.group, v and v.epoch, lp, r.offset, r.timestamp))
                     # else the other KIP-848 records (assignments) or an UnknownKey
                 except RecordDecodeError as e:
@@ -188,7 +222,10 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                 if epoch is None:
                     groups.append((group, *_NO_CONSUMER_GROUP, *where))
                 else:
-                    members = list(consumer_members.get(group, {}).values())
+                    names, targets = consumer_topics.get(group, {}), consumer_targets.get(group, {})
+                    members = [{**m, "partitions": [{"topic": names.get(t, str(t)), "partition": p}
+                                                    for t, ps in targets.get(m["member_id"], ()) for p in ps]}
+                               for m in consumer_members.get(group, {}).values()]
                     groups.append((group, "consumer", epoch, "consumer", None, None, -1, len(members), members,
                                    False, *where))
             epochs.clear()

@@ -4,8 +4,8 @@
     spark-submit --master spark://host:7077 pipeline/run.py --data-dir DIR --out OUT
 
 Outputs under OUT: committed_offsets, consumer_lag, consumer_lag_totals, lag_history, lag_status,
-lag_status_groups, rebalance_timeline, rebalance_summary, commit_rate, bad_batches (Parquet
-directories) and report.html.
+lag_status_groups, group_states, ownership, rebalance_timeline, rebalance_summary, commit_rate,
+bad_batches (Parquet directories) and report.html.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import zipfile
 from pathlib import Path
 
 OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
-           "lag_status_groups", "rebalance_timeline", "rebalance_summary", "commit_rate", "bad_batches")
+           "lag_status_groups", "group_states", "ownership", "rebalance_timeline", "rebalance_summary", "commit_rate",
+           "bad_batches")
 
 
 def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True):
@@ -141,13 +142,19 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     save(committed.orderBy("group", "topic", "partition"), "committed_offsets")
 
     step("topic log end offsets and consumer lag")
-    lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir))
+    lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir),
+                                             analytics.deleted_offsets(commits))
+    states = analytics.group_states(groups, commits).cache()
     save(lag.orderBy("group", "topic", "partition"), "consumer_lag")
-    save(lag_totals.orderBy("group"), "consumer_lag_totals")
+    save(lag_totals.join(states.select("group", "group_type", "state"), "group", "left").orderBy("group"),
+         "consumer_lag_totals")
+    save(states.orderBy("group"), "group_states")
+    save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
 
     step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
     batches = analytics.log_batches(spark, data_dir).cache()
     history = analytics.lag_history(commits, batches).cache()
+    lag = lag.where("NOT deleted")
     save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
     latest = batches.agg(F.max("max_timestamp")).first()[0]
     as_of = max(x for x in (latest, commits.agg(F.max("commit_timestamp")).first()[0], 0) if x is not None)
@@ -184,6 +191,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     offsets.unpersist()
     committed.unpersist()
     history.unpersist()
+    states.unpersist()
     batches.unpersist()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     step(f"done in {summary['seconds']} s")

@@ -71,11 +71,18 @@ def test_job_outputs_match_the_reference(spark, written, tmp_path):
 
     assert {(r.group, r.topic, r.partition): r.offset for r in read("committed_offsets")} == ref["committed"]
     lag = read("consumer_lag")
-    assert {(r.group, r.topic, r.partition): r.lag for r in lag} == ref["lag"]
+    assert {(r.group, r.topic, r.partition): r.lag for r in lag if not r.deleted} == ref["lag"]
     assert {(r.topic, r.partition): r.log_end_offset for r in lag if r.log_end_offset is not None} == \
         {k: n for k, n in TOPIC_RECORDS.items() if k in {(t, p) for _, t, p in ref["committed"]}}
-    totals = {r.group: (r.total_lag, r.partitions, r.partitions_without_log) for r in read("consumer_lag_totals")}
-    assert totals["group-0"] == (50 - 20, 3, 0)  # orders-1 and -2 are committed beyond their end
+    # Deleted offsets are rows of their own (OffsetDelete of orders-3; the deleted group's).
+    assert {(r.group, r.topic, r.partition) for r in lag if r.deleted} == {
+        ("gone", "orders", 0), *((f"group-{g}", "orders", 3) for g in range(5))}
+    totals = {r.group: (r.total_lag, r.partitions, r.partitions_without_log, r.deleted_partitions, r.state)
+              for r in read("consumer_lag_totals")}
+    assert totals["group-0"] == (50 - 20, 3, 0, 1, "Stable")  # orders-1 and -2 are committed beyond their end
+    assert totals["gone"] == (0, 0, 0, 1, "Dead")  # a deleted group says so
+    states = {r.group: (r.group_type, r.state, r.generation, r.member_count) for r in read("group_states")}
+    assert states["group-0"] == ("classic", "Stable", 3, 1) and states["gone"][1] == "Dead"
 
     timeline = read("rebalance_timeline")
     assert {(r.group, r.generation): (r.member_count, sorted(r.joined), sorted(r.left)) for r in timeline} == \
@@ -137,7 +144,7 @@ def test_corrupt_batch_is_reported_and_everything_else_is_read(spark, written, t
     expected = reference(w, skip={(lp, base)})
     assert committed_offsets_map(spark, str(data)) == expected["committed"] != reference(w)["committed"]
     lag = {(r.group, r.topic, r.partition): r.lag
-           for r in spark.read.parquet(str(tmp_path / "out" / "consumer_lag")).collect()}
+           for r in spark.read.parquet(str(tmp_path / "out" / "consumer_lag")).collect() if not r.deleted}
     assert lag == expected["lag"]
     # the raw reader: an error row with the file, every other record of that file still there
     rows = read_logs(spark, str(data), topics="orders").where("partition = 0").collect()
@@ -158,6 +165,7 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     for i in range(300):
         p.produce("clicks", key=str(i).encode(), value=b"x")
     p.flush(30)
+    described: dict[str, dict] = {}
     for group in ("readers-a", "readers-b", "readers-c"):
         kip848 = {"group.protocol": "consumer"} if group == "readers-c" else {}  # a KIP-848 consumer group
         c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
@@ -170,8 +178,14 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
             got += len(msgs)
             if msgs:
                 c.commit(asynchronous=False)
+        # Who owns what now, as the server describes it (for the ownership output below).
+        d = admin.describe_consumer_groups([group])[group].result(10)
+        described[group] = {(tp.topic, tp.partition): (m.member_id, m.client_id, m.host)
+                            for m in d.members for tp in m.assignment.topic_partitions}
         c.close()
     fetched = {}
+    for group, owners in described.items():
+        assert owners  # every partition had an owner while its consumer ran
     for group in ("readers-a", "readers-b", "readers-c"):
         kc = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id=group, enable_auto_commit=False)
         for p_ in range(3):
@@ -188,6 +202,12 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
         {partition_for("readers-a")}
     timeline, _ = analytics.rebalance_timeline(analytics.groups(offsets))
     assert timeline.where("group = 'readers-a'").count() >= 1
+    # Who owned what: the last generation (epoch) with members, as DescribeGroups said then.
+    owners = analytics.ownership(analytics.groups(offsets)).collect()
+    for group, expected in described.items():
+        last = max(r.generation for r in owners if r.group == group)
+        assert {(r.topic, r.partition): (r.member_id, r.client_id, r.client_host)
+                for r in owners if r.group == group and r.generation == last} == expected, group
     # The KIP-848 group: one row per group epoch, the member joining, then leaving (close()).
     rows = timeline.where("group = 'readers-c'").orderBy("generation").collect()
     assert {r.group_type for r in rows} == {"consumer"} and len(rows) >= 2
