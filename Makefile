@@ -25,13 +25,16 @@ install-test: $(VENV)/.installed-test
 	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || \
 	  { (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 || \
 	    echo "kcat could not be installed; its tests will be skipped"; }
+	@command -v chromium >/dev/null 2>&1 || \
+	  { (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || \
+	    echo "chromium could not be installed; the report's browser test will be skipped"; }
 
 ## Start the server on 127.0.0.1:9092 with its data in ./data (HOST, PORT, DATA to change them).
 run: install
 	@$(PY) -m compileall -q coordinator protocol >/dev/null  # bytecode once, not at every start
 	$(PY) -m coordinator --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-## Install what the tests need (clients, pyspark, kcat) and run the whole suite.
+## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
 test: install-test
 	$(PY) -m pytest -q -p no:cacheprovider
 

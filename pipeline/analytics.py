@@ -14,7 +14,7 @@ def commits(offsets: DataFrame) -> DataFrame:
     """One row per OffsetCommit record (tombstone: a deleted offset)."""
     return offsets.where("kind = 'commit'").select(
         "group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
-        "tombstone", "log_partition", "log_offset", "record_timestamp")
+        "tombstone", "log_partition", "log_offset", "batch_offset", "record_timestamp")
 
 
 def groups(offsets: DataFrame) -> DataFrame:
@@ -273,9 +273,12 @@ def rebalance_timeline(groups: DataFrame, storm_window_minutes: int = 5, storm_t
 
 
 def commit_rate(commits: DataFrame) -> DataFrame:
-    """Per group per minute: offset commit records (one per partition) and commit requests
-    (distinct commit timestamps: one OffsetCommit request stamps all its partitions alike)."""
+    """Per group per minute: offset commit records (one per committed partition) and the
+    record batches that carried them. The log does not say how many requests there were: a
+    request's partitions share one batch, but a server may put several requests in one batch
+    (this one merges appends that arrive together; Kafka does not), so `batches` is at most
+    the number of requests, never more."""
     return (commits.where("NOT tombstone")
             .groupBy("group", F.window(F.timestamp_millis("commit_timestamp"), "1 minute").alias("w"))
-            .agg(F.count("*").alias("commits"), F.count_distinct("commit_timestamp").alias("requests"))
-            .select("group", F.col("w.start").alias("minute"), "commits", "requests"))
+            .agg(F.count("*").alias("commits"), F.count_distinct("log_partition", "batch_offset").alias("batches"))
+            .select("group", F.col("w.start").alias("minute"), "commits", "batches"))

@@ -54,13 +54,14 @@ GROUP_FIELDS = [("group_type", pa.string()), ("generation", pa.int32()), ("proto
                 ("protocol", pa.string()), ("leader", pa.string()), ("state_timestamp", pa.int64()),
                 ("member_count", pa.int32()), ("members", pa.list_(MEMBER))]
 COMMON_FIELDS = [("tombstone", pa.bool_()), ("log_partition", pa.int32()), ("log_offset", pa.int64()),
-                 ("record_timestamp", pa.int64()), ("file", pa.string()), ("error", pa.string())]
+                 ("batch_offset", pa.int64()), ("record_timestamp", pa.int64()), ("file", pa.string()),
+                 ("error", pa.string())]
 SCHEMA = pa.schema([("kind", pa.string()), *KEY_FIELDS, *COMMIT_FIELDS, *GROUP_FIELDS, *COMMON_FIELDS])
 # Columns of each kind, in the order the row tuples below hold them.
 COMMIT_COLUMNS = ["group", *(n for n, _ in COMMIT_FIELDS), "tombstone", "log_partition", "log_offset",
-                  "record_timestamp"]
+                  "batch_offset", "record_timestamp"]
 GROUP_COLUMNS = ["group", *(n for n, _ in GROUP_FIELDS), "tombstone", "log_partition", "log_offset",
-                 "record_timestamp"]
+                 "batch_offset", "record_timestamp"]
 ERROR_COLUMNS = ["log_partition", "log_offset", "file", "error"]
 BATCH_ROWS = 65_536
 _NO_VALUE = (None,) * 5
@@ -137,7 +138,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     keys: dict[bytes, object] = {}
     commits = {name: [] for name in COMMIT_COLUMNS}
     (c_group, c_topic, c_partition, c_offset, c_epoch, c_metadata, c_commit_ts, c_expire_ts, c_tombstone,
-     c_log_partition, c_log_offset, c_ts) = (commits[name].append for name in COMMIT_COLUMNS)
+     c_log_partition, c_log_offset, c_batch, c_ts) = (commits[name].append for name in COMMIT_COLUMNS)
     groups: list[tuple] = []
     errors: list[tuple] = []
     pending: dict[tuple[int, int], list[tuple]] = {}  # (log partition, producer id) -> transactional commit rows
@@ -174,7 +175,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                             _NO_VALUE if v is None else commit_value_fields(k, v))
                         if txn_rows is not None:
                             txn_rows.append((k.group, k.topic, k.partition, offset, epoch, metadata, commit_ts,
-                                             expire_ts, v is None, lp, r.offset, r.timestamp))
+                                             expire_ts, v is None, lp, r.offset, h.base_offset, r.timestamp))
                             continue
                         c_group(k.group)
                         c_topic(k.topic)
@@ -187,13 +188,14 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         c_tombstone(v is None)
                         c_log_partition(lp)
                         c_log_offset(r.offset)
+                        c_batch(h.base_offset)
                         c_ts(r.timestamp)
                     elif type(k) is GroupMetadataKey:
                         v = decode_value(k, r.value)
                         tail = _NO_GROUP if v is None else (
                             "classic", v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
                             len(v.members), [_member(m, v.protocol_type) for m in v.members], False)
-                        groups.append((k.group, *tail, lp, r.offset, r.timestamp))
+                        groups.append((k.group, *tail, lp, r.offset, h.base_offset, r.timestamp))
                     elif type(k) is ConsumerGroupMemberMetadataKey:
                         members = consumer_members.setdefault(k.group, {})
                         if r.value is None:
@@ -214,7 +216,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         if v is None:
                             consumer_members.pop(k.group, None)
                             consumer_targets.pop(k.group, None)
-                        epochs.append((k.group, v and v.epoch, lp, r.offset, r.timestamp))
+                        epochs.append((k.group, v and v.epoch, lp, r.offset, h.base_offset, r.timestamp))
                     # else the other KIP-848 records (assignments) or an UnknownKey
                 except RecordDecodeError as e:
                     errors.append((lp, r.offset, seg.path, f"record at offset {r.offset}: {e}"))

@@ -1,79 +1,149 @@
-"""A self-contained HTML report (matplotlib PNGs inlined as base64) and a terminal summary."""
+"""report.html, one self-contained file (interactive plotly charts, plotly.js inlined once, so it
+works offline), rendered from the jinja2 template beside this module; and the terminal summary."""
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 from pathlib import Path
 
 import pandas as pd
 
-TOP = 20  # groups shown in the bar charts / tables
+TOP = 10  # groups charted per section
+ROWS = 200  # rows per table; the Parquet outputs have them all
+SECTIONS = [("summary", "Summary"), ("status", "Lag status"), ("lag", "Lag over time"),
+            ("owners", "Membership"), ("rebalances", "Rebalances"), ("rate", "Commit rate"),
+            ("bad", "Bad batches")]
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
+def _table(df: pd.DataFrame, limit: int = ROWS):
+    from markupsafe import Markup
+
+    if not len(df):
+        return Markup("<p>None.</p>")
+    more = f"<p>{len(df) - limit} more rows in the Parquet output.</p>" if len(df) > limit else ""
+    return Markup(df.head(limit).to_html(index=False, border=0, classes="t", escape=True) + more)
 
 
-def _bars(plt, df: pd.DataFrame, column: str, title: str) -> str:
-    fig, ax = plt.subplots(figsize=(8, 0.3 * min(len(df), TOP) + 1.2))
-    if len(df):
-        top = df.nlargest(TOP, column).sort_values(column)
-        ax.barh(top["group"].astype(str), top[column])
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    ax.set_title(title)
-    return _png(fig)
+def _status_table(df: pd.DataFrame):
+    from markupsafe import Markup, escape
+
+    if not len(df):
+        return Markup("<p>None.</p>")
+    head = "".join(f"<th>{escape(c)}</th>" for c in df.columns)
+    rows = []
+    for r in df.head(ROWS).itertuples(index=False):
+        cells = "".join(f'<td class="status-{escape(v)}">{escape(v)}</td>' if c == "status" else f"<td>{escape(v)}</td>"
+                        for c, v in zip(df.columns, r))
+        rows.append(f"<tr>{cells}</tr>")
+    return Markup(f'<table class="t"><tr>{head}</tr>{"".join(rows)}</table>')
 
 
-def plots(frames: dict[str, pd.DataFrame]) -> dict[str, str]:
-    """Base64 PNGs: lag per group, rebalances per group, commit rate over time."""
-    import matplotlib
+def _chart(fig, title: str, x: str, y: str, height: int = 360):
+    from markupsafe import Markup
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=height, margin=dict(l=60, r=20, t=50, b=50),
+                      legend_title_text="")
+    return Markup(fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False}))
 
-    out = {"lag per group": _bars(plt, frames["consumer_lag_totals"], "total_lag",
-                                  f"Consumer lag per group (messages, top {TOP})"),
-           "rebalances per group": _bars(plt, frames["rebalance_summary"], "rebalances",
-                                         f"Rebalances (generations) per group (top {TOP})")}
-    rate = frames["commit_rate"]
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    if len(rate):
-        busiest = rate.groupby("group")["commits"].sum().nlargest(10).index
-        wide = rate[rate["group"].isin(busiest)].pivot_table(index="minute", columns="group", values="commits",
-                                                             aggfunc="sum")
-        for group in wide.columns:
-            ax.plot(wide.index, wide[group], marker=".", label=str(group))
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1, 1))
-        fig.autofmt_xdate()
-    ax.set_title("Offset commits per minute (10 busiest groups)")
-    out["commit rate"] = _png(fig)
-    plt.close("all")
+
+def lag_charts(history: pd.DataFrame, totals: pd.DataFrame) -> list:
+    import plotly.graph_objects as go
+
+    history = history[history["lag"].notna()]  # (partitions without a topic log here)
+    if not len(history):
+        return []
+    lagging = totals.sort_values("total_lag", ascending=False)["group"].tolist() if len(totals) else []
+    groups = [g for g in lagging if g in set(history["group"])][:TOP]
+    out = []
+    for group in groups:
+        rows = history[history["group"] == group].sort_values("commit_time")
+        fig = go.Figure()
+        for (topic, partition), part in rows.groupby(["topic", "partition"], sort=True):
+            fig.add_trace(go.Scatter(
+                x=part["commit_time"], y=part["lag"], mode="lines+markers", name=f"{topic}-{partition}",
+                customdata=part[["lag_seconds", "committed_offset", "log_end_offset"]].to_numpy(),
+                hovertemplate="%{x}<br>lag %{y} messages, %{customdata[0]:.1f} s<br>committed %{customdata[1]}, "
+                              "log end %{customdata[2]}<extra>%{fullData.name}</extra>"))
+        out.append(_chart(fig, f"{group}: lag per partition", "commit time (UTC)", "lag (messages)"))
     return out
 
 
-def _table(df: pd.DataFrame, limit: int = 50) -> str:
-    more = f"<p>{len(df) - limit} more rows in the Parquet output.</p>" if len(df) > limit else ""
-    return df.head(limit).to_html(index=False, border=0, classes="t") + more
+def ownership_charts(owners: pd.DataFrame, end: pd.Timestamp | None) -> list:
+    """A timeline per group: each partition's bars, coloured by owner, from its generation's
+    record to the next generation's (the last one to the end of the data)."""
+    import plotly.express as px
+
+    if not len(owners):
+        return []
+    busiest = owners.groupby("group")["generation"].nunique().sort_values(ascending=False).index[:TOP]
+    out = []
+    for group in busiest:
+        rows = owners[owners["group"] == group].copy()
+        starts = rows[["generation", "since"]].drop_duplicates().sort_values("since")
+        following = dict(zip(starts["generation"], list(starts["since"].iloc[1:]) + [end or starts["since"].max()]))
+        rows["until"] = rows["generation"].map(following)
+        rows["until"] = rows[["since", "until"]].max(axis=1) + pd.Timedelta(milliseconds=1)  # (visible when equal)
+        rows["partition_name"] = rows["topic"] + "-" + rows["partition"].astype(str)
+        rows["owner"] = rows["client_id"].fillna("") + " " + rows["member_id"].str.slice(0, 12)
+        fig = px.timeline(rows.sort_values("partition_name"), x_start="since", x_end="until", y="partition_name",
+                          color="owner", hover_data=["generation", "member_id", "client_host", "group_instance_id"])
+        fig.update_yaxes(autorange="reversed")
+        out.append(_chart(fig, f"{group}: owners per partition", "time (UTC)", "partition",
+                          height=140 + 22 * rows["partition_name"].nunique()))
+    return out
 
 
-def write_html(path: Path, summary: dict[str, object], frames: dict[str, pd.DataFrame],
-               images: dict[str, str]) -> None:
-    parts = ["<!doctype html><meta charset=utf-8><title>Consumer groups report</title>",
-             "<style>body{font-family:sans-serif;margin:2em}.t td,.t th{padding:2px 8px;text-align:right}"
-             "img{max-width:100%}</style><h1>Consumer groups report</h1><table class=t>"]
-    parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()]
-    parts.append("</table>")
-    for name, b64 in images.items():
-        parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' src='data:image/png;base64,{b64}'>")
-    for name, df in frames.items():
-        title = "rebalances in a storm" if name == "rebalance_timeline" else name.replace("_", " ")
-        parts.append(f"<h2>{html.escape(title)}</h2>{_table(df)}")
-    path.write_text("".join(parts))
+def rate_chart(rate: pd.DataFrame):
+    import plotly.graph_objects as go
+
+    from markupsafe import Markup
+
+    if not len(rate):
+        return Markup("<p>No commits.</p>")
+    minutes = sorted(rate["minute"].unique())
+    whole = rate[~rate["minute"].isin(minutes[:1] + minutes[-1:])] if len(minutes) > 2 else rate.iloc[0:0]
+    if not len(whole):
+        return Markup("<p>Less than three minutes of commits: no whole minute to show.</p>")
+    busiest = whole.groupby("group")["commits"].sum().nlargest(TOP).index
+    fig = go.Figure()
+    for group in busiest:
+        rows = whole[whole["group"] == group].sort_values("minute")
+        fig.add_trace(go.Scatter(x=rows["minute"], y=rows["commits"], mode="lines+markers", name=str(group),
+                                 customdata=rows[["batches"]].to_numpy(),
+                                 hovertemplate="%{x}<br>%{y} commits in %{customdata[0]} batches"
+                                               "<extra>%{fullData.name}</extra>"))
+    return _chart(fig, f"Offset commits per minute ({len(busiest)} busiest groups)", "minute (UTC)",
+                  "commit records per minute")
+
+
+def write_html(path: Path, summary: dict[str, object], frames: dict[str, pd.DataFrame], lag_window: int = 10,
+               as_of: str = "") -> None:
+    import jinja2
+    from plotly.offline import get_plotlyjs
+
+    from markupsafe import Markup
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    status = frames["lag_status"]
+    timeline = frames["rebalance_timeline"].copy()
+    for column in ("member_ids", "joined", "left"):
+        if column in timeline:
+            timeline[column] = timeline[column].map(lambda ids: ", ".join(map(str, ids)) if ids is not None else "")
+    end = None
+    for frame, column in ((frames["lag_history"], "commit_time"), (frames["ownership"], "since")):
+        if len(frame):
+            end = max(end, frame[column].max()) if end is not None else frame[column].max()
+    html = env.get_template("report.html.j2").render(
+        plotly_js=Markup(f'<script type="text/javascript">{get_plotlyjs()}</script>'),
+        sections=SECTIONS, summary=summary, lag_window=lag_window, as_of=as_of, top=TOP,
+        tables={"status_groups": _status_table(frames["lag_status_groups"]),
+                "status_partitions": _status_table(status[status["status"] != "OK"] if len(status) else status),
+                "rebalances": _table(timeline.sort_values(["group", "generation"]) if len(timeline) else timeline),
+                "bad_batches": _table(frames["bad_batches"])},
+        charts={"lag": lag_charts(frames["lag_history"], frames["consumer_lag_totals"]),
+                "owners": ownership_charts(frames["ownership"], end),
+                "rate": rate_chart(frames["commit_rate"])})
+    path.write_text(html)
 
 
 def terminal_summary(summary: dict[str, object], frames: dict[str, pd.DataFrame], errors: list[str]) -> str:
@@ -82,11 +152,11 @@ def terminal_summary(summary: dict[str, object], frames: dict[str, pd.DataFrame]
     lag, reb = frames["consumer_lag_totals"], frames["rebalance_summary"]
     if len(lag) or len(reb):
         merged = lag.merge(reb, on="group", how="outer").fillna({"partitions": 0, "total_lag": 0, "rebalances": 0})
-        merged = merged.sort_values("total_lag", ascending=False).head(TOP)
+        merged = merged.sort_values("total_lag", ascending=False).head(20)
         lines.append(f"\n{'group':<32} {'partitions':>10} {'total lag':>12} {'rebalances':>10} {'storm':>6}")
         for r in merged.itertuples():
             lines.append(f"{str(r.group):<32} {int(r.partitions):>10} {int(r.total_lag):>12} {int(r.rebalances):>10} "
                          f"{'YES' if r.storm is True else '':>6}")
-        if len(lag) > TOP:
-            lines.append(f"... {len(lag) - TOP} more groups (by lag) in consumer_lag_totals")
+        if len(lag) > 20:
+            lines.append(f"... {len(lag) - 20} more groups (by lag) in consumer_lag_totals")
     return "\n".join(lines)

@@ -175,7 +175,17 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     read = lambda name: spark.read.parquet(outputs.of(name)).toPandas()  # noqa: E731
     frames = {"consumer_lag_totals": read("consumer_lag_totals"), "rebalance_summary": read("rebalance_summary"),
               "commit_rate": read("commit_rate"), "bad_batches": read("bad_batches"),
-              "rebalance_timeline": timeline.where("storm").orderBy("group", "generation").limit(200).toPandas()}
+              "lag_status": read("lag_status"), "lag_status_groups": read("lag_status_groups")}
+    # What the report charts (its TOP groups), not whole outputs: they may be large.
+    top_lag = [r.group for r in lag_totals.orderBy(F.desc("total_lag")).limit(report.TOP).collect()]
+    frames["lag_history"] = (spark.read.parquet(outputs.of("lag_history")).where(F.col("group").isin(top_lag))
+                             .toPandas())
+    owners = spark.read.parquet(outputs.of("ownership"))
+    busiest = [r.group for r in owners.groupBy("group").agg(F.count_distinct("generation").alias("n"))
+               .orderBy(F.desc("n")).limit(report.TOP).collect()]
+    frames["ownership"] = owners.where(F.col("group").isin(busiest)).toPandas()
+    frames["rebalance_timeline"] = (spark.read.parquet(outputs.of("rebalance_timeline"))
+                                    .orderBy(F.desc("time")).limit(report.ROWS).toPandas())
     summary: dict[str, object] = {
         "data dir": data_dir,
         "offset commit records": counts.get("commit", 0),
@@ -186,8 +196,9 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         "groups in a rebalance storm": int(frames["rebalance_summary"]["storm"].sum()) if len(
             frames["rebalance_summary"]) else 0,
     }
-    report_at = outputs.write_file("report.html", lambda path: report.write_html(path, summary, frames,
-                                                                                report.plots(frames)))
+    as_of_text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of / 1000))
+    report_at = outputs.write_file("report.html", lambda path: report.write_html(path, summary, frames, lag_window,
+                                                                                as_of_text))
     offsets.unpersist()
     committed.unpersist()
     history.unpersist()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-pytest.importorskip("pyspark")  # the `pipeline` extra: pyspark, pyarrow, pandas, matplotlib
+pytest.importorskip("pyspark")  # the `pipeline` extra: pyspark, pyarrow, pandas, jinja2, plotly
 
 from coordinator.log.offsets import OffsetsLog, partition_for  # noqa: E402
 from protocol.group_records import OffsetCommitKey  # noqa: E402
@@ -95,8 +95,10 @@ def test_job_outputs_match_the_reference(spark, written, tmp_path):
 
     rate = {(r.group, int(r.minute.timestamp() * 1000)): r.commits for r in read("commit_rate")}
     assert rate == ref["rate"]
+    # Each group's commits of a minute were one append here: one batch each.
+    assert {r.batches for r in read("commit_rate")} == {1}
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and "stormy" in html
+    assert "stormy" in html and html.count("Plotly.newPlot") >= 1 and "<script" in html
 
 
 def test_offsets_columns(spark, written):
