@@ -32,9 +32,20 @@ def read_logs(spark: "SparkSession", data_dir: str, partitions: int | None = Non
     return _load(spark, "kafka-log", data_dir, partitions, **options)
 
 
-def read_offsets(spark: "SparkSession", data_dir: str, partitions: int | None = None,
+def read_offsets(spark: "SparkSession", data_dir: str, partitions: int | None = None, on_driver: bool = False,
                  **options: str) -> "DataFrame":
-    """`__consumer_offsets` decoded: commit, group and error rows (pipeline.decode.SCHEMA)."""
+    """`__consumer_offsets` decoded: commit, group and error rows (pipeline.decode.SCHEMA).
+
+    on_driver: decoded here in one pass and handed to Spark as Arrow, for small inputs (the
+    data source's planning and read each start Python workers, seconds on a small machine)."""
+    if on_driver:
+        import pyarrow as pa
+
+        from .decode import SCHEMA, decode_segments
+        from .segments import OFFSETS_TOPIC, segment_files
+
+        table = pa.Table.from_batches(list(decode_segments(segment_files(data_dir, {OFFSETS_TOPIC}))), SCHEMA)
+        return spark.createDataFrame(table)
     return _load(spark, "kafka-offsets", data_dir, partitions, **options)
 
 

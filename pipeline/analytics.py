@@ -44,26 +44,27 @@ def committed_offsets(commits: DataFrame) -> DataFrame:
                     "expire_timestamp"))
 
 
-def log_end_offsets(spark: SparkSession, data_dir: str) -> DataFrame:
+def log_end_offsets(spark: SparkSession, data_dir: str, on_driver: bool = False) -> DataFrame:
     """(topic, partition, log_start_offset, log_end_offset) of every topic partition log,
-    from batch headers only (the partitions are spread over the executors)."""
+    from batch headers only (the partitions are spread over the executors, or read here
+    with on_driver: for small inputs, where starting Python workers costs more)."""
     dirs = [(t, p, str(d)) for t, p, d in partition_dirs(data_dir) if t != OFFSETS_TOPIC]
     schema = "topic string, partition int, log_start_offset long, log_end_offset long"
-    if not dirs:
-        return spark.createDataFrame([], schema)
+    if not dirs or on_driver:
+        return spark.createDataFrame([(t, p, *log_end_offset(d)) for t, p, d in dirs], schema)
     n = max(1, min(len(dirs), spark.sparkContext.defaultParallelism))
     rdd = spark.sparkContext.parallelize(dirs, n).map(lambda d: (d[0], d[1], *log_end_offset(d[2])))
     return spark.createDataFrame(rdd, schema)
 
 
-def log_batches(spark: SparkSession, data_dir: str) -> DataFrame:
+def log_batches(spark: SparkSession, data_dir: str, on_driver: bool = False) -> DataFrame:
     """(topic, partition, base_offset, next_offset, first_timestamp, max_timestamp) of every
-    batch of every topic partition log, from headers only."""
+    batch of every topic partition log, from headers only (on_driver: as log_end_offsets)."""
     dirs = [(t, p, str(d)) for t, p, d in partition_dirs(data_dir) if t != OFFSETS_TOPIC]
     schema = ("topic string, partition int, base_offset long, next_offset long, first_timestamp long, "
               "max_timestamp long")
-    if not dirs:
-        return spark.createDataFrame([], schema)
+    if not dirs or on_driver:
+        return spark.createDataFrame([(t, p, *b) for t, p, d in dirs for b in batch_times(d)], schema)
     n = max(1, min(len(dirs), spark.sparkContext.defaultParallelism))
     rdd = spark.sparkContext.parallelize(dirs, n).flatMap(lambda d: ((d[0], d[1], *b) for b in batch_times(d[2])))
     return spark.createDataFrame(rdd, schema)

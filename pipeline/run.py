@@ -18,6 +18,7 @@ import time
 import zipfile
 from pathlib import Path
 
+SMALL_INPUT_BYTES = 64 << 20  # segment bytes up to which the job reads the files on the driver
 OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
            "lag_status_groups", "group_states", "ownership", "rebalance_timeline", "rebalance_summary", "commit_rate",
            "bad_batches")
@@ -30,6 +31,10 @@ def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", 
     builder = (SparkSession.builder.appName(app)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.showConsoleProgress", str(progress).lower()))
+    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # A local JVM that lives for one short job: the C1 compiler alone and a serial
+        # collector start faster and run such jobs sooner than the server-class defaults.
+        builder = builder.config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
     if master:
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit: run here
@@ -113,7 +118,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     from pyspark.sql import functions as F
 
     from pipeline import analytics, read_logs, read_offsets, report
-    from pipeline.segments import OFFSETS_TOPIC, partition_dirs
+    from pipeline.segments import OFFSETS_TOPIC, partition_dirs, segment_files
 
     started = time.perf_counter()
     if spark.conf.get("spark.sql.shuffle.partitions") == "200":  # Spark's default: 200 tiny tasks here
@@ -124,8 +129,14 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     def save(df, name: str) -> None:
         df.write.mode("overwrite").parquet(outputs.of(name))
 
-    step("decoding __consumer_offsets segments (CRC-checked)" + (", CRC-checking topic logs" if verify_topics else ""))
-    offsets = read_offsets(spark, data_dir).cache()
+    # A small data dir is read on the driver in one pass: the data sources' Python workers
+    # would cost more than the reading (on a cluster the driver sees the same shared volume).
+    small = sum(f.size for f in segment_files(data_dir)) <= SMALL_INPUT_BYTES
+    if small:
+        spark.conf.set("spark.sql.shuffle.partitions", "1")  # a task per shuffle is all it needs
+    step("decoding __consumer_offsets segments (CRC-checked)" + (", CRC-checking topic logs" if verify_topics else "")
+         + (" on the driver (a small input)" if small else ""))
+    offsets = read_offsets(spark, data_dir, on_driver=small).cache()
     counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
     bad = analytics.errors(offsets)
     topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
@@ -142,7 +153,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     save(committed.orderBy("group", "topic", "partition"), "committed_offsets")
 
     step("topic log end offsets and consumer lag")
-    lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir),
+    lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
                                              analytics.deleted_offsets(commits))
     states = analytics.group_states(groups, commits).cache()
     save(lag.orderBy("group", "topic", "partition"), "consumer_lag")
@@ -152,7 +163,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
 
     step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
-    batches = analytics.log_batches(spark, data_dir).cache()
+    batches = analytics.log_batches(spark, data_dir, small).cache()
     history = analytics.lag_history(commits, batches).cache()
     lag = lag.where("NOT deleted")
     save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
