@@ -30,7 +30,48 @@ def errors(offsets: DataFrame) -> DataFrame:
     file, error), the shape of the kafka-log source's error rows."""
     return offsets.where("kind = 'error'").select(
         F.lit(OFFSETS_TOPIC).alias("topic"), F.col("log_partition").alias("partition"),
-        F.col("log_offset").alias("offset"), "file", "error")
+        F.col("log_offset").alias("offset"), "file", "byte_start", "byte_end", "error")
+
+
+def affected_by_bad_batches(bad: DataFrame, commits: DataFrame, groups: DataFrame) -> DataFrame:
+    """What each bad range may have held: in `__consumer_offsets`, any record of the groups
+    that live in that log partition (a group's records all go to one; which ones the range
+    held cannot be known), so their offsets, lag and generations may be stale; in a topic
+    log, the partition's messages, so the lag of every group committing to it may be off.
+    (group, topic, partition) rows to flag; topic and partition null for a whole group."""
+    in_offsets = (bad.where(F.col("topic") == OFFSETS_TOPIC).select(F.col("partition").alias("log_partition"))
+                  .distinct())
+    members = (commits.select("group", "log_partition").unionByName(groups.select("group", "log_partition"))
+               .distinct())
+    whole_groups = (members.join(in_offsets, "log_partition")
+                    .select("group", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition")))
+    in_topics = bad.where(F.col("topic") != OFFSETS_TOPIC).select("topic", "partition").distinct()
+    partitions = commits.select("group", "topic", "partition").distinct().join(in_topics, ["topic", "partition"])
+    return whole_groups.unionByName(partitions.select("group", "topic", "partition")).distinct()
+
+
+def bad_batches_with_groups(bad: DataFrame, commits: DataFrame, groups: DataFrame) -> DataFrame:
+    """The bad ranges, each with `affected_groups`: the groups whose rows it may affect (see
+    affected_by_bad_batches), sorted."""
+    members = (commits.select("group", "log_partition").unionByName(groups.select("group", "log_partition"))
+               .distinct().select(F.lit(OFFSETS_TOPIC).alias("topic"), F.col("log_partition").alias("partition"),
+                                  "group"))
+    readers = commits.select("topic", "partition", "group").distinct()
+    return (bad.join(members.unionByName(readers), ["topic", "partition"], "left")
+            .groupBy(*bad.columns).agg(F.sort_array(F.collect_set("group")).alias("affected_groups")))
+
+
+def flag_suspect(df: DataFrame, affected: DataFrame) -> DataFrame:
+    """df with `suspect`: true for rows of a group (or group and topic partition) that a bad
+    range may have affected (affected_by_bad_batches)."""
+    whole = affected.where("topic IS NULL").select("group", F.lit(True).alias("_whole"))
+    parts = affected.where("topic IS NOT NULL").select("group", "topic", "partition", F.lit(True).alias("_part"))
+    out = df.join(whole, "group", "left")
+    if "topic" in df.columns:
+        out = out.join(parts, ["group", "topic", "partition"], "left")
+    else:
+        out = out.withColumn("_part", F.lit(None))
+    return out.withColumn("suspect", F.coalesce("_whole", "_part", F.lit(False))).drop("_whole", "_part")
 
 
 def committed_offsets(commits: DataFrame) -> DataFrame:

@@ -22,7 +22,7 @@ from .segments import OFFSETS_TOPIC, BadBatch, SegmentFile, batches, read_segmen
 
 RAW_SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary, value binary, "
               "headers array<struct<key:string,value:binary>>, attributes int, producer_id long, "
-              "file string, error string")
+              "file string, byte_start long, byte_end long, error string")
 BATCH_ROWS = 65_536
 
 
@@ -43,7 +43,8 @@ def pack(files: list[SegmentFile], n: int) -> list[list[SegmentFile]]:
 
 
 def _error_row(seg: SegmentFile, bad: BadBatch) -> tuple:
-    return seg.topic, seg.partition, bad.base_offset, None, None, None, None, None, None, seg.path, bad.describe()
+    return (seg.topic, seg.partition, bad.base_offset, None, None, None, None, None, None, seg.path, bad.position,
+            bad.end, bad.describe())
 
 
 def raw_rows(files: list[SegmentFile]):
@@ -56,7 +57,7 @@ def raw_rows(files: list[SegmentFile]):
             h, records = item
             for r in records:
                 yield (seg.topic, seg.partition, r.offset, r.timestamp, r.key, r.value, r.headers, h.attributes,
-                       h.producer_id, seg.path, None)
+                       h.producer_id, seg.path, None, None, None)
 
 
 def error_rows(files: list[SegmentFile]):
@@ -74,7 +75,8 @@ def _raw_arrow_schema():
         ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()),
         ("key", pa.binary()), ("value", pa.binary()),
         ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ("attributes", pa.int32()), ("producer_id", pa.int64()), ("file", pa.string()), ("error", pa.string()),
+        ("attributes", pa.int32()), ("producer_id", pa.int64()), ("file", pa.string()),
+        ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("error", pa.string()),
     ])
 
 

@@ -55,14 +55,14 @@ GROUP_FIELDS = [("group_type", pa.string()), ("generation", pa.int32()), ("proto
                 ("member_count", pa.int32()), ("members", pa.list_(MEMBER))]
 COMMON_FIELDS = [("tombstone", pa.bool_()), ("log_partition", pa.int32()), ("log_offset", pa.int64()),
                  ("batch_offset", pa.int64()), ("record_timestamp", pa.int64()), ("file", pa.string()),
-                 ("error", pa.string())]
+                 ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("error", pa.string())]
 SCHEMA = pa.schema([("kind", pa.string()), *KEY_FIELDS, *COMMIT_FIELDS, *GROUP_FIELDS, *COMMON_FIELDS])
 # Columns of each kind, in the order the row tuples below hold them.
 COMMIT_COLUMNS = ["group", *(n for n, _ in COMMIT_FIELDS), "tombstone", "log_partition", "log_offset",
                   "batch_offset", "record_timestamp"]
 GROUP_COLUMNS = ["group", *(n for n, _ in GROUP_FIELDS), "tombstone", "log_partition", "log_offset",
                  "batch_offset", "record_timestamp"]
-ERROR_COLUMNS = ["log_partition", "log_offset", "file", "error"]
+ERROR_COLUMNS = ["log_partition", "log_offset", "file", "byte_start", "byte_end", "error"]
 BATCH_ROWS = 65_536
 _NO_VALUE = (None,) * 5
 _V3 = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, leader epoch, metadata length
@@ -150,7 +150,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
         lp = seg.partition
         for item in read_segment(seg, markers=True):
             if type(item) is BadBatch:
-                errors.append((lp, item.base_offset, seg.path, item.describe()))
+                errors.append((lp, item.base_offset, seg.path, item.position, item.end, item.describe()))
                 continue
             h = item[0]
             if h.is_control:
@@ -219,7 +219,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         epochs.append((k.group, v and v.epoch, lp, r.offset, h.base_offset, r.timestamp))
                     # else the other KIP-848 records (assignments) or an UnknownKey
                 except RecordDecodeError as e:
-                    errors.append((lp, r.offset, seg.path, f"record at offset {r.offset}: {e}"))
+                    errors.append((lp, r.offset, seg.path, None, None, f"record at offset {r.offset}: {e}"))
             for group, epoch, *where in epochs:
                 if epoch is None:
                     groups.append((group, *_NO_CONSUMER_GROUP, *where))

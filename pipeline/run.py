@@ -142,24 +142,29 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
     if verify_topics and topics:
         bad = bad.unionByName(read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true")
-                              .select("topic", "partition", "offset", "file", "error"))
-    bad = bad.orderBy("file", "offset")
+                              .select("topic", "partition", "offset", "file", "byte_start", "byte_end", "error"))
+    commits, groups = analytics.commits(offsets), analytics.groups(offsets)
+    bad = analytics.bad_batches_with_groups(bad, commits, groups).orderBy("file", "byte_start").cache()
     save(bad, "bad_batches")
     bad_rows = bad.collect()
-    commits, groups = analytics.commits(offsets), analytics.groups(offsets)
+    # Rows that a bad range may have made stale are flagged `suspect` (none without bad ranges).
+    affected = analytics.affected_by_bad_batches(bad, commits, groups).cache() if bad_rows else None
+
+    def flagged(df):
+        return analytics.flag_suspect(df, affected) if affected is not None else df.withColumn("suspect", F.lit(False))
 
     step("committed offsets (latest per group/topic/partition, tombstones applied)")
     committed = analytics.committed_offsets(commits).cache()
-    save(committed.orderBy("group", "topic", "partition"), "committed_offsets")
+    save(flagged(committed).orderBy("group", "topic", "partition"), "committed_offsets")
 
     step("topic log end offsets and consumer lag")
     lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
                                              analytics.deleted_offsets(commits))
     states = analytics.group_states(groups, commits).cache()
-    save(lag.orderBy("group", "topic", "partition"), "consumer_lag")
-    save(lag_totals.join(states.select("group", "group_type", "state"), "group", "left").orderBy("group"),
+    save(flagged(lag).orderBy("group", "topic", "partition"), "consumer_lag")
+    save(flagged(lag_totals.join(states.select("group", "group_type", "state"), "group", "left")).orderBy("group"),
          "consumer_lag_totals")
-    save(states.orderBy("group"), "group_states")
+    save(flagged(states).orderBy("group"), "group_states")
     save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
 
     step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
@@ -214,6 +219,9 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     committed.unpersist()
     history.unpersist()
     states.unpersist()
+    bad.unpersist()
+    if affected is not None:
+        affected.unpersist()
     batches.unpersist()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     step(f"done in {summary['seconds']} s")

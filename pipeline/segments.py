@@ -1,12 +1,12 @@
 """Reading the server's segment files without Spark: which files, their batches, end offsets.
 
 A data dir holds `<topic>-<partition>/<20-digit base offset>.log` segments in Kafka's
-record-batch v2 format. Every batch is CRC-checked. A bad batch is reported (file, byte
-position, base offset, why) and never silently dropped:
-- framing intact (length and magic plausible, the batch fits in the file) but the CRC or
-  the payload is wrong: report it and go on with the next batch, so the rest still counts;
-- framing broken (torn tail, garbage length): report it and stop reading that file, since
-  nothing after it can be located reliably (the broker's recovery would cut there too).
+record-batch v2 format. Every batch is CRC-checked. Corrupt bytes (a bad CRC, a broken
+length or magic, garbage) are reported as one bad range (file, byte range, base offset when
+readable, why) and never silently dropped; reading resumes at the next whole batch whose
+magic, length and CRC are right (protocol.record_batch.next_valid_batch, the same search the
+server uses to name the corrupt range and that repair keeps after), so the rest still counts.
+A torn tail (nothing valid after it) is one bad range to the end of the file.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from crc32c import crc32c
 
 from protocol.record_batch import (
     ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch,
-    parse_header,
+    next_valid_batch, parse_header,
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -44,13 +44,14 @@ class SegmentFile:
 
 
 class BadBatch(NamedTuple):
-    position: int
+    position: int  # where the corrupt bytes start
     base_offset: int  # -1 when the header itself is unreadable
     reason: str
+    end: int = -1  # where they end: the next valid batch, or the end of the file
 
     def describe(self) -> str:
         at = f" (base offset {self.base_offset})" if self.base_offset >= 0 else ""
-        return f"byte {self.position}{at}: {self.reason}"
+        return f"bytes {self.position}-{self.end}{at}: {self.reason}"
 
 
 def partition_dirs(data_dir: str | Path, topics: set[str] | None = None) -> list[tuple[str, int, Path]]:
@@ -80,15 +81,19 @@ def batches(data: bytes) -> Iterator[tuple[int, BatchHeader, memoryview] | BadBa
     while pos < end:
         try:
             h = parse_header(view, pos, verify_crc=False)
-        except CorruptBatch as e:  # torn tail or garbage: nothing after it can be trusted
-            yield BadBatch(pos, -1, str(e))
+            bad = None if crc32c(view[pos + ATTRIBUTES_OFFSET:pos + h.size]) == h.crc else (h.base_offset,
+                                                                                        "CRC-32C mismatch")
+        except CorruptBatch as e:  # a broken length or magic, garbage, a torn tail
+            bad = (-1, str(e))
+        if bad is None:
+            yield pos, h, view[pos:pos + h.size]
+            pos += h.size
+            continue
+        resume = next_valid_batch(data, pos + 1)
+        yield BadBatch(pos, bad[0], bad[1], end if resume is None else resume)
+        if resume is None:
             return
-        batch = view[pos:pos + h.size]
-        if crc32c(batch[ATTRIBUTES_OFFSET:]) != h.crc:
-            yield BadBatch(pos, h.base_offset, "CRC-32C mismatch")
-        else:
-            yield pos, h, batch
-        pos += h.size
+        pos = resume
 
 
 def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[BatchHeader, list] | BadBatch]:
@@ -106,7 +111,7 @@ def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[Batc
         try:  # aiokafka's records (offset, timestamp, key, value, headers), as protocol.record_batch uses
             records = list(DefaultRecordBatch(bytes(batch)))
         except KafkaError as e:
-            yield BadBatch(pos, h.base_offset, f"records do not decode: {e}")
+            yield BadBatch(pos, h.base_offset, f"records do not decode: {e}", pos + h.size)
             continue
         yield h, records
 

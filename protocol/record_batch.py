@@ -150,6 +150,25 @@ def iter_batches(buf, pos: int = 0, *, verify_crc: bool = True) -> Iterator[tupl
         pos += h.batch_length + LOG_OVERHEAD
 
 
+def next_valid_batch(buf, pos: int) -> int | None:
+    """The position of the first whole batch at or after `pos` whose magic, length and CRC
+    are right, or None: where reading resumes after corrupt bytes. The server names the
+    corrupt range with it (and repair keeps what follows); the pipeline skips exactly that
+    range, so both agree on what is lost."""
+    end = len(buf)
+    while True:
+        pos = buf.find(b"\x02", pos + 16) - 16  # the magic byte sits 16 bytes into a batch
+        if pos < 0 or pos + HEADER_SIZE > end:
+            return None
+        length = int.from_bytes(buf[pos + 8 : pos + 12], "big")
+        stop = pos + LOG_OVERHEAD + length
+        if length >= MIN_BATCH_LENGTH and stop <= end:
+            crc = int.from_bytes(buf[pos + 17 : pos + 21], "big")
+            if crc32c(buf[pos + 21 : stop]) == crc:
+                return pos
+        pos += 1
+
+
 def set_base_offset(buf, pos: int, offset: int) -> None:
     """Assign offsets to the batch at buf[pos] (a writable buffer); the CRC stays valid."""
     _INT64.pack_into(buf, pos, offset)

@@ -257,13 +257,13 @@ def _offsets_segment(server, group: str):
     return directory, next(directory.glob("*.log"))
 
 
-@pytest.mark.parametrize("where", ["before the recovery point", "after it"])
+@pytest.mark.parametrize("where", ["before the recovery point", "after it", "in a length field before it"])
 async def test_a_flipped_bit_takes_only_its_partition_offline(server, where):
     """Every batch is CRC-checked at startup, those the recovery point covers too: a bad
     one takes its partition offline (its groups answered NOT_COORDINATOR, FindCoordinator
     COORDINATOR_NOT_AVAILABLE), with one log line saying where and how to repair it; the
-    other groups are served, and never an offset nobody committed. The repair tool cuts
-    from the bad batch and the partition comes back with what preceded it."""
+    other groups are served, and never an offset nobody committed. The repair tool removes
+    the bad batch and the partition comes back with every other one."""
     from tests.test_groups_wire import cls as req
 
     conn = await WireClient("bits").connect("127.0.0.1", server.port)
@@ -274,11 +274,17 @@ async def test_a_flipped_bit_takes_only_its_partition_offline(server, where):
     await conn.close()
     directory, segment = _offsets_segment(server, "victim")
     assert _offsets_segment(server, "bystander")[0] != directory
-    server.stop(signal.SIGTERM if where == "before the recovery point" else signal.SIGKILL)
+    server.stop(signal.SIGKILL if where == "after it" else signal.SIGTERM)
     if where == "after it":
         (directory / "recovery-point").unlink(missing_ok=True)
     size = segment.stat().st_size
-    _flip(segment, size // 2)  # inside a batch in the middle: valid batches follow
+    if where == "in a length field before it":  # outside the CRC: only the framing can tell
+        from protocol.record_batch import iter_batches
+
+        batches = list(iter_batches(segment.read_bytes()))
+        _flip(segment, batches[len(batches) // 2][0] + 10)
+    else:
+        _flip(segment, size // 2)  # inside a batch in the middle: valid batches follow
     server.start()
     conn = await WireClient("bits").connect("127.0.0.1", server.port)
     assert await fetch(conn, "bystander") == [7, 7]

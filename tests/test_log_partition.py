@@ -146,9 +146,10 @@ def test_torn_tail_every_cut(tmp_path, extra):
         log.close_sync()
 
 
-def test_corruption_in_the_middle_takes_the_log_offline_and_repair_cuts_there(tmp_path, caplog, capsys):
+def test_corruption_in_the_middle_takes_the_log_offline_and_repair_removes_just_it(tmp_path, caplog, capsys):
     """A torn tail is what a crash leaves, and is cut; damage that valid batches follow is
-    not: nothing is cut, the log refuses service, and the repair tool cuts (keeping a copy)."""
+    not: nothing is cut, the log refuses service, and the repair tool removes the corrupt
+    bytes only (keeping a copy): every valid batch after them stays, at its offsets."""
     log = open_log(tmp_path)
     fill(log, 40)
     assert len(log.segments) >= 3
@@ -177,8 +178,8 @@ def test_corruption_in_the_middle_takes_the_log_offline_and_repair_cuts_there(tm
     kept = next((tmp_path.parent / ".corrupt").iterdir())
     assert {p.name: p.read_bytes() for p in kept.glob("*.log")} == files
     log = open_log(tmp_path)
-    assert log.offline is None and all_offsets(log) == list(range(h.base_offset))
-    assert log.append_records([(b"n", b"v")], timestamp_ms=TS) == h.base_offset
+    assert log.offline is None and all_offsets(log) == [o for o in range(40) if o != h.base_offset]
+    assert log.append_records([(b"n", b"v")], timestamp_ms=TS) == 40
 
 
 def test_bad_length_header_in_tail(tmp_path):

@@ -21,6 +21,7 @@ from protocol.group_records import (
 )
 from protocol.record_batch import (
     ABORT_MARKER, CorruptBatch, build_batch, build_control_batch, finish_batch, marker_type, new_batch_builder,
+    next_valid_batch,
 )
 
 from ..futures import Done, future_and_callback
@@ -276,8 +277,16 @@ class OffsetsLog:
                         key = r.key
                         if key is not None:
                             into[key] = (r.offset, r.timestamp, r.value)
+                # A chunk is whole batches (cut where the log's scan found them): one that
+                # ends early has a length field (outside the CRC) that no longer fits.
+                if _position(chunk, good) != len(chunk):
+                    raise KafkaError("a batch length does not fit the batches around it")
             except KafkaError as e:
-                plog.offline = f"{path} bytes from {start + _position(chunk, good)} are corrupt ({e})"
+                bad = start + _position(chunk, good)
+                data = path.read_bytes()
+                resume = next_valid_batch(data, bad + 1)
+                plog.offline = (f"{path} bytes {bad}-{len(data) if resume is None else resume} are corrupt ({e})"
+                                + ("" if resume is None else " and valid batches follow"))
                 log.error("%s: partition offline. To repair: stop the server, run "
                           "`python -m coordinator.log repair %s` (it keeps a copy), start it again",
                           plog.offline, plog.directory)

@@ -29,7 +29,7 @@ from .config import LogConfig
 from .sync import SYNCER
 from .segment import (
     fsync_dir,
-    NO_TIMESTAMP, SUFFIX, Segment, SegmentState, decode_checkpoint, encode_checkpoint, segment_path,
+    NO_TIMESTAMP, SUFFIX, Segment, SegmentState, decode_checkpoint, encode_checkpoint, segment_path, splice_out,
 )
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,9 @@ class PartitionLog:
         """Recover the log. A torn tail (what a crash mid-write leaves) is cut; damage
         that valid batches follow is corruption: nothing is cut, and the log comes back
         offline (every append and read refused) with one error line saying where and how
-        to repair it, unless `repair` (the repair tool), which cuts from the damage."""
+        to repair it, unless `repair` (the repair tool), which removes just the corrupt
+        bytes (protocol.record_batch.next_valid_batch finds where valid batches resume, the
+        range the analytics pipeline skips too) and keeps every valid batch after them."""
         config = config or LogConfig()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -143,8 +145,16 @@ class PartitionLog:
         for i, base in enumerate(bases):
             path = segment_path(directory, base)
             later = [b for b in bases[i + 1 :] if segment_path(directory, b).stat().st_size > 0]
-            seg, res = Segment.recover(path, base, expected, config.index_interval_bytes,
-                                       state=checkpoint.get(base), cut_middle=repair)
+            state = checkpoint.get(base)
+            while True:
+                seg, res = Segment.recover(path, base, expected, config.index_interval_bytes, state=state)
+                if not (repair and res.resumes_at is not None):
+                    break
+                seg.close()
+                log.warning("%s: repair removes corrupt bytes %d-%d of %s (%s); the batches after them stay",
+                            directory, res.valid_bytes, res.resumes_at, path.name, res.problem)
+                splice_out(path, res.valid_bytes, res.resumes_at)
+                state = None  # (the file changed: scan it again, whole)
             segments.append(seg)
             if res.problem and not repair and (res.resumes_at is not None or later):
                 end = res.resumes_at if res.resumes_at is not None else seg_size(path)
@@ -158,7 +168,7 @@ class PartitionLog:
                 scanned.append(seg)
             # an empty segment's name says where offsets resume
             expected = res.next_offset if res.next_offset is not None else max(expected, base)
-            if res.problem:
+            if res.problem and not (repair and later):  # (repair keeps the segments after a cut tail)
                 dropped = bases[i + 1 :]
                 for b in dropped:
                     segment_path(directory, b).unlink()

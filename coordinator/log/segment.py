@@ -21,7 +21,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from protocol.record_batch import (
-    HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch,
+    HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch, next_valid_batch,
 )
 
 SUFFIX = ".log"
@@ -39,21 +39,19 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _next_valid_batch(buf, pos: int) -> int | None:
-    """The position of the first whole batch at or after `pos` whose magic, length and
-    CRC are right (a failed scan's resynchronisation point), or None."""
-    end = len(buf)
-    while True:
-        pos = buf.find(b"\x02", pos + 16) - 16  # the magic byte sits 16 bytes into a batch
-        if pos < 0 or pos + HEADER_SIZE > end:
-            return None
-        length = int.from_bytes(buf[pos + 8 : pos + 12], "big")
-        stop = pos + LOG_OVERHEAD + length
-        if length >= MIN_BATCH_LENGTH and stop <= end:
-            crc = int.from_bytes(buf[pos + 17 : pos + 21], "big")
-            if crc32c(buf[pos + 21 : stop]) == crc:
-                return pos
-        pos += 1
+def splice_out(path: Path, start: int, end: int) -> None:
+    """Remove bytes [start, end) of a segment file (corrupt bytes, by the repair tool): the
+    batches after them keep their offsets (a gap, as compaction leaves). Written to a new
+    file, made durable, then renamed over the old one."""
+    data = path.read_bytes()
+    tmp = path.with_name(path.name + ".splice")
+    with open(tmp, "wb") as f:
+        f.write(data[:start])
+        f.write(data[end:])
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def segment_path(directory: Path, base_offset: int) -> Path:
@@ -165,13 +163,12 @@ class Segment:
 
     @classmethod
     def recover(cls, path: Path, base_offset: int, min_offset: int, interval: int,
-                verify_crc: bool = True, state: SegmentState | None = None,
-                cut_middle: bool = False) -> tuple[Segment, ScanResult]:
+                verify_crc: bool = True, state: SegmentState | None = None) -> tuple[Segment, ScanResult]:
         """Open an existing file, index it, and cut a torn tail after the last good batch.
 
         Damage followed by a valid batch is not a torn write but corruption: the file is
-        left as it is (result.resumes_at says where the valid batch starts) unless
-        cut_middle, the repair tool's choice. With `state` (from the recovery-point
+        left as it is (result.resumes_at says where the valid batch starts; the repair
+        tool removes just those bytes, splice_out). With `state` (from the recovery-point
         checkpoint) the bytes it covers are taken as verified and only what follows them
         is scanned."""
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
@@ -186,9 +183,9 @@ class Segment:
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
             result = seg._scan(mm, max(min_offset, base_offset, seg.next_offset), verify_crc, start)
             if result.valid_bytes < size:
-                result.resumes_at = _next_valid_batch(mm, result.valid_bytes + 1)
+                result.resumes_at = next_valid_batch(mm, result.valid_bytes + 1)
         result.scanned_bytes = result.valid_bytes - start
-        if result.resumes_at is not None and not cut_middle:
+        if result.resumes_at is not None:
             return seg, result
         if result.valid_bytes < size:
             os.ftruncate(fd, result.valid_bytes)

@@ -154,6 +154,54 @@ def test_corrupt_batch_is_reported_and_everything_else_is_read(spark, written, t
     assert [(r.offset, r.file) for r in rows if r.error] == [(5, str(orders))]
 
 
+def test_a_broken_length_skips_one_range_the_server_names_and_repair_removes(spark, written, tmp_path):
+    """A middle `__consumer_offsets` batch whose length field is garbage: the pipeline skips
+    just that range (resynchronising on the next valid batch, later commits still count),
+    reports its bytes and the groups it may have held, and flags their rows; the server names
+    the same byte range when it takes the partition offline, and after the repair tool the
+    coordinator loads exactly the offsets the pipeline computed."""
+    import shutil
+    import struct
+
+    from coordinator.log.__main__ import main as log_tool
+
+    src, w = written
+    data = tmp_path / "data"
+    shutil.copytree(src, data)
+    group, lp, base, _ = next(b for b in w.batches if b[0] == "group-3" and type(b[3][0][0]) is OffsetCommitKey
+                              and b[3][0][1] is not None and b[3][0][1].offset == 10)
+    segment = next((data / f"__consumer_offsets-{lp}").glob("*.log"))
+    raw = bytearray(segment.read_bytes())
+    pos, h = next((pos, h) for pos, h in iter_batches(raw) if h.base_offset == base)
+    struct.pack_into(">i", raw, pos + 8, 0x7FFF0000)  # the batch length: garbage, the framing is lost
+    segment.write_bytes(bytes(raw))
+
+    out = tmp_path / "out"
+    run(spark, str(data), str(out), log=QUIET)
+    (bad,) = spark.read.parquet(str(out / "bad_batches")).collect()
+    assert (bad.file, bad.byte_start, bad.byte_end) == (str(segment), pos, pos + h.batch_length + LOG_OVERHEAD)
+    in_partition = sorted({b[0] for b in w.batches if b[1] == lp})
+    assert bad.affected_groups == in_partition and "group-3" in in_partition
+    expected = reference(w, skip={(lp, base)})  # only that batch is missing: later ones still count
+    rows = spark.read.parquet(str(out / "committed_offsets")).collect()
+    assert {(r.group, r.topic, r.partition): r.offset for r in rows} == expected["committed"]
+    assert {r.group for r in rows if r.suspect} == set(in_partition) & {r.group for r in rows}
+
+    async def loaded():  # what the coordinator loads at startup, and which partitions it refuses
+        log = await OffsetsLog.open(data, background=False)
+        state = {(k.group, k.topic, k.partition): v.offset for _, k, v in log.latest_records()
+                 if type(k) is OffsetCommitKey and v is not None}
+        offline = log.offline()
+        await log.close()
+        return state, offline
+
+    _, offline = asyncio.run(loaded())
+    assert f"bytes {pos}-{bad.byte_end} are corrupt" in offline[lp]  # the server names the same range
+    assert log_tool(["repair", str(data / f"__consumer_offsets-{lp}")]) == 0
+    state, offline = asyncio.run(loaded())
+    assert offline == {} and state == expected["committed"]  # repair removed just what the pipeline skipped
+
+
 def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     """Drive the real server with real clients, then compare the pipeline with OffsetFetch."""
     from confluent_kafka import Consumer, Producer
