@@ -158,3 +158,8 @@ class ConsumerOffsetsDataSource(_Source):
         from .decode import SCHEMA
 
         return from_arrow_schema(SCHEMA)
+
+    def streamReader(self, schema):
+        from .stream import ConsumerOffsetsStreamReader
+
+        return ConsumerOffsetsStreamReader(self.options["path"], int(self.options.get("partitions", 2)))

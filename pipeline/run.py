@@ -110,7 +110,7 @@ class Progress:
 
 
 def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_minutes: int = 5,
-        verify_topics: bool = False, log=print, lag_window: int = 10) -> dict[str, object]:
+        verify_topics: bool = False, log=print, lag_window: int = 10, offsets=None) -> dict[str, object]:
     """Write every output and the report; returns the summary shown at the end.
 
     `__consumer_offsets` is always CRC-checked (it is decoded); topic logs only have their
@@ -136,7 +136,8 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         spark.conf.set("spark.sql.shuffle.partitions", "1")  # a task per shuffle is all it needs
     step("decoding __consumer_offsets segments (CRC-checked)" + (", CRC-checking topic logs" if verify_topics else "")
          + (" on the driver (a small input)" if small else ""))
-    offsets = read_offsets(spark, data_dir, on_driver=small).cache()
+    # (`offsets`: the decoded rows given by the streaming job, pipeline.stream)
+    offsets = (read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets).cache()
     counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
     bad = analytics.errors(offsets)
     topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
@@ -245,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verify-topics", action="store_true",
                     help="also CRC-check every batch of the topic logs (reads all their data)")
     ap.add_argument("--fail-on-bad-batches", action="store_true", help="exit status 3 if any batch was bad")
+    ap.add_argument("--follow", action="store_true",
+                    help="keep running: a Structured Streaming job that updates the outputs as the log grows "
+                         "(checkpoint in OUT/_checkpoint; a restart resumes there)")
+    ap.add_argument("--interval", type=float, default=10.0, help="with --follow: seconds between triggers")
     args = ap.parse_args(argv)
     problem, has_segments = check_data_dir(args.data_dir)
     if problem:
@@ -260,6 +265,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.no_ship_code:
             shipped = ship_code(spark)
+        if args.follow:
+            from pipeline import stream
+
+            query = stream.start(spark, args.data_dir, args.out, args.interval, storm_threshold=args.storm_threshold,
+                                 storm_window_minutes=args.storm_window_minutes, verify_topics=args.verify_topics,
+                                 lag_window=args.lag_window)
+            print(f"following {args.data_dir} every {args.interval:g} s; outputs in {args.out}; Ctrl-C stops",
+                  file=sys.stderr)
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                query.stop()
+            return 0
         summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
                       args.verify_topics, lag_window=args.lag_window)
     finally:

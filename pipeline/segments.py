@@ -37,6 +37,8 @@ class SegmentFile:
     partition: int
     path: str
     size: int
+    start: int = 0  # the byte range read: all of it, or (streaming) what was appended since
+    end: int | None = None
 
     @property
     def base_offset(self) -> int:
@@ -72,12 +74,22 @@ def segment_files(data_dir: str | Path, topics: set[str] | None = None) -> list[
     return out
 
 
-def batches(data: bytes) -> Iterator[tuple[int, BatchHeader, memoryview] | BadBatch]:
-    """Each batch of a segment's bytes as (position, header, bytes), or a BadBatch (module doc).
+def segment_file(path: str | Path, start: int = 0, end: int | None = None) -> SegmentFile:
+    """The SegmentFile of a path `<data dir>/<topic>-<partition>/<base>.log`."""
+    path = Path(path)
+    m = _DIR.match(path.parent.name)
+    if m is None:
+        raise ValueError(f"{path}: not in a <topic>-<partition> directory")
+    return SegmentFile(m["topic"], int(m["partition"]), str(path), path.stat().st_size, start, end)
 
-    Control batches are included (they take offsets); records are not decoded here."""
+
+def batches(data: bytes, pos: int = 0, end: int | None = None
+            ) -> Iterator[tuple[int, BatchHeader, memoryview] | BadBatch]:
+    """Each batch of a segment's bytes (from pos to end) as (position, header, bytes), or a
+    BadBatch (module doc). Control batches are included (they take offsets); records are
+    not decoded here."""
     view = memoryview(data)
-    pos, end = 0, len(data)
+    end = len(data) if end is None else end
     while pos < end:
         try:
             h = parse_header(view, pos, verify_crc=False)
@@ -101,7 +113,7 @@ def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[Batc
 
     A batch whose CRC is right but whose payload does not decode (e.g. a broken compressed
     block) is reported as a BadBatch too."""
-    for item in batches(Path(seg.path).read_bytes()):
+    for item in batches(Path(seg.path).read_bytes(), seg.start, seg.end):
         if type(item) is BadBatch:
             yield item
             continue
@@ -157,3 +169,23 @@ def batch_times(directory: str | Path) -> Iterator[tuple[int, int, int, int]]:
                 first = h.max_timestamp if h.is_log_append_time else h.first_timestamp
                 yield h.base_offset, h.next_offset, first, h.max_timestamp
                 pos += h.size
+
+
+def whole_batches_end(path: str | Path, pos: int = 0) -> int:
+    """Where the whole batches of a segment that grows end, reading headers from `pos` (a
+    previous answer): a batch still being written is not counted yet. Corrupt bytes that a
+    valid batch follows are passed over (the reader reports them); a file shorter than `pos`
+    (rewritten by compaction) is not followed past its end."""
+    data = Path(path).read_bytes()
+    size = len(data)
+    pos = min(pos, size)
+    while pos + HEADER_SIZE <= size:
+        h = BatchHeader._make(HEADER.unpack_from(data, pos))
+        if h.magic == MAGIC and h.batch_length >= MIN_BATCH_LENGTH and pos + h.size <= size:
+            pos += h.size
+            continue
+        resume = next_valid_batch(data, pos + 1)
+        if resume is None:
+            break  # a batch still being written (or a torn tail): wait for more
+        pos = resume
+    return pos
