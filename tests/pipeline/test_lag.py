@@ -85,3 +85,54 @@ def test_burrow_verdicts(spark, data, tmp_path):
                       "rewound": "ERR"}
     history = spark.read.parquet(str(out / "lag_history")).where("group = 'slow'").orderBy("commit_time").collect()
     assert [r.lag for r in history] == [4, 7, 10, 12]
+
+
+def test_lag_and_verdicts_from_real_clients(spark, server, tmp_path):
+    """A producer writes one message per batch (confluent-kafka, flushed each time); group
+    `stuck` commits offset 2 again and again (kafka-python) while the log grows, group
+    `current` commits the end: lag_history equals what the clients saw at each commit
+    (messages and seconds), lag_status says STALL and OK."""
+    import time
+
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+    from tests.conftest import create_topics
+
+    create_topics(server.port, "clicks", partitions=1)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+    times = []  # each message's timestamp, as the broker stores it (the producer's create time)
+
+    def produce_one() -> None:
+        at = int(time.time() * 1000)
+        producer.produce("clicks", b"x", partition=0, timestamp=at)
+        assert producer.flush(10) == 0
+        times.append(at)
+
+    tp = TopicPartition("clicks", 0)
+    stuck = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="stuck", enable_auto_commit=False)
+    current = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="current", enable_auto_commit=False)
+    seen = []  # (group, end when committed, committed offset)
+    for round_ in range(4):
+        for _ in range(3):
+            produce_one()
+            time.sleep(0.01)
+        stuck.commit({tp: OffsetAndMetadata(2, "", -1)})
+        current.commit({tp: OffsetAndMetadata(len(times), "", -1)})
+        seen += [("stuck", len(times), 2), ("current", len(times), len(times))]
+        time.sleep(0.05)
+    stuck.close()
+    current.close()
+    server.stop()
+
+    out = tmp_path / "out"
+    run(spark, str(server.data_dir), str(out), log=lambda *a: None)
+    history = spark.read.parquet(str(out / "lag_history")).orderBy("group", "commit_time").collect()
+    got = [(r.group, r.log_end_offset, r.committed_offset) for r in history]
+    assert got == sorted(seen, key=lambda s: (s[0], s[1]))
+    for r in history:
+        assert r.lag == r.log_end_offset - r.committed_offset
+        expected_seconds = 0.0 if r.lag == 0 else (r.commit_timestamp - times[r.committed_offset]) / 1000
+        assert r.lag_seconds == pytest.approx(expected_seconds)
+    verdicts = {r.group: (r.status, r.rule) for r in spark.read.parquet(str(out / "lag_status")).collect()}
+    assert verdicts == {"stuck": ("STALL", "commits do not move the offset"), "current": ("OK", "no lag now")}
