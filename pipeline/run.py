@@ -18,7 +18,7 @@ import time
 import zipfile
 from pathlib import Path
 
-SMALL_INPUT_BYTES = 64 << 20  # segment bytes up to which the job reads the files on the driver
+SMALL_INPUT_BYTES = 4 << 20  # segment bytes up to which the job reads the files on the driver
 OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
            "lag_status_groups", "group_states", "ownership", "rebalance_timeline", "rebalance_summary", "commit_rate",
            "bad_batches")
