@@ -66,7 +66,8 @@ async def test_upgrade_mixed_reconciliation_restart_and_downgrade(server):
         assert b.error_code == 0 and b.member_epoch == 2 and owned_of(b) == []
         assert (await group_type(conn))[0] == "consumer"
         (d,) = await describe(conn, GROUP)
-        assert {m.member_id: m.member_epoch for m in d.members} == {a.member_id: 1, "b": 2}
+        assert {m.member_id: (m.member_epoch, m.member_type) for m in d.members} == {
+            a.member_id: (1, 0), "b": (2, 1)}  # member types: 0 classic, 1 consumer protocol
 
         # a's heartbeat says rejoin; its rejoin (owning all four) is told to keep two.
         r = await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 1))

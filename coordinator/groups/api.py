@@ -463,7 +463,7 @@ class GroupApis:
                            subscribed_topic_regex=m.subscribed_topic_regex,
                            assignment=self._described_assignment(ctx, image, m.assigned),
                            target_assignment=self._described_assignment(ctx, image, group.target.get(m.member_id, {})),
-                           member_type=1)  # 1: a consumer-protocol member (0 would be a classic one)
+                           member_type=0 if m.classic is not None else 1)  # 0: classic, 1: consumer protocol
                 for m in group.members.values())
             out.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
                                   group_state=group.state_name, group_epoch=group.group_epoch,
