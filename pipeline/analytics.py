@@ -121,10 +121,13 @@ def lag_history(commits: DataFrame, batches: DataFrame) -> DataFrame:
     message not consumed yet (the committed offset), 0 when caught up; that timestamp is the
     first timestamp of the batch holding the offset, exact when the offset starts a batch
     (and at most the batch's time span early otherwise). Both come from window functions over
-    one timeline per partition (no join of every commit with every batch)."""
-    c = commits.where("NOT tombstone").select(
-        "group", "topic", "partition", F.col("offset").alias("committed_offset"), "commit_timestamp", "log_offset")
+    one timeline per partition (no join of every commit with every batch). Commits to
+    partitions without a topic log here have no end offset and no lag (and are not sorted)."""
     tp = ["topic", "partition"]
+    all_commits = commits.where("NOT tombstone").select(
+        "group", "topic", "partition", F.col("offset").alias("committed_offset"), "commit_timestamp", "log_offset")
+    logs = batches.select(*tp).distinct()
+    c = all_commits.join(logs, tp, "left_semi")
     # The end offset at commit time: batches and commits on one time line, batches first at a tie.
     timeline = (c.select(*tp, F.col("commit_timestamp").alias("at"), F.lit(1).alias("kind"), "group",
                          "committed_offset", "commit_timestamp", "log_offset", F.lit(None).cast("long").alias("next_offset"))
@@ -145,15 +148,18 @@ def lag_history(commits: DataFrame, batches: DataFrame) -> DataFrame:
     upto = Window.partitionBy(*tp).orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, 0)
     times = (by_offset.withColumn("message_timestamp", F.last("first_timestamp", ignorenulls=True).over(upto))
              .where("kind = 1").select("group", *tp, "log_offset", "message_timestamp"))
-    has_log = batches.select(*tp).distinct().withColumn("has_log", F.lit(True))
     lag = F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0))
-    return (with_end.join(times, ["group", *tp, "log_offset"], "left").join(has_log, tp, "left")
-            .withColumn("lag", F.when(F.col("has_log"), lag))
-            .withColumn("lag_seconds", F.when(
-                F.col("has_log"), F.when(lag == 0, F.lit(0.0)).otherwise(F.greatest(
-                    (F.col("commit_timestamp") - F.col("message_timestamp")) / 1000.0, F.lit(0.0)))))
-            .select("group", *tp, F.timestamp_millis("commit_timestamp").alias("commit_time"), "commit_timestamp",
-                    "committed_offset", "log_end_offset", "lag", "lag_seconds", "log_offset"))
+    columns = ["group", *tp, F.timestamp_millis("commit_timestamp").alias("commit_time"), "commit_timestamp",
+               "committed_offset", "log_end_offset", "lag", "lag_seconds", "log_offset"]
+    with_log = (with_end.join(times, ["group", *tp, "log_offset"], "left")
+                .withColumn("lag", lag)
+                .withColumn("lag_seconds", F.when(lag == 0, F.lit(0.0)).otherwise(F.greatest(
+                    (F.col("commit_timestamp") - F.col("message_timestamp")) / 1000.0, F.lit(0.0))))
+                .select(*columns))
+    without_log = (all_commits.join(logs, tp, "left_anti")
+                   .withColumn("log_end_offset", F.lit(None).cast("long")).withColumn("lag", F.lit(None).cast("long"))
+                   .withColumn("lag_seconds", F.lit(None).cast("double")).select(*columns))
+    return with_log.unionByName(without_log)
 
 
 def _verdict(status: str, rule: str):
