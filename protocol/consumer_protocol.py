@@ -54,15 +54,21 @@ def _read(kind: str, data: bytes) -> Any:
 
 def read_subscription(data: bytes) -> Subscription:
     sub = _read("subscription", data)
-    owned = [(t.topic, list(t.partitions)) for t in getattr(sub, "owned_partitions", ())]
-    return Subscription(tuple(sub.topics), owned, getattr(sub, "rack_id", None))
+    try:
+        owned = [(t.topic, list(t.partitions)) for t in getattr(sub, "owned_partitions", None) or ()]
+        return Subscription(tuple(sub.topics or ()), owned, getattr(sub, "rack_id", None))
+    except TypeError as e:
+        raise ConsumerProtocolError(f"malformed consumer protocol subscription: {e}") from None
 
 
 def read_assignment(data: bytes) -> Partitions:
     """An assignment's partitions; empty bytes (a member the leader gave nothing) are none."""
     if not data:
         return []
-    return [(t.topic, list(t.partitions)) for t in _read("assignment", data).assigned_partitions]
+    try:
+        return [(t.topic, list(t.partitions)) for t in _read("assignment", data).assigned_partitions or ()]
+    except TypeError as e:
+        raise ConsumerProtocolError(f"malformed consumer protocol assignment: {e}") from None
 
 
 def write_assignment(version: int, partitions: Partitions) -> bytes:

@@ -175,3 +175,45 @@ async def test_an_upgrade_that_cannot_complete_leaves_the_classic_group(server_f
     finally:
         await conn.close()
     assert "Traceback" not in s.log_text()
+
+
+async def test_bad_embedded_protocol_bytes_get_errors_not_tracebacks(server):
+    """Malformed consumer-protocol bytes where the server must read them: a classic member
+    joining a consumer group (UNKNOWN_SERVER_ERROR, as Kafka's IllegalStateException), and a
+    classic group whose member holds a garbage assignment, which then cannot be upgraded
+    (GROUP_ID_NOT_FOUND); the group stays usable and nothing is logged as a traceback."""
+    conn = await WireClient("migration").connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=2)
+        assert (await conn.request(HB, 1, hb("modern", "b", 0, ["t"]))).error_code == 0
+        r = await conn.request(JOIN, 9, join_body(9, "modern", "m-1", protocols=(("range", b"\x00"),)))
+        assert r.error_code == -1  # UNKNOWN_SERVER_ERROR
+        a = await join(conn)
+        await sync(conn, a.member_id, 1, [(a.member_id, b"\x00\x00\xff\xff\xff\xff")])  # a negative count
+        r = await conn.request(HB, 1, hb(GROUP, "b", 0, ["t"]))
+        assert r.error_code == 69 and await group_type(conn) == ("classic", "Stable")
+        assert (await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 1))).error_code == 0
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()
+
+
+def test_embedded_protocol_readers_refuse_any_bytes_cleanly():
+    """read_subscription / read_assignment on arbitrary bytes: a value or ConsumerProtocolError,
+    never another exception (the coordinator turns that one into Kafka's error)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from protocol.consumer_protocol import ConsumerProtocolError, read_subscription
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.binary(max_size=64) | st.builds(lambda v, b: v + b, st.sampled_from(
+        [b"\x00\x00", b"\x00\x01", b"\x00\x03"]), st.binary(max_size=40)))
+    def check(data):
+        for read in (read_subscription, read_assignment):
+            try:
+                read(data)
+            except ConsumerProtocolError:
+                pass
+
+    check()
