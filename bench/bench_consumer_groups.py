@@ -13,12 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.wire_client import WireClient, request_class
-from tests.conftest import ServerProcess
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # (run as a script too, e.g. by bench/ab.py)
+
+from bench.wire_client import WireClient, request_class  # noqa: E402
+from tests.conftest import ServerProcess  # noqa: E402
 
 HB = 68
 MINUTE = datetime.timedelta(minutes=1)

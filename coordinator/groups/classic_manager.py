@@ -70,7 +70,7 @@ class ClassicGroupManager:
         return group  # type: ignore[return-value]
 
     @staticmethod
-    def _resolve(fut: asyncio.Future | None, value: Any) -> None:
+    def resolve(fut: asyncio.Future | None, value: Any) -> None:
         if fut is not None and not fut.done():
             fut.set_result(value)
 
@@ -78,7 +78,7 @@ class ClassicGroupManager:
         """After the log is replayed: the loaded members' sessions start now (Kafka's
         onLoaded), so a member that does not come back expires and triggers a rebalance."""
         for member in group.members.values():
-            self._schedule_expiry(group, member)
+            self.schedule_expiry(group, member)
 
     # JoinGroup ------------------------------------------------------------------------
 
@@ -185,7 +185,7 @@ class ClassicGroupManager:
         if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         fut = self._await_join(group, member)
-        self._schedule_expiry(group, member)
+        self.schedule_expiry(group, member)
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")
         self._try_complete_join(group)
         return fut
@@ -203,7 +203,7 @@ class ClassicGroupManager:
         if member.join_waiter is not None:
             # A second JoinGroup from the same member replaces the first (its connection
             # may be gone); the old one learns it was superseded.
-            self._resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
+            self.resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
         else:
             group.awaiting_join_count += 1
         member.join_waiter = asyncio.get_running_loop().create_future()
@@ -225,7 +225,7 @@ class ClassicGroupManager:
             self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
         elif group.is_(S.COMPLETING_REBALANCE):
             # The leader may already hold the old member id in its assignment: rebalance.
-            self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
+            self.prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
         self._try_complete_join(group)
         return fut
 
@@ -241,7 +241,7 @@ class ClassicGroupManager:
         was_leader = group.leader_id == old_id
         current_leader = group.leader_id
         generation = group.generation_id
-        record = self._group_record(group)
+        record = self.group_record(group)
         replaced = MemberMetadata(
             member_id=new_id, group_instance_id=instance_id, client_id=params[0], client_host=params[1],
             rebalance_timeout=params[3], session_timeout=params[2],
@@ -257,16 +257,16 @@ class ClassicGroupManager:
             if error != E.none:
                 log.warning("group %s: storing static member %s's new member id failed: it keeps %s",
                             group.group_id, instance_id, old_id)
-                self._resolve(fut, JoinResult(error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
+                self.resolve(fut, JoinResult(error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
                                               group.protocol_name, current_leader or ""))
                 return
             member = group.members.get(old_id)
             if member is None or group.static_members.get(instance_id) != old_id:  # type: ignore[arg-type]
-                self._resolve(fut, JoinResult(E.unknown_member_id, new_id))  # removed meanwhile
+                self.resolve(fut, JoinResult(E.unknown_member_id, new_id))  # removed meanwhile
                 return
             self._replace_static_member(group, member, new_id, params)
             if group.generation_id != generation or not group.is_(S.STABLE):
-                self._resolve(fut, JoinResult(E.rebalance_in_progress, new_id))
+                self.resolve(fut, JoinResult(E.rebalance_in_progress, new_id))
                 return
             if was_leader and supports_skip:
                 result = self._join_result(group, member, as_leader=True)
@@ -274,7 +274,7 @@ class ClassicGroupManager:
             else:
                 result = self._join_result(group, member, as_leader=False)
                 result.leader_id = current_leader or ""
-            self._resolve(fut, result)
+            self.resolve(fut, result)
 
         self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
         return fut
@@ -283,8 +283,8 @@ class ClassicGroupManager:
         """The static member `old` continues as `new_id` with the rejoin's settings; a
         request still waiting under the old id learns it was fenced."""
         old_id = old.member_id
-        self._resolve(old.join_waiter, JoinResult(E.fenced_instance_id, old_id))
-        self._resolve(old.sync_waiter, SyncResult(E.fenced_instance_id))
+        self.resolve(old.join_waiter, JoinResult(E.fenced_instance_id, old_id))
+        self.resolve(old.sync_waiter, SyncResult(E.fenced_instance_id))
         if old.join_waiter is not None:
             group.awaiting_join_count -= 1
         old.join_waiter = old.sync_waiter = None
@@ -315,9 +315,9 @@ class ClassicGroupManager:
 
     def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
+            self.prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
         if group.is_(S.COMPLETING_REBALANCE):
             self._fail_pending_syncs(group, E.rebalance_in_progress)
@@ -416,7 +416,7 @@ class ClassicGroupManager:
             # Members that expired are gone whatever the disk says: if this fails, as in
             # Kafka, the last stored generation stays on disk, and its members, loaded
             # back after a restart, expire there.
-            self.shard.write([(GroupMetadataKey(group.group_id), self._group_record(group))],
+            self.shard.write([(GroupMetadataKey(group.group_id), self.group_record(group))],
                              lambda error: error == E.none or log.error(
                                  "group %s: storing empty generation %d failed (error %d)",
                                  group.group_id, group.generation_id, error))
@@ -431,7 +431,7 @@ class ClassicGroupManager:
         for member in group.members.values():
             result = self._join_result(group, member)
             fut, member.join_waiter = member.join_waiter, None
-            self._resolve(fut, result)
+            self.resolve(fut, result)
             self._heartbeat_ok(member)
         group.awaiting_join_count = 0
         # Members that never send SyncGroup are removed after the rebalance timeout.
@@ -486,10 +486,10 @@ class ClassicGroupManager:
             return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
         # CompletingRebalance: wait for the leader's assignment.
         fut = asyncio.get_running_loop().create_future()
-        self._resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
+        self.resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
         member.sync_waiter = fut
         if member_id == group.leader_id:
-            self._store_assignment(group, self._group_record(group, assignments))
+            self._store_assignment(group, self.group_record(group, assignments))
         return fut
 
     def _store_assignment(self, group: ClassicGroup, record: GroupMetadataValue) -> None:
@@ -504,19 +504,19 @@ class ClassicGroupManager:
             if error != E.none:
                 log.error("group %s: storing generation %d failed (error %d)", group.group_id, generation, error)
                 self._fail_pending_syncs(group, error)
-                self._prepare_rebalance(group, "storing the assignment failed")
+                self.prepare_rebalance(group, "storing the assignment failed")
                 return
             by_id = {m.member_id: m.assignment for m in record.members}
             for member in group.members.values():
                 member.assignment = by_id.get(member.member_id, b"")
             for member in group.members.values():
                 fut, member.sync_waiter = member.sync_waiter, None
-                self._resolve(fut, SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment))
+                self.resolve(fut, SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment))
             self._transition(group, S.STABLE)
 
         self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
 
-    def _group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None
+    def group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None
                       ) -> GroupMetadataValue:
         protocol = group.protocol_name
         members = tuple(
@@ -537,7 +537,7 @@ class ClassicGroupManager:
         for member in group.members.values():
             member.assignment = b""
             fut, member.sync_waiter = member.sync_waiter, None
-            self._resolve(fut, SyncResult(error))
+            self.resolve(fut, SyncResult(error))
 
     # Heartbeat ------------------------------------------------------------------------
 
@@ -565,7 +565,7 @@ class ClassicGroupManager:
     def _heartbeat_ok(self, member: Member) -> None:
         member.deadline = self.clock.now() + member.session_timeout_ms
 
-    def _schedule_expiry(self, group: ClassicGroup, member: Member) -> None:
+    def schedule_expiry(self, group: ClassicGroup, member: Member) -> None:
         self._heartbeat_ok(member)
         member.timer = self.clock.call_at(member.deadline, self._on_expiry_timer, group, member)
 
@@ -606,7 +606,7 @@ class ClassicGroupManager:
         group = self.groups.get(group_id)
         if group is not None and type(group) is not ClassicGroup:
             fut = asyncio.get_running_loop().create_future()
-            now = self.shard.migration.leave(group, members, lambda r: self._resolve(fut, r))  # type: ignore[arg-type]
+            now = self.shard.migration.leave(group, members, lambda r: self.resolve(fut, r))  # type: ignore[arg-type]
             return fut if now is None else now
         if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]
@@ -649,10 +649,10 @@ class ClassicGroupManager:
 
         def stored(error: int) -> None:
             if error != E.none:
-                self._resolve(fut, (error, []))
+                self.resolve(fut, (error, []))
                 return
             self._remove_leaving(group, [m for m in leaving if group.members.get(m.member_id) is m], pending, reason)
-            self._resolve(fut, (E.none, results))
+            self.resolve(fut, (E.none, results))
 
         self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
         return fut
@@ -669,15 +669,15 @@ class ClassicGroupManager:
             self._after_removal(group, "members left")
 
     def _remove_member(self, group: ClassicGroup, member: Member) -> None:
-        self._resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
-        self._resolve(member.sync_waiter, SyncResult(E.unknown_member_id))
+        self.resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
+        self.resolve(member.sync_waiter, SyncResult(E.unknown_member_id))
         group.remove(member.member_id)
         member.join_waiter = member.sync_waiter = None
 
     def _after_removal(self, group: ClassicGroup, reason: str) -> None:
         """Kafka's removeMemberAndUpdateGroup tail: rebalance, or finish a pending join."""
         if group.is_(S.STABLE) or group.is_(S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, reason)
+            self.prepare_rebalance(group, reason)
             self._try_complete_join(group)
         elif group.is_(S.PREPARING_REBALANCE):
             self._try_complete_join(group)

@@ -125,8 +125,8 @@ class GroupMigration:
     def _retire_classic(self, classic: ClassicGroup) -> None:
         """The classic group's waiting members rejoin (REBALANCE_IN_PROGRESS); its timers stop."""
         for m in list(classic.members.values()):
-            self.classic._resolve(m.join_waiter, JoinResult(E.rebalance_in_progress, m.member_id))
-            self.classic._resolve(m.sync_waiter, SyncResult(E.rebalance_in_progress))
+            self.classic.resolve(m.join_waiter, JoinResult(E.rebalance_in_progress, m.member_id))
+            self.classic.resolve(m.sync_waiter, SyncResult(E.rebalance_in_progress))
             m.join_waiter = m.sync_waiter = None
             classic.remove(m.member_id)
         for timer in (classic.join_timer, classic.sync_timer):
@@ -362,12 +362,12 @@ class GroupMigration:
         log.info("group %s: the last consumer-protocol member %s leaves; the group becomes a classic group at "
                  "generation %d", group_id, leaving.member_id, classic.generation_id)
         records = self.consumer.delete_records(group_id)
-        records.append((GroupMetadataKey(group_id), self.classic._group_record(classic)))
+        records.append((GroupMetadataKey(group_id), self.classic.group_record(classic)))
         self.consumer.drop(group)
         self.groups[group_id] = classic
         for cm in classic.members.values():
-            self.classic._schedule_expiry(classic, cm)
-        self.classic._prepare_rebalance(classic, f"downgrade of group {group_id} from consumer to classic")
+            self.classic.schedule_expiry(classic, cm)
+        self.classic.prepare_rebalance(classic, f"downgrade of group {group_id} from consumer to classic")
 
         def written(error: int) -> None:
             if error != E.none:
