@@ -70,7 +70,10 @@ def segment_files(data_dir: str | Path, topics: set[str] | None = None) -> list[
     out = []
     for topic, partition, directory in partition_dirs(data_dir, topics):
         for path in sorted(p for p in directory.iterdir() if _SEGMENT.match(p.name)):
-            out.append(SegmentFile(topic, partition, str(path), path.stat().st_size))
+            try:
+                out.append(SegmentFile(topic, partition, str(path), path.stat().st_size))
+            except FileNotFoundError:
+                pass  # deleted by the server's retention since the listing
     return out
 
 
@@ -113,7 +116,11 @@ def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[Batc
 
     A batch whose CRC is right but whose payload does not decode (e.g. a broken compressed
     block) is reported as a BadBatch too."""
-    for item in batches(Path(seg.path).read_bytes(), seg.start, seg.end):
+    try:
+        data = Path(seg.path).read_bytes()
+    except FileNotFoundError:
+        return  # deleted by the server's retention since it was listed: gone from the log too
+    for item in batches(data, seg.start, seg.end):
         if type(item) is BadBatch:
             yield item
             continue

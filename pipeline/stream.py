@@ -33,12 +33,22 @@ class ConsumerOffsetsStreamReader(DataSourceStreamReader):
         """{segment path: end of its whole batches}; `start` (Spark >= 4.2) is where the
         last micro-batch ended: headers are read from there on."""
         start = start or {}
-        return {f.path: whole_batches_end(f.path, start.get(f.path, 0))
-                for f in segment_files(self.path, {OFFSETS_TOPIC})}
+        out = dict(start)  # (a segment deleted since, by retention, keeps its last position)
+        for f in segment_files(self.path, {OFFSETS_TOPIC}):
+            try:
+                out[f.path] = whole_batches_end(f.path, start.get(f.path, 0))
+            except FileNotFoundError:
+                pass
+        return out
 
     def partitions(self, start: dict, end: dict) -> list[FilesPartition]:
-        ranges = [segment_file(path, start.get(path, 0), stop) for path, stop in sorted(end.items())
-                  if stop > start.get(path, 0)]
+        ranges = []
+        for path, stop in sorted(end.items()):
+            if stop > start.get(path, 0):
+                try:
+                    ranges.append(segment_file(path, start.get(path, 0), stop))
+                except FileNotFoundError:
+                    pass  # deleted by retention meanwhile: what it held is gone from the log too
         return [FilesPartition(files) for files in pack(ranges, self.n)] or [FilesPartition([])]
 
     def read(self, partition: FilesPartition):
