@@ -25,22 +25,40 @@ OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_hist
 
 
 def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True):
+    """A session on `master` (default local[*]); stop it with `stop_session`."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+    from pipeline.jvm_archive import Archive
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers use this interpreter
     builder = (SparkSession.builder.appName(app)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.showConsoleProgress", str(progress).lower()))
-    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:
+    archive = None
+    own_jvm = "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None
+    if own_jvm and (master or "local").startswith("local"):
         # A local JVM that lives for one short job: the C1 compiler alone and a serial
-        # collector start faster and run such jobs sooner than the server-class defaults.
-        builder = builder.config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+        # collector start faster and run such jobs sooner than the server-class defaults,
+        # and the classes the last run loaded are mapped from an archive, not read from jars.
+        lean = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+        archive = Archive(lean)
+        builder = builder.config("spark.driver.extraJavaOptions", f"{lean} {archive.options}".strip())
     if master:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit: run here
+    elif own_jvm:  # not launched by spark-submit: run here
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master("local[*]")
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    session._kcoord_jvm_archive = archive
+    return session
+
+
+def stop_session(spark) -> None:
+    """Stop a session from `spark_session` (the first run on a machine then writes the JVM's
+    class archive for the next ones, see pipeline/jvm_archive.py)."""
+    archive = getattr(spark, "_kcoord_jvm_archive", None)
+    archive.stop(spark) if archive is not None else spark.stop()
 
 
 def ship_code(spark) -> str:
@@ -123,17 +141,25 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     started = time.perf_counter()
     if spark.conf.get("spark.sql.shuffle.partitions") == "200":  # Spark's default: 200 tiny tasks here
         spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
+    # Standard Parquet timestamps (not Spark's legacy INT96), as the driver-side writer below makes.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     step = Progress(8, log)
     outputs = Outputs(spark, out)
-
-    def save(df, name: str) -> None:
-        df.write.mode("overwrite").parquet(outputs.of(name))
 
     # A small data dir is read on the driver in one pass: the data sources' Python workers
     # would cost more than the reading (on a cluster the driver sees the same shared volume).
     small = sum(f.size for f in segment_files(data_dir)) <= SMALL_INPUT_BYTES
     if small:
         spark.conf.set("spark.sql.shuffle.partitions", "1")  # a task per shuffle is all it needs
+    # The outputs of a small input, to a local dir, are written on the driver from Arrow and
+    # kept for the report: a fresh JVM's Parquet writer, and reading the files back, cost more.
+    kept: dict[str, object] | None = {} if small and outputs.local is not None else None
+
+    def save(df, name: str) -> None:
+        if kept is None:
+            df.write.mode("overwrite").parquet(outputs.of(name))
+        else:
+            kept[name] = write_parquet_dir(df.toArrow(), outputs.local / name)
     step("decoding __consumer_offsets segments (CRC-checked)" + (", CRC-checking topic logs" if verify_topics else "")
          + (" on the driver (a small input)" if small else ""))
     # (`offsets`: the decoded rows given by the streaming job, pipeline.stream)
@@ -189,20 +215,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     save(rate.orderBy("group", "minute"), "commit_rate")
 
     step("report")
-    read = lambda name: spark.read.parquet(outputs.of(name)).toPandas()  # noqa: E731
-    frames = {"consumer_lag_totals": read("consumer_lag_totals"), "rebalance_summary": read("rebalance_summary"),
-              "commit_rate": read("commit_rate"), "bad_batches": read("bad_batches"),
-              "lag_status": read("lag_status"), "lag_status_groups": read("lag_status_groups")}
-    # What the report charts (its TOP groups), not whole outputs: they may be large.
-    top_lag = [r.group for r in lag_totals.orderBy(F.desc("total_lag")).limit(report.TOP).collect()]
-    frames["lag_history"] = (spark.read.parquet(outputs.of("lag_history")).where(F.col("group").isin(top_lag))
-                             .toPandas())
-    owners = spark.read.parquet(outputs.of("ownership"))
-    busiest = [r.group for r in owners.groupBy("group").agg(F.count_distinct("generation").alias("n"))
-               .orderBy(F.desc("n")).limit(report.TOP).collect()]
-    frames["ownership"] = owners.where(F.col("group").isin(busiest)).toPandas()
-    frames["rebalance_timeline"] = (spark.read.parquet(outputs.of("rebalance_timeline"))
-                                    .orderBy(F.desc("time")).limit(report.ROWS).toPandas())
+    frames = report_frames(spark, outputs, kept, lag_totals)
     summary: dict[str, object] = {
         "data dir": data_dir,
         "offset commit records": counts.get("commit", 0),
@@ -229,6 +242,58 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     log(report.terminal_summary(summary, frames, [r.error for r in bad_rows]))
     log(f"outputs: {outputs.of('{' + ','.join(OUTPUTS) + '}')}  report: {report_at}")
     return summary
+
+
+def write_parquet_dir(table, path: Path):
+    """What Spark's overwrite would leave: `path` holding one Parquet file and _SUCCESS."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    pq.write_table(table, path / "part-00000.parquet")
+    (path / "_SUCCESS").touch()
+    return table
+
+
+REPORT_OUTPUTS = ("consumer_lag_totals", "rebalance_summary", "commit_rate", "bad_batches", "lag_status",
+                  "lag_status_groups")
+
+
+def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dict:
+    """The pandas frames the report shows: whole small outputs, and of the large ones what the
+    report charts (its TOP groups, the latest ROWS rebalances). `kept`: the outputs' Arrow
+    tables when they were written on the driver, else they are read back from `outputs`."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from pipeline import report
+
+    if kept is not None:
+        def naive(table):  # as Spark's toPandas gives them: UTC wall times, no zone
+            return table.cast(pa.schema([f.with_type(pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type)
+                                         else f for f in table.schema])).to_pandas()
+
+        frames = {name: naive(kept[name]) for name in REPORT_OUTPUTS}
+        history, owners = naive(kept["lag_history"]), naive(kept["ownership"])
+        top_lag = frames["consumer_lag_totals"].sort_values("total_lag", ascending=False)["group"].head(report.TOP)
+        frames["lag_history"] = history[history["group"].isin(top_lag)]
+        busiest = owners.groupby("group")["generation"].nunique().sort_values(ascending=False).head(report.TOP)
+        frames["ownership"] = owners[owners["group"].isin(busiest.index)]
+        frames["rebalance_timeline"] = naive(kept["rebalance_timeline"]).sort_values("time", ascending=False).head(
+            report.ROWS)
+        return frames
+    read = lambda name: spark.read.parquet(outputs.of(name))  # noqa: E731
+    frames = {name: read(name).toPandas() for name in REPORT_OUTPUTS}
+    top_lag = [r.group for r in lag_totals.orderBy(F.desc("total_lag")).limit(report.TOP).collect()]
+    frames["lag_history"] = read("lag_history").where(F.col("group").isin(top_lag)).toPandas()
+    owners = read("ownership")
+    busiest = [r.group for r in owners.groupBy("group").agg(F.count_distinct("generation").alias("n"))
+               .orderBy(F.desc("n")).limit(report.TOP).collect()]
+    frames["ownership"] = owners.where(F.col("group").isin(busiest)).toPandas()
+    frames["rebalance_timeline"] = read("rebalance_timeline").orderBy(F.desc("time")).limit(report.ROWS).toPandas()
+    return frames
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
                       args.verify_topics, lag_window=args.lag_window)
     finally:
-        spark.stop()
+        stop_session(spark)
         if shipped:
             os.unlink(shipped)
     return 3 if summary["bad batches"] and args.fail_on_bad_batches else 0
