@@ -4,6 +4,7 @@ JVM's class archive for the next ones, and an archive the JVM cannot use costs n
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,4 @@ def test_first_session_writes_the_archive_and_a_damaged_one_is_ignored(tmp_path)
     second = session(tmp_path)
     assert second.returncode == 0 and "rows 3" in second.stdout, second.stderr[-3000:]
     assert "cds" not in (second.stdout + second.stderr).lower()
+    shutil.rmtree(tmp_path / "kafka-coordinator")  # 200 MB: not left for pytest's kept tmp dirs
