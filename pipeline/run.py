@@ -151,6 +151,11 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     small = sum(f.size for f in segment_files(data_dir)) <= SMALL_INPUT_BYTES
     if small:
         spark.conf.set("spark.sql.shuffle.partitions", "1")  # a task per shuffle is all it needs
+        # Expressions and operators interpreted, not compiled to Java: on a few thousand rows a
+        # fresh JVM spends longer generating and compiling code (Janino, then C1) than running
+        # it. (factoryMode is internal, honoured since Spark 2.4; Spark's own tests use it.)
+        spark.conf.set("spark.sql.codegen.wholeStage", "false")
+        spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     # The outputs of a small input, to a local dir, are written on the driver from Arrow and
     # kept for the report: a fresh JVM's Parquet writer, and reading the files back, cost more.
     kept: dict[str, object] | None = {} if small and outputs.local is not None else None
