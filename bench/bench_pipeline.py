@@ -69,7 +69,7 @@ def timed(label: str, f, rows_hint: int | None = None, repeat: int = 3) -> float
 def whole_job(data: str, out: str, master: str, records: int, repeat: int) -> None:
     command = [sys.executable, "-m", "pipeline.run", "--data-dir", data, "--out", out, "--master", master]
     walls = []
-    for i in range(repeat + 1):
+    for _ in range(repeat + 1):
         t0 = time.perf_counter()
         subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         walls.append(time.perf_counter() - t0)

@@ -63,8 +63,7 @@ class Archive:
             self.dumping = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
             self.options = f"-XX:ArchiveClassesAtExit={self.dumping} {QUIET}"
         except OSError:  # no writable cache dir: run without an archive
-            self.path = self.dumping = None
-            self.options = ""
+            self.dumping, self.options = None, ""
 
     def stop(self, spark) -> None:
         """Stop the session; if this run writes the archive, let the JVM exit (it dumps its

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -251,8 +252,6 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
 
 def write_parquet_dir(table, path: Path):
     """What Spark's overwrite would leave: `path` holding one Parquet file and _SUCCESS."""
-    import shutil
-
     import pyarrow.parquet as pq
 
     shutil.rmtree(path, ignore_errors=True)
