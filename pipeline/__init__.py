@@ -39,14 +39,18 @@ def read_offsets(spark: "SparkSession", data_dir: str, partitions: int | None = 
     on_driver: decoded here in one pass and handed to Spark as Arrow, for small inputs (the
     data source's planning and read each start Python workers, seconds on a small machine)."""
     if on_driver:
-        import pyarrow as pa
-
-        from .decode import SCHEMA, decode_segments
-        from .segments import OFFSETS_TOPIC, segment_files
-
-        table = pa.Table.from_batches(list(decode_segments(segment_files(data_dir, {OFFSETS_TOPIC}))), SCHEMA)
-        return spark.createDataFrame(table)
+        return spark.createDataFrame(offsets_table(data_dir))
     return _load(spark, "kafka-offsets", data_dir, partitions, **options)
+
+
+def offsets_table(data_dir: str):
+    """`__consumer_offsets` decoded here, in one pass, as an Arrow table (no Spark needed)."""
+    import pyarrow as pa
+
+    from .decode import SCHEMA, decode_segments
+    from .segments import OFFSETS_TOPIC, segment_files
+
+    return pa.Table.from_batches(list(decode_segments(segment_files(data_dir, {OFFSETS_TOPIC}))), SCHEMA)
 
 
 def committed_offsets(spark: "SparkSession", data_dir: str) -> "DataFrame":

@@ -17,9 +17,11 @@ import sys
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SMALL_INPUT_BYTES = 4 << 20  # segment bytes up to which the job reads the files on the driver
+WRITERS = 3  # outputs written at once
 OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
            "lag_status_groups", "group_states", "ownership", "rebalance_timeline", "rebalance_summary", "commit_rate",
            "bad_batches")
@@ -128,6 +130,14 @@ class Progress:
         self.log(f"[{self.done}/{self.steps} {time.perf_counter() - self.t0:6.1f} s] {what}")
 
 
+def is_small(data_dir: str) -> bool:
+    """A small data dir is read on the driver in one pass: the data sources' Python workers
+    would cost more than the reading (on a cluster the driver sees the same shared volume)."""
+    from pipeline.segments import segment_files
+
+    return sum(f.size for f in segment_files(data_dir)) <= SMALL_INPUT_BYTES
+
+
 def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_minutes: int = 5,
         verify_topics: bool = False, log=print, lag_window: int = 10, offsets=None) -> dict[str, object]:
     """Write every output and the report; returns the summary shown at the end.
@@ -137,7 +147,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     from pyspark.sql import functions as F
 
     from pipeline import analytics, read_logs, read_offsets, report
-    from pipeline.segments import OFFSETS_TOPIC, partition_dirs, segment_files
+    from pipeline.segments import OFFSETS_TOPIC, partition_dirs
 
     started = time.perf_counter()
     if spark.conf.get("spark.sql.shuffle.partitions") == "200":  # Spark's default: 200 tiny tasks here
@@ -147,9 +157,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     step = Progress(8, log)
     outputs = Outputs(spark, out)
 
-    # A small data dir is read on the driver in one pass: the data sources' Python workers
-    # would cost more than the reading (on a cluster the driver sees the same shared volume).
-    small = sum(f.size for f in segment_files(data_dir)) <= SMALL_INPUT_BYTES
+    small = is_small(data_dir)
     if small:
         spark.conf.set("spark.sql.shuffle.partitions", "1")  # a task per shuffle is all it needs
         # Expressions and operators interpreted, not compiled to Java: on a few thousand rows a
@@ -161,66 +169,85 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     # kept for the report: a fresh JVM's Parquet writer, and reading the files back, cost more.
     kept: dict[str, object] | None = {} if small and outputs.local is not None else None
 
-    def save(df, name: str) -> None:
+    # Outputs are written by a few threads, each a Spark job of its own: on a small input a job
+    # is mostly the driver planning it, which runs beside another job's tasks that way.
+    writers = ThreadPoolExecutor(WRITERS, thread_name_prefix="output-writer")
+    writes = []
+
+    def write(df, name: str) -> None:
         if kept is None:
             df.write.mode("overwrite").parquet(outputs.of(name))
         else:
             kept[name] = write_parquet_dir(df.toArrow(), outputs.local / name)
-    step("decoding __consumer_offsets segments (CRC-checked)" + (", CRC-checking topic logs" if verify_topics else "")
-         + (" on the driver (a small input)" if small else ""))
-    # (`offsets`: the decoded rows given by the streaming job, pipeline.stream)
-    offsets = (read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets).cache()
-    counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
-    bad = analytics.errors(offsets)
-    topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
-    if verify_topics and topics:
-        bad = bad.unionByName(read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true")
-                              .select("topic", "partition", "offset", "file", "byte_start", "byte_end", "error"))
-    commits, groups = analytics.commits(offsets), analytics.groups(offsets)
-    bad = analytics.bad_batches_with_groups(bad, commits, groups).orderBy("file", "byte_start").cache()
-    save(bad, "bad_batches")
-    bad_rows = bad.collect()
-    # Rows that a bad range may have made stale are flagged `suspect` (none without bad ranges).
-    affected = analytics.affected_by_bad_batches(bad, commits, groups).cache() if bad_rows else None
 
-    def flagged(df):
-        return analytics.flag_suspect(df, affected) if affected is not None else df.withColumn("suspect", F.lit(False))
+    def save(df, name: str) -> None:
+        writes.append(writers.submit(write, df, name))
+    try:
+        verifying = ", CRC-checking topic logs" if verify_topics else ""
+        step(f"decoding __consumer_offsets segments (CRC-checked){verifying}"
+             + (" on the driver (a small input)" if small else ""))
+        # (`offsets`: rows decoded already, by the streaming job or while the JVM started)
+        offsets = (read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets).cache()
+        counts = writers.submit(lambda: {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()})
+        bad = analytics.errors(offsets)
+        topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
+        if verify_topics and topics:
+            bad = bad.unionByName(read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true")
+                                  .select("topic", "partition", "offset", "file", "byte_start", "byte_end", "error"))
+        commits, groups = analytics.commits(offsets), analytics.groups(offsets)
+        bad = analytics.bad_batches_with_groups(bad, commits, groups).orderBy("file", "byte_start").cache()
+        save(bad, "bad_batches")
+        bad_rows = bad.collect()
+        # Rows that a bad range may have made stale are flagged `suspect` (none without bad ranges).
+        affected = analytics.affected_by_bad_batches(bad, commits, groups).cache() if bad_rows else None
 
-    step("committed offsets (latest per group/topic/partition, tombstones applied)")
-    committed = analytics.committed_offsets(commits).cache()
-    save(flagged(committed).orderBy("group", "topic", "partition"), "committed_offsets")
+        def flagged(df):
+            if affected is None:
+                return df.withColumn("suspect", F.lit(False))
+            return analytics.flag_suspect(df, affected)
 
-    step("topic log end offsets and consumer lag")
-    lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
-                                             analytics.deleted_offsets(commits))
-    states = analytics.group_states(groups, commits).cache()
-    save(flagged(lag).orderBy("group", "topic", "partition"), "consumer_lag")
-    save(flagged(lag_totals.join(states.select("group", "group_type", "state"), "group", "left")).orderBy("group"),
-         "consumer_lag_totals")
-    save(flagged(states).orderBy("group"), "group_states")
-    save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
+        step("committed offsets (latest per group/topic/partition, tombstones applied)")
+        committed = analytics.committed_offsets(commits).cache()
+        save(flagged(committed).orderBy("group", "topic", "partition"), "committed_offsets")
 
-    step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
-    batches = analytics.log_batches(spark, data_dir, small).cache()
-    history = analytics.lag_history(commits, batches).cache()
-    lag = lag.where("NOT deleted")
-    save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
-    latest = batches.agg(F.max("max_timestamp")).first()[0]
-    as_of = max(x for x in (latest, commits.agg(F.max("commit_timestamp")).first()[0], 0) if x is not None)
-    status, status_groups = analytics.lag_status(history, lag, as_of, lag_window)
-    save(status.orderBy("group", "topic", "partition"), "lag_status")
-    save(status_groups.orderBy("group"), "lag_status_groups")
+        step("topic log end offsets and consumer lag")
+        lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
+                                                 analytics.deleted_offsets(commits))
+        states = analytics.group_states(groups, commits).cache()
+        save(flagged(lag).orderBy("group", "topic", "partition"), "consumer_lag")
+        save(flagged(lag_totals.join(states.select("group", "group_type", "state"), "group", "left")).orderBy("group"),
+             "consumer_lag_totals")
+        save(flagged(states).orderBy("group"), "group_states")
+        save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
 
-    step("rebalance timeline and storms")
-    timeline, rebalances = analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold)
-    save(timeline.orderBy("group", "generation"), "rebalance_timeline")
-    save(rebalances.orderBy("group"), "rebalance_summary")
+        step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
+        batches = analytics.log_batches(spark, data_dir, small).cache()
+        history = analytics.lag_history(commits, batches).cache()
+        lag = lag.where("NOT deleted")
+        save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
+        # As of the latest time in the data dir: its newest batch or commit (one job for both).
+        as_of = (batches.select(F.max("max_timestamp").alias("t"))
+                 .unionByName(commits.select(F.max("commit_timestamp").alias("t")))
+                 .agg(F.greatest(F.max("t"), F.lit(0))).first()[0])
+        status, status_groups = analytics.lag_status(history, lag, as_of, lag_window)
+        save(status.orderBy("group", "topic", "partition"), "lag_status")
+        save(status_groups.orderBy("group"), "lag_status_groups")
 
-    step("commit rate")
-    rate = analytics.commit_rate(commits)
-    save(rate.orderBy("group", "minute"), "commit_rate")
+        step("rebalance timeline and storms")
+        timeline, rebalances = analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold)
+        save(timeline.orderBy("group", "generation"), "rebalance_timeline")
+        save(rebalances.orderBy("group"), "rebalance_summary")
 
-    step("report")
+        step("commit rate")
+        rate = analytics.commit_rate(commits)
+        save(rate.orderBy("group", "minute"), "commit_rate")
+
+        step("report")
+        for done in writes:
+            done.result()  # an output's error is the job's
+    finally:  # on an error, the writes not started yet are dropped
+        writers.shutdown(cancel_futures=True)
+    counts = counts.result()
     frames = report_frames(spark, outputs, kept, lag_totals)
     summary: dict[str, object] = {
         "data dir": data_dir,
@@ -328,7 +355,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {args.data_dir} holds no segment files (is it a server's --data-dir?); nothing to do",
               file=sys.stderr)
         return 4
-    spark = spark_session(args.master)
+    from pipeline import offsets_table
+
+    with ThreadPoolExecutor(1) as background:
+        # A small input is decoded here while the JVM starts.
+        decoding = (background.submit(offsets_table, args.data_dir)
+                    if not args.follow and is_small(args.data_dir) else None)
+        spark = spark_session(args.master)
     spark.sparkContext.setLogLevel("WARN")
     shipped = None
     try:
@@ -347,8 +380,9 @@ def main(argv: list[str] | None = None) -> int:
             except KeyboardInterrupt:
                 query.stop()
             return 0
+        offsets = spark.createDataFrame(decoding.result()) if decoding else None
         summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
-                      args.verify_topics, lag_window=args.lag_window)
+                      args.verify_topics, lag_window=args.lag_window, offsets=offsets)
     finally:
         stop_session(spark)
         if shipped:
