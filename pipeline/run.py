@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SMALL_INPUT_BYTES = 4 << 20  # segment bytes up to which the job reads the files on the driver
-WRITERS = 3  # outputs written at once
+WRITERS = 3  # a small input's outputs written at once
 OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
            "lag_status_groups", "group_states", "ownership", "rebalance_timeline", "rebalance_summary", "commit_rate",
            "bad_batches")
@@ -169,9 +169,10 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     # kept for the report: a fresh JVM's Parquet writer, and reading the files back, cost more.
     kept: dict[str, object] | None = {} if small and outputs.local is not None else None
 
-    # Outputs are written by a few threads, each a Spark job of its own: on a small input a job
-    # is mostly the driver planning it, which runs beside another job's tasks that way.
-    writers = ThreadPoolExecutor(WRITERS, thread_name_prefix="output-writer")
+    # A small input's outputs are written by a few threads, each a Spark job of its own: such a
+    # job is mostly the driver planning it, which runs beside another job's tasks that way. A
+    # large input's jobs each keep every core busy, so they run one after another.
+    writers = ThreadPoolExecutor(WRITERS if small else 1, thread_name_prefix="output-writer")
     writes = []
 
     def write(df, name: str) -> None:
@@ -188,7 +189,8 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
              + (" on the driver (a small input)" if small else ""))
         # (`offsets`: rows decoded already, by the streaming job or while the JVM started)
         offsets = (read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets).cache()
-        counts = writers.submit(lambda: {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()})
+        # The first job fills the cache on its own (on a large input, with jobs beside it it took half as long again).
+        counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
         bad = analytics.errors(offsets)
         topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
         if verify_topics and topics:
@@ -247,7 +249,6 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
             done.result()  # an output's error is the job's
     finally:  # on an error, the writes not started yet are dropped
         writers.shutdown(cancel_futures=True)
-    counts = counts.result()
     frames = report_frames(spark, outputs, kept, lag_totals)
     summary: dict[str, object] = {
         "data dir": data_dir,
@@ -391,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # as in coordinator/__main__.py
     if not __package__:  # `spark-submit pipeline/run.py` from a checkout: make `pipeline` importable
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main())
