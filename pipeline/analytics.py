@@ -170,9 +170,19 @@ def _verdict(status: str, rule: str):
 BURROW_SEVERITY = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
 
 
-def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: int, window: int = 10) -> tuple[DataFrame, DataFrame]:
+def as_of(batches: DataFrame, commits: DataFrame) -> DataFrame:
+    """One row, `as_of_ms`: the time of the latest record in the data dir, a topic batch's or a
+    commit's (0 if there is none)."""
+    return (batches.select(F.max("max_timestamp").alias("t"))
+            .unionByName(commits.select(F.max("commit_timestamp").alias("t")))
+            .agg(F.greatest(F.max("t"), F.lit(0)).alias("as_of_ms")))
+
+
+def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: DataFrame, window: int = 10
+               ) -> tuple[DataFrame, DataFrame]:
     """Burrow's consumer lag evaluation over each partition's last `window` commits (Burrow's
-    `intervals`), as of `as_of_ms` (the time of the latest record in the data dir): OK when
+    `intervals`), as of `as_of_ms` (a one-row DataFrame, see `as_of`; joined rather than
+    collected, so that nothing waits for it before the outputs are written): OK when
     there is no lag now or the lag was zero at some commit in the window; otherwise, in this
     order, REWIND (a committed offset went back), STOP (no commit for longer than the
     window spans), STALL (commits that do not move the offset), WARN (the lag never
@@ -193,7 +203,7 @@ def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: int, window: int = 
         F.bool_and(first | (F.col("committed_offset") == F.col("prev_offset"))).alias("offset_fixed"),
         F.bool_and(first | (F.col("lag") >= F.col("prev_lag"))).alias("lag_not_decreasing"),
         F.min("commit_timestamp").alias("window_start_ms"), F.max("commit_timestamp").alias("window_end_ms"))
-    stopped = (F.lit(as_of_ms) - F.col("window_end_ms")) > (F.col("window_end_ms") - F.col("window_start_ms"))
+    stopped = (F.col("as_of_ms") - F.col("window_end_ms")) > (F.col("window_end_ms") - F.col("window_start_ms"))
     now = lag.where("lag IS NOT NULL").select(*tp, F.col("lag").alias("current_lag"))
     lagging = (F.col("current_lag") > 0) & ~F.col("zero_lag_seen")
     verdict = (F.when(~lagging & (F.col("current_lag") == 0), _verdict("OK", "no lag now"))
@@ -203,7 +213,7 @@ def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: int, window: int = 
                .when(F.col("offset_fixed"), _verdict("STALL", "commits do not move the offset"))
                .when(F.col("lag_not_decreasing"), _verdict("WARN", "the lag never decreased"))
                .otherwise(_verdict("OK", "the lag decreased")))
-    partitions = (per.join(now, tp).withColumn("v", verdict)
+    partitions = (per.join(now, tp).crossJoin(as_of_ms).withColumn("v", verdict)
                   .select(*tp, "v.status", "v.rule", "current_lag",
                           "commits_in_window", F.timestamp_millis("window_start_ms").alias("window_start"),
                           F.timestamp_millis("window_end_ms").alias("window_end")))

@@ -227,11 +227,9 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         history = analytics.lag_history(commits, batches).cache()
         lag = lag.where("NOT deleted")
         save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
-        # As of the latest time in the data dir: its newest batch or commit (one job for both).
-        as_of = (batches.select(F.max("max_timestamp").alias("t"))
-                 .unionByName(commits.select(F.max("commit_timestamp").alias("t")))
-                 .agg(F.greatest(F.max("t"), F.lit(0))).first()[0])
+        as_of = analytics.as_of(batches, commits)
         status, status_groups = analytics.lag_status(history, lag, as_of, lag_window)
+        as_of_ms = writers.submit(lambda: as_of.first()[0])  # for the report
         save(status.orderBy("group", "topic", "partition"), "lag_status")
         save(status_groups.orderBy("group"), "lag_status_groups")
 
@@ -260,7 +258,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         "groups in a rebalance storm": int(frames["rebalance_summary"]["storm"].sum()) if len(
             frames["rebalance_summary"]) else 0,
     }
-    as_of_text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of / 1000))
+    as_of_text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of_ms.result() / 1000))
     report_at = outputs.write_file("report.html", lambda path: report.write_html(path, summary, frames, lag_window,
                                                                                 as_of_text))
     offsets.unpersist()
