@@ -1,6 +1,7 @@
 """Pipeline benchmark: decoding an offsets log on Spark versus one Python process.
 
-Writes an N-record `__consumer_offsets` log with the project's writer (OffsetsLog), then prints:
+Writes a data dir with the project's writers (an N-commit-record `__consumer_offsets` log with
+group generations, and the topic logs committed to; see write_log), then prints:
 - rows/s of a single-process decode (pipeline.decode over every segment, no Spark);
 - rows/s of the `kafka-offsets` data source on Spark (decoded, Arrow batches);
 - rows/s of the raw `kafka-log` data source (Arrow, then tuples);
@@ -30,20 +31,50 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from coordinator.log.offsets import OffsetsLog  # noqa: E402
-from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
+from coordinator.log.partition import PartitionLog  # noqa: E402
+from protocol.consumer_protocol import write_assignment  # noqa: E402
+from protocol.group_records import (  # noqa: E402
+    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value,
+)
 
 
-async def write_log(data: str, records: int, per_batch: int = 100, groups: int = 1000) -> None:
-    """Commits of `groups` groups (100 partitions over 10 topics each), a batch per commit request."""
+async def write_log(data: str, records: int, per_batch: int = 100, groups: int = 1000, members: int = 3,
+                    generation_every: int = 5) -> None:
+    """A data dir like a busy cluster's, with rows in every output: commit requests of `per_batch`
+    partitions each (100 partitions over 10 topics), one a second, taking turns over `groups`
+    groups; before every `generation_every`-th request of a group a new generation of `members`
+    consumers, each assigned a share of the partitions; and the topic logs committed to, a batch
+    of 10 messages per partition every 10 s, each request committing a few messages behind."""
     log = await OffsetsLog.open(data, background=False)
     now = int(time.time() * 1000)
-    for start in range(0, records, per_batch):
-        group = f"group-{(start // per_batch) % groups}"
-        pairs = [(encode_key(OffsetCommitKey(group, f"topic-{i % 10}", i % 100)),
-                  encode_value(OffsetCommitValue(offset=i, metadata="", commit_timestamp=now + i, leader_epoch=-1)))
-                 for i in range(start, min(start + per_batch, records))]
-        log.log_for(group).append_records(pairs, now)
+    partitions = [(f"topic-{p % 10}", p) for p in range(100)]
+    requests = -(-records // per_batch)
+    for r in range(requests):
+        group, turn = f"group-{r % groups}", r // groups
+        at = now + r * 1000
+        if turn % generation_every == 0:
+            ids = [f"{group}-member-{turn}-{m}" for m in range(members)]
+            shares = [partitions[m::members] for m in range(members)]
+            assignments = [write_assignment(0, [(t, [p for tt, p in share if tt == t])
+                                                for t in sorted({tt for tt, _ in share})]) for share in shares]
+            value = GroupMetadataValue(
+                protocol_type="consumer", generation=turn // generation_every + 1, protocol="range", leader=ids[0],
+                members=tuple(MemberMetadata(member_id=i, client_id="bench", client_host="/127.0.0.1",
+                                             session_timeout=45_000, subscription=b"", assignment=a)
+                              for i, a in zip(ids, assignments)), current_state_timestamp=at)
+            log.log_for(group).append_records([(encode_key(GroupMetadataKey(group)), encode_value(value))], at)
+        produced = 10 * (r // 10 + 1)  # messages in each partition by now
+        pairs = [(encode_key(OffsetCommitKey(group, t, p)),
+                  encode_value(OffsetCommitValue(offset=max(0, produced - (r + p) % 7), metadata="",
+                                                 commit_timestamp=at, leader_epoch=-1)))
+                 for t, p in partitions[: min(per_batch, records - r * per_batch)]]
+        log.log_for(group).append_records(pairs, at)
     await log.close()
+    for t, p in partitions:
+        plog = PartitionLog.open_sync(Path(data) / f"{t}-{p}")
+        for tick in range(requests // 10 + 1):
+            plog.append_records([(None, b"m")] * 10, now + tick * 10_000)
+        await plog.close()
 
 
 def single_process(data: str) -> int:
