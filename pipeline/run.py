@@ -189,7 +189,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
              + (" on the driver (a small input)" if small else ""))
         # (`offsets`: rows decoded already, by the streaming job or while the JVM started)
         offsets = (read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets).cache()
-        # The first job fills the cache on its own (on a large input, with jobs beside it it took half as long again).
+        # The first job fills the cache alone: with other jobs beside it, a large input's took half as long again.
         counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
         bad = analytics.errors(offsets)
         topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
@@ -230,6 +230,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         as_of = analytics.as_of(batches, commits)
         status, status_groups = analytics.lag_status(history, lag, as_of, lag_window)
         as_of_ms = writers.submit(lambda: as_of.first()[0])  # for the report
+        writes.append(as_of_ms)
         save(status.orderBy("group", "topic", "partition"), "lag_status")
         save(status_groups.orderBy("group"), "lag_status_groups")
 
