@@ -189,7 +189,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
              + (" on the driver (a small input)" if small else ""))
         # (`offsets`: rows decoded already, by the streaming job or while the JVM started)
         offsets = (read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets).cache()
-        # The first job fills the cache alone: with other jobs beside it, a large input's took half as long again.
+        # The first job fills the cache alone: jobs started beside it would read the input before it is cached.
         counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
         bad = analytics.errors(offsets)
         topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
@@ -383,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
         offsets = spark.createDataFrame(decoding.result()) if decoding else None
         summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
                       args.verify_topics, lag_window=args.lag_window, offsets=offsets)
+    except OSError as e:  # a local output that cannot be written, a segment that cannot be read
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     finally:
         stop_session(spark)
         if shipped:

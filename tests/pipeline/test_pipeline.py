@@ -284,3 +284,23 @@ def test_outputs_to_a_file_uri(spark, written, tmp_path):
     run(spark, str(data), f"file://{tmp_path}/uri-out", log=QUIET)
     assert (tmp_path / "uri-out" / "report.html").exists()
     assert spark.read.parquet(f"file://{tmp_path}/uri-out/committed_offsets").count() > 0
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_status_2(written, tmp_path):
+    """The outputs are written by several threads: one that fails ends the job with its error,
+    as one line, and nothing is left running (the process exits)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data, _ = written
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "lag_status").write_text("a file where the job wants a directory")
+    done = subprocess.run([sys.executable, "-m", "pipeline.run", "--data-dir", str(data), "--out", str(out),
+                           "--master", "local[2]"], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "lag_status" in errors[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
