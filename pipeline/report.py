@@ -3,6 +3,8 @@ works offline), rendered from the jinja2 template beside this module; and the te
 
 from __future__ import annotations
 
+import functools
+import itertools
 from pathlib import Path
 
 import pandas as pd
@@ -37,44 +39,64 @@ def _status_table(df: pd.DataFrame):
     return Markup(f'<table class="t"><tr>{head}</tr>{"".join(rows)}</table>')
 
 
-def _chart(fig, title: str, x: str, y: str, height: int = 360):
+@functools.cache
+def _template() -> dict:
+    """plotly's default look, which graph objects would have added."""
+    import plotly.io as pio
+
+    return pio.templates["plotly"].to_plotly_json()
+
+
+def _chart(traces: list[dict], title: str, x: str, y: str, height: int = 360, **layout):
+    """A plotly figure from plain dicts, not validated: building graph objects for a few
+    thousand traces, each property checked, would cost the job seconds."""
+    import plotly.io as pio
     from markupsafe import Markup
 
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=height, margin=dict(l=60, r=20, t=50, b=50),
-                      legend_title_text="")
-    return Markup(fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False}))
+    figure = {"data": traces, "layout": {
+        "title": {"text": title}, "height": height, "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        "legend": {"title": {"text": ""}}, "template": _template(),
+        **layout, "xaxis": {"title": {"text": x}, **layout.get("xaxis", {})},
+        "yaxis": {"title": {"text": y}, **layout.get("yaxis", {})}}}
+    return Markup(pio.to_html(figure, full_html=False, include_plotlyjs=False, validate=False,
+                              config={"displaylogo": False}))
+
+
+def _times(column: pd.Series) -> list[str]:
+    return column.dt.strftime("%Y-%m-%d %H:%M:%S.%f").tolist()
 
 
 def lag_charts(history: pd.DataFrame, totals: pd.DataFrame) -> list:
-    import plotly.graph_objects as go
-
     history = history[history["lag"].notna()]  # (partitions without a topic log here)
     if not len(history):
         return []
     lagging = totals.sort_values("total_lag", ascending=False)["group"].tolist() if len(totals) else []
     groups = [g for g in lagging if g in set(history["group"])][:TOP]
     out = []
+    hover = ("%{x}<br>lag %{y} messages, %{customdata[0]:.1f} s<br>committed %{customdata[1]}, "
+             "log end %{customdata[2]}<extra>%{fullData.name}</extra>")
     for group in groups:
-        rows = history[history["group"] == group].sort_values("commit_time")
-        fig = go.Figure()
-        for (topic, partition), part in rows.groupby(["topic", "partition"], sort=True):
-            fig.add_trace(go.Scatter(
-                x=part["commit_time"], y=part["lag"], mode="lines+markers", name=f"{topic}-{partition}",
-                customdata=part[["lag_seconds", "committed_offset", "log_end_offset"]].to_numpy(),
-                hovertemplate="%{x}<br>lag %{y} messages, %{customdata[0]:.1f} s<br>committed %{customdata[1]}, "
-                              "log end %{customdata[2]}<extra>%{fullData.name}</extra>"))
-        out.append(_chart(fig, f"{group}: lag per partition", "commit time (UTC)", "lag (messages)"))
+        rows = history[history["group"] == group].sort_values(["topic", "partition", "commit_time"])
+        # Split into lines in plain Python: a pandas selection per partition costs a millisecond.
+        custom = rows[["lag_seconds", "committed_offset", "log_end_offset"]].to_numpy().tolist()
+        points = zip(rows["topic"].tolist(), rows["partition"].tolist(), _times(rows["commit_time"]),
+                     rows["lag"].tolist(), custom)
+        traces = []
+        for (topic, partition), line in itertools.groupby(points, key=lambda p: (p[0], p[1])):
+            _, _, x, y, data = zip(*line)
+            traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{topic}-{partition}", "x": x, "y": y,
+                           "customdata": data, "hovertemplate": hover})
+        out.append(_chart(traces, f"{group}: lag per partition", "commit time (UTC)", "lag (messages)"))
     return out
 
 
 def ownership_charts(owners: pd.DataFrame, end: pd.Timestamp | None) -> list:
     """A timeline per group: each partition's bars, coloured by owner, from its generation's
     record to the next generation's (the last one to the end of the data)."""
-    import plotly.express as px
-
     if not len(owners):
         return []
     busiest = owners.groupby("group")["generation"].nunique().sort_values(ascending=False).index[:TOP]
+    hover = ["generation", "member_id", "client_host", "group_instance_id"]
     out = []
     for group in busiest:
         rows = owners[owners["group"] == group].copy()
@@ -84,17 +106,29 @@ def ownership_charts(owners: pd.DataFrame, end: pd.Timestamp | None) -> list:
         rows["until"] = rows[["since", "until"]].max(axis=1) + pd.Timedelta(milliseconds=1)  # (visible when equal)
         rows["partition_name"] = rows["topic"] + "-" + rows["partition"].astype(str)
         rows["owner"] = rows["client_id"].fillna("") + " " + rows["member_id"].str.slice(0, 12)
-        fig = px.timeline(rows.sort_values("partition_name"), x_start="since", x_end="until", y="partition_name",
-                          color="owner", hover_data=["generation", "member_id", "client_host", "group_instance_id"])
-        fig.update_yaxes(autorange="reversed")
-        out.append(_chart(fig, f"{group}: owners per partition", "time (UTC)", "partition",
-                          height=140 + 22 * rows["partition_name"].nunique()))
+        rows = rows.sort_values("partition_name")
+        # A bar per partition and generation, from `since` (its base) for its duration in ms,
+        # on a date axis: what plotly express's timeline draws, one trace per owner.
+        hovertemplate = ("%{y}: %{customdata[0]} to %{customdata[1]}<br>"
+                         + "<br>".join(f"{name} %{{customdata[{i + 2}]}}" for i, name in enumerate(hover))
+                         + "<extra>%{fullData.name}</extra>")
+        traces = []
+        for owner, part in rows.groupby("owner", sort=True):
+            since, until = _times(part["since"]), _times(part["until"])
+            details = part[hover].astype(object).where(part[hover].notna(), "").to_numpy().tolist()
+            traces.append({"type": "bar", "orientation": "h", "name": owner, "showlegend": True, "base": since,
+                           "x": ((part["until"] - part["since"]) / pd.Timedelta(milliseconds=1)).tolist(),
+                           "y": part["partition_name"].tolist(), "hovertemplate": hovertemplate,
+                           "customdata": [[s, u, *d] for s, u, d in zip(since, until, details)]})
+        out.append(_chart(traces, f"{group}: owners per partition", "time (UTC)", "partition",
+                          height=140 + 22 * rows["partition_name"].nunique(), barmode="overlay",
+                          xaxis={"type": "date"},
+                          yaxis={"autorange": "reversed", "categoryorder": "array",
+                                 "categoryarray": sorted(rows["partition_name"].unique())}))
     return out
 
 
 def rate_chart(rate: pd.DataFrame):
-    import plotly.graph_objects as go
-
     from markupsafe import Markup
 
     if not len(rate):
@@ -104,14 +138,14 @@ def rate_chart(rate: pd.DataFrame):
     if not len(whole):
         return Markup("<p>Less than three minutes of commits: no whole minute to show.</p>")
     busiest = whole.groupby("group")["commits"].sum().nlargest(TOP).index
-    fig = go.Figure()
+    traces = []
     for group in busiest:
         rows = whole[whole["group"] == group].sort_values("minute")
-        fig.add_trace(go.Scatter(x=rows["minute"], y=rows["commits"], mode="lines+markers", name=str(group),
-                                 customdata=rows[["batches"]].to_numpy(),
-                                 hovertemplate="%{x}<br>%{y} commits in %{customdata[0]} batches"
-                                               "<extra>%{fullData.name}</extra>"))
-    return _chart(fig, f"Offset commits per minute ({len(busiest)} busiest groups)", "minute (UTC)",
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": str(group), "x": _times(rows["minute"]),
+                       "y": rows["commits"].tolist(), "customdata": rows[["batches"]].to_numpy().tolist(),
+                       "hovertemplate": "%{x}<br>%{y} commits in %{customdata[0]} batches"
+                                        "<extra>%{fullData.name}</extra>"})
+    return _chart(traces, f"Offset commits per minute ({len(busiest)} busiest groups)", "minute (UTC)",
                   "commit records per minute")
 
 
