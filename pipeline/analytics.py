@@ -92,7 +92,7 @@ def log_end_offsets(spark: SparkSession, data_dir: str, on_driver: bool = False)
     dirs = [(t, p, str(d)) for t, p, d in partition_dirs(data_dir) if t != OFFSETS_TOPIC]
     schema = "topic string, partition int, log_start_offset long, log_end_offset long"
     if not dirs or on_driver:
-        return spark.createDataFrame([(t, p, *log_end_offset(d)) for t, p, d in dirs], schema)
+        return _local(spark, [(t, p, *log_end_offset(d)) for t, p, d in dirs], schema)
     n = max(1, min(len(dirs), spark.sparkContext.defaultParallelism))
     rdd = spark.sparkContext.parallelize(dirs, n).map(lambda d: (d[0], d[1], *log_end_offset(d[2])))
     return spark.createDataFrame(rdd, schema)
@@ -105,10 +105,22 @@ def log_batches(spark: SparkSession, data_dir: str, on_driver: bool = False) -> 
     schema = ("topic string, partition int, base_offset long, next_offset long, first_timestamp long, "
               "max_timestamp long")
     if not dirs or on_driver:
-        return spark.createDataFrame([(t, p, *b) for t, p, d in dirs for b in batch_times(d)], schema)
+        return _local(spark, [(t, p, *b) for t, p, d in dirs for b in batch_times(d)], schema)
     n = max(1, min(len(dirs), spark.sparkContext.defaultParallelism))
     rdd = spark.sparkContext.parallelize(dirs, n).flatMap(lambda d: ((d[0], d[1], *b) for b in batch_times(d[2])))
     return spark.createDataFrame(rdd, schema)
+
+
+def _local(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
+    """A DataFrame of rows made on the driver, handed to Spark as Arrow columns (Python rows
+    would be unpickled one by one in the JVM). schema: string and int/long columns only."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64()}
+    fields = [pa.field(name, types[kind]) for name, kind in (f.split() for f in schema.split(", "))]
+    columns = list(zip(*rows)) or [()] * len(fields)
+    return spark.createDataFrame(pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, fields)],
+                                                      schema=pa.schema(fields)))
 
 
 def lag_history(commits: DataFrame, batches: DataFrame) -> DataFrame:
@@ -178,16 +190,14 @@ def as_of(batches: DataFrame, commits: DataFrame) -> DataFrame:
             .agg(F.greatest(F.max("t"), F.lit(0)).alias("as_of_ms")))
 
 
-def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: DataFrame, window: int = 10
-               ) -> tuple[DataFrame, DataFrame]:
+def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: DataFrame, window: int = 10) -> DataFrame:
     """Burrow's consumer lag evaluation over each partition's last `window` commits (Burrow's
     `intervals`), as of `as_of_ms` (a one-row DataFrame, see `as_of`; joined rather than
     collected, so that nothing waits for it before the outputs are written): OK when
     there is no lag now or the lag was zero at some commit in the window; otherwise, in this
     order, REWIND (a committed offset went back), STOP (no commit for longer than the
     window spans), STALL (commits that do not move the offset), WARN (the lag never
-    decreased), else OK. `rule` says which fired. Per group: the worst partition, with STOP,
-    STALL and REWIND counted as ERR, as Burrow. Partitions without a topic log are left out."""
+    decreased), else OK. `rule` says which fired. Partitions without a topic log are left out."""
     tp = ["group", "topic", "partition"]
     newest_first = Window.partitionBy(*tp).orderBy(F.col("log_offset").desc())
     oldest_first = Window.partitionBy(*tp).orderBy("log_offset")
@@ -213,19 +223,23 @@ def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: DataFrame, window: 
                .when(F.col("offset_fixed"), _verdict("STALL", "commits do not move the offset"))
                .when(F.col("lag_not_decreasing"), _verdict("WARN", "the lag never decreased"))
                .otherwise(_verdict("OK", "the lag decreased")))
-    partitions = (per.join(now, tp).crossJoin(as_of_ms).withColumn("v", verdict)
-                  .select(*tp, "v.status", "v.rule", "current_lag",
-                          "commits_in_window", F.timestamp_millis("window_start_ms").alias("window_start"),
-                          F.timestamp_millis("window_end_ms").alias("window_end")))
+    return (per.join(now, tp).crossJoin(as_of_ms).withColumn("v", verdict)
+            .select(*tp, "v.status", "v.rule", "current_lag",
+                    "commits_in_window", F.timestamp_millis("window_start_ms").alias("window_start"),
+                    F.timestamp_millis("window_end_ms").alias("window_end")))
+
+
+def lag_status_groups(partitions: DataFrame) -> DataFrame:
+    """Per group, from lag_status: the worst partition, with STOP, STALL and REWIND counted as
+    ERR, as Burrow."""
     severity = F.create_map(*[x for k, v in BURROW_SEVERITY.items() for x in (F.lit(k), F.lit(v))])
-    groups = (partitions.withColumn("severity", severity[F.col("status")])
-              .groupBy("group").agg(F.max("severity").alias("worst"), F.sum("current_lag").alias("total_lag"),
-                                    F.count("*").alias("partitions"),
-                                    F.count_if(F.col("status") != "OK").alias("partitions_not_ok"))
-              .withColumn("status", F.when(F.col("worst") >= 3, "ERR").when(F.col("worst") == 2, "WARN")
-                          .otherwise("OK"))
-              .select("group", "status", "total_lag", "partitions", "partitions_not_ok"))
-    return partitions, groups
+    return (partitions.withColumn("severity", severity[F.col("status")])
+            .groupBy("group").agg(F.max("severity").alias("worst"), F.sum("current_lag").alias("total_lag"),
+                                  F.count("*").alias("partitions"),
+                                  F.count_if(F.col("status") != "OK").alias("partitions_not_ok"))
+            .withColumn("status", F.when(F.col("worst") >= 3, "ERR").when(F.col("worst") == 2, "WARN")
+                        .otherwise("OK"))
+            .select("group", "status", "total_lag", "partitions", "partitions_not_ok"))
 
 
 def deleted_offsets(commits: DataFrame) -> DataFrame:
@@ -236,11 +250,9 @@ def deleted_offsets(commits: DataFrame) -> DataFrame:
             .select("group", "topic", "partition", F.timestamp_millis("record_timestamp").alias("deleted_at")))
 
 
-def consumer_lag(committed: DataFrame, ends: DataFrame, deleted: DataFrame | None = None
-                 ) -> tuple[DataFrame, DataFrame]:
+def consumer_lag(committed: DataFrame, ends: DataFrame, deleted: DataFrame | None = None) -> DataFrame:
     """Per partition: log end offset - committed offset (null when the topic partition has no
-    log here); a partition whose offset was deleted is a row with `deleted` set and no offset.
-    Per group: total lag, partitions, partitions without a log, deleted partitions."""
+    log here); a partition whose offset was deleted is a row with `deleted` set and no offset."""
     lag = (committed.join(ends, ["topic", "partition"], "left")
            .withColumn("lag", F.when(F.col("log_end_offset").isNotNull(),  # greatest() would skip the null
                                      F.greatest(F.col("log_end_offset") - F.col("offset"), F.lit(0))))
@@ -251,12 +263,17 @@ def consumer_lag(committed: DataFrame, ends: DataFrame, deleted: DataFrame | Non
             "group", "topic", "partition", F.lit(None).cast("long").alias("offset"),
             F.lit(None).cast("long").alias("log_start_offset"), F.lit(None).cast("long").alias("log_end_offset"),
             F.lit(None).cast("long").alias("lag"), F.lit(True).alias("deleted")))
+    return lag
+
+
+def consumer_lag_totals(lag: DataFrame) -> DataFrame:
+    """Per group, from consumer_lag: total lag, partitions, partitions without a log, deleted
+    partitions."""
     live = ~F.col("deleted")
-    totals = lag.groupBy("group").agg(
+    return lag.groupBy("group").agg(
         F.coalesce(F.sum("lag"), F.lit(0)).alias("total_lag"), F.count_if(live).alias("partitions"),
         F.count_if(live & F.col("log_end_offset").isNull()).alias("partitions_without_log"),
         F.count_if(F.col("deleted")).alias("deleted_partitions"))
-    return lag, totals
 
 
 def group_states(groups: DataFrame, commits: DataFrame) -> DataFrame:
@@ -297,37 +314,39 @@ def ownership(groups: DataFrame) -> DataFrame:
                     "client_host"))
 
 
-def rebalance_timeline(groups: DataFrame, storm_window_minutes: int = 5, storm_threshold: int = 10
-                       ) -> tuple[DataFrame, DataFrame]:
+def rebalance_timeline(groups: DataFrame, storm_window_minutes: int = 5, storm_threshold: int = 10) -> DataFrame:
     """Per group and generation: when, member count, joined/left members, protocol, leader,
     time since the previous generation, rebalances within the storm window that ends there.
 
     A generation may be stored more than once (e.g. a static member replaced): its last
-    record counts. A storm: more than storm_threshold rebalances within storm_window_minutes.
-    Returns (timeline, per-group summary)."""
+    record counts. A storm: more than storm_threshold rebalances within storm_window_minutes."""
     window_ms = storm_window_minutes * 60_000
     last_per_generation = Window.partitionBy("group", "group_type", "generation").orderBy(F.col("log_offset").desc())
     order = Window.partitionBy("group").orderBy("log_offset")
     recent = Window.partitionBy("group").orderBy("time_ms").rangeBetween(-window_ms, 0)
-    timeline = (groups.where("NOT tombstone")
-                .withColumn("rank", F.row_number().over(last_per_generation)).where("rank = 1")
-                .withColumn("time_ms", F.when(F.col("state_timestamp") >= 0, F.col("state_timestamp"))
-                            .otherwise(F.col("record_timestamp")))
-                .withColumn("member_ids", F.transform("members", lambda m: m["member_id"]))
-                .withColumn("previous_ids", F.coalesce(F.lag("member_ids").over(order), F.array()))
-                .withColumn("joined", F.array_except("member_ids", "previous_ids"))
-                .withColumn("left", F.array_except("previous_ids", "member_ids"))
-                .withColumn("since_previous_ms", F.col("time_ms") - F.lag("time_ms").over(order))
-                .withColumn("rebalances_in_window", F.count("*").over(recent))
-                .withColumn("storm", F.col("rebalances_in_window") > storm_threshold)
-                .select("group", "generation", F.timestamp_millis("time_ms").alias("time"), "member_count",
-                        "member_ids", "joined", "left", "group_type", "protocol_type", "protocol", "leader",
-                        "since_previous_ms", "rebalances_in_window", "storm"))
-    summary = timeline.groupBy("group").agg(
+    return (groups.where("NOT tombstone")
+            .withColumn("rank", F.row_number().over(last_per_generation)).where("rank = 1")
+            .withColumn("time_ms", F.when(F.col("state_timestamp") >= 0, F.col("state_timestamp"))
+                        .otherwise(F.col("record_timestamp")))
+            .withColumn("member_ids", F.transform("members", lambda m: m["member_id"]))
+            .withColumn("previous_ids", F.coalesce(F.lag("member_ids").over(order), F.array()))
+            .withColumn("joined", F.array_except("member_ids", "previous_ids"))
+            .withColumn("left", F.array_except("previous_ids", "member_ids"))
+            .withColumn("since_previous_ms", F.col("time_ms") - F.lag("time_ms").over(order))
+            .withColumn("rebalances_in_window", F.count("*").over(recent))
+            .withColumn("storm", F.col("rebalances_in_window") > storm_threshold)
+            .select("group", "generation", F.timestamp_millis("time_ms").alias("time"), "member_count",
+                    "member_ids", "joined", "left", "group_type", "protocol_type", "protocol", "leader",
+                    "since_previous_ms", "rebalances_in_window", "storm"))
+
+
+def rebalance_summary(timeline: DataFrame) -> DataFrame:
+    """Per group, from rebalance_timeline: rebalances, the last generation, the most within a
+    storm window, whether and when a storm began."""
+    return timeline.groupBy("group").agg(
         F.count("*").alias("rebalances"), F.max("generation").alias("last_generation"),
         F.max("rebalances_in_window").alias("max_in_window"), F.bool_or("storm").alias("storm"),
         F.min(F.when(F.col("storm"), F.col("time"))).alias("first_storm_at"))
-    return timeline, summary
 
 
 def commit_rate(commits: DataFrame) -> DataFrame:

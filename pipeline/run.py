@@ -165,6 +165,9 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         # it. (factoryMode is internal, honoured since Spark 2.4; Spark's own tests use it.)
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
         spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        # One plan per query, not one per stage: adaptive execution re-plans after every
+        # shuffle, which a cold JVM pays for in seconds, and has nothing to adapt in one partition.
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
     # The outputs of a small input, to a local dir, are written on the driver from Arrow and
     # kept for the report: a fresh JVM's Parquet writer, and reading the files back, cost more.
     kept: dict[str, object] | None = {} if small and outputs.local is not None else None
@@ -193,6 +196,8 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
         bad = analytics.errors(offsets)
         topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
+        if not counts.get("error"):  # known to be empty: Spark then plans the joins below as nothing
+            bad = bad.limit(0)
         if verify_topics and topics:
             bad = bad.unionByName(read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true")
                                   .select("topic", "partition", "offset", "file", "byte_start", "byte_end", "error"))
@@ -213,8 +218,9 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         save(flagged(committed).orderBy("group", "topic", "partition"), "committed_offsets")
 
         step("topic log end offsets and consumer lag")
-        lag, lag_totals = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
-                                                 analytics.deleted_offsets(commits))
+        lag = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
+                                     analytics.deleted_offsets(commits)).cache()  # also behind the totals and status
+        lag_totals = analytics.consumer_lag_totals(lag)
         states = analytics.group_states(groups, commits).cache()
         save(flagged(lag).orderBy("group", "topic", "partition"), "consumer_lag")
         save(flagged(lag_totals.join(states.select("group", "group_type", "state"), "group", "left")).orderBy("group"),
@@ -225,17 +231,18 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
         batches = analytics.log_batches(spark, data_dir, small).cache()
         history = analytics.lag_history(commits, batches).cache()
-        lag = lag.where("NOT deleted")
         save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
         as_of = analytics.as_of(batches, commits)
-        status, status_groups = analytics.lag_status(history, lag, as_of, lag_window)
+        status = analytics.lag_status(history, lag.where("NOT deleted"), as_of, lag_window).cache()
+        status_groups = analytics.lag_status_groups(status)
         as_of_ms = writers.submit(lambda: as_of.first()[0])  # for the report
         writes.append(as_of_ms)
         save(status.orderBy("group", "topic", "partition"), "lag_status")
         save(status_groups.orderBy("group"), "lag_status_groups")
 
         step("rebalance timeline and storms")
-        timeline, rebalances = analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold)
+        timeline = analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold).cache()
+        rebalances = analytics.rebalance_summary(timeline)
         save(timeline.orderBy("group", "generation"), "rebalance_timeline")
         save(rebalances.orderBy("group"), "rebalance_summary")
 
@@ -266,6 +273,8 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     committed.unpersist()
     history.unpersist()
     states.unpersist()
+    for df in (lag, status, timeline):
+        df.unpersist()
     bad.unpersist()
     if affected is not None:
         affected.unpersist()

@@ -250,7 +250,7 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     # Every group's records sit in the group's partition of __consumer_offsets, as on Kafka.
     assert {r.log_partition for r in analytics.commits(offsets).where("group = 'readers-a'").collect()} == \
         {partition_for("readers-a")}
-    timeline, _ = analytics.rebalance_timeline(analytics.groups(offsets))
+    timeline = analytics.rebalance_timeline(analytics.groups(offsets))
     assert timeline.where("group = 'readers-a'").count() >= 1
     # Who owned what: the last generation (epoch) with members, as DescribeGroups said then.
     owners = analytics.ownership(analytics.groups(offsets)).collect()
@@ -262,8 +262,8 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     rows = timeline.where("group = 'readers-c'").orderBy("generation").collect()
     assert {r.group_type for r in rows} == {"consumer"} and len(rows) >= 2
     assert len(rows[0].joined) == 1 and rows[-1].member_count == 0 and rows[-1].left == rows[0].joined
-    lag, _ = analytics.consumer_lag(analytics.committed_offsets(analytics.commits(offsets)),
-                                    analytics.log_end_offsets(spark, str(server.data_dir)))
+    lag = analytics.consumer_lag(analytics.committed_offsets(analytics.commits(offsets)),
+                                 analytics.log_end_offsets(spark, str(server.data_dir)))
     assert {r.partition: r.lag for r in lag.where("group = 'readers-a'").collect()} == {0: 0, 1: 0, 2: 0}
 
 
