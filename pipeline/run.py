@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -124,10 +125,12 @@ def check_data_dir(data_dir: str) -> tuple[str | None, bool]:
 class Progress:
     def __init__(self, steps: int, log) -> None:
         self.steps, self.done, self.log, self.t0 = steps, 0, log, time.perf_counter()
+        self.lock = threading.Lock()
 
     def __call__(self, what: str) -> None:
-        self.done += 1
-        self.log(f"[{self.done}/{self.steps} {time.perf_counter() - self.t0:6.1f} s] {what}")
+        with self.lock:
+            self.done += 1
+            self.log(f"[{self.done}/{self.steps} {time.perf_counter() - self.t0:6.1f} s] {what}")
 
 
 def is_small(data_dir: str) -> bool:
@@ -154,7 +157,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
     # Standard Parquet timestamps (not Spark's legacy INT96), as the driver-side writer below makes.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    step = Progress(8, log)
+    step = Progress(7, log)
     outputs = Outputs(spark, out)
 
     small = is_small(data_dir)
@@ -186,14 +189,47 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
 
     def save(df, name: str) -> None:
         writes.append(writers.submit(write, df, name))
+
+    cached = []
+
+    def cache(df):
+        cached.append(df.cache())
+        return df
+
+    # Making a DataFrame is a round trip to the JVM per column expression and an analysis of
+    # the plan so far: the outputs that need nothing from the jobs below are made by other
+    # threads, beside those jobs and the main thread's work.
+    def membership(commits, groups) -> None:
+        step("ownership, rebalance timeline and storms, commit rate")
+        save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
+        timeline = cache(analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold))
+        save(timeline.orderBy("group", "generation"), "rebalance_timeline")
+        save(analytics.rebalance_summary(timeline).orderBy("group"), "rebalance_summary")
+        save(analytics.commit_rate(commits).orderBy("group", "minute"), "commit_rate")
+
+    def lag_over_time(commits):
+        step("lag over time (topic log batch times)")
+        batches = cache(analytics.log_batches(spark, data_dir, small))
+        history = cache(analytics.lag_history(commits, batches))
+        save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
+        as_of = analytics.as_of(batches, commits)
+        return history, as_of, writers.submit(lambda: as_of.first()[0])  # (the report's as-of time)
+
+    planners = ThreadPoolExecutor(2, thread_name_prefix="output-planner")
     try:
         verifying = ", CRC-checking topic logs" if verify_topics else ""
         step(f"decoding __consumer_offsets segments (CRC-checked){verifying}"
              + (" on the driver (a small input)" if small else ""))
         # (`offsets`: rows decoded already, by the streaming job or while the JVM started)
-        offsets = (read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets).cache()
-        # The first job fills the cache alone: jobs started beside it would read the input before it is cached.
+        offsets = cache(read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets)
+        commits, groups = analytics.commits(offsets), analytics.groups(offsets)
+
+        def plan_others():
+            return [planners.submit(membership, commits, groups), planners.submit(lag_over_time, commits)]
+        planned = plan_others() if small else []
         counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
+        if not small:  # the first job fills a large input's cache alone: jobs beside it would read the files
+            planned = plan_others()
         bad = analytics.errors(offsets)
         topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
         if not counts.get("error"):  # known to be empty: Spark then plans the joins below as nothing
@@ -201,59 +237,40 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         if verify_topics and topics:
             bad = bad.unionByName(read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true")
                                   .select("topic", "partition", "offset", "file", "byte_start", "byte_end", "error"))
-        commits, groups = analytics.commits(offsets), analytics.groups(offsets)
-        bad = analytics.bad_batches_with_groups(bad, commits, groups).orderBy("file", "byte_start").cache()
+        bad = cache(analytics.bad_batches_with_groups(bad, commits, groups).orderBy("file", "byte_start"))
         save(bad, "bad_batches")
         bad_rows = bad.collect()
         # Rows that a bad range may have made stale are flagged `suspect` (none without bad ranges).
-        affected = analytics.affected_by_bad_batches(bad, commits, groups).cache() if bad_rows else None
+        affected = cache(analytics.affected_by_bad_batches(bad, commits, groups)) if bad_rows else None
 
         def flagged(df):
             if affected is None:
                 return df.withColumn("suspect", F.lit(False))
             return analytics.flag_suspect(df, affected)
 
-        step("committed offsets (latest per group/topic/partition, tombstones applied)")
-        committed = analytics.committed_offsets(commits).cache()
+        step("committed offsets and consumer lag (topic log end offsets)")
+        committed = cache(analytics.committed_offsets(commits))
         save(flagged(committed).orderBy("group", "topic", "partition"), "committed_offsets")
-
-        step("topic log end offsets and consumer lag")
-        lag = analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
-                                     analytics.deleted_offsets(commits)).cache()  # also behind the totals and status
+        lag = cache(analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
+                                           analytics.deleted_offsets(commits)))  # also behind the totals and status
         lag_totals = analytics.consumer_lag_totals(lag)
-        states = analytics.group_states(groups, commits).cache()
+        states = cache(analytics.group_states(groups, commits))
         save(flagged(lag).orderBy("group", "topic", "partition"), "consumer_lag")
         save(flagged(lag_totals.join(states.select("group", "group_type", "state"), "group", "left")).orderBy("group"),
              "consumer_lag_totals")
         save(flagged(states).orderBy("group"), "group_states")
-        save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
 
-        step(f"lag over time and Burrow's verdicts (the last {lag_window} commits of each partition)")
-        batches = analytics.log_batches(spark, data_dir, small).cache()
-        history = analytics.lag_history(commits, batches).cache()
-        save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
-        as_of = analytics.as_of(batches, commits)
-        status = analytics.lag_status(history, lag.where("NOT deleted"), as_of, lag_window).cache()
-        status_groups = analytics.lag_status_groups(status)
-        as_of_ms = writers.submit(lambda: as_of.first()[0])  # for the report
-        writes.append(as_of_ms)
+        step(f"Burrow's verdicts (the last {lag_window} commits of each partition)")
+        history, as_of, as_of_ms = planned[1].result()
+        status = cache(analytics.lag_status(history, lag.where("NOT deleted"), as_of, lag_window))
         save(status.orderBy("group", "topic", "partition"), "lag_status")
-        save(status_groups.orderBy("group"), "lag_status_groups")
-
-        step("rebalance timeline and storms")
-        timeline = analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold).cache()
-        rebalances = analytics.rebalance_summary(timeline)
-        save(timeline.orderBy("group", "generation"), "rebalance_timeline")
-        save(rebalances.orderBy("group"), "rebalance_summary")
-
-        step("commit rate")
-        rate = analytics.commit_rate(commits)
-        save(rate.orderBy("group", "minute"), "commit_rate")
+        save(analytics.lag_status_groups(status).orderBy("group"), "lag_status_groups")
 
         step("report")
-        for done in writes:
+        for done in planned + writes + [as_of_ms]:
             done.result()  # an output's error is the job's
-    finally:  # on an error, the writes not started yet are dropped
+    finally:  # on an error, the outputs not started yet are dropped
+        planners.shutdown(cancel_futures=True)
         writers.shutdown(cancel_futures=True)
     frames = report_frames(spark, outputs, kept, lag_totals)
     summary: dict[str, object] = {
@@ -269,16 +286,8 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     as_of_text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of_ms.result() / 1000))
     report_at = outputs.write_file("report.html", lambda path: report.write_html(path, summary, frames, lag_window,
                                                                                 as_of_text))
-    offsets.unpersist()
-    committed.unpersist()
-    history.unpersist()
-    states.unpersist()
-    for df in (lag, status, timeline):
+    for df in cached:
         df.unpersist()
-    bad.unpersist()
-    if affected is not None:
-        affected.unpersist()
-    batches.unpersist()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     step(f"done in {summary['seconds']} s")
     log(report.terminal_summary(summary, frames, [r.error for r in bad_rows]))
@@ -374,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     shipped = None
     try:
-        if not args.no_ship_code:
+        # A small input, read on the driver, starts no Python worker unless topic logs are CRC-checked.
+        if not args.no_ship_code and (decoding is None or args.verify_topics):
             shipped = ship_code(spark)
         if args.follow:
             from pipeline import stream
