@@ -225,11 +225,11 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         commits, groups = analytics.commits(offsets), analytics.groups(offsets)
 
         def plan_others():
-            return [planners.submit(membership, commits, groups), planners.submit(lag_over_time, commits)]
-        planned = plan_others() if small else []
+            return planners.submit(membership, commits, groups), planners.submit(lag_over_time, commits)
+        membership_planned, history_planned = plan_others() if small else (None, None)
         counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
         if not small:  # the first job fills a large input's cache alone: jobs beside it would read the files
-            planned = plan_others()
+            membership_planned, history_planned = plan_others()
         bad = analytics.errors(offsets)
         topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
         if not counts.get("error"):  # known to be empty: Spark then plans the joins below as nothing
@@ -261,13 +261,14 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         save(flagged(states).orderBy("group"), "group_states")
 
         step(f"Burrow's verdicts (the last {lag_window} commits of each partition)")
-        history, as_of, as_of_ms = planned[1].result()
+        history, as_of, as_of_ms = history_planned.result()
         status = cache(analytics.lag_status(history, lag.where("NOT deleted"), as_of, lag_window))
         save(status.orderBy("group", "topic", "partition"), "lag_status")
         save(analytics.lag_status_groups(status).orderBy("group"), "lag_status_groups")
 
         step("report")
-        for done in planned + writes + [as_of_ms]:
+        membership_planned.result()  # (then every write is in `writes`)
+        for done in [*writes, as_of_ms]:
             done.result()  # an output's error is the job's
     finally:  # on an error, the outputs not started yet are dropped
         planners.shutdown(cancel_futures=True)
