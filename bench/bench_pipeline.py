@@ -7,8 +7,9 @@ group generations, and the topic logs committed to; see write_log), then prints:
 - rows/s of the raw `kafka-log` data source (Arrow, then tuples);
 - the full job's wall time (all outputs + report).
 With --job, only the whole job as a user runs it: `python -m pipeline.run` in a new process each
-time (JVM start, Spark session and exit included), after one run that is not counted (the first
-run on a machine also writes the JVM's class archive, pipeline/jvm_archive.py).
+time (JVM start, Spark session and exit included; its wall time and the machine's CPU time
+while it runs), after one run that is not counted (the first run on a machine also writes the
+JVM's class archive, pipeline/jvm_archive.py).
 Figures only, no assertions.
 
     python bench/bench_pipeline.py [--records 1000000 | --ten-million] [--master local[2]] [--data-dir DIR]
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import subprocess
@@ -97,16 +99,26 @@ def timed(label: str, f, rows_hint: int | None = None, repeat: int = 3) -> float
     return best
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time the whole machine has spent busy (every process, the JVM included), from /proc/stat."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def whole_job(data: str, out: str, master: str, records: int, repeat: int) -> None:
     command = [sys.executable, "-m", "pipeline.run", "--data-dir", data, "--out", out, "--master", master]
-    walls = []
+    walls, cpus = [], []
     for _ in range(repeat + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), machine_cpu_seconds()
         subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         walls.append(time.perf_counter() - t0)
+        cpus.append(machine_cpu_seconds() - c0)
     print(f"first run {walls[0]:.1f} s; whole job on {records:,} records, new process each: "
           f"{statistics.median(walls[1:]):.1f} s median ({min(walls[1:]):.1f}-{max(walls[1:]):.1f}, {repeat} runs)",
           flush=True)
+    print(f"machine CPU per timed run (all processes, JVM included): {statistics.median(cpus[1:]):.1f} s median "
+          f"({min(cpus[1:]):.1f}-{max(cpus[1:]):.1f})", flush=True)
 
 
 def main() -> None:

@@ -222,14 +222,13 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
              + (" on the driver (a small input)" if small else ""))
         # (`offsets`: rows decoded already, by the streaming job or while the JVM started)
         offsets = cache(read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets)
+        # The first job in the writers' queue: a large input's single writer runs it before any
+        # output, so it fills the cache alone (jobs beside it would read the files again).
+        counting = writers.submit(lambda: {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()})
         commits, groups = analytics.commits(offsets), analytics.groups(offsets)
-
-        def plan_others():
-            return planners.submit(membership, commits, groups), planners.submit(lag_over_time, commits)
-        membership_planned, history_planned = plan_others() if small else (None, None)
-        counts = {r.kind: r["count"] for r in offsets.groupBy("kind").count().collect()}
-        if not small:  # the first job fills a large input's cache alone: jobs beside it would read the files
-            membership_planned, history_planned = plan_others()
+        membership_planned = planners.submit(membership, commits, groups)
+        history_planned = planners.submit(lag_over_time, commits)
+        counts = counting.result()
         bad = analytics.errors(offsets)
         topics = sorted({t for t, _, _ in partition_dirs(data_dir) if t != OFFSETS_TOPIC})
         if not counts.get("error"):  # known to be empty: Spark then plans the joins below as nothing
