@@ -111,3 +111,17 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def kafka_python_subscribe(consumer, topic: str) -> None:
+    """Subscribe a kafka-python 3.0 consumer so that its first assignment sees the topic.
+
+    A kafka-python leader rejoins when the partitions it assigned from differ from its latest
+    metadata, which it records only from a metadata answer that comes after subscribe(). If
+    the join it starts for that reason finishes between two poll() calls, the next poll sees
+    no reason to rejoin and never completes the join either: its heartbeats stay off and the
+    broker expires it after the session timeout (Kafka does the same). topics() fetches
+    metadata after subscribe(), so the first assignment is made from the real partitions and
+    that rejoin never happens."""
+    consumer.subscribe([topic])
+    wait_for(lambda: topic in consumer.topics(), what=f"metadata of {topic}")

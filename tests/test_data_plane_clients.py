@@ -19,7 +19,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import kafka_python_subscribe, wait_for
 
 PARTITIONS = 6
 SESSION_MS = 6000
@@ -63,9 +63,10 @@ class KafkaPythonMember(threading.Thread):
 
         # Every polled batch is committed before the next poll, and a rebalance happens only
         # inside poll(): so processed == committed at every hand-over.
-        self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=name,
                                       enable_auto_commit=False, auto_offset_reset="earliest",
                                       session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500)
+        kafka_python_subscribe(self.consumer, topic)
         self.sink, self.lock, self.stop = sink, lock, threading.Event()
 
     def run(self):

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from tests.conftest import wait_for
+from tests.conftest import kafka_python_subscribe, wait_for
 
 TOPIC, PARTITIONS = "orders", 6
 SESSION_MS = 6000  # the broker's minimum: the fastest expiry a test can observe
@@ -34,16 +34,6 @@ def covers_all(assignments: list[set[int]]) -> bool:
 
 # kafka-python ---------------------------------------------------------------------------
 
-def subscribe_with_metadata(consumer, topic: str = TOPIC) -> None:
-    """Subscribe once the topic's metadata is in. kafka-python 3.0 subscribed without it
-    assigns nothing, rejoins when the metadata comes, and if that metadata answer lands
-    between its second SyncGroup and the reply, it stops heartbeating (seen with this
-    server and the previous one alike, from its request log): its session then expires.
-    Applications rarely start before their topic exists; tests should not race it."""
-    wait_for(lambda: consumer.partitions_for_topic(topic), what=f"metadata of {topic}")
-    consumer.subscribe([topic])
-
-
 class PollingConsumer:
     """A kafka-python consumer polled continuously by its own thread, as applications do
     (kafka-python makes group progress only inside poll())."""
@@ -54,7 +44,7 @@ class PollingConsumer:
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
                                       session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
                                       auto_offset_reset="earliest", enable_auto_commit=False)
-        subscribe_with_metadata(self.consumer)
+        kafka_python_subscribe(self.consumer, TOPIC)
         self.assignment: set[int] = set()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -96,9 +86,9 @@ import sys, time
 from kafka import KafkaConsumer
 c = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], client_id="doomed",
                   session_timeout_ms=6000, heartbeat_interval_ms=500, enable_auto_commit=False)
-while not c.partitions_for_topic("orders"):  # (see subscribe_with_metadata)
-    time.sleep(0.05)
 c.subscribe(["orders"])
+while "orders" not in c.topics():  # (see tests.conftest.kafka_python_subscribe)
+    time.sleep(0.05)
 while True:
     c.poll(timeout_ms=100)
     if c.assignment():

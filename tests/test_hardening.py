@@ -16,8 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from coordinator.apis import build
 from protocol.framing import frame
 from protocol.messages import codec

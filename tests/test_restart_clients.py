@@ -14,8 +14,7 @@ import threading
 import time
 
 from bench.wire_client import WireClient
-from tests.conftest import wait_for
-from tests.test_groups_clients import subscribe_with_metadata
+from tests.conftest import kafka_python_subscribe, wait_for
 from tests.test_groups_wire import DESCRIBE, cls
 
 TOPIC, PARTITIONS, GROUP = "events", 4, "restarted"
@@ -80,7 +79,7 @@ def kafka_python_consumer(bootstrap, ledger, stop):
                       session_timeout_ms=6000, heartbeat_interval_ms=500, enable_auto_commit=False,
                       auto_offset_reset="earliest", reconnect_backoff_max_ms=500, partition_assignment_strategy=[
                           __import__("kafka.coordinator.assignors.range", fromlist=["x"]).RangePartitionAssignor])
-    subscribe_with_metadata(c, TOPIC)
+    kafka_python_subscribe(c, TOPIC)
     try:
         consume(ledger, stop, "kafka-python",
                 lambda: [(r.partition, r.offset) for rs in c.poll(timeout_ms=100).values() for r in rs],

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.wire_client import WireClient, request_class
 from protocol.messages import encode_request
-from tests.conftest import ROOT, create_topics
+from tests.conftest import ROOT
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 USERS = "alice:alice-secret\nbob:b0b:with:colons\n"

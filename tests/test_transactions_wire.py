@@ -14,7 +14,6 @@ from bench.wire_client import WireClient, request_class
 from coordinator.apis import build
 from protocol.messages import encode_request
 from protocol.record_batch import build_batch, iter_batches
-from tests.conftest import wait_for
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 1, 2, 9, 10, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TXNS, LIST_TXNS = 24, 25, 26, 28, 65, 66
