@@ -323,12 +323,15 @@ async def test_old_versions_never_get_member_id_required():
 
 async def test_protocol_is_chosen_by_vote():
     h = Harness()
-    f1 = h.join(v4=False, protocols=(("roundrobin", b""), ("range", b"")))
-    f2 = h.join(v4=False, protocols=(("range", b""), ("roundrobin", b"")))
-    f3 = h.join(v4=False, protocols=(("roundrobin", b""), ("range", b""), ("sticky", b"")))
-    assert h.group().is_(S.COMPLETING_REBALANCE) or True
-    # First join completed alone (no initial delay); the rest rebalance together.
-    assert result(f1).protocol_name == "roundrobin"
+    roundrobin_first = (("roundrobin", b""), ("range", b""))
+    range_first = (("range", b""), ("roundrobin", b""))
+    alone = result(h.join(v4=False, protocols=roundrobin_first))
+    assert alone.protocol_name == "roundrobin"  # the only member: its own first choice
+    others = [h.join(v4=False, protocols=range_first),
+              h.join(v4=False, protocols=range_first + (("sticky", b""),))]
+    rejoined = h.join(alone.member_id, v4=False, protocols=roundrobin_first)
+    # Two of three prefer range; sticky is not a candidate, as not every member supports it.
+    assert [result(f).protocol_name for f in (rejoined, *others)] == ["range"] * 3
 
 
 async def test_initial_rebalance_delay_waits_for_more_members():
@@ -384,6 +387,7 @@ async def test_static_member_restart_without_rebalance():
     syncs = [h.sync(m, gen, instance=None) for m in followers]
     h.sync(leader, gen, {r1.member_id: b"A1", r2.member_id: b"A2"})
     await settle()
+    assert [result(s).assignment for s in syncs] == [b"A1" if followers[0] == r1.member_id else b"A2"]
     assert h.group().is_(S.STABLE)
     follower_id = followers[0]
     follower_instance = "i-1" if follower_id == r1.member_id else "i-2"

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 

@@ -36,7 +36,6 @@ from protocol.consumer_protocol import (ConsumerProtocolError, read_assignment, 
 
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
 from .consumer_group import ConsumerGroup, ConsumerMember
-from .consumer_manager import ApiError
 from .reconciliation import MemberState
 from .records import GroupMetadataKey
 from .state import GroupState

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol.offset_commit import PartitionCommit
 
-from .records import Event, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from .records import Event, OffsetCommitKey, OffsetCommitValue
 
 if TYPE_CHECKING:
     from .shard import GroupShard
