@@ -173,7 +173,7 @@ async def test_aiokafka_client(proxied):
     from aiokafka.client import AIOKafkaClient
 
     client = AIOKafkaClient(bootstrap_servers=f"127.0.0.1:{proxied.proxy_port}", client_id="aiokafka-test",
-                            api_version="auto", request_timeout_ms=10000)
+                            request_timeout_ms=10000)
     await client.bootstrap()
     try:
         brokers = client.cluster.brokers()

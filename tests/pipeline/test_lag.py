@@ -103,7 +103,7 @@ def test_lag_and_verdicts_from_real_clients(spark, server, tmp_path):
     producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
     times = []  # each message's timestamp, as the broker stores it (the producer's create time)
 
-    def produce_one() -> None:
+    def produce_one(producer) -> None:
         at = int(time.time() * 1000)
         producer.produce("clicks", b"x", partition=0, timestamp=at)
         assert producer.flush(10) == 0
@@ -115,7 +115,7 @@ def test_lag_and_verdicts_from_real_clients(spark, server, tmp_path):
     seen = []  # (group, end when committed, committed offset)
     for round_ in range(4):
         for _ in range(3):
-            produce_one()
+            produce_one(producer)
             time.sleep(0.01)
         stuck.commit({tp: OffsetAndMetadata(2, "", -1)})
         current.commit({tp: OffsetAndMetadata(len(times), "", -1)})
@@ -123,6 +123,7 @@ def test_lag_and_verdicts_from_real_clients(spark, server, tmp_path):
         time.sleep(0.05)
     stuck.close()
     current.close()
+    del producer  # destroyed now: it would log its failed reconnects once the server stops
     server.stop()
 
     out = tmp_path / "out"

@@ -243,6 +243,7 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
             if committed is not None:
                 fetched[(group, "clicks", p_)] = committed
         kc.close()
+    del admin, p  # destroyed now: they would log their failed reconnects once the server stops
     server.stop(signal.SIGTERM)
     assert committed_offsets_map(spark, str(server.data_dir)) == fetched
     assert sum(v for (g, _, _), v in fetched.items() if g == "readers-a") == 300
