@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -125,3 +126,26 @@ def kafka_python_subscribe(consumer, topic: str) -> None:
     that rejoin never happens."""
     consumer.subscribe([topic])
     wait_for(lambda: topic in consumer.topics(), what=f"metadata of {topic}")
+
+
+class PolledMember:
+    """A group member polled continuously by its own thread, as applications do: `poll()`
+    returns the partitions it owns now (`owned`); `close` runs in that thread when it stops.
+    kafka-python completes a join only inside poll(): members polled in turn by one thread
+    keep restarting each other's rebalances, as a join that finishes outside its own poll()
+    is thrown away and sent again."""
+
+    def __init__(self, poll, close) -> None:
+        self.owned: set[int] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(poll, close), daemon=True)
+        self.thread.start()
+
+    def _run(self, poll, close) -> None:
+        while not self.stop.is_set():
+            self.owned = poll()
+        close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)

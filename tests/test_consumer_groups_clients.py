@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException
 
-from tests.conftest import create_topics, kafka_python_subscribe, wait_for
+from tests.conftest import PolledMember, create_topics, kafka_python_subscribe, wait_for
 
 TOPIC, GROUP, PARTITIONS = "kip848", "kip848-group", 6
 
@@ -111,28 +111,6 @@ def test_confluent_consumer_protocol_group(server_factory):
 
 
 MIXED_TOPIC, MIXED_GROUP = "mixed", "mixed-group"
-
-
-class PolledMember:
-    """One consumer polled continuously by its own thread, as applications do. kafka-python
-    completes a join only inside poll(): members polled in turn by one thread would keep
-    restarting each other's rebalances, as a join that finishes outside its own poll() is
-    thrown away and sent again."""
-
-    def __init__(self, poll, close) -> None:
-        self.owned: set[int] = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(poll, close), daemon=True)
-        self.thread.start()
-
-    def _run(self, poll, close) -> None:
-        while not self.stop.is_set():
-            self.owned = poll()
-        close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
 
 
 class MixedMembers:

@@ -10,10 +10,9 @@ import asyncio
 import signal
 import subprocess
 import sys
-import threading
 import time
 
-from tests.conftest import kafka_python_subscribe, wait_for
+from tests.conftest import PolledMember, kafka_python_subscribe, wait_for
 
 TOPIC, PARTITIONS = "orders", 6
 SESSION_MS = 6000  # the broker's minimum: the fastest expiry a test can observe
@@ -41,24 +40,23 @@ class PollingConsumer:
     def __init__(self, bootstrap: str, group: str, client_id: str) -> None:
         from kafka import KafkaConsumer
 
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
-                                      session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
-                                      auto_offset_reset="earliest", enable_auto_commit=False)
-        kafka_python_subscribe(self.consumer, TOPIC)
-        self.assignment: set[int] = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
+                                 session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        kafka_python_subscribe(consumer, TOPIC)
 
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            self.consumer.poll(timeout_ms=100)
-            self.assignment = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()  # LeaveGroup
+        def poll() -> set[int]:
+            consumer.poll(timeout_ms=100)
+            return {tp.partition for tp in consumer.assignment()}
+
+        self.member = PolledMember(poll, consumer.close)  # close: LeaveGroup
+
+    @property
+    def assignment(self) -> set[int]:
+        return self.member.owned
 
     def close(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
+        self.member.close()
 
 
 def disjoint_cover(consumers: list[PollingConsumer]) -> bool:
