@@ -28,6 +28,7 @@ from protocol.messages import (
 from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContext
 from .config import Config
 from .connection import CloseConnection, Connection
+from .data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
 from .listeners import Listener, listeners_of
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
@@ -100,6 +101,7 @@ class Server:
         self._warn_refused = RateLimitedLog(log, logging.WARNING, burst=1)
         self._log_failure = RateLimitedLog(log, logging.ERROR)
         self._idle_sweeper: asyncio.Task | None = None
+        self._data_dir_lock: Any = None  # the key of this process's lock on the data dir, once taken
 
     # life cycle -----------------------------------------------------------------------
 
@@ -131,6 +133,16 @@ class Server:
             await self._start_metrics(sock)
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
+            # Before anything else in the dir is read or written: a second process on it
+            # would append to the same segments.
+            self._data_dir_lock = lock_data_dir(self.config.data_dir)
+        except DataDirInUse as e:
+            sock.close()
+            raise StartupError(str(e)) from None
+        except OSError as e:
+            sock.close()
+            raise StartupError(f"data dir {self.config.data_dir}: {e.strerror or e}") from e
+        try:
             probe = self.config.data_dir / ".write-test"
             probe.write_bytes(b"")
             probe.unlink()
@@ -138,13 +150,21 @@ class Server:
             acls = self._load_acls()
         except OSError as e:
             sock.close()
+            self._release_data_dir()
             raise StartupError(f"data dir {self.config.data_dir}: {e.strerror or e}") from e
+        except StartupError:
+            sock.close()
+            self._release_data_dir()
+            raise
         # Loading creates millions of long-lived objects: collecting while it runs finds
         # no garbage, and afterwards they need not be traversed again (gc.freeze).
         gc.disable()
         loading = time.perf_counter()
         try:
             self.components = await build_components(self)
+        except BaseException:
+            self._release_data_dir()
+            raise
         finally:
             gc.enable()
         if acls is not None:
@@ -290,7 +310,13 @@ class Server:
             await server.wait_closed()
         if self.metrics is not None:
             await self.metrics.close()
+        self._release_data_dir()
         log.info("stopped")
+
+    def _release_data_dir(self) -> None:
+        if self._data_dir_lock is not None:
+            unlock_data_dir(self._data_dir_lock)
+            self._data_dir_lock = None
 
     # connection limits ----------------------------------------------------------------
 

@@ -132,14 +132,28 @@ def _files(path: Path, group: str | None) -> list[Path] | str:
 def repair(directory: Path) -> int:
     """Cut a partition log from its first bad batch (and drop the segments after it),
     keeping a copy of it as it was under <data dir>/.corrupt/. Run with the server stopped."""
+    from ..data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
+
+    if not directory.is_dir() or not any(directory.glob("*.log")):
+        print(f"{directory}: not a partition directory (no *.log segments)", file=sys.stderr)
+        return 2
+    try:  # the server holds it while it runs; cutting a log under it would race its appends
+        lock = lock_data_dir(directory.parent)
+    except DataDirInUse as e:
+        print(f"error: {e}; stop the server first", file=sys.stderr)
+        return 2
+    try:
+        return _repair(directory)
+    finally:
+        unlock_data_dir(lock)
+
+
+def _repair(directory: Path) -> int:
     import shutil
     import time as _time
 
     from .partition import CHECKPOINT_FILE, PartitionLog
 
-    if not directory.is_dir() or not any(directory.glob("*.log")):
-        print(f"{directory}: not a partition directory (no *.log segments)", file=sys.stderr)
-        return 2
     copy = directory.parent / ".corrupt" / f"{directory.name}-{_time.strftime('%Y%m%dT%H%M%S')}"
     shutil.copytree(directory, copy)
     (directory / CHECKPOINT_FILE).unlink(missing_ok=True)  # every byte is read and CRC-checked again
