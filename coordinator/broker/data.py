@@ -42,12 +42,19 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
 READ_COMMITTED = 1
+NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record the producer gave no timestamp
 # compression.type -> the codec stored batches get (producer: none, keep the producer's)
 CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 
 
-class TimestampOutOfRange(ValueError):
-    pass
+class RecordErrors(Exception):
+    """Kafka's RecordValidationException: a batch refused for some of its records, each named
+    by its index in the batch (Produce v8+ returns them as record_errors)."""
+
+    def __init__(self, code: E, message: str, errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.code = code
+        self.errors = errors
 
 
 class DataPlane:
@@ -81,9 +88,17 @@ class DataPlane:
     # Produce ----------------------------------------------------------------------------
 
     def _append(self, version: int, topic: str, partition: int, records: bytes | None,
-                transactional_id: str | None = None) -> tuple[E, int, str | None, int]:
-        """(error, base offset, message, log append time or -1): validate, check sequences,
-        apply the topic's compression.type and message.timestamp.type, append (not yet durable)."""
+                transactional_id: str | None = None) -> tuple[E, int, str | None, int, list[tuple[int, str]]]:
+        """(error, base offset, message, log append time or -1, record errors): validate,
+        check sequences, apply the topic's compression.type and message.timestamp.type,
+        append (not yet durable)."""
+        try:
+            return (*self._append_batch(version, topic, partition, records, transactional_id), [])
+        except RecordErrors as e:
+            return e.code, -1, str(e), -1, e.errors
+
+    def _append_batch(self, version: int, topic: str, partition: int, records: bytes | None,
+                      transactional_id: str | None) -> tuple[E, int, str | None, int]:
         info = self.topics.get(topic)
         if info is None:  # as Kafka: Produce never creates a topic (the producer's Metadata does)
             return E.unknown_topic_or_partition, -1, None, -1
@@ -123,6 +138,10 @@ class DataPlane:
             error = self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
             if error != E.none:
                 return error, -1, None, -1
+        try:  # (before the sequence checks, as Kafka's LogValidator runs before the producer state)
+            _validate_records(info, f"{topic}-{partition}", records, h)
+        except CorruptBatch as e:
+            return E.corrupt_message, -1, str(e), -1
         state = None
         if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
             state = self.producers.get(plog)
@@ -135,8 +154,6 @@ class DataPlane:
                 return E.none, duplicate_of, None, -1  # a retry of a batch we already have
         try:
             records, append_time = self._as_topic_stores(info, records, h)
-        except TimestampOutOfRange as e:
-            return E.invalid_timestamp, -1, str(e), -1
         except CorruptBatch as e:
             return E.corrupt_message, -1, str(e), -1
         try:
@@ -155,19 +172,9 @@ class DataPlane:
     def _as_topic_stores(info: Any, records: bytes, h: Any) -> tuple[bytes, int]:
         """The batch as the topic's configs want it stored, and its log append time (-1:
         CreateTime): recompressed when compression.type names a codec, stamped with the
-        broker's time under LogAppendTime (Kafka's LogValidator); CreateTime timestamps
-        checked against message.timestamp.*.max.ms."""
+        broker's time under LogAppendTime (Kafka's LogValidator)."""
         v = info.values
         now = int(time.time() * 1000)
-        if not info.log_append_time:
-            before = min(v["message.timestamp.before.max.ms"], v["message.timestamp.difference.max.ms"])
-            after = min(v["message.timestamp.after.max.ms"], v["message.timestamp.difference.max.ms"])
-            if before < LONG_MAX or after < LONG_MAX:
-                for r in iter_batch_records(records, h):
-                    if r.timestamp < now - before or r.timestamp > now + after:
-                        raise TimestampOutOfRange(
-                            f"timestamp {r.timestamp} of offset delta {r.offset - h.base_offset} is out of range "
-                            f"(message.timestamp.before.max.ms {before}, after.max.ms {after})")
         codec = CODECS.get(v["compression.type"])
         if codec is not None and codec != h.compression:
             records = build_batch_from(
@@ -183,14 +190,15 @@ class DataPlane:
         if (transactional_id and self.transactions is None) or req.acks not in ACKS:
             error, message = ((E.transactional_id_authorization_failed, "transactions are not supported")
                               if req.acks in ACKS else (E.invalid_required_acks, "acks must be 0, 1 or -1"))
-            results = [(t.name, p.index, error, -1, message, -1) for t in req.topic_data for p in t.partition_data]
+            results = [(t.name, p.index, error, -1, message, -1, []) for t in req.topic_data
+                       for p in t.partition_data]
         else:
             results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id))
                        for t in req.topic_data for p in t.partition_data]
         if req.acks == -1:
             failed = await self._durable({(t, p) for t, p, err, *_ in results if err == E.none})
             if failed:
-                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)], -1) if (t, p) in failed else r
+                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)], -1, []) if (t, p) in failed else r
                            for r in results for t, p in [r[:2]]]
         if req.acks == 0:
             failed = [(t, p, err) for t, p, err, *_ in results if err != E.none]
@@ -198,13 +206,16 @@ class DataPlane:
                 raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
             return None
         by_topic: dict[str, list] = {}
-        for topic, partition, error, base, message, append_time in results:
+        for topic, partition, error, base, message, append_time, record_errors in results:
             plog = self.topics.partition_log(topic, partition)
             by_topic.setdefault(topic, []).append(ctx.nested(
                 "PartitionProduceResponse", index=partition, error_code=error, base_offset=base,
                 log_append_time=None if append_time < 0 else _datetime(append_time),
                 log_start_offset=plog.log_start_offset if plog else -1,
-                record_errors=(), error_message=message))
+                record_errors=tuple(ctx.nested("BatchIndexAndErrorMessage", batch_index=i,
+                                               batch_index_error_message=m) for i, m in record_errors)
+                if ctx.version >= 8 else (),  # (record errors came with v8, KIP-467)
+                error_message=message))
         return ctx.response(throttle_time=0, responses=tuple(
             ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
             for name, parts in by_topic.items()))
@@ -565,6 +576,40 @@ class DataPlane:
 
     async def close(self) -> None:
         self.drain()
+
+
+def _validate_records(info: Any, partition: str, records: bytes, h: Any) -> None:
+    """Kafka's LogValidator.validateRecord on each record of a produced batch: a compacted
+    topic (cleanup.policy with compact, also compact,delete) takes no record without a key
+    (validateKey), and CreateTime timestamps lie within message.timestamp.{before,after}.max.ms
+    (validateTimestamp). Every record is checked and the batch refused with all their
+    errors (processRecordErrors): INVALID_TIMESTAMP if any is a timestamp's, else INVALID_RECORD."""
+    v = info.values
+    compacted = "compact" in v["cleanup.policy"]
+    before = after = LONG_MAX
+    if not info.log_append_time:
+        before = min(v["message.timestamp.before.max.ms"], v["message.timestamp.difference.max.ms"])
+        after = min(v["message.timestamp.after.max.ms"], v["message.timestamp.difference.max.ms"])
+    if not compacted and before == after == LONG_MAX:
+        return  # nothing to check: the records are not decoded
+    now = int(time.time() * 1000)
+    errors: list[tuple[int, str]] = []
+    bad_timestamp = False
+    for index, r in enumerate(iter_batch_records(records, h)):
+        if compacted and r.key is None:
+            errors.append((index, f"Compacted topic cannot accept message without key in topic partition {partition}"))
+        elif r.timestamp != NO_TIMESTAMP and (now - r.timestamp > before or r.timestamp - now > after):
+            bad_timestamp = True
+            errors.append((index, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
+                                  f"The timestamp should be within [{now - before}, {now + after}]"))
+    if not errors:
+        return
+    if bad_timestamp:
+        raise RecordErrors(E.invalid_timestamp, "One or more records have been rejected due to invalid timestamp",
+                           errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise RecordErrors(E.invalid_record, f"One or more records have been rejected due to {len(errors)} record "
+                       f"errors in total, and only showing the first three errors at most: [{shown}]", errors)
 
 
 def _below(records: bytes, lso: int) -> tuple[bytes, int]:
