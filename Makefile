@@ -6,8 +6,10 @@ PY     := $(VENV)/bin/python
 HOST   ?= $(or $(KCOORD_HOST),127.0.0.1)
 PORT   ?= $(or $(KCOORD_PORT),9092)
 DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
+# The server `make run` started, so that `make stop` finds it (one per port).
+PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run test install install-test bench report clean
+.PHONY: run stop reset-data test install install-test install-pipeline bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +21,14 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $@
 
+$(VENV)/.installed-pipeline: $(VENV)/.installed pyproject.toml
+	@echo "make report: installing the pipeline extra into $(VENV): pyspark, pyarrow, pandas, jinja2, plotly (Java 17 needed to run it)"
+	$(PY) -m pip install -q -e '.[pipeline]'
+	touch $@
+
 install: $(VENV)/.installed
+
+install-pipeline: $(VENV)/.installed-pipeline
 
 install-test: $(VENV)/.installed-test
 	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || \
@@ -31,18 +40,35 @@ install-test: $(VENV)/.installed-test
 
 ## Start the server on 127.0.0.1:9092 with its data in ./data (HOST, PORT, DATA to change them).
 run: install
+	@pid=$$(cat $(PIDFILE) 2>/dev/null); \
+	if [ -n "$$pid" ] && grep -qa coordinator /proc/$$pid/cmdline 2>/dev/null; then \
+	  echo "a server started by make run is already running on port $(PORT) (make stop)"; exit 2; fi
 	@$(PY) -m compileall -q coordinator protocol >/dev/null  # bytecode once, not at every start
-	$(PY) -m coordinator --host $(HOST) --port $(PORT) --data-dir $(DATA)
+	@echo $$$$ > $(PIDFILE); exec $(PY) -m coordinator --host $(HOST) --port $(PORT) --data-dir $(DATA)
+
+## Stop the server `make run` started on PORT (SIGTERM: in-flight requests finish, logs fsynced).
+stop:
+	@pid=$$(cat $(PIDFILE) 2>/dev/null); \
+	if [ -n "$$pid" ] && grep -qa coordinator /proc/$$pid/cmdline 2>/dev/null; then \
+	  kill $$pid; while kill -0 $$pid 2>/dev/null; do sleep 0.1; done; echo "stopped the server on port $(PORT)"; \
+	else echo "no server started by make run on port $(PORT)"; fi; rm -f $(PIDFILE)
+
+## Delete the data dir (DATA) and the pipeline's ./out; refused while `make run`'s server runs.
+reset-data:
+	@pid=$$(cat $(PIDFILE) 2>/dev/null); \
+	if [ -n "$$pid" ] && grep -qa coordinator /proc/$$pid/cmdline 2>/dev/null; then \
+	  echo "the server on port $(PORT) is running: make stop first"; exit 1; fi
+	rm -rf $(DATA) ./out
 
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
 test: install-test
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 bench: install-test
 	$(PY) -m pip install -q -e '.[bench]'
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-report: install-test
+report: install-pipeline
 	$(PY) -m pipeline.run --data-dir $(DATA) --out ./out
 
 clean:
