@@ -96,6 +96,11 @@ class Config:
         None, "serve Prometheus /metrics, /health and /ready on this port (off by default; 0 = any free port)")
     metrics_lag_sample_ms: int = _opt(
         5000, "how often the metrics note each partition's newest commit for the lag status (Burrow's window)")
+    enable_test_control: bool = _opt(
+        False, "serve the test control (fault injection: /faults) as JSON over HTTP on --metrics-port; "
+        "for test clusters only, never in production")
+    fault_seed: int | None = _opt(None, "seed of the random draws of faults injected with a probability "
+                                  "(a test that gives one sees the same faults every run)")
     log_level: str = _opt("INFO", "logging level: DEBUG, INFO, WARNING or ERROR")
     log_format: str = _opt("text", "log lines as text, or one JSON object each (for log collectors)",
                            choices=("text", "json"))

@@ -29,6 +29,7 @@ from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContex
 from .config import Config
 from .connection import CloseConnection, Connection
 from .data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
+from .faults import Faults
 from .listeners import Listener, listeners_of
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
@@ -95,6 +96,10 @@ class Server:
         self.credentials: Any = None  # coordinator.security.credentials.CredentialStore
         self.acl_gate: Any = None  # coordinator.security.acl_gate.AclGate with --authorizer
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
+        # Injected faults (coordinator/faults.py): `intercept` is the Faults while a rule exists
+        self.intercept: Faults | None = None
+        self.faults = Faults(config.fault_seed)
+        self.faults.attach(self)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self.warn_closing = RateLimitedLog(log, logging.WARNING, burst=50)
@@ -387,8 +392,11 @@ class Server:
         header, pos = read_request_header(frame, flexible=c.flexible_request)
         body = decode_body(c, frame, pos)
         ctx = RequestContext(header, c, conn.client_host, conn)
-        gate = self.acl_gate
-        result = None if gate is None else gate.check(ctx, body, api.handler)
+        faults = self.intercept  # None unless a fault rule exists (coordinator/faults.py)
+        result = None if faults is None else faults.intercept(self, ctx, body, api.handler)
+        if result is None:
+            gate = self.acl_gate
+            result = None if gate is None else gate.check(ctx, body, api.handler)
         if result is None:
             result = api.handler(ctx, body)
         if result is LATER:

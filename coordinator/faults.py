@@ -1,0 +1,412 @@
+"""Faults injected into request handling on demand, so that tests can drive a client's error
+paths: an error answer, added latency, a dropped connection (before the request is handled,
+or after, with the reply lost), a request stalled until released.
+
+What librdkafka's mock cluster (`rd_kafka_mock_push_request_errors`, `..._error_rtts`) and
+kfake (`ControlKey`, `KeepControl`, `DropControl`, `SleepControl`) give their users, as
+rules matched by API key and optionally client id, group, topic and broker. Off unless a
+rule exists: the server's dispatch then checks one attribute (`Server.intercept`, None).
+
+    faults.add("OffsetCommit", "NOT_COORDINATOR", times=2, group="orders")
+    faults.add("Produce", drop="after")              # written, then the reply is lost
+    faults.add("Fetch", delay_ms=500, times=None)    # every Fetch 500 ms late, until cleared
+    faults.add("Heartbeat", stall=True)              # held until faults.clear()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from dataclasses import dataclass, field
+from types import CoroutineType
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+
+from protocol.error_response import error_response
+
+from .apis import LATER, UNANSWERED, RequestContext
+from .connection import CloseConnection
+
+log = logging.getLogger(__name__)
+
+# API names as Kafka writes them (OffsetCommit), and their keys
+API_KEYS: dict[str, int] = {"".join(w.capitalize() for w in n.split("_")): k for k, n in api_key_map.items()}
+API_NAMES: dict[int, str] = {k: n for n, k in API_KEYS.items()}
+_API_KEYS_FOLDED = {n.lower(): k for n, k in API_KEYS.items()}  # offset_commit, offsetcommit, OFFSET_COMMIT
+ERRORS: dict[str, ErrorCode] = {e.name.upper(): e for e in ErrorCode}
+
+PRODUCE, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 10, 8, 9
+DESCRIBE_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE = 15, 42, 69
+DROPS = ("before", "after")
+FIELDS = ("api", "error", "times", "probability", "delay_ms", "drop", "stall", "client_id", "group", "topic",
+          "broker", "seed")
+
+
+@dataclass
+class Rule:
+    """One fault: what it matches, what it does, how many more times."""
+
+    id: int
+    api_key: int
+    error: ErrorCode | None
+    times: int | None  # firings left; None: until cleared
+    probability: float | None
+    delay_ms: int
+    drop: str | None
+    stall: bool | int  # True: until cleared; an int: at most that many ms
+    client_id: str | None
+    group: str | None
+    topic: str | None
+    broker: int | None
+    rng: random.Random | None = None  # its own seeded generator, else the Faults' one
+    fired: int = 0
+    released: asyncio.Event | None = field(default=None, repr=False)  # set when cleared: stalls go on
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "api": API_NAMES.get(self.api_key, str(self.api_key)), "api_key": self.api_key,
+                "error": None if self.error is None else self.error.name.upper(),
+                "error_code": None if self.error is None else int(self.error),
+                "times": self.times, "probability": self.probability, "delay_ms": self.delay_ms,
+                "drop": self.drop, "stall": self.stall, "client_id": self.client_id, "group": self.group,
+                "topic": self.topic, "broker": self.broker, "fired": self.fired}
+
+
+class Faults:
+    """The active fault rules of one process, shared by its brokers (`attach` each server)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.rules: list[Rule] = []
+        self.rng = random.Random(seed)
+        self._ids = itertools.count(1)
+        self._servers: list[Any] = []
+
+    def attach(self, server: Any) -> None:
+        """Let `server` consult these rules (its `intercept` is set while any exists)."""
+        self._servers.append(server)
+        server.intercept = self if self.rules else None
+
+    def _changed(self) -> None:
+        hook = self if self.rules else None
+        for server in self._servers:
+            server.intercept = hook
+
+    # the rules ----------------------------------------------------------------------------
+
+    def add(self, api: str | int, error: str | int | None = None, *, times: int | None = 1,
+            probability: float | None = None, delay_ms: int = 0, drop: str | None = None,
+            stall: bool | int = False, client_id: str | None = None, group: str | None = None,
+            topic: str | None = None, broker: int | None = None, seed: int | None = None) -> dict[str, Any]:
+        """Add a rule; return it as a JSON-able dict with its id. A bad spec raises ValueError
+        (one message) and adds nothing."""
+        rule = Rule(next(self._ids), _api_key(api), _error(error), _times(times), _probability(probability),
+                    _non_negative_int("delay_ms", delay_ms), _drop(drop), _stall(stall),
+                    _optional_str("client_id", client_id), _optional_str("group", group),
+                    _optional_str("topic", topic), _broker(broker),
+                    None if seed is None else random.Random(_int("seed", seed)))
+        if rule.error is None and rule.drop is None and not rule.delay_ms and rule.stall is False:
+            raise ValueError("a fault needs an action: error, delay_ms, drop or stall")
+        if rule.error is not None and rule.drop is not None:
+            raise ValueError("error and drop exclude each other: a dropped connection carries no answer")
+        if rule.stall is not False:
+            rule.released = asyncio.Event()
+        self.rules.append(rule)
+        self._changed()
+        log.info("fault %d added: %s", rule.id, rule.to_dict())
+        return rule.to_dict()
+
+    def add_spec(self, spec: Any) -> dict[str, Any]:
+        """A rule from a JSON object (the HTTP control): the same fields as add()."""
+        if not isinstance(spec, dict):
+            raise ValueError("a fault is a JSON object")
+        unknown = sorted(set(spec) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
+        if "api" not in spec:
+            raise ValueError("field 'api' is required")
+        spec = dict(spec)
+        return self.add(spec.pop("api"), spec.pop("error", None), **spec)
+
+    def list(self) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.rules]
+
+    def clear(self, rule_id: int | None = None) -> int:
+        """Remove one rule, or all; stalled requests are released. How many were removed."""
+        if rule_id is not None and (type(rule_id) is not int):
+            raise ValueError(f"fault id must be an integer, not {rule_id!r}")
+        gone = [r for r in self.rules if rule_id is None or r.id == rule_id]
+        for rule in gone:
+            self._remove(rule)
+        return len(gone)
+
+    def _remove(self, rule: Rule, release: bool = True) -> None:
+        if rule in self.rules:
+            self.rules.remove(rule)
+            self._changed()
+        if release and rule.released is not None:
+            rule.released.set()
+
+    def _spent(self, rule: Rule) -> None:
+        """A rule has fired its last time. A stall stays listed, holding the requests it
+        stalled, until cleared (or, with a timeout, until its last one goes on)."""
+        if rule.released is None:
+            self._remove(rule)
+
+    # the request path ----------------------------------------------------------------------
+
+    def intercept(self, server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+        """None: no rule fires, the request is handled as usual. Else the result dispatch
+        returns instead: an error body, or a coroutine giving the body later. Raises
+        CloseConnection for a drop before the request is handled."""
+        rule = self._firing(server, ctx, request)
+        if rule is None:
+            return None
+        rule.fired += 1
+        if rule.times is not None:
+            rule.times -= 1
+            if rule.times == 0:
+                self._spent(rule)
+        if rule.drop == "before" and not rule.delay_ms and rule.stall is False:
+            raise CloseConnection(f"fault {rule.id}: connection dropped before {API_NAMES.get(rule.api_key)}")
+        if rule.error is not None and not rule.delay_ms and rule.stall is False:
+            return _failed(ctx, request, rule)
+        return _later(self, server, ctx, request, handler, rule)
+
+    def _firing(self, server: Any, ctx: RequestContext, request: Any) -> Rule | None:
+        """The first rule that matches the request and, if it has a probability, draws it."""
+        header = ctx.header
+        for rule in self.rules:
+            if rule.api_key != header.api_key or rule.times == 0:  # (0: a spent stall, still holding)
+                continue
+            if rule.client_id is not None and rule.client_id != header.client_id:
+                continue
+            if rule.broker is not None and rule.broker != broker_of(server, ctx):
+                continue
+            if rule.group is not None and rule.group not in groups_of(header.api_key, request):
+                continue
+            if rule.topic is not None and rule.topic not in topics_of(request, server):
+                continue
+            if rule.probability is not None and (rule.rng or self.rng).random() >= rule.probability:
+                continue
+            return rule
+        return None
+
+
+def _failed(ctx: RequestContext, request: Any, rule: Rule) -> Any:
+    key = ctx.header.api_key
+    if key == PRODUCE and getattr(request, "acks", None) == 0:
+        # acks=0: the producer reads no answer, so Kafka reports an error by closing
+        raise CloseConnection(f"fault {rule.id}: {rule.error.name.upper()} on a Produce with acks=0")  # type: ignore[union-attr]
+    return error_response(key, ctx.version, ctx.codec.response_type, request, rule.error)  # type: ignore[arg-type]
+
+
+async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any, handler: Callable,
+                 rule: Rule) -> Any:
+    """Stall or delay, then fail, drop, or handle the request (its reply lost if asked)."""
+    if rule.stall is not False:
+        timeout = None if rule.stall is True else rule.stall / 1000
+        try:
+            await asyncio.wait_for(rule.released.wait(), timeout)  # type: ignore[union-attr]
+        except asyncio.TimeoutError:
+            if rule.times == 0:
+                faults._remove(rule, release=False)  # (others it holds keep their own timeouts)
+    if rule.delay_ms:
+        await asyncio.sleep(rule.delay_ms / 1000)
+    if rule.drop == "before":
+        raise CloseConnection(f"fault {rule.id}: connection dropped before {API_NAMES.get(rule.api_key)}")
+    if rule.error is not None:
+        return _failed(ctx, request, rule)
+    body = await _handled(server, ctx, request, handler)
+    if rule.drop == "after":
+        # handled in full (written, committed), and the connection closes where its answer
+        # would have gone: the client cannot tell whether it happened, and retries
+        raise CloseConnection(f"fault {rule.id}: reply to {API_NAMES.get(rule.api_key)} lost")
+    return body
+
+
+class _Answer:
+    """Stands in for the connection of a handler run here: catches ctx.answer(); handlers
+    read everything else (listener, SASL session, transport) from the real one."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.done = asyncio.get_running_loop().create_future()
+
+    def flush_answers(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+    """The request handled as dispatch would (the ACL gate first), its body whichever way
+    the handler gives it."""
+    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer(ctx.connection))
+    gate = server.acl_gate
+    result = None if gate is None else gate.check(inner, request, handler)
+    if result is None:
+        result = handler(inner, request)
+    if result is LATER:
+        if inner.body is UNANSWERED:
+            await inner.connection.done
+        return inner.body
+    if type(result) is CoroutineType or isinstance(result, asyncio.Future):
+        return await result
+    return result
+
+
+# what a request names ---------------------------------------------------------------------
+
+def broker_of(server: Any, ctx: RequestContext) -> int:
+    """The node id of the broker that received the request."""
+    node_id = getattr(ctx.connection.listener, "node_id", None)
+    return server.config.node_id if node_id is None else node_id
+
+
+def groups_of(api_key: int, request: Any) -> tuple[str, ...]:
+    """The group ids a request names (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+    OffsetCommit, OffsetFetch, TxnOffsetCommit, AddOffsetsToTxn, ConsumerGroupHeartbeat,
+    OffsetDelete by `group_id`; the batched ones by their lists)."""
+    group_id = getattr(request, "group_id", None)
+    if type(group_id) is str:
+        return (group_id,)
+    if api_key == OFFSET_FETCH:  # v8+: several groups
+        return tuple(g.group_id for g in getattr(request, "groups", None) or ())
+    if api_key == DESCRIBE_GROUPS:
+        return tuple(request.groups or ())
+    if api_key == DELETE_GROUPS:
+        return tuple(request.groups_names or ())
+    if api_key == CONSUMER_GROUP_DESCRIBE:
+        return tuple(request.group_ids or ())
+    if api_key == FIND_COORDINATOR and getattr(request, "key_type", 0) == 0:  # 0: a group's coordinator
+        keys = getattr(request, "coordinator_keys", None)
+        return tuple(keys) if keys else (request.key,)
+    return ()
+
+
+def topics_of(request: Any, server: Any = None) -> set[str]:
+    """The topic names a request names (by name or, from Fetch v13 and OffsetCommit v10,
+    by topic id)."""
+    out: set[str] = set()
+    for attr in ("topics", "topic_data", "topic_names", "v3_and_below_topics"):
+        entries = getattr(request, attr, None)
+        if entries:
+            _add_topics(out, entries, server)
+    for nested in ("groups", "transactions"):  # OffsetFetch v8+, AddPartitionsToTxn v4+
+        for entry in getattr(request, nested, None) or ():
+            entries = getattr(entry, "topics", None)
+            if entries:
+                _add_topics(out, entries, server)
+    return out
+
+
+def _add_topics(out: set[str], entries: Any, server: Any) -> None:
+    for entry in entries:
+        if type(entry) is tuple:  # the hand-read OffsetCommit's (name or id, partition count)
+            entry = entry[0]
+        name = entry if isinstance(entry, str) else getattr(entry, "name", None) or getattr(entry, "topic", None)
+        if name is None or not isinstance(name, str):
+            name = _name_of(getattr(entry, "topic_id", entry), server)
+        if name is not None:
+            out.add(name)
+
+
+def _name_of(topic_id: Any, server: Any) -> str | None:
+    topics = getattr(server, "topics", None)
+    info = None if topics is None else topics.by_id.get(topic_id)
+    return None if info is None else info.name
+
+
+# validation: one clear message per bad field ---------------------------------------------
+
+def _api_key(api: Any) -> int:
+    if type(api) is int:
+        if api not in API_NAMES:
+            raise ValueError(f"api: no Kafka API has key {api}")
+        return api
+    if isinstance(api, str):
+        key = _API_KEYS_FOLDED.get(api.replace("_", "").replace("-", "").lower())
+        if key is None and api.isdigit():
+            return _api_key(int(api))
+        if key is None:
+            raise ValueError(f"api: unknown Kafka API {api!r} (a name like 'OffsetCommit', or its key)")
+        return key
+    raise ValueError(f"api must be a Kafka API name or key, not {api!r}")
+
+
+def _error(error: Any) -> ErrorCode | None:
+    if error is None:
+        return None
+    if type(error) is int or (isinstance(error, str) and error.lstrip("-").isdigit()):
+        try:
+            code = ErrorCode(int(error))
+        except ValueError:
+            raise ValueError(f"error: no Kafka error has code {error}") from None
+    elif isinstance(error, str):
+        code = ERRORS.get(error.upper().replace("-", "_"))  # type: ignore[assignment]
+        if code is None:
+            raise ValueError(f"error: unknown Kafka error {error!r} (a name like 'NOT_COORDINATOR', or its code)")
+    else:
+        raise ValueError(f"error must be a Kafka error name or code, not {error!r}")
+    if code == ErrorCode.none:
+        raise ValueError("error: NONE (0) is no error; leave error out for a delay, drop or stall")
+    return code
+
+
+def _int(name: str, value: Any) -> int:
+    if type(value) is not int:
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    return value
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    if _int(name, value) < 0:
+        raise ValueError(f"{name} must be >= 0, not {value}")
+    return value
+
+
+def _times(times: Any) -> int | None:
+    if times is None:
+        return None
+    if _int("times", times) < 1:
+        raise ValueError(f"times must be >= 1 (or null: until cleared), not {times}")
+    return times
+
+
+def _probability(p: Any) -> float | None:
+    if p is None:
+        return None
+    if type(p) not in (int, float) or not 0 < p <= 1:
+        raise ValueError(f"probability must be a number in (0, 1], not {p!r}")
+    return float(p)
+
+
+def _drop(drop: Any) -> str | None:
+    if drop is None or drop is False:
+        return None
+    if drop not in DROPS:
+        raise ValueError(f"drop must be 'before' or 'after', not {drop!r}")
+    return drop
+
+
+def _stall(stall: Any) -> bool | int:
+    if stall is True or stall is False:
+        return stall
+    if type(stall) is not int or stall <= 0:
+        raise ValueError(f"stall must be true (until cleared), false, or a timeout in ms > 0, not {stall!r}")
+    return stall
+
+
+def _optional_str(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, not {value!r}")
+    return value
+
+
+def _broker(broker: Any) -> int | None:
+    return None if broker is None else _int("broker", broker)

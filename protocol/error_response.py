@@ -1,0 +1,199 @@
+"""The response a broker gives when it fails a whole request with one error: Kafka's
+`AbstractRequest.getErrorResponse(throttleTimeMs, Throwable)`, for any API, from kio's
+response schemas.
+
+Kafka writes getErrorResponse by hand in each request class; they all do the same few
+things, which this does generically:
+- the error goes into the top-level `error_code` and into every per-topic, per-partition,
+  per-group, per-member ... `error_code` of the response;
+- the entries the request named are echoed, identified as the request named them (topic
+  name or id, partition index, group id, coordinator key, transactional id, config
+  resource), so a client can match each error to what it asked for;
+- everything else is "nothing known": -1 for offsets, epochs, ids, node ids, ports and
+  timestamps (Kafka's INVALID_OFFSET, UNKNOWN_GENERATION_ID, NO_PRODUCER_ID, ...), empty
+  strings, bytes and lists, the schema's default where it has one.
+
+Where a request class departs from that, the departure is in `_SPECIAL` below. Sans-IO.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+import types
+import typing
+import uuid
+from functools import cache
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from .offset_commit import OffsetCommitRequest, write_response_to
+
+PRODUCE, FETCH, OFFSET_COMMIT = 0, 1, 8
+
+# Response arrays and the request arrays they answer entry by entry, where the names differ
+# (same-named arrays always pair up): response field -> request fields, first present wins.
+_ECHOED_FROM = {
+    "responses": ("topics", "topic_data", "topic_names", "resources"),  # Fetch, Produce, DeleteTopics, AlterConfigs
+    "partition_responses": ("partition_data",),  # Produce
+    "partitions": ("partition_data", "partitions", "partition_indexes"),
+    "results": ("groups_names", "topics", "creations", "resources", "users", "deletions"),
+    "coordinators": ("coordinator_keys",),  # FindCoordinator v4+
+    "groups": ("groups", "group_ids"),  # DescribeGroups, ConsumerGroupDescribe, OffsetFetch v8+
+    "filter_results": ("filters",),  # DeleteAcls
+    "results_by_topic_v3_and_below": ("v3_and_below_topics",),  # AddPartitionsToTxn v0-3
+    "results_by_transaction": ("transactions",),  # AddPartitionsToTxn v4+
+    "results_by_partition": ("partitions",),
+    "topic_results": ("topics",),
+    "transaction_states": ("transactional_ids",),  # DescribeTransactions
+}
+
+# Fields that identify an entry, copied from the request's entry: response name -> the
+# request's names for it.
+_IDENTITY = {
+    "name": ("name", "topic"),
+    "topic": ("topic", "name"),
+    "topic_id": ("topic_id",),
+    "partition_index": ("partition_index", "partition", "index"),
+    "partition": ("partition", "partition_index"),
+    "index": ("index", "partition_index"),
+    "group_id": ("group_id",),
+    "key": ("key",),
+    "transactional_id": ("transactional_id",),
+    "resource_type": ("resource_type",),
+    "resource_name": ("resource_name",),
+    "user": ("name", "user"),
+}
+
+# Integers that mean "none" at -1 when Kafka fails a request (Kafka's INVALID_OFFSET,
+# UNKNOWN_GENERATION_ID, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, a node id of -1, ...).
+_UNKNOWN_AS_MINUS_ONE = re.compile(
+    r"offset|epoch|producer_id|node_id|port|generation_id|leader_id|controller_id|coordinator_id|timestamp"
+    r"|high_watermark|low_watermark|num_partitions|replication_factor|session_id")
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def error_response(api_key: int, version: int, response_type: type, request: Any, error: int) -> Any:
+    """The response body, as a kio object (or the encoded body for OffsetCommit, whose codec is
+    hand-written), that fails `request` with `error` everywhere it can carry one."""
+    error = ErrorCode(error)
+    if api_key == OFFSET_COMMIT and type(request) is OffsetCommitRequest:
+        # OffsetCommitRequest.getErrorResponse: every partition committed, with the error
+        return write_response_to(request, version, [error] * len(request.partitions))
+    special = _SPECIAL.get(api_key)
+    if special is not None:
+        request = special(version, request)
+    return _build(response_type, request, error)
+
+
+def _fetch(version: int, request: Any) -> Any:
+    """FetchRequest.getErrorResponse: from v13 (topic ids) the top-level error alone, no
+    partitions; before, the error in every partition as well (clients before v7 read only those)."""
+    return None if version >= 13 else request
+
+
+_SPECIAL = {FETCH: _fetch}
+
+
+def _build(cls: type, source: Any, error: ErrorCode) -> Any:
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        value = _value(f, source, error)
+        if value is not _DEFAULT:
+            values[f.name] = value
+    return cls(**values)
+
+
+_DEFAULT = object()  # the schema's default
+
+
+def _value(f: dataclasses.Field, source: Any, error: ErrorCode) -> Any:
+    kind = f.metadata.get("kafka_type")
+    if kind == "error_code":
+        return error
+    tp = _strip_optional(f.type)
+    nullable = tp is not f.type
+    if typing.get_origin(tp) is tuple:
+        inner = _strip_optional(typing.get_args(tp)[0])
+        if not dataclasses.is_dataclass(inner):
+            return ()
+        return tuple(_entry(inner, item, error) for item in _echoed(f.name, source))
+    if kind == "records":
+        return b""  # (an empty record set, as Kafka's MemoryRecords.EMPTY, not null)
+    if dataclasses.is_dataclass(tp):
+        # a nested struct (ConsumerGroupHeartbeat's assignment, ...): none where allowed
+        return None if nullable else _build(tp, None, error)
+    for name in _IDENTITY.get(f.name, ()):
+        if source is not None and not isinstance(source, (str, int, uuid.UUID)):
+            found = getattr(source, name, None)
+            if found is not None:
+                return found
+    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return _DEFAULT
+    if nullable:
+        return None
+    return _zero(kind, f.name)
+
+
+def _entry(cls: type, item: Any, error: ErrorCode) -> Any:
+    """One echoed entry. A request that names its entries by a bare value (a group id, a
+    partition index, a coordinator key) gives that value to the entry's identifying field."""
+    if isinstance(item, (str, int, uuid.UUID)):
+        key = _key_field(cls)
+        entry = _build(cls, None, error)
+        return dataclasses.replace(entry, **{key: item}) if key is not None else entry
+    return _build(cls, item, error)
+
+
+@cache
+def _key_field(cls: type) -> str | None:
+    """The field that names an entry: its first string or integer field that is not an error."""
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("kafka_type") in ("string", "int32", "int16", "int8", "int64", "uuid") \
+                and not f.name.startswith("error"):
+            return f.name
+    return None
+
+
+def _echoed(name: str, source: Any) -> Any:
+    """The request's entries a response array answers (none if the request has no such array)."""
+    if source is None or isinstance(source, (str, int, uuid.UUID)):
+        return ()
+    for candidate in (name, *_ECHOED_FROM.get(name, ())):
+        found = getattr(source, candidate, None)
+        if isinstance(found, (tuple, list)):
+            return found
+    return ()
+
+
+def _zero(kind: str | None, name: str) -> Any:
+    if kind in ("int8", "int16", "int32", "int64"):
+        return -1 if _UNKNOWN_AS_MINUS_ONE.search(name) else 0
+    if kind == "uint16":
+        return 0
+    if kind == "float64":
+        return 0.0
+    if kind == "bool":
+        return False
+    if kind == "string":
+        return ""
+    if kind in ("bytes", "records"):
+        return b""
+    if kind == "uuid":
+        return uuid.UUID(int=0)
+    if kind in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(0)
+    if kind == "datetime_i64":
+        return _EPOCH
+    raise TypeError(f"no empty value for a {kind} field ({name})")
+
+
+def _strip_optional(tp: Any) -> Any:
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
