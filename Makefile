@@ -9,7 +9,7 @@ DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data test install install-test install-pipeline bench report clean
+.PHONY: run stop reset-data bench-report test install install-test install-pipeline bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,11 @@ test: install-test
 bench: install-test
 	$(PY) -m pip install -q -e '.[bench]'
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	$(PY) -m bench.report
+
+## Regenerate docs/benchmarks.md from the results the bench scripts wrote to bench/results/.
+bench-report:
+	$(PY) -m bench.report
 
 report: install-pipeline
 	$(PY) -m pipeline.run --data-dir $(DATA) --out ./out

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_commits import _INT64, commit_frame, topic_for  # noqa: E402
+from bench.results import record  # noqa: E402
 from bench.wire_client import FramePump, cpu_seconds, request_class  # noqa: E402
 from protocol.messages import (  # noqa: E402
     _library_codec, codec, decode_body, encode_request, read_request_header,
@@ -50,15 +51,17 @@ def bench_codec() -> None:
     body = bytes(frame[4:])
     _, pos = read_request_header(body, flexible=True)
     hand, generic = codec(8, 8), _library_codec(8, 8)
-    print(f"codec: OffsetCommit v8, hand reader {per_call_us(lambda: decode_body(hand, body, pos)):.1f} us, "
-          f"bounds walk + kio {per_call_us(lambda: decode_body(generic, body, pos)):.1f} us per request")
+    by_hand, by_kio = per_call_us(lambda: decode_body(hand, body, pos)), per_call_us(lambda: decode_body(generic, body, pos))
+    print(f"codec: OffsetCommit v8, hand reader {by_hand:.1f} us, bounds walk + kio {by_kio:.1f} us per request")
+    record("decode an OffsetCommit v8 request, hand reader", by_hand, "us", peer="bounds walk + kio", peer_value=by_kio)
     hb = encode_request(12, 4, 1, "c", request_class(12, 4)(
         group_id="group-1", generation_id=3, member_id="member-abcdef-1234", group_instance_id=None))[4:]
     _, pos = read_request_header(hb, flexible=True)
     c = codec(12, 4)
     walked = dataclasses.replace(c, check_first=True)
-    print(f"codec: Heartbeat v4, kio alone {per_call_us(lambda: decode_body(c, hb, pos)):.1f} us, "
-          f"bounds walk + kio {per_call_us(lambda: decode_body(walked, hb, pos)):.1f} us per request")
+    alone, with_walk = per_call_us(lambda: decode_body(c, hb, pos)), per_call_us(lambda: decode_body(walked, hb, pos))
+    print(f"codec: Heartbeat v4, kio alone {alone:.1f} us, bounds walk + kio {with_walk:.1f} us per request")
+    record("decode a Heartbeat v4 request, kio alone", alone, "us", peer="bounds walk + kio", peer_value=with_walk)
 
 
 class FixedAnswer(asyncio.Protocol):
@@ -107,6 +110,8 @@ async def bench_socket_floor(seconds: float) -> None:
         elapsed, cpu = time.perf_counter() - start, cpu_seconds(proc.pid) - cpu
         print(f"socket floor: fixed answers to 100 committing connections: {count / elapsed:,.0f} req/s, "
               f"server CPU {cpu / count * 1e6:.1f} us per request")
+        record("socket floor: a bare uvloop server's CPU per fixed answer, 100 committing connections",
+               cpu / count * 1e6, "us")
         for pump in pumps:
             pump.transport.close()
     finally:
@@ -207,6 +212,8 @@ def main() -> None:
         us = uvloop.run(commit_path(60, 8, partitions))
         print(f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit: "
               f"{us:.1f} us per commit, best of 8 x 6,000")
+        record(f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit",
+               us, "us", params={"partitions": partitions})
     if args.callgrind:
         for partitions in sorted({1, args.partitions}):
             few, more = callgrind_instructions(1, partitions), callgrind_instructions(11, partitions)

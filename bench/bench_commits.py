@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_groups import form_group  # noqa: E402
+from bench.results import record  # noqa: E402
 from bench.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 
@@ -147,10 +148,14 @@ def print_floor(members: int, in_flight: int, partitions: int, runs: list, ours:
     ratio = statistics.median(r[1] for r in ours) / server_us
     print(f"floor (fixed answers) for {partitions:>2} partitions: {members:>3} members, {mode:>7}: "
           f"{rate:>8,.0f} req/s  (server CPU {server_us:4.1f} us per request; ours in one group: {ratio:.1f}x)")
+    shape = {"members": members, "in_flight": in_flight, "partitions": partitions}
+    record(f"commits of {partitions} partition(s), {members} members in one group, {mode}: server CPU per commit "
+           "against a bare server's", statistics.median(r[1] for r in ours), "us", params=shape,
+           peer="a bare server answering the same frames", peer_value=server_us)
 
 
 def print_commits(members: int, one_group: bool, in_flight: int, partitions: int,
-                  runs: list[tuple[float, float, float]]) -> None:
+                  runs: list[tuple[float, float, float]], fsync: str = "always") -> None:
     layout = "in one group " if one_group else "in own groups"
     mode = "sync" if in_flight == 1 else f"{in_flight} async"
     rate, server_us, client_us = (statistics.median(r[i] for r in runs) for i in range(3))
@@ -158,6 +163,13 @@ def print_commits(members: int, one_group: bool, in_flight: int, partitions: int
     print(f"durable commits of {partitions:>2} partitions: {members:>3} members {layout}, {mode:>7}: "
           f"{rate:>8,.0f} commits/s{spread}"
           f"  (CPU per commit: server {server_us:4.0f} us, bench client {client_us:3.0f} us)")
+    shape = {"members": members, "one_group": one_group, "in_flight": in_flight, "partitions": partitions,
+             "runs": len(runs), "fsync": fsync}
+    where = "in one group" if one_group else "each in its own group"
+    figure = f"commits of {partitions} partition(s), fsync {fsync}, {members} members {where}, {mode}"
+    record(figure, rate, "commits/s", params=shape)
+    if one_group:
+        record(f"{figure}: server CPU per commit", server_us, "us", params=shape)
 
 
 def _zigzag(n: int) -> bytes:
@@ -230,6 +242,9 @@ def _start_timed(data: str, label: str, records: int, keys: int) -> tuple[subpro
     rss = peak_rss_mb(proc.pid)
     print(f"recovery: {label}: server ready after {ready:.2f} s on {records:,} records; peak RSS {rss:.0f} MiB "
           f"({rss / keys * 100_000:.0f} MiB per 100k committed partitions, interpreter included)")
+    record(f"startup on {records:,} offset records ({keys:,} committed partitions), {label}", ready, "s",
+           params={"records": records, "keys": keys})
+    record(f"startup on {records:,} offset records, {label}: peak RSS", rss, "MiB", params={"records": records})
     return proc, port
 
 
@@ -307,6 +322,7 @@ async def main() -> None:
         data = tempfile.mkdtemp(prefix="bench-commits-")
         proc, port, ready = start_server(data, ["--fsync", args.fsync])
         print(f"empty server ready in {ready * 1000:.0f} ms (fsync={args.fsync})")
+        record("server ready, empty data dir", ready * 1000, "ms", params={"fsync": args.fsync})
         try:
             for case in cases:
                 members, one_group, in_flight, size = case
@@ -318,7 +334,7 @@ async def main() -> None:
             shutil.rmtree(data, ignore_errors=True)
     for case in cases:
         if runs[case]:  # (--repeat 0: recovery only)
-            print_commits(*case, runs[case])
+            print_commits(*case, runs[case], fsync=args.fsync)
     for (members, in_flight, size), floor_runs in floors.items():
         print_floor(members, in_flight, size, floor_runs, runs[members, True, in_flight, size])
     if args.records:

@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # (run as a script too, e.g. by bench/ab.py)
 
+from bench.results import record  # noqa: E402
 from bench.wire_client import WireClient, request_class  # noqa: E402
 from tests.conftest import ServerProcess  # noqa: E402
 
@@ -75,6 +76,11 @@ async def main(args) -> None:
             elapsed, rounds = await converge(conn, group, n, "bench-topic")
             rate = await steady(conn, group, n, args.seconds)
             print(f"{n:>8} {elapsed * 1000:>15.1f} {rounds:>7} {rate:>13.0f}")
+            record(f"KIP-848 group of {n} members joining at once, {args.partitions:,} partitions: first heartbeat "
+                   "to all at the assignment epoch with their target", elapsed * 1000, "ms",
+                   params={"members": n, "partitions": args.partitions, "heartbeat_rounds": rounds})
+            record(f"KIP-848 heartbeats of {n} stable members, one connection", rate, "heartbeats/s",
+                   params={"members": n})
         await conn.close()
     finally:
         server.stop()

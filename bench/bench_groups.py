@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import record  # noqa: E402
 from bench.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
 from protocol.messages import encode_request  # noqa: E402
 
@@ -102,6 +103,10 @@ async def bench_heartbeats(server_pid: int, port: int, groups: int, members: int
     elapsed, cpu = time.perf_counter() - start, cpu_seconds(server_pid) - cpu
     print(f"heartbeats: {groups} groups x {members} members, {connections} connections x {window} in flight: "
           f"{count / elapsed:,.0f} req/s (server CPU {cpu / max(count, 1) * 1e6:.1f} us per heartbeat)")
+    shape = {"groups": groups, "members": members, "connections": connections, "in_flight": window}
+    figure = f"heartbeats, {groups * members:,} members in {groups} groups, {connections} connections x {window} in flight"
+    record(figure, count / elapsed, "req/s", params=shape)
+    record(f"{figure}: server CPU per heartbeat", cpu / max(count, 1) * 1e6, "us", params=shape)
     for pump in pumps:
         pump.transport.close()
     for c in conns:
@@ -114,6 +119,8 @@ async def bench_rebalance(port: int, n: int) -> None:
     await form_group(conns, f"rebalance-{n}-{time.time()}")
     elapsed = time.perf_counter() - t0
     print(f"rebalance: {n} members joining at once, first JoinGroup to last SyncGroup: {elapsed * 1000:.0f} ms")
+    record(f"classic rebalance, {n} members joining at once, first JoinGroup to last SyncGroup", elapsed * 1000, "ms",
+           params={"members": n})
     for c in conns:
         await c.close()
 
@@ -130,8 +137,11 @@ async def bench_cycles(server_pid: int, port: int, seconds: float) -> None:
             LeaveMember(member_id=member, group_instance_id=None),)))
         cycles += 1
     cpu = cpu_seconds(server_pid) - cpu
-    print(f"join-sync-leave cycles (one member, sequential): {cycles / (time.perf_counter() - start):,.0f}/s "
+    rate = cycles / (time.perf_counter() - start)
+    print(f"join-sync-leave cycles (one member, sequential): {rate:,.0f}/s "
           f"(server CPU {cpu / max(cycles, 1) * 1e6:,.0f} us per cycle)")
+    record("join-sync-leave cycles, one member, sequential", rate, "cycles/s")
+    record("join-sync-leave cycles: server CPU per cycle", cpu / max(cycles, 1) * 1e6, "us")
     await conn.close()
 
 

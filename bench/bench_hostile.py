@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.results import record
 from tests.conftest import ServerProcess, create_topics
 from tests.test_hardening import INT32_MAX, MIB, fetch_frame, fill_partition, rss_bytes
 
@@ -36,6 +37,7 @@ def main() -> None:
             fill_partition(server.port, "big", 2 * MIB)
             base = rss_bytes(pid)
             print(f"baseline RSS (a 2 MiB partition): {mib(base)}")
+            record("server RSS, baseline with a 2 MiB partition", base / MIB, "MiB")
 
             idle = []
             for _ in range(args.idle):
@@ -46,6 +48,8 @@ def main() -> None:
             held = rss_bytes(pid)
             print(f"{args.idle} slowloris connections held: RSS {mib(held)}"
                   f" ({(held - base) / max(args.idle, 1) / 1024:.1f} KiB each)")
+            record(f"server RSS, {args.idle:,} slowloris connections (half a frame each) held", held / MIB, "MiB",
+                   params={"connections": args.idle})
             for s in idle:
                 s.close()
             socks = []
@@ -54,14 +58,21 @@ def main() -> None:
                 s.sendall(fetch_frame(i, "big", max_wait_ms=INT32_MAX, min_bytes=INT32_MAX))
                 socks.append(s)
             time.sleep(1)
-            print(f"{args.polls} long polls (max_wait, min_bytes 2^31-1) waiting: RSS {mib(rss_bytes(pid))}")
+            polling = rss_bytes(pid)
+            print(f"{args.polls} long polls (max_wait, min_bytes 2^31-1) waiting: RSS {mib(polling)}")
+            record(f"server RSS, {args.polls:,} long polls (max_wait and min_bytes 2^31-1) waiting", polling / MIB,
+                   "MiB", params={"polls": args.polls})
             t0 = time.perf_counter()
             fill_partition(server.port, "big", 1 * MIB)
-            print(f"  1 MiB produced while they wait: {time.perf_counter() - t0:.2f} s, RSS {mib(rss_bytes(pid))}")
+            produced = time.perf_counter() - t0
+            print(f"  1 MiB produced while they wait: {produced:.2f} s, RSS {mib(rss_bytes(pid))}")
+            record(f"1 MiB produced while {args.polls:,} long polls wait", produced, "s", params={"polls": args.polls})
             for s in socks:
                 s.close()
             time.sleep(1)
-            print(f"  connections closed: RSS {mib(rss_bytes(pid))}")
+            closed = rss_bytes(pid)
+            print(f"  connections closed: RSS {mib(closed)}")
+            record("server RSS after the long polls' connections closed", closed / MIB, "MiB")
 
             hostile = socket.create_connection(("127.0.0.1", server.port))
             hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -77,6 +88,8 @@ def main() -> None:
             time.sleep(1)
             print(f"a client sent {sent // 1024} KiB of Fetches ({args.unread} x 2 MiB answers) and reads none:"
                   f" RSS {mib(rss_bytes(pid))}")
+            record(f"server RSS, a client sending {args.unread:,} Fetches of 2 MiB answers and reading none",
+                   rss_bytes(pid) / MIB, "MiB", params={"fetches": args.unread})
             hostile.close()
 
         finally:

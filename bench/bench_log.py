@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.results import record  # noqa: E402
 from coordinator.log import LogConfig, OffsetsLog, PartitionLog  # noqa: E402
 from coordinator.log import partition, sync  # noqa: E402
 from coordinator.log.segment import fsync_dir  # noqa: E402
@@ -158,15 +159,23 @@ def main() -> None:
         for c in (1, 10, 100):
             rate, per_fsync = asyncio.run(durable_appends(tmp / f"c{c}", c, args.seconds))
             print(f"  {c:>3} concurrent appenders: {rate:>9,.0f} appends/s  ({per_fsync:.1f} appends per sync round)")
+            record(f"durable log appends (group commit, {how}), {c} concurrent appenders", rate, "appends/s",
+                   params={"concurrency": c})
         each, syncfs = sync_many(tmp / "sync")
         if sync._syncfs is not None:
             print(f"making 50 logs durable after one append each, on the loop: fsync per file {each:.1f} ms, "
                   f"one syncfs {syncfs:.1f} ms (best of 20)")
+            record("making 50 logs durable after one append each, on the loop: one syncfs", syncfs, "ms",
+                   peer="an fsync per file", peer_value=each)
         if partition.SYNCER.uses_aio and sync._syncfs is not None:
             (aio_wall, aio_cpu), (fs_wall, fs_cpu) = asyncio.run(sync_many_beside(tmp / "sync-beside"))
             print(f"  beside the loop: 50 fsyncs in parallel by AIO, durable after {aio_wall:.1f} ms "
                   f"({aio_cpu:.2f} ms of the loop's CPU); one syncfs in a worker thread {fs_wall:.1f} ms "
                   f"({fs_cpu:.2f} ms) (best of 20)")
+            record("making 50 logs durable beside the loop: 50 fsyncs by AIO", aio_wall, "ms",
+                   peer="one syncfs in a worker thread", peer_value=fs_wall)
+            record("making 50 logs durable beside the loop: the loop's CPU for 50 fsyncs by AIO", aio_cpu, "ms",
+                   peer="one syncfs in a worker thread", peer_value=fs_cpu)
         sizes = [args.records] + ([10_000_000] if args.big else [])
         for n in sizes:
             for per_batch in (1, 10):
@@ -182,6 +191,11 @@ def main() -> None:
                       f"    + latest per key (load)   {t_open + t_latest:6.2f} s  {got / (t_open + t_latest):>10,.0f} rec/s\n"
                       f"    + full decode replay      {t_open + t_replay:6.2f} s  {got / (t_open + t_replay):>10,.0f} rec/s\n"
                       f"    open after clean shutdown {t_clean:6.2f} s  (checkpoint: no scan)")
+                shape = {"records": got, "per_batch": per_batch}
+                record(f"open a __consumer_offsets log of {got:,} records, {per_batch} per batch, CRC-verify + index",
+                       t_open, "s", params=shape)
+                record(f"open a __consumer_offsets log of {got:,} records, {per_batch} per batch, after a clean "
+                       "shutdown", t_clean, "s", params=shape)
                 for p in d.iterdir():
                     p.unlink()
 

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_commits import COMMIT, V_COMMIT, CommitPartition, CommitReq, CommitTopic, start_server  # noqa: E402
 from bench.bench_groups import LEAVE, V_LEAVE, LeaveMember, LeaveReq, form_group  # noqa: E402
+from bench.results import record  # noqa: E402
 from bench.wire_client import WireClient  # noqa: E402
 
 TOPIC_PARTITIONS = 100
@@ -64,6 +65,7 @@ async def main() -> None:
         idle = rss_mib(proc.pid)
         per_group = (idle - base) * 1024 / args.groups
         print(f"memory: {args.groups:,} idle groups: {idle - base:.1f} MiB, {per_group:.2f} KiB per idle group")
+        record(f"memory per idle (Empty) group, at {args.groups:,} groups", per_group, "KiB", params={"groups": args.groups})
 
         stable = args.groups // 10
         members = [await WireClient(f"member-{i}").connect("127.0.0.1", port) for i in range(10)]
@@ -73,6 +75,8 @@ async def main() -> None:
         per_member = ((formed - idle) * 1024 - stable * per_group) / (stable * 10)
         print(f"memory: {stable:,} Stable groups of 10 members: {formed - idle:.1f} MiB, "
               f"{per_member:.2f} KiB per member (beyond its group's)")
+        record(f"memory per member of a Stable group, at {stable * 10:,} members", per_member, "KiB",
+               params={"members": stable * 10})
 
         groups = max(args.partitions // TOPIC_PARTITIONS, 1)
 
@@ -90,6 +94,9 @@ async def main() -> None:
         print(f"memory: {partitions:,} committed partitions in {groups:,} groups: {committed - formed:.1f} MiB, "
               f"{(committed - formed) * 1024 * 1024 / partitions:.0f} bytes per committed partition")
         print(f"memory: server RSS {base:.1f} MiB empty, {committed:.1f} MiB with all of it")
+        record(f"memory per committed partition, at {partitions:,} partitions",
+               (committed - formed) * 1024 * 1024 / partitions, "bytes", params={"partitions": partitions})
+        record("server RSS, empty", base, "MiB")
         for c in conns + members:
             await c.close()
     finally:

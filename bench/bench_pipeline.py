@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import record  # noqa: E402
 from coordinator.log.offsets import OffsetsLog  # noqa: E402
 from coordinator.log.partition import PartitionLog  # noqa: E402
 from protocol.consumer_protocol import write_assignment  # noqa: E402
@@ -96,6 +97,7 @@ def timed(label: str, f, rows_hint: int | None = None, repeat: int = 3) -> float
         rates.append(rows / (time.perf_counter() - t0))
     best, median = max(rates), sorted(rates)[len(rates) // 2]
     print(f"{label:<44} {best:>10,.0f} rows/s best of {repeat}, median {median:>9,.0f}  ({rows:,} rows)", flush=True)
+    record(f"{label}, {rows:,} rows, best of {repeat}", best, "rows/s", params={"rows": rows, "repeat": repeat})
     return best
 
 
@@ -119,6 +121,11 @@ def whole_job(data: str, out: str, master: str, records: int, repeat: int) -> No
           flush=True)
     print(f"machine CPU per timed run (all processes, JVM included): {statistics.median(cpus[1:]):.1f} s median "
           f"({min(cpus[1:]):.1f}-{max(cpus[1:]):.1f})", flush=True)
+    shape = {"records": records, "runs": repeat, "master": master}
+    record(f"whole pipeline job (python -m pipeline.run, new process) on {records:,} commit records, median",
+           statistics.median(walls[1:]), "s", params=shape)
+    record(f"whole pipeline job on {records:,} commit records: machine CPU per run, median",
+           statistics.median(cpus[1:]), "s", params=shape)
 
 
 def main() -> None:

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # (run as a script too, e.g. by bench/ab.py)
+
+from bench.results import record  # noqa: E402
 
 
 def free_port() -> int:
@@ -152,18 +155,25 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[floa
     return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
 
 
-def run(name: str, bootstrap: str, args: argparse.Namespace) -> None:
+def run(name: str, bootstrap: str, args: argparse.Namespace) -> dict[tuple[str, str], float]:
+    """Every figure of one target, by (figure, unit)."""
+    figures = {}
     for acks in ("1", "all"):
         topic = f"bench-{acks}"
         create_topic(bootstrap, topic)
         msgs, mb = produce(bootstrap, topic, args.messages, args.size, acks)
         print(f"{name:>18} produce acks={acks:<3}: {msgs:>9,.0f} msgs/s {mb:>7.1f} MB/s "
               f"({args.messages:,} x {args.size} B, 6 partitions)", flush=True)
+        figures[f"produce {args.size} B messages, confluent-kafka, acks={acks}", "msgs/s"] = msgs
     msgs, mb = consume(bootstrap, "bench-1", args.messages, args.size)
     print(f"{name:>18} consume         : {msgs:>9,.0f} msgs/s {mb:>7.1f} MB/s", flush=True)
+    figures[f"consume {args.size} B messages, confluent-kafka", "msgs/s"] = msgs
     create_topic(bootstrap, "bench-latency")
     p50, p99 = latency(bootstrap, "bench-latency", args.rate, args.seconds)
     print(f"{name:>18} end-to-end at {args.rate} msgs/s: p50 {p50:.1f} ms, p99 {p99:.1f} ms", flush=True)
+    figures[f"end-to-end latency at {args.rate} msgs/s, p50", "ms"] = p50
+    figures[f"end-to-end latency at {args.rate} msgs/s, p99", "ms"] = p99
+    return figures
 
 
 def main() -> None:
@@ -175,6 +185,7 @@ def main() -> None:
     ap.add_argument("--targets", default="ours,tansu")
     ap.add_argument("--fsync", default="always", help="our server's --fsync")
     args = ap.parse_args()
+    measured: dict[str, dict[tuple[str, str], float]] = {}
     for target in args.targets.split(","):
         proc = start_ours(args.fsync) if target == "ours" else start_tansu()
         if proc is None:
@@ -182,10 +193,14 @@ def main() -> None:
             continue
         try:
             label = f"ours (fsync={args.fsync})" if target == "ours" else "tansu (memory)"
-            run(label, f"127.0.0.1:{proc.port}", args)  # type: ignore[attr-defined]
+            measured[target] = run(label, f"127.0.0.1:{proc.port}", args)  # type: ignore[attr-defined]
         finally:
             proc.terminate()
             proc.wait(10)
+    peer = measured.get("tansu", {})
+    for (figure, unit), value in measured.get("ours", {}).items():
+        record(f"{figure}, fsync {args.fsync}", value, unit, params={"messages": args.messages, "size": args.size},
+               **({"peer": "Tansu (memory storage)", "peer_value": peer[figure, unit]} if (figure, unit) in peer else {}))
 
 
 if __name__ == "__main__":

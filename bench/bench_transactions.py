@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
+from bench.results import record  # noqa: E402
 from bench.wire_client import cpu_seconds  # noqa: E402
 from tests.conftest import ServerProcess, create_topics  # noqa: E402
 
@@ -79,6 +80,11 @@ def main() -> None:
                 print(f"transactions (10 messages on 3 partitions + group offsets), {producers:2d} producer(s), "
                       f"fsync always: {statistics.median(rates):,.0f}/s (median of {len(runs)}, range "
                       f"{rates[0]:,.0f}-{rates[-1]:,.0f}), server CPU {statistics.median(cpus):,.0f} us each")
+                figure = (f"transactions of 10 messages on 3 partitions plus group offsets, confluent-kafka, "
+                          f"fsync always, {producers} producer(s), median of {len(runs)}")
+                record(figure, statistics.median(rates), "txn/s", params={"producers": producers, "runs": len(runs)})
+                record(f"{figure}: server CPU per transaction", statistics.median(cpus), "us",
+                       params={"producers": producers, "runs": len(runs)})
         finally:
             server.close()
 

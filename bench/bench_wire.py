@@ -33,6 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 TARGET_API_VERSIONS_RPS = 30_000
 
+from bench.results import record  # noqa: E402
+
 
 def build_request(mode: str, version: int | None) -> bytes:
     from coordinator.apis import build
@@ -190,6 +192,11 @@ def main() -> None:
     print(f"{label}: {args.connections} connections x depth {args.depth}, {procs_n} client processes, {elapsed:.1f} s")
     print(f"  {total} requests, {rps:,.0f} req/s, latency p50 {percentile(lat, 50) * 1e3:.2f} ms, "
           f"p99 {percentile(lat, 99) * 1e3:.2f} ms")
+    shape = {"connections": args.connections, "depth": args.depth, "client_processes": procs_n}
+    figure = f"{label}, {args.connections} pipelining connections x depth {args.depth}"
+    record(figure, rps, "req/s", params=shape)
+    record(f"{figure}: latency p50", percentile(lat, 50) * 1e3, "ms", params=shape)
+    record(f"{figure}: latency p99", percentile(lat, 99) * 1e3, "ms", params=shape)
     if args.mode == "apiversions":
         verdict = "meets" if rps >= TARGET_API_VERSIONS_RPS else "BELOW"
         print(f"  {verdict} the target of {TARGET_API_VERSIONS_RPS:,} ApiVersions req/s")
