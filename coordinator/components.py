@@ -18,6 +18,8 @@ from .groups.clock import LoopClock
 from .groups.consumer_manager import consumer_group_config
 from .groups.topic_image import TopicImage
 from .groups.runtime import CoordinatorRuntime
+from .groups.share_api import ShareGroupApis
+from .groups.share_manager import ShareGroupConfig
 from .groups.shard import OffsetConfig
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
@@ -53,9 +55,14 @@ async def build_components(server: Server) -> list[Any]:
     ), OffsetConfig(c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
                     topics.partition_keys),  # commits to unknown topics are refused, as Kafka does
         consumer_group_config(c), TopicImage(topics))
+    runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]
+        c.group_share_session_timeout_ms, c.group_share_heartbeat_interval_ms, c.group_share_max_size,
+        c.group_share_record_lock_duration_ms, c.group_share_delivery_attempt_limit,
+        c.group_share_partition_max_record_locks, c.share_snapshot_update_records)
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
     GroupApis(runtime).register(server.registry)
+    ShareGroupApis(runtime).register(server.registry)
     server.groups = runtime
     txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, dataclasses.replace(
         OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms), topic=TRANSACTION_TOPIC)

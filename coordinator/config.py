@@ -52,6 +52,18 @@ class Config:
         "classic and the consumer protocol (upgrade: a classic group a consumer-protocol member joins; "
         "downgrade: a consumer group left with classic members only); Empty groups always convert",
         choices=("bidirectional", "upgrade", "downgrade", "disabled"))
+    # KIP-932 share groups.
+    group_share_session_timeout_ms: int = _opt(45000, "group.share.session.timeout.ms")
+    group_share_heartbeat_interval_ms: int = _opt(5000, "group.share.heartbeat.interval.ms")
+    group_share_max_size: int = _opt(200, "group.share.max.size")
+    group_share_record_lock_duration_ms: int = _opt(30000, "group.share.record.lock.duration.ms: how long a "
+                                                    "share consumer holds the records it fetched")
+    group_share_delivery_attempt_limit: int = _opt(5, "group.share.delivery.attempt.limit: deliveries of a "
+                                                   "record before it is archived")
+    group_share_partition_max_record_locks: int = _opt(2000, "group.share.partition.max.record.locks: "
+                                                       "in-flight records per share-partition")
+    share_partitions: int = _opt(50, "partitions of __share_group_state (share.coordinator.state.topic.num.partitions)")
+    share_snapshot_update_records: int = _opt(500, "share.coordinator.snapshot.update.records.per.snapshot")
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
     offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
     offsets_retention_check_interval_ms: int = _opt(600_000, "offsets.retention.check.interval.ms")

@@ -2,7 +2,8 @@
 
 Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey
 (same layout), 2 is GroupMetadataKey; 3-8 are KIP-848 consumer-group records
-(protocol/consumer_records.py); higher numbers are share/streams-group records that we do
+(protocol/consumer_records.py); 10-14 are KIP-932 share-group records
+(protocol/share_records.py); other numbers (streams groups, share types 9 and 15) we do
 not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
 Every value starts with its own int16 schema version; a null value is a tombstone.
 
@@ -197,6 +198,8 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
         return _H.pack(key.version) + key.data
     elif type(key) in _consumer().KEY_TYPES:
         return _consumer().encode_key(key)
+    elif type(key) in _share().KEY_TYPES:
+        return _share().encode_key(key)
     else:
         raise TypeError(f"not a __consumer_offsets key: {key!r}")
     return bytes(w.out)
@@ -207,6 +210,12 @@ def _consumer():
     builds on this module's reader and writer."""
     from . import consumer_records
     return consumer_records
+
+
+def _share():
+    """protocol.share_records (KIP-932 record types 10-14), imported on first use."""
+    from . import share_records
+    return share_records
 
 
 def default_version(value: Value) -> int:
@@ -229,6 +238,8 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
             raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")
         return b"".join((_V3_HEAD.pack(3, offset, leader_epoch, len(m)), m, _Q.pack(commit_timestamp)))
     if type(value) not in (OffsetCommitValue, GroupMetadataValue):
+        if type(value).__module__ == _share().__name__:
+            return _share().encode_value(value)
         return _consumer().encode_value(value)
     if version is None:
         version = default_version(value)
@@ -380,6 +391,8 @@ def decode_key(data: bytes) -> Key:
         key = GroupMetadataKey(r.string())
     elif _consumer().is_consumer_key_version(version):
         key = _consumer().decode_key(version, r)
+    elif _share().is_share_key_version(version):
+        key = _share().decode_key(version, r)
     elif version > 2:
         return UnknownKey(version, bytes(data[2:]))
     else:
@@ -398,6 +411,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return _decode_group_metadata_value(data)
     if type(key) in _consumer().KEY_TYPES:
         return _consumer().decode_value(key, data)
+    if type(key) in _share().KEY_TYPES:
+        return _share().decode_value(key, data)
     raise RecordDecodeError(f"no value schema for {key!r}")
 
 

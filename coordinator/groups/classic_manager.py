@@ -27,6 +27,7 @@ from ..metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
 from .clock import Clock
 from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from .share_group import ShareGroup
 from .state import GroupState as S
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ class ClassicGroupManager:
         if not group_id:
             return JoinResult(E.invalid_group_id, member_id)
         group = self.groups.get(group_id)
+        if type(group) is ShareGroup:
+            return JoinResult(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)  # as Kafka's classicGroupJoin
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
             return self.shard.migration.join(  # type: ignore[arg-type]
@@ -458,6 +461,8 @@ class ClassicGroupManager:
         if not group_id:
             return SyncResult(E.invalid_group_id)
         group = self.groups.get(group_id)
+        if type(group) is ShareGroup:
+            return SyncResult(E.unknown_member_id)
         if group is not None and type(group) is not ClassicGroup:
             return self.shard.migration.sync(group, member_id, group_instance_id, generation_id,  # type: ignore[arg-type]
                                              protocol_type, protocol_name)
@@ -545,6 +550,8 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id
         group = self.groups.get(group_id)
+        if type(group) is ShareGroup:
+            return E.unknown_member_id
         if group is not None and type(group) is not ClassicGroup:
             return self.shard.migration.heartbeat(group, member_id, group_instance_id, generation_id)  # type: ignore[arg-type]
         if group is None:
@@ -604,6 +611,8 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
+        if type(group) is ShareGroup:
+            return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
             fut = asyncio.get_running_loop().create_future()
             now = self.shard.migration.leave(group, members, lambda r: self.resolve(fut, r))  # type: ignore[arg-type]

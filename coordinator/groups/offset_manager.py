@@ -155,6 +155,8 @@ class OffsetManager:
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
+        if group is not None and group.group_type == "share":
+            return E.group_id_not_found, []  # Kafka's ShareGroup.validateOffsetFetch: no committed offsets
         offsets = self.store.of(group_id) if group is None or group.state_name != DEAD else {}
         if wanted is None:
             by_topic: dict[str, list[tuple[int, OffsetCommitValue | None]]] = {}

@@ -29,6 +29,9 @@ from .records import (
 )
 from .state import GroupState
 from protocol.consumer_records import KEY_TYPES as CONSUMER_KEYS
+from protocol.share_records import KEY_TYPES as SHARE_KEYS
+from .share_group import ShareGroup
+from .share_manager import ShareGroupManager
 from .migration import GroupMigration
 from .topic_image import TopicImage
 
@@ -56,6 +59,7 @@ class GroupShard:
         self.offsets = OffsetStore()
         self.classic = ClassicGroupManager(self, clock, config)
         self.consumer = ConsumerGroupManager(self, clock, consumer or ConsumerGroupConfig(), image or TopicImage())
+        self.share = ShareGroupManager(self, clock, image or TopicImage())
         self.migration = GroupMigration(self)
         self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
                                             offsets.existing_partitions)
@@ -99,6 +103,8 @@ class GroupShard:
             group.stored = value  # type: ignore[union-attr]
         elif type(key) in CONSUMER_KEYS:
             self.consumer.replay(key, value)
+        elif type(key) in SHARE_KEYS:
+            self.share.replay(key, value)
         elif type(key) is TxnOffsetCommitKey:
             commit = key.key
             if commit.group not in self.groups:
@@ -106,7 +112,7 @@ class GroupShard:
             self.offsets.put_pending(key.producer_id, commit.group, commit.topic, commit.partition, value)  # type: ignore[arg-type]
         elif type(key) is TxnMarkerKey:
             self.offsets.complete(key.producer_id, key.commit)
-        # Other record types (share and streams groups) are kept in the log, not interpreted.
+        # Other record types (streams groups) are kept in the log, not interpreted.
 
     def _remove_group(self, group_id: str) -> None:
         group = self.groups.pop(group_id)
@@ -119,6 +125,7 @@ class GroupShard:
                 loaded = self.groups[group_id] = ClassicGroup.loaded(group_id, group.stored)
                 self.classic.on_loaded(loaded)
         self.consumer.on_loaded()
+        self.share.on_loaded()
 
     def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         """What replay has built: each group's stored record, and the offsets (a fresh
@@ -155,6 +162,8 @@ class GroupShard:
             records = self.consumer.delete_records(group.group_id)
             if records:
                 return records
+        if type(group) is ShareGroup:
+            return self.share.delete_records(group.group_id)
         return [(GroupMetadataKey(group.group_id), None)]
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group]:

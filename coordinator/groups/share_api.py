@@ -1,0 +1,91 @@
+"""Wire handlers of ShareGroupHeartbeat (76) and ShareGroupDescribe (77), KIP-932.
+
+Each request goes to its group's shard; the logic lives in share_manager.py, and this
+module only maps fields. Kafka 4.2 serves version 1 of both (version 0 was the early
+access protocol, never served by a released broker with share groups on).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import LATER, Registry, RequestContext
+from .api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from .consumer_manager import ApiError
+from .runtime import CoordinatorRuntime
+from .share_manager import ASSIGNOR, ShareHeartbeatRequest, ShareHeartbeatResult, validate_request
+
+SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
+
+
+class ShareGroupApis:
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.runtime = runtime
+
+    def register(self, registry: Registry) -> None:
+        registry.add(SHARE_GROUP_HEARTBEAT, range(1, 2), self.share_group_heartbeat)
+        registry.add(SHARE_GROUP_DESCRIBE, range(1, 2), self.share_group_describe)
+
+    def _shard(self, group_id: str) -> Any:
+        shard = self.runtime.shard_for(group_id)
+        return shard if shard.offline is None else None
+
+    def share_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
+        names = req.subscribed_topic_names
+        r = ShareHeartbeatRequest(req.group_id, req.member_id, req.member_epoch, req.rack_id,
+                                  None if names is None else tuple(names), ctx.header.client_id or "",
+                                  ctx.client_host)
+        try:
+            validate_request(r)
+        except ApiError as e:
+            return self._response(ctx, ShareHeartbeatResult(e.code, str(e)))
+        shard = self._shard(req.group_id)
+        if shard is None:
+            return self._response(ctx, ShareHeartbeatResult(E.not_coordinator, "The coordinator is not available."))
+        result = shard.share.heartbeat(r, lambda result: ctx.answer(self._response(ctx, result)))
+        if result is None:
+            return LATER
+        return self._response(ctx, result)
+
+    @staticmethod
+    def _response(ctx: RequestContext, result: ShareHeartbeatResult) -> Any:
+        assignment = None
+        if result.assignment is not None:
+            assignment = ctx.nested("Assignment", topic_partitions=tuple(
+                ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
+                for t, ps in sorted(result.assignment.items(), key=lambda kv: kv[0].bytes) if ps))
+        return ctx.response(throttle_time=0, error_code=result.error, error_message=result.message,
+                            member_id=result.member_id, member_epoch=result.member_epoch,
+                            heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment)
+
+    def share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
+        ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        out = []
+        for group_id in req.group_ids:
+            shard = self._shard(group_id)
+            if shard is None:
+                error, message, group = E.not_coordinator, None, None
+            else:
+                error, message, group = shard.share.describe(group_id)
+            if group is None:
+                out.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
+                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                                      members=(), authorized_operations=ops))
+                continue
+            image = shard.share.image
+            members = tuple(
+                ctx.nested("Member", member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                           client_id=m.client_id, client_host=m.client_host,
+                           subscribed_topic_names=m.subscribed_topic_names,
+                           assignment=ctx.nested("Assignment", topic_partitions=tuple(
+                               ctx.nested("TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "",
+                                          partitions=tuple(sorted(ps)))
+                               for t, ps in sorted(m.assigned.items(), key=lambda kv: kv[0].bytes) if ps)))
+                for m in group.members.values())
+            out.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
+                                  group_state=group.state_name, group_epoch=group.group_epoch,
+                                  assignment_epoch=group.assignment_epoch, assignor_name=ASSIGNOR,
+                                  members=members, authorized_operations=ops))
+        return ctx.response(throttle_time=0, groups=tuple(out))

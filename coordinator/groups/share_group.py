@@ -1,0 +1,252 @@
+"""A KIP-932 share group (Kafka's ShareGroup, ShareGroupMember and SimpleAssignor).
+
+Members heartbeat with ShareGroupHeartbeat; the coordinator assigns partitions, several
+members per partition when there are more members than partitions, and a member moves
+to its target at once (Kafka's ShareGroupAssignmentBuilder: nothing is revoked first,
+since a share-partition may have many consumers and each record is locked on its own).
+Which records a member gets is the share-partition's business (coordinator/share/).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode as E
+
+from protocol import share_records as R
+
+from .group import ExpirationBase
+
+Assignment = dict[uuid.UUID, frozenset[int]]
+LEAVE_EPOCH = -1
+
+
+@dataclass
+class ShareMember:
+    """Kafka's ShareGroupMember."""
+    member_id: str
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    assigned: Assignment = field(default_factory=dict)
+    session_deadline: float = 0.0
+    session_timer: Any = None
+
+
+class ShareGroup:
+    """Implements group.Group for the `share` type (states Empty, Stable; Dead while deleted)."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.members: dict[str, ShareMember] = {}
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.target: dict[str, Assignment] = {}
+        # topic name -> (id, partitions) of the subscribed topics the target was computed from
+        self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        self.metadata_hash = 0  # of subscription_metadata, as stored (KIP-1101)
+        self.dead = False
+        self.dirty = False  # records to write
+        self.changed_members: set[str] = set()
+        self.removed_members: set[str] = set()
+
+    # group.Group ----------------------------------------------------------------------
+
+    @property
+    def group_type(self) -> str:
+        return "share"
+
+    @property
+    def protocol_type(self) -> str:
+        return "share"
+
+    @property
+    def state_name(self) -> str:
+        if self.dead:
+            return "Dead"
+        return "Stable" if self.members else "Empty"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int, now_ms: float,
+                               version: int = 9, transactional: bool = False) -> int:
+        # Kafka's ShareGroup.validateOffsetCommit: "Group X is not a consumer group."
+        return E.group_id_not_found
+
+    def validate_offset_delete(self) -> int:
+        return E.group_id_not_found
+
+    def validate_delete_group(self) -> int:
+        if self.dead:
+            return E.group_id_not_found
+        return E.none if not self.members else E.non_empty_group
+
+    def mark_deleting(self) -> Callable[[], None]:
+        self.dead = True
+
+        def undo() -> None:
+            self.dead = False
+
+        return undo
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return any(topic in m.subscribed_topic_names for m in self.members.values())
+
+    def expiration_base(self) -> ExpirationBase | None:
+        return None  # a share group commits no offsets
+
+    # membership -----------------------------------------------------------------------
+
+    def subscribed_names(self) -> set[str]:
+        return {n for m in self.members.values() for n in m.subscribed_topic_names}
+
+    def remove_member(self, member: ShareMember) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+            member.session_timer = None
+        self.members.pop(member.member_id, None)
+        self.target.pop(member.member_id, None)
+        self.removed_members.add(member.member_id)
+        self.changed_members.discard(member.member_id)
+
+    def assigned_to(self, topic_id: uuid.UUID, partition: int) -> list[str]:
+        return [m.member_id for m in self.members.values() if partition in m.assigned.get(topic_id, ())]
+
+
+# the assignor -------------------------------------------------------------------------
+
+
+def simple_assign(members: dict[str, frozenset[uuid.UUID]], counts: dict[uuid.UUID, int],
+                  previous: dict[str, Assignment]) -> dict[str, Assignment]:
+    """Kafka's SimpleAssignor. When every member subscribes to the same topics
+    (SimpleHomogeneousAssignmentBuilder): each partition goes to ceil(members / partitions)
+    members ("desired sharing"), the partitions handed out are spread so that no member has
+    more than one more than another, and members keep what they had where that stays
+    balanced. With different subscriptions the same is done topic by topic among the
+    members subscribed to it (Kafka's heterogeneous builder balances across topics too)."""
+    if not members:
+        return {}
+    subscriptions = set(members.values())
+    out: dict[str, Assignment] = {m: {} for m in members}
+    if len(subscriptions) == 1:
+        groups = [(sorted(members), sorted(next(iter(subscriptions)), key=lambda t: t.bytes))]
+    else:
+        topics = sorted({t for ts in subscriptions for t in ts}, key=lambda t: t.bytes)
+        groups = [(sorted(m for m, ts in members.items() if t in ts), [t]) for t in topics]
+    for member_ids, topic_ids in groups:
+        partitions = [(t, p) for t in topic_ids for p in range(counts.get(t, 0))]
+        for m, tps in _homogeneous(member_ids, partitions, previous).items():
+            for t, p in tps:
+                out[m][t] = out[m].get(t, frozenset()) | {p}
+    return out
+
+
+def _homogeneous(member_ids: list[str], partitions: list[tuple[uuid.UUID, int]],
+                 previous: dict[str, Assignment]) -> dict[str, list[tuple[uuid.UUID, int]]]:
+    n_members, n_parts = len(member_ids), len(partitions)
+    result: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in member_ids}
+    if n_parts == 0:
+        return result
+    sharing = -(-n_members // n_parts)
+    total = sharing * n_parts
+    # member i wants ceil(total*(i+1)/M) - ceil(total*i/M): counts differ by at most one
+    desired = {m: -(-total * (i + 1) // n_members) - -(-total * i // n_members) for i, m in enumerate(member_ids)}
+    holders: dict[tuple[uuid.UUID, int], set[str]] = {tp: set() for tp in partitions}
+    for m in member_ids:  # stickiness: keep what is still assignable, within the quotas
+        for t, ps in sorted(previous.get(m, {}).items(), key=lambda kv: kv[0].bytes):
+            for p in sorted(ps):
+                tp = (t, p)
+                if tp in holders and len(result[m]) < desired[m] and len(holders[tp]) < sharing:
+                    holders[tp].add(m)
+                    result[m].append(tp)
+    for tp in partitions:  # then the partitions still short of members, to the members short of partitions
+        while len(holders[tp]) < sharing:
+            short = [m for m in member_ids if m not in holders[tp] and len(result[m]) < desired[m]]
+            if not short:
+                break
+            m = max(short, key=lambda x: desired[x] - len(result[x]))
+            holders[tp].add(m)
+            result[m].append(tp)
+    return result
+
+
+# persistence: the group as Kafka's records, and back --------------------------------
+
+
+def metadata_hash(metadata: dict[str, tuple[uuid.UUID, int]]) -> int:
+    """A 64-bit digest of the subscribed topics (name, id, partition count), stored in the
+    group's epoch record as Kafka 4.1+ stores its metadata hash (KIP-1101), so that a restart
+    knows whether the topics changed meanwhile without a record per topic. The digest is our
+    own (BLAKE2b), not Kafka's Murmur3 one: a Kafka broker loading this log would compute a
+    different hash and bump the group epoch once, which reassigns nothing that changed."""
+    if not metadata:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    for name, (topic_id, partitions) in sorted(metadata.items()):
+        h.update(b"%s\0%s\0%d\0" % (name.encode(), topic_id.bytes, partitions))
+    return int.from_bytes(h.digest(), "big", signed=True)
+
+
+
+def _parts(a: Assignment) -> R.Partitions:
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(a.items(), key=lambda kv: kv[0].bytes) if ps)
+
+
+def _assignment(parts: R.Partitions) -> Assignment:
+    return {t: frozenset(ps) for t, ps in parts if ps}
+
+
+def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
+    return (R.ShareGroupMemberMetadataKey(group_id, member_id),
+            R.ShareGroupTargetAssignmentMemberKey(group_id, member_id),
+            R.ShareGroupCurrentMemberAssignmentKey(group_id, member_id))
+
+
+def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
+    """The records that describe the group now (only those of `member_ids` if given)."""
+    g = group.group_id
+    out: dict[Any, Any] = {
+        R.ShareGroupMetadataKey(g): R.ShareGroupMetadataValue(group.group_epoch, group.metadata_hash),
+        R.ShareGroupTargetAssignmentMetadataKey(g): R.ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch),
+    }
+    members = group.members.values() if member_ids is None else [
+        group.members[i] for i in member_ids if i in group.members]
+    for m in members:
+        out[R.ShareGroupMemberMetadataKey(g, m.member_id)] = R.ShareGroupMemberMetadataValue(
+            m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names)
+        out[R.ShareGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ShareGroupTargetAssignmentMemberValue(
+            _parts(group.target.get(m.member_id, {})))
+        out[R.ShareGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ShareGroupCurrentMemberAssignmentValue(
+            m.member_epoch, m.previous_member_epoch, 0, _parts(m.assigned))
+    return out
+
+
+def group_from_records(group_id: str, stored: dict[Any, Any]) -> ShareGroup | None:
+    """Rebuild a group from its replayed records (None if they hold no group epoch)."""
+    meta = stored.get(R.ShareGroupMetadataKey(group_id))
+    if meta is None:
+        return None
+    group = ShareGroup(group_id)
+    group.group_epoch = meta.epoch
+    group.metadata_hash = meta.metadata_hash
+    target_meta = stored.get(R.ShareGroupTargetAssignmentMetadataKey(group_id))
+    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    for key, value in stored.items():
+        if type(key) is R.ShareGroupMemberMetadataKey:
+            group.members[key.member_id] = ShareMember(key.member_id, value.rack_id, value.client_id,
+                                                       value.client_host, tuple(value.subscribed_topic_names))
+    for key, value in stored.items():
+        if type(key) is R.ShareGroupTargetAssignmentMemberKey and key.member_id in group.members:
+            group.target[key.member_id] = _assignment(value.topic_partitions)
+        elif type(key) is R.ShareGroupCurrentMemberAssignmentKey and key.member_id in group.members:
+            m = group.members[key.member_id]
+            m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+            m.assigned = _assignment(value.assigned_partitions)
+    return group

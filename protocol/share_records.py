@@ -1,0 +1,320 @@
+"""Codecs for share-group records (KIP-932), in Kafka 4.2's bytes.
+
+Two logs hold them, as in Kafka:
+
+- `__consumer_offsets` (the group coordinator): key types 10 ShareGroupMemberMetadata (a
+  member's subscription), 11 ShareGroupMetadata (the group epoch), 12
+  ShareGroupTargetAssignmentMetadata (the assignment epoch), 13
+  ShareGroupTargetAssignmentMember (a member's target), 14 ShareGroupCurrentMemberAssignment
+  (a member's epoch and partitions). Types 9 (ShareGroupPartitionMetadata, dropped by Kafka
+  4.1) and 15 (ShareGroupStatePartitionMetadata, which partitions the share coordinator has
+  initialized) are kept raw: this server initializes share-partition state on first fetch.
+- `__share_group_state` (the share coordinator): key type 0 ShareSnapshot (the whole state of
+  one share-partition) and 1 ShareUpdate (a delta on the last snapshot), keyed by group id,
+  topic id and partition.
+
+Keys are non-flexible (int16-length strings); values are version 0, flexible (compact
+strings and arrays, tagged fields; unknown tags skipped).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from .consumer_records import Partitions, _partitions, _read_partitions, _read_uuid, _uuid
+from .group_records import RecordDecodeError, _Reader, _Writer
+
+
+# ---------------------------------------------------------------- __consumer_offsets
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataValue:
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataValue:
+    epoch: int
+    metadata_hash: int = 0  # Kafka 4.1+: a digest of the subscribed topics (KIP-1101)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberValue:
+    topic_partitions: Partitions = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState byte; share members are always 0 (stable)
+    assigned_partitions: Partitions = ()
+
+
+_KEY_TYPES: dict[int, type] = {
+    10: ShareGroupMemberMetadataKey, 11: ShareGroupMetadataKey, 12: ShareGroupTargetAssignmentMetadataKey,
+    13: ShareGroupTargetAssignmentMemberKey, 14: ShareGroupCurrentMemberAssignmentKey,
+}
+_KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
+KEY_TYPES = tuple(_KEY_TYPES.values())
+_MEMBER_KEYS = (ShareGroupMemberMetadataKey, ShareGroupTargetAssignmentMemberKey, ShareGroupCurrentMemberAssignmentKey)
+
+
+def is_share_key_version(version: int) -> bool:
+    return version in _KEY_TYPES
+
+
+def encode_key(key: object) -> bytes:
+    w = _Writer(_KEY_VERSION[type(key)], False)
+    w.string(key.group)  # type: ignore[attr-defined]
+    if type(key) in _MEMBER_KEYS:
+        w.string(key.member_id)  # type: ignore[attr-defined]
+    return bytes(w.out)
+
+
+def decode_key(version: int, r: _Reader) -> object:
+    cls = _KEY_TYPES[version]
+    group = r.string()
+    if cls in _MEMBER_KEYS:
+        return cls(group, r.string())
+    return cls(group)
+
+
+def encode_value(value: object) -> bytes:
+    w = _Writer(0, True)
+    t = type(value)
+    if t is ShareGroupMetadataValue:
+        w.int32(value.epoch)  # type: ignore[union-attr]
+        w.int64(value.metadata_hash)  # type: ignore[union-attr]
+    elif t is ShareGroupMemberMetadataValue:
+        v: ShareGroupMemberMetadataValue = value  # type: ignore[assignment]
+        w.string(v.rack_id)
+        w.string(v.client_id)
+        w.string(v.client_host)
+        w.array_len(len(v.subscribed_topic_names))
+        for name in v.subscribed_topic_names:
+            w.string(name)
+    elif t is ShareGroupTargetAssignmentMetadataValue:
+        w.int32(value.assignment_epoch)  # type: ignore[union-attr]
+    elif t is ShareGroupTargetAssignmentMemberValue:
+        _partitions(w, value.topic_partitions)  # type: ignore[union-attr]
+    elif t is ShareGroupCurrentMemberAssignmentValue:
+        c: ShareGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]
+        w.int32(c.member_epoch)
+        w.int32(c.previous_member_epoch)
+        w.out.append(c.state & 0xFF)
+        _partitions(w, c.assigned_partitions)
+    else:
+        raise TypeError(f"not a share-group record value: {value!r}")
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_value(key: object, data: bytes) -> object:
+    r = _Reader(data, f"{type(key).__name__} value")
+    if r.int16() < 0:
+        raise r.fail("negative value version")
+    r.flexible = True
+    t = type(key)
+    if t is ShareGroupMetadataKey:
+        epoch = r.int32()
+        # Kafka 4.0 wrote the epoch alone; 4.1+ adds the metadata hash.
+        value: object = ShareGroupMetadataValue(epoch, r.int64() if len(r.buf) - r.pos > 8 else 0)
+    elif t is ShareGroupMemberMetadataKey:
+        rack, client_id, client_host = r.string(True), r.string(), r.string()
+        names = tuple(r.string() for _ in range(r.array_len()))
+        value = ShareGroupMemberMetadataValue(rack, client_id, client_host, names)  # type: ignore[arg-type]
+    elif t is ShareGroupTargetAssignmentMetadataKey:
+        value = ShareGroupTargetAssignmentMetadataValue(r.int32())
+    elif t is ShareGroupTargetAssignmentMemberKey:
+        value = ShareGroupTargetAssignmentMemberValue(_read_partitions(r))
+    elif t is ShareGroupCurrentMemberAssignmentKey:
+        epoch, previous = r.int32(), r.int32()
+        state = r.take(1)[0]
+        value = ShareGroupCurrentMemberAssignmentValue(epoch, previous, state if state < 128 else state - 256,
+                                                       _read_partitions(r))
+    else:
+        raise RecordDecodeError(f"no value schema for {key!r}")
+    r.skip_tags()
+    r.end()
+    return value
+
+
+# ---------------------------------------------------------------- __share_group_state
+
+SNAPSHOT_KEY_TYPE, UPDATE_KEY_TYPE = 0, 1
+# ShareSnapshot/ShareUpdate delivery states, as Kafka's RecordState ids
+AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateKey:
+    """ShareSnapshotKey (snapshot=True) or ShareUpdateKey: one share-partition's state."""
+    snapshot: bool
+    group: str
+    topic_id: uuid.UUID
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    first_offset: int
+    last_offset: int
+    delivery_state: int  # AVAILABLE, ACKNOWLEDGED or ARCHIVED
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSnapshotValue:
+    snapshot_epoch: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    create_timestamp: int = -1
+    write_timestamp: int = -1
+    state_batches: tuple[StateBatch, ...] = ()
+    delivery_complete_count: int = -1  # tagged field 0 (Kafka 4.2, KIP-1226)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareUpdateValue:
+    snapshot_epoch: int
+    leader_epoch: int
+    start_offset: int  # -1: not moved by this update
+    state_batches: tuple[StateBatch, ...] = ()
+    delivery_complete_count: int = -1  # tagged field 0
+
+
+def encode_state_key(key: ShareStateKey) -> bytes:
+    w = _Writer(SNAPSHOT_KEY_TYPE if key.snapshot else UPDATE_KEY_TYPE, False)
+    w.string(key.group)
+    _uuid(w, key.topic_id)
+    w.int32(key.partition)
+    return bytes(w.out)
+
+
+def decode_state_key(data: bytes) -> ShareStateKey:
+    r = _Reader(data, "share-state key")
+    version = r.int16()
+    if version not in (SNAPSHOT_KEY_TYPE, UPDATE_KEY_TYPE):
+        raise r.fail(f"unknown share-state record type {version}")
+    key = ShareStateKey(version == SNAPSHOT_KEY_TYPE, r.string(), _read_uuid(r), r.int32())  # type: ignore[arg-type]
+    r.end()
+    return key
+
+
+def _batches(w: _Writer, batches: tuple[StateBatch, ...]) -> None:
+    w.array_len(len(batches))
+    for b in batches:
+        w.int64(b.first_offset)
+        w.int64(b.last_offset)
+        w.out.append(b.delivery_state & 0xFF)
+        w.int16(b.delivery_count)
+        w.tags()
+
+
+def _read_batches(r: _Reader) -> tuple[StateBatch, ...]:
+    out = []
+    for _ in range(r.array_len()):
+        first, last = r.int64(), r.int64()
+        state = r.take(1)[0]
+        out.append(StateBatch(first, last, state, r.int16()))
+        r.skip_tags()
+    return tuple(out)
+
+
+def _count_tag(w: _Writer, count: int) -> None:
+    """The tagged-field section: DeliveryCompleteCount (tag 0) unless it is its default -1."""
+    if count == -1:
+        w.uvarint(0)
+        return
+    w.uvarint(1)
+    w.uvarint(0)
+    w.uvarint(4)
+    w.int32(count)
+
+
+def _read_count_tag(r: _Reader) -> int:
+    count = -1
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        data = r.take(r.uvarint())
+        if tag == 0 and len(data) == 4:
+            count = int.from_bytes(data, "big", signed=True)
+    return count
+
+
+def encode_state_value(value: ShareSnapshotValue | ShareUpdateValue) -> bytes:
+    w = _Writer(0, True)
+    if type(value) is ShareSnapshotValue:
+        w.int32(value.snapshot_epoch)
+        w.int32(value.state_epoch)
+        w.int32(value.leader_epoch)
+        w.int64(value.start_offset)
+        w.int64(value.create_timestamp)
+        w.int64(value.write_timestamp)
+    else:
+        w.int32(value.snapshot_epoch)
+        w.int32(value.leader_epoch)
+        w.int64(value.start_offset)
+    _batches(w, value.state_batches)
+    _count_tag(w, value.delivery_complete_count)
+    return bytes(w.out)
+
+
+def decode_state_value(key: ShareStateKey, data: bytes) -> ShareSnapshotValue | ShareUpdateValue:
+    r = _Reader(data, ("ShareSnapshot" if key.snapshot else "ShareUpdate") + " value")
+    if r.int16() < 0:
+        raise r.fail("negative value version")
+    r.flexible = True
+    value: ShareSnapshotValue | ShareUpdateValue
+    if key.snapshot:
+        snapshot_epoch, state_epoch, leader_epoch, start = r.int32(), r.int32(), r.int32(), r.int64()
+        created, written = r.int64(), r.int64()
+        batches = _read_batches(r)
+        value = ShareSnapshotValue(snapshot_epoch, state_epoch, leader_epoch, start, created, written, batches,
+                                   _read_count_tag(r))
+    else:
+        snapshot_epoch, leader_epoch, start = r.int32(), r.int32(), r.int64()
+        batches = _read_batches(r)
+        value = ShareUpdateValue(snapshot_epoch, leader_epoch, start, batches, _read_count_tag(r))
+    r.end()
+    return value

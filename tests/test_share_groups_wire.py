@@ -1,0 +1,190 @@
+"""KIP-932 share groups over raw frames: ShareGroupHeartbeat / ShareGroupDescribe, Kafka's
+error codes, the SimpleAssignor (several members per partition), the boundary with
+classic and consumer groups, session expiry, and a restart bringing the group back."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bench.wire_client import WireClient, request_class
+from tests.test_groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
+
+SHB, SDESCRIBE, CG_HB, API_VERSIONS, OFFSET_DELETE = 76, 77, 68, 18, 47
+
+
+def shb(group, member_id, epoch, topics=None, **kw):
+    return request_class(SHB, 1)(group_id=group, member_id=member_id, member_epoch=epoch,
+                                 subscribed_topic_names=topics, **kw)
+
+
+def assigned(resp):
+    return {(t.topic_id, p) for t in resp.assignment.topic_partitions for p in t.partitions}
+
+
+async def sdescribe(conn, *groups):
+    r = await conn.request(SDESCRIBE, 1, request_class(SDESCRIBE, 1)(group_ids=groups,
+                                                                     include_authorized_operations=False))
+    return r.groups
+
+
+async def test_advertised_and_request_validation(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        r = await conn.request(API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t",
+                                                                                client_software_version="1"))
+        keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+        assert keys[SHB] == (1, 1) and keys[SDESCRIBE] == (1, 1)
+        await conn.create_topics("t", partitions=2)
+        cases = [
+            (shb("", "m", 0, ["t"]), 42, "GroupId can't be empty."),
+            (shb("g", "", 0, ["t"]), 42, "MemberId can't be empty."),
+            (shb("g", "m" * 37, 0, ["t"]), 42, "MemberId can't be longer than 36 characters."),
+            (shb("g", "m", 0, None), 42, "SubscribedTopicNames must be set in first request."),
+            (shb("g", "m", 0, []), 42, "SubscribedTopicNames must be set in first request."),
+            (shb("g", "m", 0, ["t"], rack_id=""), 42, "RackId can't be empty."),
+            (shb("g", "m", -2), 42, "MemberEpoch is invalid."),
+            (shb("nope", "m", 3), 69, "Share group nope not found."),  # GROUP_ID_NOT_FOUND
+            (shb("nope", "m", -1), 69, None),
+        ]
+        for body, error, message in cases:
+            resp = await conn.request(SHB, 1, body)
+            assert resp.error_code == error, (body, resp)
+            if message is not None:
+                assert resp.error_message == message
+        assert (await sdescribe(conn, "g"))[0].error_code == 69  # nothing was kept of the refused joins
+    finally:
+        await conn.close()
+
+
+async def test_membership_assignment_describe_and_other_group_types(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("one", partitions=1)
+        await conn.create_topics("two", partitions=2)
+        a = await conn.request(SHB, 1, shb("s1", "a", 0, ["one"]))
+        assert (a.error_code, a.member_epoch) == (0, 1) and len(assigned(a)) == 1
+        assert a.heartbeat_interval.total_seconds() == 5  # group.share.heartbeat.interval.ms
+        # Three members on one partition: all of them get it (desired sharing = 3).
+        b = await conn.request(SHB, 1, shb("s1", "b", 0, ["one"]))
+        c = await conn.request(SHB, 1, shb("s1", "c", 0, ["one"]))
+        assert assigned(a) == assigned(b) == assigned(c) and c.member_epoch == 3
+        # a's next heartbeat moves it to the new epoch, its assignment unchanged (not sent again).
+        a2 = await conn.request(SHB, 1, shb("s1", "a", 1))
+        assert (a2.error_code, a2.member_epoch, a2.assignment) == (0, 3, None)
+        # An epoch ahead, or behind other than the previous one: FENCED_MEMBER_EPOCH.
+        assert (await conn.request(SHB, 1, shb("s1", "a", 9))).error_code == 110
+        assert (await conn.request(SHB, 1, shb("s1", "c", 1))).error_code == 110
+        assert (await conn.request(SHB, 1, shb("s1", "zz", 3))).error_code == 25  # UNKNOWN_MEMBER_ID
+
+        (d,) = await sdescribe(conn, "s1")
+        assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
+            0, "Stable", 3, 3, "simple")
+        assert sorted(m.member_id for m in d.members) == ["a", "b", "c"]
+        a_desc = next(m for m in d.members if m.member_id == "a")
+        assert a_desc.member_epoch == 3 and a_desc.subscribed_topic_names == ("one",)
+        assert [(tp.topic_name, tp.partitions) for tp in a_desc.assignment.topic_partitions] == [("one", (0,))]
+
+        # Two members on two partitions: one each; a third member shares one of them.
+        x = await conn.request(SHB, 1, shb("s2", "x", 0, ["two"]))
+        assert len(assigned(x)) == 2
+        y = await conn.request(SHB, 1, shb("s2", "y", 0, ["two"]))
+        x2 = await conn.request(SHB, 1, shb("s2", "x", x.member_epoch))
+        assert len(assigned(y)) == 1 and assigned(x2) == assigned(x) - assigned(y)
+        z = await conn.request(SHB, 1, shb("s2", "z", 0, ["two"]))
+        assert len(assigned(z)) == 1  # 3 members, 2 partitions: each partition to 2 members
+
+        # The other group APIs see share groups as Kafka does.
+        listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=("share",)))
+        assert sorted((g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups) == [
+            ("s1", "share", "Stable", "share"), ("s2", "share", "Stable", "share")]
+        listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=("consumer",)))
+        assert listed.groups == ()
+        dg = (await conn.request(DESCRIBE, 6, request_class(DESCRIBE, 6)(
+            groups=("s1",), include_authorized_operations=False))).groups[0]
+        assert (dg.error_code, dg.error_message) == (69, "Group s1 is not a classic group.")
+        joined = await conn.request(JOIN, 9, join_body(9, "s1"))
+        assert (joined.error_code, joined.member_id) == (23, "")  # INCONSISTENT_GROUP_PROTOCOL
+        cg = await conn.request(CG_HB, 1, request_class(CG_HB, 1)(
+            group_id="s1", member_id="k", member_epoch=0, rebalance_timeout=a.heartbeat_interval,
+            subscribed_topic_names=("one",), topic_partitions=()))
+        assert (cg.error_code, cg.error_message) == (69, "Group s1 is not a consumer group.")
+        r = await conn.request(COMMIT, 9, commit_body(9, "s1", "a", 3, [("one", 0, 5)]))
+        assert r.topics[0].partitions[0].error_code == 69
+        G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
+        fetched = await conn.request(FETCH, 9, request_class(FETCH, 9)(groups=(G(
+            group_id="s1", member_id=None, member_epoch=-1, topics=(T(name="one", partition_indexes=(0,)),)),),
+            require_stable=False))
+        assert fetched.groups[0].error_code == 69
+        # A consumer group's id is not a share group's.
+        cg = await conn.request(CG_HB, 1, request_class(CG_HB, 1)(
+            group_id="c1", member_id="k", member_epoch=0, rebalance_timeout=a.heartbeat_interval,
+            subscribed_topic_names=("one",), topic_partitions=()))
+        assert cg.error_code == 0
+        other = await conn.request(SHB, 1, shb("c1", "a", 0, ["one"]))
+        assert (other.error_code, other.error_message) == (69, "Group c1 is not a share group.")
+        (notshare,) = await sdescribe(conn, "c1")
+        assert (notshare.error_code, notshare.error_message) == (69, "Group c1 is not a share group.")
+
+        # DeleteGroups: not while members are there; leaving empties the group.
+        deleted = await conn.request(DELETE, 2, request_class(DELETE, 2)(groups_names=("s1",)))
+        assert deleted.results[0].error_code == 68  # NON_EMPTY_GROUP
+        for m, epoch in (("a", 3), ("b", 2), ("c", 3)):
+            left = await conn.request(SHB, 1, shb("s1", m, -1))
+            assert (left.error_code, left.member_epoch) == (0, -1)
+        assert (await conn.request(SHB, 1, shb("s1", "a", -1))).error_code == 25
+        (d,) = await sdescribe(conn, "s1")
+        assert (d.group_state, d.members) == ("Empty", ())
+        deleted = await conn.request(DELETE, 2, request_class(DELETE, 2)(groups_names=("s1",)))
+        assert deleted.results[0].error_code == 0
+        assert (await sdescribe(conn, "s1"))[0].error_code == 69
+    finally:
+        await conn.close()
+
+
+async def test_session_expiry(server_factory):
+    server = server_factory("--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=1)
+        a = await conn.request(SHB, 1, shb("s", "a", 0, ["t"]))
+        b = await conn.request(SHB, 1, shb("s", "b", 0, ["t"]))
+        assert a.heartbeat_interval.total_seconds() == 0.1
+        # b keeps heartbeating, a does not: a is fenced after its session, b stays.
+        epoch = b.member_epoch
+        for _ in range(100):
+            resp = await conn.request(SHB, 1, shb("s", "b", epoch))
+            assert resp.error_code == 0
+            epoch = resp.member_epoch
+            (d,) = await sdescribe(conn, "s")
+            if [m.member_id for m in d.members] == ["b"]:
+                break
+            await asyncio.sleep(0.1)  # the member's heartbeat interval
+        assert [m.member_id for m in d.members] == ["b"]
+        assert (await conn.request(SHB, 1, shb("s", "a", a.member_epoch))).error_code == 25
+    finally:
+        await conn.close()
+
+
+async def test_group_comes_back_after_restart(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=3)
+        a = await conn.request(SHB, 1, shb("s", "a", 0, ["t"]))
+        b = await conn.request(SHB, 1, shb("s", "b", 0, ["t"], rack_id="r1"))
+        a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))
+        before = (await sdescribe(conn, "s"))[0]
+    finally:
+        await conn.close()
+    server.restart()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        after = (await sdescribe(conn, "s"))[0]
+        assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
+            before.group_epoch, before.assignment_epoch, "Stable")
+        assert sorted((m.member_id, m.member_epoch, m.rack_id, m.assignment) for m in after.members) == sorted(
+            (m.member_id, m.member_epoch, m.rack_id, m.assignment) for m in before.members)
+        again = await conn.request(SHB, 1, shb("s", "b", b.member_epoch))
+        assert (again.error_code, again.member_epoch) == (0, b.member_epoch)
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()
