@@ -32,14 +32,18 @@ if TYPE_CHECKING:
 async def build_components(server: Server) -> list[Any]:
     """Create, load and register every component; returned in start order (closed in reverse)."""
     c = server.config
+    broker_configs = BrokerConfigs(c.data_dir, c.node_id, static_broker_configs(c))
+    backoff = broker_configs.value("log.cleaner.backoff.ms")  # (a dynamic value saved earlier wins)
     offsets_log = await OffsetsLog.open(c.data_dir, c.offsets_partitions, dataclasses.replace(
-        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms))
+        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms, cleaner_backoff_ms=backoff))
     server.offsets_log = offsets_log
     server.topics = topics = Topics.load(
         c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,  # type: ignore[arg-type]
-                              maintenance_interval_ms=c.log_retention_check_interval_ms),
+                              maintenance_interval_ms=c.log_retention_check_interval_ms, cleaner_backoff_ms=backoff),
         auto_create=c.auto_create_topics, default_partitions=c.num_partitions, offsets_logs=offsets_log.logs,
-        broker_configs=BrokerConfigs(c.data_dir, c.node_id, static_broker_configs(c)))
+        broker_configs=broker_configs)
+    apply_dynamic_broker_configs(server)
+    broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(server))
     cluster = Cluster(server)
     cluster.register()
     TopicAdmin(topics).register(server.registry)
@@ -65,7 +69,8 @@ async def build_components(server: Server) -> list[Any]:
     ShareGroupApis(runtime).register(server.registry)
     server.groups = runtime
     txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, dataclasses.replace(
-        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms), topic=TRANSACTION_TOPIC)
+        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms, cleaner_backoff_ms=backoff),
+        topic=TRANSACTION_TOPIC)
     transactions = TransactionCoordinator(txn_log, data_plane, runtime, data_plane.producer_ids,
                                           max_timeout_ms=c.transaction_max_timeout_ms,
                                           abort_check_interval_ms=c.transaction_abort_check_interval_ms,
@@ -76,3 +81,16 @@ async def build_components(server: Server) -> list[Any]:
     transactions.load()
     transactions.start()
     return [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions]
+
+
+def apply_dynamic_broker_configs(server: Server) -> None:
+    """The dynamic broker configs this server implements beyond the log defaults (Kafka's
+    reconfigurables): max.connections, and log.cleaner.backoff.ms for every log, the
+    internal ones too (Kafka's one LogCleaner cleans them all)."""
+    broker, topics = server.topics.broker_configs, server.topics
+    server.config.max_connections = broker.value("max.connections")
+    backoff = broker.value("log.cleaner.backoff.ms")
+    if topics.base_config.cleaner_backoff_ms != backoff:
+        topics.base_config = dataclasses.replace(topics.base_config, cleaner_backoff_ms=backoff)
+        for plog in server.offsets_log.logs:
+            plog.config = dataclasses.replace(plog.config, cleaner_backoff_ms=backoff)

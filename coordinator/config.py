@@ -80,7 +80,10 @@ class Config:
     auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
     num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")
     log_retention_check_interval_ms: int = _opt(
-        30_000, "how often topic logs apply retention and compaction (log.retention.check.interval.ms)")
+        30_000, "how often topic logs apply retention (log.retention.check.interval.ms)")
+    log_cleaner_backoff_ms: int = _opt(
+        15_000, "how often the log cleaner looks at compacted logs again (log.cleaner.backoff.ms; also a "
+        "dynamic broker config)")
     max_incremental_fetch_session_cache_slots: int = _opt(
         1000, "incremental fetch sessions kept (max.incremental.fetch.session.cache.slots; 0: none)")
     # Security (off by default: the dev stand-in stays zero-config).

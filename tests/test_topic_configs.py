@@ -121,7 +121,7 @@ def test_confluent_consumer_sees_log_append_time(server):
 
 
 async def test_compact_delete_runs_compaction_and_retention(server_factory):
-    server = server_factory("--log-retention-check-interval-ms", "100")
+    server = server_factory("--log-retention-check-interval-ms", "100", "--log-cleaner-backoff-ms", "100")
     conn = await WireClient("cd").connect("127.0.0.1", server.port)
     assert await create(conn, "cd", partitions=1, configs=[
         ("cleanup.policy", "compact,delete"), ("segment.bytes", "14"), ("retention.ms", "600000")]) == 0

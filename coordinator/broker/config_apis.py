@@ -44,9 +44,11 @@ class ConfigApis:
                 error, message = e.code, str(e)
             keys = r.configuration_keys
             configs = tuple(
-                ctx.nested("DescribeConfigsResourceResult", name=e.name, value=e.value, read_only=e.read_only,
-                           is_default=e.source == 5, config_source=e.source, is_sensitive=False,
-                           synonyms=tuple(ctx.nested("DescribeConfigsSynonym", name=n, value=v, source=s)
+                ctx.nested("DescribeConfigsResourceResult", name=e.name, value=None if e.sensitive else e.value,
+                           read_only=e.read_only, is_default=e.source == 5, config_source=e.source,
+                           is_sensitive=e.sensitive,
+                           synonyms=tuple(ctx.nested("DescribeConfigsSynonym", name=n,
+                                                     value=None if e.sensitive else v, source=s)
                                           for n, v, s in (e.synonyms if synonyms else ())),
                            config_type=e.type, documentation=e.doc if docs else None)
                 for e in entries if keys is None or not keys or e.name in keys)
@@ -112,7 +114,7 @@ class ConfigApis:
         elif r.resource_type == BROKER:
             layer = self.broker.layer(r.resource_name)
             settings = new_settings(dict(layer), r)
-            self.broker.validate(settings)
+            self.broker.validate(settings, per_broker=r.resource_name != "")
             if not validate_only:
                 self.broker.replace(r.resource_name, {k: v for k, v in settings.items() if v is not None})
                 self.topics.broker_configs_changed()

@@ -93,9 +93,10 @@ def parse(d: ConfigDef, raw: str) -> Any:
             if s.lower() not in ("true", "false"):
                 raise ValueError
             value: Any = s.lower() == "true"
-        elif d.type in (INT, LONG):
+        elif d.type in (SHORT, INT, LONG):
             value = int(s)
-            if not -(2 ** (31 if d.type == INT else 63)) <= value < 2 ** (31 if d.type == INT else 63):
+            bits = {SHORT: 15, INT: 31, LONG: 63}[d.type]
+            if not -(2**bits) <= value < 2**bits:
                 raise ValueError
         elif d.type == DOUBLE:
             value = float(s)
@@ -104,7 +105,8 @@ def parse(d: ConfigDef, raw: str) -> Any:
         else:
             value = s
     except ValueError:
-        kind = {BOOLEAN: "Expected value to be either true or false", INT: "Not a number of type INT",
+        kind = {BOOLEAN: "Expected value to be either true or false", SHORT: "Not a number of type SHORT",
+                INT: "Not a number of type INT",
                 LONG: "Not a number of type LONG", DOUBLE: "Not a number of type DOUBLE"}[d.type]
         raise ConfigError(f"Invalid value {raw} for configuration {d.name}: {kind}") from None
     why = d.validator(value) if d.validator else None

@@ -15,12 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode as E
+
 from .config_defs import (
-    BROKER_LOG_CONFIG_DEFS, DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_BROKER_CONFIGS,
-    DYNAMIC_DEFAULT_BROKER_CONFIG, LONG_MAX, STATIC_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_CONFIG_DEFS, ConfigDef,
-    ConfigError, check_topic_configs, parse, synonym_as_topic_value, to_string,
+    BROKER_LOG_CONFIG_DEFS, DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, LONG_MAX,
+    PASSWORD, STATIC_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_CONFIG_DEFS, UNKNOWN, ConfigDef, ConfigError,
+    check_topic_configs, parse, synonym_as_topic_value, to_string,
 )
 from ..log.config import LogConfig
+from .dynamic_configs import (
+    CLUSTER_LEVEL_LISTENER_CONFIGS, DYNAMIC_DEFS, PER_BROKER_CONFIGS, SECURITY_CONFIG_DEFS, STATIC_ONLY, listener_base,
+)
 
 BROKER_CONFIGS_FILE = "broker-configs.json"
 
@@ -33,8 +38,9 @@ class Entry:
     source: int
     read_only: bool
     type: int
-    doc: str
+    doc: str | None
     synonyms: tuple[tuple[str, str | None, int], ...]
+    sensitive: bool = False  # passwords, and configs of no known type: described without a value
 
 
 class BrokerConfigs:
@@ -47,16 +53,27 @@ class BrokerConfigs:
         self.dynamic_broker: dict[str, str] = {}
         self.dynamic_default: dict[str, str] = {}
         self.changes = 0
+        self.listeners: list = []  # called after each change: the components whose settings are dynamic
         if data_dir is not None and (data_dir / BROKER_CONFIGS_FILE).exists():
             saved = json.loads((data_dir / BROKER_CONFIGS_FILE).read_text())
             self.dynamic_broker = saved.get("broker", {})
             self.dynamic_default = saved.get("default", {})
 
     def definition(self, name: str) -> ConfigDef | None:
-        return BROKER_LOG_CONFIG_DEFS.get(name) or self.static_defs.get(name)
+        """Kafka's definition of a broker config (a listener override: its base config's);
+        None for a name Kafka does not know (a custom config)."""
+        d = BROKER_LOG_CONFIG_DEFS.get(name) or DYNAMIC_DEFS.get(name) or self.static_defs.get(name)
+        if d is None and listener_base(name) is not None:
+            base = self.definition(listener_base(name))  # type: ignore[arg-type]
+            d = None if base is None else ConfigDef(name, base.type, None, base.doc, base.validator)
+        return d
+
+    def is_dynamic(self, name: str) -> bool:
+        """Whether AlterConfigs may set it (DynamicConfig.Broker: every name but Kafka's static ones)."""
+        return name not in STATIC_ONLY and not (name in self.static_defs and name not in DYNAMIC_DEFS)
 
     def value(self, name: str) -> Any:
-        """The typed value in force (None: unset with no default)."""
+        """The typed value in force (None: unset with no default, or a custom config)."""
         d = self.definition(name)
         if d is None:
             return None
@@ -100,8 +117,6 @@ class BrokerConfigs:
     def layer(self, resource_name: str) -> dict[str, str]:
         """The dynamic configs a broker resource name addresses: this node's, or ("") the
         cluster default; ConfigError(INVALID_REQUEST) for another broker."""
-        from kio.schema.errors import ErrorCode as E
-
         if resource_name == "":
             return self.dynamic_default
         if resource_name == str(self.node_id):
@@ -109,21 +124,39 @@ class BrokerConfigs:
         raise ConfigError(f"Unexpected broker id, expected {self.node_id} or empty string, but received "
                           f"{resource_name}", E.invalid_request)
 
-    def validate(self, values: dict[str, str | None]) -> None:
+    def validate(self, values: dict[str, str | None], per_broker: bool) -> None:
+        """Kafka's DynamicBrokerConfig.validateConfigs, in its order: names that are not
+        dynamic, security configs without a listener prefix, values, then per-broker configs
+        given as the cluster default. A broker refuses these with INVALID_REQUEST and the
+        message (ConfigAdminManager.validateBrokerConfigChange)."""
+        def refuse(names: list[str], why: str) -> None:
+            if names:
+                raise ConfigError(f"{why}: Set({', '.join(sorted(names))})", E.invalid_request)
+
+        refuse([n for n in values if not self.is_dynamic(n)], "Cannot update these configs dynamically")
+        refuse([n for n in values if n in SECURITY_CONFIG_DEFS],
+               "These security configs can be dynamically updated only per-listener using the listener prefix")
         for name, value in values.items():
             d = self.definition(name)
-            if d is None:
-                raise ConfigError(f"Unknown broker config {name}")
-            if name not in DYNAMIC_BROKER_CONFIGS:
-                raise ConfigError(f"Cannot update these configs dynamically: Set({name})")
-            if value is not None:
-                parse(d, value)
+            if d is not None and value is not None:
+                try:
+                    parse(d, value)
+                except ConfigError as e:
+                    raise ConfigError(str(e), E.invalid_request) from None
+        if not per_broker:
+            def per_broker_only(name: str) -> bool:
+                base = listener_base(name)
+                return name in PER_BROKER_CONFIGS or (base is not None and base not in CLUSTER_LEVEL_LISTENER_CONFIGS)
+            refuse([n for n in values if per_broker_only(n)],
+                   "Cannot update these configs at default cluster level, broker id must be specified")
 
     def replace(self, resource_name: str, values: dict[str, str]) -> None:
         layer = self.layer(resource_name)
         layer.clear()
         layer.update(values)
         self._save()
+        for listener in self.listeners:
+            listener()
 
     def _save(self) -> None:
         self.changes += 1
@@ -143,18 +176,24 @@ class BrokerConfigs:
         """Kafka answers a broker id with every config in force, and "" (the cluster
         default) with only the dynamic defaults set."""
         layer = self.layer(resource_name)
-        names = sorted(layer) if resource_name == "" else sorted(set(BROKER_LOG_CONFIG_DEFS) | set(self.static_defs))
+        names = sorted(layer) if resource_name == "" else sorted(
+            set(BROKER_LOG_CONFIG_DEFS) | set(DYNAMIC_DEFS) | set(self.static_defs) | set(self.dynamic_broker)
+            | set(self.dynamic_default))
         out = []
         for name in names:
             d = self.definition(name)
-            assert d is not None
             if resource_name == "":
                 syns = [(name, layer[name], DYNAMIC_DEFAULT_BROKER_CONFIG)]
             else:
                 syns = self._sources(name)
             source = syns[0][2] if syns else DEFAULT_CONFIG
+            if d is None:  # a custom config: Kafka knows no type, so treats it as sensitive
+                value = syns[0][1] if syns else None
+                out.append(Entry(name, value, source, True, UNKNOWN, None, tuple(syns), sensitive=True))
+                continue
             value = layer[name] if resource_name == "" else to_string(d, self.value(name))
-            out.append(Entry(name, value, source, name not in DYNAMIC_BROKER_CONFIGS, d.type, d.doc, tuple(syns)))
+            out.append(Entry(name, value, source, not self.is_dynamic(name), d.type, d.doc,
+                             tuple(syns), sensitive=d.type == PASSWORD))
         return out
 
 
@@ -262,7 +301,9 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
         ("max.connections", INT, 2**31 - 1, c.max_connections, "Most connections open at once."),
         ("fetch.max.bytes", INT, 57_671_680, c.fetch_max_bytes, "Largest answer to one Fetch."),
         ("log.retention.check.interval.ms", LONG, 300_000, c.log_retention_check_interval_ms,
-         "How often logs apply retention and compaction."),
+         "How often logs apply retention."),
+        ("log.cleaner.backoff.ms", LONG, 15_000, c.log_cleaner_backoff_ms,
+         "How long the cleaner sleeps when no log needs cleaning."),
     ]
     slots = getattr(c, "max_incremental_fetch_session_cache_slots", None)
     if slots is not None:

@@ -24,7 +24,10 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0  # a record stays uncompacted at least this long
     max_compaction_lag_ms: int | None = None  # ... and at most this long (None: no limit)
-    maintenance_interval_ms: int | None = 30_000  # background retention/compaction; None = off
+    # log.retention.check.interval.ms: how often retention runs; None = no background
+    # maintenance at all (neither retention nor cleaning)
+    maintenance_interval_ms: int | None = 30_000
+    cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: how often compaction looks again
     # log.flush.offset.checkpoint.interval.ms: how often the recovery point advances; None = off
     checkpoint_interval_ms: int | None = 60_000
 

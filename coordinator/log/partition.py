@@ -723,14 +723,28 @@ class PartitionLog:
                             self.directory, e)
 
     async def _maintainer(self) -> None:
+        """Kafka's two schedules: the log cleaner looks at a compacted log again every
+        log.cleaner.backoff.ms (LogCleaner's backoff when there is nothing to clean), and
+        retention runs every log.retention.check.interval.ms (compact,delete: both). Each
+        period is read from the config in force when the last round ended, so a dynamic
+        change applies from the next round, as in Kafka."""
+        loop = asyncio.get_running_loop()
+        next_clean = loop.time() + self.config.cleaner_backoff_ms / 1000
+        next_retention = loop.time() + self.config.maintenance_interval_ms / 1000  # type: ignore[operator]
         while True:
-            await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
+            await asyncio.sleep(max(0.0, min(next_clean, next_retention) - loop.time()))
+            now = loop.time()
+            clean, retain = now >= next_clean, now >= next_retention
+            if clean:
+                next_clean = now + self.config.cleaner_backoff_ms / 1000
+            if retain:
+                next_retention = now + (self.config.maintenance_interval_ms or 30_000) / 1000
             if self.offline is not None:
                 continue  # nothing is rewritten before a repair has looked at it
             try:
-                if self.config.compact and self.needs_compaction():
+                if clean and self.config.compact and self.needs_compaction():
                     await self.compact()
-                if self.config.delete:  # (compact,delete: both, as Kafka's cleaner and retention)
+                if retain and self.config.delete:
                     await self.apply_retention()
             except OSError as e:
                 log.warning("%s: log maintenance failed: %s", self.directory, e)

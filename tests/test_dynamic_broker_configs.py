@@ -1,0 +1,136 @@
+"""Dynamic broker configs as Kafka's DynamicBrokerConfig takes them: the names Kafka
+reconfigures (cleaner, threads, listener SSL/SASL, connection limits, ...) are stored and
+described as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG; other Kafka configs,
+security configs without a listener prefix and per-broker configs at the cluster default are
+refused with INVALID_REQUEST; max.connections and log.cleaner.backoff.ms take effect."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+from bench.wire_client import WireClient
+from protocol.record_batch import build_batch
+from tests.test_config_apis import BROKER, DYNAMIC_BROKER, DYNAMIC_DEFAULT, alter, by_name, describe, incremental
+from tests.test_data_plane_wire import FETCH, cls, create, fetch_body
+from tests.test_topic_configs import produce_full
+
+SET, DELETE = 0, 1
+INVALID_REQUEST, INVALID_CONFIG = 42, 40
+
+
+async def test_dynamic_names_accepted_others_refused(server):
+    conn = await WireClient("dyn").connect("127.0.0.1", server.port)
+    ok = [("sasl.kerberos.min.time.before.relogin", "58000"), ("log.cleaner.threads", "2"),
+          ("num.io.threads", "4"), ("max.connections.per.ip", "100"), ("message.max.bytes", "2000000"),
+          ("listener.name.plaintext.ssl.keystore.location", "/tmp/ks.jks"), ("producer.id.expiration.ms", "60000"),
+          ("my.custom.setting", "anything")]
+    for name, value in ok:
+        assert await incremental(conn, BROKER, "1", [(name, SET, value)]) == (0, None), name
+    b = by_name(await describe(conn, BROKER, "1"))
+    relogin = b["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.config_source, relogin.read_only) == ("58000", DYNAMIC_BROKER, False)
+    assert b["log.cleaner.threads"].value == "2" and b["num.io.threads"].config_source == DYNAMIC_BROKER
+    custom = b["my.custom.setting"]  # Kafka knows no type for it: described as sensitive, without a value
+    assert (custom.value, custom.is_sensitive, custom.config_type, custom.read_only) == (None, True, 0, True)
+    assert b["ssl.keystore.password"].is_sensitive and b["ssl.keystore.password"].value is None
+    assert b["log.dirs"].read_only if "log.dirs" in b else True
+    assert b["num.partitions"].read_only is True and b["max.connections"].read_only is False
+    # message.max.bytes is the default of every topic's max.message.bytes
+    assert await create(conn, "t", partitions=1) == 0
+    from tests.test_config_apis import TOPIC
+    assert by_name(await describe(conn, TOPIC, "t"))["max.message.bytes"].value == "2000000"
+
+    refused = [
+        ("1", "group.max.size", "5", "Cannot update these configs dynamically: Set(group.max.size)"),
+        ("1", "auto.create.topics.enable", "false",
+         "Cannot update these configs dynamically: Set(auto.create.topics.enable)"),
+        ("1", "ssl.keystore.location", "/tmp/ks.jks", "These security configs can be dynamically updated only "
+         "per-listener using the listener prefix: Set(ssl.keystore.location)"),
+        ("", "sasl.kerberos.min.time.before.relogin", "1", "Cannot update these configs at default cluster level, "
+         "broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)"),
+        ("1", "log.cleaner.threads", "two", "Invalid value two for configuration log.cleaner.threads: "
+         "Not a number of type INT"),
+        ("1", "log.cleaner.backoff.ms", "-1", None),
+        ("1", "sasl.login.refresh.window.factor", "2.0", None),
+        ("1", "ssl.client.auth", "maybe", None),
+    ]
+    for resource, name, value, message in refused:
+        code, why = await incremental(conn, BROKER, resource, [(name, SET, value)])
+        assert code == INVALID_REQUEST, (name, code, why)
+        assert message is None or why == message, why
+    # the legacy AlterConfigs validates alike; max.connections may be a cluster default
+    assert await alter(conn, BROKER, "1", [("group.max.size", "5")]) == INVALID_REQUEST
+    assert (await incremental(conn, BROKER, "", [("max.connections", SET, "500")]))[0] == 0
+    d = by_name(await describe(conn, BROKER, ""))
+    assert (d["max.connections"].value, d["max.connections"].config_source) == ("500", DYNAMIC_DEFAULT)
+    # deleting restores the static value
+    assert (await incremental(conn, BROKER, "1", [("num.io.threads", DELETE, None)]))[0] == 0
+    assert by_name(await describe(conn, BROKER, "1"))["num.io.threads"].value == "8"
+    await conn.close()
+    assert "Traceback" not in server.log_text()
+
+    server.restart()  # stored in the data dir
+    conn = await WireClient("dyn").connect("127.0.0.1", server.port)
+    b = by_name(await describe(conn, BROKER, "1"))
+    assert b["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    assert b["max.connections"].value == "500"
+    await conn.close()
+
+
+def test_confluent_admin_round_trip(server):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    broker = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("sasl.kerberos.min.time.before.relogin", "58000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("log.cleaner.backoff.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([broker])[broker].result(30)
+    described = ConfigResource(ResourceType.BROKER, "1")
+    entries = admin.describe_configs([described])[described].result(30)
+    assert entries["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    assert entries["log.cleaner.backoff.ms"].value == "1000"
+    assert entries["log.cleaner.backoff.ms"].source == 2  # DYNAMIC_BROKER_CONFIG
+    bad = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
+    try:
+        admin.incremental_alter_configs([bad])[bad].result(30)
+        raise AssertionError("a static config was altered")
+    except KafkaException as e:
+        assert e.args[0].code() == INVALID_REQUEST and "dynamically" in e.args[0].str()
+
+
+async def test_max_connections_takes_effect(server):
+    conn = await WireClient("limit").connect("127.0.0.1", server.port)
+    assert (await incremental(conn, BROKER, "1", [("max.connections", SET, "1")]))[0] == 0
+    with socket.create_connection(("127.0.0.1", server.port)) as extra:
+        extra.settimeout(10)
+        assert extra.recv(1) == b""  # closed at once: the one connection allowed is taken
+    assert (await incremental(conn, BROKER, "1", [("max.connections", DELETE, None)]))[0] == 0
+    await conn.close()
+
+
+async def test_cleaner_runs_every_backoff(server_factory):
+    """A dirty compacted log is cleaned within log.cleaner.backoff.ms, not the retention check."""
+    server = server_factory("--log-cleaner-backoff-ms", "100", "--log-retention-check-interval-ms", "3600000")
+    conn = await WireClient("clean").connect("127.0.0.1", server.port)
+    assert await create(conn, "c", partitions=1, configs=[
+        ("cleanup.policy", "compact"), ("segment.bytes", "14"), ("min.cleanable.dirty.ratio", "0.01")]) == 0
+    now = int(time.time() * 1000)
+    for i in range(5):  # each batch rolls a segment: offsets 0-3 closed, one key
+        assert (await produce_full(conn, "c", build_batch([(b"k", b"%d" % i)], timestamp_ms=now))).error_code == 0
+
+    async def offsets() -> list[int]:
+        from protocol.record_batch import iter_records
+        r = await conn.request(FETCH, 11, fetch_body("c", 0))
+        return [rec.offset for rec in iter_records(r.responses[0].partitions[0].records)]
+
+    deadline = time.monotonic() + 30
+    while (await offsets())[0] == 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    kept = await offsets()
+    assert kept[0] >= 3 and kept[-1] == 4  # the older records of the key are gone; 4 is in the active segment
+    await conn.close()
+    assert "Traceback" not in server.log_text()
