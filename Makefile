@@ -9,7 +9,7 @@ DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report test install install-test install-pipeline bench report clean
+.PHONY: run stop reset-data bench-report test install install-test install-pipeline clients java-clients bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,8 +60,22 @@ reset-data:
 	  echo "the server on port $(PORT) is running: make stop first"; exit 1; fi
 	rm -rf $(DATA) ./out
 
+# The Java reference clients (tests/clients/): built when their sources change. Maven
+# fetches its dependencies from Maven Central the first time and runs offline once it has.
+# Without mvn the tests are skipped.
+JAVA_CLIENTS := tests/clients/java
+JAVA_JAR     := $(JAVA_CLIENTS)/target/kcoord-java-clients-1.jar
+
+$(JAVA_JAR): $(JAVA_CLIENTS)/pom.xml $(shell find $(JAVA_CLIENTS)/src -name '*.java')
+	@if ! command -v mvn >/dev/null 2>&1; then echo "mvn not installed: the Java client tests will be skipped"; \
+	elif [ -f $(JAVA_CLIENTS)/target/.fetched ]; then cd $(JAVA_CLIENTS) && mvn -q -B -o package; \
+	else cd $(JAVA_CLIENTS) && mvn -q -B package && touch target/.fetched; fi
+
+java-clients: $(JAVA_JAR)
+clients: java-clients
+
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
-test: install-test
+test: install-test clients
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 bench: install-test

@@ -1,0 +1,116 @@
+"""Drive the Java and Go reference client programs (tests/clients/) against a real server.
+
+`make clients` builds them (Maven and the Go toolchain fetch what they need the first time);
+the session fixture runs it, which is quick when nothing changed. A program prints one JSON
+line {"result": {...}}; on {"event": "restart-server"} the driver restarts the server and
+answers one line on stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+JAVA_DIR = ROOT / "tests" / "clients" / "java"
+GO_BIN = ROOT / "tests" / "clients" / "go" / "build" / "kclients"
+# Fast JVM start for short programs: C1 only, the class-data archive, a small serial heap.
+JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xms64m", "-Xmx384m",
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.logFile=System.err"]
+
+_build_lock = threading.Lock()
+_built: dict[str, str | None] = {}
+
+
+def build(target: str, tools: tuple[str, ...]) -> None:
+    """`make <target>` once per session; skip the calling test when a tool is missing."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed: the {target} are not built")
+    with _build_lock:
+        if target not in _built:
+            proc = subprocess.run(["make", "-s", target], cwd=ROOT, capture_output=True, text=True, timeout=900)
+            _built[target] = None if proc.returncode == 0 else proc.stdout + proc.stderr
+    if _built[target] is not None:
+        pytest.fail(f"make {target} failed:\n{_built[target][-4000:]}")
+
+
+def java_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
+    classpath = (JAVA_DIR / "target" / "classpath.txt").read_text().strip()
+    jar = JAVA_DIR / "target" / "kcoord-java-clients-1.jar"
+    return ["java", *JVM_FLAGS, "-cp", f"{jar}{os.pathsep}{classpath}", "kcoord.clients.Main",
+            scenario, bootstrap, *args]
+
+
+def go_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
+    return [str(GO_BIN), scenario, bootstrap, *args]
+
+
+def run_program(command: list[str], server=None, timeout: float = 240, log: Path | None = None) -> dict:
+    """Run one scenario program to its result line, restarting `server` when it asks."""
+    stderr = open(log, "wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=stderr, text=True)
+    timer = threading.Timer(timeout, proc.kill)  # a hung client fails its test, not the suite
+    timer.start()
+    result, lines = None, []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if not line.startswith("{"):
+                continue
+            message = json.loads(line)
+            if message.get("event") == "restart-server":
+                server.restart()
+                proc.stdin.write("ok\n")
+                proc.stdin.flush()
+            elif "result" in message:
+                result = message["result"]
+        proc.wait(30)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if log:
+            stderr.close()
+    tail = "".join(lines[-20:])
+    assert result is not None, f"{command[-3:]} exited {proc.returncode} without a result line:\n{tail}" + (
+        f"\n--- stderr ---\n{log.read_text(errors='replace')[-6000:]}" if log else "")
+    return result
+
+
+def run_parallel(jobs: dict[str, tuple]) -> dict[str, dict]:
+    """Run scenarios that share no group at once: {name: (command, server, log)} -> results."""
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {name: pool.submit(run_program, cmd, srv, log=log) for name, (cmd, srv, log) in jobs.items()}
+        errors = {name: f.exception() for name, f in futures.items() if f.exception() is not None}
+        assert not errors, "\n\n".join(f"{name}: {e}" for name, e in errors.items())
+        return {name: f.result() for name, f in futures.items()}
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets, read back with another client (confluent-kafka's admin)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    answer = admin.list_consumer_group_offsets([request])[group].result(30)
+    return {tp.partition: tp.offset for tp in answer.topic_partitions}
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets-reader"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+    finally:
+        c.close()
