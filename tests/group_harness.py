@@ -39,6 +39,63 @@ class MemoryLog:
         return [(p, k, v) for p, recs in enumerate(self.records) for k, v in recs]
 
 
+class ControlledLog:
+    """A PartitionWriter whose appends stay in flight until the test decides: `sync` makes
+    the oldest durable and may report them in any order; `fail_from` cuts an append and
+    every later one in flight on its partition, as a failed sync cuts the log past its
+    durable offset; `refusing` refuses new appends at once, as a full disk. `records` holds
+    only what is durable: what a restart replays."""
+
+    def __init__(self, partitions: int = 1) -> None:
+        self.partitions = partitions
+        self.records: list[list] = [[] for _ in range(partitions)]
+        self.in_flight: list[list[tuple[list, object]]] = [[] for _ in range(partitions)]
+        self.refusing = False
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def append_to(self, p: int, records, done) -> None:
+        if self.refusing:
+            asyncio.get_running_loop().call_soon(done, StorageError(errno.ENOSPC, "no space left on device"), None)
+            return
+        self.in_flight[p].append((list(records), done))
+
+    def append_txn_to(self, p: int, records, producer_id: int, producer_epoch: int, done) -> None:
+        from coordinator.groups.records import TxnOffsetCommitKey
+        self.append_to(p, [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records], done)
+
+    def sync(self, p: int = 0, count: int | None = None, order: list[int] | None = None) -> int:
+        """The oldest `count` appends (all if None) become durable; their callbacks run in
+        `order` (indexes into them; in order if None). Returns how many."""
+        flight = self.in_flight[p]
+        n = len(flight) if count is None else min(count, len(flight))
+        batch, self.in_flight[p] = flight[:n], flight[n:]
+        first = len(self.records[p])
+        firsts = []
+        for records, _ in batch:
+            firsts.append(len(self.records[p]))
+            self.records[p].extend(records)
+        for i in (order if order is not None else range(n)):
+            if i < n:
+                batch[i][1](None, firsts[i])
+        assert first <= len(self.records[p])
+        return n
+
+    def fail_from(self, p: int, index: int = 0, order: list[int] | None = None) -> int:
+        """Append `index` of those in flight and every later one fail, none of them kept."""
+        flight = self.in_flight[p]
+        cut, self.in_flight[p] = flight[index:], flight[:index]
+        error = StorageError(errno.EIO, "sync failed")
+        for i in (order if order is not None else range(len(cut))):
+            if i < len(cut):
+                cut[i][1](error, None)
+        return len(cut)
+
+    def all_records(self):
+        return [(p, k, v) for p, recs in enumerate(self.records) for k, v in recs]
+
+
 def new_runtime(log: MemoryLog, clock: ManualClock, config: GroupConfig | None = None,
                 offsets: OffsetConfig | None = None) -> CoordinatorRuntime:
     return CoordinatorRuntime(log, clock, config or GroupConfig(), offsets or OffsetConfig())

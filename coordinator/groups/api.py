@@ -1,7 +1,9 @@
 """Wire handlers of the group and offset APIs: kio requests in, kio responses out.
 
 Each request goes to its group's shard (runtime.py); the logic lives in the shard's
-managers, and this module only maps versions and fields.
+managers, and this module only maps versions and fields. An answer given at once by an
+operation that wrote nothing waits for the shard's pending writes (`_after_pending`):
+what it says may rest on them.
 """
 
 from __future__ import annotations
@@ -59,6 +61,15 @@ class GroupApis:
         registry.add(CONSUMER_GROUP_HEARTBEAT, range(0, 2), self.consumer_group_heartbeat)
         registry.add(CONSUMER_GROUP_DESCRIBE, range(0, 2), self.consumer_group_describe)
 
+    @staticmethod
+    def _after_pending(ctx: RequestContext, shard: GroupShard, response: Any, failed: Any) -> Any:
+        """`response` now if the shard has no write pending, else LATER and the response
+        once those writes are durable (failed(error) if one of them fails)."""
+        if not shard.pending:
+            return response
+        shard.after_pending(lambda error: ctx.answer(response if error == E.none else failed(error)))
+        return LATER
+
     # JoinGroup ------------------------------------------------------------------------
 
     def _shard(self, group_id: str) -> GroupShard | None:
@@ -82,7 +93,8 @@ class GroupApis:
             reason=getattr(req, "reason", None),
         )
         if isinstance(result, JoinResult):
-            return self._join_response(ctx, result)
+            return self._after_pending(ctx, shard, self._join_response(ctx, result), lambda error: self._join_response(
+                ctx, JoinResult(error, req.member_id)))
         return self._join_later(ctx, result)
 
     async def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
@@ -115,7 +127,8 @@ class GroupApis:
             {a.member_id: a.assignment for a in req.assignments},
         )
         if isinstance(result, SyncResult):
-            return self._sync_response(ctx, result)
+            return self._after_pending(ctx, shard, self._sync_response(ctx, result),
+                                       lambda error: self._sync_response(ctx, SyncResult(error)))
         return self._sync_later(ctx, result)
 
     async def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
@@ -135,6 +148,12 @@ class GroupApis:
                                             req.generation_id)
         else:
             error = E.not_coordinator
+        if shard.pending:
+            return self._after_pending(ctx, shard, self._heartbeat_body(ctx, error),
+                                       lambda failed: self._heartbeat_body(ctx, failed))
+        return self._heartbeat_body(ctx, error)
+
+    def _heartbeat_body(self, ctx: RequestContext, error: int) -> Raw:
         # The body is (throttle time 0, error code): one encoding per version and error.
         key = (ctx.header.api_version, error)
         body = self._heartbeat_bodies.get(key)
@@ -159,7 +178,8 @@ class GroupApis:
         if isinstance(result, asyncio.Future):  # answered once the group's empty generation is stored
             result.add_done_callback(lambda f: ctx.answer(self._leave_response(ctx, *f.result())))
             return LATER
-        return self._leave_response(ctx, *result)
+        return self._after_pending(ctx, shard, self._leave_response(ctx, *result),
+                                   lambda error: self._leave_response(ctx, error, []))
 
     @staticmethod
     def _leave_response(ctx: RequestContext, top: int, results: list) -> Any:
@@ -257,7 +277,8 @@ class GroupApis:
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
             lambda errors: ctx.answer(write_response_to(req, version, errors)), expire, version)
         if errors is not None:
-            return write_response_to(req, version, errors)
+            return self._after_pending(ctx, shard, write_response_to(req, version, errors),
+                                       lambda error: write_response_to(req, version, [error] * len(req.partitions)))
         return LATER
 
     def _commit_some(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:

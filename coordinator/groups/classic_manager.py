@@ -117,9 +117,26 @@ class ClassicGroupManager:
         if reason:
             log.info("group %s: member %r joins: %s", group_id, member_id or client_id, reason)
         if group is not None and type(group) is not ClassicGroup:
-            # An Empty consumer group becomes a classic one, as Kafka converts it.
-            self.shard.consumer.convert_to_classic(group)  # type: ignore[arg-type]
-            group = None
+            # An Empty consumer group becomes a classic one, as Kafka converts it: once its
+            # tombstones are durable, the join runs again against no group at all.
+            if getattr(group, "dead", False):
+                return JoinResult(E.coordinator_not_available, member_id)
+            fut = asyncio.get_running_loop().create_future()
+
+            def converted(error: int) -> None:
+                if error != E.none:
+                    self.resolve(fut, JoinResult(error, member_id))
+                    return
+                again = self.join(group_id, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                                  rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
+                                  supports_skip_assignment)
+                if isinstance(again, JoinResult):
+                    self.resolve(fut, again)
+                else:
+                    again.add_done_callback(lambda f: self.resolve(fut, f.result()))
+
+            self.shard.consumer.convert_to_classic(group, converted)  # type: ignore[arg-type]
+            return fut
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
                 return JoinResult(E.unknown_member_id, member_id)

@@ -5,11 +5,20 @@ heartbeat runs in one synchronous section: validate, update the member, bump the
 epoch if what the assignment depends on changed, recompute the target assignment, move
 the member towards it (reconciliation.py), and answer.
 
-Persistence: after a heartbeat (or a leave, an expiry) changed the group, the records that
-differ from what the log holds (consumer_group.records_of against `stored`, the replayed
-view) are appended through the runtime, and the answer waits for them. `replay` keeps
-`stored` as the log says; a restart rebuilds the groups from it (on_loaded), and so does a
-failed append (the group goes back to its durable state, the member gets the error).
+Persistence (Kafka's runtime contract, runtime.py): a heartbeat (or a leave, an expiry)
+changes the live group, and the records that differ from what was written so far
+(`written`: the durable records plus those of the shard's pending writes) are appended;
+the answer waits until they, and every write before them, are durable. An answer that
+writes nothing waits for the shard's pending writes all the same.
+
+Live state is what its records say. If a write fails, the runtime fails it and every
+write after it, and `revert` rebuilds each group they touched from the records still
+written (durable, or pending before the failed one): exactly the failed writes' effect
+is undone, and a member whose join is still on its way to the disk stays. Rebuilding
+from records, rather than keeping an undo log per change, needs nothing new: the records
+are complete enough for a restart, so they are complete enough for a revert (a member's
+session starts over, as after a restart). `replay` (durable records only) keeps `stored`,
+what a restart rebuilds.
 """
 
 from __future__ import annotations
@@ -155,32 +164,71 @@ class ConsumerGroupManager:
         self.groups = shard.groups
         # group id -> {key: value} of its consumer-group records as replayed from the log
         self.stored: dict[str, dict[Any, Any]] = {}
+        # the same with the shard's pending writes applied: what live state is built from
+        self.written: dict[str, dict[Any, Any]] = {}
 
     # persistence ----------------------------------------------------------------------
 
     def replay(self, key: Any, value: Any) -> None:
         group_id = key.group
-        stored = self.stored.setdefault(group_id, {})
-        if value is None:
-            stored.pop(key, None)
-            if type(key) is R.ConsumerGroupMetadataKey:  # the group's last tombstone: it is gone
-                del self.stored[group_id]
-                live = self.groups.get(group_id)
-                if type(live) is ConsumerGroup:
-                    self.drop(live)
-        else:
-            stored[key] = value
+        apply_record(self.stored, key, value)
+        if value is None and group_id not in self.written:
+            live = self.groups.get(group_id)
+            if type(live) is ConsumerGroup:  # its last tombstone is durable: it is gone
+                self.drop(live)
+
+    def written_record(self, key: Any, value: Any) -> None:
+        """A record handed to the log (shard.queue_write)."""
+        apply_record(self.written, key, value)
 
     def on_loaded(self) -> None:
+        self.written = {g: dict(records) for g, records in self.stored.items()}
         for group_id in list(self.stored):
             self.restore(group_id)
 
+    def revert(self, group_ids: list[str], still_pending: list[list[Any]]) -> None:
+        """Failed writes touched these groups: each becomes what the durable records and
+        the writes still pending (all before the failed ones) describe."""
+        for group_id in group_ids:
+            view: dict[str, dict[Any, Any]] = {}
+            if group_id in self.stored:
+                view[group_id] = dict(self.stored[group_id])
+            for records in still_pending:
+                for key, value in records:
+                    if type(key) in R.KEY_TYPES and key.group == group_id:
+                        apply_record(view, key, value)
+            if group_id in view:
+                self.written[group_id] = view[group_id]
+            else:
+                self.written.pop(group_id, None)
+            self.rebuild(group_id)
+
+    def rebuild(self, group_id: str) -> None:
+        live = self.groups.get(group_id)
+        log.warning("group %s: its records could not be written; back to the records written before them",
+                    group_id)
+        if group_id in self.written:
+            if type(live) is ClassicGroup and not live.is_empty():
+                # A downgrade that could not be written: the consumer group stays.
+                self.shard.migration.retire_classic(live)
+                del self.groups[group_id]
+            self.restore(group_id)
+            return
+        if type(live) is not ConsumerGroup:
+            return
+        self.drop(live)
+        if live.converted_from is not None:
+            self.shard.migration.undo_upgrade(live)  # still the classic group on disk
+        elif self.shard.offsets.of(group_id):
+            # Its offsets stay: as after a restart, a memberless classic group holds them.
+            self.groups[group_id] = ClassicGroup(group_id, self.clock.wall())
+
     def restore(self, group_id: str) -> None:
-        """Make the live group what the log says (at load, or after a failed append)."""
+        """Make the live group what its written records say (at load, or after a failed append)."""
         old = self.groups.get(group_id)
         if type(old) is ConsumerGroup:
             self.drop(old)
-        group = group_from_records(group_id, self.stored.get(group_id, {}))
+        group = group_from_records(group_id, self.written.get(group_id, {}))
         if group is None:
             return
         current = self.groups.get(group_id)
@@ -199,12 +247,12 @@ class ConsumerGroupManager:
             del self.groups[group.group_id]
 
     def persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
-        """Append what changed; done(error) once durable (NONE) or refused (the error,
-        the group back to its durable state)."""
-        stored = self.stored.get(group.group_id, {})
+        """Append what changed; done(error) once durable (NONE) or refused (the error; the
+        runtime has reverted the group)."""
+        written = self.written.get(group.group_id, {})
         now = records_of(group, group.changed_members)
         gone = [k for m in group.removed_members if m not in group.members
-                for k in member_keys(group.group_id, m) if k in stored]
+                for k in member_keys(group.group_id, m) if k in written]
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
@@ -212,38 +260,33 @@ class ConsumerGroupManager:
         # removed members (Kafka's order), then what changed.
         records: list[tuple[Any, Any]] = group.extra_records + [(k, None) for k in gone]
         group.extra_records = []
-        converted_from = group.converted_from
-        records += [(k, v) for k, v in now.items() if stored.get(k) != v]
+        records += [(k, v) for k, v in now.items() if written.get(k) != v]
         if not records:
-            done(E.none)
+            self.shard.after_pending(done)
             return
-        group_id = group.group_id
 
-        def written(error: int) -> None:
-            if error != E.none:
-                log.warning("group %s: its records could not be written; back to its durable state", group_id)
-                if converted_from is not None and group_id not in self.stored:
-                    self.shard.migration.undo_upgrade(group)  # still the classic group on disk
-                else:
-                    self.restore(group_id)
-            elif converted_from is not None:
+        def on_written(error: int) -> None:
+            if error == E.none:
                 group.converted_from = None
             done(error)
 
-        self.shard.write(records, written)
+        self.shard.write(records, on_written)
 
-    def convert_to_classic(self, group: ConsumerGroup) -> None:
+    def convert_to_classic(self, group: ConsumerGroup, then: Callable[[int], None]) -> None:
         """An Empty consumer group that a classic member joins: its records go (tombstones),
-        the group id is free for the classic group. Its committed offsets stay."""
-        self.drop(group)
+        and once they are durable the group id is free for the classic group: then(NONE),
+        or then(error) with the consumer group still there. Its committed offsets stay."""
         records = self.delete_records(group.group_id)
-        if records:
-            self.shard.write(records, lambda error: error and log.warning(
-                "group %s: the consumer group's tombstones could not be written", group.group_id))
+        group.dead = True  # no member joins it while its tombstones are written
+        if not records:
+            self.drop(group)
+            then(E.none)
+            return
+        self.shard.write(records, then)
 
     def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
         """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
-        keys = list(self.stored.get(group_id, {}))
+        keys = list(self.written.get(group_id, {}))
         keys.sort(key=lambda k: type(k) is R.ConsumerGroupMetadataKey)
         return [(k, None) for k in keys]
 
@@ -273,7 +316,7 @@ class ConsumerGroupManager:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return HeartbeatResult(e.code, str(e))
         if not group.dirty:
-            return result
+            return self.answer_when_written(self.shard.after_pending, result, self._write_failed, answer)
         return self.answer_when_written(lambda done: self.persist(group, done), result, self._write_failed, answer)
 
     @staticmethod
@@ -384,7 +427,7 @@ class ConsumerGroupManager:
         self._reconcile(group, member, owned)
         self.touch(group, member)
         after = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
-        if bump or before != after or stored_member_differs(self.stored.get(group.group_id), group, member):
+        if bump or before != after or stored_member_differs(self.written.get(group.group_id), group, member):
             group.dirty = True
             group.changed_members.add(member.member_id)
         return before[:2] != after[:2]
@@ -590,8 +633,25 @@ class ConsumerGroupManager:
         return self._assignor_name(group)
 
 
+def apply_record(views: dict[str, dict[Any, Any]], key: Any, value: Any,
+                 metadata_key: type = R.ConsumerGroupMetadataKey) -> None:
+    """One group record into a view of group id -> its records (a tombstone of the
+    group's metadata record is its last: the group is gone)."""
+    if value is None:
+        view = views.get(key.group)
+        if view is not None:
+            view.pop(key, None)
+            if type(key) is metadata_key:
+                del views[key.group]
+    else:
+        view = views.get(key.group)
+        if view is None:
+            view = views[key.group] = {}
+        view[key] = value
+
+
 def stored_member_differs(stored: dict[Any, Any] | None, group: ConsumerGroup, member: ConsumerMember) -> bool:
-    """Whether the member's subscription record is not what the log holds (a changed
+    """Whether the member's subscription record is not what was written (a changed
     client id, rack, rebalance timeout...): cheap, one record."""
     if stored is None:
         return True

@@ -110,7 +110,7 @@ class GroupMigration:
             return None
         log.info("group %s: classic group (generation %d, %d members) becomes a consumer group", classic.group_id,
                  classic.generation_id, len(group.members))
-        self._retire_classic(classic)
+        self.retire_classic(classic)
         group.subscription_metadata = self.consumer.subscription_metadata(group)
         group.extra_records = [(GroupMetadataKey(classic.group_id), None)]
         group.converted_from = classic.stored
@@ -121,7 +121,7 @@ class GroupMigration:
             self.consumer.touch(group, member)
         return group
 
-    def _retire_classic(self, classic: ClassicGroup) -> None:
+    def retire_classic(self, classic: ClassicGroup) -> None:
         """The classic group's waiting members rejoin (REBALANCE_IN_PROGRESS); its timers stop."""
         for m in list(classic.members.values()):
             self.classic.resolve(m.join_waiter, JoinResult(E.rebalance_in_progress, m.member_id))
@@ -368,13 +368,6 @@ class GroupMigration:
             self.classic.schedule_expiry(classic, cm)
         self.classic.prepare_rebalance(classic, f"downgrade of group {group_id} from consumer to classic")
 
-        def written(error: int) -> None:
-            if error != E.none:
-                log.warning("group %s: the downgrade could not be written; the consumer group stays", group_id)
-                if self.groups.get(group_id) is classic:
-                    self._retire_classic(classic)
-                    del self.groups[group_id]
-                self.consumer.restore(group_id)
-            done(error)
-
-        self.shard.write(records, written)
+        # If this cannot be written, the runtime's revert brings the consumer group back
+        # (its records are still the written ones) and retires the classic group.
+        self.shard.write(records, done)

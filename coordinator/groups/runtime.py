@@ -1,16 +1,26 @@
-"""CoordinatorRuntime: the shards of `__consumer_offsets` and the one path every write takes.
+"""CoordinatorRuntime: the shards of `__consumer_offsets` and the one path every write takes
+(Kafka's CoordinatorRuntime).
 
-An operation validates against a shard's state and hands the shard records and a
-continuation. The runtime appends the records to the shard's partition; once they are
-durable it replays them into the shard (the same `replay` that loads the log at
-startup) and runs the continuation, which answers. If the append fails, nothing is
-replayed, the log layer has already cut whatever bytes of it reached the file, and the
-continuation gets the error Kafka gives for a failed group write. So what a client was
-told, what memory holds and what a restart replays never disagree, for every operation.
+An operation validates against a shard's state and returns its records and a
+continuation (its response). The runtime appends the records to the shard's partition;
+once they are durable it replays them into the shard (the same `replay` that loads the
+log at startup) and runs the continuation, which answers.
 
-Kafka's runtime replays first and reverts snapshots on failure; replaying after the
-append instead needs no snapshots, and costs a write only its wait for durability,
-which the answer waits for anyway.
+Every write, and every answer of an operation that wrote nothing, waits in the shard's
+queue of pending writes (Kafka's deferred-event queue, keyed by the last written offset):
+it completes only once everything written before it on the shard is durable, in the
+order written, however the log reports its appends. So no answer describes state that is
+not yet on disk, an operation that changed nothing included.
+
+If an append fails, it and every write queued after it fail together (the log cuts them
+all: a later write was computed on top of the failed one), and the shard reverts exactly
+their effect (`GroupShard.revert`): consumer groups come back as the records of the writes
+before them describe them; classic groups and offsets, replayed only once durable, have
+nothing to undo. The continuations then get the error Kafka gives for a failed group write.
+
+Kafka's runtime replays first and reverts timeline snapshots on failure; here offsets and
+classic groups are replayed after the append (no snapshot needed) and consumer groups are
+rebuilt from their records, which are their snapshot.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from .clock import Clock
 from .consumer_manager import ConsumerGroupConfig
 from .group import Group
 from .records import Event, TxnMarkerKey, TxnOffsetCommitKey
-from .shard import Complete, GroupShard, OffsetConfig
+from .shard import DURABLE, FAILED, Complete, GroupShard, OffsetConfig, PendingWrite
 from .topic_image import TopicImage
 
 log = logging.getLogger(__name__)
@@ -47,7 +57,9 @@ class PartitionWriter(Protocol):
 
     def append_to(self, partition: int, records: list[Event], done: Done) -> None:
         """done(None, first offset) once durable, or done(error, None) with nothing left
-        in the log."""
+        in the log, neither of this append nor of any append made to the partition after it
+        and before its failure was reported (those fail too): a sync failure cuts everything
+        past the durable offset, a refused append fails its whole round."""
 
 
 def write_error(error: BaseException) -> int:
@@ -97,26 +109,29 @@ class CoordinatorRuntime:
     # the write path -------------------------------------------------------------------
 
     def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None:
+        w = shard.queue_write(records, complete)
         try:
-            self.writer.append_to(shard.partition, records, partial(_written, shard, records, complete))
+            self.writer.append_to(shard.partition, records, partial(_written, shard, w))
         except (struct.error, OverflowError, ValueError) as e:
             # A value the record schema cannot hold (validation should have refused it):
             # nothing was queued, so the write fails like any other, leaving no trace.
-            _written(shard, records, complete, e, None)
+            _written(shard, w, e, None)
 
     def write_txn(self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event],
                   complete: Complete) -> None:
         events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]
+        w = shard.queue_write(events, complete)
         try:
             self.writer.append_txn_to(shard.partition, records, producer_id, producer_epoch,
-                                      partial(_written, shard, events, complete))
+                                      partial(_written, shard, w))
         except (struct.error, OverflowError, ValueError) as e:
-            _written(shard, events, complete, e, None)
+            _written(shard, w, e, None)
 
     def write_marker(self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool,
                      complete: Complete) -> None:
+        w = shard.queue_write([(TxnMarkerKey(producer_id, commit), None)], complete)
         self.writer.append_marker_to(shard.partition, producer_id, producer_epoch, commit,
-                                     partial(_written, shard, [(TxnMarkerKey(producer_id, commit), None)], complete))
+                                     partial(_written, shard, w))
 
     # loading --------------------------------------------------------------------------
 
@@ -162,17 +177,16 @@ class CoordinatorRuntime:
             self._expiry.cancel()
 
 
-def _written(shard: GroupShard, records: list[Event], complete: Complete, error: BaseException | None,
-             _first: object) -> None:
+def _written(shard: GroupShard, w: PendingWrite, error: BaseException | None, _first: object) -> None:
+    """The log's report on one append (in any order): completions leave the shard's queue
+    in the order written; a failure fails the append and everything queued after it."""
+    if w.state is FAILED:
+        if error is None:  # the PartitionWriter contract says this cannot happen
+            log.error("partition %d: an append reported durable after an earlier one failed", shard.partition)
+        return
     if error is not None:
-        complete(write_error(error))
+        shard.fail_from(w, write_error(error))
         return
-    replay = shard.replay
-    try:
-        for key, value in records:
-            replay(key, value)
-    except Exception:  # a bug: the records are on disk, so the answer must not hang
-        log.exception("partition %d: replaying a write failed", shard.partition)
-        complete(E.unknown_server_error)
-        return
-    complete(E.none)
+    w.state = DURABLE
+    if shard.pending[0] is w:
+        shard.drain()

@@ -4,15 +4,21 @@ their committed offsets and their timers; the runtime owns the log and routes to
 
 `replay` is the only way durable state changes: the records of every write once they
 are on disk, and the whole partition at startup. It sets what a restart brings back
-(offsets, a classic group's stored record) and nothing else; `on_loaded` then turns the
-loaded records into live groups, as Kafka's onLoaded does.
+(offsets, pending transactional offsets, a classic group's stored record, a consumer
+group's records) and nothing else; `on_loaded` then turns the loaded records into live
+groups, as Kafka's onLoaded does.
+
+`pending` is the shard's queue of writes not yet durable, in the order written, with the
+answers of operations that wrote nothing queued behind them (runtime.py): Kafka's
+deferred-event queue. `revert` undoes the effect of failed writes on live state.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Container
+from typing import TYPE_CHECKING, Any, Callable, Container
 
 from kio.schema.errors import ErrorCode as E
 
@@ -28,7 +34,7 @@ from .records import (
     Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, TxnMarkerKey, TxnOffsetCommitKey,
 )
 from .state import GroupState
-from protocol.consumer_records import KEY_TYPES as CONSUMER_KEYS
+from protocol.consumer_records import KEY_TYPES
 from protocol.share_records import KEY_TYPES as SHARE_KEYS
 from .share_group import ShareGroup
 from .share_manager import ShareGroupManager
@@ -43,6 +49,23 @@ log = logging.getLogger(__name__)
 # complete(error): runs once a write's records are durable and replayed (error NONE), or
 # with the error for the client if they could not be written (nothing was replayed).
 Complete = Callable[[int], object]
+
+CONSUMER_KEYS = frozenset(KEY_TYPES)
+SHARE_KEY_TYPES = frozenset(SHARE_KEYS)
+
+PENDING, DURABLE, FAILED = "pending", "durable", "failed"
+
+
+class PendingWrite:
+    """One write in a shard's queue (records None: the answer of an operation that wrote
+    nothing, durable as soon as everything before it is)."""
+
+    __slots__ = ("records", "complete", "state")
+
+    def __init__(self, records: list[Event] | None, complete: Complete, state: str = PENDING) -> None:
+        self.records = records
+        self.complete = complete
+        self.state = state
 
 
 class GroupShard:
@@ -63,6 +86,7 @@ class GroupShard:
         self.migration = GroupMigration(self)
         self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
                                             offsets.existing_partitions)
+        self.pending: deque[PendingWrite] = deque()  # empty, or its first write is not yet durable
 
     def write(self, records: list[Event], complete: Complete) -> None:
         """Append the records to this shard's partition; replay them once durable, then
@@ -77,6 +101,78 @@ class GroupShard:
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, complete: Complete) -> None:
         """The producer's transaction marker: its pending offsets here applied or dropped."""
         self.runtime.write_marker(self, producer_id, producer_epoch, commit, complete)
+
+    def after_pending(self, complete: Complete) -> None:
+        """complete(NONE) once every write queued on the shard so far is durable (at once
+        if none is), or complete(the error) if one of them fails: the answer of an
+        operation that wrote nothing never runs ahead of the log."""
+        if not self.pending:
+            complete(E.none)
+        else:
+            self.pending.append(PendingWrite(None, complete, DURABLE))
+
+    # the queue of pending writes (the runtime's) -------------------------------------
+
+    def queue_write(self, records: list[Event], complete: Complete) -> PendingWrite:
+        w = PendingWrite(records, complete)
+        self.pending.append(w)
+        for key, value in records:
+            t = type(key)
+            if t in CONSUMER_KEYS:
+                self.consumer.written_record(key, value)
+            elif t in SHARE_KEY_TYPES:
+                self.share.written_record(key, value)
+        return w
+
+    def drain(self) -> None:
+        """Replay and complete the writes at the head of the queue that are durable."""
+        pending = self.pending
+        replay = self.replay
+        while pending and pending[0].state is DURABLE:
+            w = pending.popleft()
+            error = E.none
+            if w.records is not None:
+                try:
+                    for key, value in w.records:
+                        replay(key, value)
+                except Exception:  # a bug: the records are on disk, so the answer must not hang
+                    log.exception("partition %d: replaying a write failed", self.partition)
+                    error = E.unknown_server_error
+            w.complete(error)
+
+    def fail_from(self, w: PendingWrite, error: int) -> None:
+        """`w` failed: it and everything queued after it (computed on top of it, and cut
+        from the log with it) fail; their effect on live state is undone first."""
+        pending = self.pending
+        failed: list[PendingWrite] = []
+        while True:
+            x = pending.pop()
+            x.state = FAILED
+            failed.append(x)
+            if x is w:
+                break
+        failed.reverse()
+        self.revert(failed)
+        for x in failed:
+            x.complete(error)
+
+    def revert(self, failed: list[PendingWrite]) -> None:
+        """Undo exactly the failed writes: the consumer groups they wrote come back as the
+        durable records and the writes still pending before them describe them (a classic
+        group's record and offsets are replayed only once durable: nothing to undo)."""
+        groups: dict[str, None] = {}
+        shares: dict[str, None] = {}
+        for w in failed:
+            for key, _ in w.records or ():
+                if type(key) in CONSUMER_KEYS or type(key) is GroupMetadataKey:
+                    groups[key.group] = None  # type: ignore[union-attr]
+                elif type(key) in SHARE_KEY_TYPES:
+                    shares[key.group] = None  # type: ignore[attr-defined]
+        still_pending = [w.records for w in self.pending if w.records is not None]
+        if groups:
+            self.consumer.revert(list(groups), still_pending)
+        if shares:
+            self.share.revert(list(shares), still_pending)
 
     # replay ---------------------------------------------------------------------------
 
@@ -127,11 +223,17 @@ class GroupShard:
         self.consumer.on_loaded()
         self.share.on_loaded()
 
-    def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
-        """What replay has built: each group's stored record, and the offsets (a fresh
-        shard that replays the same log has the same view)."""
-        stored = {g: grp.stored for g, grp in self.groups.items() if getattr(grp, "stored", None) is not None}
-        return stored, self.offsets.snapshot()  # type: ignore[return-value]
+    def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[Any, Any]],
+                                    dict[str, dict[tuple[str, int], OffsetCommitValue]], dict[int, dict[Any, Any]]]:
+        """What replay has built, for every group type: each classic group's stored record,
+        each consumer and share group's records, the committed offsets and the transactional offsets
+        pending their marker (a fresh shard that replays the same log has the same view)."""
+        stored = {g: grp.stored for g, grp in self.groups.items()
+                  if type(grp) is ClassicGroup and grp.stored is not None}
+        consumer = {g: dict(records) for g, records in self.consumer.stored.items()}
+        consumer.update((g, dict(records)) for g, records in self.share.stored.items())
+        pending = {pid: dict(offsets) for pid, offsets in self.offsets.pending.items() if offsets}
+        return stored, consumer, self.offsets.snapshot(), pending
 
     # groups of every type -------------------------------------------------------------
 

@@ -6,8 +6,10 @@ groups: a group id is one type's; Kafka converts nothing to or from a share grou
 heartbeat runs in one synchronous section: validate, update the member, bump the group
 epoch if what the assignment depends on changed, recompute the target assignment (the
 SimpleAssignor), move the member to its target, and answer once the records that changed
-are durable. `replay` keeps `stored` as the log says; a restart rebuilds the groups from
-it (on_loaded), and so does a failed append.
+are durable. Persistence follows the runtime contract as consumer groups do
+(consumer_manager.py): records are diffed against `written` (durable plus pending), a
+failed write rebuilds the groups it touched from the records written before it (`revert`),
+and `replay` keeps `stored`, what a restart rebuilds (on_loaded).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import share_records as R
 
 from .clock import Clock
-from .consumer_manager import ApiError, ConsumerGroupManager
+from .consumer_manager import ApiError, ConsumerGroupManager, apply_record
 from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, group_from_records, member_keys, metadata_hash,
                           records_of, simple_assign)
 from .topic_image import TopicImage
@@ -95,6 +97,8 @@ class ShareGroupManager:
         self.groups = shard.groups
         # group id -> {key: value} of its share-group records as replayed from the log
         self.stored: dict[str, dict[Any, Any]] = {}
+        # the same with the shard's pending writes applied: what live state is built from
+        self.written: dict[str, dict[Any, Any]] = {}
         # called with (group id, member id) when a member leaves or is fenced: its share
         # sessions and acquired records are let go (Kafka's ShareGroupListener)
         self.member_left: list[Callable[[str, str], None]] = []
@@ -113,27 +117,47 @@ class ShareGroupManager:
 
     def replay(self, key: Any, value: Any) -> None:
         group_id = key.group
-        stored = self.stored.setdefault(group_id, {})
-        if value is None:
-            stored.pop(key, None)
-            if type(key) is R.ShareGroupMetadataKey:  # the group's last tombstone: it is gone
-                del self.stored[group_id]
-                live = self.groups.get(group_id)
-                if type(live) is ShareGroup:
-                    self.drop(live)
-        else:
-            stored[key] = value
+        apply_record(self.stored, key, value, R.ShareGroupMetadataKey)
+        if value is None and group_id not in self.written:
+            live = self.groups.get(group_id)
+            if type(live) is ShareGroup:  # its last tombstone is durable: it is gone
+                self.drop(live)
+
+    def written_record(self, key: Any, value: Any) -> None:
+        """A record handed to the log (shard.queue_write)."""
+        apply_record(self.written, key, value, R.ShareGroupMetadataKey)
 
     def on_loaded(self) -> None:
+        self.written = {g: dict(records) for g, records in self.stored.items()}
         for group_id in list(self.stored):
             self.restore(group_id)
 
+    def revert(self, group_ids: list[str], still_pending: list[list[Any]]) -> None:
+        """Failed writes touched these groups: each becomes what the durable records and
+        the writes still pending (all before the failed ones) describe."""
+        for group_id in group_ids:
+            view: dict[str, dict[Any, Any]] = {}
+            if group_id in self.stored:
+                view[group_id] = dict(self.stored[group_id])
+            for records in still_pending:
+                for key, value in records:
+                    if type(key) in R.KEY_TYPES and key.group == group_id:
+                        apply_record(view, key, value, R.ShareGroupMetadataKey)
+            if group_id in view:
+                self.written[group_id] = view[group_id]
+                self.restore(group_id)
+            else:
+                self.written.pop(group_id, None)
+                live = self.groups.get(group_id)
+                if type(live) is ShareGroup:
+                    self.drop(live)
+
     def restore(self, group_id: str) -> None:
-        """Make the live group what the log says (at load, or after a failed append)."""
+        """Make the live group what its written records say (at load, or after a failed append)."""
         old = self.groups.get(group_id)
         if type(old) is ShareGroup:
             self.drop(old)
-        group = group_from_records(group_id, self.stored.get(group_id, {}))
+        group = group_from_records(group_id, self.written.get(group_id, {}))
         if group is None:
             return
         current = self.groups.get(group_id)
@@ -154,33 +178,25 @@ class ShareGroupManager:
             del self.groups[group.group_id]
 
     def persist(self, group: ShareGroup, done: Callable[[int], None]) -> None:
-        """Append what changed; done(error) once durable (NONE) or refused (the error,
-        the group back to its durable state)."""
-        stored = self.stored.get(group.group_id, {})
+        """Append what changed; done(error) once durable (NONE) or refused (the error; the
+        runtime has reverted the group)."""
+        written = self.written.get(group.group_id, {})
         now = records_of(group, group.changed_members)
         gone = [k for m in group.removed_members if m not in group.members
-                for k in member_keys(group.group_id, m) if k in stored]
+                for k in member_keys(group.group_id, m) if k in written]
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
         records: list[tuple[Any, Any]] = [(k, None) for k in gone]
-        records += [(k, v) for k, v in now.items() if stored.get(k) != v]
+        records += [(k, v) for k, v in now.items() if written.get(k) != v]
         if not records:
-            done(E.none)
+            self.shard.after_pending(done)
             return
-        group_id = group.group_id
-
-        def written(error: int) -> None:
-            if error != E.none:
-                log.warning("group %s: its records could not be written; back to its durable state", group_id)
-                self.restore(group_id)
-            done(error)
-
-        self.shard.write(records, written)
+        self.shard.write(records, done)
 
     def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
         """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
-        keys = list(self.stored.get(group_id, {}))
+        keys = list(self.written.get(group_id, {}))
         keys.sort(key=lambda k: type(k) is R.ShareGroupMetadataKey)
         return [(k, None) for k in keys] or [(R.ShareGroupMetadataKey(group_id), None)]
 
@@ -201,7 +217,9 @@ class ShareGroupManager:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return ShareHeartbeatResult(e.code, str(e))
         if not group.dirty:
-            return result
+            return ConsumerGroupManager.answer_when_written(
+                self.shard.after_pending, result,
+                lambda error: ShareHeartbeatResult(error, "The group's records could not be written."), answer)
         return ConsumerGroupManager.answer_when_written(
             lambda done: self.persist(group, done), result,
             lambda error: ShareHeartbeatResult(error, "The group's records could not be written."), answer)
@@ -285,7 +303,7 @@ class ShareGroupManager:
                            "must abandon all its partitions and rejoin.")
 
     def _stored_member_differs(self, group: ShareGroup, member: ShareMember) -> bool:
-        stored = self.stored.get(group.group_id)
+        stored = self.written.get(group.group_id)
         if stored is None:
             return True
         value = stored.get(R.ShareGroupMemberMetadataKey(group.group_id, member.member_id))
