@@ -191,3 +191,27 @@ async def test_a_consumer_group_stays_until_its_conversion_to_classic_is_durable
     assert isinstance(result, JoinResult) and result.error == E.member_id_required
     assert GROUP not in h.shard.consumer.stored
     assert h.restarted().shard.groups.get(GROUP) is None
+
+
+async def test_a_failed_share_group_join_does_not_forget_a_member_whose_join_is_not_yet_durable():
+    from coordinator.groups.share_manager import ShareHeartbeatRequest
+
+    h = Runtime()
+    h.catalog.add("t", 2)
+    share = h.shard.share
+
+    def hb(member_id: str) -> list:
+        got: list = []
+        now = share.heartbeat(ShareHeartbeatRequest("sg", member_id, 0, subscribed_topic_names=("t",)), got.append)
+        return got if now is None else [now]
+
+    a = hb("a" * 22)  # in flight
+    h.log.refusing = True
+    b = hb("b" * 22)
+    await settle()
+    assert [r.error for r in b] == [E.not_coordinator] and a == []
+    h.log.refusing = False
+    h.log.sync()
+    await settle()
+    assert a[0].error == E.none and set(h.shard.groups["sg"].members) == {"a" * 22}
+    assert h.restarted().shard.durable_view() == h.shard.durable_view()
