@@ -197,7 +197,10 @@ def lag_status(history: DataFrame, lag: DataFrame, as_of_ms: DataFrame, window: 
     there is no lag now or the lag was zero at some commit in the window; otherwise, in this
     order, REWIND (a committed offset went back), STOP (no commit for longer than the
     window spans), STALL (commits that do not move the offset), WARN (the lag never
-    decreased), else OK. `rule` says which fired. Partitions without a topic log are left out."""
+    decreased), else OK. `rule` says which fired. Partitions without a topic log are left out.
+    These are the rules of `coordinator.metrics.lag.partition_status`, which the server's
+    metrics and `kcoord groups status` use, stated over DataFrames (see its module for why
+    the two can judge one group differently)."""
     tp = ["group", "topic", "partition"]
     newest_first = Window.partitionBy(*tp).orderBy(F.col("log_offset").desc())
     oldest_first = Window.partitionBy(*tp).orderBy("log_offset")

@@ -5,16 +5,23 @@ lag needs no extra consumer: per group and partition, lag in messages is the log
 minus the committed offset, and lag in seconds is the age of the first record not yet
 committed (read from the log: its timestamp).
 
-Burrow (github.com/linkedin/Burrow, its evaluator's rules) judges a partition over a
-sliding window of the group's last commits, each noted with the lag when it was seen:
-- lag now 0: OK, whatever happened before;
-- STOP: the last commit is older than the window is long (the consumer stopped committing);
+Burrow (github.com/linkedin/Burrow, its evaluator's calculatePartitionStatus) judges a
+partition over a sliding window of the group's last commits, each noted with the lag when it
+was seen. In Burrow's order:
+- OK when there is no lag now, or the lag was 0 at some commit in the window;
 - REWIND: an offset in the window went backwards;
+- STOP: the last commit is older than the window is long (the consumer stopped committing);
 - STALL: the offset never moved over the window (commits go on, consumption does not);
-- WARN: the lag never reached 0 in the window and did not shrink from its first commit to
-  its last;
+- WARN: the lag never decreased from one commit to the next;
 - OK otherwise. A group is the worst of its partitions, where STOP, STALL and REWIND count
   as ERR (Burrow's group statuses: OK, WARN, ERR).
+
+`partition_status` is the one implementation of these rules in Python: the metrics and
+`kcoord groups status` (which reads the metrics) show its verdict. The analytics pipeline
+states the same rules as Spark expressions (`pipeline.analytics.lag_status`). The two see
+different inputs: here, the commits the sampler saw, judged as of now; there, every commit in
+the log, judged as of the log's latest record. So a group that stopped committing when its
+whole cluster went quiet is STOP here and may be OK in the report.
 """
 
 from __future__ import annotations
@@ -56,17 +63,19 @@ class PartitionLag:
 
 
 def partition_status(window: deque[Commit] | list[Commit], lag_now: int, now_ms: int) -> str:
-    """Burrow's rules (module docstring), in its order."""
-    if lag_now <= 0 or not window:
+    """Burrow's rules (module docstring), in its order: its evaluator's calculatePartitionStatus."""
+    if lag_now <= 0 or not window or any(c.lag == 0 for c in window):
         return "OK"
-    first, last = window[0], window[-1]
+    commits = list(window)
+    pairs = list(zip(commits, commits[1:]))
+    first, last = commits[0], commits[-1]
+    if any(b.offset < a.offset for a, b in pairs):
+        return "REWIND"
     if now_ms - last.timestamp_ms > last.timestamp_ms - first.timestamp_ms:
         return "STOP"
-    if any(b.offset < a.offset for a, b in zip(window, list(window)[1:])):
-        return "REWIND"
-    if len(window) > 1 and first.offset == last.offset:
+    if all(b.offset == a.offset for a, b in pairs):  # one commit alone counts as stalled, as in Burrow
         return "STALL"
-    if all(c.lag > 0 for c in window) and last.lag >= first.lag:
+    if all(b.lag >= a.lag for a, b in pairs):
         return "WARN"
     return "OK"
 
