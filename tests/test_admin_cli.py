@@ -121,11 +121,42 @@ def test_describe_reset_export_import(server, server_factory):
     ok(fresh, "offsets", "import", "app", "--file", str(path), "--execute")
     assert ok(fresh, "offsets", "export", "app", output=None) == exported
 
-    ok(server, "offsets", "delete", "app", "--topic", "orders:1")
+    # deletes are dry runs unless --execute (or --yes), as offsets reset is
+    assert ok(server, "offsets", "delete", "app", "--topic", "orders:1") == [
+        {"GROUP": "app", "TOPIC": "orders", "PARTITION": 1, "RESULT": "offset 6 would be deleted"}]
+    assert ok(server, "groups", "delete", "app") == [{"GROUP": "app", "RESULT": "would be deleted"}]
+    dry = kcoord(server, "topics", "delete", "orders", output=None)
+    assert dry.returncode == 0 and "would delete orders (2 partitions)" in dry.stderr
+    assert "dry run: nothing was deleted" in dry.stderr
+    assert ok(server, "offsets", "export", "app", output=None) == "orders,0,3\norders,1,6\n"
+    assert [t["TOPIC"] for t in ok(server, "topics", "list")] == ["orders"]
+
+    ok(server, "offsets", "delete", "app", "--topic", "orders:1", "--execute")
     assert ok(server, "offsets", "export", "app", output=None) == "orders,0,3\n"
-    assert ok(server, "groups", "delete", "app") == [{"GROUP": "app", "RESULT": "deleted"}]
-    ok(server, "topics", "delete", "orders", output=None)
+    assert ok(server, "groups", "delete", "app", "--yes") == [{"GROUP": "app", "RESULT": "deleted"}]
+    ok(server, "topics", "delete", "orders", "--execute", output=None)
     assert ok(server, "topics", "list") == []
+
+
+def test_options_after_the_subcommand(server):
+    """--output and --bootstrap-server where a user types them: after the subcommand too."""
+    ok(server, "topics", "create", "late", "--partitions", "1", output=None)
+    cmd = [sys.executable, "-m", "coordinator.admin", "topics", "list", "--bootstrap-server", server.bootstrap,
+           "--output", "json"]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [t["TOPIC"] for t in json.loads(r.stdout)] == ["late"]
+    r = kcoord(server, "topics", "list", "--output", "csv", output="json")  # the later one wins
+    assert r.returncode == 0 and r.stdout.splitlines()[1].startswith("late,"), r.stdout
+    bad = kcoord(server, "topics", "list", "--output", "yaml", output=None)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_dry_run_delete_of_what_is_not_there(server):
+    err = one_line_failure(kcoord(server, "groups", "delete", "nobody"))
+    assert "GROUP_ID_NOT_FOUND" in err
+    err = one_line_failure(kcoord(server, "topics", "delete", "missing", output=None))
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in err
 
 
 def test_bad_input_is_one_line(server):

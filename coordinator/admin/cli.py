@@ -6,9 +6,11 @@
     kcoord topics create orders --partitions 3
 
 Conventions are Kafka's tools': --bootstrap-server HOST:PORT (default 127.0.0.1:9092), a
-dry run unless --execute, resets only of a group with no active members. Output is a table,
-or --output json|csv for scripts. Every failure is one line on stderr and exit status 1
-(2 for a usage error), never a traceback.
+dry run unless --execute (or --yes) for every command that changes or deletes offsets, groups
+or topics, resets only of a group with no active members. Output is a table, or --output
+json|csv for scripts. --bootstrap-server and --output go before or after the subcommand, as
+Kafka's tools take their options in any order. Every failure is one line on stderr and exit
+status 1 (2 for a usage error), never a traceback.
 """
 
 from __future__ import annotations
@@ -83,6 +85,38 @@ def cluster_of(ctx: click.Context) -> Cluster:
 def main(ctx: click.Context, bootstrap_server: str, output: str) -> None:
     """Consumer groups, offsets and topics of a Kafka-compatible cluster."""
     ctx.obj = {"bootstrap": bootstrap_server, "output": output}
+
+
+def _set_global(name: str):
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None:  # given after the subcommand: overrides the one before it
+            ctx.obj[name] = value
+    return callback
+
+
+def accept_global_options_anywhere(group: click.Group) -> None:
+    """Give every subcommand --bootstrap-server and --output too, so that `kcoord groups list
+    --output json` works as `kcoord --output json groups list` does."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            accept_global_options_anywhere(command)
+            continue
+        command.params += [
+            click.Option(["--bootstrap-server"], expose_value=False, callback=_set_global("bootstrap"),
+                         help="HOST:PORT of any broker (also before the subcommand)"),
+            click.Option(["--output"], type=click.Choice(["table", "json", "csv"]), expose_value=False,
+                         callback=_set_global("output"), help="table, json or csv (also before the subcommand)")]
+
+
+def execute_option(what: str):
+    """--execute (alias --yes): a command that deletes or changes something is a dry run
+    without it, as kafka-consumer-groups' --reset-offsets is."""
+    return click.option("--execute", "--yes", "execute", is_flag=True,
+                        help=f"{what} (default: a dry run that shows what would be done)")
+
+
+def dry_run_note(action: str) -> None:
+    click.echo(f"dry run: nothing was {action} (add --execute or --yes to do it)", err=True)
 
 
 # metadata helpers ---------------------------------------------------------------------------
@@ -257,24 +291,35 @@ def groups_status(ctx: click.Context, group: str, metrics_url: str | None) -> No
     if verdict is None:
         raise Failure(f"the server at {url} has no committed offsets of group {group!r}")
     emit(ctx, ["GROUP", "TOPIC", "PARTITION", "LAG", "LAG-SECONDS", "STATUS"], [rows[k] for k in sorted(rows)])
-    click.echo(f"group {group}: {verdict}", err=True)
+    click.echo(f"group {group}: {verdict} (Burrow's rules as of now, over the commits this server sampled; "
+               "a pipeline report judges as of its data's latest record)", err=True)
 
 
 @groups.command("delete")
 @click.argument("group_ids", nargs=-1, required=True)
+@execute_option("delete the groups and their committed offsets")
 @click.pass_context
-def groups_delete(ctx: click.Context, group_ids: tuple[str, ...]) -> None:
+def groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
+    """Delete groups that have no active members (Kafka refuses others: NON_EMPTY_GROUP)."""
     cluster = cluster_of(ctx)
     rows, failed = [], []
     for group in group_ids:
-        r = cluster.coordinator(group).request(DELETE_GROUPS, groups_names=(group,))
-        code = r.results[0].error_code
-        rows.append([group, "deleted" if not code else error_name(code)])
+        if execute:
+            code = cluster.coordinator(group).request(DELETE_GROUPS, groups_names=(group,)).results[0].error_code
+            result = "deleted" if not code else error_name(code)
+        else:  # what the broker would answer, from the group's state
+            _, described = describe_group(cluster, group)
+            state = described.group_state
+            code = {"Empty": 0, "Dead": ErrorCode.group_id_not_found}.get(state, ErrorCode.non_empty_group)
+            result = "would be deleted" if not code else f"{error_name(code)} (the group is {state})"
+        rows.append([group, result])
         if code:
-            failed.append(f"{group}: {error_name(code)}")
+            failed.append(f"{group}: {result}")
     emit(ctx, ["GROUP", "RESULT"], rows)
     if failed:
         raise Failure("; ".join(failed))
+    if not execute:
+        dry_run_note("deleted")
 
 
 # offsets --------------------------------------------------------------------------------------
@@ -354,7 +399,7 @@ def apply(ctx: click.Context, conn: Connection, group: str, targets: dict[tuple[
     emit(ctx, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
          [[group, t, p, o] for (t, p), o in sorted(targets.items())])
     if not execute:
-        click.echo("dry run: nothing was changed (add --execute to commit these offsets)", err=True)
+        dry_run_note("committed")
         return
     failures = commit(conn, group, targets)
     if failures:
@@ -371,7 +416,7 @@ def apply(ctx: click.Context, conn: Connection, group: str, targets: dict[tuple[
 @click.option("--to-datetime", help="the first offset at or after this time (ISO 8601)")
 @click.option("--shift-by", type=int, help="the committed offset plus N (N < 0: back)")
 @click.option("--by-duration", help="the first offset at or after now minus this (e.g. PT1H)")
-@click.option("--execute", is_flag=True, help="commit them (default: a dry run that shows them)")
+@execute_option("commit them")
 @click.option("--dry-run", is_flag=True, help="show the new offsets only (the default)")
 @click.pass_context
 def offsets_reset(ctx: click.Context, group: str, topics: tuple[str, ...], all_topics: bool, to: str | None,
@@ -418,12 +463,20 @@ def offsets_reset(ctx: click.Context, group: str, topics: tuple[str, ...], all_t
 @offsets.command("delete")
 @click.argument("group")
 @click.option("--topic", "topics", multiple=True, required=True, help="TOPIC or TOPIC:P[,P...] (repeatable)")
+@execute_option("delete the offsets")
 @click.pass_context
-def offsets_delete(ctx: click.Context, group: str, topics: tuple[str, ...]) -> None:
+def offsets_delete(ctx: click.Context, group: str, topics: tuple[str, ...], execute: bool) -> None:
     """Delete committed offsets (Kafka refuses topics the group still consumes)."""
     cluster = cluster_of(ctx)
     partitions, _ = parse_topics(cluster, topics)
     conn = cluster.coordinator(group)
+    if not execute:
+        current = committed(conn, group)
+        emit(ctx, ["GROUP", "TOPIC", "PARTITION", "RESULT"],
+             [[group, t, p, f"offset {current[t, p]} would be deleted" if (t, p) in current else "no offset"]
+              for t, p in sorted(partitions)])
+        dry_run_note("deleted")
+        return
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(partitions):
         by_topic.setdefault(t, []).append(p)
@@ -460,7 +513,7 @@ def offsets_export(ctx: click.Context, group: str, path: str | None) -> None:
 @offsets.command("import")
 @click.argument("group")
 @click.option("--file", "path", type=click.File("r"), required=True, help="CSV lines topic,partition,offset")
-@click.option("--execute", is_flag=True, help="commit them (default: a dry run)")
+@execute_option("commit them")
 @click.pass_context
 def offsets_import(ctx: click.Context, group: str, path: Any, execute: bool) -> None:
     """Commit offsets from kafka-consumer-groups' CSV (as --reset-offsets --from-file)."""
@@ -537,8 +590,14 @@ def topics_create(ctx: click.Context, name: str, partitions: int | None, replica
 
 @topics.command("delete")
 @click.argument("names", nargs=-1, required=True)
+@execute_option("delete the topics and their records")
 @click.pass_context
-def topics_delete(ctx: click.Context, names: tuple[str, ...]) -> None:
+def topics_delete(ctx: click.Context, names: tuple[str, ...], execute: bool) -> None:
+    if not execute:
+        found = topic_partitions(cluster_of(ctx), list(names))  # an unknown topic fails here
+        click.echo(f"would delete {', '.join(f'{t} ({len(found[t])} partitions)' for t in names)}", err=True)
+        dry_run_note("deleted")
+        return
     conn = cluster_of(ctx).any_node()
     r = conn.request(DELETE_TOPICS, topic_names=names, timeout=datetime.timedelta(seconds=30))
     failed = [f"{t.name}: {error_name(t.error_code)}" for t in r.responses if t.error_code]
@@ -682,6 +741,9 @@ def consume_cmd(ctx: click.Context, topic: str, partitions: tuple[int, ...], sta
             idle_since = time.monotonic()
     if fmt != "table":
         emit(ctx, ["TOPIC", "PARTITION", "OFFSET", "TIMESTAMP", "KEY", "VALUE"], rows)
+
+
+accept_global_options_anywhere(main)
 
 
 def run(argv: list[str] | None = None, prog: str = "kcoord") -> None:
