@@ -151,7 +151,7 @@ async def commit_path(rounds: int, reps: int, partitions: int = 1) -> float:
     server = Server(parse_args(["--port", "0", "--data-dir", tempfile.mkdtemp(prefix="bench-path-"),
                                 "--fsync", "never", "--log-level", "WARNING"]))
     await server.start()
-    server.topics.create(topic_for(partitions), partitions)
+    await server.topics.create(topic_for(partitions), partitions)
     state: dict = {}
     conns = []
     for _ in range(100):

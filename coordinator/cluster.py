@@ -7,6 +7,7 @@ later without touching callers.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,17 @@ class Cluster:
                 if len(self._cache) > 1000:
                     self._cache.clear()
                 self._cache[key] = body
+        if topics.auto_creating and requested:
+            # A topic this answer calls unknown is being created: the answer waits until it
+            # is, so the client's next request finds it (as Kafka's would, after its retry).
+            creating = [topics.auto_creating[n] for n in requested if n in topics.auto_creating]
+            if creating:
+                return self._after(creating, body)
+        return body
+
+    @staticmethod
+    async def _after(tasks: list, body: Any) -> Any:
+        await asyncio.wait(tasks)
         return body
 
     def _requested_topics(self, topics: Any) -> tuple[list[str], tuple]:

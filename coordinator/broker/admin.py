@@ -63,7 +63,7 @@ class TopicAdmin:
         at once (POLICY_VIOLATION): creating each costs files, and here the event loop's time."""
         return sum(max(n if n != -1 else self.topics.default_partitions, 0) for n in counts) > MAX_PARTITIONS_PER_REQUEST
 
-    def create_topics(self, ctx: RequestContext, req: Any) -> Any:
+    async def create_topics(self, ctx: RequestContext, req: Any) -> Any:
         results = []
         seen: set[str] = set()
         too_many = self._too_many_partitions(
@@ -82,7 +82,7 @@ class TopicAdmin:
                     partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
                 else:
                     partitions, rf = t.num_partitions, t.replication_factor
-                info = self.topics.create(t.name, partitions, rf, {c.name: c.value for c in t.configs},
+                info = await self.topics.create(t.name, partitions, rf, {c.name: c.value for c in t.configs},
                                           validate_only=req.validate_only)
             except TopicError as e:
                 error, message = e.code, str(e)
@@ -116,7 +116,7 @@ class TopicAdmin:
                                       error_message=message))
         return ctx.response(throttle_time=0, responses=tuple(results))
 
-    def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
+    async def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
         results = []
         too_many = self._too_many_partitions([
             t.count - (self.topics.get(t.name).partitions if self.topics.get(t.name) else 0) for t in req.topics])
@@ -125,7 +125,7 @@ class TopicAdmin:
             try:
                 if too_many:
                     raise TopicError(E.policy_violation, "Excessively large number of partitions per request.")
-                self.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+                await self.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
             except TopicError as e:
                 error, message = e.code, str(e)
             results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=error,

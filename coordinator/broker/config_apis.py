@@ -74,18 +74,18 @@ class ConfigApis:
 
     # AlterConfigs / IncrementalAlterConfigs ---------------------------------------------
 
-    def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+    async def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
         """The legacy API: each resource's settings become exactly the ones given."""
         def replace(current: dict, r: Any) -> dict:
             _refuse_null_values(r.configs)
             return {c.name: c.value for c in r.configs}
 
-        return self._alter(ctx, req, replace)
+        return await self._alter(ctx, req, replace)
 
-    def incremental_alter_configs(self, ctx: RequestContext, req: Any) -> Any:
-        return self._alter(ctx, req, self._apply_operations)
+    async def incremental_alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+        return await self._alter(ctx, req, self._apply_operations)
 
-    def _alter(self, ctx: RequestContext, req: Any, new_settings: Any) -> Any:
+    async def _alter(self, ctx: RequestContext, req: Any, new_settings: Any) -> Any:
         responses = []
         seen = set()
         for r in req.resources:
@@ -94,29 +94,43 @@ class ConfigApis:
                 if (r.resource_type, r.resource_name) in seen:
                     raise ConfigError(f"Duplicate resource {r.resource_name}", E.invalid_request)
                 seen.add((r.resource_type, r.resource_name))
-                self._alter_one(r, new_settings, req.validate_only)
+                await self._alter_one(r, new_settings, req.validate_only)
             except (TopicError, ConfigError) as e:
                 error, message = e.code, str(e)
+            except OSError as e:  # the configs could not be made durable: nothing changed
+                error, message = E.kafka_storage_error, f"cannot store the configs: {e.strerror or e}"
             responses.append(ctx.nested("AlterConfigsResourceResponse", error_code=error, error_message=message,
                                         resource_type=r.resource_type, resource_name=r.resource_name))
         return ctx.response(throttle_time=0, responses=tuple(responses))
 
-    def _alter_one(self, r: Any, new_settings: Any, validate_only: bool) -> None:
+    async def _alter_one(self, r: Any, new_settings: Any, validate_only: bool) -> None:
+        """The new settings are computed from the ones in force when the write runs, after
+        any change still being written, so concurrent incremental changes all count."""
         if r.resource_type == TOPIC:
             info = self._topic(r.resource_name)
             if info.internal:
                 raise ConfigError(f"the configs of internal topic {info.name} cannot be changed here",
                                   E.invalid_request)
-            settings = new_settings(dict(info.configs), r)
-            validate_configs(settings, self.broker)
-            if not validate_only:
-                self.topics.set_configs(info.name, {k: v for k, v in settings.items() if v is not None})
+
+            def topic_settings(current: dict[str, str]) -> dict[str, str]:
+                settings = new_settings(dict(current), r)
+                validate_configs(settings, self.broker)
+                return {k: v for k, v in settings.items() if v is not None}
+
+            if validate_only:
+                topic_settings(info.configs)
+            else:
+                await self.topics.set_configs(info.name, topic_settings)
         elif r.resource_type == BROKER:
-            layer = self.broker.layer(r.resource_name)
-            settings = new_settings(dict(layer), r)
-            self.broker.validate(settings, per_broker=r.resource_name != "")
-            if not validate_only:
-                self.broker.replace(r.resource_name, {k: v for k, v in settings.items() if v is not None})
+            def broker_settings(current: dict[str, str]) -> dict[str, str]:
+                settings = new_settings(dict(current), r)
+                self.broker.validate(settings, per_broker=r.resource_name != "")
+                return {k: v for k, v in settings.items() if v is not None}
+
+            if validate_only:
+                broker_settings(self.broker.layer(r.resource_name))
+            else:
+                await self.broker.replace(r.resource_name, broker_settings)
                 self.topics.broker_configs_changed()
         else:
             raise ConfigError(f"Unsupported resource type {r.resource_type}", E.invalid_request)

@@ -9,8 +9,7 @@ DescribeConfigs' entries with sources and synonyms as Kafka builds them.
 
 from __future__ import annotations
 
-import json
-import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from .config_defs import (
     PASSWORD, STATIC_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_CONFIG_DEFS, UNKNOWN, ConfigDef, ConfigError,
     check_topic_configs, parse, synonym_as_topic_value, to_string,
 )
+from ..durable import JsonFile
 from ..log.config import LogConfig
 from .dynamic_configs import (
     CLUSTER_LEVEL_LISTENER_CONFIGS, DYNAMIC_DEFS, PER_BROKER_CONFIGS, SECURITY_CONFIG_DEFS, STATIC_ONLY, listener_base,
@@ -54,8 +54,9 @@ class BrokerConfigs:
         self.dynamic_default: dict[str, str] = {}
         self.changes = 0
         self.listeners: list = []  # called after each change: the components whose settings are dynamic
-        if data_dir is not None and (data_dir / BROKER_CONFIGS_FILE).exists():
-            saved = json.loads((data_dir / BROKER_CONFIGS_FILE).read_text())
+        self.file = JsonFile(data_dir / BROKER_CONFIGS_FILE) if data_dir is not None else None
+        if self.file is not None:
+            saved = self.file.load({})
             self.dynamic_broker = saved.get("broker", {})
             self.dynamic_default = saved.get("default", {})
 
@@ -150,25 +151,27 @@ class BrokerConfigs:
             refuse([n for n in values if per_broker_only(n)],
                    "Cannot update these configs at default cluster level, broker id must be specified")
 
-    def replace(self, resource_name: str, values: dict[str, str]) -> None:
-        layer = self.layer(resource_name)
-        layer.clear()
-        layer.update(values)
-        self._save()
-        for listener in self.listeners:
-            listener()
+    async def replace(self, resource_name: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """A broker resource's dynamic configs become settings(the ones in force), once
+        durable. OSError if the disk refused, or what settings() raised: nothing changed."""
+        self.layer(resource_name)  # (the name is checked before anything is written)
 
-    def _save(self) -> None:
-        self.changes += 1
-        if self.data_dir is None:
-            return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.data_dir / (BROKER_CONFIGS_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"broker": self.dynamic_broker, "default": self.dynamic_default}, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.data_dir / BROKER_CONFIGS_FILE)
+        def commit() -> tuple[Any, Any]:
+            values = settings(dict(self.layer(resource_name)))
+            broker = values if resource_name else self.dynamic_broker
+            default = values if not resource_name else self.dynamic_default
+
+            def install() -> None:
+                self.dynamic_broker, self.dynamic_default = broker, default
+                self.changes += 1
+                for listener in self.listeners:
+                    listener()
+            return {"broker": broker, "default": default}, install
+
+        if self.file is None:
+            commit()[1]()
+        else:
+            await self.file.update(commit)
 
     # DescribeConfigs --------------------------------------------------------------------
 

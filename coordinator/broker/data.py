@@ -563,8 +563,17 @@ class DataPlane:
         pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if pid >= 0 and 0 <= epoch < 32766:
             return ctx.response(throttle_time=0, error_code=E.none, producer_id=pid, producer_epoch=epoch + 1)
-        return ctx.response(throttle_time=0, error_code=E.none, producer_id=self.producer_ids.allocate(),
-                            producer_epoch=0)
+        return asyncio.ensure_future(self._new_producer_id(ctx))
+
+    async def _new_producer_id(self, ctx: RequestContext) -> Any:
+        try:
+            pid = await self.producer_ids.allocate()
+        except OSError as e:
+            # Kafka's ProducerIdManager answers a block it cannot get yet this way: retriable.
+            log.warning("cannot reserve producer ids: %s", e.strerror or e)
+            return ctx.response(throttle_time=0, error_code=E.coordinator_load_in_progress, producer_id=-1,
+                                producer_epoch=-1)
+        return ctx.response(throttle_time=0, error_code=E.none, producer_id=pid, producer_epoch=0)
 
     def drain(self) -> None:
         """The server is stopping: long-polling fetches answer now with what they have."""

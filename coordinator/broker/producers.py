@@ -8,8 +8,6 @@ rebuilt from the batch headers in the log the first time a partition sees a prod
 
 from __future__ import annotations
 
-import json
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +16,7 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol.record_batch import BatchHeader
 
+from ..durable import JsonFile
 from ..log.partition import PartitionLog
 
 RECENT_BATCHES = 5  # max.in.flight.requests.per.connection for idempotence
@@ -82,21 +81,23 @@ class PartitionProducers:
 
 
 class ProducerIds:
-    """Hands out producer ids that stay unique across restarts (persisted in blocks)."""
+    """Hands out producer ids that stay unique across restarts, as Kafka's ProducerIdManager
+    does: ids come from blocks of ID_BLOCK, and a block's end is durable before any id in it
+    is handed out, so a crash at any point skips ids but never reuses one."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.path = Path(data_dir) / "producer_ids.json"
-        self.next_id = json.loads(self.path.read_text())["next_block"] if self.path.exists() else 0
-        self.block_end = self.next_id
+        self.file = JsonFile(Path(data_dir) / "producer_ids.json")
+        self.next_id = self.file.load({"next_block": 0})["next_block"]
+        self.block_end = self.next_id  # nothing handed out until a block is durable
 
-    def allocate(self) -> int:
-        if self.next_id >= self.block_end:
-            self.block_end = self.next_id + ID_BLOCK
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"next_block": self.block_end}))
-            with open(tmp) as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+    async def allocate(self) -> int:
+        """A new producer id. OSError if the next block cannot be made durable."""
+        while self.next_id >= self.block_end:
+            end = self.next_id + ID_BLOCK
+            await self.file.save({"next_block": end}, then=lambda end=end: self._claimed(end))
         pid = self.next_id
         self.next_id += 1
         return pid
+
+    def _claimed(self, end: int) -> None:
+        self.block_end = max(self.block_end, end)

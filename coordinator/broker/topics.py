@@ -7,9 +7,8 @@ does not own).
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
-import os
 import re
 import shutil
 import uuid
@@ -19,6 +18,7 @@ from typing import Any, Iterable
 
 from kio.schema.errors import ErrorCode as E
 
+from ..durable import JsonFile
 from ..log.config import LogConfig
 from .configs import BrokerConfigs, log_config, resolve, validate_topic_configs
 from .config_defs import ConfigError
@@ -32,6 +32,11 @@ MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's message.max.bytes
+
+
+def _entry(info: TopicInfo) -> dict[str, Any]:
+    """A topic's entry in the catalog file."""
+    return {"partitions": info.partitions, "topic_id": str(info.topic_id), "configs": info.configs}
 
 
 class TopicError(Exception):
@@ -99,32 +104,45 @@ class Topics:
         # Topics whose deletion is still closing and removing files: their name cannot be
         # created again until it is done (Kafka: "marked for deletion").
         self.deleting: set[str] = set()
+        self.file = JsonFile(self.data_dir / CATALOG_FILE)
+        # Catalog changes run one at a time (Kafka's controller handles them in order): each
+        # checks, writes the catalog durably, and only then takes effect.
+        self._changing = asyncio.Lock()
+        # Auto-creations under way (name -> task): a Metadata naming one waits for it, so the
+        # next request finds the topic.
+        self.auto_creating: dict[str, asyncio.Task] = {}
 
     # persistence ------------------------------------------------------------------------
 
     @classmethod
     def load(cls, data_dir: Path, base_config: LogConfig, **kw: Any) -> "Topics":
         topics = cls(data_dir, base_config, **kw)
-        path = topics.data_dir / CATALOG_FILE
-        if path.exists():
-            for name, entry in json.loads(path.read_text()).items():
-                info = TopicInfo(name, entry["partitions"], uuid.UUID(entry["topic_id"]), entry.get("configs", {}))
-                info.values = topics._resolve(info.configs)
-                info.logs = [topics._open(name, p, info.values) for p in range(info.partitions)]
-                topics._add(info)
+        for name, entry in topics.file.load({}).items():
+            info = TopicInfo(name, entry["partitions"], uuid.UUID(entry["topic_id"]), entry.get("configs", {}))
+            info.values = topics._resolve(info.configs)
+            info.logs = [topics._open(name, p, info.values) for p in range(info.partitions)]
+            topics._add(info)
         return topics
 
-    def _save(self) -> None:
-        self.changes += 1
-        data = {t.name: {"partitions": t.partitions, "topic_id": str(t.topic_id), "configs": t.configs}
-                for t in self.topics.values() if not t.internal}
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.data_dir / (CATALOG_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.data_dir / CATALOG_FILE)
+    async def _commit(self, changed: dict[str, TopicInfo | None], install: Any) -> None:
+        """Write the catalog with these topics changed (None: deleted), durably, then
+        install() the change in memory. TopicError(KAFKA_STORAGE_ERROR) if the disk refused:
+        nothing changed."""
+        doc = {t.name: _entry(t) for t in self.topics.values() if not t.internal}
+        for name, info in changed.items():
+            if info is None:
+                doc.pop(name, None)
+            else:
+                doc[name] = _entry(info)
+
+        def then() -> None:
+            install()
+            self.changes += 1
+        try:
+            await self.file.save(doc, then)
+        except OSError as e:
+            log.warning("cannot write the topic catalog: %s", e.strerror or e)
+            raise TopicError(E.kafka_storage_error, f"cannot store the topic catalog: {e.strerror or e}") from e
 
     def _resolve(self, configs: dict[str, str]) -> dict[str, Any]:
         try:
@@ -146,21 +164,25 @@ class Topics:
             for p in partitions:
                 opened.append(self._open(name, p, values))
         except OSError as e:
-            for plog in opened:
-                plog.discard_sync()
-            for p in partitions:
-                shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
+            self._discard(name, partitions, opened)
             log.warning("cannot create partitions %s of topic %s: %s", partitions, name, e.strerror or e)
             raise TopicError(E.kafka_storage_error,
                              f"cannot create the files of topic {name!r}: {e.strerror or e}") from e
         return opened
 
-    def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Replace a topic's own settings (AlterConfigs): they take effect at once and are saved."""
-        info = self.topics[name]
-        info.configs = dict(configs)
-        self._apply(info)
-        self._save()
+    async def set_configs(self, name: str, settings: Any) -> None:
+        """Replace a topic's own settings (AlterConfigs) with settings(the current ones):
+        saved, then in effect at once."""
+        async with self._changing:
+            info = self.topics.get(name)
+            if info is None:
+                raise TopicError(E.unknown_topic_or_partition, f"Topic {name} does not exist")
+            configs = dict(settings(info.configs))
+
+            def install() -> None:
+                info.configs = configs
+                self._apply(info)
+            await self._commit({name: TopicInfo(name, info.partitions, info.topic_id, configs)}, install)
 
     def broker_configs_changed(self) -> None:
         """Topics that follow a broker default pick up its new value."""
@@ -191,8 +213,9 @@ class Topics:
             return None
         return info.logs[partition]
 
-    def create(self, name: str, partitions: int, replication_factor: int = -1,
-               configs: dict[str, str | None] | None = None, validate_only: bool = False) -> TopicInfo:
+    def _new_topic(self, name: str, partitions: int, replication_factor: int = -1,
+                   configs: dict[str, str | None] | None = None) -> TopicInfo:
+        """CreateTopics' checks, and the topic it would create (no files yet)."""
         validate_name(name)
         if name in self.topics:
             raise TopicError(E.topic_already_exists, f"topic {name!r} already exists")
@@ -213,21 +236,37 @@ class Topics:
         clean = {k: v for k, v in configs.items() if v is not None}
         info = TopicInfo(name, partitions, configs=clean)
         info.values = self._resolve(clean)
+        return info
+
+    async def create(self, name: str, partitions: int, replication_factor: int = -1,
+                     configs: dict[str, str | None] | None = None, validate_only: bool = False) -> TopicInfo:
+        info = self._new_topic(name, partitions, replication_factor, configs)
         if validate_only:
             return info
-        for p in range(partitions):  # a delete cut short by a crash may have left data behind
-            shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
-        info.logs = self._open_partitions(name, range(partitions), info.values)
-        self._add(info)
-        self._save()
-        log.info("created topic %s with %d partitions %s", name, partitions, clean or "")
+        async with self._changing:
+            self._new_topic(name, partitions, replication_factor, configs)  # (again: a change may have come first)
+            for p in range(info.partitions):  # a delete cut short by a crash may have left data behind
+                shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
+            info.logs = self._open_partitions(name, range(info.partitions), info.values)
+            try:
+                await self._commit({name: info}, lambda: self._add(info))
+            except TopicError:
+                self._discard(name, range(info.partitions), info.logs)
+                raise
+        log.info("created topic %s with %d partitions %s", name, info.partitions, info.configs or "")
         return info
+
+    def _discard(self, name: str, partitions: range, logs: list[PartitionLog]) -> None:
+        for plog in logs:
+            plog.discard_sync()
+        for p in partitions:
+            shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
 
     def _collision(self, name: str) -> str | None:
         key = name.replace(".", "_")
         return next((t for t in self.topics if t.replace(".", "_") == key), None)
 
-    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def _check_add_partitions(self, name: str, count: int) -> TopicInfo:
         info = self.topics.get(name)
         if info is None:
             raise TopicError(E.unknown_topic_or_partition, f"topic {name!r} does not exist")
@@ -236,26 +275,43 @@ class Topics:
         if count <= info.partitions:
             raise TopicError(E.invalid_partitions,
                              f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
+        return info
+
+    async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        self._check_add_partitions(name, count)
         if validate_only:
             return
-        info.logs += self._open_partitions(name, range(info.partitions, count), info.values)
-        self.partition_keys.update((name, p) for p in range(info.partitions, count))
-        info.partitions = count
-        self._save()
+        async with self._changing:
+            info = self._check_add_partitions(name, count)
+            new = range(info.partitions, count)
+            opened = self._open_partitions(name, new, info.values)
+
+            def install() -> None:
+                info.logs += opened
+                self.partition_keys.update((name, p) for p in new)
+                info.partitions = count
+            try:
+                await self._commit({name: TopicInfo(name, count, info.topic_id, info.configs)}, install)
+            except TopicError:
+                self._discard(name, new, opened)
+                raise
 
     async def delete(self, name: str) -> TopicInfo:
-        info = self.topics.get(name)
-        if info is None:
-            raise TopicError(E.unknown_topic_or_partition, f"topic {name!r} does not exist")
-        if info.internal:
-            raise TopicError(E.invalid_request, f"cannot delete internal topic {name}")
-        del self.topics[name]
-        self.by_id.pop(info.topic_id, None)
-        self.partition_keys.difference_update((name, p) for p in range(info.partitions))
-        self._save()
+        async with self._changing:
+            info = self.topics.get(name)
+            if info is None:
+                raise TopicError(E.unknown_topic_or_partition, f"topic {name!r} does not exist")
+            if info.internal:
+                raise TopicError(E.invalid_request, f"cannot delete internal topic {name}")
+
+            def install() -> None:
+                del self.topics[name]
+                self.by_id.pop(info.topic_id, None)
+                self.partition_keys.difference_update((name, p) for p in range(info.partitions))
+                self.deleting.add(name)  # a CreateTopics of the name now must not get files we remove
+            await self._commit({name: None}, install)
         for plog in info.logs:  # long-polling fetches re-read now, find the topic gone and answer
             plog.wake_listeners()
-        self.deleting.add(name)  # a CreateTopics of the name now must not get files we remove
         try:
             for p, plog in enumerate(info.logs):
                 await plog.close()
@@ -278,7 +334,11 @@ class Topics:
             if info is None and auto_create and self.auto_create and name is not None:
                 error = E.unknown_topic_or_partition
                 try:
-                    self.create(name, self.default_partitions)
+                    self._new_topic(name, self.default_partitions)
+                    if name not in self.auto_creating:
+                        task = asyncio.ensure_future(self._auto_create(name))
+                        self.auto_creating[name] = task
+                        task.add_done_callback(lambda _, name=name: self.auto_creating.pop(name, None))
                 except TopicError as e:
                     if e.code == E.invalid_topic_exception:
                         error = e.code
@@ -286,7 +346,16 @@ class Topics:
             out.append((name, info))
         return out
 
+    async def _auto_create(self, name: str) -> None:
+        try:
+            await self.create(name, self.default_partitions)
+        except TopicError as e:  # (created meanwhile by someone else: nothing to say)
+            if e.code != E.topic_already_exists:
+                log.warning("auto-creating topic %s: %s", name, e)
+
     async def close(self) -> None:
+        if self.auto_creating:  # (a creation that finished later would open logs after the close)
+            await asyncio.wait(list(self.auto_creating.values()))
         for info in self.topics.values():
             if not info.internal:  # the offsets log closes itself
                 for plog in info.logs:

@@ -12,13 +12,13 @@ nothing until ACLs are added).
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
+
+from ..durable import JsonFile
 
 CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = 30, 29, 31
 FILE = "acls.json"
@@ -109,34 +109,26 @@ def validate(acl: Acl) -> str | None:
 
 class AclStore:
     def __init__(self, data_dir: Path) -> None:
-        self.path = Path(data_dir) / FILE
-        self.acls: set[Acl] = set()
-        if self.path.exists():
-            self.acls = {Acl(**a) for a in json.loads(self.path.read_text())}
+        self.file = JsonFile(Path(data_dir) / FILE)
+        self.acls: set[Acl] = {Acl(**a) for a in self.file.load([])}
 
-    def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(sorted((asdict(a) for a in self.acls), key=lambda a: sorted(a.items())), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+    async def add(self, acls: list[Acl]) -> None:
+        await self._change(lambda current: current | set(acls))
 
-    def add(self, acls: list[Acl]) -> None:
-        self._change(lambda current: current | set(acls))
+    async def remove(self, acls: list[Acl]) -> None:
+        await self._change(lambda current: current - set(acls))
 
-    def remove(self, acls: list[Acl]) -> None:
-        self._change(lambda current: current - set(acls))
+    async def _change(self, change: Any) -> None:
+        """The new set takes effect once durable; if the write fails (OSError for the
+        caller) nothing changed."""
+        def commit() -> tuple[Any, Any]:
+            new = change(self.acls)
+            return sorted((asdict(a) for a in new), key=lambda a: sorted(a.items())), lambda: self._install(new)
 
-    def _change(self, change: Any) -> None:
-        """Apply, then save; if the save fails (OSError for the caller) nothing changed."""
-        before = self.acls
-        self.acls = change(before)
-        try:
-            self._save()
-        except OSError:
-            self.acls = before
-            raise
+        await self.file.update(commit)
+
+    def _install(self, acls: set[Acl]) -> None:
+        self.acls = acls
 
 
 class Authorizer:
@@ -170,7 +162,7 @@ class AclApis:
         registry.add(DESCRIBE_ACLS, range(0, 4), self.describe_acls)
         registry.add(DELETE_ACLS, range(0, 4), self.delete_acls)
 
-    def create_acls(self, ctx: Any, req: Any) -> Any:
+    async def create_acls(self, ctx: Any, req: Any) -> Any:
         if self.store is None:
             return ctx.response(throttle_time=0, results=tuple(ctx.nested(
                 "AclCreationResult", error_code=E.security_disabled, error_message="no authorizer is configured")
@@ -185,7 +177,7 @@ class AclApis:
                 new.append(acl)
         if new:
             try:
-                self.store.add(new)
+                await self.store.add(new)
             except OSError as e:
                 results = [(E.kafka_storage_error, str(e)) if err == E.none else (err, why) for err, why in results]
         return ctx.response(throttle_time=0, results=tuple(
@@ -211,7 +203,7 @@ class AclApis:
                            permission_type=a.permission) for a in acls))
             for (t, n, p), acls in by_resource.items()))
 
-    def delete_acls(self, ctx: Any, req: Any) -> Any:
+    async def delete_acls(self, ctx: Any, req: Any) -> Any:
         if self.store is None:
             return ctx.response(throttle_time=0, filter_results=tuple(ctx.nested(
                 "DeleteAclsFilterResult", error_code=E.security_disabled, error_message="no authorizer is configured",
@@ -222,7 +214,7 @@ class AclApis:
             matched = [a for a in self.store.acls if f.matches(a)]
             error, message = E.none, None
             try:
-                self.store.remove(matched)
+                await self.store.remove(matched)
             except OSError as e:
                 error, message, matched = E.kafka_storage_error, str(e), []
             out.append(ctx.nested("DeleteAclsFilterResult", error_code=error, error_message=message,

@@ -10,13 +10,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..durable import JsonFile
 from .scram import ScramCredential
 
 DESCRIBE, ALTER = 50, 51
@@ -43,13 +42,11 @@ def _decode(d: dict | None) -> ScramCredential | None:
 
 class CredentialStore:
     def __init__(self, data_dir: Path, from_file: dict[str, dict[str, ScramCredential]] | None = None) -> None:
-        self.path = Path(data_dir) / FILE
+        self.file = JsonFile(Path(data_dir) / FILE)
         self.from_file = from_file or {}
         # user -> mechanism -> credential, or None: deleted (hides the users file's)
-        self.changes: dict[str, dict[str, ScramCredential | None]] = {}
-        if self.path.exists():
-            raw = json.loads(self.path.read_text())
-            self.changes = {u: {m: _decode(c) for m, c in mechs.items()} for u, mechs in raw.items()}
+        self.changes: dict[str, dict[str, ScramCredential | None]] = {
+            u: {m: _decode(c) for m, c in mechs.items()} for u, mechs in self.file.load({}).items()}
 
     def lookup(self, user: str) -> dict[str, ScramCredential] | None:
         merged = {**self.from_file.get(user, {}), **self.changes.get(user, {})}
@@ -58,14 +55,6 @@ class CredentialStore:
 
     def users(self) -> list[str]:
         return sorted(u for u in {*self.from_file, *self.changes} if self.lookup(u))
-
-    def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({u: {m: _encode(c) for m, c in mechs.items()} for u, mechs in self.changes.items()}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
 
     def register(self, registry: Any) -> None:
         registry.add(DESCRIBE, range(0, 1), self.describe)
@@ -87,7 +76,7 @@ class CredentialStore:
                 error_message=None if found else "Attempt to describe a user credential that does not exist"))
         return ctx.response(throttle_time=0, error_code=E.none, error_message=None, results=tuple(results))
 
-    def alter(self, ctx: Any, req: Any) -> Any:
+    async def alter(self, ctx: Any, req: Any) -> Any:
         errors: dict[str, tuple[E, str]] = {}  # the first error per user
         seen: set[tuple[str, int]] = set()
         accepted: list[tuple[str, str, ScramCredential | None]] = []
@@ -100,17 +89,27 @@ class CredentialStore:
                 mechanism, hash_name = BY_CODE[a.mechanism]
                 accepted.append((a.name, mechanism, None if kind == "delete" else _from_salted(
                     hash_name, bytes(a.salt), a.iterations, bytes(a.salted_password))))
-        changed = False
-        for name, mechanism, credential in accepted:
-            if name not in errors:  # a user's alterations apply together or not at all
-                self.changes.setdefault(name, {})[mechanism] = credential
-                changed = True
-        if changed:
-            self._save()
+        accepted = [a for a in accepted if a[0] not in errors]  # a user's alterations apply together or not at all
+        if accepted:
+            try:
+                await self.file.update(lambda: self._with(accepted))
+            except OSError as e:
+                for name, _, _ in accepted:
+                    errors.setdefault(name, (E.kafka_storage_error, f"cannot store the credentials: {e}"))
         users = list(dict.fromkeys([a.name for a in req.deletions] + [a.name for a in req.upsertions]))
         return ctx.response(throttle_time=0, results=tuple(
             ctx.nested("AlterUserScramCredentialsResult", user=u, error_code=errors.get(u, (E.none, None))[0],
                        error_message=errors.get(u, (E.none, None))[1]) for u in users))
+
+    def _with(self, accepted: list[tuple[str, str, ScramCredential | None]]) -> tuple[Any, Any]:
+        """(the document with these alterations, the function that makes them take effect)."""
+        changes = {u: dict(mechs) for u, mechs in self.changes.items()}
+        for name, mechanism, credential in accepted:
+            changes.setdefault(name, {})[mechanism] = credential
+
+        def install() -> None:
+            self.changes = changes
+        return {u: {m: _encode(c) for m, c in mechs.items()} for u, mechs in changes.items()}, install
 
     def _check(self, a: Any, kind: str, seen: set[tuple[str, int]]) -> tuple[E, str] | None:
         if not a.name:

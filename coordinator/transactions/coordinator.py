@@ -158,6 +158,15 @@ class TransactionCoordinator:
 
     # InitProducerId ---------------------------------------------------------------------
 
+    async def _new_producer_id(self) -> tuple[int, int]:
+        """(error, producer id): a block that cannot be made durable is Kafka's
+        ProducerIdManager "block not ready yet", COORDINATOR_LOAD_IN_PROGRESS (retriable)."""
+        try:
+            return E.none, await self.producer_ids.allocate()
+        except OSError as e:
+            log.warning("cannot reserve producer ids: %s", e.strerror or e)
+            return E.coordinator_load_in_progress, -1
+
     async def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
         error, pid, epoch = await self._init(req.transactional_id, ms(req.transaction_timeout),
                                              getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
@@ -174,7 +183,9 @@ class TransactionCoordinator:
         if meta is None:
             meta = self.txns[txn_id] = TransactionMetadata(txn_id, -1, -1, timeout_ms, EMPTY)
             async with meta.lock:
-                error = await self._write(meta, {"producer_id": self.producer_ids.allocate(), "producer_epoch": 0})
+                error, new_pid = await self._new_producer_id()
+                if error == E.none:
+                    error = await self._write(meta, {"producer_id": new_pid, "producer_epoch": 0})
                 if error != E.none:
                     self.txns.pop(txn_id, None)
                     return error, -1, -1
@@ -196,7 +207,10 @@ class TransactionCoordinator:
                 if error != E.none:
                     return error, -1, -1
             if meta.producer_epoch >= MAX_EPOCH - 1:
-                new_pid, new_epoch = self.producer_ids.allocate(), 0
+                error, new_pid = await self._new_producer_id()
+                if error != E.none:
+                    return error, -1, -1
+                new_epoch = 0
             else:
                 new_pid, new_epoch = meta.producer_id, meta.producer_epoch + 1
             error = await self._write(meta, {

@@ -1,0 +1,148 @@
+"""The JSON stores (topics, broker configs, ACLs, SCRAM credentials, producer id blocks)
+survive a kill at every step of a write: the server that restarts reads the old document or
+the new one, never neither and never a torn one, no client was answered before its change
+was durable, and no producer id is handed out twice."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+
+import pytest
+
+from bench.wire_client import WireClient, request_class as rc
+from coordinator.durable import STEPS, JsonFile
+from tests.conftest import ServerProcess
+
+INIT_PRODUCER_ID, METADATA, CREATE_TOPICS, CREATE_ACLS, INCREMENTAL_ALTER_CONFIGS, ALTER_SCRAM = 22, 3, 19, 30, 44, 51
+AFTER_RENAME = STEPS.index("renamed")
+
+
+async def init_producer_id(c: WireClient) -> int:
+    r = await c.request(INIT_PRODUCER_ID, 4, rc(INIT_PRODUCER_ID, 4)(
+        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
+    assert r.error_code == 0
+    return r.producer_id
+
+
+def create_topic(name: str):
+    T = rc(CREATE_TOPICS, 7, "CreatableTopic")
+    return CREATE_TOPICS, 7, rc(CREATE_TOPICS, 7)(topics=(T(
+        name=name, num_partitions=1, replication_factor=-1, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5), validate_only=False)
+
+
+def create_acl(group: str):
+    C = rc(CREATE_ACLS, 3, "AclCreation")
+    return CREATE_ACLS, 3, rc(CREATE_ACLS, 3)(creations=(C(
+        resource_type=3, resource_name=group, resource_pattern_type=3, principal="User:ops", host="*",
+        operation=3, permission_type=3),))
+
+
+def set_retention(ms: int):
+    C, R = rc(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig"), rc(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
+    return INCREMENTAL_ALTER_CONFIGS, 1, rc(INCREMENTAL_ALTER_CONFIGS, 1)(resources=(R(
+        resource_type=4, resource_name="1", configs=(C(name="log.retention.ms", config_operation=0, value=str(ms)),)),),
+        validate_only=False)
+
+
+def upsert_user(name: str):
+    U = rc(ALTER_SCRAM, 0, "ScramCredentialUpsertion")
+    return ALTER_SCRAM, 0, rc(ALTER_SCRAM, 0)(deletions=(), upsertions=(U(
+        name=name, mechanism=2, iterations=4096, salt=b"salt" * 4, salted_password=b"p" * 64),))
+
+
+# store file -> (server flags, the request of the first change, of the second, what each leaves)
+STORES = {
+    "topics.json": ((), create_topic("first"), create_topic("second"),
+                    lambda doc: sorted(doc)),
+    "acls.json": (("--authorizer",), create_acl("g1"), create_acl("g2"),
+                  lambda doc: sorted(a["name"] for a in doc)),
+    "broker-configs.json": ((), set_retention(7_200_000), set_retention(3_600_000),
+                            lambda doc: doc["broker"]),
+    "scram-credentials.json": ((), upsert_user("carol"), upsert_user("dave"),
+                               lambda doc: sorted(doc)),
+}
+
+
+def crashing(tmp_path, name: str, step: str, nth: int, *flags: str) -> ServerProcess:
+    s = ServerProcess(tmp_path / "data", list(flags))
+    os.environ["COORDINATOR_TEST_CRASH_AT"] = f"{name}:{step}:{nth}"
+    try:
+        s.start()
+    finally:
+        del os.environ["COORDINATOR_TEST_CRASH_AT"]
+    return s
+
+
+def restarted(crashed: ServerProcess) -> ServerProcess:
+    assert crashed.proc.wait(15) == -signal.SIGKILL
+    crashed.proc = None
+    crashed.start()  # loads every store: a torn or missing one would fail here
+    assert not list(crashed.data_dir.glob("*.tmp")), "a write's leftover was not cleaned"
+    return crashed
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("name", list(STORES))
+async def test_a_kill_at_any_step_of_a_store_write_leaves_the_old_or_the_new_document(tmp_path, name, step):
+    flags, first, second, summary = STORES[name]
+    s = crashing(tmp_path, name, step, 2, *flags)
+    try:
+        c = await WireClient("crash").connect("127.0.0.1", s.port)
+        await c.request(*first)
+        old = summary(json.loads((s.data_dir / name).read_text()))
+        with pytest.raises(ConnectionError):  # killed before the answer: it waits for durability
+            await c.request(*second)
+        await c.close()
+        restarted(s)
+        now = summary(JsonFile(s.data_dir / name).load())
+        if STEPS.index(step) < AFTER_RENAME:
+            assert now == old
+        else:
+            assert now != old
+        if name == "topics.json":  # and the server serves what the file says
+            c = await WireClient("crash").connect("127.0.0.1", s.port)
+            r = await c.request(METADATA, 12, rc(METADATA, 12)(topics=None, allow_auto_topic_creation=False,
+                                                               include_topic_authorized_operations=False))
+            assert sorted(t.name for t in r.topics if not t.is_internal) == now
+            await c.close()
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("step", STEPS)
+async def test_producer_ids_are_never_handed_out_twice_across_a_kill(tmp_path, step):
+    """Ids come in durable blocks of 1000: a kill while the second block is being written
+    loses the unused ids, never reuses one."""
+    s = crashing(tmp_path, "producer_ids.json", step, 2)
+    try:
+        c = await WireClient("crash").connect("127.0.0.1", s.port)
+        given = {await init_producer_id(c) for _ in range(1000)}
+        assert given == set(range(1000))
+        with pytest.raises(ConnectionError):
+            await init_producer_id(c)
+        await c.close()
+        restarted(s)
+        c = await WireClient("crash").connect("127.0.0.1", s.port)
+        after = await init_producer_id(c)
+        await c.close()
+        assert after not in given and after >= 1000
+    finally:
+        s.close()
+
+
+async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "topics.json").write_text(json.dumps({"kept": {"partitions": 1, "topic_id":
+                                                           "00000000-0000-0000-0000-00000000002a"}}))
+    (data / "topics.json.tmp").write_text('{"torn": {"parti')
+    s = server_factory(data_dir=data)
+    c = await WireClient("tmp").connect("127.0.0.1", s.port)
+    r = await c.request(METADATA, 12, rc(METADATA, 12)(topics=None, allow_auto_topic_creation=False,
+                                                       include_topic_authorized_operations=False))
+    await c.close()
+    assert [t.name for t in r.topics if not t.is_internal] == ["kept"] and not (data / "topics.json.tmp").exists()
