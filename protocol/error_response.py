@@ -29,9 +29,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .messages import Raw, codec, encode_body
 from .offset_commit import OffsetCommitRequest, write_response_to
 
-PRODUCE, FETCH, OFFSET_COMMIT = 0, 1, 8
+PRODUCE, FETCH, OFFSET_COMMIT, API_VERSIONS = 0, 1, 8, 18
 
 # Response arrays and the request arrays they answer entry by entry, where the names differ
 # (same-named arrays always pair up): response field -> request fields, first present wins.
@@ -77,12 +78,19 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def error_response(api_key: int, version: int, response_type: type, request: Any, error: int) -> Any:
-    """The response body, as a kio object (or the encoded body for OffsetCommit, whose codec is
-    hand-written), that fails `request` with `error` everywhere it can carry one."""
+    """The response body that fails `request` with `error` everywhere it can carry one: a kio
+    object, or the encoded body (Raw) for OffsetCommit, whose codec is hand-written, and
+    ApiVersions."""
     error = ErrorCode(error)
     if api_key == OFFSET_COMMIT and type(request) is OffsetCommitRequest:
         # OffsetCommitRequest.getErrorResponse: every partition committed, with the error
         return write_response_to(request, version, [error] * len(request.partitions))
+    if api_key == API_VERSIONS:
+        # In the v0 layout whatever the version, as Kafka answers UNSUPPORTED_VERSION (KIP-511):
+        # clients read an ApiVersions error that way (kafka-python always, Java when the
+        # requested version does not parse, librdkafka stops at the error before the array).
+        c = codec(API_VERSIONS, 0)
+        return Raw(encode_body(c, _build(c.response_type, None, error)))
     special = _SPECIAL.get(api_key)
     if special is not None:
         request = special(version, request)
