@@ -9,6 +9,7 @@ server's loop, as the HTTP control and the Cluster helper do.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -112,3 +113,263 @@ def test_kafka_python_commit_retried_after_injected_error(broker, error):
     finally:
         consumer.close()
     assert committed_offset(broker, group) == 42
+
+
+@pytest.mark.parametrize("error", ["NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "REBALANCE_IN_PROGRESS"])
+async def test_aiokafka_commit_retried_after_injected_error(broker, error):
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.errors import CommitFailedError
+
+    make_topic(broker.bootstrap)
+    group = f"aio-{error.lower()}"
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False,
+                                retry_backoff_ms=10)
+    await consumer.start()
+    tp = TopicPartition(TOPIC, 0)
+    consumer.assign([tp])
+    try:
+        broker.call(broker.server.faults.add, "OffsetCommit", error, group=group)
+        if error == "REBALANCE_IN_PROGRESS":
+            with pytest.raises(CommitFailedError):  # for the application to handle, as in Java
+                await consumer.commit({tp: 17})
+        await consumer.commit({tp: 17})  # retried inside commit() for the coordinator errors
+        assert broker.call(broker.server.faults.list) == []
+    finally:
+        await consumer.stop()
+    assert committed_offset(broker, group) == 17
+
+
+# a reply lost after the write ---------------------------------------------------------------
+
+def read_values(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """Every record value of the topic, as ints, read from the beginning to the end."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values, at_end = [], set()
+    try:
+        while len(at_end) < partitions:
+            for m in c.consume(500, 1.0):
+                if m.error():
+                    if m.error().code() == -191:  # _PARTITION_EOF
+                        at_end.add(m.partition())
+                    continue
+                values.append(int(m.value()))
+    finally:
+        c.close()
+    return values
+
+
+def test_idempotent_producer_across_lost_replies(broker):
+    """Produce requests written and then their replies lost (the connection closes where the
+    answer would be): librdkafka sends the same batches again, the broker knows them by their
+    producer id and sequence, and the log has every record once."""
+    from confluent_kafka import Producer
+
+    make_topic(broker.bootstrap, "idem", partitions=2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                  "retry.backoff.ms": 20, "message.timeout.ms": 60_000})
+    errors: list = []
+    n = 2000
+    p.produce("idem", value=b"-1", partition=0)  # the producer id first (InitProducerId)
+    assert p.flush(30) == 0
+    rule = broker.call(broker.server.faults.add, "Produce", drop="after", times=3, topic="idem")
+    for i in range(n):
+        p.produce("idem", value=str(i).encode(), partition=i % 2,
+                  on_delivery=lambda err, msg: err is not None and errors.append(err))
+        if i % 500 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0 and not errors, errors
+    assert broker.call(broker.server.faults.list) == [], "every drop fired"
+    assert rule["drop"] == "after"
+    values = [v for v in read_values(broker.bootstrap, "idem", 2) if v >= 0]
+    assert sorted(values) == list(range(n))  # no duplicates, no gaps
+
+
+def test_drop_before_leaves_the_request_unhandled(broker):
+    """drop="before": the connection closes on the request, which never reaches its handler."""
+    from bench.wire_client import WireClient
+
+    async def go() -> None:
+        c = await WireClient("dropper").connect("127.0.0.1", broker.server.config.port)
+        try:
+            broker.call(broker.server.faults.add, "CreateTopics", drop="before")
+            with pytest.raises(ConnectionError):
+                await c.create_topics("never")
+        finally:
+            await c.close()
+
+    asyncio.run(go())
+    assert broker.call(lambda: "never" not in broker.server.topics.topics)
+
+
+# latency, stalls, probabilities --------------------------------------------------------------
+
+METADATA_V4 = 3, 4
+
+
+def metadata_request():
+    from bench.wire_client import request_class
+
+    return request_class(*METADATA_V4)(topics=(), allow_auto_topic_creation=False)
+
+
+def test_delay_holds_only_the_matching_client(broker):
+    """A delayed request is answered after one sent later by a client the rule does not match."""
+    from bench.wire_client import WireClient
+
+    async def go() -> list[str]:
+        port = broker.server.config.port
+        slow, fast = await WireClient("slow").connect("127.0.0.1", port), await WireClient("fast").connect(
+            "127.0.0.1", port)
+        answered: list[str] = []
+        try:
+            broker.call(broker.server.faults.add, "Metadata", delay_ms=1500, client_id="slow")
+            late = slow.send(*METADATA_V4, metadata_request())
+            late.add_done_callback(lambda _: answered.append("slow"))
+            await fast.request(*METADATA_V4, metadata_request())
+            answered.append("fast")
+            body = await late
+            assert body.brokers  # the real answer, late
+        finally:
+            await slow.close()
+            await fast.close()
+        return answered
+
+    assert asyncio.run(go()) == ["fast", "slow"]
+
+
+def test_stall_until_cleared(broker):
+    """A stalled request waits until its rule is cleared, then is handled as usual; requests
+    behind it on the same connection wait with it (answers keep their order)."""
+    from bench.wire_client import WireClient
+
+    async def go() -> None:
+        port = broker.server.config.port
+        held, other = await WireClient("held").connect("127.0.0.1", port), await WireClient("other").connect(
+            "127.0.0.1", port)
+        try:
+            rule = broker.call(broker.server.faults.add, "Metadata", stall=True, client_id="held")
+            first = held.send(*METADATA_V4, metadata_request())
+            second = held.send(*METADATA_V4, metadata_request())
+            wait_for(lambda: broker.call(broker.server.faults.list)[0]["fired"] == 1, what="the stall")
+            await other.request(*METADATA_V4, metadata_request())  # not matched: answered
+            assert not first.done() and not second.done()
+            [listed] = broker.call(broker.server.faults.list)
+            assert listed["id"] == rule["id"] and listed["times"] == 0  # spent, still holding its request
+            assert broker.call(broker.server.faults.clear, rule["id"]) == 1
+            assert (await first).brokers and (await second).brokers
+        finally:
+            await held.close()
+            await other.close()
+
+    asyncio.run(go())
+    assert broker.call(broker.server.faults.list) == []
+
+
+def test_stall_with_a_timeout_goes_on_by_itself(broker):
+    from bench.wire_client import WireClient
+
+    async def go() -> None:
+        c = await WireClient("held").connect("127.0.0.1", broker.server.config.port)
+        try:
+            broker.call(broker.server.faults.add, "Metadata", "LEADER_NOT_AVAILABLE", stall=200)
+            body = await c.request(*METADATA_V4, metadata_request())
+            assert body.brokers == () and body.controller_id == -1  # the error answer, after the stall
+        finally:
+            await c.close()
+
+    asyncio.run(go())
+    wait_for(lambda: broker.call(broker.server.faults.list) == [], what="the spent stall to go")
+
+
+def error_pattern(broker: InProcessServer, **rule: Any) -> list[int]:
+    """Which of 40 ListOffsets requests a probabilistic rule failed."""
+    from bench.wire_client import WireClient, request_class
+
+    lo = 2, 1
+    request = request_class(*lo)(replica_id=-1, topics=(request_class(*lo, "ListOffsetsTopic")(
+        name=TOPIC, partitions=(request_class(*lo, "ListOffsetsPartition")(partition_index=0, timestamp=-1),)),))
+
+    async def go() -> list[int]:
+        c = await WireClient("dice").connect("127.0.0.1", broker.server.config.port)
+        try:
+            added = broker.call(broker.server.faults.add, "ListOffsets", "REQUEST_TIMED_OUT", times=None, **rule)
+            answers = [await c.request(*lo, request) for _ in range(40)]
+            broker.call(broker.server.faults.clear, added["id"])
+            return [i for i, a in enumerate(answers) if a.topics[0].partitions[0].error_code != 0]
+        finally:
+            await c.close()
+
+    return asyncio.run(go())
+
+
+def test_probability_with_a_seed_is_the_same_every_run(broker):
+    make_topic(broker.bootstrap)
+    first = error_pattern(broker, probability=0.5, seed=11)
+    assert 0 < len(first) < 40
+    assert error_pattern(broker, probability=0.5, seed=11) == first
+    assert error_pattern(broker, probability=0.5, seed=12) != first
+
+
+def test_probability_with_the_server_seed(tmp_path):
+    """--fault-seed: rules without a seed of their own draw from the server's generator."""
+    patterns = []
+    for run in range(2):
+        s = InProcessServer(tmp_path / f"data{run}", "--fault-seed", "5")
+        try:
+            make_topic(s.bootstrap)
+            patterns.append(error_pattern(s, probability=0.3))
+        finally:
+            s.close()
+    assert patterns[0] == patterns[1] and 0 < len(patterns[0]) < 40
+
+
+def test_rules_match_only_their_group(broker):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    make_topic(broker.bootstrap)
+    broker.call(broker.server.faults.add, "OffsetCommit", "NOT_COORDINATOR", group="other-group")
+    broker.call(broker.server.faults.add, "OffsetCommit", "NOT_COORDINATOR", topic="other-topic")
+    broker.call(broker.server.faults.add, "OffsetCommit", "NOT_COORDINATOR", broker=99)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="mine", enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(5, "", -1)})
+    finally:
+        consumer.close()
+    assert [r["fired"] for r in broker.call(broker.server.faults.list)] == [0, 0, 0]
+    assert broker.call(broker.server.faults.clear) == 3
+
+
+# bad specs ------------------------------------------------------------------------------------
+
+BAD_SPECS = [
+    ({"api": "NoSuchApi", "error": 16}, "unknown Kafka API"),
+    ({"api": 999, "error": 16}, "no Kafka API has key 999"),
+    ({"api": "OffsetCommit", "error": "NOT_A_KAFKA_ERROR"}, "unknown Kafka error"),
+    ({"api": "OffsetCommit", "error": 12345}, "no Kafka error has code 12345"),
+    ({"api": "OffsetCommit", "error": 0}, "NONE (0) is no error"),
+    ({"api": "OffsetCommit"}, "a fault needs an action"),
+    ({"api": "OffsetCommit", "error": 16, "times": 0}, "times must be >= 1"),
+    ({"api": "OffsetCommit", "error": 16, "probability": 1.5}, "probability must be a number in (0, 1]"),
+    ({"api": "OffsetCommit", "delay_ms": -1}, "delay_ms must be >= 0"),
+    ({"api": "OffsetCommit", "drop": "sideways"}, "drop must be 'before' or 'after'"),
+    ({"api": "OffsetCommit", "error": 16, "drop": "after"}, "error and drop exclude each other"),
+    ({"api": "OffsetCommit", "stall": -5}, "stall must be true"),
+    ({"api": "OffsetCommit", "error": 16, "group": 7}, "group must be a string"),
+    ({"api": "OffsetCommit", "error": 16, "broker": "one"}, "broker must be an integer"),
+    ({"api": "OffsetCommit", "error": 16, "colour": "red"}, "unknown field 'colour'"),
+    ({"error": 16}, "field 'api' is required"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD_SPECS)
+def test_bad_specs_are_refused_and_change_nothing(broker, spec, message):
+    faults = broker.server.faults
+    kept = broker.call(faults.add, "Heartbeat", "REBALANCE_IN_PROGRESS", times=None)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        broker.call(faults.add_spec, spec)
+    assert broker.call(faults.list) == [kept]
