@@ -50,7 +50,10 @@ async def serve(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # A line tests and scripts can wait for (the port may have been chosen by the OS).
-    print(f"ready {config.host}:{config.port}", flush=True)
+    # With several brokers: each one's first listener, as a bootstrap list.
+    first = {x.node_id: x for x in reversed(server.listeners)}
+    print("ready " + ",".join(f"{x.host}:{x.port}" for x in sorted(first.values(), key=lambda x: x.node_id)),
+          flush=True)
     await stop.wait()
     logging.getLogger("coordinator").info("shutting down")
     await server.stop()

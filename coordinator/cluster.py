@@ -1,8 +1,8 @@
-"""Cluster-level APIs of our single node: FindCoordinator and Metadata.
-
-One node owns every partition of `__consumer_offsets` today; the group → partition
-mapping is still computed (Kafka's formula) so that sharding across nodes can come
-later without touching callers.
+"""Cluster-level APIs: FindCoordinator and Metadata, answered from the topology
+(coordinator/topology.py): the live brokers, each partition's leader, epoch, replicas and
+ISR, and each group's or transactional id's coordinator, the leader of its partition of
+`__consumer_offsets` or `__transaction_state`. Every broker gives the same answers, with
+the addresses of the listener protocol the client came in by.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from protocol.messages import encode_body
 from .apis import Raw, RequestContext
 
 if TYPE_CHECKING:
-    from .server import Server
+    from .apis import Registry
+    from .config import Config
+    from .topology import Topology
 
 FIND_COORDINATOR, METADATA = 10, 3
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
@@ -36,33 +38,42 @@ NOT_ASKED = -(2**31)
 
 
 class Cluster:
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.config = server.config
+    def __init__(self, config: Config, topics: Any, groups: Any, topology: Topology) -> None:
+        self.config = config
+        self.topics = topics  # coordinator.broker.topics.Topics
+        self.groups = groups  # coordinator.groups.runtime.CoordinatorRuntime
+        self.topology = topology
         self._cache: dict[tuple, bytes] = {}
-        self._cache_stamp = -1
+        self._cache_stamp: tuple = ()
 
-    def register(self) -> None:
-        self.server.registry.add(FIND_COORDINATOR, range(0, 7), self.find_coordinator)
-        self.server.registry.add(METADATA, range(0, 13), self.metadata)
+    def register(self, registry: Registry) -> None:
+        registry.add(FIND_COORDINATOR, range(0, 7), self.find_coordinator)
+        registry.add(METADATA, range(0, 13), self.metadata)
+
+    def brokers(self, ctx: RequestContext) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of the live brokers, as clients of this listener reach them."""
+        protocol = ctx.connection.listener.protocol
+        return [(n, *self.topology.endpoint(n, protocol)) for n in self.topology.live()]
 
     # FindCoordinator ------------------------------------------------------------------
 
     def _coordinator(self, ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
         """(error, message, node, host, port) for one coordinator key."""
-        host, port = advertised(ctx)
+        protocol = ctx.connection.listener.protocol
         if key_type == KEY_TYPE_GROUP:
             if not key:
                 return ErrorCode.invalid_request, "group id must not be empty", -1, "", -1
-            runtime = self.server.groups
+            runtime = self.groups
             if runtime is not None and runtime.shard_for(key).offline is not None:
                 # Its __consumer_offsets partition is offline (corrupt): no coordinator for now.
                 return ErrorCode.coordinator_not_available, "the group's partition is offline", -1, "", -1
-            return ErrorCode.none, None, self.config.node_id, host, port
+            node = self.topology.coordinator_of(key)
+            return ErrorCode.none, None, node, *self.topology.endpoint(node, protocol)
         if key_type == KEY_TYPE_TRANSACTION:
             if not key:
                 return ErrorCode.invalid_request, "transactional id must not be empty", -1, "", -1
-            return ErrorCode.none, None, self.config.node_id, host, port
+            node = self.topology.transaction_coordinator_of(key)
+            return ErrorCode.none, None, node, *self.topology.endpoint(node, protocol)
         return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}", -1, "", -1
 
     def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
@@ -84,7 +95,7 @@ class Cluster:
     def metadata(self, ctx: RequestContext, req: Any) -> Any:
         """Answers are cached, encoded, per version and request until the catalog changes:
         encoding 50 partitions of __consumer_offsets with kio costs ~1 ms."""
-        topics = self.server.topics
+        topics = self.topics
         requested, unknown_ids = None, ()
         if req.topics is not None:
             requested, unknown_ids = self._requested_topics(req.topics)
@@ -95,14 +106,15 @@ class Cluster:
         cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
         key = (ctx.version, None if requested is None else tuple(requested), unknown_ids, auto_create, topic_ops,
                cluster_ops, advertised(ctx))
-        if self._cache_stamp != topics.changes:
+        stamp = (topics.changes, self.topology.version)
+        if self._cache_stamp != stamp:
             self._cache.clear()
-            self._cache_stamp = topics.changes
+            self._cache_stamp = stamp
         body = self._cache.get(key)
         if body is None:
             body = Raw(encode_body(ctx.codec, self._metadata(ctx, requested, auto_create, topic_ops, cluster_ops,
                                                              unknown_ids)))
-            if self._cache_stamp == topics.changes:  # not when this very request created topics
+            if self._cache_stamp == (topics.changes, self.topology.version):  # not when this request created topics
                 if len(self._cache) > 1000:
                     self._cache.clear()
                 self._cache[key] = body
@@ -128,7 +140,7 @@ class Cluster:
             if t.name is not None:
                 names.append(t.name)
                 continue
-            info = self.server.topics.by_id.get(getattr(t, "topic_id", None))
+            info = self.topics.by_id.get(getattr(t, "topic_id", None))
             if info is not None:
                 names.append(info.name)
             else:
@@ -139,24 +151,25 @@ class Cluster:
                   cluster_ops: bool = False, unknown_ids: tuple = ()) -> Any:
         """With no authorizer every operation a resource supports is allowed: the full sets
         when asked (KIP-430), INT32_MIN ("not asked") otherwise."""
-        host, port = advertised(ctx)
-        broker = ctx.nested("MetadataResponseBroker", node_id=self.config.node_id, host=host, port=port, rack=None)
-        topics = self.server.topics
+        brokers = tuple(ctx.nested("MetadataResponseBroker", node_id=n, host=host, port=port, rack=None)
+                        for n, host, port in self.brokers(ctx))
+        topics = self.topics
+        state = self.topology.state
         answer = []
         for name, info in topics.describe(requested, auto_create=auto_create):
-            partitions = tuple(
-                ctx.nested(
+            partitions = []
+            for p in range(info.partitions if info else 0):
+                st = state(name, p)
+                partitions.append(ctx.nested(
                     "MetadataResponsePartition",
                     error_code=ErrorCode.none,
                     partition_index=p,
-                    leader_id=self.config.node_id,
-                    leader_epoch=0,
-                    replica_nodes=(self.config.node_id,),
-                    isr_nodes=(self.config.node_id,),
-                    offline_replicas=(),
-                )
-                for p in range(info.partitions if info else 0)
-            )
+                    leader_id=st.leader,
+                    leader_epoch=st.epoch,
+                    replica_nodes=tuple(st.replicas),
+                    isr_nodes=tuple(st.isr),
+                    offline_replicas=tuple(n for n in st.replicas if n not in st.isr),
+                ))
             answer.append(
                 ctx.nested(
                     "MetadataResponseTopic",
@@ -164,7 +177,7 @@ class Cluster:
                     name=name,
                     topic_id=info.topic_id if info else NO_TOPIC_ID,
                     is_internal=info.internal if info else False,
-                    partitions=partitions,
+                    partitions=tuple(partitions),
                     topic_authorized_operations=TOPIC_OPERATIONS if topic_ops and info else NOT_ASKED,
                 )
             )
@@ -177,9 +190,9 @@ class Cluster:
                 partitions=(), topic_authorized_operations=NOT_ASKED))
         return ctx.response(
             throttle_time=0,
-            brokers=(broker,),
+            brokers=brokers,
             cluster_id=self.config.cluster_id,
-            controller_id=self.config.node_id,
+            controller_id=self.topology.controller(),
             topics=tuple(answer),
             cluster_authorized_operations=CLUSTER_OPERATIONS if cluster_ops else NOT_ASKED,
         )

@@ -1,10 +1,20 @@
-"""Wiring: which components make up the server and in which order they start."""
+"""The composition root: which parts make up the server, built and wired in one place,
+in start order.
+
+Each part gets what it needs, no part imports the server: the server hands this module its
+configuration, its API registry, its listeners and the switch that opens and closes a
+broker's listeners, and gets the parts back.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
+from kio.schema.errors import ErrorCode as E
+
+from .apis import Registry, RequestContext
 from .broker.admin import TopicAdmin
 from .broker.config_apis import ConfigApis
 from .broker.configs import BrokerConfigs, static_broker_configs
@@ -12,6 +22,7 @@ from .broker.data import DataPlane
 from .broker.producers import ProducerIds
 from .broker.topics import Topics
 from .cluster import Cluster
+from .config import Config
 from .groups.api import GroupApis
 from .groups.classic_manager import GroupConfig
 from .groups.clock import LoopClock
@@ -21,36 +32,39 @@ from .groups.runtime import CoordinatorRuntime
 from .groups.share_api import ShareGroupApis
 from .groups.share_manager import ShareGroupConfig
 from .groups.shard import OffsetConfig
+from .listeners import Listener
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
+from .topology import BrokerSwitch, ClusterControl, Topology
 from .transactions.coordinator import TOPIC as TRANSACTION_TOPIC, TransactionCoordinator
 
-if TYPE_CHECKING:
-    from .server import Server
+
+@dataclass
+class Parts:
+    topics: Topics
+    groups: CoordinatorRuntime
+    offsets_log: OffsetsLog
+    topology: Topology
+    control: ClusterControl  # stop / start brokers, move leaders and coordinators
+    components: list[Any] = field(default_factory=list)  # started in this order, closed in reverse
 
 
-async def build_components(server: Server) -> list[Any]:
-    """Create, load and register every component; returned in start order (closed in reverse)."""
-    c = server.config
+async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
+    """Create, load and register every part."""
     broker_configs = BrokerConfigs(c.data_dir, c.node_id, static_broker_configs(c))
     backoff = broker_configs.value("log.cleaner.backoff.ms")  # (a dynamic value saved earlier wins)
-    offsets_log = await OffsetsLog.open(c.data_dir, c.offsets_partitions, dataclasses.replace(
-        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms, cleaner_backoff_ms=backoff))
-    server.offsets_log = offsets_log
-    server.topics = topics = Topics.load(
+    internal = dataclasses.replace(OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,
+                                   cleaner_backoff_ms=backoff)
+    offsets_log = await OffsetsLog.open(c.data_dir, c.offsets_partitions, internal)
+    txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, internal, topic=TRANSACTION_TOPIC)
+    topics = Topics.load(
         c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,  # type: ignore[arg-type]
                               maintenance_interval_ms=c.log_retention_check_interval_ms, cleaner_backoff_ms=backoff),
         auto_create=c.auto_create_topics, default_partitions=c.num_partitions, offsets_logs=offsets_log.logs,
-        broker_configs=broker_configs)
-    apply_dynamic_broker_configs(server)
-    broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(server))
-    cluster = Cluster(server)
-    cluster.register()
-    TopicAdmin(topics).register(server.registry)
-    ConfigApis(topics, cluster).register(server.registry)
-    data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots,
-                           fetch_max_wait_ms=c.fetch_max_wait_ms, fetch_max_bytes=c.fetch_max_bytes)
-    data_plane.register(server.registry)
+        broker_configs=broker_configs, brokers=c.brokers)
+    apply_dynamic_broker_configs(c, topics, offsets_log)
+    broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(c, topics, offsets_log))
+    topology = Topology(listeners, topics, offsets_log.partitions, txn_log.logs)
     runtime = CoordinatorRuntime(offsets_log, LoopClock(), GroupConfig(
         min_session_timeout_ms=c.group_min_session_timeout_ms,
         max_session_timeout_ms=c.group_max_session_timeout_ms,
@@ -63,34 +77,53 @@ async def build_components(server: Server) -> list[Any]:
         c.group_share_session_timeout_ms, c.group_share_heartbeat_interval_ms, c.group_share_max_size,
         c.group_share_record_lock_duration_ms, c.group_share_delivery_attempt_limit,
         c.group_share_partition_max_record_locks, c.share_snapshot_update_records)
+    cluster = Cluster(c, topics, runtime, topology)
+    cluster.register(registry)
+    data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots,
+                           fetch_max_wait_ms=c.fetch_max_wait_ms, fetch_max_bytes=c.fetch_max_bytes,
+                           topology=topology)
+    TopicAdmin(topics, data_plane.leader_error).register(registry)
+    ConfigApis(topics, cluster).register(registry)
+    data_plane.register(registry)
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
-    GroupApis(runtime).register(server.registry)
-    ShareGroupApis(runtime).register(server.registry)
-    server.groups = runtime
-    txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, dataclasses.replace(
-        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms, cleaner_backoff_ms=backoff),
-        topic=TRANSACTION_TOPIC)
+
+    def coordinates(ctx: RequestContext, partition: int) -> int:
+        return topology.coordinator_error(ctx.connection.listener.node_id, partition)
+
+    owner = _everything if topology.single else coordinates
+    GroupApis(runtime, owner).register(registry)
+    ShareGroupApis(runtime, owner).register(registry)
     transactions = TransactionCoordinator(txn_log, data_plane, runtime, data_plane.producer_ids,
                                           max_timeout_ms=c.transaction_max_timeout_ms,
                                           abort_check_interval_ms=c.transaction_abort_check_interval_ms,
                                           id_expiration_ms=c.transactional_id_expiration_ms)
-    transactions.register(server.registry)
+    if not topology.single:
+        transactions.owner = lambda ctx, txn_id: topology.txn_coordinator_error(ctx.connection.listener.node_id,
+                                                                               txn_id)
+    transactions.register(registry)
     data_plane.transactions = transactions
     runtime.transactions = transactions
     transactions.load()
     transactions.start()
-    return [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions]
+    control = ClusterControl(topology, runtime, switch, transactions)
+    return Parts(topics, runtime, offsets_log, topology, control,
+                 [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions])
 
 
-def apply_dynamic_broker_configs(server: Server) -> None:
+def _everything(ctx: RequestContext, partition: int) -> int:
+    """A single broker coordinates every group."""
+    return E.none
+
+
+def apply_dynamic_broker_configs(config: Config, topics: Topics, offsets_log: OffsetsLog) -> None:
     """The dynamic broker configs this server implements beyond the log defaults (Kafka's
     reconfigurables): max.connections, and log.cleaner.backoff.ms for every log, the
     internal ones too (Kafka's one LogCleaner cleans them all)."""
-    broker, topics = server.topics.broker_configs, server.topics
-    server.config.max_connections = broker.value("max.connections")
+    broker = topics.broker_configs
+    config.max_connections = broker.value("max.connections")
     backoff = broker.value("log.cleaner.backoff.ms")
     if topics.base_config.cleaner_backoff_ms != backoff:
         topics.base_config = dataclasses.replace(topics.base_config, cleaner_backoff_ms=backoff)
-        for plog in server.offsets_log.logs:
+        for plog in offsets_log.logs:
             plog.config = dataclasses.replace(plog.config, cleaner_backoff_ms=backoff)

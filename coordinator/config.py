@@ -20,7 +20,9 @@ class Config:
     port: int = _opt(9092, "port to listen on (0 = any free port)")
     advertised_host: str | None = _opt(None, "host clients are told to connect to (default: --host)")
     advertised_port: int | None = _opt(None, "port clients are told to connect to (default: the bound port)")
-    node_id: int = _opt(1, "this broker's node id")
+    node_id: int = _opt(1, "this broker's node id (the first one's with --brokers)")
+    brokers: int = _opt(1, "brokers served by this process, node ids --node-id and up, each its own listener "
+                        "(ports --port and up, or every port of --listeners / --advertised-listeners and up)")
     cluster_id: str = _opt("kafka-coordinator-local", "cluster id reported in Metadata")
     data_dir: Path = _opt(Path("data"), "directory for __consumer_offsets and topic logs")
     offsets_partitions: int = _opt(50, "partitions of __consumer_offsets (offsets.topic.num.partitions)")

@@ -3,6 +3,10 @@
 in Metadata, FindCoordinator and DescribeCluster, the address of the listener it came
 in by (Kafka's per-listener endpoints), so it stays on that protocol. Without
 --listeners there is one, from --host, --port and --security-protocol.
+
+With `--brokers N` every broker has its own set: broker i (node id --node-id + i) listens
+on each port + i (a port 0 stays 0: any free port), and is advertised at each advertised
+port + i.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ class Listener:
     port: int  # 0: any free port, known once bound
     advertised_host: str | None = None
     advertised_port: int | None = None
+    node_id: int = 1  # the broker this port belongs to
 
     @property
     def tls(self) -> bool:
@@ -53,6 +58,25 @@ def _parse(spec: str, what: str) -> dict[str, tuple[str, int]]:
 
 
 def listeners_of(config: Any) -> list[Listener]:
+    """Every broker's listeners, the first broker's first."""
+    brokers = getattr(config, "brokers", 1)
+    if brokers < 1:
+        raise ValueError(f"--brokers: {brokers}; at least 1")
+    out = []
+    for i in range(brokers):
+        for one in _listeners_of_one(config):
+            one.node_id = config.node_id + i
+            if i:
+                one.port = one.port + i if one.port else 0
+                if one.advertised_port:
+                    one.advertised_port += i
+            if one.port > 65535 or (one.advertised_port or 0) > 65535:
+                raise ValueError(f"--brokers {brokers}: broker {one.node_id}'s port is past 65535")
+            out.append(one)
+    return out
+
+
+def _listeners_of_one(config: Any) -> list[Listener]:
     if not config.listeners:
         return [Listener(config.security_protocol, config.host, config.port, config.advertised_host,
                          config.advertised_port)]

@@ -82,13 +82,15 @@ class Server:
         self.config = config
         self.registry = Registry()
         self.connections: set[Connection] = set()
-        self._servers: list[asyncio.base_events.Server] = []
+        self._servers: dict[int, list[asyncio.base_events.Server]] = {}  # by broker node id
         self.listeners: list[Listener] = []
         self._api_versions_cache: dict[int, bytes] = {}
         self.components: list[Any] = []
         self.topics: Any = None
         self.groups: Any = None
         self.offsets_log: Any = None
+        self.topology: Any = None  # coordinator.topology.Topology
+        self.control: Any = None  # coordinator.topology.ClusterControl: stop / start brokers, moves
         self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
         self.sasl: Any = None  # coordinator.security.sasl.SaslApis with SASL_PLAINTEXT / SASL_SSL
         self._tls: Any = None  # the ssl.SSLContext of SSL / SASL_SSL
@@ -113,7 +115,7 @@ class Server:
     async def start(self) -> None:
         """Claim the port, load, then listen. Raises StartupError (one line for the
         operator) if the port or the data dir cannot be had."""
-        from .components import build_components  # late: components import the server's types
+        from .components import build_components  # late: the parts load only once the ports are had
 
         try:
             self.listeners = listeners_of(self.config)
@@ -166,12 +168,15 @@ class Server:
         gc.disable()
         loading = time.perf_counter()
         try:
-            self.components = await build_components(self)
+            parts = await build_components(self.config, self.registry, self.listeners, self)
         except BaseException:
             self._release_data_dir()
             raise
         finally:
             gc.enable()
+        self.components = parts.components
+        self.topics, self.groups, self.offsets_log = parts.topics, parts.groups, parts.offsets_log
+        self.topology, self.control = parts.topology, parts.control
         if acls is not None:
             from .security.acl_gate import AclGate
             from .security.acls import Authorizer
@@ -187,19 +192,51 @@ class Server:
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = asyncio.get_running_loop()
         for listener, listening in zip(self.listeners, socks):
-            server = await loop.create_server(lambda listener=listener: Connection(self, listener), sock=listening,
-                                              backlog=1024, ssl=self._tls if listener.tls else None)
-            self._servers.append(server)
-            listener.port = server.sockets[0].getsockname()[1]  # (port 0: the one bound)
+            await self._listen(listener, listening)
         self.config.host, self.config.port = self.listeners[0].host, self.listeners[0].port
         if len(self.listeners) > 1:
             log.info("listeners: %s", ", ".join(f"{x.protocol}://{x.host}:{x.port}" for x in self.listeners))
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
+        if self.config.brokers > 1:
+            log.info("brokers: %s", ", ".join(f"{x.node_id}={x.host}:{x.port}" for x in self.listeners))
         log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
                  self.config.node_id, self.config.data_dir)
         if self.metrics is not None:
             self.metrics.loaded(self.config.metrics_lag_sample_ms)
         self.ready_since = time.time()
+
+    async def _listen(self, listener: Listener, sock: socket.socket) -> None:
+        server = await asyncio.get_running_loop().create_server(
+            lambda: Connection(self, listener), sock=sock, backlog=1024, ssl=self._tls if listener.tls else None)
+        self._servers.setdefault(listener.node_id, []).append(server)
+        listener.port = server.sockets[0].getsockname()[1]  # (port 0: the one bound)
+
+    # stopping and starting one broker (coordinator.topology.BrokerSwitch) ----------------
+
+    def close_broker(self, node_id: int) -> None:
+        """Broker node_id goes away: its listeners close, and so do its connections (their
+        requests in flight are dropped, as a broker that dies drops them)."""
+        for server in self._servers.pop(node_id, []):
+            server.close()
+        for conn in list(self.connections):
+            if conn.listener.node_id == node_id and conn.transport is not None:
+                conn.closed = True
+                conn.transport.abort()
+
+    async def open_broker(self, node_id: int) -> None:
+        """Broker node_id listens again, on the ports it had. OSError if one is taken."""
+        if node_id in self._servers:
+            return
+        mine = [x for x in self.listeners if x.node_id == node_id]
+        socks: list[socket.socket] = []
+        try:
+            for listener in mine:
+                socks.append(self._bind(listener.host, listener.port))
+        except StartupError as e:
+            _close_all(socks)
+            raise OSError(str(e)) from None
+        for listener, sock in zip(mine, socks):
+            await self._listen(listener, sock)
 
     def _configure_security(self) -> None:
         """TLS context and SASL users, before anything is loaded: a bad file is one line."""
@@ -286,8 +323,9 @@ class Server:
         """Stop accepting and reading, let in-flight requests finish (long polls end at
         once), close components (fsync), close. Clients that keep sending would otherwise
         keep a request in flight for the whole grace period."""
-        for server in self._servers:
-            server.close()
+        for servers in self._servers.values():
+            for server in servers:
+                server.close()
         if self._idle_sweeper is not None:
             self._idle_sweeper.cancel()
         for conn in self.connections:
@@ -311,8 +349,9 @@ class Server:
             close = getattr(component, "close", None)
             if close is not None:
                 await close()
-        for server in self._servers:
-            await server.wait_closed()
+        for servers in self._servers.values():
+            for server in servers:
+                await server.wait_closed()
         if self.metrics is not None:
             await self.metrics.close()
         self._release_data_dir()

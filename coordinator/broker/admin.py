@@ -17,8 +17,11 @@ MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's controller: MAX_PARTITIONS_PER_BA
 
 
 class TopicAdmin:
-    def __init__(self, topics: Topics) -> None:
+    def __init__(self, topics: Topics, leader_error: Any = None) -> None:
         self.topics = topics
+        # leader_error(ctx, topic, partition): DeleteRecords goes to each partition's leader
+        # (coordinator.broker.data.DataPlane.leader_error); None: this broker leads all.
+        self.leader_error = leader_error
 
     def register(self, registry: Registry) -> None:
         registry.add(CREATE_TOPICS, range(0, 8), self.create_topics)
@@ -33,16 +36,18 @@ class TopicAdmin:
         for t in req.topics:
             rows = []
             for p in t.partitions:
-                error, low = await self._delete_records(t.name, p.partition_index, p.offset)
+                error, low = await self._delete_records(ctx, t.name, p.partition_index, p.offset)
                 rows.append(ctx.nested("DeleteRecordsPartitionResult", partition_index=p.partition_index,
                                        low_watermark=low, error_code=error))
             topics.append(ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=tuple(rows)))
         return ctx.response(throttle_time=0, topics=tuple(topics))
 
-    async def _delete_records(self, topic: str, partition: int, offset: int) -> tuple[E, int]:
+    async def _delete_records(self, ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[E, int]:
         info = self.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return E.unknown_topic_or_partition, -1
+        if self.leader_error is not None and self.leader_error(ctx, topic, partition) != E.none:
+            return E.not_leader_or_follower, -1
         if info.internal:  # its records are the coordinator's state
             return E.invalid_topic_exception, -1
         if "delete" not in info.values.get("cleanup.policy", ["delete"]):  # Kafka: only a deletable log
@@ -89,7 +94,8 @@ class TopicAdmin:
             results.append(ctx.nested(
                 "CreatableTopicResult", name=t.name, topic_id=info.topic_id if info else None,
                 error_code=error, error_message=message, topic_config_error_code=0,
-                num_partitions=info.partitions if info else -1, replication_factor=1 if info else -1,
+                num_partitions=info.partitions if info else -1,
+                replication_factor=info.replication_factor if info else -1,
                 configs=() if info else None))
         return ctx.response(throttle_time=0, topics=tuple(results))
 

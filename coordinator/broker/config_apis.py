@@ -178,10 +178,7 @@ class ConfigApis:
     # DescribeCluster --------------------------------------------------------------------
 
     def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
-        from ..cluster import advertised
-
         config = self.cluster.config
-        host, port = advertised(ctx)
         endpoint = getattr(req, "endpoint_type", ENDPOINT_BROKERS)
         if endpoint != ENDPOINT_BROKERS:  # a broker serves its brokers' endpoints only
             kind = "CONTROLLER" if endpoint == 2 else f"{endpoint}"
@@ -191,11 +188,11 @@ class ConfigApis:
                                 brokers=(), cluster_authorized_operations=-(2**31))
         from ..cluster import CLUSTER_OPERATIONS, NOT_ASKED
 
-        broker = ctx.nested("DescribeClusterBroker", broker_id=config.node_id, host=host, port=port, rack=None,
-                            is_fenced=False)
+        brokers = tuple(ctx.nested("DescribeClusterBroker", broker_id=n, host=host, port=port, rack=None,
+                                   is_fenced=False) for n, host, port in self.cluster.brokers(ctx))
         return ctx.response(
             throttle_time=0, error_code=E.none, error_message=None, endpoint_type=ENDPOINT_BROKERS,
-            cluster_id=config.cluster_id, controller_id=config.node_id, brokers=(broker,),
+            cluster_id=config.cluster_id, controller_id=self.cluster.topology.controller(), brokers=brokers,
             cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
             else NOT_ASKED)
 

@@ -60,8 +60,10 @@ class RecordErrors(Exception):
 class DataPlane:
     def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int,
                  fetch_session_slots: int = 1000, *, fetch_max_wait_ms: int = 30_000,
-                 fetch_max_bytes: int = 57_671_680) -> None:
+                 fetch_max_bytes: int = 57_671_680, topology: Any = None) -> None:
         self.topics = topics
+        # Which broker leads each partition (coordinator.topology.Topology); None: this one.
+        self.topology = topology
         # Caps on what a client asks (a 2^31-1 ms long poll, a 2 GiB answer).
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
@@ -87,18 +89,38 @@ class DataPlane:
 
     # Produce ----------------------------------------------------------------------------
 
+    def leader_error(self, ctx: RequestContext, topic: str, partition: int, current_epoch: int = -1) -> int:
+        """NOT_LEADER_OR_FOLLOWER (or a fenced / unknown leader epoch) for a partition the
+        broker this request reached does not lead; NONE if it does. The partition exists."""
+        if self.topology is None:
+            return E.none
+        return self.topology.leader_error(ctx.connection.listener.node_id, topic, partition, current_epoch)
+
+    def current_leader(self, ctx: RequestContext, topic: str, partition: int) -> Any:
+        """KIP-951's hint with NOT_LEADER_OR_FOLLOWER: the partition's leader and epoch now."""
+        st = self.topology.state(topic, partition)
+        return ctx.nested("LeaderIdAndEpoch", leader_id=st.leader, leader_epoch=st.epoch)
+
+    def node_endpoints(self, ctx: RequestContext, nodes: set[int]) -> tuple:
+        """KIP-951: the addresses of the leaders named in current_leader hints."""
+        protocol = ctx.connection.listener.protocol
+        return tuple(ctx.nested("NodeEndpoint", node_id=n, host=host, port=port, rack=None)
+                     for n in sorted(nodes) for host, port in [self.topology.endpoint(n, protocol)])
+
     def _append(self, version: int, topic: str, partition: int, records: bytes | None,
-                transactional_id: str | None = None) -> tuple[E, int, str | None, int, list[tuple[int, str]]]:
+                transactional_id: str | None = None, ctx: RequestContext | None = None
+                ) -> tuple[E, int, str | None, int, list[tuple[int, str]]]:
         """(error, base offset, message, log append time or -1, record errors): validate,
         check sequences, apply the topic's compression.type and message.timestamp.type,
-        append (not yet durable)."""
+        append (not yet durable). With ctx, a partition the broker it reached does not lead
+        is NOT_LEADER_OR_FOLLOWER."""
         try:
-            return (*self._append_batch(version, topic, partition, records, transactional_id), [])
+            return (*self._append_batch(version, topic, partition, records, transactional_id, ctx), [])
         except RecordErrors as e:
             return e.code, -1, str(e), -1, e.errors
 
     def _append_batch(self, version: int, topic: str, partition: int, records: bytes | None,
-                      transactional_id: str | None) -> tuple[E, int, str | None, int]:
+                      transactional_id: str | None, ctx: RequestContext | None) -> tuple[E, int, str | None, int]:
         info = self.topics.get(topic)
         if info is None:  # as Kafka: Produce never creates a topic (the producer's Metadata does)
             return E.unknown_topic_or_partition, -1, None, -1
@@ -106,6 +128,8 @@ class DataPlane:
             return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}", -1
         if not 0 <= partition < info.partitions:
             return E.unknown_topic_or_partition, -1, None, -1
+        if ctx is not None and self.leader_error(ctx, topic, partition) != E.none:
+            return E.not_leader_or_follower, -1, None, -1
         if not records:
             return E.corrupt_message, -1, "no record batch", -1
         plog = info.logs[partition]
@@ -193,8 +217,8 @@ class DataPlane:
             results = [(t.name, p.index, error, -1, message, -1, []) for t in req.topic_data
                        for p in t.partition_data]
         else:
-            results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id))
-                       for t in req.topic_data for p in t.partition_data]
+            results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id,
+                                                         ctx)) for t in req.topic_data for p in t.partition_data]
         if req.acks == -1:
             failed = await self._durable({(t, p) for t, p, err, *_ in results if err == E.none})
             if failed:
@@ -206,8 +230,13 @@ class DataPlane:
                 raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
             return None
         by_topic: dict[str, list] = {}
+        leaders: set[int] = set()
         for topic, partition, error, base, message, append_time, record_errors in results:
             plog = self.topics.partition_log(topic, partition)
+            hint = {}
+            if error == E.not_leader_or_follower and ctx.version >= 10:
+                hint["current_leader"] = leader = self.current_leader(ctx, topic, partition)
+                leaders.add(leader.leader_id)
             by_topic.setdefault(topic, []).append(ctx.nested(
                 "PartitionProduceResponse", index=partition, error_code=error, base_offset=base,
                 log_append_time=None if append_time < 0 else _datetime(append_time),
@@ -215,10 +244,10 @@ class DataPlane:
                 record_errors=tuple(ctx.nested("BatchIndexAndErrorMessage", batch_index=i,
                                                batch_index_error_message=m) for i, m in record_errors)
                 if ctx.version >= 8 else (),  # (record errors came with v8, KIP-467)
-                error_message=message))
-        return ctx.response(throttle_time=0, responses=tuple(
-            ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
-            for name, parts in by_topic.items()))
+                error_message=message, **hint))
+        return ctx.response(throttle_time=0, node_endpoints=self.node_endpoints(ctx, leaders) if leaders else (),
+                            responses=tuple(ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
+                                            for name, parts in by_topic.items()))
 
     async def _durable(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
         """acks=-1: wait for the fsync policy (with fsync=always: on disk); the partitions
@@ -303,7 +332,7 @@ class DataPlane:
         total = 0
         answer = []
         for target in targets:
-            error, records, plog = E.none, b"", None
+            error, records, plog, hint = E.none, b"", None, None
             info = self.topics.get(target.topic) if target.topic is not None else None
             if ctx.version >= 13 and info is not None and info.topic_id != target.topic_id:
                 info = None  # (re-created under the same name: another topic)
@@ -311,6 +340,10 @@ class DataPlane:
                 error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
             elif not 0 <= target.partition < info.partitions:
                 error = E.unknown_topic_or_partition
+            elif self.leader_error(ctx, target.topic, target.partition) != E.none:
+                error = E.not_leader_or_follower
+                if ctx.version >= 12:
+                    hint = self.current_leader(ctx, target.topic, target.partition)
             else:
                 plog = info.logs[target.partition]
                 try:
@@ -327,7 +360,7 @@ class DataPlane:
                     error = E.offset_out_of_range
                 except StorageError:  # offline (corrupt): as Kafka's offline log dir
                     error = E.kafka_storage_error
-            hw = plog.high_watermark if plog else -1
+            hw = plog.high_watermark if plog and error == E.none else -1
             lso, aborted = hw, None
             if plog is not None and error == E.none and plog.offline is None:
                 # Only a read_committed fetch builds a partition's transaction state (a scan of
@@ -340,10 +373,11 @@ class DataPlane:
                     aborted = tuple(ctx.nested("AbortedTransaction", producer_id=pid, first_offset=first) for pid, first
                                     in txns.aborted_between(target.fetch_offset, end, plog.log_start_offset))
             total += len(records)
+            extra = {} if hint is None else {"current_leader": hint}
             answer.append((target, ctx.nested(
                 "PartitionData", partition_index=target.partition, error_code=error, high_watermark=hw,
                 last_stable_offset=lso, log_start_offset=plog.log_start_offset if plog else -1,
-                aborted_transactions=aborted, preferred_read_replica=-1, records=records)))
+                aborted_transactions=aborted, preferred_read_replica=-1, records=records, **extra)))
         return answer, total
 
     @staticmethod
@@ -417,8 +451,11 @@ class DataPlane:
             response_id = self._open_session(ctx, answer)
         else:
             response_id = INVALID_SESSION_ID
+        leaders = {d.current_leader.leader_id for _, d in answer
+                   if ctx.version >= 16 and d.error_code == E.not_leader_or_follower}
         return ctx.response(throttle_time=0, error_code=E.none, session_id=response_id,
-                            responses=self._by_topic(ctx, answer))
+                            responses=self._by_topic(ctx, answer),
+                            node_endpoints=self.node_endpoints(ctx, leaders) if leaders else ())
 
     @staticmethod
     def _session_error(ctx: RequestContext, error: E) -> Any:
@@ -465,7 +502,8 @@ class DataPlane:
         for target in targets:
             info = self.topics.get(target.topic) if target.topic is not None else None
             if info is None or (ctx.version >= 13 and info.topic_id != target.topic_id) \
-                    or not 0 <= target.partition < info.partitions:
+                    or not 0 <= target.partition < info.partitions \
+                    or self.leader_error(ctx, target.topic, target.partition) != E.none:
                 return True
             plog = info.logs[target.partition]
             offset = target.fetch_offset
@@ -511,6 +549,9 @@ class DataPlane:
                 error, offset, timestamp = E.none, -1, -1
                 if plog is None:
                     error = E.unknown_topic_or_partition
+                elif (error := self.leader_error(ctx, t.name, p.partition_index,
+                                                 getattr(p, "current_leader_epoch", -1))) != E.none:
+                    pass
                 elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: all is local
                     offset = plog.log_start_offset
                 elif p.timestamp == LATEST_TIERED:
@@ -524,26 +565,34 @@ class DataPlane:
                         offset, timestamp = found
                 parts.append(ctx.nested("ListOffsetsPartitionResponse", partition_index=p.partition_index,
                                         error_code=error, timestamp=timestamp, offset=offset,
-                                        leader_epoch=0 if plog else -1))
+                                        leader_epoch=plog.leader_epoch if plog and error == E.none else -1))
             topics.append(ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
         return ctx.response(throttle_time=0, topics=tuple(topics))
 
     # OffsetForLeaderEpoch ---------------------------------------------------------------
 
     def offset_for_leader_epoch(self, ctx: RequestContext, req: Any) -> Any:
-        """Kafka's LeaderEpochFileCache.endOffsetFor on a log with one leader epoch, 0 (the
-        one Metadata reports) since its start: epoch 0 ends at the log end offset, a later
-        or undefined epoch is unknown (-1, -1); a current_leader_epoch newer than ours is
-        UNKNOWN_LEADER_EPOCH (KIP-320)."""
+        """Kafka's LeaderEpochFileCache.endOffsetFor over the partition's leader epochs (the
+        topology's history; epoch 0 alone until its leadership first moves): the current
+        epoch ends at the log end offset, an older one where the next begins, a later or
+        undefined one is unknown (-1, -1). Asked of a broker that does not lead the
+        partition, NOT_LEADER_OR_FOLLOWER; a current_leader_epoch older than the partition's
+        is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320)."""
         topics = []
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 plog = self.topics.partition_log(t.topic, p.partition)
                 error, epoch, end = E.none, -1, -1
+                current = getattr(p, "current_leader_epoch", -1)
                 if plog is None:
                     error = E.unknown_topic_or_partition
-                elif getattr(p, "current_leader_epoch", -1) > LEADER_EPOCH:
+                elif self.topology is not None:
+                    error = self.leader_error(ctx, t.topic, p.partition, current)
+                    if error == E.none:
+                        epoch, end = self.topology.state(t.topic, p.partition).end_offset_for(
+                            p.leader_epoch, plog.log_end_offset)
+                elif current > LEADER_EPOCH:
                     error = E.unknown_leader_epoch
                 elif p.leader_epoch == LEADER_EPOCH:
                     epoch, end = LEADER_EPOCH, plog.log_end_offset

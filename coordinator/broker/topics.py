@@ -36,7 +36,10 @@ DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's message.max.bytes
 
 def _entry(info: TopicInfo) -> dict[str, Any]:
     """A topic's entry in the catalog file."""
-    return {"partitions": info.partitions, "topic_id": str(info.topic_id), "configs": info.configs}
+    entry = {"partitions": info.partitions, "topic_id": str(info.topic_id), "configs": info.configs}
+    if info.replication_factor != 1:
+        entry["replication_factor"] = info.replication_factor
+    return entry
 
 
 class TopicError(Exception):
@@ -68,6 +71,7 @@ class TopicInfo:
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    replication_factor: int = 1  # replicas Metadata reports (the data is stored once)
     error: E = E.none
     logs: list[PartitionLog] = field(default_factory=list, repr=False)
     # every topic config's typed value in force (its own settings over the broker's)
@@ -84,8 +88,10 @@ class TopicInfo:
 
 class Topics:
     def __init__(self, data_dir: Path, base_config: LogConfig, *, auto_create: bool, default_partitions: int,
-                 offsets_logs: list[PartitionLog], broker_configs: BrokerConfigs | None = None) -> None:
+                 offsets_logs: list[PartitionLog], broker_configs: BrokerConfigs | None = None,
+                 brokers: int = 1) -> None:
         self.data_dir = Path(data_dir)
+        self.brokers = brokers  # the largest replication factor a topic may have
         self.base_config = base_config
         self.broker_configs = broker_configs or BrokerConfigs(None, 0, {})
         self.auto_create = auto_create
@@ -118,7 +124,8 @@ class Topics:
     def load(cls, data_dir: Path, base_config: LogConfig, **kw: Any) -> "Topics":
         topics = cls(data_dir, base_config, **kw)
         for name, entry in topics.file.load({}).items():
-            info = TopicInfo(name, entry["partitions"], uuid.UUID(entry["topic_id"]), entry.get("configs", {}))
+            info = TopicInfo(name, entry["partitions"], uuid.UUID(entry["topic_id"]), entry.get("configs", {}),
+                             replication_factor=entry.get("replication_factor", 1))
             info.values = topics._resolve(info.configs)
             info.logs = [topics._open(name, p, info.values) for p in range(info.partitions)]
             topics._add(info)
@@ -228,13 +235,19 @@ class Topics:
             partitions = self.default_partitions
         if partitions <= 0:
             raise TopicError(E.invalid_partitions, f"number of partitions must be at least 1, not {partitions}")
-        if replication_factor not in (-1, 1):
+        if replication_factor == -1:
+            replication_factor = 1  # default.replication.factor
+        if replication_factor <= 0:
+            raise TopicError(E.invalid_replication_factor, "Replication factor must be larger than 0.")
+        if replication_factor > self.brokers:
             raise TopicError(E.invalid_replication_factor,
-                             f"replication factor {replication_factor} is larger than the 1 available broker")
+                             f"Unable to replicate the partition {replication_factor} time(s): The target "
+                             f"replication factor of {replication_factor} cannot be reached because only "
+                             f"{self.brokers} broker(s) are registered.")
         configs = dict(configs or {})
         validate_configs(configs, self.broker_configs)
         clean = {k: v for k, v in configs.items() if v is not None}
-        info = TopicInfo(name, partitions, configs=clean)
+        info = TopicInfo(name, partitions, configs=clean, replication_factor=replication_factor)
         info.values = self._resolve(clean)
         return info
 

@@ -9,7 +9,7 @@ what it says may rest on them.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
@@ -39,9 +39,18 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 INT64_MAX = 2**63 - 1
 
 
+def _coordinates_all(ctx: RequestContext, partition: int) -> int:
+    return E.none
+
+
 class GroupApis:
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+    def __init__(self, runtime: CoordinatorRuntime,
+                 owner: Callable[[RequestContext, int], int] = _coordinates_all) -> None:
         self.runtime = runtime
+        # owner(ctx, partition): whether the broker the request reached coordinates the
+        # groups of that __consumer_offsets partition (NONE), or the error to answer
+        # (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS): the topology's check.
+        self.owner = owner
         self.shard_for = runtime.shard_for
         self.shard_of = runtime.shard_of
         self._heartbeat_bodies: dict[tuple[int, int], Raw] = {}
@@ -72,15 +81,20 @@ class GroupApis:
 
     # JoinGroup ------------------------------------------------------------------------
 
-    def _shard(self, group_id: str) -> GroupShard | None:
-        """The group's shard, or None if it cannot serve (its partition is offline)."""
+    def _route(self, ctx: RequestContext, group_id: str) -> tuple[GroupShard | None, int]:
+        """The group's shard and NONE; or None and the error to answer: NOT_COORDINATOR if its
+        partition is offline or another broker coordinates it, COORDINATOR_LOAD_IN_PROGRESS
+        while this one loads it (Kafka's isCoordinatorForGroup / isGroupLoading)."""
         shard = self.shard_of.get(group_id) or self.shard_for(group_id)
-        return shard if shard.offline is None else None
+        if shard.offline is not None:
+            return None, E.not_coordinator
+        error = self.owner(ctx, shard.partition)
+        return (shard, error) if error == E.none else (None, error)
 
     def join_group(self, ctx: RequestContext, req: Any) -> Any:
-        shard = self._shard(req.group_id)
+        shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return self._join_response(ctx, JoinResult(E.not_coordinator, req.member_id))
+            return self._join_response(ctx, JoinResult(error, req.member_id))
         session_ms = ms(req.session_timeout)
         rebalance = getattr(req, "rebalance_timeout", None)
         rebalance_ms = ms(rebalance) if rebalance is not None else session_ms  # v0 has none
@@ -118,9 +132,9 @@ class GroupApis:
     # SyncGroup ------------------------------------------------------------------------
 
     def sync_group(self, ctx: RequestContext, req: Any) -> Any:
-        shard = self._shard(req.group_id)
+        shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return self._sync_response(ctx, SyncResult(E.not_coordinator))
+            return self._sync_response(ctx, SyncResult(error))
         result = shard.classic.sync(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id,
             getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
@@ -142,13 +156,11 @@ class GroupApis:
     # Heartbeat ------------------------------------------------------------------------
 
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
-        shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
-        if shard.offline is None:
+        shard, error = self._route(ctx, req.group_id)
+        if shard is not None:
             error = shard.classic.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                                             req.generation_id)
-        else:
-            error = E.not_coordinator
-        if shard.pending:
+        if shard is not None and shard.pending:
             return self._after_pending(ctx, shard, self._heartbeat_body(ctx, error),
                                        lambda failed: self._heartbeat_body(ctx, failed))
         return self._heartbeat_body(ctx, error)
@@ -165,9 +177,9 @@ class GroupApis:
     # LeaveGroup -----------------------------------------------------------------------
 
     def leave_group(self, ctx: RequestContext, req: Any) -> Any:
-        shard = self._shard(req.group_id)
+        shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return self._leave_response(ctx, E.not_coordinator, [])
+            return self._leave_response(ctx, error, [])
         if ctx.version < 3:
             result = shard.classic.leave(req.group_id, [(req.member_id, None)])
         else:
@@ -198,7 +210,9 @@ class GroupApis:
     def list_groups(self, ctx: RequestContext, req: Any) -> Any:
         states = {s.lower() for s in getattr(req, "states_filter", ())}
         types = {t.lower() for t in getattr(req, "types_filter", ())}
-        groups = [g for shard in self.runtime.shards for g in shard.list_groups(states, types)]
+        # Each broker lists the groups it coordinates (admin clients ask every broker).
+        groups = [g for shard in self.runtime.shards if self.owner(ctx, shard.partition) == E.none
+                  for g in shard.list_groups(states, types)]
         return ctx.response(
             throttle_time=0, error_code=E.none,
             groups=tuple(ctx.nested("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
@@ -210,8 +224,9 @@ class GroupApis:
         ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         described = []
         for group_id in req.groups:
-            if self._shard(group_id) is None:
-                described.append(ctx.nested("DescribedGroup", error_code=E.not_coordinator, group_id=group_id,
+            shard, error = self._route(ctx, group_id)
+            if shard is None:
+                described.append(ctx.nested("DescribedGroup", error_code=error, group_id=group_id,
                                             group_state="", protocol_type="", protocol_data="", members=(),
                                             authorized_operations=ops))
                 continue
@@ -245,9 +260,9 @@ class GroupApis:
         waits = []
         for group_id in req.groups_names:
             fut, done = future_and_callback()
-            shard = self._shard(group_id)
+            shard, error = self._route(ctx, group_id)
             if shard is None:
-                done(None, E.not_coordinator)
+                done(None, error)
             else:
                 shard.delete_group(group_id, lambda error, done=done: done(None, error))
             waits.append(fut)
@@ -270,9 +285,9 @@ class GroupApis:
             # A retention of up to 2^63-1 ms is valid on the wire: the sum must stay an int64.
             expire = min(self.runtime.clock.wall() + req.retention_ms, INT64_MAX)
         version = ctx.header.api_version
-        shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
-        if shard.offline is not None:
-            return write_response_to(req, version, [E.not_coordinator] * len(req.partitions))
+        shard, error = self._route(ctx, req.group_id)
+        if shard is None:
+            return write_response_to(req, version, [error] * len(req.partitions))
         errors = shard.offset_manager.commit_nowait(
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
             lambda errors: ctx.answer(write_response_to(req, version, errors)), expire, version)
@@ -294,9 +309,9 @@ class GroupApis:
             return write_response_to(req, version, [next(it) if type(p.topic) is str else E.unknown_topic_id
                                                     for p in req.partitions])
 
-        shard = self.shard_of.get(req.group_id) or self.shard_for(req.group_id)
-        if shard.offline is not None:
-            return merged([E.not_coordinator] * len(known))
+        shard, error = self._route(ctx, req.group_id)
+        if shard is None:
+            return merged([error] * len(known))
         errors = shard.offset_manager.commit_nowait(
             req.group_id, req.generation, req.member_id, req.instance_id, known,
             lambda errors: ctx.answer(merged(errors)), -1, version)
@@ -305,10 +320,10 @@ class GroupApis:
     async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
         partitions = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                        p.committed_metadata) for t in req.topics for p in t.partitions]
-        shard = self._shard(req.group_id)
+        shard, error = self._route(ctx, req.group_id)
         transactions = self.runtime.transactions
         if shard is None:
-            errors = [E.not_coordinator] * len(partitions)
+            errors = [error] * len(partitions)
         elif transactions is None:
             errors = [E.transactional_id_authorization_failed] * len(partitions)
         else:
@@ -372,24 +387,24 @@ class GroupApis:
             out.append(ctx.nested("OffsetFetchResponseTopic" + suffix, **topic, partitions=tuple(rows)))
         return tuple(out)
 
-    def _unstable(self, group_id: str) -> set[tuple[str, int]]:
-        shard = self._shard(group_id) if group_id else None
+    def _unstable(self, ctx: RequestContext, group_id: str) -> set[tuple[str, int]]:
+        shard = self._route(ctx, group_id)[0] if group_id else None
         return shard.offsets.unstable(group_id) if shard is not None else set()
 
-    def _fetch(self, group_id: str, wanted: list | None) -> tuple[int, list]:
-        shard = self._shard(group_id)
+    def _fetch(self, ctx: RequestContext, group_id: str, wanted: list | None) -> tuple[int, list]:
+        shard, error = self._route(ctx, group_id)
         if shard is None:
-            return E.not_coordinator, []
+            return error, []
         return shard.offset_manager.fetch(group_id, wanted)
 
     def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 8:
             wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
-            error, topics = self._fetch(req.group_id, wanted)
+            error, topics = self._fetch(ctx, req.group_id, wanted)
             if ctx.version < 2 and error != E.none:
                 # v0/v1 have no top-level error: it goes on every partition.
                 topics = [(n, [(p, None) for p in ps]) for n, ps in (wanted or [])]
-            unstable = self._unstable(req.group_id) if getattr(req, "require_stable", False) else None
+            unstable = self._unstable(ctx, req.group_id) if getattr(req, "require_stable", False) else None
             return ctx.response(throttle_time=0, topics=self._fetched_topics(ctx, topics, "", unstable),
                                 error_code=error)
         groups = []
@@ -409,17 +424,17 @@ class GroupApis:
                     groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=(),
                                              error_code=error))
                     continue
-            error, topics = self._fetch(g.group_id, wanted)
-            unstable = self._unstable(g.group_id) if req.require_stable else None
+            error, topics = self._fetch(ctx, g.group_id, wanted)
+            unstable = self._unstable(ctx, g.group_id) if req.require_stable else None
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
                                      topics=self._fetched_topics(ctx, topics, "s", unstable), error_code=error))
         return ctx.response(throttle_time=0, groups=tuple(groups))
 
     async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
         wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
-        shard = self._shard(req.group_id)
+        shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            error, results = E.not_coordinator, []
+            results = []
         else:
             fut, done = future_and_callback()
             shard.offset_manager.delete(req.group_id, wanted, lambda error, results: done(None, (error, results)))
@@ -441,9 +456,10 @@ class GroupApis:
             validate_request(r, ctx.version, self.runtime.consumer_config.assignors)
         except ApiError as e:
             return self._heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
-        shard = self._shard(req.group_id)
+        shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return self._heartbeat_response(ctx, HeartbeatResult(E.not_coordinator, "The coordinator is not available."))
+            return self._heartbeat_response(ctx, HeartbeatResult(error, "The coordinator is not available."
+                                                                 if error == E.not_coordinator else None))
         result = shard.consumer.heartbeat(r, lambda result: ctx.answer(self._heartbeat_response(ctx, result)))
         if result is None:
             return LATER
@@ -464,9 +480,9 @@ class GroupApis:
         ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         out = []
         for group_id in req.group_ids:
-            shard = self._shard(group_id)
+            shard, error = self._route(ctx, group_id)
             if shard is None:
-                out.append(ctx.nested("DescribedGroup", error_code=E.not_coordinator, group_id=group_id,
+                out.append(ctx.nested("DescribedGroup", error_code=error, group_id=group_id,
                                       group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
                                       members=(), authorized_operations=ops))
                 continue

@@ -79,7 +79,7 @@ class CoordinatorRuntime:
         self.writer = writer
         self.clock = clock
         self.config = config or GroupConfig()
-        offsets = offsets or OffsetConfig()
+        offsets = self._offsets = offsets or OffsetConfig()
         self.consumer_config = consumer or ConsumerGroupConfig()
         self.image = image or TopicImage()  # the broker's topics, by name and by id
         self.shards = [GroupShard(p, self, clock, self.config, offsets, self.consumer_config, image)
@@ -87,6 +87,7 @@ class CoordinatorRuntime:
         # group id -> its shard: hot paths look here first, without a call (the hash once per group)
         self.shard_of: dict[str, GroupShard] = {}
         self._expiry: asyncio.Task | None = None
+        self._image = image
         self.transactions: Any = None  # the transaction coordinator, wired in after (TxnOffsetCommit checks)
 
     # routing ------------------------------------------------------------------------
@@ -109,6 +110,9 @@ class CoordinatorRuntime:
     # the write path -------------------------------------------------------------------
 
     def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None:
+        if shard.unloaded:  # its partition moved: the new coordinator owns it now
+            complete(E.not_coordinator)
+            return
         w = shard.queue_write(records, complete)
         try:
             self.writer.append_to(shard.partition, records, partial(_written, shard, w))
@@ -119,6 +123,9 @@ class CoordinatorRuntime:
 
     def write_txn(self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event],
                   complete: Complete) -> None:
+        if shard.unloaded:
+            complete(E.not_coordinator)
+            return
         events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]
         w = shard.queue_write(events, complete)
         try:
@@ -129,9 +136,46 @@ class CoordinatorRuntime:
 
     def write_marker(self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool,
                      complete: Complete) -> None:
+        if shard.unloaded:  # (the transaction coordinator retries on the partition's new shard)
+            complete(E.not_coordinator)
+            return
         w = shard.queue_write([(TxnMarkerKey(producer_id, commit), None)], complete)
         self.writer.append_marker_to(shard.partition, producer_id, producer_epoch, commit,
                                      partial(_written, shard, w))
+
+    # moving a partition to another broker ---------------------------------------------
+
+    async def unload(self, partition: int) -> None:
+        """Kafka's group emigration (CoordinatorRuntime.scheduleUnloadOperation): the shard
+        stops serving and writing; returns once its writes already under way are in the log
+        (or failed), so that the partition's new coordinator loads them."""
+        shard = self.shards[partition]
+        shard.on_unloaded()
+        self.shard_of.clear()
+        if shard.pending:
+            settled = asyncio.get_running_loop().create_future()
+            shard.after_pending(lambda _error: settled.done() or settled.set_result(None))
+            await settled
+
+    async def load_partition(self, partition: int) -> int:
+        """Kafka's group immigration (CoordinatorLoader): a fresh shard replays the partition's
+        log, then brings its groups to life, members with fresh session deadlines. Returns the
+        records replayed."""
+        shard = GroupShard(partition, self, self.clock, self.config, self._offsets, self.consumer_config,
+                           self._image)
+        await asyncio.sleep(0)  # (requests read meanwhile are answered COORDINATOR_LOAD_IN_PROGRESS)
+        count = 0
+        for _, key, value in self.writer.partition_records(partition):
+            shard.replay(key, value)
+            count += 1
+        offline = self.writer.offline().get(partition)
+        if offline is not None:
+            shard.offline = offline
+        shard.on_loaded()
+        self.shards[partition] = shard
+        self.shard_of.clear()
+        log.info("partition %d loaded: %d records, %d groups", partition, count, len(shard.groups))
+        return count
 
     # loading --------------------------------------------------------------------------
 

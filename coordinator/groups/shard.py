@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container
 
 from kio.schema.errors import ErrorCode as E
 
-from .classic_group import ClassicGroup
+from .classic_group import ClassicGroup, JoinResult, SyncResult
 from .classic_manager import ClassicGroupManager, GroupConfig
 from .clock import Clock
 from .consumer_group import ConsumerGroup
@@ -77,7 +77,10 @@ class GroupShard:
         # Why the shard cannot serve (its log partition is offline: corrupt data), or None;
         # every request for its groups is then answered NOT_COORDINATOR.
         self.offline: str | None = None
-        self.clock = clock
+        # Set once the shard is unloaded (its partition moved to another broker): its timers
+        # no longer fire and it writes nothing more; a new shard loads the partition.
+        self.unloaded = False
+        self.clock = clock = _ShardClock(clock)
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.classic = ClassicGroupManager(self, clock, config)
@@ -223,6 +226,23 @@ class GroupShard:
         self.consumer.on_loaded()
         self.share.on_loaded()
 
+    def on_unloaded(self) -> None:
+        """Kafka's GroupCoordinatorShard.onUnloaded: the partition moved away. Members
+        waiting in a join or a sync are told NOT_COORDINATOR, so they find the new
+        coordinator; timers stop; writes are refused from now on (runtime.write)."""
+        self.unloaded = True
+        self.clock.fenced = True
+        for group in self.groups.values():
+            if type(group) is not ClassicGroup:
+                continue
+            for member in group.members.values():
+                join, sync = member.join_waiter, member.sync_waiter
+                member.join_waiter = member.sync_waiter = None
+                if join is not None and not join.done():
+                    join.set_result(JoinResult(E.not_coordinator, member.member_id))
+                if sync is not None and not sync.done():
+                    sync.set_result(SyncResult(E.not_coordinator))
+
     def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[Any, Any]],
                                     dict[str, dict[tuple[str, int], OffsetCommitValue]], dict[int, dict[Any, Any]]]:
         """What replay has built, for every group type: each classic group's stored record,
@@ -272,6 +292,23 @@ class GroupShard:
         return [g for g in self.groups.values()
                 if g.state_name != GroupState.DEAD.value and (not states or g.state_name.lower() in states)
                 and (not types or g.group_type in types)]
+
+
+class _ShardClock:
+    """The runtime's clock, whose timers do nothing once the shard is unloaded (Kafka
+    cancels an unloaded shard's CoordinatorTimer)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.fenced = False
+        self.now, self.wall = clock.now, clock.wall
+
+    def call_at(self, when_ms: float, fn: Callable[..., object], *args: object) -> object:
+        return self.clock.call_at(when_ms, self._fire, fn, args)
+
+    def _fire(self, fn: Callable[..., object], args: tuple) -> None:
+        if not self.fenced:
+            fn(*args)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ access protocol, never served by a released broker with share groups on).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
@@ -21,16 +21,22 @@ SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
 
 
 class ShareGroupApis:
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+    def __init__(self, runtime: CoordinatorRuntime,
+                 owner: Callable[[RequestContext, int], int] = lambda ctx, partition: E.none) -> None:
         self.runtime = runtime
+        self.owner = owner  # the topology's coordinator check (coordinator.groups.api.GroupApis.owner)
 
     def register(self, registry: Registry) -> None:
         registry.add(SHARE_GROUP_HEARTBEAT, range(1, 2), self.share_group_heartbeat)
         registry.add(SHARE_GROUP_DESCRIBE, range(1, 2), self.share_group_describe)
 
-    def _shard(self, group_id: str) -> Any:
+    def _route(self, ctx: RequestContext, group_id: str) -> tuple[Any, int]:
+        """The group's shard and NONE, or None and NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
         shard = self.runtime.shard_for(group_id)
-        return shard if shard.offline is None else None
+        if shard.offline is not None:
+            return None, E.not_coordinator
+        error = self.owner(ctx, shard.partition)
+        return (shard, error) if error == E.none else (None, error)
 
     def share_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         names = req.subscribed_topic_names
@@ -41,9 +47,10 @@ class ShareGroupApis:
             validate_request(r)
         except ApiError as e:
             return self._response(ctx, ShareHeartbeatResult(e.code, str(e)))
-        shard = self._shard(req.group_id)
+        shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return self._response(ctx, ShareHeartbeatResult(E.not_coordinator, "The coordinator is not available."))
+            return self._response(ctx, ShareHeartbeatResult(error, "The coordinator is not available."
+                                                            if error == E.not_coordinator else None))
         result = shard.share.heartbeat(r, lambda result: ctx.answer(self._response(ctx, result)))
         if result is None:
             return LATER
@@ -64,9 +71,9 @@ class ShareGroupApis:
         ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         out = []
         for group_id in req.group_ids:
-            shard = self._shard(group_id)
+            shard, error = self._route(ctx, group_id)
             if shard is None:
-                error, message, group = E.not_coordinator, None, None
+                message, group = None, None
             else:
                 error, message, group = shard.share.describe(group_id)
             if group is None:

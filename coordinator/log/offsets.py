@@ -309,16 +309,20 @@ class OffsetsLog:
         """(partition, key, value) of the last record of every key, each partition in log
         order: what replaying the whole log gives, without decoding superseded values."""
         for p in range(len(self.logs)):
-            try:
-                latest = self.latest(p)
-            except StorageError:
-                continue  # offline (logged): its groups are refused, the others load
-            for r in sorted(latest.values(), key=lambda r: r.offset):
-                yield p, r.key, r.value
-            for producer_id, records in self._undecided.pop(p, {}).items():
-                for key, value in records:
-                    if type(key) is OffsetCommitKey:
-                        yield p, TxnOffsetCommitKey(producer_id, key), value
+            yield from self.partition_records(p)
+
+    def partition_records(self, p: int) -> Iterator[tuple[int, Key, Value | bytes | None]]:
+        """The same for one partition (what its new coordinator loads)."""
+        try:
+            latest = self.latest(p)
+        except StorageError:
+            return  # offline (logged): its groups are refused, the others load
+        for r in sorted(latest.values(), key=lambda r: r.offset):
+            yield p, r.key, r.value
+        for producer_id, records in self._undecided.pop(p, {}).items():
+            for key, value in records:
+                if type(key) is OffsetCommitKey:
+                    yield p, TxnOffsetCommitKey(producer_id, key), value
 
     def replay_all(self) -> Iterator[OffsetsRecord]:
         for p in range(len(self.logs)):

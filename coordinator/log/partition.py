@@ -38,9 +38,9 @@ LOG_START_FILE = "log-start-offset"
 # Kafka's recovery point: segment states (sizes, indexes) known to be on disk. Only bytes
 # after them are read and CRC-checked when the log opens, even after a crash.
 CHECKPOINT_FILE = "recovery-point"
-# The only replica has led every partition since its creation: epoch 0, which Metadata and
-# OffsetForLeaderEpoch report and every appended batch is stamped with, as Kafka's leader
-# does (the field is outside the CRC). Consumers check it against the epoch they fetched at.
+# A partition's leader epoch until its leadership first moves (coordinator.topology): every
+# appended batch is stamped with the log's current one, as Kafka's leader does (the field
+# is outside the CRC). Consumers check it against the epoch they fetched at.
 LEADER_EPOCH = 0
 # Set by the metrics (--metrics-port): called with the seconds each append took to write.
 APPEND_TIMER: Callable[[float], None] | None = None
@@ -86,6 +86,7 @@ class PartitionLog:
         # Why the log may not be used (corrupt data found), or None. Like Kafka's offline
         # log dir: appends and reads are refused until it is repaired.
         self.offline: str | None = None
+        self.leader_epoch = LEADER_EPOCH  # set by the topology when leadership moves
         self._dir_dirty = False
         self._maintenance_lock = asyncio.Lock()
         self._background: list[asyncio.Task] = []
@@ -291,6 +292,7 @@ class PartitionLog:
         headers: list[tuple[int, BatchHeader]] = []
         pos, end = 0, len(buf)
         next_offset = self._next_offset
+        epoch = self.leader_epoch
         try:
             while pos < end:
                 h = parse_header(buf, pos)
@@ -298,9 +300,9 @@ class PartitionLog:
                     raise InvalidBatch(f"record count {h.record_count} does not match offset "
                                        f"delta {h.last_offset_delta}")
                 set_base_offset(buf, pos, next_offset)
-                set_partition_leader_epoch(buf, pos, LEADER_EPOCH)
+                set_partition_leader_epoch(buf, pos, epoch)
                 # h as stored: its new base offset and epoch
-                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, h[1], LEADER_EPOCH, *h[3:]))))
+                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, h[1], epoch, *h[3:]))))
                 next_offset += h.record_count
                 pos += h.size
         except (TruncatedBatch, ValueError) as e:

@@ -89,6 +89,9 @@ class TransactionCoordinator:
         self.txns: dict[str, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task] = set()
         self._timer: asyncio.Task | None = None
+        # owner(ctx, transactional_id): NONE if the broker the request reached coordinates the
+        # id, else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (the topology's check).
+        self.owner: Any = None
 
     def register(self, registry: Registry) -> None:
         registry.add(ADD_PARTITIONS_TO_TXN, range(0, 6), self.add_partitions_to_txn)
@@ -167,7 +170,15 @@ class TransactionCoordinator:
             log.warning("cannot reserve producer ids: %s", e.strerror or e)
             return E.coordinator_load_in_progress, -1
 
+    def _not_here(self, ctx: RequestContext, transactional_id: str | None) -> int:
+        if self.owner is None or not transactional_id:
+            return E.none
+        return self.owner(ctx, transactional_id)
+
     async def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
+        error = self._not_here(ctx, req.transactional_id)
+        if error != E.none:
+            return ctx.response(throttle_time=0, error_code=error, producer_id=-1, producer_epoch=-1)
         error, pid, epoch = await self._init(req.transactional_id, ms(req.transaction_timeout),
                                              getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
         if error == E.producer_fenced and ctx.version < 4:
@@ -271,6 +282,10 @@ class TransactionCoordinator:
     async def add_partitions_to_txn(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 4:
             partitions = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+            error = self._not_here(ctx, req.v3_and_below_transactional_id)
+            if error != E.none:
+                return ctx.response(throttle_time=0, results_by_topic_v3_and_below=self._by_topic(
+                    ctx, {tp: error for tp in partitions}))
             results = await self._add(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                       req.v3_and_below_producer_epoch, partitions, ctx.version >= 2)
             return ctx.response(throttle_time=0, results_by_topic_v3_and_below=self._by_topic(ctx, results))
@@ -296,6 +311,9 @@ class TransactionCoordinator:
                      for topic, parts in by_topic.items())
 
     async def add_offsets_to_txn(self, ctx: RequestContext, req: Any) -> Any:
+        error = self._not_here(ctx, req.transactional_id)
+        if error != E.none:
+            return ctx.response(throttle_time=0, error_code=error)
         if not req.group_id:
             return ctx.response(throttle_time=0, error_code=E.invalid_group_id)
         tp = (OFFSETS_TOPIC, self.groups.writer.partition_for(req.group_id))
@@ -317,6 +335,9 @@ class TransactionCoordinator:
     # EndTxn -----------------------------------------------------------------------------
 
     async def end_txn(self, ctx: RequestContext, req: Any) -> Any:
+        error = self._not_here(ctx, req.transactional_id)
+        if error != E.none:
+            return ctx.response(throttle_time=0, error_code=error, producer_id=-1, producer_epoch=-1)
         error, meta = self._check(req.transactional_id, req.producer_id, req.producer_epoch, ctx.version >= 2)
         if meta is not None:
             async with meta.lock:

@@ -1,0 +1,417 @@
+"""The cluster's topology: which brokers there are, which one leads each partition, and
+so which one coordinates each group and transactional id.
+
+Kafka's controller gives every partition a replica list, an ISR and a leader, and bumps
+the partition's leader epoch each time the leader changes; the group coordinator of a
+group is the leader of its `__consumer_offsets` partition, the transaction coordinator of
+a transactional id the leader of its `__transaction_state` partition. `Topology` keeps
+that for the brokers this process serves (`--brokers N`). The data is stored once, in
+this process: replicas and ISR are what Metadata reports and what elections choose from,
+no bytes are copied between brokers.
+
+Placement is deterministic (Kafka picks a random start broker): partition p of a topic
+has its replicas on the brokers from (crc32(topic) + p) on, in node-id order;
+`__consumer_offsets` and `__transaction_state` partition p from broker p on, with
+replication factor min(3, N) (offsets.topic.replication.factor,
+transaction.state.log.replication.factor).
+
+`ClusterControl` is the operator's side (Kafka's controller actions, librdkafka's
+mock-cluster and kfake's controls): stop and start brokers, move a partition's
+leadership or a group's coordinator. The HTTP control endpoint, `kcoord cluster` and
+`coordinator.testing` drive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode as E
+
+from .listeners import Listener
+from .log.offsets import TOPIC as OFFSETS_TOPIC, partition_for
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_TOPIC = "__transaction_state"
+INTERNAL_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor, transaction.state.log.replication.factor
+
+
+class ControlError(ValueError):
+    """A control request that cannot be done (unknown broker, the last broker, no such
+    partition); nothing was changed."""
+
+
+@dataclass
+class PartitionState:
+    """One partition's entry in the controller's metadata (Kafka's PartitionRegistration),
+    with its leader-epoch history (Kafka's LeaderEpochFileCache: epoch -> start offset)."""
+
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    epoch: int = 0
+    epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+
+    def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) of the requested epoch: Kafka's LeaderEpochFileCache.endOffsetFor.
+        The current epoch ends at the log end; an older one where the next one starts (and is
+        answered with the newest epoch not above it); a newer or undefined one is unknown."""
+        if requested < 0:
+            return -1, -1
+        if requested == self.epoch:
+            return self.epoch, log_end_offset
+        higher = next(((e, start) for e, start in self.epochs if e > requested), None)
+        if higher is None:
+            return -1, -1
+        floor = [e for e, _ in self.epochs if e <= requested]
+        return (floor[-1] if floor else requested), higher[1]
+
+
+@dataclass
+class Broker:
+    node_id: int
+    listeners: list[Listener]
+    alive: bool = True
+
+    def endpoint(self, protocol: str) -> tuple[str, int] | None:
+        """The address advertised to clients of one listener protocol (None: no such listener)."""
+        for listener in self.listeners:
+            if listener.protocol == protocol:
+                return listener.advertised
+        return None
+
+
+class Topology:
+    def __init__(self, listeners: list[Listener], topics: Any, offsets_partitions: int, txn_logs: list[Any]) -> None:
+        self.brokers: dict[int, Broker] = {}
+        for listener in listeners:
+            self.brokers.setdefault(listener.node_id, Broker(listener.node_id, [])).listeners.append(listener)
+        self.node_ids = sorted(self.brokers)
+        # One broker leads everything: the routing checks answer at once.
+        self.single = len(self.node_ids) == 1
+        self.topics = topics  # coordinator.broker.topics.Topics (partition logs and replication factors)
+        self.offsets_partitions = offsets_partitions
+        self.txn_logs = txn_logs
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        # __consumer_offsets partitions whose new coordinator is loading them
+        # (COORDINATOR_LOAD_IN_PROGRESS until done); the same for __transaction_state.
+        self.loading: set[int] = set()
+        self.txn_loading: set[int] = set()
+        self.version = 0  # bumped on every change (Metadata answers are cached by it)
+        for p in range(offsets_partitions):  # the coordinators are known from the start
+            self.state(OFFSETS_TOPIC, p)
+        for p in range(len(txn_logs)):
+            self.state(TRANSACTION_TOPIC, p)
+
+    # reading ----------------------------------------------------------------------------
+
+    def live(self) -> list[int]:
+        return [n for n in self.node_ids if self.brokers[n].alive]
+
+    def controller(self) -> int:
+        """The node reported as controller: the first live broker (KRaft brokers report a
+        random broker; clients only send it admin requests, which every broker serves)."""
+        return self.live()[0]
+
+    def _log_of(self, topic: str, partition: int) -> Any:
+        if topic == TRANSACTION_TOPIC:
+            return self.txn_logs[partition] if 0 <= partition < len(self.txn_logs) else None
+        return self.topics.partition_log(topic, partition)
+
+    def exists(self, topic: str, partition: int) -> bool:
+        return self._log_of(topic, partition) is not None
+
+    def _replication_factor(self, topic: str) -> int:
+        if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC):
+            return min(INTERNAL_REPLICATION_FACTOR, len(self.node_ids))
+        info = self.topics.get(topic)
+        return max(1, min(getattr(info, "replication_factor", 1), len(self.node_ids)))
+
+    def state(self, topic: str, partition: int) -> PartitionState:
+        """The partition's state, placed on first use (a topic's partitions are placed when
+        they are first looked up, which is before any client can use them)."""
+        st = self.partitions.get((topic, partition))
+        if st is None:
+            ids = self.node_ids
+            start = partition if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC) else zlib.crc32(topic.encode()) + partition
+            replicas = [ids[(start + i) % len(ids)] for i in range(self._replication_factor(topic))]
+            live = [n for n in replicas if self.brokers[n].alive]
+            if not live:  # every replica is stopped: placed on live brokers instead
+                replicas = self._live_from(start, len(replicas))
+                live = replicas
+            st = self.partitions[(topic, partition)] = PartitionState(replicas, live, live[0])
+        return st
+
+    def _live_from(self, start: int, count: int) -> list[int]:
+        ids = self.node_ids
+        order = [ids[(start + i) % len(ids)] for i in range(len(ids))]
+        return [n for n in order if self.brokers[n].alive][:count]
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.state(topic, partition).leader
+
+    def group_partition(self, group_id: str) -> int:
+        return partition_for(group_id, self.offsets_partitions)
+
+    def coordinator_of(self, group_id: str) -> int:
+        return self.leader_of(OFFSETS_TOPIC, self.group_partition(group_id))
+
+    def txn_partition(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, len(self.txn_logs))
+
+    def transaction_coordinator_of(self, transactional_id: str) -> int:
+        return self.leader_of(TRANSACTION_TOPIC, self.txn_partition(transactional_id))
+
+    def endpoint(self, node_id: int, protocol: str) -> tuple[str, int]:
+        broker = self.brokers.get(node_id)
+        found = broker.endpoint(protocol) if broker is not None else None
+        return found or ("", -1)
+
+    # the checks every request for a partition or a group passes -------------------------
+
+    def leader_error(self, node_id: int, topic: str, partition: int, current_epoch: int = -1) -> int:
+        """Kafka's ReplicaManager checks for a partition request that reached broker node_id:
+        NOT_LEADER_OR_FOLLOWER if it does not lead the partition; with a current leader epoch
+        (KIP-320), FENCED_LEADER_EPOCH if the client's is older, UNKNOWN_LEADER_EPOCH if newer."""
+        if self.single and current_epoch < 0:
+            return E.none
+        st = self.state(topic, partition)
+        if st.leader != node_id:
+            return E.not_leader_or_follower
+        if current_epoch >= 0 and current_epoch != st.epoch:
+            return E.fenced_leader_epoch if current_epoch < st.epoch else E.unknown_leader_epoch
+        return E.none
+
+    def coordinator_error(self, node_id: int, offsets_partition: int) -> int:
+        """Kafka's isCoordinatorForGroup / isGroupLoading: NOT_COORDINATOR on a broker that does
+        not lead the group's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads it."""
+        if self.single:
+            return E.none
+        if self.state(OFFSETS_TOPIC, offsets_partition).leader != node_id:
+            return E.not_coordinator
+        return E.coordinator_load_in_progress if offsets_partition in self.loading else E.none
+
+    def txn_coordinator_error(self, node_id: int, transactional_id: str) -> int:
+        if self.single:
+            return E.none
+        p = self.txn_partition(transactional_id)
+        if self.state(TRANSACTION_TOPIC, p).leader != node_id:
+            return E.not_coordinator
+        return E.coordinator_load_in_progress if p in self.txn_loading else E.none
+
+    # changes ----------------------------------------------------------------------------
+
+    def set_leader(self, topic: str, partition: int, leader: int) -> PartitionState:
+        """Make `leader` (a live broker) the partition's leader under a new epoch. A broker
+        outside the replicas takes the old leader's place among them (a reassignment)."""
+        st = self.state(topic, partition)
+        if leader == st.leader:
+            return st
+        if leader not in st.replicas:
+            st.replicas[st.replicas.index(st.leader) if st.leader in st.replicas else 0] = leader
+        st.leader = leader
+        st.epoch += 1
+        plog = self._log_of(topic, partition)
+        st.epochs.append((st.epoch, plog.log_end_offset if plog is not None else 0))
+        if plog is not None:
+            plog.leader_epoch = st.epoch  # stamped on the batches it appends from now on
+        st.isr = [n for n in st.replicas if self.brokers[n].alive]
+        self.version += 1
+        return st
+
+    def next_leader(self, topic: str, partition: int) -> int:
+        """Where leadership goes when it must leave the current leader: the next live replica
+        in replica order, else the next live broker."""
+        st = self.state(topic, partition)
+        i = st.replicas.index(st.leader) if st.leader in st.replicas else -1
+        rotated = st.replicas[i + 1:] + st.replicas[:i + 1]
+        others = [n for n in rotated if n != st.leader and self.brokers[n].alive]
+        if others:
+            return others[0]
+        spare = [n for n in self.live() if n != st.leader]
+        if not spare:
+            raise ControlError(f"{topic}-{partition}: no other live broker to lead it")
+        return next((n for n in spare if n > st.leader), spare[0])
+
+    def broker_stopped(self, node_id: int) -> list[tuple[str, int]]:
+        """Broker node_id is gone: it leaves every ISR, and each partition it led gets a new
+        leader. Returns the partitions whose leader changed."""
+        self.brokers[node_id].alive = False
+        moved = []
+        for (topic, partition), st in list(self.partitions.items()):
+            if node_id in st.isr:
+                st.isr = [n for n in st.isr if n != node_id]
+            if st.leader == node_id:
+                self.set_leader(topic, partition, self.next_leader(topic, partition))
+                moved.append((topic, partition))
+        self.version += 1
+        return moved
+
+    def broker_started(self, node_id: int) -> None:
+        """Broker node_id is back: it rejoins the ISR of every partition it is a replica of
+        (its copy is the one stored copy, so it is caught up at once)."""
+        self.brokers[node_id].alive = True
+        for st in self.partitions.values():
+            if node_id in st.replicas and node_id not in st.isr:
+                st.isr = [n for n in st.replicas if self.brokers[n].alive]
+        self.version += 1
+
+    def preferred_leaders(self, node_id: int) -> list[tuple[str, int]]:
+        """Partitions whose preferred (first) replica is node_id but that another broker leads
+        (Kafka's preferred leader election brings them back)."""
+        return [key for key, st in self.partitions.items() if st.replicas[0] == node_id and st.leader != node_id]
+
+
+class ShardMover(Protocol):
+    """The group coordinator's side of a `__consumer_offsets` leadership change
+    (coordinator.groups.runtime.CoordinatorRuntime)."""
+
+    async def unload(self, partition: int) -> None: ...
+
+    async def load_partition(self, partition: int) -> None: ...
+
+
+class BrokerSwitch(Protocol):
+    """The listeners' side of stopping and starting a broker (the server)."""
+
+    def close_broker(self, node_id: int) -> None: ...
+
+    async def open_broker(self, node_id: int) -> None: ...
+
+
+class ClusterControl:
+    """Stop and start brokers, move leaders and coordinators, while clients run. Every
+    operation is checked before anything changes (ControlError says why) and runs alone."""
+
+    def __init__(self, topology: Topology, groups: ShardMover, switch: BrokerSwitch,
+                 transactions: Any = None) -> None:
+        self.topology = topology
+        self.groups = groups
+        self.switch = switch
+        self.transactions = transactions
+        self._lock = asyncio.Lock()
+
+    # reading ----------------------------------------------------------------------------
+
+    def brokers(self) -> list[dict]:
+        t = self.topology
+        out = []
+        for node_id in t.node_ids:
+            broker = t.brokers[node_id]
+            host, port = broker.listeners[0].advertised
+            led = sum(1 for st in t.partitions.values() if st.leader == node_id)
+            out.append({"node_id": node_id, "host": host, "port": port, "alive": broker.alive,
+                        "listeners": [f"{x.protocol}://{x.advertised[0]}:{x.advertised[1]}" for x in broker.listeners],
+                        "leader_of": led})
+        return out
+
+    def coordinator_of(self, group_id: str) -> int:
+        return self.topology.coordinator_of(group_id)
+
+    def transaction_coordinator_of(self, transactional_id: str) -> int:
+        return self.topology.transaction_coordinator_of(transactional_id)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        self._check_partition(topic, partition)
+        return self.topology.leader_of(topic, partition)
+
+    # checks -----------------------------------------------------------------------------
+
+    def _check_broker(self, node_id: Any, *, live: bool = False) -> int:
+        if type(node_id) is not int or node_id not in self.topology.brokers:
+            raise ControlError(f"no broker {node_id!r}; brokers: {', '.join(map(str, self.topology.node_ids))}")
+        if live and not self.topology.brokers[node_id].alive:
+            raise ControlError(f"broker {node_id} is stopped")
+        return node_id
+
+    def _check_partition(self, topic: Any, partition: Any) -> None:
+        if type(topic) is not str or type(partition) is not int or not self.topology.exists(topic, partition):
+            raise ControlError(f"no partition {topic!r} {partition!r}")
+
+    # changes ----------------------------------------------------------------------------
+
+    async def stop_broker(self, node_id: int) -> list[dict]:
+        """Kafka's controlled shutdown, from the clients' view: the broker's listeners and
+        connections close, it leaves every ISR, its partitions get new leaders (epochs bumped),
+        and the group coordinators it held are loaded from the log by their new brokers."""
+        async with self._lock:
+            self._check_broker(node_id)
+            t = self.topology
+            if not t.brokers[node_id].alive:
+                return self.brokers()  # already stopped: nothing to do
+            if t.live() == [node_id]:
+                raise ControlError(f"broker {node_id} is the last one running; it cannot be stopped")
+            self.switch.close_broker(node_id)
+            moved = t.broker_stopped(node_id)
+            log.info("broker %d stopped: %d partition leaders moved", node_id, len(moved))
+            await self._coordinators_moved(moved)
+            return self.brokers()
+
+    async def start_broker(self, node_id: int, *, preferred: bool = False) -> list[dict]:
+        """The broker listens again and rejoins the ISRs; with `preferred`, it leads again the
+        partitions it is the preferred replica of (Kafka's preferred leader election)."""
+        async with self._lock:
+            self._check_broker(node_id)
+            t = self.topology
+            if not t.brokers[node_id].alive:
+                await self.switch.open_broker(node_id)
+                t.broker_started(node_id)
+                log.info("broker %d started", node_id)
+            if preferred:
+                moved = t.preferred_leaders(node_id)
+                for topic, p in moved:
+                    t.set_leader(topic, p, node_id)
+                await self._coordinators_moved(moved)
+            return self.brokers()
+
+    async def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        """Make `to` (default: the next live replica) the partition's leader; returns it.
+        For `__consumer_offsets` this moves the coordinator of every group of the partition."""
+        async with self._lock:
+            self._check_partition(topic, partition)
+            if to is not None:
+                self._check_broker(to, live=True)
+            t = self.topology
+            if to is None:
+                to = t.next_leader(topic, partition)
+            if to != t.leader_of(topic, partition):
+                t.set_leader(topic, partition, to)
+                log.info("%s-%d: leader now broker %d (epoch %d)", topic, partition, to,
+                         t.state(topic, partition).epoch)
+                await self._coordinators_moved([(topic, partition)])
+            return to
+
+    async def move_coordinator(self, group_id: str, to: int | None = None) -> int:
+        """Move the group's coordinator: its `__consumer_offsets` partition's leadership, with
+        every group of that partition (the partition is the unit Kafka moves)."""
+        if type(group_id) is not str or not group_id:
+            raise ControlError(f"group id {group_id!r}: a non-empty string is needed")
+        return await self.move_leader(OFFSETS_TOPIC, self.topology.group_partition(group_id), to)
+
+    async def move_transaction_coordinator(self, transactional_id: str, to: int | None = None) -> int:
+        if type(transactional_id) is not str or not transactional_id:
+            raise ControlError(f"transactional id {transactional_id!r}: a non-empty string is needed")
+        return await self.move_leader(TRANSACTION_TOPIC, self.topology.txn_partition(transactional_id), to)
+
+    async def _coordinators_moved(self, moved: list[tuple[str, int]]) -> None:
+        """The new leaders of `__consumer_offsets` partitions load their groups from the log
+        (Kafka's group immigration); until each is loaded, its broker answers
+        COORDINATOR_LOAD_IN_PROGRESS and the old one NOT_COORDINATOR. The transaction state is
+        kept in memory, as the log holds it: its new coordinator serves at once."""
+        shards = [p for topic, p in moved if topic == OFFSETS_TOPIC]
+        t = self.topology
+        t.loading.update(shards)
+        try:
+            for p in shards:
+                await self.groups.unload(p)
+            for p in shards:
+                await self.groups.load_partition(p)
+                t.loading.discard(p)
+        finally:
+            t.loading.difference_update(shards)
+            t.version += 1
+
