@@ -1,0 +1,333 @@
+"""A Kafka cluster for tests: several brokers, coordinators and leaders that move, faults
+on demand.
+
+    from coordinator.testing import Cluster
+
+    with Cluster(brokers=3) as cluster:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g", ...})
+        ...
+        cluster.move_coordinator("g")                       # the group's coordinator moves
+        cluster.stop_broker(cluster.leader_of("orders", 0))  # its partitions get new leaders
+        cluster.inject("OffsetCommit", "NOT_COORDINATOR", times=2)
+
+In-process by default: the server runs on its own thread and event loop, on free ports,
+with a temporary data dir, so a cluster starts in a fraction of a second. With
+`subprocess=True` it is `python -m coordinator` in a child process, driven through its
+HTTP test control (--enable-test-control). Also an async context manager (`async with`),
+whose methods then have awaitable twins (`await cluster.amove_coordinator("g")`).
+
+Like librdkafka's mock cluster (`rd_kafka_mock_cluster_new`, `..._broker_set_down`,
+`..._coordinator_set`, `..._push_request_errors`) and franz-go's kfake (`NumBrokers`,
+`MoveTopicPartition`, `ControlKey`), for every client language, with the real group
+coordinator behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess as _subprocess
+import sys
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Cluster", "ClusterError"]
+
+
+class ClusterError(RuntimeError):
+    """A control request the cluster refused (unknown broker, the last broker, no such
+    partition, a bad fault spec); nothing was changed."""
+
+
+def _flags(config: dict[str, Any]) -> list[str]:
+    """Server settings given as keyword arguments (`group_initial_rebalance_delay_ms=0`)
+    as the command-line flags they stand for."""
+    out = []
+    for name, value in config.items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            out.append("--no-" + name.replace("_", "-"))
+        elif value is not None:
+            out += [flag, str(value)]
+    return out
+
+
+class Cluster:
+    """`brokers` brokers in one server; `config`: server settings by their flag names
+    (`fsync="never"`, `group_initial_rebalance_delay_ms=0`, ...)."""
+
+    def __init__(self, brokers: int = 3, *, subprocess: bool = False, data_dir: str | Path | None = None,
+                 host: str = "127.0.0.1", **config: Any) -> None:
+        if type(brokers) is not int or brokers < 1:
+            raise ValueError(f"brokers: {brokers!r}; at least 1")
+        self.brokers_count = brokers
+        self.subprocess = subprocess
+        self.host = host
+        self.config = {"fsync": "never", "group_initial_rebalance_delay_ms": 0, **config}
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._server: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._proc: _subprocess.Popen | None = None
+        self._control_url: str | None = None
+        self.bootstrap = ""
+
+    # life cycle -------------------------------------------------------------------------
+
+    def start(self) -> Cluster:
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="kcoord-cluster-"))
+        args = ["--host", self.host, "--port", "0", "--brokers", str(self.brokers_count),
+                "--data-dir", str(self.data_dir), *_flags(self.config)]
+        try:
+            if self.subprocess:
+                self._start_process(args)
+            else:
+                self._start_in_process(args)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start_in_process(self, args: list[str]) -> None:
+        import uvloop
+
+        from .config import parse_args
+        from .server import Server
+
+        config = parse_args(args)
+        self._loop = loop = uvloop.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, name="kcoord-cluster", daemon=True)
+        self._thread.start()
+        self._server = Server(config)
+        self._call(self._server.start())
+        first: dict[int, Any] = {}
+        for listener in self._server.listeners:
+            first.setdefault(listener.node_id, listener)
+        self.bootstrap = ",".join(f"{x.advertised[0]}:{x.advertised[1]}" for x in first.values())
+
+    def _start_process(self, args: list[str]) -> None:
+        args += ["--enable-test-control", "--metrics-port", "0"]
+        self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # type: ignore[union-attr]
+        self._proc = _subprocess.Popen([sys.executable, "-m", "coordinator", *args], stdout=_subprocess.PIPE,
+                                       stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        line = self._proc.stdout.readline().decode()  # type: ignore[union-attr]
+        if not line.startswith("ready"):
+            self._proc.wait(5)
+            raise RuntimeError(f"the cluster did not start: {line!r} (log: {self._log.name})")
+        self.bootstrap = line.split()[1]
+        port = next((int(w.split("=", 1)[1]) for w in line.split() if w.startswith("control=")), None)
+        if port is None:
+            raise RuntimeError("the server did not say where its test control listens (a 'control=PORT' word "
+                               "on its ready line)")
+        self._control_url = f"http://{self.host}:{port}"
+
+    def close(self) -> None:
+        """Stop the brokers (and remove the data dir if it was made for this cluster)."""
+        if self._server is not None and self._loop is not None:
+            try:
+                self._call(self._server.stop(grace_seconds=1.0))
+            finally:
+                self._server = None
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(10)
+            self._loop.close()
+            self._loop = self._thread = None
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(15)
+            except _subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(5)
+            self._proc.stdout.close()  # type: ignore[union-attr]
+            self._log.close()
+            self._proc = None
+        if self._own_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            log = self.data_dir.parent / f"{self.data_dir.name}.log"
+            if log.exists():
+                log.unlink()
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Cluster:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await asyncio.to_thread(self.close)
+
+    # running a control on the server's loop, or over HTTP ------------------------------
+
+    def _call(self, coro: Any) -> Any:
+        """Run a coroutine on the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)  # type: ignore[arg-type]
+
+    def _run(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        """Call fn (plain or async) on the server's loop, translating a refused control."""
+        from .topology import ControlError
+
+        async def call() -> Any:
+            result = fn(*args, **kw)
+            return await result if asyncio.iscoroutine(result) else result
+
+        try:
+            return self._call(call())
+        except (ControlError, ValueError) as e:
+            raise ClusterError(str(e)) from None
+
+    def _http(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self._control_url + path, data=data, method=method,  # type: ignore[operator]
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as e:
+            try:
+                message = json.loads(e.read()).get("error", str(e))
+            except ValueError:
+                message = str(e)
+            raise ClusterError(message) from None
+
+    def _require_started(self) -> None:
+        if self._server is None and self._proc is None:
+            raise RuntimeError("the cluster is not started (use it in a with block, or call start())")
+
+    # topology ---------------------------------------------------------------------------
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [b["node_id"] for b in self.brokers()]
+
+    def brokers(self) -> list[dict]:
+        """Each broker: node_id, host, port, alive, listeners, and how many partitions it leads."""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("GET", "/cluster/brokers")
+        return self._run(self._server.control.brokers)
+
+    def coordinator_of(self, group_id: str) -> int:
+        """The node id of the group's coordinator."""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("GET", f"/cluster/coordinator?group={_q(group_id)}")["node_id"]
+        return self._run(self._server.control.coordinator_of, group_id)
+
+    def transaction_coordinator_of(self, transactional_id: str) -> int:
+        self._require_started()
+        if self._proc is not None:
+            return self._http("GET", f"/cluster/coordinator?transactional_id={_q(transactional_id)}")["node_id"]
+        return self._run(self._server.control.transaction_coordinator_of, transactional_id)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The node id of the partition's leader."""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("GET", f"/cluster/leader?topic={_q(topic)}&partition={int(partition)}")["node_id"]
+        return self._run(self._server.control.leader_of, topic, partition)
+
+    def stop_broker(self, node_id: int) -> None:
+        """The broker goes away: listeners and connections closed, its partitions and
+        coordinators moved to the live brokers (returns once they are loaded)."""
+        self._control("stop_broker", node_id=node_id)
+
+    def start_broker(self, node_id: int, *, preferred: bool = False) -> None:
+        """The broker comes back into the ISRs; `preferred`: and leads again the partitions
+        it is the preferred replica of."""
+        self._control("start_broker", node_id=node_id, preferred=preferred)
+
+    def move_coordinator(self, group_id: str, to: int | None = None) -> int:
+        """Move the group's coordinator (its __consumer_offsets partition) to broker `to`
+        (default: the next live replica); returns the new coordinator once it has loaded."""
+        return self._control("move_coordinator", group_id=group_id, to=to)
+
+    def move_transaction_coordinator(self, transactional_id: str, to: int | None = None) -> int:
+        return self._control("move_transaction_coordinator", transactional_id=transactional_id, to=to)
+
+    def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        """Move the partition's leadership to broker `to` (default: the next live replica),
+        under a new leader epoch; returns the new leader."""
+        return self._control("move_leader", topic=topic, partition=partition, to=to)
+
+    def _control(self, operation: str, **args: Any) -> Any:
+        self._require_started()
+        if self._proc is not None:
+            return self._http("POST", f"/cluster/{operation.replace('_', '-')}", args).get("result")
+        return self._run(getattr(self._server.control, operation), **args)
+
+    # faults -----------------------------------------------------------------------------
+
+    def inject(self, api: str | int, error: str | int, times: int | None = 1, probability: float | None = None,
+               **match: Any) -> dict:
+        """The next `times` requests of `api` (a name, "OffsetCommit", or a key, 8) matching
+        `match` (client_id, group, topic, broker) are answered with `error` (a name,
+        "NOT_COORDINATOR", or a code, 16), as Kafka answers them with that error; or each with
+        `probability`. Returns the rule."""
+        return self._fault(api=api, error=error, times=times, probability=probability, **match)
+
+    def delay(self, api: str | int, ms: int, times: int | None = None, **match: Any) -> dict:
+        """Matching requests are answered `ms` later (until cleared, or `times` of them)."""
+        return self._fault(api=api, delay_ms=ms, times=times, **match)
+
+    def drop_connections(self, api: str | int = "Produce", *, after: bool = False, times: int | None = 1,
+                         **match: Any) -> dict:
+        """The connection of a matching request is closed: before it is handled, or with
+        `after` once it was handled and its answer is lost (the idempotent-producer case)."""
+        return self._fault(api=api, drop="after" if after else "before", times=times, **match)
+
+    def clear_faults(self, rule_id: int | None = None) -> int:
+        """Remove every fault (or one); returns how many were removed."""
+        self._require_started()
+        if self._proc is not None:
+            path = "/faults" if rule_id is None else f"/faults/{int(rule_id)}"
+            return self._http("DELETE", path).get("removed", 0)
+        return self._run(self._server.faults.clear, rule_id)
+
+    def faults(self) -> list[dict]:
+        self._require_started()
+        if self._proc is not None:
+            return self._http("GET", "/faults")
+        return self._run(self._server.faults.list)
+
+    def _fault(self, **spec: Any) -> dict:
+        self._require_started()
+        spec = {k: v for k, v in spec.items() if v is not None or k == "times"}
+        if self._proc is not None:
+            return self._http("POST", "/faults", spec)
+        return self._run(self._server.faults.add_spec, spec)
+
+    # async twins, for tests running an event loop of their own ---------------------------
+
+    async def astop_broker(self, node_id: int) -> None:
+        await asyncio.to_thread(self.stop_broker, node_id)
+
+    async def astart_broker(self, node_id: int, *, preferred: bool = False) -> None:
+        await asyncio.to_thread(self.start_broker, node_id, preferred=preferred)
+
+    async def amove_coordinator(self, group_id: str, to: int | None = None) -> int:
+        return await asyncio.to_thread(self.move_coordinator, group_id, to)
+
+    async def amove_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        return await asyncio.to_thread(self.move_leader, topic, partition, to)
+
+
+def _q(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(str(value), safe="")

@@ -1,0 +1,282 @@
+"""Several brokers in one process (coordinator/topology.py), over the wire: Metadata,
+FindCoordinator, DescribeCluster and OffsetForLeaderEpoch agree with each other and with
+the cluster's controls, the wrong broker answers NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR,
+and bad control input changes nothing. The clusters come from the kafka_cluster fixture
+(coordinator/pytest_plugin.py)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from kio.schema.errors import ErrorCode as E
+
+from bench.wire_client import WireClient, request_class
+from coordinator.testing import Cluster, ClusterError
+
+METADATA, FIND_COORDINATOR, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CLUSTER = 3, 10, 23, 60
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, HEARTBEAT = 0, 1, 2, 9, 12
+
+
+def nested(api: int, v: int, name: str):
+    return request_class(api, v, name)
+
+
+async def connect(cluster: Cluster) -> dict[int, WireClient]:
+    """One connection per live broker, by node id."""
+    out = {}
+    for b in cluster.brokers():
+        if b["alive"]:
+            out[b["node_id"]] = await WireClient("cluster-test").connect(b["host"], b["port"])
+    return out
+
+
+async def close(conns: dict[int, WireClient]) -> None:
+    for c in conns.values():
+        await c.close()
+
+
+async def create_topic(conn: WireClient, name: str, partitions: int, rf: int) -> int:
+    topic = nested(19, 4, "CreatableTopic")
+    r = await conn.request(19, 4, request_class(19, 4)(
+        topics=(topic(name=name, num_partitions=partitions, replication_factor=rf, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5), validate_only=False))
+    return r.topics[0].error_code
+
+
+async def metadata(conn: WireClient, *topics: str):
+    return await conn.request(METADATA, 12, request_class(METADATA, 12)(
+        topics=tuple(nested(METADATA, 12, "MetadataRequestTopic")(name=t, topic_id=None) for t in topics),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+
+
+async def find_coordinator(conn: WireClient, key: str, key_type: int = 0):
+    r = await conn.request(FIND_COORDINATOR, 4, request_class(FIND_COORDINATOR, 4)(
+        key_type=key_type, coordinator_keys=(key,)))
+    return r.coordinators[0]
+
+
+async def offset_fetch_error(conn: WireClient, group: str) -> int:
+    r = await conn.request(OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(
+        group_id=group, topics=None, require_stable=False))
+    return r.error_code
+
+
+async def end_offset(conn: WireClient, topic: str, partition: int, epoch: int, current: int = -1):
+    r = await conn.request(OFFSET_FOR_LEADER_EPOCH, 4, request_class(OFFSET_FOR_LEADER_EPOCH, 4)(
+        replica_id=-2, topics=(nested(OFFSET_FOR_LEADER_EPOCH, 4, "OffsetForLeaderTopic")(topic=topic, partitions=(
+            nested(OFFSET_FOR_LEADER_EPOCH, 4, "OffsetForLeaderPartition")(
+                partition=partition, current_leader_epoch=current, leader_epoch=epoch),)),)))
+    return r.topics[0].partitions[0]
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+async def test_three_brokers_in_metadata_and_describe_cluster_with_replication_factor_3(kafka_cluster):
+    conns = await connect(kafka_cluster)
+    try:
+        one = conns[1]
+        assert await create_topic(one, "rf3", 6, 3) == E.none
+        assert await create_topic(one, "rf4", 1, 4) == E.invalid_replication_factor  # 3 brokers
+        assert await create_topic(one, "rf0", 1, 0) == E.invalid_replication_factor
+        for node, conn in conns.items():
+            md = await metadata(conn, "rf3")
+            assert sorted(b.node_id for b in md.brokers) == [1, 2, 3]
+            assert {b.node_id: b.port for b in md.brokers} == {b["node_id"]: b["port"] for b in kafka_cluster.brokers()}
+            parts = md.topics[0].partitions
+            assert all(sorted(p.replica_nodes) == [1, 2, 3] and sorted(p.isr_nodes) == [1, 2, 3] for p in parts)
+            assert {p.leader_id for p in parts} == {1, 2, 3}  # leaders spread over the brokers
+            assert all(p.leader_id == kafka_cluster.leader_of("rf3", p.partition_index) for p in parts)
+            dc = await conn.request(DESCRIBE_CLUSTER, 1, request_class(DESCRIBE_CLUSTER, 1)(
+                include_cluster_authorized_operations=False, endpoint_type=1))
+            assert sorted(b.broker_id for b in dc.brokers) == [1, 2, 3]
+        # __consumer_offsets partitions, so group coordinators, are spread too
+        coordinators = {(await find_coordinator(one, f"group-{i}")).node_id for i in range(30)}
+        assert coordinators == {1, 2, 3}
+    finally:
+        await close(conns)
+
+
+@pytest.mark.kafka_cluster(brokers=2)
+async def test_the_wrong_broker_answers_not_leader_and_not_coordinator(kafka_cluster):
+    conns = await connect(kafka_cluster)
+    try:
+        assert await create_topic(conns[1], "t", 2, 2) == E.none
+        leader = kafka_cluster.leader_of("t", 0)
+        other = 3 - leader
+        r = await conns[other].request(LIST_OFFSETS, 7, request_class(LIST_OFFSETS, 7)(
+            replica_id=-1, isolation_level=0, topics=(nested(LIST_OFFSETS, 7, "ListOffsetsTopic")(name="t", partitions=(
+                nested(LIST_OFFSETS, 7, "ListOffsetsPartition")(partition_index=0, current_leader_epoch=-1,
+                                                                timestamp=-1),)),)))
+        assert r.topics[0].partitions[0].error_code == E.not_leader_or_follower
+        assert (await end_offset(conns[other], "t", 0, 0)).error_code == E.not_leader_or_follower
+        assert (await end_offset(conns[leader], "t", 0, 0)).error_code == E.none
+        fetch = await conns[other].request(FETCH, 12, request_class(FETCH, 12)(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(nested(FETCH, 12, "FetchTopic")(topic="t", partitions=(
+                nested(FETCH, 12, "FetchPartition")(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                    last_fetched_epoch=-1, log_start_offset=-1,
+                                                    partition_max_bytes=1 << 20),)),),
+            forgotten_topics_data=(), rack_id=""))
+        part = fetch.responses[0].partitions[0]
+        assert part.error_code == E.not_leader_or_follower
+        assert part.current_leader.leader_id == leader  # KIP-951's hint
+        coordinator = kafka_cluster.coordinator_of("g")
+        assert (await find_coordinator(conns[3 - coordinator], "g")).node_id == coordinator
+        assert await offset_fetch_error(conns[3 - coordinator], "g") == E.not_coordinator
+        assert await offset_fetch_error(conns[coordinator], "g") == E.none
+        hb = await conns[3 - coordinator].request(HEARTBEAT, 4, request_class(HEARTBEAT, 4)(
+            group_id="g", generation_id=1, member_id="m", group_instance_id=None))
+        assert hb.error_code == E.not_coordinator
+    finally:
+        await close(conns)
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+async def test_a_moved_leader_bumps_its_epoch_and_offset_for_leader_epoch_follows(kafka_cluster):
+    conns = await connect(kafka_cluster)
+    try:
+        assert await create_topic(conns[1], "e", 1, 3) == E.none
+        old = kafka_cluster.leader_of("e", 0)
+        new = await kafka_cluster.amove_leader("e", 0)
+        assert new != old and kafka_cluster.leader_of("e", 0) == new
+        md = await metadata(conns[old], "e")
+        p = md.topics[0].partitions[0]
+        assert (p.leader_id, p.leader_epoch) == (new, 1)
+        # epoch 0 ended where epoch 1 began (the log end offset then, 0)
+        answer = await end_offset(conns[new], "e", 0, 0, current=1)
+        assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (E.none, 0, 0)
+        assert (await end_offset(conns[new], "e", 0, 0, current=0)).error_code == E.fenced_leader_epoch
+        assert (await end_offset(conns[new], "e", 0, 0, current=2)).error_code == E.unknown_leader_epoch
+        assert (await end_offset(conns[old], "e", 0, 0, current=1)).error_code == E.not_leader_or_follower
+    finally:
+        await close(conns)
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+def test_a_stopped_broker_leaves_metadata_and_isr_and_comes_back(kafka_cluster):
+    import asyncio
+
+    async def check(stopped: int | None) -> None:
+        conns = await connect(kafka_cluster)
+        try:
+            for conn in conns.values():
+                md = await metadata(conn, "s")
+                live = sorted(b.node_id for b in md.brokers)
+                assert live == sorted(n for n in (1, 2, 3) if n != stopped)
+                for p in md.topics[0].partitions:
+                    assert p.leader_id in live and sorted(p.isr_nodes) == live
+                    assert stopped is None or list(p.offline_replicas) == [stopped]
+        finally:
+            await close(conns)
+
+    async def create() -> None:
+        conns = await connect(kafka_cluster)
+        assert await create_topic(conns[1], "s", 3, 3) == E.none
+        await close(conns)
+
+    asyncio.run(create())
+    led = [p for p in range(3) if kafka_cluster.leader_of("s", p) == 2]
+    kafka_cluster.stop_broker(2)
+    assert [b["alive"] for b in kafka_cluster.brokers()] == [True, False, True]
+    asyncio.run(check(stopped=2))
+    kafka_cluster.start_broker(2)
+    asyncio.run(check(stopped=None))
+    assert all(kafka_cluster.leader_of("s", p) != 2 for p in led)  # not led again unless asked
+    kafka_cluster.stop_broker(2)
+    kafka_cluster.start_broker(2, preferred=True)
+    assert all(kafka_cluster.leader_of("s", p) == 2 for p in led)
+
+
+@pytest.mark.kafka_cluster(brokers=2)
+def test_bad_control_input_is_refused_and_changes_nothing(kafka_cluster):
+    before = kafka_cluster.brokers()
+    coordinator = kafka_cluster.coordinator_of("g")
+    with pytest.raises(ClusterError, match="no broker 7"):
+        kafka_cluster.stop_broker(7)
+    with pytest.raises(ClusterError, match="no broker"):
+        kafka_cluster.move_coordinator("g", to=9)
+    with pytest.raises(ClusterError, match="no partition"):
+        kafka_cluster.move_leader("no-such-topic", 0)
+    with pytest.raises(ClusterError, match="no partition"):
+        kafka_cluster.leader_of("__consumer_offsets", 999)
+    with pytest.raises(ClusterError, match="non-empty"):
+        kafka_cluster.move_coordinator("")
+    kafka_cluster.stop_broker(2)
+    with pytest.raises(ClusterError, match="last one running"):
+        kafka_cluster.stop_broker(1)
+    with pytest.raises(ClusterError, match="is stopped"):
+        kafka_cluster.move_coordinator("g", to=2)
+    kafka_cluster.start_broker(2)
+    assert [b["alive"] for b in kafka_cluster.brokers()] == [b["alive"] for b in before]
+    assert kafka_cluster.coordinator_of("g") in (1, 2)
+    assert coordinator in (1, 2)
+
+
+# Metadata, FindCoordinator and the group APIs agree at every moment -------------------
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("move_leader"), st.integers(0, 2), st.one_of(st.none(), st.integers(1, 3))),
+    st.tuples(st.just("move_coordinator"), st.sampled_from(["ga", "gb", "gc"]), st.one_of(st.none(), st.integers(1, 3))),
+    st.tuples(st.just("stop"), st.integers(1, 3)),
+    st.tuples(st.just("start"), st.integers(1, 3)),
+), min_size=1, max_size=6)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster():
+    import asyncio
+
+    with Cluster(brokers=3) as cluster:
+        async def create() -> None:
+            conns = await connect(cluster)
+            assert await create_topic(conns[1], "p", 3, 2) == E.none
+            await close(conns)
+
+        asyncio.run(create())
+        yield cluster
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS)
+def test_metadata_find_coordinator_and_the_apis_agree_through_any_moves(shared_cluster, ops):
+    import asyncio
+
+    cluster = shared_cluster
+    for op in ops:
+        try:
+            if op[0] == "move_leader":
+                cluster.move_leader("p", op[1], op[2])
+            elif op[0] == "move_coordinator":
+                cluster.move_coordinator(op[1], op[2])
+            elif op[0] == "stop":
+                cluster.stop_broker(op[1])
+            else:
+                cluster.start_broker(op[1])
+        except ClusterError:
+            pass  # (a stopped target, the last broker: refused, and nothing changed)
+        asyncio.run(_consistent(cluster))
+    for node in (1, 2, 3):
+        cluster.start_broker(node)
+
+
+async def _consistent(cluster: Cluster) -> None:
+    conns = await connect(cluster)
+    try:
+        leaders = {p: cluster.leader_of("p", p) for p in range(3)}
+        coordinators = {g: cluster.coordinator_of(g) for g in ("ga", "gb", "gc")}
+        for node, conn in conns.items():
+            md = await metadata(conn, "p")
+            assert sorted(b.node_id for b in md.brokers) == sorted(conns)
+            epochs = {}
+            for p in md.topics[0].partitions:
+                assert p.leader_id == leaders[p.partition_index] and p.leader_id in conns
+                epochs[p.partition_index] = p.leader_epoch
+            for p, leader in leaders.items():
+                answer = await end_offset(conn, "p", p, epochs[p], current=epochs[p])
+                assert answer.error_code == (E.none if node == leader else E.not_leader_or_follower)
+            for g, coordinator in coordinators.items():
+                assert (await find_coordinator(conn, g)).node_id == coordinator
+                assert await offset_fetch_error(conn, g) == (E.none if node == coordinator else E.not_coordinator)
+    finally:
+        await close(conns)
