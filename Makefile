@@ -9,7 +9,7 @@ DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report test install install-test install-pipeline clients java-clients bench report clean
+.PHONY: run stop reset-data bench-report lint test install install-test install-pipeline clients java-clients bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ $(VENV)/.installed-pipeline: $(VENV)/.installed pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
 
 install-pipeline: $(VENV)/.installed-pipeline
 
@@ -73,6 +77,11 @@ $(JAVA_JAR): $(JAVA_CLIENTS)/pom.xml $(shell find $(JAVA_CLIENTS)/src -name '*.j
 
 java-clients: $(JAVA_JAR)
 clients: java-clients
+
+## ruff over the tree and mypy over protocol/ and coordinator/ (settings in pyproject.toml).
+lint: $(VENV)/.installed-dev
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
 test: install-test clients

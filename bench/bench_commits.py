@@ -159,7 +159,8 @@ def print_commits(members: int, one_group: bool, in_flight: int, partitions: int
     layout = "in one group " if one_group else "in own groups"
     mode = "sync" if in_flight == 1 else f"{in_flight} async"
     rate, server_us, client_us = (statistics.median(r[i] for r in runs) for i in range(3))
-    spread = f" (median of {len(runs)} runs, range {min(r[0] for r in runs):,.0f}-{max(r[0] for r in runs):,.0f})" if len(runs) > 1 else ""
+    low, high = min(r[0] for r in runs), max(r[0] for r in runs)
+    spread = f" (median of {len(runs)} runs, range {low:,.0f}-{high:,.0f})" if len(runs) > 1 else ""
     print(f"durable commits of {partitions:>2} partitions: {members:>3} members {layout}, {mode:>7}: "
           f"{rate:>8,.0f} commits/s{spread}"
           f"  (CPU per commit: server {server_us:4.0f} us, bench client {client_us:3.0f} us)")

@@ -47,7 +47,7 @@ def start_ours(fsync: str) -> subprocess.Popen:
                              tempfile.mkdtemp(prefix="bench-pc-"), "--fsync", fsync, "--log-level", "WARNING"],
                             cwd=ROOT, stdout=subprocess.DEVNULL)
     wait_port(port)
-    proc.port = port  # type: ignore[attr-defined]
+    proc.port = port  # type: ignore[attr-defined]  # the port rides on the process object, read back in main()
     return proc
 
 
@@ -62,7 +62,7 @@ def start_tansu() -> subprocess.Popen | None:
                              "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
-    proc.port = port  # type: ignore[attr-defined]
+    proc.port = port  # type: ignore[attr-defined]  # the port rides on the process object, read back in main()
     return proc
 
 
@@ -193,7 +193,7 @@ def main() -> None:
             continue
         try:
             label = f"ours (fsync={args.fsync})" if target == "ours" else "tansu (memory)"
-            measured[target] = run(label, f"127.0.0.1:{proc.port}", args)  # type: ignore[attr-defined]
+            measured[target] = run(label, f"127.0.0.1:{proc.port}", args)  # type: ignore[attr-defined]  # set by start_ours / start_tansu
         finally:
             proc.terminate()
             proc.wait(10)

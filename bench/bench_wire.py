@@ -46,7 +46,7 @@ def build_request(mode: str, version: int | None) -> bytes:
         return encode_request(18, v, 1, "bench", build(codec(18, v).request_type, values))
     v = 12 if version is None else version
     c = codec(3, v)
-    topic_type = getattr(sys.modules[c.request_type.__module__], "MetadataRequestTopic")
+    topic_type = sys.modules[c.request_type.__module__].MetadataRequestTopic
     topics = (build(topic_type, {"name": "__consumer_offsets", "topic_id": None}),)
     values = {"topics": topics, "allow_auto_topic_creation": False,
               "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}

@@ -14,7 +14,7 @@ import uvloop
 # kio registers hypothesis strategies for its types whenever hypothesis can be imported (it is
 # a test dependency, so a test or dev venv has it); the server never uses them, and that import
 # would cost each start a third of its time. A None entry makes the import fail fast.
-sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # None in sys.modules is Python's documented way to make an import fail
 
 from .config import parse_args  # noqa: E402
 from .server import Server, StartupError  # noqa: E402

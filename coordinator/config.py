@@ -137,7 +137,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         description="Kafka-wire-protocol consumer-group coordinator and stand-in broker. "
         "Every flag can also be set by the environment variable shown.",
     )
-    parser.error = _one_line_error(parser)  # type: ignore[method-assign]
+    parser.error = _one_line_error(parser)  # type: ignore[method-assign]  # argparse's documented way to change how usage errors are reported
     known = set()
     env_errors = []
     for f in fields(Config):

@@ -70,7 +70,7 @@ class Connection(asyncio.Protocol):
     # asyncio.Protocol callbacks -------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # asyncio types the argument as BaseTransport; a stream server's is a Transport
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
@@ -80,7 +80,7 @@ class Connection(asyncio.Protocol):
             return
         # The budget of queued answers: past it the transport calls pause_writing, and
         # this connection builds no more answers and reads no more requests.
-        transport.set_write_buffer_limits(high=self.server.config.connection_max_queued_bytes)  # type: ignore[attr-defined]
+        transport.set_write_buffer_limits(high=self.server.config.connection_max_queued_bytes)  # type: ignore[attr-defined]  # set_write_buffer_limits is on Transport, which a stream server's transport is
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -164,13 +164,13 @@ class Connection(asyncio.Protocol):
         if self.eof:
             self.cancel_abandoned_requests(detach=False)  # (long polls read after the EOF)
         if self.eof and not self.pending and not backlog and not self.closed:
-            self.transport.close()  # type: ignore[union-attr]
+            self.transport.close()  # type: ignore[union-attr]  # set in connection_made, before any data arrives
             return
         self._update_reading()
 
     def _write_ready(self, ready: list[bytes]) -> None:
         if ready and not self.closed:
-            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))  # type: ignore[union-attr]
+            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))  # type: ignore[union-attr]  # set in connection_made, before any data arrives
         ready.clear()
 
     def eof_received(self) -> bool | None:
@@ -205,7 +205,7 @@ class Connection(asyncio.Protocol):
         elif self.pending:
             self.pending.append(_NO_RESPONSE if result is None else result)
         elif result is not None:
-            self.transport.write(result)  # type: ignore[union-attr]
+            self.transport.write(result)  # type: ignore[union-attr]  # set in connection_made, before any data arrives
 
     def _on_done(self, _: asyncio.Future) -> None:
         self.flush_answers()
@@ -255,14 +255,14 @@ class Connection(asyncio.Protocol):
                     return
             pending.popleft()
             if head is not _NO_RESPONSE and head is not None and not self.closed:
-                transport.write(head)  # type: ignore[union-attr]
+                transport.write(head)  # type: ignore[union-attr]  # set in connection_made, before any data arrives
                 wrote = True
         if wrote:
             self.last_active = time.monotonic()
         if self.backlog:
             self.handle_backlog()
         elif self.eof and not pending:
-            transport.close()  # type: ignore[union-attr]
+            transport.close()  # type: ignore[union-attr]  # set in connection_made, before any data arrives
         elif self.reading_paused:  # (only a shorter queue can resume it)
             self._update_reading()
 

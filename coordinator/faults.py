@@ -199,8 +199,8 @@ def _failed(ctx: RequestContext, request: Any, rule: Rule) -> Any:
     key = ctx.header.api_key
     if key == PRODUCE and getattr(request, "acks", None) == 0:
         # acks=0: the producer reads no answer, so Kafka reports an error by closing
-        raise CloseConnection(f"fault {rule.id}: {rule.error.name.upper()} on a Produce with acks=0")  # type: ignore[union-attr]
-    return error_response(key, ctx.version, ctx.codec.response_type, request, rule.error)  # type: ignore[arg-type]
+        raise CloseConnection(f"fault {rule.id}: {rule.error.name.upper()} on a Produce with acks=0")  # type: ignore[union-attr]  # a rule that fails requests always has an error
+    return error_response(key, ctx.version, ctx.codec.response_type, request, rule.error)  # type: ignore[arg-type]  # a rule that fails requests always has an error
 
 
 async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any, handler: Callable,
@@ -209,7 +209,7 @@ async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any,
     if rule.stall is not False:
         timeout = None if rule.stall is True else rule.stall / 1000
         try:
-            await asyncio.wait_for(rule.released.wait(), timeout)  # type: ignore[union-attr]
+            await asyncio.wait_for(rule.released.wait(), timeout)  # type: ignore[union-attr]  # a stalling rule always has its release event
         except asyncio.TimeoutError:
             if rule.times == 0:
                 faults._remove(rule, release=False)  # (others it holds keep their own timeouts)
@@ -348,7 +348,7 @@ def _error(error: Any) -> ErrorCode | None:
         except ValueError:
             raise ValueError(f"error: no Kafka error has code {error}") from None
     elif isinstance(error, str):
-        code = ERRORS.get(error.upper().replace("-", "_"))  # type: ignore[assignment]
+        code = ERRORS.get(error.upper().replace("-", "_"))  # type: ignore[assignment]  # None (no such name) is checked on the next line
         if code is None:
             raise ValueError(f"error: unknown Kafka error {error!r} (a name like 'NOT_COORDINATOR', or its code)")
     else:

@@ -22,7 +22,7 @@ while True:
         break
     except OSError:
         if time.monotonic() > deadline:
-            raise SystemExit(f"no server at {BOOTSTRAP}: start it with `make run &`")
+            raise SystemExit(f"no server at {BOOTSTRAP}: start it with `make run &`") from None
         time.sleep(0.2)
 
 admin = KafkaAdminClient(bootstrap_servers=BOOTSTRAP)

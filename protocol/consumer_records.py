@@ -129,7 +129,7 @@ def is_consumer_key_version(version: int) -> bool:
 
 def encode_key(key: object) -> bytes:
     w = _Writer(_KEY_VERSION[type(key)], False)
-    w.string(key.group)  # type: ignore[attr-defined]
+    w.string(key.group)
     member_id = getattr(key, "member_id", None)
     if member_id is not None:
         w.string(member_id)
@@ -218,7 +218,7 @@ def _read_classic_tags(r: _Reader) -> ClassicMemberMetadata | None:
             t.skip_tags()
         t.skip_tags()
         t.end()
-        classic = ClassicMemberMetadata(session_timeout, tuple(protocols))  # type: ignore[arg-type]
+        classic = ClassicMemberMetadata(session_timeout, tuple(protocols))
     return classic
 
 
@@ -226,17 +226,17 @@ def encode_value(value: object) -> bytes:
     w = _Writer(0, True)
     t = type(value)
     if t is ConsumerGroupMetadataValue:
-        w.int32(value.epoch)  # type: ignore[union-attr]
+        w.int32(value.epoch)
     elif t is ConsumerGroupPartitionMetadataValue:
-        w.array_len(len(value.topics))  # type: ignore[union-attr]
-        for tm in value.topics:  # type: ignore[union-attr]
+        w.array_len(len(value.topics))
+        for tm in value.topics:
             _uuid(w, tm.topic_id)
             w.string(tm.topic_name)
             w.int32(tm.num_partitions)
             w.array_len(0)  # PartitionMetadata (racks): none known here
             w.tags()
     elif t is ConsumerGroupMemberMetadataValue:
-        v: ConsumerGroupMemberMetadataValue = value  # type: ignore[assignment]
+        v: ConsumerGroupMemberMetadataValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         w.string(v.instance_id)
         w.string(v.rack_id)
         w.string(v.client_id)
@@ -251,11 +251,11 @@ def encode_value(value: object) -> bytes:
             _classic_tag(w, v.classic_member_metadata)
             return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMetadataValue:
-        w.int32(value.assignment_epoch)  # type: ignore[union-attr]
+        w.int32(value.assignment_epoch)
     elif t is ConsumerGroupTargetAssignmentMemberValue:
-        _partitions(w, value.topic_partitions)  # type: ignore[union-attr]
+        _partitions(w, value.topic_partitions)
     elif t is ConsumerGroupCurrentMemberAssignmentValue:
-        c: ConsumerGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]
+        c: ConsumerGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         w.int32(c.member_epoch)
         w.int32(c.previous_member_epoch)
         w.out.append(c.state & 0xFF)
@@ -288,7 +288,7 @@ def decode_value(key: object, data: bytes) -> object:
                     r.string()
                 r.skip_tags()
             r.skip_tags()
-            topics.append(TopicMetadata(topic_id, name, count))  # type: ignore[arg-type]
+            topics.append(TopicMetadata(topic_id, name, count))
         value = ConsumerGroupPartitionMetadataValue(tuple(topics))
     elif t is ConsumerGroupMemberMetadataKey:
         instance_id, rack_id, client_id, client_host = (r.string(True), r.string(True), r.string(), r.string())
@@ -296,7 +296,7 @@ def decode_value(key: object, data: bytes) -> object:
         regex, rebalance_timeout, assignor = r.string(True), r.int32(), r.string(True)
         classic = _read_classic_tags(r)
         r.end()
-        return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,  # type: ignore[arg-type]
+        return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,
                                                 names, regex, rebalance_timeout, assignor, classic)
     elif t is ConsumerGroupTargetAssignmentMetadataKey:
         value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())

@@ -139,7 +139,7 @@ def _value(f: dataclasses.Field, source: Any, error: ErrorCode) -> Any:
             found = getattr(source, name, None)
             if found is not None:
                 return found
-    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
         return _DEFAULT
     if nullable:
         return None

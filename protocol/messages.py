@@ -368,7 +368,7 @@ def _strip_optional(tp: Any) -> Any:
 
 
 def _primitive_skipper(kind: str | None) -> Any:
-    size = _FIXED_SIZES.get(kind)  # type: ignore[arg-type]
+    size = _FIXED_SIZES.get(kind)
     if size is not None:
         def skip_fixed(buf: bytes, pos: int, end: int, edits: list) -> int:
             pos += size

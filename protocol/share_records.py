@@ -104,9 +104,9 @@ def is_share_key_version(version: int) -> bool:
 
 def encode_key(key: object) -> bytes:
     w = _Writer(_KEY_VERSION[type(key)], False)
-    w.string(key.group)  # type: ignore[attr-defined]
+    w.string(key.group)
     if type(key) in _MEMBER_KEYS:
-        w.string(key.member_id)  # type: ignore[attr-defined]
+        w.string(key.member_id)
     return bytes(w.out)
 
 
@@ -122,10 +122,10 @@ def encode_value(value: object) -> bytes:
     w = _Writer(0, True)
     t = type(value)
     if t is ShareGroupMetadataValue:
-        w.int32(value.epoch)  # type: ignore[union-attr]
-        w.int64(value.metadata_hash)  # type: ignore[union-attr]
+        w.int32(value.epoch)
+        w.int64(value.metadata_hash)
     elif t is ShareGroupMemberMetadataValue:
-        v: ShareGroupMemberMetadataValue = value  # type: ignore[assignment]
+        v: ShareGroupMemberMetadataValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         w.string(v.rack_id)
         w.string(v.client_id)
         w.string(v.client_host)
@@ -133,11 +133,11 @@ def encode_value(value: object) -> bytes:
         for name in v.subscribed_topic_names:
             w.string(name)
     elif t is ShareGroupTargetAssignmentMetadataValue:
-        w.int32(value.assignment_epoch)  # type: ignore[union-attr]
+        w.int32(value.assignment_epoch)
     elif t is ShareGroupTargetAssignmentMemberValue:
-        _partitions(w, value.topic_partitions)  # type: ignore[union-attr]
+        _partitions(w, value.topic_partitions)
     elif t is ShareGroupCurrentMemberAssignmentValue:
-        c: ShareGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]
+        c: ShareGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         w.int32(c.member_epoch)
         w.int32(c.previous_member_epoch)
         w.out.append(c.state & 0xFF)
@@ -161,7 +161,7 @@ def decode_value(key: object, data: bytes) -> object:
     elif t is ShareGroupMemberMetadataKey:
         rack, client_id, client_host = r.string(True), r.string(), r.string()
         names = tuple(r.string() for _ in range(r.array_len()))
-        value = ShareGroupMemberMetadataValue(rack, client_id, client_host, names)  # type: ignore[arg-type]
+        value = ShareGroupMemberMetadataValue(rack, client_id, client_host, names)
     elif t is ShareGroupTargetAssignmentMetadataKey:
         value = ShareGroupTargetAssignmentMetadataValue(r.int32())
     elif t is ShareGroupTargetAssignmentMemberKey:
@@ -236,7 +236,7 @@ def decode_state_key(data: bytes) -> ShareStateKey:
     version = r.int16()
     if version not in (SNAPSHOT_KEY_TYPE, UPDATE_KEY_TYPE):
         raise r.fail(f"unknown share-state record type {version}")
-    key = ShareStateKey(version == SNAPSHOT_KEY_TYPE, r.string(), _read_uuid(r), r.int32())  # type: ignore[arg-type]
+    key = ShareStateKey(version == SNAPSHOT_KEY_TYPE, r.string(), _read_uuid(r), r.int32())
     r.end()
     return key
 

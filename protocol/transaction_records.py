@@ -41,7 +41,7 @@ def decode_key(data: bytes) -> str:
         raise r.fail(f"version {version}")
     txn_id = r.string()
     r.end()
-    return txn_id  # type: ignore[return-value]
+    return txn_id  # type: ignore[return-value]  # the key's id is non-nullable in Kafka's schema; r.string() types every string as nullable
 
 
 def encode_value(v: TransactionLogValue) -> bytes:
@@ -78,7 +78,7 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
     else:
         for _ in range(r.array_len()):
             topic = r.string()
-            partitions[topic] = [r.int32() for _ in range(r.array_len())]  # type: ignore[index]
+            partitions[topic] = [r.int32() for _ in range(r.array_len())]  # type: ignore[index]  # topic names are non-nullable in Kafka's schema; r.string() types every string as nullable
             r.skip_tags()
     last_update, start = r.int64(), r.int64()
     r.skip_tags()

@@ -57,7 +57,8 @@ class Harness:
         self.shard = self.runtime.shard_for(GROUP)
 
     async def hb(self, member_id: str, epoch: int, topics=None, owned=(), **kw) -> HeartbeatResult:
-        r = HeartbeatRequest(GROUP, member_id, epoch, rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 60_000 if epoch == 0 else -1),
+        r = HeartbeatRequest(GROUP, member_id, epoch,
+                             rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 60_000 if epoch == 0 else -1),
                              subscribed_topic_names=topics, owned=None if owned is None else list(owned), **kw)
         got: list[HeartbeatResult] = []
         result = self.shard.consumer.heartbeat(r, got.append)
@@ -68,7 +69,7 @@ class Harness:
 
     @property
     def group(self) -> ConsumerGroup:
-        return self.shard.groups[GROUP]  # type: ignore[return-value]
+        return self.shard.groups[GROUP]  # type: ignore[return-value]  # the test's group is a ConsumerGroup; the shard's map holds every group type
 
     def reload(self) -> "Harness":
         fresh = Harness(MemoryLog(), self.catalog)

@@ -134,7 +134,7 @@ CLIENTS = {
 def check(rows: list[Row]) -> None:
     assert sorted(v for *_, v in rows) == sorted(v for _, v in messages())
     partition_of: dict[bytes, int] = {}
-    for partition, offset, key, _ in rows:
+    for partition, _offset, key, _ in rows:
         assert partition_of.setdefault(key, partition) == partition, f"{key!r} in two partitions"
     for p in range(PARTITIONS):
         offsets = [o for q, o, *_ in rows if q == p]

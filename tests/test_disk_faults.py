@@ -228,7 +228,7 @@ def test_full_disk_with_kafka_python(server_factory, small_disk):
         outcomes, stored = [], 1
         for offset in range(2, 100):  # (a file's last page may take a few more)
             consumer.commit_async({tp: OffsetAndMetadata(offset, "", -1)}, lambda _, result: outcomes.append(result))
-            wait_for(lambda: consumer.poll(timeout_ms=10) is not None and len(outcomes) == offset - 1,
+            wait_for(lambda offset=offset: consumer.poll(timeout_ms=10) is not None and len(outcomes) == offset - 1,
                      what="the commit's answer")
             if isinstance(outcomes[-1], Exception):
                 break

@@ -13,7 +13,7 @@ import time
 from bench.wire_client import WireClient
 from protocol.record_batch import build_batch
 from tests.test_config_apis import BROKER, DYNAMIC_BROKER, DYNAMIC_DEFAULT, alter, by_name, describe, incremental
-from tests.test_data_plane_wire import FETCH, cls, create, fetch_body
+from tests.test_data_plane_wire import FETCH, create, fetch_body
 from tests.test_topic_configs import produce_full
 
 SET, DELETE = 0, 1

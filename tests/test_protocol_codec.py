@@ -488,7 +488,8 @@ def test_metadata_v12_request_hand_built():
 
 def test_metadata_v9_is_the_first_flexible_version():
     assert not codec(METADATA, 8).flexible_request and codec(METADATA, 9).flexible_request
-    raw = header_v2(3, 9, 1, "c") + compact_array([compact_string("t") + NO_TAGS]) + boolean(True) + boolean(False) + boolean(False) + NO_TAGS
+    raw = (header_v2(3, 9, 1, "c") + compact_array([compact_string("t") + NO_TAGS]) + boolean(True) + boolean(False)
+           + boolean(False) + NO_TAGS)
     _, req = decode_request(raw)
     assert [t.name for t in req.topics] == ["t"]
 

@@ -118,7 +118,7 @@ def test_wrong_password_is_refused(server_factory, users_file):
     admin = AdminClient({"bootstrap.servers": s.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                          "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "Wr0ngPa55",
                          "error_cb": errors.append})
-    with pytest.raises(Exception):
+    with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
     deadline = time.monotonic() + 10
     while not errors and time.monotonic() < deadline:

@@ -187,7 +187,7 @@ def test_unsupported_api_closes_connection(server, wire):
         w = wire()
         w.send(frame(raw))
         w.assert_closed()
-        wait_for(lambda: log_text in server.log_text(), what=f"log line {log_text!r}")
+        wait_for(lambda text=log_text: text in server.log_text(), what=f"log line {log_text!r}")
         assert_still_serving(server, wire)
 
 
@@ -227,7 +227,7 @@ def test_bad_input_gets_a_clean_close(server_factory):
             w.assert_closed()
         finally:
             w.close()
-        wait_for(lambda: log_text in server.log_text(), what=f"{case}: log line {log_text!r}")
+        wait_for(lambda text=log_text: text in server.log_text(), what=f"{case}: log line {log_text!r}")
         assert server.proc.poll() is None, f"{case}: the server died"
         w2 = Wire(server.port)
         try:

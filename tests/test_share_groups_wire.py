@@ -128,7 +128,7 @@ async def test_membership_assignment_describe_and_other_group_types(server):
         # DeleteGroups: not while members are there; leaving empties the group.
         deleted = await conn.request(DELETE, 2, request_class(DELETE, 2)(groups_names=("s1",)))
         assert deleted.results[0].error_code == 68  # NON_EMPTY_GROUP
-        for m, epoch in (("a", 3), ("b", 2), ("c", 3)):
+        for m, _epoch in (("a", 3), ("b", 2), ("c", 3)):
             left = await conn.request(SHB, 1, shb("s1", m, -1))
             assert (left.error_code, left.member_epoch) == (0, -1)
         assert (await conn.request(SHB, 1, shb("s1", "a", -1))).error_code == 25

@@ -114,7 +114,7 @@ class TopicAdmin:
                     error, message = E.unknown_topic_id, f"no topic with id {topic_id}"
             if error == E.none:
                 try:
-                    info = await self.topics.delete(name)  # type: ignore[arg-type]
+                    info = await self.topics.delete(name)
                     topic_id = info.topic_id
                 except TopicError as e:
                     error, message = e.code, str(e)

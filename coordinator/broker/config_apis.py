@@ -162,7 +162,7 @@ class ConfigApis:
                 if c.name in current:
                     items = parse(d, current[c.name])
                 elif r.resource_type == TOPIC:
-                    items = list(self.topics.get(r.resource_name).values[c.name])  # type: ignore[union-attr]
+                    items = list(self.topics.get(r.resource_name).values[c.name])  # type: ignore[union-attr]  # the topic was found when the request was validated
                 else:
                     items = list(self.broker.value(c.name) or [])
                 given = parse(d, c.value or "")

@@ -65,7 +65,7 @@ class BrokerConfigs:
         None for a name Kafka does not know (a custom config)."""
         d = BROKER_LOG_CONFIG_DEFS.get(name) or DYNAMIC_DEFS.get(name) or self.static_defs.get(name)
         if d is None and listener_base(name) is not None:
-            base = self.definition(listener_base(name))  # type: ignore[arg-type]
+            base = self.definition(listener_base(name))
             d = None if base is None else ConfigDef(name, base.type, None, base.doc, base.validator)
         return d
 

@@ -309,7 +309,7 @@ class DataPlane:
             plog.append_listeners.append(lambda: self._wake(ref()))
 
     def _wake(self, plog: PartitionLog | None) -> None:
-        for fut in self.waiters.pop(plog, ()):  # type: ignore[arg-type]
+        for fut in self.waiters.pop(plog, ()):
             if not fut.done():
                 fut.set_result(None)
 

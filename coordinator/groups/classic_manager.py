@@ -68,7 +68,7 @@ class ClassicGroupManager:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ClassicGroup(group_id, self.clock.wall())
-        return group  # type: ignore[return-value]
+        return group
 
     @staticmethod
     def resolve(fut: asyncio.Future | None, value: Any) -> None:
@@ -106,7 +106,7 @@ class ClassicGroupManager:
             return JoinResult(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)  # as Kafka's classicGroupJoin
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
-            return self.shard.migration.join(  # type: ignore[arg-type]
+            return self.shard.migration.join(
                 group, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, protocol_type, protocols, require_known_member_id and group_instance_id is None)
         cfg = self.config
@@ -135,7 +135,7 @@ class ClassicGroupManager:
                 else:
                     again.add_done_callback(lambda f: self.resolve(fut, f.result()))
 
-            self.shard.consumer.convert_to_classic(group, converted)  # type: ignore[arg-type]
+            self.shard.consumer.convert_to_classic(group, converted)
             return fut
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
@@ -265,7 +265,7 @@ class ClassicGroupManager:
         replaced = MemberMetadata(
             member_id=new_id, group_instance_id=instance_id, client_id=params[0], client_host=params[1],
             rebalance_timeout=params[3], session_timeout=params[2],
-            subscription=dict(protocols)[group.protocol_name], assignment=old.assignment)  # type: ignore[index]
+            subscription=dict(protocols)[group.protocol_name], assignment=old.assignment)
         record = GroupMetadataValue(
             protocol_type=record.protocol_type, generation=record.generation, protocol=record.protocol,
             leader=new_id if was_leader else record.leader,
@@ -281,7 +281,7 @@ class ClassicGroupManager:
                                               group.protocol_name, current_leader or ""))
                 return
             member = group.members.get(old_id)
-            if member is None or group.static_members.get(instance_id) != old_id:  # type: ignore[arg-type]
+            if member is None or group.static_members.get(instance_id) != old_id:
                 self.resolve(fut, JoinResult(E.unknown_member_id, new_id))  # removed meanwhile
                 return
             self._replace_static_member(group, member, new_id, params)
@@ -313,7 +313,7 @@ class ClassicGroupManager:
         old.client_id, old.client_host = params[0], params[1]
         old.session_timeout_ms, old.rebalance_timeout_ms = params[2], params[3]
         group.members[new_id] = old
-        group.static_members[old.group_instance_id] = new_id  # type: ignore[index]
+        group.static_members[old.group_instance_id] = new_id  # type: ignore[index]  # only static members get here, and they have an instance id
         if group.leader_id == old_id:
             group.leader_id = new_id
         if old_id in group.pending_sync:
@@ -481,7 +481,7 @@ class ClassicGroupManager:
         if type(group) is ShareGroup:
             return SyncResult(E.unknown_member_id)
         if group is not None and type(group) is not ClassicGroup:
-            return self.shard.migration.sync(group, member_id, group_instance_id, generation_id,  # type: ignore[arg-type]
+            return self.shard.migration.sync(group, member_id, group_instance_id, generation_id,
                                              protocol_type, protocol_name)
         if group is None:
             return SyncResult(E.unknown_member_id)
@@ -570,7 +570,7 @@ class ClassicGroupManager:
         if type(group) is ShareGroup:
             return E.unknown_member_id
         if group is not None and type(group) is not ClassicGroup:
-            return self.shard.migration.heartbeat(group, member_id, group_instance_id, generation_id)  # type: ignore[arg-type]
+            return self.shard.migration.heartbeat(group, member_id, group_instance_id, generation_id)
         if group is None:
             return E.unknown_member_id
         if group.is_(S.DEAD):
@@ -632,7 +632,7 @@ class ClassicGroupManager:
             return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
             fut = asyncio.get_running_loop().create_future()
-            now = self.shard.migration.leave(group, members, lambda r: self.resolve(fut, r))  # type: ignore[arg-type]
+            now = self.shard.migration.leave(group, members, lambda r: self.resolve(fut, r))
             return fut if now is None else now
         if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]

@@ -468,7 +468,7 @@ class ConsumerGroupManager:
         group.members[new_id] = new
         group.subscriptions_changed()
         group.changed_members.add(new_id)
-        group.static_members[old.instance_id] = new_id  # type: ignore[index]
+        group.static_members[old.instance_id] = new_id  # type: ignore[index]  # only static members get here, and they have an instance id
         group.target[new_id] = target
         group.set_owned(new, assigned, pending)
         return new

@@ -122,7 +122,7 @@ class OffsetManager:
         elif generation < 0 and not member_id and instance_id is None:
             error = _NONE  # v0-2, or a producer outside the group
         elif type(group).__name__ == "ClassicGroup":
-            error, _ = group.check_member(instance_id, member_id, generation)  # type: ignore[attr-defined]
+            error, _ = group.check_member(instance_id, member_id, generation)  # type: ignore[attr-defined]  # the class-name check above narrows to ClassicGroup without importing it
         else:
             error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now(),
                                                  transactional=True)

@@ -168,9 +168,9 @@ class GroupShard:
         for w in failed:
             for key, _ in w.records or ():
                 if type(key) in CONSUMER_KEYS or type(key) is GroupMetadataKey:
-                    groups[key.group] = None  # type: ignore[union-attr]
+                    groups[key.group] = None
                 elif type(key) in SHARE_KEY_TYPES:
-                    shares[key.group] = None  # type: ignore[attr-defined]
+                    shares[key.group] = None
         still_pending = [w.records for w in self.pending if w.records is not None]
         if groups:
             self.consumer.revert(list(groups), still_pending)
@@ -188,7 +188,7 @@ class GroupShard:
                 # A commit from a consumer without group management: Kafka keeps such
                 # offsets under a memberless classic group ("simple group").
                 self.groups[key.group] = ClassicGroup(key.group, self.clock.wall())
-            self.offsets.put(key.group, key.topic, key.partition, value)  # type: ignore[arg-type]
+            self.offsets.put(key.group, key.topic, key.partition, value)  # type: ignore[arg-type]  # an OffsetCommitKey's record is an OffsetCommitValue or a tombstone
         elif type(key) is GroupMetadataKey:
             group = self.groups.get(key.group)
             if value is None:
@@ -198,8 +198,8 @@ class GroupShard:
             if type(group) is ConsumerGroup:
                 return  # a classic group's record from before it became a consumer group
             if group is None:
-                group = self.groups[key.group] = ClassicGroup(key.group, value.current_state_timestamp)  # type: ignore[attr-defined]
-            group.stored = value  # type: ignore[union-attr]
+                group = self.groups[key.group] = ClassicGroup(key.group, value.current_state_timestamp)
+            group.stored = value
         elif type(key) in CONSUMER_KEYS:
             self.consumer.replay(key, value)
         elif type(key) in SHARE_KEYS:
@@ -208,7 +208,7 @@ class GroupShard:
             commit = key.key
             if commit.group not in self.groups:
                 self.groups[commit.group] = ClassicGroup(commit.group, self.clock.wall())
-            self.offsets.put_pending(key.producer_id, commit.group, commit.topic, commit.partition, value)  # type: ignore[arg-type]
+            self.offsets.put_pending(key.producer_id, commit.group, commit.topic, commit.partition, value)  # type: ignore[arg-type]  # an OffsetCommitKey's record is an OffsetCommitValue or a tombstone
         elif type(key) is TxnMarkerKey:
             self.offsets.complete(key.producer_id, key.commit)
         # Other record types (streams groups) are kept in the log, not interpreted.

@@ -732,7 +732,7 @@ class PartitionLog:
         change applies from the next round, as in Kafka."""
         loop = asyncio.get_running_loop()
         next_clean = loop.time() + self.config.cleaner_backoff_ms / 1000
-        next_retention = loop.time() + self.config.maintenance_interval_ms / 1000  # type: ignore[operator]
+        next_retention = loop.time() + self.config.maintenance_interval_ms / 1000
         while True:
             await asyncio.sleep(max(0.0, min(next_clean, next_retention) - loop.time()))
             now = loop.time()

@@ -133,7 +133,7 @@ class Syncer:
                 for d in dirs:  # (rare: a segment was created or deleted)
                     fsync_dir(d)
                 try:
-                    self._aio.fsync_all([seg.fd for seg in files], finish, done.get_loop())  # type: ignore[union-attr]
+                    self._aio.fsync_all([seg.fd for seg in files], finish, done.get_loop())  # type: ignore[union-attr]  # uses_aio is true only once _aio holds an AioFsync
                 except OSError:
                     raise
                 except Exception as e:  # the kernel refused it: rounds of a few files on the loop from now on
@@ -172,7 +172,7 @@ class Syncer:
             self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sync")
         ran = asyncio.get_running_loop().run_in_executor(self._thread, in_thread)
         ran.add_done_callback(lambda f: finish(
-            OSError(errno.ECANCELED, "sync cancelled") if f.cancelled() else f.exception()))  # type: ignore[arg-type]
+            OSError(errno.ECANCELED, "sync cancelled") if f.cancelled() else f.exception()))  # type: ignore[arg-type]  # f.exception() is an Exception or None here, never a bare BaseException
 
     def _finished(self, token: object, done: asyncio.Future[None], work: Work, error: OSError | None) -> None:
         if self._in_flight is token:
@@ -298,7 +298,7 @@ def sync_files(files: list[Segment], dirs: list[Path]) -> None:
 
 
 def _checked_syncfs(fd: int) -> None:
-    if _syncfs(fd) != 0:  # type: ignore[misc]
+    if _syncfs(fd) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"syncfs: {os.strerror(err)}")
 

@@ -42,7 +42,7 @@ class Metrics:
     async def _sample_every(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            self.lag.sample()  # type: ignore[union-attr]
+            self.lag.sample()  # type: ignore[union-attr]  # the sampler starts only after start() set self.lag
 
     async def close(self) -> None:
         if self._sampler is not None:

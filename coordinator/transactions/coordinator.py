@@ -381,7 +381,8 @@ class TransactionCoordinator:
             for tp in [tp for tp in left if tp[0] == OFFSETS_TOPIC]:
                 fut, done = future_and_callback()
                 shard = self.groups.shards[tp[1]]
-                shard.write_marker(meta.producer_id, meta.producer_epoch, commit, lambda error: done(None, error))
+                shard.write_marker(meta.producer_id, meta.producer_epoch, commit,
+                                   lambda error, done=done: done(None, error))
                 if await fut == E.none:
                     left.discard(tp)
             if left:

@@ -85,7 +85,7 @@ def reference(w: Written, skip: set[tuple[int, int]] = frozenset()) -> dict:
     committed: dict[tuple, int] = {}
     generations: dict[str, dict[int, GroupMetadataValue]] = defaultdict(dict)
     rate: Counter = Counter()
-    for group, lp, base, records in w.batches:
+    for _group, lp, base, records in w.batches:
         if (lp, base) in skip:
             continue
         for key, value in records:

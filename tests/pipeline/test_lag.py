@@ -113,7 +113,7 @@ def test_lag_and_verdicts_from_real_clients(spark, server, tmp_path):
     stuck = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="stuck", enable_auto_commit=False)
     current = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="current", enable_auto_commit=False)
     seen = []  # (group, end when committed, committed offset)
-    for round_ in range(4):
+    for _round in range(4):
         for _ in range(3):
             produce_one(producer)
             time.sleep(0.01)
