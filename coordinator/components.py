@@ -58,7 +58,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     offsets_log = await OffsetsLog.open(c.data_dir, c.offsets_partitions, internal)
     txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, internal, topic=TRANSACTION_TOPIC)
     topics = Topics.load(
-        c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,  # type: ignore[arg-type]
+        c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,
                               maintenance_interval_ms=c.log_retention_check_interval_ms, cleaner_backoff_ms=backoff),
         auto_create=c.auto_create_topics, default_partitions=c.num_partitions, offsets_logs=offsets_log.logs,
         broker_configs=broker_configs, brokers=c.brokers)
@@ -73,7 +73,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     ), OffsetConfig(c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
                     topics.partition_keys),  # commits to unknown topics are refused, as Kafka does
         consumer_group_config(c), TopicImage(topics))
-    runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]
+    runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # set here, after the runtime is built, because share groups are configured apart
         c.group_share_session_timeout_ms, c.group_share_heartbeat_interval_ms, c.group_share_max_size,
         c.group_share_record_lock_duration_ms, c.group_share_delivery_attempt_limit,
         c.group_share_partition_max_record_locks, c.share_snapshot_update_records)

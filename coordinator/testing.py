@@ -117,10 +117,10 @@ class Cluster:
 
     def _start_process(self, args: list[str]) -> None:
         args += ["--enable-test-control", "--metrics-port", "0"]
-        self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # type: ignore[union-attr]
+        self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # type: ignore[union-attr]  # a process-backed cluster always has its data dir by now
         self._proc = _subprocess.Popen([sys.executable, "-m", "coordinator", *args], stdout=_subprocess.PIPE,
                                        stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        line = self._proc.stdout.readline().decode()  # type: ignore[union-attr]
+        line = self._proc.stdout.readline().decode()  # type: ignore[union-attr]  # Popen with stdout=PIPE always has stdout
         if not line.startswith("ready"):
             self._proc.wait(5)
             raise RuntimeError(f"the cluster did not start: {line!r} (log: {self._log.name})")
@@ -151,7 +151,7 @@ class Cluster:
             except _subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(5)
-            self._proc.stdout.close()  # type: ignore[union-attr]
+            self._proc.stdout.close()  # type: ignore[union-attr]  # Popen with stdout=PIPE always has stdout
             self._log.close()
             self._proc = None
         if self._own_dir and self.data_dir is not None:
@@ -176,7 +176,7 @@ class Cluster:
 
     def _call(self, coro: Any) -> Any:
         """Run a coroutine on the server's loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)  # type: ignore[arg-type]
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)  # type: ignore[arg-type]  # an in-process cluster's loop is set once its thread runs
 
     def _run(self, fn: Any, *args: Any, **kw: Any) -> Any:
         """Call fn (plain or async) on the server's loop, translating a refused control."""
@@ -193,7 +193,7 @@ class Cluster:
 
     def _http(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self._control_url + path, data=data, method=method,  # type: ignore[operator]
+        request = urllib.request.Request(self._control_url + path, data=data, method=method,  # type: ignore[operator]  # set once the process reported its control port
                                          headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:

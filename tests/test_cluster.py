@@ -79,7 +79,7 @@ async def test_three_brokers_in_metadata_and_describe_cluster_with_replication_f
         assert await create_topic(one, "rf3", 6, 3) == E.none
         assert await create_topic(one, "rf4", 1, 4) == E.invalid_replication_factor  # 3 brokers
         assert await create_topic(one, "rf0", 1, 0) == E.invalid_replication_factor
-        for node, conn in conns.items():
+        for conn in conns.values():
             md = await metadata(conn, "rf3")
             assert sorted(b.node_id for b in md.brokers) == [1, 2, 3]
             assert {b.node_id: b.port for b in md.brokers} == {b["node_id"]: b["port"] for b in kafka_cluster.brokers()}

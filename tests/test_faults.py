@@ -19,6 +19,7 @@ import uvloop
 
 from coordinator.config import parse_args
 from coordinator.server import Server
+from tests.conftest import wait_for
 
 TOPIC = "orders"
 

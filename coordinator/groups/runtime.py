@@ -126,7 +126,7 @@ class CoordinatorRuntime:
         if shard.unloaded:
             complete(E.not_coordinator)
             return
-        events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]
+        events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]  # transactional offsets are OffsetCommitKey records; Event's key union is wider
         w = shard.queue_write(events, complete)
         try:
             self.writer.append_txn_to(shard.partition, records, producer_id, producer_epoch,
