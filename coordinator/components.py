@@ -29,9 +29,12 @@ from .groups.clock import LoopClock
 from .groups.consumer_manager import consumer_group_config
 from .groups.topic_image import TopicImage
 from .groups.runtime import CoordinatorRuntime
+from .groups.group_configs import GroupConfigs, group_config_bounds
 from .groups.share_api import ShareGroupApis
 from .groups.share_manager import ShareGroupConfig
 from .groups.shard import OffsetConfig
+from .share.manager import SharePartitionManager
+from .share.state_log import ShareStateLog
 from .listeners import Listener
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
@@ -83,8 +86,11 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
                            fetch_max_wait_ms=c.fetch_max_wait_ms, fetch_max_bytes=c.fetch_max_bytes,
                            topology=topology)
     TopicAdmin(topics, data_plane.leader_error).register(registry)
-    ConfigApis(topics, cluster).register(registry)
+    config_apis = ConfigApis(topics, cluster)
+    config_apis.register(registry)
     data_plane.register(registry)
+    runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]
+        c.data_dir, group_config_bounds(c))
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
 
@@ -106,9 +112,14 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     runtime.transactions = transactions
     transactions.load()
     transactions.start()
+    share_state = await ShareStateLog.open(c.data_dir, c.share_partitions, c.fsync, c.fsync_interval_ms,
+                                           c.share_snapshot_update_records)
+    share_state.load()
+    shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)
+    shares.register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)
     return Parts(topics, runtime, offsets_log, topology, control,
-                 [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions])
+                 [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares])
 
 
 def _everything(ctx: RequestContext, partition: int) -> int:

@@ -64,6 +64,17 @@ class Config:
                                                    "record before it is archived")
     group_share_partition_max_record_locks: int = _opt(2000, "group.share.partition.max.record.locks: "
                                                        "in-flight records per share-partition")
+    # Bounds on the GROUP config resource's settings (Kafka's names and defaults).
+    group_consumer_min_session_timeout_ms: int = _opt(45000, "group.consumer.min.session.timeout.ms")
+    group_consumer_max_session_timeout_ms: int = _opt(60000, "group.consumer.max.session.timeout.ms")
+    group_consumer_min_heartbeat_interval_ms: int = _opt(5000, "group.consumer.min.heartbeat.interval.ms")
+    group_consumer_max_heartbeat_interval_ms: int = _opt(15000, "group.consumer.max.heartbeat.interval.ms")
+    group_share_min_session_timeout_ms: int = _opt(45000, "group.share.min.session.timeout.ms")
+    group_share_max_session_timeout_ms: int = _opt(60000, "group.share.max.session.timeout.ms")
+    group_share_min_heartbeat_interval_ms: int = _opt(5000, "group.share.min.heartbeat.interval.ms")
+    group_share_max_heartbeat_interval_ms: int = _opt(15000, "group.share.max.heartbeat.interval.ms")
+    group_share_min_record_lock_duration_ms: int = _opt(15000, "group.share.min.record.lock.duration.ms")
+    group_share_max_record_lock_duration_ms: int = _opt(60000, "group.share.max.record.lock.duration.ms")
     share_partitions: int = _opt(50, "partitions of __share_group_state (share.coordinator.state.topic.num.partitions)")
     share_snapshot_update_records: int = _opt(500, "share.coordinator.snapshot.update.records.per.snapshot")
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")

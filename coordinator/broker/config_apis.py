@@ -1,5 +1,6 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topics and this broker) and
-DescribeCluster, answered as a KRaft Kafka broker answers them."""
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topics, this broker, and groups
+through coordinator/groups/group_configs.py) and DescribeCluster, answered as a KRaft Kafka
+broker answers them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .configs import describe_topic
 from .topics import TopicError, Topics, validate_configs, validate_name
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 33, 44, 60
-TOPIC, BROKER = 2, 4  # resource types
+TOPIC, BROKER, GROUP = 2, 4, 32  # resource types
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 ENDPOINT_BROKERS = 1
 
@@ -23,6 +24,7 @@ class ConfigApis:
         self.topics = topics
         self.broker = topics.broker_configs
         self.cluster = cluster  # coordinator.cluster.Cluster: brokers and authorized operations
+        self.group_configs: Any = None  # coordinator.groups.group_configs.GroupConfigs, when wired in
 
     def register(self, registry: Registry) -> None:
         registry.add(DESCRIBE_CONFIGS, range(0, 5), self.describe_configs)
@@ -63,6 +65,8 @@ class ConfigApis:
             return describe_topic(info.configs, self.broker)
         if resource_type == BROKER:
             return self.broker.describe_broker(name)
+        if resource_type == GROUP and self.group_configs is not None:
+            return self.group_configs.describe(name)
         raise ConfigError(f"Unsupported resource type {resource_type}", E.invalid_request)
 
     def _topic(self, name: str) -> Any:
@@ -132,6 +136,11 @@ class ConfigApis:
             else:
                 await self.broker.replace(r.resource_name, broker_settings)
                 self.topics.broker_configs_changed()
+        elif r.resource_type == GROUP and self.group_configs is not None:
+            settings = new_settings(self.group_configs.layer(r.resource_name), r)
+            self.group_configs.validate(settings)
+            if not validate_only:
+                self.group_configs.replace(r.resource_name, {k: v for k, v in settings.items() if v is not None})
         else:
             raise ConfigError(f"Unsupported resource type {r.resource_type}", E.invalid_request)
 
@@ -144,6 +153,8 @@ class ConfigApis:
             raise ConfigError(f"Error due to duplicate config keys : {', '.join(dupes)}", E.invalid_request)
         _refuse_null_values([c for c in r.configs if c.config_operation != DELETE])
         defs = TOPIC_CONFIG_DEFS if r.resource_type == TOPIC else BROKER_LOG_CONFIG_DEFS
+        if r.resource_type == GROUP:
+            defs = {}  # (no group config is a list: APPEND and SUBTRACT are refused below)
         settings: dict[str, str | None] = dict(current)
         for c in r.configs:
             op = c.config_operation
@@ -153,6 +164,10 @@ class ConfigApis:
                 settings.pop(c.name, None)
             elif op in (APPEND, SUBTRACT):
                 d = defs.get(c.name) or (self.broker.definition(c.name) if r.resource_type == BROKER else None)
+                if d is None and r.resource_type == GROUP:
+                    raise ConfigError(f"Config value append is not allowed for config key: {c.name}"
+                                      if op == APPEND else
+                                      f"Config value subtract is not allowed for config key: {c.name}")
                 if d is None:
                     raise ConfigError(f"Unknown config name: {c.name}")
                 if d.type != LIST:

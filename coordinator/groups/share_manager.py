@@ -99,9 +99,11 @@ class ShareGroupManager:
         self.stored: dict[str, dict[Any, Any]] = {}
         # the same with the shard's pending writes applied: what live state is built from
         self.written: dict[str, dict[Any, Any]] = {}
-        # called with (group id, member id) when a member leaves or is fenced: its share
-        # sessions and acquired records are let go (Kafka's ShareGroupListener)
-        self.member_left: list[Callable[[str, str], None]] = []
+        # called with (group id, member id) when a member is fenced (its session expired):
+        # its share session and acquired records are let go (Kafka's ShareGroupListener). A
+        # member that leaves closes its share session itself (a final ShareFetch or
+        # ShareAcknowledge, which may come after its leave).
+        self.member_fenced: list[Callable[[str, str], None]] = []
 
     @property
     def config(self) -> ShareGroupConfig:
@@ -321,7 +323,7 @@ class ShareGroupManager:
         self.remove(group, member)
         return ShareHeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0), group
 
-    def remove(self, group: ShareGroup, member: ShareMember) -> None:
+    def remove(self, group: ShareGroup, member: ShareMember, fenced: bool = False) -> None:
         """A member leaves or is fenced: the others share its partitions from the next epoch."""
         group.remove_member(member)
         group.group_epoch += 1
@@ -329,8 +331,9 @@ class ShareGroupManager:
         group.metadata_hash = metadata_hash(group.subscription_metadata)
         self.compute_target(group)
         group.dirty = True
-        for listener in self.member_left:
-            listener(group.group_id, member.member_id)
+        if fenced:
+            for listener in self.member_fenced:
+                listener(group.group_id, member.member_id)
 
     def touch(self, group: ShareGroup, member: ShareMember) -> None:
         """A sign of life: the session starts over."""
@@ -347,7 +350,7 @@ class ShareGroupManager:
             return
         member.session_timer = None
         log.info("group %s: share member %s fenced: session expired", group.group_id, member.member_id)
-        self.remove(group, member)
+        self.remove(group, member, fenced=True)
         self.persist(group, lambda error: None)
 
     # assignment -----------------------------------------------------------------------

@@ -1,0 +1,200 @@
+"""Group configs: the GROUP config resource (type 32) of DescribeConfigs and
+IncrementalAlterConfigs / AlterConfigs, as Kafka's GroupConfig and GroupConfigManager.
+
+Per group id, overrides of the broker's group settings: `consumer.session.timeout.ms`,
+`consumer.heartbeat.interval.ms` (KIP-848 groups), `share.session.timeout.ms`,
+`share.heartbeat.interval.ms`, `share.record.lock.duration.ms`, `share.auto.offset.reset`,
+`share.isolation.level` (KIP-932). Names, defaults and checks are Kafka 4.2's: an unknown
+name is INVALID_CONFIG "Unknown group config name: X", a value outside the broker's
+min/max bounds INVALID_CONFIG with GroupConfig.validateValues' message. A group id need not
+exist (Kafka allows configs ahead of the group). Kept in `group-configs.json` in the data
+dir (written atomically), where Kafka keeps them in its metadata log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..broker.config_defs import INT, STRING, ConfigError
+from ..broker.configs import Entry
+
+FILE = "group-configs.json"
+GROUP_CONFIG, DEFAULT_CONFIG = 8, 5  # DescribeConfigs config sources
+_DURATION = re.compile(r"^P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The broker settings group configs are checked against (Kafka's names and defaults)."""
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms (the default)
+    consumer_min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
+    consumer_max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
+    share_session_timeout_ms: int = 45_000
+    share_min_session_timeout_ms: int = 45_000
+    share_max_session_timeout_ms: int = 60_000
+    share_heartbeat_interval_ms: int = 5_000
+    share_min_heartbeat_interval_ms: int = 5_000
+    share_max_heartbeat_interval_ms: int = 15_000
+    share_record_lock_duration_ms: int = 30_000
+    share_min_record_lock_duration_ms: int = 15_000
+    share_max_record_lock_duration_ms: int = 60_000
+
+
+# name -> (type, the Bounds field of its default and bounds (None: a string), documentation)
+DEFS: dict[str, tuple[int, str | None, str]] = {
+    "consumer.session.timeout.ms": (INT, "consumer_session_timeout_ms",
+                                    "The timeout to detect client failures when using the consumer group protocol."),
+    "consumer.heartbeat.interval.ms": (INT, "consumer_heartbeat_interval_ms",
+                                       "The heartbeat interval given to the members of a consumer group."),
+    "share.session.timeout.ms": (INT, "share_session_timeout_ms",
+                                 "The timeout to detect client failures when using the share group protocol."),
+    "share.heartbeat.interval.ms": (INT, "share_heartbeat_interval_ms",
+                                    "The heartbeat interval given to the members of a share group."),
+    "share.record.lock.duration.ms": (INT, "share_record_lock_duration_ms",
+                                      "The record acquisition lock duration in milliseconds for share groups."),
+    "share.auto.offset.reset": (STRING, None, "The strategy to initialize the share-partition start offset: "
+                                "earliest, latest or by_duration:<ISO-8601 duration>."),
+    "share.isolation.level": (STRING, None, "Controls how to read records written transactionally: "
+                              "read_committed or read_uncommitted."),
+}
+STRING_DEFAULTS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
+_BROKER_NAMES = {  # the broker config each bound is (for the error messages)
+    "consumer_min_session_timeout_ms": "group.consumer.min.session.timeout.ms",
+    "consumer_max_session_timeout_ms": "group.consumer.max.session.timeout.ms",
+    "consumer_min_heartbeat_interval_ms": "group.consumer.min.heartbeat.interval.ms",
+    "consumer_max_heartbeat_interval_ms": "group.consumer.max.heartbeat.interval.ms",
+    "share_min_session_timeout_ms": "group.share.min.session.timeout.ms",
+    "share_max_session_timeout_ms": "group.share.max.session.timeout.ms",
+    "share_min_heartbeat_interval_ms": "group.share.min.heartbeat.interval.ms",
+    "share_max_heartbeat_interval_ms": "group.share.max.heartbeat.interval.ms",
+    "share_min_record_lock_duration_ms": "group.share.min.record.lock.duration.ms",
+    "share_max_record_lock_duration_ms": "group.share.max.record.lock.duration.ms",
+}
+
+
+def group_config_bounds(c: Any) -> Bounds:
+    """From the server's flags."""
+    return Bounds(
+        c.group_consumer_session_timeout_ms, c.group_consumer_min_session_timeout_ms,
+        c.group_consumer_max_session_timeout_ms, c.group_consumer_heartbeat_interval_ms,
+        c.group_consumer_min_heartbeat_interval_ms, c.group_consumer_max_heartbeat_interval_ms,
+        c.group_share_session_timeout_ms, c.group_share_min_session_timeout_ms, c.group_share_max_session_timeout_ms,
+        c.group_share_heartbeat_interval_ms, c.group_share_min_heartbeat_interval_ms,
+        c.group_share_max_heartbeat_interval_ms, c.group_share_record_lock_duration_ms,
+        c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms)
+
+
+def valid_auto_offset_reset(value: str) -> bool:
+    if value in ("earliest", "latest"):
+        return True
+    return value.startswith("by_duration:") and bool(_DURATION.match(value.split(":", 1)[1]))
+
+
+class GroupConfigs:
+    def __init__(self, data_dir: Path | None, bounds: Bounds | None = None) -> None:
+        self.data_dir = data_dir
+        self.bounds = bounds or Bounds()
+        self.configs: dict[str, dict[str, str]] = {}
+        if data_dir is not None and (data_dir / FILE).exists():
+            self.configs = json.loads((data_dir / FILE).read_text())
+
+    def get(self, group_id: str, name: str) -> str | None:
+        """The group's own setting, or None (the broker's applies)."""
+        return self.configs.get(group_id, {}).get(name)
+
+    def layer(self, group_id: str) -> dict[str, str]:
+        return dict(self.configs.get(group_id, {}))
+
+    def describe(self, group_id: str) -> list[Entry]:
+        if not group_id:
+            raise ConfigError("Group id must not be empty.", E.invalid_request)
+        own = self.configs.get(group_id, {})
+        out = []
+        for name, (kind, field_name, doc) in DEFS.items():
+            default = STRING_DEFAULTS[name] if field_name is None else str(getattr(self.bounds, field_name))
+            if name in own:
+                out.append(Entry(name, own[name], GROUP_CONFIG, False, kind, doc,
+                                 ((name, own[name], GROUP_CONFIG), (name, default, DEFAULT_CONFIG))))
+            else:
+                out.append(Entry(name, default, DEFAULT_CONFIG, False, kind, doc, ((name, default, DEFAULT_CONFIG),)))
+        return out
+
+    def validate(self, settings: dict[str, str | None]) -> None:
+        """Kafka's GroupConfig.validate: names, types, then validateValues against the broker's bounds."""
+        for name in settings:
+            if name not in DEFS:
+                raise ConfigError(f"Unknown group config name: {name}")
+        values: dict[str, Any] = {}
+        for name, (kind, field_name, _) in DEFS.items():
+            raw = settings.get(name)
+            if raw is None:
+                values[name] = STRING_DEFAULTS[name] if field_name is None else getattr(self.bounds, field_name)
+                continue
+            if kind == INT:
+                try:
+                    values[name] = int(raw.strip())
+                except ValueError:
+                    raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT") \
+                        from None
+                if not -(2**31) <= values[name] < 2**31:
+                    raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
+                least = 1000 if name == "share.record.lock.duration.ms" else 1
+                if values[name] < least:
+                    raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be at least {least}")
+            else:
+                values[name] = raw
+        b = self.bounds
+        for name, lo, hi in (
+                ("consumer.heartbeat.interval.ms", "consumer_min_heartbeat_interval_ms",
+                 "consumer_max_heartbeat_interval_ms"),
+                ("consumer.session.timeout.ms", "consumer_min_session_timeout_ms", "consumer_max_session_timeout_ms"),
+                ("share.heartbeat.interval.ms", "share_min_heartbeat_interval_ms", "share_max_heartbeat_interval_ms"),
+                ("share.session.timeout.ms", "share_min_session_timeout_ms", "share_max_session_timeout_ms"),
+                ("share.record.lock.duration.ms", "share_min_record_lock_duration_ms",
+                 "share_max_record_lock_duration_ms")):
+            if values[name] < getattr(b, lo):
+                raise ConfigError(f"{name} must be greater than or equal to {_BROKER_NAMES[lo]}")
+            if values[name] > getattr(b, hi):
+                raise ConfigError(f"{name} must be less than or equal to {_BROKER_NAMES[hi]}")
+        if values["consumer.session.timeout.ms"] <= values["consumer.heartbeat.interval.ms"]:
+            raise ConfigError("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")
+        if values["share.session.timeout.ms"] <= values["share.heartbeat.interval.ms"]:
+            raise ConfigError("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
+        reset = values["share.auto.offset.reset"]
+        if not valid_auto_offset_reset(reset):
+            raise ConfigError(f"Invalid value {reset} for configuration share.auto.offset.reset: the value must be "
+                              "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
+        level = values["share.isolation.level"]
+        if level not in ("read_committed", "read_uncommitted"):
+            raise ConfigError(f"Invalid value {level} for configuration share.isolation.level: String must be one "
+                              "of: read_committed, read_uncommitted")
+
+    def replace(self, group_id: str, settings: dict[str, str]) -> None:
+        if not group_id:
+            raise ConfigError("Group id must not be empty.", E.invalid_request)
+        if settings:
+            self.configs[group_id] = dict(settings)
+        else:
+            self.configs.pop(group_id, None)
+        self._save()
+
+    def _save(self) -> None:
+        if self.data_dir is None:
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.data_dir / (FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.configs, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.data_dir / FILE)

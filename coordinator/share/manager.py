@@ -1,0 +1,517 @@
+"""ShareFetch (78) and ShareAcknowledge (79): Kafka's SharePartitionManager, the share
+sessions (ShareSessionCache) and the wire handlers.
+
+A member's share session (group id, member id) holds the partitions it fetches from and an
+epoch: 0 opens one (replacing the member's old one), -1 closes it (acknowledgements only),
+any other epoch must be the session's (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH)
+and moves it on by one. A request's acknowledgements are applied first, then records are
+acquired from the session's partitions, long-polling up to max_wait for some. Every state
+change of a share-partition is written to `__share_group_state` before the answer that
+reports it (an acknowledgement, an acquisition with its delivery count), so after a crash
+nothing acknowledged is delivered again, and what was acquired comes back Available with
+the deliveries it has had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import Registry, RequestContext, ms
+from ..log.partition import PartitionLog, StorageError
+from .partition import DATA, SKIP, AckError, SharePartition
+from .state_log import Key, ShareStateLog
+
+log = logging.getLogger(__name__)
+
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+RECORD_LIMIT = 1  # ShareFetch v2 share_acquire_mode: never more than max_records
+
+
+@dataclass
+class ShareSession:
+    """Kafka's ShareSession: the partitions a member fetches from, and the next epoch."""
+    group_id: str
+    member_id: str
+    epoch: int = 1
+    partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+
+
+class RequestError(Exception):
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def parse_duration_ms(text: str) -> int | None:
+    """java.time.Duration.parse's ISO-8601 form (PnDTnHnMn.nS), as share.auto.offset.reset's
+    by_duration takes it; None if it is not one."""
+    m = _DURATION.match(text.upper())
+    if m is None or text.upper() in ("P", "PT") or text.upper().endswith("T"):
+        return None
+    days, hours, minutes, seconds = m.groups()
+    return int(((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
+               + float(seconds or 0) * 1000)
+
+
+class SharePartitionManager:
+    def __init__(self, topics: Any, data_plane: Any, groups: Any, state: ShareStateLog, config: Any,
+                 node_id: int, advertised: Any = None) -> None:
+        self.topics = topics
+        self.data_plane = data_plane
+        self.groups = groups  # the CoordinatorRuntime: group configs and membership
+        self.state = state
+        self.config = config  # ShareGroupConfig
+        self.node_id = node_id
+        self.partitions: dict[Key, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.waiters: dict[Key, set[asyncio.Future]] = {}
+        self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
+        self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
+        self.loading: dict[Key, asyncio.Future] = {}
+        for shard in groups.shards:
+            shard.share.member_fenced.append(self.member_fenced)
+
+    def register(self, registry: Registry) -> None:
+        registry.add(SHARE_FETCH, range(1, 3), self.share_fetch, cancel_on_close=True)
+        registry.add(SHARE_ACKNOWLEDGE, range(1, 3), self.share_acknowledge)
+
+    # settings ---------------------------------------------------------------------------
+
+    def _setting(self, group_id: str, name: str) -> str | None:
+        configs = getattr(self.groups, "group_configs", None)
+        return configs.get(group_id, name) if configs is not None else None
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        value = self._setting(group_id, "share.record.lock.duration.ms")
+        return self.config.record_lock_duration_ms if value is None else int(value)
+
+    # share-partitions -------------------------------------------------------------------
+
+    def _plog(self, topic_id: uuid.UUID, partition: int) -> tuple[int, PartitionLog | None]:
+        info = self.topics.by_id.get(topic_id)
+        if info is None:
+            return E.unknown_topic_id, None
+        if not 0 <= partition < info.partitions:
+            return E.unknown_topic_or_partition, None
+        return E.none, info.logs[partition]
+
+    async def share_partition(self, key: Key, plog: PartitionLog) -> SharePartition:
+        """The share-partition, loaded from `__share_group_state` or, the first time,
+        started where share.auto.offset.reset says (its first snapshot written first)."""
+        sp = self.partitions.get(key)
+        if sp is not None:
+            if sp.start < plog.log_start_offset:  # records deleted (retention, DeleteRecords) under it
+                sp.reset(plog.log_start_offset)
+            return sp
+        pending = self.loading.get(key)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return self.partitions[key]
+        fut = self.loading[key] = asyncio.get_running_loop().create_future()
+        try:
+            kw = {"max_delivery": self.config.delivery_attempt_limit,
+                  "max_in_flight": self.config.partition_max_record_locks}
+            stored = self.state.states.get(key)
+            if stored is not None:
+                sp = SharePartition.restored(stored.start, stored.records, **kw)
+                if sp.start < plog.log_start_offset:
+                    sp.reset(plog.log_start_offset)
+            else:
+                sp = SharePartition(self._reset_offset(key[0], plog), **kw)
+                await self._persist(key, sp, None, full=True)
+            self.partitions[key] = sp
+            fut.set_result(None)
+            return sp
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # (retrieved: the waiters get it through shield)
+            raise
+        finally:
+            del self.loading[key]
+
+    def _reset_offset(self, group_id: str, plog: PartitionLog) -> int:
+        """share.auto.offset.reset: latest (Kafka's default), earliest, or by_duration:<ISO-8601>."""
+        reset = self._setting(group_id, "share.auto.offset.reset") or "latest"
+        if reset == "earliest":
+            return plog.log_start_offset
+        if reset.startswith("by_duration:"):
+            duration = parse_duration_ms(reset.split(":", 1)[1]) or 0
+            found = plog.offset_for_timestamp(int(time.time() * 1000) - duration)
+            return found[0] if found is not None else plog.high_watermark
+        return plog.high_watermark
+
+    def _persist(self, key: Key, sp: SharePartition, changed: list[int] | None, full: bool = False) -> asyncio.Future:
+        """Write the share-partition's change (the changed offsets' state batches and its
+        start); the future is done once durable (or fails with the write's error)."""
+        fut = asyncio.get_running_loop().create_future()
+        runs = list(sp.state_runs(None if full else changed))
+
+        def done(error: BaseException | None) -> None:
+            if fut.done():
+                return
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+        try:
+            self.state.write(key, sp.start, runs, int(time.time() * 1000), done, full=full)
+        except Exception as e:  # (a value the schema cannot hold)
+            done(e)
+        return fut
+
+    # locks and waiting ------------------------------------------------------------------
+
+    def _schedule_expiry(self, key: Key, sp: SharePartition) -> None:
+        deadline = sp.next_deadline()
+        if deadline is None:
+            return
+        current = self.timers.get(key)
+        if current is not None and current[0] <= deadline:
+            return
+        if current is not None:
+            current[1].cancel()
+        loop = asyncio.get_running_loop()
+        self.timers[key] = (deadline, loop.call_at(deadline, self._expire, key))
+
+    def _expire(self, key: Key) -> None:
+        """Acquisition locks that ran out: the records are Available again (or Archived at
+        the delivery limit), as Kafka's AcquisitionLockTimerTask."""
+        self.timers.pop(key, None)
+        sp = self.partitions.get(key)
+        if sp is None:
+            return
+        changed = sp.release(now=asyncio.get_running_loop().time())
+        if changed:
+            log.debug("share-partition %s: %d acquisition locks expired", key, len(changed))
+            self._persist_quietly(key, sp, changed)
+            self._wake(key)
+        self._schedule_expiry(key, sp)
+
+    def _persist_quietly(self, key: Key, sp: SharePartition, changed: list[int]) -> None:
+        fut = self._persist(key, sp, changed)
+        fut.add_done_callback(lambda f: f.exception() and log.warning(
+            "share-partition %s: its state could not be written: %s", key, f.exception()))
+
+    def _wake(self, key: Key) -> None:
+        for fut in self.waiters.pop(key, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def _watch(self, key: Key, plog: PartitionLog) -> None:
+        """Produced records wake the share fetches waiting on the partition."""
+        if plog not in self.watched:
+            self.watched.add(plog)
+            ref = weakref.ref(plog)
+            plog.append_listeners.append(lambda: self._wake_log(ref()))
+
+    def _wake_log(self, plog: PartitionLog | None) -> None:
+        if plog is None:
+            return
+        for key in list(self.waiters):
+            err, other = self._plog(key[1], key[2])
+            if other is plog:
+                self._wake(key)
+
+    def member_fenced(self, group_id: str, member_id: str) -> None:
+        """The member's group session expired (Kafka's ShareGroupListener): its share
+        session goes and its acquired records are released."""
+        session = self.sessions.pop((group_id, member_id), None)
+        if session is not None:
+            self._release(session, session.partitions)
+
+    def _release(self, session: ShareSession, partitions: set[tuple[uuid.UUID, int]]) -> None:
+        for topic_id, partition in partitions:
+            key = (session.group_id, topic_id, partition)
+            sp = self.partitions.get(key)
+            if sp is None:
+                continue
+            changed = sp.release(member=session.member_id)
+            if changed:
+                self._persist_quietly(key, sp, changed)
+                self._wake(key)
+
+    # requests ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _merged(topics: Any) -> dict[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]]:
+        """(topic id, partition) -> acknowledgement batches; a topic or partition listed
+        twice (librdkafka lists partitions to add and to acknowledge apart) is one."""
+        out: dict[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]] = {}
+        for t in topics:
+            for p in t.partitions:
+                acks = out.setdefault((t.topic_id, p.partition_index), [])
+                acks.extend((b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                            for b in p.acknowledgement_batches)
+        return out
+
+    def _session(self, group_id: str | None, member_id: str | None, epoch: int, has_acks: bool) -> ShareSession | None:
+        """Kafka's ShareSessionCache / SharePartitionManager.newContext checks."""
+        if not group_id:
+            raise RequestError(E.invalid_group_id, "The group id must not be empty.")
+        if not member_id:
+            raise RequestError(E.invalid_request, "The member id must not be empty.")
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            if has_acks:
+                raise RequestError(E.invalid_request, "Acknowledge data present on initial share session request.")
+            old = self.sessions.pop(key, None)
+            if old is not None:
+                self._release(old, old.partitions)
+            session = self.sessions[key] = ShareSession(group_id, member_id)
+            return session
+        session = self.sessions.get(key)
+        if session is None:
+            raise RequestError(E.share_session_not_found, f"Share session not found for member {member_id}.")
+        if epoch == FINAL_EPOCH:
+            return session
+        if epoch != session.epoch:
+            raise RequestError(E.invalid_share_session_epoch,
+                               f"Share session epoch {epoch} does not match the expected {session.epoch}.")
+        session.epoch += 1
+        return session
+
+    async def _acknowledge(self, session: ShareSession, acks: dict[tuple[uuid.UUID, int], list],
+                           renew: bool) -> dict[tuple[uuid.UUID, int], tuple[int, str | None]]:
+        """Apply each partition's acknowledgements (all or nothing per partition) and make
+        them durable; (error, message) per partition."""
+        results: dict[tuple[uuid.UUID, int], tuple[int, str | None]] = {}
+        writes = []
+        group_id = session.group_id
+        for tp, batches in acks.items():
+            if not batches:
+                continue
+            error, plog = self._plog(*tp)
+            if plog is None:
+                results[tp] = (error, None)
+                continue
+            key = (group_id, *tp)
+            sp = self.partitions.get(key)
+            if sp is None:
+                results[tp] = (E.invalid_record_state, "The share-partition has no acquired records.")
+                continue
+            try:
+                deadline = asyncio.get_running_loop().time() + self.lock_duration_ms(group_id) / 1000
+                changed = sp.acknowledge(session.member_id, batches, renew_allowed=renew, renew_deadline=deadline)
+            except AckError as e:
+                results[tp] = (e.code, e.message)
+                continue
+            results[tp] = (E.none, None)
+            if changed:
+                writes.append((tp, self._persist(key, sp, changed)))
+                self._wake(key)
+            self._schedule_expiry(key, sp)
+        for tp, fut in writes:
+            try:
+                await fut
+            except Exception as e:
+                log.warning("share-partition %s-%s: acknowledgement not written: %s", group_id, tp, e)
+                results[tp] = (E.kafka_storage_error if isinstance(e, OSError) else E.unknown_server_error, None)
+        return results
+
+    def _log_batches(self, plog: PartitionLog, start: int, read_committed: bool) -> Iterator[tuple[int, int, int]]:
+        """(base, last, DATA or SKIP) of the log's batches from `start`, up to the high
+        watermark (read_uncommitted) or the last stable offset (read_committed, with the
+        batches of aborted transactions skipped, as Kafka 4.1+ archives them)."""
+        if read_committed:
+            txns = self.data_plane.txn_state(plog)
+            limit = txns.last_stable_offset(plog.high_watermark)
+            aborted = txns.aborted
+        else:
+            limit, aborted = plog.high_watermark, []
+        for h, _ in plog.batches(start):
+            if h.base_offset >= limit:
+                return
+            last = min(h.last_offset, limit - 1)
+            skip = h.is_control or (h.is_transactional and any(
+                pid == h.producer_id and first <= h.base_offset <= end for pid, first, end in aborted))
+            yield h.base_offset, last, SKIP if skip else DATA
+
+    @staticmethod
+    def _records(plog: PartitionLog, ranges: list[tuple[int, int, int]]) -> bytes:
+        """The stored batches holding the acquired offsets (served as they are stored)."""
+        if not ranges:
+            return b""
+        out = []
+        last = ranges[-1][1]
+        i = 0
+        for h, data in plog.batches(ranges[0][0]):
+            if h.base_offset > last:
+                break
+            while i < len(ranges) and ranges[i][1] < h.base_offset:
+                i += 1
+            if i < len(ranges) and ranges[i][0] <= h.last_offset:
+                out.append(data)
+        return b"".join(out)
+
+    async def _acquire(self, session: ShareSession, max_records: int, strict: bool
+                       ) -> dict[tuple[uuid.UUID, int], tuple[int, list, bytes]]:
+        """Acquire from the session's partitions, up to max_records in all; (error,
+        ranges, records) per partition that has records or an error."""
+        out: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
+        group_id = session.group_id
+        read_committed = self._setting(group_id, "share.isolation.level") == "read_committed"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.lock_duration_ms(group_id) / 1000
+        writes = []
+        left = max_records
+        for tp in sorted(session.partitions, key=lambda tp: (tp[0].bytes, tp[1])):
+            error, plog = self._plog(*tp)
+            if plog is None:
+                out[tp] = (error, [], b"")
+                continue
+            if left <= 0:
+                continue
+            key = (group_id, *tp)
+            try:
+                sp = await self.share_partition(key, plog)
+            except (OSError, StorageError) as e:
+                log.warning("share-partition %s: its state could not be initialized: %s", key, e)
+                out[tp] = (E.kafka_storage_error, [], b"")
+                continue
+            if plog.offline is not None:
+                out[tp] = (E.kafka_storage_error, [], b"")
+                continue
+            ranges, changed = sp.acquire(session.member_id, deadline, left,
+                                         self._log_batches(plog, sp.end, read_committed), strict=strict)
+            if changed:
+                writes.append(self._persist(key, sp, changed))
+            if ranges:
+                left -= sum(last - first + 1 for first, last, _ in ranges)
+                out[tp] = (E.none, ranges, self._records(plog, ranges))
+                self._schedule_expiry(key, sp)
+        for fut in writes:
+            await fut  # the deliveries are counted on disk before the records go out
+        return out
+
+    async def _wait(self, session: ShareSession, timeout: float) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        keys = []
+        for tp in session.partitions:
+            error, plog = self._plog(*tp)
+            if plog is None:
+                continue
+            key = (session.group_id, *tp)
+            self._watch(key, plog)
+            self.waiters.setdefault(key, set()).add(fut)
+            keys.append(key)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiting = self.waiters.get(key)
+                if waiting is not None:
+                    waiting.discard(fut)
+                    if not waiting:
+                        del self.waiters[key]
+
+    # ShareFetch -------------------------------------------------------------------------
+
+    async def share_fetch(self, ctx: RequestContext, req: Any) -> Any:
+        lock_ms = self.lock_duration_ms(req.group_id or "")
+        acks = self._merged(req.topics)
+        renew = bool(getattr(req, "is_renew_ack", False))
+        try:
+            session = self._session(req.group_id, req.member_id, req.share_session_epoch,
+                                    any(acks.values()))
+        except RequestError as e:
+            return ctx.response(throttle_time=0, error_code=e.code, error_message=e.message,
+                                acquisition_lock_timeout=lock_ms, responses=(), node_endpoints=())
+        final = req.share_session_epoch == FINAL_EPOCH
+        if not final:
+            session.partitions.update(acks)
+            forgotten = {(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions}
+            if forgotten:
+                session.partitions.difference_update(forgotten)
+                self._release(session, forgotten)
+        ack_results = await self._acknowledge(session, acks, renew)
+        fetched: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
+        if final:
+            self.sessions.pop((session.group_id, session.member_id), None)
+            self._release(session, session.partitions)
+        elif req.max_records > 0 and not renew:
+            strict = getattr(req, "share_acquire_mode", 0) == RECORD_LIMIT
+            fetched = await self._acquire(session, req.max_records, strict)
+            wait = min(ms(req.max_wait), self.data_plane.fetch_max_wait_ms) / 1000
+            end = asyncio.get_running_loop().time() + wait
+            while not any(ranges for _, ranges, _ in fetched.values()) and not self.data_plane.draining:
+                left = end - asyncio.get_running_loop().time()
+                if left <= 0 or self.sessions.get((session.group_id, session.member_id)) is not session:
+                    break
+                await self._wait(session, left)
+                fetched = await self._acquire(session, req.max_records, strict)
+        listed = set(acks) if req.share_session_epoch != INITIAL_EPOCH else set(acks) | session.partitions
+        by_topic: dict[uuid.UUID, list] = {}
+        for tp in sorted(listed | set(fetched) | set(ack_results), key=lambda tp: (tp[0].bytes, tp[1])):
+            error, ranges, records = fetched.get(tp, (E.none, [], b""))
+            ack_error, ack_message = ack_results.get(tp, (E.none, None))
+            by_topic.setdefault(tp[0], []).append(ctx.nested(
+                "PartitionData", partition_index=tp[1], error_code=error, acknowledge_error_code=ack_error,
+                acknowledge_error_message=ack_message,
+                current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0),
+                records=records, acquired_records=tuple(
+                    ctx.nested("AcquiredRecords", first_offset=f, last_offset=l, delivery_count=c)
+                    for f, l, c in ranges)))
+        return ctx.response(throttle_time=0, error_code=E.none, acquisition_lock_timeout=lock_ms,
+                            responses=tuple(ctx.nested("ShareFetchableTopicResponse", topic_id=t, partitions=tuple(ps))
+                                            for t, ps in by_topic.items()), node_endpoints=())
+
+    # ShareAcknowledge -------------------------------------------------------------------
+
+    async def share_acknowledge(self, ctx: RequestContext, req: Any) -> Any:
+        lock_ms = self.lock_duration_ms(req.group_id or "")
+        acks: dict[tuple[uuid.UUID, int], list] = {}
+        for t in req.topics:
+            for p in t.partitions:
+                acks.setdefault((t.topic_id, p.partition_index), []).extend(
+                    (b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches)
+        try:
+            if req.share_session_epoch == INITIAL_EPOCH:
+                # Kafka: a ShareAcknowledge cannot open a session.
+                raise RequestError(E.invalid_share_session_epoch, "Share session epoch 0 is not allowed for "
+                                   "ShareAcknowledge.")
+            session = self._session(req.group_id, req.member_id, req.share_session_epoch, False)
+        except RequestError as e:
+            return ctx.response(throttle_time=0, error_code=e.code, error_message=e.message,
+                                acquisition_lock_timeout=lock_ms, responses=(), node_endpoints=())
+        results = await self._acknowledge(session, acks, bool(getattr(req, "is_renew_ack", False)))
+        if req.share_session_epoch == FINAL_EPOCH:
+            self.sessions.pop((session.group_id, session.member_id), None)
+            self._release(session, session.partitions)
+        by_topic: dict[uuid.UUID, list] = {}
+        for tp in sorted(acks, key=lambda tp: (tp[0].bytes, tp[1])):
+            error, message = results.get(tp, (E.none, None))
+            by_topic.setdefault(tp[0], []).append(ctx.nested(
+                "PartitionData", partition_index=tp[1], error_code=error, error_message=message,
+                current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0)))
+        return ctx.response(throttle_time=0, error_code=E.none, acquisition_lock_timeout=lock_ms,
+                            responses=tuple(ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t,
+                                                       partitions=tuple(ps)) for t, ps in by_topic.items()),
+                            node_endpoints=())
+
+    def drain(self) -> None:
+        """The server is stopping: long-polling share fetches answer now with what they have."""
+        for key in list(self.waiters):
+            self._wake(key)
+
+    async def close(self) -> None:
+        for _, handle in self.timers.values():
+            handle.cancel()
+        self.timers.clear()
+        await self.state.close()

@@ -1,0 +1,247 @@
+"""One share-partition's records: Kafka's SharePartition (core's kafka.server.share).
+
+The share-partition start offset (SPSO) and end (the next offset to read from the log,
+one past Kafka's endOffset) bound the in-flight window; every offset in it read from the
+log has a state: Available, Acquired (by one member, under an acquisition lock),
+Acknowledged or Archived, and a delivery count. Below the start every record is done.
+
+- acquire: Available records in the window first (lowest offset first), then whole log
+  batches past the end, while the window holds fewer than the in-flight limit
+  (group.share.partition.max.record.locks). Each acquisition counts a delivery.
+- acknowledge: ACCEPT -> Acknowledged, RELEASE -> Available, REJECT and GAP -> Archived,
+  RENEW -> the lock starts over. Only records Acquired by the acknowledging member;
+  anything else refuses the whole request for the partition (Kafka's INVALID_RECORD_STATE
+  / INVALID_REQUEST), and nothing changes.
+- A lock that expires, a member that leaves, a session that closes: its Acquired records
+  become Available again, their delivery count kept. A record released or expired that
+  has been delivered group.share.delivery.attempt.limit times is Archived instead.
+- The start moves past every leading Acknowledged or Archived record.
+
+Pure state: no I/O and no clock of its own (callers pass `now`). The manager persists
+what `acknowledge` / `acquire` / `expire` report as changed (state_log.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from kio.schema.errors import ErrorCode as E
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4  # Kafka's RecordState ids
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4  # AcknowledgeType
+DATA, SKIP = 0, 1  # a log batch's records: delivered, or archived at once (control batches, aborted transactions)
+
+
+class InFlight:
+    __slots__ = ("state", "count", "member", "deadline")
+
+    def __init__(self, state: int, count: int) -> None:
+        self.state = state
+        self.count = count
+        self.member: str | None = None
+        self.deadline = 0.0
+
+    def __repr__(self) -> str:
+        return f"InFlight({self.state}, {self.count}, {self.member!r})"
+
+
+@dataclass(frozen=True)
+class AckError(Exception):
+    code: int
+    message: str
+
+
+class SharePartition:
+    def __init__(self, start: int, *, max_delivery: int = 5, max_in_flight: int = 2000) -> None:
+        self.start = start
+        self.end = start
+        self.records: dict[int, InFlight] = {}
+        self.max_delivery = max_delivery
+        self.max_in_flight = max_in_flight
+        self.acquired = 0  # records in the Acquired state (the in-flight gauge)
+
+    @classmethod
+    def restored(cls, start: int, states: dict[int, tuple[int, int]], **kw: int) -> SharePartition:
+        """From persisted state: offset -> (state, delivery count), offsets >= start."""
+        sp = cls(start, **kw)
+        for offset in sorted(states):
+            if offset >= start:
+                state, count = states[offset]
+                # Acquired is never persisted (a lock does not survive the server).
+                sp.records[offset] = InFlight(AVAILABLE if state == ACQUIRED else state, count)
+                sp.end = offset + 1
+        sp.advance_start()
+        return sp
+
+    # views ------------------------------------------------------------------------------
+
+    def window_full(self) -> bool:
+        return self.end - self.start >= self.max_in_flight
+
+    def has_available(self) -> bool:
+        return any(r.state == AVAILABLE for r in self.records.values())
+
+    def state_of(self, offset: int) -> tuple[int, int] | None:
+        r = self.records.get(offset)
+        return None if r is None else (r.state, r.count)
+
+    def next_deadline(self) -> float | None:
+        return min((r.deadline for r in self.records.values() if r.state == ACQUIRED), default=None)
+
+    # acquiring --------------------------------------------------------------------------
+
+    def acquire(self, member: str, deadline: float, max_records: int,
+                batches: Iterable[tuple[int, int, int]] = (), *, strict: bool = False
+                ) -> tuple[list[tuple[int, int, int]], list[int]]:
+        """Acquire up to max_records for `member` until `deadline`; a log batch is taken
+        whole (Kafka's batch-optimized mode) unless `strict` (record-limit mode, ShareFetch
+        v2). batches: (base offset, last offset, DATA or SKIP) of the log from `end` on, read
+        lazily. Returns the acquired ranges (first, last, delivery count) and the offsets
+        whose state changed."""
+        got: list[int] = []
+        changed: list[int] = []
+        for offset in sorted(o for o, r in self.records.items() if r.state == AVAILABLE):
+            if len(got) >= max_records:
+                break
+            self._take(offset, self.records[offset], member, deadline)
+            got.append(offset)
+        changed.extend(got)
+        if len(got) < max_records and not self.window_full():
+            for base, last, kind in batches:
+                if last < self.end:
+                    continue
+                for offset in range(max(base, self.end), last + 1):
+                    if strict and kind == DATA and len(got) >= max_records:
+                        break
+                    r = self.records[offset] = InFlight(ARCHIVED if kind == SKIP else AVAILABLE, 0)
+                    if kind == DATA:
+                        self._take(offset, r, member, deadline)
+                        got.append(offset)
+                    changed.append(offset)
+                    self.end = offset + 1
+                if len(got) >= max_records or self.window_full():
+                    break
+            self.advance_start()  # (a skipped batch at the start)
+        return self._ranges(got), changed
+
+    def _take(self, offset: int, r: InFlight, member: str, deadline: float) -> None:
+        r.state, r.member, r.deadline = ACQUIRED, member, deadline
+        r.count += 1
+        self.acquired += 1
+
+    def _ranges(self, offsets: list[int]) -> list[tuple[int, int, int]]:
+        out: list[tuple[int, int, int]] = []
+        for offset in sorted(offsets):
+            count = self.records[offset].count
+            if out and out[-1][1] == offset - 1 and out[-1][2] == count:
+                out[-1] = (out[-1][0], offset, count)
+            else:
+                out.append((offset, offset, count))
+        return out
+
+    # acknowledging ----------------------------------------------------------------------
+
+    def acknowledge(self, member: str, batches: list[tuple[int, int, tuple[int, ...]]], *, renew_allowed: bool = False,
+                    renew_deadline: float = 0.0) -> list[int]:
+        """Apply a request's acknowledgement batches (first, last, types) for one partition,
+        all or nothing: AckError (nothing changed) if any is not allowed. Returns the
+        offsets whose state changed."""
+        plan: list[tuple[int, int]] = []  # (offset, type)
+        highest = RENEW if renew_allowed else REJECT
+        for first, last, types in batches:
+            if first > last or not types or len(types) not in (1, last - first + 1):
+                raise AckError(E.invalid_request, "Invalid acknowledgement batch: offsets or types do not match.")
+            if any(not 0 <= t <= highest for t in types):
+                raise AckError(E.invalid_request, f"Invalid acknowledge type: {list(types)}")
+            if last < self.start:
+                continue  # already done (archived by the start moving on), as Kafka skips it
+            if first >= self.end or last >= self.end:
+                raise AckError(E.invalid_request, "Batch record not found. The last offset in request is past "
+                               "acquired records." if first < self.end else "Batch record not found. The first "
+                               "offset in request is past acquired records.")
+            for offset in range(max(first, self.start), last + 1):
+                r = self.records.get(offset)
+                if r is None or r.state != ACQUIRED:
+                    raise AckError(E.invalid_record_state, "The batch cannot be acknowledged. The batch is not in "
+                                   "the acquired state.")
+                if r.member != member:
+                    raise AckError(E.invalid_record_state, "Member is not the owner of batch record")
+                plan.append((offset, types[0] if len(types) == 1 else types[offset - first]))
+        changed = []
+        for offset, kind in plan:
+            r = self.records[offset]
+            if kind == RENEW:
+                r.deadline = renew_deadline
+                continue
+            self.acquired -= 1
+            r.member = None
+            if kind == ACCEPT:
+                r.state = ACKNOWLEDGED
+            elif kind == RELEASE:
+                r.state = ARCHIVED if r.count >= self.max_delivery else AVAILABLE
+            else:  # REJECT, GAP
+                r.state = ARCHIVED
+            changed.append(offset)
+        self.advance_start()
+        return changed
+
+    # releasing --------------------------------------------------------------------------
+
+    def release(self, member: str | None = None, now: float | None = None) -> list[int]:
+        """Let go of Acquired records: those of `member` (it left, its session closed), or
+        those whose lock expired by `now`. Their delivery count is kept; a record at the
+        delivery limit is Archived. Returns the offsets whose state changed."""
+        changed = []
+        for offset, r in self.records.items():
+            if r.state != ACQUIRED:
+                continue
+            if (member is not None and r.member == member) or (now is not None and r.deadline <= now):
+                r.state = ARCHIVED if r.count >= self.max_delivery else AVAILABLE
+                r.member = None
+                self.acquired -= 1
+                changed.append(offset)
+        if changed:
+            self.advance_start()
+        return changed
+
+    def advance_start(self) -> None:
+        """Kafka's maybeUpdateCachedStateAndOffsets: past every leading finished record."""
+        records = self.records
+        start = self.start
+        while start < self.end:
+            r = records.get(start)
+            if r is not None and r.state not in (ACKNOWLEDGED, ARCHIVED):
+                break
+            records.pop(start, None)
+            start += 1
+        self.start = start
+
+    def reset(self, start: int) -> None:
+        """A new start (AlterShareGroupOffsets, or the log's start moved past it): the
+        window starts over there."""
+        self.records = {o: r for o, r in self.records.items() if o >= start} if start < self.end else {}
+        self.acquired = sum(1 for r in self.records.values() if r.state == ACQUIRED)
+        self.start = start
+        self.end = max(self.end, start)
+        self.advance_start()
+
+    # persistence ------------------------------------------------------------------------
+
+    def state_runs(self, offsets: Iterable[int] | None = None) -> Iterator[tuple[int, int, int, int]]:
+        """(first, last, state, delivery count) runs of the given offsets (default: the whole
+        window), as ShareSnapshot/ShareUpdate state batches: Acquired is written as
+        Available, since a lock does not survive a restart."""
+        chosen = sorted(self.records) if offsets is None else sorted(o for o in set(offsets) if o in self.records)
+        run: list[int] | None = None
+        for offset in chosen:
+            r = self.records[offset]
+            state = AVAILABLE if r.state == ACQUIRED else r.state
+            if run is not None and run[1] == offset - 1 and run[2] == state and run[3] == r.count:
+                run[1] = offset
+            else:
+                if run is not None:
+                    yield tuple(run)  # type: ignore[misc]
+                run = [offset, offset, state, r.count]
+        if run is not None:
+            yield tuple(run)  # type: ignore[misc]

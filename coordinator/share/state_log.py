@@ -1,0 +1,204 @@
+"""`__share_group_state`: share-partition state kept as Kafka's share coordinator keeps it
+(ShareCoordinatorShard), in Kafka's ShareSnapshot / ShareUpdate records.
+
+Every share-partition (group, topic id, partition) lives in partition
+abs(hash("group:topicId:partition")) % N of the topic, as Kafka's SharePartitionKey places it.
+A write is a ShareUpdate (the state batches that changed, and the start offset if it moved)
+carrying the epoch of the snapshot it applies to, or, every
+`share.coordinator.snapshot.update.records.per.snapshot` updates, a ShareSnapshot of the
+whole state (a new snapshot epoch). Replaying a key is its last snapshot, then the updates
+of that snapshot's epoch in log order.
+
+The topic is not compacted (a snapshot and an update have different keys): as Kafka's
+share coordinator prunes its records with DeleteRecords, the log start of each partition
+moves up to the oldest snapshot still needed by a key of it, once per snapshot written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from protocol.record_batch import iter_batch_records
+from protocol.share_records import (
+    ShareSnapshotValue, ShareStateKey, ShareUpdateValue, StateBatch, decode_state_key, decode_state_value,
+    encode_state_key, encode_state_value,
+)
+
+from ..log.config import LogConfig
+from ..log.offsets import OffsetsLog, partition_for
+
+log = logging.getLogger(__name__)
+
+TOPIC = "__share_group_state"
+STATE_TOPIC_CONFIG = LogConfig(cleanup_policy="delete", retention_ms=None, segment_ms=None)
+
+# (group id, topic id, partition)
+Key = tuple[str, uuid.UUID, int]
+
+
+def kafka_uuid(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, unpadded."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+@dataclass
+class StoredState:
+    """What replay gives for one share-partition, and where its records stand."""
+    state_epoch: int = 0
+    start: int = 0
+    records: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (state, delivery count)
+    snapshot_epoch: int = -1
+    updates: int = 0  # ShareUpdates since the last snapshot
+    snapshot_offset: int = 0  # where the last snapshot is in the log
+    create_timestamp: int = -1
+
+    def apply(self, start: int, batches: tuple[StateBatch, ...]) -> None:
+        if start >= 0:
+            self.start = start
+            self.records = {o: s for o, s in self.records.items() if o >= start}
+        for b in batches:
+            for offset in range(max(b.first_offset, self.start), b.last_offset + 1):
+                self.records[offset] = (b.delivery_state, b.delivery_count)
+
+
+class ShareStateLog:
+    def __init__(self, log_: OffsetsLog, snapshot_every: int = 500) -> None:
+        self.log = log_
+        self.snapshot_every = snapshot_every
+        self.states: dict[Key, StoredState] = {}
+        self._pruning: set[asyncio.Task] = set()
+
+    @classmethod
+    async def open(cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int,
+                   snapshot_every: int = 500) -> ShareStateLog:
+        config = dataclasses.replace(STATE_TOPIC_CONFIG, fsync=fsync, fsync_interval_ms=fsync_interval_ms)
+        return cls(await OffsetsLog.open(data_dir, partitions, config, topic=TOPIC), snapshot_every)
+
+    def partition_of(self, key: Key) -> int:
+        group, topic_id, partition = key
+        return partition_for(f"{group}:{kafka_uuid(topic_id)}:{partition}", self.log.partitions)
+
+    # loading ----------------------------------------------------------------------------
+
+    def load(self) -> int:
+        """Replay every partition: each key's last snapshot and the updates of its epoch."""
+        count = 0
+        for p, plog in enumerate(self.log.logs):
+            if plog.offline is not None:
+                log.error("%s-%d is offline (%s): its share-partitions start afresh", TOPIC, p, plog.offline)
+                continue
+            for _, data in plog.batches(plog.log_start_offset):
+                for r in iter_batch_records(data):
+                    if r.key is None:
+                        continue
+                    k = decode_state_key(r.key)
+                    key = (k.group, k.topic_id, k.partition)
+                    if r.value is None:  # a tombstone: the share-partition's state was deleted
+                        self.states.pop(key, None)
+                        continue
+                    self.replay(key, k, decode_state_value(k, r.value), r.offset)
+                    count += 1
+        if self.states:
+            log.info("loaded %d share-group state records: %d share-partitions", count, len(self.states))
+        return count
+
+    def replay(self, key: Key, k: ShareStateKey, value: Any, offset: int) -> None:
+        if k.snapshot:
+            self.states[key] = state = StoredState(value.state_epoch, value.start_offset, {}, value.snapshot_epoch,
+                                                   0, offset, value.create_timestamp)
+            state.apply(-1, value.state_batches)
+            return
+        state = self.states.get(key)
+        if state is None or value.snapshot_epoch != state.snapshot_epoch:
+            return  # an update of a snapshot that is gone or was superseded
+        state.apply(value.start_offset, value.state_batches)
+        state.updates += 1
+
+    # writing ----------------------------------------------------------------------------
+
+    def write(self, key: Key, start: int, runs: list[tuple[int, int, int, int]], now_ms: int,
+              done: Callable[[BaseException | None], None], *, full: bool = False, state_epoch: int | None = None
+              ) -> None:
+        """Persist a share-partition's change: `runs` (first, last, state, count) are the
+        state batches that changed (all of them with full=True), `start` its start offset.
+        done(None) once durable, done(error) if the write failed (nothing of it stays)."""
+        state = self.states.get(key)
+        snapshot = full or state is None or state.updates + 1 >= self.snapshot_every
+        new = StoredState() if state is None else dataclasses.replace(state, records=dict(state.records))
+        if state_epoch is not None:
+            new.state_epoch = state_epoch
+        batches = tuple(StateBatch(*run) for run in runs)
+        new.apply(start, batches)
+        group, topic_id, partition = key
+        if snapshot:
+            new.snapshot_epoch += 1
+            new.updates = 0
+            if new.create_timestamp < 0:
+                new.create_timestamp = now_ms
+            value: Any = ShareSnapshotValue(new.snapshot_epoch, new.state_epoch, 0, new.start, new.create_timestamp,
+                                            now_ms, _batches_of(new.records))
+        else:
+            new.updates += 1
+            value = ShareUpdateValue(new.snapshot_epoch, 0, start, batches)
+        record_key = encode_state_key(ShareStateKey(snapshot, group, topic_id, partition))
+        p = self.partition_of(key)
+
+        def written(error: BaseException | None, first: int | None) -> None:
+            if error is None:
+                if snapshot:
+                    new.snapshot_offset = first  # type: ignore[assignment]
+                self.states[key] = new
+                if snapshot:
+                    self._prune(p)
+            done(error)
+
+        self.log.append_to(p, [(record_key, encode_state_value(value))], written, now_ms)
+
+    def delete(self, key: Key, done: Callable[[BaseException | None], None]) -> None:
+        """DeleteShareGroupOffsets: the share-partition's state goes (tombstones)."""
+        group, topic_id, partition = key
+
+        def written(error: BaseException | None, _: Any) -> None:
+            if error is None:
+                self.states.pop(key, None)
+            done(error)
+
+        self.log.append_to(self.partition_of(key), [
+            (encode_state_key(ShareStateKey(True, group, topic_id, partition)), None),
+            (encode_state_key(ShareStateKey(False, group, topic_id, partition)), None)], written)
+
+    def _prune(self, p: int) -> None:
+        """Records before the oldest snapshot a key of partition p still needs are redundant
+        (Kafka's ShareCoordinatorShard.lastRedundantOffset, then DeleteRecords)."""
+        needed = [s.snapshot_offset for k, s in self.states.items() if self.partition_of(k) == p]
+        if not needed:
+            return
+        plog = self.log.logs[p]
+        upto = min(needed)
+        if upto > plog.log_start_offset:
+            task = asyncio.get_running_loop().create_task(plog.delete_records_before(upto))
+            self._pruning.add(task)
+            task.add_done_callback(self._pruning.discard)
+
+    async def close(self) -> None:
+        for task in list(self._pruning):
+            await asyncio.gather(task, return_exceptions=True)
+        await self.log.close()
+
+
+def _batches_of(records: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
+    out: list[list[int]] = []
+    for offset in sorted(records):
+        state, count = records[offset]
+        if out and out[-1][1] == offset - 1 and out[-1][2] == state and out[-1][3] == count:
+            out[-1][1] = offset
+        else:
+            out.append([offset, offset, state, count])
+    return tuple(StateBatch(*b) for b in out)

@@ -1,0 +1,181 @@
+"""Share groups with a real client: confluent-kafka's ShareConsumer (librdkafka), implicit
+and explicit acknowledgement, lock expiry after a consumer dies, and a server crash."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("confluent-kafka without ShareConsumer (2.16+)", allow_module_level=True)
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType,
+)
+
+from tests.conftest import ROOT, wait_for  # noqa: E402
+
+SHORT_LOCKS = ("--group-share-min-record-lock-duration-ms", "1000")
+
+
+def setup(bootstrap: str, topic: str, group: str, records: int, partitions: int = 1, **group_configs: str) -> None:
+    """The topic, the group's configs (earliest: the records produced before the group
+    started are its), and the records v0..v{n-1}."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in {"share_auto_offset_reset": "earliest", **group_configs}.items()]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(records):
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
+    producer.flush(30)
+
+
+def share_consumer(bootstrap: str, group: str, topic: str, **conf: str) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **conf})
+    c.subscribe([topic])
+    return c
+
+
+def poll_records(consumer: ShareConsumer, timeout: float = 1.0) -> list:
+    out = []
+    for m in consumer.poll(timeout):
+        assert m.error() is None, m.error()
+        out.append(m)
+    return out
+
+
+def test_three_consumers_share_one_partition(server):
+    setup(server.bootstrap, "jobs", "workers", 300)
+    got: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    done = threading.Event()
+
+    def run(n: int) -> None:
+        c = share_consumer(server.bootstrap, "workers", "jobs")
+        try:
+            while not done.is_set():
+                got[n].extend(m.offset() for m in poll_records(c, 0.5))  # implicitly accepted at the next poll
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: sum(len(v) for v in got.values()) >= 300, timeout=60, what="all 300 records")
+    finally:
+        done.set()
+        for t in threads:
+            t.join(60)
+    offsets = [o for v in got.values() for o in v]
+    # Every record went to one consumer only (no lock expired: each was accepted in time).
+    assert sorted(offsets) == list(range(300))
+
+
+def test_release_comes_back_reject_never(server):
+    setup(server.bootstrap, "t", "g", 10)
+    c = share_consumer(server.bootstrap, "g", "t", **{"share.acknowledgement.mode": "explicit"})
+    try:
+        seen: dict[int, list[int]] = {}
+        rejected, released = {3}, {5}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (len(seen) == 10 and len(seen[5]) >= 2):
+            for m in poll_records(c):
+                seen.setdefault(m.offset(), []).append(m.delivery_count())
+                if m.offset() in rejected:
+                    c.acknowledge(m, AcknowledgeType.REJECT)
+                elif m.offset() in released and m.delivery_count() == 1:
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+                else:
+                    c.acknowledge(m)
+            c.commit_sync()
+        assert sorted(seen) == list(range(10))
+        assert seen[5] == [1, 2]  # released: delivered again, its delivery count one more
+        assert seen[3] == [1]  # rejected: archived, never again
+        assert all(seen[o] == [1] for o in seen if o != 5)
+        assert poll_records(c, 1.0) == []
+    finally:
+        c.close()
+
+
+KILLED_CONSUMER = textwrap.dedent("""
+    import sys
+    from confluent_kafka import ShareConsumer
+    c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([sys.argv[3]])
+    while True:
+        msgs = [m for m in c.poll(1.0) if m.error() is None]
+        if msgs:
+            print(" ".join(str(m.offset()) for m in msgs), flush=True)
+            break
+    sys.stdin.read()  # holds its records, never acknowledging, until killed
+""")
+
+
+def test_killed_consumer_records_come_back_after_the_lock(server_factory):
+    server = server_factory(*SHORT_LOCKS)
+    setup(server.bootstrap, "t", "g", 20, share_record_lock_duration_ms="1000")
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_CONSUMER, server.bootstrap, "g", "t"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        held = [int(o) for o in proc.stdout.readline().split()]
+        assert held
+    finally:
+        proc.kill()
+        proc.wait(10)
+    c = share_consumer(server.bootstrap, "g", "t")
+    try:
+        counts: dict[int, int] = {}
+
+        def all_seen() -> bool:
+            for m in poll_records(c, 0.5):
+                counts.setdefault(m.offset(), m.delivery_count())
+            return len(counts) == 20
+
+        wait_for(all_seen, timeout=60, what="the dead consumer's records")
+        assert all(counts[o] == 2 for o in held)  # its lock expired: delivered again, the count kept
+        assert all(counts[o] == 1 for o in counts if o not in held)
+    finally:
+        c.close()
+
+
+def test_server_crash_never_redelivers_accepted_records(server):
+    setup(server.bootstrap, "t", "g", 40)
+    c = share_consumer(server.bootstrap, "g", "t", **{"share.acknowledgement.mode": "explicit"})
+    accepted: set[int] = set()
+    try:
+        while len(accepted) < 20:
+            for m in poll_records(c):
+                if len(accepted) < 20:
+                    c.acknowledge(m)
+                    accepted.add(m.offset())
+                else:
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+            c.commit_sync()
+    finally:
+        c.close()
+    server.stop(signal.SIGKILL)
+    server.start()
+    c = share_consumer(server.bootstrap, "g", "t")
+    try:
+        after: list[int] = []
+
+        def rest_seen() -> bool:
+            after.extend(m.offset() for m in poll_records(c, 0.5))
+            return len(after) >= 20
+
+        wait_for(rest_seen, timeout=60, what="the records not accepted")
+        assert sorted(after) == sorted(set(range(40)) - accepted)
+    finally:
+        c.close()
