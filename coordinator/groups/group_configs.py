@@ -162,6 +162,8 @@ class GroupConfigs:
                 ("share.session.timeout.ms", "share_min_session_timeout_ms", "share_max_session_timeout_ms"),
                 ("share.record.lock.duration.ms", "share_min_record_lock_duration_ms",
                  "share_max_record_lock_duration_ms")):
+            if name not in settings:
+                continue  # (the broker's own setting)
             if values[name] < getattr(b, lo):
                 raise ConfigError(f"{name} must be greater than or equal to {_BROKER_NAMES[lo]}")
             if values[name] > getattr(b, hi):

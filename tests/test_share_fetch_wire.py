@@ -1,0 +1,356 @@
+"""ShareFetch / ShareAcknowledge over raw frames: the share-partition state machine
+(Available, Acquired, Acknowledged, Archived), delivery counts, lock expiry, the delivery
+limit, the in-flight limit, share sessions and their epochs, every error path (nothing
+changes on a refused acknowledgement), read_committed, auto offset reset and a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import signal
+import time
+import uuid
+
+from bench.wire_client import WireClient, request_class
+from protocol.record_batch import build_batch as _build_batch, iter_batches
+from tests.test_data_plane_wire import produce
+
+SFETCH, SACK, SHB, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 78, 79, 76, 44, 32
+MS = datetime.timedelta(milliseconds=1)
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+GROUP_RESOURCE = 32
+
+
+def build_batch(records):
+    return _build_batch(records, timestamp_ms=int(time.time() * 1000))
+
+
+def cls(api, v, name=None):
+    return request_class(api, v, name)
+
+
+def acks_of(batches, v):
+    B = cls(SFETCH, v, "AcknowledgementBatch")
+    return tuple(B(first_offset=f, last_offset=l, acknowledge_types=tuple(t)) for f, l, t in batches)
+
+
+def sfetch(group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=500, max_wait_ms=0, v=1,
+           forget=(), **kw):
+    """acks: {partition: [(first, last, [types])]}"""
+    acks = acks or {}
+    P, T = cls(SFETCH, v, "FetchPartition"), cls(SFETCH, v, "FetchTopic")
+    parts = tuple(P(partition_index=p, acknowledgement_batches=acks_of(acks.get(p, ()), v))
+                  for p in sorted(set(partitions) | set(acks)))
+    F = cls(SFETCH, v, "ForgottenTopic")
+    return cls(SFETCH, v)(group_id=group, member_id=member, share_session_epoch=epoch, max_wait=max_wait_ms * MS,
+                          min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=500,
+                          topics=(T(topic_id=topic_id, partitions=parts),) if parts else (),
+                          forgotten_topics_data=(F(topic_id=topic_id, partitions=tuple(forget)),) if forget else (),
+                          **kw)
+
+
+def sack(group, member, epoch, topic_id, acks, v=1, **kw):
+    P, T = cls(SACK, v, "AcknowledgePartition"), cls(SACK, v, "AcknowledgeTopic")
+    B = cls(SACK, v, "AcknowledgementBatch")
+    parts = tuple(P(partition_index=p, acknowledgement_batches=tuple(
+        B(first_offset=f, last_offset=l, acknowledge_types=tuple(t)) for f, l, t in bs)) for p, bs in acks.items())
+    return cls(SACK, v)(group_id=group, member_id=member, share_session_epoch=epoch,
+                        topics=(T(topic_id=topic_id, partitions=parts),), **kw)
+
+
+def acquired(resp, partition=0):
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.partition_index == partition:
+                return [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+    return []
+
+
+def part(resp, partition=0):
+    return next(p for t in resp.responses for p in t.partitions if p.partition_index == partition)
+
+
+def offsets_in(records: bytes) -> list[int]:
+    out = []
+    for _, h in iter_batches(records):
+        out.extend(range(h.base_offset, h.last_offset + 1))
+    return out
+
+
+async def set_group_configs(conn, group, **configs):
+    R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
+    C = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig")
+    r = await conn.request(INCREMENTAL_ALTER_CONFIGS, 1, cls(INCREMENTAL_ALTER_CONFIGS, 1)(
+        resources=(R(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
+            C(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items())),),
+        validate_only=False))
+    return r.responses[0]
+
+
+async def start(server, topic="t", group="g", records=10, per_batch=1, partitions=1, **configs):
+    """A topic with `records` records (batches of per_batch), the group reading from the
+    earliest, and the topic's id."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    await conn.create_topics(topic, partitions=partitions)
+    assert (await set_group_configs(conn, group, share_auto_offset_reset="earliest", **configs)).error_code == 0
+    for i in range(0, records, per_batch):
+        error, _ = await produce(conn, topic, build_batch([(None, b"v%d" % j) for j in range(i, i + per_batch)]))
+        assert error == 0
+    hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id=group, member_id="a", member_epoch=0,
+                                                  subscribed_topic_names=(topic,)))
+    return conn, hb.assignment.topic_partitions[0].topic_id
+
+
+async def test_acquire_acknowledge_state_machine(server):
+    conn, tid = await start(server)
+    try:
+        a = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert a.error_code == 0 and a.acquisition_lock_timeout.total_seconds() == 30
+        assert acquired(a) == [(0, 9, 1)] and offsets_in(part(a).records) == list(range(10))
+        # All ten are a's: another member gets nothing.
+        b = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid, max_wait_ms=50))
+        assert acquired(b) == [] and part(b).records in (b"", None)
+        # accept 0-2, release 3, reject 4, accept 5 (one type per offset); 6-9 stay a's.
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 2, [ACCEPT]), (3, 5, [RELEASE, REJECT, ACCEPT])]}))
+        assert r.error_code == 0 and part(r).error_code == 0
+        b = await conn.request(SFETCH, 1, sfetch("g", "b", 1, tid))
+        assert acquired(b) == [(3, 3, 2)]  # released: delivered again, its count one more
+        assert offsets_in(part(b).records) == [3]  # the stored batch holding it
+
+        # Refused acknowledgements change nothing (checked all before any is applied):
+        cases = [
+            ({0: [(3, 3, [ACCEPT])]}, 121),  # INVALID_RECORD_STATE: b holds it
+            ({0: [(6, 6, [ACCEPT]), (3, 3, [ACCEPT])]}, 121),  # one bad batch refuses the others too
+            ({0: [(4, 4, [ACCEPT])]}, 121),  # archived
+            ({0: [(6, 12, [ACCEPT])]}, 42),  # INVALID_REQUEST: past what was acquired
+            ({0: [(20, 21, [ACCEPT])]}, 42),
+            ({0: [(6, 7, [9])]}, 42),  # no such acknowledge type
+            ({0: [(6, 7, [RENEW])]}, 42),  # RENEW needs v2
+            ({0: [(6, 8, [ACCEPT, ACCEPT])]}, 42),  # types neither one nor one per offset
+            ({0: [(8, 6, [ACCEPT])]}, 42),
+        ]
+        epoch = 2
+        for acks, error in cases:
+            r = await conn.request(SACK, 1, sack("g", "a", epoch, tid, acks))
+            epoch += 1
+            assert (r.error_code, part(r).error_code) == (0, error), (acks, r)
+        r = await conn.request(SACK, 1, sack("g", "b", 2, tid, {0: [(3, 3, [ACCEPT])]}))
+        assert part(r).error_code == 0
+        # Acknowledgements piggy-backed on a ShareFetch: the answer says how they went.
+        more = await conn.request(SFETCH, 1, sfetch("g", "a", epoch, tid, acks={0: [(6, 7, [ACCEPT])]}, max_wait_ms=50))
+        assert part(more).acknowledge_error_code == 0 and acquired(more) == []
+        more = await conn.request(SFETCH, 1, sfetch("g", "b", 3, tid, acks={0: [(8, 8, [ACCEPT])]}, max_wait_ms=50))
+        assert part(more).acknowledge_error_code == 121  # a's, not b's
+        r = await conn.request(SACK, 1, sack("g", "a", epoch + 1, tid, {0: [(0, 2, [ACCEPT]), (8, 9, [ACCEPT])]}))
+        assert part(r).error_code == 0  # (0-2 are below the start now: skipped, as Kafka does)
+    finally:
+        await conn.close()
+
+
+async def test_share_sessions_and_request_errors(server):
+    conn, tid = await start(server)
+    try:
+        async def fetch(*args, **kw):
+            return await conn.request(SFETCH, 1, sfetch(*args, **kw))
+
+        assert (await fetch("g", "a", 3, tid)).error_code == 122  # SHARE_SESSION_NOT_FOUND
+        r = await fetch("g", "a", 0, tid, acks={0: [(0, 0, [ACCEPT])]})
+        assert r.error_code == 42  # INVALID_REQUEST: no acknowledgements when a session opens
+        assert (await fetch("g", "a", 0, tid, max_records=3)).error_code == 0  # batches of one record: 0-2
+        assert (await fetch("g", "a", 5, tid)).error_code == 123  # INVALID_SHARE_SESSION_EPOCH
+        r = await conn.request(SACK, 1, sack("g", "a", 0, tid, {0: [(0, 0, [ACCEPT])]}))
+        assert r.error_code == 123  # ShareAcknowledge cannot open a session
+        assert (await conn.request(SACK, 1, sack("g", "zz", 1, tid, {0: [(0, 0, [ACCEPT])]}))).error_code == 122
+        assert (await fetch("", "a", 0, tid)).error_code == 24  # INVALID_GROUP_ID
+        assert (await fetch("g", "", 0, tid)).error_code == 42
+        unknown = await fetch("g", "a", 1, uuid.UUID(int=7))
+        assert unknown.error_code == 0 and part(unknown).error_code == 100  # UNKNOWN_TOPIC_ID
+        bad_partition = await fetch("g", "a", 2, tid, partitions=(9,))
+        assert part(bad_partition, 9).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        # The final epoch (-1) acknowledges and closes the session: its other records are let go.
+        r = await fetch("g", "a", -1, tid, partitions=(), acks={0: [(0, 0, [ACCEPT])]})
+        assert r.error_code == 0 and part(r).acknowledge_error_code == 0
+        assert (await fetch("g", "a", 3, tid)).error_code == 122
+        b = await fetch("g", "b", 0, tid, max_records=2)
+        assert acquired(b) == [(1, 2, 2)]  # a's, released when its session closed (count kept)
+        # A new session (epoch 0) replaces the member's old one, letting its records go too.
+        b = await fetch("g", "b", 0, tid, max_records=2)
+        assert acquired(b) == [(1, 2, 3)]
+        # Forgetting a partition lets its records go.
+        r = await fetch("g", "b", 1, tid, partitions=(), forget=(0,))
+        c = await fetch("g", "c", 0, tid, max_records=2)
+        assert acquired(c) == [(1, 2, 4)]
+    finally:
+        await conn.close()
+
+
+async def test_lock_expiry_and_the_delivery_limit(server_factory):
+    server = server_factory("--group-share-record-lock-duration-ms", "200", "--group-share-delivery-attempt-limit", "2")
+    conn, tid = await start(server, records=2)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 1, 1)] and r.acquisition_lock_timeout.total_seconds() == 0.2
+        # Not acknowledged: the lock expires and the records are Available again (the long
+        # poll wakes for them), their delivery count kept.
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid, max_wait_ms=5000))
+        assert acquired(r) == [(0, 1, 2)]
+        r = await conn.request(SACK, 1, sack("g", "a", 2, tid, {0: [(1, 1, [RELEASE])]}))
+        assert part(r).error_code == 0
+        # The second delivery was the last (group.share.delivery.attempt.limit=2): released or
+        # expired, they are archived, never delivered again.
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 3, tid, max_wait_ms=1000))
+        assert acquired(r) == []
+        error, _ = await produce(conn, "t", build_batch([(None, b"new")]))
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 4, tid, max_wait_ms=1000))
+        assert acquired(r) == [(2, 2, 1)]
+    finally:
+        await conn.close()
+
+
+async def test_renew_and_record_limit_mode_v2(server_factory):
+    server = server_factory("--group-share-record-lock-duration-ms", "300")
+    conn, tid = await start(server, records=6, per_batch=3)
+    try:
+        # Batch-optimized (v1, and v2 mode 0): whole batches, more than max_records.
+        r = await conn.request(SFETCH, 2, sfetch("g", "a", 0, tid, max_records=1, v=2))
+        assert acquired(r) == [(0, 2, 1)]
+        # Record-limit mode: never more than max_records, even inside a batch.
+        r = await conn.request(SFETCH, 2, sfetch("g", "b", 0, tid, max_records=1, v=2, share_acquire_mode=1))
+        assert acquired(r) == [(3, 3, 1)]
+        # RENEW keeps b's lock going (several times its duration), then ACCEPT.
+        for epoch in range(1, 6):
+            r = await conn.request(SACK, 2, sack("g", "b", epoch, tid, {0: [(3, 3, [RENEW])]}, v=2, is_renew_ack=True))
+            assert part(r).error_code == 0
+            await asyncio.sleep(0.1)  # a third of the lock: renewed before it would expire
+        r = await conn.request(SACK, 2, sack("g", "b", 6, tid, {0: [(3, 3, [ACCEPT])]}, v=2))
+        assert part(r).error_code == 0  # still b's: the renewals kept the lock
+    finally:
+        await conn.close()
+
+
+async def test_in_flight_limit(server_factory):
+    server = server_factory("--group-share-partition-max-record-locks", "4")
+    conn, tid = await start(server, records=10)
+    try:
+        a = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(a) == [(0, 3, 1)]  # the window holds 4 records at most
+        b = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid, max_wait_ms=50))
+        assert acquired(b) == []
+        await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 1, [ACCEPT])]}))
+        b = await conn.request(SFETCH, 1, sfetch("g", "b", 1, tid))
+        assert acquired(b) == [(4, 5, 1)]  # the start moved on by two: two more fit
+    finally:
+        await conn.close()
+
+
+async def test_auto_offset_reset(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=1)
+        for i in range(3):
+            await produce(conn, "t", build_batch([(None, b"old")]))
+        for group, reset in (("latest", "latest"), ("earliest", "earliest"), ("recent", "by_duration:PT1H"),
+                             ("future", "by_duration:PT0S")):
+            assert (await set_group_configs(conn, group, share_auto_offset_reset=reset)).error_code == 0
+        hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id="x", member_id="a", member_epoch=0,
+                                                      subscribed_topic_names=("t",)))
+        tid = hb.assignment.topic_partitions[0].topic_id
+        got = {g: acquired(await conn.request(SFETCH, 1, sfetch(g, "a", 0, tid)))
+               for g in ("latest", "earliest", "recent", "future", "default")}
+        assert got == {"latest": [], "earliest": [(0, 2, 1)], "recent": [(0, 2, 1)], "future": [], "default": []}
+        await produce(conn, "t", build_batch([(None, b"new")]))
+        r = await conn.request(SFETCH, 1, sfetch("latest", "a", 1, tid))
+        assert acquired(r) == [(3, 3, 1)]  # latest: from where the log ended when it started
+    finally:
+        await conn.close()
+
+
+async def test_group_configs_validation(server):
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        cases = [
+            ({"nope": "1"}, 40, "Unknown group config name: nope"),  # INVALID_CONFIG
+            ({"share.record.lock.duration.ms": "1000"}, 40,
+             "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms"),
+            ({"share.record.lock.duration.ms": "999"}, 40, None),
+            ({"share.session.timeout.ms": "70000"}, 40, None),
+            ({"share.heartbeat.interval.ms": "abc"}, 40, None),
+            ({"share.auto.offset.reset": "sometimes"}, 40, None),
+            ({"share.auto.offset.reset": "by_duration:1h"}, 40, None),
+            ({"share.isolation.level": "dirty"}, 40, None),
+            ({"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "15000"}, 0, None),
+        ]
+        for configs, error, message in cases:
+            R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
+            C = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig")
+            r = await conn.request(INCREMENTAL_ALTER_CONFIGS, 1, cls(INCREMENTAL_ALTER_CONFIGS, 1)(
+                resources=(R(resource_type=GROUP_RESOURCE, resource_name="g", configs=tuple(
+                    C(name=k, config_operation=0, value=v) for k, v in configs.items())),), validate_only=False))
+            assert r.responses[0].error_code == error, (configs, r)
+            if message:
+                assert r.responses[0].error_message == message
+        D = cls(DESCRIBE_CONFIGS, 4, "DescribeConfigsResource")
+        d = await conn.request(DESCRIBE_CONFIGS, 4, cls(DESCRIBE_CONFIGS, 4)(
+            resources=(D(resource_type=GROUP_RESOURCE, resource_name="g", configuration_keys=None),),
+            include_synonyms=False, include_documentation=False))
+        values = {c.name: (c.value, c.config_source) for c in d.results[0].configs}
+        assert values["consumer.session.timeout.ms"] == ("50000", 8)  # GROUP_CONFIG
+        assert values["share.record.lock.duration.ms"] == ("30000", 5)  # DEFAULT_CONFIG
+        assert values["share.auto.offset.reset"] == ("latest", 5)
+    finally:
+        await conn.close()
+    server.restart()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        d = await conn.request(DESCRIBE_CONFIGS, 4, cls(DESCRIBE_CONFIGS, 4)(
+            resources=(D(resource_type=GROUP_RESOURCE, resource_name="g", configuration_keys=None),),
+            include_synonyms=False, include_documentation=False))
+        assert {c.name: c.value for c in d.results[0].configs}["consumer.session.timeout.ms"] == "50000"
+    finally:
+        await conn.close()
+
+
+async def test_read_committed_skips_aborted_transactions(server):
+    from confluent_kafka import Producer
+
+    conn, tid = await start(server, records=0, share_isolation_level="read_committed")
+    try:
+        def transactions() -> None:
+            p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "tx"})
+            p.init_transactions(30)
+            for commit in (False, True):
+                p.begin_transaction()
+                for i in range(3):
+                    p.produce("t", value=b"c" if commit else b"a", partition=0)
+                p.flush(30)
+                (p.commit_transaction if commit else p.abort_transaction)(30)
+
+        await asyncio.get_running_loop().run_in_executor(None, transactions)
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        # 0-2 aborted and 3 their marker: archived, never delivered; 4-6 committed; 7 its marker.
+        assert acquired(r) == [(4, 6, 1)]
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(4, 6, [ACCEPT])]}))
+        assert part(r).error_code == 0
+    finally:
+        await conn.close()
+
+
+async def test_crash_keeps_acknowledgements_and_delivery_counts(server):
+    conn, tid = await start(server)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 9, 1)]
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 4, [ACCEPT]), (5, 5, [REJECT])]}))
+        assert part(r).error_code == 0
+    finally:
+        await conn.close()
+    server.stop(signal.SIGKILL)
+    server.start()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid))
+        # Nothing acknowledged comes back; what a held is Available again, with its delivery.
+        assert acquired(r) == [(6, 9, 2)]
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()
