@@ -137,10 +137,15 @@ class ConfigApis:
                 await self.broker.replace(r.resource_name, broker_settings)
                 self.topics.broker_configs_changed()
         elif r.resource_type == GROUP and self.group_configs is not None:
-            settings = new_settings(self.group_configs.layer(r.resource_name), r)
-            self.group_configs.validate(settings)
-            if not validate_only:
-                self.group_configs.replace(r.resource_name, {k: v for k, v in settings.items() if v is not None})
+            def group_settings(current: dict[str, str]) -> dict[str, str]:
+                settings = new_settings(dict(current), r)
+                self.group_configs.validate(settings)
+                return {k: v for k, v in settings.items() if v is not None}
+
+            if validate_only:
+                group_settings(self.group_configs.layer(r.resource_name))
+            else:
+                await self.group_configs.replace(r.resource_name, group_settings)
         else:
             raise ConfigError(f"Unsupported resource type {r.resource_type}", E.invalid_request)
 

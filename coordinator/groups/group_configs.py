@@ -8,22 +8,22 @@ Per group id, overrides of the broker's group settings: `consumer.session.timeou
 name is INVALID_CONFIG "Unknown group config name: X", a value outside the broker's
 min/max bounds INVALID_CONFIG with GroupConfig.validateValues' message. A group id need not
 exist (Kafka allows configs ahead of the group). Kept in `group-configs.json` in the data
-dir (written atomically), where Kafka keeps them in its metadata log.
+dir (coordinator.durable: a change takes effect once durable), where Kafka keeps them in
+its metadata log.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
 from ..broker.config_defs import INT, STRING, ConfigError
 from ..broker.configs import Entry
+from ..durable import JsonFile
 
 FILE = "group-configs.json"
 GROUP_CONFIG, DEFAULT_CONFIG = 8, 5  # DescribeConfigs config sources
@@ -102,11 +102,9 @@ def valid_auto_offset_reset(value: str) -> bool:
 
 class GroupConfigs:
     def __init__(self, data_dir: Path | None, bounds: Bounds | None = None) -> None:
-        self.data_dir = data_dir
         self.bounds = bounds or Bounds()
-        self.configs: dict[str, dict[str, str]] = {}
-        if data_dir is not None and (data_dir / FILE).exists():
-            self.configs = json.loads((data_dir / FILE).read_text())
+        self.file = JsonFile(data_dir / FILE) if data_dir is not None else None
+        self.configs: dict[str, dict[str, str]] = self.file.load({}) if self.file is not None else {}
 
     def get(self, group_id: str, name: str) -> str | None:
         """The group's own setting, or None (the broker's applies)."""
@@ -181,22 +179,23 @@ class GroupConfigs:
             raise ConfigError(f"Invalid value {level} for configuration share.isolation.level: String must be one "
                               "of: read_committed, read_uncommitted")
 
-    def replace(self, group_id: str, settings: dict[str, str]) -> None:
+    async def replace(self, group_id: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """The group's configs become settings(the ones in force), once durable. OSError if
+        the disk refused, or what settings() raised (its validation): nothing changed."""
         if not group_id:
             raise ConfigError("Group id must not be empty.", E.invalid_request)
-        if settings:
-            self.configs[group_id] = dict(settings)
-        else:
-            self.configs.pop(group_id, None)
-        self._save()
 
-    def _save(self) -> None:
-        if self.data_dir is None:
-            return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.data_dir / (FILE + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.configs, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.data_dir / FILE)
+        def commit() -> tuple[Any, Callable[[], None]]:
+            values = settings(self.layer(group_id))
+            configs = {g: c for g, c in self.configs.items() if g != group_id}
+            if values:
+                configs[group_id] = dict(values)
+
+            def install() -> None:
+                self.configs = configs
+            return configs, install
+
+        if self.file is None:
+            commit()[1]()
+        else:
+            await self.file.update(commit)
