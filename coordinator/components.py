@@ -115,7 +115,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     share_state = await ShareStateLog.open(c.data_dir, c.share_partitions, c.fsync, c.fsync_interval_ms,
                                            c.share_snapshot_update_records)
     share_state.load()
-    shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)
+    shares = SharePartitionManager(topics, data_plane, runtime, share_state,
+                                   runtime.share_config, c.node_id)  # type: ignore[attr-defined]
     shares.register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)
     return Parts(topics, runtime, offsets_log, topology, control,

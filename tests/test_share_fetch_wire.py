@@ -31,7 +31,7 @@ def cls(api, v, name=None):
 
 def acks_of(batches, v):
     B = cls(SFETCH, v, "AcknowledgementBatch")
-    return tuple(B(first_offset=f, last_offset=l, acknowledge_types=tuple(t)) for f, l, t in batches)
+    return tuple(B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in batches)
 
 
 def sfetch(group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=500, max_wait_ms=0, v=1,
@@ -53,7 +53,7 @@ def sack(group, member, epoch, topic_id, acks, v=1, **kw):
     P, T = cls(SACK, v, "AcknowledgePartition"), cls(SACK, v, "AcknowledgeTopic")
     B = cls(SACK, v, "AcknowledgementBatch")
     parts = tuple(P(partition_index=p, acknowledgement_batches=tuple(
-        B(first_offset=f, last_offset=l, acknowledge_types=tuple(t)) for f, l, t in bs)) for p, bs in acks.items())
+        B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in bs)) for p, bs in acks.items())
     return cls(SACK, v)(group_id=group, member_id=member, share_session_epoch=epoch,
                         topics=(T(topic_id=topic_id, partitions=parts),), **kw)
 
@@ -247,7 +247,7 @@ async def test_auto_offset_reset(server):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=1)
-        for i in range(3):
+        for _ in range(3):
             await produce(conn, "t", build_batch([(None, b"old")]))
         for group, reset in (("latest", "latest"), ("earliest", "earliest"), ("recent", "by_duration:PT1H"),
                              ("future", "by_duration:PT0S")):
@@ -320,7 +320,7 @@ async def test_read_committed_skips_aborted_transactions(server):
             p.init_transactions(30)
             for commit in (False, True):
                 p.begin_transaction()
-                for i in range(3):
+                for _ in range(3):
                     p.produce("t", value=b"c" if commit else b"a", partition=0)
                 p.flush(30)
                 (p.commit_transaction if commit else p.abort_transaction)(30)

@@ -203,9 +203,11 @@ class SharePartitionManager:
         self._schedule_expiry(key, sp)
 
     def _persist_quietly(self, key: Key, sp: SharePartition, changed: list[int]) -> None:
-        fut = self._persist(key, sp, changed)
-        fut.add_done_callback(lambda f: f.exception() and log.warning(
-            "share-partition %s: its state could not be written: %s", key, f.exception()))
+        def written(f: asyncio.Future) -> None:
+            if f.exception() is not None:
+                log.warning("share-partition %s: its state could not be written: %s", key, f.exception())
+
+        self._persist(key, sp, changed).add_done_callback(written)
 
     def _wake(self, key: Key) -> None:
         for fut in self.waiters.pop(key, ()):
@@ -259,7 +261,7 @@ class SharePartitionManager:
                             for b in p.acknowledgement_batches)
         return out
 
-    def _session(self, group_id: str | None, member_id: str | None, epoch: int, has_acks: bool) -> ShareSession | None:
+    def _session(self, group_id: str | None, member_id: str | None, epoch: int, has_acks: bool) -> ShareSession:
         """Kafka's ShareSessionCache / SharePartitionManager.newContext checks."""
         if not group_id:
             raise RequestError(E.invalid_group_id, "The group id must not be empty.")
@@ -272,8 +274,8 @@ class SharePartitionManager:
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release(old, old.partitions)
-            session = self.sessions[key] = ShareSession(group_id, member_id)
-            return session
+            new = self.sessions[key] = ShareSession(group_id, member_id)
+            return new
         session = self.sessions.get(key)
         if session is None:
             raise RequestError(E.share_session_not_found, f"Share session not found for member {member_id}.")
@@ -466,8 +468,8 @@ class SharePartitionManager:
                 acknowledge_error_message=ack_message,
                 current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0),
                 records=records, acquired_records=tuple(
-                    ctx.nested("AcquiredRecords", first_offset=f, last_offset=l, delivery_count=c)
-                    for f, l, c in ranges)))
+                    ctx.nested("AcquiredRecords", first_offset=first, last_offset=last, delivery_count=count)
+                    for first, last, count in ranges)))
         return ctx.response(throttle_time=0, error_code=E.none, acquisition_lock_timeout=lock_ms,
                             responses=tuple(ctx.nested("ShareFetchableTopicResponse", topic_id=t, partitions=tuple(ps))
                                             for t, ps in by_topic.items()), node_endpoints=())

@@ -78,7 +78,9 @@ class ShareStateLog:
     @classmethod
     async def open(cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int,
                    snapshot_every: int = 500) -> ShareStateLog:
-        config = dataclasses.replace(STATE_TOPIC_CONFIG, fsync=fsync, fsync_interval_ms=fsync_interval_ms)
+        # (fsync is one of the flag's checked choices)
+        config = dataclasses.replace(STATE_TOPIC_CONFIG, fsync=fsync,  # type: ignore[arg-type]
+                                     fsync_interval_ms=fsync_interval_ms)
         return cls(await OffsetsLog.open(data_dir, partitions, config, topic=TOPIC), snapshot_every)
 
     def partition_of(self, key: Key) -> int:
@@ -115,11 +117,11 @@ class ShareStateLog:
                                                    0, offset, value.create_timestamp)
             state.apply(-1, value.state_batches)
             return
-        state = self.states.get(key)
-        if state is None or value.snapshot_epoch != state.snapshot_epoch:
+        current = self.states.get(key)
+        if current is None or value.snapshot_epoch != current.snapshot_epoch:
             return  # an update of a snapshot that is gone or was superseded
-        state.apply(value.start_offset, value.state_batches)
-        state.updates += 1
+        current.apply(value.start_offset, value.state_batches)
+        current.updates += 1
 
     # writing ----------------------------------------------------------------------------
 
