@@ -83,6 +83,7 @@ class RequestContext:
     waiting: Any = None  # for a response given later: LATER, or a Future / Task of its body
     body: Any = UNANSWERED  # set by answer()
     started: float = 0.0  # when it was read (perf_counter), if requests are measured
+    size: int = 0  # bytes of the request frame (what a produce quota counts)
 
     def answer(self, body: Any) -> None:
         """Give the response of a handler that returned LATER."""

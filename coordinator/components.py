@@ -20,6 +20,7 @@ from .broker.config_apis import ConfigApis
 from .broker.configs import BrokerConfigs, static_broker_configs
 from .broker.data import DataPlane
 from .broker.producers import ProducerIds
+from .broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, QuotaStore
 from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
@@ -91,6 +92,12 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     data_plane.register(registry)
     runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]
         c.data_dir, group_config_bounds(c))
+    quotas = QuotaStore(c.data_dir)
+    ClientQuotaApis(quotas).register(registry)
+    data_plane.produce_quota = ByteRateQuota(quotas, PRODUCER_BYTE_RATE, c.quota_window_num,
+                                             c.quota_window_size_seconds)
+    data_plane.fetch_quota = ByteRateQuota(quotas, CONSUMER_BYTE_RATE, c.quota_window_num,
+                                           c.quota_window_size_seconds)
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
 

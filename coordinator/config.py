@@ -97,6 +97,8 @@ class Config:
     log_cleaner_backoff_ms: int = _opt(
         15_000, "how often the log cleaner looks at compacted logs again (log.cleaner.backoff.ms; also a "
         "dynamic broker config)")
+    quota_window_num: int = _opt(11, "samples a client quota's rate is measured over (quota.window.num)")
+    quota_window_size_seconds: int = _opt(1, "length of each such sample (quota.window.size.seconds)")
     max_incremental_fetch_session_cache_slots: int = _opt(
         1000, "incremental fetch sessions kept (max.incremental.fetch.session.cache.slots; 0: none)")
     # Security (off by default: the dev stand-in stays zero-config).

@@ -66,6 +66,9 @@ class Connection(asyncio.Protocol):
         # SASL: this connection's authentication (None when the port needs none)
         self.sasl = SaslSession() if self.listener.sasl else None
         self._handling = False
+        # A client over its quota: no request of it is read or handled until then
+        # (monotonic time; Kafka's channel muted for the throttle time, KIP-219)
+        self.throttled_until = 0.0
 
     # asyncio.Protocol callbacks -------------------------------------------------------
 
@@ -132,7 +135,7 @@ class Connection(asyncio.Protocol):
             while backlog:
                 if self.closed:
                     return
-                if self.writing_paused or len(pending) >= MAX_IN_FLIGHT:
+                if self.writing_paused or len(pending) >= MAX_IN_FLIGHT or self.throttled_until:
                     break
                 try:
                     # (no local keeps the frame: once decoded it is freed before the handler's task runs)
@@ -270,7 +273,7 @@ class Connection(asyncio.Protocol):
         if self.transport is None or self.closed or self.eof:  # (nothing more to read after EOF)
             return
         should_pause = (self.writing_paused or self.draining or len(self.pending) >= MAX_IN_FLIGHT
-                        or bool(self.backlog))
+                        or bool(self.backlog) or bool(self.throttled_until))
         if should_pause is self.reading_paused:  # the usual case: nothing changes
             return
         if should_pause and not self.reading_paused:
@@ -279,6 +282,28 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def throttle(self, ms: int) -> None:
+        """Mute the channel for `ms` (Kafka's RequestChannel.startThrottling for a client over
+        its quota): answers already due still go out; nothing more is read until it ends."""
+        if ms <= 0 or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if until <= self.throttled_until:
+            return
+        self.throttled_until = until
+        self._update_reading()
+        loop.call_at(until, self._end_throttling, until)
+
+    def _end_throttling(self, until: float) -> None:
+        if self.throttled_until != until:  # a longer throttle came after this one
+            return
+        self.throttled_until = 0.0
+        if self.backlog:
+            self.handle_backlog()
+        else:
+            self._update_reading()
 
     def drain(self) -> None:
         """Read no more requests; the ones read are still answered."""

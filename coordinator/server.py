@@ -430,7 +430,7 @@ class Server:
             raise CloseConnection(f"api key {api_key} before SASL authentication")  # as Kafka
         header, pos = read_request_header(frame, flexible=c.flexible_request)
         body = decode_body(c, frame, pos)
-        ctx = RequestContext(header, c, conn.client_host, conn)
+        ctx = RequestContext(header, c, conn.client_host, conn, size=len(frame))
         faults = self.intercept  # None unless a fault rule exists (coordinator/faults.py)
         result = None if faults is None else faults.intercept(self, ctx, body, api.handler)
         if result is None:

@@ -305,6 +305,8 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
         ("fetch.max.bytes", INT, 57_671_680, c.fetch_max_bytes, "Largest answer to one Fetch."),
         ("log.retention.check.interval.ms", LONG, 300_000, c.log_retention_check_interval_ms,
          "How often logs apply retention."),
+        ("quota.window.num", INT, 11, c.quota_window_num, "Samples a client quota's rate is measured over."),
+        ("quota.window.size.seconds", INT, 1, c.quota_window_size_seconds, "Length of each sample."),
         ("log.cleaner.backoff.ms", LONG, 15_000, c.log_cleaner_backoff_ms,
          "How long the cleaner sleeps when no log needs cleaning."),
     ]

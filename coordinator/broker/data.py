@@ -32,6 +32,7 @@ from .fetch_sessions import (
     FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition, FetchSession, FetchSessionCache,
 )
 from .producers import PartitionProducers, ProducerIds
+from .quotas import ByteRateQuota, quota_user
 from .topics import Topics
 from .transactions import PartitionTxns
 
@@ -79,6 +80,9 @@ class DataPlane:
         self.waiters: dict[PartitionLog, set[asyncio.Future]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.draining = False
+        # producer_byte_rate / consumer_byte_rate enforcement (coordinator.broker.quotas), when wired in
+        self.produce_quota: ByteRateQuota | None = None
+        self.fetch_quota: ByteRateQuota | None = None
 
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(0, 12), self.produce)
@@ -210,6 +214,29 @@ class DataPlane:
         return records, -1
 
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
+        quota = self.produce_quota
+        if quota is None or quota.quota(quota_user(ctx.connection), ctx.header.client_id or "") is None:
+            return await self._produce(ctx, req)
+        # Kafka reads a connection's next request only once the previous one is answered and
+        # its throttle time is over: a client with a produce quota that pipelines has its
+        # requests taken one at a time here, each after the throttle the one before earned.
+        conn = ctx.connection
+        before = getattr(conn, "quota_turn", None)
+        turn = asyncio.get_running_loop().create_future()
+        conn.quota_turn = turn
+        try:
+            if before is not None:
+                await asyncio.shield(before)
+            wait = getattr(conn, "throttled_until", 0.0) - asyncio.get_running_loop().time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            return await self._produce(ctx, req)
+        finally:
+            turn.set_result(None)
+            if getattr(conn, "quota_turn", None) is turn:
+                conn.quota_turn = None
+
+    async def _produce(self, ctx: RequestContext, req: Any) -> Any:
         transactional_id = getattr(req, "transactional_id", None)
         if (transactional_id and self.transactions is None) or req.acks not in ACKS:
             error, message = ((E.transactional_id_authorization_failed, "transactions are not supported")
@@ -224,11 +251,14 @@ class DataPlane:
             if failed:
                 results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)], -1, []) if (t, p) in failed else r
                            for r in results for t, p in [r[:2]]]
+        throttle = self._produce_throttle(ctx)
         if req.acks == 0:
             failed = [(t, p, err) for t, p, err, *_ in results if err != E.none]
             if failed:  # as Kafka: no answer to carry the error, so the client must reconnect
                 raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
             return None
+        if throttle and ctx.version < 6:  # before KIP-219 the client does not wait: the answer does
+            await asyncio.sleep(throttle / 1000)
         by_topic: dict[str, list] = {}
         leaders: set[int] = set()
         for topic, partition, error, base, message, append_time, record_errors in results:
@@ -245,9 +275,20 @@ class DataPlane:
                                                batch_index_error_message=m) for i, m in record_errors)
                 if ctx.version >= 8 else (),  # (record errors came with v8, KIP-467)
                 error_message=message, **hint))
-        return ctx.response(throttle_time=0, node_endpoints=self.node_endpoints(ctx, leaders) if leaders else (),
+        return ctx.response(throttle_time=throttle, node_endpoints=self.node_endpoints(ctx, leaders) if leaders else (),
                             responses=tuple(ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
                                             for name, parts in by_topic.items()))
+
+    def _produce_throttle(self, ctx: RequestContext) -> int:
+        """Kafka's produce quota: the request's bytes count against producer_byte_rate of its
+        (user, client-id), whatever became of its batches; over it, the connection is muted
+        for the throttle time, which the answer also carries."""
+        if self.produce_quota is None:
+            return 0
+        throttle = self.produce_quota.record(quota_user(ctx.connection), ctx.header.client_id or "", ctx.size,
+                                             int(time.time() * 1000))
+        _mute(ctx, throttle)
+        return throttle
 
     async def _durable(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
         """acks=-1: wait for the fsync policy (with fsync=always: on disk); the partitions
@@ -441,8 +482,28 @@ class DataPlane:
 
     def _fetch_response(self, ctx: RequestContext, req: Any, targets: list[CachedPartition],
                         session: FetchSession | None, epoch: int) -> Any:
-        answer, _ = self._read(ctx, targets, min(req.max_bytes, self.fetch_max_bytes),
-                               getattr(req, "isolation_level", 0) == READ_COMMITTED)
+        quota = self.fetch_quota
+        user, client_id = "", ctx.header.client_id or ""
+        max_bytes = min(req.max_bytes, self.fetch_max_bytes)
+        window = None
+        if quota is not None:
+            user = quota_user(ctx.connection)
+            window = quota.max_value_in_window(user, client_id)
+            if window is not None:  # as Kafka: no answer larger than the quota's window holds
+                max_bytes = min(max_bytes, window)
+        answer, size = self._read(ctx, targets, max_bytes, getattr(req, "isolation_level", 0) == READ_COMMITTED)
+        if window is not None:
+            # Kafka's fetch quota: the answer's bytes count against consumer_byte_rate; over it,
+            # the client gets an empty answer with the throttle time (the bytes are taken back)
+            # and its connection is muted that long.
+            now = int(time.time() * 1000)
+            throttle = quota.record(user, client_id, size, now)  # type: ignore[union-attr]
+            if throttle:
+                quota.unrecord(user, client_id, size, now)  # type: ignore[union-attr]
+                _mute(ctx, throttle)
+                return ctx.response(throttle_time=throttle, error_code=E.none,
+                                    session_id=session.id if session is not None else INVALID_SESSION_ID,
+                                    responses=())
         if session is not None:  # incremental: only the partitions with news
             if session.id in self.sessions.sessions:
                 answer = [(t, d) for t, d in answer if self._news(session, t, d)]
@@ -668,6 +729,13 @@ def _validate_records(info: Any, partition: str, records: bytes, h: Any) -> None
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
     raise RecordErrors(E.invalid_record, f"One or more records have been rejected due to {len(errors)} record "
                        f"errors in total, and only showing the first three errors at most: [{shown}]", errors)
+
+
+def _mute(ctx: RequestContext, throttle: int) -> None:
+    """Mute the request's connection for its throttle time (KIP-219)."""
+    mute = getattr(ctx.connection, "throttle", None)
+    if throttle and mute is not None:
+        mute(throttle)
 
 
 def _below(records: bytes, lso: int) -> tuple[bytes, int]:

@@ -68,6 +68,8 @@ class _Answer:
     def __init__(self, conn: Any) -> None:
         self.done = asyncio.get_running_loop().create_future()
         self.listener, self.sasl = conn.listener, conn.sasl  # (what handlers read of their connection)
+        self.transport = getattr(conn, "transport", None)
+        self.throttle = getattr(conn, "throttle", None)  # (a client over its quota is muted all the same)
 
     def flush_answers(self) -> None:
         if not self.done.done():
@@ -76,7 +78,7 @@ class _Answer:
 
 async def _body_of(handler: Callable, ctx: RequestContext, req: Any) -> Any:
     """Run the handler on `req` and return its response as an object (whatever way it answers)."""
-    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer(ctx.connection))
+    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer(ctx.connection), size=ctx.size)
     result = handler(inner, req)
     if result is LATER:
         if inner.body is UNANSWERED:
@@ -102,6 +104,7 @@ class AclGate:
             19: self.create_topics, 20: self.delete_topics, 22: self.init_producer_id, 24: self.add_partitions,
             25: self.add_offsets, 26: self._txn_write, 28: self.txn_offset_commit, 29: self._cluster(DESCRIBE),
             30: self._cluster(ALTER), 31: self._cluster(ALTER), 42: self.delete_groups,
+            48: self._cluster(DESCRIBE_CONFIGS), 49: self._cluster(ALTER_CONFIGS),
             50: self._cluster(DESCRIBE), 51: self._cluster(ALTER), 68: self._group_read,
             21: self.delete_records, 32: self._configs(DESCRIBE_CONFIGS), 33: self._configs(ALTER_CONFIGS),
             37: self.create_partitions, 44: self._configs(ALTER_CONFIGS), 47: self.offset_delete,
@@ -141,6 +144,13 @@ class AclGate:
                 return ctx.response(throttle_time=0, filter_results=tuple(
                     ctx.nested("DeleteAclsFilterResult", error_code=CLUSTER_DENIED, error_message=None,
                                matching_acls=()) for _ in req.filters))
+            if key == 48:  # DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster
+                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None, entries=None)
+            if key == 49:  # AlterClientQuotas: ALTER_CONFIGS on the cluster, each entry refused
+                return ctx.response(throttle_time=0, entries=tuple(
+                    ctx.nested("EntryData", error_code=CLUSTER_DENIED, error_message=None, entity=tuple(
+                        ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
+                        for e in entry.entity)) for entry in req.entries))
             if key == 51:
                 names = [a.name for a in (*req.deletions, *req.upsertions)]
                 return ctx.response(throttle_time=0, results=tuple(
@@ -315,7 +325,7 @@ class AclGate:
             rows = list(body.responses) if body is not None else []
             rows += [ctx.nested("TopicProduceResponse", name=t.name, partition_responses=tuple(
                 self._produce_error(ctx, p.index, TOPIC_DENIED) for p in t.partition_data)) for t in denied]
-            return ctx.response(throttle_time=0, responses=tuple(rows))
+            return ctx.response(throttle_time=body.throttle_time if body is not None else 0, responses=tuple(rows))
         return merged()
 
     @staticmethod
@@ -401,7 +411,7 @@ class AclGate:
             rows = list(body.responses) if body is not None else []
             rows += [ctx.nested("DeletableTopicResult", name=n, topic_id=None, error_code=TOPIC_DENIED,
                                 error_message=None) for n in sorted(denied)]
-            return ctx.response(throttle_time=0, responses=tuple(rows))
+            return ctx.response(throttle_time=body.throttle_time if body is not None else 0, responses=tuple(rows))
         return merged()
 
     def _merge(self, ctx: RequestContext, req: Any, handler: Callable, field: str, out_field: str,

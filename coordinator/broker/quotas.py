@@ -1,0 +1,364 @@
+"""Client quotas as Kafka keeps and enforces them.
+
+DescribeClientQuotas (48) and AlterClientQuotas (49), KIP-546, validate as Kafka's
+ClientQuotaControlManager does: entities of type user, client-id (together or alone) or ip
+(alone), a null name being the default entity; keys producer_byte_rate and
+consumer_byte_rate (whole numbers), request_percentage and controller_mutation_rate for users
+and clients, connection_creation_rate for ips; values above 0. They are kept in the data dir.
+
+The produce and fetch byte rates are enforced as Kafka's ClientQuotaManager does: per
+(user, client-id), the most specific quota entity that sets the key applies (Kafka's
+eight-level order), each matching entity's bytes are measured by a Rate over
+quota.window.num samples of quota.window.size.seconds, and a request that takes the rate
+over the quota gets throttle_time_ms = (rate - quota) / quota * window, after which its
+connection is muted for that long. The other keys are stored and described only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import Registry, RequestContext
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_rate"
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+QUOTAS_FILE = "client-quotas.json"
+
+# QuotaConfig.userAndClientQuotaConfigs / ipConfigs: key -> type
+LONG, DOUBLE, INT = "LONG", "DOUBLE", "INT"
+USER_CLIENT_KEYS = {PRODUCER_BYTE_RATE: LONG, CONSUMER_BYTE_RATE: LONG, "request_percentage": DOUBLE,
+                    "controller_mutation_rate": DOUBLE}
+IP_KEYS = {"connection_creation_rate": INT}
+
+Entity = tuple[tuple[str, "str | None"], ...]  # sorted (type, name) pairs; name None: the default
+
+
+class QuotaError(Exception):
+    def __init__(self, code: E, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def entity_string(entity: Entity) -> str:
+    """Kafka's ClientQuotaEntity.toString."""
+    return "ClientQuotaEntity(entries={" + ", ".join(f"{t}={n}" for t, n in entity) + "})"
+
+
+def _valid_ip(name: str | None) -> bool:
+    """InetAddress.getByName: an address, or a host name that resolves."""
+    if name is None:
+        return True
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(name, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+class QuotaStore:
+    """The quota entities and their values, saved in the data dir on every change."""
+
+    def __init__(self, data_dir: Path | None) -> None:
+        self.path = None if data_dir is None else data_dir / QUOTAS_FILE
+        self.quotas: dict[Entity, dict[str, float]] = {}
+        if self.path is not None and self.path.exists():
+            for row in json.loads(self.path.read_text()):
+                entity = tuple(sorted((t, n) for t, n in row["entity"].items()))
+                self.quotas[entity] = {k: float(v) for k, v in row["quotas"].items()}
+        self.changes = 0  # bumped on each change: the enforcers' caches follow it
+
+    def get(self, entity: Entity, key: str) -> float | None:
+        values = self.quotas.get(entity)
+        return None if values is None else values.get(key)
+
+    def apply(self, changes: dict[Entity, dict[str, float | None]]) -> None:
+        for entity, ops in changes.items():
+            values = self.quotas.setdefault(entity, {})
+            for key, value in ops.items():
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
+            if not values:
+                del self.quotas[entity]
+        self.changes += 1
+        self._save()
+
+    def _save(self) -> None:
+        # (written whole, fsynced, then renamed over the old file: a crash leaves one or the other)
+        if self.path is None:
+            return
+        rows = [{"entity": dict(entity), "quotas": values} for entity, values in sorted(
+            self.quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]])]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(rows, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+
+class ClientQuotaApis:
+    """DescribeClientQuotas and AlterClientQuotas (Kafka's ClientQuotaControlManager)."""
+
+    def __init__(self, store: QuotaStore) -> None:
+        self.store = store
+
+    def register(self, registry: Registry) -> None:
+        registry.add(DESCRIBE_CLIENT_QUOTAS, range(0, 2), self.describe_client_quotas)
+        registry.add(ALTER_CLIENT_QUOTAS, range(0, 2), self.alter_client_quotas)
+
+    # DescribeClientQuotas ---------------------------------------------------------------
+
+    def describe_client_quotas(self, ctx: RequestContext, req: Any) -> Any:
+        try:
+            exact, any_of = self._filter(req.components)
+        except QuotaError as e:
+            return ctx.response(throttle_time=0, error_code=e.code, error_message=str(e), entries=None)
+        entries = []
+        for entity, values in sorted(self.store.quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]]):
+            names = dict(entity)
+            if req.strict and len(names) != len(exact) + len(any_of):
+                continue
+            if any(t not in names or names[t] != n for t, n in exact.items()) or any(t not in names for t in any_of):
+                continue
+            entries.append(ctx.nested(
+                "EntryData",
+                entity=tuple(ctx.nested("EntityData", entity_type=t, entity_name=n) for t, n in entity),
+                values=tuple(ctx.nested("ValueData", key=k, value=v) for k, v in sorted(values.items()))))
+        return ctx.response(throttle_time=0, error_code=E.none, error_message=None, entries=tuple(entries))
+
+    @staticmethod
+    def _filter(components: Any) -> tuple[dict[str, str | None], set[str]]:
+        """Kafka's describeClientQuotas filter checks: exact names (None: the default entity)
+        and types that must merely be there."""
+        exact: dict[str, str | None] = {}
+        any_of: set[str] = set()
+        for c in components:
+            t = c.entity_type
+            if not t:
+                raise QuotaError(E.invalid_request, "Invalid empty entity type.")
+            if t in exact or t in any_of:
+                raise QuotaError(E.invalid_request, f"Entity type {t} cannot appear more than once in the filter.")
+            if t not in (USER, CLIENT_ID, IP):
+                raise QuotaError(E.unsupported_version, f"Unsupported entity type {t}")
+            if c.match_type == MATCH_EXACT:
+                exact[t] = c.match
+            elif c.match_type == MATCH_DEFAULT:
+                exact[t] = None
+            elif c.match_type == MATCH_ANY:
+                any_of.add(t)
+            else:  # (DescribeClientQuotasRequest.filter's IllegalArgumentException)
+                raise QuotaError(E.unknown_server_error, f"Unexpected match type: {c.match_type}")
+        types = set(exact) | any_of
+        if IP in types and types & {USER, CLIENT_ID}:
+            raise QuotaError(E.invalid_request, "Invalid entity filter component combination. IP filter component "
+                             "should not be used with user or clientId filter component.")
+        return exact, any_of
+
+    # AlterClientQuotas ------------------------------------------------------------------
+
+    def alter_client_quotas(self, ctx: RequestContext, req: Any) -> Any:
+        """Each entry is checked alone (its error is its own); the valid ones are applied
+        together unless validate_only."""
+        results: dict[Entity, tuple[E, str | None]] = {}
+        order: list[tuple[Any, Entity]] = []
+        changes: dict[Entity, dict[str, float | None]] = {}
+        for entry in req.entries:
+            entity = tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity))
+            order.append((entry, entity))
+            if entity in results:
+                results[entity] = (E.invalid_request, f"Ignoring duplicate entity {entity_string(entity)}")
+                changes.pop(entity, None)
+                continue
+            try:
+                changes[entity] = self._check_entry(entity, entry)
+                results[entity] = (E.none, None)
+            except QuotaError as e:
+                results[entity] = (e.code, str(e))
+        if changes and not req.validate_only:
+            self.store.apply(changes)
+        return ctx.response(throttle_time=0, entries=tuple(
+            ctx.nested("EntryData", error_code=results[entity][0], error_message=results[entity][1],
+                       entity=tuple(ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
+                                    for e in entry.entity))
+            for entry, entity in order))
+
+    @staticmethod
+    def _check_entry(entity: Entity, entry: Any) -> dict[str, float | None]:
+        """ClientQuotaControlManager.alterClientQuotaEntity's checks, in its order."""
+        ops: dict[str, float | None] = {}
+        for op in entry.ops:
+            if op.key in ops:  # (Kafka then reports the entity as a duplicate)
+                raise QuotaError(E.invalid_request, f"Ignoring duplicate entity {entity_string(entity)}")
+            ops[op.key] = None if op.remove else op.value
+        if not entity:
+            raise QuotaError(E.invalid_request, "Invalid empty client quota entity")
+        seen = set()
+        for t, name in entity:
+            if t in seen:
+                raise QuotaError(E.invalid_request, f"Invalid client quota entity, duplicate entity entry {t}")
+            seen.add(t)
+            if t not in (USER, CLIENT_ID, IP):
+                raise QuotaError(E.invalid_request, f"Unhandled client quota entity type: {t}")
+            if name is not None and name == "":
+                raise QuotaError(E.invalid_request, f"Empty {t} not supported")
+        names = dict(entity)
+        if IP in names:
+            if USER in names or CLIENT_ID in names:
+                raise QuotaError(E.invalid_request, "Invalid quota entity combination, IP entity should"
+                                 "not be combined with User or ClientId")  # (sic: Kafka's message)
+            if not _valid_ip(names[IP]):
+                raise QuotaError(E.invalid_request, f"{names[IP]} is not a valid IP or resolvable host.")
+            keys = IP_KEYS
+        else:
+            keys = USER_CLIENT_KEYS
+        for key, value in ops.items():
+            if value is None:
+                continue
+            kind = keys.get(key)
+            if kind is None:
+                raise QuotaError(E.invalid_request, f"Invalid configuration key {key}")
+            if not value > 0.0:
+                raise QuotaError(E.invalid_request, f"Quota {key} must be greater than 0")
+            if kind == INT and value > 2**31 - 1:
+                raise QuotaError(E.invalid_request, f"Proposed value for {key} is too large for an INT.")
+            if kind == LONG and value > 2**63 - 1:
+                raise QuotaError(E.invalid_request, f"Proposed value for {key} is too large for a LONG.")
+            if kind != DOUBLE and abs(value % 1.0) > 1e-6:
+                raise QuotaError(E.invalid_request, f"{key} cannot be a fractional value.")
+        return ops
+
+
+class Rate:
+    """Kafka's Rate over a windowed sum (SampledStat): `samples` windows of `window_ms`
+    each; a window older than all of them together no longer counts. The rate divides the
+    bytes counted by the time they cover, at least samples - 1 whole windows."""
+
+    __slots__ = ("samples", "window_ms", "starts", "values", "current")
+
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.samples, self.window_ms = samples, window_ms
+        self.starts: list[int] = []
+        self.values: list[float] = []
+        self.current = 0
+
+    def record(self, value: float, now: int) -> None:
+        if not self.starts:
+            self.starts.append(now)
+            self.values.append(0.0)
+        elif now - self.starts[self.current] >= self.window_ms:  # this window is complete: the next
+            self.current = (self.current + 1) % self.samples
+            if self.current >= len(self.starts):
+                self.starts.append(now)
+                self.values.append(0.0)
+            else:
+                self.starts[self.current], self.values[self.current] = now, 0.0
+        self.values[self.current] += value
+
+    def _purge(self, now: int) -> None:
+        expire = self.samples * self.window_ms
+        for i, start in enumerate(self.starts):
+            if now - start >= expire:
+                self.starts[i], self.values[i] = now, 0.0
+
+    def window_size(self, now: int) -> int:
+        """Kafka's Rate.windowSize: the time the counted samples cover (ms)."""
+        self._purge(now)
+        elapsed = now - (min(self.starts) if self.starts else now)
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return max(elapsed, 1)
+
+    def measure(self, now: int) -> float:
+        """Bytes per second."""
+        size = self.window_size(now)  # (purges first)
+        return sum(self.values) / (size / 1000)
+
+
+class ByteRateQuota:
+    """Kafka's ClientQuotaManager for one byte-rate quota (producer_byte_rate for Produce,
+    consumer_byte_rate for Fetch), with its DefaultQuotaCallback's entity order."""
+
+    def __init__(self, store: QuotaStore, key: str, samples: int = 11, window_seconds: int = 1) -> None:
+        self.store, self.key = store, key
+        self.samples, self.window_ms = samples, window_seconds * 1000
+        self.rates: dict[tuple[str, str], Rate] = {}
+        self._seen_changes = -1
+        self._any = False
+
+    def quota(self, user: str, client_id: str) -> tuple[tuple[str, str], float] | None:
+        """The rate's key (user and client-id tags as Kafka's quotaMetricTags give them) and
+        the quota of the most specific entity that sets this key; None: no quota."""
+        if self._seen_changes != self.store.changes:  # (most requests: no quota of this kind at all)
+            self._seen_changes = self.store.changes
+            self._any = any(self.key in values for values in self.store.quotas.values())
+        if not self._any:
+            return None
+        get = self.store.get
+        for entity, tags in (
+                (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
+                (((CLIENT_ID, None), (USER, user)), (user, client_id)),
+                (((USER, user),), (user, "")),
+                (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
+                (((CLIENT_ID, None), (USER, None)), (user, client_id)),
+                (((USER, None),), (user, "")),
+                (((CLIENT_ID, client_id),), ("", client_id)),
+                (((CLIENT_ID, None),), ("", client_id))):
+            bound = get(entity, self.key)  # type: ignore[arg-type]
+            if bound is not None:
+                return tags, bound
+        return None
+
+    def record(self, user: str, client_id: str, value: float, now: int) -> int:
+        """Record the bytes; the throttle time (ms) if that took the rate over the quota
+        (Kafka's QuotaUtils.throttleTime: the excess as a share of the quota, times the window)."""
+        found = self.quota(user, client_id)
+        if found is None:
+            return 0
+        tags, bound = found
+        rate = self.rates.get(tags)
+        if rate is None:
+            rate = self.rates[tags] = Rate(self.samples, self.window_ms)
+        rate.record(value, now)
+        observed = rate.measure(now)
+        if observed <= bound:
+            return 0
+        return round((observed - bound) / bound * rate.window_size(now))
+
+    def unrecord(self, user: str, client_id: str, value: float, now: int) -> None:
+        """Take back bytes recorded for an answer that is not sent (a throttled Fetch)."""
+        found = self.quota(user, client_id)
+        if found is not None and found[0] in self.rates:
+            self.rates[found[0]].record(-value, now)
+
+    def max_value_in_window(self, user: str, client_id: str) -> int | None:
+        """Kafka's getMaxValueInQuotaWindow: the most one answer may carry (quota x window)."""
+        found = self.quota(user, client_id)
+        return None if found is None else int(found[1] * self.window_ms / 1000)
+
+
+def quota_user(connection: Any) -> str:
+    """The principal's name Kafka's quotas are keyed by (ANONYMOUS without authentication)."""
+    from ..security.acl_gate import principal_of
+
+    return principal_of(connection).split(":", 1)[1]

@@ -1,0 +1,211 @@
+"""Client quotas: DescribeClientQuotas / AlterClientQuotas over the wire (neither
+confluent-kafka 2.16 nor kafka-python 3.0 has them) with Kafka's validation, kept across a
+restart; produce and fetch byte rates enforced per (user, client-id) with throttle_time_ms and
+the connection muted, seen by confluent-kafka's producer (throttle_cb) and over the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from bench.wire_client import WireClient
+from protocol.record_batch import build_batch
+from tests.test_data_plane_wire import FETCH, create, fetch_body
+from tests.test_data_plane_wire import cls as request_cls
+from tests.test_topic_configs import produce_full
+
+DESCRIBE, ALTER = 48, 49
+EXACT, DEFAULT, ANY = 0, 1, 2
+INVALID_REQUEST, UNSUPPORTED_VERSION, UNKNOWN_SERVER_ERROR = 42, 35, -1
+
+
+async def alter(conn, entries, validate_only=False, v=1):
+    """entries: [({type: name}, [(key, value or None to remove)])] -> [(error, message)]"""
+    E, O, D = (request_cls(ALTER, v, n) for n in ("EntityData", "OpData", "EntryData"))
+    r = await conn.request(ALTER, v, request_cls(ALTER, v)(validate_only=validate_only, entries=tuple(
+        D(entity=tuple(E(entity_type=t, entity_name=n) for t, n in entity),
+          ops=tuple(O(key=k, value=0.0 if val is None else float(val), remove=val is None) for k, val in ops))
+        for entity, ops in entries)))
+    return [(e.error_code, e.error_message) for e in r.entries]
+
+
+async def describe(conn, components, strict=False, v=1):
+    """components: [(type, match_type, match)] -> (error, message, {entity: {key: value}})"""
+    C = request_cls(DESCRIBE, v, "ComponentData")
+    r = await conn.request(DESCRIBE, v, request_cls(DESCRIBE, v)(strict=strict, components=tuple(
+        C(entity_type=t, match_type=m, match=name) for t, m, name in components)))
+    found = {tuple((e.entity_type, e.entity_name) for e in entry.entity): {x.key: x.value for x in entry.values}
+             for entry in r.entries or ()}
+    return r.error_code, r.error_message, found
+
+
+@pytest.fixture
+async def conn(server):
+    c = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+    yield c
+    await c.close()
+
+
+async def test_alter_and_describe(conn, server):
+    assert await alter(conn, [
+        ([("user", "alice"), ("client-id", "app")], [("producer_byte_rate", 1024), ("request_percentage", 12.5)]),
+        ([("client-id", None)], [("consumer_byte_rate", 2048)]),
+        ([("user", None)], [("producer_byte_rate", 4096)]),
+        ([("ip", "127.0.0.1")], [("connection_creation_rate", 10)]),
+    ]) == [(0, None)] * 4
+    error, _, all_user = await describe(conn, [("user", ANY, None)])
+    assert error == 0 and all_user == {
+        (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0, "request_percentage": 12.5},
+        (("user", None),): {"producer_byte_rate": 4096.0}}
+    _, _, exact = await describe(conn, [("user", EXACT, "alice")], strict=True)
+    assert exact == {}  # strict: alice's entity also names a client-id
+    _, _, exact = await describe(conn, [("user", EXACT, "alice"), ("client-id", EXACT, "app")], strict=True)
+    assert list(exact) == [(("client-id", "app"), ("user", "alice"))]
+    _, _, default = await describe(conn, [("client-id", DEFAULT, None)])
+    assert default == {(("client-id", None),): {"consumer_byte_rate": 2048.0}}
+    _, _, ips = await describe(conn, [("ip", ANY, None)])
+    assert ips == {(("ip", "127.0.0.1"),): {"connection_creation_rate": 10.0}}
+    _, _, everything = await describe(conn, [])
+    assert len(everything) == 4
+
+    # removing a key; validate_only changes nothing
+    assert await alter(conn, [([("user", "alice"), ("client-id", "app")], [("request_percentage", None)])]) == [
+        (0, None)]
+    assert await alter(conn, [([("user", "bob")], [("producer_byte_rate", 1)])], validate_only=True) == [(0, None)]
+    _, _, all_user = await describe(conn, [("user", ANY, None)])
+    assert all_user[(("client-id", "app"), ("user", "alice"))] == {"producer_byte_rate": 1024.0}
+    assert (("user", "bob"),) not in all_user
+
+    server.restart()  # kept in the data dir
+    again = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+    assert (await describe(again, []))[2] == everything | {
+        (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0}}
+    await again.close()
+
+
+async def test_bad_alterations_refused_as_kafka(conn, server):
+    cases = [
+        ([], [("producer_byte_rate", 1)], "Invalid empty client quota entity"),
+        ([("group", "g")], [("producer_byte_rate", 1)], "Unhandled client quota entity type: group"),
+        ([("user", "")], [("producer_byte_rate", 1)], "Empty user not supported"),
+        ([("user", "a"), ("ip", "1.2.3.4")], [("connection_creation_rate", 1)],
+         "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
+        ([("ip", "no-such-host.invalid")], [("connection_creation_rate", 1)],
+         "no-such-host.invalid is not a valid IP or resolvable host."),
+        ([("user", "a")], [("connection_creation_rate", 1)], "Invalid configuration key connection_creation_rate"),
+        ([("ip", "1.2.3.4")], [("producer_byte_rate", 1)], "Invalid configuration key producer_byte_rate"),
+        ([("user", "a")], [("producer_byte_rate", 0)], "Quota producer_byte_rate must be greater than 0"),
+        ([("user", "a")], [("consumer_byte_rate", 10.5)], "consumer_byte_rate cannot be a fractional value."),
+        ([("ip", "1.2.3.4")], [("connection_creation_rate", 2**32)],
+         "Proposed value for connection_creation_rate is too large for an INT."),
+        ([("user", "a")], [("producer_byte_rate", 1), ("producer_byte_rate", 2)],
+         "Ignoring duplicate entity ClientQuotaEntity(entries={user=a})"),
+    ]
+    for entity, ops, message in cases:
+        assert await alter(conn, [(entity, ops)]) == [(INVALID_REQUEST, message)], message
+    # one bad entry does not stop the others
+    assert await alter(conn, [([("user", "")], [("producer_byte_rate", 1)]),
+                              ([("user", "ok")], [("producer_byte_rate", 1)])]) == [
+        (INVALID_REQUEST, "Empty user not supported"), (0, None)]
+    assert list((await describe(conn, []))[2]) == [(("user", "ok"),)]
+
+    filters = [
+        ([("", ANY, None)], INVALID_REQUEST, "Invalid empty entity type."),
+        ([("user", ANY, None), ("user", EXACT, "a")], INVALID_REQUEST,
+         "Entity type user cannot appear more than once in the filter."),
+        ([("group", ANY, None)], UNSUPPORTED_VERSION, "Unsupported entity type group"),
+        ([("ip", ANY, None), ("user", ANY, None)], INVALID_REQUEST, "Invalid entity filter component combination. "
+         "IP filter component should not be used with user or clientId filter component."),
+        ([("user", 7, None)], UNKNOWN_SERVER_ERROR, "Unexpected match type: 7"),
+    ]
+    for components, code, message in filters:
+        assert (await describe(conn, components))[:2] == (code, message)
+    assert "Traceback" not in server.log_text()
+
+
+async def test_produce_quota_throttles_and_mutes(server_factory):
+    server = server_factory("--quota-window-num", "2")
+    admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+    assert await create(admin, "q", partitions=1) == 0
+    assert await alter(admin, [([("client-id", "slow")], [("producer_byte_rate", 10_000)])]) == [(0, None)]
+    conn = await WireClient("slow").connect("127.0.0.1", server.port)
+    P, T = request_cls(0, 9, "PartitionProduceData"), request_cls(0, 9, "TopicProduceData")
+    r = await conn.request(0, 9, request_cls(0, 9)(transactional_id=None, acks=1, timeout=5000 * _MS, topic_data=(
+        T(name="q", partition_data=(P(index=0, records=build_batch(
+            [(b"k", b"x" * 50_000)], timestamp_ms=int(time.time() * 1000))),)),)))
+    assert r.responses[0].partition_responses[0].error_code == 0  # taken, and throttled
+    throttle = r.throttle_time.total_seconds() * 1000
+    # 50 KB against 10 KB/s, measured over at least 1 s: (50 - 10) / 10 x 1 s
+    assert 3900 <= throttle <= 4100
+    # muted: the next request is read only once the throttle time is over
+    sent = time.monotonic()
+    await conn.request(18, 3, request_cls(18, 3)(client_software_name="t", client_software_version="1"))
+    assert time.monotonic() - sent >= throttle / 1000 * 0.9
+    # another client id has no quota
+    other = await WireClient("fast").connect("127.0.0.1", server.port)
+    r = await other.request(0, 9, request_cls(0, 9)(transactional_id=None, acks=1, timeout=5000 * _MS, topic_data=()))
+    assert r.throttle_time.total_seconds() == 0
+    for c in (admin, conn, other):
+        await c.close()
+
+
+async def test_fetch_quota_caps_and_throttles(server_factory):
+    server = server_factory("--quota-window-num", "2")
+    admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+    assert await create(admin, "f", partitions=1) == 0
+    now = int(time.time() * 1000)
+    for i in range(20):
+        await produce_full(admin, "f", build_batch([(b"k", b"%d" % i + b"y" * 1000)], timestamp_ms=now))
+    assert await alter(admin, [([("user", "ANONYMOUS"), ("client-id", "reader")],
+                                [("consumer_byte_rate", 3000)])]) == [(0, None)]
+    conn = await WireClient("reader").connect("127.0.0.1", server.port)
+    r = await conn.request(FETCH, 11, fetch_body("f", 0))
+    first = r.responses[0].partitions[0].records
+    assert 0 < len(first) <= 3 * 1100  # no more than the quota's window holds
+    throttled = None
+    for _ in range(10):  # keep reading until over the quota: an empty answer with the throttle time
+        r = await conn.request(FETCH, 11, fetch_body("f", 0))
+        if r.throttle_time.total_seconds() > 0:
+            throttled = r
+            break
+    assert throttled is not None and throttled.responses == ()
+    # a client id without a quota reads on
+    other = await WireClient("other").connect("127.0.0.1", server.port)
+    r = await other.request(FETCH, 11, fetch_body("f", 0))
+    assert r.throttle_time.total_seconds() == 0 and len(r.responses[0].partitions[0].records) > 3 * 1100
+    for c in (admin, conn, other):
+        await c.close()
+    assert "Traceback" not in server.log_text()
+
+
+def test_confluent_producer_is_throttled_near_its_quota(server_factory):
+    from confluent_kafka import Producer
+
+    server = server_factory("--quota-window-num", "2")
+
+    async def setup():
+        admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+        assert await create(admin, "rated", partitions=1) == 0
+        assert await alter(admin, [([("client-id", "rated-producer")], [("producer_byte_rate", 20_000)])]) == [
+            (0, None)]
+        await admin.close()
+
+    asyncio.run(setup())
+    throttles = []
+    producer = Producer({"bootstrap.servers": server.bootstrap, "client.id": "rated-producer", "linger.ms": 5,
+                         "batch.size": 5000, "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    total = 120_000
+    started = time.monotonic()
+    for _ in range(total // 1000):
+        producer.produce("rated", value=b"z" * 1000)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    elapsed = time.monotonic() - started
+    assert throttles and max(throttles) > 0  # librdkafka saw throttle_time_ms
+    # the producer was held near its quota: far below what it sends unthrottled
+    assert total / elapsed < 2 * 20_000
+
+
+_MS = __import__("datetime").timedelta(milliseconds=1)
