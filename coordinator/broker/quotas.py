@@ -17,9 +17,7 @@ connection is muted for that long. The other keys are stored and described only.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
-import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
+from ..durable import JsonFile
 
 log = logging.getLogger(__name__)
 
@@ -73,47 +72,49 @@ def _valid_ip(name: str | None) -> bool:
 
 
 class QuotaStore:
-    """The quota entities and their values, saved in the data dir on every change."""
+    """The quota entities and their values, kept in the data dir (a durable JSON document)."""
 
     def __init__(self, data_dir: Path | None) -> None:
-        self.path = None if data_dir is None else data_dir / QUOTAS_FILE
+        self.file = None if data_dir is None else JsonFile(data_dir / QUOTAS_FILE)
         self.quotas: dict[Entity, dict[str, float]] = {}
-        if self.path is not None and self.path.exists():
-            for row in json.loads(self.path.read_text()):
-                entity = tuple(sorted((t, n) for t, n in row["entity"].items()))
-                self.quotas[entity] = {k: float(v) for k, v in row["quotas"].items()}
+        for row in (self.file.load([]) if self.file is not None else []):
+            entity = tuple(sorted((t, n) for t, n in row["entity"].items()))
+            self.quotas[entity] = {k: float(v) for k, v in row["quotas"].items()}
         self.changes = 0  # bumped on each change: the enforcers' caches follow it
 
     def get(self, entity: Entity, key: str) -> float | None:
         values = self.quotas.get(entity)
         return None if values is None else values.get(key)
 
-    def apply(self, changes: dict[Entity, dict[str, float | None]]) -> None:
-        for entity, ops in changes.items():
-            values = self.quotas.setdefault(entity, {})
-            for key, value in ops.items():
-                if value is None:
-                    values.pop(key, None)
-                else:
-                    values[key] = value
-            if not values:
-                del self.quotas[entity]
-        self.changes += 1
-        self._save()
+    async def apply(self, changes: dict[Entity, dict[str, float | None]]) -> None:
+        """Set (or, with None, remove) the values; in force once durable."""
+        def commit() -> tuple[Any, Any]:
+            quotas = {entity: dict(values) for entity, values in self.quotas.items()}
+            for entity, ops in changes.items():
+                values = quotas.setdefault(entity, {})
+                for key, value in ops.items():
+                    if value is None:
+                        values.pop(key, None)
+                    else:
+                        values[key] = value
+                if not values:
+                    del quotas[entity]
 
-    def _save(self) -> None:
-        # (written whole, fsynced, then renamed over the old file: a crash leaves one or the other)
-        if self.path is None:
-            return
-        rows = [{"entity": dict(entity), "quotas": values} for entity, values in sorted(
-            self.quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]])]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(rows, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+            def install() -> None:
+                self.quotas = quotas
+                self.changes += 1
+            rows = [{"entity": dict(entity), "quotas": values}
+                    for entity, values in sorted(quotas.items(), key=lambda kv: _sort_key(kv[0]))]
+            return rows, install
+
+        if self.file is None:
+            commit()[1]()
+        else:
+            await self.file.update(commit)
+
+
+def _sort_key(entity: Entity) -> list[tuple[str, str]]:
+    return [(t, "" if n is None else n) for t, n in entity]
 
 
 class ClientQuotaApis:
@@ -134,7 +135,7 @@ class ClientQuotaApis:
         except QuotaError as e:
             return ctx.response(throttle_time=0, error_code=e.code, error_message=str(e), entries=None)
         entries = []
-        for entity, values in sorted(self.store.quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]]):
+        for entity, values in sorted(self.store.quotas.items(), key=lambda kv: _sort_key(kv[0])):
             names = dict(entity)
             if req.strict and len(names) != len(exact) + len(any_of):
                 continue
@@ -176,9 +177,10 @@ class ClientQuotaApis:
 
     # AlterClientQuotas ------------------------------------------------------------------
 
-    def alter_client_quotas(self, ctx: RequestContext, req: Any) -> Any:
+    async def alter_client_quotas(self, ctx: RequestContext, req: Any) -> Any:
         """Each entry is checked alone (its error is its own); the valid ones are applied
-        together unless validate_only."""
+        together unless validate_only, and answered once durable (KAFKA_STORAGE_ERROR if
+        the disk refused)."""
         results: dict[Entity, tuple[E, str | None]] = {}
         order: list[tuple[Any, Entity]] = []
         changes: dict[Entity, dict[str, float | None]] = {}
@@ -195,7 +197,12 @@ class ClientQuotaApis:
             except QuotaError as e:
                 results[entity] = (e.code, str(e))
         if changes and not req.validate_only:
-            self.store.apply(changes)
+            try:
+                await self.store.apply(changes)
+            except OSError as e:
+                log.warning("client quotas: cannot write %s: %s", QUOTAS_FILE, e)
+                for entity in changes:
+                    results[entity] = (E.kafka_storage_error, f"cannot write the client quotas: {e.strerror or e}")
         return ctx.response(throttle_time=0, entries=tuple(
             ctx.nested("EntryData", error_code=results[entity][0], error_message=results[entity][1],
                        entity=tuple(ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
