@@ -9,7 +9,7 @@ DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report lint test install install-test install-pipeline clients java-clients bench report clean
+.PHONY: run stop reset-data bench-report lint test install install-test install-pipeline clients java-clients go-clients bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,19 +64,26 @@ reset-data:
 	  echo "the server on port $(PORT) is running: make stop first"; exit 1; fi
 	rm -rf $(DATA) ./out
 
-# The Java reference clients (tests/clients/): built when their sources change. Maven
-# fetches its dependencies from Maven Central the first time and runs offline once it has.
-# Without mvn the tests are skipped.
+# The Java and Go reference clients (tests/clients/): built when their sources change. Maven and
+# Go fetch their dependencies from Maven Central and the Go module proxy the first time; Maven
+# runs offline once it has. Without mvn or go their tests are skipped.
 JAVA_CLIENTS := tests/clients/java
 JAVA_JAR     := $(JAVA_CLIENTS)/target/kcoord-java-clients-1.jar
+GO_CLIENTS   := tests/clients/go
+GO_BIN       := $(GO_CLIENTS)/build/kclients
 
 $(JAVA_JAR): $(JAVA_CLIENTS)/pom.xml $(shell find $(JAVA_CLIENTS)/src -name '*.java')
 	@if ! command -v mvn >/dev/null 2>&1; then echo "mvn not installed: the Java client tests will be skipped"; \
 	elif [ -f $(JAVA_CLIENTS)/target/.fetched ]; then cd $(JAVA_CLIENTS) && mvn -q -B -o package; \
 	else cd $(JAVA_CLIENTS) && mvn -q -B package && touch target/.fetched; fi
 
+$(GO_BIN): $(GO_CLIENTS)/go.mod $(GO_CLIENTS)/go.sum $(wildcard $(GO_CLIENTS)/*.go)
+	@if ! command -v go >/dev/null 2>&1; then echo "go not installed: the Go client tests will be skipped"; \
+	else cd $(GO_CLIENTS) && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o build/kclients .; fi
+
 java-clients: $(JAVA_JAR)
-clients: java-clients
+go-clients: $(GO_BIN)
+clients: java-clients go-clients
 
 ## ruff over the tree and mypy over protocol/ and coordinator/ (settings in pyproject.toml).
 lint: $(VENV)/.installed-dev

@@ -1,0 +1,35 @@
+"""The Go reference clients (tests/clients/go/, pinned in its go.mod): franz-go's kgo group
+consumer (cooperative-sticky, and the KIP-848 consumer protocol), segmentio/kafka-go v0.4's
+ConsumerGroup and Reader, and IBM/sarama's consumer group, each through a group's life cycle
+against the server: members joining and leaving, a static member restarting (where the client
+has static membership), a server restart and a resume from committed offsets."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.client_programs import build, committed_offsets, end_offsets, go_command, run_parallel
+
+SERVER_ARGS = ("--group-consumer-heartbeat-interval-ms", "500")
+LIFECYCLES = ("franz-cooperative", "franz-consumer", "kafka-go-group", "kafka-go-reader", "sarama")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def go_clients():
+    build("go-clients", ("go",))
+
+
+@pytest.mark.timeout(400)
+def test_go_consumer_group_life_cycles(server_factory, tmp_path):
+    servers = {name: server_factory(*SERVER_ARGS) for name in LIFECYCLES}
+    results = run_parallel({name: (go_command(name, servers[name].bootstrap), servers[name],
+                                   tmp_path / f"go-{name}.log") for name in LIFECYCLES})
+    for name, result in results.items():
+        assert result["failures"] == [], (name, result)
+        assert result["missing"] == [], (name, "records never delivered")
+        assert result["violations"] == {}, (name, "records delivered again after a commit covered them")
+        assert result["ok"], (name, result)
+        # The committed offsets read back by another client: the whole log.
+        committed = committed_offsets(servers[name].bootstrap, result["group"], result["topic"], 6)
+        assert committed == end_offsets(servers[name].bootstrap, result["topic"], 6), name
+        assert {str(p): o for p, o in committed.items()} == result["committed"], name
