@@ -5,7 +5,8 @@ schemas define them (`../shared/kafka-schemas/group-coordinator/`): 3 ConsumerGr
 (the group epoch), 4 ConsumerGroupPartitionMetadata (the subscribed topics' metadata),
 5 ConsumerGroupMemberMetadata (a member's subscription), 6 ConsumerGroupTargetAssignmentMetadata
 (the assignment epoch), 7 ConsumerGroupTargetAssignmentMember (a member's target),
-8 ConsumerGroupCurrentMemberAssignment (a member's epoch, state and current partitions).
+8 ConsumerGroupCurrentMemberAssignment (a member's epoch, state and current partitions, and
+since Kafka 4.3 the epoch at which each partition was assigned: KIP-1251).
 Keys are non-flexible (int16-length strings); values are version 0, flexible (compact
 strings and arrays, tagged fields, unknown tags skipped so a newer Kafka's records load).
 """
@@ -103,6 +104,11 @@ class ConsumerGroupTargetAssignmentMemberValue:
     topic_partitions: Partitions = ()
 
 
+# Per topic entry of a Partitions, the epoch at which each of its partitions was assigned
+# (KIP-1251's AssignmentEpochs, tagged field 0 of TopicPartitions), or None if not written.
+Epochs = tuple[tuple[int, ...] | None, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int
@@ -110,6 +116,9 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     state: int  # Kafka's MemberState byte: 0 stable, 1 unrevoked, 2 unreleased, 127 unknown
     assigned_partitions: Partitions = ()
     partitions_pending_revocation: Partitions = field(default=())
+    # KIP-1251 (Kafka 4.3): aligned with the two above; () when the record has none
+    assigned_epochs: Epochs = ()
+    pending_revocation_epochs: Epochs = ()
 
 
 _KEY_TYPES: dict[int, type] = {
@@ -176,6 +185,55 @@ def _read_partitions(r: _Reader) -> Partitions:
         r.skip_tags()
         out.append((topic_id, ps))
     return tuple(out)
+
+
+def _epoch_partitions(w: _Writer, parts: Partitions, epochs: Epochs) -> None:
+    """TopicPartitions of the current assignment, each with its AssignmentEpochs (tag 0,
+    a nullable []int32 aligned with Partitions) when known; Kafka before 4.3 skips the tag."""
+    w.array_len(len(parts))
+    for i, (topic_id, ps) in enumerate(parts):
+        _uuid(w, topic_id)
+        w.array_len(len(ps))
+        for p in ps:
+            w.int32(p)
+        these = epochs[i] if i < len(epochs) else None
+        if these is None:
+            w.tags()
+            continue
+        inner = _Writer(0, True)
+        inner.out = bytearray()
+        inner.array_len(len(these))
+        for e in these:
+            inner.int32(e)
+        w.uvarint(1)  # one tagged field
+        w.uvarint(0)  # its tag
+        w.uvarint(len(inner.out))
+        w.out += inner.out
+
+
+def _read_epoch_partitions(r: _Reader) -> tuple[Partitions, Epochs]:
+    out = []
+    epochs: list[tuple[int, ...] | None] = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        ps = tuple(r.int32() for _ in range(r.array_len()))
+        these = None
+        for _ in range(r.uvarint()):
+            tag = r.uvarint()
+            data = r.take(r.uvarint())
+            if tag != 0:
+                continue
+            t = _Reader(data, "AssignmentEpochs")
+            t.flexible = True
+            n = t.uvarint() - 1
+            if n >= 0:
+                if n != len(ps):
+                    raise r.fail(f"{n} assignment epochs for {len(ps)} partitions")
+                these = tuple(t.int32() for _ in range(n))
+            t.end()
+        out.append((topic_id, ps))
+        epochs.append(these)
+    return tuple(out), (tuple(epochs) if any(e is not None for e in epochs) else ())
 
 
 def _classic_tag(w: _Writer, c: ClassicMemberMetadata) -> None:
@@ -259,8 +317,8 @@ def encode_value(value: object) -> bytes:
         w.int32(c.member_epoch)
         w.int32(c.previous_member_epoch)
         w.out.append(c.state & 0xFF)
-        _partitions(w, c.assigned_partitions)
-        _partitions(w, c.partitions_pending_revocation)
+        _epoch_partitions(w, c.assigned_partitions, c.assigned_epochs)
+        _epoch_partitions(w, c.partitions_pending_revocation, c.pending_revocation_epochs)
     else:
         raise TypeError(f"not a consumer-group record value: {value!r}")
     w.tags()
@@ -305,8 +363,10 @@ def decode_value(key: object, data: bytes) -> object:
     elif t is ConsumerGroupCurrentMemberAssignmentKey:
         epoch, previous = r.int32(), r.int32()
         state = r.take(1)[0]
+        assigned, assigned_epochs = _read_epoch_partitions(r)
+        pending, pending_epochs = _read_epoch_partitions(r)
         value = ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state if state < 128 else state - 256,
-                                                          _read_partitions(r), _read_partitions(r))
+                                                          assigned, pending, assigned_epochs, pending_epochs)
     else:
         raise RecordDecodeError(f"no value schema for {key!r}")
     r.skip_tags()

@@ -96,11 +96,16 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
         (missing,) = await describe(conn, "no-such-group")
         assert missing.error_code == 69
 
-        # Offsets: the member's epoch is checked (STALE_MEMBER_EPOCH), its id too.
+        # Offsets: the member's epoch is checked, its id too. KIP-1251 (Kafka 4.3): an older
+        # epoch commits the partitions the member has held since then, and only those.
+        kept = sorted(p for _, p in flat(owned_of(a2)))
+        given = sorted({0, 1, 2, 3} - set(kept))
         r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 2, [("t", 0, 5)]))
         assert r.topics[0].partitions[0].error_code == 0
-        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 1, [("t", 0, 6)]))
-        assert r.topics[0].partitions[0].error_code == 113  # STALE_MEMBER_EPOCH
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 1, [("t", kept[0], 5), ("t", given[0], 6)]))
+        assert [p.error_code for p in r.topics[0].partitions] == [0, 113]  # STALE_MEMBER_EPOCH
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 3, [("t", kept[0], 6)]))
+        assert r.topics[0].partitions[0].error_code == 113
         r = await conn.request(COMMIT, 9, commit_body(9, "g1", "zz", 2, [("t", 0, 6)]))
         assert r.topics[0].partitions[0].error_code == 25  # UNKNOWN_MEMBER_ID
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
@@ -189,13 +194,57 @@ async def test_regex_subscription_picks_up_new_topics(server):
         slow = await conn.request(HB, 1, hb("g3", "x", 0, None, subscribed_topic_regex="(o|o)*Z"))
         assert slow.error_code == 0 and owned_of(slow) == []
         assert (await conn.request(HB, 1, hb("g3", "x", -1, owned=None))).error_code == 0
-        a = await conn.request(HB, 1, hb("g3", "a", 0, None, subscribed_topic_regex="orders-.*"))
-        assert a.error_code == 0 and len(owned_of(a)) == 2
+        # Kafka resolves a regex apart from the heartbeat that brought it: its topics come
+        # in a later epoch (the resolution runs on the server right after the answer).
+        first = await conn.request(HB, 1, hb("g3", "a", 0, None, subscribed_topic_regex="orders-.*"))
+        assert first.error_code == 0 and owned_of(first) == []
+        a = await conn.request(HB, 1, hb("g3", "a", first.member_epoch, owned=[]))
+        assert a.member_epoch == first.member_epoch + 1 and len(owned_of(a)) == 2
         await conn.create_topics("orders-asia", partitions=2)  # created after the subscription
+        noticed = await conn.request(HB, 1, hb("g3", "a", a.member_epoch, owned=owned_of(a)))
+        assert noticed.member_epoch == a.member_epoch
         a2 = await conn.request(HB, 1, hb("g3", "a", a.member_epoch, owned=owned_of(a)))
         assert a2.member_epoch == a.member_epoch + 1 and len(flat(owned_of(a2))) == 4
         (d,) = await describe(conn, "g3")
         assert d.members[0].subscribed_topic_regex == "orders-.*"
+    finally:
+        await conn.close()
+
+
+async def test_a_regex_beside_a_topic_name_is_assigned_in_a_later_epoch(server):
+    """Kafka resolves regular expressions asynchronously: the named topic is assigned at
+    once, the regex's matches at the next epoch (librdkafka's suite expects this order)."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("named", "rx-1", "rx-2", partitions=1)
+        a = await conn.request(HB, 1, hb("g5", "a", 0, ["named"], subscribed_topic_regex="rx-.*"))
+        assert a.error_code == 0 and a.member_epoch == 1 and len(owned_of(a)) == 1
+        a2 = await conn.request(HB, 1, hb("g5", "a", 1, owned=owned_of(a)))
+        assert a2.member_epoch == 2 and len(owned_of(a2)) == 3
+        (d,) = await describe(conn, "g5")
+        assert (d.group_epoch, d.group_state) == (2, "Stable")
+    finally:
+        await conn.close()
+
+
+async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch(server):
+    """A subscribed topic is deleted: the target drops its partitions, the member (which
+    dropped them itself) lists only what it keeps, and is at the new epoch from then on."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("kept", "doomed", partitions=2)
+        a = await conn.request(HB, 1, hb("g6", "a", 0, ["kept", "doomed"]))
+        assert a.member_epoch == 1 and len(owned_of(a)) == 2
+        (d,) = await describe(conn, "g6")
+        names = {tp.topic_id: tp.topic_name for m in d.members for tp in m.assignment.topic_partitions}
+        delete = request_class(20, 4)(topic_names=("doomed",), timeout=MINUTE)
+        assert (await conn.request(20, 4, delete)).responses[0].error_code == 0
+        kept = [(t, ps) for t, ps in owned_of(a) if names[t] == "kept"]
+        a2 = await conn.request(HB, 1, hb("g6", "a", 1, owned=kept))
+        assert a2.error_code == 0 and a2.member_epoch == 2
+        for _ in range(2):
+            later = await conn.request(HB, 1, hb("g6", "a", 2, owned=None))
+            assert later.error_code == 0 and later.member_epoch == 2
     finally:
         await conn.close()
 

@@ -40,6 +40,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # (topic id, partition) -> the member epoch at which it got the partition, for every
+    # partition it owns (KIP-1251: a commit at an epoch since then is its own)
+    assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     session_deadline: float = 0.0
     session_timer: Any = None
     revocation_deadline: float | None = None  # when it must have revoked by (rebalance timeout)
@@ -86,18 +89,32 @@ class ConsumerGroup:
         self.extra_records: list[tuple[Any, Any]] = []  # written first with the next change
         # The classic group this one was upgraded from, until the upgrade is on disk.
         self.converted_from: Any = None
+        # regex -> the topic names it matched when last resolved; the topic image's version
+        # then; the scheduled resolution, if any (consumer_manager)
+        self.resolved_regexes: dict[str, frozenset[str]] = {}
+        self.regex_version: Any = None
+        self.regex_refresh: Any = None
 
     # ownership ------------------------------------------------------------------------
 
     def set_owned(self, member: ConsumerMember, assigned: Assignment, pending: Assignment) -> None:
+        """The member now owns these; a partition it did not own before is assigned at its
+        current epoch, one it keeps keeps its assignment epoch (Kafka's CurrentAssignmentBuilder)."""
+        owners = self.owners
+        member_id = member.member_id
         for t, ps in member.owns().items():
             for p in ps:
-                if self.owners.get((t, p)) == member.member_id:
-                    del self.owners[(t, p)]
+                if owners.get((t, p)) == member_id:
+                    del owners[(t, p)]
         member.assigned, member.pending_revocation = assigned, pending
+        old = member.assignment_epochs
+        epochs = {}
+        epoch = max(member.member_epoch, 0)
         for t, ps in member.owns().items():
             for p in ps:
-                self.owners[(t, p)] = member.member_id
+                owners[(t, p)] = member_id
+                epochs[(t, p)] = old.get((t, p), epoch)
+        member.assignment_epochs = epochs
 
     def owned_elsewhere(self, member_id: str) -> Callable[[uuid.UUID, int], bool]:
         owners = self.owners
@@ -171,7 +188,7 @@ class ConsumerGroup:
         return not self.members
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float, version: int = 9, transactional: bool = False) -> int:
+                               now_ms: float, version: int = 9, transactional: bool = False) -> Any:
         # Kafka: a commit with a negative epoch comes from an admin client or a consumer
         # without group management, allowed while the group is empty.
         if self.dead:
@@ -183,7 +200,7 @@ class ConsumerGroup:
             return E.unknown_member_id
         if not transactional and member.classic is None and version < 9:
             return E.unsupported_version  # consumer-protocol members commit with v9+
-        return _epoch_error(member, generation)
+        return _commit_epoch_check(member, generation)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         if self.dead:
@@ -228,6 +245,24 @@ def _epoch_error(member: ConsumerMember, epoch: int) -> int:
     return E.illegal_generation if member.classic is not None else E.stale_member_epoch
 
 
+def _commit_epoch_check(member: ConsumerMember, epoch: int) -> Any:
+    """Kafka 4.3's commit check for a consumer-protocol member (KIP-1251): its current epoch
+    commits anything; a newer one is STALE_MEMBER_EPOCH; an older one (a commit racing the
+    heartbeat that moved the member on) commits each partition the member still owns and got
+    at or before that epoch, and is STALE_MEMBER_EPOCH for the others."""
+    if epoch == member.member_epoch or member.classic is not None:
+        return _epoch_error(member, epoch)
+    if epoch > member.member_epoch:
+        return E.stale_member_epoch
+    epochs = member.assignment_epochs
+
+    def check(topic_id: Any, partition: int) -> int:
+        assigned_at = epochs.get((topic_id, partition))
+        return E.none if assigned_at is not None and assigned_at <= epoch else E.stale_member_epoch
+
+    return check
+
+
 def _commit_time(value: Any) -> int:
     return value.commit_timestamp
 
@@ -245,6 +280,22 @@ def _parts(a: Assignment) -> R.Partitions:
 
 def _assignment(parts: R.Partitions) -> Assignment:
     return {t: frozenset(ps) for t, ps in parts if ps}
+
+
+def _epochs_of(parts: R.Partitions, epochs: dict[tuple[uuid.UUID, int], int], default: int) -> R.Epochs:
+    """The assignment epochs aligned with `parts` (KIP-1251's AssignmentEpochs)."""
+    return tuple(tuple(epochs.get((t, p), default) for p in ps) for t, ps in parts)
+
+
+def _read_epochs(parts: R.Partitions, epochs: R.Epochs, default: int) -> dict[tuple[uuid.UUID, int], int]:
+    """A record's assignment epochs; a partition written without one (before Kafka 4.3)
+    counts as assigned at the member's epoch, as Kafka reads such records."""
+    out = {}
+    for i, (t, ps) in enumerate(parts):
+        these = epochs[i] if i < len(epochs) else None
+        for j, p in enumerate(ps):
+            out[(t, p)] = these[j] if these is not None else default
+    return out
 
 
 def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
@@ -272,9 +323,10 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
             m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)
         out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
             _parts(group.target.get(m.member_id, {})))
+        assigned, pending, default = _parts(m.assigned), _parts(m.pending_revocation), max(m.member_epoch, 0)
         out[R.ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ConsumerGroupCurrentMemberAssignmentValue(
-            m.member_epoch, m.previous_member_epoch, _STATE_BYTE[m.state], _parts(m.assigned),
-            _parts(m.pending_revocation))
+            m.member_epoch, m.previous_member_epoch, _STATE_BYTE[m.state], assigned, pending,
+            _epochs_of(assigned, m.assignment_epochs, default), _epochs_of(pending, m.assignment_epochs, default))
     return out
 
 
@@ -293,7 +345,7 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
     for key, value in stored.items():
         if type(key) is R.ConsumerGroupMemberMetadataKey:
             m = ConsumerMember(key.member_id, value.instance_id, value.rack_id, value.client_id, value.client_host,
-                               tuple(value.subscribed_topic_names), value.subscribed_topic_regex,
+                               tuple(value.subscribed_topic_names), value.subscribed_topic_regex or None,
                                value.server_assignor, value.rebalance_timeout_ms,
                                classic=value.classic_member_metadata)
             group.members[m.member_id] = m
@@ -306,6 +358,10 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
             m = group.members[key.member_id]
             m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
             m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
+            default = max(m.member_epoch, 0)
+            m.assignment_epochs = {**_read_epochs(value.assigned_partitions, value.assigned_epochs, default),
+                                   **_read_epochs(value.partitions_pending_revocation,
+                                                  value.pending_revocation_epochs, default)}
             group.set_owned(m, _assignment(value.assigned_partitions),
                             _assignment(value.partitions_pending_revocation))
     return group

@@ -236,6 +236,9 @@ class ConsumerGroupManager:
             log.warning("group %s: consumer-group records beside a classic group with members; ignored", group_id)
             return
         self.groups[group_id] = group
+        # (Kafka keeps resolved regexes in records of their own; here they are resolved
+        # again from the topics now, which the subscription metadata record already reflects.)
+        self.resolve_regexes(group)
         for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
             self.touch(group, m)
 
@@ -392,7 +395,9 @@ class ConsumerGroupManager:
         if r.subscribed_topic_names is not None and tuple(sorted(r.subscribed_topic_names)) != member.subscribed_topic_names:
             member.subscribed_topic_names = tuple(sorted(r.subscribed_topic_names))
             bump = True
-        if r.subscribed_topic_regex is not None and r.subscribed_topic_regex != member.subscribed_topic_regex:
+        # Null: unchanged. "" (librdkafka sends it in every full heartbeat) means no regex,
+        # as Kafka's hasSubscribedTopicRegex: the same as a member that never had one.
+        if r.subscribed_topic_regex is not None and (r.subscribed_topic_regex or None) != member.subscribed_topic_regex:
             member.subscribed_topic_regex = r.subscribed_topic_regex or None
             bump = True
         if r.server_assignor is not None and r.server_assignor != member.server_assignor:
@@ -415,6 +420,8 @@ class ConsumerGroupManager:
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
             bump = True
+        if group.subscriptions()[1]:
+            self._maybe_resolve_regexes(group)
         metadata = self.subscription_metadata(group)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -457,7 +464,7 @@ class ConsumerGroupManager:
         """KIP-345 under KIP-848: the instance's new member takes its predecessor's
         assignment and epoch, so nothing moves."""
         target = group.target.get(old.member_id, {})
-        assigned, pending = old.assigned, old.pending_revocation
+        assigned, pending, epochs = old.assigned, old.pending_revocation, old.assignment_epochs
         group.remove_member(old)
         new = ConsumerMember(new_id, instance_id=old.instance_id, rack_id=old.rack_id,
                              subscribed_topic_names=old.subscribed_topic_names,
@@ -470,6 +477,7 @@ class ConsumerGroupManager:
         group.changed_members.add(new_id)
         group.static_members[old.instance_id] = new_id  # type: ignore[index]  # only static members get here, and they have an instance id
         group.target[new_id] = target
+        new.assignment_epochs = epochs
         group.set_owned(new, assigned, pending)
         return new
 
@@ -557,22 +565,59 @@ class ConsumerGroupManager:
         self.remove(group, member)
         self.persist(group, lambda error: None)
 
+    # regular expressions (Kafka resolves them apart from the heartbeat) ----------------
+
+    def _maybe_resolve_regexes(self, group: ConsumerGroup) -> None:
+        """Kafka's maybeUpdateRegularExpressions: a regex no member had before, or topics
+        created or deleted since the last resolution, schedule a resolution. It runs after
+        the heartbeat, as Kafka's asynchronous one: a member subscribing to a regex and a
+        topic name gets the named topic first and the regex's topics at a later epoch."""
+        if group.regex_refresh is not None:
+            return
+        version = self.image.version()
+        if version is None or version != group.regex_version or any(
+                x not in group.resolved_regexes for x in group.subscriptions()[1]):
+            group.regex_refresh = self.clock.call_at(self.clock.now(), self._resolve_regexes, group)
+
+    def resolve_regexes(self, group: ConsumerGroup) -> bool:
+        """Match every regex of the group against the topics now; whether that changed."""
+        group.regex_version = self.image.version()
+        names = self.image.names()
+        resolved = {x: frozenset(n for n in names if compile_regex(x).fullmatch(n)) for x in group.subscriptions()[1]}
+        if resolved == group.resolved_regexes:
+            return False
+        group.resolved_regexes = resolved
+        return True
+
+    def _resolve_regexes(self, group: ConsumerGroup) -> None:
+        group.regex_refresh = None
+        if self.groups.get(group.group_id) is not group or group.dead or not self.resolve_regexes(group):
+            return
+        metadata = self.subscription_metadata(group)
+        if metadata == group.subscription_metadata:
+            return
+        log.info("group %s: its regular expressions now match %s", group.group_id,
+                 sorted(n for ns in group.resolved_regexes.values() for n in ns))
+        group.subscription_metadata = metadata
+        group.group_epoch += 1
+        self.compute_target(group)
+        self.persist(group, lambda error: None)
+
     # assignment -----------------------------------------------------------------------
 
-    def _subscribed_names(self, member: ConsumerMember) -> set[str]:
+    def _subscribed_names(self, member: ConsumerMember, group: ConsumerGroup) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = compile_regex(member.subscribed_topic_regex)
-            names.update(n for n in self.image.names() if pattern.fullmatch(n))
+            names.update(group.resolved_regexes.get(member.subscribed_topic_regex, ()))
         return names
 
     def subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         """The subscribed topics that exist, with their ids and partition counts, as the
-        broker has them now."""
+        broker has them now (a regex's topics as last resolved)."""
         names, regexes = group.subscriptions()
         if regexes:
-            patterns = [compile_regex(x) for x in regexes]
-            names = names | {n for n in self.image.names() if any(p.fullmatch(n) for p in patterns)}
+            resolved = group.resolved_regexes
+            names = names.union(*(resolved.get(x, ()) for x in regexes))
         out: dict[str, tuple[uuid.UUID, int]] = {}
         for name in names:
             found = self.image.lookup(name)
@@ -595,7 +640,7 @@ class ConsumerGroupManager:
         counts = {tid: n for tid, n in metadata.values()}
         members = {}
         for m in group.members.values():
-            topic_ids = frozenset(metadata[n][0] for n in self._subscribed_names(m) if n in metadata)
+            topic_ids = frozenset(metadata[n][0] for n in self._subscribed_names(m, group) if n in metadata)
             members[m.member_id] = (topic_ids, group.target.get(m.member_id, {}), m.instance_id)
         previous = group.target
         group.target = ASSIGNORS[self._assignor_name(group)](members, counts)

@@ -6,12 +6,15 @@ through this, so a second type (KIP-848 consumer groups) plugs in beside Classic
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from .records import OffsetCommitValue
 
 # Given a committed offset, the time (epoch ms) its retention counts from.
 ExpirationBase = Callable[[OffsetCommitValue], int]
+
+# (topic id, partition) -> the error for committing it, or NONE (Kafka's CommitPartitionValidator)
+PartitionCheck = Callable[[Any, int], int]
 
 
 class Group(Protocol):
@@ -32,9 +35,10 @@ class Group(Protocol):
         """No members."""
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float, version: int = 9, transactional: bool = False) -> int:
+                               now_ms: float, version: int = 9, transactional: bool = False) -> int | PartitionCheck:
         """The error for a commit (OffsetCommit of `version`, or TxnOffsetCommit) from this
-        member in this generation (or epoch), or NONE."""
+        member in this generation (or epoch), or NONE; or a PartitionCheck when the answer
+        depends on the partition (KIP-1251: a consumer group member's older epoch)."""
 
     def validate_offset_delete(self) -> int:
         """NONE if OffsetDelete may act on this group now."""

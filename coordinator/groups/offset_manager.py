@@ -7,7 +7,7 @@ OffsetStore, which only replay changes.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Container
+from typing import TYPE_CHECKING, Any, Callable, Container
 
 from kio.schema.errors import ErrorCode as E
 
@@ -70,6 +70,9 @@ class OffsetManager:
                 error = _NONE  # replaying the commit creates a simple (memberless) group, as Kafka
             else:
                 error = E.group_id_not_found if version >= 9 else E.illegal_generation
+        check = None
+        if callable(error):  # KIP-1251: an older epoch, checked per partition
+            check, error = self._by_name(error), _NONE
         if error != _NONE:
             if unknown is None:
                 return [error] * len(partitions)
@@ -82,6 +85,8 @@ class OffsetManager:
             metadata = metadata or ""
             if unknown is not None and unknown[i]:
                 errors.append(_UNKNOWN_PARTITION)
+            elif check is not None and (stale := check(topic, partition)) != _NONE:
+                errors.append(stale)
             elif len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
                 errors.append(_METADATA_TOO_LARGE)
             else:
@@ -126,6 +131,9 @@ class OffsetManager:
         else:
             error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now(),
                                                  transactional=True)
+        check = None
+        if callable(error):  # KIP-1251: an older epoch, checked per partition
+            check, error = self._by_name(error), _NONE
         now = self.clock.wall()
         errors: list[int] = []
         records: list[Event] = []
@@ -135,6 +143,8 @@ class OffsetManager:
                 errors.append(_UNKNOWN_PARTITION)
             elif error != _NONE:
                 errors.append(error)
+            elif check is not None and (stale := check(topic, partition)) != _NONE:
+                errors.append(stale)
             elif len(metadata.encode()) > self.metadata_max_bytes:
                 errors.append(_METADATA_TOO_LARGE)
             else:
@@ -146,6 +156,16 @@ class OffsetManager:
         self.shard.write_txn(producer_id, producer_epoch, records,
                              lambda e: on_done(errors if e == _NONE else [e if x == _NONE else x for x in errors]))
         return None
+
+    def _by_name(self, check: Callable[[Any, int], int]) -> Callable[[str, int], int]:
+        """A group's per-partition commit check (by topic id) for partitions named by topic."""
+        lookup = self.shard.consumer.image.lookup
+
+        def by_name(topic: str, partition: int) -> int:
+            found = lookup(topic)
+            return check(found[0] if found is not None else None, partition)
+
+        return by_name
 
     # OffsetFetch ----------------------------------------------------------------------
 

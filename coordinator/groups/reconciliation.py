@@ -44,11 +44,16 @@ def _and(a: Assignment, b: Assignment) -> Assignment:
     return {t: ps for t, ps in out.items() if ps}
 
 
-def owned_subset(owned: list[tuple[uuid.UUID, list[int]]] | None, allowed: Assignment) -> bool:
-    """Whether a heartbeat's owned partitions are all within `allowed` (None: not known)."""
+def owns_any(owned: list[tuple[uuid.UUID, list[int]]] | None, partitions: Assignment) -> bool:
+    """Whether a heartbeat's owned partitions include any of `partitions` (Kafka's
+    ownsRevokedPartitions; None, a heartbeat that did not list them: assumed so)."""
     if owned is None:
-        return False
-    return all(set(ps) <= allowed.get(t, frozenset()) for t, ps in owned)
+        return True
+    for t, ps in owned:
+        these = partitions.get(t)
+        if these and any(p in these for p in ps):
+            return True
+    return False
 
 
 def reconcile(state: MemberState, member_epoch: int, previous_epoch: int, assigned: Assignment,
@@ -60,7 +65,7 @@ def reconcile(state: MemberState, member_epoch: int, previous_epoch: int, assign
     still owns the partition."""
     if state is MemberState.UNREVOKED_PARTITIONS:
         # It may move on only once it no longer lists anything it was told to revoke.
-        if not owned_subset(owned, assigned):
+        if owns_any(owned, pending):
             return Reconciled(state, member_epoch, previous_epoch, assigned, pending)
         pending = {}
         state = MemberState.STABLE if member_epoch == target_epoch else MemberState.UNKNOWN
@@ -71,8 +76,10 @@ def reconcile(state: MemberState, member_epoch: int, previous_epoch: int, assign
     # A new target: revoke first, or take what is free.
     keep = _and(assigned, target)
     revoke = _minus(assigned, target)
-    if revoke:
+    if revoke and owns_any(owned, revoke):
         return Reconciled(MemberState.UNREVOKED_PARTITIONS, member_epoch, previous_epoch, keep, revoke)
+    # Nothing to revoke that its heartbeat still lists (e.g. the partitions of a deleted
+    # topic, which the client dropped itself): straight to the target's epoch, as Kafka.
     return _assign(target_epoch, member_epoch, keep, target, owner_elsewhere)
 
 

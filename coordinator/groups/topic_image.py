@@ -29,6 +29,10 @@ class TopicImage:
         info = self.topics.by_id.get(topic_id)
         return info.name if info is not None else None
 
+    def version(self) -> int | None:
+        """Changes with every topic created, deleted or grown (None: not known)."""
+        return getattr(self.topics, "changes", None)
+
     def names(self) -> list[str]:
         """Every topic a regex subscription may match (internal topics never do)."""
         if self.topics is None:

@@ -1,0 +1,142 @@
+"""KIP-848 epochs in process: librdkafka's empty regex, KIP-1251 assignment epochs (Kafka
+4.3's commit check), and the member epoch after a revocation-only change."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode as E
+
+from coordinator.groups.consumer_group import records_of
+from protocol import consumer_records as R
+from protocol.offset_commit import PartitionCommit
+from tests.group_harness import settle
+from tests.test_consumer_group_state_machine import GROUP, Harness, flat, owned
+
+
+async def commit_errors(h: Harness, member_id: str, epoch: int, *partitions: tuple[str, int]) -> list[int]:
+    got: list = []
+    errors = h.shard.offset_manager.commit_nowait(
+        GROUP, epoch, member_id, None, [PartitionCommit(t, p, 1, -1, "") for t, p in partitions], got.append)
+    if errors is not None:
+        return errors
+    await settle()
+    return got[0]
+
+
+async def test_an_empty_regex_is_no_regex_and_a_resent_subscription_bumps_nothing():
+    h = Harness()
+    h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"], subscribed_topic_regex="")
+    assert a.error == E.none and h.group.group_epoch == 1
+    assert h.group.members["a"].subscribed_topic_regex is None
+    # librdkafka's full heartbeat: the same names and "" again, every time.
+    for _ in range(3):
+        again = await h.hb("a", a.member_epoch, ["t"], owned=owned(a), subscribed_topic_regex="")
+        assert again.error == E.none and again.member_epoch == 1
+    b = await h.hb("b", 0, ["t"], subscribed_topic_regex="")
+    b2 = await h.hb("b", b.member_epoch, ["t"], owned=owned(b), subscribed_topic_regex="")
+    assert h.group.group_epoch == 2 and b2.error == E.none  # one bump per join
+    assert h.reload().group.members["a"].subscribed_topic_regex is None
+
+
+async def test_a_commit_at_an_older_epoch_is_accepted_for_partitions_held_since_then():
+    h = Harness()
+    t = h.catalog.add("t", 4)
+    a = await h.hb("a", 0, ["t"])
+    assert a.member_epoch == 1 and flat(a.assignment) == {0, 1, 2, 3}
+    b = await h.hb("b", 0, ["t"])  # epoch 2: a must give up two partitions
+    a2 = await h.hb("a", 1, owned=owned(a))
+    a3 = await h.hb("a", 1, owned=owned(a2))  # revoked: a is at epoch 2, keeps what it got at 1
+    assert a3.member_epoch == 2
+    kept = sorted(flat(a2.assignment))
+    given = sorted({0, 1, 2, 3} - set(kept))
+    epochs = h.group.members["a"].assignment_epochs
+    assert {p: epochs[(t.topic_id, p)] for p in kept} == {p: 1 for p in kept}
+    # A commit racing the heartbeat that moved a to epoch 2, still at epoch 1:
+    assert await commit_errors(h, "a", 1, *[("t", p) for p in kept]) == [E.none, E.none]
+    # ...but not for partitions a no longer owns, nor at an epoch from the future.
+    assert await commit_errors(h, "a", 1, ("t", kept[0]), ("t", given[0])) == [E.none, E.stale_member_epoch]
+    assert await commit_errors(h, "a", 3, ("t", kept[0])) == [E.stale_member_epoch]
+    b2 = await h.hb("b", 2, owned=[])
+    assert flat(b2.assignment) == set(given)
+    epochs_b = h.group.members["b"].assignment_epochs
+    assert {epochs_b[(t.topic_id, p)] for p in given} == {2}
+    # b got its partitions at epoch 2: an epoch-1 commit of them is stale; epoch 2 is fine.
+    assert await commit_errors(h, "b", 1, ("t", given[0])) == [E.stale_member_epoch]
+    assert await commit_errors(h, "b", 2, ("t", given[0])) == [E.none]
+
+
+async def test_assignment_epochs_are_written_and_replayed_and_old_records_default_to_the_member_epoch():
+    h = Harness()
+    h.catalog.add("t", 2)
+    a = await h.hb("a", 0, ["t"])
+    b = await h.hb("b", 0, ["t"])
+    a2 = await h.hb("a", 1, owned=owned(a))
+    a3 = await h.hb("a", 1, owned=owned(a2))
+    await h.hb("b", b.member_epoch, owned=[])
+    fresh = h.reload()
+    assert records_of(fresh.group) == records_of(h.group)
+    assert fresh.group.members["a"].assignment_epochs == h.group.members["a"].assignment_epochs
+    value = records_of(h.group)[R.ConsumerGroupCurrentMemberAssignmentKey(GROUP, "a")]
+    assert value.assigned_epochs and a3.error == E.none
+    # A record without epochs (written before Kafka 4.3): each partition counts as
+    # assigned at the member's epoch.
+    key = R.ConsumerGroupCurrentMemberAssignmentKey(GROUP, "a")
+    old = R.ConsumerGroupCurrentMemberAssignmentValue(value.member_epoch, value.previous_member_epoch, value.state,
+                                                      value.assigned_partitions, value.partitions_pending_revocation)
+    decoded = R.decode_value(key, R.encode_value(old))
+    assert decoded == old and decoded.assigned_epochs == ()
+    h.log.records[0].append((key, old))
+    legacy = h.reload()
+    assert set(legacy.group.members["a"].assignment_epochs.values()) == {value.member_epoch}
+
+
+def test_assignment_epochs_are_kafkas_tagged_field():
+    """TopicPartitions.AssignmentEpochs: tag 0, a nullable compact []int32 aligned with
+    Partitions (Kafka 4.3's ConsumerGroupCurrentMemberAssignmentValue)."""
+    topic = uuid.UUID(int=1)
+    value = R.ConsumerGroupCurrentMemberAssignmentValue(3, 2, 0, ((topic, (0, 1)),), (), ((1, 3),))
+    data = R.encode_value(value)
+    expected = (b"\x00\x00" + (3).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"\x00"
+                + b"\x02" + topic.bytes + b"\x03" + (0).to_bytes(4, "big") + (1).to_bytes(4, "big")
+                + b"\x01\x00\x09\x03" + (1).to_bytes(4, "big") + (3).to_bytes(4, "big")  # tag 0, 9 bytes
+                + b"\x01" + b"\x00")  # no pending revocation, no tags on the value
+    assert data == expected
+    assert R.decode_value(R.ConsumerGroupCurrentMemberAssignmentKey("g", "m"), data) == value
+    bad = data.replace(b"\x09\x03", b"\x05\x02", 1)[:-4]  # one epoch for two partitions
+    try:
+        R.decode_value(R.ConsumerGroupCurrentMemberAssignmentKey("g", "m"), bad)
+    except R.RecordDecodeError:
+        pass
+    else:
+        raise AssertionError("a misaligned AssignmentEpochs must not load")
+
+
+async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch():
+    """The target drops a deleted topic's partitions; the member, which dropped them itself
+    when the topic went, lists only what it keeps: it moves to the new epoch at once, and
+    stays there in later heartbeats (Kafka's computeNextAssignment)."""
+    h = Harness()
+    h.catalog.add("t", 2)
+    gone = h.catalog.add("gone", 2)
+    a = await h.hb("a", 0, ["t", "gone"])
+    assert a.member_epoch == 1 and len(a.assignment) == 2
+    del h.catalog.topics["gone"], h.catalog.by_id[gone.topic_id]
+    still = [(tid, ps) for tid, ps in owned(a) if tid != gone.topic_id]
+    a2 = await h.hb("a", 1, owned=still)
+    assert a2.member_epoch == h.group.group_epoch == 2
+    for _ in range(2):
+        later = await h.hb("a", 2, owned=None)
+        assert later.error == E.none and later.member_epoch == 2
+    assert h.group.state_name == "Stable"
+    # A member that still lists the partitions must revoke them first (epoch unchanged).
+    h2 = Harness()
+    h2.catalog.add("t", 2)
+    gone2 = h2.catalog.add("gone", 2)
+    c = await h2.hb("c", 0, ["t", "gone"])
+    del h2.catalog.topics["gone"], h2.catalog.by_id[gone2.topic_id]
+    c2 = await h2.hb("c", 1, owned=owned(c))
+    assert c2.member_epoch == 1
+    c3 = await h2.hb("c", 1, owned=owned(c2))
+    assert c3.member_epoch == 2
