@@ -102,33 +102,33 @@ class Faults:
             topic: str | None = None, broker: int | None = None, seed: int | None = None) -> dict[str, Any]:
         """Add a rule; return it as a JSON-able dict with its id. A bad spec raises ValueError
         (one message) and adds nothing."""
-        rule = Rule(next(self._ids), _api_key(api), _error(error), _times(times), _probability(probability),
-                    _non_negative_int("delay_ms", delay_ms), _drop(drop), _stall(stall),
-                    _optional_str("client_id", client_id), _optional_str("group", group),
-                    _optional_str("topic", topic), _broker(broker),
-                    None if seed is None else random.Random(_int("seed", seed)))
-        if rule.error is None and rule.drop is None and not rule.delay_ms and rule.stall is False:
-            raise ValueError("a fault needs an action: error, delay_ms, drop or stall")
-        if rule.error is not None and rule.drop is not None:
-            raise ValueError("error and drop exclude each other: a dropped connection carries no answer")
-        if rule.stall is not False:
-            rule.released = asyncio.Event()
-        self.rules.append(rule)
-        self._changed()
-        log.info("fault %d added: %s", rule.id, rule.to_dict())
-        return rule.to_dict()
+        return self._install([_rule(api, error, times, probability, delay_ms, drop, stall, client_id, group,
+                                    topic, broker, seed)])[0]
 
-    def add_spec(self, spec: Any) -> dict[str, Any]:
-        """A rule from a JSON object (the HTTP control): the same fields as add()."""
-        if not isinstance(spec, dict):
-            raise ValueError("a fault is a JSON object")
-        unknown = sorted(set(spec) - set(FIELDS))
-        if unknown:
-            raise ValueError(f"unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
-        if "api" not in spec:
-            raise ValueError("field 'api' is required")
-        spec = dict(spec)
-        return self.add(spec.pop("api"), spec.pop("error", None), **spec)
+    def add_specs(self, specs: Any) -> list[dict[str, Any]]:
+        """Rules from JSON objects (the HTTP control), with the fields of add(): all of them,
+        or, if any is bad, none (ValueError naming the first bad one)."""
+        if isinstance(specs, dict):
+            specs = [specs]
+        if not isinstance(specs, list) or not specs:
+            raise ValueError("a fault is a JSON object (or a non-empty list of them)")
+        rules = []
+        for i, spec in enumerate(specs):
+            try:
+                rules.append(_rule_of_spec(spec))
+            except ValueError as e:
+                raise ValueError(f"fault {i + 1} of {len(specs)}: {e}" if len(specs) > 1 else str(e)) from None
+        return self._install(rules)
+
+    def _install(self, rules: list[Rule]) -> list[dict[str, Any]]:
+        for rule in rules:
+            rule.id = next(self._ids)
+            if rule.stall is not False:
+                rule.released = asyncio.Event()
+            self.rules.append(rule)
+            log.info("fault %d added: %s", rule.id, rule.to_dict())
+        self._changed()
+        return [rule.to_dict() for rule in rules]
 
     def list(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.rules]
@@ -193,6 +193,39 @@ class Faults:
                 continue
             return rule
         return None
+
+
+def _rule(api: Any, error: Any, times: Any, probability: Any, delay_ms: Any, drop: Any, stall: Any,
+          client_id: Any, group: Any, topic: Any, broker: Any, seed: Any) -> Rule:
+    """A rule from its spec, checked field by field (its id is given when it is added)."""
+    rule = Rule(0, _api_key(api), _error(error), _times(times), _probability(probability),
+                _non_negative_int("delay_ms", delay_ms), _drop(drop), _stall(stall),
+                _optional_str("client_id", client_id), _optional_str("group", group),
+                _optional_str("topic", topic), _broker(broker),
+                None if seed is None else random.Random(_int("seed", seed)))
+    if rule.error is None and rule.drop is None and not rule.delay_ms and rule.stall is False:
+        raise ValueError("a fault needs an action: error, delay_ms, drop or stall")
+    if rule.error is not None and rule.drop is not None:
+        raise ValueError("error and drop exclude each other: a dropped connection carries no answer")
+    return rule
+
+
+_DEFAULTS = {"error": None, "times": 1, "probability": None, "delay_ms": 0, "drop": None, "stall": False,
+             "client_id": None, "group": None, "topic": None, "broker": None, "seed": None}
+
+
+def _rule_of_spec(spec: Any) -> Rule:
+    if not isinstance(spec, dict):
+        raise ValueError(f"a fault is a JSON object, not {type(spec).__name__}")
+    unknown = sorted(set(spec) - set(FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
+    if "api" not in spec:
+        raise ValueError("field 'api' is required")
+    values = {**_DEFAULTS, **spec}
+    return _rule(values["api"], values["error"], values["times"], values["probability"], values["delay_ms"],
+                 values["drop"], values["stall"], values["client_id"], values["group"], values["topic"],
+                 values["broker"], values["seed"])
 
 
 def _failed(ctx: RequestContext, request: Any, rule: Rule) -> Any:

@@ -121,6 +121,9 @@ class Server:
             self.listeners = listeners_of(self.config)
         except ValueError as e:
             raise StartupError(str(e)) from None
+        if self.config.enable_test_control and self.config.metrics_port is None:
+            raise StartupError("--enable-test-control serves on the metrics port: give --metrics-port too "
+                               "(0 = any free port)")
         # The ports first: a port in use must fail before the data dir is created or loaded.
         socks: list[socket.socket] = []
         try:

@@ -371,5 +371,5 @@ def test_bad_specs_are_refused_and_change_nothing(broker, spec, message):
     faults = broker.server.faults
     kept = broker.call(faults.add, "Heartbeat", "REBALANCE_IN_PROGRESS", times=None)
     with pytest.raises(ValueError, match=re.escape(message)):
-        broker.call(faults.add_spec, spec)
+        broker.call(faults.add_specs, spec)
     assert broker.call(faults.list) == [kept]

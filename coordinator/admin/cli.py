@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from rich.console import Console
 from rich.table import Table
 
+from . import control_cli
 from .client import BrokerError, Cluster, Connection
 
 LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 2, 3, 8, 9
@@ -743,6 +744,8 @@ def consume_cmd(ctx: click.Context, topic: str, partitions: tuple[int, ...], sta
         emit(ctx, ["TOPIC", "PARTITION", "OFFSET", "TIMESTAMP", "KEY", "VALUE"], rows)
 
 
+main.add_command(control_cli.fault)  # the test control of --enable-test-control servers
+main.add_command(control_cli.cluster)
 accept_global_options_anywhere(main)
 
 

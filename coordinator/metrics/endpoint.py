@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
 
+from ..control import TestControl
 from ..log import partition as partition_log
 from ..log.partition import SYNCER
 from .collector import ServerCollector
@@ -24,6 +25,8 @@ class Metrics:
         self.requests = RequestMetrics()
         self.registry = CollectorRegistry(auto_describe=False)
         self.http = MetricsHttp(self.registry, lambda: bool(getattr(server, "ready_since", 0.0)))
+        if server.config.enable_test_control:
+            self.http.control = TestControl(server)
         self.lag: LagMonitor | None = None
         self._sampler: asyncio.Task | None = None
 

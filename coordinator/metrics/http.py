@@ -15,6 +15,8 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from ..control import TestControl, request_path
+
 log = logging.getLogger(__name__)
 
 MAX_HEADER_BYTES = 8192
@@ -26,6 +28,7 @@ class MetricsHttp:
         self.registry = registry
         self.ready = ready
         self._server: asyncio.base_events.Server | None = None
+        self.control: TestControl | None = None  # coordinator/control.py, with --enable-test-control
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEADER_BYTES)
@@ -39,7 +42,11 @@ class MetricsHttp:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-            status, ctype, body = self._answer(head)
+            control = self.control
+            if control is not None and control.handles(request_path(head)):  # --enable-test-control
+                status, ctype, body = await control.answer_http(head, reader)
+            else:
+                status, ctype, body = self._answer(head)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
             status, ctype, body = "400 Bad Request", "text/plain", b"bad request\n"
         try:

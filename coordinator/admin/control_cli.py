@@ -1,0 +1,177 @@
+"""`kcoord fault ...` and `kcoord cluster ...`: the test control of a server started with
+`--enable-test-control` (coordinator/control.py), over its JSON HTTP API on the metrics port.
+
+    kcoord fault add OffsetCommit NOT_COORDINATOR --times 2 --group orders
+    kcoord fault add Produce --drop after --topic orders
+    kcoord fault list
+    kcoord fault clear [ID]
+    kcoord cluster show | stop ID | start ID | move-coordinator GROUP [--to ID] | move-leader TOPIC PARTITION [--to ID]
+
+--control HOST:PORT (env KCOORD_CONTROL, default 127.0.0.1:9308) names the metrics port.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import click
+
+FAULT_COLUMNS = ["ID", "API", "ERROR", "TIMES", "PROBABILITY", "DELAY_MS", "DROP", "STALL", "CLIENT_ID", "GROUP",
+                 "TOPIC", "BROKER", "FIRED"]
+FAULT_KEYS = ["id", "api", "error", "times", "probability", "delay_ms", "drop", "stall", "client_id", "group",
+              "topic", "broker", "fired"]
+
+
+def control_option(f: Any) -> Any:
+    return click.option("--control", default="127.0.0.1:9308", show_default=True, envvar="KCOORD_CONTROL",
+                        help="HOST:PORT of the server's metrics port (started with --enable-test-control)")(f)
+
+
+def call(control: str, method: str, path: str, body: Any = None) -> Any:
+    """One request to the control API; its JSON answer. An error answer is a Failure (one line)."""
+    from .cli import Failure
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://{control}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as e:
+        try:
+            message = json.loads(e.read())["error"]
+        except (ValueError, KeyError, TypeError):
+            message = f"HTTP {e.code} {e.reason}"
+        raise Failure(message) from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise Failure(f"cannot reach the test control at {control} ({reason}); is the server running with "
+                      "--enable-test-control and --metrics-port?") from None
+
+
+def show_faults(ctx: click.Context, rules: list[dict[str, Any]]) -> None:
+    from .cli import emit
+
+    if ctx.obj["output"] == "json":
+        click.echo(json.dumps(rules, indent=2))
+        return
+    emit(ctx, FAULT_COLUMNS, [[r.get(k) for k in FAULT_KEYS] for r in rules])
+
+
+@click.group("fault")
+def fault() -> None:
+    """Injected faults: errors, latency, dropped connections, stalls (test servers only)."""
+
+
+@fault.command("add")
+@click.argument("api")
+@click.argument("error", required=False)
+@click.option("--times", type=int, default=None, help="fire for the next N matching requests (default 1)")
+@click.option("--forever", is_flag=True, help="fire until cleared (with --probability: each time the draw says so)")
+@click.option("--probability", type=float, help="fire for each matching request with this probability (0, 1]")
+@click.option("--seed", type=int, help="seed of this rule's draws (the same faults every run)")
+@click.option("--delay-ms", type=int, default=0, help="answer this much later")
+@click.option("--drop", type=click.Choice(["before", "after"]),
+              help="close the connection before handling the request, or after (its reply lost)")
+@click.option("--stall", is_flag=True, help="hold matching requests until the fault is cleared")
+@click.option("--stall-ms", type=int, help="hold them at most this long")
+@click.option("--client-id", help="only requests from this client id")
+@click.option("--group", help="only requests naming this group")
+@click.option("--topic", help="only requests naming this topic")
+@click.option("--broker", type=int, help="only requests to this broker (node id)")
+@control_option
+@click.pass_context
+def fault_add(ctx: click.Context, api: str, error: str | None, times: int | None, forever: bool,
+              probability: float | None, seed: int | None, delay_ms: int, drop: str | None, stall: bool,
+              stall_ms: int | None, client_id: str | None, group: str | None, topic: str | None,
+              broker: int | None, control: str) -> None:
+    """Add a fault for API (a name like OffsetCommit, or a key), answering ERROR (a name like
+    NOT_COORDINATOR, or a code) and/or delaying, dropping or stalling."""
+    if forever and times is not None:
+        raise click.UsageError("--times and --forever exclude each other")
+    spec: dict[str, Any] = {"api": int(api) if api.isdigit() else api, "times": None if forever else (times or 1)}
+    if error is not None:
+        spec["error"] = int(error) if error.lstrip("-").isdigit() else error
+    for name, value in (("probability", probability), ("seed", seed), ("drop", drop), ("client_id", client_id),
+                        ("group", group), ("topic", topic), ("broker", broker)):
+        if value is not None:
+            spec[name] = value
+    if delay_ms:
+        spec["delay_ms"] = delay_ms
+    if stall_ms is not None:
+        spec["stall"] = stall_ms
+    elif stall:
+        spec["stall"] = True
+    show_faults(ctx, [call(control, "POST", "/faults", spec)])
+
+
+@fault.command("list")
+@control_option
+@click.pass_context
+def fault_list(ctx: click.Context, control: str) -> None:
+    """The active faults, with how often each has fired."""
+    show_faults(ctx, call(control, "GET", "/faults"))
+
+
+@fault.command("clear")
+@click.argument("fault_id", type=int, required=False)
+@control_option
+def fault_clear(fault_id: int | None, control: str) -> None:
+    """Clear one fault by its id, or all; requests they stall go on."""
+    answer = call(control, "DELETE", "/faults" if fault_id is None else f"/faults/{fault_id}")
+    click.echo(f"cleared {answer['cleared']} fault(s)")
+
+
+@click.group("cluster")
+def cluster() -> None:
+    """Brokers, coordinators and leaders of a test cluster (servers with several brokers)."""
+
+
+@cluster.command("show")
+@control_option
+def cluster_show(control: str) -> None:
+    """The cluster's brokers."""
+    click.echo(json.dumps(call(control, "GET", "/cluster"), indent=2))
+
+
+@cluster.command("stop")
+@click.argument("node_id", type=int)
+@control_option
+def cluster_stop(node_id: int, control: str) -> None:
+    """Stop a broker: its listener and connections close, its partitions and groups move."""
+    call(control, "POST", f"/cluster/brokers/{node_id}/stop")
+    click.echo(f"broker {node_id} stopped")
+
+
+@cluster.command("start")
+@click.argument("node_id", type=int)
+@control_option
+def cluster_start(node_id: int, control: str) -> None:
+    """Start a stopped broker again."""
+    call(control, "POST", f"/cluster/brokers/{node_id}/start")
+    click.echo(f"broker {node_id} started")
+
+
+@cluster.command("move-coordinator")
+@click.argument("group_id")
+@click.option("--to", "to", type=int, help="node id of the new coordinator (default: another live broker)")
+@control_option
+def cluster_move_coordinator(group_id: str, to: int | None, control: str) -> None:
+    """Move a group's coordinator to another broker."""
+    answer = call(control, "POST", "/cluster/coordinators/move", {"group_id": group_id, "to": to})
+    click.echo(f"group {group_id}: coordinator {answer.get('coordinator')}")
+
+
+@cluster.command("move-leader")
+@click.argument("topic")
+@click.argument("partition", type=int)
+@click.option("--to", "to", type=int, help="node id of the new leader (default: another live broker)")
+@control_option
+def cluster_move_leader(topic: str, partition: int, to: int | None, control: str) -> None:
+    """Move a partition's leadership to another broker."""
+    answer = call(control, "POST", "/cluster/leaders/move", {"topic": topic, "partition": partition, "to": to})
+    click.echo(f"{topic}-{partition}: leader {answer.get('leader')}")
+

@@ -1,0 +1,224 @@
+"""The test control as JSON over HTTP, for tests written in any language: injected faults
+(`/faults`) and, in a server with several brokers, the cluster's topology (`/cluster`).
+
+Served on the metrics port, and only with `--enable-test-control`: a broker in production
+must never take orders to fail. Every request is handled on the server's event loop, between
+Kafka requests. A bad request (unreadable JSON, an unknown field, a bad value) is answered
+400 with one message, {"error": "..."}, and changes nothing.
+
+    GET    /faults                          the active rules
+    POST   /faults                          add a rule (a JSON object), or several (a list: all or none)
+    DELETE /faults                          clear every rule (stalled requests go on)
+    DELETE /faults/{id}                     clear one
+    GET    /cluster                         the brokers
+    GET    /cluster/coordinators/{group_id}  the node id of the group's coordinator
+    GET    /cluster/leaders/{topic}/{partition}  the node id of the partition's leader
+    POST   /cluster/brokers/{id}/stop       (and /start)
+    POST   /cluster/coordinators/move       {"group_id": "g", "to": 2}  (to: optional)
+    POST   /cluster/leaders/move            {"topic": "t", "partition": 0, "to": 2}
+
+The /cluster routes drive the server's `cluster_control` (coordinator/topology.py's
+ClusterControl), present when the server runs several brokers; without it they answer 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+from urllib.parse import unquote
+
+JSON = "application/json"
+MAX_BODY_BYTES = 1 << 20
+READ_TIMEOUT_S = 10
+
+Answer = tuple[str, str, bytes]
+
+
+def _json(status: str, value: Any) -> Answer:
+    return status, JSON, (json.dumps(value, default=_plain) + "\n").encode()
+
+
+def _plain(value: Any) -> Any:
+    """What ClusterControl returns (dataclasses, named tuples, sets) as JSON values."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def bad_request(message: str) -> Answer:
+    return _json("400 Bad Request", {"error": message})
+
+
+def not_found(message: str) -> Answer:
+    return _json("404 Not Found", {"error": message})
+
+
+_BROKER_ACTION = re.compile(r"/cluster/brokers/(-?\d+)/(stop|start)")
+_COORDINATOR = re.compile(r"/cluster/coordinators/([^/]+)")
+_LEADER = re.compile(r"/cluster/leaders/([^/]+)/(\d+)")
+_FAULT = re.compile(r"/faults/(\d+)")
+
+
+class TestControl:
+    """Routes of the control API onto the server's Faults and ClusterControl."""
+
+    __test__ = False  # (not a pytest test class, whatever its name)
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def handles(self, path: str) -> bool:
+        return path == "/faults" or path.startswith(("/faults/", "/cluster"))
+
+    async def answer(self, method: str, path: str, body: bytes) -> Answer:
+        try:
+            return await self._route(method, path, body)
+        except ValueError as e:  # a bad value, said by Faults or ClusterControl
+            return bad_request(str(e))
+        except KeyError as e:  # something named that does not exist (a broker, a topic)
+            return not_found(str(e.args[0]) if e.args else "not found")
+
+    async def _route(self, method: str, path: str, body: bytes) -> Answer:
+        faults = self.server.faults
+        if path == "/faults":
+            if method == "GET":
+                return _json("200 OK", faults.list())
+            if method == "POST":
+                spec = _parse(body)
+                added = faults.add_specs(spec)
+                return _json("201 Created", added[0] if isinstance(spec, dict) else added)
+            if method == "DELETE":
+                return _json("200 OK", {"cleared": faults.clear()})
+            return _method_not_allowed("GET, POST, DELETE")
+        m = _FAULT.fullmatch(path)
+        if m:
+            if method != "DELETE":
+                return _method_not_allowed("DELETE")
+            if not faults.clear(int(m.group(1))):
+                return not_found(f"no fault {m.group(1)}")
+            return _json("200 OK", {"cleared": 1})
+        if path.startswith("/cluster"):
+            return await self._cluster(method, path, body)
+        return not_found(f"no route {path}")
+
+    async def _cluster(self, method: str, path: str, body: bytes) -> Answer:
+        cluster = getattr(self.server, "cluster_control", None)
+        if cluster is None:
+            return not_found("this server runs no cluster control (a single broker)")
+        if method == "GET":
+            return await self._cluster_lookup(cluster, path)
+        if method != "POST":
+            return _method_not_allowed("POST")
+        m = _BROKER_ACTION.fullmatch(path)
+        if m:
+            node_id, action = int(m.group(1)), m.group(2)
+            _fields(_parse(body, empty_ok=True), set(), "")
+            await _maybe(cluster.stop_broker(node_id) if action == "stop" else cluster.start_broker(node_id))
+            return _json("200 OK", {"broker": node_id, "action": action})
+        if path == "/cluster/coordinators/move":
+            spec = _fields(_parse(body), {"group_id", "to"}, "group_id")
+            moved = await _maybe(cluster.move_coordinator(_str(spec, "group_id"), to=_node(spec)))
+            return _json("200 OK", {"group_id": spec["group_id"], "coordinator": moved})
+        if path == "/cluster/leaders/move":
+            spec = _fields(_parse(body), {"topic", "partition", "to"}, "topic", "partition")
+            partition = spec["partition"]
+            if type(partition) is not int:
+                raise ValueError(f"partition must be an integer, not {partition!r}")
+            moved = await _maybe(cluster.move_leader(_str(spec, "topic"), partition, to=_node(spec)))
+            return _json("200 OK", {"topic": spec["topic"], "partition": partition, "leader": moved})
+        return not_found(f"no route {path}")
+
+    async def _cluster_lookup(self, cluster: Any, path: str) -> Answer:
+        if path == "/cluster":
+            describe = getattr(cluster, "describe", None)
+            info = await _maybe(describe()) if describe is not None else {"brokers": await _maybe(cluster.brokers())}
+            return _json("200 OK", info)
+        m = _COORDINATOR.fullmatch(path)
+        if m:
+            group_id = unquote(m.group(1))
+            return _json("200 OK", {"group_id": group_id, "coordinator": await _maybe(cluster.coordinator_of(group_id))})
+        m = _LEADER.fullmatch(path)
+        if m:
+            topic, partition = unquote(m.group(1)), int(m.group(2))
+            return _json("200 OK", {"topic": topic, "partition": partition,
+                                    "leader": await _maybe(cluster.leader_of(topic, partition))})
+        return not_found(f"no route GET {path}")
+
+    async def answer_http(self, head: bytes, reader: asyncio.StreamReader) -> Answer:
+        """Read the body the head announces (Content-Length), then answer."""
+        request_line, _, headers = head.partition(b"\r\n")
+        parts = request_line.split()
+        if len(parts) != 3:
+            return bad_request("bad request line")
+        length = 0
+        for line in headers.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"transfer-encoding":
+                return _json("411 Length Required", {"error": "send the body with a Content-Length"})
+            if name == b"content-length":
+                try:
+                    length = int(value.strip())
+                except ValueError:
+                    return bad_request("Content-Length is not a number")
+        if not 0 <= length <= MAX_BODY_BYTES:
+            return _json("413 Content Too Large", {"error": f"a body of at most {MAX_BODY_BYTES} bytes"})
+        body = await asyncio.wait_for(reader.readexactly(length), READ_TIMEOUT_S) if length else b""
+        return await self.answer(parts[0].decode("latin-1"), request_path(head), body)
+
+
+def request_path(head: bytes) -> str:
+    """The path of an HTTP request's head, without its query ("" if there is none)."""
+    parts = head.split(b"\r\n", 1)[0].split()
+    return parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) == 3 else ""
+
+
+def _method_not_allowed(allowed: str) -> Answer:
+    return _json("405 Method Not Allowed", {"error": f"allowed: {allowed}"})
+
+
+async def _maybe(result: Any) -> Any:
+    return await result if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future) else result
+
+
+def _parse(body: bytes, empty_ok: bool = False) -> Any:
+    if not body.strip():
+        if empty_ok:
+            return {}
+        raise ValueError("the request needs a JSON body")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"the body is not JSON: {e}") from None
+
+
+def _fields(spec: Any, allowed: set[str], *required: str) -> dict[str, Any]:
+    if not isinstance(spec, dict):
+        raise ValueError("the body must be a JSON object")
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r}" + (f"; fields: {', '.join(sorted(allowed))}"
+                                                             if allowed else "; this action takes none"))
+    for name in required:
+        if name and name not in spec:
+            raise ValueError(f"field {name!r} is required")
+    return spec
+
+
+def _str(spec: dict[str, Any], name: str) -> str:
+    if not isinstance(spec[name], str) or not spec[name]:
+        raise ValueError(f"{name} must be a non-empty string, not {spec[name]!r}")
+    return spec[name]
+
+
+def _node(spec: dict[str, Any]) -> int | None:
+    to = spec.get("to")
+    if to is not None and type(to) is not int:
+        raise ValueError(f"to must be a broker's node id (an integer), not {to!r}")
+    return to

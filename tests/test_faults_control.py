@@ -1,0 +1,179 @@
+"""The test control from other languages: JSON over HTTP on the metrics port with
+--enable-test-control, and `kcoord fault ...` over it. Bad input is a 400 (or exit status 1)
+with one message, and changes nothing; without the flag there is no control at all.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.conftest import ROOT, free_port
+
+
+@pytest.fixture
+def controlled(server_factory):
+    port = free_port()
+    server = server_factory("--metrics-port", str(port), "--enable-test-control")
+    server.control = f"127.0.0.1:{port}"
+    return server
+
+
+def http(control: str, method: str, path: str, body: bytes | str | None = None) -> tuple[int, object]:
+    data = body.encode() if isinstance(body, str) else body
+    request = urllib.request.Request(f"http://{control}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            raw = answer.read()
+            return answer.status, json.loads(raw) if answer.headers["Content-Type"] == "application/json" else raw
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, raw.decode()
+
+
+def kcoord(*args: str, control: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator.admin", *args, "--control", control],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_http_fault_makes_a_commit_retry(controlled):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.structs import OffsetAndMetadata
+
+    admin = KafkaAdminClient(bootstrap_servers=controlled.bootstrap)
+    admin.create_topics([NewTopic("orders", 1, 1)])
+    admin.close()
+    status, rule = http(controlled.control, "POST", "/faults",
+                        '{"api": "OffsetCommit", "error": "COORDINATOR_LOAD_IN_PROGRESS", "times": 2, "group": "g"}')
+    assert status == 201 and rule["id"] == 1 and rule["error_code"] == 14 and rule["times"] == 2
+    consumer = KafkaConsumer(bootstrap_servers=controlled.bootstrap, group_id="g", enable_auto_commit=False,
+                             retry_backoff_ms=10)
+    try:
+        consumer.commit({TopicPartition("orders", 0): OffsetAndMetadata(9, "", -1)})
+        assert consumer.committed(TopicPartition("orders", 0)) == 9
+    finally:
+        consumer.close()
+    assert http(controlled.control, "GET", "/faults") == (200, [])  # fired twice, then gone
+
+
+def test_http_lists_and_clears(controlled):
+    c = controlled.control
+    status, added = http(c, "POST", "/faults", json.dumps([
+        {"api": 12, "error": 27, "times": None}, {"api": "Fetch", "delay_ms": 10, "topic": "t"}]))
+    assert status == 201 and [r["id"] for r in added] == [1, 2]
+    assert http(c, "GET", "/faults") == (200, added)
+    assert http(c, "DELETE", "/faults/1") == (200, {"cleared": 1})
+    assert http(c, "DELETE", "/faults/1") == (404, {"error": "no fault 1"})
+    assert http(c, "DELETE", "/faults") == (200, {"cleared": 1})
+    assert http(c, "GET", "/faults") == (200, [])
+
+
+BAD_BODIES = [
+    ("{not json", "the body is not JSON"),
+    ("", "the request needs a JSON body"),
+    ("42", "a fault is a JSON object"),
+    ("[]", "a fault is a JSON object"),
+    ('{"api": "OffsetCommit", "error": 16, "colour": "red"}', "unknown field 'colour'"),
+    ('{"api": "OffsetCommit", "error": "NOT_AN_ERROR"}', "unknown Kafka error 'NOT_AN_ERROR'"),
+    ('{"api": "OffsetCommit", "error": 16, "times": "twice"}', "times must be an integer"),
+    ('{"api": "OffsetCommit", "error": 16, "probability": 0}', "probability must be a number in (0, 1]"),
+    ('[{"api": "Heartbeat", "error": 27}, {"api": "Nope"}]', "fault 2 of 2: api: unknown Kafka API 'Nope'"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), BAD_BODIES)
+def test_http_bad_fault_is_400_and_changes_nothing(controlled, body, message):
+    c = controlled.control
+    _, kept = http(c, "POST", "/faults", '{"api": "Heartbeat", "error": 27, "times": null}')
+    status, answer = http(c, "POST", "/faults", body)
+    assert status == 400 and message in answer["error"], answer
+    assert http(c, "GET", "/faults") == (200, [kept])
+
+
+def raw_http(control: str, request: bytes) -> bytes:
+    host, port = control.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(request)
+        s.shutdown(socket.SHUT_WR)  # (a body shorter than announced ends here)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_http_bad_requests(controlled):
+    c = controlled.control
+    assert http(c, "PUT", "/faults")[0] == 405
+    assert http(c, "GET", "/faults/1")[0] == 405
+    assert http(c, "GET", "/faults/abc")[0] == 404
+    assert raw_http(c, b"POST /faults HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").startswith(
+        b"HTTP/1.1 411")
+    assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n").startswith(b"HTTP/1.1 413")
+    assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: x\r\n\r\n").startswith(b"HTTP/1.1 400")
+    # a body shorter than announced: the connection ends, the answer is 400
+    assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: 50\r\n\r\n{}").startswith(b"HTTP/1.1 400")
+    status, answer = http(c, "GET", "/cluster")
+    assert status == 404 and "no cluster control" in answer["error"]  # a single broker
+    assert http(c, "GET", "/faults") == (200, [])
+    assert http(c, "GET", "/health")[0] == 200  # the metrics port's own routes are still there
+
+
+def test_no_control_without_the_flag(server_factory):
+    port = free_port()
+    server_factory("--metrics-port", str(port))
+    c = f"127.0.0.1:{port}"
+    assert http(c, "POST", "/faults", '{"api": "Heartbeat", "error": 27}')[0] == 405
+    assert http(c, "GET", "/faults")[0] == 404
+
+
+def test_flag_without_metrics_port_is_one_line_and_exit_2(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"),
+                           "--enable-test-control"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --enable-test-control serves on the metrics port: give --metrics-port too (0 = any free port)"]
+
+
+def test_kcoord_fault_add_list_clear(controlled):
+    c = controlled.control
+    done = kcoord("fault", "add", "OffsetCommit", "NOT_COORDINATOR", "--times", "2", "--group", "g",
+                  "--output", "json", control=c)
+    assert done.returncode == 0, done.stderr
+    [rule] = json.loads(done.stdout)
+    assert (rule["api"], rule["error"], rule["times"], rule["group"]) == ("OffsetCommit", "NOT_COORDINATOR", 2, "g")
+    done = kcoord("fault", "add", "Produce", "--drop", "after", "--forever", control=c)
+    assert done.returncode == 0 and "Produce" in done.stdout and "after" in done.stdout
+    done = kcoord("fault", "list", "--output", "json", control=c)
+    assert [r["api"] for r in json.loads(done.stdout)] == ["OffsetCommit", "Produce"]
+    assert kcoord("fault", "clear", "1", control=c).stdout.strip() == "cleared 1 fault(s)"
+    assert kcoord("fault", "clear", control=c).stdout.strip() == "cleared 1 fault(s)"
+    assert http(c, "GET", "/faults") == (200, [])
+
+
+def test_kcoord_bad_fault_is_one_line_and_changes_nothing(controlled):
+    c = controlled.control
+    _, kept = http(c, "POST", "/faults", '{"api": "Heartbeat", "error": 27, "times": null}')
+    for args, message in [
+        (["NoSuchApi", "16"], "error: api: unknown Kafka API 'NoSuchApi'"),
+        (["OffsetCommit", "16", "--probability", "2"], "error: probability must be a number in (0, 1]"),
+        (["OffsetCommit", "16", "--drop", "after"], "error: error and drop exclude each other"),
+        (["OffsetCommit"], "error: a fault needs an action"),
+    ]:
+        done = kcoord("fault", "add", *args, control=c)
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith(message), done.stderr
+    done = kcoord("fault", "add", "OffsetCommit", "16", "--times", "2", "--forever", control=c)
+    assert done.returncode == 2  # a usage error
+    done = kcoord("fault", "list", control="127.0.0.1:1")
+    assert done.returncode == 1 and "cannot reach the test control" in done.stderr
+    assert http(c, "GET", "/faults") == (200, [kept])
