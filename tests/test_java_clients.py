@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.client_programs import build, committed_offsets, end_offsets, java_command, run_parallel
+from tests.conftest import wait_for
 
 # Consumer-protocol members heartbeat at the broker's interval: short, so steps end quickly.
 SERVER_ARGS = ("--group-consumer-heartbeat-interval-ms", "500")
@@ -39,3 +40,41 @@ def test_kafka_consumer_life_cycle(server_factory, tmp_path):
         committed = committed_offsets(servers[mode].bootstrap, result["group"], topic, 6)
         assert committed == end_offsets(servers[mode].bootstrap, topic, 6)
         assert {str(p): o for p, o in committed.items()} == result["committed"]
+
+
+def read_values(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int) -> list[str]:
+    """Every value in the topic, read by another client (confluent-kafka) with this isolation."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}", "isolation.level": isolation,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[str] = []
+    try:
+        wait_for(lambda: values.extend(m.value().decode() for m in c.consume(500, 0.2) if not m.error())
+                 or len(values) >= expected, what=f"{expected} records of {topic}")
+    finally:
+        c.close()
+    return values
+
+
+@pytest.mark.timeout(300)
+def test_kafka_producer_and_admin_client(server_factory, tmp_path):
+    """KafkaProducer idempotent across a server restart and transactional (consume-transform-
+    produce with sendOffsetsToTransaction, an abort, fencing); AdminClient's group, offset,
+    topic and config operations with Kafka's refusals. Both at once, on their own servers."""
+    producer_server, admin_server = server_factory(*SERVER_ARGS), server_factory(*SERVER_ARGS)
+    results = run_parallel({
+        "producer": (java_command("producer", producer_server.bootstrap), producer_server, tmp_path / "java-producer.log"),
+        "admin": (java_command("admin", admin_server.bootstrap), admin_server, tmp_path / "java-admin.log"),
+    })
+    for result in results.values():
+        assert result["failures"] == [], result
+        assert result["ok"], result
+    assert results["producer"]["idempotent records"] == 200
+    assert results["producer"]["transactions"] > 1
+    # Another client's read_committed view of the transactional output: each record once.
+    committed = read_values(producer_server.bootstrap, "txn-out", 3, "read_committed", 200)
+    assert sorted(committed) == sorted(f"out{i}" for i in range(200))
+    assert committed_offsets(producer_server.bootstrap, "java-txn-group", "txn-in", 3) == \
+        end_offsets(producer_server.bootstrap, "txn-in", 3)

@@ -31,6 +31,8 @@ public final class Main {
         try {
             switch (args[0]) {
                 case "consumer" -> new ConsumerLifecycle(bootstrap, args[2], result).run();
+                case "producer" -> new ProducerScenario(bootstrap, result).run();
+                case "admin" -> new AdminScenario(bootstrap, result).run();
                 default -> {
                     System.err.println("unknown scenario " + args[0]);
                     System.exit(2);
