@@ -13,8 +13,11 @@ Kafka requests. A bad request (unreadable JSON, an unknown field, a bad value) i
     GET    /cluster                         the brokers
     GET    /cluster/coordinators/{group_id}  the node id of the group's coordinator
     GET    /cluster/leaders/{topic}/{partition}  the node id of the partition's leader
-    POST   /cluster/brokers/{id}/stop       (and /start)
+    GET    /cluster/transaction-coordinators/{transactional_id}
+    POST   /cluster/brokers/{id}/stop       (and /start; {"preferred": true}: it leads again
+                                            the partitions it is the preferred replica of)
     POST   /cluster/coordinators/move       {"group_id": "g", "to": 2}  (to: optional)
+    POST   /cluster/transaction-coordinators/move  {"transactional_id": "t", "to": 2}
     POST   /cluster/leaders/move            {"topic": "t", "partition": 0, "to": 2}
 
 The /cluster routes drive the server's `cluster_control` (coordinator/topology.py's
@@ -61,6 +64,7 @@ def not_found(message: str) -> Answer:
 
 _BROKER_ACTION = re.compile(r"/cluster/brokers/(-?\d+)/(stop|start)")
 _COORDINATOR = re.compile(r"/cluster/coordinators/([^/]+)")
+_TXN_COORDINATOR = re.compile(r"/cluster/transaction-coordinators/([^/]+)")
 _LEADER = re.compile(r"/cluster/leaders/([^/]+)/(\d+)")
 _FAULT = re.compile(r"/faults/(\d+)")
 
@@ -118,13 +122,21 @@ class TestControl:
         m = _BROKER_ACTION.fullmatch(path)
         if m:
             node_id, action = int(m.group(1)), m.group(2)
-            _fields(_parse(body, empty_ok=True), set(), "")
-            await _maybe(cluster.stop_broker(node_id) if action == "stop" else cluster.start_broker(node_id))
+            spec = _fields(_parse(body, empty_ok=True), {"preferred"} if action == "start" else set(), "")
+            preferred = spec.get("preferred", False)
+            if type(preferred) is not bool:
+                raise ValueError(f"preferred must be true or false, not {preferred!r}")
+            await _maybe(cluster.stop_broker(node_id) if action == "stop"
+                         else cluster.start_broker(node_id, preferred=preferred))
             return _json("200 OK", {"broker": node_id, "action": action})
         if path == "/cluster/coordinators/move":
             spec = _fields(_parse(body), {"group_id", "to"}, "group_id")
             moved = await _maybe(cluster.move_coordinator(_str(spec, "group_id"), to=_node(spec)))
             return _json("200 OK", {"group_id": spec["group_id"], "coordinator": moved})
+        if path == "/cluster/transaction-coordinators/move":
+            spec = _fields(_parse(body), {"transactional_id", "to"}, "transactional_id")
+            moved = await _maybe(cluster.move_transaction_coordinator(_str(spec, "transactional_id"), to=_node(spec)))
+            return _json("200 OK", {"transactional_id": spec["transactional_id"], "coordinator": moved})
         if path == "/cluster/leaders/move":
             spec = _fields(_parse(body), {"topic", "partition", "to"}, "topic", "partition")
             partition = spec["partition"]
@@ -143,6 +155,11 @@ class TestControl:
         if m:
             group_id = unquote(m.group(1))
             return _json("200 OK", {"group_id": group_id, "coordinator": await _maybe(cluster.coordinator_of(group_id))})
+        m = _TXN_COORDINATOR.fullmatch(path)
+        if m:
+            txn_id = unquote(m.group(1))
+            return _json("200 OK", {"transactional_id": txn_id,
+                                    "coordinator": await _maybe(cluster.transaction_coordinator_of(txn_id))})
         m = _LEADER.fullmatch(path)
         if m:
             topic, partition = unquote(m.group(1)), int(m.group(2))

@@ -91,6 +91,7 @@ class Server:
         self.offsets_log: Any = None
         self.topology: Any = None  # coordinator.topology.Topology
         self.control: Any = None  # coordinator.topology.ClusterControl: stop / start brokers, moves
+        self.cluster_control: Any = None  # the same, with several brokers (coordinator/control.py's /cluster)
         self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
         self.sasl: Any = None  # coordinator.security.sasl.SaslApis with SASL_PLAINTEXT / SASL_SSL
         self._tls: Any = None  # the ssl.SSLContext of SSL / SASL_SSL
@@ -180,6 +181,8 @@ class Server:
         self.components = parts.components
         self.topics, self.groups, self.offsets_log = parts.topics, parts.groups, parts.offsets_log
         self.topology, self.control = parts.topology, parts.control
+        if self.config.brokers > 1:  # what the HTTP test control's /cluster routes drive
+            self.cluster_control = parts.control
         if acls is not None:
             from .security.acl_gate import AclGate
             from .security.acls import Authorizer

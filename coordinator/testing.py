@@ -116,7 +116,8 @@ class Cluster:
         self.bootstrap = ",".join(f"{x.advertised[0]}:{x.advertised[1]}" for x in first.values())
 
     def _start_process(self, args: list[str]) -> None:
-        args += ["--enable-test-control", "--metrics-port", "0"]
+        port = _free_port(self.host)
+        args += ["--enable-test-control", "--metrics-port", str(port)]
         self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # type: ignore[union-attr]  # a process-backed cluster always has its data dir by now
         self._proc = _subprocess.Popen([sys.executable, "-m", "coordinator", *args], stdout=_subprocess.PIPE,
                                        stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -125,10 +126,6 @@ class Cluster:
             self._proc.wait(5)
             raise RuntimeError(f"the cluster did not start: {line!r} (log: {self._log.name})")
         self.bootstrap = line.split()[1]
-        port = next((int(w.split("=", 1)[1]) for w in line.split() if w.startswith("control=")), None)
-        if port is None:
-            raise RuntimeError("the server did not say where its test control listens (a 'control=PORT' word "
-                               "on its ready line)")
         self._control_url = f"http://{self.host}:{port}"
 
     def close(self) -> None:
@@ -219,56 +216,68 @@ class Cluster:
         """Each broker: node_id, host, port, alive, listeners, and how many partitions it leads."""
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", "/cluster/brokers")
+            if self.brokers_count == 1:  # (the test control serves /cluster with several brokers only)
+                host, port = self.bootstrap.split(",")[0].rsplit(":", 1)
+                return [{"node_id": 1, "host": host, "port": int(port), "alive": True}]
+            return self._http("GET", "/cluster")["brokers"]
         return self._run(self._server.control.brokers)
 
     def coordinator_of(self, group_id: str) -> int:
         """The node id of the group's coordinator."""
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", f"/cluster/coordinator?group={_q(group_id)}")["node_id"]
+            return self._http("GET", f"/cluster/coordinators/{_q(group_id)}")["coordinator"]
         return self._run(self._server.control.coordinator_of, group_id)
 
     def transaction_coordinator_of(self, transactional_id: str) -> int:
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", f"/cluster/coordinator?transactional_id={_q(transactional_id)}")["node_id"]
+            return self._http("GET", f"/cluster/transaction-coordinators/{_q(transactional_id)}")["coordinator"]
         return self._run(self._server.control.transaction_coordinator_of, transactional_id)
 
     def leader_of(self, topic: str, partition: int) -> int:
         """The node id of the partition's leader."""
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", f"/cluster/leader?topic={_q(topic)}&partition={int(partition)}")["node_id"]
+            return self._http("GET", f"/cluster/leaders/{_q(topic)}/{int(partition)}")["leader"]
         return self._run(self._server.control.leader_of, topic, partition)
 
     def stop_broker(self, node_id: int) -> None:
         """The broker goes away: listeners and connections closed, its partitions and
         coordinators moved to the live brokers (returns once they are loaded)."""
-        self._control("stop_broker", node_id=node_id)
+        self._require_started()
+        if self._proc is not None:
+            self._http("POST", f"/cluster/brokers/{int(node_id)}/stop", {})
+        else:
+            self._run(self._server.control.stop_broker, node_id)
 
     def start_broker(self, node_id: int, *, preferred: bool = False) -> None:
         """The broker comes back into the ISRs; `preferred`: and leads again the partitions
         it is the preferred replica of."""
-        self._control("start_broker", node_id=node_id, preferred=preferred)
+        self._require_started()
+        if self._proc is not None:
+            self._http("POST", f"/cluster/brokers/{int(node_id)}/start", {"preferred": preferred})
+        else:
+            self._run(self._server.control.start_broker, node_id, preferred=preferred)
 
     def move_coordinator(self, group_id: str, to: int | None = None) -> int:
         """Move the group's coordinator (its __consumer_offsets partition) to broker `to`
         (default: the next live replica); returns the new coordinator once it has loaded."""
-        return self._control("move_coordinator", group_id=group_id, to=to)
+        return self._move("move_coordinator", "/cluster/coordinators/move", "coordinator", group_id=group_id, to=to)
 
     def move_transaction_coordinator(self, transactional_id: str, to: int | None = None) -> int:
-        return self._control("move_transaction_coordinator", transactional_id=transactional_id, to=to)
+        return self._move("move_transaction_coordinator", "/cluster/transaction-coordinators/move", "coordinator",
+                          transactional_id=transactional_id, to=to)
 
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         """Move the partition's leadership to broker `to` (default: the next live replica),
         under a new leader epoch; returns the new leader."""
-        return self._control("move_leader", topic=topic, partition=partition, to=to)
+        return self._move("move_leader", "/cluster/leaders/move", "leader", topic=topic, partition=partition, to=to)
 
-    def _control(self, operation: str, **args: Any) -> Any:
+    def _move(self, operation: str, path: str, answer: str, **args: Any) -> int:
         self._require_started()
         if self._proc is not None:
-            return self._http("POST", f"/cluster/{operation.replace('_', '-')}", args).get("result")
+            return self._http("POST", path, args)[answer]
         return self._run(getattr(self._server.control, operation), **args)
 
     # faults -----------------------------------------------------------------------------
@@ -296,7 +305,7 @@ class Cluster:
         self._require_started()
         if self._proc is not None:
             path = "/faults" if rule_id is None else f"/faults/{int(rule_id)}"
-            return self._http("DELETE", path).get("removed", 0)
+            return self._http("DELETE", path)["cleared"]
         return self._run(self._server.faults.clear, rule_id)
 
     def faults(self) -> list[dict]:
@@ -310,7 +319,7 @@ class Cluster:
         spec = {k: v for k, v in spec.items() if v is not None or k == "times"}
         if self._proc is not None:
             return self._http("POST", "/faults", spec)
-        return self._run(self._server.faults.add_spec, spec)
+        return self._run(self._server.faults.add_specs, spec)[0]
 
     # async twins, for tests running an event loop of their own ---------------------------
 
@@ -325,6 +334,14 @@ class Cluster:
 
     async def amove_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         return await asyncio.to_thread(self.move_leader, topic, partition, to)
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def _q(value: str) -> str:

@@ -17,8 +17,8 @@ transaction.state.log.replication.factor).
 
 `ClusterControl` is the operator's side (Kafka's controller actions, librdkafka's
 mock-cluster and kfake's controls): stop and start brokers, move a partition's
-leadership or a group's coordinator. The HTTP control endpoint, `kcoord cluster` and
-`coordinator.testing` drive it.
+leadership or a group's coordinator. The HTTP test control (coordinator/control.py),
+`kcoord cluster` and `coordinator.testing` drive it.
 """
 
 from __future__ import annotations
@@ -266,16 +266,6 @@ class Topology:
         return [key for key, st in self.partitions.items() if st.replicas[0] == node_id and st.leader != node_id]
 
 
-# the POST operations of the HTTP control, and their fields
-_OPERATIONS = {
-    "stop_broker": ("node_id",),
-    "start_broker": ("node_id", "preferred"),
-    "move_coordinator": ("group_id", "to"),
-    "move_transaction_coordinator": ("transactional_id", "to"),
-    "move_leader": ("topic", "partition", "to"),
-}
-
-
 class ShardMover(Protocol):
     """The group coordinator's side of a `__consumer_offsets` leadership change
     (coordinator.groups.runtime.CoordinatorRuntime)."""
@@ -406,55 +396,6 @@ class ClusterControl:
         if type(transactional_id) is not str or not transactional_id:
             raise ControlError(f"transactional id {transactional_id!r}: a non-empty string is needed")
         return await self.move_leader(TRANSACTION_TOPIC, self.topology.txn_partition(transactional_id), to)
-
-    # the HTTP test control's routes (served by the faults engineer's endpoint) ---------
-
-    async def http(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
-        """Answer one request of the test control under /cluster: (HTTP status, JSON-able
-        body). A refused operation is 400 with {"error": why}, nothing changed.
-
-            GET  /cluster/brokers
-            GET  /cluster/coordinator?group=G        (or ?transactional_id=T)  -> {"node_id": N}
-            GET  /cluster/leader?topic=T&partition=P                            -> {"node_id": N}
-            POST /cluster/stop-broker    {"node_id": N}
-            POST /cluster/start-broker   {"node_id": N, "preferred": false}
-            POST /cluster/move-coordinator {"group_id": G, "to": N or null}      -> {"result": N}
-            POST /cluster/move-transaction-coordinator {"transactional_id": T, "to": N or null}
-            POST /cluster/move-leader    {"topic": T, "partition": P, "to": N or null}
-        """
-        name = path.rstrip("/").removeprefix("/cluster/").replace("-", "_")
-        try:
-            if method == "GET":
-                if name == "brokers":
-                    return 200, self.brokers()
-                if name == "coordinator":
-                    if "transactional_id" in query:
-                        return 200, {"node_id": self.transaction_coordinator_of(query["transactional_id"])}
-                    if "group" not in query:
-                        raise ControlError("give ?group=G or ?transactional_id=T")
-                    return 200, {"node_id": self.coordinator_of(query["group"])}
-                if name == "leader":
-                    partition = query.get("partition", "")
-                    if not partition.lstrip("-").isdigit():
-                        raise ControlError(f"partition {partition!r} is not a number")
-                    return 200, {"node_id": self.leader_of(query.get("topic", ""), int(partition))}
-            elif method == "POST" and name in _OPERATIONS:
-                if not isinstance(body, dict):
-                    raise ControlError("the body is a JSON object")
-                allowed = _OPERATIONS[name]
-                unknown = sorted(set(body) - set(allowed))
-                if unknown:
-                    raise ControlError(f"unknown field {unknown[0]!r}; fields: {', '.join(allowed)}")
-                missing = [f for f in allowed if f not in body and f not in ("to", "preferred")]
-                if missing:
-                    raise ControlError(f"field {missing[0]!r} is required")
-                kw = dict(body)
-                if "preferred" in kw and type(kw["preferred"]) is not bool:
-                    raise ControlError("preferred is true or false")
-                return 200, {"result": await getattr(self, name)(**kw)}
-            return 404, {"error": f"no route {method} {path}"}
-        except ControlError as e:
-            return 400, {"error": str(e)}
 
     async def _coordinators_moved(self, moved: list[tuple[str, int]]) -> None:
         """The new leaders of `__consumer_offsets` partitions load their groups from the log
