@@ -3,8 +3,9 @@ and `python -m coordinator.log repair PARTITION_DIR`.
 
 dump prints batches and records like kafka-dump-log; PATH is a data dir, a partition dir or
 a segment file. `__consumer_offsets` keys and values are decoded (automatically for
-directories named `__consumer_offsets-*`), `__transaction_state` records too (its
-directories), and transaction markers everywhere; --group G reads only the partition that holds
+directories named `__consumer_offsets-*`), `__transaction_state` and `__share_group_state`
+records too (their directories: transaction metadata, ShareSnapshot / ShareUpdate), and
+transaction markers everywhere; --group G reads only the partition that holds
 G's records and shows only those. Read-only: a torn or corrupt tail is reported, never
 repaired (that is what repair does, keeping a copy).
 """
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 from protocol.group_records import RecordDecodeError, decode_record
+from protocol.share_records import decode_state_key, decode_state_value
 from protocol.transaction_records import STATE_NAMES, decode_key as decode_txn_key, decode_value as decode_txn_value
 
 from .offsets import partition_for
@@ -50,6 +52,10 @@ def _describe(key: bytes | None, value: bytes | None, control: bool, decoder: st
                 f"partitions={v.partitions},txnLastUpdateTimestamp={v.last_update_ms},"
                 f"txnTimeoutMs={v.timeout_ms}")
             return f" key: transaction_metadata::transactionalId={k} payload: {payload}"
+        if decoder == "share-state":
+            sk = decode_state_key(key)
+            sv = None if value is None else decode_state_value(sk, value)
+            return f" key: {sk} payload: {'<DELETE>' if sv is None else sv}"
         k, v = decode_record(key, value)
         return f" key: {k} payload: {'<DELETE>' if v is None else v}"
     except (RecordDecodeError, IndexError) as e:
@@ -57,7 +63,7 @@ def _describe(key: bytes | None, value: bytes | None, control: bool, decoder: st
 
 
 def dump_file(path: Path, out, decoder: str | None, records: bool, group: str | None = None) -> bool:
-    """decoder: "offsets", "transactions" or None (keys and values as text)."""
+    """decoder: "offsets", "transactions", "share-state" or None (keys and values as text)."""
     print(f"Dumping {path}", file=out)
     size = path.stat().st_size
     if size == 0:
@@ -189,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     try:
         for f in files:
-            decoder = ("transactions" if f.parent.name.startswith("__transaction_state-") else "offsets"
+            decoder = ("transactions" if f.parent.name.startswith("__transaction_state-") else
+                       "share-state" if f.parent.name.startswith("__share_group_state-") else "offsets"
                        if args.offsets_decoder or f.parent.name.startswith("__consumer_offsets-") else None)
             ok &= dump_file(f, sys.stdout, decoder, not args.no_records, args.group)
     except BrokenPipeError:

@@ -1,0 +1,93 @@
+"""`__share_group_state` in process: Kafka's ShareSnapshot / ShareUpdate bytes, a snapshot
+every N updates, updates of a superseded snapshot ignored at replay, pruning below the
+oldest snapshot still needed, and `python -m coordinator.log dump` decoding it; the
+share-group records of `__consumer_offsets` round-trip too."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from coordinator.log.__main__ import main as log_tool
+from coordinator.share.state_log import ShareStateLog, kafka_uuid
+from protocol import share_records as R
+from protocol.group_records import decode_record, encode_key, encode_value
+
+TOPIC_ID = uuid.UUID("5b0e3a6c-8d3e-4a57-9a44-0c2b6b7e0f11")
+
+
+def test_state_record_bytes():
+    key = R.ShareStateKey(True, "g", TOPIC_ID, 3)
+    raw = R.encode_state_key(key)
+    assert raw[:2] == b"\x00\x00" and R.decode_state_key(raw) == key  # type 0: ShareSnapshot
+    assert R.encode_state_key(R.ShareStateKey(False, "g", TOPIC_ID, 3))[:2] == b"\x00\x01"  # type 1: ShareUpdate
+    snap = R.ShareSnapshotValue(2, 1, 0, 10, 1000, 2000, (R.StateBatch(10, 12, R.ACKNOWLEDGED, 1),
+                                                           R.StateBatch(13, 13, R.AVAILABLE, 3)))
+    assert R.decode_state_value(key, R.encode_state_value(snap)) == snap
+    counted = R.ShareUpdateValue(2, 0, -1, (R.StateBatch(14, 14, R.ARCHIVED, 5),), delivery_complete_count=4)
+    raw = R.encode_state_value(counted)
+    assert R.decode_state_value(R.ShareStateKey(False, "g", TOPIC_ID, 3), raw) == counted
+    assert kafka_uuid(uuid.UUID(int=0)) == "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.toString
+
+
+def test_share_group_records_round_trip():
+    records = {
+        R.ShareGroupMetadataKey("g"): R.ShareGroupMetadataValue(7, -123456789),
+        R.ShareGroupMemberMetadataKey("g", "m"): R.ShareGroupMemberMetadataValue("rack", "cid", "/1.2.3.4", ("a", "b")),
+        R.ShareGroupTargetAssignmentMetadataKey("g"): R.ShareGroupTargetAssignmentMetadataValue(7),
+        R.ShareGroupTargetAssignmentMemberKey("g", "m"): R.ShareGroupTargetAssignmentMemberValue(((TOPIC_ID, (0, 2)),)),
+        R.ShareGroupCurrentMemberAssignmentKey("g", "m"): R.ShareGroupCurrentMemberAssignmentValue(
+            7, 6, 0, ((TOPIC_ID, (0, 2)),)),
+    }
+    for key, value in records.items():
+        raw_key, raw_value = encode_key(key), encode_value(value)
+        assert decode_record(raw_key, raw_value) == (key, value)
+        assert decode_record(raw_key, None) == (key, None)
+    assert encode_key(R.ShareGroupMetadataKey("g"))[:2] == b"\x00\x0b"  # key type 11
+    # Kafka 4.0 wrote the epoch without the metadata hash: still read.
+    assert decode_record(encode_key(R.ShareGroupMetadataKey("g")), b"\x00\x00\x00\x00\x00\x05\x00") == (
+        R.ShareGroupMetadataKey("g"), R.ShareGroupMetadataValue(5, 0))
+
+
+async def test_snapshots_updates_replay_and_pruning(tmp_path, capsys):
+    state = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=3)
+    key = ("g", TOPIC_ID, 0)
+
+    async def write(start, runs, **kw):
+        fut = asyncio.get_running_loop().create_future()
+        state.write(key, start, runs, 1000, lambda e: fut.set_result(e), **kw)
+        assert await fut is None
+
+    await write(0, [], full=True)  # the first snapshot (epoch 0)
+    await write(0, [(0, 4, R.AVAILABLE, 1)])  # acquired 0-4 (written as Available, counted)
+    await write(2, [(0, 1, R.ACKNOWLEDGED, 1)])  # 0-1 accepted: the start moves to 2
+    await write(2, [(2, 2, R.ARCHIVED, 1)])  # the 3rd update: a snapshot instead (epoch 1)
+    await write(3, [(3, 3, R.AVAILABLE, 2)])
+    expected = state.states[key]
+    assert (expected.snapshot_epoch, expected.updates, expected.start) == (1, 1, 3)
+    assert expected.records == {3: (R.AVAILABLE, 2), 4: (R.AVAILABLE, 1)}
+    await asyncio.gather(*state._pruning)  # (pruning runs as a task)
+    plog = state.log.logs[0]
+    assert plog.log_start_offset == expected.snapshot_offset > 0  # the records before the snapshot went
+    await state.close()
+
+    again = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=3)
+    assert again.load() == 2  # the snapshot and the update after it
+    loaded = again.states[key]
+    assert (loaded.start, loaded.records, loaded.snapshot_epoch) == (3, expected.records, 1)
+    await again.close()
+
+    assert log_tool(["dump", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "key: ShareStateKey(snapshot=True, group='g'" in out and "ShareSnapshotValue(snapshot_epoch=1" in out
+    assert "ShareUpdateValue(snapshot_epoch=1, leader_epoch=0, start_offset=3" in out
+
+
+async def test_updates_of_a_superseded_snapshot_are_ignored(tmp_path):
+    state = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    key = ("g", TOPIC_ID, 0)
+    raw = R.encode_state_key(R.ShareStateKey(False, "g", TOPIC_ID, 0))
+    state.replay(key, R.ShareStateKey(True, "g", TOPIC_ID, 0), R.ShareSnapshotValue(4, 0, 0, 0), 0)
+    state.replay(key, R.decode_state_key(raw), R.ShareUpdateValue(3, 0, 5, (R.StateBatch(5, 6, R.ARCHIVED, 1),)), 1)
+    assert (state.states[key].start, state.states[key].records) == (0, {})
+    await state.close()
