@@ -35,6 +35,7 @@ from .groups.share_api import ShareGroupApis
 from .groups.share_manager import ShareGroupConfig
 from .groups.shard import OffsetConfig
 from .share.manager import SharePartitionManager
+from .share.offsets_api import ShareOffsetsApis
 from .share.state_log import ShareStateLog
 from .listeners import Listener
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
@@ -125,6 +126,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     shares = SharePartitionManager(topics, data_plane, runtime, share_state,
                                    runtime.share_config, c.node_id)  # type: ignore[attr-defined]
     shares.register(registry)
+    ShareOffsetsApis(shares).register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)
     return Parts(topics, runtime, offsets_log, topology, control,
                  [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares])

@@ -354,3 +354,62 @@ async def test_crash_keeps_acknowledgements_and_delivery_counts(server):
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_describe_alter_delete_share_group_offsets(server):
+    DESCRIBE, ALTER, DELETE_OFFSETS = 90, 91, 92
+    conn, tid = await start(server, records=10)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=4))
+        await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 1, [ACCEPT]), (3, 3, [ACCEPT])]}))
+
+        async def describe(group, topics=None, v=1):
+            G = cls(DESCRIBE, v, "DescribeShareGroupOffsetsRequestGroup")
+            T = cls(DESCRIBE, v, "DescribeShareGroupOffsetsRequestTopic")
+            body = cls(DESCRIBE, v)(groups=(G(group_id=group, topics=None if topics is None else tuple(
+                T(topic_name=n, partitions=tuple(ps)) for n, ps in topics.items())),))
+            return (await conn.request(DESCRIBE, v, body)).groups[0]
+
+        d = await describe("g")
+        assert d.error_code == 0 and [(t.topic_name, t.topic_id) for t in d.topics] == [("t", tid)]
+        p = d.topics[0].partitions[0]
+        # start 2 (0-1 accepted); 8 records from it to the end, 3 of them done: lag 7
+        assert (p.partition_index, p.start_offset, p.lag, p.error_code) == (0, 2, 7, 0)
+        d = await describe("g", {"t": [0], "nope": [0]}, v=0)
+        assert [(t.topic_name, [(x.start_offset, x.error_code) for x in t.partitions]) for t in d.topics] == [
+            ("t", [(2, 0)]), ("nope", [(-1, 3)])]
+        assert (await describe("other", {"t": [0]})).topics[0].partitions[0].start_offset == -1  # never started
+        await conn.create_topics("c-topic", partitions=1)
+        await conn.request(68, 1, request_class(68, 1)(group_id="cg", member_id="m", member_epoch=0,
+                                                        rebalance_timeout=MS * 1000, subscribed_topic_names=("t",),
+                                                        topic_partitions=()))
+        assert (await describe("cg")).error_code == 69  # not a share group
+
+        def alter_body(group, offset):
+            T, P = cls(ALTER, 0, "AlterShareGroupOffsetsRequestTopic"), cls(ALTER, 0, "AlterShareGroupOffsetsRequestPartition")
+            return cls(ALTER, 0)(group_id=group, topics=(
+                T(topic_name="t", partitions=(P(partition_index=0, start_offset=offset),
+                                              P(partition_index=5, start_offset=0))),))
+
+        r = await conn.request(ALTER, 0, alter_body("g", 6))
+        assert r.error_code == 68  # NON_EMPTY_GROUP: member a is in the group
+        await conn.request(SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=-1))
+        r = await conn.request(ALTER, 0, alter_body("g", -5))
+        assert r.responses[0].partitions[0].error_code == 42
+        r = await conn.request(ALTER, 0, alter_body("g", 6))
+        assert r.error_code == 0 and [(x.partition_index, x.error_code) for x in r.responses[0].partitions] == [
+            (0, 0), (5, 3)]
+        assert (await describe("g")).topics[0].partitions[0].start_offset == 6
+        b = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid))
+        assert acquired(b) == [(6, 9, 1)]  # from the new start, a fresh window
+        await conn.request(SFETCH, 1, sfetch("g", "b", -1, tid, partitions=()))
+
+        D = cls(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic")
+        r = await conn.request(DELETE_OFFSETS, 0, cls(DELETE_OFFSETS, 0)(group_id="g", topics=(
+            D(topic_name="t"), D(topic_name="nope"))))
+        assert r.error_code == 0 and [(t.topic_name, t.error_code) for t in r.responses] == [("t", 0), ("nope", 3)]
+        assert (await describe("g", {"t": [0]})).topics[0].partitions[0].start_offset == -1
+        c = await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid))
+        assert acquired(c) == [(0, 9, 1)]  # started again where share.auto.offset.reset says (earliest)
+    finally:
+        await conn.close()

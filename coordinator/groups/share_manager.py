@@ -104,6 +104,8 @@ class ShareGroupManager:
         # member that leaves closes its share session itself (a final ShareFetch or
         # ShareAcknowledge, which may come after its leave).
         self.member_fenced: list[Callable[[str, str], None]] = []
+        # called with the group id when the group's tombstone is replayed (DeleteGroups)
+        self.group_deleted: list[Callable[[str], None]] = []
 
     @property
     def config(self) -> ShareGroupConfig:
@@ -124,6 +126,8 @@ class ShareGroupManager:
             live = self.groups.get(group_id)
             if type(live) is ShareGroup:  # its last tombstone is durable: it is gone
                 self.drop(live)
+                for listener in self.group_deleted:
+                    listener(group_id)
 
     def written_record(self, key: Any, value: Any) -> None:
         """A record handed to the log (shard.queue_write)."""

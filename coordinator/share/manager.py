@@ -82,8 +82,10 @@ class SharePartitionManager:
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.loading: dict[Key, asyncio.Future] = {}
+        self._tasks: set[asyncio.Task] = set()
         for shard in groups.shards:
             shard.share.member_fenced.append(self.member_fenced)
+            shard.share.group_deleted.append(self.group_deleted)
 
     def register(self, registry: Registry) -> None:
         registry.add(SHARE_FETCH, range(1, 3), self.share_fetch, cancel_on_close=True)
@@ -235,6 +237,38 @@ class SharePartitionManager:
         session = self.sessions.pop((group_id, member_id), None)
         if session is not None:
             self._release(session, session.partitions)
+
+    async def forget(self, group_id: str, topic_id: uuid.UUID) -> tuple[int, str | None]:
+        """The group's state of every partition of the topic goes (DeleteShareGroupOffsets):
+        tombstones in `__share_group_state`, then the share-partitions start afresh."""
+        keys = {k for k in (*self.partitions, *self.state.states) if k[0] == group_id and k[1] == topic_id}
+        for key in keys:
+            error = await self._delete_state(key)
+            if error is not None:
+                return E.kafka_storage_error, str(error)
+            self.partitions.pop(key, None)
+            timer = self.timers.pop(key, None)
+            if timer is not None:
+                timer[1].cancel()
+        return E.none, None
+
+    def _delete_state(self, key: Key) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+
+        def done(error: BaseException | None) -> None:
+            if not fut.done():
+                fut.set_result(error)
+
+        self.state.delete(key, done)
+        return fut
+
+    def group_deleted(self, group_id: str) -> None:
+        """DeleteGroups removed the share group: its share-partitions' state goes too."""
+        topics = {k[1] for k in (*self.partitions, *self.state.states) if k[0] == group_id}
+        for topic_id in topics:
+            task = asyncio.get_running_loop().create_task(self.forget(group_id, topic_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _release(self, session: ShareSession, partitions: set[tuple[uuid.UUID, int]]) -> None:
         for topic_id, partition in partitions:

@@ -126,14 +126,17 @@ class ShareStateLog:
     # writing ----------------------------------------------------------------------------
 
     def write(self, key: Key, start: int, runs: list[tuple[int, int, int, int]], now_ms: int,
-              done: Callable[[BaseException | None], None], *, full: bool = False, state_epoch: int | None = None
-              ) -> None:
+              done: Callable[[BaseException | None], None], *, full: bool = False, state_epoch: int | None = None,
+              restart: bool = False) -> None:
         """Persist a share-partition's change: `runs` (first, last, state, count) are the
-        state batches that changed (all of them with full=True), `start` its start offset.
-        done(None) once durable, done(error) if the write failed (nothing of it stays)."""
+        state batches that changed (all of them with full=True), `start` its start offset;
+        restart: nothing in flight any more (AlterShareGroupOffsets). done(None) once
+        durable, done(error) if the write failed (nothing of it stays)."""
         state = self.states.get(key)
         snapshot = full or state is None or state.updates + 1 >= self.snapshot_every
         new = StoredState() if state is None else dataclasses.replace(state, records=dict(state.records))
+        if restart:
+            new.records = {}
         if state_epoch is not None:
             new.state_epoch = state_epoch
         batches = tuple(StateBatch(*run) for run in runs)

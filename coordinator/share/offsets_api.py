@@ -1,0 +1,187 @@
+"""DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92):
+a share group's share-partition start offsets, as Kafka's GroupCoordinatorService serves them
+with the share coordinator's state (kafka-share-groups.sh --describe / --reset-offsets /
+--delete-offsets).
+
+- Describe: each share-partition's start offset and (v1, KIP-1226) its lag: the records
+  from the start to the high watermark not yet Acknowledged or Archived. A partition whose
+  state was never started has start offset -1; all partitions (topics null) are those with
+  state. Another type's group id: GROUP_ID_NOT_FOUND "Group X is not a share group.".
+- Alter: only while the group has no members (NON_EMPTY_GROUP); the share-partition starts
+  over at the offset (a new state epoch, a snapshot with nothing in flight).
+- Delete: likewise; the state of every partition of the topics goes (tombstones), so the
+  next fetch starts them where share.auto.offset.reset says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import Registry, RequestContext
+from ..groups.share_group import ShareGroup
+from .manager import SharePartitionManager
+from .partition import ACKNOWLEDGED, ARCHIVED, SharePartition
+
+DESCRIBE, ALTER, DELETE = 90, 91, 92
+
+
+class ShareOffsetsApis:
+    def __init__(self, shares: SharePartitionManager) -> None:
+        self.shares = shares
+        self.runtime = shares.groups
+
+    def register(self, registry: Registry) -> None:
+        registry.add(DESCRIBE, range(0, 2), self.describe)
+        registry.add(ALTER, range(0, 1), self.alter)
+        registry.add(DELETE, range(0, 1), self.delete)
+
+    def _group_error(self, group_id: str, must_be_empty: bool) -> tuple[int, str | None]:
+        if not group_id:
+            return E.invalid_group_id, None
+        shard = self.runtime.shard_for(group_id)
+        if shard.offline is not None:
+            return E.not_coordinator, None
+        group = shard.groups.get(group_id)
+        if group is not None and type(group) is not ShareGroup:
+            return E.group_id_not_found, f"Group {group_id} is not a share group."
+        if must_be_empty and group is not None and not group.is_empty():
+            return E.non_empty_group, "The group is not empty."
+        return E.none, None
+
+    def lag(self, key: Any, start: int) -> int:
+        """Records from the start to the high watermark not yet Acknowledged or Archived."""
+        _, plog = self.shares._plog(key[1], key[2])
+        if plog is None:
+            return -1
+        hw = plog.high_watermark
+        sp = self.shares.partitions.get(key)
+        if sp is not None:
+            done = sum(1 for o, r in sp.records.items() if o < hw and r.state in (ACKNOWLEDGED, ARCHIVED))
+        else:
+            stored = self.shares.state.states.get(key)
+            done = 0 if stored is None else sum(1 for o, (s, _) in stored.records.items()
+                                                if o < hw and s in (ACKNOWLEDGED, ARCHIVED))
+        return max(hw - start - done, 0)
+
+    def start_of(self, key: Any) -> int | None:
+        sp = self.shares.partitions.get(key)
+        if sp is not None:
+            return sp.start
+        stored = self.shares.state.states.get(key)
+        return None if stored is None else stored.start
+
+    # DescribeShareGroupOffsets ----------------------------------------------------------
+
+    def describe(self, ctx: RequestContext, req: Any) -> Any:
+        topics = self.shares.topics
+        out = []
+        for g in req.groups:
+            error, message = self._group_error(g.group_id, False)
+            if error != E.none:
+                out.append(ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
+                                      error_code=error, error_message=message))
+                continue
+            if g.topics is None:
+                keys = sorted({k for k in (*self.shares.partitions, *self.shares.state.states) if k[0] == g.group_id},
+                              key=lambda k: (k[1].bytes, k[2]))
+                wanted: dict[str, list[int]] = {}
+                for _, topic_id, partition in keys:
+                    info = topics.by_id.get(topic_id)
+                    if info is not None:
+                        wanted.setdefault(info.name, []).append(partition)
+            else:
+                wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+            rows = []
+            for name, partitions in wanted.items():
+                info = topics.get(name)
+                parts = []
+                for p in partitions:
+                    if info is None or not 0 <= p < info.partitions:
+                        parts.append(ctx.nested("DescribeShareGroupOffsetsResponsePartition", partition_index=p,
+                                                start_offset=-1, leader_epoch=-1, lag=-1,
+                                                error_code=E.unknown_topic_or_partition,
+                                                error_message="This server does not host this topic-partition."))
+                        continue
+                    key = (g.group_id, info.topic_id, p)
+                    start = self.start_of(key)
+                    parts.append(ctx.nested(
+                        "DescribeShareGroupOffsetsResponsePartition", partition_index=p,
+                        start_offset=-1 if start is None else start, leader_epoch=0 if start is not None else -1,
+                        lag=-1 if start is None else self.lag(key, start), error_code=E.none))
+                rows.append(ctx.nested("DescribeShareGroupOffsetsResponseTopic", topic_name=name,
+                                       topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
+                                       partitions=tuple(parts)))
+            out.append(ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=tuple(rows),
+                                  error_code=E.none))
+        return ctx.response(throttle_time=0, groups=tuple(out))
+
+    # AlterShareGroupOffsets -------------------------------------------------------------
+
+    async def alter(self, ctx: RequestContext, req: Any) -> Any:
+        error, message = self._group_error(req.group_id, True)
+        if error != E.none:
+            return ctx.response(throttle_time=0, error_code=error, error_message=message, responses=())
+        topics = self.shares.topics
+        rows = []
+        for t in req.topics:
+            info = topics.get(t.topic_name)
+            parts: list[tuple[int, int, str | None]] = []
+            for p in t.partitions:
+                if info is None or not 0 <= p.partition_index < info.partitions:
+                    parts.append((p.partition_index, E.unknown_topic_or_partition,
+                                  "This server does not host this topic-partition."))
+                elif p.start_offset < 0:
+                    parts.append((p.partition_index, E.invalid_request, "The start offset must not be negative."))
+                else:
+                    key = (req.group_id, info.topic_id, p.partition_index)
+                    parts.append((p.partition_index, *await self._reset(key, p.start_offset)))
+            rows.append(ctx.nested("AlterShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
+                                   topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
+                                   partitions=tuple(ctx.nested("AlterShareGroupOffsetsResponsePartition",
+                                                               partition_index=i, error_code=e, error_message=m)
+                                                    for i, e, m in parts)))
+        return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))
+
+    async def _reset(self, key: Any, offset: int) -> tuple[int, str | None]:
+        """The share-partition starts over at `offset` under a new state epoch."""
+        stored = self.shares.state.states.get(key)
+        epoch = (stored.state_epoch + 1) if stored is not None else 0
+        fut = asyncio.get_running_loop().create_future()
+
+        def done(error: BaseException | None) -> None:
+            if not fut.done():
+                fut.set_result(error)
+
+        self.shares.state.write(key, offset, [], int(time.time() * 1000), done, full=True, state_epoch=epoch,
+                                restart=True)
+        error = await fut
+        if error is not None:
+            return E.kafka_storage_error, str(error)
+        config = self.shares.config
+        self.shares.partitions[key] = SharePartition(offset, max_delivery=config.delivery_attempt_limit,
+                                                     max_in_flight=config.partition_max_record_locks)
+        return E.none, None
+
+    # DeleteShareGroupOffsets ------------------------------------------------------------
+
+    async def delete(self, ctx: RequestContext, req: Any) -> Any:
+        error, message = self._group_error(req.group_id, True)
+        if error != E.none:
+            return ctx.response(throttle_time=0, error_code=error, error_message=message, responses=())
+        rows = []
+        for t in req.topics:
+            info = self.shares.topics.get(t.topic_name)
+            if info is None:
+                rows.append(ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
+                                       topic_id=uuid.UUID(int=0), error_code=E.unknown_topic_or_partition,
+                                       error_message="This server does not host this topic-partition."))
+                continue
+            error, message = await self.shares.forget(req.group_id, info.topic_id)
+            rows.append(ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
+                                   topic_id=info.topic_id, error_code=error, error_message=message))
+        return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))
