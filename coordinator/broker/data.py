@@ -497,9 +497,9 @@ class DataPlane:
             # the client gets an empty answer with the throttle time (the bytes are taken back)
             # and its connection is muted that long.
             now = int(time.time() * 1000)
-            throttle = quota.record(user, client_id, size, now)  # type: ignore[union-attr]
+            throttle = quota.record(user, client_id, size, now)
             if throttle:
-                quota.unrecord(user, client_id, size, now)  # type: ignore[union-attr]
+                quota.unrecord(user, client_id, size, now)
                 _mute(ctx, throttle)
                 return ctx.response(throttle_time=throttle, error_code=E.none,
                                     session_id=session.id if session is not None else INVALID_SESSION_ID,

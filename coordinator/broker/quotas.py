@@ -331,7 +331,7 @@ class ByteRateQuota:
                 (((USER, None),), (user, "")),
                 (((CLIENT_ID, client_id),), ("", client_id)),
                 (((CLIENT_ID, None),), ("", client_id))):
-            bound = get(entity, self.key)  # type: ignore[arg-type]
+            bound = get(entity, self.key)
             if bound is not None:
                 return tags, bound
         return None
