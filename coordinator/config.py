@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from .profiles import PROFILES, apply_profile
+
 
 def _opt(default, help: str, env: str | None = None, **kw):
     return field(default=default, metadata={"help": help, "env": env, **kw})
@@ -131,6 +133,10 @@ class Config:
         "for test clusters only, never in production")
     fault_seed: int | None = _opt(None, "seed of the random draws of faults injected with a probability "
                                   "(a test that gives one sees the same faults every run)")
+    profile: str | None = _opt(
+        None, "a set of settings for one use, under the flags given explicitly: client-suite (what client "
+        "libraries' integration suites expect: a SASL listener on the next port, the authorizer, ...; see "
+        "docs/client-suites.md)", choices=tuple(PROFILES))
     log_level: str = _opt("INFO", "logging level: DEBUG, INFO, WARNING or ERROR")
     log_format: str = _opt("text", "log lines as text, or one JSON object each (for log collectors)",
                            choices=("text", "json"))
@@ -186,7 +192,18 @@ def parse_args(argv: list[str] | None = None) -> Config:
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         print(f"warning: {name} is not a setting of this server, ignored{hint}", file=sys.stderr)
-    return Config(**vars(ns))
+    return Config(**apply_profile(vars(ns), _explicit(sys.argv[1:] if argv is None else argv)))
+
+
+def _explicit(argv: list[str]) -> set[str]:
+    """The settings given by a flag or a KCOORD_* variable (a profile does not change them)."""
+    out = set()
+    for f in fields(Config):
+        flag = "--" + f.name.replace("_", "-")
+        if os.environ.get(_env_name(f.name)) is not None or any(
+                a == flag or a.startswith(flag + "=") or a == "--no-" + flag[2:] for a in argv):
+            out.add(f.name)
+    return out
 
 
 def _one_line_error(parser: argparse.ArgumentParser):

@@ -258,17 +258,19 @@ class Server:
         if sasl:
             protocol = sasl[0]
             from .security.sasl import MECHANISMS, SaslApis
-            from .security.users import UsersFileError, load_users
+            from .profiles import profile_users
+            from .security.users import UsersFileError, credentials_of, load_users
 
             mechanisms = [m.strip().upper() for m in self.config.sasl_mechanisms.split(",") if m.strip()]
             unknown = [m for m in mechanisms if m not in MECHANISMS]
             if unknown or not mechanisms:
                 raise StartupError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; "
                                    f"supported: {', '.join(MECHANISMS)}")
-            if self.config.sasl_users is None:
+            passwords = profile_users(self.config.profile) if self.config.sasl_users is None else None
+            if self.config.sasl_users is None and passwords is None:
                 raise StartupError(f"--security-protocol {protocol} needs --sasl-users FILE (user:password lines)")
             try:
-                users = load_users(self.config.sasl_users)
+                users = credentials_of(passwords) if passwords is not None else load_users(self.config.sasl_users)
             except UsersFileError as e:
                 raise StartupError(str(e)) from None
             self._sasl_users = users

@@ -18,7 +18,7 @@ def load_users(path: Path) -> dict[str, dict[str, ScramCredential]]:
         text = path.read_text()
     except OSError as e:
         raise UsersFileError(f"SASL users file {path}: {e.strerror or e}") from None
-    users: dict[str, dict[str, ScramCredential]] = {}
+    users: dict[str, str] = {}
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -26,7 +26,13 @@ def load_users(path: Path) -> dict[str, dict[str, ScramCredential]]:
         user, sep, password = line.partition(":")
         if not sep or not user or not password:
             raise UsersFileError(f"SASL users file {path} line {n}: expected user:password")
-        users[user] = {mechanism: derive(password, hash_name) for mechanism, hash_name in HASHES.items()}
+        users[user] = password
     if not users:
         raise UsersFileError(f"SASL users file {path}: no users")
-    return users
+    return credentials_of(users)
+
+
+def credentials_of(passwords: dict[str, str]) -> dict[str, dict[str, ScramCredential]]:
+    """user -> {SCRAM mechanism: credential} for user -> password."""
+    return {user: {mechanism: derive(password, hash_name) for mechanism, hash_name in HASHES.items()}
+            for user, password in passwords.items()}

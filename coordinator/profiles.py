@@ -1,0 +1,52 @@
+"""`--profile NAME`: a set of settings for one use, each a flag's value that flags and
+KCOORD_* variables given explicitly still override.
+
+client-suite: what the integration suites of client libraries expect of the broker they run
+against (librdkafka's tests/, kafka-go's docker-compose): a SASL_PLAINTEXT listener beside the
+plaintext one (the port after it), SASL PLAIN and SCRAM with the suites' users, the authorizer
+on and open to everyone no ACL names, auto-created topics, and a log cleaner that looks at
+compacted logs every second. docs/client-suites.md says which suite needs what.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The users the suites log in as: librdkafka's trivup default, kafka-go's docker-compose.
+CLIENT_SUITE_USERS = {
+    "testuser": "testpass",
+    "adminplain": "admin-secret",
+    "adminscram256": "admin-secret-256",
+    "adminscram512": "admin-secret-512",
+}
+
+
+def _client_suite(values: dict[str, Any]) -> dict[str, Any]:
+    host, port = values["host"], values["port"]
+    return {
+        "listeners": f"PLAINTEXT://{host}:{port},SASL_PLAINTEXT://{host}:{port + 1 if port else 0}",
+        "sasl_mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "authorizer": True,
+        "allow_everyone_if_no_acl_found": True,
+        "super_users": ";".join(f"User:{u}" for u in CLIENT_SUITE_USERS if u.startswith("admin")),
+        "auto_create_topics": True,
+        "log_cleaner_backoff_ms": 1000,
+    }
+
+
+PROFILES = {"client-suite": _client_suite}
+
+
+def apply_profile(values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+    """The settings with the profile's values for those not given explicitly."""
+    name = values.get("profile")
+    if not name:
+        return values
+    if "security_protocol" in explicit:  # (the profile's listeners would replace it)
+        explicit = explicit | {"listeners"}
+    return {**values, **{k: v for k, v in PROFILES[name](values).items() if k not in explicit}}
+
+
+def profile_users(name: str | None) -> dict[str, str] | None:
+    """user -> password of a profile that brings its own SASL users (None: it does not)."""
+    return dict(CLIENT_SUITE_USERS) if name == "client-suite" else None
