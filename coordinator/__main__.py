@@ -52,8 +52,10 @@ async def serve(argv: list[str] | None = None) -> None:
     # A line tests and scripts can wait for (the port may have been chosen by the OS).
     # With several brokers: each one's first listener, as a bootstrap list.
     first = {x.node_id: x for x in reversed(server.listeners)}
-    print("ready " + ",".join(f"{x.host}:{x.port}" for x in sorted(first.values(), key=lambda x: x.node_id)),
-          flush=True)
+    # With --enable-test-control, a word that says where it listens (the metrics port).
+    control = f" control={config.metrics_port}" if config.enable_test_control else ""
+    print("ready " + ",".join(f"{x.host}:{x.port}" for x in sorted(first.values(), key=lambda x: x.node_id))
+          + control, flush=True)
     await stop.wait()
     logging.getLogger("coordinator").info("shutting down")
     await server.stop()

@@ -177,3 +177,32 @@ def test_kcoord_bad_fault_is_one_line_and_changes_nothing(controlled):
     done = kcoord("fault", "list", control="127.0.0.1:1")
     assert done.returncode == 1 and "cannot reach the test control" in done.stderr
     assert http(c, "GET", "/faults") == (200, [kept])
+
+
+def test_ready_line_says_where_the_control_is(tmp_path):
+    """With --metrics-port 0 the port is the OS's choice: the ready line names it (control=PORT)."""
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", "0", "--metrics-port", "0",
+                             "--enable-test-control", "--data-dir", str(tmp_path / "d")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        words = proc.stdout.readline().split()
+        assert words[0] == "ready" and words[2].startswith("control=")
+        assert http(f"127.0.0.1:{words[2].removeprefix('control=')}", "GET", "/faults") == (200, [])
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_kcoord_cluster_preferred_restart_and_transaction_coordinator_move(server_factory):
+    port = free_port()
+    server_factory("--brokers", "3", "--metrics-port", str(port), "--enable-test-control")
+    c = f"127.0.0.1:{port}"
+    assert kcoord("cluster", "stop", "3", control=c).returncode == 0
+    done = kcoord("cluster", "start", "3", "--preferred", control=c)
+    assert done.returncode == 0 and done.stdout.strip() == "broker 3 started", done.stderr
+    done = kcoord("cluster", "move-transaction-coordinator", "txn-1", "--to", "2", control=c)
+    assert done.returncode == 0 and done.stdout.strip() == "transactional id txn-1: coordinator 2", done.stderr
+    assert http(c, "GET", "/cluster/transaction-coordinators/txn-1") == (
+        200, {"transactional_id": "txn-1", "coordinator": 2})
+    done = kcoord("cluster", "start", "9", control=c)
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1

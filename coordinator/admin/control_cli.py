@@ -5,7 +5,8 @@
     kcoord fault add Produce --drop after --topic orders
     kcoord fault list
     kcoord fault clear [ID]
-    kcoord cluster show | stop ID | start ID | move-coordinator GROUP [--to ID] | move-leader TOPIC PARTITION [--to ID]
+    kcoord cluster show | stop ID | start ID [--preferred] | move-coordinator GROUP [--to ID]
+    kcoord cluster move-transaction-coordinator TXN_ID [--to ID] | move-leader TOPIC PARTITION [--to ID]
 
 --control HOST:PORT (env KCOORD_CONTROL, default 127.0.0.1:9308) names the metrics port.
 """
@@ -148,10 +149,11 @@ def cluster_stop(node_id: int, control: str) -> None:
 
 @cluster.command("start")
 @click.argument("node_id", type=int)
+@click.option("--preferred", is_flag=True, help="and lead again the partitions it is the preferred replica of")
 @control_option
-def cluster_start(node_id: int, control: str) -> None:
-    """Start a stopped broker again."""
-    call(control, "POST", f"/cluster/brokers/{node_id}/start")
+def cluster_start(node_id: int, preferred: bool, control: str) -> None:
+    """Start a stopped broker again: it rejoins the ISRs."""
+    call(control, "POST", f"/cluster/brokers/{node_id}/start", {"preferred": preferred})
     click.echo(f"broker {node_id} started")
 
 
@@ -163,6 +165,17 @@ def cluster_move_coordinator(group_id: str, to: int | None, control: str) -> Non
     """Move a group's coordinator to another broker."""
     answer = call(control, "POST", "/cluster/coordinators/move", {"group_id": group_id, "to": to})
     click.echo(f"group {group_id}: coordinator {answer.get('coordinator')}")
+
+
+@cluster.command("move-transaction-coordinator")
+@click.argument("transactional_id")
+@click.option("--to", "to", type=int, help="node id of the new coordinator (default: another live broker)")
+@control_option
+def cluster_move_transaction_coordinator(transactional_id: str, to: int | None, control: str) -> None:
+    """Move a transactional id's coordinator to another broker."""
+    answer = call(control, "POST", "/cluster/transaction-coordinators/move",
+                  {"transactional_id": transactional_id, "to": to})
+    click.echo(f"transactional id {transactional_id}: coordinator {answer.get('coordinator')}")
 
 
 @cluster.command("move-leader")
