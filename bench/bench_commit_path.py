@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_commits import _INT64, commit_frame, topic_for  # noqa: E402
 from bench.results import record  # noqa: E402
-from bench.wire_client import FramePump, cpu_seconds, request_class  # noqa: E402
+from tests.support.wire_client import FramePump, cpu_seconds, request_class  # noqa: E402
 from protocol.messages import (  # noqa: E402
     _library_codec, codec, decode_body, encode_request, read_request_header,
 )

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_groups import form_group  # noqa: E402
 from bench.results import record  # noqa: E402
-from bench.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
+from tests.support.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 
 from coordinator.log.config import OFFSETS_TOPIC_CONFIG  # noqa: E402

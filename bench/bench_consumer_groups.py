@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # (run as a script too, e.g. by bench/ab.py)
 
 from bench.results import record  # noqa: E402
-from bench.wire_client import WireClient, request_class  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
+from tests.support.wire_client import WireClient, request_class  # noqa: E402
+from tests.support.process import ServerProcess  # noqa: E402
 
 HB = 68
 MINUTE = datetime.timedelta(minutes=1)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.results import record  # noqa: E402
-from bench.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
+from tests.support.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
 from protocol.messages import encode_request  # noqa: E402
 
 JOIN, SYNC, HEARTBEAT, LEAVE = 11, 14, 12, 13

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from bench.results import record
-from tests.conftest import ServerProcess, create_topics
-from tests.test_hardening import INT32_MAX, MIB, fetch_frame, fill_partition, rss_bytes
+from tests.support.process import ServerProcess, create_topics
+from tests.support.hardening import INT32_MAX, MIB, fetch_frame, fill_partition, rss_bytes
 
 
 def mib(n: int) -> str:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_commits import COMMIT, V_COMMIT, CommitPartition, CommitReq, CommitTopic, start_server  # noqa: E402
 from bench.bench_groups import LEAVE, V_LEAVE, LeaveMember, LeaveReq, form_group  # noqa: E402
 from bench.results import record  # noqa: E402
-from bench.wire_client import WireClient  # noqa: E402
+from tests.support.wire_client import WireClient  # noqa: E402
 
 TOPIC_PARTITIONS = 100
 CONNECTIONS = 16

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench.results import record  # noqa: E402
-from bench.wire_client import cpu_seconds  # noqa: E402
-from tests.conftest import ServerProcess, create_topics  # noqa: E402
+from tests.support.wire_client import cpu_seconds  # noqa: E402
+from tests.support.process import ServerProcess, create_topics  # noqa: E402
 
 
 def run_producer(bootstrap: str, txn_id: str, deadline: float, counts: list[int], i: int) -> None:

@@ -1,71 +1,13 @@
-"""Shared fixtures: a real server process on its own free port and data dir per test."""
+"""Shared fixtures: a real server process on its own free port and data dir per test
+(tests/support/process.py), for tests that need a process of their own."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerProcess:
-    """`python -m coordinator` in a subprocess; restartable on the same port and data dir."""
-
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.extra_args = extra_args or []
-        self.proc: subprocess.Popen | None = None
-        self.log_path = data_dir.parent / f"server-{self.port}.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        args = [sys.executable, "-m", "coordinator", "--host", "127.0.0.1", "--port", str(self.port),
-                "--data-dir", str(self.data_dir), *self.extra_args]
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("ready"):
-            self.proc.wait(5)
-            raise RuntimeError(f"server did not start: {line!r}\n{self.log_path.read_text()}")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(timeout)
-        self.proc = None
-        return code
-
-    def restart(self, sig: int = signal.SIGTERM) -> None:
-        self.stop(sig)
-        self.start()
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
+from tests.support.process import ServerProcess
 
 
 @pytest.fixture
@@ -88,64 +30,3 @@ def server(server_factory) -> ServerProcess:
     return server_factory()
 
 
-def create_topics(port: int, *names: str, partitions: int = 4) -> None:
-    """For tests without a loop of their own: commits to unknown topics are refused."""
-    from bench.wire_client import WireClient
-
-    async def create() -> None:
-        conn = await WireClient("topic-maker").connect("127.0.0.1", port)
-        try:
-            await conn.create_topics(*names, partitions=partitions)
-        finally:
-            await conn.close()
-
-    asyncio.run(create())
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
-    """Poll until predicate() is truthy; return its value (tests never sleep blindly)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
-def kafka_python_subscribe(consumer, topic: str) -> None:
-    """Subscribe a kafka-python 3.0 consumer so that its first assignment sees the topic.
-
-    A kafka-python leader rejoins when the partitions it assigned from differ from its latest
-    metadata, which it records only from a metadata answer that comes after subscribe(). If
-    the join it starts for that reason finishes between two poll() calls, the next poll sees
-    no reason to rejoin and never completes the join either: its heartbeats stay off and the
-    broker expires it after the session timeout (Kafka does the same). topics() fetches
-    metadata after subscribe(), so the first assignment is made from the real partitions and
-    that rejoin never happens."""
-    consumer.subscribe([topic])
-    wait_for(lambda: topic in consumer.topics(), what=f"metadata of {topic}")
-
-
-class PolledMember:
-    """A group member polled continuously by its own thread, as applications do: `poll()`
-    returns the partitions it owns now (`owned`); `close` runs in that thread when it stops.
-    kafka-python completes a join only inside poll(): members polled in turn by one thread
-    keep restarting each other's rebalances, as a join that finishes outside its own poll()
-    is thrown away and sent again."""
-
-    def __init__(self, poll, close) -> None:
-        self.owned: set[int] = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(poll, close), daemon=True)
-        self.thread.start()
-
-    def _run(self, poll, close) -> None:
-        while not self.stop.is_set():
-            self.owned = poll()
-        close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(30)

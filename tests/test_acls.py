@@ -11,7 +11,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.conftest import wait_for
+from tests.support.process import wait_for
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ async def test_describe_acls_errors_over_raw_frames(server_factory):
     """DescribeAcls answers its error at the top level (librdkafka's describe_acls does not
     surface it, so this is checked on the wire): CLUSTER_AUTHORIZATION_FAILED for a
     principal without DESCRIBE on the cluster, SECURITY_DISABLED without --authorizer."""
-    from bench.wire_client import WireClient, request_class as rc
+    from tests.support.wire_client import WireClient, request_class as rc
 
     def describe_body():
         return rc(29, 3)(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
@@ -146,7 +146,7 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
     not name while they name every resource (so allow.everyone.if.no.acl.found does not apply)."""
     import datetime
 
-    from bench.wire_client import WireClient, request_class as rc
+    from tests.support.wire_client import WireClient, request_class as rc
     from coordinator.apis import build
 
     s = server_factory("--authorizer")

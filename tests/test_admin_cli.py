@@ -13,7 +13,7 @@ import time
 
 from confluent_kafka import Consumer, Producer
 
-from tests.conftest import ROOT
+from tests.support.process import ROOT
 
 T0 = 1_700_000_000_000  # record timestamps of the messages produced here (ms)
 
@@ -203,7 +203,7 @@ def test_produce_and_consume_like_kcat(server):
 
 
 def test_group_lag_status_from_the_metrics(server_factory):
-    from tests.conftest import free_port
+    from tests.support.process import free_port
 
     port = free_port()
     s = server_factory("--metrics-port", str(port), "--metrics-lag-sample-ms", "100")

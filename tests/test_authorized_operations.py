@@ -3,9 +3,9 @@ answers the full sets when asked, INT32_MIN ("not asked") otherwise."""
 
 from __future__ import annotations
 
-from bench.wire_client import WireClient
-from tests.conftest import create_topics
-from tests.test_data_plane_wire import METADATA, cls
+from tests.support.wire_client import WireClient
+from tests.support.process import create_topics
+from tests.support.data_plane import METADATA, cls
 
 NOT_ASKED = -(2**31)
 

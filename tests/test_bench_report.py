@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support.process import ROOT
 
 
 def report(*args: str) -> subprocess.CompletedProcess:

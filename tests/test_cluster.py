@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kio.schema.errors import ErrorCode as E
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from coordinator.testing import Cluster, ClusterError
 
 METADATA, FIND_COORDINATOR, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CLUSTER = 3, 10, 23, 60

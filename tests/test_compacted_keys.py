@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from bench.wire_client import WireClient
+from tests.support.wire_client import WireClient
 from protocol.record_batch import GZIP, build_batch
-from tests.test_data_plane_wire import MS, PRODUCE, cls, create
+from tests.support.data_plane import MS, PRODUCE, cls, create
 
 INVALID_RECORD, INVALID_TIMESTAMP = 87, 32
 

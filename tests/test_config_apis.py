@@ -3,47 +3,27 @@ frames (every version's shape, errors) and with confluent-kafka's AdminClient.""
 
 from __future__ import annotations
 
-
 from aiokafka.protocol.admin import DescribeConfigsRequest_v0, DescribeConfigsResponse_v0
 
-from bench.wire_client import WireClient
 from coordinator.apis import build
-from tests.conftest import create_topics
-from tests.test_data_plane_wire import cls, create
-from tests.test_legacy_versions import roundtrip
-
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL, DESCRIBE_CLUSTER = 32, 33, 44, 60
-TOPIC, BROKER = 2, 4
-TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
-
-
-async def describe(conn, kind, name, keys=None, v=4, synonyms=True, docs=False):
-    R = cls(DESCRIBE_CONFIGS, v, "DescribeConfigsResource")
-    r = await conn.request(DESCRIBE_CONFIGS, v, cls(DESCRIBE_CONFIGS, v)(
-        resources=(R(resource_type=kind, resource_name=name, configuration_keys=keys),),
-        include_synonyms=synonyms, include_documentation=docs))
-    return r.results[0]
-
-
-async def incremental(conn, kind, name, ops, validate_only=False, v=1):
-    C, R = cls(INCREMENTAL, v, "AlterableConfig"), cls(INCREMENTAL, v, "AlterConfigsResource")
-    r = await conn.request(INCREMENTAL, v, cls(INCREMENTAL, v)(resources=(R(
-        resource_type=kind, resource_name=name,
-        configs=tuple(C(name=n, config_operation=op, value=val) for n, op, val in ops)),),
-        validate_only=validate_only))
-    return r.responses[0].error_code, r.responses[0].error_message
-
-
-async def alter(conn, kind, name, configs, v=2, validate_only=False):
-    C, R = cls(ALTER_CONFIGS, v, "AlterableConfig"), cls(ALTER_CONFIGS, v, "AlterConfigsResource")
-    r = await conn.request(ALTER_CONFIGS, v, cls(ALTER_CONFIGS, v)(resources=(R(
-        resource_type=kind, resource_name=name, configs=tuple(C(name=n, value=val) for n, val in configs)),),
-        validate_only=validate_only))
-    return r.responses[0].error_code
-
-
-def by_name(result):
-    return {c.name: c for c in result.configs}
+from tests.support.configs import (
+    BROKER,
+    DEFAULT,
+    DESCRIBE_CLUSTER,
+    DYNAMIC_BROKER,
+    DYNAMIC_DEFAULT,
+    STATIC,
+    TOPIC,
+    TOPIC_CONFIG,
+    alter,
+    by_name,
+    describe,
+    incremental,
+)
+from tests.support.data_plane import cls, create
+from tests.support.legacy import roundtrip
+from tests.support.process import create_topics
+from tests.support.wire_client import WireClient
 
 
 async def test_describe_and_alter_over_the_wire(server):
@@ -150,8 +130,15 @@ async def test_describe_cluster_versions(server):
 
 
 def test_confluent_admin_configs_and_cluster(server):
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                       NewTopic, ResourceType)
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        NewTopic,
+        ResourceType,
+    )
 
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     admin.create_topics([NewTopic("adm", 1, 1, config={"cleanup.policy": "compact"})])["adm"].result(30)

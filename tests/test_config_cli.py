@@ -10,19 +10,11 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, free_port
-
-
-def start(*args: str, env: dict | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def one_error_line(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode == 2, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    return lines[0]
+from tests.support.cli import (
+    one_error_line,
+    start,
+)
+from tests.support.process import ROOT, free_port
 
 
 def test_port_in_use_fails_before_the_data_dir_is_made(tmp_path):

@@ -4,7 +4,6 @@ epochs, fencing, static members, expiry, and the records replayed into a fresh r
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode as E
 
@@ -18,33 +17,12 @@ from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
 from tests.group_harness import MemoryLog, settle
+from tests.support.consumer_shard import (
+    Catalog,
+    owned,
+)
 
 GROUP = "cg"
-
-
-@dataclass
-class Info:
-    name: str
-    partitions: int
-    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
-    internal: bool = False
-    error: int = 0
-
-
-class Catalog:
-    """The slice of the broker's topic catalog a TopicImage reads."""
-
-    def __init__(self) -> None:
-        self.topics: dict[str, Info] = {}
-        self.by_id: dict[uuid.UUID, Info] = {}
-
-    def add(self, name: str, partitions: int) -> Info:
-        info = self.topics[name] = Info(name, partitions)
-        self.by_id[info.topic_id] = info
-        return info
-
-    def get(self, name: str) -> Info | None:
-        return self.topics.get(name)
 
 
 class Harness:
@@ -76,11 +54,6 @@ class Harness:
         fresh.log.records = self.log.records
         fresh.runtime.load(self.log.all_records())
         return fresh
-
-
-def owned(result_or_assignment) -> list[tuple[uuid.UUID, list[int]]]:
-    a = result_or_assignment.assignment if isinstance(result_or_assignment, HeartbeatResult) else result_or_assignment
-    return [(t, sorted(ps)) for t, ps in (a or {}).items()]
 
 
 def flat(assignment) -> set[int]:

@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException
 
-from tests.conftest import PolledMember, create_topics, kafka_python_subscribe, wait_for
+from tests.support.process import PolledMember, create_topics, kafka_python_subscribe, wait_for
 
 TOPIC, GROUP, PARTITIONS = "kip848", "kip848-group", 6
 

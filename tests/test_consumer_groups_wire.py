@@ -6,35 +6,18 @@ from __future__ import annotations
 
 import datetime
 
-from bench.wire_client import WireClient, request_class
-from tests.test_groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
-
-HB, CG_DESCRIBE, API_VERSIONS = 68, 69, 18
-MINUTE = datetime.timedelta(minutes=1)
-
-
-def hb(group, member_id, epoch, topics=None, owned=(), v=1, **kw):
-    TP = request_class(HB, v, "TopicPartitions")
-    if epoch == 0:
-        kw.setdefault("rebalance_timeout", MINUTE)
-    return request_class(HB, v)(
-        group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics,
-        topic_partitions=None if owned is None else tuple(TP(topic_id=t, partitions=tuple(ps)) for t, ps in owned),
-        **kw)
-
-
-def owned_of(resp):
-    return [(t.topic_id, list(t.partitions)) for t in resp.assignment.topic_partitions]
-
-
-def flat(owned):
-    return {(t, p) for t, ps in owned for p in ps}
-
-
-async def describe(conn, *groups):
-    r = await conn.request(CG_DESCRIBE, 1, request_class(CG_DESCRIBE, 1)(group_ids=groups,
-                                                                         include_authorized_operations=False))
-    return r.groups
+from tests.support.consumer_groups import (
+    API_VERSIONS,
+    CG_DESCRIBE,
+    HB,
+    describe,
+    flat,
+    hb,
+    owned_of,
+    topic_ids,
+)
+from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
+from tests.support.wire_client import WireClient, request_class
 
 
 async def test_advertised_and_request_validation(server):
@@ -252,7 +235,7 @@ async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch(server
 async def test_classic_member_apis_and_offset_delete_on_a_consumer_group(server):
     """A consumer group seen through the classic APIs: its members are unknown to them
     (UNKNOWN_MEMBER_ID), and OffsetDelete spares the topics it still consumes, as Kafka."""
-    from tests.test_groups_wire import HEARTBEAT, LEAVE, OFFSET_DELETE, SYNC, cls, hb_body, sync_body
+    from tests.support.groups_wire import HEARTBEAT, LEAVE, OFFSET_DELETE, SYNC, cls, hb_body, sync_body
 
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
@@ -289,14 +272,6 @@ async def test_classic_member_apis_and_offset_delete_on_a_consumer_group(server)
         assert (d.error_code, d.group_state, d.protocol_type) == (0, "CompletingRebalance", "consumer")
     finally:
         await conn.close()
-
-
-async def topic_ids(conn, *names):
-    M = request_class(3, 12, "MetadataRequestTopic")
-    r = await conn.request(3, 12, request_class(3, 12)(
-        topics=tuple(M(name=n, topic_id=None) for n in names), allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False))
-    return {t.name: t.topic_id for t in r.topics}
 
 
 async def test_offset_commit_and_fetch_v10_by_topic_id(server):

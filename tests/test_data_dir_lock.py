@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 from coordinator.data_dir import lock_data_dir, unlock_data_dir
-from tests.conftest import ROOT, ServerProcess, free_port
-from tests.test_config_cli import one_error_line, start
+from tests.support.process import ROOT, ServerProcess, free_port
+from tests.support.cli import one_error_line, start
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(server):

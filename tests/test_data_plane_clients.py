@@ -19,7 +19,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.conftest import kafka_python_subscribe, wait_for
+from tests.support.process import kafka_python_subscribe, wait_for
 
 PARTITIONS = 6
 SESSION_MS = 6000

@@ -17,7 +17,7 @@ from aiokafka.protocol.admin import (
 )
 
 from protocol.messages import MalformedRequest, codec, decode_body
-from tests.test_legacy_versions import roundtrip
+from tests.support.legacy import roundtrip
 
 
 def test_create_topics_v0_v1_delete_topics_v0(server):

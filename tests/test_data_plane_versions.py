@@ -10,9 +10,9 @@ import datetime
 
 import pytest
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from coordinator.apis import build
-from tests.test_data_plane_wire import batch, create
+from tests.support.data_plane import batch, create
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 MS = datetime.timedelta(milliseconds=1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime
 
-from bench.wire_client import WireClient
-from tests.conftest import create_topics
-from tests.test_data_plane_wire import FETCH, batch, cls, create, fetch_body, produce
+from tests.support.wire_client import WireClient
+from tests.support.process import create_topics
+from tests.support.data_plane import FETCH, batch, cls, create, fetch_body, produce
 
 DELETE_RECORDS = 21
 

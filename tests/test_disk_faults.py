@@ -18,12 +18,12 @@ import sys
 
 import pytest
 
-from bench.wire_client import WireClient
-from tests.conftest import ROOT, create_topics, wait_for
+from tests.support.wire_client import WireClient
+from tests.support.process import ROOT, create_topics, wait_for
 from protocol.consumer_protocol import write_assignment
-from tests.test_consumer_groups_wire import hb
-from tests.test_data_plane_wire import batch, produce
-from tests.test_groups_wire import (
+from tests.support.consumer_groups import hb
+from tests.support.data_plane import batch, produce
+from tests.support.groups_wire import (
     COMMIT, DESCRIBE, FETCH, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, cls, commit_body, form, hb_body, join_body,
     sync_body,
 )
@@ -264,7 +264,7 @@ async def test_a_flipped_bit_takes_only_its_partition_offline(server, where):
     COORDINATOR_NOT_AVAILABLE), with one log line saying where and how to repair it; the
     other groups are served, and never an offset nobody committed. The repair tool removes
     the bad batch and the partition comes back with every other one."""
-    from tests.test_groups_wire import cls as req
+    from tests.support.groups_wire import cls as req
 
     conn = await WireClient("bits").connect("127.0.0.1", server.port)
     await conn.create_topics("t", partitions=2)

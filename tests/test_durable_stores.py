@@ -12,9 +12,9 @@ import signal
 
 import pytest
 
-from bench.wire_client import WireClient, request_class as rc
+from tests.support.wire_client import WireClient, request_class as rc
 from coordinator.durable import STEPS, JsonFile
-from tests.conftest import ServerProcess
+from tests.support.process import ServerProcess
 
 INIT_PRODUCER_ID, METADATA, CREATE_TOPICS, CREATE_ACLS, INCREMENTAL_ALTER_CONFIGS, ALTER_SCRAM = 22, 3, 19, 30, 44, 51
 AFTER_RENAME = STEPS.index("renamed")

@@ -10,11 +10,11 @@ import asyncio
 import socket
 import time
 
-from bench.wire_client import WireClient
+from tests.support.wire_client import WireClient
 from protocol.record_batch import build_batch
-from tests.test_config_apis import BROKER, DYNAMIC_BROKER, DYNAMIC_DEFAULT, alter, by_name, describe, incremental
-from tests.test_data_plane_wire import FETCH, create, fetch_body
-from tests.test_topic_configs import produce_full
+from tests.support.configs import BROKER, DYNAMIC_BROKER, DYNAMIC_DEFAULT, alter, by_name, describe, incremental
+from tests.support.data_plane import FETCH, create, fetch_body
+from tests.support.topic_configs import produce_full
 
 SET, DELETE = 0, 1
 INVALID_REQUEST, INVALID_CONFIG = 42, 40
@@ -39,7 +39,7 @@ async def test_dynamic_names_accepted_others_refused(server):
     assert b["num.partitions"].read_only is True and b["max.connections"].read_only is False
     # message.max.bytes is the default of every topic's max.message.bytes
     assert await create(conn, "t", partitions=1) == 0
-    from tests.test_config_apis import TOPIC
+    from tests.support.configs import TOPIC
     assert by_name(await describe(conn, TOPIC, "t"))["max.message.bytes"].value == "2000000"
 
     refused = [

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support.process import ROOT
 
 EXAMPLES = ROOT / "examples"
 

@@ -19,7 +19,7 @@ import uvloop
 
 from coordinator.config import parse_args
 from coordinator.server import Server
-from tests.conftest import wait_for
+from tests.support.process import wait_for
 
 TOPIC = "orders"
 
@@ -190,7 +190,7 @@ def test_idempotent_producer_across_lost_replies(broker):
 
 def test_drop_before_leaves_the_request_unhandled(broker):
     """drop="before": the connection closes on the request, which never reaches its handler."""
-    from bench.wire_client import WireClient
+    from tests.support.wire_client import WireClient
 
     async def go() -> None:
         c = await WireClient("dropper").connect("127.0.0.1", broker.server.config.port)
@@ -211,14 +211,14 @@ METADATA_V4 = 3, 4
 
 
 def metadata_request():
-    from bench.wire_client import request_class
+    from tests.support.wire_client import request_class
 
     return request_class(*METADATA_V4)(topics=(), allow_auto_topic_creation=False)
 
 
 def test_delay_holds_only_the_matching_client(broker):
     """A delayed request is answered after one sent later by a client the rule does not match."""
-    from bench.wire_client import WireClient
+    from tests.support.wire_client import WireClient
 
     async def go() -> list[str]:
         port = broker.server.config.port
@@ -244,7 +244,7 @@ def test_delay_holds_only_the_matching_client(broker):
 def test_stall_until_cleared(broker):
     """A stalled request waits until its rule is cleared, then is handled as usual; requests
     behind it on the same connection wait with it (answers keep their order)."""
-    from bench.wire_client import WireClient
+    from tests.support.wire_client import WireClient
 
     async def go() -> None:
         port = broker.server.config.port
@@ -270,7 +270,7 @@ def test_stall_until_cleared(broker):
 
 
 def test_stall_with_a_timeout_goes_on_by_itself(broker):
-    from bench.wire_client import WireClient
+    from tests.support.wire_client import WireClient
 
     async def go() -> None:
         c = await WireClient("held").connect("127.0.0.1", broker.server.config.port)
@@ -287,7 +287,7 @@ def test_stall_with_a_timeout_goes_on_by_itself(broker):
 
 def error_pattern(broker: InProcessServer, **rule: Any) -> list[int]:
     """Which of 40 ListOffsets requests a probabilistic rule failed."""
-    from bench.wire_client import WireClient, request_class
+    from tests.support.wire_client import WireClient, request_class
 
     lo = 2, 1
     request = request_class(*lo)(replica_id=-1, topics=(request_class(*lo, "ListOffsetsTopic")(

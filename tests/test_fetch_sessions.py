@@ -8,13 +8,13 @@ import asyncio
 import struct
 import time
 
-from bench.wire_client import WireClient
+from tests.support.wire_client import WireClient
 from coordinator.broker.fetch_sessions import CachedPartition, FetchSessionCache
 from protocol.messages import decode_request
 from protocol.record_batch import iter_records
-from tests.conftest import create_topics, free_port
-from tests.test_clients_bootstrap import LoggingProxy
-from tests.test_data_plane_wire import FETCH, MS, batch, cls, create, produce
+from tests.support.process import create_topics, free_port
+from tests.support.proxy import LoggingProxy
+from tests.support.data_plane import FETCH, MS, batch, cls, create, produce
 
 V = 12
 

@@ -4,7 +4,7 @@ log no traceback: bad input is a Kafka error or a clean close with a WARNING."""
 
 from __future__ import annotations
 
-from bench import fuzz
+from tests.support import fuzz
 
 
 def test_mutated_frames_of_every_api_version(server_factory):

@@ -10,10 +10,10 @@ import struct
 
 from kio.serial import entity_writer
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from protocol.consumer_protocol import read_assignment, write_assignment
-from tests.test_consumer_groups_wire import HB, describe, flat, hb, owned_of, topic_ids
-from tests.test_groups_wire import (COMMIT, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, commit_body, hb_body, join_body,
+from tests.support.consumer_groups import HB, describe, flat, hb, owned_of, topic_ids
+from tests.support.groups_wire import (COMMIT, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, commit_body, hb_body, join_body,
                                     sync_body)
 
 GROUP = "migrating"

@@ -12,18 +12,14 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import PolledMember, kafka_python_subscribe, wait_for
+from tests.support.clients import (
+    PARTITIONS,
+    TOPIC,
+    create_topic,
+)
+from tests.support.process import PolledMember, kafka_python_subscribe, wait_for
 
-TOPIC, PARTITIONS = "orders", 6
 SESSION_MS = 6000  # the broker's minimum: the fastest expiry a test can observe
-
-
-def create_topic(bootstrap: str, name: str = TOPIC, partitions: int = PARTITIONS) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(name, partitions, 1)])
-    admin.close()
 
 
 def covers_all(assignments: list[set[int]]) -> bool:
@@ -85,7 +81,7 @@ from kafka import KafkaConsumer
 c = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], client_id="doomed",
                   session_timeout_ms=6000, heartbeat_interval_ms=500, enable_auto_commit=False)
 c.subscribe(["orders"])
-while "orders" not in c.topics():  # (see tests.conftest.kafka_python_subscribe)
+while "orders" not in c.topics():  # (see tests.support.process.kafka_python_subscribe)
     time.sleep(0.05)
 while True:
     c.poll(timeout_ms=100)

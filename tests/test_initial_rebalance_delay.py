@@ -4,7 +4,7 @@ after the other and expect it), while a lone consumer's group still forms at onc
 
 from __future__ import annotations
 
-from tests.conftest import create_topics, wait_for
+from tests.support.process import create_topics, wait_for
 
 
 def test_two_consumers_started_together_form_one_generation(server):
@@ -39,8 +39,8 @@ async def test_a_member_arriving_during_the_first_window_joins_the_first_generat
     holds A's join, so both are in generation 1 (with 0 A would form generation 1 alone)."""
     import asyncio
 
-    from bench.wire_client import WireClient
-    from tests.test_groups_wire import JOIN, join_body
+    from tests.support.wire_client import WireClient
+    from tests.support.groups_wire import JOIN, join_body
 
     a = await WireClient("a").connect("127.0.0.1", server.port)
     b = await WireClient("b").connect("127.0.0.1", server.port)

@@ -16,11 +16,11 @@ from aiokafka.protocol.produce import (ProduceRequest_v0, ProduceRequest_v2, Pro
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
-from bench.wire_client import WireClient
+from tests.support.wire_client import WireClient
 from protocol.messages import MalformedRequest, codec, decode_body
 from protocol.record_batch import GZIP, ZSTD, build_batch, iter_batches
-from tests.test_data_plane_wire import FETCH, create, fetch_body, produce
-from tests.test_legacy_versions import roundtrip
+from tests.support.data_plane import FETCH, create, fetch_body, produce
+from tests.support.legacy import roundtrip
 
 
 def message_set(magic: int, values: list[bytes], compression: int = 0, timestamp: int = 1_700_000_000_000) -> bytes:
@@ -150,7 +150,7 @@ def test_kafka_python_as_an_old_client(server):
 
 
 async def olep(conn, v, topic, partition, epoch, current=-1):
-    from bench.wire_client import request_class as rc
+    from tests.support.wire_client import request_class as rc
     P, T = rc(23, v, "OffsetForLeaderPartition"), rc(23, v, "OffsetForLeaderTopic")
     from coordinator.apis import build
     body = build(rc(23, v), dict(replica_id=-1, topics=(T(topic=topic, partitions=(

@@ -7,9 +7,6 @@ socket; responses are decoded by them too.
 from __future__ import annotations
 
 import asyncio
-import io
-import socket
-import struct
 
 from aiokafka.protocol.commit import (
     OffsetCommitRequest_v0,
@@ -22,22 +19,10 @@ from aiokafka.protocol.commit import (
 
 from protocol.legacy import LEGACY
 from protocol.messages import MalformedRequest, codec, decode_body
-from tests.conftest import create_topics
-
-
-def roundtrip(port: int, request, response_type, correlation_id: int = 7):
-    """Send an aiokafka-encoded request over a raw socket, decode the answer with aiokafka."""
-    body = request.encode()
-    header = struct.pack(">hhih", request.API_KEY, request.API_VERSION, correlation_id, 6) + b"legacy"
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-        data = s.recv(size, socket.MSG_WAITALL)
-    assert struct.unpack_from(">i", data)[0] == correlation_id
-    response = io.BytesIO(data[4:])
-    decoded = response_type.decode(response)
-    assert response.read() == b""  # nothing left over: exactly the old layout
-    return decoded
+from tests.support.legacy import (
+    roundtrip,
+)
+from tests.support.process import create_topics
 
 
 def test_offset_commit_v0_v1_and_fetch_v0(server):
@@ -75,8 +60,8 @@ def test_list_offsets_v0_for_burrow(server):
     """ListOffsets v0 answers with old_style_offsets (Burrow's sarama client reads v0)."""
     from aiokafka.protocol.offset import OffsetRequest_v0, OffsetResponse_v0
 
-    from bench.wire_client import WireClient
-    from tests.test_data_plane_wire import batch, create, produce
+    from tests.support.data_plane import batch, create, produce
+    from tests.support.wire_client import WireClient
 
     async def setup():
         conn = await WireClient("setup").connect("127.0.0.1", server.port)

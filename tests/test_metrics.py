@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from coordinator.config import parse_args
 from coordinator.server import Server
-from tests.conftest import create_topics, free_port, wait_for
+from tests.support.process import create_topics, free_port, wait_for
 
 COMMIT, JOIN = 8, 11
 MS = datetime.timedelta(milliseconds=1)
@@ -229,7 +229,7 @@ def test_grafana_dashboard_names_only_exported_metrics(metrics_server):
     import json
     import re
 
-    from tests.conftest import ROOT
+    from tests.support.process import ROOT
 
     s = metrics_server
     create_topics(s.port, "t", partitions=1)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 
-from bench.wire_client import request_class
+from tests.support.wire_client import request_class
 from coordinator.apis import RequestContext
 from protocol.messages import MalformedRequest, RequestHeader, codec, encode_body, encode_uvarint
 from protocol.offset_commit import (

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from bench.wire_client import WireClient
-from tests.test_groups_wire import COMMIT, DESCRIBE, FETCH, HEARTBEAT, cls, commit_body, form, hb_body
+from tests.support.wire_client import WireClient
+from tests.support.groups_wire import COMMIT, DESCRIBE, FETCH, HEARTBEAT, cls, commit_body, form, hb_body
 
 
 async def fetch_all(port: int, group: str) -> dict:

@@ -700,7 +700,7 @@ def test_produce_hand_reader_equals_kio():
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from bench.fuzz import edit_frame, entity_strategy
+    from tests.support.fuzz import edit_frame, entity_strategy
     from protocol.messages import _library_codec, decode_body, encode_request, read_request_header
 
     def case(version):

@@ -13,9 +13,9 @@ import struct
 import threading
 import time
 
-from bench.wire_client import WireClient
-from tests.conftest import kafka_python_subscribe, wait_for
-from tests.test_groups_wire import DESCRIBE, cls
+from tests.support.wire_client import WireClient
+from tests.support.process import kafka_python_subscribe, wait_for
+from tests.support.groups_wire import DESCRIBE, cls
 
 TOPIC, PARTITIONS, GROUP = "events", 4, "restarted"
 RESTARTS = 10
@@ -137,7 +137,7 @@ async def describe(port):
 async def test_restarts_are_invisible_to_a_stable_group(server):
     from confluent_kafka import Producer
 
-    from tests.test_groups_clients import create_topic
+    from tests.support.clients import create_topic
 
     create_topic(server.bootstrap, TOPIC, PARTITIONS)
     producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0, "reconnect.backoff.max.ms": 500,

@@ -18,7 +18,7 @@ from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
 from protocol.offset_commit import PartitionCommit
 from tests.group_harness import ControlledLog, settle
-from tests.test_consumer_group_state_machine import Catalog, owned
+from tests.support.consumer_shard import Catalog, owned
 
 GROUP = "cg"
 

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from protocol.messages import encode_request
-from tests.conftest import ROOT
+from tests.support.process import ROOT
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 USERS = "alice:alice-secret\nbob:b0b:with:colons\n"
@@ -244,7 +244,7 @@ def test_scram_credentials_managed_by_admin_clients(server_factory, users_file):
 def test_listeners_serve_several_protocols_at_once(tmp_path, certs, users_file):
     """--listeners: PLAINTEXT and SASL_SSL on two ports of one server; each client is told
     (Metadata) the address of the listener it came by, so it stays on its protocol."""
-    from tests.conftest import ServerProcess, free_port
+    from tests.support.process import ServerProcess, free_port
 
     sasl_port = free_port()
     s = ServerProcess(tmp_path / "data", [])

@@ -17,65 +17,21 @@ from dataclasses import fields
 
 import pytest
 
-from tests.conftest import ROOT, wait_for
-from coordinator.apis import build
 from coordinator.config import Config
 from protocol.framing import frame
-from protocol.messages import codec, decode_response, encode_request
+from protocol.messages import decode_response
+from tests.support.process import ROOT, wait_for
+from tests.support.raw_wire import (
+    API_VERSIONS,
+    FIND_COORDINATOR,
+    METADATA,
+    Wire,
+    api_ranges,
+)
 
-API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 OUR_RANGES = {API_VERSIONS: (0, 4), METADATA: (0, 12), FIND_COORDINATOR: (0, 6)}
 UNSUPPORTED_VERSION, INVALID_REQUEST = 35, 42
 NO_AUTH_OPS = {"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
-
-
-class Wire:
-    """A raw Kafka client connection: whole frames out, whole frames in."""
-
-    def __init__(self, port: int) -> None:
-        # The timeout only keeps a broken server from hanging the suite; nothing asserts on time.
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-        self.buf = b""
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def _fill(self, n: int) -> bool:
-        while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                return False
-            self.buf += chunk
-        return True
-
-    def read_frame(self) -> bytes | None:
-        """One response frame without its size prefix, or None at EOF."""
-        if not self._fill(4):
-            return None
-        (size,) = struct.unpack_from(">i", self.buf)
-        if not self._fill(4 + size):
-            raise AssertionError("connection closed in the middle of a response")
-        data, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
-        return data
-
-    def request_bytes(self, api_key: int, version: int, corr: int, /, client_id: str | None = "wire-test",
-                      **values) -> bytes:
-        return encode_request(api_key, version, corr, client_id, build(codec(api_key, version).request_type, values))
-
-    def call(self, api_key: int, version: int, /, corr: int = 1, **values):
-        self.send(self.request_bytes(api_key, version, corr, **values))
-        data = self.read_frame()
-        assert data is not None, "server closed the connection instead of answering"
-        got_corr, body = decode_response(api_key, version, data)
-        assert got_corr == corr
-        return body
-
-    def assert_closed(self) -> None:
-        """The server closed cleanly: we read EOF (no reset, no stray response)."""
-        assert self.read_frame() is None
 
 
 @pytest.fixture
@@ -90,10 +46,6 @@ def wire(server):
     yield connect
     for w in conns:
         w.close()
-
-
-def api_ranges(body) -> dict[int, tuple[int, int]]:
-    return {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
 
 
 def av_fields(version: int) -> dict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.wire_client import WireClient, request_class
-from tests.test_groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
+from tests.support.wire_client import WireClient, request_class
+from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
 
 SHB, SDESCRIBE, CG_HB, API_VERSIONS, OFFSET_DELETE = 76, 77, 68, 18, 47
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.wire_client import WireClient
 from coordinator.broker.config_defs import BOOLEAN, DOUBLE, INT, LIST, LONG, TOPIC_CONFIG_DEFS
 from protocol.record_batch import build_batch, iter_batches, iter_records
-from tests.test_data_plane_wire import FETCH, LIST_OFFSETS, PRODUCE, cls, create, fetch_body
+from tests.support.data_plane import FETCH, LIST_OFFSETS, cls, create, fetch_body
+from tests.support.topic_configs import (
+    produce_full,
+)
+from tests.support.wire_client import WireClient
 
 VALID = {  # a valid non-default value for each config that is not a plain number
     "cleanup.policy": "compact,delete", "compression.type": "lz4", "message.timestamp.type": "LogAppendTime",
@@ -49,19 +52,6 @@ async def test_every_standard_topic_config_is_accepted_and_bad_values_refused(se
                                                              ("max.compaction.lag.ms", "5")]) == 40
     await conn.close()
     assert "Traceback" not in server.log_text()
-
-
-async def produce_full(conn, topic, records, v=9):
-    P, T = cls(PRODUCE, v, "PartitionProduceData"), cls(PRODUCE, v, "TopicProduceData")
-    r = await conn.request(PRODUCE, v, cls(PRODUCE, v)(
-        transactional_id=None, acks=-1, timeout=asyncio_ms(5000),
-        topic_data=(T(name=topic, partition_data=(P(index=0, records=records),)),)))
-    return r.responses[0].partition_responses[0]
-
-
-def asyncio_ms(n):
-    import datetime
-    return datetime.timedelta(milliseconds=n)
 
 
 async def test_log_append_time_and_broker_compression(server):

@@ -10,7 +10,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.conftest import create_topics
+from tests.support.process import create_topics
 
 
 def drain(bootstrap: str, topic: str, partitions: int, isolation: str, idle_s: float = 1.5) -> list[str]:

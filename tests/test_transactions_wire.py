@@ -10,7 +10,7 @@ import struct
 import subprocess
 import sys
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from coordinator.apis import build
 from protocol.messages import encode_request
 from protocol.record_batch import build_batch, iter_batches

@@ -103,8 +103,8 @@ async def test_consumer_group_epochs_are_group_rows_with_their_members(server):
     """A KIP-848 group run by a real server over its wire: each group epoch is one `group`
     row (group_type consumer) whose members are those ConsumerGroupDescribe showed at that
     epoch; deleting the group is a tombstone row."""
-    from bench.wire_client import WireClient, request_class
-    from tests.test_consumer_groups_wire import HB, describe, hb
+    from tests.support.wire_client import WireClient, request_class
+    from tests.support.consumer_groups import HB, describe, hb
 
     conn = await WireClient("decode-test").connect("127.0.0.1", server.port)
     seen = []  # (epoch, members, client ids) as described after each step

@@ -97,7 +97,7 @@ def test_lag_and_verdicts_from_real_clients(spark, server, tmp_path):
     from confluent_kafka import Producer
     from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 
-    from tests.conftest import create_topics
+    from tests.support.process import create_topics
 
     create_topics(server.port, "clicks", partitions=1)
     producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})

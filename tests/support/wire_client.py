@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import time
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
