@@ -91,7 +91,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     config_apis = ConfigApis(topics, cluster)
     config_apis.register(registry)
     data_plane.register(registry)
-    runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]
+    runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]  # set here, after the runtime is built: group configs live in the config APIs
         c.data_dir, group_config_bounds(c))
     quotas = QuotaStore(c.data_dir)
     ClientQuotaApis(quotas).register(registry)
@@ -124,7 +124,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
                                            c.share_snapshot_update_records)
     share_state.load()
     shares = SharePartitionManager(topics, data_plane, runtime, share_state,
-                                   runtime.share_config, c.node_id)  # type: ignore[attr-defined]
+                                   runtime.share_config, c.node_id)  # type: ignore[attr-defined]  # set on the runtime just above
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)

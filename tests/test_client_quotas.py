@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from bench.wire_client import WireClient
+from tests.support.wire_client import WireClient
 from protocol.record_batch import build_batch
-from tests.test_data_plane_wire import FETCH, create, fetch_body
-from tests.test_data_plane_wire import cls as request_cls
-from tests.test_topic_configs import produce_full
+from tests.support.data_plane import FETCH, create, fetch_body
+from tests.support.data_plane import cls as request_cls
+from tests.support.topic_configs import produce_full
 
 DESCRIBE, ALTER = 48, 49
 EXACT, DEFAULT, ANY = 0, 1, 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import ROOT, ServerProcess, free_port
+from tests.support.process import ROOT, ServerProcess, free_port
 
 
 def _port_pair() -> int:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.conftest import PolledMember, kafka_python_subscribe, wait_for
+from tests.support.process import PolledMember, kafka_python_subscribe, wait_for
 
 TOPIC, PARTITIONS, PER_PHASE = "orders", 3, 60
 
@@ -93,7 +93,7 @@ def kafka_python_member(bootstrap: str, group: str, name: str, ledger: Ledger) -
     kafka_python_subscribe(c, TOPIC)
 
     def poll() -> set[int]:
-        for tp, messages in c.poll(timeout_ms=200, max_records=1).items():
+        for messages in c.poll(timeout_ms=200, max_records=1).values():
             for m in messages:
                 ledger.deliver(m.partition, m.offset, m.value.decode())
                 try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from coordinator.testing import Cluster, ClusterError
 
 ROOT = Path(__file__).resolve().parent.parent

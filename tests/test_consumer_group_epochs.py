@@ -11,7 +11,8 @@ from coordinator.groups.consumer_group import records_of
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
 from tests.group_harness import settle
-from tests.test_consumer_group_state_machine import GROUP, Harness, flat, owned
+from tests.support.consumer_harness import GROUP, Harness, flat
+from tests.support.consumer_shard import owned
 
 
 async def commit_errors(h: Harness, member_id: str, epoch: int, *partitions: tuple[str, int]) -> list[int]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaException
 
-from bench.wire_client import WireClient, request_class
-from tests.conftest import create_topics, wait_for
+from tests.support.wire_client import WireClient, request_class
+from tests.support.process import create_topics, wait_for
 
 TOPIC, PARTITIONS = "epochs", 6
 

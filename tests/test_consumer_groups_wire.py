@@ -10,6 +10,7 @@ from tests.support.consumer_groups import (
     API_VERSIONS,
     CG_DESCRIBE,
     HB,
+    MINUTE,
     describe,
     flat,
     hb,

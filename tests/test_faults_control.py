@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.support.process import ROOT, free_port
 
 
 @pytest.fixture

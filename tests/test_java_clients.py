@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.client_programs import build, committed_offsets, end_offsets, java_command, run_parallel
-from tests.conftest import wait_for
+from tests.support.process import wait_for
 
 # Consumer-protocol members heartbeat at the broker's interval: short, so steps end quickly.
 SERVER_ARGS = ("--group-consumer-heartbeat-interval-ms", "500")

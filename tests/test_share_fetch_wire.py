@@ -11,9 +11,9 @@ import signal
 import time
 import uuid
 
-from bench.wire_client import WireClient, request_class
+from tests.support.wire_client import WireClient, request_class
 from protocol.record_batch import build_batch as _build_batch, iter_batches
-from tests.test_data_plane_wire import produce
+from tests.support.data_plane import produce
 
 SFETCH, SACK, SHB, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 78, 79, 76, 44, 32
 MS = datetime.timedelta(milliseconds=1)

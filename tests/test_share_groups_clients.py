@@ -21,7 +21,7 @@ from confluent_kafka.admin import (  # noqa: E402
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType,
 )
 
-from tests.conftest import ROOT, wait_for  # noqa: E402
+from tests.support.process import ROOT, wait_for  # noqa: E402
 
 SHORT_LOCKS = ("--group-share-min-record-lock-duration-ms", "1000")
 

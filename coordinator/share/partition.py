@@ -241,7 +241,7 @@ class SharePartition:
                 run[1] = offset
             else:
                 if run is not None:
-                    yield tuple(run)  # type: ignore[misc]
+                    yield tuple(run)  # type: ignore[misc]  # a run is [first, last, state, count]: the 4-tuple the signature names
                 run = [offset, offset, state, r.count]
         if run is not None:
-            yield tuple(run)  # type: ignore[misc]
+            yield tuple(run)  # type: ignore[misc]  # a run is [first, last, state, count]: the 4-tuple the signature names

@@ -79,7 +79,7 @@ class ShareStateLog:
     async def open(cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int,
                    snapshot_every: int = 500) -> ShareStateLog:
         # (fsync is one of the flag's checked choices)
-        config = dataclasses.replace(STATE_TOPIC_CONFIG, fsync=fsync,  # type: ignore[arg-type]
+        config = dataclasses.replace(STATE_TOPIC_CONFIG, fsync=fsync,  # type: ignore[arg-type]  # fsync is one of the flag's checked choices, a plain str to mypy
                                      fsync_interval_ms=fsync_interval_ms)
         return cls(await OffsetsLog.open(data_dir, partitions, config, topic=TOPIC), snapshot_every)
 
@@ -158,7 +158,7 @@ class ShareStateLog:
         def written(error: BaseException | None, first: int | None) -> None:
             if error is None:
                 if snapshot:
-                    new.snapshot_offset = first  # type: ignore[assignment]
+                    new.snapshot_offset = first  # type: ignore[assignment]  # a successful append always reports its first offset
                 self.states[key] = new
                 if snapshot:
                     self._prune(p)
