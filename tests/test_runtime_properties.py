@@ -31,7 +31,7 @@ from coordinator.groups.topic_image import TopicImage
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
 from tests.group_harness import ControlledLog
-from tests.test_consumer_group_state_machine import Catalog
+from tests.support.consumer_shard import Catalog
 
 CG, CLASSIC = "cg", "classic"
 MEMBERS = ["m0", "m1", "m2"]
