@@ -72,7 +72,7 @@ _IDENTITY = {
 # UNKNOWN_GENERATION_ID, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, a node id of -1, ...).
 _UNKNOWN_AS_MINUS_ONE = re.compile(
     r"offset|epoch|producer_id|node_id|port|generation_id|leader_id|controller_id|coordinator_id|timestamp"
-    r"|high_watermark|low_watermark|num_partitions|replication_factor|session_id")
+    r"|high_watermark|low_watermark|num_partitions|replication_factor")
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -126,24 +126,36 @@ def _value(f: dataclasses.Field, source: Any, error: ErrorCode) -> Any:
     nullable = tp is not f.type
     if typing.get_origin(tp) is tuple:
         inner = _strip_optional(typing.get_args(tp)[0])
-        if not dataclasses.is_dataclass(inner):
+        if not _is_entity(inner):
             return ()
         return tuple(_entry(inner, item, error) for item in _echoed(f.name, source))
     if kind == "records":
         return b""  # (an empty record set, as Kafka's MemoryRecords.EMPTY, not null)
-    if dataclasses.is_dataclass(tp):
-        # a nested struct (ConsumerGroupHeartbeat's assignment, ...): none where allowed
+    if _is_entity(tp):
+        # a nested struct: the schema's default (Fetch's tagged diverging_epoch, ...), else
+        # none where allowed (ConsumerGroupHeartbeat's assignment), else one of unknowns
+        if _has_default(f):
+            return _DEFAULT
         return None if nullable else _build(tp, None, error)
     for name in _IDENTITY.get(f.name, ()):
         if source is not None and not isinstance(source, (str, int, uuid.UUID)):
             found = getattr(source, name, None)
             if found is not None:
                 return found
-    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+    if _has_default(f):
         return _DEFAULT
     if nullable:
         return None
     return _zero(kind, f.name)
+
+
+def _is_entity(tp: Any) -> bool:
+    """A kio entity class (a struct of the schema), not a value type."""
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _has_default(f: dataclasses.Field) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
 
 
 def _entry(cls: type, item: Any, error: ErrorCode) -> Any:
