@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from protocol.messages import encode_body
 
 from .apis import Raw, RequestContext
+from .log.partition import PartitionLog
 
 if TYPE_CHECKING:
     from .apis import Registry
@@ -106,7 +107,7 @@ class Cluster:
         cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
         key = (ctx.version, None if requested is None else tuple(requested), unknown_ids, auto_create, topic_ops,
                cluster_ops, advertised(ctx))
-        stamp = (topics.changes, self.topology.version)
+        stamp = (topics.changes, self.topology.version, PartitionLog.offline_events)
         if self._cache_stamp != stamp:
             self._cache.clear()
             self._cache_stamp = stamp
@@ -114,7 +115,8 @@ class Cluster:
         if body is None:
             body = Raw(encode_body(ctx.codec, self._metadata(ctx, requested, auto_create, topic_ops, cluster_ops,
                                                              unknown_ids)))
-            if self._cache_stamp == (topics.changes, self.topology.version):  # not when this request created topics
+            if self._cache_stamp == (topics.changes, self.topology.version, PartitionLog.offline_events):
+                # (not when this request created topics)
                 if len(self._cache) > 1000:
                     self._cache.clear()
                 self._cache[key] = body
@@ -168,7 +170,10 @@ class Cluster:
                     leader_epoch=st.epoch,
                     replica_nodes=tuple(st.replicas),
                     isr_nodes=tuple(st.isr),
-                    offline_replicas=tuple(n for n in st.replicas if n not in st.isr),
+                    # A log found corrupt is Kafka's replica on an offline log dir: listed here,
+                    # and its reads and writes answered KAFKA_STORAGE_ERROR.
+                    offline_replicas=tuple(st.replicas) if info.logs and info.logs[p].offline
+                    else tuple(n for n in st.replicas if n not in st.isr),
                 ))
             answer.append(
                 ctx.nested(

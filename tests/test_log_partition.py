@@ -286,8 +286,8 @@ def _spy_scans(monkeypatch) -> list:
     from coordinator.log.segment import Segment
     scanned = []
     real_scan = Segment._scan
-    monkeypatch.setattr(Segment, "_scan", lambda self, buf, mo, crc, start=0: (
-        scanned.append((self.base_offset, start, len(buf))), real_scan(self, buf, mo, crc, start))[1])
+    monkeypatch.setattr(Segment, "_scan", lambda self, buf, mo, crc, start=0, limit=None: (
+        scanned.append((self.base_offset, start, len(buf))), real_scan(self, buf, mo, crc, start, limit))[1])
     return scanned
 
 

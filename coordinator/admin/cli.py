@@ -34,6 +34,7 @@ from .client import BrokerError, Cluster, Connection
 
 LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 2, 3, 8, 9
 DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 19, 20, 42, 47
+DESCRIBE_CONFIGS, BROKER_RESOURCE = 32, 4
 EARLIEST, LATEST = -2, -1
 INACTIVE = ("Empty", "Dead")
 
@@ -552,15 +553,38 @@ def topics_list(ctx: click.Context, internal: bool) -> None:
 @click.argument("names", nargs=-1, required=True)
 @click.pass_context
 def topics_describe(ctx: click.Context, names: tuple[str, ...]) -> None:
-    r = cluster_of(ctx).refresh(list(names))
-    rows = []
+    cluster = cluster_of(ctx)
+    r = cluster.refresh(list(names))
+    rows, offline = [], []
     for t in r.topics:
         if t.error_code:
             raise Failure(f"topic {t.name!r}: {error_name(t.error_code)}")
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
             rows.append([t.name, p.partition_index, p.leader_id, ",".join(map(str, p.replica_nodes)),
-                         ",".join(map(str, p.isr_nodes))])
-    emit(ctx, ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"], rows)
+                         ",".join(map(str, p.isr_nodes)), ",".join(map(str, p.offline_replicas))])
+            if p.offline_replicas:  # (a damaged log, or a follower out of the ISR)
+                offline.append((t.name, p.partition_index, p.leader_id if p.leader_id in p.offline_replicas
+                                else p.offline_replicas[0]))
+    emit(ctx, ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE"], rows)
+    for topic, partition, node in offline:
+        click.echo(f"{topic}-{partition} is offline on node {node}: its log is damaged (the server's log names the "
+                   f"bytes). To repair: stop that server, run `python -m coordinator.log repair "
+                   f"{log_dir_of(cluster, node)}/{topic}-{partition}` (it keeps a copy), start it again", err=True)
+
+
+def log_dir_of(cluster: Cluster, node: int) -> str:
+    """A broker's data dir, from its static config log.dirs (Kafka's name for it)."""
+    try:
+        conn = cluster.node(node)
+        r = conn.request(DESCRIBE_CONFIGS, include_synonyms=False, include_documentation=False, resources=(
+            conn.nested(DESCRIBE_CONFIGS, "DescribeConfigsResource", resource_type=BROKER_RESOURCE,
+                        resource_name=str(node), configuration_keys=("log.dirs",)),))
+        for c in r.results[0].configs:
+            if c.name == "log.dirs" and c.value:
+                return c.value.split(",")[0]
+    except BrokerError:
+        pass
+    return "<data dir>"
 
 
 @topics.command("create")

@@ -32,6 +32,7 @@ SPOKEN = {
     16: (0, 4),    # ListGroups (v4: states filter)
     19: (1, 7),    # CreateTopics
     20: (1, 5),    # DeleteTopics (by name)
+    32: (1, 4),    # DescribeConfigs (log.dirs, to say where an offline partition's files are)
     42: (0, 2),    # DeleteGroups
     47: (0, 0),    # OffsetDelete
 }

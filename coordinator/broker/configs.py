@@ -309,6 +309,7 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
         ("quota.window.size.seconds", INT, 1, c.quota_window_size_seconds, "Length of each sample."),
         ("log.cleaner.backoff.ms", LONG, 15_000, c.log_cleaner_backoff_ms,
          "How long the cleaner sleeps when no log needs cleaning."),
+        ("log.dirs", LIST, None, [str(Path(c.data_dir).resolve())], "The data dir: every log, and the stores."),
     ]
     slots = getattr(c, "max_incremental_fetch_session_cache_slots", None)
     if slots is not None:

@@ -575,6 +575,8 @@ class DataPlane:
             end = self.last_stable_offset(plog) if read_committed else plog.log_end_offset
             if offset < end:
                 total += min(plog.bytes_after(offset), max(target.max_bytes, 0))
+                if plog.offline is not None:  # (it found a batch that does not fit)
+                    return True
         return total >= min_bytes
 
     async def _wait_for_data(self, targets: list[CachedPartition], timeout: float) -> None:
@@ -613,6 +615,8 @@ class DataPlane:
                 elif (error := self.leader_error(ctx, t.name, p.partition_index,
                                                  getattr(p, "current_leader_epoch", -1))) != E.none:
                     pass
+                elif plog.offline is not None:  # corrupt: no offset of it can be trusted (Kafka's offline log dir)
+                    error = E.kafka_storage_error
                 elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: all is local
                     offset = plog.log_start_offset
                 elif p.timestamp == LATEST_TIERED:
@@ -621,7 +625,11 @@ class DataPlane:
                     offset = (self.last_stable_offset(plog) if getattr(req, "isolation_level", 0) == READ_COMMITTED
                               else plog.log_end_offset)
                 else:
-                    found = plog.max_timestamp() if p.timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(p.timestamp)
+                    try:
+                        found = (plog.max_timestamp() if p.timestamp == MAX_TIMESTAMP
+                                 else plog.offset_for_timestamp(p.timestamp))
+                    except StorageError:  # (the lookup found a batch that does not fit: offline now)
+                        found, error = None, E.kafka_storage_error
                     if found is not None:
                         offset, timestamp = found
                 parts.append(ctx.nested("ListOffsetsPartitionResponse", partition_index=p.partition_index,
@@ -648,6 +656,8 @@ class DataPlane:
                 current = getattr(p, "current_leader_epoch", -1)
                 if plog is None:
                     error = E.unknown_topic_or_partition
+                elif plog.offline is not None:
+                    error = E.kafka_storage_error
                 elif self.topology is not None:
                     error = self.leader_error(ctx, t.topic, p.partition, current)
                     if error == E.none:

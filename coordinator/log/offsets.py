@@ -27,7 +27,8 @@ from protocol.record_batch import (
 from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
 from . import partition as partition_module
-from .partition import InvalidBatch, PartitionLog, StorageError, now_ms
+from .partition import InvalidBatch, PartitionLog, StorageError, now_ms, say_offline
+from .segment import Segment
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +252,15 @@ class OffsetsLog:
         # transactional records by producer until its marker: applied on commit, dropped on abort
         pending: dict[int, dict[bytes, tuple[int, int, bytes | None]]] = {}
         expected = 0  # base offsets are outside the CRC: they must only grow
+        # ... and stay below the next segment's base offset (its file name)
+        limits = {seg.path: (seg.base_offset, nxt.base_offset)
+                  for seg, nxt in zip(plog.segments, plog.segments[1:])}
+        current = None
         for path, start, chunk in plog.located_chunks():
+            if path != current:
+                current, floor = path, expected
+                base_offset, limit = limits.get(path, (plog.segments[-1].base_offset, None))
+                ceiling = (1 << 63) - 1 if limit is None else limit
             records = MemoryRecords(chunk)  # walks the batches of a chunk in C
             next_batch = records.next_batch
             good = 0  # whole batches of this chunk read so far
@@ -259,8 +268,8 @@ class OffsetsLog:
                 while (batch := next_batch()) is not None:
                     if not batch.validate_crc():
                         raise KafkaError("CRC mismatch")
-                    if batch.base_offset < expected:
-                        raise KafkaError(f"base offset {batch.base_offset} below {expected}")
+                    if batch.base_offset < expected or batch.next_offset > ceiling:
+                        raise _Misfit()
                     expected = batch.next_offset
                     good += 1
                     if batch.is_control_batch:
@@ -281,15 +290,23 @@ class OffsetsLog:
                 # ends early has a length field (outside the CRC) that no longer fits.
                 if _position(chunk, good) != len(chunk):
                     raise KafkaError("a batch length does not fit the batches around it")
+            except _Misfit:
+                # A batch whose offsets do not fit: the whole segment is scanned again to
+                # name the right one (a base offset flipped upwards shows only at the next).
+                found = Segment.examine(path, base_offset, floor, limit)
+                bad, resume = found.valid_bytes, found.resumes_at
+                why = (found.problem or "offsets out of order").split(": ", 1)[-1]
+                plog.offline = (f"{path} bytes {bad}-{resume} are corrupt ({why})"
+                                + ("" if resume is None else " and valid batches follow"))
+                say_offline(plog.directory, plog.offline)
+                raise StorageError(errno.EIO, f"offline: {plog.offline}") from None
             except KafkaError as e:
                 bad = start + _position(chunk, good)
                 data = path.read_bytes()
                 resume = next_valid_batch(data, bad + 1)
                 plog.offline = (f"{path} bytes {bad}-{len(data) if resume is None else resume} are corrupt ({e})"
                                 + ("" if resume is None else " and valid batches follow"))
-                log.error("%s: partition offline. To repair: stop the server, run "
-                          "`python -m coordinator.log repair %s` (it keeps a copy), start it again",
-                          plog.offline, plog.directory)
+                say_offline(plog.directory, plog.offline)
                 raise StorageError(errno.EIO, f"offline: {plog.offline}") from e
         out: dict[Key, OffsetsRecord] = {}
         for raw, (offset, ts, value) in last.items():
@@ -342,6 +359,10 @@ class OffsetsLog:
 def _decoded(raw_key: bytes, raw_value: bytes | None) -> tuple[Key, Value | bytes | None]:
     key = decode_key(raw_key)
     return key, raw_value if type(key) is UnknownKey else decode_value(key, raw_value)
+
+
+class _Misfit(Exception):
+    """A batch whose offsets do not fit between its neighbours (latest() finds which)."""
 
 
 def _position(chunk: bytes, batches: int) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..futures import Done, future_and_callback
 
 from protocol.record_batch import (
-    LOG_OVERHEAD, BatchHeader, Record, TruncatedBatch, build_batch, iter_batch_records,
+    LOG_OVERHEAD, BatchHeader, CorruptBatch, Record, TruncatedBatch, build_batch, iter_batch_records,
     parse_header, set_base_offset, set_partition_leader_epoch,
 )
 
@@ -68,7 +68,21 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def say_offline(directory: Path, why: str) -> None:
+    """The one line an operator gets for a partition that went offline: what is damaged and
+    exactly what to run."""
+    log.error("%s: partition offline, nothing cut. To repair: stop the server, run "
+              "`%s` (it keeps a copy), start it again", why, repair_command(directory))
+
+
+def repair_command(directory: Path) -> str:
+    return f"python -m coordinator.log repair {directory}"
+
+
 class PartitionLog:
+    # Bumped whenever a log goes offline while serving (Metadata answers depend on it).
+    offline_events = 0
+
     def __init__(self, directory: Path, config: LogConfig, segments: list[Segment],
                  log_start_offset: int) -> None:
         self.directory = directory
@@ -148,7 +162,8 @@ class PartitionLog:
             later = [b for b in bases[i + 1 :] if segment_path(directory, b).stat().st_size > 0]
             state = checkpoint.get(base)
             while True:
-                seg, res = Segment.recover(path, base, expected, config.index_interval_bytes, state=state)
+                seg, res = Segment.recover(path, base, expected, config.index_interval_bytes, state=state,
+                                           limit=bases[i + 1] if i + 1 < len(bases) else None)
                 if not (repair and res.resumes_at is not None):
                     break
                 seg.close()
@@ -161,9 +176,7 @@ class PartitionLog:
                 end = res.resumes_at if res.resumes_at is not None else seg_size(path)
                 offline = (f"{path} bytes {res.valid_bytes}-{end} are corrupt ({res.problem.split(': ', 1)[-1]})"
                            f" and valid batches follow")
-                log.error("%s: partition offline, nothing cut. To repair: stop the server, run "
-                          "`python -m coordinator.log repair %s` (it keeps a copy), start it again",
-                          offline, directory)
+                say_offline(directory, offline)
                 break
             if res.scanned_bytes or res.problem:
                 scanned.append(seg)
@@ -471,6 +484,21 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect_right(self._bases, offset) - 1, 0)
 
+    def _corrupt(self, e: CorruptBatch) -> StorageError:
+        """A reader met a batch whose offsets do not fit (a base offset flipped on disk in
+        bytes the recovery point spared from the scan at open): nothing of it is served, and
+        the log goes offline as if the open had found it. The recovery point goes, so the
+        next open scans the file and names the batch."""
+        if self.offline is None:
+            self.offline = str(e)
+            PartitionLog.offline_events += 1
+            say_offline(self.directory, self.offline)
+            try:
+                self._remove_checkpoint()
+            except OSError as removing:
+                log.warning("%s: cannot remove the recovery point: %s", self.directory, removing)
+        return StorageError(errno.EIO, f"offline: {self.offline}")
+
     def bytes_after(self, offset: int) -> int:
         """Bytes stored from the batch holding `offset` to the log end, without reading them
         (a waiting Fetch checks its min_bytes with this on every append)."""
@@ -480,7 +508,11 @@ class PartitionLog:
             if found:
                 total += seg.size
                 continue
-            pos = seg.locate(offset)
+            try:
+                pos = seg.locate(offset)
+            except CorruptBatch as e:
+                self._corrupt(e)
+                return 0  # (offline now: the reader is answered its error)
             if pos is not None:
                 found = True
                 total += seg.size - pos
@@ -498,9 +530,18 @@ class PartitionLog:
         i = self._segment_index(offset)
         while i < len(self.segments):
             seg = self.segments[i]
-            pos = seg.locate(offset)
+            try:
+                pos = seg.locate(offset)
+            except CorruptBatch as e:
+                raise self._corrupt(e) from None
             if pos is not None:
-                return self._read_from(seg, pos, max_bytes)
+                data = self._read_from(seg, pos, max_bytes)
+                if pos < seg.unchecked_end:
+                    try:
+                        seg.check_run(pos, data)
+                    except CorruptBatch as e:
+                        raise self._corrupt(e) from None
+                return data
             i += 1  # offset falls in a gap after a compacted segment's last batch
         return b""
 
@@ -569,9 +610,15 @@ class PartitionLog:
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ts (ListOffsets);
-        None if there is none."""
+        None if there is none. StorageError if the log is (or, finding a batch that does
+        not fit, goes) offline."""
+        if self.offline is not None:
+            raise StorageError(errno.EIO, f"offline: {self.offline}")
         for seg in self.segments:
-            found = seg.locate_timestamp(ts)
+            try:
+                found = seg.locate_timestamp(ts)
+            except CorruptBatch as e:
+                raise self._corrupt(e) from None
             if found is None:
                 continue
             pos, h = found
@@ -581,7 +628,10 @@ class PartitionLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record carrying the largest timestamp."""
+        """(offset, timestamp) of the first record carrying the largest timestamp.
+        StorageError as offset_for_timestamp()."""
+        if self.offline is not None:
+            raise StorageError(errno.EIO, f"offline: {self.offline}")
         best = None
         for seg in self.segments:
             if seg.max_timestamp != NO_TIMESTAMP and (best is None or seg.max_timestamp > best.max_timestamp):
@@ -592,6 +642,10 @@ class PartitionLog:
         size = int.from_bytes(data[8:12], "big") + LOG_OVERHEAD
         data = best.pread(size, best.max_timestamp_pos)
         h = parse_header(data, verify_crc=False)
+        if not best.base_offset <= h.base_offset <= h.last_offset < best.next_offset:
+            raise self._corrupt(best.misplaced(best.max_timestamp_pos, h.size, (
+                f"offsets {h.base_offset}-{h.last_offset} outside the segment's {best.base_offset}-"
+                f"{best.next_offset - 1}")))
         for r in iter_batch_records(data, h):
             if r.timestamp == h.max_timestamp:
                 return r.offset, r.timestamp

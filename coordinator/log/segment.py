@@ -54,6 +54,36 @@ def splice_out(path: Path, start: int, end: int) -> None:
     fsync_dir(path.parent)
 
 
+def _misfit(buf, before: tuple[int, int, int, int], pos: int, stop: int, base: int, lod: int, ceiling: int
+            ) -> tuple[int, int, int, str]:
+    """(position, end, base offset, why) of the batch to blame when the batch at `pos`
+    (base, lod; whole, CRC right) does not fit after the one taken before it: itself, or
+    that one, whichever does not fit between its own neighbours. Where removing either
+    would leave the others in order, the one that breaks a contiguous run is blamed (a
+    log that was never compacted has no gaps)."""
+    prev_pos, prev_floor, prev_base, prev_lod = before
+    last = base + lod
+    if last >= ceiling:  # (the next segment's name says where this one's offsets end)
+        return pos, stop, base, f"offsets {base}-{last} reach past {ceiling - 1}, where the next segment starts"
+    if prev_pos < 0:
+        return pos, stop, base, f"base offset {base} below {prev_floor}, where the batch before it ends"
+    after = ceiling
+    if stop + HEADER_SIZE <= len(buf) and buf[stop + 16] == MAGIC:
+        after = int.from_bytes(buf[stop : stop + 8], "big", signed=True)
+    prev_last = prev_base + prev_lod
+    this_fits_alone = prev_floor <= base and last < after  # without the one before
+    prev_fits_alone = prev_last < after  # without this one
+    if this_fits_alone != prev_fits_alone:
+        blame_prev = this_fits_alone
+    else:
+        blame_prev = prev_base != prev_floor and last + 1 == after
+    if blame_prev:
+        return prev_pos, pos, prev_base, (f"offsets {prev_base}-{prev_last} do not fit between the batches around "
+                                          f"it (the one before ends at {prev_floor}, the next starts at {base})")
+    return pos, stop, base, (f"offsets {base}-{last} do not fit between the batches around it "
+                             f"(the one before ends at {prev_last + 1})")
+
+
 def segment_path(directory: Path, base_offset: int) -> Path:
     return directory / f"{base_offset:020d}{SUFFIX}"
 
@@ -133,7 +163,7 @@ class Segment:
     __slots__ = (
         "base_offset", "path", "fd", "device", "size", "next_offset", "batches", "max_timestamp",
         "max_timestamp_pos", "first_append_ms", "interval", "idx_offsets", "idx_positions",
-        "idx_max_ts_before", "_last_indexed",
+        "idx_max_ts_before", "_last_indexed", "unchecked_end",
     )
 
     def __init__(self, path: Path, base_offset: int, fd: int, interval: int) -> None:
@@ -152,6 +182,9 @@ class Segment:
         self.idx_positions = array("q")
         self.idx_max_ts_before = array("q")
         self._last_indexed = -interval
+        # Bytes below this were taken from the recovery point, not scanned at open: what is
+        # read from them is checked as it is served (check_run).
+        self.unchecked_end = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -163,33 +196,65 @@ class Segment:
 
     @classmethod
     def recover(cls, path: Path, base_offset: int, min_offset: int, interval: int,
-                verify_crc: bool = True, state: SegmentState | None = None) -> tuple[Segment, ScanResult]:
+                verify_crc: bool = True, state: SegmentState | None = None,
+                limit: int | None = None) -> tuple[Segment, ScanResult]:
         """Open an existing file, index it, and cut a torn tail after the last good batch.
 
         Damage followed by a valid batch is not a torn write but corruption: the file is
         left as it is (result.resumes_at says where the valid batch starts; the repair
-        tool removes just those bytes, splice_out). With `state` (from the recovery-point
-        checkpoint) the bytes it covers are taken as verified and only what follows them
-        is scanned."""
+        tool removes just those bytes, splice_out). So is a whole batch whose offsets do
+        not fit between its neighbours (`limit`: the next segment's base offset, which no
+        offset here may reach). With `state` (from the recovery-point checkpoint) the
+        bytes it covers are taken as verified and only what follows them is scanned."""
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        seg, result = cls._examine(path, base_offset, fd, min_offset, interval, verify_crc, state, limit)
+        size = os.fstat(fd).st_size
+        if result.resumes_at is not None or result.valid_bytes == size:
+            return seg, result
+        os.ftruncate(fd, result.valid_bytes)
+        result.problem = f"{result.problem}; cut {size - result.valid_bytes} bytes"
+        return seg, result
+
+    @classmethod
+    def examine(cls, path: Path, base_offset: int, min_offset: int, limit: int | None) -> ScanResult:
+        """Scan a whole segment file read-only (CRCs and offsets), as recover() would, to
+        name its first bad batch: for a reader that found one and must say which."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return cls._examine(path, base_offset, fd, min_offset, 1 << 62, True, None, limit)[1]
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def _examine(cls, path: Path, base_offset: int, fd: int, min_offset: int, interval: int, verify_crc: bool,
+                 state: SegmentState | None, limit: int | None) -> tuple[Segment, ScanResult]:
         seg = cls(path, base_offset, fd, interval)
         size = os.fstat(fd).st_size
         start = 0
         if state is not None and state.size <= size and state.interval == interval:
             seg._restore(state)
-            start = state.size
+            start = seg.unchecked_end = state.size
         if size == 0:
             return seg, ScanResult(0, 0, None, None, None)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
-            result = seg._scan(mm, max(min_offset, base_offset, seg.next_offset), verify_crc, start)
-            if result.valid_bytes < size:
+            floor = max(min_offset, base_offset, seg.next_offset)
+            result = seg._scan(mm, floor, verify_crc, start, limit)
+            if result.resumes_at is not None and result.valid_bytes < seg.size:
+                # The batch blamed is one this scan had already taken: count again without it.
+                seg = cls(path, base_offset, fd, interval)
+                if start:
+                    seg._restore(state)  # type: ignore[arg-type]
+                    seg.unchecked_end = start
+                view = memoryview(mm)
+                head = view[: result.valid_bytes]
+                try:
+                    seg._scan(head, floor, verify_crc, start, limit)
+                finally:
+                    head.release()
+                    view.release()
+            elif result.valid_bytes < size and result.resumes_at is None:
                 result.resumes_at = next_valid_batch(mm, result.valid_bytes + 1)
         result.scanned_bytes = result.valid_bytes - start
-        if result.resumes_at is not None:
-            return seg, result
-        if result.valid_bytes < size:
-            os.ftruncate(fd, result.valid_bytes)
-            result.problem += f"; cut {size - result.valid_bytes} bytes"
         return seg, result
 
     def close(self) -> None:
@@ -245,17 +310,20 @@ class Segment:
         for at, h in kept:
             self._note(at, h.base_offset, h.next_offset, h.max_timestamp, h.size)
 
-    def _scan(self, buf, min_offset: int, verify_crc: bool, start: int = 0) -> ScanResult:
+    def _scan(self, buf, min_offset: int, verify_crc: bool, start: int = 0, limit: int | None = None) -> ScanResult:
         # One tight loop: recovery of millions of batches is bound by this.
         view = memoryview(buf)
         try:
             end = len(buf)
             pos = start
             expected = min_offset
+            ceiling = (1 << 63) - 1 if limit is None else limit  # no offset here reaches the next segment's base
             unpack = _SCAN.unpack_from
             note = self._note
             problem = None
             bad_offset = None
+            resumes_at = None
+            before = (-1, expected, 0, 0)  # the batch taken last: (position, offset expected before it, base, lod)
             while pos < end:
                 if end - pos < HEADER_SIZE:
                     problem = f"{end - pos} trailing bytes, less than a batch header"
@@ -269,12 +337,17 @@ class Segment:
                 if stop > end:
                     problem = f"batch needs {stop - pos} bytes, only {end - pos} present"
                     break
-                if base < expected:
-                    problem = f"base offset {base} below expected {expected}"
-                    break
                 if verify_crc and crc32c(view[pos + 21 : stop]) != crc:
                     problem = "CRC mismatch"
                     break
+                if base < expected or base + lod >= ceiling:
+                    # The base offset lies outside the CRC: a flipped bit there leaves a valid
+                    # batch at the wrong offsets. Blame the batch that does not fit between
+                    # its neighbours, which may be the one before (a base flipped upwards).
+                    pos, stop, bad_offset, problem = _misfit(buf, before, pos, stop, base, lod, ceiling)
+                    resumes_at = stop
+                    break
+                before = (pos, expected, base, lod)
                 next_offset = base + lod + 1
                 note(pos, base, next_offset, max_ts, stop - pos)
                 expected = next_offset
@@ -285,7 +358,7 @@ class Segment:
             next_off = expected if self.batches else None
             if problem:
                 problem = f"{self.path.name} at byte {pos}: {problem}"
-            return ScanResult(pos, self.batches, next_off, problem, bad_offset)
+            return ScanResult(pos, self.batches, next_off, problem, bad_offset, resumes_at=resumes_at)
         finally:
             view.release()
 
@@ -349,12 +422,12 @@ class Segment:
             pos += cpos
 
     def locate(self, offset: int) -> int | None:
-        """File position of the first batch that ends after `offset` (None: past the end)."""
+        """File position of the first batch that ends after `offset` (None: past the end).
+        CorruptBatch if a batch on the way does not fit where the index and its neighbours
+        say it must (see _walk)."""
         if offset >= self.next_offset:
             return None
-        i = bisect_right(self.idx_offsets, offset) - 1
-        start = self.idx_positions[i] if i >= 0 else 0
-        for pos, h in self.iter_headers(start):
+        for pos, h in self._walk(bisect_right(self.idx_offsets, offset) - 1):
             if h.base_offset + h.last_offset_delta >= offset:
                 return pos
         return None
@@ -363,12 +436,63 @@ class Segment:
         """First batch whose max timestamp is >= ts."""
         if self.max_timestamp < ts:
             return None
-        i = bisect_left(self.idx_max_ts_before, ts) - 1
-        start = self.idx_positions[i] if i >= 0 else 0
-        for pos, h in self.iter_headers(start):
+        for pos, h in self._walk(bisect_left(self.idx_max_ts_before, ts) - 1):
             if h.max_timestamp >= ts:
                 return pos, h
         return None
+
+    def check_run(self, pos: int, data: bytes) -> None:
+        """Whole batches read from `pos` (the first found by locate): CorruptBatch unless
+        their offsets grow from batch to batch, each batch at an index position has the
+        index's offset, and none reaches the next index entry's or the segment's end."""
+        j = bisect_left(self.idx_positions, pos)
+        expected = -1
+        at = 0
+        while at + LOG_OVERHEAD <= len(data):
+            base, length = int.from_bytes(data[at : at + 8], "big", signed=True), int.from_bytes(data[at + 8 : at + 12], "big")
+            last = base + int.from_bytes(data[at + 23 : at + 27], "big", signed=True)
+            size = length + LOG_OVERHEAD
+            if j < len(self.idx_positions) and self.idx_positions[j] == pos + at:
+                if base != self.idx_offsets[j]:
+                    raise self.misplaced(pos + at, size, f"base offset {base}, where the offset index says "
+                                                          f"{self.idx_offsets[j]}")
+                j += 1
+            bound = self.idx_offsets[j] if j < len(self.idx_offsets) else self.next_offset
+            if base < expected or last >= bound:
+                raise self.misplaced(pos + at, size, f"offsets {base}-{last} do not fit between "
+                                                      f"{max(expected, self.base_offset)} and {bound - 1}")
+            expected = last + 1
+            at += size
+
+    def misplaced(self, pos: int, size: int, why: str) -> CorruptBatch:
+        return CorruptBatch(f"{self.path} bytes {pos}-{pos + size} are corrupt ({why})")
+
+    def _walk(self, i: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of the batches from index entry i (-1: the file start). The
+        recovery point spares a restart from reading bytes it covers, so a base offset (which
+        the CRC does not cover) flipped on disk since is caught here, before a reader is
+        given it: a batch at an index position has the offset the index says, offsets grow
+        from batch to batch, and none reaches the next index entry's or the segment's end."""
+        idx_offsets, idx_positions = self.idx_offsets, self.idx_positions
+        start = idx_positions[i] if i >= 0 else 0
+        expected = idx_offsets[i] if i >= 0 else self.base_offset
+        j = i + 1
+        mark = idx_positions[j] if j < len(idx_positions) else -1
+        bound = idx_offsets[j] if j < len(idx_offsets) else self.next_offset
+        for pos, h in self.iter_headers(start):
+            base = h.base_offset
+            if pos == mark:
+                if base != idx_offsets[j]:
+                    raise self.misplaced(pos, h.size, f"base offset {base}, where the offset index says "
+                                                       f"{idx_offsets[j]}")
+                j += 1
+                mark = idx_positions[j] if j < len(idx_positions) else -1
+                bound = idx_offsets[j] if j < len(idx_offsets) else self.next_offset
+            if base < expected or base + h.last_offset_delta >= bound or (pos == start and i >= 0 and base != expected):
+                raise self.misplaced(pos, h.size, f"offsets {base}-{base + h.last_offset_delta} do not fit "
+                                                   f"between {expected} and {bound - 1}")
+            expected = base + h.last_offset_delta + 1
+            yield pos, h
 
     def __repr__(self) -> str:
         return f"Segment({self.path.name}, offsets {self.base_offset}..{self.next_offset}, {self.size} B)"
