@@ -562,9 +562,8 @@ def topics_describe(ctx: click.Context, names: tuple[str, ...]) -> None:
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
             rows.append([t.name, p.partition_index, p.leader_id, ",".join(map(str, p.replica_nodes)),
                          ",".join(map(str, p.isr_nodes)), ",".join(map(str, p.offline_replicas))])
-            if p.offline_replicas:  # (a damaged log, or a follower out of the ISR)
-                offline.append((t.name, p.partition_index, p.leader_id if p.leader_id in p.offline_replicas
-                                else p.offline_replicas[0]))
+            if p.leader_id in p.offline_replicas:  # (a follower out of the ISR is listed too: not this)
+                offline.append((t.name, p.partition_index, p.leader_id))
     emit(ctx, ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE"], rows)
     for topic, partition, node in offline:
         click.echo(f"{topic}-{partition} is offline on node {node}: its log is damaged (the server's log names the "
