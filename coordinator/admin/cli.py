@@ -4,6 +4,7 @@
     kcoord groups describe GROUP [--members | --state]
     kcoord offsets reset GROUP --topic orders --to-earliest --execute
     kcoord topics create orders --partitions 3
+    kcoord share-groups describe workers
 
 Conventions are Kafka's tools': --bootstrap-server HOST:PORT (default 127.0.0.1:9092), a
 dry run unless --execute (or --yes) for every command that changes or deletes offsets, groups
@@ -767,6 +768,9 @@ def consume_cmd(ctx: click.Context, topic: str, partitions: tuple[int, ...], sta
         emit(ctx, ["TOPIC", "PARTITION", "OFFSET", "TIMESTAMP", "KEY", "VALUE"], rows)
 
 
+from .share_cli import share_groups  # noqa: E402  (it builds on this module's helpers)
+
+main.add_command(share_groups)
 main.add_command(control_cli.fault)  # the test control of --enable-test-control servers
 main.add_command(control_cli.cluster)
 accept_global_options_anywhere(main)

@@ -1,0 +1,174 @@
+"""`kcoord share-groups`: kafka-share-groups.sh's verbs for KIP-932 share groups.
+
+    kcoord share-groups list [--state Stable]
+    kcoord share-groups describe GROUP [--members | --state]
+    kcoord share-groups reset-offsets GROUP --topic orders --to-earliest --execute
+    kcoord share-groups delete GROUP --execute
+
+As Kafka's tool: describe shows each share-partition's start offset and lag
+(DescribeShareGroupOffsets); offsets are reset only while the group has no members
+(AlterShareGroupOffsets), as a dry run unless --execute; delete is DeleteGroups.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from .cli import (
+    DELETE_GROUPS, EARLIEST, LATEST, LIST_GROUPS, Failure, cluster_of, dry_run_note, duration_ms, emit, error_name,
+    execute_option, list_offsets, parse_topics, timestamp_ms,
+)
+from .client import Cluster, Connection
+
+SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS = 77, 90, 91
+
+
+def describe(cluster: Cluster, group: str) -> tuple[Connection, Any]:
+    """(coordinator, ShareGroupDescribe's group); a group of another type is a failure."""
+    conn = cluster.coordinator(group)
+    d = conn.request(SHARE_GROUP_DESCRIBE, group_ids=(group,), include_authorized_operations=False).groups[0]
+    if d.error_code:
+        raise Failure(f"share group {group!r}: {d.error_message or error_name(d.error_code)}")
+    return conn, d
+
+
+@click.group("share-groups")
+def share_groups() -> None:
+    """List, describe, reset and delete share groups (KIP-932)."""
+
+
+@share_groups.command("list")
+@click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
+@click.pass_context
+def share_groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
+    cluster = cluster_of(ctx)
+    cluster.refresh([])
+    rows = []
+    for node_id in sorted(cluster.brokers):
+        r = cluster.node(node_id).request(LIST_GROUPS, states_filter=tuple(states))
+        if r.error_code:
+            raise Failure(f"listing groups on broker {node_id}: {error_name(r.error_code)}")
+        for g in r.groups:
+            state = getattr(g, "group_state", "")
+            if g.protocol_type == "share" and (not states or state in states):
+                rows.append([g.group_id, state])
+    emit(ctx, ["GROUP", "STATE"], sorted(rows))
+
+
+@share_groups.command("describe")
+@click.argument("group")
+@click.option("--members", "view", flag_value="members", help="one row per member")
+@click.option("--state", "view", flag_value="state", help="the group's state, epochs and coordinator")
+@click.pass_context
+def share_groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
+    """Per share-partition: its start offset and lag (kafka-share-groups --describe)."""
+    cluster = cluster_of(ctx)
+    conn, d = describe(cluster, group)
+    if view == "state":
+        emit(ctx, ["GROUP", "COORDINATOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"],
+             [[group, conn.address, d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)]])
+        return
+    if view == "members":
+        emit(ctx, ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+             [[group, m.member_id, m.client_host, m.client_id,
+               sum(len(tp.partitions) for tp in m.assignment.topic_partitions),
+               ",".join(f"{tp.topic_name}:{','.join(map(str, tp.partitions))}"
+                        for tp in m.assignment.topic_partitions) or None]
+              for m in d.members])
+        return
+    body = conn.nested(DESCRIBE_OFFSETS, "DescribeShareGroupOffsetsRequestGroup", group_id=group, topics=None)
+    g = conn.request(DESCRIBE_OFFSETS, groups=(body,)).groups[0]
+    if g.error_code:
+        raise Failure(f"offsets of share group {group!r}: {g.error_message or error_name(g.error_code)}")
+    rows = [[group, t.topic_name, p.partition_index, None if p.start_offset < 0 else p.start_offset,
+             None if getattr(p, "lag", -1) < 0 else p.lag]
+            for t in g.topics for p in t.partitions]
+    emit(ctx, ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"], sorted(rows, key=lambda r: (r[1], r[2])))
+
+
+@share_groups.command("reset-offsets")
+@click.argument("group")
+@click.option("--topic", "topics", multiple=True, required=True, help="TOPIC or TOPIC:P[,P...] (repeatable)")
+@click.option("--to-earliest", "to", flag_value="earliest")
+@click.option("--to-latest", "to", flag_value="latest")
+@click.option("--to-offset", type=int, help="this offset (kept within each partition's range)")
+@click.option("--to-datetime", help="the first offset at or after this time (ISO 8601)")
+@click.option("--by-duration", help="the first offset at or after now minus this (e.g. PT1H)")
+@execute_option("move the share-partitions' start offsets")
+@click.pass_context
+def share_groups_reset(ctx: click.Context, group: str, topics: tuple[str, ...], to: str | None,
+                       to_offset: int | None, to_datetime: str | None, by_duration: str | None,
+                       execute: bool) -> None:
+    """Move share-partition start offsets, as kafka-share-groups --reset-offsets (no members)."""
+    chosen = [x for x in (to, to_offset, to_datetime, by_duration) if x is not None]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+                               "--by-duration")
+    cluster = cluster_of(ctx)
+    conn = cluster.coordinator(group)
+    d = conn.request(SHARE_GROUP_DESCRIBE, group_ids=(group,), include_authorized_operations=False).groups[0]
+    if d.error_code == 0 and d.members:
+        raise Failure(f"offsets can only be reset while share group {group!r} has no members, "
+                      f"but it has {len(d.members)}")
+    if d.error_code and "not a share group" in (d.error_message or ""):
+        raise Failure(f"{d.error_message}")
+    partitions, leaders = parse_topics(cluster, topics)
+    earliest = list_offsets(cluster, {tp: EARLIEST for tp in partitions}, leaders)
+    latest = list_offsets(cluster, {tp: LATEST for tp in partitions}, leaders)
+    if to == "earliest":
+        targets = earliest
+    elif to == "latest":
+        targets = latest
+    elif to_offset is not None:
+        targets = {tp: max(earliest[tp], min(latest[tp], to_offset)) for tp in partitions}
+    else:
+        at = timestamp_ms(to_datetime) if to_datetime else int(time.time() * 1000) - duration_ms(by_duration or "")
+        targets = list_offsets(cluster, {tp: at for tp in partitions}, leaders)
+    chosen_targets = {tp: targets[tp] for tp in sorted(partitions)}
+    emit(ctx, ["GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"],
+         [[group, t, p, o] for (t, p), o in chosen_targets.items()])
+    if not execute:
+        dry_run_note("changed")
+        return
+    by_topic: dict[str, list] = {}
+    for (topic, partition), offset in chosen_targets.items():
+        by_topic.setdefault(topic, []).append(conn.nested(
+            ALTER_OFFSETS, "AlterShareGroupOffsetsRequestPartition", partition_index=partition, start_offset=offset))
+    r = conn.request(ALTER_OFFSETS, group_id=group, topics=tuple(
+        conn.nested(ALTER_OFFSETS, "AlterShareGroupOffsetsRequestTopic", topic_name=t, partitions=tuple(ps))
+        for t, ps in by_topic.items()))
+    if r.error_code:
+        raise Failure(f"share group {group!r}: {r.error_message or error_name(r.error_code)}")
+    failures = [f"{t.topic_name}-{p.partition_index}: {error_name(p.error_code)}"
+                for t in r.responses for p in t.partitions if p.error_code]
+    if failures:
+        raise Failure("reset failed for " + "; ".join(failures))
+
+
+@share_groups.command("delete")
+@click.argument("group_ids", nargs=-1, required=True)
+@execute_option("delete the share groups and their share-partitions' state")
+@click.pass_context
+def share_groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
+    """Delete share groups that have no members (Kafka refuses others: NON_EMPTY_GROUP)."""
+    cluster = cluster_of(ctx)
+    rows, failed = [], []
+    for group in group_ids:
+        if execute:
+            code = cluster.coordinator(group).request(DELETE_GROUPS, groups_names=(group,)).results[0].error_code
+            result = "deleted" if not code else error_name(code)
+        else:
+            _, d = describe(cluster, group)
+            code = 0 if not d.members else 68  # NON_EMPTY_GROUP
+            result = "would be deleted" if not code else f"{error_name(code)} (the group has {len(d.members)} members)"
+        rows.append([group, result])
+        if code:
+            failed.append(f"{group}: {result}")
+    emit(ctx, ["GROUP", "RESULT"], rows)
+    if failed:
+        raise Failure("; ".join(failed))
+    if not execute:
+        dry_run_note("deleted")
