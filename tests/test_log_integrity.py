@@ -7,12 +7,37 @@ from __future__ import annotations
 
 import pytest
 
+import signal
+import subprocess
+import sys
+
 from coordinator.log.__main__ import main as log_tool
-from coordinator.log.partition import CHECKPOINT_FILE, StorageError
+from coordinator.log.config import LogConfig
+from coordinator.log.offsets import partition_for
+from coordinator.log.partition import CHECKPOINT_FILE, PartitionLog, StorageError
 from protocol.record_batch import iter_batches
-from tests.test_log_partition import all_offsets, fill, open_log
+from tests.support.data_plane import FETCH, LIST_OFFSETS, batch, cls, create, fetch_body, produce
+from tests.support.groups_wire import COMMIT, FETCH as OFFSET_FETCH, cls as group_cls, commit_body
+from tests.support.process import ROOT
+from tests.support.wire_client import WireClient
 
 UP, DOWN = "up", "down"
+TS = 1_700_000_000_000
+CFG = LogConfig(segment_bytes=1000, index_interval_bytes=100, maintenance_interval_ms=None)
+NOT_COORDINATOR, KAFKA_STORAGE_ERROR = 16, 56
+
+
+def open_log(path) -> PartitionLog:
+    return PartitionLog.open_sync(path, CFG)
+
+
+def fill(log, n) -> None:
+    for i in range(n):
+        log.append_records([(b"k%d" % i, b"v%d-" % i + b"x" * 20)], timestamp_ms=TS + i)
+
+
+def all_offsets(log) -> list[int]:
+    return [r.offset for r in log.records(0)]
 
 
 def flip_base(path, pos: int, direction: str, base: int) -> None:
@@ -109,9 +134,7 @@ def test_a_lookup_by_timestamp_never_answers_a_bogus_offset(tmp_path):
 def _damage(server, directory, index: int, recovery_point: bool):
     """Stop the server (SIGTERM leaves a recovery point; SIGKILL and no recovery point
     leave every byte to the scan) and flip bit 34 of the base offset of batch `index`."""
-    import signal as _signal
-
-    server.stop(_signal.SIGTERM if recovery_point else _signal.SIGKILL)
+    server.stop(signal.SIGTERM if recovery_point else signal.SIGKILL)
     if not recovery_point:
         (directory / CHECKPOINT_FILE).unlink(missing_ok=True)
     segment = next(directory.glob("*.log"))
@@ -121,21 +144,11 @@ def _damage(server, directory, index: int, recovery_point: bool):
 
 
 def _kcoord(server, *args):
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
     return subprocess.run([sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap,
                            *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
 def _repair(directory):
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
     done = subprocess.run([sys.executable, "-m", "coordinator.log", "repair", str(directory)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -151,9 +164,6 @@ def _says_how_to_repair(server, directory, segment, pos, h):
 
 @pytest.mark.parametrize("recovery_point", [False, True], ids=["scanned", "under-recovery-point"])
 async def test_a_data_topic_with_a_flipped_base_offset(server, recovery_point):
-    from bench.wire_client import WireClient
-    from tests.test_data_plane_wire import FETCH, LIST_OFFSETS, batch, cls, create, fetch_body, produce
-
     conn = await WireClient("flip").connect("127.0.0.1", server.port)
     assert await create(conn, "t", partitions=1) == 0
     for _ in range(10):
@@ -176,8 +186,8 @@ async def test_a_data_topic_with_a_flipped_base_offset(server, recovery_point):
         return p.error_code, p.offset
 
     conn = await WireClient("flip").connect("127.0.0.1", server.port)
-    assert await fetch(0) == (56, [])  # KAFKA_STORAGE_ERROR, and not a batch of it served
-    assert await latest() == (56, -1)
+    assert await fetch(0) == (KAFKA_STORAGE_ERROR, [])  # and not a batch of it served
+    assert await latest() == (KAFKA_STORAGE_ERROR, -1)
     await conn.close()
     _says_how_to_repair(server, directory, segment, pos, h)
     described = _kcoord(server, "topics", "describe", "t", "--output", "json")
@@ -202,20 +212,25 @@ async def test_a_data_topic_with_a_flipped_base_offset(server, recovery_point):
 
 @pytest.mark.parametrize("recovery_point", [False, True], ids=["scanned", "under-recovery-point"])
 async def test_consumer_offsets_with_a_flipped_base_offset(server, recovery_point):
-    from bench.wire_client import WireClient
-    from tests.test_disk_faults import NOT_COORDINATOR, _offsets_segment, commit, fetch
-    from tests.test_groups_wire import FETCH as OFFSET_FETCH, cls
+    async def commit(offset):
+        r = await conn.request(COMMIT, 8, commit_body(8, "victim", "", -1, [("t", 0, offset), ("t", 1, offset)]))
+        return [p.error_code for p in r.topics[0].partitions]
+
+    async def fetch():
+        r = await conn.request(OFFSET_FETCH, 5, group_cls(OFFSET_FETCH, 5)(group_id="victim", topics=(
+            group_cls(OFFSET_FETCH, 5, "OffsetFetchRequestTopic")(name="t", partition_indexes=(0, 1)),)))
+        return r.error_code, [p.committed_offset for p in r.topics[0].partitions]
 
     conn = await WireClient("flip").connect("127.0.0.1", server.port)
     await conn.create_topics("t", partitions=2)
     for offset in range(1, 6):  # one batch each
-        assert await commit(conn, "victim", "", -1, offset) == [0, 0]
+        assert await commit(offset) == [0, 0]
     await conn.close()
-    directory, _ = _offsets_segment(server, "victim")
+    directory = server.data_dir / f"__consumer_offsets-{partition_for('victim')}"
     segment, pos, h = _damage(server, directory, 2, recovery_point)
     server.start()
     conn = await WireClient("flip").connect("127.0.0.1", server.port)
-    r = await conn.request(OFFSET_FETCH, 5, cls(OFFSET_FETCH, 5)(group_id="victim", topics=None))
+    r = await conn.request(OFFSET_FETCH, 5, group_cls(OFFSET_FETCH, 5)(group_id="victim", topics=None))
     assert r.error_code == NOT_COORDINATOR  # never a committed offset made up
     await conn.close()
     _says_how_to_repair(server, directory, segment, pos, h)
@@ -226,5 +241,5 @@ async def test_consumer_offsets_with_a_flipped_base_offset(server, recovery_poin
     _repair(directory)
     server.start()
     conn = await WireClient("flip").connect("127.0.0.1", server.port)
-    assert await fetch(conn, "victim") == [5, 5]  # the commits after the bad batch are all kept
+    assert await fetch() == (0, [5, 5])  # the commits after the bad batch are all kept
     await conn.close()
