@@ -57,6 +57,7 @@ class Parts:
 async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
     """Create, load and register every part."""
     broker_configs = BrokerConfigs(c.data_dir, c.node_id, static_broker_configs(c))
+    broker_configs.node_ids = {str(c.node_id + i) for i in range(c.brokers)}
     backoff = broker_configs.value("log.cleaner.backoff.ms")  # (a dynamic value saved earlier wins)
     internal = dataclasses.replace(OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,
                                    cleaner_backoff_ms=backoff)

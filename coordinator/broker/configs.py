@@ -47,6 +47,9 @@ class BrokerConfigs:
     def __init__(self, data_dir: Path | None, node_id: int, static: dict[str, tuple[ConfigDef, Any]]) -> None:
         self.data_dir = data_dir
         self.node_id = node_id
+        # The node ids whose broker resource this is: with --brokers N, every broker of the
+        # process (they share one set of configs).
+        self.node_ids = {str(node_id)}
         # name -> (definition, typed value): the server's own settings, read-only
         self.static_defs = {name: d for name, (d, _) in static.items()}
         self.static = {name: v for name, (_, v) in static.items() if v is not None}
@@ -120,7 +123,7 @@ class BrokerConfigs:
         cluster default; ConfigError(INVALID_REQUEST) for another broker."""
         if resource_name == "":
             return self.dynamic_default
-        if resource_name == str(self.node_id):
+        if resource_name in self.node_ids:
             return self.dynamic_broker
         raise ConfigError(f"Unexpected broker id, expected {self.node_id} or empty string, but received "
                           f"{resource_name}", E.invalid_request)
