@@ -36,14 +36,21 @@ def test_pytest_example_passes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_cluster_example_passes():
+    result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                  str(EXAMPLES / "test_cluster_example.py")])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_readme_shows_the_examples_as_shipped():
     """The README's pytest example is examples/test_orders.py without its docstring, and every
     file its quick start runs exists."""
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    source = (EXAMPLES / "test_orders.py").read_text()
-    docstring = ast.get_docstring(ast.parse(source), clean=False)
-    body = source.split('"""', 2)[2].lstrip("\n") if docstring else source
-    assert body in blocks
+    for example in ("test_orders.py", "test_cluster_example.py"):
+        source = (EXAMPLES / example).read_text()
+        docstring = ast.get_docstring(ast.parse(source), clean=False)
+        body = source.split('"""', 2)[2].lstrip("\n") if docstring else source
+        assert body in blocks, example
     for path in re.findall(r"\.venv/bin/python (examples/\S+\.py)", readme):
         assert (ROOT / path).is_file(), path
