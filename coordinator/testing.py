@@ -116,8 +116,7 @@ class Cluster:
         self.bootstrap = ",".join(f"{x.advertised[0]}:{x.advertised[1]}" for x in first.values())
 
     def _start_process(self, args: list[str]) -> None:
-        port = _free_port(self.host)
-        args += ["--enable-test-control", "--metrics-port", str(port)]
+        args += ["--enable-test-control", "--metrics-port", "0"]
         self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # type: ignore[union-attr]  # a process-backed cluster always has its data dir by now
         self._proc = _subprocess.Popen([sys.executable, "-m", "coordinator", *args], stdout=_subprocess.PIPE,
                                        stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -125,7 +124,9 @@ class Cluster:
         if not line.startswith("ready"):
             self._proc.wait(5)
             raise RuntimeError(f"the cluster did not start: {line!r} (log: {self._log.name})")
-        self.bootstrap = line.split()[1]
+        words = line.split()
+        self.bootstrap = words[1]
+        port = next(w.removeprefix("control=") for w in words if w.startswith("control="))  # the metrics port
         self._control_url = f"http://{self.host}:{port}"
 
     def close(self) -> None:
@@ -334,14 +335,6 @@ class Cluster:
 
     async def amove_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         return await asyncio.to_thread(self.move_leader, topic, partition, to)
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _q(value: str) -> str:
