@@ -66,6 +66,7 @@ _IDENTITY = {
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
     "user": ("name", "user"),
+    "session_id": ("session_id",),  # Fetch: the request's fetch session
 }
 
 # Integers that mean "none" at -1 when Kafka fails a request (Kafka's INVALID_OFFSET,
@@ -100,7 +101,7 @@ def error_response(api_key: int, version: int, response_type: type, request: Any
 def _fetch(version: int, request: Any) -> Any:
     """FetchRequest.getErrorResponse: from v13 (topic ids) the top-level error alone, no
     partitions; before, the error in every partition as well (clients before v7 read only those)."""
-    return None if version >= 13 else request
+    return dataclasses.replace(request, topics=()) if version >= 13 else request
 
 
 _SPECIAL = {FETCH: _fetch}

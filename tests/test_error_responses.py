@@ -191,6 +191,9 @@ def test_fetch_v13_answers_with_the_top_level_error_only():
         f13.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1),)),), forgotten_topics_data=())
     resp = error_response(1, 13, codec(1, 13).response_type, new, ERROR)
     assert resp.error_code == ERROR and resp.responses == ()
+    session = f13.FetchRequest(max_wait=0, min_bytes=1, session_id=77, session_epoch=3, topics=(),
+                               forgotten_topics_data=())
+    assert error_response(1, 13, codec(1, 13).response_type, session, ERROR).session_id == 77
     old = f12.FetchRequest(max_wait=0, min_bytes=1, topics=(f12.FetchTopic(topic="t", partitions=(
         f12.FetchPartition(partition=2, fetch_offset=0, partition_max_bytes=1),)),), forgotten_topics_data=())
     resp = error_response(1, 12, codec(1, 12).response_type, old, ERROR)

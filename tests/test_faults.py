@@ -373,3 +373,47 @@ def test_bad_specs_are_refused_and_change_nothing(broker, spec, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         broker.call(faults.add_specs, spec)
     assert broker.call(faults.list) == [kept]
+
+
+# librdkafka reads the error answers and recovers ---------------------------------------------
+
+def test_librdkafka_recovers_from_injected_errors_on_every_step(broker):
+    """A confluent-kafka producer and group consumer, with errors injected on Produce,
+    FindCoordinator, JoinGroup, SyncGroup, Heartbeat, Fetch and OffsetCommit: each answer
+    is read as Kafka's and handled, and every record arrives and is committed."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    make_topic(broker.bootstrap, "steps", partitions=2)
+    add = broker.server.faults.add
+    broker.call(add, "Produce", "NOT_LEADER_OR_FOLLOWER", times=2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "retry.backoff.ms": 10})
+    n = 200
+    for i in range(n):
+        p.produce("steps", value=str(i).encode(), partition=i % 2)
+    assert p.flush(30) == 0
+
+    for api, error in [("FindCoordinator", "COORDINATOR_NOT_AVAILABLE"), ("JoinGroup", "COORDINATOR_LOAD_IN_PROGRESS"),
+                       ("SyncGroup", "REBALANCE_IN_PROGRESS"), ("Fetch", "NOT_LEADER_OR_FOLLOWER"),
+                       ("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS")]:
+        broker.call(add, api, error)
+    broker.call(add, "Heartbeat", "REBALANCE_IN_PROGRESS", times=2)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "steps-group", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "heartbeat.interval.ms": 100, "retry.backoff.ms": 10})
+    c.subscribe(["steps"])
+    seen: set[int] = set()
+    try:
+        def consumed() -> bool:
+            for m in c.consume(100, 0.2):
+                if not m.error():
+                    seen.add(int(m.value()))
+            return len(seen) == n
+        wait_for(consumed, timeout=60, what="every record")
+        wait_for(lambda: not [r for r in broker.call(broker.server.faults.list) if r["api"] != "OffsetCommit"],
+                 timeout=60, what="every fault to fire")
+        c.commit(asynchronous=False)  # the first attempt fails with COORDINATOR_LOAD_IN_PROGRESS, then retried
+        committed = c.committed([TopicPartition("steps", 0), TopicPartition("steps", 1)], timeout=30)
+        assert sum(tp.offset for tp in committed) == n
+    finally:
+        c.close()
+    assert broker.call(broker.server.faults.list) == []
+    assert sorted(seen) == list(range(n))
