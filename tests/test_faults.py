@@ -417,3 +417,34 @@ def test_librdkafka_recovers_from_injected_errors_on_every_step(broker):
         c.close()
     assert broker.call(broker.server.faults.list) == []
     assert sorted(seen) == list(range(n))
+
+
+# any JSON: a rule, or one clear ValueError -----------------------------------------------------
+
+def test_any_json_spec_is_a_rule_or_one_value_error():
+    """Whatever a control client sends, Faults adds the rules or raises ValueError (never
+    another exception), and a refused spec adds nothing."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from coordinator.faults import FIELDS, Faults
+
+    scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=True) | st.text(max_size=12)
+    field_values = st.sampled_from(["OffsetCommit", "Fetch", 8, 0, "NOT_COORDINATOR", 16, "after", "before",
+                                    True, 1, 0.5]) | scalars
+    json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                               | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+    specs = st.dictionaries(st.sampled_from([*FIELDS, "colour"]), field_values | json_values, max_size=6)
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(spec=specs | st.lists(specs, max_size=3) | json_values)
+    def check(spec):
+        faults = Faults(seed=1)
+        try:
+            added = faults.add_specs(spec)
+        except ValueError as e:
+            assert str(e) and "\n" not in str(e)
+            assert faults.list() == []
+        else:
+            assert faults.list() == added and len(added) == (len(spec) if isinstance(spec, list) else 1)
+
+    check()
