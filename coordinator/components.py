@@ -19,6 +19,7 @@ from .broker.admin import TopicAdmin
 from .broker.config_apis import ConfigApis
 from .broker.configs import BrokerConfigs, static_broker_configs
 from .broker.data import DataPlane
+from .broker.partition_admin import PartitionAdminApis
 from .broker.producers import ProducerIds
 from .broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, QuotaStore
 from .broker.topics import Topics
@@ -129,6 +130,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)
+    PartitionAdminApis(topics, topology, control).register(registry)
     return Parts(topics, runtime, offsets_log, topology, control,
                  [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares])
 

@@ -104,6 +104,7 @@ class AclGate:
             19: self.create_topics, 20: self.delete_topics, 22: self.init_producer_id, 24: self.add_partitions,
             25: self.add_offsets, 26: self._txn_write, 28: self.txn_offset_commit, 29: self._cluster(DESCRIBE),
             30: self._cluster(ALTER), 31: self._cluster(ALTER), 42: self.delete_groups,
+            43: self._cluster(ALTER), 45: self._cluster(ALTER), 46: self._cluster(DESCRIBE),
             48: self._cluster(DESCRIBE_CONFIGS), 49: self._cluster(ALTER_CONFIGS),
             50: self._cluster(DESCRIBE), 51: self._cluster(ALTER), 68: self._group_read,
             21: self.delete_records, 32: self._configs(DESCRIBE_CONFIGS), 33: self._configs(ALTER_CONFIGS),
@@ -144,6 +145,22 @@ class AclGate:
                 return ctx.response(throttle_time=0, filter_results=tuple(
                     ctx.nested("DeleteAclsFilterResult", error_code=CLUSTER_DENIED, error_message=None,
                                matching_acls=()) for _ in req.filters))
+            if key == 43:  # ElectLeaders: every partition named refused too
+                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, replica_election_results=tuple(
+                    ctx.nested("ReplicaElectionResult", topic=t.topic, partition_result=tuple(
+                        ctx.nested("PartitionResult", partition_id=p, error_code=CLUSTER_DENIED,
+                                   error_message="Cluster authorization failed.") for p in t.partitions))
+                    for t in req.topic_partitions or ()))
+            if key == 45:  # AlterPartitionReassignments: Kafka's getErrorResponse names every partition
+                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None,
+                                    allow_replication_factor_change=getattr(
+                                        req, "allow_replication_factor_change", True),
+                                    responses=tuple(ctx.nested("ReassignableTopicResponse", name=t.name, partitions=tuple(
+                                        ctx.nested("ReassignablePartitionResponse", partition_index=p.partition_index,
+                                                   error_code=CLUSTER_DENIED, error_message=None)
+                                        for p in t.partitions)) for t in req.topics))
+            if key == 46:
+                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None, topics=())
             if key == 48:  # DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster
                 return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None, entries=None)
             if key == 49:  # AlterClientQuotas: ALTER_CONFIGS on the cluster, each entry refused

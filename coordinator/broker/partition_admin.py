@@ -1,0 +1,226 @@
+"""ElectLeaders (43), AlterPartitionReassignments (45) and ListPartitionReassignments (46),
+answered as Kafka's controller (ReplicationControlManager) answers them, on the topology of
+the brokers this process serves (coordinator.topology).
+
+The data is stored once, so a replica is caught up the moment it is alive: a reassignment
+whose new replicas are all running completes at once (Kafka's stages 1-3 in one step), and
+one that adds a stopped broker stays in progress, its replicas the old and new together, until
+that broker runs again. Leaders move through ClusterControl, so a moved
+`__consumer_offsets` partition takes its groups' coordinators with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..apis import Registry, RequestContext
+
+ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 43, 45, 46
+PREFERRED, UNCLEAN = 0, 1
+
+
+class PartitionError(Exception):
+    def __init__(self, code: E, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Reassignment:
+    """One in progress (Kafka's PartitionRegistration adding/removing replicas)."""
+    original: list[int]
+    target: list[int]
+
+    @property
+    def adding(self) -> list[int]:
+        return [n for n in self.target if n not in self.original]
+
+    @property
+    def removing(self) -> list[int]:
+        return [n for n in self.original if n not in self.target]
+
+    @property
+    def merged(self) -> list[int]:
+        """The replicas while it is in progress: the target's, then those leaving."""
+        return self.target + self.removing
+
+
+class PartitionAdminApis:
+    def __init__(self, topics: Any, topology: Any, control: Any) -> None:
+        self.topics = topics  # coordinator.broker.topics.Topics
+        self.topology = topology  # coordinator.topology.Topology
+        self.control = control  # coordinator.topology.ClusterControl
+        self.ongoing: dict[tuple[str, int], Reassignment] = {}
+
+    def register(self, registry: Registry) -> None:
+        registry.add(ELECT_LEADERS, range(0, 3), self.elect_leaders)
+        registry.add(ALTER_PARTITION_REASSIGNMENTS, range(0, 2), self.alter_partition_reassignments)
+        registry.add(LIST_PARTITION_REASSIGNMENTS, range(0, 1), self.list_partition_reassignments)
+
+    def _check(self, topic: str, partition: int, *, reassigning: bool = False) -> None:
+        info = self.topics.get(topic)
+        if info is None:
+            raise PartitionError(E.unknown_topic_or_partition, f"Unable to find a topic named {topic}."
+                                 if reassigning else f"No such topic as {topic}")
+        if not 0 <= partition < info.partitions:
+            raise PartitionError(E.unknown_topic_or_partition, f"Unable to find partition {topic}:{partition}."
+                                 if reassigning else f"No such partition as {topic}-{partition}")
+
+    def _alive(self, node_id: int) -> bool:
+        broker = self.topology.brokers.get(node_id)
+        return broker is not None and broker.alive
+
+    # ElectLeaders -----------------------------------------------------------------------
+
+    async def elect_leaders(self, ctx: RequestContext, req: Any) -> Any:
+        """Kafka's ReplicationControlManager.electLeaders: PREFERRED makes each partition's
+        first replica its leader (ELECTION_NOT_NEEDED if it is; PREFERRED_LEADER_NOT_AVAILABLE
+        if it is not in the ISR); UNCLEAN gives a leaderless partition a live replica
+        (ELECTION_NOT_NEEDED while it has a leader). No partitions named: every partition,
+        answering only those that needed an election."""
+        await self._complete_reassignments()
+        election = getattr(req, "election_type", PREFERRED)
+        if election not in (PREFERRED, UNCLEAN):
+            return ctx.response(throttle_time=0, error_code=E.invalid_request, replica_election_results=())
+        every = req.topic_partitions is None
+        wanted = ([(name, list(range(info.partitions))) for name, info in sorted(self.topics.topics.items())]
+                  if every else [(t.topic, list(t.partitions)) for t in req.topic_partitions])
+        results = []
+        for topic, partitions in wanted:
+            rows = []
+            for p in partitions:
+                code, message = E.none, None
+                try:
+                    await self._elect(topic, p, election)
+                except PartitionError as e:
+                    code, message = e.code, e.message
+                if every and code == E.election_not_needed:
+                    continue  # (all partitions: only those that needed one are answered)
+                rows.append(ctx.nested("PartitionResult", partition_id=p, error_code=code, error_message=message))
+            results.append(ctx.nested("ReplicaElectionResult", topic=topic, partition_result=tuple(rows)))
+        return ctx.response(throttle_time=0, error_code=E.none, replica_election_results=tuple(results))
+
+    async def _elect(self, topic: str, partition: int, election: int) -> None:
+        self._check(topic, partition)
+        st = self.topology.state(topic, partition)
+        leader_alive = self._alive(st.leader)
+        if election == PREFERRED:
+            if st.leader == st.replicas[0] and leader_alive:
+                raise PartitionError(E.election_not_needed)
+            if st.replicas[0] not in st.isr or not self._alive(st.replicas[0]):
+                raise PartitionError(E.preferred_leader_not_available)
+            await self.control.move_leader(topic, partition, st.replicas[0])
+        else:
+            if leader_alive:
+                raise PartitionError(E.election_not_needed)
+            live = [n for n in st.isr if self._alive(n)] or [n for n in st.replicas if self._alive(n)]
+            if not live:
+                raise PartitionError(E.eligible_leaders_not_available)
+            await self.control.move_leader(topic, partition, live[0])
+
+    # AlterPartitionReassignments --------------------------------------------------------
+
+    async def alter_partition_reassignments(self, ctx: RequestContext, req: Any) -> Any:
+        """Kafka's ReplicationControlManager.alterPartitionReassignments: each partition on its
+        own; null replicas cancel one in progress (NO_REASSIGNMENT_IN_PROGRESS if none)."""
+        await self._complete_reassignments()
+        allow_rf_change = getattr(req, "allow_replication_factor_change", True)
+        topics = []
+        for t in req.topics:
+            rows = []
+            for p in t.partitions:
+                code, message = E.none, None
+                try:
+                    self._check(t.name, p.partition_index, reassigning=True)
+                    if p.replicas is None:
+                        await self._cancel(t.name, p.partition_index)
+                    else:
+                        await self._reassign(t.name, p.partition_index, list(p.replicas), allow_rf_change)
+                except PartitionError as e:
+                    code, message = e.code, e.message
+                rows.append(ctx.nested("ReassignablePartitionResponse", partition_index=p.partition_index,
+                                       error_code=code, error_message=message))
+            topics.append(ctx.nested("ReassignableTopicResponse", name=t.name, partitions=tuple(rows)))
+        return ctx.response(throttle_time=0, allow_replication_factor_change=allow_rf_change, error_code=E.none,
+                            error_message=None, responses=tuple(topics))
+
+    async def _reassign(self, topic: str, partition: int, target: list[int], allow_rf_change: bool) -> None:
+        if not target:
+            raise PartitionError(E.invalid_replica_assignment,
+                                 "The manual partition assignment includes an empty replica list.")
+        previous = None
+        for node_id in sorted(target):  # (Kafka's validateManualPartitionAssignment, in its order)
+            if node_id not in self.topology.brokers:
+                raise PartitionError(E.invalid_replica_assignment, f"The manual partition assignment includes "
+                                     f"broker {node_id}, but no such broker is registered.")
+            if node_id == previous:
+                raise PartitionError(E.invalid_replica_assignment, f"The manual partition assignment includes the "
+                                     f"broker {node_id} more than once.")
+            previous = node_id
+        st = self.topology.state(topic, partition)
+        key = (topic, partition)
+        current = self.ongoing[key].original if key in self.ongoing else list(st.replicas)
+        if not allow_rf_change and len(target) != len(current):
+            raise PartitionError(E.invalid_replication_factor, f"The replication factor is changed from "
+                                 f"{len(current)} to {len(target)} but allowReplicationFactorChange is false")
+        self.ongoing[key] = Reassignment(current, target)
+        await self._progress(topic, partition)
+
+    async def _cancel(self, topic: str, partition: int) -> None:
+        ongoing = self.ongoing.pop((topic, partition), None)
+        if ongoing is None:
+            raise PartitionError(E.no_reassignment_in_progress, "No partition reassignment is in progress.")
+        await self._install(topic, partition, ongoing.original)
+
+    async def _progress(self, topic: str, partition: int) -> None:
+        """Complete the reassignment if every replica it adds is running (caught up at once:
+        the data is shared), else show the old and new replicas together while it waits."""
+        ongoing = self.ongoing[(topic, partition)]
+        if all(self._alive(n) for n in ongoing.adding):
+            del self.ongoing[(topic, partition)]
+            await self._install(topic, partition, ongoing.target)
+        else:
+            await self._install(topic, partition, ongoing.merged)
+
+    async def _install(self, topic: str, partition: int, replicas: list[int]) -> None:
+        """The partition's replicas become `replicas`; the ISR their running ones; a leader
+        outside them or stopped gives way to the first running one (Kafka's
+        PartitionChangeBuilder), its leader epoch bumped."""
+        t = self.topology
+        st = t.state(topic, partition)
+        live = [n for n in replicas if self._alive(n)]
+        st.replicas = list(replicas)
+        st.isr = live
+        t.version += 1
+        if live and (st.leader not in replicas or not self._alive(st.leader)):
+            await self.control.move_leader(topic, partition, live[0])
+
+    async def _complete_reassignments(self) -> None:
+        """Reassignments waiting for a broker that runs again complete now."""
+        for topic, partition in list(self.ongoing):
+            if all(self._alive(n) for n in self.ongoing[(topic, partition)].adding):
+                await self._progress(topic, partition)
+
+    # ListPartitionReassignments ---------------------------------------------------------
+
+    async def list_partition_reassignments(self, ctx: RequestContext, req: Any) -> Any:
+        """The reassignments in progress (all, or those of the partitions named; names that
+        are no topic are left out, as Kafka's controller does)."""
+        await self._complete_reassignments()
+        if req.topics is None:
+            wanted: dict[str, set[int] | None] = {topic: None for topic, _ in self.ongoing}
+        else:
+            wanted = {t.name: set(t.partition_indexes) for t in req.topics}
+        by_topic: dict[str, list] = {}
+        for (topic, partition), r in sorted(self.ongoing.items()):
+            if topic in wanted and (wanted[topic] is None or partition in wanted[topic]):  # type: ignore[operator]
+                by_topic.setdefault(topic, []).append(ctx.nested(
+                    "OngoingPartitionReassignment", partition_index=partition, replicas=tuple(r.merged),
+                    adding_replicas=tuple(r.adding), removing_replicas=tuple(r.removing)))
+        return ctx.response(throttle_time=0, error_code=E.none, error_message=None, topics=tuple(
+            ctx.nested("OngoingTopicReassignment", name=name, partitions=tuple(parts))
+            for name, parts in by_topic.items()))

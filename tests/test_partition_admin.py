@@ -1,0 +1,168 @@
+"""ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments on three brokers:
+confluent-kafka's elect_leaders and kafka-python's reassignment calls round-trip, and the
+errors are Kafka's controller's (wire-level for what the clients do not expose)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from coordinator.testing import Cluster
+from tests.support.wire_client import WireClient, request_class
+
+ELECT, ALTER, LIST = 43, 45, 46
+NONE, UNKNOWN_TOPIC, INVALID_REQUEST = 0, 3, 42
+PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED, NO_REASSIGNMENT = 80, 84, 85
+INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR = 39, 38
+
+
+@pytest.fixture
+def cluster():
+    with Cluster(brokers=3) as c:
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        admin.create_topics([NewTopic("t", 2, 3)])
+        admin.close()
+        yield c
+
+
+def _wire(cluster, api, version, body):
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+
+    async def call():
+        conn = await WireClient("partition-admin").connect(host, int(port))
+        try:
+            return await conn.request(api, version, body)
+        finally:
+            await conn.close()
+    return asyncio.run(call())
+
+
+def test_preferred_election_with_confluent_admin(cluster):
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    preferred = cluster.leader_of("t", 0)  # a new partition's leader is its first replica
+    cluster.stop_broker(preferred)
+    assert cluster.leader_of("t", 0) != preferred
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # stopped: not in the ISR
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(30)
+    assert result[TopicPartition("t", 0)].code() == PREFERRED_LEADER_NOT_AVAILABLE
+    cluster.start_broker(preferred)  # back, but not leading
+    assert cluster.leader_of("t", 0) != preferred
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(30)
+    assert result[TopicPartition("t", 0)] is None and cluster.leader_of("t", 0) == preferred
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(30)
+    assert result[TopicPartition("t", 0)].code() == ELECTION_NOT_NEEDED
+    # an unclean election is not needed while the partition has a leader
+    result = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("t", 1)]).result(30)
+    assert result[TopicPartition("t", 1)].code() == ELECTION_NOT_NEEDED
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("nope", 0)]).result(30)
+    assert result[TopicPartition("nope", 0)].code() == UNKNOWN_TOPIC
+
+
+def test_election_errors_on_the_wire(cluster):
+    TP = request_class(ELECT, 2, "TopicPartitions")
+
+    def elect(election_type, topics):
+        return _wire(cluster, ELECT, 2, request_class(ELECT, 2)(
+            election_type=election_type, topic_partitions=topics, timeout=__import__("datetime").timedelta(seconds=5)))
+
+    r = elect(0, (TP(topic="nope", partitions=(0,)), TP(topic="t", partitions=(9, 0))))
+    rows = {(x.topic, p.partition_id): (p.error_code, p.error_message) for x in r.replica_election_results
+            for p in x.partition_result}
+    assert rows == {("nope", 0): (UNKNOWN_TOPIC, "No such topic as nope"),
+                    ("t", 9): (UNKNOWN_TOPIC, "No such partition as t-9"), ("t", 0): (ELECTION_NOT_NEEDED, None)}
+    r = elect(0, None)  # every partition: only those that needed an election are answered
+    assert r.error_code == 0 and all(not x.partition_result for x in r.replica_election_results)
+    assert elect(7, None).error_code == INVALID_REQUEST
+
+
+def test_reassignments_with_kafka_python(cluster):
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    tp = TopicPartition("t", 0)
+    leader = cluster.leader_of("t", 0)
+    others = [n for n in cluster.node_ids if n != leader]
+    # the leader leaves the replicas: it completes at once, and the first new replica leads
+    assert admin.alter_partition_reassignments({tp: others}) == {tp: None}
+    assert cluster.leader_of("t", 0) == others[0]
+    assert admin.list_partition_reassignments() == {}
+    # a stopped broker added: in progress until it runs again
+    cluster.stop_broker(leader)
+    assert admin.alter_partition_reassignments({tp: [others[0], leader]}) == {tp: None}
+    ongoing = admin.list_partition_reassignments()
+    assert ongoing == {tp: {"replicas": [others[0], leader, others[1]], "adding_replicas": [leader],
+                            "removing_replicas": [others[1]]}}
+    # cancelled: back to where it started; nothing left to cancel
+    result = admin.alter_partition_reassignments({tp: None})
+    assert result == {tp: None} and admin.list_partition_reassignments() == {}
+    result = admin.alter_partition_reassignments({tp: None})
+    assert result[tp] is not None and result[tp].errno == NO_REASSIGNMENT
+    cluster.start_broker(leader)
+    admin.close()
+
+
+def test_bad_reassignments_on_the_wire(cluster):
+    P, T = request_class(ALTER, 1, "ReassignablePartition"), request_class(ALTER, 1, "ReassignableTopic")
+
+    def alter(replicas, topic="t", partition=0, allow=True):
+        r = _wire(cluster, ALTER, 1, request_class(ALTER, 1)(
+            timeout=__import__("datetime").timedelta(seconds=5), allow_replication_factor_change=allow,
+            topics=(T(name=topic, partitions=(P(partition_index=partition, replicas=replicas),)),)))
+        p = r.responses[0].partitions[0]
+        return p.error_code, p.error_message
+
+    assert alter(()) == (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica "
+                                                     "list.")
+    assert alter((1, 1, 2)) == (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes the broker "
+                                                            "1 more than once.")
+    assert alter((1, 99)) == (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 99, "
+                                                          "but no such broker is registered.")
+    assert alter((1, 2), allow=False)[0] == INVALID_REPLICATION_FACTOR
+    assert alter((1,), topic="nope") == (UNKNOWN_TOPIC, "Unable to find a topic named nope.")
+    assert alter((1,), partition=5) == (UNKNOWN_TOPIC, "Unable to find partition t:5.")
+    L, LT = request_class(LIST, 0), request_class(LIST, 0, "ListPartitionReassignmentsTopics")
+    r = _wire(cluster, LIST, 0, L(timeout=__import__("datetime").timedelta(seconds=5), topics=(
+        LT(name="nope", partition_indexes=(0,)), LT(name="t", partition_indexes=(0, 1)))))
+    assert r.error_code == 0 and r.topics == ()
+
+
+def test_denied_without_cluster_alter(server_factory, tmp_path):
+    """Under --authorizer: ALTER on the cluster for elections and reassignments, DESCRIBE to
+    list them (CLUSTER_AUTHORIZATION_FAILED, as Kafka)."""
+    from confluent_kafka import ElectionType, KafkaException, TopicPartition
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
+                                       ResourcePatternType, ResourceType)
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    users = tmp_path / "users.txt"
+    users.write_text("admin:admin-secret\nalice:alice-secret\n")
+    server = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users),
+                            "--sasl-mechanisms", "PLAIN", "--authorizer", "--super-users", "User:admin")
+
+    def conf(user):
+        return {"bootstrap.servers": server.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret"}
+
+    admin = AdminClient(conf("admin"))
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
+    deny = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                      AclOperation.ALL, AclPermissionType.DENY)
+    admin.create_acls([deny])[deny].result(30)
+    alice = AdminClient(conf("alice"))
+    with pytest.raises(KafkaException) as denied:
+        alice.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(30)
+    assert denied.value.args[0].code() == 31  # CLUSTER_AUTHORIZATION_FAILED
+    kp = KafkaAdminClient(bootstrap_servers=server.bootstrap, security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    with pytest.raises(ClusterAuthorizationFailedError):
+        kp.list_partition_reassignments()
+    kp.close()
+    assert "Traceback" not in server.log_text()
