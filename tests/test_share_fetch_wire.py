@@ -6,99 +6,15 @@ changes on a refused acknowledgement), read_committed, auto offset reset and a c
 from __future__ import annotations
 
 import asyncio
-import datetime
 import signal
-import time
 import uuid
 
-from tests.support.wire_client import WireClient, request_class
-from protocol.record_batch import build_batch as _build_batch, iter_batches
 from tests.support.data_plane import produce
-
-SFETCH, SACK, SHB, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 78, 79, 76, 44, 32
-MS = datetime.timedelta(milliseconds=1)
-ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
-GROUP_RESOURCE = 32
-
-
-def build_batch(records):
-    return _build_batch(records, timestamp_ms=int(time.time() * 1000))
-
-
-def cls(api, v, name=None):
-    return request_class(api, v, name)
-
-
-def acks_of(batches, v):
-    B = cls(SFETCH, v, "AcknowledgementBatch")
-    return tuple(B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in batches)
-
-
-def sfetch(group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=500, max_wait_ms=0, v=1,
-           forget=(), **kw):
-    """acks: {partition: [(first, last, [types])]}"""
-    acks = acks or {}
-    P, T = cls(SFETCH, v, "FetchPartition"), cls(SFETCH, v, "FetchTopic")
-    parts = tuple(P(partition_index=p, acknowledgement_batches=acks_of(acks.get(p, ()), v))
-                  for p in sorted(set(partitions) | set(acks)))
-    F = cls(SFETCH, v, "ForgottenTopic")
-    return cls(SFETCH, v)(group_id=group, member_id=member, share_session_epoch=epoch, max_wait=max_wait_ms * MS,
-                          min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=500,
-                          topics=(T(topic_id=topic_id, partitions=parts),) if parts else (),
-                          forgotten_topics_data=(F(topic_id=topic_id, partitions=tuple(forget)),) if forget else (),
-                          **kw)
-
-
-def sack(group, member, epoch, topic_id, acks, v=1, **kw):
-    P, T = cls(SACK, v, "AcknowledgePartition"), cls(SACK, v, "AcknowledgeTopic")
-    B = cls(SACK, v, "AcknowledgementBatch")
-    parts = tuple(P(partition_index=p, acknowledgement_batches=tuple(
-        B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in bs)) for p, bs in acks.items())
-    return cls(SACK, v)(group_id=group, member_id=member, share_session_epoch=epoch,
-                        topics=(T(topic_id=topic_id, partitions=parts),), **kw)
-
-
-def acquired(resp, partition=0):
-    for t in resp.responses:
-        for p in t.partitions:
-            if p.partition_index == partition:
-                return [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
-    return []
-
-
-def part(resp, partition=0):
-    return next(p for t in resp.responses for p in t.partitions if p.partition_index == partition)
-
-
-def offsets_in(records: bytes) -> list[int]:
-    out = []
-    for _, h in iter_batches(records):
-        out.extend(range(h.base_offset, h.last_offset + 1))
-    return out
-
-
-async def set_group_configs(conn, group, **configs):
-    R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
-    C = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig")
-    r = await conn.request(INCREMENTAL_ALTER_CONFIGS, 1, cls(INCREMENTAL_ALTER_CONFIGS, 1)(
-        resources=(R(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
-            C(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items())),),
-        validate_only=False))
-    return r.responses[0]
-
-
-async def start(server, topic="t", group="g", records=10, per_batch=1, partitions=1, **configs):
-    """A topic with `records` records (batches of per_batch), the group reading from the
-    earliest, and the topic's id."""
-    conn = await WireClient().connect("127.0.0.1", server.port)
-    await conn.create_topics(topic, partitions=partitions)
-    assert (await set_group_configs(conn, group, share_auto_offset_reset="earliest", **configs)).error_code == 0
-    for i in range(0, records, per_batch):
-        error, _ = await produce(conn, topic, build_batch([(None, b"v%d" % j) for j in range(i, i + per_batch)]))
-        assert error == 0
-    hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id=group, member_id="a", member_epoch=0,
-                                                  subscribed_topic_names=(topic,)))
-    return conn, hb.assignment.topic_partitions[0].topic_id
+from tests.support.share import (
+    ACCEPT, DESCRIBE_CONFIGS, GROUP_RESOURCE, INCREMENTAL_ALTER_CONFIGS, MS, RELEASE, REJECT, RENEW, SACK, SFETCH, SHB,
+    acquired, build_batch, cls, offsets_in, part, sack, set_group_configs, sfetch, start,
+)
+from tests.support.wire_client import WireClient, request_class
 
 
 async def test_acquire_acknowledge_state_machine(server):
@@ -411,5 +327,28 @@ async def test_describe_alter_delete_share_group_offsets(server):
         assert (await describe("g", {"t": [0]})).topics[0].partitions[0].start_offset == -1
         c = await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid))
         assert acquired(c) == [(0, 9, 1)]  # started again where share.auto.offset.reset says (earliest)
+    finally:
+        await conn.close()
+
+
+async def test_share_group_metrics(server_factory):
+    from tests.support.process import free_port
+    from tests.test_metrics import scrape, value
+
+    port = free_port()
+    server = server_factory("--metrics-port", str(port))
+    conn, tid = await start(server, records=10)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=4))
+        assert acquired(r) == [(0, 3, 1)]
+        await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 1, [ACCEPT])]}))
+        samples = scrape(port)
+        labels = {"group": "g", "topic": "t", "partition": "0"}
+        assert value(samples, "kcoord_share_partition_start_offset", **labels) == 2
+        assert value(samples, "kcoord_share_group_lag", **labels) == 8
+        assert value(samples, "kcoord_share_group_in_flight", **labels) == 2  # 2-3 still held by a
+        assert value(samples, "kcoord_share_group_sum_lag", group="g") == 8
+        assert value(samples, "kcoord_share_sessions") == 1
+        assert value(samples, "kcoord_group_state", group="g", type="share", state="Stable") == 1
     finally:
         await conn.close()

@@ -4,8 +4,9 @@ one-line failures."""
 
 from __future__ import annotations
 
-from tests.test_admin_cli import kcoord, ok, one_line_failure
-from tests.test_share_fetch_wire import ACCEPT, SACK, SFETCH, SHB, acquired, cls, sack, sfetch, start
+from tests.support.share import (
+    ACCEPT, SACK, SFETCH, SHB, acquired, cls, kcoord_fails, kcoord_ok as ok, sack, sfetch, start,
+)
 
 
 async def test_share_groups_cli(server):
@@ -24,8 +25,8 @@ async def test_share_groups_cli(server):
         assert (state["STATE"], state["GROUP-EPOCH"], state["#MEMBERS"]) == ("Stable", 1, 1)
 
         # Not while a member is in the group; a dry run changes nothing.
-        failed = one_line_failure(kcoord(server, "share-groups", "reset-offsets", "workers", "--topic", "jobs",
-                                         "--to-latest", "--execute"))
+        failed = kcoord_fails(server, "share-groups", "reset-offsets", "workers", "--topic", "jobs", "--to-latest",
+                              "--execute")
         assert "has no members" in failed
         await conn.request(SHB, 1, cls(SHB, 1)(group_id="workers", member_id="a", member_epoch=-1))
         assert ok(server, "share-groups", "reset-offsets", "workers", "--topic", "jobs", "--to-offset", "8") == [
@@ -39,12 +40,12 @@ async def test_share_groups_cli(server):
         assert ok(server, "share-groups", "delete", "workers") == [{"GROUP": "workers", "RESULT": "would be deleted"}]
         ok(server, "share-groups", "delete", "workers", "--execute")
         assert ok(server, "share-groups", "list") == []
-        missing = one_line_failure(kcoord(server, "share-groups", "describe", "workers"))
+        missing = kcoord_fails(server, "share-groups", "describe", "workers")
         assert "GROUP_ID_NOT_FOUND" in missing or "not found" in missing
         await conn.request(68, 1, cls(68, 1)(group_id="cg", member_id="m", member_epoch=0,
                                               rebalance_timeout=r.acquisition_lock_timeout,
                                               subscribed_topic_names=("jobs",), topic_partitions=()))
-        other = one_line_failure(kcoord(server, "share-groups", "describe", "cg"))
+        other = kcoord_fails(server, "share-groups", "describe", "cg")
         assert "is not a share group" in other
     finally:
         await conn.close()

@@ -37,6 +37,7 @@ class ServerCollector(Collector):
     def collect(self) -> Iterator[Any]:
         yield from self._lag()
         yield from self._groups()
+        yield from self._share_groups()
         yield from self._topics()
         yield from self._requests()
         yield from self._server()
@@ -103,6 +104,42 @@ class ServerCollector(Collector):
                                   value=sum(n for (k, _), n in counts.items() if k == HEARTBEAT))
         yield CounterMetricFamily("kcoord_offset_commits", "OffsetCommit and TxnOffsetCommit requests",
                                   value=sum(n for (k, _), n in counts.items() if k in (OFFSET_COMMIT, TXN_OFFSET_COMMIT)))
+
+    def _share_groups(self) -> Iterator[Any]:
+        """KIP-932 share-partitions: start offset, lag (records not yet Acknowledged or
+        Archived, as DescribeShareGroupOffsets v1 reports it) and records in flight (Acquired)."""
+        shares = next((c for c in getattr(self.server, "components", ()) if hasattr(c, "sessions")
+                       and hasattr(c, "lag")), None)
+        if shares is None:
+            return
+        cluster = self.server.config.cluster_id
+        labels = ["cluster_name", "group", "topic", "partition"]
+        start = GaugeMetricFamily("kcoord_share_partition_start_offset", "Share-partition start offset", labels=labels)
+        lag = GaugeMetricFamily("kcoord_share_group_lag", "Records from the share-partition start offset to the "
+                                "high watermark not yet acknowledged or archived", labels=labels)
+        in_flight = GaugeMetricFamily("kcoord_share_group_in_flight", "Records acquired by a consumer, under an "
+                                      "acquisition lock", labels=labels)
+        sum_lag = GaugeMetricFamily("kcoord_share_group_sum_lag", "Share-group lag summed over its share-partitions",
+                                    labels=["cluster_name", "group"])
+        sums: dict[str, int] = {}
+        names = self.server.topics.by_id
+        for key in shares.keys():
+            group, topic_id, partition = key
+            info = names.get(topic_id)
+            offset = shares.start_of(key)
+            if info is None or offset is None:
+                continue
+            values = [cluster, group, info.name, str(partition)]
+            behind = shares.lag(key, offset)
+            sp = shares.partitions.get(key)
+            start.add_metric(values, offset)
+            lag.add_metric(values, behind)
+            in_flight.add_metric(values, sp.acquired if sp is not None else 0)
+            sums[group] = sums.get(group, 0) + max(behind, 0)
+        for group, total in sums.items():
+            sum_lag.add_metric([cluster, group], total)
+        yield from (start, lag, in_flight, sum_lag)
+        yield GaugeMetricFamily("kcoord_share_sessions", "Open share sessions (ShareFetch)", value=len(shares.sessions))
 
     def _topics(self) -> Iterator[Any]:
         cluster = self.server.config.cluster_id

@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext, ms
 from ..log.partition import PartitionLog, StorageError
-from .partition import DATA, SKIP, AckError, SharePartition
+from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition
 from .state_log import Key, ShareStateLog
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,36 @@ class SharePartitionManager:
         except Exception as e:  # (a value the schema cannot hold)
             done(e)
         return fut
+
+    # views (DescribeShareGroupOffsets, metrics) -----------------------------------------
+
+    def start_of(self, key: Key) -> int | None:
+        """The share-partition's start offset, None if it was never started."""
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp.start
+        stored = self.state.states.get(key)
+        return None if stored is None else stored.start
+
+    def lag(self, key: Key, start: int) -> int:
+        """Kafka's share-partition lag (KIP-1226): records from the start to the high
+        watermark not yet Acknowledged or Archived; -1 if the partition is gone."""
+        _, plog = self._plog(key[1], key[2])
+        if plog is None:
+            return -1
+        hw = plog.high_watermark
+        sp = self.partitions.get(key)
+        if sp is not None:
+            states = ((o, r.state) for o, r in sp.records.items())
+        else:
+            stored = self.state.states.get(key)
+            states = ((o, s) for o, (s, _) in (stored.records.items() if stored is not None else ()))
+        done = sum(1 for o, s in states if o < hw and s in (ACKNOWLEDGED, ARCHIVED))
+        return max(hw - start - done, 0)
+
+    def keys(self) -> list[Key]:
+        """Every share-partition started, loaded or not."""
+        return sorted({*self.partitions, *self.state.states}, key=lambda k: (k[0], k[1].bytes, k[2]))
 
     # locks and waiting ------------------------------------------------------------------
 

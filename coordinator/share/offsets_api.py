@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode as E
 from ..apis import Registry, RequestContext
 from ..groups.share_group import ShareGroup
 from .manager import SharePartitionManager
-from .partition import ACKNOWLEDGED, ARCHIVED, SharePartition
+from .partition import SharePartition
 
 DESCRIBE, ALTER, DELETE = 90, 91, 92
 
@@ -52,28 +52,6 @@ class ShareOffsetsApis:
         if must_be_empty and group is not None and not group.is_empty():
             return E.non_empty_group, "The group is not empty."
         return E.none, None
-
-    def lag(self, key: Any, start: int) -> int:
-        """Records from the start to the high watermark not yet Acknowledged or Archived."""
-        _, plog = self.shares._plog(key[1], key[2])
-        if plog is None:
-            return -1
-        hw = plog.high_watermark
-        sp = self.shares.partitions.get(key)
-        if sp is not None:
-            done = sum(1 for o, r in sp.records.items() if o < hw and r.state in (ACKNOWLEDGED, ARCHIVED))
-        else:
-            stored = self.shares.state.states.get(key)
-            done = 0 if stored is None else sum(1 for o, (s, _) in stored.records.items()
-                                                if o < hw and s in (ACKNOWLEDGED, ARCHIVED))
-        return max(hw - start - done, 0)
-
-    def start_of(self, key: Any) -> int | None:
-        sp = self.shares.partitions.get(key)
-        if sp is not None:
-            return sp.start
-        stored = self.shares.state.states.get(key)
-        return None if stored is None else stored.start
 
     # DescribeShareGroupOffsets ----------------------------------------------------------
 
@@ -108,11 +86,11 @@ class ShareOffsetsApis:
                                                 error_message="This server does not host this topic-partition."))
                         continue
                     key = (g.group_id, info.topic_id, p)
-                    start = self.start_of(key)
+                    start = self.shares.start_of(key)
                     parts.append(ctx.nested(
                         "DescribeShareGroupOffsetsResponsePartition", partition_index=p,
                         start_offset=-1 if start is None else start, leader_epoch=0 if start is not None else -1,
-                        lag=-1 if start is None else self.lag(key, start), error_code=E.none))
+                        lag=-1 if start is None else self.shares.lag(key, start), error_code=E.none))
                 rows.append(ctx.nested("DescribeShareGroupOffsetsResponseTopic", topic_name=name,
                                        topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
                                        partitions=tuple(parts)))

@@ -1,0 +1,122 @@
+"""Raw-wire share groups (KIP-932): ShareFetch / ShareAcknowledge bodies, their answers read
+back, group configs, a topic with records and a share group reading it from the earliest,
+and kcoord run as a subprocess."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import sys
+import time
+
+from protocol.record_batch import build_batch as _build_batch, iter_batches
+from tests.support.data_plane import produce
+from tests.support.process import ROOT
+from tests.support.wire_client import WireClient, request_class
+
+SFETCH, SACK, SHB, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 78, 79, 76, 44, 32
+MS = datetime.timedelta(milliseconds=1)
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+GROUP_RESOURCE = 32
+
+
+def build_batch(records):
+    return _build_batch(records, timestamp_ms=int(time.time() * 1000))
+
+
+def cls(api, v, name=None):
+    return request_class(api, v, name)
+
+
+def acks_of(batches, v):
+    B = cls(SFETCH, v, "AcknowledgementBatch")
+    return tuple(B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in batches)
+
+
+def sfetch(group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=500, max_wait_ms=0, v=1,
+           forget=(), **kw):
+    """acks: {partition: [(first, last, [types])]}"""
+    acks = acks or {}
+    P, T = cls(SFETCH, v, "FetchPartition"), cls(SFETCH, v, "FetchTopic")
+    parts = tuple(P(partition_index=p, acknowledgement_batches=acks_of(acks.get(p, ()), v))
+                  for p in sorted(set(partitions) | set(acks)))
+    F = cls(SFETCH, v, "ForgottenTopic")
+    return cls(SFETCH, v)(group_id=group, member_id=member, share_session_epoch=epoch, max_wait=max_wait_ms * MS,
+                          min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=500,
+                          topics=(T(topic_id=topic_id, partitions=parts),) if parts else (),
+                          forgotten_topics_data=(F(topic_id=topic_id, partitions=tuple(forget)),) if forget else (),
+                          **kw)
+
+
+def sack(group, member, epoch, topic_id, acks, v=1, **kw):
+    P, T = cls(SACK, v, "AcknowledgePartition"), cls(SACK, v, "AcknowledgeTopic")
+    B = cls(SACK, v, "AcknowledgementBatch")
+    parts = tuple(P(partition_index=p, acknowledgement_batches=tuple(
+        B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in bs)) for p, bs in acks.items())
+    return cls(SACK, v)(group_id=group, member_id=member, share_session_epoch=epoch,
+                        topics=(T(topic_id=topic_id, partitions=parts),), **kw)
+
+
+def acquired(resp, partition=0):
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.partition_index == partition:
+                return [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+    return []
+
+
+def part(resp, partition=0):
+    return next(p for t in resp.responses for p in t.partitions if p.partition_index == partition)
+
+
+def offsets_in(records: bytes) -> list[int]:
+    out = []
+    for _, h in iter_batches(records):
+        out.extend(range(h.base_offset, h.last_offset + 1))
+    return out
+
+
+async def set_group_configs(conn, group, **configs):
+    R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
+    C = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig")
+    r = await conn.request(INCREMENTAL_ALTER_CONFIGS, 1, cls(INCREMENTAL_ALTER_CONFIGS, 1)(
+        resources=(R(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
+            C(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items())),),
+        validate_only=False))
+    return r.responses[0]
+
+
+async def start(server, topic="t", group="g", records=10, per_batch=1, partitions=1, **configs):
+    """A topic with `records` records (batches of per_batch), the group reading from the
+    earliest, and the topic's id."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    await conn.create_topics(topic, partitions=partitions)
+    assert (await set_group_configs(conn, group, share_auto_offset_reset="earliest", **configs)).error_code == 0
+    for i in range(0, records, per_batch):
+        error, _ = await produce(conn, topic, build_batch([(None, b"v%d" % j) for j in range(i, i + per_batch)]))
+        assert error == 0
+    hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id=group, member_id="a", member_epoch=0,
+                                                  subscribed_topic_names=(topic,)))
+    return conn, hb.assignment.topic_partitions[0].topic_id
+
+
+def kcoord(server, *args: str, output: str | None = "json") -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap]
+    if output:
+        cmd += ["--output", output]
+    return subprocess.run([*cmd, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def kcoord_ok(server, *args: str):
+    r = kcoord(server, *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout) if r.stdout.strip() else r.stdout
+
+
+def kcoord_fails(server, *args: str) -> str:
+    """The one line on stderr of a kcoord that fails (exit 1, no traceback)."""
+    r = kcoord(server, *args)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    return r.stderr
