@@ -229,12 +229,17 @@ class PartitionLog:
         return encode_checkpoint([seg.state() for seg in self.segments])
 
     def _write_checkpoint(self, data: bytes) -> None:
-        tmp = self.directory / (CHECKPOINT_FILE + ".tmp")
+        self._replace_file(CHECKPOINT_FILE, data)
+
+    def _replace_file(self, name: str, data: bytes) -> None:
+        """Write a small file of the log's directory atomically and durably: a crash leaves
+        the old one or the new one (blocking: for a worker thread, or at open)."""
+        tmp = self.directory / (name + ".tmp")
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.directory / CHECKPOINT_FILE)
+        os.replace(tmp, self.directory / name)
         fsync_dir(self.directory)
 
     def _remove_checkpoint(self) -> None:
@@ -679,8 +684,8 @@ class PartitionLog:
                 raise OffsetOutOfRange(f"offset {offset} is past the log end {self._next_offset}")
             if offset <= self.log_start_offset:
                 return
+            await self._write_log_start(offset)  # (answered once durable: a crash must not bring them back)
             self.log_start_offset = offset
-            self._write_log_start()
             n = 0
             while n < len(self.segments) - 1 and self.segments[n + 1].base_offset <= offset:
                 n += 1
@@ -697,13 +702,11 @@ class PartitionLog:
         log.info("%s: %s deleted %d segment(s), log start %d -> %d", self.directory, why,
                  len(doomed), self.log_start_offset, new_start)
         self.log_start_offset = new_start
-        self._write_log_start()
-        await asyncio.get_running_loop().run_in_executor(None, fsync_dir, self.directory)
+        await self._write_log_start(new_start)  # (its directory fsync covers the deletions too)
 
-    def _write_log_start(self) -> None:
-        tmp = self.directory / (LOG_START_FILE + ".tmp")
-        tmp.write_text(f"{self.log_start_offset}\n")
-        os.replace(tmp, self.directory / LOG_START_FILE)
+    async def _write_log_start(self, offset: int) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            None, self._replace_file, LOG_START_FILE, f"{offset}\n".encode())
 
     # ------------------------------------------------------------ compaction
 
