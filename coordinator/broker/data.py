@@ -215,7 +215,8 @@ class DataPlane:
 
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
         quota = self.produce_quota
-        if quota is None or quota.quota(quota_user(ctx.connection), ctx.header.client_id or "") is None:
+        if quota is None or not quota.enabled() or quota.quota(quota_user(ctx.connection),
+                                                               ctx.header.client_id or "") is None:
             return await self._produce(ctx, req)
         # Kafka reads a connection's next request only once the previous one is answered and
         # its throttle time is over: a client with a produce quota that pipelines has its
@@ -283,7 +284,7 @@ class DataPlane:
         """Kafka's produce quota: the request's bytes count against producer_byte_rate of its
         (user, client-id), whatever became of its batches; over it, the connection is muted
         for the throttle time, which the answer also carries."""
-        if self.produce_quota is None:
+        if self.produce_quota is None or not self.produce_quota.enabled():
             return 0
         throttle = self.produce_quota.record(quota_user(ctx.connection), ctx.header.client_id or "", ctx.size,
                                              int(time.time() * 1000))
@@ -486,7 +487,7 @@ class DataPlane:
         user, client_id = "", ctx.header.client_id or ""
         max_bytes = min(req.max_bytes, self.fetch_max_bytes)
         window = None
-        if quota is not None:
+        if quota is not None and quota.enabled():
             user = quota_user(ctx.connection)
             window = quota.max_value_in_window(user, client_id)
             if window is not None:  # as Kafka: no answer larger than the quota's window holds

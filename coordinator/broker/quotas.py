@@ -313,13 +313,17 @@ class ByteRateQuota:
         self._seen_changes = -1
         self._any = False
 
+    def enabled(self) -> bool:
+        """Whether any entity sets this quota (most brokers: none, and requests skip it all)."""
+        if self._seen_changes != self.store.changes:
+            self._seen_changes = self.store.changes
+            self._any = any(self.key in values for values in self.store.quotas.values())
+        return self._any
+
     def quota(self, user: str, client_id: str) -> tuple[tuple[str, str], float] | None:
         """The rate's key (user and client-id tags as Kafka's quotaMetricTags give them) and
         the quota of the most specific entity that sets this key; None: no quota."""
-        if self._seen_changes != self.store.changes:  # (most requests: no quota of this kind at all)
-            self._seen_changes = self.store.changes
-            self._any = any(self.key in values for values in self.store.quotas.values())
-        if not self._any:
+        if not self.enabled():
             return None
         get = self.store.get
         for entity, tags in (
