@@ -213,6 +213,16 @@ async def test_group_configs_validation(server):
         assert values["consumer.session.timeout.ms"] == ("50000", 8)  # GROUP_CONFIG
         assert values["share.record.lock.duration.ms"] == ("30000", 5)  # DEFAULT_CONFIG
         assert values["share.auto.offset.reset"] == ("latest", 5)
+        # In force at the next heartbeat: the consumer group's and the share group's intervals.
+        await conn.create_topics("t", partitions=1)
+        joined = await conn.request(68, 1, cls(68, 1)(group_id="g", member_id="m", member_epoch=0,
+                                                       rebalance_timeout=MS * 1000, subscribed_topic_names=("t",),
+                                                       topic_partitions=()))
+        assert joined.heartbeat_interval.total_seconds() == 15
+        assert (await set_group_configs(conn, "s", share_heartbeat_interval_ms="6000")).error_code == 0
+        joined = await conn.request(SHB, 1, cls(SHB, 1)(group_id="s", member_id="m", member_epoch=0,
+                                                          subscribed_topic_names=("t",)))
+        assert joined.heartbeat_interval.total_seconds() == 6
     finally:
         await conn.close()
     server.restart()

@@ -406,7 +406,9 @@ class ConsumerGroupManager:
         changed = self.update_member(group, member, bump, r.owned)
         send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
         return HeartbeatResult(E.none, None, member.member_id, member.member_epoch,
-                               self.config.heartbeat_interval_ms, member.assigned if send else None), group
+                               self._group_setting(group.group_id, "consumer.heartbeat.interval.ms",
+                                                   self.config.heartbeat_interval_ms),
+                               member.assigned if send else None), group
 
     def update_member(self, group: ConsumerGroup, member: ConsumerMember, bump: bool, owned: Owned | None) -> bool:
         """After a member's subscription was updated (bump: it changed): add it if new, bump
@@ -536,9 +538,17 @@ class ConsumerGroupManager:
 
     # timers ---------------------------------------------------------------------------
 
+    def _group_setting(self, group_id: str, name: str, default: int) -> int:
+        """A GROUP config resource's override (consumer.session.timeout.ms,
+        consumer.heartbeat.interval.ms: coordinator/groups/group_configs.py), else the broker's."""
+        configs = getattr(self.shard.runtime, "group_configs", None)
+        value = configs.get(group_id, name) if configs is not None else None
+        return default if value is None else int(value)
+
     def touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """A sign of life: the session starts over (a classic member's own session timeout)."""
-        member.session_deadline = self.clock.now() + (member.session_timeout_ms or self.config.session_timeout_ms)
+        member.session_deadline = self.clock.now() + (member.session_timeout_ms or self._group_setting(
+            group.group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms))
         if member.session_timer is None:
             member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group,
                                                       member)
