@@ -5,11 +5,13 @@ classic and consumer groups, session expiry, and a restart bringing the group ba
 from __future__ import annotations
 
 import asyncio
+import datetime
 
 from tests.support.wire_client import WireClient, request_class
 from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
 
 SHB, SDESCRIBE, CG_HB, API_VERSIONS, OFFSET_DELETE = 76, 77, 68, 18, 47
+MS0 = datetime.timedelta(0)
 
 
 def shb(group, member_id, epoch, topics=None, **kw):
@@ -188,3 +190,40 @@ async def test_group_comes_back_after_restart(server):
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_acls_on_share_group_apis(server_factory):
+    """With --authorizer, a group the ACLs name for someone else: GROUP_AUTHORIZATION_FAILED."""
+    from coordinator.apis import build
+
+    server = server_factory("--authorizer")
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=1)
+        C = request_class(30, 3, "AclCreation")
+        r = await conn.request(30, 3, request_class(30, 3)(creations=(C(
+            resource_type=3, resource_name="g", resource_pattern_type=3, principal="User:other", host="*",
+            operation=2, permission_type=3),)))
+        assert r.results[0].error_code == 0
+
+        async def call(api, v, **values):
+            return await conn.request(api, v, build(request_class(api, v), values))
+
+        def nested(api, v, entity, /, **values):
+            return build(request_class(api, v, entity), values)
+
+        assert (await call(SHB, 1, group_id="g", member_id="m", member_epoch=0,
+                           subscribed_topic_names=("t",))).error_code == 30
+        assert (await sdescribe(conn, "g"))[0].error_code == 30
+        assert (await sdescribe(conn, "open"))[0].error_code == 69  # not named by an ACL: open, and not there
+        for api in (78, 79):
+            r = await call(api, 1, group_id="g", member_id="m", share_session_epoch=0, max_wait=MS0, min_bytes=1,
+                           max_bytes=1, max_records=1, batch_size=1, topics=(), forgotten_topics_data=())
+            assert r.error_code == 30, (api, r)
+        r = await call(90, 1, groups=(nested(90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id="g",
+                                             topics=None),))
+        assert r.groups[0].error_code == 30
+        assert (await call(91, 0, group_id="g", topics=())).error_code == 30
+        assert (await call(92, 0, group_id="g", topics=())).error_code == 30
+    finally:
+        await conn.close()

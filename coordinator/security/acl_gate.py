@@ -111,6 +111,10 @@ class AclGate:
             37: self.create_partitions, 44: self._configs(ALTER_CONFIGS), 47: self.offset_delete,
             60: self.describe_cluster, 65: self.describe_transactions, 66: self.list_transactions,
             69: self.consumer_group_describe,
+            # KIP-932 share groups: READ on the group (DELETE for DeleteShareGroupOffsets), DESCRIBE to describe
+            76: self._share_group(READ), 77: self.share_group_describe, 78: self._share_group(READ),
+            79: self._share_group(READ), 90: self.describe_share_group_offsets, 91: self._share_group(READ),
+            92: self._share_group(DELETE),
         }
 
     def check(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -131,6 +135,35 @@ class AclGate:
                             leader="", member_id=getattr(req, "member_id", "") or "", members=(),
                             assignment=None if ctx.header.api_key == 68 else b"", member_epoch=-1,
                             heartbeat_interval=0)
+
+    def _share_group(self, operation: int) -> Callable:
+        """ShareGroupHeartbeat, ShareFetch, ShareAcknowledge, Alter/DeleteShareGroupOffsets:
+        the operation on the group, else GROUP_AUTHORIZATION_FAILED for the whole request."""
+        def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
+            if self.can(ctx, operation, GROUP, req.group_id or ""):
+                return None
+            return ctx.response(throttle_time=0, error_code=GROUP_DENIED, error_message=None,
+                                member_id=getattr(req, "member_id", None), member_epoch=-1, heartbeat_interval=0,
+                                acquisition_lock_timeout=0, responses=(), node_endpoints=())
+        return check
+
+    def share_group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        def denied(g: str) -> Any | None:
+            if self.can(ctx, DESCRIBE, GROUP, g):
+                return None
+            return ctx.nested("DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g,
+                              group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
+                              authorized_operations=-(2**31))
+        return self._merge(ctx, req, handler, "group_ids", "groups", denied, lambda g: g, lambda d: d.group_id)
+
+    def describe_share_group_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        def denied(g: Any) -> Any | None:
+            if self.can(ctx, DESCRIBE, GROUP, g.group_id):
+                return None
+            return ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
+                              error_code=GROUP_DENIED, error_message=None)
+        return self._merge(ctx, req, handler, "groups", "groups", denied, lambda g: g.group_id,
+                           lambda d: d.group_id)
 
     def _cluster(self, operation: int) -> Callable:
         def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
