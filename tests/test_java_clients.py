@@ -58,23 +58,25 @@ def read_values(bootstrap: str, topic: str, partitions: int, isolation: str, exp
     return values
 
 
-@pytest.mark.timeout(300)
-def test_kafka_producer_and_admin_client(server_factory, tmp_path):
+@pytest.mark.timeout(400)
+def test_producer_admin_and_streams(server_factory, tmp_path):
     """KafkaProducer idempotent across a server restart and transactional (consume-transform-
     produce with sendOffsetsToTransaction, an abort, fencing); AdminClient's group, offset,
-    topic and config operations with Kafka's refusals. Both at once, on their own servers."""
-    producer_server, admin_server = server_factory(*SERVER_ARGS), server_factory(*SERVER_ARGS)
-    results = run_parallel({
-        "producer": (java_command("producer", producer_server.bootstrap), producer_server, tmp_path / "java-producer.log"),
-        "admin": (java_command("admin", admin_server.bootstrap), admin_server, tmp_path / "java-admin.log"),
-    })
+    topic and config operations with Kafka's refusals; a Kafka Streams exactly-once word count
+    across an instance restart and a server restart. All at once, each on its own server."""
+    servers = {name: server_factory(*SERVER_ARGS) for name in ("producer", "admin", "streams")}
+    results = run_parallel({name: (java_command(name, srv.bootstrap), srv, tmp_path / f"java-{name}.log")
+                            for name, srv in servers.items()})
     for result in results.values():
         assert result["failures"] == [], result
         assert result["ok"], result
     assert results["producer"]["idempotent records"] == 200
     assert results["producer"]["transactions"] > 1
     # Another client's read_committed view of the transactional output: each record once.
-    committed = read_values(producer_server.bootstrap, "txn-out", 3, "read_committed", 200)
+    bootstrap = servers["producer"].bootstrap
+    committed = read_values(bootstrap, "txn-out", 3, "read_committed", 200)
     assert sorted(committed) == sorted(f"out{i}" for i in range(200))
-    assert committed_offsets(producer_server.bootstrap, "java-txn-group", "txn-in", 3) == \
-        end_offsets(producer_server.bootstrap, "txn-in", 3)
+    assert committed_offsets(bootstrap, "java-txn-group", "txn-in", 3) == end_offsets(bootstrap, "txn-in", 3)
+    streams = results["streams"]
+    assert streams["lines"] == 180
+    assert streams["final counts"] == streams["expected"]

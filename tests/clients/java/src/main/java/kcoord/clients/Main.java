@@ -33,6 +33,7 @@ public final class Main {
                 case "consumer" -> new ConsumerLifecycle(bootstrap, args[2], result).run();
                 case "producer" -> new ProducerScenario(bootstrap, result).run();
                 case "admin" -> new AdminScenario(bootstrap, result).run();
+                case "streams" -> new StreamsWordCount(bootstrap, result).run();
                 default -> {
                     System.err.println("unknown scenario " + args[0]);
                     System.exit(2);
