@@ -141,9 +141,7 @@ func (m *kafkaGoReaderMember) loop(ctx context.Context) {
 			continue
 		}
 		m.deliver(int32(msg.Partition), msg.Offset)
-		if err := m.r.CommitMessages(ctx, msg); err == nil {
-			m.ledger.ack(int32(msg.Partition), msg.Offset+1)
-		} else if ctx.Err() == nil {
+		if err := m.r.CommitMessages(ctx, msg); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(os.Stderr, "%s commit: %v\n", m.name, err)
 		}
 	}
