@@ -67,6 +67,10 @@ def replace_durably(path: Path, data: bytes) -> None:
     _reached(path.name, "dir-synced")
 
 
+class StoreError(ValueError):
+    """A store's document cannot be read (one line for the operator)."""
+
+
 class JsonFile:
     """One JSON document: load() at startup, `await save(doc)` for each change."""
 
@@ -74,16 +78,21 @@ class JsonFile:
         self.path = Path(path)
         self._lock: asyncio.Lock | None = None  # made on first save, inside the running loop
 
-    def load(self, default: Any = None) -> Any:
-        """The document, or default if there is none. A `.tmp` beside it is a write a crash
-        cut short (the rename is the commit point): dropped. ValueError if the document
-        itself is not JSON (it was written by hand, or by something else)."""
+    def load(self, default: Any = None, parse: Callable[[Any], Any] | None = None) -> Any:
+        """The document (through parse, which reads it into the store's shape), or default
+        if there is none. A `.tmp` beside it is a write a crash cut short (the rename is the
+        commit point): dropped. StoreError if the document is not JSON or not of the shape
+        parse expects (it was edited by hand, or written by something else)."""
         self.path.with_name(self.path.name + TMP_SUFFIX).unlink(missing_ok=True)
         try:
             text = self.path.read_text()
         except FileNotFoundError:
             return default
-        return json.loads(text)
+        try:
+            doc = json.loads(text)
+            return doc if parse is None else parse(doc)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise StoreError(f"{self.path}: unreadable ({type(e).__name__}: {e}); fix or remove it") from None
 
     async def save(self, doc: Any, then: Callable[[], None] | None = None) -> None:
         """Write doc (serialised now) durably in a worker thread, then call `then`, which

@@ -29,6 +29,7 @@ from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContex
 from .config import Config
 from .connection import CloseConnection, Connection
 from .data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
+from .durable import StoreError
 from .faults import Faults
 from .listeners import Listener, listeners_of
 from .log_limit import RateLimitedLog
@@ -173,6 +174,10 @@ class Server:
         loading = time.perf_counter()
         try:
             parts = await build_components(self.config, self.registry, self.listeners, self)
+        except StoreError as e:  # a store file edited by hand, or written by something else
+            sock.close()
+            self._release_data_dir()
+            raise StartupError(str(e)) from None
         except BaseException:
             self._release_data_dir()
             raise
@@ -286,8 +291,8 @@ class Server:
         if self.config.authorizer:
             try:
                 store = AclStore(self.config.data_dir)
-            except (ValueError, KeyError, TypeError) as e:
-                raise StartupError(f"ACLs in {self.config.data_dir}: unreadable ({e})") from None
+            except StoreError as e:
+                raise StartupError(str(e)) from None
         AclApis(store).register(self.registry)
         return store
 
@@ -296,8 +301,8 @@ class Server:
 
         try:
             self.credentials = CredentialStore(self.config.data_dir, self._sasl_users)
-        except (ValueError, KeyError, TypeError) as e:  # (OSError: the caller's one line)
-            raise StartupError(f"SCRAM credentials in {self.config.data_dir}: unreadable ({e})") from None
+        except StoreError as e:  # (OSError: the caller's one line)
+            raise StartupError(str(e)) from None
         self.credentials.register(self.registry)
 
     async def _start_metrics(self, sock: _Sockets) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.wire_client import WireClient, request_class as rc
 from coordinator.durable import STEPS, JsonFile
+from tests.support.cli import one_error_line, start
 from tests.support.process import ServerProcess
 
 INIT_PRODUCER_ID, METADATA, CREATE_TOPICS, CREATE_ACLS, INCREMENTAL_ALTER_CONFIGS, ALTER_SCRAM = 22, 3, 19, 30, 44, 51
@@ -146,3 +147,19 @@ async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
                                                        include_topic_authorized_operations=False))
     await c.close()
     assert [t.name for t in r.topics if not t.is_internal] == ["kept"] and not (data / "topics.json.tmp").exists()
+
+
+@pytest.mark.parametrize("name, text", [
+    ("topics.json", '{"t": {"parti'),
+    ("topics.json", '{"t": {"partitions": "3", "topic_id": "00000000-0000-0000-0000-00000000002a"}}'),
+    ("producer_ids.json", '{"next_block": "a"}'),
+    ("broker-configs.json", "[1, 2]"),
+    ("acls.json", '[{"nonsense": 1}]'),
+    ("scram-credentials.json", '{"alice": 3}'),
+])
+def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, text):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / name).write_text(text)
+    line = one_error_line(start("--port", "0", "--data-dir", str(data), "--authorizer"))
+    assert name in line and "unreadable" in line

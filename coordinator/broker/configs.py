@@ -30,6 +30,12 @@ from .dynamic_configs import (
 BROKER_CONFIGS_FILE = "broker-configs.json"
 
 
+def _layers(doc: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """(this broker's dynamic configs, the cluster defaults) from the stored document."""
+    layers = tuple({str(k): str(v) for k, v in doc.get(name, {}).items()} for name in ("broker", "default"))
+    return layers[0], layers[1]
+
+
 @dataclass(frozen=True)
 class Entry:
     """One DescribeConfigs result (synonyms as (name, value, source))."""
@@ -59,9 +65,7 @@ class BrokerConfigs:
         self.listeners: list = []  # called after each change: the components whose settings are dynamic
         self.file = JsonFile(data_dir / BROKER_CONFIGS_FILE) if data_dir is not None else None
         if self.file is not None:
-            saved = self.file.load({})
-            self.dynamic_broker = saved.get("broker", {})
-            self.dynamic_default = saved.get("default", {})
+            self.dynamic_broker, self.dynamic_default = self.file.load(({}, {}), parse=_layers)
 
     def definition(self, name: str) -> ConfigDef | None:
         """Kafka's definition of a broker config (a listener override: its base config's);

@@ -80,6 +80,13 @@ class PartitionProducers:
         entry.recent.append((h.base_sequence, entry.last_seq, base_offset))
 
 
+def _next_block(doc: dict) -> int:
+    end = doc["next_block"]
+    if type(end) is not int or end < 0:
+        raise ValueError(f"next_block {end!r} is not a producer id")
+    return end
+
+
 class ProducerIds:
     """Hands out producer ids that stay unique across restarts, as Kafka's ProducerIdManager
     does: ids come from blocks of ID_BLOCK, and a block's end is durable before any id in it
@@ -87,7 +94,7 @@ class ProducerIds:
 
     def __init__(self, data_dir: Path) -> None:
         self.file = JsonFile(Path(data_dir) / "producer_ids.json")
-        self.next_id = self.file.load({"next_block": 0})["next_block"]
+        self.next_id: int = self.file.load(0, parse=_next_block)
         self.block_end = self.next_id  # nothing handed out until a block is durable
 
     async def allocate(self) -> int:

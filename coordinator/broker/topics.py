@@ -34,6 +34,19 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's message.max.bytes
 
 
+def _catalog(doc: dict) -> list[TopicInfo]:
+    """The topics of a stored catalog (no logs yet)."""
+    out = []
+    for name, entry in doc.items():
+        partitions, replication_factor = entry["partitions"], entry.get("replication_factor", 1)
+        if type(partitions) is not int or partitions < 1 or type(replication_factor) is not int:
+            raise ValueError(f"topic {name!r}: {partitions!r} partitions, replication factor {replication_factor!r}")
+        configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
+        out.append(TopicInfo(name, partitions, uuid.UUID(entry["topic_id"]), configs,
+                             replication_factor=replication_factor))
+    return out
+
+
 def _entry(info: TopicInfo) -> dict[str, Any]:
     """A topic's entry in the catalog file."""
     entry = {"partitions": info.partitions, "topic_id": str(info.topic_id), "configs": info.configs}
@@ -123,11 +136,9 @@ class Topics:
     @classmethod
     def load(cls, data_dir: Path, base_config: LogConfig, **kw: Any) -> "Topics":
         topics = cls(data_dir, base_config, **kw)
-        for name, entry in topics.file.load({}).items():
-            info = TopicInfo(name, entry["partitions"], uuid.UUID(entry["topic_id"]), entry.get("configs", {}),
-                             replication_factor=entry.get("replication_factor", 1))
+        for info in topics.file.load([], parse=_catalog):
             info.values = topics._resolve(info.configs)
-            info.logs = [topics._open(name, p, info.values) for p in range(info.partitions)]
+            info.logs = [topics._open(info.name, p, info.values) for p in range(info.partitions)]
             topics._add(info)
         return topics
 

@@ -110,7 +110,7 @@ def validate(acl: Acl) -> str | None:
 class AclStore:
     def __init__(self, data_dir: Path) -> None:
         self.file = JsonFile(Path(data_dir) / FILE)
-        self.acls: set[Acl] = {Acl(**a) for a in self.file.load([])}
+        self.acls: set[Acl] = self.file.load(set(), parse=lambda doc: {Acl(**a) for a in doc})
 
     async def add(self, acls: list[Acl]) -> None:
         await self._change(lambda current: current | set(acls))

@@ -45,8 +45,8 @@ class CredentialStore:
         self.file = JsonFile(Path(data_dir) / FILE)
         self.from_file = from_file or {}
         # user -> mechanism -> credential, or None: deleted (hides the users file's)
-        self.changes: dict[str, dict[str, ScramCredential | None]] = {
-            u: {m: _decode(c) for m, c in mechs.items()} for u, mechs in self.file.load({}).items()}
+        self.changes: dict[str, dict[str, ScramCredential | None]] = self.file.load({}, parse=lambda doc: {
+            u: {m: _decode(c) for m, c in mechs.items()} for u, mechs in doc.items()})
 
     def lookup(self, user: str) -> dict[str, ScramCredential] | None:
         merged = {**self.from_file.get(user, {}), **self.changes.get(user, {})}
