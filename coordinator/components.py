@@ -149,5 +149,7 @@ def apply_dynamic_broker_configs(config: Config, topics: Topics, offsets_log: Of
     backoff = broker.value("log.cleaner.backoff.ms")
     if topics.base_config.cleaner_backoff_ms != backoff:
         topics.base_config = dataclasses.replace(topics.base_config, cleaner_backoff_ms=backoff)
-        for plog in offsets_log.logs:
+        user_logs = [plog for info in topics.topics.values() if not info.internal for plog in info.logs]
+        for plog in [*offsets_log.logs, *user_logs]:
             plog.config = dataclasses.replace(plog.config, cleaner_backoff_ms=backoff)
+            plog.cleaner_reconfigured()

@@ -2,7 +2,7 @@
 reconfigures (cleaner, threads, listener SSL/SASL, connection limits, ...) are stored and
 described as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG; other Kafka configs,
 security configs without a listener prefix and per-broker configs at the cluster default are
-refused with INVALID_REQUEST; max.connections and log.cleaner.backoff.ms take effect."""
+refused with INVALID_REQUEST; max.connections and log.cleaner.backoff.ms take effect (the latter at once)."""
 
 from __future__ import annotations
 
@@ -112,25 +112,47 @@ async def test_max_connections_takes_effect(server):
     await conn.close()
 
 
-async def test_cleaner_runs_every_backoff(server_factory):
-    """A dirty compacted log is cleaned within log.cleaner.backoff.ms, not the retention check."""
-    server = server_factory("--log-cleaner-backoff-ms", "100", "--log-retention-check-interval-ms", "3600000")
-    conn = await WireClient("clean").connect("127.0.0.1", server.port)
-    assert await create(conn, "c", partitions=1, configs=[
+async def _dirty_compacted_topic(conn, name: str) -> None:
+    assert await create(conn, name, partitions=1, configs=[
         ("cleanup.policy", "compact"), ("segment.bytes", "14"), ("min.cleanable.dirty.ratio", "0.01")]) == 0
     now = int(time.time() * 1000)
     for i in range(5):  # each batch rolls a segment: offsets 0-3 closed, one key
-        assert (await produce_full(conn, "c", build_batch([(b"k", b"%d" % i)], timestamp_ms=now))).error_code == 0
+        assert (await produce_full(conn, name, build_batch([(b"k", b"%d" % i)], timestamp_ms=now))).error_code == 0
+
+
+async def _cleaned(conn, name: str) -> list[int]:
+    """The offsets left once the cleaner has been at the log (polled: it runs in the background)."""
+    from protocol.record_batch import iter_records
 
     async def offsets() -> list[int]:
-        from protocol.record_batch import iter_records
-        r = await conn.request(FETCH, 11, fetch_body("c", 0))
+        r = await conn.request(FETCH, 11, fetch_body(name, 0))
         return [rec.offset for rec in iter_records(r.responses[0].partitions[0].records)]
 
     deadline = time.monotonic() + 30
     while (await offsets())[0] == 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    kept = await offsets()
+    return await offsets()
+
+
+async def test_cleaner_runs_every_backoff(server_factory):
+    """A dirty compacted log is cleaned within log.cleaner.backoff.ms, not the retention check."""
+    server = server_factory("--log-cleaner-backoff-ms", "100", "--log-retention-check-interval-ms", "3600000")
+    conn = await WireClient("clean").connect("127.0.0.1", server.port)
+    await _dirty_compacted_topic(conn, "c")
+    kept = await _cleaned(conn, "c")
     assert kept[0] >= 3 and kept[-1] == 4  # the older records of the key are gone; 4 is in the active segment
+    await conn.close()
+    assert "Traceback" not in server.log_text()
+
+
+async def test_dynamic_backoff_takes_effect_at_once(server_factory):
+    """An hour's backoff, then a dynamic 100 ms: the cleaner looks at once (Kafka restarts its
+    cleaner threads on the change) and the dirty log is cleaned."""
+    server = server_factory("--log-cleaner-backoff-ms", "3600000", "--log-retention-check-interval-ms", "3600000")
+    conn = await WireClient("clean").connect("127.0.0.1", server.port)
+    await _dirty_compacted_topic(conn, "c")
+    assert (await incremental(conn, BROKER, "", [("log.cleaner.backoff.ms", SET, "100")]))[0] == 0
+    kept = await _cleaned(conn, "c")
+    assert kept[0] >= 3 and kept[-1] == 4
     await conn.close()
     assert "Traceback" not in server.log_text()

@@ -104,6 +104,8 @@ class PartitionLog:
         self._dir_dirty = False
         self._maintenance_lock = asyncio.Lock()
         self._background: list[asyncio.Task] = []
+        self._maintainer_wake: asyncio.Future | None = None  # the maintainer's sleep, to cut short
+        self._clean_now = False
         self._dirty_from = log_start_offset  # compaction has not looked at offsets >= this
         self._checkpointed_offset = self._next_offset  # the recovery point (see open_sync)
         self.closed = False
@@ -784,15 +786,17 @@ class PartitionLog:
     async def _maintainer(self) -> None:
         """Kafka's two schedules: the log cleaner looks at a compacted log again every
         log.cleaner.backoff.ms (LogCleaner's backoff when there is nothing to clean), and
-        retention runs every log.retention.check.interval.ms (compact,delete: both). Each
-        period is read from the config in force when the last round ended, so a dynamic
-        change applies from the next round, as in Kafka."""
+        retention runs every log.retention.check.interval.ms (compact,delete: both). A new
+        backoff (cleaner_reconfigured) has the cleaner look at once, then at the new period."""
         loop = asyncio.get_running_loop()
         next_clean = loop.time() + self.config.cleaner_backoff_ms / 1000
         next_retention = loop.time() + self.config.maintenance_interval_ms / 1000
         while True:
-            await asyncio.sleep(max(0.0, min(next_clean, next_retention) - loop.time()))
+            self._maintainer_wake = wake = loop.create_future()
+            await asyncio.wait((wake,), timeout=max(0.0, min(next_clean, next_retention) - loop.time()))
             now = loop.time()
+            if self._clean_now:
+                self._clean_now, next_clean = False, now
             clean, retain = now >= next_clean, now >= next_retention
             if clean:
                 next_clean = now + self.config.cleaner_backoff_ms / 1000
@@ -809,6 +813,13 @@ class PartitionLog:
                 log.warning("%s: log maintenance failed: %s", self.directory, e)
             except Exception:
                 log.exception("%s: log maintenance failed", self.directory)
+
+    def cleaner_reconfigured(self) -> None:
+        """log.cleaner.backoff.ms changed: look at the log now, then at the new period (Kafka
+        restarts its cleaner threads on a reconfiguration)."""
+        self._clean_now = True
+        if self._maintainer_wake is not None and not self._maintainer_wake.done():
+            self._maintainer_wake.set_result(None)
 
     # ------------------------------------------------------------ closing
 
