@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_commits import committer  # noqa: E402
 from bench.bench_groups import HEARTBEAT, V_HB, HbReq, form_group  # noqa: E402
 from bench.results import record  # noqa: E402
-from bench.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
+from tests.support.wire_client import FramePump, WireClient, cpu_seconds, request_class  # noqa: E402
 from protocol.messages import encode_request  # noqa: E402
 
 FIND_COORDINATOR, COMMIT = 10, 8
