@@ -49,6 +49,8 @@ _ECHOED_FROM = {
     "results_by_partition": ("partitions",),
     "topic_results": ("topics",),
     "transaction_states": ("transactional_ids",),  # DescribeTransactions
+    "replica_election_results": ("topic_partitions",),  # ElectLeaders
+    "partition_result": ("partitions",),
 }
 
 # Fields that identify an entry, copied from the request's entry: response name -> the
