@@ -77,6 +77,8 @@ class Config:
     group_share_max_heartbeat_interval_ms: int = _opt(15000, "group.share.max.heartbeat.interval.ms")
     group_share_min_record_lock_duration_ms: int = _opt(15000, "group.share.min.record.lock.duration.ms")
     group_share_max_record_lock_duration_ms: int = _opt(60000, "group.share.max.record.lock.duration.ms")
+    group_share_max_share_sessions: int = _opt(2000, "group.share.max.share.sessions: share sessions (ShareFetch) "
+                                               "open at once; more: SHARE_SESSION_LIMIT_REACHED")
     share_partitions: int = _opt(50, "partitions of __share_group_state (share.coordinator.state.topic.num.partitions)")
     share_snapshot_update_records: int = _opt(500, "share.coordinator.snapshot.update.records.per.snapshot")
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")

@@ -362,3 +362,18 @@ async def test_share_group_metrics(server_factory):
         assert value(samples, "kcoord_group_state", group="g", type="share", state="Stable") == 1
     finally:
         await conn.close()
+
+
+async def test_share_session_limit(server_factory):
+    server = server_factory("--group-share-max-share-sessions", "2")
+    conn, tid = await start(server, records=1)
+    try:
+        for member in ("a", "b"):
+            assert (await conn.request(SFETCH, 1, sfetch("g", member, 0, tid, max_records=0))).error_code == 0
+        r = await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid, max_records=0))
+        assert r.error_code == 133  # SHARE_SESSION_LIMIT_REACHED
+        assert (await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=0))).error_code == 0  # a's own, anew
+        await conn.request(SFETCH, 1, sfetch("g", "b", -1, tid, partitions=()))  # b closes its session
+        assert (await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid, max_records=0))).error_code == 0
+    finally:
+        await conn.close()

@@ -49,6 +49,7 @@ class ShareGroupConfig:
     delivery_attempt_limit: int = 5  # group.share.delivery.attempt.limit
     partition_max_record_locks: int = 2_000  # group.share.partition.max.record.locks
     snapshot_update_records: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
+    max_share_sessions: int = 2_000  # group.share.max.share.sessions
 
 
 @dataclass

@@ -111,6 +111,29 @@ class SharePartitionManager:
             return E.unknown_topic_or_partition, None
         return E.none, info.logs[partition]
 
+    def _served(self, ctx: RequestContext, tp: tuple[uuid.UUID, int]) -> tuple[int, PartitionLog | None]:
+        """_plog, and with several brokers NOT_LEADER_OR_FOLLOWER where the broker the request
+        reached does not lead the partition (share-partitions live on the leader, as Kafka's)."""
+        error, plog = self._plog(*tp)
+        if plog is not None:
+            info = self.topics.by_id[tp[0]]
+            error = self.data_plane.leader_error(ctx, info.name, tp[1])
+            if error != E.none:
+                return error, None
+        return error, plog
+
+    def _current_leader(self, ctx: RequestContext, tp: tuple[uuid.UUID, int]) -> Any:
+        info = self.topics.by_id.get(tp[0])
+        if info is not None and getattr(self.data_plane, "topology", None) is not None and 0 <= tp[1] < info.partitions:
+            return self.data_plane.current_leader(ctx, info.name, tp[1])
+        return ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0)
+
+    def _endpoints(self, ctx: RequestContext, errors: list[tuple[tuple[uuid.UUID, int], int]]) -> tuple:
+        """KIP-951: the leaders' addresses for the partitions answered NOT_LEADER_OR_FOLLOWER."""
+        leaders = {self._current_leader(ctx, tp).leader_id for tp, error in errors
+                   if error == E.not_leader_or_follower}
+        return self.data_plane.node_endpoints(ctx, leaders) if leaders else ()
+
     async def share_partition(self, key: Key, plog: PartitionLog) -> SharePartition:
         """The share-partition, loaded from `__share_group_state` or, the first time,
         started where share.auto.offset.reset says (its first snapshot written first)."""
@@ -338,6 +361,8 @@ class SharePartitionManager:
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release(old, old.partitions)
+            elif len(self.sessions) >= self.config.max_share_sessions:
+                raise RequestError(E.share_session_limit_reached, "The limit of share sessions has been reached.")
             new = self.sessions[key] = ShareSession(group_id, member_id)
             return new
         session = self.sessions.get(key)
@@ -351,7 +376,7 @@ class SharePartitionManager:
         session.epoch += 1
         return session
 
-    async def _acknowledge(self, session: ShareSession, acks: dict[tuple[uuid.UUID, int], list],
+    async def _acknowledge(self, ctx: RequestContext, session: ShareSession, acks: dict[tuple[uuid.UUID, int], list],
                            renew: bool) -> dict[tuple[uuid.UUID, int], tuple[int, str | None]]:
         """Apply each partition's acknowledgements (all or nothing per partition) and make
         them durable; (error, message) per partition."""
@@ -361,7 +386,7 @@ class SharePartitionManager:
         for tp, batches in acks.items():
             if not batches:
                 continue
-            error, plog = self._plog(*tp)
+            error, plog = self._served(ctx, tp)
             if plog is None:
                 results[tp] = (error, None)
                 continue
@@ -424,7 +449,7 @@ class SharePartitionManager:
                 out.append(data)
         return b"".join(out)
 
-    async def _acquire(self, session: ShareSession, max_records: int, strict: bool
+    async def _acquire(self, ctx: RequestContext, session: ShareSession, max_records: int, strict: bool
                        ) -> dict[tuple[uuid.UUID, int], tuple[int, list, bytes]]:
         """Acquire from the session's partitions, up to max_records in all; (error,
         ranges, records) per partition that has records or an error."""
@@ -436,7 +461,7 @@ class SharePartitionManager:
         writes = []
         left = max_records
         for tp in sorted(session.partitions, key=lambda tp: (tp[0].bytes, tp[1])):
-            error, plog = self._plog(*tp)
+            error, plog = self._served(ctx, tp)
             if plog is None:
                 out[tp] = (error, [], b"")
                 continue
@@ -506,14 +531,14 @@ class SharePartitionManager:
             if forgotten:
                 session.partitions.difference_update(forgotten)
                 self._release(session, forgotten)
-        ack_results = await self._acknowledge(session, acks, renew)
+        ack_results = await self._acknowledge(ctx, session, acks, renew)
         fetched: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
         if final:
             self.sessions.pop((session.group_id, session.member_id), None)
             self._release(session, session.partitions)
         elif req.max_records > 0 and not renew:
             strict = getattr(req, "share_acquire_mode", 0) == RECORD_LIMIT
-            fetched = await self._acquire(session, req.max_records, strict)
+            fetched = await self._acquire(ctx, session, req.max_records, strict)
             wait = min(ms(req.max_wait), self.data_plane.fetch_max_wait_ms) / 1000
             end = asyncio.get_running_loop().time() + wait
             while not any(ranges for _, ranges, _ in fetched.values()) and not self.data_plane.draining:
@@ -521,22 +546,23 @@ class SharePartitionManager:
                 if left <= 0 or self.sessions.get((session.group_id, session.member_id)) is not session:
                     break
                 await self._wait(session, left)
-                fetched = await self._acquire(session, req.max_records, strict)
+                fetched = await self._acquire(ctx, session, req.max_records, strict)
         listed = set(acks) if req.share_session_epoch != INITIAL_EPOCH else set(acks) | session.partitions
         by_topic: dict[uuid.UUID, list] = {}
+        errors: list[tuple[tuple[uuid.UUID, int], int]] = []
         for tp in sorted(listed | set(fetched) | set(ack_results), key=lambda tp: (tp[0].bytes, tp[1])):
             error, ranges, records = fetched.get(tp, (E.none, [], b""))
             ack_error, ack_message = ack_results.get(tp, (E.none, None))
+            errors += [(tp, error), (tp, ack_error)]
             by_topic.setdefault(tp[0], []).append(ctx.nested(
                 "PartitionData", partition_index=tp[1], error_code=error, acknowledge_error_code=ack_error,
-                acknowledge_error_message=ack_message,
-                current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0),
+                acknowledge_error_message=ack_message, current_leader=self._current_leader(ctx, tp),
                 records=records, acquired_records=tuple(
                     ctx.nested("AcquiredRecords", first_offset=first, last_offset=last, delivery_count=count)
                     for first, last, count in ranges)))
         return ctx.response(throttle_time=0, error_code=E.none, acquisition_lock_timeout=lock_ms,
                             responses=tuple(ctx.nested("ShareFetchableTopicResponse", topic_id=t, partitions=tuple(ps))
-                                            for t, ps in by_topic.items()), node_endpoints=())
+                                            for t, ps in by_topic.items()), node_endpoints=self._endpoints(ctx, errors))
 
     # ShareAcknowledge -------------------------------------------------------------------
 
@@ -556,20 +582,22 @@ class SharePartitionManager:
         except RequestError as e:
             return ctx.response(throttle_time=0, error_code=e.code, error_message=e.message,
                                 acquisition_lock_timeout=lock_ms, responses=(), node_endpoints=())
-        results = await self._acknowledge(session, acks, bool(getattr(req, "is_renew_ack", False)))
+        results = await self._acknowledge(ctx, session, acks, bool(getattr(req, "is_renew_ack", False)))
         if req.share_session_epoch == FINAL_EPOCH:
             self.sessions.pop((session.group_id, session.member_id), None)
             self._release(session, session.partitions)
         by_topic: dict[uuid.UUID, list] = {}
+        errors: list[tuple[tuple[uuid.UUID, int], int]] = []
         for tp in sorted(acks, key=lambda tp: (tp[0].bytes, tp[1])):
             error, message = results.get(tp, (E.none, None))
+            errors.append((tp, error))
             by_topic.setdefault(tp[0], []).append(ctx.nested(
                 "PartitionData", partition_index=tp[1], error_code=error, error_message=message,
-                current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0)))
+                current_leader=self._current_leader(ctx, tp)))
         return ctx.response(throttle_time=0, error_code=E.none, acquisition_lock_timeout=lock_ms,
                             responses=tuple(ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t,
                                                        partitions=tuple(ps)) for t, ps in by_topic.items()),
-                            node_endpoints=())
+                            node_endpoints=self._endpoints(ctx, errors))
 
     def drain(self) -> None:
         """The server is stopping: long-polling share fetches answer now with what they have."""
