@@ -117,7 +117,8 @@ class Cluster:
 
     def _start_process(self, args: list[str]) -> None:
         args += ["--enable-test-control", "--metrics-port", "0"]
-        self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # type: ignore[union-attr]  # a process-backed cluster always has its data dir by now
+        assert self.data_dir is not None  # (start() made it)
+        self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")
         self._proc = _subprocess.Popen([sys.executable, "-m", "coordinator", *args], stdout=_subprocess.PIPE,
                                        stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         line = self._proc.stdout.readline().decode()  # type: ignore[union-attr]  # Popen with stdout=PIPE always has stdout

@@ -102,8 +102,8 @@ class Topology:
         self.loading: set[int] = set()
         self.txn_loading: set[int] = set()
         self.version = 0  # bumped on every change (Metadata answers are cached by it)
-        for p in range(offsets_partitions):  # the coordinators are known from the start
-            self.state(OFFSETS_TOPIC, p)
+        # The leader of each __consumer_offsets partition: every group request checks it.
+        self.coordinators = [self.state(OFFSETS_TOPIC, p).leader for p in range(offsets_partitions)]
         for p in range(len(txn_logs)):
             self.state(TRANSACTION_TOPIC, p)
 
@@ -189,11 +189,9 @@ class Topology:
     def coordinator_error(self, node_id: int, offsets_partition: int) -> int:
         """Kafka's isCoordinatorForGroup / isGroupLoading: NOT_COORDINATOR on a broker that does
         not lead the group's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads it."""
-        if self.single:
-            return E.none
-        if self.state(OFFSETS_TOPIC, offsets_partition).leader != node_id:
+        if self.coordinators[offsets_partition] != node_id:
             return E.not_coordinator
-        return E.coordinator_load_in_progress if offsets_partition in self.loading else E.none
+        return E.coordinator_load_in_progress if self.loading and offsets_partition in self.loading else E.none
 
     def txn_coordinator_error(self, node_id: int, transactional_id: str) -> int:
         if self.single:
@@ -215,10 +213,13 @@ class Topology:
             st.replicas[st.replicas.index(st.leader) if st.leader in st.replicas else 0] = leader
         st.leader = leader
         st.epoch += 1
+        if topic == OFFSETS_TOPIC:
+            self.coordinators[partition] = leader
         plog = self._log_of(topic, partition)
         st.epochs.append((st.epoch, plog.log_end_offset if plog is not None else 0))
         if plog is not None:
             plog.leader_epoch = st.epoch  # stamped on the batches it appends from now on
+            plog.wake_listeners()  # (fetches waiting on the old leader answer NOT_LEADER_OR_FOLLOWER now)
         st.isr = [n for n in st.replicas if self.brokers[n].alive]
         self.version += 1
         return st
