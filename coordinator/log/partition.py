@@ -461,7 +461,10 @@ class PartitionLog:
                 seg.delete()
                 self._dir_dirty = True
             seg = self.segments[-1]
-            pos = seg.locate(offset) if offset < seg.next_offset else None
+            try:
+                pos = seg.locate(offset) if offset < seg.next_offset else None
+            except CorruptBatch as e:  # (in bytes the recovery point spared: nothing may follow them)
+                raise self._corrupt(e) from None
             seg.truncate(seg.size if pos is None else pos)
             self._unsynced[seg.fd] = seg
             try:
