@@ -151,7 +151,9 @@ def check_error_response(api_key: int, version: int) -> None:
     response, size = entity_reader(c.response_type)(encoded, 0)
     assert size == len(encoded)
     codes = error_codes(response, [])
-    assert codes and all(code == ERROR for code in codes), (api_key, version, codes)
+    assert codes, (f"api {api_key} v{version}: the error answer carries the error nowhere; tell "
+                   "protocol/error_response.py (_ECHOED_FROM) which request array its response answers")
+    assert all(code == ERROR for code in codes), (api_key, version, codes)
 
 
 def test_partitions_and_groups_are_echoed():

@@ -448,3 +448,25 @@ def test_any_json_spec_is_a_rule_or_one_value_error():
             assert faults.list() == added and len(added) == (len(spec) if isinstance(spec, list) else 1)
 
     check()
+
+
+def test_rule_for_one_broker(tmp_path):
+    """broker=N: only requests that broker receives (in a server with several brokers)."""
+    from coordinator.testing import Cluster
+    from tests.support.wire_client import WireClient
+
+    with Cluster(brokers=2, data_dir=tmp_path / "cluster") as cluster:
+        rule = cluster.inject("Metadata", "LEADER_NOT_AVAILABLE", times=None, broker=2)
+        ports = {b["node_id"]: b["port"] for b in cluster.brokers()}
+
+        async def ask(port: int):
+            c = await WireClient("who").connect("127.0.0.1", port)
+            try:
+                return await c.request(*METADATA_V4, metadata_request())
+            finally:
+                await c.close()
+
+        assert asyncio.run(ask(ports[1])).brokers  # broker 1: the real answer
+        assert asyncio.run(ask(ports[2])).brokers == ()  # broker 2: the error answer
+        [listed] = cluster.faults()
+        assert listed["id"] == rule["id"] and listed["fired"] == 1
