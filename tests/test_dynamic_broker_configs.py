@@ -156,3 +156,19 @@ async def test_dynamic_backoff_takes_effect_at_once(server_factory):
     assert kept[0] >= 3 and kept[-1] == 4
     await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+def test_kafka_python_admin_round_trip(server):
+    """kafka-python checks the names against the broker's dynamic configs before it sends them."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    broker = ConfigResource(ConfigResourceType.BROKER, "1",
+                            configs={"sasl.kerberos.min.time.before.relogin": "58000", "log.cleaner.threads": "2"})
+    admin.alter_configs([broker])
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")])["broker"]["1"]
+    relogin = described["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin["value"], relogin["config_source"], relogin["read_only"]) == (
+        "58000", "DYNAMIC_BROKER_CONFIG", False)
+    assert described["log.cleaner.threads"]["value"] == "2"
+    admin.close()
