@@ -8,8 +8,10 @@ from the first fetch to the last acknowledgement, with the server process's CPU 
 same span (the share consumers' joins included). Beside it, in the same run, a classic group of
 C consumers (JoinGroup / SyncGroup over the wire, each fetching its assigned partitions with
 Fetch and committing what it read) reads the same records, its join included (the server's
-initial rebalance delay is 300 ms here, so that the C members form one generation). Memory per in-flight record is measured in process (tracemalloc) over a
-share-partition holding group.share.partition.max.record.locks Acquired records.
+initial rebalance delay is 300 ms here, so that the C members form one generation). Memory
+per in-flight record is measured in process (tracemalloc) over a share-partition holding
+group.share.partition.max.record.locks Acquired records. CPU time is read from /proc in clock
+ticks (10 ms): a run of R records resolves 10 ms / R per record.
 
     python -m bench.bench_share --records 30000 --consumers 1,3,10 --partitions 1,6
 """
