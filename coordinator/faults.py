@@ -62,7 +62,8 @@ class Rule:
     group: str | None
     topic: str | None
     broker: int | None
-    rng: random.Random | None = None  # its own seeded generator, else the Faults' one
+    seed: int | None = None
+    rng: random.Random | None = None  # its own generator when it has a seed, else the Faults' one
     fired: int = 0
     released: asyncio.Event | None = field(default=None, repr=False)  # set when cleared: stalls go on
 
@@ -72,11 +73,14 @@ class Rule:
                 "error_code": None if self.error is None else int(self.error),
                 "times": self.times, "probability": self.probability, "delay_ms": self.delay_ms,
                 "drop": self.drop, "stall": self.stall, "client_id": self.client_id, "group": self.group,
-                "topic": self.topic, "broker": self.broker, "fired": self.fired}
+                "topic": self.topic, "broker": self.broker, "seed": self.seed, "fired": self.fired}
 
 
 class Faults:
-    """The active fault rules of one process, shared by its brokers (`attach` each server)."""
+    """The active fault rules of one process, shared by its brokers (`attach` each server).
+
+    Used on the server's event loop, as the HTTP control and coordinator.testing do: rules
+    are read by dispatch, and a stall's release wakes requests waiting on that loop."""
 
     def __init__(self, seed: int | None = None) -> None:
         self.rules: list[Rule] = []
@@ -131,6 +135,7 @@ class Faults:
         return [rule.to_dict() for rule in rules]
 
     def list(self) -> list[dict[str, Any]]:
+        """The rules, oldest first, each with how often it has fired."""
         return [r.to_dict() for r in self.rules]
 
     def clear(self, rule_id: int | None = None) -> int:
@@ -201,7 +206,7 @@ def _rule(api: Any, error: Any, times: Any, probability: Any, delay_ms: Any, dro
     rule = Rule(0, _api_key(api), _error(error), _times(times), _probability(probability),
                 _non_negative_int("delay_ms", delay_ms), _drop(drop), _stall(stall),
                 _optional_str("client_id", client_id), _optional_str("group", group),
-                _optional_str("topic", topic), _broker(broker),
+                _optional_str("topic", topic), _broker(broker), seed,
                 None if seed is None else random.Random(_int("seed", seed)))
     if rule.error is None and rule.drop is None and not rule.delay_ms and rule.stall is False:
         raise ValueError("a fault needs an action: error, delay_ms, drop or stall")
