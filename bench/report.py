@@ -31,6 +31,8 @@ SCRIPTS = {
     "bench/bench_produce_consume.py": "produce and consume throughput and end-to-end latency, with a peer broker beside it",
     "bench/bench_hostile.py": "the server's memory under hostile clients (slowloris, abandoned long polls, unread fetches)",
     "bench/bench_pipeline.py": "the analytics pipeline's decode rate and whole-job time",
+    "bench/bench_cluster.py": "several brokers in one process: start time for 1 and 3 brokers, moving a loaded "
+                              "coordinator, heartbeats and commits through 3 brokers against 1",
 }
 
 HEADER = """# Benchmarks
