@@ -218,6 +218,8 @@ def test_bad_control_input_is_refused_and_changes_nothing(kafka_cluster):
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("move_leader"), st.integers(0, 2), st.one_of(st.none(), st.integers(1, 3))),
     st.tuples(st.just("move_coordinator"), st.sampled_from(["ga", "gb", "gc"]), st.one_of(st.none(), st.integers(1, 3))),
+    st.tuples(st.just("move_transaction_coordinator"), st.sampled_from(["ta", "tb"]),
+              st.one_of(st.none(), st.integers(1, 3))),
     st.tuples(st.just("stop"), st.integers(1, 3)),
     st.tuples(st.just("start"), st.integers(1, 3)),
 ), min_size=1, max_size=6)
@@ -249,6 +251,8 @@ def test_metadata_find_coordinator_and_the_apis_agree_through_any_moves(shared_c
                 cluster.move_leader("p", op[1], op[2])
             elif op[0] == "move_coordinator":
                 cluster.move_coordinator(op[1], op[2])
+            elif op[0] == "move_transaction_coordinator":
+                cluster.move_transaction_coordinator(op[1], op[2])
             elif op[0] == "stop":
                 cluster.stop_broker(op[1])
             else:
@@ -265,6 +269,8 @@ async def _consistent(cluster: Cluster) -> None:
     try:
         leaders = {p: cluster.leader_of("p", p) for p in range(3)}
         coordinators = {g: cluster.coordinator_of(g) for g in ("ga", "gb", "gc")}
+        txn_coordinators = {t: cluster.transaction_coordinator_of(t) for t in ("ta", "tb")}
+        assert set(coordinators.values()) | set(txn_coordinators.values()) <= set(conns)
         for node, conn in conns.items():
             md = await metadata(conn, "p")
             assert sorted(b.node_id for b in md.brokers) == sorted(conns)
@@ -278,5 +284,7 @@ async def _consistent(cluster: Cluster) -> None:
             for g, coordinator in coordinators.items():
                 assert (await find_coordinator(conn, g)).node_id == coordinator
                 assert await offset_fetch_error(conn, g) == (E.none if node == coordinator else E.not_coordinator)
+            for t, coordinator in txn_coordinators.items():
+                assert (await find_coordinator(conn, t, key_type=1)).node_id == coordinator
     finally:
         await close(conns)
