@@ -59,12 +59,16 @@ def read_values(bootstrap: str, topic: str, partitions: int, isolation: str, exp
 
 
 @pytest.mark.timeout(400)
-def test_producer_admin_and_streams(server_factory, tmp_path):
+def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
     """KafkaProducer idempotent across a server restart and transactional (consume-transform-
     produce with sendOffsetsToTransaction, an abort, fencing); AdminClient's group, offset,
     topic and config operations with Kafka's refusals; a Kafka Streams exactly-once word count
-    across an instance restart and a server restart. All at once, each on its own server."""
+    across an instance restart and a server restart; KafkaShareConsumer (KIP-932) sharing,
+    explicit acknowledgement, lock expiry and a server restart. All at once, each on its own
+    server."""
     servers = {name: server_factory(*SERVER_ARGS) for name in ("producer", "admin", "streams")}
+    # Share groups: record locks of a second, so that expiry is quick to see.
+    servers["share"] = server_factory(*SERVER_ARGS, "--group-share-min-record-lock-duration-ms", "1000")
     results = run_parallel({name: (java_command(name, srv.bootstrap), srv, tmp_path / f"java-{name}.log")
                             for name, srv in servers.items()})
     for result in results.values():
@@ -77,6 +81,7 @@ def test_producer_admin_and_streams(server_factory, tmp_path):
     committed = read_values(bootstrap, "txn-out", 3, "read_committed", 200)
     assert sorted(committed) == sorted(f"out{i}" for i in range(200))
     assert committed_offsets(bootstrap, "java-txn-group", "txn-in", 3) == end_offsets(bootstrap, "txn-in", 3)
+    assert results["share"]["explicit deliveries"]["5"] == [1, 2]
     streams = results["streams"]
     assert streams["lines"] == 180
     assert streams["final counts"] == streams["expected"]

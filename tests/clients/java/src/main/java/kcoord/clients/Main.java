@@ -34,6 +34,7 @@ public final class Main {
                 case "producer" -> new ProducerScenario(bootstrap, result).run();
                 case "admin" -> new AdminScenario(bootstrap, result).run();
                 case "streams" -> new StreamsWordCount(bootstrap, result).run();
+                case "share" -> new ShareScenario(bootstrap, result).run();
                 default -> {
                     System.err.println("unknown scenario " + args[0]);
                     System.exit(2);
