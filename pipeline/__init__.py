@@ -50,7 +50,9 @@ def offsets_table(data_dir: str):
     from .decode import SCHEMA, decode_segments
     from .segments import OFFSETS_TOPIC, segment_files
 
-    return pa.Table.from_batches(list(decode_segments(segment_files(data_dir, {OFFSETS_TOPIC}))), SCHEMA)
+    batches = list(decode_segments(segment_files(data_dir, {OFFSETS_TOPIC})))
+    # (no rows: one empty chunk per column, which Spark's Arrow reader takes, where none it does not)
+    return pa.Table.from_batches(batches, SCHEMA) if batches else SCHEMA.empty_table()
 
 
 def committed_offsets(spark: "SparkSession", data_dir: str) -> "DataFrame":

@@ -13,7 +13,7 @@ TOP = 10  # groups charted per section
 ROWS = 200  # rows per table; the Parquet outputs have them all
 SECTIONS = [("summary", "Summary"), ("status", "Lag status"), ("lag", "Lag over time"),
             ("owners", "Membership"), ("rebalances", "Rebalances"), ("rate", "Commit rate"),
-            ("bad", "Bad batches")]
+            ("share", "Share groups"), ("bad", "Bad batches")]
 
 
 def _table(df: pd.DataFrame, limit: int = ROWS):
@@ -173,6 +173,7 @@ def write_html(path: Path, summary: dict[str, object], frames: dict[str, pd.Data
         tables={"status_groups": _status_table(frames["lag_status_groups"]),
                 "status_partitions": _status_table(status[status["status"] != "OK"] if len(status) else status),
                 "rebalances": _table(timeline.sort_values(["group", "generation"]) if len(timeline) else timeline),
+                "share": _table(frames["share_progress"]),
                 "bad_batches": _table(frames["bad_batches"])},
         charts={"lag": lag_charts(frames["lag_history"], frames["consumer_lag_totals"]),
                 "owners": ownership_charts(frames["ownership"], end),

@@ -5,7 +5,7 @@
 
 Outputs under OUT: committed_offsets, consumer_lag, consumer_lag_totals, lag_history, lag_status,
 lag_status_groups, group_states, ownership, rebalance_timeline, rebalance_summary, commit_rate,
-bad_batches (Parquet directories) and report.html.
+share_progress, bad_batches (Parquet directories) and report.html.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ SMALL_INPUT_BYTES = 4 << 20  # segment bytes up to which the job reads the files
 WRITERS = 3  # a small input's outputs written at once
 OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
            "lag_status_groups", "group_states", "ownership", "rebalance_timeline", "rebalance_summary", "commit_rate",
-           "bad_batches")
+           "share_progress", "bad_batches")
 
 
 def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True):
@@ -157,7 +157,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
     # Standard Parquet timestamps (not Spark's legacy INT96), as the driver-side writer below makes.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    step = Progress(7, log)
+    step = Progress(8, log)
     outputs = Outputs(spark, out)
 
     small = is_small(data_dir)
@@ -259,6 +259,11 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
              "consumer_lag_totals")
         save(flagged(states).orderBy("group"), "group_states")
 
+        step("share-group progress (__share_group_state)")
+        from pipeline.share import share_progress
+        shares = share_progress(spark, data_dir, analytics.log_end_offsets(spark, data_dir, small))
+        save(shares.orderBy("group", "topic", "partition"), "share_progress")
+
         step(f"Burrow's verdicts (the last {lag_window} commits of each partition)")
         history, as_of, as_of_ms = history_planned.result()
         status = cache(analytics.lag_status(history, lag.where("NOT deleted"), as_of, lag_window))
@@ -282,6 +287,7 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         "groups with offsets": len(frames["consumer_lag_totals"]),
         "groups in a rebalance storm": int(frames["rebalance_summary"]["storm"].sum()) if len(
             frames["rebalance_summary"]) else 0,
+        "share-partitions": len(frames["share_progress"]),
     }
     as_of_text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of_ms.result() / 1000))
     report_at = outputs.write_file("report.html", lambda path: report.write_html(path, summary, frames, lag_window,
@@ -307,7 +313,7 @@ def write_parquet_dir(table, path: Path):
 
 
 REPORT_OUTPUTS = ("consumer_lag_totals", "rebalance_summary", "commit_rate", "bad_batches", "lag_status",
-                  "lag_status_groups")
+                  "lag_status_groups", "share_progress")
 
 
 def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dict:
