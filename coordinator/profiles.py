@@ -4,8 +4,8 @@ KCOORD_* variables given explicitly still override.
 client-suite: what the integration suites of client libraries expect of the broker they run
 against (librdkafka's tests/, kafka-go's docker-compose): a SASL_PLAINTEXT listener beside the
 plaintext one (the port after it), SASL PLAIN and SCRAM with the suites' users, the authorizer
-on and open to everyone no ACL names, auto-created topics, and a log cleaner that looks at
-compacted logs every second. docs/client-suites.md says which suite needs what.
+on and open to everyone no ACL names, auto-created topics, a log cleaner that looks at
+compacted logs every second, and KIP-848 groups allowed short session timeouts. docs/client-suites.md says which suite needs what.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ def _client_suite(values: dict[str, Any]) -> dict[str, Any]:
         "super_users": ";".join(f"User:{u}" for u in CLIENT_SUITE_USERS if u.startswith("admin")),
         "auto_create_topics": True,
         "log_cleaner_backoff_ms": 1000,
+        # (librdkafka's trivup scenario: its KIP-848 tests give groups short session timeouts)
+        "group_consumer_min_session_timeout_ms": 1,
+        "group_consumer_min_heartbeat_interval_ms": 1,
     }
 
 

@@ -24,6 +24,21 @@ def _port_pair() -> int:
         return port
 
 
+def _incremental_group(port: int, group: str, settings: dict[str, str]) -> int:
+    import asyncio
+
+    from tests.support.configs import incremental
+    from tests.support.wire_client import WireClient
+
+    async def call() -> int:
+        conn = await WireClient("suite").connect("127.0.0.1", port)
+        try:
+            return (await incremental(conn, 32, group, [(k, 0, v) for k, v in settings.items()]))[0]
+        finally:
+            await conn.close()
+    return asyncio.run(call())
+
+
 def test_both_listeners_answer(tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
@@ -63,6 +78,9 @@ def test_both_listeners_answer(tmp_path):
         entries = plain_admin.describe_configs([broker])[broker].result(30)
         assert entries["log.cleaner.backoff.ms"].value == "1000"
         assert entries["auto.create.topics.enable"].value == "true"
+        # KIP-848 groups may be given short session timeouts (librdkafka's scenario)
+        assert _incremental_group(server.port, "g", {"consumer.session.timeout.ms": "500",
+                                                     "consumer.heartbeat.interval.ms": "100"}) == 0
     finally:
         server.close()
     assert "Traceback" not in server.log_text()
