@@ -337,6 +337,14 @@ async def test_describe_alter_delete_share_group_offsets(server):
         assert (await describe("g", {"t": [0]})).topics[0].partitions[0].start_offset == -1
         c = await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid))
         assert acquired(c) == [(0, 9, 1)]  # started again where share.auto.offset.reset says (earliest)
+        # DeleteGroups of the (empty) share group takes its share-partitions' state with it.
+        deleted = await conn.request(42, 2, cls(42, 2)(groups_names=("g",)))
+        assert deleted.results[0].error_code == 0
+        for _ in range(100):
+            if (await describe("g", {"t": [0]})).topics[0].partitions[0].start_offset == -1:
+                break
+            await asyncio.sleep(0.01)  # (the state's tombstones are written after the group's)
+        assert (await describe("g", {"t": [0]})).topics[0].partitions[0].start_offset == -1
     finally:
         await conn.close()
 
