@@ -145,6 +145,11 @@ class Config:
 
 
 
+# Settings a value below which would break the server (a quota rate over no sample, a cleaner
+# that never sleeps): Kafka's ConfigDef bounds of the same names.
+_AT_LEAST = {"quota_window_num": 1, "quota_window_size_seconds": 1, "log_cleaner_backoff_ms": 0}
+
+
 def _env_name(name: str) -> str:
     return "KCOORD_" + name.upper()
 
@@ -190,6 +195,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
     ns = parser.parse_args(argv)
     if env_errors:
         parser.error(env_errors[0])
+    for name, least in _AT_LEAST.items():
+        if getattr(ns, name) < least:
+            parser.error(f"--{name.replace('_', '-')}: {getattr(ns, name)}; at least {least}")
     for name in sorted(n for n in os.environ if n.startswith("KCOORD_") and n not in known):
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""

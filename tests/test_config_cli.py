@@ -75,3 +75,11 @@ def test_json_logs(tmp_path):
     lines = [json.loads(line) for line in err.splitlines() if line.strip()]
     assert lines and all(set(line) >= {"time", "level", "logger", "message"} for line in lines)
     assert any(line["message"].startswith("listening on") for line in lines)
+
+
+@pytest.mark.parametrize("flag, value", [("--quota-window-num", "0"), ("--quota-window-size-seconds", "-1"),
+                                         ("--log-cleaner-backoff-ms", "-5")])
+def test_out_of_range_settings(tmp_path, flag, value):
+    line = one_error_line(start(flag, value, "--port", "0", "--data-dir", str(tmp_path / "data")))
+    assert flag in line and "at least" in line
+    assert not (tmp_path / "data").exists()

@@ -801,8 +801,8 @@ class PartitionLog:
             if self._clean_now:
                 self._clean_now, next_clean = False, now
             clean, retain = now >= next_clean, now >= next_retention
-            if clean:
-                next_clean = now + self.config.cleaner_backoff_ms / 1000
+            if clean:  # (at least 1 ms: a backoff of 0 would not let the loop sleep at all)
+                next_clean = now + max(self.config.cleaner_backoff_ms, 1) / 1000
             if retain:
                 next_retention = now + (self.config.maintenance_interval_ms or 30_000) / 1000
             if self.offline is not None:
