@@ -100,3 +100,62 @@ async def test_the_cluster_is_an_async_context_manager_too():
         await cluster.astop_broker(moved)
         assert cluster.coordinator_of("g") != moved
         await cluster.astart_broker(moved)
+
+
+async def _poll_while_moving(cluster: Cluster, group: str, to: int) -> list[int]:
+    """OffsetFetch to broker `to`, back to back, while the group's coordinator moves there:
+    the error codes seen, in order (repeats collapsed)."""
+    broker = next(b for b in cluster.brokers() if b["node_id"] == to)
+    conn = await WireClient("load-watcher").connect(broker["host"], broker["port"])
+    seen: list[int] = []
+    move = asyncio.create_task(asyncio.to_thread(cluster.move_coordinator, group, to))
+    try:
+        while True:
+            done = move.done()
+            r = await conn.request(OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(
+                group_id=group, topics=None, require_stable=False))
+            if not seen or seen[-1] != r.error_code:
+                seen.append(r.error_code)
+            if done:
+                break
+        assert move.result() == to
+        return seen
+    finally:
+        await conn.close()
+
+
+def test_the_new_coordinator_answers_load_in_progress_while_it_loads(tmp_path):
+    """One __consumer_offsets partition holding 500 groups' 50,000 offsets: while its new
+    coordinator replays it, the group's requests there are answered COORDINATOR_LOAD_IN_PROGRESS
+    (before: NOT_COORDINATOR), and afterwards its offsets are all there."""
+    async def commit_all(host: str, port: int) -> None:
+        conn = await WireClient("loader").connect(host, port)
+        await conn.create_topics("t100", partitions=100)
+        topic, part = request_class(8, 8, "OffsetCommitRequestTopic"), request_class(8, 8, "OffsetCommitRequestPartition")
+        for first in range(0, 500, 50):
+            answers = await asyncio.gather(*conn.send_many([(8, 8, request_class(8, 8)(
+                group_id=f"g{g}", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                topics=(topic(name="t100", partitions=tuple(part(
+                    partition_index=p, committed_offset=g + p, committed_leader_epoch=-1, committed_metadata="")
+                    for p in range(100))),))) for g in range(first, first + 50)]))
+            assert all(p.error_code == 0 for a in answers for t in a.topics for p in t.partitions)
+        await conn.close()
+
+    with Cluster(brokers=2, subprocess=True, data_dir=tmp_path / "data", offsets_partitions=1) as cluster:
+        old = cluster.coordinator_of("g7")
+        b = next(b for b in cluster.brokers() if b["node_id"] == old)
+        asyncio.run(commit_all(b["host"], b["port"]))
+        seen = asyncio.run(_poll_while_moving(cluster, "g7", 3 - old))
+        assert seen[0] == E.not_coordinator and seen[-1] == E.none
+        assert E.coordinator_load_in_progress in seen
+        assert seen == [e for e in (E.not_coordinator, E.coordinator_load_in_progress, E.none) if e in seen]
+
+        async def fetched() -> dict:
+            broker = next(b for b in cluster.brokers() if b["node_id"] == 3 - old)
+            conn = await WireClient("check").connect(broker["host"], broker["port"])
+            r = await conn.request(OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(
+                group_id="g7", topics=None, require_stable=False))
+            await conn.close()
+            return {(t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions}
+
+        assert asyncio.run(fetched()) == {("t100", p): 7 + p for p in range(100)}

@@ -416,7 +416,8 @@ class GroupApis:
                 wanted = [(name_of(t.topic_id) or t.topic_id, list(t.partition_indexes)) for t in g.topics]
             else:
                 wanted = [(t.name, list(t.partition_indexes)) for t in g.topics]
-            group = self.runtime.group(g.group_id) if g.group_id else None
+            # (the coordinator check first: a group being loaded or moved away is not looked at)
+            group = self.runtime.group(g.group_id) if g.group_id and self._route(ctx, g.group_id)[0] else None
             if type(group) is ConsumerGroup:
                 # v9+: a consumer-protocol member fetches with its id and epoch (Kafka checks them).
                 error = group.validate_offset_fetch(getattr(g, "member_id", None), getattr(g, "member_epoch", -1))

@@ -46,6 +46,8 @@ from .topic_image import TopicImage
 
 log = logging.getLogger(__name__)
 
+LOAD_SLICE = 2000  # records a moved partition's load replays between turns of the event loop
+
 
 class PartitionWriter(Protocol):
     """The log under the shards (coordinator.log.offsets.OffsetsLog; tests use one in memory)."""
@@ -163,11 +165,15 @@ class CoordinatorRuntime:
         records replayed."""
         shard = GroupShard(partition, self, self.clock, self.config, self._offsets, self.consumer_config,
                            self._image)
-        await asyncio.sleep(0)  # (requests read meanwhile are answered COORDINATOR_LOAD_IN_PROGRESS)
+        await asyncio.sleep(0)
         count = 0
         for _, key, value in self.writer.partition_records(partition):
             shard.replay(key, value)
             count += 1
+            if not count % LOAD_SLICE:
+                # The other shards keep serving while a large one loads (its own groups are
+                # answered COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's loading shard).
+                await asyncio.sleep(0)
         offline = self.writer.offline().get(partition)
         if offline is not None:
             shard.offline = offline
