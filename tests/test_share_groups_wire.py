@@ -225,5 +225,22 @@ async def test_acls_on_share_group_apis(server_factory):
         assert r.groups[0].error_code == 30
         assert (await call(91, 0, group_id="g", topics=())).error_code == 30
         assert (await call(92, 0, group_id="g", topics=())).error_code == 30
+        # READ on the topic too: a topic the ACLs name for someone else is TOPIC_AUTHORIZATION_FAILED
+        # for its partitions, the others served.
+        await conn.create_topics("secret", partitions=1)
+        r = await conn.request(30, 3, request_class(30, 3)(creations=(C(
+            resource_type=2, resource_name="secret", resource_pattern_type=3, principal="User:other", host="*",
+            operation=2, permission_type=3),)))
+        assert r.results[0].error_code == 0
+        hb = await call(SHB, 1, group_id="open", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))
+        ids = {t.topic_id for t in hb.assignment.topic_partitions}
+        assert len(ids) == 2
+        FT, FP = request_class(78, 1, "FetchTopic"), request_class(78, 1, "FetchPartition")
+        r = await call(78, 1, group_id="open", member_id="m", share_session_epoch=0, max_wait=MS0, min_bytes=1,
+                       max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=(), topics=tuple(
+                           FT(topic_id=i, partitions=(FP(partition_index=0, acknowledgement_batches=()),))
+                           for i in sorted(ids)))
+        errors = sorted(p.error_code for t in r.responses for p in t.partitions)
+        assert r.error_code == 0 and errors == [0, 29]  # TOPIC_AUTHORIZATION_FAILED for `secret` only
     finally:
         await conn.close()

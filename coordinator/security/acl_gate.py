@@ -112,8 +112,8 @@ class AclGate:
             60: self.describe_cluster, 65: self.describe_transactions, 66: self.list_transactions,
             69: self.consumer_group_describe,
             # KIP-932 share groups: READ on the group (DELETE for DeleteShareGroupOffsets), DESCRIBE to describe
-            76: self._share_group(READ), 77: self.share_group_describe, 78: self._share_group(READ),
-            79: self._share_group(READ), 90: self.describe_share_group_offsets, 91: self._share_group(READ),
+            76: self._share_group(READ), 77: self.share_group_describe, 78: self.share_fetch,
+            79: self.share_fetch, 90: self.describe_share_group_offsets, 91: self._share_group(READ),
             92: self._share_group(DELETE),
         }
 
@@ -146,6 +146,39 @@ class AclGate:
                                 member_id=getattr(req, "member_id", None), member_epoch=-1, heartbeat_interval=0,
                                 acquisition_lock_timeout=0, responses=(), node_endpoints=())
         return check
+
+    def share_fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """ShareFetch / ShareAcknowledge: READ on the group (the whole request), then READ on each
+        topic: a topic without it is left out of the request (nor added to the share session) and
+        its partitions answered TOPIC_AUTHORIZATION_FAILED, as Kafka's KafkaApis does."""
+        refused = self._share_group(READ)(ctx, req, handler)
+        if refused is not None:
+            return refused
+        denied = tuple(t for t in req.topics if (name := self._name_by_id(t.topic_id)) is not None
+                       and not self.can(ctx, READ, TOPIC, name))  # (an unknown id: UNKNOWN_TOPIC_ID, by the handler)
+        if not denied:
+            return None
+        allowed = tuple(t for t in req.topics if t not in denied)
+        fetch = ctx.header.api_key == 78
+
+        def row(p: Any) -> Any:
+            if fetch:
+                return ctx.nested("PartitionData", partition_index=p.partition_index, error_code=TOPIC_DENIED,
+                                  acknowledge_error_code=TOPIC_DENIED if p.acknowledgement_batches else 0,
+                                  current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1),
+                                  records=b"", acquired_records=())
+            return ctx.nested("PartitionData", partition_index=p.partition_index, error_code=TOPIC_DENIED,
+                              current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1))
+
+        async def merged() -> Any:
+            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
+            if body.error_code:
+                return body
+            topic = "ShareFetchableTopicResponse" if fetch else "ShareAcknowledgeTopicResponse"
+            rows = list(body.responses) + [ctx.nested(topic, topic_id=t.topic_id, partitions=tuple(
+                row(p) for p in t.partitions)) for t in denied]
+            return dataclasses.replace(body, responses=tuple(rows))
+        return merged()
 
     def share_group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         def denied(g: str) -> Any | None:
