@@ -385,3 +385,18 @@ async def test_share_session_limit(server_factory):
         assert (await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid, max_records=0))).error_code == 0
     finally:
         await conn.close()
+
+
+async def test_a_fenced_member_loses_its_session_and_records(server_factory):
+    server = server_factory("--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
+    conn, tid = await start(server, records=3)  # member a joined (and stops heartbeating now)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 2, 1)]
+        # b's long poll wakes when a's group session expires and its records are released
+        # (long before their 30 s locks would).
+        b = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid, max_wait_ms=10_000))
+        assert acquired(b) == [(0, 2, 2)]
+        assert (await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid))).error_code == 122  # its session went
+    finally:
+        await conn.close()
