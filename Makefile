@@ -9,7 +9,7 @@ DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report lint test install install-test install-pipeline clients java-clients go-clients bench report clean
+.PHONY: run stop reset-data bench-report lint test test-fast install install-test install-pipeline clients java-clients go-clients bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,10 @@ clients: java-clients go-clients
 lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+
+## The suite without the tests marked slow (pytest -m "not slow"): a few minutes on 2 cores.
+test-fast: install-test
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" --durations=15
 
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
 test: install-test clients

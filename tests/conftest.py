@@ -1,5 +1,7 @@
-"""Shared fixtures: a real server process on its own free port and data dir per test
-(tests/support/process.py), for tests that need a process of their own."""
+"""Shared fixtures: a server per test on its own free port and data dir. In this process on
+its own thread (tests/support/process.py InProcessServer) unless the test is marked
+`process`, for what needs a real process of its own: kill -9, signals, a pid to measure,
+startup errors."""
 
 from __future__ import annotations
 
@@ -7,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.process import ServerProcess
+from tests.support.process import InProcessServer, ServerProcess
 
 
 @pytest.fixture
-def server_factory(tmp_path):
-    started: list[ServerProcess] = []
+def server_factory(tmp_path, request):
+    kind = ServerProcess if request.node.get_closest_marker("process") else InProcessServer
+    started: list[ServerProcess | InProcessServer] = []
 
-    def make(*extra_args: str, data_dir: Path | None = None) -> ServerProcess:
-        s = ServerProcess(data_dir or tmp_path / f"data{len(started)}", list(extra_args))
+    def make(*extra_args: str, data_dir: Path | None = None) -> ServerProcess | InProcessServer:
+        s = kind(data_dir or tmp_path / f"data{len(started)}", list(extra_args))
         s.start()
         started.append(s)
         return s
@@ -26,7 +29,5 @@ def server_factory(tmp_path):
 
 
 @pytest.fixture
-def server(server_factory) -> ServerProcess:
+def server(server_factory) -> ServerProcess | InProcessServer:
     return server_factory()
-
-

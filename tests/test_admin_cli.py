@@ -3,6 +3,8 @@ kafka-consumer-groups views, offset resets, export/import, topics, and one-line 
 
 from __future__ import annotations
 
+import pytest
+
 import csv
 import datetime
 import io
@@ -14,6 +16,8 @@ import time
 from confluent_kafka import Consumer, Producer
 
 from tests.support.process import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 T0 = 1_700_000_000_000  # record timestamps of the messages produced here (ms)
 

@@ -4,10 +4,14 @@ starts, and both its listeners answer: plaintext, and SASL_PLAINTEXT with the su
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 
 from tests.support.process import ROOT, ServerProcess, free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 
 def _port_pair() -> int:

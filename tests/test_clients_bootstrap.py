@@ -19,6 +19,8 @@ from tests.support.proxy import (
     LoggingProxy,
 )
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 OUR_RANGES = {18: (0, 4), 3: (0, 12), 10: (0, 6)}
 GROUP = "bootstrap-group"
 

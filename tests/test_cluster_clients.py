@@ -16,6 +16,8 @@ import pytest
 
 from tests.support.process import PolledMember, kafka_python_subscribe, wait_for
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 TOPIC, PARTITIONS, PER_PHASE = "orders", 3, 60
 
 

@@ -16,6 +16,8 @@ from tests.support.cli import (
 )
 from tests.support.process import ROOT, free_port
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+
 
 def test_port_in_use_fails_before_the_data_dir_is_made(tmp_path):
     with socket.socket() as taken:

@@ -5,10 +5,14 @@ fenced for partitions the member still owns (KIP-1251)."""
 
 from __future__ import annotations
 
+import pytest
+
 from confluent_kafka import KafkaException
 
 from tests.support.wire_client import WireClient, request_class
 from tests.support.process import create_topics, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 TOPIC, PARTITIONS = "epochs", 6
 

@@ -3,12 +3,16 @@ split a topic, rebalance as members leave and join, commit, and resume after a r
 
 from __future__ import annotations
 
+import pytest
+
 import threading
 import time
 
 from confluent_kafka import KafkaError, KafkaException
 
 from tests.support.process import PolledMember, create_topics, kafka_python_subscribe, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 TOPIC, GROUP, PARTITIONS = "kip848", "kip848-group", 6
 

@@ -3,6 +3,8 @@ and exit status 2, and the lock goes with its holder, however it exits."""
 
 from __future__ import annotations
 
+import pytest
+
 import signal
 import socket
 import subprocess
@@ -11,6 +13,8 @@ import sys
 from coordinator.data_dir import lock_data_dir, unlock_data_dir
 from tests.support.process import ROOT, ServerProcess, free_port
 from tests.support.cli import one_error_line, start
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(server):

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 PARTITIONS = 6
 N = 2000
 

@@ -21,6 +21,8 @@ import pytest
 
 from tests.support.process import kafka_python_subscribe, wait_for
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 PARTITIONS = 6
 SESSION_MS = 6000
 

@@ -28,6 +28,8 @@ from tests.support.groups_wire import (
     sync_body,
 )
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+
 NOT_COORDINATOR, KAFKA_STORAGE_ERROR = 16, 56
 
 

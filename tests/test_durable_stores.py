@@ -17,6 +17,8 @@ from coordinator.durable import STEPS, JsonFile
 from tests.support.cli import one_error_line, start
 from tests.support.process import ServerProcess
 
+pytestmark = pytest.mark.slow  # a server process killed at every step of each store's write
+
 INIT_PRODUCER_ID, METADATA, CREATE_TOPICS, CREATE_ACLS, INCREMENTAL_ALTER_CONFIGS, ALTER_SCRAM = 22, 3, 19, 30, 44, 51
 AFTER_RENAME = STEPS.index("renamed")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ast
 import os
 import re
@@ -9,6 +11,8 @@ import subprocess
 import sys
 
 from tests.support.process import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
 
 EXAMPLES = ROOT / "examples"
 

@@ -4,7 +4,11 @@ log no traceback: bad input is a Kafka error or a clean close with a WARNING."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support import fuzz
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
 
 
 def test_mutated_frames_of_every_api_version(server_factory):

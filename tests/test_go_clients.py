@@ -11,6 +11,8 @@ import pytest
 
 from tests.client_programs import build, committed_offsets, end_offsets, go_command, run_parallel
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 SERVER_ARGS = ("--group-consumer-heartbeat-interval-ms", "500")
 LIFECYCLES = ("franz-cooperative", "franz-consumer", "kafka-go-group", "kafka-go-reader", "sarama")
 SCENARIOS = (*LIFECYCLES, "franz-txn")

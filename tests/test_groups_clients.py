@@ -6,6 +6,8 @@ Each reaches Stable with disjoint assignments covering every partition; a killed
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import signal
 import subprocess
@@ -18,6 +20,8 @@ from tests.support.clients import (
     create_topic,
 )
 from tests.support.process import PolledMember, kafka_python_subscribe, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 SESSION_MS = 6000  # the broker's minimum: the fastest expiry a test can observe
 

@@ -8,6 +8,8 @@ asserts on time (socket timeouts only keep a broken server from hanging the suit
 
 from __future__ import annotations
 
+import pytest
+
 import datetime
 import resource
 import socket
@@ -36,6 +38,8 @@ from tests.support.hardening import (
 )
 from tests.support.process import create_topics, wait_for
 from tests.support.raw_wire import API_VERSIONS, Wire, api_ranges
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
 
 
 def assert_serving(port: int) -> None:

@@ -10,6 +10,8 @@ import pytest
 from tests.client_programs import build, committed_offsets, end_offsets, java_command, run_parallel
 from tests.support.process import wait_for
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 # Consumer-protocol members heartbeat at the broker's interval: short, so steps end quickly.
 SERVER_ARGS = ("--group-consumer-heartbeat-interval-ms", "500")
 

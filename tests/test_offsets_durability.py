@@ -9,6 +9,8 @@ import pytest
 from tests.support.wire_client import WireClient
 from tests.support.groups_wire import COMMIT, DESCRIBE, FETCH, HEARTBEAT, cls, commit_body, form, hb_body
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+
 
 async def fetch_all(port: int, group: str) -> dict:
     conn = await WireClient("fetcher").connect("127.0.0.1", port)

@@ -7,6 +7,8 @@ its offset was committed, and no partition has two owners."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import signal
 import struct
@@ -16,6 +18,8 @@ import time
 from tests.support.wire_client import WireClient
 from tests.support.process import kafka_python_subscribe, wait_for
 from tests.support.groups_wire import DESCRIBE, cls
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 TOPIC, PARTITIONS, GROUP = "events", 4, "restarted"
 RESTARTS = 10

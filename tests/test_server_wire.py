@@ -168,6 +168,7 @@ BAD_INPUT = {
 }
 
 
+@pytest.mark.process  # killed (SIGKILL) or read by pid: needs a real process
 def test_bad_input_gets_a_clean_close(server_factory):
     server = server_factory("--socket-request-max-bytes", "4096")
     for case, (data, half_close, log_text) in BAD_INPUT.items():

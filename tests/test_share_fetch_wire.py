@@ -5,6 +5,8 @@ changes on a refused acknowledgement), read_committed, auto offset reset and a c
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import signal
 import uuid
@@ -261,6 +263,7 @@ async def test_read_committed_skips_aborted_transactions(server):
         await conn.close()
 
 
+@pytest.mark.process  # killed (SIGKILL) or read by pid: needs a real process
 async def test_crash_keeps_acknowledgements_and_delivery_counts(server):
     conn, tid = await start(server)
     try:

@@ -23,6 +23,8 @@ from confluent_kafka.admin import (  # noqa: E402
 
 from tests.support.process import ROOT, wait_for  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 SHORT_LOCKS = ("--group-share-min-record-lock-duration-ms", "1000")
 
 

@@ -12,6 +12,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.support.process import create_topics
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
+
 
 def drain(bootstrap: str, topic: str, partitions: int, isolation: str, idle_s: float = 1.5) -> list[str]:
     """Every value a consumer with this isolation level reads from the start."""

@@ -4,6 +4,8 @@ and the group side (TxnOffsetCommit, OffsetFetch require_stable), and a restart.
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import datetime
 import struct
@@ -220,6 +222,7 @@ async def wait_for_state(conn, txn_id, state, timeout=10.0):
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.process  # killed (SIGKILL) or read by pid: needs a real process
 async def test_pending_offsets_survive_a_restart_and_timeouts_abort(server_factory):
     """A transaction open at a restart keeps its pending offsets (replayed from the
     transactional batch); past transaction.timeout.ms the coordinator aborts it under a
@@ -252,6 +255,7 @@ async def test_pending_offsets_survive_a_restart_and_timeouts_abort(server_facto
     assert "Traceback" not in server.log_text()
 
 
+@pytest.mark.process  # killed (SIGKILL) or read by pid: needs a real process
 async def test_a_transaction_prepared_before_a_crash_completes_at_startup(server):
     """PrepareCommit is durable, the markers are not: a restart writes them (and
     CompleteCommit), so the data becomes visible and the pending offsets apply."""

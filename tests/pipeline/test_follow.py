@@ -13,7 +13,7 @@ from coordinator.log.offsets import OffsetsLog  # noqa: E402
 from pipeline import stream  # noqa: E402
 from protocol.group_records import OffsetCommitKey, OffsetCommitValue  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark: a JVM and Python workers per session
 T0 = 1_700_000_000_000
 
 

@@ -16,7 +16,7 @@ from pipeline import analytics, read_offsets  # noqa: E402
 from pipeline.run import run  # noqa: E402
 from protocol.group_records import OffsetCommitKey, OffsetCommitValue  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark: a JVM and Python workers per session
 T0 = 1_700_000_000_000
 S = 1000
 # group -> (partition of topic "events", [(commit time after T0 in s, committed offset)])

@@ -19,7 +19,7 @@ from pipeline.run import run  # noqa: E402
 
 from .logs import CODECS, STORM_GENERATIONS, TOPIC_RECORDS, reference, write_data_dir  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark: a JVM and Python workers per session
 QUIET = lambda *a: None  # noqa: E731
 
 

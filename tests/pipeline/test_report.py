@@ -19,7 +19,7 @@ from protocol.group_records import GroupMetadataKey, GroupMetadataValue, MemberM
 
 from .test_lag import T0, write as write_lag_data  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark: a JVM and Python workers per session
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

@@ -4,6 +4,7 @@ client helpers the suites share."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
 
@@ -65,6 +67,103 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+
+
+class NeedsProcess(RuntimeError):
+    """What an in-process server cannot do (be killed, report a pid): the test module asks
+    for a real process with `pytestmark = pytest.mark.process`."""
+
+
+class InProcessServer:
+    """The server of `ServerProcess`, run in this process on its own thread and event loop
+    (as coordinator.testing.Cluster runs one): the same port, data dir and graceful
+    stop/restart, without starting an interpreter per test. Its log lines (every logger's,
+    as the test process shares them) go to `log_path` while it runs."""
+
+    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.extra_args = extra_args or []
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+        self._server: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._handler: logging.Handler | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def proc(self) -> Any:
+        raise NeedsProcess("an in-process server has no process: mark the module pytest.mark.process")
+
+    def start(self) -> None:
+        import uvloop
+
+        from coordinator.config import parse_args
+        from coordinator.server import Server
+
+        config = parse_args(["--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data_dir),
+                             *self.extra_args])
+        self._handler = logging.FileHandler(self.log_path)
+        self._handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger()
+        root.addHandler(self._handler)
+        root.setLevel(min(root.level or logging.WARNING, logging.getLevelName(config.log_level.upper())))
+        self._loop = loop = uvloop.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, name=f"server-{self.port}", daemon=True)
+        self._thread.start()
+        self._server = Server(config)
+        try:
+            self._call(self._server.start())
+        except BaseException:
+            self._server = None
+            self._shut_loop()
+            raise
+
+    def _call(self, coro: Any, timeout: float = 60) -> Any:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _shut_loop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(10)
+            self._loop.close()
+            self._loop = self._thread = None
+        if self._handler is not None:
+            logging.getLogger().removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        """A graceful stop, as SIGTERM or SIGINT give a process; exit status 0."""
+        if sig not in (signal.SIGTERM, signal.SIGINT):
+            raise NeedsProcess(f"signal {sig} needs a real process: mark the module pytest.mark.process")
+        assert self._server is not None
+        try:
+            self._call(self._server.stop(), timeout)
+        finally:
+            self._server = None
+            self._shut_loop()
+        return 0
+
+    def restart(self, sig: int = signal.SIGTERM) -> None:
+        self.stop(sig)
+        self.start()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def close(self) -> None:
+        if self._server is not None:
+            try:
+                self._call(self._server.stop(grace_seconds=1.0))
+            finally:
+                self._server = None
+        self._shut_loop()
 
 
 def create_topics(port: int, *names: str, partitions: int = 4) -> None:
