@@ -354,7 +354,7 @@ async def test_describe_alter_delete_share_group_offsets(server):
 
 async def test_share_group_metrics(server_factory):
     from tests.support.process import free_port
-    from tests.test_metrics import scrape, value
+    from tests.support.metrics_scrape import scrape, value
 
     port = free_port()
     server = server_factory("--metrics-port", str(port))
