@@ -15,6 +15,8 @@ from kio.schema.errors import ErrorCode as E
 from tests.support.wire_client import WireClient, request_class
 from coordinator.testing import Cluster, ClusterError
 
+pytestmark = pytest.mark.slow  # a subprocess cluster driven over HTTP and by kcoord
+
 ROOT = Path(__file__).resolve().parent.parent
 OFFSET_FETCH = 9
 

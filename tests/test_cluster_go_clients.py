@@ -11,6 +11,8 @@ import pytest
 
 from tests.client_programs import build, committed_offsets, end_offsets, go_command, run_program
 
+pytestmark = pytest.mark.slow  # Go and Java client programs built and run against a 3-broker cluster
+
 SCENARIOS = ("franz-cooperative", "franz-consumer")
 
 

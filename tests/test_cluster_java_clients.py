@@ -12,6 +12,8 @@ import pytest
 
 from tests.client_programs import build, committed_offsets, end_offsets, java_command, run_program
 
+pytestmark = pytest.mark.slow  # Go and Java client programs built and run against a 3-broker cluster
+
 
 @pytest.fixture(scope="module", autouse=True)
 def java_clients():
