@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.client_programs import build, committed_offsets, end_offsets, go_command, run_parallel
+from tests.support.reference_clients import (
+    build, cluster_actions, committed_offsets, end_offsets, go_command, run_parallel,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
@@ -25,9 +27,20 @@ def go_clients():
 
 @pytest.mark.timeout(400)
 def test_go_clients(server_factory, tmp_path):
+    """Each scenario on its own server, all at once; franz-cluster on three brokers
+    (coordinator.testing.Cluster), across a coordinator move and the stop of its broker."""
+    from coordinator.testing import Cluster
+
     servers = {name: server_factory(*SERVER_ARGS) for name in SCENARIOS}
-    results = run_parallel({name: (go_command(name, servers[name].bootstrap), servers[name],
-                                   tmp_path / f"go-{name}.log") for name in SCENARIOS})
+    cluster = Cluster(brokers=3, subprocess=True).start()
+    jobs = {name: (go_command(name, servers[name].bootstrap), servers[name], tmp_path / f"go-{name}.log")
+            for name in SCENARIOS}
+    jobs["franz-cluster"] = (go_command("franz-cluster", cluster.bootstrap), None, tmp_path / "go-franz-cluster.log",
+                             cluster_actions(cluster))
+    try:
+        results = run_parallel(jobs)
+    finally:
+        cluster.close()
     for name, result in results.items():
         assert result["failures"] == [], (name, result)
         assert result["ok"], (name, result)
@@ -36,6 +49,8 @@ def test_go_clients(server_factory, tmp_path):
             continue
         assert result["missing"] == [], (name, "records never delivered")
         assert result["violations"] == {}, (name, "records delivered again after a commit covered them")
+        if name == "franz-cluster":
+            continue
         # The committed offsets read back by another client: the whole log.
         committed = committed_offsets(servers[name].bootstrap, result["group"], result["topic"], 6)
         assert committed == end_offsets(servers[name].bootstrap, result["topic"], 6), name

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.client_programs import build, committed_offsets, end_offsets, java_command, run_parallel
 from tests.support.process import wait_for
+from tests.support.reference_clients import (
+    build, cluster_actions, committed_offsets, end_offsets, java_command, run_parallel,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
@@ -87,3 +89,30 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
     streams = results["streams"]
     assert streams["lines"] == 180
     assert streams["final counts"] == streams["expected"]
+
+
+@pytest.mark.timeout(400)
+def test_across_a_coordinator_move_a_broker_stop_and_a_leader_move(tmp_path):
+    """Three brokers (coordinator.testing.Cluster): KafkaConsumer groups (cooperative-sticky and
+    the consumer protocol) while their coordinator moves and then its broker stops; an
+    idempotent KafkaProducer while a partition's leader moves."""
+    from coordinator.testing import Cluster
+
+    jobs = {"cooperative-sticky": ("consumer-cluster", "cooperative-sticky"),
+            "consumer": ("consumer-cluster", "consumer"), "producer": ("producer-cluster",)}
+    clusters = {name: Cluster(brokers=3, subprocess=True, group_consumer_heartbeat_interval_ms=500).start()
+                for name in jobs}
+    try:
+        results = run_parallel({name: (java_command(job[0], clusters[name].bootstrap, *job[1:]), None,
+                                       tmp_path / f"java-cluster-{name}.log", cluster_actions(clusters[name]))
+                                for name, job in jobs.items()})
+    finally:
+        for cluster in clusters.values():
+            cluster.close()
+    for name, result in results.items():
+        assert result["failures"] == [], (name, result)
+        assert result["ok"], (name, result)
+    for name in ("cooperative-sticky", "consumer"):
+        assert results[name]["missing"] == [] and results[name]["violations"] == {}, results[name]
+        assert results[name]["produced"] == 3 * 60
+    assert results["producer"]["leader move records"] == 200

@@ -45,7 +45,7 @@ func startFranz(lc *lifecycle, name, instanceID string, nextGen bool) (member, e
 		m.setOwned(nil, lost[topic], false)
 	}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(lc.bootstrap), kgo.ClientID(name),
+		kgo.SeedBrokers(brokers(lc.bootstrap)...), kgo.ClientID(name),
 		kgo.ConsumerGroup(lc.group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),

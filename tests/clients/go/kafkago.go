@@ -27,7 +27,7 @@ func kafkaGoGroupLibrary(lc *lifecycle) library {
 		memberClient: func(name string) string { return name },
 		start: func(name, _ string) (member, error) {
 			cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-				ID: lc.group, Brokers: []string{lc.bootstrap}, Topics: []string{lc.topic},
+				ID: lc.group, Brokers: brokers(lc.bootstrap), Topics: []string{lc.topic},
 				Dialer:            &kafka.Dialer{ClientID: name, Timeout: 10 * time.Second},
 				HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 10 * time.Second,
 				RebalanceTimeout: 10 * time.Second, StartOffset: kafka.FirstOffset,
@@ -64,7 +64,7 @@ func (m *kafkaGoGroupMember) loop(ctx context.Context, lc *lifecycle) {
 		for _, a := range gen.Assignments[lc.topic] {
 			partition, offset := a.ID, a.Offset
 			gen.Start(func(ctx context.Context) {
-				r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{lc.bootstrap}, Topic: lc.topic,
+				r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers(lc.bootstrap), Topic: lc.topic,
 					Partition: partition, MaxWait: 200 * time.Millisecond})
 				defer r.Close()
 				if offset >= 0 {
@@ -114,7 +114,7 @@ func kafkaGoReaderLibrary(lc *lifecycle) library {
 		groupType: "classic", commitUnknown: true, memberClient: func(name string) string { return name },
 		start: func(name, _ string) (member, error) {
 			r := kafka.NewReader(kafka.ReaderConfig{
-				Brokers: []string{lc.bootstrap}, GroupID: lc.group, Topic: lc.topic,
+				Brokers: brokers(lc.bootstrap), GroupID: lc.group, Topic: lc.topic,
 				Dialer:            &kafka.Dialer{ClientID: name, Timeout: 10 * time.Second},
 				HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 10 * time.Second,
 				RebalanceTimeout: 10 * time.Second, StartOffset: kafka.FirstOffset,

@@ -125,7 +125,7 @@ func runLifecycle(scenario, bootstrap string, res *result) error {
 	res.put("group", lc.group)
 	res.put("topic", lc.topic)
 	switch scenario {
-	case "franz-cooperative":
+	case "franz-cooperative", "franz-cluster":
 		lc.lib = franzLibrary(lc, false)
 	case "franz-consumer":
 		lc.lib = franzLibrary(lc, true)
@@ -137,7 +137,7 @@ func runLifecycle(scenario, bootstrap string, res *result) error {
 		lc.lib = saramaLibrary(lc)
 	}
 	var err error
-	if lc.producer, err = kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(lc.topic)); err != nil {
+	if lc.producer, err = kgo.NewClient(kgo.SeedBrokers(brokers(bootstrap)...), kgo.DefaultProduceTopic(lc.topic)); err != nil {
 		return err
 	}
 	defer lc.producer.Close()
@@ -151,7 +151,47 @@ func runLifecycle(scenario, bootstrap string, res *result) error {
 		res.put("redelivered", lc.ledger.redelivered)
 		res.put("violations", lc.ledger.violations)
 	}()
+	if scenario == "franz-cluster" {
+		return lc.runCluster()
+	}
 	return lc.run()
+}
+
+// runCluster runs against three brokers: the group's coordinator moves (NOT_COORDINATOR, then
+// the new one loads the group from its __consumer_offsets partition), then the broker now
+// coordinating it stops (its partitions' leadership moves too); the members carry on.
+func (lc *lifecycle) runCluster() error {
+	ctx := context.Background()
+	if _, err := lc.admin.CreateTopic(ctx, partitions, 3, nil, lc.topic); err != nil {
+		return err
+	}
+	if err := lc.produce(); err != nil {
+		return err
+	}
+	for _, name := range []string{"c1", "c2"} {
+		if err := lc.start(name, ""); err != nil {
+			return err
+		}
+	}
+	lc.step("join", 2)
+	for _, ev := range []struct{ event, step string }{
+		{"move-coordinator", "coordinator-move"}, {"stop-coordinator", "broker-stop"},
+	} {
+		if err := eventOn(ev.event, lc.group); err != nil {
+			return err
+		}
+		if err := lc.produce(); err != nil {
+			return err
+		}
+		lc.step(ev.step, 2)
+	}
+	for name := range lc.members {
+		lc.stop(name)
+	}
+	committed, ends := lc.offsets()
+	lc.res.check("committed = log end after close", reflect.DeepEqual(committed, ends),
+		fmt.Sprintf("committed %v end %v", committed, ends))
+	return nil
 }
 
 func (lc *lifecycle) run() error {

@@ -3,7 +3,7 @@
 //	kclients SCENARIO BOOTSTRAP
 //
 // with SCENARIO one of franz-cooperative, franz-consumer (KIP-848), franz-txn, kafka-go-group,
-// kafka-go-reader, sarama. Each prints one JSON line {"result": {...}} on stdout with "ok" and
+// kafka-go-reader, sarama, and franz-cluster (against several brokers). Each prints one JSON line {"result": {...}} on stdout with "ok" and
 // "failures"; where the driver (tests/test_go_clients.py) must act, it prints {"event": NAME}
 // and waits for one line on stdin. Client logs go to stderr.
 package main
@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -26,7 +27,7 @@ func main() {
 	res := newResult(scenario)
 	var err error
 	switch scenario {
-	case "franz-cooperative", "franz-consumer", "kafka-go-group", "kafka-go-reader", "sarama":
+	case "franz-cooperative", "franz-consumer", "kafka-go-group", "kafka-go-reader", "sarama", "franz-cluster":
 		err = runLifecycle(scenario, bootstrap, res)
 	case "franz-txn":
 		err = runFranzTxn(bootstrap, res)
@@ -45,8 +46,15 @@ func main() {
 var stdin = bufio.NewReader(os.Stdin)
 
 // event tells the driver to act and waits until it says it has.
-func event(name string) error {
-	out, _ := json.Marshal(map[string]string{"event": name})
+func event(name string) error { return eventOn(name, "") }
+
+// eventOn is an event about one group or topic: {"event": NAME, "target": TARGET}.
+func eventOn(name, target string) error {
+	message := map[string]string{"event": name}
+	if target != "" {
+		message["target"] = target
+	}
+	out, _ := json.Marshal(message)
 	fmt.Println(string(out))
 	if _, err := stdin.ReadString('\n'); err != nil {
 		return fmt.Errorf("driver closed stdin during %s", name)
@@ -168,3 +176,6 @@ func (l *ledger) missing() []string {
 }
 
 func (l *ledger) allDelivered() bool { return len(l.missing()) == 0 }
+
+// brokers splits a bootstrap list (HOST:PORT,HOST:PORT,...).
+func brokers(bootstrap string) []string { return strings.Split(bootstrap, ",") }

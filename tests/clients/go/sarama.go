@@ -35,7 +35,7 @@ func saramaLibrary(lc *lifecycle) library {
 			cfg.Consumer.Group.Session.Timeout = 10 * time.Second
 			cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
 			cfg.Consumer.Group.InstanceId = instanceID
-			group, err := sarama.NewConsumerGroup([]string{lc.bootstrap}, lc.group, cfg)
+			group, err := sarama.NewConsumerGroup(brokers(lc.bootstrap), lc.group, cfg)
 			if err != nil {
 				return nil, err
 			}

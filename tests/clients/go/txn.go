@@ -22,7 +22,7 @@ const (
 // transformed input exactly once and none of the aborted records.
 func runFranzTxn(bootstrap string, res *result) error {
 	ctx := context.Background()
-	plain, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	plain, err := kgo.NewClient(kgo.SeedBrokers(brokers(bootstrap)...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func runFranzTxn(bootstrap string, res *result) error {
 	}
 
 	// A transaction that aborts: its records stay in the log, invisible to read_committed.
-	aborter, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.TransactionalID("franz-abort"),
+	aborter, err := kgo.NewClient(kgo.SeedBrokers(brokers(bootstrap)...), kgo.TransactionalID("franz-abort"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func runFranzTxn(bootstrap string, res *result) error {
 	}
 	aborter.Close()
 
-	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(bootstrap), kgo.ClientID("franz-txn"),
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(brokers(bootstrap)...), kgo.ClientID("franz-txn"),
 		kgo.TransactionalID("franz-txn"), kgo.ConsumerGroup("franz-txn-group"), kgo.ConsumeTopics("franz-txn-in"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -122,7 +122,7 @@ func runFranzTxn(bootstrap string, res *result) error {
 	res.check("read_uncommitted sees the aborted records too", len(all) >= txnRecords+10, len(all))
 
 	// A client of its own: the first one's connections died with the server restart.
-	check, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	check, err := kgo.NewClient(kgo.SeedBrokers(brokers(bootstrap)...))
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func runFranzTxn(bootstrap string, res *result) error {
 
 // readTopic reads every value of a topic from the start with this isolation level, sorted.
 func readTopic(bootstrap, topic string, level kgo.IsolationLevel, expected int) []string {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.FetchIsolationLevel(level),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(bootstrap)...), kgo.FetchIsolationLevel(level),
 		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return nil

@@ -47,12 +47,15 @@ final class ConsumerLifecycle {
     private final Map<String, Member> members = new LinkedHashMap<>();
     private int produced;
 
-    ConsumerLifecycle(String bootstrap, String mode, Main.Result result) {
+    private final boolean cluster;
+
+    ConsumerLifecycle(String bootstrap, String mode, Main.Result result, boolean cluster) {
         this.bootstrap = bootstrap;
         this.mode = mode;
         this.result = result;
-        this.topic = "java-" + mode;
-        this.group = "java-" + mode;
+        this.cluster = cluster;
+        this.topic = (cluster ? "java-cluster-" : "java-") + mode;
+        this.group = this.topic;
         result.put("mode", mode);
         result.put("group", group);
         result.put("topic", topic);
@@ -86,6 +89,10 @@ final class ConsumerLifecycle {
     }
 
     void run() throws Exception {
+        if (cluster) {
+            runCluster();
+            return;
+        }
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap));
              KafkaProducer<String, String> producer = new KafkaProducer<>(Map.of(
                      "bootstrap.servers", bootstrap, "enable.idempotence", "true", "acks", "all",
@@ -147,6 +154,47 @@ final class ConsumerLifecycle {
             result.check("committed = log end at the end", finalCommitted.equals(finalEnds),
                     "committed " + finalCommitted + " end " + finalEnds);
             result.put("committed", finalCommitted);
+        } finally {
+            for (Member m : members.values()) {
+                m.close(true);
+            }
+            result.put("produced", ledger.producedCount());
+            result.put("missing", new TreeSet<>(ledger.missing()));
+            result.put("redelivered", ledger.redelivered());
+            result.put("violations", ledger.violations());
+        }
+    }
+
+    /**
+     * Against three brokers: the group's coordinator moves (NOT_COORDINATOR, then the new one
+     * loads the group from its __consumer_offsets partition), then the broker now coordinating
+     * it stops (its partitions' leadership moves too); the members carry on through both.
+     */
+    private void runCluster() throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap));
+             KafkaProducer<String, String> producer = new KafkaProducer<>(Map.of(
+                     "bootstrap.servers", bootstrap, "enable.idempotence", "true", "acks", "all",
+                     "key.serializer", "org.apache.kafka.common.serialization.StringSerializer",
+                     "value.serializer", "org.apache.kafka.common.serialization.StringSerializer"))) {
+            admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 3))).all().get();
+            produce(producer);
+            start("c1", null);
+            start("c2", null);
+            step(admin, "join", 2);
+            Main.event("move-coordinator", group);
+            produce(producer);
+            step(admin, "coordinator-move", 2);
+            Main.event("stop-coordinator", group);
+            produce(producer);
+            step(admin, "broker-stop", 2);
+            for (String name : List.copyOf(members.keySet())) {
+                stop(name, true);
+            }
+            Map<Integer, Long> committed = committed(admin);
+            Map<Integer, Long> ends = endOffsets(admin);
+            result.check("committed = log end after close", committed.equals(ends),
+                    "committed " + committed + " end " + ends);
+            result.put("committed", committed);
         } finally {
             for (Member m : members.values()) {
                 m.close(true);

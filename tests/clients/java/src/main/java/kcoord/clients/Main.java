@@ -15,7 +15,8 @@ import java.util.function.BooleanSupplier;
  * The Java reference clients' scenarios, one per run: {@code java kcoord.clients.Main SCENARIO
  * BOOTSTRAP ARGS...}. Each prints one JSON result line on stdout, {"result": {...}}, with
  * {"ok": true|false, "failures": [...]} and the figures the pytest driver checks itself.
- * Where the driver must act (restart the server), the scenario prints {"event": NAME} and
+ * Where the driver must act (restart the server; against a cluster: move a coordinator or a
+ * leader, stop a broker), the scenario prints {"event": NAME, "target": GROUP_OR_TOPIC} and
  * waits for one line on stdin. Client logs go to stderr.
  */
 public final class Main {
@@ -30,7 +31,9 @@ public final class Main {
         Result result = new Result(args[0]);
         try {
             switch (args[0]) {
-                case "consumer" -> new ConsumerLifecycle(bootstrap, args[2], result).run();
+                case "consumer" -> new ConsumerLifecycle(bootstrap, args[2], result, false).run();
+                case "consumer-cluster" -> new ConsumerLifecycle(bootstrap, args[2], result, true).run();
+                case "producer-cluster" -> new ProducerScenario(bootstrap, result).runLeaderMove();
                 case "producer" -> new ProducerScenario(bootstrap, result).run();
                 case "admin" -> new AdminScenario(bootstrap, result).run();
                 case "streams" -> new StreamsWordCount(bootstrap, result).run();
@@ -55,7 +58,15 @@ public final class Main {
 
     /** Tells the driver to act and waits until it says it has. */
     static void event(String name) throws IOException {
-        System.out.println(Json.write(Map.of("event", name)));
+        event(name, null);
+    }
+
+    /** An event about one group or topic: {"event": NAME, "target": TARGET}. */
+    static void event(String name, String target) throws IOException {
+        Map<String, Object> message = new LinkedHashMap<>();
+        message.put("event", name);
+        if (target != null) message.put("target", target);
+        System.out.println(Json.write(message));
         System.out.flush();
         if (STDIN.readLine() == null) {
             throw new IOException("driver closed stdin during " + name);

@@ -76,6 +76,30 @@ final class ProducerScenario {
         }
     }
 
+    /**
+     * Against three brokers: an idempotent producer writes while the leader of partition 0
+     * moves to another broker (NOT_LEADER_OR_FOLLOWER, new metadata, the same producer id and
+     * sequences to the new leader); every record is in the log once, in order.
+     */
+    void runLeaderMove() throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            admin.createTopics(List.of(new NewTopic("moving", PARTITIONS, (short) 3))).all().get();
+            try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(null))) {
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int i = 0; i < RECORDS; i++) {
+                    if (i == RECORDS / 2) {
+                        for (Future<RecordMetadata> f : sent) f.get();
+                        Main.event("move-leader", "moving");
+                    }
+                    sent.add(producer.send(new ProducerRecord<>("moving", i % PARTITIONS, "k" + i, "v" + i)));
+                }
+                producer.flush();
+                for (Future<RecordMetadata> f : sent) f.get();
+            }
+            checkInOrder("moving", "leader move");
+        }
+    }
+
     /** Half the records before a server restart, half after; each in the log once, in order. */
     private void idempotent(Admin admin) throws Exception {
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(null))) {
@@ -90,7 +114,11 @@ final class ProducerScenario {
             producer.flush();
             for (Future<RecordMetadata> f : sent) f.get();
         }
-        Map<Integer, List<String>> read = readAll("idem", "read_uncommitted", RECORDS);
+        checkInOrder("idem", "idempotent");
+    }
+
+    private void checkInOrder(String topic, String name) {
+        Map<Integer, List<String>> read = readAll(topic, "read_uncommitted", RECORDS);
         boolean inOrder = true;
         int count = 0;
         for (int p = 0; p < PARTITIONS; p++) {
@@ -100,8 +128,8 @@ final class ProducerScenario {
             count += got.size();
             inOrder &= got.equals(expected);
         }
-        result.put("idempotent records", count);
-        result.check("idempotent: every record once, in order", inOrder && count == RECORDS, read);
+        result.put(name + " records", count);
+        result.check(name + ": every record once, in order", inOrder && count == RECORDS, read);
     }
 
     private void transactional(Admin admin) throws Exception {

@@ -2,8 +2,8 @@
 
 `make clients` builds them (Maven and the Go toolchain fetch what they need the first time);
 the session fixture runs it, which is quick when nothing changed. A program prints one JSON
-line {"result": {...}}; on {"event": "restart-server"} the driver restarts the server and
-answers one line on stdin."""
+line {"result": {...}}; on {"event": NAME, "target": ...} the driver acts (restart-server
+restarts the server; against a cluster, see cluster_actions) and answers one line on stdin."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JAVA_DIR = ROOT / "tests" / "clients" / "java"
 GO_BIN = ROOT / "tests" / "clients" / "go" / "build" / "kclients"
 # Fast JVM start for short programs: C1 only, the class-data archive, a small serial heap.
@@ -52,8 +52,20 @@ def go_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
     return [str(GO_BIN), scenario, bootstrap, *args]
 
 
-def run_program(command: list[str], server=None, timeout: float = 240, log: Path | None = None) -> dict:
-    """Run one scenario program to its result line, restarting `server` when it asks."""
+def cluster_actions(cluster) -> dict:
+    """What a program may ask of a `coordinator.testing.Cluster`, by event name."""
+    return {
+        "move-coordinator": lambda m: cluster.move_coordinator(m["target"]),
+        "stop-coordinator": lambda m: cluster.stop_broker(cluster.coordinator_of(m["target"])),
+        "move-leader": lambda m: cluster.move_leader(m["target"], 0),
+    }
+
+
+def run_program(command: list[str], server=None, timeout: float = 240, log: Path | None = None,
+                actions: dict | None = None) -> dict:
+    """Run one scenario program to its result line, acting on its events: restart-server
+    restarts `server`, the others are looked up in `actions`."""
+    actions = {**({"restart-server": lambda m: server.restart()} if server is not None else {}), **(actions or {})}
     stderr = open(log, "wb") if log else subprocess.DEVNULL
     proc = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=stderr, text=True)
@@ -66,8 +78,8 @@ def run_program(command: list[str], server=None, timeout: float = 240, log: Path
             if not line.startswith("{"):
                 continue
             message = json.loads(line)
-            if message.get("event") == "restart-server":
-                server.restart()
+            if "event" in message:
+                actions[message["event"]](message)
                 proc.stdin.write("ok\n")
                 proc.stdin.flush()
             elif "result" in message:
@@ -87,9 +99,10 @@ def run_program(command: list[str], server=None, timeout: float = 240, log: Path
 
 
 def run_parallel(jobs: dict[str, tuple]) -> dict[str, dict]:
-    """Run scenarios that share no group at once: {name: (command, server, log)} -> results."""
+    """Run scenarios that share no group at once: {name: (command, server, log[, actions])} -> results."""
     with ThreadPoolExecutor(len(jobs)) as pool:
-        futures = {name: pool.submit(run_program, cmd, srv, log=log) for name, (cmd, srv, log) in jobs.items()}
+        futures = {name: pool.submit(run_program, job[0], job[1], log=job[2], actions=job[3] if len(job) > 3 else None)
+                   for name, job in jobs.items()}
         errors = {name: f.exception() for name, f in futures.items() if f.exception() is not None}
         assert not errors, "\n\n".join(f"{name}: {e}" for name, e in errors.items())
         return {name: f.result() for name, f in futures.items()}
