@@ -359,7 +359,10 @@ class ClusterControl:
             self._check_broker(node_id)
             t = self.topology
             if not t.brokers[node_id].alive:
-                await self.switch.open_broker(node_id)
+                try:
+                    await self.switch.open_broker(node_id)
+                except OSError as e:  # its port was taken meanwhile: it stays stopped
+                    raise ControlError(f"broker {node_id} cannot listen again: {e}") from None
                 t.broker_started(node_id)
                 log.info("broker %d started", node_id)
             if preferred:

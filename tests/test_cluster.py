@@ -288,3 +288,51 @@ async def _consistent(cluster: Cluster) -> None:
                 assert (await find_coordinator(conn, t, key_type=1)).node_id == coordinator
     finally:
         await close(conns)
+
+
+def _two_free_ports() -> int:
+    """A port p with p + 1 free too (the second broker listens on the next port)."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port >= 65535:
+                continue
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+        return port
+    raise AssertionError("no two consecutive free ports")
+
+
+def test_listeners_and_advertised_listeners_go_up_by_one_per_broker(tmp_path):
+    import asyncio
+
+    port = _two_free_ports()
+    with Cluster(brokers=2, data_dir=tmp_path / "d", listeners=f"PLAINTEXT://127.0.0.1:{port}",
+                 advertised_listeners="PLAINTEXT://localhost:19092") as cluster:
+        assert [(b["node_id"], b["port"]) for b in cluster.brokers()] == [(1, 19092), (2, 19093)]
+
+        async def advertised() -> list:
+            conn = await WireClient("listeners").connect("127.0.0.1", port + 1)
+            md = await metadata(conn)
+            await conn.close()
+            return sorted((b.node_id, b.host, b.port) for b in md.brokers)
+
+        assert asyncio.run(advertised()) == [(1, "localhost", 19092), (2, "localhost", 19093)]
+
+
+def test_bad_brokers_flag_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    for args, message in ((["--brokers", "0"], "--brokers: 0; at least 1"),
+                          (["--brokers", "3", "--port", "65534"], "port is past 65535")):
+        done = subprocess.run([sys.executable, "-m", "coordinator", "--data-dir", str(tmp_path / "d"), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and message in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
