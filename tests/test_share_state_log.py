@@ -91,3 +91,22 @@ async def test_updates_of_a_superseded_snapshot_are_ignored(tmp_path):
     state.replay(key, R.decode_state_key(raw), R.ShareUpdateValue(3, 0, 5, (R.StateBatch(5, 6, R.ARCHIVED, 1),)), 1)
     assert (state.states[key].start, state.states[key].records) == (0, {})
     await state.close()
+
+
+async def test_a_snapshot_holds_the_updates_queued_before_it(tmp_path):
+    """Two writes in one turn of the loop, the second a snapshot: the snapshot has the first's
+    change, so replay (which drops updates of the older snapshot epoch) loses nothing."""
+    state = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=2)
+    key = ("g", TOPIC_ID, 0)
+    first = asyncio.get_running_loop().create_future()
+    state.write(key, 0, [], 1000, first.set_result, full=True)
+    await first
+    done = [asyncio.get_running_loop().create_future() for _ in range(2)]
+    state.write(key, 0, [(0, 0, R.ACKNOWLEDGED, 1)], 1000, done[0].set_result)  # an update...
+    state.write(key, 0, [(1, 1, R.ARCHIVED, 1)], 1000, done[1].set_result)  # ... then a snapshot
+    assert await asyncio.gather(*done) == [None, None]
+    await state.close()
+    again = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    again.load()
+    assert again.states[key].records == {0: (R.ACKNOWLEDGED, 1), 1: (R.ARCHIVED, 1)}
+    await again.close()

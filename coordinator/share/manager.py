@@ -194,7 +194,8 @@ class SharePartitionManager:
                 fut.set_exception(error)
 
         try:
-            self.state.write(key, sp.start, runs, int(time.time() * 1000), done, full=full)
+            self.state.write(key, sp.start, runs, int(time.time() * 1000), done, full=full,
+                             whole=lambda: list(sp.state_runs()))
         except Exception as e:  # (a value the schema cannot hold)
             done(e)
         return fut

@@ -127,41 +127,50 @@ class ShareStateLog:
 
     def write(self, key: Key, start: int, runs: list[tuple[int, int, int, int]], now_ms: int,
               done: Callable[[BaseException | None], None], *, full: bool = False, state_epoch: int | None = None,
-              restart: bool = False) -> None:
+              restart: bool = False, whole: Callable[[], list[tuple[int, int, int, int]]] | None = None) -> None:
         """Persist a share-partition's change: `runs` (first, last, state, count) are the
         state batches that changed (all of them with full=True), `start` its start offset;
-        restart: nothing in flight any more (AlterShareGroupOffsets). done(None) once
-        durable, done(error) if the write failed (nothing of it stays)."""
+        restart: nothing in flight any more (AlterShareGroupOffsets); whole(): every state
+        batch of the share-partition now, for when this write is a snapshot. done(None) once
+        durable, done(error) if the write failed (nothing of it stays).
+
+        What is written is applied to `states` at once, in write order, not when durable: a
+        snapshot must hold every update queued before it (an update of the older snapshot
+        epoch that lands before it is superseded at replay). A failed write makes the next
+        one a snapshot of the live share-partition, which rewrites what the log lost."""
         state = self.states.get(key)
         snapshot = full or state is None or state.updates + 1 >= self.snapshot_every
-        new = StoredState() if state is None else dataclasses.replace(state, records=dict(state.records))
+        if state is None:
+            state = self.states[key] = StoredState()
         if restart:
-            new.records = {}
+            state.records = {}
         if state_epoch is not None:
-            new.state_epoch = state_epoch
+            state.state_epoch = state_epoch
+        if snapshot and whole is not None and not full:
+            runs = whole()
+            state.records = {}
         batches = tuple(StateBatch(*run) for run in runs)
-        new.apply(start, batches)
+        state.apply(start, batches)
         group, topic_id, partition = key
         if snapshot:
-            new.snapshot_epoch += 1
-            new.updates = 0
-            if new.create_timestamp < 0:
-                new.create_timestamp = now_ms
-            value: Any = ShareSnapshotValue(new.snapshot_epoch, new.state_epoch, 0, new.start, new.create_timestamp,
-                                            now_ms, _batches_of(new.records))
+            state.snapshot_epoch += 1
+            state.updates = 0
+            if state.create_timestamp < 0:
+                state.create_timestamp = now_ms
+            value: Any = ShareSnapshotValue(state.snapshot_epoch, state.state_epoch, 0, state.start,
+                                            state.create_timestamp, now_ms, _batches_of(state.records))
         else:
-            new.updates += 1
-            value = ShareUpdateValue(new.snapshot_epoch, 0, start, batches)
+            state.updates += 1
+            value = ShareUpdateValue(state.snapshot_epoch, 0, start, batches)
         record_key = encode_state_key(ShareStateKey(snapshot, group, topic_id, partition))
         p = self.partition_of(key)
 
         def written(error: BaseException | None, first: int | None) -> None:
-            if error is None:
-                if snapshot:
-                    new.snapshot_offset = first  # type: ignore[assignment]  # a successful append always reports its first offset
-                self.states[key] = new
-                if snapshot:
-                    self._prune(p)
+            if error is not None:
+                state.updates = self.snapshot_every  # the next write: a snapshot of the live state
+            elif snapshot and first is not None:
+                state.snapshot_offset = first
+                self._prune(p)
             done(error)
 
         self.log.append_to(p, [(record_key, encode_state_value(value))], written, now_ms)
