@@ -5,7 +5,7 @@ one-line failures."""
 from __future__ import annotations
 
 from tests.support.share import (
-    ACCEPT, SACK, SFETCH, SHB, acquired, cls, kcoord_fails, kcoord_ok as ok, sack, sfetch, start,
+    ACCEPT, SACK, SFETCH, SHB, acquired, cls, kcoord, kcoord_fails, kcoord_ok as ok, sack, sfetch, start,
 )
 
 
@@ -47,5 +47,13 @@ async def test_share_groups_cli(server):
                                               subscribed_topic_names=("jobs",), topic_partitions=()))
         other = kcoord_fails(server, "share-groups", "describe", "cg")
         assert "is not a share group" in other
+        # Usage errors: exit status 2, one line, nothing changed.
+        for args in (["reset-offsets", "cg2", "--topic", "jobs"],
+                     ["reset-offsets", "cg2", "--topic", "jobs", "--to-earliest", "--to-offset", "3"],
+                     ["reset-offsets", "cg2", "--topic", "jobs:x", "--to-earliest"]):
+            r = kcoord(server, "share-groups", *args)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+        r = kcoord(server, "share-groups", "reset-offsets", "new", "--topic", "nope", "--to-earliest")
+        assert r.returncode == 1 and "nope" in r.stderr and "Traceback" not in r.stderr
     finally:
         await conn.close()
