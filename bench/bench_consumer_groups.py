@@ -3,7 +3,9 @@
 For N members (one pipelined connection): from the first heartbeat (epoch 0) of every
 member to every member at the group's assignment epoch with exactly its target partitions
 (each round: every member heartbeats with what it owns, as a client would, acknowledging
-revocations at once). Then heartbeats/s of the stable members.
+revocations at once). Then heartbeats/s of the stable members and the server's CPU per
+heartbeat; then the same with every member also committing an offset (OffsetCommit v9 at
+its epoch) beside each heartbeat, so heartbeats meet pending writes on their shard.
 
     python -m bench.bench_consumer_groups --members 10,100,500 --partitions 1000
 """
@@ -22,10 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # (run as a script too, e.g. by bench/ab.py)
 
 from bench.results import record  # noqa: E402
-from tests.support.wire_client import WireClient, request_class  # noqa: E402
+from tests.support.wire_client import WireClient, cpu_seconds, request_class  # noqa: E402
 from tests.support.process import ServerProcess  # noqa: E402
 
-HB = 68
+HB, COMMIT = 68, 8
+CommitTopic = request_class(COMMIT, 9, "OffsetCommitRequestTopic")
+CommitPartition = request_class(COMMIT, 9, "OffsetCommitRequestPartition")
 MINUTE = datetime.timedelta(minutes=1)
 
 
@@ -70,36 +74,56 @@ async def main(args) -> None:
     try:
         conn = await WireClient("bench").connect("127.0.0.1", server.port)
         await conn.create_topics("bench-topic", partitions=args.partitions)
-        print(f"{'members':>8} {'converged (ms)':>15} {'rounds':>7} {'heartbeats/s':>13}")
+        print(f"{'members':>8} {'converged (ms)':>15} {'rounds':>7} {'heartbeats/s':>13} {'us/heartbeat':>13} "
+              f"{'hb+commit/s':>12} {'us/hb+commit':>13}")
+        assert server.proc is not None
+        pid = server.proc.pid
         for n in args.members:
             group = f"bench-{n}"
             elapsed, rounds = await converge(conn, group, n, "bench-topic")
-            rate = await steady(conn, group, n, args.seconds)
-            print(f"{n:>8} {elapsed * 1000:>15.1f} {rounds:>7} {rate:>13.0f}")
+            rate, cpu = await steady(conn, group, n, args.seconds, pid)
+            mixed, mixed_cpu = await steady(conn, group, n, args.seconds, pid, commits=True)
+            print(f"{n:>8} {elapsed * 1000:>15.1f} {rounds:>7} {rate:>13.0f} {cpu:>13.1f} {mixed:>12.0f} "
+                  f"{mixed_cpu:>13.1f}")
             record(f"KIP-848 group of {n} members joining at once, {args.partitions:,} partitions: first heartbeat "
                    "to all at the assignment epoch with their target", elapsed * 1000, "ms",
                    params={"members": n, "partitions": args.partitions, "heartbeat_rounds": rounds})
             record(f"KIP-848 heartbeats of {n} stable members, one connection", rate, "heartbeats/s",
                    params={"members": n})
+            record(f"KIP-848 heartbeats of {n} stable members: server CPU per heartbeat", cpu, "us",
+                   params={"members": n})
+            record(f"KIP-848 heartbeats of {n} stable members, each beside a commit: server CPU per pair", mixed_cpu,
+                   "us", params={"members": n})
         await conn.close()
     finally:
         server.stop()
 
 
-async def steady(conn: WireClient, group: str, members: int, seconds: float) -> float:
-    """Stable members heartbeating at their epoch with nothing changed (owned: null)."""
+async def steady(conn: WireClient, group: str, members: int, seconds: float, pid: int,
+                 commits: bool = False) -> tuple[float, float]:
+    """Stable members heartbeating at their epoch with nothing changed (owned: null), each
+    also committing an offset if `commits`: heartbeats/s and server CPU (us) per heartbeat."""
     described = await conn.request(69, 1, request_class(69, 1)(group_ids=(group,), include_authorized_operations=False))
     epochs = {m.member_id: m.member_epoch for m in described.groups[0].members}
-    bodies = [(HB, 1, request_class(HB, 1)(group_id=group, member_id=m, member_epoch=e, topic_partitions=None))
-              for m, e in epochs.items()]
+    bodies = []
+    for m, e in epochs.items():
+        bodies.append((HB, 1, request_class(HB, 1)(group_id=group, member_id=m, member_epoch=e,
+                                                  topic_partitions=None)))
+        if commits:
+            bodies.append((COMMIT, 9, request_class(COMMIT, 9)(
+                group_id=group, generation_id_or_member_epoch=e, member_id=m, group_instance_id=None,
+                topics=(CommitTopic(name="bench-topic", partitions=(CommitPartition(
+                    partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=""),)),))))
     done = 0
+    cpu = cpu_seconds(pid)
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
         for fut in conn.send_many(bodies):
             r = await fut
-            assert r.error_code == 0, r
-        done += len(bodies)
-    return done / (time.perf_counter() - started)
+            assert getattr(r, "error_code", 0) == 0, r  # (a commit's errors are per partition)
+        done += len(epochs)
+    elapsed = time.perf_counter() - started
+    return done / elapsed, (cpu_seconds(pid) - cpu) / done * 1e6
 
 
 if __name__ == "__main__":

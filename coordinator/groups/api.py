@@ -79,6 +79,29 @@ class GroupApis:
         shard.after_pending(lambda error: ctx.answer(response if error == E.none else failed(error)))
         return LATER
 
+    def _read_after_pending(self, ctx: RequestContext, group_ids: Any, read: Any) -> Any:
+        """A description of groups, read now, leaves once the writes pending on their shards
+        are durable (what it says may rest on them); if one of them fails, it is read again."""
+        response = read()
+        shards = {}
+        for group_id in group_ids:
+            shard, _ = self._route(ctx, group_id)
+            if shard is not None and shard.pending:
+                shards[shard.partition] = shard
+        if not shards:
+            return response
+        state = {"waiting": len(shards), "failed": False}
+
+        def one(error: int) -> None:
+            state["failed"] = state["failed"] or error != E.none
+            state["waiting"] -= 1
+            if state["waiting"] == 0:
+                ctx.answer(read() if state["failed"] else response)
+
+        for shard in shards.values():
+            shard.after_pending(one)
+        return LATER
+
     # JoinGroup ------------------------------------------------------------------------
 
     def _route(self, ctx: RequestContext, group_id: str) -> tuple[GroupShard | None, int]:
@@ -220,6 +243,9 @@ class GroupApis:
         )
 
     def describe_groups(self, ctx: RequestContext, req: Any) -> Any:
+        return self._read_after_pending(ctx, req.groups, lambda: self._describe_groups(ctx, req))
+
+    def _describe_groups(self, ctx: RequestContext, req: Any) -> Any:
         include_ops = getattr(req, "include_authorized_operations", False)
         ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         described = []
@@ -478,6 +504,9 @@ class GroupApis:
                             heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment)
 
     def consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
+        return self._read_after_pending(ctx, req.group_ids, lambda: self._consumer_group_describe(ctx, req))
+
+    def _consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
         ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         out = []
         for group_id in req.group_ids:

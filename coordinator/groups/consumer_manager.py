@@ -205,6 +205,8 @@ class ConsumerGroupManager:
 
     def rebuild(self, group_id: str) -> None:
         live = self.groups.get(group_id)
+        if group_id not in self.written and type(live) is not ConsumerGroup:
+            return  # a classic group's write: replayed only once durable, nothing to undo
         log.warning("group %s: its records could not be written; back to the records written before them",
                     group_id)
         if group_id in self.written:
@@ -214,8 +216,7 @@ class ConsumerGroupManager:
                 del self.groups[group_id]
             self.restore(group_id)
             return
-        if type(live) is not ConsumerGroup:
-            return
+        assert type(live) is ConsumerGroup
         self.drop(live)
         if live.converted_from is not None:
             self.shard.migration.undo_upgrade(live)  # still the classic group on disk
