@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.client_programs import build, committed_offsets, end_offsets, go_command, run_program
+from tests.support.reference_clients import build, committed_offsets, end_offsets, go_command, run_program
 
 pytestmark = pytest.mark.slow  # Go and Java client programs built and run against a 3-broker cluster
 

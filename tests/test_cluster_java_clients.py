@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.client_programs import build, committed_offsets, end_offsets, java_command, run_program
+from tests.support.reference_clients import build, committed_offsets, end_offsets, java_command, run_program
 
 pytestmark = pytest.mark.slow  # Go and Java client programs built and run against a 3-broker cluster
 
