@@ -270,7 +270,7 @@ class SharePartitionManager:
             if not fut.done():
                 fut.set_result(None)
 
-    def _watch(self, key: Key, plog: PartitionLog) -> None:
+    def _watch(self, plog: PartitionLog) -> None:
         """Produced records wake the share fetches waiting on the partition."""
         if plog not in self.watched:
             self.watched.add(plog)
@@ -281,8 +281,7 @@ class SharePartitionManager:
         if plog is None:
             return
         for key in list(self.waiters):
-            err, other = self._plog(key[1], key[2])
-            if other is plog:
+            if self._plog(key[1], key[2])[1] is plog:
                 self._wake(key)
 
     def member_fenced(self, group_id: str, member_id: str) -> None:
@@ -498,7 +497,7 @@ class SharePartitionManager:
             if plog is None:
                 continue
             key = (session.group_id, *tp)
-            self._watch(key, plog)
+            self._watch(plog)
             self.waiters.setdefault(key, set()).add(fut)
             keys.append(key)
         try:
