@@ -1,5 +1,6 @@
 """A small JSON document in the data dir, replaced atomically and durably: the stores that
-are not logs (topics, broker configs, ACLs, SCRAM credentials, producer id blocks).
+are not logs (topics, broker configs, ACLs, SCRAM credentials, producer id blocks, client
+quotas, group configs).
 
 Each write is the sequence Kafka's `Utils.atomicMoveWithFallback` callers use for their
 checkpoint files: write `<name>.tmp`, fsync it, rename it over `<name>`, fsync the
@@ -85,11 +86,11 @@ class JsonFile:
         parse expects (it was edited by hand, or written by something else)."""
         self.path.with_name(self.path.name + TMP_SUFFIX).unlink(missing_ok=True)
         try:
-            text = self.path.read_text()
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return default
         try:
-            doc = json.loads(text)
+            doc = json.loads(data)  # (bytes: not UTF-8 is a ValueError here too)
             return doc if parse is None else parse(doc)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise StoreError(f"{self.path}: unreadable ({type(e).__name__}: {e}); fix or remove it") from None

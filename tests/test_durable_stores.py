@@ -1,4 +1,4 @@
-"""The JSON stores (topics, broker configs, ACLs, SCRAM credentials, producer id blocks)
+"""The JSON stores (topics, broker configs, ACLs, SCRAM credentials, producer id blocks, client quotas)
 survive a kill at every step of a write: the server that restarts reads the old document or
 the new one, never neither and never a torn one, no client was answered before its change
 was durable, and no producer id is handed out twice."""
@@ -158,10 +158,21 @@ async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
     ("broker-configs.json", "[1, 2]"),
     ("acls.json", '[{"nonsense": 1}]'),
     ("scram-credentials.json", '{"alice": 3}'),
+    ("topics.json", '{"../x": {"partitions": 1, "topic_id": "00000000-0000-0000-0000-00000000002a"}}'),
+    ("topics.json", '{"t": "\xff"}'.encode("latin-1")),
+    ("broker-configs.json", '{"broker": {"log.retention.ms": "abc"}}'),
+    ("client-quotas.json", "null"),
+    ("client-quotas.json", '{"a": 1}'),
+    ("client-quotas.json", '[{"entity": 3}]'),
+    ("client-quotas.json", '[{"entity": {"user": "a"}, "quotas": {"producer_byte_rate": "x"}}]'),
+    ("client-quotas.json", '[{"entity": {"planet": "a"}, "quotas": {"producer_byte_rate": 5}}]'),
+    ("group-configs.json", "[1]"),
+    ("group-configs.json", '{"g": {"consumer.session.timeout.ms": 50000}}'),
+    ("group-configs.json", '{"g": {"consumer.session.timeout.ms": "soon"}}'),
 ])
 def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, text):
     data = tmp_path / "data"
     data.mkdir()
-    (data / name).write_text(text)
+    (data / name).write_bytes(text if isinstance(text, bytes) else text.encode())
     line = one_error_line(start("--port", "0", "--data-dir", str(data), "--authorizer"))
     assert name in line and "unreadable" in line

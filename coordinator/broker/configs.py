@@ -30,12 +30,6 @@ from .dynamic_configs import (
 BROKER_CONFIGS_FILE = "broker-configs.json"
 
 
-def _layers(doc: dict) -> tuple[dict[str, str], dict[str, str]]:
-    """(this broker's dynamic configs, the cluster defaults) from the stored document."""
-    layers = tuple({str(k): str(v) for k, v in doc.get(name, {}).items()} for name in ("broker", "default"))
-    return layers[0], layers[1]
-
-
 @dataclass(frozen=True)
 class Entry:
     """One DescribeConfigs result (synonyms as (name, value, source))."""
@@ -65,7 +59,20 @@ class BrokerConfigs:
         self.listeners: list = []  # called after each change: the components whose settings are dynamic
         self.file = JsonFile(data_dir / BROKER_CONFIGS_FILE) if data_dir is not None else None
         if self.file is not None:
-            self.dynamic_broker, self.dynamic_default = self.file.load(({}, {}), parse=_layers)
+            self.dynamic_broker, self.dynamic_default = self.file.load(({}, {}), parse=self._layers)
+
+    def _layers(self, doc: dict) -> tuple[dict[str, str], dict[str, str]]:
+        """(this broker's dynamic configs, the cluster defaults) from the stored document;
+        ValueError for a value its config's type refuses (every topic's configs derive from them)."""
+        broker, default = ({str(k): str(v) for k, v in doc.get(name, {}).items()} for name in ("broker", "default"))
+        for name, raw in [*broker.items(), *default.items()]:
+            d = self.definition(name)
+            try:
+                if d is not None:
+                    parse(d, raw)
+            except ConfigError as e:
+                raise ValueError(str(e)) from None
+        return broker, default
 
     def definition(self, name: str) -> ConfigDef | None:
         """Kafka's definition of a broker config (a listener override: its base config's);

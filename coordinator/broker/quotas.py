@@ -76,10 +76,7 @@ class QuotaStore:
 
     def __init__(self, data_dir: Path | None) -> None:
         self.file = None if data_dir is None else JsonFile(data_dir / QUOTAS_FILE)
-        self.quotas: dict[Entity, dict[str, float]] = {}
-        for row in (self.file.load([]) if self.file is not None else []):
-            entity = tuple(sorted((t, n) for t, n in row["entity"].items()))
-            self.quotas[entity] = {k: float(v) for k, v in row["quotas"].items()}
+        self.quotas: dict[Entity, dict[str, float]] = {} if self.file is None else self.file.load({}, parse=_stored)
         self.changes = 0  # bumped on each change: the enforcers' caches follow it
 
     def get(self, entity: Entity, key: str) -> float | None:
@@ -111,6 +108,19 @@ class QuotaStore:
             commit()[1]()
         else:
             await self.file.update(commit)
+
+
+def _stored(rows: list) -> dict[Entity, dict[str, float]]:
+    """The quotas of the stored document (ValueError if it is not of the shape apply writes)."""
+    quotas: dict[Entity, dict[str, float]] = {}
+    for row in rows:
+        entity = tuple(sorted(row["entity"].items()))
+        values = row["quotas"]
+        if not all(t in (USER, CLIENT_ID, IP) and (n is None or type(n) is str) for t, n in entity) or not all(
+                type(k) is str and type(v) in (int, float) for k, v in values.items()):
+            raise ValueError(f"not a client quota entry: {row!r}")
+        quotas[entity] = {k: float(v) for k, v in values.items()}
+    return quotas
 
 
 def _sort_key(entity: Entity) -> list[tuple[str, str]]:

@@ -38,6 +38,8 @@ def _catalog(doc: dict) -> list[TopicInfo]:
     """The topics of a stored catalog (no logs yet)."""
     out = []
     for name, entry in doc.items():
+        if name in (".", "..") or not _LEGAL.fullmatch(name):  # (the name is a directory's: no "../")
+            raise ValueError(f"topic name {name!r} is illegal")
         partitions, replication_factor = entry["partitions"], entry.get("replication_factor", 1)
         if type(partitions) is not int or partitions < 1 or type(replication_factor) is not int:
             raise ValueError(f"topic {name!r}: {partitions!r} partitions, replication factor {replication_factor!r}")

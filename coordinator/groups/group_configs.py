@@ -100,11 +100,23 @@ def valid_auto_offset_reset(value: str) -> bool:
     return value.startswith("by_duration:") and bool(_DURATION.match(value.split(":", 1)[1]))
 
 
+def _stored(doc: dict) -> dict[str, dict[str, str]]:
+    """group id -> its settings, from the stored document (ValueError if not of that shape)."""
+    configs = {str(group): dict(settings) for group, settings in doc.items()}
+    for settings in configs.values():
+        for name, value in settings.items():
+            if type(value) is not str:
+                raise ValueError(f"{name}: {value!r} is not a string")
+            if DEFS.get(name, (STRING,))[0] == INT:
+                int(value)  # (ValueError: the group's timeouts are read as numbers)
+    return configs
+
+
 class GroupConfigs:
     def __init__(self, data_dir: Path | None, bounds: Bounds | None = None) -> None:
         self.bounds = bounds or Bounds()
         self.file = JsonFile(data_dir / FILE) if data_dir is not None else None
-        self.configs: dict[str, dict[str, str]] = self.file.load({}) if self.file is not None else {}
+        self.configs: dict[str, dict[str, str]] = {} if self.file is None else self.file.load({}, parse=_stored)
 
     def get(self, group_id: str, name: str) -> str | None:
         """The group's own setting, or None (the broker's applies)."""
