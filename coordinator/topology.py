@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
@@ -55,6 +57,7 @@ class PartitionState:
     leader: int
     epoch: int = 0
     epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+    log: Any = field(default=None, repr=False)  # the partition's log (a re-created topic has a new one)
 
     def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) of the requested epoch: Kafka's LeaderEpochFileCache.endOffsetFor.
@@ -133,17 +136,27 @@ class Topology:
 
     def state(self, topic: str, partition: int) -> PartitionState:
         """The partition's state, placed on first use (a topic's partitions are placed when
-        they are first looked up, which is before any client can use them)."""
+        they are first looked up, which is before any client can use them), and again if
+        its topic was deleted and created anew."""
         st = self.partitions.get((topic, partition))
-        if st is None:
-            ids = self.node_ids
-            start = partition if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC) else zlib.crc32(topic.encode()) + partition
-            replicas = [ids[(start + i) % len(ids)] for i in range(self._replication_factor(topic))]
-            live = [n for n in replicas if self.brokers[n].alive]
-            if not live:  # every replica is stopped: placed on live brokers instead
-                replicas = self._live_from(start, len(replicas))
-                live = replicas
-            st = self.partitions[(topic, partition)] = PartitionState(replicas, live, live[0])
+        plog = self._log_of(topic, partition)
+        if st is None or st.log is not plog:
+            st = self.partitions[(topic, partition)] = self._place(topic, partition, plog)
+        return st
+
+    def _place(self, topic: str, partition: int, plog: Any) -> PartitionState:
+        ids = self.node_ids
+        start = partition if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC) else zlib.crc32(topic.encode()) + partition
+        replicas = [ids[(start + i) % len(ids)] for i in range(self._replication_factor(topic))]
+        live = [n for n in replicas if self.brokers[n].alive]
+        if not live:  # every replica is stopped: placed on live brokers instead
+            replicas = self._live_from(start, len(replicas))
+            live = replicas
+        st = PartitionState(replicas, live, live[0], log=plog)
+        epochs = read_epochs(plog.directory) if plog is not None else None
+        if epochs:  # the epochs of an earlier run: its batches carry them
+            st.epochs, st.epoch = epochs, epochs[-1][0]
+            plog.leader_epoch = st.epoch
         return st
 
     def _live_from(self, start: int, count: int) -> list[int]:
@@ -218,6 +231,7 @@ class Topology:
         plog = self._log_of(topic, partition)
         st.epochs.append((st.epoch, plog.log_end_offset if plog is not None else 0))
         if plog is not None:
+            write_epochs(plog.directory, st.epochs)
             plog.leader_epoch = st.epoch  # stamped on the batches it appends from now on
             plog.wake_listeners()  # (fetches waiting on the old leader answer NOT_LEADER_OR_FOLLOWER now)
         st.isr = [n for n in st.replicas if self.brokers[n].alive]
@@ -265,6 +279,34 @@ class Topology:
         """Partitions whose preferred (first) replica is node_id but that another broker leads
         (Kafka's preferred leader election brings them back)."""
         return [key for key, st in self.partitions.items() if st.replicas[0] == node_id and st.leader != node_id]
+
+
+EPOCHS_FILE = "leader-epoch-checkpoint"  # Kafka's name and format: version, count, "epoch start-offset" lines
+
+
+def read_epochs(directory: Path) -> list[tuple[int, int]] | None:
+    """A partition's leader epochs as a previous run left them (None: never moved, or unreadable)."""
+    try:
+        lines = (directory / EPOCHS_FILE).read_text().split("\n")
+        count = int(lines[1])
+        epochs = [(int(e), int(o)) for e, o in (line.split() for line in lines[2:2 + count])]
+    except (OSError, ValueError, IndexError):
+        return None
+    return epochs or None
+
+
+def write_epochs(directory: Path, epochs: list[tuple[int, int]]) -> None:
+    """Keep the epochs for the next run (on every leader change, which is rare): a restarted
+    server keeps answering OffsetForLeaderEpoch for the epochs its batches carry."""
+    tmp = directory / (EPOCHS_FILE + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(f"0\n{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / EPOCHS_FILE)
+    except OSError as e:
+        log.warning("%s: cannot keep the leader epochs: %s", directory, e.strerror or e)
 
 
 class ShardMover(Protocol):

@@ -336,3 +336,47 @@ def test_bad_brokers_flag_is_one_line_and_exit_2(tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and message in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_leader_epochs_outlive_a_restart(tmp_path):
+    """Epochs are kept in each partition's leader-epoch-checkpoint: after a restart Metadata
+    reports the epoch the batches carry, and OffsetForLeaderEpoch still ends each older epoch
+    where the next began."""
+    import asyncio
+
+    from confluent_kafka import Producer
+
+    def produce(bootstrap: str, n: int) -> None:
+        p = Producer({"bootstrap.servers": bootstrap})
+        for i in range(n):
+            p.produce("kept", str(i).encode(), partition=0)
+        assert p.flush(30) == 0
+
+    async def create(cluster: Cluster) -> None:
+        conns = await connect(cluster)
+        assert await create_topic(conns[1], "kept", 1, 3) == E.none
+        await close(conns)
+
+    async def answers(cluster: Cluster) -> tuple:
+        conns = await connect(cluster)
+        try:
+            leader = cluster.leader_of("kept", 0)
+            p = (await metadata(conns[leader], "kept")).topics[0].partitions[0]
+            ends = []
+            for epoch in (0, 1, 2):
+                r = await end_offset(conns[leader], "kept", 0, epoch, current=p.leader_epoch)
+                ends.append((r.error_code, r.leader_epoch, r.end_offset))
+            return p.leader_epoch, ends
+        finally:
+            await close(conns)
+
+    with Cluster(brokers=3, data_dir=tmp_path / "d") as cluster:
+        asyncio.run(create(cluster))
+        produce(cluster.bootstrap, 5)
+        cluster.move_leader("kept", 0)
+        produce(cluster.bootstrap, 5)
+        cluster.move_leader("kept", 0)
+        before = asyncio.run(answers(cluster))
+    assert before == (2, [(E.none, 0, 5), (E.none, 1, 10), (E.none, 2, 10)])
+    with Cluster(brokers=3, data_dir=tmp_path / "d") as cluster:
+        assert asyncio.run(answers(cluster)) == before
