@@ -22,6 +22,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from .compiled_writer import compiled_writer
 from .framing import frame
 from .legacy import LEGACY
 
@@ -105,7 +106,7 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
         request_type=req,
         response_type=resp,
         read=entity_reader(req),
-        write=entity_writer(resp),
+        write=compiled_writer(resp),  # kio's bytes, without its per-field calls
         flexible_request=flexible,
         # ApiVersions responses always use header v0 so that a client that does not
         # yet know our versions can still read the correlation id (KIP-511).

@@ -1,0 +1,234 @@
+"""Consumer churn as a CI suite makes it: join-sync-leave cycles of a 1-member classic group,
+and new groups created by their first commit. Server CPU per operation, with the floor in the
+same run: a bare uvloop server answering the same frames with recorded answers.
+
+Cycle: JoinGroup v5 without a member id (MEMBER_ID_REQUIRED), JoinGroup with it, SyncGroup
+with the leader's assignment, LeaveGroup; group records durable (--fsync always by default).
+Creation: OffsetCommit v8 of one partition to a group not seen before (generation -1, no
+member), sequentially.
+
+    python bench/bench_churn.py [--seconds 5] [--groups 1000] [--fsync always]
+    python bench/bench_churn.py --port 9092   # drive a server already running (e.g. under a profiler)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.results import record  # noqa: E402
+from protocol.messages import decode_response, encode_request  # noqa: E402
+from tests.support.wire_client import WireClient, request_class  # noqa: E402
+
+JOIN, SYNC, LEAVE, COMMIT = 11, 14, 13, 8
+SESSION, REBALANCE = datetime.timedelta(seconds=30), datetime.timedelta(seconds=60)
+JoinReq, JoinProto = request_class(JOIN, 5), request_class(JOIN, 5, "JoinGroupRequestProtocol")
+SyncReq, SyncAssign = request_class(SYNC, 3), request_class(SYNC, 3, "SyncGroupRequestAssignment")
+LeaveReq, LeaveMember = request_class(LEAVE, 3), request_class(LEAVE, 3, "MemberIdentity")
+CommitReq = request_class(COMMIT, 8)
+CommitTopic = request_class(COMMIT, 8, "OffsetCommitRequestTopic")
+CommitPartition = request_class(COMMIT, 8, "OffsetCommitRequestPartition")
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"  # consumer protocol v0, topic "t"
+ASSIGNMENT = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00"  # t-0
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of the process's threads from the scheduler's nanosecond counters: /proc's
+    user and system times tick at 10 ms, coarser than one cycle."""
+    return sum(int((task / "schedstat").read_text().split()[0]) for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
+
+
+def join(group: str, member: str = "") -> object:
+    return JoinReq(group_id=group, session_timeout=SESSION, rebalance_timeout=REBALANCE, member_id=member,
+                   group_instance_id=None, protocol_type="consumer",
+                   protocols=(JoinProto(name="range", metadata=SUBSCRIPTION),))
+
+
+async def cycle(conn: WireClient, group: str) -> None:
+    first = await conn.request(JOIN, 5, join(group))
+    joined = await conn.request(JOIN, 5, join(group, first.member_id))
+    synced = await conn.request(SYNC, 3, SyncReq(
+        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
+        assignments=(SyncAssign(member_id=joined.member_id, assignment=ASSIGNMENT),)))
+    left = await conn.request(LEAVE, 3, LeaveReq(group_id=group, members=(
+        LeaveMember(member_id=joined.member_id, group_instance_id=None),)))
+    assert (first.error_code, joined.error_code, synced.error_code, left.error_code) == (79, 0, 0, 0)
+
+
+def commit_body(group: str) -> object:
+    return CommitReq(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                     topics=(CommitTopic(name="t", partitions=(CommitPartition(
+                         partition_index=0, committed_offset=42, committed_leader_epoch=-1,
+                         committed_metadata=""),)),))
+
+
+async def commit(conn: WireClient, group: str) -> None:
+    r = await conn.request(COMMIT, 8, commit_body(group))
+    assert r.topics[0].partitions[0].error_code == 0, r
+
+
+async def measure(pid: int, port: int, seconds: float, groups: int, tag: str) -> dict[str, float]:
+    """Server CPU per cycle and per new group of the server `pid` on `port`."""
+    conn = await WireClient("churn").connect("127.0.0.1", port)
+    await conn.create_topics("t", partitions=1)
+    for i in range(20):  # warm-up: imports, caches
+        await cycle(conn, f"warm-{tag}-{i}")
+    cycles, deadline = 0, time.perf_counter() + seconds
+    cpu = cpu_seconds(pid)
+    while time.perf_counter() < deadline:
+        await cycle(conn, f"cycle-{tag}-{cycles % 100}")
+        cycles += 1
+    cycle_us = (cpu_seconds(pid) - cpu) / cycles * 1e6
+    start, cpu = time.perf_counter(), cpu_seconds(pid)
+    for i in range(groups):
+        await commit(conn, f"new-{tag}-{i}")
+    elapsed, create_us = time.perf_counter() - start, (cpu_seconds(pid) - cpu) / groups * 1e6
+    await conn.close()
+    return {"cycle_us": cycle_us, "cycles": cycles, "create_us": create_us, "groups_per_s": groups / elapsed}
+
+
+async def raw_answers(port: int) -> dict[int, bytes]:
+    """One real answer per API key of the workload, as our server sent it (JoinGroup: the
+    successful one), for the floor to replay."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+    async def ask(api_key: int, version: int, body: object) -> bytes:
+        writer.write(encode_request(api_key, version, 1, "floor", body))
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        frame = await reader.readexactly(size)
+        return struct.pack(">i", size) + frame
+
+    first = decode_response(JOIN, 5, (await ask(JOIN, 5, join("floor")))[4:])[1]
+    answers = {JOIN: await ask(JOIN, 5, join("floor", first.member_id))}
+    joined = decode_response(JOIN, 5, answers[JOIN][4:])[1]
+    answers[SYNC] = await ask(SYNC, 3, SyncReq(
+        group_id="floor", generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
+        assignments=(SyncAssign(member_id=joined.member_id, assignment=ASSIGNMENT),)))
+    answers[LEAVE] = await ask(LEAVE, 3, LeaveReq(group_id="floor", members=(
+        LeaveMember(member_id=joined.member_id, group_instance_id=None),)))
+    answers[COMMIT] = await ask(COMMIT, 8, commit_body("floor-new"))
+    writer.close()
+    return answers
+
+
+class Replay(asyncio.Protocol):
+    """The floor: answers each frame with the answer recorded for its API key (correlation id
+    patched), doing none of the work."""
+
+    answers: dict[int, bytes] = {}
+
+    def connection_made(self, transport) -> None:
+        self.transport, self.buf = transport, bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        out = []
+        while len(buf) >= 4:
+            end = 4 + int.from_bytes(buf[:4], "big")
+            if len(buf) < end:
+                break
+            answer = self.answers[int.from_bytes(buf[4:6], "big")]
+            out.append(answer[:4] + buf[8:12] + answer[8:])
+            del buf[:end]
+        self.transport.write(b"".join(out))
+
+
+async def serve_replay(answers_file: str) -> None:
+    Replay.answers = {int(k): bytes.fromhex(v) for k, v in json.loads(Path(answers_file).read_text()).items()}
+    server = await asyncio.get_running_loop().create_server(Replay, "127.0.0.1", 0)
+    print(f"ready 127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+async def floor_measure(pid: int, port: int, seconds: float, groups: int) -> dict[str, float]:
+    """The same requests against the replaying floor (JoinGroup answered alike both times)."""
+    conn = await WireClient("churn").connect("127.0.0.1", port)
+    cycles, deadline = 0, time.perf_counter() + seconds
+    cpu = cpu_seconds(pid)
+    while time.perf_counter() < deadline:
+        await conn.request(JOIN, 5, join("g"))
+        joined = await conn.request(JOIN, 5, join("g", "member"))
+        await conn.request(SYNC, 3, SyncReq(group_id="g", generation_id=joined.generation_id,
+                                            member_id=joined.member_id, group_instance_id=None,
+                                            assignments=(SyncAssign(member_id=joined.member_id,
+                                                                    assignment=ASSIGNMENT),)))
+        await conn.request(LEAVE, 3, LeaveReq(group_id="g", members=(
+            LeaveMember(member_id=joined.member_id, group_instance_id=None),)))
+        cycles += 1
+    cycle_us = (cpu_seconds(pid) - cpu) / cycles * 1e6
+    cpu = cpu_seconds(pid)
+    for i in range(groups):
+        await commit(conn, f"new-{i}")
+    create_us = (cpu_seconds(pid) - cpu) / groups * 1e6
+    await conn.close()
+    return {"cycle_us": cycle_us, "create_us": create_us}
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    return proc, int(line.strip().rsplit(":", 1)[1])
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--fsync", default="always")
+    ap.add_argument("--port", type=int, help="drive this running server instead (its pid: --pid)")
+    ap.add_argument("--pid", type=int)
+    ap.add_argument("--serve-replay", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve_replay:
+        return await serve_replay(args.serve_replay)
+    if args.port:
+        figures = await measure(args.pid, args.port, args.seconds, args.groups, str(time.time()))
+        print(figures)
+        return
+    data = tempfile.mkdtemp(prefix="bench-churn-")
+    proc, port = start(["-m", "coordinator", "--port", "0", "--data-dir", data, "--log-level", "WARNING",
+                        "--fsync", args.fsync, "--group-initial-rebalance-delay-ms", "0"])
+    try:
+        ours = await measure(proc.pid, port, args.seconds, args.groups, "a")
+        answers = await raw_answers(port)
+    finally:
+        proc.terminate()
+        proc.wait()
+    answers_file = Path(data) / "answers.json"
+    answers_file.write_text(json.dumps({k: v.hex() for k, v in answers.items()}))
+    floor, floor_port = start([__file__, "--serve-replay", str(answers_file)])
+    try:
+        bare = await floor_measure(floor.pid, floor_port, args.seconds, args.groups)
+    finally:
+        floor.terminate()
+        floor.wait()
+    peer = "a bare uvloop server replaying recorded answers"
+    print(f"join-sync-leave cycle, 1 member, fsync {args.fsync}: server CPU {ours['cycle_us']:,.0f} us per cycle "
+          f"({ours['cycles']} cycles; floor {bare['cycle_us']:,.0f} us)")
+    print(f"new group by its first commit: server CPU {ours['create_us']:,.0f} us per group, "
+          f"{ours['groups_per_s']:,.0f} groups/s (floor {bare['create_us']:,.0f} us)")
+    shape = {"fsync": args.fsync}
+    record(f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}: server CPU per cycle",
+           ours["cycle_us"], "us", params=shape, peer=peer, peer_value=bare["cycle_us"])
+    record(f"{args.groups:,} new groups with one commit each, fsync {args.fsync}: server CPU per group",
+           ours["create_us"], "us", params=shape, peer=peer, peer_value=bare["create_us"])
+    record(f"{args.groups:,} new groups with one commit each, fsync {args.fsync}", ours["groups_per_s"],
+           "groups/s", params=shape)
+
+
+if __name__ == "__main__":
+    import uvloop
+
+    uvloop.run(main())
