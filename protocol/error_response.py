@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-import types
 import typing
 import uuid
 from functools import cache
@@ -29,7 +28,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .messages import Raw, codec, encode_body
+from .messages import Raw, _strip_optional, codec, encode_body
 from .offset_commit import OffsetCommitRequest, write_response_to
 
 PRODUCE, FETCH, OFFSET_COMMIT, API_VERSIONS = 0, 1, 8, 18
@@ -213,10 +212,3 @@ def _zero(kind: str | None, name: str) -> Any:
         return _EPOCH
     raise TypeError(f"no empty value for a {kind} field ({name})")
 
-
-def _strip_optional(tp: Any) -> Any:
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp

@@ -125,6 +125,38 @@ async def test_bad_alterations_refused_as_kafka(conn, server):
     assert "Traceback" not in server.log_text()
 
 
+def test_any_alteration_is_answered_with_a_kafka_error_code(server):
+    """Whatever entities, keys and values an AlterClientQuotas carries, each entry is answered
+    NONE or INVALID_REQUEST, and the connection stays open."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    names = st.none() | st.text(max_size=8)
+    ip_names = st.sampled_from([None, "", "1.2.3.4", "::1", "not an address", "a\x00b", "no-such-host.invalid"])
+    component = st.tuples(st.sampled_from(["user", "client-id", "group", ""]), names) | st.tuples(st.just("ip"), ip_names)
+    keys = st.sampled_from(["producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                            "controller_mutation_rate", "connection_creation_rate", "", "nope"])
+    values = st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.integers(-1, 2**64).map(float)
+    entries = st.lists(st.tuples(st.lists(component, max_size=3), st.lists(st.tuples(keys, values), max_size=3)),
+                       min_size=1, max_size=3)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(entries=entries, validate_only=st.booleans())
+    def check(entries, validate_only):
+        async def run():
+            c = await WireClient("quota-fuzz").connect("127.0.0.1", server.port)
+            try:
+                answers = await alter(c, entries, validate_only)
+                assert (await describe(c, []))[0] == 0
+                return answers
+            finally:
+                await c.close()
+        answers = asyncio.run(run())
+        assert len(answers) == len(entries) and {code for code, _ in answers} <= {0, INVALID_REQUEST}, answers
+
+    check()
+    assert "Traceback" not in server.log_text()
+
+
 async def test_produce_quota_throttles_and_mutes(server_factory):
     server = server_factory("--quota-window-num", "2")
     admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)

@@ -79,6 +79,10 @@ def test_election_errors_on_the_wire(cluster):
     r = elect(0, None)  # every partition: only those that needed an election are answered
     assert r.error_code == 0 and all(not x.partition_result for x in r.replica_election_results)
     assert elect(7, None).error_code == INVALID_REQUEST
+    r = elect(7, (TP(topic="t", partitions=(0, 1)),))  # the error in each partition named, as Kafka's
+    assert r.error_code == INVALID_REQUEST and [(x.topic, p.partition_id, p.error_code, p.error_message)
+                                                for x in r.replica_election_results for p in x.partition_result] == [
+        ("t", 0, INVALID_REQUEST, "Unknown election type 7"), ("t", 1, INVALID_REQUEST, "Unknown election type 7")]
 
 
 def test_reassignments_with_kafka_python(cluster):

@@ -85,7 +85,14 @@ class PartitionAdminApis:
         await self._complete_reassignments()
         election = getattr(req, "election_type", PREFERRED)
         if election not in (PREFERRED, UNCLEAN):
-            return ctx.response(throttle_time=0, error_code=E.invalid_request, replica_election_results=())
+            # ReplicationControlManager.electionType's InvalidRequestException fails the whole
+            # request; ElectLeadersRequest.getErrorResponse gives it to each partition named
+            unknown = f"Unknown election type {election}"
+            return ctx.response(throttle_time=0, error_code=E.invalid_request, replica_election_results=tuple(
+                ctx.nested("ReplicaElectionResult", topic=t.topic, partition_result=tuple(
+                    ctx.nested("PartitionResult", partition_id=p, error_code=E.invalid_request, error_message=unknown)
+                    for p in t.partitions))
+                for t in req.topic_partitions or ()))
         every = req.topic_partitions is None
         wanted = ([(name, list(range(info.partitions))) for name, info in sorted(self.topics.topics.items())]
                   if every else [(t.topic, list(t.partitions)) for t in req.topic_partitions])

@@ -16,9 +16,9 @@ connection is muted for that long. The other keys are stored and described only.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +55,9 @@ def entity_string(entity: Entity) -> str:
     return "ClientQuotaEntity(entries={" + ", ".join(f"{t}={n}" for t, n in entity) + "})"
 
 
-def _valid_ip(name: str | None) -> bool:
-    """InetAddress.getByName: an address, or a host name that resolves."""
+async def _valid_ip(name: str | None) -> bool:
+    """InetAddress.getByName: an address, or a host name that resolves (in a worker thread:
+    a resolver that takes seconds must not hold every other connection)."""
     if name is None:
         return True
     try:
@@ -65,9 +66,9 @@ def _valid_ip(name: str | None) -> bool:
     except ValueError:
         pass
     try:
-        socket.getaddrinfo(name, None)
+        await asyncio.get_running_loop().getaddrinfo(name, None)
         return True
-    except (OSError, UnicodeError):
+    except (OSError, ValueError):  # (ValueError: a NUL, a label IDNA refuses)
         return False
 
 
@@ -123,8 +124,12 @@ def _stored(rows: list) -> dict[Entity, dict[str, float]]:
     return quotas
 
 
+def _pair_key(pair: tuple[str, str | None]) -> tuple[str, str]:
+    return pair[0], "" if pair[1] is None else pair[1]
+
+
 def _sort_key(entity: Entity) -> list[tuple[str, str]]:
-    return [(t, "" if n is None else n) for t, n in entity]
+    return [_pair_key(pair) for pair in entity]
 
 
 class ClientQuotaApis:
@@ -195,14 +200,15 @@ class ClientQuotaApis:
         order: list[tuple[Any, Entity]] = []
         changes: dict[Entity, dict[str, float | None]] = {}
         for entry in req.entries:
-            entity = tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity))
+            # (by type first: a type given twice, with a name and as the default, is refused below)
+            entity = tuple(sorted(((e.entity_type, e.entity_name) for e in entry.entity), key=_pair_key))
             order.append((entry, entity))
             if entity in results:
                 results[entity] = (E.invalid_request, f"Ignoring duplicate entity {entity_string(entity)}")
                 changes.pop(entity, None)
                 continue
             try:
-                changes[entity] = self._check_entry(entity, entry)
+                changes[entity] = await self._check_entry(entity, entry)
                 results[entity] = (E.none, None)
             except QuotaError as e:
                 results[entity] = (e.code, str(e))
@@ -220,7 +226,7 @@ class ClientQuotaApis:
             for entry, entity in order))
 
     @staticmethod
-    def _check_entry(entity: Entity, entry: Any) -> dict[str, float | None]:
+    async def _check_entry(entity: Entity, entry: Any) -> dict[str, float | None]:
         """ClientQuotaControlManager.alterClientQuotaEntity's checks, in its order."""
         ops: dict[str, float | None] = {}
         for op in entry.ops:
@@ -243,7 +249,7 @@ class ClientQuotaApis:
             if USER in names or CLIENT_ID in names:
                 raise QuotaError(E.invalid_request, "Invalid quota entity combination, IP entity should"
                                  "not be combined with User or ClientId")  # (sic: Kafka's message)
-            if not _valid_ip(names[IP]):
+            if not await _valid_ip(names[IP]):
                 raise QuotaError(E.invalid_request, f"{names[IP]} is not a valid IP or resolvable host.")
             keys = IP_KEYS
         else:
