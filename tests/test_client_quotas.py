@@ -16,6 +16,8 @@ from tests.support.data_plane import FETCH, create, fetch_body
 from tests.support.data_plane import cls as request_cls
 from tests.support.topic_configs import produce_full
 
+pytestmark = pytest.mark.slow  # confluent-kafka producers throttled for whole quota windows
+
 DESCRIBE, ALTER = 48, 49
 EXACT, DEFAULT, ANY = 0, 1, 2
 INVALID_REQUEST, UNSUPPORTED_VERSION, UNKNOWN_SERVER_ERROR = 42, 35, -1

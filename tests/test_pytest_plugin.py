@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 PROJECT_TEST = '''
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -28,6 +30,7 @@ def test_session_scope(kafka_cluster_session, kafka_bootstrap_session):
 '''
 
 
+@pytest.mark.slow  # a pytest run in a subprocess
 def test_the_fixtures_come_with_the_package(tmp_path):
     (tmp_path / "test_project.py").write_text(PROJECT_TEST)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_project.py"],

@@ -4,9 +4,13 @@ DescribeShareGroupOffsets does, and the job writes share_progress and its report
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.run import run
 from pipeline.share import share_state_table
 from tests.support.share import ACCEPT, REJECT, SACK, SFETCH, acquired, cls, sack, sfetch, start
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark: a JVM and Python workers per session
 
 
 async def test_share_progress_equals_the_servers_offsets(spark, server, tmp_path):
