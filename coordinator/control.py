@@ -27,6 +27,7 @@ ClusterControl), present when the server runs several brokers; without it they a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from typing import Any
@@ -45,8 +46,6 @@ def _json(status: str, value: Any) -> Answer:
 
 def _plain(value: Any) -> Any:
     """What ClusterControl returns (dataclasses, named tuples, sets) as JSON values."""
-    import dataclasses
-
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     if isinstance(value, (set, frozenset, tuple)):
@@ -116,55 +115,53 @@ class TestControl:
         if cluster is None:
             return not_found("this server runs no cluster control (a single broker)")
         if method == "GET":
-            return await self._cluster_lookup(cluster, path)
+            return self._cluster_lookup(cluster, path)
         if method != "POST":
             return _method_not_allowed("POST")
         m = _BROKER_ACTION.fullmatch(path)
         if m:
             node_id, action = int(m.group(1)), m.group(2)
-            spec = _fields(_parse(body, empty_ok=True), {"preferred"} if action == "start" else set(), "")
+            spec = _fields(_parse(body, empty_ok=True), {"preferred"} if action == "start" else set())
             preferred = spec.get("preferred", False)
             if type(preferred) is not bool:
                 raise ValueError(f"preferred must be true or false, not {preferred!r}")
-            await _maybe(cluster.stop_broker(node_id) if action == "stop"
-                         else cluster.start_broker(node_id, preferred=preferred))
+            await (cluster.stop_broker(node_id) if action == "stop" else cluster.start_broker(node_id, preferred=preferred))
             return _json("200 OK", {"broker": node_id, "action": action})
         if path == "/cluster/coordinators/move":
             spec = _fields(_parse(body), {"group_id", "to"}, "group_id")
-            moved = await _maybe(cluster.move_coordinator(_str(spec, "group_id"), to=_node(spec)))
+            moved = await cluster.move_coordinator(_str(spec, "group_id"), to=_node(spec))
             return _json("200 OK", {"group_id": spec["group_id"], "coordinator": moved})
         if path == "/cluster/transaction-coordinators/move":
             spec = _fields(_parse(body), {"transactional_id", "to"}, "transactional_id")
-            moved = await _maybe(cluster.move_transaction_coordinator(_str(spec, "transactional_id"), to=_node(spec)))
+            moved = await cluster.move_transaction_coordinator(_str(spec, "transactional_id"), to=_node(spec))
             return _json("200 OK", {"transactional_id": spec["transactional_id"], "coordinator": moved})
         if path == "/cluster/leaders/move":
             spec = _fields(_parse(body), {"topic", "partition", "to"}, "topic", "partition")
             partition = spec["partition"]
             if type(partition) is not int:
                 raise ValueError(f"partition must be an integer, not {partition!r}")
-            moved = await _maybe(cluster.move_leader(_str(spec, "topic"), partition, to=_node(spec)))
+            moved = await cluster.move_leader(_str(spec, "topic"), partition, to=_node(spec))
             return _json("200 OK", {"topic": spec["topic"], "partition": partition, "leader": moved})
         return not_found(f"no route {path}")
 
-    async def _cluster_lookup(self, cluster: Any, path: str) -> Answer:
+    @staticmethod
+    def _cluster_lookup(cluster: Any, path: str) -> Answer:
         if path == "/cluster":
-            describe = getattr(cluster, "describe", None)
-            info = await _maybe(describe()) if describe is not None else {"brokers": await _maybe(cluster.brokers())}
-            return _json("200 OK", info)
+            return _json("200 OK", {"brokers": cluster.brokers()})
         m = _COORDINATOR.fullmatch(path)
         if m:
             group_id = unquote(m.group(1))
-            return _json("200 OK", {"group_id": group_id, "coordinator": await _maybe(cluster.coordinator_of(group_id))})
+            return _json("200 OK", {"group_id": group_id, "coordinator": cluster.coordinator_of(group_id)})
         m = _TXN_COORDINATOR.fullmatch(path)
         if m:
             txn_id = unquote(m.group(1))
             return _json("200 OK", {"transactional_id": txn_id,
-                                    "coordinator": await _maybe(cluster.transaction_coordinator_of(txn_id))})
+                                    "coordinator": cluster.transaction_coordinator_of(txn_id)})
         m = _LEADER.fullmatch(path)
         if m:
             topic, partition = unquote(m.group(1)), int(m.group(2))
             return _json("200 OK", {"topic": topic, "partition": partition,
-                                    "leader": await _maybe(cluster.leader_of(topic, partition))})
+                                    "leader": cluster.leader_of(topic, partition)})
         return not_found(f"no route GET {path}")
 
     async def answer_http(self, head: bytes, reader: asyncio.StreamReader) -> Answer:
@@ -200,10 +197,6 @@ def _method_not_allowed(allowed: str) -> Answer:
     return _json("405 Method Not Allowed", {"error": f"allowed: {allowed}"})
 
 
-async def _maybe(result: Any) -> Any:
-    return await result if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future) else result
-
-
 def _parse(body: bytes, empty_ok: bool = False) -> Any:
     if not body.strip():
         if empty_ok:
@@ -211,7 +204,7 @@ def _parse(body: bytes, empty_ok: bool = False) -> Any:
         raise ValueError("the request needs a JSON body")
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
+    except ValueError as e:  # (UnicodeDecodeError too)
         raise ValueError(f"the body is not JSON: {e}") from None
 
 
@@ -223,7 +216,7 @@ def _fields(spec: Any, allowed: set[str], *required: str) -> dict[str, Any]:
         raise ValueError(f"unknown field {unknown[0]!r}" + (f"; fields: {', '.join(sorted(allowed))}"
                                                              if allowed else "; this action takes none"))
     for name in required:
-        if name and name not in spec:
+        if name not in spec:
             raise ValueError(f"field {name!r} is required")
     return spec
 

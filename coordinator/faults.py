@@ -106,8 +106,9 @@ class Faults:
             topic: str | None = None, broker: int | None = None, seed: int | None = None) -> dict[str, Any]:
         """Add a rule; return it as a JSON-able dict with its id. A bad spec raises ValueError
         (one message) and adds nothing."""
-        return self._install([_rule(api, error, times, probability, delay_ms, drop, stall, client_id, group,
-                                    topic, broker, seed)])[0]
+        return self._install([_rule(api, error, times=times, probability=probability, delay_ms=delay_ms, drop=drop,
+                                    stall=stall, client_id=client_id, group=group, topic=topic, broker=broker,
+                                    seed=seed)])[0]
 
     def add_specs(self, specs: Any) -> list[dict[str, Any]]:
         """Rules from JSON objects (the HTTP control), with the fields of add(): all of them,
@@ -200,9 +201,11 @@ class Faults:
         return None
 
 
-def _rule(api: Any, error: Any, times: Any, probability: Any, delay_ms: Any, drop: Any, stall: Any,
-          client_id: Any, group: Any, topic: Any, broker: Any, seed: Any) -> Rule:
-    """A rule from its spec, checked field by field (its id is given when it is added)."""
+def _rule(api: Any, error: Any = None, *, times: Any = 1, probability: Any = None, delay_ms: Any = 0,
+          drop: Any = None, stall: Any = False, client_id: Any = None, group: Any = None, topic: Any = None,
+          broker: Any = None, seed: Any = None) -> Rule:
+    """A rule from its spec (the fields of FIELDS; add()'s defaults), checked field by field
+    (its id is given when it is added)."""
     rule = Rule(0, _api_key(api), _error(error), _times(times), _probability(probability),
                 _non_negative_int("delay_ms", delay_ms), _drop(drop), _stall(stall),
                 _optional_str("client_id", client_id), _optional_str("group", group),
@@ -215,10 +218,6 @@ def _rule(api: Any, error: Any, times: Any, probability: Any, delay_ms: Any, dro
     return rule
 
 
-_DEFAULTS = {"error": None, "times": 1, "probability": None, "delay_ms": 0, "drop": None, "stall": False,
-             "client_id": None, "group": None, "topic": None, "broker": None, "seed": None}
-
-
 def _rule_of_spec(spec: Any) -> Rule:
     if not isinstance(spec, dict):
         raise ValueError(f"a fault is a JSON object, not {type(spec).__name__}")
@@ -227,10 +226,7 @@ def _rule_of_spec(spec: Any) -> Rule:
         raise ValueError(f"unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
     if "api" not in spec:
         raise ValueError("field 'api' is required")
-    values = {**_DEFAULTS, **spec}
-    return _rule(values["api"], values["error"], values["times"], values["probability"], values["delay_ms"],
-                 values["drop"], values["stall"], values["client_id"], values["group"], values["topic"],
-                 values["broker"], values["seed"])
+    return _rule(**spec)
 
 
 def _failed(ctx: RequestContext, request: Any, rule: Rule) -> Any:

@@ -206,3 +206,79 @@ def test_kcoord_cluster_preferred_restart_and_transaction_coordinator_move(serve
         200, {"transactional_id": "txn-1", "coordinator": 2})
     done = kcoord("cluster", "start", "9", control=c)
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1
+
+
+BAD_CLUSTER_REQUESTS = [
+    ("POST", "/cluster/coordinators/move", "{not json", 400, "the body is not JSON"),
+    ("POST", "/cluster/coordinators/move", "", 400, "the request needs a JSON body"),
+    ("POST", "/cluster/coordinators/move", "[]", 400, "the body must be a JSON object"),
+    ("POST", "/cluster/coordinators/move", '{"to": 2}', 400, "field 'group_id' is required"),
+    ("POST", "/cluster/coordinators/move", '{"group_id": 7}', 400, "group_id must be a non-empty string"),
+    ("POST", "/cluster/coordinators/move", '{"group_id": "g", "to": "2"}', 400, "to must be a broker's node id"),
+    ("POST", "/cluster/coordinators/move", '{"group_id": "g", "to": 99}', 400, "no broker 99"),
+    ("POST", "/cluster/coordinators/move", '{"group_id": "g", "colour": 1}', 400, "unknown field 'colour'"),
+    ("POST", "/cluster/transaction-coordinators/move", '{"transactional_id": ""}', 400, "non-empty string"),
+    ("POST", "/cluster/leaders/move", '{"topic": "t", "partition": "0"}', 400, "partition must be an integer"),
+    ("POST", "/cluster/leaders/move", '{"topic": "nope", "partition": 0}', 400, "no partition 'nope' 0"),
+    ("POST", "/cluster/brokers/99/stop", "", 400, "no broker 99"),
+    ("POST", "/cluster/brokers/1/stop", '{"preferred": true}', 400, "this action takes none"),
+    ("POST", "/cluster/brokers/1/start", '{"preferred": 1}', 400, "preferred must be true or false"),
+    ("GET", "/cluster/leaders/nope/0", None, 400, "no partition 'nope' 0"),
+    ("DELETE", "/cluster", None, 405, "allowed: POST"),
+    ("POST", "/cluster/nowhere", "{}", 404, "no route"),
+    ("GET", "/cluster/nowhere/at/all", None, 404, "no route"),
+]
+
+
+@pytest.fixture
+def three_brokers(server_factory):
+    port = free_port()
+    server_factory("--brokers", "3", "--metrics-port", str(port), "--enable-test-control")
+    return f"127.0.0.1:{port}"
+
+
+def test_http_bad_cluster_requests_are_refused_and_change_nothing(three_brokers):
+    c = three_brokers
+    _, before = http(c, "GET", "/cluster")
+    for method, path, body, status, message in BAD_CLUSTER_REQUESTS:
+        got, answer = http(c, method, path, body)
+        assert got == status and message in answer["error"], (method, path, body, answer)
+    assert http(c, "GET", "/cluster") == (200, before)
+
+
+def test_http_any_json_to_the_cluster_routes_is_answered(three_brokers):
+    """Whatever JSON a control client posts, the answer is 200 or a 4xx with one message."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=6)
+    fields = st.sampled_from(["group_id", "transactional_id", "topic", "partition", "to", "preferred", "x"])
+    bodies = st.dictionaries(fields, scalars, max_size=4).map(json.dumps) | st.text(max_size=12)
+    paths = st.sampled_from(["/cluster/coordinators/move", "/cluster/transaction-coordinators/move",
+                             "/cluster/leaders/move", "/cluster/brokers/2/start", "/cluster/brokers/7/stop"])
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(path=paths, body=bodies)
+    def check(path, body):
+        status, answer = http(three_brokers, "POST", path, body)
+        assert status == 200 or (status in (400, 404) and answer["error"]), (path, body, status, answer)
+
+    check()
+    assert http(three_brokers, "GET", "/cluster")[0] == 200
+
+
+def test_kcoord_bad_cluster_and_fault_arguments_are_one_line(three_brokers):
+    c = three_brokers
+    for args, message in [
+        (["cluster", "stop", "99"], "error: no broker 99"),
+        (["cluster", "move-leader", "nope", "0"], "error: no partition 'nope' 0"),
+        (["cluster", "move-coordinator", "g", "--to", "99"], "error: no broker 99"),
+        (["fault", "add", "OffsetCommit", "16", "--times", "0"], "error: times must be >= 1"),
+        (["fault", "add", "OffsetCommit", "16", "--delay-ms", "-5"], "error: delay_ms must be >= 0"),
+        (["fault", "add", "OffsetCommit", "16", "--stall-ms", "0"], "error: stall must be true"),
+    ]:
+        done = kcoord(*args, control=c)
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, (args, done.stderr)
+        assert done.stderr.startswith(message), (args, done.stderr)
+    done = kcoord("cluster", "move-leader", "t", "zero", control=c)
+    assert done.returncode == 2  # a usage error (click's)
+    assert http(c, "GET", "/faults") == (200, [])

@@ -93,7 +93,9 @@ def fault_add(ctx: click.Context, api: str, error: str | None, times: int | None
     NOT_COORDINATOR, or a code) and/or delaying, dropping or stalling."""
     if forever and times is not None:
         raise click.UsageError("--times and --forever exclude each other")
-    spec: dict[str, Any] = {"api": int(api) if api.isdigit() else api, "times": None if forever else (times or 1)}
+    spec: dict[str, Any] = {"api": int(api) if api.isdigit() else api}
+    if forever or times is not None:  # (--times 0 goes to the server, which refuses it)
+        spec["times"] = None if forever else times
     if error is not None:
         spec["error"] = int(error) if error.lstrip("-").isdigit() else error
     for name, value in (("probability", probability), ("seed", seed), ("drop", drop), ("client_id", client_id),
