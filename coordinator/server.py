@@ -79,8 +79,11 @@ class StartupError(Exception):
 
 
 class Server:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, own_process: bool = True) -> None:
         self.config = config
+        # False: embedded in another program (coordinator.testing's in-process cluster), whose
+        # garbage collector is its own: the process-wide tuning below is left out.
+        self.own_process = own_process
         self.registry = Registry()
         self.connections: set[Connection] = set()
         self._servers: dict[int, list[asyncio.base_events.Server]] = {}  # by broker node id
@@ -170,7 +173,8 @@ class Server:
             raise
         # Loading creates millions of long-lived objects: collecting while it runs finds
         # no garbage, and afterwards they need not be traversed again (gc.freeze).
-        gc.disable()
+        if self.own_process:
+            gc.disable()
         loading = time.perf_counter()
         try:
             parts = await build_components(self.config, self.registry, self.listeners, self)
@@ -182,7 +186,8 @@ class Server:
             self._release_data_dir()
             raise
         finally:
-            gc.enable()
+            if self.own_process:
+                gc.enable()
         self.components = parts.components
         self.topics, self.groups, self.offsets_log = parts.topics, parts.groups, parts.offsets_log
         self.topology, self.control = parts.topology, parts.control
@@ -196,11 +201,12 @@ class Server:
             self.acl_gate = AclGate(Authorizer(acls, super_users, self.config.allow_everyone_if_no_acl_found),
                                     self.topics)
         STATS.recovery_seconds = time.perf_counter() - loading
-        gc.freeze()
-        # Requests allocate many short-lived containers, nearly all freed by reference
-        # counting: a young collection every 700 allocations (the default) mostly
-        # traverses objects that are about to be freed anyway.
-        gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+        if self.own_process:
+            gc.freeze()
+            # Requests allocate many short-lived containers, nearly all freed by reference
+            # counting: a young collection every 700 allocations (the default) mostly
+            # traverses objects that are about to be freed anyway.
+            gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = asyncio.get_running_loop()
         for listener, listening in zip(self.listeners, socks):
             await self._listen(listener, listening)

@@ -108,7 +108,7 @@ class Cluster:
         self._loop = loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=loop.run_forever, name="kcoord-cluster", daemon=True)
         self._thread.start()
-        self._server = Server(config)
+        self._server = Server(config, own_process=False)  # (the test's garbage collector stays the test's)
         self._call(self._server.start())
         first: dict[int, Any] = {}
         for listener in self._server.listeners:
