@@ -156,6 +156,15 @@ def test_options_after_the_subcommand(server):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
+def test_create_if_not_exists(server):
+    """kafka-topics' --if-not-exists: a second create of the same topic is no failure."""
+    ok(server, "topics", "create", "twice", "--partitions", "2", output=None)
+    err = one_line_failure(kcoord(server, "topics", "create", "twice", output=None))
+    assert "TOPIC_ALREADY_EXISTS" in err
+    again = kcoord(server, "topics", "create", "twice", "--partitions", "2", "--if-not-exists", output=None)
+    assert again.returncode == 0 and "exists already" in again.stderr
+
+
 def test_dry_run_delete_of_what_is_not_there(server):
     err = one_line_failure(kcoord(server, "groups", "delete", "nobody"))
     assert "GROUP_ID_NOT_FOUND" in err

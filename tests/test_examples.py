@@ -34,6 +34,23 @@ def test_quickstart_runs_twice_in_a_row(server):
     assert not {(p, o) for p, o, _ in records} & {(p, o) for p, o, _ in again}
 
 
+def test_readme_cli_quick_start_runs_twice_in_a_row(server):
+    """The README's kcoord lines, as written, after its quickstart.py, against a real server,
+    twice; `kcoord` is this checkout's (python -m coordinator.admin), pointed at the server
+    by KCOORD_BOOTSTRAP_SERVER."""
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", readme, re.S) if "kcoord topics create payments" in b)
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    script = "\n".join(["set -e", f'kcoord() {{ "{sys.executable}" -m coordinator.admin "$@"; }}',
+                        *(line for line in lines if "kcoord" in line and not line.startswith("."))])
+    first = run([sys.executable, str(EXAMPLES / "quickstart.py")], BOOTSTRAP=server.bootstrap)  # as the README has it
+    assert first.returncode == 0, first.stderr
+    for _ in range(2):
+        result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "KCOORD_BOOTSTRAP_SERVER": server.bootstrap})
+        assert result.returncode == 0, result.stderr
+
+
 def test_pytest_example_passes():
     result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                   str(EXAMPLES / "test_orders.py")])

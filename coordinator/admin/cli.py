@@ -592,9 +592,10 @@ def log_dir_of(cluster: Cluster, node: int) -> str:
 @click.option("--partitions", type=click.IntRange(min=1), default=None, help="default: the broker's num.partitions")
 @click.option("--replication-factor", type=int, default=-1, help="default: the broker's")
 @click.option("--config", "configs", multiple=True, help="KEY=VALUE (repeatable)")
+@click.option("--if-not-exists", is_flag=True, help="a topic that exists already is not a failure (kafka-topics')")
 @click.pass_context
 def topics_create(ctx: click.Context, name: str, partitions: int | None, replication_factor: int,
-                  configs: tuple[str, ...]) -> None:
+                  configs: tuple[str, ...], if_not_exists: bool) -> None:
     pairs = []
     for c in configs:
         key, sep, value = c.partition("=")
@@ -607,6 +608,9 @@ def topics_create(ctx: click.Context, name: str, partitions: int | None, replica
                     replication_factor=replication_factor, assignments=(), configs=tuple(
                         conn.nested(CREATE_TOPICS, "CreatableTopicConfig", name=k, value=v) for k, v in pairs)),))
     result = r.topics[0]
+    if if_not_exists and result.error_code == ErrorCode.topic_already_exists:
+        click.echo(f"topic {name} exists already", err=True)
+        return
     if result.error_code:
         raise Failure(f"topic {name!r}: {error_name(result.error_code)}"
                       + (f": {result.error_message}" if getattr(result, "error_message", None) else ""))
