@@ -427,7 +427,7 @@ class Segment:
         say it must (see _walk)."""
         if offset >= self.next_offset:
             return None
-        for pos, h in self._walk(bisect_right(self.idx_offsets, offset) - 1):
+        for pos, h in self._headers_from(bisect_right(self.idx_offsets, offset) - 1):
             if h.base_offset + h.last_offset_delta >= offset:
                 return pos
         return None
@@ -436,7 +436,7 @@ class Segment:
         """First batch whose max timestamp is >= ts."""
         if self.max_timestamp < ts:
             return None
-        for pos, h in self._walk(bisect_left(self.idx_max_ts_before, ts) - 1):
+        for pos, h in self._headers_from(bisect_left(self.idx_max_ts_before, ts) - 1):
             if h.max_timestamp >= ts:
                 return pos, h
         return None
@@ -466,6 +466,14 @@ class Segment:
 
     def misplaced(self, pos: int, size: int, why: str) -> CorruptBatch:
         return CorruptBatch(f"{self.path} bytes {pos}-{pos + size} are corrupt ({why})")
+
+    def _headers_from(self, i: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of the batches from index entry i (-1: the file start), checked
+        as _walk does where they begin in bytes the recovery point spared (unchecked_end);
+        bytes scanned at open or appended since were checked then, and every Fetch and
+        waiting Fetch locates its offset here."""
+        start = self.idx_positions[i] if i >= 0 else 0
+        return self.iter_headers(start) if start >= self.unchecked_end else self._walk(i)
 
     def _walk(self, i: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of the batches from index entry i (-1: the file start). The
