@@ -104,7 +104,7 @@ bench: install-test
 	$(PY) -m bench.report
 
 ## Regenerate docs/benchmarks.md from the results the bench scripts wrote to bench/results/.
-bench-report:
+bench-report: install
 	$(PY) -m bench.report
 
 report: install-pipeline
