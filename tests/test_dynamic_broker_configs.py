@@ -171,3 +171,36 @@ def test_kafka_python_admin_round_trip(server):
         "58000", "DYNAMIC_BROKER_CONFIG", False)
     assert described["log.cleaner.threads"]["value"] == "2"
     admin.close()
+
+
+def test_any_broker_config_change_is_answered_and_what_is_stored_loads_again(server):
+    """Whatever names, operations and values an IncrementalAlterConfigs on a broker carries,
+    the answer is a Kafka error code with the connection open; whatever was accepted is
+    stored as a document the restarted server reads (a stored value it refused would stop
+    the start)."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    names = st.sampled_from(["log.cleaner.threads", "max.connections", "message.max.bytes", "log.retention.ms",
+                             "listener.name.plaintext.max.connections", "listener.name.x.ssl.key.password",
+                             "ssl.client.auth", "group.max.size", "my.custom", "", "log.cleaner.backoff.ms",
+                             "sasl.login.refresh.window.factor", "log.cleanup.policy", "compression.type"])
+    values = st.none() | st.sampled_from(["1", "-1", "0", "2.5", "compact", "delete,compact", "none", "zstd",
+                                          "9223372036854775808", " 7 ", "required"]) | st.text(max_size=6)
+    ops = st.lists(st.tuples(names, st.integers(-1, 4), values), max_size=3)
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(resource=st.sampled_from(["1", "", "2", "x"]), changes=ops)
+    def check(resource, changes):
+        async def run():
+            conn = await WireClient("dyn-fuzz").connect("127.0.0.1", server.port)
+            try:
+                return await incremental(conn, BROKER, resource, changes)
+            finally:
+                await conn.close()
+        code, _ = asyncio.run(run())
+        assert code in (0, INVALID_REQUEST, INVALID_CONFIG), code
+
+    check()
+    assert "Traceback" not in server.log_text()
+    server.restart()  # every accepted value loads again
+    assert "Traceback" not in server.log_text()
