@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
 from ..durable import JsonFile
+from ..security.acl_gate import principal_of
 
 log = logging.getLogger(__name__)
 
@@ -386,6 +387,4 @@ class ByteRateQuota:
 
 def quota_user(connection: Any) -> str:
     """The principal's name Kafka's quotas are keyed by (ANONYMOUS without authentication)."""
-    from ..security.acl_gate import principal_of
-
     return principal_of(connection).split(":", 1)[1]
