@@ -4,9 +4,11 @@ in Metadata, FindCoordinator and DescribeCluster, the address of the listener it
 in by (Kafka's per-listener endpoints), so it stays on that protocol. Without
 --listeners there is one, from --host, --port and --security-protocol.
 
-With `--brokers N` every broker has its own set: broker i (node id --node-id + i) listens
-on each port + i (a port 0 stays 0: any free port), and is advertised at each advertised
-port + i.
+With `--brokers N` every broker has its own set, the first broker's shifted by a stride:
+broker i (node id --node-id + i) listens on each port + i x stride, where the stride is the
+span of the first broker's ports (1 with one listener: consecutive ports; 2 for 9092 and
+9093), so that no two brokers' ports meet; a port 0 stays 0 (any free port). Advertised
+ports are shifted the same way, by their own span.
 """
 
 from __future__ import annotations
@@ -62,18 +64,27 @@ def listeners_of(config: Any) -> list[Listener]:
     brokers = getattr(config, "brokers", 1)
     if brokers < 1:
         raise ValueError(f"--brokers: {brokers}; at least 1")
+    first = _listeners_of_one(config)
+    stride = _span([x.port for x in first])
+    advertised_stride = _span([x.advertised_port or 0 for x in first])
     out = []
     for i in range(brokers):
         for one in _listeners_of_one(config):
             one.node_id = config.node_id + i
             if i:
-                one.port = one.port + i if one.port else 0
+                one.port = one.port + i * stride if one.port else 0
                 if one.advertised_port:
-                    one.advertised_port += i
+                    one.advertised_port += i * advertised_stride
             if one.port > 65535 or (one.advertised_port or 0) > 65535:
                 raise ValueError(f"--brokers {brokers}: broker {one.node_id}'s port is past 65535")
             out.append(one)
     return out
+
+
+def _span(ports: list[int]) -> int:
+    """How far apart two brokers' ports are: the span of one broker's (given) ports."""
+    given = [p for p in ports if p]
+    return max(given) - min(given) + 1 if given else 1
 
 
 def _listeners_of_one(config: Any) -> list[Listener]:

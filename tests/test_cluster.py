@@ -326,6 +326,18 @@ def test_listeners_and_advertised_listeners_go_up_by_one_per_broker(tmp_path):
         assert asyncio.run(advertised()) == [(1, "localhost", 19092), (2, "localhost", 19093)]
 
 
+def test_brokers_with_several_listeners_take_ports_a_stride_apart():
+    from coordinator.config import parse_args
+    from coordinator.listeners import listeners_of
+
+    config = parse_args(["--brokers", "3", "--listeners", "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
+                         "--advertised-listeners", "PLAINTEXT://kafka:19092,SASL_SSL://kafka:19093"])
+    assert [(x.node_id, x.protocol, x.port, x.advertised) for x in listeners_of(config)] == [
+        (1, "PLAINTEXT", 9092, ("kafka", 19092)), (1, "SASL_SSL", 9093, ("kafka", 19093)),
+        (2, "PLAINTEXT", 9094, ("kafka", 19094)), (2, "SASL_SSL", 9095, ("kafka", 19095)),
+        (3, "PLAINTEXT", 9096, ("kafka", 19096)), (3, "SASL_SSL", 9097, ("kafka", 19097))]
+
+
 def test_bad_brokers_flag_is_one_line_and_exit_2(tmp_path):
     import subprocess
     import sys
