@@ -104,6 +104,8 @@ async def test_bad_alterations_refused_as_kafka(conn, server):
          "Proposed value for connection_creation_rate is too large for an INT."),
         ([("user", "a")], [("producer_byte_rate", 1), ("producer_byte_rate", 2)],
          "Ignoring duplicate entity ClientQuotaEntity(entries={user=a})"),
+        # a type given twice: Kafka reads the entity into a map, so the last name counts
+        ([("client-id", None), ("client-id", "")], [("producer_byte_rate", 1)], "Empty client-id not supported"),
     ]
     for entity, ops, message in cases:
         assert await alter(conn, [(entity, ops)]) == [(INVALID_REQUEST, message)], message
@@ -111,7 +113,8 @@ async def test_bad_alterations_refused_as_kafka(conn, server):
     assert await alter(conn, [([("user", "")], [("producer_byte_rate", 1)]),
                               ([("user", "ok")], [("producer_byte_rate", 1)])]) == [
         (INVALID_REQUEST, "Empty user not supported"), (0, None)]
-    assert list((await describe(conn, []))[2]) == [(("user", "ok"),)]
+    assert await alter(conn, [([("user", ""), ("user", "last")], [("producer_byte_rate", 1)])]) == [(0, None)]
+    assert list((await describe(conn, []))[2]) == [(("user", "last"),), (("user", "ok"),)]
 
     filters = [
         ([("", ANY, None)], INVALID_REQUEST, "Invalid empty entity type."),

@@ -125,12 +125,8 @@ def _stored(rows: list) -> dict[Entity, dict[str, float]]:
     return quotas
 
 
-def _pair_key(pair: tuple[str, str | None]) -> tuple[str, str]:
-    return pair[0], "" if pair[1] is None else pair[1]
-
-
 def _sort_key(entity: Entity) -> list[tuple[str, str]]:
-    return [_pair_key(pair) for pair in entity]
+    return [(t, "" if n is None else n) for t, n in entity]
 
 
 class ClientQuotaApis:
@@ -201,8 +197,8 @@ class ClientQuotaApis:
         order: list[tuple[Any, Entity]] = []
         changes: dict[Entity, dict[str, float | None]] = {}
         for entry in req.entries:
-            # (by type first: a type given twice, with a name and as the default, is refused below)
-            entity = tuple(sorted(((e.entity_type, e.entity_name) for e in entry.entity), key=_pair_key))
+            # AlterClientQuotasRequest.entries: a map by type (a type given twice: the last name)
+            entity = tuple(sorted({e.entity_type: e.entity_name for e in entry.entity}.items()))
             order.append((entry, entity))
             if entity in results:
                 results[entity] = (E.invalid_request, f"Ignoring duplicate entity {entity_string(entity)}")
@@ -236,11 +232,7 @@ class ClientQuotaApis:
             ops[op.key] = None if op.remove else op.value
         if not entity:
             raise QuotaError(E.invalid_request, "Invalid empty client quota entity")
-        seen = set()
         for t, name in entity:
-            if t in seen:
-                raise QuotaError(E.invalid_request, f"Invalid client quota entity, duplicate entity entry {t}")
-            seen.add(t)
             if t not in (USER, CLIENT_ID, IP):
                 raise QuotaError(E.invalid_request, f"Unhandled client quota entity type: {t}")
             if name is not None and name == "":
