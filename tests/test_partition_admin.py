@@ -170,3 +170,39 @@ def test_denied_without_cluster_alter(server_factory, tmp_path):
         kp.list_partition_reassignments()
     kp.close()
     assert "Traceback" not in server.log_text()
+
+
+def test_any_election_or_reassignment_is_answered_with_kafka_codes(cluster):
+    """Whatever election type, topics, partitions and replicas the requests carry, each is
+    answered (no closed connection) with the controller's error codes."""
+    import datetime
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    TP = request_class(ELECT, 2, "TopicPartitions")
+    P, T = request_class(ALTER, 1, "ReassignablePartition"), request_class(ALTER, 1, "ReassignableTopic")
+    timeout = datetime.timedelta(seconds=5)
+    topics = st.sampled_from(["t", "nope", "", "__consumer_offsets"])
+    partitions = st.integers(-1, 3) | st.integers(-2**31, 2**31 - 1)
+    replicas = st.none() | st.lists(st.integers(-1, 4) | st.integers(-2**31, 2**31 - 1), max_size=4)
+    expected = {NONE, UNKNOWN_TOPIC, INVALID_REQUEST, PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED, 83,
+                INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR, NO_REASSIGNMENT}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(election=st.integers(-128, 127) | st.sampled_from([0, 1]),
+           named=st.none() | st.lists(st.tuples(topics, st.lists(partitions, max_size=3)), max_size=2),
+           moves=st.lists(st.tuples(topics, partitions, replicas), max_size=3), allow=st.booleans())
+    def check(election, named, moves, allow):
+        r = _wire(cluster, ELECT, 2, request_class(ELECT, 2)(
+            election_type=election, timeout=timeout,
+            topic_partitions=None if named is None else tuple(TP(topic=t, partitions=tuple(ps)) for t, ps in named)))
+        codes = {r.error_code} | {p.error_code for x in r.replica_election_results for p in x.partition_result}
+        assert codes <= expected, codes
+        r = _wire(cluster, ALTER, 1, request_class(ALTER, 1)(
+            timeout=timeout, allow_replication_factor_change=allow, topics=tuple(
+                T(name=t, partitions=(P(partition_index=p, replicas=None if rs is None else tuple(rs)),))
+                for t, p, rs in moves)))
+        codes = {r.error_code} | {p.error_code for x in r.responses for p in x.partitions}
+        assert codes <= expected, codes
+
+    check()
