@@ -1,4 +1,4 @@
-"""Server memory (RSS from /proc) under the hostile clients of issue 16, against a fresh server:
+"""Server memory (RSS from /proc) under hostile clients, against a fresh server:
 abandoned long polls, a client that sends Fetches and never reads, idle/slowloris connections.
 
     python -m bench.bench_hostile [--polls 2000] [--unread 2000] [--idle 500]
@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 import socket
 import struct
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.results import record
-from tests.support.process import ServerProcess, create_topics
-from tests.support.hardening import INT32_MAX, MIB, fetch_frame, fill_partition, rss_bytes
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (run as a script too, e.g. by make bench)
+
+from bench.results import record  # noqa: E402
+from tests.support.hardening import INT32_MAX, MIB, fetch_frame, fill_partition, rss_bytes  # noqa: E402
+from tests.support.process import ServerProcess, create_topics  # noqa: E402
 
 
 def mib(n: int) -> str:

@@ -7,7 +7,12 @@ says what each mode does; tests/test_fuzz.py runs them on a small budget).
     python -m bench.fuzz --hypothesis --inputs 1000000    # hypothesis drives the decoder
 """
 
-from tests.support.fuzz import main
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (run as a script too)
+
+from tests.support.fuzz import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode as E
 from coordinator.groups.consumer_group import records_of
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
-from tests.group_harness import settle
+from tests.support.group_harness import settle
 from tests.support.consumer_harness import GROUP, Harness, flat
 from tests.support.consumer_shard import owned
 

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode as E
 from coordinator.groups.assignors import range_, uniform
 from coordinator.groups.consumer_group import ConsumerGroup
 from coordinator.groups.reconciliation import MemberState
-from tests.group_harness import settle
+from tests.support.group_harness import settle
 from tests.support.consumer_shard import (
     owned,
 )

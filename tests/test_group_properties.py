@@ -19,7 +19,7 @@ from coordinator.groups.clock import ManualClock
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import VALID_PREVIOUS, GroupState as S
 from protocol.offset_commit import PartitionCommit
-from tests.group_harness import MemoryLog, new_runtime
+from tests.support.group_harness import MemoryLog, new_runtime
 
 GROUPS = ["alpha", "beta", "gamma"]
 CLIENTS = range(4)

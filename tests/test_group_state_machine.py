@@ -14,7 +14,7 @@ from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import GroupState as S
 from coordinator.groups.state import IllegalStateTransition
 from protocol.offset_commit import PartitionCommit as OffsetRequest
-from tests.group_harness import MemoryLog, new_runtime, settle
+from tests.support.group_harness import MemoryLog, new_runtime, settle
 
 SESSION, REBALANCE = 10_000, 30_000
 

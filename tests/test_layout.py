@@ -1,5 +1,6 @@
 """Layering. The suite's: a test module imports shared helpers from tests/support (or a
-suite's helper module), never another test module, conftest or bench/, so that each test
+suite's own helper module, such as tests/pipeline/logs.py), never another test module,
+conftest or bench/, so that each test
 file can be read, run and moved alone. The code's: protocol/ at the bottom, pipeline/ on
 protocol/ only, and no new import cycle (tests/support/import_graph.py)."""
 

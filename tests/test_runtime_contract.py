@@ -17,7 +17,7 @@ from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
 from protocol.offset_commit import PartitionCommit
-from tests.group_harness import ControlledLog, settle
+from tests.support.group_harness import ControlledLog, settle
 from tests.support.consumer_shard import Catalog, owned
 
 GROUP = "cg"

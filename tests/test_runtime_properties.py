@@ -1,6 +1,6 @@
 """A stateful property test of the runtime contract: classic and KIP-848 consumer groups
 driven through joins, heartbeats, commits, leaves, expiries and restarts over a log that
-completes appends late, in any order, or with errors (tests/group_harness.ControlledLog).
+completes appends late, in any order, or with errors (tests/support/group_harness.ControlledLog).
 
 Checked after every step, and at every answer:
 - an answer that reports success describes durable state: a consumer member's epoch and
@@ -30,7 +30,7 @@ from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
-from tests.group_harness import ControlledLog
+from tests.support.group_harness import ControlledLog
 from tests.support.consumer_shard import Catalog
 
 CG, CLASSIC = "cg", "classic"

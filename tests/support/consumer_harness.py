@@ -9,7 +9,7 @@ from coordinator.groups.consumer_manager import ConsumerGroupConfig, HeartbeatRe
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
-from tests.group_harness import MemoryLog, settle
+from tests.support.group_harness import MemoryLog, settle
 from tests.support.consumer_shard import (
     Catalog,
 )
