@@ -7,6 +7,7 @@ protocol/ only, and no new import cycle (tests/support/import_graph.py)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from tests.support import import_graph
@@ -72,3 +73,12 @@ def test_the_architecture_doc_shows_the_current_graph():
     doc = import_graph.DOC.read_text()
     assert import_graph.render(import_graph.module_graph()) in doc, \
         "docs/architecture.md is out of date: python -m tests.support.import_graph --write"
+
+
+def test_every_type_ignore_says_why():
+    """`# type: ignore[code]  # why`: an ignore without its reason hides what was waived."""
+    bare = [f"{p.relative_to(ROOT)}:{n}" for top in ("protocol", "coordinator", "pipeline", "bench", "tests", "examples")
+            for p in sorted((ROOT / top).rglob("*.py"))
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"#\s*type:\s*ignore(\[[^\]]*\])?\s*$", line)]
+    assert bare == []

@@ -224,7 +224,7 @@ class PartitionAdminApis:
             wanted = {t.name: set(t.partition_indexes) for t in req.topics}
         by_topic: dict[str, list] = {}
         for (topic, partition), r in sorted(self.ongoing.items()):
-            if topic in wanted and (wanted[topic] is None or partition in wanted[topic]):  # type: ignore[operator]
+            if topic in wanted and (wanted[topic] is None or partition in wanted[topic]):  # type: ignore[operator]  # the `is None` test before `or` excludes None; mypy does not narrow a dict item
                 by_topic.setdefault(topic, []).append(ctx.nested(
                     "OngoingPartitionReassignment", partition_index=partition, replicas=tuple(r.merged),
                     adding_replicas=tuple(r.adding), removing_replicas=tuple(r.removing)))

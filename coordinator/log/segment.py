@@ -243,7 +243,7 @@ class Segment:
                 # The batch blamed is one this scan had already taken: count again without it.
                 seg = cls(path, base_offset, fd, interval)
                 if start:
-                    seg._restore(state)  # type: ignore[arg-type]
+                    seg._restore(state)  # type: ignore[arg-type]  # start is set only together with a recovery-point state
                     seg.unchecked_end = start
                 view = memoryview(mm)
                 head = view[: result.valid_bytes]
