@@ -178,7 +178,7 @@ class Faults:
         if rule.drop == "before" and not rule.delay_ms and rule.stall is False:
             raise CloseConnection(f"fault {rule.id}: connection dropped before {API_NAMES.get(rule.api_key)}")
         if rule.error is not None and not rule.delay_ms and rule.stall is False:
-            return _failed(ctx, request, rule)
+            return _failed(ctx, request, rule.id, rule.error)
         return _later(self, server, ctx, request, handler, rule)
 
     def _firing(self, server: Any, ctx: RequestContext, request: Any) -> Rule | None:
@@ -229,12 +229,12 @@ def _rule_of_spec(spec: Any) -> Rule:
     return _rule(**spec)
 
 
-def _failed(ctx: RequestContext, request: Any, rule: Rule) -> Any:
+def _failed(ctx: RequestContext, request: Any, rule_id: int, error: ErrorCode) -> Any:
     key = ctx.header.api_key
     if key == PRODUCE and getattr(request, "acks", None) == 0:
         # acks=0: the producer reads no answer, so Kafka reports an error by closing
-        raise CloseConnection(f"fault {rule.id}: {rule.error.name.upper()} on a Produce with acks=0")  # type: ignore[union-attr]  # a rule that fails requests always has an error
-    return error_response(key, ctx.version, ctx.codec.response_type, request, rule.error)  # type: ignore[arg-type]  # a rule that fails requests always has an error
+        raise CloseConnection(f"fault {rule_id}: {error.name.upper()} on a Produce with acks=0")
+    return error_response(key, ctx.version, ctx.codec.response_type, request, error)
 
 
 async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any, handler: Callable,
@@ -252,7 +252,7 @@ async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any,
     if rule.drop == "before":
         raise CloseConnection(f"fault {rule.id}: connection dropped before {API_NAMES.get(rule.api_key)}")
     if rule.error is not None:
-        return _failed(ctx, request, rule)
+        return _failed(ctx, request, rule.id, rule.error)
     body = await _handled(server, ctx, request, handler)
     if rule.drop == "after":
         # handled in full (written, committed), and the connection closes where its answer
@@ -382,9 +382,10 @@ def _error(error: Any) -> ErrorCode | None:
         except ValueError:
             raise ValueError(f"error: no Kafka error has code {error}") from None
     elif isinstance(error, str):
-        code = ERRORS.get(error.upper().replace("-", "_"))  # type: ignore[assignment]  # None (no such name) is checked on the next line
-        if code is None:
+        named = ERRORS.get(error.upper().replace("-", "_"))
+        if named is None:
             raise ValueError(f"error: unknown Kafka error {error!r} (a name like 'NOT_COORDINATOR', or its code)")
+        code = named
     else:
         raise ValueError(f"error must be a Kafka error name or code, not {error!r}")
     if code == ErrorCode.none:
