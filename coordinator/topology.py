@@ -101,9 +101,8 @@ class Topology:
         self.txn_logs = txn_logs
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         # __consumer_offsets partitions whose new coordinator is loading them
-        # (COORDINATOR_LOAD_IN_PROGRESS until done); the same for __transaction_state.
+        # (COORDINATOR_LOAD_IN_PROGRESS until done).
         self.loading: set[int] = set()
-        self.txn_loading: set[int] = set()
         self.version = 0  # bumped on every change (Metadata answers are cached by it)
         # The leader of each __consumer_offsets partition: every group request checks it.
         self.coordinators = [self.state(OFFSETS_TOPIC, p).leader for p in range(offsets_partitions)]
@@ -207,12 +206,12 @@ class Topology:
         return E.coordinator_load_in_progress if self.loading and offsets_partition in self.loading else E.none
 
     def txn_coordinator_error(self, node_id: int, transactional_id: str) -> int:
+        """NOT_COORDINATOR on a broker that does not lead the id's __transaction_state
+        partition (its new leader serves at once: the transaction state stays in memory)."""
         if self.single:
             return E.none
         p = self.txn_partition(transactional_id)
-        if self.state(TRANSACTION_TOPIC, p).leader != node_id:
-            return E.not_coordinator
-        return E.coordinator_load_in_progress if p in self.txn_loading else E.none
+        return E.none if self.state(TRANSACTION_TOPIC, p).leader == node_id else E.not_coordinator
 
     # changes ----------------------------------------------------------------------------
 
