@@ -176,3 +176,23 @@ def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, tex
     (data / name).write_bytes(text if isinstance(text, bytes) else text.encode())
     line = one_error_line(start("--port", "0", "--data-dir", str(data), "--authorizer"))
     assert name in line and "unreadable" in line
+
+
+async def test_group_configs_and_broker_configs_load_again_as_written(server_factory):
+    """What the shape checks at load accept is what the stores write: a group's configs and a
+    broker's dynamic configs survive a restart."""
+    from tests.support.configs import BROKER, by_name, describe, incremental
+
+    GROUP, SET = 32, 0
+    s = server_factory()
+    c = await WireClient("stores").connect("127.0.0.1", s.port)
+    assert await incremental(c, GROUP, "g", [("consumer.session.timeout.ms", SET, "50000"),
+                                             ("share.auto.offset.reset", SET, "earliest")]) == (0, None)
+    assert await incremental(c, BROKER, "1", [("log.retention.ms", SET, "600000")]) == (0, None)
+    await c.close()
+    s.restart()
+    c = await WireClient("stores").connect("127.0.0.1", s.port)
+    group, broker = by_name(await describe(c, GROUP, "g")), by_name(await describe(c, BROKER, "1"))
+    await c.close()
+    assert group["consumer.session.timeout.ms"].value == "50000" and group["share.auto.offset.reset"].value == "earliest"
+    assert broker["log.retention.ms"].value == "600000"
