@@ -120,6 +120,7 @@ def test_http_bad_requests(controlled):
         b"HTTP/1.1 411")
     assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n").startswith(b"HTTP/1.1 413")
     assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: x\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: -1\r\n\r\n").startswith(b"HTTP/1.1 400")
     # a body shorter than announced: the connection ends, the answer is 400
     assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: 50\r\n\r\n{}").startswith(b"HTTP/1.1 400")
     status, answer = http(c, "GET", "/cluster")
