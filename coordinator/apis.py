@@ -73,6 +73,20 @@ class BuiltWhenSent:
 LATER = object()
 UNANSWERED = object()
 
+# Connections given answers between answers_begin() and answers_end(): each is flushed once
+# at the end, so many answers completed together (a durable write releasing the answers
+# queued behind it) leave in one socket write per connection.
+_together: list[set[Any]] = []
+
+
+def answers_begin() -> None:
+    _together.append(set())
+
+
+def answers_end() -> None:
+    for connection in _together.pop():
+        connection.flush_answers()
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -88,8 +102,12 @@ class RequestContext:
     def answer(self, body: Any) -> None:
         """Give the response of a handler that returned LATER."""
         self.body = body
-        if self.connection is not None:
-            self.connection.flush_answers()
+        connection = self.connection
+        if connection is not None:
+            if _together:
+                _together[-1].add(connection)  # flushed once, by answers_end()
+            else:
+                connection.flush_answers()
 
     @property
     def version(self) -> int:

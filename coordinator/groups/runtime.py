@@ -238,5 +238,9 @@ def _written(shard: GroupShard, w: PendingWrite, error: BaseException | None, _f
         shard.fail_from(w, write_error(error))
         return
     w.state = DURABLE
-    if shard.pending[0] is w:
-        shard.drain()
+    if shard.pending[0] is w and not shard.drain_scheduled:
+        # Drained on the loop's next turn, so that every write the log reports durable in
+        # one go (one sync round) is replayed and answered in one pass, one socket write per
+        # connection for all their answers and those queued behind them.
+        shard.drain_scheduled = True
+        asyncio.get_running_loop().call_soon(shard.drain)

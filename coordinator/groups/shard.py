@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, Container
 
 from kio.schema.errors import ErrorCode as E
 
+from ..apis import answers_begin, answers_end
+
 from .classic_group import ClassicGroup, JoinResult, SyncResult
 from .classic_manager import ClassicGroupManager, GroupConfig
 from .clock import Clock
@@ -89,7 +91,8 @@ class GroupShard:
         self.migration = GroupMigration(self)
         self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
                                             offsets.existing_partitions)
-        self.pending: deque[PendingWrite] = deque()  # empty, or its first write is not yet durable
+        self.pending: deque[PendingWrite] = deque()  # not yet answered, in the order written
+        self.drain_scheduled = False
 
     def write(self, records: list[Event], complete: Complete) -> None:
         """Append the records to this shard's partition; replay them once durable, then
@@ -128,20 +131,26 @@ class GroupShard:
         return w
 
     def drain(self) -> None:
-        """Replay and complete the writes at the head of the queue that are durable."""
+        """Replay and complete the writes at the head of the queue that are durable (their
+        answers leave together: one socket write per connection)."""
+        self.drain_scheduled = False
         pending = self.pending
         replay = self.replay
-        while pending and pending[0].state is DURABLE:
-            w = pending.popleft()
-            error = E.none
-            if w.records is not None:
-                try:
-                    for key, value in w.records:
-                        replay(key, value)
-                except Exception:  # a bug: the records are on disk, so the answer must not hang
-                    log.exception("partition %d: replaying a write failed", self.partition)
-                    error = E.unknown_server_error
-            w.complete(error)
+        answers_begin()
+        try:
+            while pending and pending[0].state is DURABLE:
+                w = pending.popleft()
+                error = E.none
+                if w.records is not None:
+                    try:
+                        for key, value in w.records:
+                            replay(key, value)
+                    except Exception:  # a bug: the records are on disk, so the answer must not hang
+                        log.exception("partition %d: replaying a write failed", self.partition)
+                        error = E.unknown_server_error
+                w.complete(error)
+        finally:
+            answers_end()
 
     def fail_from(self, w: PendingWrite, error: int) -> None:
         """`w` failed: it and everything queued after it (computed on top of it, and cut
@@ -156,8 +165,12 @@ class GroupShard:
                 break
         failed.reverse()
         self.revert(failed)
-        for x in failed:
-            x.complete(error)
+        answers_begin()
+        try:
+            for x in failed:
+                x.complete(error)
+        finally:
+            answers_end()
 
     def revert(self, failed: list[PendingWrite]) -> None:
         """Undo exactly the failed writes: the consumer groups they wrote come back as the
