@@ -126,7 +126,8 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     # classic members -----------------------------------------------------------------------
 
-    def classic_answer(self, c: int, r) -> None:
+    def classic_answer(self, c: int, r, generation: int = -1) -> None:
+        """`generation`: the one the client sent (a sync's answer is about it)."""
         client = self.classics[c]
         if isinstance(r, JoinResult):
             if r.error == E.none:
@@ -138,17 +139,17 @@ class RuntimeMachine(RuleBasedStateMachine):
         elif isinstance(r, SyncResult) and r.error == E.none:
             group = self.shard.groups.get(CLASSIC)
             assert isinstance(group, ClassicGroup) and group.stored is not None
-            assert group.stored.generation == client.generation, "a sync answered ahead of the log"
+            assert group.stored.generation == generation, "a sync answered ahead of the log"
 
-    def classic_later(self, c: int, r) -> None:
+    def classic_later(self, c: int, r, generation: int = -1) -> None:
         """Answer now, or once the future resolves; an answer given at once waits for the
         shard's pending writes, as api.py does."""
         if isinstance(r, asyncio.Future):
-            r.add_done_callback(lambda f: self.classic_answer(c, f.result()))
+            r.add_done_callback(lambda f: self.classic_answer(c, f.result(), generation))
         elif self.shard.pending:
-            self.shard.after_pending(lambda error: self.classic_answer(c, r) if error == E.none else None)
+            self.shard.after_pending(lambda error: self.classic_answer(c, r, generation) if error == E.none else None)
         else:
-            self.classic_answer(c, r)
+            self.classic_answer(c, r, generation)
 
     @rule(c=st.sampled_from(list(CLASSIC_CLIENTS)))
     def classic_join(self, c):
@@ -161,8 +162,9 @@ class RuntimeMachine(RuleBasedStateMachine):
     def classic_sync(self, c):
         client = self.classics[c]
         assignments = {m: m.encode() for m in client.members} if client.leader else {}
+        generation = client.generation
         self.run(lambda: self.classic_later(c, self.shard.classic.sync(
-            CLASSIC, client.member_id, None, client.generation, "consumer", None, assignments)))
+            CLASSIC, client.member_id, None, generation, "consumer", None, assignments), generation))
 
     @rule(c=st.sampled_from(list(CLASSIC_CLIENTS)))
     def classic_leave(self, c):
