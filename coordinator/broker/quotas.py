@@ -253,6 +253,7 @@ class ClientQuotaApis:
             kind = keys.get(key)
             if kind is None:
                 raise QuotaError(E.invalid_request, f"Invalid configuration key {key}")
+            # (NaN too, where Kafka's `value <= 0.0` lets it through: no rate can be held to it)
             if not value > 0.0:
                 raise QuotaError(E.invalid_request, f"Quota {key} must be greater than 0")
             if kind == INT and value > 2**31 - 1:
