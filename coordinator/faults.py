@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import CoroutineType
 from typing import Any, Callable
 
@@ -280,7 +280,8 @@ class _Answer:
 async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
     """The request handled as dispatch would (the ACL gate first), its body whichever way
     the handler gives it."""
-    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer(ctx.connection))
+    # (a copy of ctx but for its answer: its size still counts against a produce quota)
+    inner = replace(ctx, connection=_Answer(ctx.connection), waiting=None, body=UNANSWERED)
     gate = server.acl_gate
     result = None if gate is None else gate.check(inner, request, handler)
     if result is None:

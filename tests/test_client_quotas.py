@@ -188,6 +188,30 @@ async def test_produce_quota_throttles_and_mutes(server_factory):
         await c.close()
 
 
+async def test_a_produce_delayed_by_a_fault_still_counts_against_its_quota(server_factory):
+    import json
+    import urllib.request
+
+    from tests.support.process import free_port
+
+    port = free_port()
+    server = server_factory("--quota-window-num", "2", "--metrics-port", str(port), "--enable-test-control")
+    admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+    assert await create(admin, "q", partitions=1) == 0
+    assert await alter(admin, [([("client-id", "slow")], [("producer_byte_rate", 10_000)])]) == [(0, None)]
+    fault = json.dumps({"api": "Produce", "delay_ms": 1, "client_id": "slow"}).encode()
+    await asyncio.to_thread(urllib.request.urlopen, urllib.request.Request(
+        f"http://127.0.0.1:{port}/faults", data=fault, method="POST"), timeout=30)
+    conn = await WireClient("slow").connect("127.0.0.1", server.port)
+    P, T = request_cls(0, 9, "PartitionProduceData"), request_cls(0, 9, "TopicProduceData")
+    r = await conn.request(0, 9, request_cls(0, 9)(transactional_id=None, acks=1, timeout=5000 * _MS, topic_data=(
+        T(name="q", partition_data=(P(index=0, records=build_batch(
+            [(b"k", b"x" * 50_000)], timestamp_ms=int(time.time() * 1000))),)),)))
+    assert r.responses[0].partition_responses[0].error_code == 0 and r.throttle_time.total_seconds() > 0
+    for c in (admin, conn):
+        await c.close()
+
+
 async def test_fetch_quota_caps_and_throttles(server_factory):
     server = server_factory("--quota-window-num", "2")
     admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
