@@ -19,6 +19,8 @@ from kio.static.primitive import Records
 from protocol.compiled_writer import compiled_writer
 from protocol.messages import _entity
 
+pytestmark = pytest.mark.slow  # hypothesis bodies of every response schema, both writers
+
 st.register_type_strategy(Records, st.none() | st.binary(max_size=64))  # (kio registers none for record sets)
 
 REFUSED = (struct.error, SerialError, UnicodeEncodeError, TypeError, ValueError)

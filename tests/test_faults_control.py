@@ -16,6 +16,8 @@ import pytest
 
 from tests.support.process import ROOT, free_port
 
+pytestmark = pytest.mark.slow  # a kcoord subprocess per command
+
 
 @pytest.fixture
 def controlled(server_factory):

@@ -21,7 +21,7 @@ from tests.support.groups_wire import COMMIT, FETCH as OFFSET_FETCH, cls as grou
 from tests.support.process import ROOT
 from tests.support.wire_client import WireClient
 
-pytestmark = pytest.mark.process  # servers killed (SIGKILL) mid-write
+pytestmark = [pytest.mark.slow, pytest.mark.process]  # servers killed (SIGKILL) mid-write
 
 UP, DOWN = "up", "down"
 TS = 1_700_000_000_000

@@ -4,9 +4,13 @@ one-line failures."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.share import (
     ACCEPT, SACK, SFETCH, SHB, acquired, cls, kcoord, kcoord_fails, kcoord_ok as ok, sack, sfetch, start,
 )
+
+pytestmark = pytest.mark.slow  # a kcoord subprocess per command
 
 
 async def test_share_groups_cli(server):
