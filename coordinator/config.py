@@ -56,6 +56,11 @@ class Config:
         "classic and the consumer protocol (upgrade: a classic group a consumer-protocol member joins; "
         "downgrade: a consumer group left with classic members only); Empty groups always convert",
         choices=("bidirectional", "upgrade", "downgrade", "disabled"))
+    group_consumer_assignment_interval_ms: int = _opt(
+        1000, "group.consumer.assignment.interval.ms: a consumer group's target assignment is computed again at "
+        "most once per interval (the members keep the last one meanwhile); 0 = at every change")
+    group_consumer_min_assignment_interval_ms: int = _opt(0, "group.consumer.min.assignment.interval.ms")
+    group_consumer_max_assignment_interval_ms: int = _opt(15000, "group.consumer.max.assignment.interval.ms")
     # KIP-932 share groups.
     group_share_session_timeout_ms: int = _opt(45000, "group.share.session.timeout.ms")
     group_share_heartbeat_interval_ms: int = _opt(5000, "group.share.heartbeat.interval.ms")
@@ -147,7 +152,8 @@ class Config:
 
 # Settings a value below which would break the server (a quota rate over no sample, a cleaner
 # that never sleeps): Kafka's ConfigDef bounds of the same names.
-_AT_LEAST = {"quota_window_num": 1, "quota_window_size_seconds": 1, "log_cleaner_backoff_ms": 0}
+_AT_LEAST = {"quota_window_num": 1, "quota_window_size_seconds": 1, "log_cleaner_backoff_ms": 0,
+             "group_consumer_assignment_interval_ms": 0, "group_consumer_min_assignment_interval_ms": 0}
 
 
 def _env_name(name: str) -> str:
@@ -198,6 +204,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
     for name, least in _AT_LEAST.items():
         if getattr(ns, name) < least:
             parser.error(f"--{name.replace('_', '-')}: {getattr(ns, name)}; at least {least}")
+    interval, least, most = (ns.group_consumer_assignment_interval_ms, ns.group_consumer_min_assignment_interval_ms,
+                             ns.group_consumer_max_assignment_interval_ms)
+    if not least <= interval <= most:  # (as Kafka's GroupCoordinatorConfig requires)
+        parser.error(f"--group-consumer-assignment-interval-ms: {interval}; must be between "
+                     f"--group-consumer-min-assignment-interval-ms ({least}) and "
+                     f"--group-consumer-max-assignment-interval-ms ({most})")
     for name in sorted(n for n in os.environ if n.startswith("KCOORD_") and n not in known):
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""

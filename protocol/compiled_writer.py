@@ -171,7 +171,8 @@ def _encoder(entity_type: type) -> Callable[[Any, Parts], None]:
 
 def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
     flexible = bool(entity_type.__flexible__)  # type: ignore[attr-defined]  # every kio entity class has it
-    env: dict[str, Any] = {"_head": _array_head(flexible), "_NULL8": _NULL8, "_NOT_NULL8": _NOT_NULL8}
+    env: dict[str, Any] = {"_head": _array_head(flexible), "_NULL8": _NULL8, "_NOT_NULL8": _NOT_NULL8,
+                           "_pack": struct.pack}
     lines: list[str] = []
     run_codes: list[str] = []
     run_values: list[str] = []
@@ -218,8 +219,14 @@ def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
             lines += [f"v = {value}", "if _head(a, v):", "    for x in v:", f"        _e{i}(x, a)"]
         else:
             assert isinstance(kind, PrimitiveTupleField)
-            env[f"_w{i}"] = _primitive_item(get_schema_field_type(field), flexible)
-            lines += [f"v = {value}", "if _head(a, v):", "    for x in v:", f"        _w{i}(a, x)"]
+            item_type = get_schema_field_type(field)
+            fixed = _FIXED.get(item_type)
+            if fixed is not None and fixed[1] == "{v}":  # (partition lists and the like: one pack)
+                env[f"_c{i}"] = ">%d" + fixed[0]
+                lines += [f"v = {value}", "if _head(a, v):", f"    a(_pack(_c{i} % len(v), *v))"]
+            else:
+                env[f"_w{i}"] = _primitive_item(item_type, flexible)
+                lines += [f"v = {value}", "if _head(a, v):", "    for x in v:", f"        _w{i}(a, x)"]
     flush_run()
     if tagged and not flexible:
         raise ValueError("Found tagged fields on a non-flexible model")

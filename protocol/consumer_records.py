@@ -4,9 +4,10 @@ Key types (the key's leading int16) and their values, as Kafka's group-coordinat
 schemas define them (`../shared/kafka-schemas/group-coordinator/`): 3 ConsumerGroupMetadata
 (the group epoch), 4 ConsumerGroupPartitionMetadata (the subscribed topics' metadata),
 5 ConsumerGroupMemberMetadata (a member's subscription), 6 ConsumerGroupTargetAssignmentMetadata
-(the assignment epoch), 7 ConsumerGroupTargetAssignmentMember (a member's target),
-8 ConsumerGroupCurrentMemberAssignment (a member's epoch, state and current partitions, and
-since Kafka 4.3 the epoch at which each partition was assigned: KIP-1251).
+(the assignment epoch, and since Kafka 4.3 when it was computed: KIP-1263),
+7 ConsumerGroupTargetAssignmentMember (a member's target), 8 ConsumerGroupCurrentMemberAssignment
+(a member's epoch, state and current partitions, and since Kafka 4.3 the epoch at which each
+partition was assigned: KIP-1251).
 Keys are non-flexible (int16-length strings); values are version 0, flexible (compact
 strings and arrays, tagged fields, unknown tags skipped so a newer Kafka's records load).
 """
@@ -97,6 +98,9 @@ class ConsumerGroupMemberMetadataValue:
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    # When the assignment calculation finished (ms since the epoch; tagged field 0, Kafka 4.3,
+    # KIP-1263): the next one waits for the group's assignment interval from then. 0: unknown.
+    assignment_timestamp: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +314,12 @@ def encode_value(value: object) -> bytes:
             return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMetadataValue:
         w.int32(value.assignment_epoch)
+        if value.assignment_timestamp:  # (a tagged field at its default is not written)
+            w.uvarint(1)  # one tagged field
+            w.uvarint(0)  # its tag
+            w.uvarint(8)
+            w.int64(value.assignment_timestamp)
+            return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMemberValue:
         _partitions(w, value.topic_partitions)
     elif t is ConsumerGroupCurrentMemberAssignmentValue:
@@ -357,7 +367,17 @@ def decode_value(key: object, data: bytes) -> object:
         return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,
                                                 names, regex, rebalance_timeout, assignor, classic)
     elif t is ConsumerGroupTargetAssignmentMetadataKey:
-        value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
+        epoch = r.int32()
+        timestamp = 0
+        for _ in range(r.uvarint()):  # AssignmentTimestamp (tag 0) read, any other tag skipped
+            tag = r.uvarint()
+            data = r.take(r.uvarint())
+            if tag == 0:
+                if len(data) != 8:
+                    raise r.fail(f"AssignmentTimestamp of {len(data)} bytes")
+                timestamp = int.from_bytes(data, "big", signed=True)
+        r.end()
+        return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
     elif t is ConsumerGroupTargetAssignmentMemberKey:
         value = ConsumerGroupTargetAssignmentMemberValue(_read_partitions(r))
     elif t is ConsumerGroupCurrentMemberAssignmentKey:

@@ -76,10 +76,12 @@ class Members:
         wait_for(lambda: (self.poll(), predicate())[1], timeout=timeout, interval=0, what=what)
 
 
-def test_confluent_consumer_protocol_group(server_factory):
+@pytest.mark.parametrize("assignment_interval_ms", ["0", "1000"])  # batching off, and on at Kafka's default
+def test_confluent_consumer_protocol_group(server_factory, assignment_interval_ms):
     from confluent_kafka.admin import AdminClient
 
-    server = server_factory("--group-consumer-heartbeat-interval-ms", "200")
+    server = server_factory("--group-consumer-heartbeat-interval-ms", "200",
+                            "--group-consumer-assignment-interval-ms", assignment_interval_ms)
     create_topics(server.port, TOPIC, partitions=PARTITIONS)
     produce(server, 0, 60)
     members = Members([consumer(server, f"c{i}") for i in range(3)])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
+
 from tests.support.consumer_groups import (
     API_VERSIONS,
     CG_DESCRIBE,
@@ -20,6 +22,12 @@ from tests.support.consumer_groups import (
 from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
 from tests.support.wire_client import WireClient, request_class
 
+
+@pytest.fixture
+def server(server_factory):
+    """These cases follow each heartbeat's exact answer: a target at every change (assignment
+    batching off, as Kafka runs its request tests; tests/test_assignment_batching.py has it on)."""
+    return server_factory("--group-consumer-assignment-interval-ms", "0")
 
 async def test_advertised_and_request_validation(server):
     conn = await WireClient().connect("127.0.0.1", server.port)

@@ -28,8 +28,9 @@ class Runtime:
         self.log = log or ControlledLog()
         self.catalog = catalog or Catalog()
         self.clock = ManualClock()
-        self.runtime = CoordinatorRuntime(self.log, self.clock, GroupConfig(), OffsetConfig(), ConsumerGroupConfig(),
-                                          TopicImage(self.catalog))
+        # (a target at every change, assignment batching off: these cases count epochs)
+        self.runtime = CoordinatorRuntime(self.log, self.clock, GroupConfig(), OffsetConfig(),
+                                          ConsumerGroupConfig(assignment_interval_ms=0), TopicImage(self.catalog))
         self.runtime.load(self.log.all_records())
         self.shard = self.runtime.shard_for(GROUP)
 

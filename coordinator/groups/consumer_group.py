@@ -73,6 +73,7 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.group_epoch = 0
         self.assignment_epoch = 0
+        self.assignment_timestamp = 0  # when the target was last computed (wall ms; 0: never)
         self.target: dict[str, Assignment] = {}  # member id -> its target assignment
         # topic name -> (id, partitions) of the subscribed topics the target was computed from
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
@@ -313,7 +314,7 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
         R.ConsumerGroupPartitionMetadataKey(g): R.ConsumerGroupPartitionMetadataValue(tuple(
             R.TopicMetadata(tid, name, n) for name, (tid, n) in sorted(group.subscription_metadata.items()))),
         R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(
-            group.assignment_epoch),
+            group.assignment_epoch, group.assignment_timestamp),
     }
     members = group.members.values() if member_ids is None else [
         group.members[i] for i in member_ids if i in group.members]
@@ -321,8 +322,10 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
         out[R.ConsumerGroupMemberMetadataKey(g, m.member_id)] = R.ConsumerGroupMemberMetadataValue(
             m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
             m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)
-        out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
-            _parts(group.target.get(m.member_id, {})))
+        target = group.target.get(m.member_id)
+        if target is not None:  # (a member that joined since the last target has none yet, as in Kafka)
+            out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
+                _parts(target))
         assigned, pending, default = _parts(m.assigned), _parts(m.pending_revocation), max(m.member_epoch, 0)
         out[R.ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ConsumerGroupCurrentMemberAssignmentValue(
             m.member_epoch, m.previous_member_epoch, _STATE_BYTE[m.state], assigned, pending,
@@ -338,7 +341,9 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
     group = ConsumerGroup(group_id)
     group.group_epoch = meta.epoch
     target_meta = stored.get(R.ConsumerGroupTargetAssignmentMetadataKey(group_id))
-    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    if target_meta is not None:
+        group.assignment_epoch = target_meta.assignment_epoch
+        group.assignment_timestamp = target_meta.assignment_timestamp
     partitions = stored.get(R.ConsumerGroupPartitionMetadataKey(group_id))
     if partitions is not None:
         group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in partitions.topics}

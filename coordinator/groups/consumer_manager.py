@@ -56,6 +56,9 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = DEFAULT_ASSIGNORS  # group.consumer.assignors, the first is the default
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    assignment_interval_ms: int = 1000  # group.consumer.assignment.interval.ms (KIP-1263)
+    min_assignment_interval_ms: int = 0  # group.consumer.min.assignment.interval.ms
+    max_assignment_interval_ms: int = 15000  # group.consumer.max.assignment.interval.ms
 
     @property
     def upgrade_enabled(self) -> bool:
@@ -73,8 +76,11 @@ def consumer_group_config(c: Any) -> ConsumerGroupConfig:
     if unknown or not assignors:
         raise ValueError(f"--group-consumer-assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
                          f"known: {', '.join(ASSIGNORS)}")
+    interval, least, most = (c.group_consumer_assignment_interval_ms, c.group_consumer_min_assignment_interval_ms,
+                             c.group_consumer_max_assignment_interval_ms)  # (their bounds checked by parse_args)
     return ConsumerGroupConfig(c.group_consumer_heartbeat_interval_ms, c.group_consumer_session_timeout_ms,
-                               c.group_consumer_max_size, assignors, c.group_consumer_migration_policy)
+                               c.group_consumer_max_size, assignors, c.group_consumer_migration_policy,
+                               interval, least, most)
 
 
 @dataclass
@@ -257,6 +263,10 @@ class ConsumerGroupManager:
         now = records_of(group, group.changed_members)
         gone = [k for m in group.removed_members if m not in group.members
                 for k in member_keys(group.group_id, m) if k in written]
+        # A member back with no target yet (it left and joined again while the target lags):
+        # its old target record goes too.
+        gone += [k for m in group.changed_members if m in group.members and m not in group.target
+                 for k in (R.ConsumerGroupTargetAssignmentMemberKey(group.group_id, m),) if k in written]
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
@@ -431,8 +441,7 @@ class ConsumerGroupManager:
             bump = True
         if bump:
             group.group_epoch += 1
-        if group.assignment_epoch != group.group_epoch:
-            self.compute_target(group)
+        self.maybe_compute_target(group)
         before = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
         self._reconcile(group, member, owned)
         self.touch(group, member)
@@ -534,7 +543,7 @@ class ConsumerGroupManager:
     def after_removal(self, group: ConsumerGroup) -> None:
         group.group_epoch += 1
         group.subscription_metadata = self.subscription_metadata(group)
-        self.compute_target(group)
+        self.maybe_compute_target(group)
         group.dirty = True
 
     # timers ---------------------------------------------------------------------------
@@ -611,7 +620,8 @@ class ConsumerGroupManager:
                  sorted(n for ns in group.resolved_regexes.values() for n in ns))
         group.subscription_metadata = metadata
         group.group_epoch += 1
-        self.compute_target(group)
+        group.dirty = True
+        self.maybe_compute_target(group)
         self.persist(group, lambda error: None)
 
     # assignment -----------------------------------------------------------------------
@@ -646,6 +656,29 @@ class ConsumerGroupManager:
             return max(sorted(counts), key=lambda a: counts[a])
         return self.config.assignors[0]
 
+    def assignment_interval_ms(self, group_id: str) -> int:
+        """consumer.assignment.interval.ms of the group (group_configs.py), else the broker's,
+        within the broker's min and max."""
+        configs = getattr(self.shard.runtime, "group_configs", None)
+        if configs is not None:
+            return int(configs.assignment_interval_ms(group_id))
+        c = self.config
+        return min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms)
+
+    def maybe_compute_target(self, group: ConsumerGroup) -> None:
+        """Kafka 4.3's assignment batching (KIP-1263, GroupMetadataManager's target assignment
+        update): once the group epoch has moved past the target's, a new target is computed
+        only if the group's assignment interval has passed since the last one was computed;
+        until then every member keeps the last target and the assignment epoch lags the
+        group epoch (the group is Assigning). The heartbeat after the interval computes it,
+        for every change since at once. An interval of 0 computes at every change."""
+        if group.assignment_epoch == group.group_epoch:
+            return
+        interval = self.assignment_interval_ms(group.group_id)
+        if interval > 0 and self.clock.wall() < group.assignment_timestamp + interval:
+            return
+        self.compute_target(group)
+
     def compute_target(self, group: ConsumerGroup) -> None:
         metadata = group.subscription_metadata
         counts = {tid: n for tid, n in metadata.values()}
@@ -656,6 +689,7 @@ class ConsumerGroupManager:
         previous = group.target
         group.target = ASSIGNORS[self._assignor_name(group)](members, counts)
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp = self.clock.wall()  # (when the computation finished, as Kafka records it)
         group.dirty = True
         # Only members whose target moved get a new target record (Kafka writes those only).
         group.changed_members.update(m for m, t in group.target.items() if previous.get(m) != t)

@@ -2,7 +2,8 @@
 IncrementalAlterConfigs / AlterConfigs, as Kafka's GroupConfig and GroupConfigManager.
 
 Per group id, overrides of the broker's group settings: `consumer.session.timeout.ms`,
-`consumer.heartbeat.interval.ms` (KIP-848 groups), `share.session.timeout.ms`,
+`consumer.heartbeat.interval.ms`, `consumer.assignment.interval.ms` (KIP-848 groups; the last
+Kafka 4.3's, at least 0 and used within the broker's min and max), `share.session.timeout.ms`,
 `share.heartbeat.interval.ms`, `share.record.lock.duration.ms`, `share.auto.offset.reset`,
 `share.isolation.level` (KIP-932). Names, defaults and checks are Kafka 4.2's: an unknown
 name is INVALID_CONFIG "Unknown group config name: X", a value outside the broker's
@@ -48,6 +49,9 @@ class Bounds:
     share_record_lock_duration_ms: int = 30_000
     share_min_record_lock_duration_ms: int = 15_000
     share_max_record_lock_duration_ms: int = 60_000
+    consumer_assignment_interval_ms: int = 1_000  # group.consumer.assignment.interval.ms (KIP-1263)
+    consumer_min_assignment_interval_ms: int = 0
+    consumer_max_assignment_interval_ms: int = 15_000
 
 
 # name -> (type, the Bounds field of its default and bounds (None: a string), documentation)
@@ -56,6 +60,8 @@ DEFS: dict[str, tuple[int, str | None, str]] = {
                                     "The timeout to detect client failures when using the consumer group protocol."),
     "consumer.heartbeat.interval.ms": (INT, "consumer_heartbeat_interval_ms",
                                        "The heartbeat interval given to the members of a consumer group."),
+    "consumer.assignment.interval.ms": (INT, "consumer_assignment_interval_ms",
+                                        "The interval between assignment updates for a consumer group."),
     "share.session.timeout.ms": (INT, "share_session_timeout_ms",
                                  "The timeout to detect client failures when using the share group protocol."),
     "share.heartbeat.interval.ms": (INT, "share_heartbeat_interval_ms",
@@ -91,7 +97,9 @@ def group_config_bounds(c: Any) -> Bounds:
         c.group_share_session_timeout_ms, c.group_share_min_session_timeout_ms, c.group_share_max_session_timeout_ms,
         c.group_share_heartbeat_interval_ms, c.group_share_min_heartbeat_interval_ms,
         c.group_share_max_heartbeat_interval_ms, c.group_share_record_lock_duration_ms,
-        c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms)
+        c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms,
+        c.group_consumer_assignment_interval_ms, c.group_consumer_min_assignment_interval_ms,
+        c.group_consumer_max_assignment_interval_ms)
 
 
 def valid_auto_offset_reset(value: str) -> bool:
@@ -121,6 +129,15 @@ class GroupConfigs:
     def get(self, group_id: str, name: str) -> str | None:
         """The group's own setting, or None (the broker's applies)."""
         return self.configs.get(group_id, {}).get(name)
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        """The group's consumer.assignment.interval.ms, else the broker's, within the broker's
+        min and max (Kafka 4.3's GroupConfig.evaluate caps it rather than refusing it: the
+        broker's bounds may change after the group's value was set)."""
+        b = self.bounds
+        own = self.get(group_id, "consumer.assignment.interval.ms")
+        value = b.consumer_assignment_interval_ms if own is None else int(own)
+        return min(max(value, b.consumer_min_assignment_interval_ms), b.consumer_max_assignment_interval_ms)
 
     def layer(self, group_id: str) -> dict[str, str]:
         return dict(self.configs.get(group_id, {}))
@@ -158,7 +175,7 @@ class GroupConfigs:
                         from None
                 if not -(2**31) <= values[name] < 2**31:
                     raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
-                least = 1000 if name == "share.record.lock.duration.ms" else 1
+                least = {"share.record.lock.duration.ms": 1000, "consumer.assignment.interval.ms": 0}.get(name, 1)
                 if values[name] < least:
                     raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be at least {least}")
             else:

@@ -245,7 +245,9 @@ class GroupMigration:
         if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or (
                 protocol_name is not None and protocol_name != name):
             return SyncResult(E.inconsistent_group_protocol)
-        if group.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+        # Rejoin only for a newer target (KAFKA-20272): with assignment batching the group
+        # epoch may be ahead of the target's for a while, and rejoining would bring nothing.
+        if group.assignment_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
             self._expect_rejoin(group, member)
             return SyncResult(E.rebalance_in_progress)
         member.classic_deadline = None
@@ -263,9 +265,10 @@ class GroupMigration:
         if generation_id != member.member_epoch:
             return E.illegal_generation
         self.consumer.touch(group, member)
-        # It rejoins when the group moved on, when it must revoke, or when partitions it
-        # waited for are free.
-        if (member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+        # It rejoins when a newer target exists (KAFKA-20272: not merely a newer group epoch,
+        # which batching lets run ahead), when it must revoke, or when partitions it waited
+        # for are free.
+        if (member.member_epoch < group.assignment_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
                 or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting(group, member))):
             self._expect_rejoin(group, member)
             return E.rebalance_in_progress

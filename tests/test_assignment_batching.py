@@ -1,0 +1,228 @@
+"""Kafka 4.3's assignment batching of consumer groups (KIP-1263): the target assignment
+computed at most once per `group.consumer.assignment.interval.ms`, members keeping the last
+target meanwhile (the assignment epoch behind the group epoch), the computation's time in the
+target metadata record and replayed, the group-level config, and classic members of a mixed
+group told to rejoin only for a newer target (KAFKA-20272)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode as E
+
+from coordinator.groups.consumer_group import ConsumerGroup
+from protocol import consumer_records as R
+from tests.group_harness import MemoryLog
+from tests.support.consumer_groups import HB, describe, hb, owned_of
+from tests.support.consumer_harness import GROUP, Harness
+from tests.support.consumer_shard import owned
+from tests.support.groups_wire import HEARTBEAT, hb_body
+from tests.support.share import set_group_configs
+from tests.support.wire_client import WireClient
+from tests.test_group_migration import GROUP as MIXED
+from tests.test_group_migration import join, sync
+
+INTERVAL = 1000
+
+
+def no_double_owner(group: ConsumerGroup) -> None:
+    seen: dict[tuple, str] = {}
+    for m in group.members.values():
+        for t, ps in m.owns().items():
+            for p in ps:
+                assert (t, p) not in seen, f"{(t, p)} owned by {seen[(t, p)]} and {m.member_id}"
+                seen[(t, p)] = m.member_id
+
+
+async def quiet_rounds(h: Harness, alive: set[str], rounds: int = 6) -> None:
+    """Every member heartbeats with what it holds (revoking at once, as librdkafka does)."""
+    for _ in range(rounds):
+        for m in sorted(alive):
+            member = h.group.members[m]
+            assert (await h.hb(m, member.member_epoch, owned=owned(member.assigned))).error == E.none
+            no_double_owner(h.group)
+
+
+# op: (kind, member index, subscription or clock advance)
+OPS = st.lists(st.tuples(st.sampled_from(["join", "leave", "hb", "hb", "hb", "wait"]), st.integers(0, 7),
+                         st.sampled_from([0, 1, 300, 999, 1000, 1500])), min_size=1, max_size=60)
+
+
+@pytest.mark.parametrize("interval", [0, INTERVAL])
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ops=OPS)
+def test_batching_never_gives_a_partition_to_two_members_and_every_member_converges(interval, ops):
+    async def run() -> None:
+        h = Harness(assignment_interval_ms=interval)
+        h.catalog.add("t", 12)
+        h.catalog.add("u", 5)
+        alive: set[str] = set()
+        computed: list[int] = []  # wall times of the target computations
+        for kind, i, arg in ops:
+            m = f"m{i}"
+            if kind == "join" and m not in alive:
+                assert (await h.hb(m, 0, ["t"] if arg % 2 else ["t", "u"])).error == E.none
+                alive.add(m)
+            elif kind == "leave" and m in alive:
+                assert (await h.hb(m, -1, owned=None)).error == E.none
+                alive.discard(m)
+            elif kind == "hb" and m in alive:
+                member = h.group.members[m]
+                assert (await h.hb(m, member.member_epoch, owned=owned(member.assigned))).error == E.none
+            elif kind == "wait":
+                h.clock.advance(arg)
+            if GROUP not in h.shard.groups or type(h.shard.groups[GROUP]) is not ConsumerGroup:
+                continue
+            g = h.group
+            no_double_owner(g)
+            assert g.assignment_epoch <= g.group_epoch
+            assert all(x.member_epoch <= g.assignment_epoch for x in g.members.values())
+            if g.assignment_timestamp and (not computed or computed[-1] != g.assignment_timestamp):
+                computed.append(g.assignment_timestamp)
+        # At most one computation per interval.
+        assert all(b - a >= interval for a, b in zip(computed, computed[1:])), computed
+        if not alive:
+            return
+        # Once the interval has passed, heartbeats bring every member to the target.
+        h.clock.advance(interval + 1)
+        await quiet_rounds(h, alive)
+        g = h.group
+        assert g.assignment_epoch == g.group_epoch and g.state_name == "Stable"
+        assert all(g.members[m].assigned == g.target[m] for m in alive)
+        subscribed_u = any("u" in g.members[m].subscribed_topic_names for m in alive)
+        assert sum(len(ps) for m in alive for ps in g.members[m].assigned.values()) == (17 if subscribed_u else 12)
+
+    asyncio.run(run())
+
+
+async def test_members_keep_the_last_target_until_the_interval_has_passed():
+    h = Harness(assignment_interval_ms=INTERVAL)
+    h.catalog.add("t", 6)
+    a = await h.hb("a", 0, ["t"])
+    assert a.member_epoch == 1 and len(owned(a)[0][1]) == 6  # the first target: at once
+    b = await h.hb("b", 0, ["t"])
+    c = await h.hb("c", 0, ["t"])
+    g = h.group
+    # Two joins, one computation: the group epoch moves on, the target stays a's.
+    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (3, 1, "Assigning")
+    assert b.member_epoch == c.member_epoch == 1 and not owned(b) and not owned(c)
+    a2 = await h.hb("a", 1, owned=owned(a))
+    assert a2.member_epoch == 1 and a2.assignment is None  # nothing new for a either
+    h.clock.advance(INTERVAL)
+    a3 = await h.hb("a", 1, owned=owned(a))  # the heartbeat after the interval computes it
+    assert (g.group_epoch, g.assignment_epoch) == (3, 3)
+    assert all(len({p for ps in g.target[m].values() for p in ps}) == 2 for m in "abc")
+    assert a3.member_epoch == 1 and len(owned(a3)[0][1]) == 2  # a revokes four first
+    await quiet_rounds(h, {"a", "b", "c"})
+    assert g.state_name == "Stable"
+
+
+async def test_the_computation_time_is_recorded_and_replayed():
+    h = Harness(assignment_interval_ms=INTERVAL)
+    h.catalog.add("t", 4)
+    await h.hb("a", 0, ["t"])
+    computed_at = h.clock.wall()
+    metas = [v for _, k, v in h.log.all_records() if type(k) is R.ConsumerGroupTargetAssignmentMetadataKey]
+    assert metas[-1] == R.ConsumerGroupTargetAssignmentMetadataValue(1, computed_at)
+    # A new coordinator replays it: the interval still runs from the recorded time.
+    fresh = Harness(MemoryLog(), h.catalog, assignment_interval_ms=INTERVAL)
+    fresh.log.records = h.log.records
+    fresh.runtime.load(h.log.all_records())
+    assert fresh.group.assignment_timestamp == computed_at
+    await fresh.hb("b", 0, ["t"])
+    assert (fresh.group.group_epoch, fresh.group.assignment_epoch) == (2, 1)
+    fresh.clock.advance(INTERVAL)
+    await fresh.hb("b", 1, owned=[])
+    assert fresh.group.assignment_epoch == 2 and fresh.group.assignment_timestamp == fresh.clock.wall()
+
+
+def test_assignment_timestamp_is_kafkas_tagged_field():
+    key = R.ConsumerGroupTargetAssignmentMetadataKey("g")
+    value = R.ConsumerGroupTargetAssignmentMetadataValue(7, 1_764_150_000_123)
+    raw = R.encode_value(value)
+    # version 0, AssignmentEpoch, one tagged field: tag 0, 8 bytes, the int64
+    assert raw == struct.pack(">hi", 0, 7) + bytes([1, 0, 8]) + struct.pack(">q", 1_764_150_000_123)
+    assert R.decode_value(key, raw) == value
+    # At its default (0, an older Kafka's record) no tag is written, and such a record reads as 0.
+    assert R.encode_value(R.ConsumerGroupTargetAssignmentMetadataValue(7)) == struct.pack(">hi", 0, 7) + b"\0"
+    assert R.decode_value(key, struct.pack(">hi", 0, 7) + b"\0").assignment_timestamp == 0
+    # An unknown tag beside it is skipped; a timestamp of the wrong size is refused.
+    assert R.decode_value(key, raw[:6] + bytes([2]) + raw[7:] + bytes([5, 1, 9])) == value
+    with pytest.raises(R.RecordDecodeError):
+        R.decode_value(key, struct.pack(">hi", 0, 7) + bytes([1, 0, 4]) + b"\0\0\0\1")
+
+
+async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(server_factory):
+    server = server_factory("--group-consumer-assignment-interval-ms", "0",
+                            "--group-consumer-max-assignment-interval-ms", "60000")
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=4)
+        # Refused: not a number, negative (Kafka: at least 0).
+        bad = await set_group_configs(conn, "g", consumer_assignment_interval_ms="soon")
+        assert bad.error_code == E.invalid_config
+        bad = await set_group_configs(conn, "g", consumer_assignment_interval_ms="-1")
+        assert bad.error_code == E.invalid_config
+        assert (await set_group_configs(conn, "g", consumer_assignment_interval_ms="60000")).error_code == 0
+        a = await conn.request(HB, 1, hb("g", "a", 0, ["t"]))
+        b = await conn.request(HB, 1, hb("g", "b", 0, ["t"]))
+        (d,) = await describe(conn, "g")
+        assert (d.group_epoch, d.assignment_epoch, d.group_state) == (2, 1, "Assigning")
+        assert b.member_epoch == 1 and owned_of(b) == []
+        # Back to the broker's 0: the next heartbeat computes the target.
+        assert (await set_group_configs(conn, "g", consumer_assignment_interval_ms="0")).error_code == 0
+        a2 = await conn.request(HB, 1, hb("g", "a", 1, owned=owned_of(a)))
+        (d,) = await describe(conn, "g")
+        assert d.assignment_epoch == 2 and len(owned_of(a2)[0][1]) == 2
+        # The other group is at the broker's interval, 0: a target at every change.
+        other = await conn.request(HB, 1, hb("other", "a", 0, ["t"]))
+        assert other.member_epoch == 1
+        assert (await conn.request(HB, 1, hb("other", "b", 0, ["t"]))).member_epoch == 2
+    finally:
+        await conn.close()
+
+
+@pytest.mark.process
+def test_bounds_that_exclude_the_interval_stop_the_server_at_startup(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.process import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"),
+                           "--group-consumer-assignment-interval-ms", "20000"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--group-consumer-max-assignment-interval-ms" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_a_classic_member_of_a_mixed_group_rejoins_only_for_a_newer_target(server):
+    """KAFKA-20272: the group epoch runs ahead of the target while batching holds it back; a
+    classic member told to rejoin then would find nothing new."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=4)
+        # The longest interval Kafka allows by default: nothing is recomputed in this test's time.
+        assert (await set_group_configs(conn, MIXED, consumer_assignment_interval_ms="15000")).error_code == 0
+        a = await conn.request(HB, 1, hb(MIXED, "a", 0, ["t"]))  # the group's first target: at once
+        assert a.member_epoch == 1
+        classic = await join(conn)
+        assert classic.error_code == 0 and classic.generation_id == 1
+        assert (await sync(conn, classic.member_id, 1)).error_code == 0
+        (d,) = await describe(conn, MIXED)
+        assert (d.group_epoch, d.assignment_epoch) == (2, 1)
+        beat = await conn.request(HEARTBEAT, 4, hb_body(4, MIXED, classic.member_id, 1))
+        assert beat.error_code == 0  # the group epoch moved, the target did not: no rejoin
+        # The target is recomputed (interval 0 now, at a's next heartbeat): now it rejoins.
+        assert (await set_group_configs(conn, MIXED, consumer_assignment_interval_ms="0")).error_code == 0
+        await conn.request(HB, 1, hb(MIXED, "a", 1, owned=owned_of(a)))
+        (d,) = await describe(conn, MIXED)
+        assert d.assignment_epoch == 2
+        beat = await conn.request(HEARTBEAT, 4, hb_body(4, MIXED, classic.member_id, 1))
+        assert beat.error_code == E.rebalance_in_progress
+    finally:
+        await conn.close()
