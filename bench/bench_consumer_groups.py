@@ -91,7 +91,7 @@ async def floor_heartbeats(members: int, rounds: int, answer: bytes) -> float:
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_churn.py"), "--serve-replay",
                              str(data / "answers.json")], stdout=subprocess.PIPE)
     try:
-        port = int(proc.stdout.readline().decode().strip().rsplit(":", 1)[1])  # type: ignore[union-attr]
+        port = int(proc.stdout.readline().decode().strip().rsplit(":", 1)[1])
         conn = await WireClient("floor").connect("127.0.0.1", port)
         frames = [(HB, 1, body("g", f"m{i}", 1, None, [])) for i in range(members)]
         cpu = process_cpu(proc.pid)

@@ -16,17 +16,23 @@ from kio.schema.errors import ErrorCode as E
 
 from coordinator.groups.consumer_group import ConsumerGroup
 from protocol import consumer_records as R
-from tests.group_harness import MemoryLog
+from tests.support.group_harness import MemoryLog
 from tests.support.consumer_groups import HB, describe, hb, owned_of
 from tests.support.consumer_harness import GROUP, Harness
 from tests.support.consumer_shard import owned
-from tests.support.groups_wire import HEARTBEAT, hb_body
+from tests.support.groups_wire import HEARTBEAT, JOIN, SYNC, hb_body, join_body, sync_body
 from tests.support.share import set_group_configs
 from tests.support.wire_client import WireClient
-from tests.test_group_migration import GROUP as MIXED
-from tests.test_group_migration import join, sync
 
 INTERVAL = 1000
+MIXED = "mixed"
+
+
+async def classic_join(conn):
+    """A classic member (consumer protocol, subscribed to "t") joins the group: KIP-394's
+    MEMBER_ID_REQUIRED round first."""
+    r = await conn.request(JOIN, 9, join_body(9, MIXED))
+    return await conn.request(JOIN, 9, join_body(9, MIXED, r.member_id))
 
 
 def no_double_owner(group: ConsumerGroup) -> None:
@@ -210,9 +216,9 @@ async def test_a_classic_member_of_a_mixed_group_rejoins_only_for_a_newer_target
         assert (await set_group_configs(conn, MIXED, consumer_assignment_interval_ms="15000")).error_code == 0
         a = await conn.request(HB, 1, hb(MIXED, "a", 0, ["t"]))  # the group's first target: at once
         assert a.member_epoch == 1
-        classic = await join(conn)
+        classic = await classic_join(conn)
         assert classic.error_code == 0 and classic.generation_id == 1
-        assert (await sync(conn, classic.member_id, 1)).error_code == 0
+        assert (await conn.request(SYNC, 5, sync_body(5, MIXED, classic.member_id, 1))).error_code == 0
         (d,) = await describe(conn, MIXED)
         assert (d.group_epoch, d.assignment_epoch) == (2, 1)
         beat = await conn.request(HEARTBEAT, 4, hb_body(4, MIXED, classic.member_id, 1))
