@@ -10,9 +10,10 @@ ApiVersions advertises exactly what is registered.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from typing import Any, Callable
 
@@ -120,6 +121,29 @@ class RequestContext:
     def nested(self, entity: str, /, **values: Any) -> Any:
         """Build a nested entity (e.g. JoinGroupResponseMember) of the response's version."""
         return build(nested_type(self.codec.response_type, entity), values)
+
+
+class CaughtAnswer:
+    """Stands in for the connection of a handler run inside another (the ACL gate's partial
+    answers, a fault's held request): catches ctx.answer(); everything else the handler reads
+    of its connection (listener, SASL session, transport, throttle) is the real one's."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.done = asyncio.get_running_loop().create_future()
+
+    def flush_answers(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def inner_context(ctx: RequestContext) -> RequestContext:
+    """ctx for running its handler inside another: the same request (its size still counts
+    against a produce quota), its answer caught (CaughtAnswer.done is set once given)."""
+    return replace(ctx, connection=CaughtAnswer(ctx.connection), waiting=None, body=UNANSWERED)
 
 
 @cache

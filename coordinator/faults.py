@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import CoroutineType
 from typing import Any, Callable
 
@@ -28,7 +28,7 @@ from kio.schema.index import api_key_map
 
 from protocol.error_response import error_response
 
-from .apis import LATER, UNANSWERED, RequestContext
+from .apis import LATER, UNANSWERED, RequestContext, inner_context
 from .connection import CloseConnection
 
 log = logging.getLogger(__name__)
@@ -261,27 +261,10 @@ async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any,
     return body
 
 
-class _Answer:
-    """Stands in for the connection of a handler run here: catches ctx.answer(); handlers
-    read everything else (listener, SASL session, transport) from the real one."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.done = asyncio.get_running_loop().create_future()
-
-    def flush_answers(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
-
-
 async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
     """The request handled as dispatch would (the ACL gate first), its body whichever way
     the handler gives it."""
-    # (a copy of ctx but for its answer: its size still counts against a produce quota)
-    inner = replace(ctx, connection=_Answer(ctx.connection), waiting=None, body=UNANSWERED)
+    inner = inner_context(ctx)
     gate = server.acl_gate
     result = None if gate is None else gate.check(inner, request, handler)
     if result is None:

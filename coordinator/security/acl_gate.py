@@ -22,7 +22,7 @@ from kio.serial import entity_reader
 from protocol.messages import Raw
 from protocol.offset_commit import resolve_topic_ids, write_response_to
 
-from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext
+from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context
 from .acls import (
     ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, GROUP, READ, TOPIC,
     TRANSACTIONAL_ID, WRITE, Authorizer,
@@ -62,23 +62,9 @@ def _escape(value: str) -> str:
     return out[:-1] + "\\ " if out.endswith(" ") else out
 
 
-class _Answer:
-    """Stands in for the connection of a handler run by the gate: catches ctx.answer()."""
-
-    def __init__(self, conn: Any) -> None:
-        self.done = asyncio.get_running_loop().create_future()
-        self.listener, self.sasl = conn.listener, conn.sasl  # (what handlers read of their connection)
-        self.transport = getattr(conn, "transport", None)
-        self.throttle = getattr(conn, "throttle", None)  # (a client over its quota is muted all the same)
-
-    def flush_answers(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-
 async def _body_of(handler: Callable, ctx: RequestContext, req: Any) -> Any:
     """Run the handler on `req` and return its response as an object (whatever way it answers)."""
-    inner = RequestContext(ctx.header, ctx.codec, ctx.client_host, _Answer(ctx.connection), size=ctx.size)
+    inner = inner_context(ctx)
     result = handler(inner, req)
     if result is LATER:
         if inner.body is UNANSWERED:
