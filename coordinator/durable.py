@@ -82,13 +82,15 @@ class JsonFile:
     def load(self, default: Any = None, parse: Callable[[Any], Any] | None = None) -> Any:
         """The document (through parse, which reads it into the store's shape), or default
         if there is none. A `.tmp` beside it is a write a crash cut short (the rename is the
-        commit point): dropped. StoreError if the document is not JSON or not of the shape
-        parse expects (it was edited by hand, or written by something else)."""
+        commit point): dropped. StoreError if the document cannot be read, is not JSON or is
+        not of the shape parse expects (it was edited by hand, or written by something else)."""
         self.path.with_name(self.path.name + TMP_SUFFIX).unlink(missing_ok=True)
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return default
+        except OSError as e:  # (a directory in its place, no permission)
+            raise StoreError(f"{self.path}: cannot read it ({e.strerror or e})") from None
         try:
             doc = json.loads(data)  # (bytes: not UTF-8 is a ValueError here too)
             return doc if parse is None else parse(doc)

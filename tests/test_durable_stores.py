@@ -178,6 +178,15 @@ def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, tex
     assert name in line and "unreadable" in line
 
 
+@pytest.mark.parametrize("name", ["topics.json", "broker-configs.json", "client-quotas.json", "group-configs.json",
+                                  "acls.json", "scram-credentials.json", "producer_ids.json"])
+def test_a_store_that_cannot_be_read_is_one_line_at_startup(tmp_path, name):
+    data = tmp_path / "data"
+    (data / name).mkdir(parents=True)  # a directory where the document belongs
+    line = one_error_line(start("--port", "0", "--data-dir", str(data), "--authorizer"))
+    assert name in line and "cannot read it" in line
+
+
 async def test_group_configs_and_broker_configs_load_again_as_written(server_factory):
     """What the shape checks at load accept is what the stores write: a group's configs and a
     broker's dynamic configs survive a restart."""
