@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
-from protocol.messages import Codec, Raw, RequestHeader, codec, has_codec  # noqa: F401 (Raw: handlers import it here)
+from protocol.messages import Codec, RequestHeader, codec, has_codec
+from protocol.wire import Raw  # noqa: F401 (Raw: handlers import it here)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from protocol.framing import FrameDecoder, FrameError
-from protocol.messages import MalformedRequest, UnknownApi
+from protocol.messages import UnknownApi
+from protocol.wire import MalformedRequest
 
 from .apis import LATER, UNANSWERED, RequestContext
 from .security.sasl import SaslSession

@@ -16,7 +16,6 @@ from kio.schema.errors import ErrorCode
 
 from protocol.messages import (
     API_VERSIONS_KEY,
-    MalformedRequest,
     codec,
     decode_body,
     encode_body,
@@ -24,6 +23,7 @@ from protocol.messages import (
     encode_response,
     read_request_header,
 )
+from protocol.wire import MalformedRequest
 
 from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContext
 from .config import Config

@@ -18,7 +18,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from .group_records import RecordDecodeError, _Reader, _Writer
+from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
 # topic id -> partitions, sorted by topic id when written
 Partitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
@@ -141,7 +141,7 @@ def is_consumer_key_version(version: int) -> bool:
 # ---------------------------------------------------------------- keys
 
 def encode_key(key: object) -> bytes:
-    w = _Writer(_KEY_VERSION[type(key)], False)
+    w = RecordWriter(_KEY_VERSION[type(key)], False)
     w.string(key.group)
     member_id = getattr(key, "member_id", None)
     if member_id is not None:
@@ -149,7 +149,7 @@ def encode_key(key: object) -> bytes:
     return bytes(w.out)
 
 
-def decode_key(version: int, r: _Reader) -> object:
+def decode_key(version: int, r: RecordReader) -> object:
     cls = _KEY_TYPES[version]
     group = r.string()
     if cls in (ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
@@ -163,15 +163,15 @@ def decode_key(version: int, r: _Reader) -> object:
 _UUID = struct.Struct(">QQ")
 
 
-def _uuid(w: _Writer, u: uuid.UUID) -> None:
+def _uuid(w: RecordWriter, u: uuid.UUID) -> None:
     w.out += u.bytes
 
 
-def _read_uuid(r: _Reader) -> uuid.UUID:
+def _read_uuid(r: RecordReader) -> uuid.UUID:
     return uuid.UUID(bytes=r.take(16))
 
 
-def _partitions(w: _Writer, parts: Partitions) -> None:
+def _partitions(w: RecordWriter, parts: Partitions) -> None:
     w.array_len(len(parts))
     for topic_id, ps in parts:
         _uuid(w, topic_id)
@@ -181,7 +181,7 @@ def _partitions(w: _Writer, parts: Partitions) -> None:
         w.tags()
 
 
-def _read_partitions(r: _Reader) -> Partitions:
+def _read_partitions(r: RecordReader) -> Partitions:
     out = []
     for _ in range(r.array_len()):
         topic_id = _read_uuid(r)
@@ -191,7 +191,7 @@ def _read_partitions(r: _Reader) -> Partitions:
     return tuple(out)
 
 
-def _epoch_partitions(w: _Writer, parts: Partitions, epochs: Epochs) -> None:
+def _epoch_partitions(w: RecordWriter, parts: Partitions, epochs: Epochs) -> None:
     """TopicPartitions of the current assignment, each with its AssignmentEpochs (tag 0,
     a nullable []int32 aligned with Partitions) when known; Kafka before 4.3 skips the tag."""
     w.array_len(len(parts))
@@ -204,7 +204,7 @@ def _epoch_partitions(w: _Writer, parts: Partitions, epochs: Epochs) -> None:
         if these is None:
             w.tags()
             continue
-        inner = _Writer(0, True)
+        inner = RecordWriter(0, True)
         inner.out = bytearray()
         inner.array_len(len(these))
         for e in these:
@@ -215,7 +215,7 @@ def _epoch_partitions(w: _Writer, parts: Partitions, epochs: Epochs) -> None:
         w.out += inner.out
 
 
-def _read_epoch_partitions(r: _Reader) -> tuple[Partitions, Epochs]:
+def _read_epoch_partitions(r: RecordReader) -> tuple[Partitions, Epochs]:
     out = []
     epochs: list[tuple[int, ...] | None] = []
     for _ in range(r.array_len()):
@@ -227,7 +227,7 @@ def _read_epoch_partitions(r: _Reader) -> tuple[Partitions, Epochs]:
             data = r.take(r.uvarint())
             if tag != 0:
                 continue
-            t = _Reader(data, "AssignmentEpochs")
+            t = RecordReader(data, "AssignmentEpochs")
             t.flexible = True
             n = t.uvarint() - 1
             if n >= 0:
@@ -240,10 +240,10 @@ def _read_epoch_partitions(r: _Reader) -> tuple[Partitions, Epochs]:
     return tuple(out), (tuple(epochs) if any(e is not None for e in epochs) else ())
 
 
-def _classic_tag(w: _Writer, c: ClassicMemberMetadata) -> None:
+def _classic_tag(w: RecordWriter, c: ClassicMemberMetadata) -> None:
     """The tagged-field section holding ClassicMemberMetadata (tag 0). Kafka writes a
     nullable struct in a tagged field as: tag, size, presence varint 1, the struct."""
-    inner = _Writer(0, True)
+    inner = RecordWriter(0, True)
     inner.out = bytearray()
     inner.int32(c.session_timeout_ms)
     inner.array_len(len(c.supported_protocols))
@@ -259,7 +259,7 @@ def _classic_tag(w: _Writer, c: ClassicMemberMetadata) -> None:
     w.out += inner.out
 
 
-def _read_classic_tags(r: _Reader) -> ClassicMemberMetadata | None:
+def _read_classic_tags(r: RecordReader) -> ClassicMemberMetadata | None:
     """The member metadata value's tagged fields: ClassicMemberMetadata (tag 0) read,
     any other tag skipped."""
     classic = None
@@ -268,7 +268,7 @@ def _read_classic_tags(r: _Reader) -> ClassicMemberMetadata | None:
         data = r.take(r.uvarint())
         if tag != 0:
             continue
-        t = _Reader(data, "ClassicMemberMetadata")
+        t = RecordReader(data, "ClassicMemberMetadata")
         t.flexible = True
         if t.uvarint() <= 0:
             continue  # null
@@ -285,7 +285,7 @@ def _read_classic_tags(r: _Reader) -> ClassicMemberMetadata | None:
 
 
 def encode_value(value: object) -> bytes:
-    w = _Writer(0, True)
+    w = RecordWriter(0, True)
     t = type(value)
     if t is ConsumerGroupMetadataValue:
         w.int32(value.epoch)
@@ -336,7 +336,7 @@ def encode_value(value: object) -> bytes:
 
 
 def decode_value(key: object, data: bytes) -> object:
-    r = _Reader(data, f"{type(key).__name__} value")
+    r = RecordReader(data, f"{type(key).__name__} value")
     version = r.int16()
     if version < 0:
         raise r.fail(f"negative value version {version}")

@@ -28,7 +28,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .messages import Raw, _strip_optional, codec, encode_body
+from .messages import _strip_optional, codec, encode_body
+from .wire import Raw
 from .offset_commit import OffsetCommitRequest, write_response_to
 
 PRODUCE, FETCH, OFFSET_COMMIT, API_VERSIONS = 0, 1, 8, 18

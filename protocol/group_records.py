@@ -20,6 +20,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from . import consumer_records, share_records
+from .record_codec import RecordDecodeError, RecordReader, RecordWriter
+
 __all__ = [
     "RecordDecodeError", "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey",
     "GroupMetadataValue", "MemberMetadata", "UnknownKey", "encode_key", "decode_key",
@@ -31,10 +34,6 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_MAX = 4
 GROUP_METADATA_VALUE_MAX = 4
 FLEXIBLE_FROM = 4  # both value schemas
-
-
-class RecordDecodeError(ValueError):
-    """Bytes that are not a valid `__consumer_offsets` key or value."""
 
 
 class OffsetCommitKey(NamedTuple):  # tuples: one key and one value are built per commit
@@ -113,62 +112,6 @@ _V3_HEAD = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, lead
 _V3_NO_METADATA = struct.Struct(">hqihq")  # ... with empty metadata, then commitTimestamp
 
 
-class _Writer:
-    __slots__ = ("out", "flexible")
-
-    def __init__(self, version: int, flexible: bool) -> None:
-        self.out = bytearray(_H.pack(version))
-        self.flexible = flexible
-
-    def uvarint(self, n: int) -> None:
-        while n > 0x7F:
-            self.out.append((n & 0x7F) | 0x80)
-            n >>= 7
-        self.out.append(n)
-
-    def int16(self, n: int) -> None:
-        self.out += _H.pack(n)
-
-    def int32(self, n: int) -> None:
-        self.out += _I.pack(n)
-
-    def int64(self, n: int) -> None:
-        self.out += _Q.pack(n)
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            if self.flexible:
-                self.out.append(0)
-            else:
-                self.int16(-1)
-            return
-        b = s.encode()
-        if self.flexible:
-            self.uvarint(len(b) + 1)
-        else:
-            if len(b) > 0x7FFF:
-                raise ValueError(f"string of {len(b)} bytes is too long for an int16 length")
-            self.int16(len(b))
-        self.out += b
-
-    def bytes_(self, b: bytes) -> None:
-        if self.flexible:
-            self.uvarint(len(b) + 1)
-        else:
-            self.int32(len(b))
-        self.out += b
-
-    def array_len(self, n: int) -> None:
-        if self.flexible:
-            self.uvarint(n + 1)
-        else:
-            self.int32(n)
-
-    def tags(self) -> None:
-        if self.flexible:
-            self.out.append(0)  # no tagged fields
-
-
 def _string16(s: str) -> bytes:
     b = s.encode()
     if len(b) > 0x7FFF:
@@ -183,7 +126,7 @@ _commit_keys: dict[OffsetCommitKey, bytes] = {}  # members commit the same parti
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
-    if type(key) is OffsetCommitKey:  # one per commit: no _Writer
+    if type(key) is OffsetCommitKey:  # one per commit: no RecordWriter
         raw = _commit_keys.get(key)
         if raw is None:
             raw = b"".join((_V1_KEY, _string16(key.group), _string16(key.topic), _I.pack(key.partition)))
@@ -192,30 +135,17 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
             _commit_keys[key] = raw
         return raw
     if type(key) is GroupMetadataKey:
-        w = _Writer(GROUP_METADATA_KEY_VERSION, False)
+        w = RecordWriter(GROUP_METADATA_KEY_VERSION, False)
         w.string(key.group)
     elif type(key) is UnknownKey:
         return _H.pack(key.version) + key.data
-    elif type(key) in _consumer().KEY_TYPES:
-        return _consumer().encode_key(key)
-    elif type(key) in _share().KEY_TYPES:
-        return _share().encode_key(key)
+    elif type(key) in consumer_records.KEY_TYPES:
+        return consumer_records.encode_key(key)
+    elif type(key) in share_records.KEY_TYPES:
+        return share_records.encode_key(key)
     else:
         raise TypeError(f"not a __consumer_offsets key: {key!r}")
     return bytes(w.out)
-
-
-def _consumer():
-    """protocol.consumer_records (KIP-848 record types 3-8), imported on first use: it
-    builds on this module's reader and writer."""
-    from . import consumer_records
-    return consumer_records
-
-
-def _share():
-    """protocol.share_records (KIP-932 record types 10-14), imported on first use."""
-    from . import share_records
-    return share_records
 
 
 def default_version(value: Value) -> int:
@@ -238,15 +168,15 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
             raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")
         return b"".join((_V3_HEAD.pack(3, offset, leader_epoch, len(m)), m, _Q.pack(commit_timestamp)))
     if type(value) not in (OffsetCommitValue, GroupMetadataValue):
-        if type(value).__module__ == _share().__name__:
-            return _share().encode_value(value)
-        return _consumer().encode_value(value)
+        if type(value).__module__ == share_records.__name__:
+            return share_records.encode_value(value)
+        return consumer_records.encode_value(value)
     if version is None:
         version = default_version(value)
     if type(value) is OffsetCommitValue:
         if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX:
             raise ValueError(f"OffsetCommitValue has no version {version}")
-        w = _Writer(version, version >= FLEXIBLE_FROM)
+        w = RecordWriter(version, version >= FLEXIBLE_FROM)
         w.int64(value.offset)
         if version >= 3:
             w.int32(value.leader_epoch)
@@ -258,7 +188,7 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
     elif type(value) is GroupMetadataValue:
         if not 0 <= version <= GROUP_METADATA_VALUE_MAX:
             raise ValueError(f"GroupMetadataValue has no version {version}")
-        w = _Writer(version, version >= FLEXIBLE_FROM)
+        w = RecordWriter(version, version >= FLEXIBLE_FROM)
         w.string(value.protocol_type)
         w.int32(value.generation)
         w.string(value.protocol)
@@ -287,90 +217,6 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
 # ---------------------------------------------------------------- reading
 
 
-class _Reader:
-    __slots__ = ("buf", "pos", "flexible", "what")
-
-    def __init__(self, buf: bytes, what: str) -> None:
-        self.buf = buf if type(buf) is bytes else bytes(buf)
-        self.pos = 0
-        self.flexible = False
-        self.what = what
-
-    def fail(self, why: str) -> RecordDecodeError:
-        return RecordDecodeError(f"{self.what}: {why} at byte {self.pos} of {len(self.buf)}")
-
-    def take(self, n: int) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.buf):
-            raise self.fail(f"truncated: need {n} bytes")
-        b = self.buf[self.pos : end]
-        self.pos = end
-        return b
-
-    def _fixed(self, s: struct.Struct) -> int:
-        if self.pos + s.size > len(self.buf):
-            raise self.fail(f"truncated: need {s.size} bytes")
-        (n,) = s.unpack_from(self.buf, self.pos)
-        self.pos += s.size
-        return n
-
-    def int16(self) -> int:
-        return self._fixed(_H)
-
-    def int32(self) -> int:
-        return self._fixed(_I)
-
-    def int64(self) -> int:
-        return self._fixed(_Q)
-
-    def uvarint(self) -> int:
-        n = shift = 0
-        while True:
-            if self.pos >= len(self.buf):
-                raise self.fail("truncated varint")
-            b = self.buf[self.pos]
-            self.pos += 1
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-            if shift > 28:
-                raise self.fail("varint longer than 5 bytes")
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.int16()
-        if n < 0:
-            if n == -1 and nullable:
-                return None
-            raise self.fail(f"bad string length {n}")
-        try:
-            return self.take(n).decode()
-        except UnicodeDecodeError as e:
-            raise self.fail(f"invalid UTF-8 ({e.reason})") from None
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n < 0:
-            raise self.fail(f"bad bytes length {n}")
-        return bytes(self.take(n))
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n < 0 or n > len(self.buf) - self.pos:  # each element takes >= 1 byte
-            raise self.fail(f"bad array length {n}")
-        return n
-
-    def skip_tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()  # tag number: none are defined for these schemas
-                self.take(self.uvarint())
-
-    def end(self) -> None:
-        if self.pos != len(self.buf):
-            raise self.fail(f"{len(self.buf) - self.pos} trailing bytes")
-
-
 def decode_key(data: bytes) -> Key:
     # Fast path for OffsetCommitKey, the key of nearly every record loaded at startup.
     if type(data) is bytes and len(data) >= 10 and data[0] == 0 and data[1] < 2:
@@ -383,16 +229,16 @@ def decode_key(data: bytes) -> Key:
                                            _I.unpack_from(data, 6 + glen + tlen)[0])
                 except UnicodeDecodeError:
                     pass  # the generic reader reports it
-    r = _Reader(data, "key")
+    r = RecordReader(data, "key")
     version = r.int16()
     if version in (0, 1):
         key = OffsetCommitKey(r.string(), r.string(), r.int32())
     elif version == 2:
         key = GroupMetadataKey(r.string())
-    elif _consumer().is_consumer_key_version(version):
-        key = _consumer().decode_key(version, r)
-    elif _share().is_share_key_version(version):
-        key = _share().decode_key(version, r)
+    elif consumer_records.is_consumer_key_version(version):
+        key = consumer_records.decode_key(version, r)
+    elif share_records.is_share_key_version(version):
+        key = share_records.decode_key(version, r)
     elif version > 2:
         return UnknownKey(version, bytes(data[2:]))
     else:
@@ -401,22 +247,23 @@ def decode_key(data: bytes) -> Key:
     return key
 
 
-def decode_value(key: Key, data: bytes | None) -> Value | None:
-    """Decode the value belonging to `key` (the key's type says which schema); None = tombstone."""
+def decode_value(key: Key, data: bytes | None) -> object:
+    """Decode the value belonging to `key` (the key's type says which schema: a classic value, or a
+    KIP-848 or KIP-932 record's); None = tombstone."""
     if data is None:
         return None
     if type(key) is OffsetCommitKey:
         return _decode_offset_commit_value(data)
     if type(key) is GroupMetadataKey:
         return _decode_group_metadata_value(data)
-    if type(key) in _consumer().KEY_TYPES:
-        return _consumer().decode_value(key, data)
-    if type(key) in _share().KEY_TYPES:
-        return _share().decode_value(key, data)
+    if type(key) in consumer_records.KEY_TYPES:
+        return consumer_records.decode_value(key, data)
+    if type(key) in share_records.KEY_TYPES:
+        return share_records.decode_value(key, data)
     raise RecordDecodeError(f"no value schema for {key!r}")
 
 
-def decode_record(key: bytes, value: bytes | None) -> tuple[Key, Value | bytes | None]:
+def decode_record(key: bytes, value: bytes | None) -> tuple[Key, object]:
     """Decode one `__consumer_offsets` record; values of unknown record types stay raw bytes."""
     k = decode_key(key)
     if type(k) is UnknownKey:
@@ -444,7 +291,7 @@ def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
                 pass  # the generic reader reports it
             else:
                 return OffsetCommitValue(offset, metadata, _Q.unpack_from(data, 16 + mlen)[0], epoch)
-    r = _Reader(data, "OffsetCommitValue")
+    r = RecordReader(data, "OffsetCommitValue")
     version = r.int16()
     if version < 0:
         raise r.fail(f"bad version {version}")
@@ -460,7 +307,7 @@ def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 
 def _decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data, "GroupMetadataValue")
+    r = RecordReader(data, "GroupMetadataValue")
     version = r.int16()
     if version < 0:
         raise r.fail(f"bad version {version}")

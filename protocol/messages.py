@@ -22,9 +22,11 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from . import offset_commit, produce
 from .compiled_writer import compiled_writer
 from .framing import frame
 from .legacy import LEGACY
+from .wire import MalformedRequest, encode_uvarint, read_uvarint, skip_tagged_fields
 
 _HEADER = struct.Struct(">hhi")
 _HEADER_V1 = struct.Struct(">hhih")  # api key, version, correlation id, client id length
@@ -35,10 +37,6 @@ _SIZE_ID = struct.Struct(">ii")  # a response's size and correlation id
 _SIZE_ID_NO_TAGS = struct.Struct(">iib")
 
 API_VERSIONS_KEY = 18
-
-
-class MalformedRequest(Exception):
-    """The bytes do not decode as the request they claim to be."""
 
 
 class UnknownApi(Exception):
@@ -78,12 +76,8 @@ def has_codec(api_key: int, api_version: int) -> bool:
 def codec(api_key: int, api_version: int) -> Codec:
     c = _library_codec(api_key, api_version)
     if api_key == 8:  # OffsetCommit: the hot path of every consumer, read by hand
-        from . import offset_commit
-
         c = dataclasses.replace(c, read=offset_commit.reader(api_version), check=None)
     elif api_key == 0 and api_version >= 3:  # Produce: record batches as views of the frame, not copies
-        from . import produce
-
         c = dataclasses.replace(c, read=produce.reader(c.request_type, c.flexible_request), check=None)
     return c
 
@@ -127,23 +121,6 @@ def _entity(module: Any, suffix: str) -> type:
     raise UnknownApi(f"{module.__name__} has no top-level {suffix}")
 
 
-def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
-    """(value, next position) of an unsigned varint that must end before `end`."""
-    end = len(buf) if end is None else end
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise MalformedRequest("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("varint too long")
-
-
 def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[RequestHeader, int]:
     """Parse header v1 (and v2's tagged fields when `flexible`); return the body offset.
 
@@ -176,20 +153,6 @@ def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[Re
     if flexible:
         pos = skip_tagged_fields(buf, pos)
     return tuple.__new__(RequestHeader, (api_key, api_version, correlation_id, client_id)), pos  # (no Python-level __new__)
-
-
-def skip_tagged_fields(buf: bytes, pos: int) -> int:
-    """Past a tagged-field section whose fields are all to be ignored."""
-    if buf[pos : pos + 1] == b"\0":  # none: what clients send
-        return pos + 1
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-    if pos > len(buf):
-        raise MalformedRequest("truncated tagged fields")
-    return pos
 
 
 def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:
@@ -319,10 +282,6 @@ def decode_response(api_key: int, api_version: int, buf: bytes) -> tuple[int, An
     return correlation_id, body
 
 
-class Raw(bytes):
-    """A response body that is already encoded (cached answers, hand-written codecs)."""
-
-
 def encode_raw_response(c: Codec, correlation_id: int, body: bytes) -> bytes:
     """Like encode_response for a body that is already encoded (cached constant answers)."""
     if c.flexible_response:  # response header v1: no tagged fields
@@ -444,15 +403,6 @@ def _entity_skipper(cls: type) -> Any:
             edits.extend(unknown)
         return pos
     return skip_entity
-
-
-def encode_uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _uvarint_size(buf: bytes, pos: int) -> int:

@@ -21,7 +21,7 @@ import struct
 import uuid
 from typing import NamedTuple
 
-from .messages import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
+from .wire import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
 API_KEY = 8
 VERSIONS = range(0, 11)

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 from .consumer_records import Partitions, _partitions, _read_partitions, _read_uuid, _uuid
-from .group_records import RecordDecodeError, _Reader, _Writer
+from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
 
 # ---------------------------------------------------------------- __consumer_offsets
@@ -103,14 +103,14 @@ def is_share_key_version(version: int) -> bool:
 
 
 def encode_key(key: object) -> bytes:
-    w = _Writer(_KEY_VERSION[type(key)], False)
+    w = RecordWriter(_KEY_VERSION[type(key)], False)
     w.string(key.group)
     if type(key) in _MEMBER_KEYS:
         w.string(key.member_id)
     return bytes(w.out)
 
 
-def decode_key(version: int, r: _Reader) -> object:
+def decode_key(version: int, r: RecordReader) -> object:
     cls = _KEY_TYPES[version]
     group = r.string()
     if cls in _MEMBER_KEYS:
@@ -119,7 +119,7 @@ def decode_key(version: int, r: _Reader) -> object:
 
 
 def encode_value(value: object) -> bytes:
-    w = _Writer(0, True)
+    w = RecordWriter(0, True)
     t = type(value)
     if t is ShareGroupMetadataValue:
         w.int32(value.epoch)
@@ -149,7 +149,7 @@ def encode_value(value: object) -> bytes:
 
 
 def decode_value(key: object, data: bytes) -> object:
-    r = _Reader(data, f"{type(key).__name__} value")
+    r = RecordReader(data, f"{type(key).__name__} value")
     if r.int16() < 0:
         raise r.fail("negative value version")
     r.flexible = True
@@ -224,7 +224,7 @@ class ShareUpdateValue:
 
 
 def encode_state_key(key: ShareStateKey) -> bytes:
-    w = _Writer(SNAPSHOT_KEY_TYPE if key.snapshot else UPDATE_KEY_TYPE, False)
+    w = RecordWriter(SNAPSHOT_KEY_TYPE if key.snapshot else UPDATE_KEY_TYPE, False)
     w.string(key.group)
     _uuid(w, key.topic_id)
     w.int32(key.partition)
@@ -232,7 +232,7 @@ def encode_state_key(key: ShareStateKey) -> bytes:
 
 
 def decode_state_key(data: bytes) -> ShareStateKey:
-    r = _Reader(data, "share-state key")
+    r = RecordReader(data, "share-state key")
     version = r.int16()
     if version not in (SNAPSHOT_KEY_TYPE, UPDATE_KEY_TYPE):
         raise r.fail(f"unknown share-state record type {version}")
@@ -241,7 +241,7 @@ def decode_state_key(data: bytes) -> ShareStateKey:
     return key
 
 
-def _batches(w: _Writer, batches: tuple[StateBatch, ...]) -> None:
+def _batches(w: RecordWriter, batches: tuple[StateBatch, ...]) -> None:
     w.array_len(len(batches))
     for b in batches:
         w.int64(b.first_offset)
@@ -251,7 +251,7 @@ def _batches(w: _Writer, batches: tuple[StateBatch, ...]) -> None:
         w.tags()
 
 
-def _read_batches(r: _Reader) -> tuple[StateBatch, ...]:
+def _read_batches(r: RecordReader) -> tuple[StateBatch, ...]:
     out = []
     for _ in range(r.array_len()):
         first, last = r.int64(), r.int64()
@@ -261,7 +261,7 @@ def _read_batches(r: _Reader) -> tuple[StateBatch, ...]:
     return tuple(out)
 
 
-def _count_tag(w: _Writer, count: int) -> None:
+def _count_tag(w: RecordWriter, count: int) -> None:
     """The tagged-field section: DeliveryCompleteCount (tag 0) unless it is its default -1."""
     if count == -1:
         w.uvarint(0)
@@ -272,7 +272,7 @@ def _count_tag(w: _Writer, count: int) -> None:
     w.int32(count)
 
 
-def _read_count_tag(r: _Reader) -> int:
+def _read_count_tag(r: RecordReader) -> int:
     count = -1
     for _ in range(r.uvarint()):
         tag = r.uvarint()
@@ -283,7 +283,7 @@ def _read_count_tag(r: _Reader) -> int:
 
 
 def encode_state_value(value: ShareSnapshotValue | ShareUpdateValue) -> bytes:
-    w = _Writer(0, True)
+    w = RecordWriter(0, True)
     if type(value) is ShareSnapshotValue:
         w.int32(value.snapshot_epoch)
         w.int32(value.state_epoch)
@@ -301,7 +301,7 @@ def encode_state_value(value: ShareSnapshotValue | ShareUpdateValue) -> bytes:
 
 
 def decode_state_value(key: ShareStateKey, data: bytes) -> ShareSnapshotValue | ShareUpdateValue:
-    r = _Reader(data, ("ShareSnapshot" if key.snapshot else "ShareUpdate") + " value")
+    r = RecordReader(data, ("ShareSnapshot" if key.snapshot else "ShareUpdate") + " value")
     if r.int16() < 0:
         raise r.fail("negative value version")
     r.flexible = True

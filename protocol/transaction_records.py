@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .group_records import _Reader, _Writer  # (the same primitives as the group records)
+from .record_codec import RecordReader, RecordWriter
 
 # TransactionState ids as Kafka stores them
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)
@@ -29,13 +29,13 @@ class TransactionLogValue(NamedTuple):
 
 
 def encode_key(transactional_id: str) -> bytes:
-    w = _Writer(0, False)
+    w = RecordWriter(0, False)
     w.string(transactional_id)
     return bytes(w.out)
 
 
 def decode_key(data: bytes) -> str:
-    r = _Reader(data, "TransactionLogKey")
+    r = RecordReader(data, "TransactionLogKey")
     version = r.int16()
     if version != 0:
         raise r.fail(f"version {version}")
@@ -45,7 +45,7 @@ def decode_key(data: bytes) -> str:
 
 
 def encode_value(v: TransactionLogValue) -> bytes:
-    w = _Writer(0, False)
+    w = RecordWriter(0, False)
     w.int64(v.producer_id)
     w.int16(v.producer_epoch)
     w.int32(v.timeout_ms)
@@ -64,7 +64,7 @@ def encode_value(v: TransactionLogValue) -> bytes:
 def decode_value(data: bytes | None) -> TransactionLogValue | None:
     if data is None:
         return None  # a tombstone: the transactional id expired
-    r = _Reader(data, "TransactionLogValue")
+    r = RecordReader(data, "TransactionLogValue")
     version = r.int16()
     if version not in (0, 1):
         raise r.fail(f"version {version}")

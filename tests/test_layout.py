@@ -48,8 +48,6 @@ KNOWN_CYCLES = [
      "coordinator.groups.share_manager"},
     {"coordinator.log", "coordinator.log.offsets", "coordinator.log.partition", "coordinator.log.sync"},
     {"pipeline", "pipeline.datasource", "pipeline.run", "pipeline.stream"},
-    {"protocol.consumer_records", "protocol.group_records", "protocol.share_records"},
-    {"protocol.messages", "protocol.offset_commit"},
 ]
 
 

@@ -356,7 +356,7 @@ class OffsetsLog:
         await asyncio.gather(*(plog.close() for plog in self.logs))
 
 
-def _decoded(raw_key: bytes, raw_value: bytes | None) -> tuple[Key, Value | bytes | None]:
+def _decoded(raw_key: bytes, raw_value: bytes | None) -> tuple[Key, object]:
     key = decode_key(raw_key)
     return key, raw_value if type(key) is UnknownKey else decode_value(key, raw_value)
 

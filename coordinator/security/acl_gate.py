@@ -19,7 +19,7 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode as E
 from kio.serial import entity_reader
 
-from protocol.messages import Raw
+from protocol.wire import Raw
 from protocol.offset_commit import resolve_topic_ids, write_response_to
 
 from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context
