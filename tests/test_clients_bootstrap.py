@@ -8,15 +8,13 @@ be within the ranges we advertise.
 
 from __future__ import annotations
 
-import socket
-import struct
-
 import pytest
 
 from tests.support.process import free_port
 from tests.support.proxy import (
-    API_NAMES,
     LoggingProxy,
+    advertised_api_keys,
+    assert_within_our_ranges,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
@@ -35,30 +33,6 @@ def proxied(server_factory):
     server.proxy = proxy
     yield server
     proxy.close()
-
-
-def advertised_api_keys(port: int) -> dict[int, tuple[int, int]]:
-    from coordinator.apis import build
-    from protocol.messages import codec, decode_response, encode_request
-
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
-        s.sendall(encode_request(18, 0, 1, "probe", build(codec(18, 0).request_type, {})))
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-            chunk = s.recv(65536)
-            assert chunk
-            data += chunk
-    _, body = decode_response(18, 0, data[4:])
-    return {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-
-
-def assert_within_our_ranges(seen: dict[str, list[int]], ranges: dict[int, tuple[int, int]]) -> None:
-    by_name = {API_NAMES.get(k, str(k)): r for k, r in ranges.items()}
-    for name, versions in seen.items():
-        if name == "ApiVersions":
-            continue  # the first ApiVersions may be newer than ours: answered with a v0 downgrade
-        lo, hi = by_name[name]
-        assert all(lo <= v <= hi for v in versions), f"{name} {versions} outside our {lo}-{hi}"
 
 
 def report(client: str, seen: dict[str, list[int]]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.reference_clients import (
-    build, cluster_actions, committed_offsets, end_offsets, go_command, run_parallel,
+    build, cluster_actions, committed_offsets, end_offsets, go_command, picked_versions, proxied_server, run_parallel,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
@@ -31,9 +31,9 @@ def test_go_clients(server_factory, tmp_path):
     (coordinator.testing.Cluster), across a coordinator move and the stop of its broker."""
     from coordinator.testing import Cluster
 
-    servers = {name: server_factory(*SERVER_ARGS) for name in SCENARIOS}
+    servers = {name: proxied_server(server_factory, *SERVER_ARGS) for name in SCENARIOS}
     cluster = Cluster(brokers=3, subprocess=True).start()
-    jobs = {name: (go_command(name, servers[name].bootstrap), servers[name], tmp_path / f"go-{name}.log")
+    jobs = {name: (go_command(name, servers[name].proxy_bootstrap), servers[name], tmp_path / f"go-{name}.log")
             for name in SCENARIOS}
     jobs["franz-cluster"] = (go_command("franz-cluster", cluster.bootstrap), None, tmp_path / "go-franz-cluster.log",
                              cluster_actions(cluster))
@@ -52,6 +52,13 @@ def test_go_clients(server_factory, tmp_path):
         if name == "franz-cluster":
             continue
         # The committed offsets read back by another client: the whole log.
-        committed = committed_offsets(servers[name].bootstrap, result["group"], result["topic"], 6)
-        assert committed == end_offsets(servers[name].bootstrap, result["topic"], 6), name
+        committed = committed_offsets(servers[name].proxy_bootstrap, result["group"], result["topic"], 6)
+        assert committed == end_offsets(servers[name].proxy_bootstrap, result["topic"], 6), name
         assert {str(p): o for p, o in committed.items()} == result["committed"], name
+    # The versions each library picked, not those of the confluent-kafka readers above
+    # ("rdkafka"); in the kafka-go and sarama scenarios franz-go's kadm and producer say "kgo".
+    for library, names in (("franz-go", ("franz-cooperative", "franz-consumer", "franz-txn")),
+                           ("kafka-go", ("kafka-go-group", "kafka-go-reader")), ("sarama", ("sarama",))):
+        others = ("rdkafka",) if library == "franz-go" else ("rdkafka", "kgo")
+        picked = picked_versions({n: servers[n] for n in names}, lambda c, others=others: c not in others)
+        print(f"\n[api versions] {library}:", picked)

@@ -9,7 +9,8 @@ import pytest
 
 from tests.support.process import wait_for
 from tests.support.reference_clients import (
-    build, cluster_actions, committed_offsets, end_offsets, java_command, run_parallel,
+    build, cluster_actions, committed_offsets, end_offsets, java_command, picked_versions, proxied_server,
+    run_parallel,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
@@ -33,17 +34,19 @@ def assert_exact(result: dict) -> None:
 @pytest.mark.timeout(400)
 def test_kafka_consumer_life_cycle(server_factory, tmp_path):
     modes = ("eager-range", "cooperative-sticky", "consumer")
-    servers = {mode: server_factory(*SERVER_ARGS) for mode in modes}
-    results = run_parallel({mode: (java_command("consumer", servers[mode].bootstrap, mode), servers[mode],
+    servers = {mode: proxied_server(server_factory, *SERVER_ARGS) for mode in modes}
+    results = run_parallel({mode: (java_command("consumer", servers[mode].proxy_bootstrap, mode), servers[mode],
                                    tmp_path / f"java-{mode}.log") for mode in modes})
     for mode, result in results.items():
         assert_exact(result)
         assert result["produced"] == 6 * 60
         # The committed offsets read back by another client: the whole log, nothing left over.
         topic = result["topic"]
-        committed = committed_offsets(servers[mode].bootstrap, result["group"], topic, 6)
-        assert committed == end_offsets(servers[mode].bootstrap, topic, 6)
+        committed = committed_offsets(servers[mode].proxy_bootstrap, result["group"], topic, 6)
+        assert committed == end_offsets(servers[mode].proxy_bootstrap, topic, 6)
         assert {str(p): o for p, o in committed.items()} == result["committed"]
+    # The versions Java's clients picked (not those of the confluent-kafka readers above).
+    print("\n[api versions] kafka-clients consumers:", picked_versions(servers, lambda c: c != "rdkafka"))
 
 
 def read_values(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int) -> list[str]:
@@ -70,10 +73,10 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
     across an instance restart and a server restart; KafkaShareConsumer (KIP-932) sharing,
     explicit acknowledgement, lock expiry and a server restart. All at once, each on its own
     server."""
-    servers = {name: server_factory(*SERVER_ARGS) for name in ("producer", "admin", "streams")}
+    servers = {name: proxied_server(server_factory, *SERVER_ARGS) for name in ("producer", "admin", "streams")}
     # Share groups: record locks of a second, so that expiry is quick to see.
-    servers["share"] = server_factory(*SERVER_ARGS, "--group-share-min-record-lock-duration-ms", "1000")
-    results = run_parallel({name: (java_command(name, srv.bootstrap), srv, tmp_path / f"java-{name}.log")
+    servers["share"] = proxied_server(server_factory, *SERVER_ARGS, "--group-share-min-record-lock-duration-ms", "1000")
+    results = run_parallel({name: (java_command(name, srv.proxy_bootstrap), srv, tmp_path / f"java-{name}.log")
                             for name, srv in servers.items()})
     for result in results.values():
         assert result["failures"] == [], result
@@ -81,7 +84,7 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
     assert results["producer"]["idempotent records"] == 200
     assert results["producer"]["transactions"] > 1
     # Another client's read_committed view of the transactional output: each record once.
-    bootstrap = servers["producer"].bootstrap
+    bootstrap = servers["producer"].proxy_bootstrap
     committed = read_values(bootstrap, "txn-out", 3, "read_committed", 200)
     assert sorted(committed) == sorted(f"out{i}" for i in range(200))
     assert committed_offsets(bootstrap, "java-txn-group", "txn-in", 3) == end_offsets(bootstrap, "txn-in", 3)
@@ -89,6 +92,8 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
     streams = results["streams"]
     assert streams["lines"] == 180
     assert streams["final counts"] == streams["expected"]
+    print("\n[api versions] kafka-clients producer, admin, streams, share consumer:",
+          picked_versions(servers, lambda c: c != "rdkafka"))
 
 
 @pytest.mark.timeout(400)

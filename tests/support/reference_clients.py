@@ -41,6 +41,34 @@ def build(target: str, tools: tuple[str, ...]) -> None:
         pytest.fail(f"make {target} failed:\n{_built[target][-4000:]}")
 
 
+def proxied_server(server_factory, *args: str):
+    """A server advertised at a logging proxy in front of it (tests/support/proxy.py), so that
+    every request of a program passes the proxy; it keeps its port across restarts."""
+    from tests.support.process import free_port
+    from tests.support.proxy import LoggingProxy
+
+    port = free_port()
+    server = server_factory(*args, "--advertised-host", "127.0.0.1", "--advertised-port", str(port))
+    server.proxy = LoggingProxy(port, server.port)
+    server.proxy_bootstrap = f"127.0.0.1:{port}"
+    return server
+
+
+def picked_versions(servers: dict, client_ids=None) -> dict[str, list[int]]:
+    """The versions the programs picked through the servers' proxies (of the clients whose id
+    passes `client_ids`), each checked against what the server advertises; the proxies close."""
+    from tests.support.proxy import advertised_api_keys, assert_within_our_ranges
+
+    picked: dict[str, set[int]] = {}
+    for server in servers.values():
+        seen = server.proxy.versions(client_ids)
+        server.proxy.close()
+        assert_within_our_ranges(seen, advertised_api_keys(server.port))
+        for api, versions in seen.items():
+            picked.setdefault(api, set()).update(versions)
+    return {api: sorted(v) for api, v in sorted(picked.items())}
+
+
 def java_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
     classpath = (JAVA_DIR / "target" / "classpath.txt").read_text().strip()
     jar = JAVA_DIR / "target" / "kcoord-java-clients-1.jar"
