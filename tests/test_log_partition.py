@@ -416,3 +416,15 @@ async def test_a_missing_segment_is_logged(tmp_path, caplog):
         log = open_log(tmp_path)
     assert "segment files missing" in caplog.text and lost.name in caplog.text
     log.close_sync()
+
+
+@pytest.mark.parametrize("text", ["abc", "-5", str(2**63), "99999999999999999999999"])
+def test_a_log_start_offset_file_that_is_no_offset_is_ignored(tmp_path, text, caplog):
+    log = open_log(tmp_path)
+    fill(log, 3)
+    log.close_sync()
+    (tmp_path / "log-start-offset").write_text(text + "\n")
+    with caplog.at_level("WARNING"):
+        log = open_log(tmp_path)
+    assert log.log_start_offset == 0 and all_offsets(log) == [0, 1, 2] and "unreadable log-start-offset" in caplog.text
+    log.close_sync()  # (the recovery point it writes holds the offsets: no overflow)

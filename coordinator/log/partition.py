@@ -144,7 +144,10 @@ class PartitionLog:
         if start_file.exists():
             try:
                 log_start = int(start_file.read_text().strip() or 0)
+                if not 0 <= log_start < 2**63:  # (an offset is a non-negative int64)
+                    raise ValueError(log_start)
             except ValueError:
+                log_start = 0
                 log.warning("%s: unreadable %s, ignoring it", directory, LOG_START_FILE)
         bases = sorted(
             int(p.name[: -len(SUFFIX)]) for p in directory.iterdir()
