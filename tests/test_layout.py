@@ -46,7 +46,6 @@ KNOWN_CYCLES = [
     {"coordinator.groups.classic_manager", "coordinator.groups.consumer_manager", "coordinator.groups.migration",
      "coordinator.groups.offset_manager", "coordinator.groups.runtime", "coordinator.groups.shard",
      "coordinator.groups.share_manager"},
-    {"coordinator.log", "coordinator.log.offsets", "coordinator.log.partition", "coordinator.log.sync"},
     {"pipeline", "pipeline.datasource", "pipeline.run", "pipeline.stream"},
 ]
 

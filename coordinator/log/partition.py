@@ -416,15 +416,15 @@ class PartitionLog:
         self._durable_waiters.append((target, done))
         SYNCER.request(self, schedule_sync)
 
-    def _take_unsynced(self) -> tuple[list[Segment], bool, int]:
-        """For the syncer: the segments and directory entries to make durable, and the
+    def take_unsynced(self) -> tuple[list[Segment], bool, int]:
+        """For the syncer (sync.SyncedLog): the segments and directory entries to make durable, and the
         offset that will be durable once they are."""
         segs = list(self._unsynced.values())
         self._unsynced.clear()
         dir_dirty, self._dir_dirty = self._dir_dirty, False
         return segs, dir_dirty, self._next_offset
 
-    def _sync_failed(self, segs: list[Segment], dir_dirty: bool, error: OSError) -> None:
+    def sync_failed(self, segs: list[Segment], dir_dirty: bool, error: OSError) -> None:
         """A sync round covering this log failed. With fsync=always nothing past the
         durable offset was acknowledged (answers wait for durability), so it is cut: what
         clients were told, what memory holds and what a restart replays stay the same.
@@ -445,7 +445,7 @@ class PartitionLog:
         for _, done in waiters:
             done(failure, None)
 
-    def _synced_to(self, offset: int) -> None:
+    def synced_to(self, offset: int) -> None:
         self._durable_offset = max(self._durable_offset, offset)
         waiters = self._durable_waiters
         while waiters and waiters[0][0] <= self._durable_offset:

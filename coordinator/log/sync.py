@@ -29,14 +29,10 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from ..futures import settle
-from .segment import fsync_dir
-
-if TYPE_CHECKING:
-    from .partition import PartitionLog
-    from .segment import Segment
+from .segment import Segment, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +52,32 @@ def _load_syncfs():
 
 _syncfs = _load_syncfs()
 
+
+
+class SyncedLog(Protocol):
+    """What a sync round needs of a log (PartitionLog): what to make durable, and where to
+    report the outcome. The log asks for a round (Syncer.request); the syncer calls back."""
+
+    @property
+    def directory(self) -> Path: ...
+
+    def take_unsynced(self) -> tuple[list[Segment], bool, int]:
+        """The segments and directory entries to make durable, and the offset that will be
+        durable once they are."""
+        ...
+
+    def sync_failed(self, segs: list[Segment], dir_dirty: bool, error: OSError) -> None: ...
+
+    def synced_to(self, offset: int) -> None: ...
+
+
 # (log, its segments to sync, whether its directory is to sync, the offset durable after)
-Work = list[tuple["PartitionLog", list["Segment"], bool, int]]
+Work = list[tuple[SyncedLog, list[Segment], bool, int]]
 
 
 class Syncer:
     def __init__(self, use_aio: bool = True) -> None:
-        self._logs: dict[PartitionLog, None] = {}  # an ordered set: written since the last round began
+        self._logs: dict[SyncedLog, None] = {}  # an ordered set: written since the last round began
         self._next: asyncio.Future[None] | None = None  # settled by the round that will sync them
         self._in_flight: object | None = None  # the round running beside the loop now, if any
         self._in_flight_loop: asyncio.AbstractEventLoop | None = None
@@ -78,7 +93,7 @@ class Syncer:
             self._aio = AioFsync.create() or False
         return bool(self._aio)
 
-    def request(self, plog: PartitionLog, schedule: bool = True) -> asyncio.Future[None]:
+    def request(self, plog: SyncedLog, schedule: bool = True) -> asyncio.Future[None]:
         """A future settled once everything appended to `plog` so far is on disk (or
         failed with the OSError of the sync). schedule=False: the caller calls
         start_now() itself."""
@@ -111,7 +126,7 @@ class Syncer:
         if done is None:
             return
         self.rounds += 1
-        work: Work = [(plog, *plog._take_unsynced()) for plog in logs]
+        work: Work = [(plog, *plog.take_unsynced()) for plog in logs]
         files = [seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0]  # (dropped segments: closed)
         dirs = [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty]  # entries created or deleted
         token = object()
@@ -270,9 +285,9 @@ def errno_of(res: int) -> int:
     return -res if res < 0 else 0
 
 
-def sync_logs(logs: list[PartitionLog]) -> None:
+def sync_logs(logs: list[SyncedLog]) -> None:
     """Make what the logs hold durable, on the calling thread."""
-    work: Work = [(plog, *plog._take_unsynced()) for plog in logs]
+    work: Work = [(plog, *plog.take_unsynced()) for plog in logs]
     try:
         sync_files([seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0],
                    [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty])
@@ -305,12 +320,12 @@ def _checked_syncfs(fd: int) -> None:
 
 def _failed(work: Work, error: OSError) -> None:
     for plog, segs, dir_dirty, _ in work:
-        plog._sync_failed(segs, dir_dirty, error)
+        plog.sync_failed(segs, dir_dirty, error)
 
 
 def _mark_synced(work: Work) -> None:
     for plog, _, _, target in work:
-        plog._synced_to(target)
+        plog.synced_to(target)
 
 
 SYNCER = Syncer()  # one per process: every log's syncs are grouped

@@ -43,7 +43,10 @@ def module_graph() -> dict[str, set[str]]:
                 if node.level:
                     up = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(up + ([node.module] if node.module else []))
-                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+                # `from pkg import sub` of a submodule depends on pkg.sub, as `import pkg.sub` does;
+                # any other name imported from pkg is pkg's own.
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+                targets = subs + ([base] if len(subs) < len(node.names) else [])
             else:
                 continue
             for target in targets:
