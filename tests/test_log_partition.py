@@ -428,3 +428,14 @@ def test_a_log_start_offset_file_that_is_no_offset_is_ignored(tmp_path, text, ca
         log = open_log(tmp_path)
     assert log.log_start_offset == 0 and all_offsets(log) == [0, 1, 2] and "unreadable log-start-offset" in caplog.text
     log.close_sync()  # (the recovery point it writes holds the offsets: no overflow)
+
+
+def test_a_file_named_like_a_segment_past_int64_is_ignored(tmp_path, caplog):
+    log = open_log(tmp_path)
+    fill(log, 3)
+    log.close_sync()
+    (tmp_path / ("9" * 23 + ".log")).write_bytes(b"xx")
+    with caplog.at_level("WARNING"):
+        log = open_log(tmp_path)
+    assert all_offsets(log) == [0, 1, 2] and "is not a segment" in caplog.text
+    log.close_sync()

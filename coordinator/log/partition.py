@@ -153,6 +153,9 @@ class PartitionLog:
             int(p.name[: -len(SUFFIX)]) for p in directory.iterdir()
             if p.name.endswith(SUFFIX) and p.name[: -len(SUFFIX)].isdigit()
         )
+        while bases and bases[-1] >= 2**63:  # (no offset: a file that only looks like a segment)
+            log.warning("%s: %s is not a segment (its name is no offset), ignoring it",
+                        directory, segment_path(directory, bases.pop()).name)
         checkpoint = cls._read_checkpoint(directory)
         missing = sorted(set(checkpoint) - set(bases))
         if missing:  # the recovery point knew them: they were deleted behind the log's back
