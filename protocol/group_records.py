@@ -122,6 +122,27 @@ def _string16(s: str) -> bytes:
 _V1_KEY = _H.pack(OFFSET_COMMIT_KEY_VERSION)
 
 
+def _string16_nullable(s: str | None) -> bytes:
+    return b"\xff\xff" if s is None else _string16(s)
+
+
+# A member's part of a GroupMetadataValue v3: a group writes every member again with each
+# generation and each member's assignment, mostly the same bytes as last time.
+_members_v3: dict[MemberMetadata, bytes] = {}
+
+
+def _member_v3(m: MemberMetadata) -> bytes:
+    raw = _members_v3.get(m)
+    if raw is None:
+        raw = b"".join((_string16(m.member_id), _string16_nullable(m.group_instance_id), _string16(m.client_id),
+                        _string16(m.client_host), _I.pack(m.rebalance_timeout), _I.pack(m.session_timeout),
+                        _I.pack(len(m.subscription)), m.subscription, _I.pack(len(m.assignment)), m.assignment))
+        if len(_members_v3) >= 10_000:
+            _members_v3.clear()
+        _members_v3[m] = raw
+    return raw
+
+
 _commit_keys: dict[OffsetCommitKey, bytes] = {}  # members commit the same partitions again and again
 
 
@@ -185,6 +206,12 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         if version == 1:
             w.int64(value.expire_timestamp)
         w.tags()
+    elif type(value) is GroupMetadataValue and version == 3:  # what every classic group writes
+        g: GroupMetadataValue = value
+        members = g.members
+        return b"".join((_H.pack(3), _string16_nullable(g.protocol_type), _I.pack(g.generation),
+                         _string16_nullable(g.protocol), _string16_nullable(g.leader),
+                         _Q.pack(g.current_state_timestamp), _I.pack(len(members)), *map(_member_v3, members)))
     elif type(value) is GroupMetadataValue:
         if not 0 <= version <= GROUP_METADATA_VALUE_MAX:
             raise ValueError(f"GroupMetadataValue has no version {version}")

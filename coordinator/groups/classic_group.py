@@ -212,8 +212,9 @@ class ClassicGroup:
             raise IllegalStateTransition(
                 f"group {self.group_id!r}: illegal transition {self.state.value} -> {target.value}"
             )
-        log.info("group %s: %s -> %s (generation %d, %d members)", self.group_id, self.state.value, target.value,
-                 self.generation_id, len(self.members))
+        if log.isEnabledFor(logging.INFO):  # (every join, sync and leave passes here)
+            log.info("group %s: %s -> %s (generation %d, %d members)", self.group_id, self.state.value, target.value,
+                     self.generation_id, len(self.members))
         self.state = target
         self.state_timestamp = now_wall_ms
 
