@@ -134,8 +134,8 @@ class GroupApis:
                 ctx, JoinResult(error, req.member_id)))
         return self._join_later(ctx, result)
 
-    async def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
-        return self._join_response(ctx, await waiter)
+    def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> asyncio.Future:
+        return _then(waiter, lambda r: self._join_response(ctx, r))
 
     @staticmethod
     def _join_response(ctx: RequestContext, r: JoinResult) -> Any:
@@ -168,8 +168,8 @@ class GroupApis:
                                        lambda error: self._sync_response(ctx, SyncResult(error)))
         return self._sync_later(ctx, result)
 
-    async def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
-        return self._sync_response(ctx, await waiter)
+    def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> asyncio.Future:
+        return _then(waiter, lambda r: self._sync_response(ctx, r))
 
     @staticmethod
     def _sync_response(ctx: RequestContext, r: SyncResult) -> Any:
@@ -544,3 +544,28 @@ class GroupApis:
         return ctx.nested("Assignment", topic_partitions=tuple(
             ctx.nested("TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "", partitions=tuple(sorted(ps)))
             for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))))
+
+
+def _then(waiter: asyncio.Future, build: Callable[[Any], Any]) -> asyncio.Future:
+    """The answer build(waiter's result), as a future settled from the waiter's done callback:
+    a JoinGroup or SyncGroup that waits (for the join phase, for the leader's assignment) costs
+    no Task and no coroutine."""
+    out = waiter.get_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        error = f.exception()
+        if error is not None:
+            out.set_exception(error)
+            return
+        try:
+            out.set_result(build(f.result()))
+        except Exception as e:  # (reported as the handler's failure, not lost in a callback)
+            out.set_exception(e)
+
+    waiter.add_done_callback(done)
+    return out
