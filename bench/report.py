@@ -21,7 +21,10 @@ OUT = ROOT / "docs" / "benchmarks.md"
 SCRIPTS = {
     "bench/bench_wire.py": "ApiVersions and Metadata request rates and latencies over pipelining connections",
     "bench/bench_groups.py": "heartbeat rate, classic rebalance time at 10 / 100 / 500 members, join-sync-leave cycles",
-    "bench/bench_consumer_groups.py": "KIP-848 groups: time to reach the target assignment, heartbeat rate",
+    "bench/bench_churn.py": "consumer churn: server CPU per join-sync-leave cycle of a 1-member group (fsync always) "
+                            "and per new group created by its first commit, beside a bare server's",
+    "bench/bench_consumer_groups.py": "KIP-848 groups: time and server CPU until the group is Stable (assignment "
+                                      "batching on), beside a bare server's; heartbeat rate",
     "bench/bench_commits.py": "durable OffsetCommits per second and server CPU per commit; startup on large logs; "
                               "a bare server's floor (`--floor`)",
     "bench/bench_commit_path.py": "one OffsetCommit's CPU in process, without sockets or disk",
