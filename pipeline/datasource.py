@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-from .segments import OFFSETS_TOPIC, BadBatch, SegmentFile, batches, read_segment, segment_files
+from .segments import (
+    OFFSETS_TOPIC, BadBatch, SegmentFile, batches, read_segment, segment_file, segment_files, whole_batches_end,
+)
 
 RAW_SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary, value binary, "
               "headers array<struct<key:string,value:binary>>, attributes int, producer_id long, "
@@ -160,6 +162,48 @@ class ConsumerOffsetsDataSource(_Source):
         return from_arrow_schema(SCHEMA)
 
     def streamReader(self, schema):
-        from .stream import ConsumerOffsetsStreamReader
-
         return ConsumerOffsetsStreamReader(self.options["path"], int(self.options.get("partitions", 2)))
+
+
+class ConsumerOffsetsStreamReader(DataSourceStreamReader):
+    """`kafka-offsets` as a stream (pipeline.run.follow): each micro-batch gets the
+    `__consumer_offsets` batches appended since the last one. Its offsets are, per segment
+    file, the position after the last whole batch (a batch still being written waits for the
+    next trigger). Segments are assumed to only grow: a segment that compaction rewrote is
+    not read again (the server compacts `__consumer_offsets` only when asked)."""
+
+    def __init__(self, path: str, partitions: int) -> None:
+        self.path, self.n = path, partitions
+
+    def initialOffset(self) -> dict:
+        return {}
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        """{segment path: end of its whole batches}; `start` (Spark >= 4.2) is where the
+        last micro-batch ended: headers are read from there on."""
+        start = start or {}
+        out = dict(start)  # (a segment deleted since, by retention, keeps its last position)
+        for f in segment_files(self.path, {OFFSETS_TOPIC}):
+            try:
+                out[f.path] = whole_batches_end(f.path, start.get(f.path, 0))
+            except FileNotFoundError:
+                pass
+        return out
+
+    def partitions(self, start: dict, end: dict) -> list[FilesPartition]:
+        ranges = []
+        for path, stop in sorted(end.items()):
+            if stop > start.get(path, 0):
+                try:
+                    ranges.append(segment_file(path, start.get(path, 0), stop))
+                except FileNotFoundError:
+                    pass  # deleted by retention meanwhile: what it held is gone from the log too
+        return [FilesPartition(files) for files in pack(ranges, self.n)] or [FilesPartition([])]
+
+    def read(self, partition: FilesPartition):
+        from .decode import decode_segments
+
+        return decode_segments(partition.files)
+
+    def commit(self, end: dict) -> None:
+        pass  # nothing to release: the files stay the server's

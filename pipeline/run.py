@@ -351,6 +351,34 @@ def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dic
     return frames
 
 
+def follow(spark, data_dir: str, out: str, interval_seconds: float = 10.0, **job_options):
+    """`--follow`: start (and return) a Structured Streaming query over the growing log.
+
+    Each trigger gets the `__consumer_offsets` batches appended since the last one
+    (datasource.ConsumerOffsetsStreamReader); their decoded rows are written under
+    `<out>/_decoded/` in a directory named by the batch id, replacing whatever a crashed run
+    left there, so a micro-batch that Spark runs again after a restart (same id, same offsets,
+    from the checkpoint under `<out>/_checkpoint/`) is not counted twice; then every output is
+    computed again (run) from all decoded rows and the topic logs as they are now. A
+    transactional commit whose marker arrives in a later micro-batch than its records is not
+    counted."""
+    from pipeline import register
+
+    register(spark)
+    outputs = Outputs(spark, out)
+    decoded = outputs.of("_decoded")
+
+    def process(rows, batch_id: int) -> None:
+        rows.write.mode("overwrite").parquet(f"{decoded}/batch={batch_id}")
+        everything = spark.read.option("basePath", decoded).parquet(decoded).drop("batch")
+        run(spark, data_dir, out, offsets=everything, **job_options)
+
+    n = spark.sparkContext.defaultParallelism
+    return (spark.readStream.format("kafka-offsets").option("partitions", str(n)).load(data_dir)
+            .writeStream.foreachBatch(process).option("checkpointLocation", outputs.of("_checkpoint"))
+            .trigger(processingTime=f"{interval_seconds} seconds").start())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipeline.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -393,9 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_ship_code and (decoding is None or args.verify_topics):
             shipped = ship_code(spark)
         if args.follow:
-            from pipeline import stream
-
-            query = stream.start(spark, args.data_dir, args.out, args.interval, storm_threshold=args.storm_threshold,
+            query = follow(spark, args.data_dir, args.out, args.interval, storm_threshold=args.storm_threshold,
                                  storm_window_minutes=args.storm_window_minutes, verify_topics=args.verify_topics,
                                  lag_window=args.lag_window)
             print(f"following {args.data_dir} every {args.interval:g} s; outputs in {args.out}; Ctrl-C stops",

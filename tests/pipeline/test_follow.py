@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from coordinator.log.offsets import OffsetsLog  # noqa: E402
-from pipeline import stream  # noqa: E402
+from pipeline.run import follow  # noqa: E402
 from protocol.group_records import OffsetCommitKey, OffsetCommitValue  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark: a JVM and Python workers per session
@@ -37,7 +37,7 @@ def test_follow_picks_up_commits_and_resumes_from_its_checkpoint(spark, tmp_path
     def batches_with_data(query) -> int:
         return sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
 
-    query = stream.start(spark, str(data), str(out), interval_seconds=0.5, log=lambda *a: None)
+    query = follow(spark, str(data), str(out), interval_seconds=0.5, log=lambda *a: None)
     try:
         query.processAllAvailable()
         assert outputs() == ({("g", "t", 0): 1, ("g", "t", 1): 1}, 2)
@@ -49,7 +49,7 @@ def test_follow_picks_up_commits_and_resumes_from_its_checkpoint(spark, tmp_path
     finally:
         query.stop()
 
-    query = stream.start(spark, str(data), str(out), interval_seconds=0.5, log=lambda *a: None)  # a restart
+    query = follow(spark, str(data), str(out), interval_seconds=0.5, log=lambda *a: None)  # a restart
     try:
         query.processAllAvailable()
         assert outputs() == ({("g", "t", 0): 2, ("g", "t", 1): 2}, 4)  # nothing read twice
