@@ -20,6 +20,8 @@ from typing import Any
 
 import click
 
+from .common import Failure, emit
+
 FAULT_COLUMNS = ["ID", "API", "ERROR", "TIMES", "PROBABILITY", "DELAY_MS", "DROP", "STALL", "CLIENT_ID", "GROUP",
                  "TOPIC", "BROKER", "FIRED"]
 FAULT_KEYS = ["id", "api", "error", "times", "probability", "delay_ms", "drop", "stall", "client_id", "group",
@@ -33,8 +35,6 @@ def control_option(f: Any) -> Any:
 
 def call(control: str, method: str, path: str, body: Any = None) -> Any:
     """One request to the control API; its JSON answer. An error answer is a Failure (one line)."""
-    from .cli import Failure
-
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://{control}{path}", data=data, method=method,
                                      headers={"Content-Type": "application/json"})
@@ -54,8 +54,6 @@ def call(control: str, method: str, path: str, body: Any = None) -> Any:
 
 
 def show_faults(ctx: click.Context, rules: list[dict[str, Any]]) -> None:
-    from .cli import emit
-
     if ctx.obj["output"] == "json":
         click.echo(json.dumps(rules, indent=2))
         return

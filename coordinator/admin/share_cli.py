@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from .cli import (
+from .common import (
     DELETE_GROUPS, EARLIEST, LATEST, LIST_GROUPS, Failure, cluster_of, dry_run_note, duration_ms, emit, error_name,
     execute_option, list_offsets, parse_topics, timestamp_ms,
 )
