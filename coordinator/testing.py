@@ -337,6 +337,9 @@ class Cluster:
     async def amove_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         return await asyncio.to_thread(self.move_leader, topic, partition, to)
 
+    async def amove_transaction_coordinator(self, transactional_id: str, to: int | None = None) -> int:
+        return await asyncio.to_thread(self.move_transaction_coordinator, transactional_id, to)
+
 
 def _q(value: str) -> str:
     from urllib.parse import quote

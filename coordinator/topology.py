@@ -101,8 +101,9 @@ class Topology:
         self.txn_logs = txn_logs
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         # __consumer_offsets partitions whose new coordinator is loading them
-        # (COORDINATOR_LOAD_IN_PROGRESS until done).
+        # (COORDINATOR_LOAD_IN_PROGRESS until done); the same for __transaction_state.
         self.loading: set[int] = set()
+        self.txn_loading: set[int] = set()
         self.version = 0  # bumped on every change (Metadata answers are cached by it)
         # The leader of each __consumer_offsets partition: every group request checks it.
         self.coordinators = [self.state(OFFSETS_TOPIC, p).leader for p in range(offsets_partitions)]
@@ -206,12 +207,15 @@ class Topology:
         return E.coordinator_load_in_progress if self.loading and offsets_partition in self.loading else E.none
 
     def txn_coordinator_error(self, node_id: int, transactional_id: str) -> int:
-        """NOT_COORDINATOR on a broker that does not lead the id's __transaction_state
-        partition (its new leader serves at once: the transaction state stays in memory)."""
+        """Kafka's TransactionStateManager.getTransactionState checks: NOT_COORDINATOR on a
+        broker that does not lead the id's __transaction_state partition,
+        COORDINATOR_LOAD_IN_PROGRESS while its new leader loads it."""
         if self.single:
             return E.none
         p = self.txn_partition(transactional_id)
-        return E.none if self.state(TRANSACTION_TOPIC, p).leader == node_id else E.not_coordinator
+        if self.state(TRANSACTION_TOPIC, p).leader != node_id:
+            return E.not_coordinator
+        return E.coordinator_load_in_progress if self.txn_loading and p in self.txn_loading else E.none
 
     # changes ----------------------------------------------------------------------------
 
@@ -444,19 +448,26 @@ class ClusterControl:
 
     async def _coordinators_moved(self, moved: list[tuple[str, int]]) -> None:
         """The new leaders of `__consumer_offsets` partitions load their groups from the log
-        (Kafka's group immigration); until each is loaded, its broker answers
-        COORDINATOR_LOAD_IN_PROGRESS and the old one NOT_COORDINATOR. The transaction state is
-        kept in memory, as the log holds it: its new coordinator serves at once."""
+        (Kafka's group immigration), those of `__transaction_state` partitions their
+        transactional ids (the TransactionStateManager's); until each is loaded, its broker
+        answers COORDINATOR_LOAD_IN_PROGRESS and the old one NOT_COORDINATOR."""
         shards = [p for topic, p in moved if topic == OFFSETS_TOPIC]
+        txn_shards = [p for topic, p in moved if topic == TRANSACTION_TOPIC] if self.transactions is not None else []
         t = self.topology
         t.loading.update(shards)
+        t.txn_loading.update(txn_shards)
         try:
+            for p in txn_shards:
+                await self.transactions.unload(p)
             for p in shards:
                 await self.groups.unload(p)
             for p in shards:
                 await self.groups.load_partition(p)
                 t.loading.discard(p)
+            for p in txn_shards:
+                self.transactions.load_partition(p)
+                t.txn_loading.discard(p)
         finally:
             t.loading.difference_update(shards)
+            t.txn_loading.difference_update(txn_shards)
             t.version += 1
-

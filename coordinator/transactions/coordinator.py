@@ -10,7 +10,9 @@ decided. The markers (control batches on every partition of the transaction; for
 `__consumer_offsets` they also apply or drop the pending offsets) are written after, and
 CompleteCommit / CompleteAbort closes it. Requests arriving meanwhile get
 CONCURRENT_TRANSACTIONS and the client retries, as with Kafka. A transaction found in a
-Prepare state at startup has its markers written again.
+Prepare state at startup, or when its `__transaction_state` partition moves to this
+coordinator (`unload` / `load_partition`, the TransactionStateManager's emigration and
+immigration), has its markers written again.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class TransactionMetadata:
     last_update_ms: int = 0
     last_producer_id: int = -1  # before the last epoch bump (KIP-360: a producer may retry InitProducerId)
     last_producer_epoch: int = -1
+    # Its partition of __transaction_state moved to another coordinator: this copy is stale.
+    unloaded: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     def value(self) -> TransactionLogValue:
@@ -103,27 +107,50 @@ class TransactionCoordinator:
     # loading ----------------------------------------------------------------------------
 
     def load(self) -> int:
-        """Replay `__transaction_state` (the last record of each id wins), then finish the
-        transactions a crash left in PrepareCommit / PrepareAbort."""
-        for plog in self.log.logs:
-            for _, data in plog.batches():
-                for r in iter_batch_records(data):
-                    if r.key is None:
-                        continue
-                    txn_id = decode_key(r.key)
-                    v = decode_value(r.value)
-                    if v is None:
-                        self.txns.pop(txn_id, None)
-                        continue
-                    self.txns[txn_id] = TransactionMetadata(
-                        txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
-                        {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms)
-        for meta in self.txns.values():
+        """Replay every partition of `__transaction_state` (at startup)."""
+        return sum(self.load_partition(p) for p in range(len(self.log.logs)))
+
+    def load_partition(self, partition: int) -> int:
+        """Replay one `__transaction_state` partition (the last record of each id wins), then
+        finish the transactions it holds in PrepareCommit / PrepareAbort: their outcome was
+        decided, their markers may not all be written (Kafka's
+        TransactionStateManager.loadTransactionsForTxnTopicPartition, then the coordinator's
+        completion of the pending ones on immigration). An ongoing transaction comes back
+        with its partitions and its start time, so its timeout runs on."""
+        loaded: dict[str, TransactionMetadata] = {}
+        for _, data in self.log.logs[partition].batches():
+            for r in iter_batch_records(data):
+                if r.key is None:
+                    continue
+                txn_id = decode_key(r.key)
+                v = decode_value(r.value)
+                if v is None:
+                    loaded.pop(txn_id, None)
+                    continue
+                loaded[txn_id] = TransactionMetadata(
+                    txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
+                    {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms)
+        self.txns.update(loaded)
+        for meta in loaded.values():
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 self._spawn(self._complete(meta))
-        if self.txns:
-            log.info("loaded %d transactional ids", len(self.txns))
-        return len(self.txns)
+        if loaded:
+            log.info("%s-%d: loaded %d transactional ids", TOPIC, partition, len(loaded))
+        return len(loaded)
+
+    async def unload(self, partition: int) -> int:
+        """Drop the transactional ids of one `__transaction_state` partition from memory
+        (Kafka's TransactionStateManager.removeTransactionsForTxnTopicPartition, on
+        emigration). What a request or a marker completion holding an id's lock is writing
+        finishes first, so the log the new coordinator loads holds it; whatever waits for
+        the lock after finds the id unloaded and answers NOT_COORDINATOR."""
+        gone = [m for m in self.txns.values() if self.log.partition_for(m.transactional_id) == partition]
+        for meta in gone:
+            async with meta.lock:
+                meta.unloaded = True
+                if self.txns.get(meta.transactional_id) is meta:
+                    del self.txns[meta.transactional_id]
+        return len(gone)
 
     def start(self) -> None:
         self._timer = asyncio.get_running_loop().create_task(self._abort_timed_out_every())
@@ -202,6 +229,8 @@ class TransactionCoordinator:
                     return error, -1, -1
                 return E.none, meta.producer_id, meta.producer_epoch
         async with meta.lock:
+            if meta.unloaded:  # its partition moved while we waited
+                return E.not_coordinator, -1, -1
             if self.txns.get(txn_id) is not meta:  # expired while we waited: start afresh
                 return await self._init(txn_id, timeout_ms, pid, epoch)
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
@@ -247,11 +276,21 @@ class TransactionCoordinator:
     def _check(self, txn_id: str, pid: int, epoch: int, version_fenced: bool) -> tuple[int, TransactionMetadata | None]:
         """Kafka's checks shared by AddPartitions, AddOffsets and EndTxn."""
         meta = self.txns.get(txn_id) if txn_id else None
+        if meta is not None and meta.unloaded:
+            return E.not_coordinator, None
         if meta is None or meta.producer_id != pid:
             return E.invalid_producer_id_mapping, None
         if epoch != meta.producer_epoch:
             return (E.producer_fenced if version_fenced else E.invalid_producer_epoch), None
         return E.none, meta
+
+    def _recheck(self, meta: TransactionMetadata, pid: int, epoch: int, version_fenced: bool) -> int:
+        """_check again once meta.lock is held: the id may have moved, expired or been bumped
+        while the request waited."""
+        if meta.unloaded:
+            return E.not_coordinator
+        error, current = self._check(meta.transactional_id, pid, epoch, version_fenced)
+        return error if current is meta or error != E.none else E.invalid_producer_id_mapping
 
     async def _add(self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
                    version_fenced: bool) -> dict[tuple[str, int], int]:
@@ -262,7 +301,7 @@ class TransactionCoordinator:
         error, meta = self._check(txn_id, pid, epoch, version_fenced)
         if meta is not None:
             async with meta.lock:
-                error, _ = self._check(txn_id, pid, epoch, version_fenced)  # (it may have moved while we waited)
+                error = self._recheck(meta, pid, epoch, version_fenced)
                 if error == E.none:
                     error = await self._add_locked(meta, partitions)
         return {tp: error for tp in partitions}
@@ -341,7 +380,7 @@ class TransactionCoordinator:
         error, meta = self._check(req.transactional_id, req.producer_id, req.producer_epoch, ctx.version >= 2)
         if meta is not None:
             async with meta.lock:
-                error, _ = self._check(req.transactional_id, req.producer_id, req.producer_epoch, ctx.version >= 2)
+                error = self._recheck(meta, req.producer_id, req.producer_epoch, ctx.version >= 2)
                 if error == E.none:
                     error = await self._end(meta, req.committed)
         pid, epoch = (meta.producer_id, meta.producer_epoch) if meta is not None and error == E.none else (-1, -1)
@@ -363,7 +402,8 @@ class TransactionCoordinator:
 
     async def _complete(self, meta: TransactionMetadata) -> None:
         async with meta.lock:
-            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            # (unloaded: the coordinator it moved to completes it after loading)
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and not meta.unloaded:
                 await self._markers_and_complete(meta)
 
     async def _markers_and_complete(self, meta: TransactionMetadata) -> None:
@@ -413,7 +453,8 @@ class TransactionCoordinator:
 
     async def _expire(self, meta: TransactionMetadata) -> None:
         async with meta.lock:
-            if meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) or self.txns.get(meta.transactional_id) is not meta:
+            if meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) or self.txns.get(meta.transactional_id) is not meta \
+                    or meta.unloaded:
                 return
             fut, done = future_and_callback()
             try:
@@ -438,7 +479,7 @@ class TransactionCoordinator:
 
     async def _abort_timed_out(self, meta: TransactionMetadata) -> None:
         async with meta.lock:
-            if meta.state == ONGOING:
+            if meta.state == ONGOING and not meta.unloaded:
                 await self._fence_and_abort(meta)
 
     # DescribeTransactions / ListTransactions --------------------------------------------
@@ -446,9 +487,10 @@ class TransactionCoordinator:
     def describe_transactions(self, ctx: RequestContext, req: Any) -> Any:
         states = []
         for txn_id in req.transactional_ids:
-            meta = self.txns.get(txn_id)
+            error = self._not_here(ctx, txn_id)  # (NOT_COORDINATOR: the admin client asks the coordinator)
+            meta = self.txns.get(txn_id) if error == E.none else None
             if meta is None:
-                states.append(ctx.nested("TransactionState", error_code=E.transactional_id_not_found,
+                states.append(ctx.nested("TransactionState", error_code=error or E.transactional_id_not_found,
                                          transactional_id=txn_id, transaction_state="", transaction_timeout=0,
                                          transaction_start_time=millis_datetime(-1), producer_id=-1, producer_epoch=-1,
                                          topics=()))
@@ -476,6 +518,8 @@ class TransactionCoordinator:
                 continue
             if min_duration >= 0 and (meta.state != ONGOING or now - meta.start_ms < min_duration):
                 continue
+            if self._not_here(ctx, meta.transactional_id) != E.none:
+                continue  # (each broker lists the ids it coordinates; the admin client asks them all)
             out.append(ctx.nested("TransactionState", transactional_id=meta.transactional_id,
                                   producer_id=meta.producer_id, transaction_state=STATE_NAMES[meta.state]))
         return ctx.response(throttle_time=0, error_code=E.none, unknown_state_filters=unknown,
