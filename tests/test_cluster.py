@@ -153,6 +153,55 @@ async def test_a_moved_leader_bumps_its_epoch_and_offset_for_leader_epoch_follow
         await close(conns)
 
 
+async def fetch_part(conn: WireClient, topic: str, current: int, v: int = 12, session_epoch: int = -1,
+                     session_id: int = 0):
+    r = await conn.request(FETCH, v, request_class(FETCH, v)(
+        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=session_id, session_epoch=session_epoch, topics=(nested(FETCH, v, "FetchTopic")(
+            topic=topic, partitions=(nested(FETCH, v, "FetchPartition")(
+                partition=0, current_leader_epoch=current, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(), rack_id=""))
+    return r
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+async def test_fetch_checks_the_current_leader_epoch(kafka_cluster):
+    """Kafka's Partition.checkCurrentLeaderEpoch on Fetch v9+: an older epoch is fenced (with
+    KIP-951's leader hint), a newer one unknown; -1 is not checked. A fetch session keeps the
+    epoch of the latest request that lists the partition."""
+    conns = await connect(kafka_cluster)
+    try:
+        assert await create_topic(conns[1], "fe", 1, 3) == E.none
+        new = await kafka_cluster.amove_leader("fe", 0)  # epoch 1
+        for current, error in [(-1, E.none), (1, E.none), (0, E.fenced_leader_epoch), (2, E.unknown_leader_epoch)]:
+            part = (await fetch_part(conns[new], "fe", current)).responses[0].partitions[0]
+            assert part.error_code == error, current
+        fenced = (await fetch_part(conns[new], "fe", 0)).responses[0].partitions[0]
+        assert (fenced.current_leader.leader_id, fenced.current_leader.leader_epoch) == (new, 1)
+        # a session opened under epoch 1 is fenced once the leadership moves back and forth
+        opened = await fetch_part(conns[new], "fe", 1, session_epoch=0)
+        assert opened.session_id > 0 and opened.responses[0].partitions[0].error_code == E.none
+        await kafka_cluster.amove_leader("fe", 0, to=new % 3 + 1)
+        await kafka_cluster.amove_leader("fe", 0, to=new)  # epoch 3
+        r = await conns[new].request(FETCH, 12, request_class(FETCH, 12)(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=opened.session_id, session_epoch=1, topics=(), forgotten_topics_data=(), rack_id=""))
+        assert r.responses[0].partitions[0].error_code == E.fenced_leader_epoch
+        # the client learns the new epoch and says so in the session: served again
+        r = await fetch_part(conns[new], "fe", 3, session_id=opened.session_id, session_epoch=2)
+        assert r.responses[0].partitions[0].error_code == E.none
+        # Fetch v8 carries no epoch: not checked
+        assert (await conns[new].request(FETCH, 8, request_class(FETCH, 8)(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(nested(FETCH, 8, "FetchTopic")(topic="fe", partitions=(
+                nested(FETCH, 8, "FetchPartition")(partition=0, fetch_offset=0, log_start_offset=-1,
+                                                   partition_max_bytes=1 << 20),)),),
+            forgotten_topics_data=()))).responses[0].partitions[0].error_code == E.none
+    finally:
+        await close(conns)
+
+
 @pytest.mark.kafka_cluster(brokers=3)
 def test_a_stopped_broker_leaves_metadata_and_isr_and_comes_back(kafka_cluster):
     import asyncio

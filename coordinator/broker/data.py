@@ -365,7 +365,8 @@ class DataPlane:
             else:
                 name, topic_id = t.topic, None
             for p in t.partitions:
-                out.append(CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes))
+                out.append(CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                           leader_epoch=getattr(p, "current_leader_epoch", -1)))
         return out
 
     def _read(self, ctx: RequestContext, targets: list[CachedPartition], budget: int,
@@ -382,9 +383,9 @@ class DataPlane:
                 error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
             elif not 0 <= target.partition < info.partitions:
                 error = E.unknown_topic_or_partition
-            elif self.leader_error(ctx, target.topic, target.partition) != E.none:
-                error = E.not_leader_or_follower
-                if ctx.version >= 12:
+            elif (error := self.leader_error(ctx, target.topic, target.partition, target.leader_epoch)) != E.none:
+                # (KIP-951: the leader hint goes with a fenced epoch too, as Kafka's KafkaApis adds it)
+                if ctx.version >= 12 and error in (E.not_leader_or_follower, E.fenced_leader_epoch):
                     hint = self.current_leader(ctx, target.topic, target.partition)
             else:
                 plog = info.logs[target.partition]
@@ -543,6 +544,7 @@ class DataPlane:
                 session.partitions[key] = target  # high watermark -1: always in the next answer
             else:
                 cached.fetch_offset, cached.max_bytes = target.fetch_offset, target.max_bytes
+                cached.leader_epoch = target.leader_epoch
         for f in getattr(req, "forgotten_topics_data", None) or ():
             topic = f.topic_id if ctx.version >= 13 else f.topic
             for p in f.partitions:
@@ -565,7 +567,7 @@ class DataPlane:
             info = self.topics.get(target.topic) if target.topic is not None else None
             if info is None or (ctx.version >= 13 and info.topic_id != target.topic_id) \
                     or not 0 <= target.partition < info.partitions \
-                    or self.leader_error(ctx, target.topic, target.partition) != E.none:
+                    or self.leader_error(ctx, target.topic, target.partition, target.leader_epoch) != E.none:
                 return True
             plog = info.logs[target.partition]
             offset = target.fetch_offset

@@ -36,6 +36,9 @@ class CachedPartition:
     max_bytes: int
     high_watermark: int = -1  # as last answered; -1 after an error, so the partition is re-sent
     log_start_offset: int = -1
+    # The client's current_leader_epoch (Fetch v9+, KIP-320; -1: none), as in Kafka's
+    # CachedPartition: the latest request that lists the partition sets it.
+    leader_epoch: int = -1
 
     def must_respond(self, records: bytes, error: int, high_watermark: int, log_start_offset: int) -> bool:
         """Whether an incremental answer includes this partition (Kafka's
