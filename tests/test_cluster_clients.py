@@ -243,3 +243,122 @@ def test_transactions_across_a_transaction_coordinator_move(kafka_cluster):
             values.add(m.value().decode())
     consumer.close()
     assert values == {f"{r}-{i}" for r in range(3) for i in range(10)}
+
+
+def read_committed_values(bootstrap: str, topic: str, expected: int) -> list[str]:
+    """Every value a read_committed consumer gets from the topic's beginning, once at least
+    `expected` are in and the consumer has reached the end."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.subscribe([topic])
+    values: list[str] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 60
+    while (len(values) < expected or len(at_end) < 2) and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is None:
+            continue
+        if m.error() is None:
+            values.append(m.value().decode())
+            at_end.discard(m.partition())
+        elif m.error().code() == m.error()._PARTITION_EOF:
+            at_end.add(m.partition())
+    consumer.close()
+    return values
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+def test_confluent_transactions_across_a_stop_of_the_transaction_coordinator(kafka_cluster):
+    """Each round is in flight (records sent, not yet committed) when the coordinator's broker
+    stops or its partition moves; the new coordinator loads the transaction from the log and
+    commits it. Committed rounds are read once, the aborted one never."""
+    from confluent_kafka import Producer
+
+    bootstrap = kafka_cluster.bootstrap
+    create_topic(bootstrap, "txs", 2)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-stopper", "linger.ms": 0})
+    producer.init_transactions(30)
+    for round_ in range(3):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce("txs", f"{round_}-{i}".encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+        stopped = kafka_cluster.transaction_coordinator_of("tx-stopper")
+        if round_ == 1:
+            kafka_cluster.move_transaction_coordinator("tx-stopper")
+        else:
+            kafka_cluster.stop_broker(stopped)
+        assert kafka_cluster.transaction_coordinator_of("tx-stopper") != stopped
+        producer.commit_transaction(60)
+        kafka_cluster.start_broker(stopped)
+    producer.begin_transaction()
+    producer.produce("txs", b"aborted")
+    assert producer.flush(30) == 0
+    kafka_cluster.stop_broker(kafka_cluster.transaction_coordinator_of("tx-stopper"))
+    producer.abort_transaction(60)
+    values = read_committed_values(bootstrap, "txs", 30)
+    assert sorted(values) == sorted(f"{r}-{i}" for r in range(3) for i in range(10))  # once each, no abort
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+def test_kafka_python_transactions_across_coordinator_moves(kafka_cluster):
+    """(Not across a stop: kafka-python's transaction manager keeps waiting for the stopped
+    coordinator's connection instead of looking the coordinator up again, as Java's Sender does.)"""
+    from kafka import KafkaProducer
+
+    bootstrap = kafka_cluster.bootstrap
+    create_topic(bootstrap, "txk", 2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-kafka-python")
+    producer.init_transactions()
+    for round_ in range(2):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.send("txk", f"{round_}-{i}".encode(), partition=i % 2)
+        producer.flush()
+        kafka_cluster.move_transaction_coordinator("tx-kafka-python")
+        producer.commit_transaction()
+    producer.begin_transaction()
+    producer.send("txk", b"aborted", partition=0)
+    producer.flush()
+    kafka_cluster.move_transaction_coordinator("tx-kafka-python")
+    producer.abort_transaction()
+    producer.close()
+    values = read_committed_values(bootstrap, "txk", 20)
+    assert sorted(values) == sorted(f"{r}-{i}" for r in range(2) for i in range(10))
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+def test_confluent_consumer_across_leader_moves_has_no_gap_and_no_duplicate(kafka_cluster):
+    """The consumer fetches with the leader epoch Metadata gave it: after each move the old
+    leader answers NOT_LEADER_OR_FOLLOWER, the new one fences a stale epoch, and the consumer
+    goes on from its position after validating it (OffsetForLeaderEpoch)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    bootstrap = kafka_cluster.bootstrap
+    create_topic(bootstrap, "lm", 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lm-reader", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition("lm", 0, 0)])
+    offsets: list[int] = []
+    total = 0
+    try:
+        for _ in range(5):
+            produce(bootstrap, total, 40, topic="lm")
+            total += 40
+            deadline = time.monotonic() + 60
+            while len(offsets) < total - 20 and time.monotonic() < deadline:  # moved mid-way through the batch
+                m = consumer.poll(0.2)
+                if m is not None and m.error() is None:
+                    offsets.append(m.offset())
+            kafka_cluster.move_leader("lm", 0)
+        deadline = time.monotonic() + 60
+        while len(offsets) < total and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None:
+                offsets.append(m.offset())
+    finally:
+        consumer.close()
+    assert offsets == list(range(total))  # no gap, no duplicate
