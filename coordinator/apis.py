@@ -60,6 +60,11 @@ class Registry:
         return route
 
 
+class CloseConnection(Exception):
+    """Raised by a handler for a request that Kafka answers by closing the connection
+    (unsupported api, garbage, a failed SASL exchange)."""
+
+
 class BuiltWhenSent:
     """A response body built only when its connection writes it: a Fetch's records are
     read then, not held while earlier answers wait or the client does not read."""

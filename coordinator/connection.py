@@ -12,18 +12,16 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Protocol
 
 from protocol.framing import FrameDecoder, FrameError
 from protocol.messages import UnknownApi
 from protocol.wire import MalformedRequest
 
-from .apis import LATER, UNANSWERED, RequestContext
+from .apis import LATER, UNANSWERED, CloseConnection, RequestContext
+from .config import Config
+from .listeners import Listener
 from .security.sasl import SaslSession
-
-if TYPE_CHECKING:
-    from .listeners import Listener
-    from .server import Server
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +37,29 @@ def _retrieve(fut: asyncio.Future) -> None:
         fut.exception()
 
 
-class CloseConnection(Exception):
-    """A request that Kafka answers by closing the connection (unsupported api, garbage)."""
+class ConnectionHost(Protocol):
+    """What a connection needs of the server that accepted it (server.Server, Kafka's
+    SocketServer and its request channel): the limits, the set of open connections, and
+    the request path."""
+
+    config: Config
+    listeners: list[Listener]
+    connections: set[Connection]
+    warn_closing: Callable[..., None]  # rate-limited: a closing storm must not flood the log
+
+    def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool: ...
+
+    def dispatch(self, conn: Connection, frame: bytes) -> bytes | RequestContext | None: ...
+
+    def encode(self, ctx: RequestContext, result: Any) -> bytes | None: ...
+
+    def cancel_on_close(self, ctx: RequestContext) -> bool: ...
+
+    def log_handler_failure(self, msg: str, *args: Any, exc_info: Any = True) -> None: ...
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server, listener: Listener | None = None) -> None:
+    def __init__(self, server: ConnectionHost, listener: Listener | None = None) -> None:
         self.server = server
         # the port it came in by: its protocol, and the address clients are told (Metadata)
         self.listener = listener or server.listeners[0]

@@ -28,8 +28,7 @@ from kio.schema.index import api_key_map
 
 from protocol.error_response import error_response
 
-from .apis import LATER, UNANSWERED, RequestContext, inner_context
-from .connection import CloseConnection
+from .apis import LATER, UNANSWERED, CloseConnection, RequestContext, inner_context
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from protocol.messages import (
 )
 from protocol.wire import MalformedRequest
 
-from .apis import LATER, UNANSWERED, BuiltWhenSent, Raw, Registry, RequestContext
+from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext
 from .config import Config
-from .connection import CloseConnection, Connection
+from .connection import Connection
 from .data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
 from .durable import StoreError
 from .faults import Faults

@@ -24,8 +24,7 @@ from protocol.record_batch import (
     iter_batches, parse_header, stamp_log_append_time,
 )
 
-from ..apis import BuiltWhenSent, Registry, RequestContext, ms
-from ..connection import CloseConnection
+from ..apis import BuiltWhenSent, CloseConnection, Registry, RequestContext, ms
 from ..log.partition import LEADER_EPOCH, InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .config_defs import LONG_MAX
 from .fetch_sessions import (

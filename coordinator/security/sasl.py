@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
+from ..apis import CloseConnection
 from .scram import HASHES, AuthenticationFailed, ScramCredential, ScramExchange, derive, matches
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,6 @@ class SaslApis:
 
     def raw_token(self, conn: Any, token: bytes) -> bytes:
         """One bare token after SaslHandshake v0: the framed answer, or CloseConnection."""
-        from ..connection import CloseConnection
-
         session: SaslSession = conn.sasl
         try:
             answer, done = session.exchange.step(bytes(token))
