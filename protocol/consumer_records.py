@@ -60,6 +60,8 @@ class ConsumerGroupCurrentMemberAssignmentKey:
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupMetadataValue:
     epoch: int
+    # KIP-1101's group metadata hash (tagged field 0, Kafka 4.1+); 0 (not written) in older logs
+    metadata_hash: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +291,12 @@ def encode_value(value: object) -> bytes:
     t = type(value)
     if t is ConsumerGroupMetadataValue:
         w.int32(value.epoch)
+        if value.metadata_hash:  # (a tagged field at its default is not written)
+            w.uvarint(1)  # one tagged field
+            w.uvarint(0)  # its tag: MetadataHash
+            w.uvarint(8)
+            w.int64(value.metadata_hash)
+            return bytes(w.out)
     elif t is ConsumerGroupPartitionMetadataValue:
         w.array_len(len(value.topics))
         for tm in value.topics:
@@ -343,7 +351,16 @@ def decode_value(key: object, data: bytes) -> object:
     r.flexible = True  # every version is flexible (KIP-915: newer ones add only tagged fields)
     t = type(key)
     if t is ConsumerGroupMetadataKey:
-        value: object = ConsumerGroupMetadataValue(r.int32())
+        epoch, digest = r.int32(), 0
+        for _ in range(r.uvarint()):  # MetadataHash (tag 0) read, any other tag skipped
+            tag = r.uvarint()
+            data = r.take(r.uvarint())
+            if tag == 0:
+                if len(data) != 8:
+                    raise r.fail(f"MetadataHash of {len(data)} bytes")
+                digest = int.from_bytes(data, "big", signed=True)
+        r.end()
+        return ConsumerGroupMetadataValue(epoch, digest)
     elif t is ConsumerGroupPartitionMetadataKey:
         topics = []
         for _ in range(r.array_len()):
@@ -357,7 +374,7 @@ def decode_value(key: object, data: bytes) -> object:
                 r.skip_tags()
             r.skip_tags()
             topics.append(TopicMetadata(topic_id, name, count))
-        value = ConsumerGroupPartitionMetadataValue(tuple(topics))
+        value: object = ConsumerGroupPartitionMetadataValue(tuple(topics))
     elif t is ConsumerGroupMemberMetadataKey:
         instance_id, rack_id, client_id, client_host = (r.string(True), r.string(True), r.string(), r.string())
         names = tuple(r.string() for _ in range(r.array_len()))

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol import consumer_records as R
 
+from .metadata_hash import metadata_hash
 from .group import ExpirationBase
 from .reconciliation import Assignment, MemberState
 
@@ -310,7 +311,8 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
     what a restart must replay to rebuild it."""
     g = group.group_id
     out: dict[Any, Any] = {
-        R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch),
+        R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch,
+                                                                 metadata_hash(group.subscription_metadata)),
         R.ConsumerGroupPartitionMetadataKey(g): R.ConsumerGroupPartitionMetadataValue(tuple(
             R.TopicMetadata(tid, name, n) for name, (tid, n) in sorted(group.subscription_metadata.items()))),
         R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(

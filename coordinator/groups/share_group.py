@@ -9,7 +9,6 @@ Which records a member gets is the share-partition's business (coordinator/share
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -178,21 +177,6 @@ def _homogeneous(member_ids: list[str], partitions: list[tuple[uuid.UUID, int]],
 
 
 # persistence: the group as Kafka's records, and back --------------------------------
-
-
-def metadata_hash(metadata: dict[str, tuple[uuid.UUID, int]]) -> int:
-    """A 64-bit digest of the subscribed topics (name, id, partition count), stored in the
-    group's epoch record as Kafka 4.1+ stores its metadata hash (KIP-1101), so that a restart
-    knows whether the topics changed meanwhile without a record per topic. The digest is our
-    own (BLAKE2b), not Kafka's Murmur3 one: a Kafka broker loading this log would compute a
-    different hash and bump the group epoch once, which reassigns nothing that changed."""
-    if not metadata:
-        return 0
-    h = hashlib.blake2b(digest_size=8)
-    for name, (topic_id, partitions) in sorted(metadata.items()):
-        h.update(b"%s\0%s\0%d\0" % (name.encode(), topic_id.bytes, partitions))
-    return int.from_bytes(h.digest(), "big", signed=True)
-
 
 
 def _parts(a: Assignment) -> R.Partitions:

@@ -25,7 +25,8 @@ from protocol import share_records as R
 
 from .clock import Clock
 from .consumer_manager import ApiError, ConsumerGroupManager, apply_record
-from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, group_from_records, member_keys, metadata_hash,
+from .metadata_hash import metadata_hash
+from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, group_from_records, member_keys,
                           records_of, simple_assign)
 from .topic_image import TopicImage
 

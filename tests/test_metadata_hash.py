@@ -1,0 +1,65 @@
+"""KIP-1101's group metadata hash, byte for byte as Kafka's Utils.computeTopicHash / computeGroupHash
+(hash4j XXH3-64, seed 0; ints and longs little-endian; a String as UTF-16LE units then its length)."""
+
+import struct
+import uuid
+
+import xxhash
+
+from coordinator.groups.metadata_hash import group_hash, metadata_hash, topic_hash
+from protocol import consumer_records as CR
+from protocol import share_records as SR
+
+TID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+
+
+def test_topic_hash_bytes():
+    expected = (b"\x00" + bytes.fromhex("78695a4b3c2d1e0f") + bytes.fromhex("f0e1d2c3b4a59687")
+                + "foo".encode("utf-16-le") + struct.pack("<i", 3) + struct.pack("<i", 2)
+                + struct.pack("<i", 0) + struct.pack("<i", 1))
+    want = struct.unpack("<q", struct.pack("<Q", xxhash.xxh3_64_intdigest(expected)))[0]
+    assert topic_hash("foo", TID, 2) == want
+
+
+def test_topic_hash_racks_sorted_each_with_its_length_twice():
+    body = (b"\x00" + struct.pack("<qq", *struct.unpack(">qq", TID.bytes)) + "t".encode("utf-16-le") + struct.pack("<i", 1)
+            + struct.pack("<i", 1) + struct.pack("<i", 0))
+    for rack in ("a", "bb"):
+        body += struct.pack("<i", len(rack)) + rack.encode("utf-16-le") + struct.pack("<i", len(rack))
+    want = struct.unpack("<q", struct.pack("<Q", xxhash.xxh3_64_intdigest(body)))[0]
+    assert topic_hash("t", TID, 1, {0: ["bb", "a"]}) == want
+
+
+def test_group_hash_sorted_by_name_and_zero_when_empty():
+    assert group_hash({}) == 0 and metadata_hash({}) == 0
+    hashes = {"b": 2, "a": -1}
+    body = struct.pack("<q", -1) + struct.pack("<q", 2)
+    assert group_hash(hashes) == struct.unpack("<q", struct.pack("<Q", xxhash.xxh3_64_intdigest(body)))[0]
+    # Java orders Strings by UTF-16 unit: U+10000 (a surrogate pair, D800..) before U+FFFD
+    astral, bmp = "\U00010000", "\ufffd"
+    body = struct.pack("<q", 1) + struct.pack("<q", 2)
+    assert group_hash({bmp: 2, astral: 1}) == struct.unpack("<q", struct.pack("<Q", xxhash.xxh3_64_intdigest(body)))[0]
+
+
+def test_metadata_hash_changes_with_partitions_and_id():
+    base = metadata_hash({"t": (TID, 2)})
+    assert base != metadata_hash({"t": (TID, 3)})
+    assert base != metadata_hash({"t": (uuid.uuid4(), 2)})
+    assert metadata_hash({"t": (TID, 2)}) == group_hash({"t": topic_hash("t", TID, 2)})
+
+
+def test_consumer_group_metadata_value_carries_the_hash_in_tag_0():
+    key = CR.ConsumerGroupMetadataKey("g")
+    value = CR.ConsumerGroupMetadataValue(7, -5)
+    data = CR.encode_value(value)
+    # version 0, epoch 7, one tagged field: tag 0, 8 bytes, the hash (big-endian as Kafka's int64)
+    assert data == struct.pack(">hi", 0, 7) + b"\x01\x00\x08" + struct.pack(">q", -5)
+    assert CR.decode_value(key, data) == value
+    old = struct.pack(">hi", 0, 7) + b"\x00"  # a log written before the hash: read as 0
+    assert CR.decode_value(key, old) == CR.ConsumerGroupMetadataValue(7, 0)
+    assert CR.encode_value(CR.ConsumerGroupMetadataValue(7)) == old
+
+
+def test_share_group_metadata_value_round_trip():
+    value = SR.ShareGroupMetadataValue(3, metadata_hash({"t": (TID, 2)}))
+    assert SR.decode_value(SR.ShareGroupMetadataKey("g"), SR.encode_value(value)) == value
