@@ -130,6 +130,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)
+    control.shares = shares
     PartitionAdminApis(topics, topology, control).register(registry)
     return Parts(topics, runtime, offsets_log, topology, control,
                  [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares])

@@ -339,6 +339,8 @@ class ClusterControl:
         self.groups = groups
         self.switch = switch
         self.transactions = transactions
+        # coordinator.share.manager.SharePartitionManager: share-partitions follow their leader
+        self.shares: Any = None
         self._lock = asyncio.Lock()
 
     # reading ----------------------------------------------------------------------------
@@ -447,10 +449,16 @@ class ClusterControl:
         return await self.move_leader(TRANSACTION_TOPIC, self.topology.txn_partition(transactional_id), to)
 
     async def _coordinators_moved(self, moved: list[tuple[str, int]]) -> None:
-        """The new leaders of `__consumer_offsets` partitions load their groups from the log
-        (Kafka's group immigration), those of `__transaction_state` partitions their
-        transactional ids (the TransactionStateManager's); until each is loaded, its broker
-        answers COORDINATOR_LOAD_IN_PROGRESS and the old one NOT_COORDINATOR."""
+        """Share-partitions of moved topic partitions leave the old leader's cache (the new
+        leader loads them from `__share_group_state`). The new leaders of `__consumer_offsets`
+        partitions load their groups from the log (Kafka's group immigration), those of
+        `__transaction_state` partitions their transactional ids (the TransactionStateManager's);
+        until each is loaded, its broker answers COORDINATOR_LOAD_IN_PROGRESS and the old one
+        NOT_COORDINATOR."""
+        if self.shares is not None:
+            for topic, p in moved:
+                if topic not in (OFFSETS_TOPIC, TRANSACTION_TOPIC):
+                    self.shares.partition_moved(topic, p)
         shards = [p for topic, p in moved if topic == OFFSETS_TOPIC]
         txn_shards = [p for topic, p in moved if topic == TRANSACTION_TOPIC] if self.transactions is not None else []
         t = self.topology

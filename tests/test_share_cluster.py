@@ -39,3 +39,65 @@ async def test_share_partitions_live_on_their_leader(kafka_cluster):
     finally:
         for c in conns.values():
             await c.close()
+
+
+@pytest.mark.slow
+@pytest.mark.kafka_cluster(brokers=3)
+def test_share_consumer_across_a_broker_stop_never_gets_an_accepted_record_again(kafka_cluster):
+    """confluent-kafka's ShareConsumer accepts records one poll at a time (explicit
+    acknowledgement, committed); the broker leading the partition and then the one
+    coordinating the group stop. The share-partition state and the group come back on their
+    new brokers: every record is accepted in the end, and none accepted is delivered again."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")  # (the wire tests above need no client)
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer (2.16+)")
+    from confluent_kafka import KafkaException, Producer, ShareConsumer
+
+    from tests.support.process import wait_for
+    from tests.test_share_groups_clients import setup
+
+    bootstrap = kafka_cluster.bootstrap
+    setup(bootstrap, "st", "sg", 20, partitions=1, replication_factor=3)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "sg",
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe(["st"])
+    accepted: set[int] = set()
+    again: list[int] = []
+
+    def step() -> None:
+        polled = set()
+        for m in consumer.poll(0.5):
+            if m.error() is None:
+                if m.offset() in accepted:
+                    again.append(m.offset())
+                consumer.acknowledge(m)
+                polled.add(m.offset())
+        try:
+            failed = [tp for tp in consumer.commit_sync() or () if getattr(tp, "error", None) is not None]
+        except KafkaException:
+            return  # not acknowledged (the broker went away): those may come again, unaccepted
+        if not failed:
+            accepted.update(polled)
+
+    def accepted_at_least(n: int) -> bool:
+        step()
+        return len(accepted) >= n
+
+    def produce(start: int) -> None:
+        for i in range(start, start + 20):
+            producer.produce("st", value=b"v%d" % i, partition=0)
+        assert producer.flush(30) == 0
+
+    try:
+        wait_for(lambda: accepted_at_least(20), timeout=60, what="the first records accepted")
+        kafka_cluster.stop_broker(kafka_cluster.leader_of("st", 0))
+        produce(20)
+        wait_for(lambda: accepted_at_least(40), timeout=90, what="records accepted after the leader stopped")
+        kafka_cluster.stop_broker(kafka_cluster.coordinator_of("sg"))  # (the last but one running)
+        produce(40)
+        wait_for(lambda: accepted_at_least(60), timeout=90, what="every record accepted")
+    finally:
+        consumer.close()
+    assert accepted == set(range(60))
+    assert again == []

@@ -28,11 +28,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries th
 SHORT_LOCKS = ("--group-share-min-record-lock-duration-ms", "1000")
 
 
-def setup(bootstrap: str, topic: str, group: str, records: int, partitions: int = 1, **group_configs: str) -> None:
+def setup(bootstrap: str, topic: str, group: str, records: int, partitions: int = 1, replication_factor: int = 1,
+          **group_configs: str) -> None:
     """The topic, the group's configs (earliest: the records produced before the group
     started are its), and the records v0..v{n-1}."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, replication_factor)])[topic].result(30)
     entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
                for k, v in {"share_auto_offset_reset": "earliest", **group_configs}.items()]
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)

@@ -284,6 +284,24 @@ class SharePartitionManager:
             if self._plog(key[1], key[2])[1] is plog:
                 self._wake(key)
 
+    def partition_moved(self, topic: str, partition: int) -> int:
+        """The partition's leadership moved (Kafka's SharePartitionManager listener,
+        onBecomingFollower): its share-partitions leave the old leader's cache, their
+        acquisition locks with them. The new leader loads them from `__share_group_state`
+        on its first ShareFetch: the records acquired and not acknowledged are Available
+        again there, with the delivery counts written; what was accepted stays accepted."""
+        info = self.topics.get(topic)
+        if info is None:
+            return 0
+        keys = [k for k in self.partitions if k[1] == info.topic_id and k[2] == partition]
+        for key in keys:
+            del self.partitions[key]
+            timer = self.timers.pop(key, None)
+            if timer is not None:
+                timer[1].cancel()
+            self._wake(key)  # (a ShareFetch waiting on the old leader answers now)
+        return len(keys)
+
     def member_fenced(self, group_id: str, member_id: str) -> None:
         """The member's group session expired (Kafka's ShareGroupListener): its share
         session goes and its acquired records are released."""
