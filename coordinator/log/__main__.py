@@ -158,7 +158,8 @@ def _repair(directory: Path) -> int:
     import shutil
     import time as _time
 
-    from .partition import CHECKPOINT_FILE, PartitionLog
+    from .loader import CHECKPOINT_FILE
+    from .partition import PartitionLog
 
     copy = directory.parent / ".corrupt" / f"{directory.name}-{_time.strftime('%Y%m%dT%H%M%S')}"
     shutil.copytree(directory, copy)

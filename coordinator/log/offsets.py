@@ -27,7 +27,8 @@ from protocol.record_batch import (
 from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
 from . import partition as partition_module
-from .partition import InvalidBatch, PartitionLog, StorageError, now_ms, say_offline
+from .loader import say_offline
+from .partition import InvalidBatch, PartitionLog, StorageError, now_ms
 from .segment import Segment
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import os
 import time
 from bisect import bisect_right
 from collections import deque
@@ -26,18 +25,16 @@ from protocol.record_batch import (
 
 from . import compaction
 from .config import LogConfig
+from .loader import (
+    CHECKPOINT_FILE, LOG_START_FILE, load, remove_recovery_point, replace_file, say_offline,
+)
 from .sync import SYNCER
 from .segment import (
-    fsync_dir,
-    NO_TIMESTAMP, SUFFIX, Segment, SegmentState, decode_checkpoint, encode_checkpoint, segment_path, splice_out,
+    NO_TIMESTAMP, Segment, encode_checkpoint,
 )
 
 log = logging.getLogger(__name__)
 
-LOG_START_FILE = "log-start-offset"
-# Kafka's recovery point: segment states (sizes, indexes) known to be on disk. Only bytes
-# after them are read and CRC-checked when the log opens, even after a crash.
-CHECKPOINT_FILE = "recovery-point"
 # A partition's leader epoch until its leadership first moves (coordinator.topology): every
 # appended batch is stamped with the log's current one, as Kafka's leader does (the field
 # is outside the CRC). Consumers check it against the epoch they fetched at.
@@ -60,23 +57,8 @@ class StorageError(OSError):
     or reported."""
 
 
-def seg_size(path: Path) -> int:
-    return path.stat().st_size
-
-
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def say_offline(directory: Path, why: str) -> None:
-    """The one line an operator gets for a partition that went offline: what is damaged and
-    exactly what to run."""
-    log.error("%s: partition offline, nothing cut. To repair: stop the server, run "
-              "`%s` (it keeps a copy), start it again", why, repair_command(directory))
-
-
-def repair_command(directory: Path) -> str:
-    return f"python -m coordinator.log repair {directory}"
 
 
 class PartitionLog:
@@ -137,125 +119,27 @@ class PartitionLog:
         range the analytics pipeline skips too) and keeps every valid batch after them."""
         config = config or LogConfig()
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        compaction.finish_interrupted_swaps(directory)
-        log_start = 0
-        start_file = directory / LOG_START_FILE
-        if start_file.exists():
-            try:
-                log_start = int(start_file.read_text().strip() or 0)
-                if not 0 <= log_start < 2**63:  # (an offset is a non-negative int64)
-                    raise ValueError(log_start)
-            except ValueError:
-                log_start = 0
-                log.warning("%s: unreadable %s, ignoring it", directory, LOG_START_FILE)
-        bases = sorted(
-            int(p.name[: -len(SUFFIX)]) for p in directory.iterdir()
-            if p.name.endswith(SUFFIX) and p.name[: -len(SUFFIX)].isdigit()
-        )
-        while bases and bases[-1] >= 2**63:  # (no offset: a file that only looks like a segment)
-            log.warning("%s: %s is not a segment (its name is no offset), ignoring it",
-                        directory, segment_path(directory, bases.pop()).name)
-        checkpoint = cls._read_checkpoint(directory)
-        missing = sorted(set(checkpoint) - set(bases))
-        if missing:  # the recovery point knew them: they were deleted behind the log's back
-            log.error("%s: segment files missing: %s; what they held is gone (the recovery point "
-                      "lists them)", directory, ", ".join(segment_path(directory, b).name for b in missing))
-        segments: list[Segment] = []
-        scanned: list[Segment] = []
-        expected = 0
-        offline = None
-        for i, base in enumerate(bases):
-            path = segment_path(directory, base)
-            later = [b for b in bases[i + 1 :] if segment_path(directory, b).stat().st_size > 0]
-            state = checkpoint.get(base)
-            while True:
-                seg, res = Segment.recover(path, base, expected, config.index_interval_bytes, state=state,
-                                           limit=bases[i + 1] if i + 1 < len(bases) else None)
-                if not (repair and res.resumes_at is not None):
-                    break
-                seg.close()
-                log.warning("%s: repair removes corrupt bytes %d-%d of %s (%s); the batches after them stay",
-                            directory, res.valid_bytes, res.resumes_at, path.name, res.problem)
-                splice_out(path, res.valid_bytes, res.resumes_at)
-                state = None  # (the file changed: scan it again, whole)
-            segments.append(seg)
-            if res.problem and not repair and (res.resumes_at is not None or later):
-                end = res.resumes_at if res.resumes_at is not None else seg_size(path)
-                offline = (f"{path} bytes {res.valid_bytes}-{end} are corrupt ({res.problem.split(': ', 1)[-1]})"
-                           f" and valid batches follow")
-                say_offline(directory, offline)
-                break
-            if res.scanned_bytes or res.problem:
-                scanned.append(seg)
-            # an empty segment's name says where offsets resume
-            expected = res.next_offset if res.next_offset is not None else max(expected, base)
-            if res.problem and not (repair and later):  # (repair keeps the segments after a cut tail)
-                dropped = bases[i + 1 :]
-                for b in dropped:
-                    segment_path(directory, b).unlink()
-                log.warning(
-                    "%s: recovery cut the log before offset %d (%s): kept %d bytes of %s%s",
-                    directory, expected, res.problem, res.valid_bytes, path.name,
-                    f", deleted later segments {dropped}" if dropped else "")
-                break
-        if not segments:
-            segments.append(Segment.create(directory, log_start, config.index_interval_bytes))
-            fsync_dir(directory)
-        log_start = max(log_start, segments[0].base_offset)
-        if log_start > segments[-1].next_offset:  # start checkpoint beyond a truncated end
-            log_start = segments[-1].next_offset
-        plog = cls(directory, config, segments, log_start)
-        plog.offline = offline
-        if scanned and offline is None:
+        loaded = load(directory, config, repair=repair)
+        plog = cls(directory, config, loaded.segments, loaded.log_start_offset)
+        plog.offline = loaded.offline
+        if loaded.scanned and loaded.offline is None:
             # What was just verified may still sit in the page cache (the process died,
             # not the machine): make it durable, then record it, so that a crash from now
             # on re-reads only what is appended later.
             try:
-                for seg in scanned:
+                for seg in loaded.scanned:
                     seg.fsync()
                 plog._write_checkpoint(plog._checkpoint_bytes())
             except OSError as e:
                 log.warning("%s: no recovery point written (%s): the next open scans again", directory, e)
         return plog
 
-    @staticmethod
-    def _read_checkpoint(directory: Path) -> dict[int, SegmentState]:
-        """Segment states of the recovery point. They stay true while the log runs, as
-        appends only extend segments; compaction, which rewrites them, removes the file
-        first. Unreadable or absent: every segment is scanned."""
-        try:
-            return decode_checkpoint((directory / CHECKPOINT_FILE).read_bytes())
-        except FileNotFoundError:
-            return {}
-        except ValueError as e:
-            log.warning("%s: ignoring %s: %s", directory, CHECKPOINT_FILE, e)
-            return {}
-
     def _checkpoint_bytes(self) -> bytes:
         """The segments' states now (encoding copies them: later appends do not leak in)."""
         return encode_checkpoint([seg.state() for seg in self.segments])
 
     def _write_checkpoint(self, data: bytes) -> None:
-        self._replace_file(CHECKPOINT_FILE, data)
-
-    def _replace_file(self, name: str, data: bytes) -> None:
-        """Write a small file of the log's directory atomically and durably: a crash leaves
-        the old one or the new one (blocking: for a worker thread, or at open)."""
-        tmp = self.directory / (name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.directory / name)
-        fsync_dir(self.directory)
-
-    def _remove_checkpoint(self) -> None:
-        try:
-            (self.directory / CHECKPOINT_FILE).unlink()
-        except FileNotFoundError:
-            return
-        fsync_dir(self.directory)
+        replace_file(self.directory, CHECKPOINT_FILE, data)
 
     async def checkpoint(self) -> None:
         """Advance the recovery point to everything appended so far."""
@@ -510,7 +394,7 @@ class PartitionLog:
             PartitionLog.offline_events += 1
             say_offline(self.directory, self.offline)
             try:
-                self._remove_checkpoint()
+                remove_recovery_point(self.directory)
             except OSError as removing:
                 log.warning("%s: cannot remove the recovery point: %s", self.directory, removing)
         return StorageError(errno.EIO, f"offline: {self.offline}")
@@ -717,7 +601,7 @@ class PartitionLog:
 
     async def _write_log_start(self, offset: int) -> None:
         await asyncio.get_running_loop().run_in_executor(
-            None, self._replace_file, LOG_START_FILE, f"{offset}\n".encode())
+            None, replace_file, self.directory, LOG_START_FILE, f"{offset}\n".encode())
 
     # ------------------------------------------------------------ compaction
 
@@ -766,7 +650,7 @@ class PartitionLog:
             loop = asyncio.get_running_loop()
             # The rewritten segments keep their names: the recovery point would describe
             # bytes that are no longer there. It goes before the swap, and comes back after.
-            await loop.run_in_executor(None, self._remove_checkpoint)
+            await loop.run_in_executor(None, remove_recovery_point, self.directory)
             plan = await loop.run_in_executor(
                 None, compaction.rewrite, self.directory, closed, newer,
                 now - self.config.delete_retention_ms, self.config.segment_bytes,
