@@ -168,13 +168,15 @@ async def fetch_part(conn: WireClient, topic: str, current: int, v: int = 12, se
 @pytest.mark.kafka_cluster(brokers=3)
 async def test_fetch_checks_the_current_leader_epoch(kafka_cluster):
     """Kafka's Partition.checkCurrentLeaderEpoch on Fetch v9+: an older epoch is fenced (with
-    KIP-951's leader hint), a newer one unknown; -1 is not checked. A fetch session keeps the
-    epoch of the latest request that lists the partition."""
+    KIP-951's leader hint), a newer one unknown; a negative one is no epoch (not checked), as
+    Kafka's FetchRequest reads it. A fetch session keeps the epoch of the latest request that
+    lists the partition."""
     conns = await connect(kafka_cluster)
     try:
         assert await create_topic(conns[1], "fe", 1, 3) == E.none
         new = await kafka_cluster.amove_leader("fe", 0)  # epoch 1
-        for current, error in [(-1, E.none), (1, E.none), (0, E.fenced_leader_epoch), (2, E.unknown_leader_epoch)]:
+        for current, error in [(-1, E.none), (-5, E.none), (1, E.none), (0, E.fenced_leader_epoch),
+                               (2, E.unknown_leader_epoch)]:
             part = (await fetch_part(conns[new], "fe", current)).responses[0].partitions[0]
             assert part.error_code == error, current
         fenced = (await fetch_part(conns[new], "fe", 0)).responses[0].partitions[0]
