@@ -18,10 +18,36 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(count: int = 1) -> int:
+    """A port free now, and the count - 1 after it too (`--brokers N` listens on N
+    consecutive ports from --port): all are bound at once to check, then released."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+            if base + count > 65536:
+                continue
+            held = []
+            try:
+                for port in range(base + 1, base + count):
+                    t = socket.socket()
+                    held.append(t)
+                    t.bind(("127.0.0.1", port))
+                return base
+            except OSError:
+                continue
+            finally:
+                for t in held:
+                    t.close()
+
+
+def _brokers(extra_args: list[str]) -> int:
+    """How many consecutive ports the server's arguments ask for."""
+    if "--brokers" in extra_args:
+        i = extra_args.index("--brokers")
+        if i + 1 < len(extra_args) and extra_args[i + 1].isdigit():
+            return max(1, int(extra_args[i + 1]))
+    return 1
 
 
 class ServerProcess:
@@ -29,8 +55,8 @@ class ServerProcess:
 
     def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
         self.extra_args = extra_args or []
+        self.port = free_port(_brokers(self.extra_args))
         self.proc: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
 
@@ -82,8 +108,8 @@ class InProcessServer:
 
     def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
         self.extra_args = extra_args or []
+        self.port = free_port(_brokers(self.extra_args))
         self.log_path = data_dir.parent / f"server-{self.port}.log"
         self._server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
