@@ -225,13 +225,15 @@ async def test_acls_on_share_group_apis(server_factory):
         assert r.groups[0].error_code == 30
         assert (await call(91, 0, group_id="g", topics=())).error_code == 30
         assert (await call(92, 0, group_id="g", topics=())).error_code == 30
-        # READ on the topic too: a topic the ACLs name for someone else is TOPIC_AUTHORIZATION_FAILED
-        # for its partitions, the others served.
+        # READ on the topic too: a topic we may DESCRIBE (so subscribe to) but not READ is
+        # TOPIC_AUTHORIZATION_FAILED for its partitions, the others served.
         await conn.create_topics("secret", partitions=1)
         r = await conn.request(30, 3, request_class(30, 3)(creations=(C(
             resource_type=2, resource_name="secret", resource_pattern_type=3, principal="User:other", host="*",
-            operation=2, permission_type=3),)))
-        assert r.results[0].error_code == 0
+            operation=2, permission_type=3), C(
+            resource_type=2, resource_name="secret", resource_pattern_type=3, principal="User:ANONYMOUS",
+            host="*", operation=8, permission_type=3))))
+        assert [x.error_code for x in r.results] == [0, 0]
         hb = await call(SHB, 1, group_id="open", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))
         ids = {t.topic_id for t in hb.assignment.topic_partitions}
         assert len(ids) == 2
@@ -244,3 +246,73 @@ async def test_acls_on_share_group_apis(server_factory):
         assert r.error_code == 0 and errors == [0, 29]  # TOPIC_AUTHORIZATION_FAILED for `secret` only
     finally:
         await conn.close()
+
+
+async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
+    """Kafka's topic checks: DESCRIBE on each subscribed topic for ShareGroupHeartbeat (else
+    TOPIC_AUTHORIZATION_FAILED for the whole heartbeat) and DescribeShareGroupOffsets (the topic
+    answered with its partitions refused, or left out of an all-topics answer); READ on each
+    topic for Alter/DeleteShareGroupOffsets (that topic refused, the others served)."""
+    from coordinator.apis import build
+
+    server = server_factory("--authorizer")
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=1)
+        await conn.create_topics("secret", partitions=1)
+
+        async def call(api, v, **values):
+            return await conn.request(api, v, build(request_class(api, v), values))
+
+        def nested(api, v, entity, /, **values):
+            return build(request_class(api, v, entity), values)
+
+        def alter_topic(name):
+            return nested(91, 0, "AlterShareGroupOffsetsRequestTopic", topic_name=name, partitions=(
+                nested(91, 0, "AlterShareGroupOffsetsRequestPartition", partition_index=0, start_offset=0),))
+
+        def describe(topics):
+            return call(90, 1, groups=(nested(90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id="g",
+                                              topics=topics),))
+
+        def dtopic(name):
+            return nested(90, 1, "DescribeShareGroupOffsetsRequestTopic", topic_name=name, partitions=(0,))
+
+        # both share-partitions get state while nothing is refused
+        r = await call(91, 0, group_id="g", topics=(alter_topic("t"), alter_topic("secret")))
+        assert [p.error_code for t in r.responses for p in t.partitions] == [0, 0]
+        C = request_class(30, 3, "AclCreation")
+        r = await conn.request(30, 3, request_class(30, 3)(creations=(C(
+            resource_type=2, resource_name="secret", resource_pattern_type=3, principal="User:other", host="*",
+            operation=2, permission_type=3),)))
+        assert r.results[0].error_code == 0
+
+        hb = await call(SHB, 1, group_id="g", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))
+        assert (hb.error_code, hb.error_message, hb.member_epoch, hb.assignment) == (29, None, 0, None)
+        assert (await sdescribe(conn, "g"))[0].error_code == 69  # the refused join left nothing
+
+        r = await describe((dtopic("secret"), dtopic("t")))
+        g = r.groups[0]
+        assert g.error_code == 0 and [t.topic_name for t in g.topics] == ["t", "secret"]
+        assert [(p.error_code, p.start_offset) for p in g.topics[0].partitions] == [(0, 0)]
+        secret = g.topics[1]
+        assert secret.topic_id is None  # Uuid.ZERO_UUID (kio reads the zero UUID as None)
+        assert [(p.error_code, p.start_offset, p.error_message) for p in secret.partitions] == [
+            (29, -1, "Topic authorization failed.")]
+        r = await describe(None)
+        assert [t.topic_name for t in r.groups[0].topics] == ["t"]
+
+        r = await call(91, 0, group_id="g", topics=(alter_topic("t"), alter_topic("secret")))
+        assert r.error_code == 0
+        assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in r.responses] == [
+            ("secret", [29]), ("t", [0])]
+        D = request_class(92, 0, "DeleteShareGroupOffsetsRequestTopic")
+        r = await call(92, 0, group_id="g", topics=(D(topic_name="t"), D(topic_name="secret")))
+        assert r.error_code == 0
+        assert [(t.topic_name, t.error_code) for t in r.responses] == [("secret", 29), ("t", 0)]
+
+        hb = await call(SHB, 1, group_id="g", member_id="m", member_epoch=0, subscribed_topic_names=("t",))
+        assert hb.error_code == 0 and hb.member_epoch > 0
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
@@ -29,6 +30,7 @@ from .acls import (
 )
 
 CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # DescribeConfigs / AlterConfigs resource types
+ZERO_UUID = uuid.UUID(int=0)
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
     E.topic_authorization_failed, E.group_authorization_failed, E.cluster_authorization_failed,
@@ -98,9 +100,9 @@ class AclGate:
             60: self.describe_cluster, 65: self.describe_transactions, 66: self.list_transactions,
             69: self.consumer_group_describe,
             # KIP-932 share groups: READ on the group (DELETE for DeleteShareGroupOffsets), DESCRIBE to describe
-            76: self._share_group(READ), 77: self.share_group_describe, 78: self.share_fetch,
-            79: self.share_fetch, 90: self.describe_share_group_offsets, 91: self._share_group(READ),
-            92: self._share_group(DELETE),
+            76: self.share_group_heartbeat, 77: self.share_group_describe, 78: self.share_fetch,
+            79: self.share_fetch, 90: self.describe_share_group_offsets, 91: self.share_group_offsets(READ),
+            92: self.share_group_offsets(DELETE),
         }
 
     def check(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -175,14 +177,96 @@ class AclGate:
                               authorized_operations=-(2**31))
         return self._merge(ctx, req, handler, "group_ids", "groups", denied, lambda g: g, lambda d: d.group_id)
 
+    def share_group_heartbeat(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """READ on the group, then DESCRIBE on every topic the member subscribes to (when it names
+        them): one it may not see fails the whole heartbeat with TOPIC_AUTHORIZATION_FAILED and
+        nothing else set, as KafkaApis.handleShareGroupHeartbeat answers."""
+        refused = self._share_group(READ)(ctx, req, handler)
+        if refused is not None:
+            return refused
+        names = set(req.subscribed_topic_names or ())
+        if all(self.can(ctx, DESCRIBE, TOPIC, n) for n in names):
+            return None
+        return ctx.response(throttle_time=0, error_code=TOPIC_DENIED, error_message=None, member_id=None,
+                            member_epoch=0, heartbeat_interval=0, assignment=None)
+
     def describe_share_group_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        def denied(g: Any) -> Any | None:
-            if self.can(ctx, DESCRIBE, GROUP, g.group_id):
+        """DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group), then DESCRIBE on each
+        topic, as KafkaApis.handleDescribeShareGroupOffsetsRequest: a topic named without it is not
+        asked and comes back after the others with topic id zero and each partition
+        TOPIC_AUTHORIZATION_FAILED (start offset -1); with all topics asked (topics null), the
+        topics it may not see are left out of the answer."""
+        denied_topics = {g.group_id: [t for t in g.topics if not self.can(ctx, DESCRIBE, TOPIC, t.topic_name)]
+                         for g in req.groups if g.topics}
+        if not any(denied_topics.values()) and all(g.topics is not None for g in req.groups):
+            def denied(g: Any) -> Any | None:
+                if self.can(ctx, DESCRIBE, GROUP, g.group_id):
+                    return None
+                return ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
+                                  error_code=GROUP_DENIED, error_message=None)
+            return self._merge(ctx, req, handler, "groups", "groups", denied, lambda g: g.group_id,
+                               lambda d: d.group_id)
+
+        def group_row(g: Any, served: Any) -> Any:
+            if not self.can(ctx, DESCRIBE, GROUP, g.group_id):
+                return ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
+                                  error_code=GROUP_DENIED, error_message=None)
+            if served.error_code:
+                return served
+            if g.topics is None:
+                return dataclasses.replace(served, topics=tuple(
+                    t for t in served.topics if self.can(ctx, DESCRIBE, TOPIC, t.topic_name)))
+            refused = tuple(ctx.nested("DescribeShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
+                                       topic_id=ZERO_UUID, partitions=tuple(ctx.nested(
+                                           "DescribeShareGroupOffsetsResponsePartition", partition_index=p,
+                                           start_offset=-1, leader_epoch=0, lag=-1, error_code=TOPIC_DENIED,
+                                           error_message="Topic authorization failed.") for p in t.partitions))
+                            for t in denied_topics.get(g.group_id, ()))
+            return dataclasses.replace(served, topics=tuple(served.topics) + refused)
+
+        async def merged() -> Any:
+            # every group goes to the handler (its own errors first), only with the topics it may see
+            asked = tuple(g if g.topics is None else dataclasses.replace(g, topics=tuple(
+                t for t in g.topics if t not in denied_topics.get(g.group_id, ()))) for g in req.groups)
+            body = await _body_of(handler, ctx, dataclasses.replace(req, groups=asked))
+            return dataclasses.replace(body, groups=tuple(group_row(g, served)
+                                                          for g, served in zip(req.groups, body.groups)))
+        return merged()
+
+    def share_group_offsets(self, operation: int) -> Callable:
+        """AlterShareGroupOffsets (READ on the group) and DeleteShareGroupOffsets (DELETE on it), then
+        READ on each topic, as KafkaApis.handleAlter/DeleteShareGroupOffsetsRequest: a topic without
+        it is not altered or deleted and is answered TOPIC_AUTHORIZATION_FAILED (each partition of
+        it for Alter, the topic for Delete), ahead of the topics served."""
+        def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
+            refused = self._share_group(operation)(ctx, req, handler)
+            if refused is not None:
+                return refused
+            denied = [t for t in req.topics if not self.can(ctx, READ, TOPIC, t.topic_name)]
+            if not denied:
                 return None
-            return ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
-                              error_code=GROUP_DENIED, error_message=None)
-        return self._merge(ctx, req, handler, "groups", "groups", denied, lambda g: g.group_id,
-                           lambda d: d.group_id)
+            alter = ctx.header.api_key == 91
+            message = "Topic authorization failed."
+
+            def row(t: Any) -> Any:
+                info = self.topics.get(t.topic_name)
+                if alter:
+                    return ctx.nested("AlterShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
+                                      topic_id=info.topic_id if info is not None else ZERO_UUID,
+                                      partitions=tuple(ctx.nested(
+                                          "AlterShareGroupOffsetsResponsePartition", partition_index=p.partition_index,
+                                          error_code=TOPIC_DENIED, error_message=message) for p in t.partitions))
+                return ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
+                                  topic_id=ZERO_UUID, error_code=TOPIC_DENIED, error_message=message)
+
+            async def merged() -> Any:
+                allowed = tuple(t for t in req.topics if t not in denied)
+                body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
+                if body.error_code:
+                    return body
+                return dataclasses.replace(body, responses=tuple(row(t) for t in denied) + tuple(body.responses))
+            return merged()
+        return check
 
     def _cluster(self, operation: int) -> Callable:
         def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
