@@ -403,3 +403,49 @@ async def test_a_fenced_member_loses_its_session_and_records(server_factory):
         assert (await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid))).error_code == 122  # its session went
     finally:
         await conn.close()
+
+
+async def test_lag_leaves_out_offsets_compacted_away(server_factory):
+    """DescribeShareGroupOffsets' lag (KIP-1226): offsets of the in-flight window that the log
+    cleaner removed are complete, as Kafka's SharePartition holds them (archived), so they are
+    not lag; only the window's records not yet Acknowledged or Archived are, and what lies past it."""
+    from tests.support.data_plane import FETCH, create, fetch_body
+
+    server = server_factory("--log-cleaner-backoff-ms", "10")
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        assert await create(conn, "cmp", partitions=1, configs=[
+            ("cleanup.policy", "compact"), ("segment.bytes", "100"), ("min.cleanable.dirty.ratio", "0")]) == 0
+        assert (await set_group_configs(conn, "g", share_auto_offset_reset="earliest")).error_code == 0
+        for key in (b"x", b"a", b"a", b"a", b"a", b"b", b"c"):  # one batch (and segment) each
+            assert (await produce(conn, "cmp", build_batch([(key, b"v")])))[0] == 0
+        async def in_log() -> list[int]:
+            offsets: list[int] = []
+            while True:  # (a fetch reads one segment)
+                f = (await conn.request(FETCH, 11, fetch_body("cmp", offsets[-1] + 1 if offsets else 0)))
+                more = offsets_in(f.responses[0].partitions[0].records or b"")
+                if not more:
+                    return offsets
+                offsets += more
+
+        for _ in range(400):  # the cleaner keeps the latest `a` (4) of the closed segments
+            present = await in_log()
+            if not {1, 2, 3} & set(present):
+                break
+            await asyncio.sleep(0.05)
+        assert present[:3] == [0, 4, 5], present
+        hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0,
+                                                      subscribed_topic_names=("cmp",)))
+        tid = hb.assignment.topic_partitions[0].topic_id
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        got = sorted(o for first, last, _ in acquired(r) for o in range(first, last + 1))
+        assert got == present
+        # all but offset 0 accepted: the start stays at 0, and 1-3 (gone) are not lag
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(o, o, [ACCEPT]) for o in got[1:]]}))
+        assert part(r).error_code == 0
+        D, G = 90, cls(90, 1, "DescribeShareGroupOffsetsRequestGroup")
+        d = (await conn.request(D, 1, cls(D, 1)(groups=(G(group_id="g", topics=None),)))).groups[0]
+        p = d.topics[0].partitions[0]
+        assert (p.start_offset, p.lag) == (0, 1)
+    finally:
+        await conn.close()

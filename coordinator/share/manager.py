@@ -211,20 +211,29 @@ class SharePartitionManager:
         return None if stored is None else stored.start
 
     def lag(self, key: Key, start: int) -> int:
-        """Kafka's share-partition lag (KIP-1226): records from the start to the high
-        watermark not yet Acknowledged or Archived; -1 if the partition is gone."""
+        """Kafka's share-partition lag (KIP-1226): the high watermark less the start offset less
+        the delivery-complete count, where an offset of the in-flight window that the log no
+        longer holds (compacted away between the batches read) counts as complete, as in
+        Kafka's SharePartition, which holds such a gap inside a fetched range (acknowledged
+        as GAP, so Archived) or archives the batches a fetch finds gone. So the lag is the
+        window's records not yet Acknowledged or Archived, plus the offsets past the window
+        up to the high watermark (not read yet, so not known to be missing). -1 if the
+        partition is gone."""
         _, plog = self._plog(key[1], key[2])
         if plog is None:
             return -1
         hw = plog.high_watermark
         sp = self.partitions.get(key)
         if sp is not None:
+            end = sp.end
             states = ((o, r.state) for o, r in sp.records.items())
         else:
             stored = self.state.states.get(key)
-            states = ((o, s) for o, (s, _) in (stored.records.items() if stored is not None else ()))
-        done = sum(1 for o, s in states if o < hw and s in (ACKNOWLEDGED, ARCHIVED))
-        return max(hw - start - done, 0)
+            records = stored.records if stored is not None else {}
+            end = max(records, default=start - 1) + 1
+            states = ((o, s) for o, (s, _) in records.items())
+        pending = sum(1 for o, s in states if start <= o < hw and s not in (ACKNOWLEDGED, ARCHIVED))
+        return pending + max(hw - max(end, start), 0)
 
     def keys(self) -> list[Key]:
         """Every share-partition started, loaded or not."""

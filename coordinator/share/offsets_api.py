@@ -4,7 +4,8 @@ with the share coordinator's state (kafka-share-groups.sh --describe / --reset-o
 --delete-offsets).
 
 - Describe: each share-partition's start offset and (v1, KIP-1226) its lag: the records
-  from the start to the high watermark not yet Acknowledged or Archived. A partition whose
+  from the start to the high watermark not yet Acknowledged or Archived (offsets compacted
+  away inside the in-flight window are complete, as Kafka holds them). A partition whose
   state was never started has start offset -1; all partitions (topics null) are those with
   state. Another type's group id: GROUP_ID_NOT_FOUND "Group X is not a share group.".
 - Alter: only while the group has no members (NON_EMPTY_GROUP); the share-partition starts
