@@ -5,7 +5,8 @@ client-suite: what the integration suites of client libraries expect of the brok
 against (librdkafka's tests/, kafka-go's docker-compose): a SASL_PLAINTEXT listener beside the
 plaintext one (the port after it), SASL PLAIN and SCRAM with the suites' users, the authorizer
 on and open to everyone no ACL names, auto-created topics, a log cleaner that looks at
-compacted logs every second, and KIP-848 groups allowed short session timeouts. docs/client-suites.md says which suite needs what.
+compacted logs every second, and KIP-848 groups allowed short session timeouts.
+docs/client-suites.md says which suite needs what.
 """
 
 from __future__ import annotations
