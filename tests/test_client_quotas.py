@@ -162,6 +162,31 @@ def test_any_alteration_is_answered_with_a_kafka_error_code(server):
     assert "Traceback" not in server.log_text()
 
 
+def test_any_describe_filter_is_answered_with_a_kafka_error_code(server):
+    """Whatever components a DescribeClientQuotas filter has, the answer is NONE with entries
+    or one of the controller's errors, and the connection stays open."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    component = st.tuples(st.sampled_from(["user", "client-id", "ip", "group", ""]),
+                          st.integers(-1, 3) | st.integers(-128, 127), st.none() | st.text(max_size=6))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(components=st.lists(component, max_size=4), strict=st.booleans())
+    def check(components, strict):
+        async def run():
+            c = await WireClient("quota-fuzz").connect("127.0.0.1", server.port)
+            try:
+                return await describe(c, components, strict=strict)
+            finally:
+                await c.close()
+        code, message, _ = asyncio.run(run())
+        assert code in (0, INVALID_REQUEST, UNSUPPORTED_VERSION, UNKNOWN_SERVER_ERROR) and (code == 0) == (
+            message is None), (code, message)
+
+    check()
+    assert "Traceback" not in server.log_text()
+
+
 async def test_produce_quota_throttles_and_mutes(server_factory):
     server = server_factory("--quota-window-num", "2")
     admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
