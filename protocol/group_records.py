@@ -2,8 +2,8 @@
 
 Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey
 (same layout), 2 is GroupMetadataKey; 3-8 are KIP-848 consumer-group records
-(protocol/consumer_records.py); 10-14 are KIP-932 share-group records
-(protocol/share_records.py); other numbers (streams groups, share types 9 and 15) we do
+(protocol/consumer_records.py); 10-15 are KIP-932 share-group records
+(protocol/share_records.py); other numbers (streams groups, share type 9) we do
 not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
 Every value starts with its own int16 schema version; a null value is a tombstone.
 

@@ -6,9 +6,9 @@ Two logs hold them, as in Kafka:
   member's subscription), 11 ShareGroupMetadata (the group epoch), 12
   ShareGroupTargetAssignmentMetadata (the assignment epoch), 13
   ShareGroupTargetAssignmentMember (a member's target), 14 ShareGroupCurrentMemberAssignment
-  (a member's epoch and partitions). Types 9 (ShareGroupPartitionMetadata, dropped by Kafka
-  4.1) and 15 (ShareGroupStatePartitionMetadata, which partitions the share coordinator has
-  initialized) are kept raw: this server initializes share-partition state on first fetch.
+  (a member's epoch and partitions), 15 ShareGroupStatePartitionMetadata (the topics whose
+  share-partition state is being initialized, is initialized, or is being deleted). Type 9
+  (ShareGroupPartitionMetadata, dropped by Kafka 4.1) is kept raw.
 - `__share_group_state` (the share coordinator): key type 0 ShareSnapshot (the whole state of
   one share-partition) and 1 ShareUpdate (a delta on the last snapshot), keyed by group id,
   topic id and partition.
@@ -89,9 +89,27 @@ class ShareGroupCurrentMemberAssignmentValue:
     assigned_partitions: Partitions = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataKey:
+    group: str
+
+
+# (topic id, topic name, partitions) of TopicPartitionsInfo; (topic id, topic name) of TopicInfo
+TopicPartitionsInfo = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+TopicInfo = tuple[tuple[uuid.UUID, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataValue:
+    initializing_topics: TopicPartitionsInfo = ()
+    initialized_topics: TopicPartitionsInfo = ()
+    deleting_topics: TopicInfo = ()
+
+
 _KEY_TYPES: dict[int, type] = {
     10: ShareGroupMemberMetadataKey, 11: ShareGroupMetadataKey, 12: ShareGroupTargetAssignmentMetadataKey,
     13: ShareGroupTargetAssignmentMemberKey, 14: ShareGroupCurrentMemberAssignmentKey,
+    15: ShareGroupStatePartitionMetadataKey,
 }
 _KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
 KEY_TYPES = tuple(_KEY_TYPES.values())
@@ -142,6 +160,15 @@ def encode_value(value: object) -> bytes:
         w.int32(c.previous_member_epoch)
         w.out.append(c.state & 0xFF)
         _partitions(w, c.assigned_partitions)
+    elif t is ShareGroupStatePartitionMetadataValue:
+        m: ShareGroupStatePartitionMetadataValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
+        _topic_partitions_info(w, m.initializing_topics)
+        _topic_partitions_info(w, m.initialized_topics)
+        w.array_len(len(m.deleting_topics))
+        for topic_id, name in m.deleting_topics:
+            _uuid(w, topic_id)
+            w.string(name)
+            w.tags()
     else:
         raise TypeError(f"not a share-group record value: {value!r}")
     w.tags()
@@ -171,11 +198,40 @@ def decode_value(key: object, data: bytes) -> object:
         state = r.take(1)[0]
         value = ShareGroupCurrentMemberAssignmentValue(epoch, previous, state if state < 128 else state - 256,
                                                        _read_partitions(r))
+    elif t is ShareGroupStatePartitionMetadataKey:
+        initializing, initialized = _read_topic_partitions_info(r), _read_topic_partitions_info(r)
+        deleting = []
+        for _ in range(r.array_len()):
+            topic_id, name = _read_uuid(r), r.string()
+            r.skip_tags()
+            deleting.append((topic_id, name))
+        value = ShareGroupStatePartitionMetadataValue(initializing, initialized, tuple(deleting))
     else:
         raise RecordDecodeError(f"no value schema for {key!r}")
     r.skip_tags()
     r.end()
     return value
+
+
+def _topic_partitions_info(w: RecordWriter, topics: TopicPartitionsInfo) -> None:
+    w.array_len(len(topics))
+    for topic_id, name, partitions in topics:
+        _uuid(w, topic_id)
+        w.string(name)
+        w.array_len(len(partitions))
+        for p in partitions:
+            w.int32(p)
+        w.tags()
+
+
+def _read_topic_partitions_info(r: RecordReader) -> TopicPartitionsInfo:
+    out = []
+    for _ in range(r.array_len()):
+        topic_id, name = _read_uuid(r), r.string()
+        partitions = tuple(r.int32() for _ in range(r.array_len()))
+        r.skip_tags()
+        out.append((topic_id, name, partitions))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- __share_group_state

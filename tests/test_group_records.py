@@ -144,3 +144,24 @@ def test_huge_declared_lengths_fail_fast():
         decode_value(GroupMetadataKey("g"),
                      b"\x00\x03\x00\x00" + struct.pack(">i", 1) + b"\xff\xff\xff\xff"
                      + struct.pack(">q", 0) + struct.pack(">i", 2**31 - 1))
+
+
+def test_share_group_state_partition_metadata_bytes():
+    """Record type 15 (Kafka 4.2's ShareGroupStatePartitionMetadata): key version 15 and the
+    group id; value version 0, flexible: InitializingTopics, InitializedTopics (id, name,
+    partitions), DeletingTopics (id, name)."""
+    import uuid
+
+    from protocol import share_records as SR
+    from protocol.group_records import decode_record
+
+    t, u = uuid.UUID(int=1), uuid.UUID(int=2)
+    key = SR.ShareGroupStatePartitionMetadataKey("g")
+    value = SR.ShareGroupStatePartitionMetadataValue((), ((t, "t", (0, 1)),), ((u, "u"),))
+    kb, vb = SR.encode_key(key), SR.encode_value(value)
+    assert kb == struct.pack(">hh", 15, 1) + b"g"
+    assert vb == (struct.pack(">h", 0) + b"\x01"  # no initializing topics
+                  + b"\x02" + t.bytes + b"\x02t" + b"\x03" + struct.pack(">ii", 0, 1) + b"\x00"
+                  + b"\x02" + u.bytes + b"\x02u" + b"\x00" + b"\x00")
+    assert decode_record(kb, vb) == (key, value)
+    assert decode_record(kb, None) == (key, None)

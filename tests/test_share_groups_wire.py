@@ -316,3 +316,78 @@ async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+def _state_records(server, group):
+    """The group's ShareGroupStatePartitionMetadata records in `__consumer_offsets`, in log
+    order, as (initializing, initialized, deleting) with topic names (None: a tombstone)."""
+    import pathlib
+
+    from coordinator.log.offsets import partition_for
+    from protocol import share_records as SR
+    from protocol.group_records import decode_record
+    from protocol.record_batch import iter_batch_records, parse_header
+
+    out = []
+    directory = pathlib.Path(server.data_dir) / f"__consumer_offsets-{partition_for(group, 50)}"
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            for rec in iter_batch_records(data[pos:pos + header.size], header):
+                if header.is_control:
+                    break
+                key, value = decode_record(rec.key, rec.value)
+                if type(key) is SR.ShareGroupStatePartitionMetadataKey and key.group == group:
+                    out.append(None if value is None else (
+                        sorted((n, ps) for _, n, ps in value.initializing_topics),
+                        sorted((n, ps) for _, n, ps in value.initialized_topics),
+                        sorted(n for _, n in value.deleting_topics)))
+            pos += header.size
+    return out
+
+
+async def test_state_partition_metadata_record(server):
+    """Record type 15, ShareGroupStatePartitionMetadata, as Kafka writes it: the subscribed
+    topics' partitions initialized at the heartbeat that first sees them (and again when a
+    topic grows), a topic whose offsets are deleted leaves it, a restart replays it, and
+    DeleteGroups leaves a tombstone."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=2)
+        await conn.create_topics("u", partitions=1)
+        a = await conn.request(SHB, 1, shb("s", "a", 0, ["t"]))
+        assert a.error_code == 0
+        assert _state_records(server, "s") == [([], [("t", (0, 1))], [])]
+        a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))  # nothing new: nothing written
+        assert len(_state_records(server, "s")) == 1
+        a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch, ["t", "u"]))
+        assert _state_records(server, "s")[-1] == ([], [("t", (0, 1)), ("u", (0,))], [])
+        r = await conn.request(37, 3, request_class(37, 3)(topics=(request_class(37, 3, "CreatePartitionsTopic")(
+            name="t", count=3, assignments=None),), timeout=datetime.timedelta(seconds=5), validate_only=False))
+        assert r.results[0].error_code == 0
+        a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))
+        assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2)), ("u", (0,))], [])
+        assert (await conn.request(SHB, 1, shb("s", "a", -1))).error_code == 0
+        D = request_class(92, 0, "DeleteShareGroupOffsetsRequestTopic")
+        r = await conn.request(92, 0, request_class(92, 0)(group_id="s", topics=(D(topic_name="t"),)))
+        assert r.error_code == 0 and r.responses[0].error_code == 0
+        assert _state_records(server, "s")[-1] == ([], [("u", (0,))], [])
+    finally:
+        await conn.close()
+    server.restart()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        written = len(_state_records(server, "s"))
+        b = await conn.request(SHB, 1, shb("s", "b", 0, ["u"]))  # u is initialized: no new record
+        assert b.error_code == 0 and len(_state_records(server, "s")) == written
+        b = await conn.request(SHB, 1, shb("s", "b", b.member_epoch, ["t", "u"]))
+        assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2)), ("u", (0,))], [])
+        assert (await conn.request(SHB, 1, shb("s", "b", -1))).error_code == 0
+        r = await conn.request(42, 2, request_class(42, 2)(groups_names=("s",)))
+        assert r.results[0].error_code == 0
+        assert _state_records(server, "s")[-1] is None
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()

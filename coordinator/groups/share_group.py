@@ -50,6 +50,13 @@ class ShareGroup:
         # topic name -> (id, partitions) of the subscribed topics the target was computed from
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         self.metadata_hash = 0  # of subscription_metadata, as stored (KIP-1101)
+        # Kafka's ShareGroupStatePartitionMetadata: topic id -> (name, partitions) whose
+        # share-partition state is being initialized / is initialized, and topic id -> name of
+        # those whose state is being deleted; None until the group has the record.
+        self.initializing: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+        self.initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+        self.deleting: dict[uuid.UUID, str] = {}
+        self.has_state_metadata = False
         self.dead = False
         self.dirty = False  # records to write
         self.changed_members: set[str] = set()
@@ -176,6 +183,48 @@ def _homogeneous(member_ids: list[str], partitions: list[tuple[uuid.UUID, int]],
     return result
 
 
+def initialize_subscribed(group: ShareGroup) -> bool:
+    """GroupMetadataManager.subscribedTopicsChangeMap and initializeShareGroupState at a
+    heartbeat: the partitions of the subscribed topics whose share-partition state is not
+    initialized yet become initialized (a topic being deleted leaves `deleting`). Kafka
+    writes them as initializing first and as initialized once the share coordinator has
+    answered InitializeShareGroupState; here the share-partition state lives in this
+    process and starts at once, so the one record holds them initialized. True if that
+    changed the group's record."""
+    changed = False
+    for name, (topic_id, count) in group.subscription_metadata.items():
+        have = group.initialized.get(topic_id, (name, frozenset()))[1]
+        if len(have) >= count:
+            continue
+        group.initialized[topic_id] = (name, have | frozenset(range(count)))
+        group.initializing.pop(topic_id, None)
+        group.deleting.pop(topic_id, None)
+        changed = True
+    if changed:
+        group.has_state_metadata = True
+    return changed
+
+
+def forget_topics(group: ShareGroup, topic_ids: set[uuid.UUID]) -> bool:
+    """DeleteShareGroupOffsets (sharePartitionsEligibleForOffsetDeletion, then
+    completeDeleteShareGroupOffsets once the state is gone), and the cleanup when topics are
+    deleted (maybeCleanupShareGroupState): the topics leave the record. True if that changed it."""
+    changed = False
+    for states in (group.initializing, group.initialized, group.deleting):
+        for topic_id in topic_ids & states.keys():
+            del states[topic_id]
+            changed = True
+    return changed
+
+
+def _state_metadata(group: ShareGroup) -> R.ShareGroupStatePartitionMetadataValue:
+    def info(states: dict[uuid.UUID, tuple[str, frozenset[int]]]) -> R.TopicPartitionsInfo:
+        return tuple((t, name, tuple(sorted(ps))) for t, (name, ps) in sorted(states.items(), key=lambda kv: kv[0].bytes))
+    return R.ShareGroupStatePartitionMetadataValue(
+        info(group.initializing), info(group.initialized),
+        tuple((t, name) for t, name in sorted(group.deleting.items(), key=lambda kv: kv[0].bytes)))
+
+
 # persistence: the group as Kafka's records, and back --------------------------------
 
 
@@ -200,6 +249,8 @@ def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
         R.ShareGroupMetadataKey(g): R.ShareGroupMetadataValue(group.group_epoch, group.metadata_hash),
         R.ShareGroupTargetAssignmentMetadataKey(g): R.ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch),
     }
+    if group.has_state_metadata:
+        out[R.ShareGroupStatePartitionMetadataKey(g)] = _state_metadata(group)
     members = group.members.values() if member_ids is None else [
         group.members[i] for i in member_ids if i in group.members]
     for m in members:
@@ -222,6 +273,12 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ShareGroup | No
     group.metadata_hash = meta.metadata_hash
     target_meta = stored.get(R.ShareGroupTargetAssignmentMetadataKey(group_id))
     group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    states = stored.get(R.ShareGroupStatePartitionMetadataKey(group_id))
+    if states is not None:
+        group.has_state_metadata = True
+        group.initializing = {t: (name, frozenset(ps)) for t, name, ps in states.initializing_topics}
+        group.initialized = {t: (name, frozenset(ps)) for t, name, ps in states.initialized_topics}
+        group.deleting = dict(states.deleting_topics)
     for key, value in stored.items():
         if type(key) is R.ShareGroupMemberMetadataKey:
             group.members[key.member_id] = ShareMember(key.member_id, value.rack_id, value.client_id,

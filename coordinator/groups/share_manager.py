@@ -26,7 +26,8 @@ from protocol import share_records as R
 from .clock import Clock
 from .consumer_manager import ApiError, ConsumerGroupManager, apply_record
 from .metadata_hash import metadata_hash
-from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, group_from_records, member_keys,
+from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, forget_topics, group_from_records,
+                          initialize_subscribed, member_keys,
                           records_of, simple_assign)
 from .topic_image import TopicImage
 
@@ -202,6 +203,15 @@ class ShareGroupManager:
             return
         self.shard.write(records, done)
 
+    def forget_topics(self, group_id: str, topic_ids: set[uuid.UUID], done: Callable[[int], None]) -> None:
+        """The share-partition state of these topics is gone (DeleteShareGroupOffsets): they
+        leave the group's ShareGroupStatePartitionMetadata; done(error) once that is durable."""
+        group = self.groups.get(group_id)
+        if type(group) is ShareGroup and forget_topics(group, topic_ids):
+            self.persist(group, done)
+        else:
+            self.shard.after_pending(done)
+
     def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
         """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
         keys = list(self.written.get(group_id, {}))
@@ -285,6 +295,8 @@ class ShareGroupManager:
             group.dirty = True
         if group.assignment_epoch != group.group_epoch:
             self.compute_target(group)
+        if initialize_subscribed(group):
+            group.dirty = True
         self._reconcile(group, member)
         self.touch(group, member)
         if before != (member.member_epoch, member.assigned) or self._stored_member_differs(group, member):

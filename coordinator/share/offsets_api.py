@@ -11,7 +11,8 @@ with the share coordinator's state (kafka-share-groups.sh --describe / --reset-o
 - Alter: only while the group has no members (NON_EMPTY_GROUP); the share-partition starts
   over at the offset (a new state epoch, a snapshot with nothing in flight).
 - Delete: likewise; the state of every partition of the topics goes (tombstones), so the
-  next fetch starts them where share.auto.offset.reset says.
+  next fetch starts them where share.auto.offset.reset says, and the topics leave the group's
+  ShareGroupStatePartitionMetadata record.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class ShareOffsetsApis:
         if error != E.none:
             return ctx.response(throttle_time=0, error_code=error, error_message=message, responses=())
         rows = []
+        forgotten: set[uuid.UUID] = set()
         for t in req.topics:
             info = self.shares.topics.get(t.topic_name)
             if info is None:
@@ -161,6 +163,18 @@ class ShareOffsetsApis:
                                        error_message="This server does not host this topic-partition."))
                 continue
             error, message = await self.shares.forget(req.group_id, info.topic_id)
+            if error == E.none:
+                forgotten.add(info.topic_id)
             rows.append(ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
                                    topic_id=info.topic_id, error_code=error, error_message=message))
+        if forgotten:  # the topics leave the group's ShareGroupStatePartitionMetadata
+            fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+            def written(e: int) -> None:
+                if not fut.done():
+                    fut.set_result(e)
+            self.runtime.shard_for(req.group_id).share.forget_topics(req.group_id, forgotten, written)
+            error = await fut
+            if error != E.none:
+                return ctx.response(throttle_time=0, error_code=error, error_message=None, responses=())
         return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))
