@@ -391,3 +391,30 @@ async def test_state_partition_metadata_record(server):
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_mixed_subscriptions_assigned_topic_by_topic(server):
+    """Kafka's heterogeneous SimpleAssignor over the wire: t (2 partitions) read by a, b and c,
+    u (1 partition) by c alone: u's partition is c's, and each of t's partitions goes to
+    ceil(3 / 2) = 2 of t's three readers."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=2)
+        await conn.create_topics("u", partitions=1)
+        epochs = {}
+        for m, topics in (("a", ["t"]), ("b", ["t"]), ("c", ["t", "u"])):
+            r = await conn.request(SHB, 1, shb("mix", m, 0, topics))
+            assert r.error_code == 0
+            epochs[m] = r.member_epoch
+        for m in "abc":  # each moves to the latest target at its next heartbeat
+            r = await conn.request(SHB, 1, shb("mix", m, epochs[m]))
+            assert r.error_code == 0
+        described = (await sdescribe(conn, "mix"))[0]
+        names = {}
+        for member in described.members:
+            names[member.member_id] = {(t.topic_name, p) for t in member.assignment.topic_partitions
+                                       for p in t.partitions}
+        assert ("u", 0) in names["c"] and all(n == "t" for m in "ab" for n, _ in names[m])
+        assert [sum(("t", p) in names[m] for m in "abc") for p in (0, 1)] == [2, 2]
+    finally:
+        await conn.close()

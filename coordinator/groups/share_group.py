@@ -9,6 +9,7 @@ Which records a member gets is the share-partition's business (coordinator/share
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -135,23 +136,84 @@ def simple_assign(members: dict[str, frozenset[uuid.UUID]], counts: dict[uuid.UU
     (SimpleHomogeneousAssignmentBuilder): each partition goes to ceil(members / partitions)
     members ("desired sharing"), the partitions handed out are spread so that no member has
     more than one more than another, and members keep what they had where that stays
-    balanced. With different subscriptions the same is done topic by topic among the
-    members subscribed to it (Kafka's heterogeneous builder balances across topics too)."""
+    balanced. With different subscriptions (SimpleHeterogeneousAssignmentBuilder) the same
+    rule holds topic by topic among the members subscribed to each topic (`_topic_assign`)."""
     if not members:
         return {}
     subscriptions = set(members.values())
     out: dict[str, Assignment] = {m: {} for m in members}
     if len(subscriptions) == 1:
-        groups = [(sorted(members), sorted(next(iter(subscriptions)), key=lambda t: t.bytes))]
-    else:
-        topics = sorted({t for ts in subscriptions for t in ts}, key=lambda t: t.bytes)
-        groups = [(sorted(m for m, ts in members.items() if t in ts), [t]) for t in topics]
-    for member_ids, topic_ids in groups:
+        topic_ids = sorted(next(iter(subscriptions)), key=lambda t: t.bytes)
         partitions = [(t, p) for t in topic_ids for p in range(counts.get(t, 0))]
-        for m, tps in _homogeneous(member_ids, partitions, previous).items():
+        for m, tps in _homogeneous(sorted(members), partitions, previous).items():
             for t, p in tps:
                 out[m][t] = out[m].get(t, frozenset()) | {p}
+        return out
+    for topic_id in sorted({t for ts in subscriptions for t in ts}, key=lambda t: t.bytes):
+        subscribers = sorted(m for m, ts in members.items() if topic_id in ts)
+        for m, ps in _topic_assign(topic_id, counts.get(topic_id, 0), subscribers, previous).items():
+            if ps:
+                out[m][topic_id] = frozenset(ps)
     return out
+
+
+def _desired_counts(subscribers: list[str], sharing: int, n_parts: int) -> dict[str, int]:
+    """TopicAssignmentPartialBuilder's desiredAssignmentCounts, with its double arithmetic
+    (sharing * partitions / subscribers, then the difference of successive ceilings), so the
+    counts are Kafka's to the last rounding."""
+    precise = sharing * n_parts / float(len(subscribers))
+    return {m: math.ceil(precise * (i + 1)) - math.ceil(precise * i) for i, m in enumerate(subscribers)}
+
+
+def _topic_assign(topic_id: uuid.UUID, n_parts: int, subscribers: list[str],
+                  previous: dict[str, Assignment]) -> dict[str, list[int]]:
+    """Kafka's SimpleHeterogeneousAssignmentBuilder.TopicAssignmentPartialBuilder: one topic
+    among the members subscribed to it. Each partition wants `sharing` = ceil(subscribers /
+    partitions) members and each subscriber its desired count (sharing * partitions spread
+    over the subscribers, differing by at most one). In Kafka's order: keep the subscribers'
+    previous partitions of the topic, revoke from members over their count, revoke from
+    partitions shared more than wanted, then hand the partitions still short of members to
+    the members still short of partitions, round robin. Kafka's round robin gives up on every
+    later partition once a pass finds no member able to take one; here each partition gets a
+    full pass of its own, so no partition of a subscribed topic is left without a member."""
+    by_member: dict[str, list[int]] = {m: [] for m in subscribers}
+    if n_parts <= 0 or not subscribers:
+        return by_member
+    sharing = -(-len(subscribers) // n_parts)
+    desired = _desired_counts(subscribers, sharing, n_parts)
+    by_partition: dict[int, list[str]] = {p: [] for p in range(n_parts)}
+    for m in subscribers:  # revokeUnassignablePartitions: only what is still assignable is kept
+        for p in sorted(previous.get(m, {}).get(topic_id, ())):
+            if p in by_partition:
+                by_partition[p].append(m)
+                by_member[m].append(p)
+    for m in subscribers:  # revokeOverfilledMembers
+        while len(by_member[m]) > desired[m]:
+            by_partition[by_member[m].pop()].remove(m)
+    for p, holders in by_partition.items():  # revokeOversharedPartitions
+        while len(holders) > sharing:
+            by_member[holders.pop()].remove(p)
+    unfilled = [m for m in subscribers if len(by_member[m]) < desired[m]]  # assignRemainingPartitions
+    at = 0
+    for p in range(n_parts):
+        holders = by_partition[p]
+        misses = 0
+        while len(holders) < sharing and unfilled and misses < len(unfilled):
+            at %= len(unfilled)
+            m = unfilled[at]
+            if m in holders:
+                at, misses = at + 1, misses + 1
+                continue
+            holders.append(m)
+            by_member[m].append(p)
+            misses = 0
+            if len(by_member[m]) >= desired[m]:
+                unfilled.pop(at)
+            else:
+                at += 1
+        if not unfilled:
+            break
+    return by_member
 
 
 def _homogeneous(member_ids: list[str], partitions: list[tuple[uuid.UUID, int]],
