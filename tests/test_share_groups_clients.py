@@ -182,3 +182,30 @@ def test_server_crash_never_redelivers_accepted_records(server):
         assert sorted(after) == sorted(set(range(40)) - accepted)
     finally:
         c.close()
+
+
+def test_share_consumer_refused_a_topic_it_may_not_describe(server_factory):
+    """With --authorizer, a topic the ACLs give to someone else: the ShareConsumer's heartbeat
+    fails with TOPIC_AUTHORIZATION_FAILED (Kafka's DESCRIBE check on the subscribed topics),
+    which confluent-kafka raises from poll."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType
+
+    server = server_factory("--authorizer")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic("secret", 1, 1)])["secret"].result(30)
+    acl = AclBinding(ResourceType.TOPIC, "secret", ResourcePatternType.LITERAL, "User:other", "*",
+                     AclOperation.ALL, AclPermissionType.ALLOW)
+    admin.create_acls([acl])[acl].result(30)
+    c = share_consumer(server.bootstrap, "g", "secret")
+    try:
+        error = None
+        deadline = time.monotonic() + 30
+        while error is None and time.monotonic() < deadline:
+            try:
+                assert all(m.error() is None for m in c.poll(1.0))
+            except KafkaException as e:
+                error = e.args[0]
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        c.close()

@@ -351,8 +351,8 @@ def _state_records(server, group):
 async def test_state_partition_metadata_record(server):
     """Record type 15, ShareGroupStatePartitionMetadata, as Kafka writes it: the subscribed
     topics' partitions initialized at the heartbeat that first sees them (and again when a
-    topic grows), a topic whose offsets are deleted leaves it, a restart replays it, and
-    DeleteGroups leaves a tombstone."""
+    topic grows) and by AlterShareGroupOffsets, a topic whose offsets are deleted or which is
+    deleted leaves it, a restart replays it, and DeleteGroups leaves a tombstone."""
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=2)
@@ -374,6 +374,13 @@ async def test_state_partition_metadata_record(server):
         r = await conn.request(92, 0, request_class(92, 0)(group_id="s", topics=(D(topic_name="t"),)))
         assert r.error_code == 0 and r.responses[0].error_code == 0
         assert _state_records(server, "s")[-1] == ([], [("u", (0,))], [])
+        # AlterShareGroupOffsets initializes what it alters
+        T, P = request_class(91, 0, "AlterShareGroupOffsetsRequestTopic"), request_class(
+            91, 0, "AlterShareGroupOffsetsRequestPartition")
+        r = await conn.request(91, 0, request_class(91, 0)(group_id="s", topics=(T(topic_name="t", partitions=(
+            P(partition_index=1, start_offset=0),)),)))
+        assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
+        assert _state_records(server, "s")[-1] == ([], [("t", (1,)), ("u", (0,))], [])
     finally:
         await conn.close()
     server.restart()
@@ -384,6 +391,13 @@ async def test_state_partition_metadata_record(server):
         assert b.error_code == 0 and len(_state_records(server, "s")) == written
         b = await conn.request(SHB, 1, shb("s", "b", b.member_epoch, ["t", "u"]))
         assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2)), ("u", (0,))], [])
+        # a deleted topic leaves the record (Kafka's maybeCleanupShareGroupState)
+        r = await conn.request(20, 6, request_class(20, 6)(topics=(request_class(20, 6, "DeleteTopicState")(
+            name="u", topic_id=None),), timeout=datetime.timedelta(seconds=5)))
+        assert r.responses[0].error_code == 0
+        b = await conn.request(SHB, 1, shb("s", "b", b.member_epoch))
+        assert b.error_code == 0
+        assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2))], [])
         assert (await conn.request(SHB, 1, shb("s", "b", -1))).error_code == 0
         r = await conn.request(42, 2, request_class(42, 2)(groups_names=("s",)))
         assert r.results[0].error_code == 0

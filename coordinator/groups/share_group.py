@@ -267,6 +267,24 @@ def initialize_subscribed(group: ShareGroup) -> bool:
     return changed
 
 
+def initialize_partitions(group: ShareGroup, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]]) -> bool:
+    """AlterShareGroupOffsets (completeAlterShareGroupOffsets, then initializeShareGroupState):
+    the altered partitions' state is initialized at their new start. True if that changed
+    the group's record."""
+    changed = False
+    for topic_id, (name, ps) in partitions.items():
+        have = group.initialized.get(topic_id, (name, frozenset()))[1]
+        if ps <= have and topic_id not in group.deleting:
+            continue
+        group.initialized[topic_id] = (name, have | ps)
+        group.initializing.pop(topic_id, None)
+        group.deleting.pop(topic_id, None)
+        changed = True
+    if changed:
+        group.has_state_metadata = True
+    return changed
+
+
 def forget_topics(group: ShareGroup, topic_ids: set[uuid.UUID]) -> bool:
     """DeleteShareGroupOffsets (sharePartitionsEligibleForOffsetDeletion, then
     completeDeleteShareGroupOffsets once the state is gone), and the cleanup when topics are

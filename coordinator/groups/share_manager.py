@@ -27,7 +27,7 @@ from .clock import Clock
 from .consumer_manager import ApiError, ConsumerGroupManager, apply_record
 from .metadata_hash import metadata_hash
 from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, forget_topics, group_from_records,
-                          initialize_subscribed, member_keys,
+                          initialize_partitions, initialize_subscribed, member_keys,
                           records_of, simple_assign)
 from .topic_image import TopicImage
 
@@ -203,6 +203,24 @@ class ShareGroupManager:
             return
         self.shard.write(records, done)
 
+    def _deleted_topics(self, group: ShareGroup) -> set[uuid.UUID]:
+        """Topics of the group's ShareGroupStatePartitionMetadata that were deleted since: Kafka
+        drops them from every group's record when the metadata image loses them
+        (maybeCleanupShareGroupState); here at the group's next heartbeat."""
+        if self.image.topics is None:
+            return set()
+        return {t for t in (*group.initializing, *group.initialized, *group.deleting) if self.image.name_of(t) is None}
+
+    def initialize_partitions(self, group_id: str, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]],
+                              done: Callable[[int], None]) -> None:
+        """AlterShareGroupOffsets started these partitions' state afresh: they are initialized in
+        the group's ShareGroupStatePartitionMetadata; done(error) once that is durable."""
+        group = self.groups.get(group_id)
+        if type(group) is ShareGroup and initialize_partitions(group, partitions):
+            self.persist(group, done)
+        else:
+            self.shard.after_pending(done)
+
     def forget_topics(self, group_id: str, topic_ids: set[uuid.UUID], done: Callable[[int], None]) -> None:
         """The share-partition state of these topics is gone (DeleteShareGroupOffsets): they
         leave the group's ShareGroupStatePartitionMetadata; done(error) once that is durable."""
@@ -295,7 +313,7 @@ class ShareGroupManager:
             group.dirty = True
         if group.assignment_epoch != group.group_epoch:
             self.compute_target(group)
-        if initialize_subscribed(group):
+        if initialize_subscribed(group) | forget_topics(group, self._deleted_topics(group)):
             group.dirty = True
         self._reconcile(group, member)
         self.touch(group, member)

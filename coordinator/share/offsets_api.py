@@ -108,6 +108,7 @@ class ShareOffsetsApis:
             return ctx.response(throttle_time=0, error_code=error, error_message=message, responses=())
         topics = self.shares.topics
         rows = []
+        altered: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
         for t in req.topics:
             info = topics.get(t.topic_name)
             parts: list[tuple[int, int, str | None]] = []
@@ -120,12 +121,32 @@ class ShareOffsetsApis:
                 else:
                     key = (req.group_id, info.topic_id, p.partition_index)
                     parts.append((p.partition_index, *await self._reset(key, p.start_offset)))
+                    if parts[-1][1] == E.none:
+                        name, done = altered.get(info.topic_id, (t.topic_name, frozenset()))
+                        altered[info.topic_id] = (name, done | {p.partition_index})
             rows.append(ctx.nested("AlterShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
                                    topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
                                    partitions=tuple(ctx.nested("AlterShareGroupOffsetsResponsePartition",
                                                                partition_index=i, error_code=e, error_message=m)
                                                     for i, e, m in parts)))
+        if altered:  # the partitions are initialized in the group's ShareGroupStatePartitionMetadata
+            error = await self._group_write(
+                lambda done: self.runtime.shard_for(req.group_id).share.initialize_partitions(
+                    req.group_id, altered, done))
+            if error != E.none:
+                return ctx.response(throttle_time=0, error_code=error, error_message=None, responses=())
         return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))
+
+    @staticmethod
+    async def _group_write(write: Any) -> int:
+        """Run a group-record write (write(done)) and wait until it is durable: its error code."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def done(error: int) -> None:
+            if not fut.done():
+                fut.set_result(error)
+        write(done)
+        return await fut
 
     async def _reset(self, key: Any, offset: int) -> tuple[int, str | None]:
         """The share-partition starts over at `offset` under a new state epoch."""
@@ -168,13 +189,8 @@ class ShareOffsetsApis:
             rows.append(ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
                                    topic_id=info.topic_id, error_code=error, error_message=message))
         if forgotten:  # the topics leave the group's ShareGroupStatePartitionMetadata
-            fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-            def written(e: int) -> None:
-                if not fut.done():
-                    fut.set_result(e)
-            self.runtime.shard_for(req.group_id).share.forget_topics(req.group_id, forgotten, written)
-            error = await fut
+            error = await self._group_write(
+                lambda done: self.runtime.shard_for(req.group_id).share.forget_topics(req.group_id, forgotten, done))
             if error != E.none:
                 return ctx.response(throttle_time=0, error_code=error, error_message=None, responses=())
         return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))
