@@ -63,3 +63,74 @@ def test_consumer_group_metadata_value_carries_the_hash_in_tag_0():
 def test_share_group_metadata_value_round_trip():
     value = SR.ShareGroupMetadataValue(3, metadata_hash({"t": (TID, 2)}))
     assert SR.decode_value(SR.ShareGroupMetadataKey("g"), SR.encode_value(value)) == value
+
+
+def _group_records(server, group):
+    """(key, value) of every `__consumer_offsets` record of the group, in log order."""
+    import pathlib
+
+    from coordinator.log.offsets import partition_for
+    from protocol.group_records import decode_record
+    from protocol.record_batch import iter_batch_records, parse_header
+
+    out = []
+    directory = pathlib.Path(server.data_dir) / f"__consumer_offsets-{partition_for(group, 50)}"
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            if not header.is_control:
+                for rec in iter_batch_records(data[pos:pos + header.size], header):
+                    key, value = decode_record(rec.key, rec.value)
+                    if getattr(key, "group", None) == group:
+                        out.append((key, value))
+            pos += header.size
+    return out
+
+
+async def test_groups_store_kafkas_hash_and_a_restart_keeps_the_epoch(server):
+    """A consumer group and a share group on topic t: their metadata records carry Kafka's hash
+    of t (so a Kafka 4.1+ broker loading the log sees no change), the consumer group writes no
+    ConsumerGroupPartitionMetadata (Kafka 4.1+ keeps only the hash), and after a restart the
+    hash alone tells the topics did not change: the next heartbeats keep the epochs."""
+    import datetime
+
+    from tests.support.wire_client import WireClient, request_class
+
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=3)
+        cg = await conn.request(68, 1, request_class(68, 1)(
+            group_id="cg", member_id="m", member_epoch=0, rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=("t",), topic_partitions=()))
+        sg = await conn.request(76, 1, request_class(76, 1)(group_id="sg", member_id="m", member_epoch=0,
+                                                            subscribed_topic_names=("t",)))
+        assert cg.error_code == 0 and sg.error_code == 0
+        tid = sg.assignment.topic_partitions[0].topic_id
+        want = metadata_hash({"t": (tid, 3)})
+        cg_records = _group_records(server, "cg")
+        assert [v.metadata_hash for k, v in cg_records if type(k) is CR.ConsumerGroupMetadataKey][-1] == want
+        assert not [k for k, _ in cg_records if type(k) is CR.ConsumerGroupPartitionMetadataKey]
+        assert [v.metadata_hash for k, v in _group_records(server, "sg")
+                if type(k) is SR.ShareGroupMetadataKey][-1] == want
+        described = await conn.request(69, 0, request_class(69, 0)(group_ids=("cg",),
+                                                                  include_authorized_operations=False))
+        epoch_before = described.groups[0].group_epoch
+    finally:
+        await conn.close()
+    server.restart()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        again = await conn.request(68, 1, request_class(68, 1)(
+            group_id="cg", member_id="m", member_epoch=cg.member_epoch, rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=("t",), topic_partitions=None))
+        assert (again.error_code, again.member_epoch) == (0, cg.member_epoch)
+        described = await conn.request(69, 0, request_class(69, 0)(group_ids=("cg",),
+                                                                  include_authorized_operations=False))
+        assert described.groups[0].group_epoch == epoch_before  # the hash matched: no bump
+        again = await conn.request(76, 1, request_class(76, 1)(group_id="sg", member_id="m",
+                                                               member_epoch=sg.member_epoch))
+        assert (again.error_code, again.member_epoch) == (0, sg.member_epoch)
+    finally:
+        await conn.close()

@@ -76,8 +76,11 @@ class ConsumerGroup:
         self.assignment_epoch = 0
         self.assignment_timestamp = 0  # when the target was last computed (wall ms; 0: never)
         self.target: dict[str, Assignment] = {}  # member id -> its target assignment
-        # topic name -> (id, partitions) of the subscribed topics the target was computed from
-        self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        # topic name -> (id, partitions) of the subscribed topics the target was computed from,
+        # and its KIP-1101 hash (the group metadata record's MetadataHash: a group replayed
+        # from a Kafka 4.1+ log knows only the hash until its topics are looked up)
+        self._subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        self.metadata_hash = 0
         # (topic id, partition) -> the member owning it (assigned or pending revocation)
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
         self.dead = False
@@ -96,6 +99,15 @@ class ConsumerGroup:
         self.resolved_regexes: dict[str, frozenset[str]] = {}
         self.regex_version: Any = None
         self.regex_refresh: Any = None
+
+    @property
+    def subscription_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return self._subscription_metadata
+
+    @subscription_metadata.setter
+    def subscription_metadata(self, metadata: dict[str, tuple[uuid.UUID, int]]) -> None:
+        self._subscription_metadata = metadata
+        self.metadata_hash = metadata_hash(metadata)
 
     # ownership ------------------------------------------------------------------------
 
@@ -311,10 +323,7 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
     what a restart must replay to rebuild it."""
     g = group.group_id
     out: dict[Any, Any] = {
-        R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch,
-                                                                 metadata_hash(group.subscription_metadata)),
-        R.ConsumerGroupPartitionMetadataKey(g): R.ConsumerGroupPartitionMetadataValue(tuple(
-            R.TopicMetadata(tid, name, n) for name, (tid, n) in sorted(group.subscription_metadata.items()))),
+        R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash),
         R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(
             group.assignment_epoch, group.assignment_timestamp),
     }
@@ -347,8 +356,10 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
         group.assignment_epoch = target_meta.assignment_epoch
         group.assignment_timestamp = target_meta.assignment_timestamp
     partitions = stored.get(R.ConsumerGroupPartitionMetadataKey(group_id))
-    if partitions is not None:
+    if partitions is not None:  # a log written before Kafka 4.1 (KIP-1101) names the topics
         group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in partitions.topics}
+    if meta.metadata_hash:
+        group.metadata_hash = meta.metadata_hash
     for key, value in stored.items():
         if type(key) is R.ConsumerGroupMemberMetadataKey:
             m = ConsumerMember(key.member_id, value.instance_id, value.rack_id, value.client_id, value.client_host,

@@ -38,6 +38,7 @@ from protocol import consumer_records as R
 
 from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, group_from_records,
                              member_keys, records_of)
+from .metadata_hash import metadata_hash
 from .reconciliation import MemberState, reconcile
 from .topic_image import TopicImage
 
@@ -246,6 +247,12 @@ class ConsumerGroupManager:
         # (Kafka keeps resolved regexes in records of their own; here they are resolved
         # again from the topics now, which the subscription metadata record already reflects.)
         self.resolve_regexes(group)
+        if not group.subscription_metadata and group.metadata_hash:
+            # Kafka 4.1+ keeps only the hash: the topics are as the group saw them if the hash
+            # of what the broker has now matches; otherwise the next heartbeat bumps the epoch.
+            seen = self.subscription_metadata(group)
+            if metadata_hash(seen) == group.metadata_hash:
+                group.subscription_metadata = seen
         for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
             self.touch(group, m)
 
@@ -267,6 +274,11 @@ class ConsumerGroupManager:
         # its old target record goes too.
         gone += [k for m in group.changed_members if m in group.members and m not in group.target
                  for k in (R.ConsumerGroupTargetAssignmentMemberKey(group.group_id, m),) if k in written]
+        # Kafka 4.1+ writes no ConsumerGroupPartitionMetadata (the hash in the group's metadata
+        # record replaces it) and removes one an older log holds.
+        legacy = R.ConsumerGroupPartitionMetadataKey(group.group_id)
+        if legacy in written:
+            gone.append(legacy)
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
