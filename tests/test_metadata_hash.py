@@ -134,3 +134,21 @@ async def test_groups_store_kafkas_hash_and_a_restart_keeps_the_epoch(server):
         assert (again.error_code, again.member_epoch) == (0, sg.member_epoch)
     finally:
         await conn.close()
+
+
+ID = uuid.UUID(bytes=bytes.fromhex("0123456789abcdeffedcba9876543210"))
+
+
+def test_golden_values_of_kafkas_utils():
+    """Values of Kafka's Utils.computeTopicHash / computeGroupHash run with hash4j 0.22.0 (the
+    version Kafka pins), as another Kafka implementation's test suite publishes them."""
+    assert topic_hash("foo", ID, 2, {0: ["rack1", "rack0"], 1: ["rack2", "rack1"]}) == 4_231_092_367_357_902_416
+    assert topic_hash("bar", uuid.UUID(bytes=b"\x11" * 8 + b"\x22" * 8), 1) == 8_733_119_781_167_439_863
+    assert topic_hash("empty", uuid.UUID(int=0), 0) == 728_769_691_835_767_132
+    assert topic_hash("foo", ID, 1, {0: ["r", "r"]}) == 2_883_780_561_648_472_600
+    assert topic_hash("foo", ID, 1, {0: ["\ue000", "\U0001f600"]}) == 4_767_223_826_197_171_634
+    assert topic_hash("t\u00e9", ID, 1, {0: ["\u00e9"]}) == 480_043_309_326_700_168
+    foo, bar = 4_231_092_367_357_902_416, 8_733_119_781_167_439_863
+    assert group_hash({"foo": foo}) == -3_651_539_661_068_893_492
+    assert group_hash({"foo": foo, "bar": bar}) == group_hash({"bar": bar, "foo": foo}) == -556_879_919_459_959_918
+    assert group_hash({"foo": 456, "bar": 123}) == 1_482_712_172_080_382_793
