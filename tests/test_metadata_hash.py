@@ -152,3 +152,56 @@ def test_golden_values_of_kafkas_utils():
     assert group_hash({"foo": foo}) == -3_651_539_661_068_893_492
     assert group_hash({"foo": foo, "bar": bar}) == group_hash({"bar": bar, "foo": foo}) == -556_879_919_459_959_918
     assert group_hash({"foo": 456, "bar": 123}) == 1_482_712_172_080_382_793
+
+
+async def test_an_older_logs_partition_metadata_is_read_then_tombstoned(server):
+    """A log written before Kafka 4.1 holds a ConsumerGroupPartitionMetadata record (type 4):
+    it is read (the topics it names are the group's, so the restart bumps nothing) and gets a
+    tombstone at the group's next write, as Kafka 4.1+ removes it."""
+    import datetime
+    import pathlib
+    import time
+
+    from coordinator.log import LogConfig, PartitionLog
+    from coordinator.log.offsets import partition_for
+    from protocol.record_batch import build_batch
+    from tests.support.wire_client import WireClient, request_class
+
+    def join(member, epoch, topics=("t",)):
+        return request_class(68, 1)(group_id="cg", member_id=member, member_epoch=epoch,
+                                    rebalance_timeout=datetime.timedelta(seconds=30),
+                                    subscribed_topic_names=topics, topic_partitions=() if epoch == 0 else None)
+
+    async def group_epoch(conn):
+        r = await conn.request(69, 0, request_class(69, 0)(group_ids=("cg",), include_authorized_operations=False))
+        return r.groups[0].group_epoch
+
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=3)
+        a = await conn.request(68, 1, join("a", 0))
+        tid = a.assignment.topic_partitions[0].topic_id
+        before = await group_epoch(conn)
+    finally:
+        await conn.close()
+    server.stop()
+    directory = pathlib.Path(server.data_dir) / f"__consumer_offsets-{partition_for('cg', 50)}"
+    legacy = PartitionLog.open_sync(directory, LogConfig(fsync="never", maintenance_interval_ms=None))
+    try:
+        key = CR.ConsumerGroupPartitionMetadataKey("cg")
+        value = CR.ConsumerGroupPartitionMetadataValue((CR.TopicMetadata(tid, "t", 3),))
+        await legacy.append_durable(build_batch([(CR.encode_key(key), CR.encode_value(value))],
+                                                timestamp_ms=int(time.time() * 1000)))
+    finally:
+        await legacy.close()
+    server.start()
+    assert [v for k, v in _group_records(server, "cg") if type(k) is CR.ConsumerGroupPartitionMetadataKey] == [value]
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        assert await group_epoch(conn) == before
+        b = await conn.request(68, 1, join("b", 0))  # the group changes: its records are written
+        assert b.error_code == 0
+        legacy_records = [v for k, v in _group_records(server, "cg") if type(k) is CR.ConsumerGroupPartitionMetadataKey]
+        assert legacy_records == [value, None]
+    finally:
+        await conn.close()
