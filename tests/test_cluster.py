@@ -12,37 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kio.schema.errors import ErrorCode as E
 
+from tests.support.cluster_wire import close, connect, create_topic, nested
 from tests.support.wire_client import WireClient, request_class
 from coordinator.testing import Cluster, ClusterError
 
 METADATA, FIND_COORDINATOR, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CLUSTER = 3, 10, 23, 60
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, HEARTBEAT = 0, 1, 2, 9, 12
-
-
-def nested(api: int, v: int, name: str):
-    return request_class(api, v, name)
-
-
-async def connect(cluster: Cluster) -> dict[int, WireClient]:
-    """One connection per live broker, by node id."""
-    out = {}
-    for b in cluster.brokers():
-        if b["alive"]:
-            out[b["node_id"]] = await WireClient("cluster-test").connect(b["host"], b["port"])
-    return out
-
-
-async def close(conns: dict[int, WireClient]) -> None:
-    for c in conns.values():
-        await c.close()
-
-
-async def create_topic(conn: WireClient, name: str, partitions: int, rf: int) -> int:
-    topic = nested(19, 4, "CreatableTopic")
-    r = await conn.request(19, 4, request_class(19, 4)(
-        topics=(topic(name=name, num_partitions=partitions, replication_factor=rf, assignments=(), configs=()),),
-        timeout=datetime.timedelta(seconds=5), validate_only=False))
-    return r.topics[0].error_code
 
 
 async def metadata(conn: WireClient, *topics: str):

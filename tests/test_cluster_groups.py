@@ -14,7 +14,7 @@ from tests.support.consumer_groups import HB, describe, flat, hb, owned_of
 from tests.support.groups_wire import COMMIT, FETCH, commit_body
 from tests.support.share import ACCEPT, SACK, SFETCH, SHB, acquired, cls, part, sack, set_group_configs, sfetch
 from tests.support.wire_client import request_class
-from tests.test_cluster import close, connect, create_topic
+from tests.support.cluster_wire import close, connect, create_topic
 
 SDESCRIBE, SHARE_OFFSETS = 77, 90
 

@@ -14,8 +14,8 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from tests.support.wire_client import WireClient
-from tests.test_cluster import close, connect, create_topic
-from tests.test_transactions_wire import (
+from tests.support.cluster_wire import close, connect, create_topic
+from tests.support.transactions_wire import (
     add_partitions, describe, describe_unknown, end_txn, fetch, init_pid, produce_txn, wait_for_state,
 )
 from protocol.record_batch import iter_batches
@@ -114,7 +114,7 @@ async def test_a_prepared_transaction_is_completed_by_the_new_coordinator(kafka_
 
 @pytest.mark.kafka_cluster(brokers=3)
 async def test_list_transactions_on_each_broker_lists_the_ids_it_coordinates(kafka_cluster):
-    from tests.test_transactions_wire import LIST_TXNS, cls
+    from tests.support.transactions_wire import LIST_TXNS, cls
 
     conns = await connect(kafka_cluster)
     try:

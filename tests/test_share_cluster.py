@@ -54,7 +54,7 @@ def test_share_consumer_across_a_broker_stop_never_gets_an_accepted_record_again
     from confluent_kafka import KafkaException, Producer, ShareConsumer
 
     from tests.support.process import wait_for
-    from tests.test_share_groups_clients import setup
+    from tests.support.share import setup
 
     bootstrap = kafka_cluster.bootstrap
     setup(bootstrap, "st", "sg", 20, partitions=1, replication_factor=3)

@@ -16,32 +16,17 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 if not hasattr(confluent_kafka, "ShareConsumer"):
     pytest.skip("confluent-kafka without ShareConsumer (2.16+)", allow_module_level=True)
 
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
-    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType,
+    AdminClient, NewTopic, ResourceType,
 )
 
 from tests.support.process import ROOT, wait_for  # noqa: E402
+from tests.support.share import setup  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 SHORT_LOCKS = ("--group-share-min-record-lock-duration-ms", "1000")
-
-
-def setup(bootstrap: str, topic: str, group: str, records: int, partitions: int = 1, replication_factor: int = 1,
-          **group_configs: str) -> None:
-    """The topic, the group's configs (earliest: the records produced before the group
-    started are its), and the records v0..v{n-1}."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, replication_factor)])[topic].result(30)
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in {"share_auto_offset_reset": "earliest", **group_configs}.items()]
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
-    admin.incremental_alter_configs([resource])[resource].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(records):
-        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
-    producer.flush(30)
 
 
 def share_consumer(bootstrap: str, group: str, topic: str, **conf: str) -> ShareConsumer:

@@ -120,3 +120,22 @@ def kcoord_fails(server, *args: str) -> str:
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     return r.stderr
+
+
+def setup(bootstrap: str, topic: str, group: str, records: int, partitions: int = 1, replication_factor: int = 1,
+          **group_configs: str) -> None:
+    """The topic, the group's configs (earliest: the records produced before the group
+    started are its), and the records v0..v{n-1}."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, replication_factor)])[topic].result(30)
+    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in {"share_auto_offset_reset": "earliest", **group_configs}.items()]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(records):
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
+    producer.flush(30)
