@@ -6,6 +6,9 @@ PY     := $(VENV)/bin/python
 HOST   ?= $(or $(KCOORD_HOST),127.0.0.1)
 PORT   ?= $(or $(KCOORD_PORT),9092)
 DATA   ?= $(or $(KCOORD_DATA_DIR),./data)
+# pytest workers (pytest-xdist): the tests mostly wait on sockets and timers, so three share
+# two cores well; a test module runs whole in one worker (--dist loadfile). WORKERS=0: serial.
+WORKERS ?= 3
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
@@ -92,11 +95,11 @@ lint: $(VENV)/.installed-dev
 
 ## The suite without the tests marked slow (pytest -m "not slow"): a few minutes on 2 cores.
 test-fast: install-test
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" --durations=15
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile -m "not slow" --durations=15
 
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
 test: install-test clients
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=15
 
 bench: install-test
 	$(PY) -m pip install -q -e '.[bench]'
