@@ -16,7 +16,7 @@ FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
