@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import share_records as R
 
 from .clock import Clock
-from .consumer_manager import ApiError, ConsumerGroupManager, apply_record
+from .consumer_manager import ApiError, ConsumerGroupManager, HeartbeatResult, apply_record
 from .metadata_hash import metadata_hash
 from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, forget_topics, group_from_records,
                           initialize_partitions, initialize_subscribed, member_keys,
@@ -65,14 +65,8 @@ class ShareHeartbeatRequest:
     client_host: str = ""
 
 
-@dataclass
-class ShareHeartbeatResult:
-    error: int
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: dict[uuid.UUID, frozenset[int]] | None = None
+# A ShareGroupHeartbeat response carries the fields a ConsumerGroupHeartbeat response does.
+ShareHeartbeatResult = HeartbeatResult
 
 
 def validate_request(r: ShareHeartbeatRequest) -> None:
