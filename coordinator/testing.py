@@ -25,15 +25,14 @@ coordinator behind it.
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import io
 import os
 import shutil
 import subprocess as _subprocess
 import sys
 import tempfile
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -89,22 +88,34 @@ class Cluster:
         args = ["--host", self.host, "--port", "0", "--brokers", str(self.brokers_count),
                 "--data-dir", str(self.data_dir), *_flags(self.config)]
         try:
+            config = self._parse(args)  # a bad setting fails here, before anything is started
             if self.subprocess:
                 self._start_process(args)
             else:
-                self._start_in_process(args)
+                self._start_in_process(config)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _start_in_process(self, args: list[str]) -> None:
+    @staticmethod
+    def _parse(args: list[str]) -> Any:
+        """The server's Config for these flags. parse_args reports a bad one as a line on
+        stderr and exit 2, right for the command; a library raises: ValueError with that line."""
+        from .config import parse_args
+
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                return parse_args(args)
+        except SystemExit:
+            raise ValueError(err.getvalue().strip().removeprefix("python -m coordinator: error: ")) from None
+
+    def _start_in_process(self, config: Any) -> None:
         import uvloop
 
-        from .config import parse_args
         from .server import Server
 
-        config = parse_args(args)
         self._loop = loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=loop.run_forever, name="kcoord-cluster", daemon=True)
         self._thread.start()
@@ -191,18 +202,15 @@ class Cluster:
             raise ClusterError(str(e)) from None
 
     def _http(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self._control_url + path, data=data, method=method,  # type: ignore[operator]  # set once the process reported its control port
-                                         headers={"Content-Type": "application/json"})
+        """One request to an out-of-process cluster's control API (the one kcoord control speaks)."""
+        from .admin.common import Failure
+        from .admin.control_cli import call
+
         try:
-            with urllib.request.urlopen(request, timeout=60) as answer:
-                return json.loads(answer.read() or b"null")
-        except urllib.error.HTTPError as e:
-            try:
-                message = json.loads(e.read()).get("error", str(e))
-            except ValueError:
-                message = str(e)
-            raise ClusterError(message) from None
+            return call(self._control_url.removeprefix("http://"), method, path, body,  # type: ignore[union-attr]  # set once the process reported its control port
+                        timeout=60)
+        except Failure as e:
+            raise ClusterError(str(e)) from None
 
     def _require_started(self) -> None:
         if self._server is None and self._proc is None:

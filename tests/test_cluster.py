@@ -418,3 +418,19 @@ def test_leader_epochs_outlive_a_restart(tmp_path):
     assert before == (2, [(E.none, 0, 5), (E.none, 1, 10), (E.none, 2, 10)])
     with Cluster(brokers=3, data_dir=tmp_path / "d") as cluster:
         assert asyncio.run(answers(cluster)) == before
+
+
+@pytest.mark.parametrize("subprocess", [False, True])
+@pytest.mark.parametrize("kw, message", [
+    ({"brokers": 0}, "brokers: 0; at least 1"),
+    ({"brokers": "3"}, "brokers: '3'; at least 1"),
+    ({"no_such_setting": 1}, "unrecognized arguments: --no-such-setting 1"),
+    ({"fsync": "bogus"}, "argument --fsync: invalid choice: 'bogus'"),
+    ({"group_consumer_session_timeout_ms": "soon"}, "--group-consumer-session-timeout-ms"),
+])
+def test_bad_cluster_arguments_are_one_value_error(tmp_path, kw, message, subprocess):
+    """Cluster() raises the server's one-line complaint as a ValueError (not argparse's exit),
+    whether the brokers would run in this process or a child."""
+    with pytest.raises(ValueError) as raised:
+        Cluster(subprocess=subprocess, **kw).start()
+    assert message in str(raised.value) and "\n" not in str(raised.value)

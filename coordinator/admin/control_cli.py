@@ -33,13 +33,13 @@ def control_option(f: Any) -> Any:
                         help="HOST:PORT of the server's metrics port (started with --enable-test-control)")(f)
 
 
-def call(control: str, method: str, path: str, body: Any = None) -> Any:
+def call(control: str, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
     """One request to the control API; its JSON answer. An error answer is a Failure (one line)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://{control}{path}", data=data, method=method,
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
             return json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as e:
         try:
