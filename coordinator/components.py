@@ -21,7 +21,8 @@ from .broker.configs import BrokerConfigs, static_broker_configs
 from .broker.data import DataPlane
 from .broker.partition_admin import PartitionAdminApis
 from .broker.producers import ProducerIds
-from .broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, QuotaStore
+from .broker.quotas import (
+    CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, ControllerMutationQuota, QuotaStore)
 from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
@@ -89,7 +90,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots,
                            fetch_max_wait_ms=c.fetch_max_wait_ms, fetch_max_bytes=c.fetch_max_bytes,
                            topology=topology)
-    TopicAdmin(topics, data_plane.leader_error).register(registry)
+    topic_admin = TopicAdmin(topics, data_plane.leader_error)
+    topic_admin.register(registry)
     config_apis = ConfigApis(topics, cluster)
     config_apis.register(registry)
     data_plane.register(registry)
@@ -101,6 +103,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
                                              c.quota_window_size_seconds)
     data_plane.fetch_quota = ByteRateQuota(quotas, CONSUMER_BYTE_RATE, c.quota_window_num,
                                            c.quota_window_size_seconds)
+    topic_admin.mutation_quota = ControllerMutationQuota(quotas, c.quota_window_num, c.quota_window_size_seconds)
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
 

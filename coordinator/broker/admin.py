@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
+from .quotas import ControllerMutationQuota, quota_user
 from .topics import TopicError, Topics
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DELETE_RECORDS = 19, 20, 37, 21
@@ -14,6 +16,9 @@ HIGH_WATERMARK = -1  # DeleteRecords: "everything so far"
 
 
 MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's controller: MAX_PARTITIONS_PER_BATCH
+# The first versions at which a client knows THROTTLING_QUOTA_EXCEEDED (KIP-599): from these on
+# the mutation quota is strict, before them permissive (the request passes, the answer is throttled).
+STRICT_SINCE = {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}
 
 
 class TopicAdmin:
@@ -22,12 +27,37 @@ class TopicAdmin:
         # leader_error(ctx, topic, partition): DeleteRecords goes to each partition's leader
         # (coordinator.broker.data.DataPlane.leader_error); None: this broker leads all.
         self.leader_error = leader_error
+        # controller_mutation_rate enforcement (coordinator.broker.quotas), when wired in
+        self.mutation_quota: ControllerMutationQuota | None = None
 
     def register(self, registry: Registry) -> None:
         registry.add(CREATE_TOPICS, range(0, 8), self.create_topics)
         registry.add(DELETE_TOPICS, range(0, 7), self.delete_topics)
         registry.add(CREATE_PARTITIONS, range(0, 4), self.create_partitions)
         registry.add(DELETE_RECORDS, range(0, 3), self.delete_records)
+
+    def _charge(self, ctx: RequestContext, permits: int) -> None:
+        """Kafka's ControllerMutationQuota.record for one topic's partitions (the controller's
+        applyPartitionChangeQuota): TopicError THROTTLING_QUOTA_EXCEEDED when strict and the
+        quota is already exceeded."""
+        quota = self.mutation_quota
+        if quota is None or not quota.enabled() or permits <= 0:
+            return
+        strict = ctx.version >= STRICT_SINCE[ctx.header.api_key]
+        if not quota.take(quota_user(ctx.connection), ctx.header.client_id or "", permits, strict, _now_ms()):
+            raise TopicError(E.throttling_quota_exceeded, "The throttling quota has been exceeded.")
+
+    def _throttle(self, ctx: RequestContext) -> int:
+        """The answer's throttle_time_ms (ControllerMutationQuota.throttleTime), for which the
+        connection is also muted."""
+        quota = self.mutation_quota
+        if quota is None or not quota.enabled():
+            return 0
+        throttle = quota.throttle_time(quota_user(ctx.connection), ctx.header.client_id or "", _now_ms())
+        mute = getattr(ctx.connection, "throttle", None)
+        if throttle and mute is not None:
+            mute(throttle)
+        return throttle
 
     async def delete_records(self, ctx: RequestContext, req: Any) -> Any:
         """Move each partition's log start offset up to the given one (Kafka's
@@ -87,17 +117,20 @@ class TopicAdmin:
                     partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
                 else:
                     partitions, rf = t.num_partitions, t.replication_factor
-                info = await self.topics.create(t.name, partitions, rf, {c.name: c.value for c in t.configs},
-                                          validate_only=req.validate_only)
+                configs = {c.name: c.value for c in t.configs}
+                info = await self.topics.create(t.name, partitions, rf, configs, validate_only=True)
+                if not req.validate_only:  # (as Kafka, a validation does not count against the quota)
+                    self._charge(ctx, info.partitions)
+                    info = await self.topics.create(t.name, partitions, rf, configs)
             except TopicError as e:
-                error, message = e.code, str(e)
+                error, message, info = e.code, str(e), None
             results.append(ctx.nested(
                 "CreatableTopicResult", name=t.name, topic_id=info.topic_id if info else None,
                 error_code=error, error_message=message, topic_config_error_code=0,
                 num_partitions=info.partitions if info else -1,
                 replication_factor=info.replication_factor if info else -1,
                 configs=() if info else None))
-        return ctx.response(throttle_time=0, topics=tuple(results))
+        return ctx.response(throttle_time=self._throttle(ctx), topics=tuple(results))
 
     async def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version >= 6:
@@ -114,13 +147,16 @@ class TopicAdmin:
                     error, message = E.unknown_topic_id, f"no topic with id {topic_id}"
             if error == E.none:
                 try:
+                    existing = self.topics.get(name) if name is not None else None
+                    if existing is not None:
+                        self._charge(ctx, existing.partitions)
                     info = await self.topics.delete(name)
                     topic_id = info.topic_id
                 except TopicError as e:
                     error, message = e.code, str(e)
             results.append(ctx.nested("DeletableTopicResult", name=name, topic_id=topic_id, error_code=error,
                                       error_message=message))
-        return ctx.response(throttle_time=0, responses=tuple(results))
+        return ctx.response(throttle_time=self._throttle(ctx), responses=tuple(results))
 
     async def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
         results = []
@@ -131,9 +167,17 @@ class TopicAdmin:
             try:
                 if too_many:
                     raise TopicError(E.policy_violation, "Excessively large number of partitions per request.")
-                await self.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+                await self.topics.add_partitions(t.name, t.count, validate_only=True)
+                if not req.validate_only:
+                    existing = self.topics.get(t.name)
+                    self._charge(ctx, t.count - (existing.partitions if existing else 0))
+                    await self.topics.add_partitions(t.name, t.count)
             except TopicError as e:
                 error, message = e.code, str(e)
             results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=error,
                                       error_message=message))
-        return ctx.response(throttle_time=0, results=tuple(results))
+        return ctx.response(throttle_time=self._throttle(ctx), results=tuple(results))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -11,7 +11,16 @@ The produce and fetch byte rates are enforced as Kafka's ClientQuotaManager does
 eight-level order), each matching entity's bytes are measured by a Rate over
 quota.window.num samples of quota.window.size.seconds, and a request that takes the rate
 over the quota gets throttle_time_ms = (rate - quota) / quota * window, after which its
-connection is muted for that long. The other keys are stored and described only.
+connection is muted for that long.
+
+controller_mutation_rate is enforced as Kafka's ControllerMutationQuotaManager does: the
+partitions a CreateTopics, DeleteTopics or CreatePartitions creates or deletes are taken from a
+token bucket of quota x window num x window size tokens refilled at the quota per second. A
+request may take the bucket below zero; while it is below, the strict variant (CreateTopics
+v6+, DeleteTopics v5+, CreatePartitions v3+) refuses each further topic with
+THROTTLING_QUOTA_EXCEEDED, the permissive one (older versions) lets it through. Either way the
+answer carries the time until the bucket is back at zero and the connection is muted for it.
+request_percentage and connection_creation_rate are stored and described only.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ log = logging.getLogger(__name__)
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_rate"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 QUOTAS_FILE = "client-quotas.json"
 
@@ -376,6 +386,61 @@ class ByteRateQuota:
         """Kafka's getMaxValueInQuotaWindow: the most one answer may carry (quota x window)."""
         found = self.quota(user, client_id)
         return None if found is None else int(found[1] * self.window_ms / 1000)
+
+
+class TokenBucket:
+    """Kafka's TokenBucket stat: `burst` tokens at most, refilled at `rate` per second; a
+    record takes tokens and may leave the bucket in debt (below zero)."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self, burst: float, now: int) -> None:
+        self.tokens, self.last_ms = burst, now
+
+    def refill(self, rate: float, burst: float, now: int) -> float:
+        self.tokens = min(burst, self.tokens + rate * max(now - self.last_ms, 0) / 1000)
+        self.last_ms = max(now, self.last_ms)
+        return self.tokens
+
+
+class ControllerMutationQuota(ByteRateQuota):
+    """Kafka's ControllerMutationQuotaManager: controller_mutation_rate (partitions created or
+    deleted per second) per (user, client-id), over a token bucket."""
+
+    def __init__(self, store: QuotaStore, samples: int = 11, window_seconds: int = 1) -> None:
+        super().__init__(store, CONTROLLER_MUTATION_RATE, samples, window_seconds)
+        self.buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def _bucket(self, user: str, client_id: str, now: int) -> tuple[TokenBucket, float] | None:
+        found = self.quota(user, client_id)
+        if found is None:
+            return None
+        tags, bound = found
+        burst = bound * self.samples * self.window_ms / 1000
+        bucket = self.buckets.get(tags)
+        if bucket is None:
+            bucket = self.buckets[tags] = TokenBucket(burst, now)
+        bucket.refill(bound, burst, now)
+        return bucket, bound
+
+    def throttle_time(self, user: str, client_id: str, now: int) -> int:
+        """The time (ms) until the bucket is out of debt (ControllerMutationQuotaManager.throttleTimeMs)."""
+        found = self._bucket(user, client_id, now)
+        if found is None or found[0].tokens >= 0:
+            return 0
+        return round(-found[0].tokens / found[1] * 1000)
+
+    def take(self, user: str, client_id: str, permits: int, strict: bool, now: int) -> bool:
+        """Record `permits` partition mutations; False (nothing recorded) if strict and the
+        bucket is already in debt (StrictControllerMutationQuota.record's checkQuotas first)."""
+        found = self._bucket(user, client_id, now)
+        if found is None:
+            return True
+        bucket = found[0]
+        if strict and bucket.tokens < 0:
+            return False
+        bucket.tokens -= permits
+        return True
 
 
 def quota_user(connection: Any) -> str:
