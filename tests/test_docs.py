@@ -47,3 +47,9 @@ def test_no_history_in_the_manual():
                          r"sessions?\b|\bissue #?[0-9]+|\bround [0-9]+", re.I)
     found = [f"{page.name}: {m.group(0)}" for page in PAGES for m in history.finditer(page.read_text())]
     assert not found
+
+
+def test_readme_links_every_page():
+    """A newcomer finds every page of docs/ from the README."""
+    readme = (ROOT / "README.md").read_text()
+    assert [p.name for p in PAGES[1:] if f"(docs/{p.name}" not in readme] == []
