@@ -38,7 +38,7 @@ async def test_acquire_acknowledge_state_machine(server):
         # Refused acknowledgements change nothing (checked all before any is applied):
         cases = [
             ({0: [(3, 3, [ACCEPT])]}, 121),  # INVALID_RECORD_STATE: b holds it
-            ({0: [(6, 6, [ACCEPT]), (3, 3, [ACCEPT])]}, 121),  # one bad batch refuses the others too
+            ({0: [(3, 3, [ACCEPT]), (6, 6, [ACCEPT])]}, 121),  # one bad batch refuses the others too
             ({0: [(4, 4, [ACCEPT])]}, 121),  # archived
             ({0: [(6, 12, [ACCEPT])]}, 42),  # INVALID_REQUEST: past what was acquired
             ({0: [(20, 21, [ACCEPT])]}, 42),
@@ -98,6 +98,22 @@ async def test_share_sessions_and_request_errors(server):
         r = await fetch("g", "b", 1, tid, partitions=(), forget=(0,))
         c = await fetch("g", "c", 0, tid, max_records=2)
         assert acquired(c) == [(1, 2, 4)]
+    finally:
+        await conn.close()
+
+
+async def test_overlapping_or_unordered_batches_are_invalid_request(server):
+    """KafkaApis.validateAcknowledgementBatches: a partition's batches ascend without
+    overlapping; otherwise its acknowledge error is INVALID_REQUEST and nothing changes."""
+    conn, tid = await start(server)
+    try:
+        assert acquired(await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=3))) == [(0, 2, 1)]
+        for epoch, batches in enumerate(([(0, 1, [ACCEPT]), (1, 2, [REJECT])], [(2, 2, [ACCEPT]), (0, 0, [ACCEPT])]),
+                                        start=1):
+            r = await conn.request(SACK, 1, sack("g", "a", epoch, tid, {0: batches}))
+            assert r.error_code == 0 and part(r).error_code == 42
+        r = await conn.request(SACK, 1, sack("g", "a", 3, tid, {0: [(0, 0, [ACCEPT]), (1, 2, [ACCEPT])]}))
+        assert r.error_code == 0 and part(r).error_code == 0  # all three were still acquired
     finally:
         await conn.close()
 

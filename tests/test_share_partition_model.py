@@ -58,16 +58,30 @@ class Model:
         self.advance()
         return got
 
+    def allowed(self, member: str, first: int, last: int) -> bool:
+        if last < self.start:
+            return True
+        return last < self.end and all(o in self.rec and self.rec[o][0] == ACQUIRED and self.rec[o][2] == member
+                                       for o in range(max(first, self.start), last + 1))
+
+    def ack_all(self, member: str, batches: list[tuple[int, int, int]]) -> bool:
+        """Whether one request's batches are allowed (and then applied): ascending without
+        overlap, each allowed; all or none."""
+        if any(b[0] <= a[1] for a, b in zip(batches, batches[1:])):
+            return False
+        if not all(self.allowed(member, first, last) for first, last, _ in batches):
+            return False
+        for first, last, kind in batches:
+            self.ack(member, first, last, kind)
+        return True
+
     def ack(self, member: str, first: int, last: int, kind: int) -> bool:
         """Whether the acknowledgement is allowed (and then applied)."""
         if last < self.start:
             return True
-        if last >= self.end:
+        if not self.allowed(member, first, last):
             return False
-        todo = range(max(first, self.start), last + 1)
-        if any(o not in self.rec or self.rec[o][0] != ACQUIRED or self.rec[o][2] != member for o in todo):
-            return False
-        for o in todo:
+        for o in range(max(first, self.start), last + 1):
             r = self.rec[o]
             if kind == RENEW:
                 continue
@@ -142,6 +156,25 @@ class SharePartitionMachine(RuleBasedStateMachine):
         if kind == RENEW and allowed:
             for o in range(max(first, self.model.start), last + 1):
                 self.model.rec[o][3] = self.now + LOCK
+        if allowed:
+            self.persist(changed)
+
+    @rule(member=st.sampled_from(MEMBERS), first=st.integers(0, 12), lengths=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+          gap=st.integers(-2, 2), kinds=st.tuples(st.sampled_from((ACCEPT, RELEASE, REJECT)),
+                                                 st.sampled_from((ACCEPT, RELEASE, REJECT))))
+    def acknowledge_two_batches(self, member: str, first: int, lengths: tuple[int, int], gap: int,
+                                kinds: tuple[int, int]) -> None:
+        """Two batches in one request, sometimes out of order or overlapping (INVALID_REQUEST)."""
+        second = first + lengths[0] + gap
+        batches = [(first, first + lengths[0], kinds[0]), (second, second + lengths[1], kinds[1])]
+        before = {o: (r.state, r.count, r.member) for o, r in self.sp.records.items()}
+        try:
+            changed = self.sp.acknowledge(member, [(f, last, (k,)) for f, last, k in batches])
+            allowed = True
+        except AckError:
+            allowed = False
+            assert {o: (r.state, r.count, r.member) for o, r in self.sp.records.items()} == before  # nothing changed
+        assert allowed == self.model.ack_all(member, batches)
         if allowed:
             self.persist(changed)
 

@@ -149,9 +149,15 @@ class SharePartition:
         offsets whose state changed."""
         plan: list[tuple[int, int]] = []  # (offset, type)
         highest = RENEW if renew_allowed else REJECT
+        previous_last = -1
         for first, last, types in batches:
             if first > last or not types or len(types) not in (1, last - first + 1):
                 raise AckError(E.invalid_request, "Invalid acknowledgement batch: offsets or types do not match.")
+            # KafkaApis.validateAcknowledgementBatches: batches ascend without overlapping,
+            # so no offset is acknowledged twice in one request.
+            if first <= previous_last:
+                raise AckError(E.invalid_request, "Acknowledgement batches are not in order or overlap.")
+            previous_last = last
             if any(not 0 <= t <= highest for t in types):
                 raise AckError(E.invalid_request, f"Invalid acknowledge type: {list(types)}")
             if last < self.start:
