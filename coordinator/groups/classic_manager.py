@@ -19,7 +19,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
@@ -29,9 +29,7 @@ from .clock import Clock
 from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from .share_group import ShareGroup
 from .state import GroupState as S
-
-if TYPE_CHECKING:
-    from .shard import GroupShard
+from .shard_context import ShardContext
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +47,7 @@ class GroupConfig:
 
 
 class ClassicGroupManager:
-    def __init__(self, shard: GroupShard, clock: Clock, config: GroupConfig) -> None:
+    def __init__(self, shard: ShardContext, clock: Clock, config: GroupConfig) -> None:
         self.shard = shard
         self.clock = clock
         self.config = config

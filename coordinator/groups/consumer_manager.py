@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import re2
 from kio.schema.errors import ErrorCode as E
@@ -41,9 +41,7 @@ from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, Con
 from .metadata_hash import metadata_hash
 from .reconciliation import MemberState, reconcile
 from .topic_image import TopicImage
-
-if TYPE_CHECKING:
-    from .shard import GroupShard
+from .shard_context import ShardContext
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +161,7 @@ def compile_regex(pattern: str) -> Any:
 
 
 class ConsumerGroupManager:
-    def __init__(self, shard: GroupShard, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
+    def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
         self.shard = shard
         self.clock = clock
         self.config = config

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
@@ -35,13 +35,13 @@ from protocol.consumer_protocol import (ConsumerProtocolError, read_assignment, 
                                         write_assignment)
 
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
+from .classic_manager import ClassicGroupManager
 from .consumer_group import ConsumerGroup, ConsumerMember
+from .consumer_manager import ConsumerGroupManager
 from .reconciliation import MemberState
 from .records import GroupMetadataKey
+from .shard_context import ShardContext
 from .state import GroupState
-
-if TYPE_CHECKING:
-    from .shard import GroupShard
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,12 @@ PROTOCOL_TYPE = "consumer"
 
 
 class GroupMigration:
-    def __init__(self, shard: GroupShard) -> None:
+    def __init__(self, shard: ShardContext, classic: ClassicGroupManager, consumer: ConsumerGroupManager) -> None:
         self.shard = shard
         self.groups = shard.groups
-        self.consumer = shard.consumer
-        self.classic = shard.classic
-        self.clock = shard.classic.clock
+        self.consumer = consumer
+        self.classic = classic
+        self.clock = classic.clock
 
     # topic names <-> ids --------------------------------------------------------------
 

@@ -7,16 +7,14 @@ OffsetStore, which only replay changes.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Container
+from typing import Any, Callable, Container
 
 from kio.schema.errors import ErrorCode as E
 
 from protocol.offset_commit import PartitionCommit
 
 from .records import Event, OffsetCommitKey, OffsetCommitValue
-
-if TYPE_CHECKING:
-    from .shard import GroupShard
+from .shard_context import ShardContext
 
 _new = tuple.__new__
 
@@ -28,7 +26,7 @@ DEAD = "Dead"
 
 
 class OffsetManager:
-    def __init__(self, shard: GroupShard, metadata_max_bytes: int = 4096, retention_ms: int = 7 * 86_400_000,
+    def __init__(self, shard: ShardContext, metadata_max_bytes: int = 4096, retention_ms: int = 7 * 86_400_000,
                  existing_partitions: Container[tuple[str, int]] | None = None) -> None:
         self.shard = shard
         self.groups = shard.groups

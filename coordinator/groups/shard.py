@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Container
+from typing import Any, Callable, Container, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -26,7 +26,7 @@ from ..apis import answers_begin, answers_end
 
 from .classic_group import ClassicGroup, JoinResult, SyncResult
 from .classic_manager import ClassicGroupManager, GroupConfig
-from .clock import Clock
+from .clock import Clock, TimerHandle
 from .consumer_group import ConsumerGroup
 from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
 from .group import Group
@@ -41,16 +41,14 @@ from protocol.share_records import KEY_TYPES as SHARE_KEYS
 from .share_group import ShareGroup
 from .share_manager import ShareGroupManager
 from .migration import GroupMigration
+from .shard_context import Complete
 from .topic_image import TopicImage
 
-if TYPE_CHECKING:
-    from .runtime import CoordinatorRuntime
 
 log = logging.getLogger(__name__)
 
 # complete(error): runs once a write's records are durable and replayed (error NONE), or
 # with the error for the client if they could not be written (nothing was replayed).
-Complete = Callable[[int], object]
 
 CONSUMER_KEYS = frozenset(KEY_TYPES)
 SHARE_KEY_TYPES = frozenset(SHARE_KEYS)
@@ -70,8 +68,21 @@ class PendingWrite:
         self.state = state
 
 
+class ShardRuntime(Protocol):
+    """What a shard needs of the runtime that owns it (CoordinatorRuntime): the one write
+    path of the partition's log, which replays each write once it is durable."""
+
+    def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None: ...
+
+    def write_txn(self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event],
+                  complete: Complete) -> None: ...
+
+    def write_marker(self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool,
+                     complete: Complete) -> None: ...
+
+
 class GroupShard:
-    def __init__(self, partition: int, runtime: CoordinatorRuntime, clock: Clock, config: GroupConfig,
+    def __init__(self, partition: int, runtime: ShardRuntime, clock: Clock, config: GroupConfig,
                  offsets: OffsetConfig, consumer: ConsumerGroupConfig | None = None,
                  image: TopicImage | None = None) -> None:
         self.partition = partition
@@ -88,7 +99,7 @@ class GroupShard:
         self.classic = ClassicGroupManager(self, clock, config)
         self.consumer = ConsumerGroupManager(self, clock, consumer or ConsumerGroupConfig(), image or TopicImage())
         self.share = ShareGroupManager(self, clock, image or TopicImage())
-        self.migration = GroupMigration(self)
+        self.migration = GroupMigration(self, self.classic, self.consumer)
         self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
                                             offsets.existing_partitions)
         self.pending: deque[PendingWrite] = deque()  # not yet answered, in the order written
@@ -316,7 +327,7 @@ class _ShardClock:
         self.fenced = False
         self.now, self.wall = clock.now, clock.wall
 
-    def call_at(self, when_ms: float, fn: Callable[..., object], *args: object) -> object:
+    def call_at(self, when_ms: float, fn: Callable[..., object], *args: object) -> TimerHandle:
         return self.clock.call_at(when_ms, self._fire, fn, args)
 
     def _fire(self, fn: Callable[..., object], args: tuple) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
@@ -30,9 +30,7 @@ from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, forget_topics, g
                           initialize_partitions, initialize_subscribed, member_keys,
                           records_of, simple_assign)
 from .topic_image import TopicImage
-
-if TYPE_CHECKING:
-    from .shard import GroupShard
+from .shard_context import ShardContext
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +85,7 @@ def validate_request(r: ShareHeartbeatRequest) -> None:
 
 
 class ShareGroupManager:
-    def __init__(self, shard: GroupShard, clock: Clock, image: TopicImage) -> None:
+    def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
         self.shard = shard
         self.clock = clock
         self.image = image
