@@ -595,11 +595,7 @@ class SharePartitionManager:
 
     async def share_acknowledge(self, ctx: RequestContext, req: Any) -> Any:
         lock_ms = self.lock_duration_ms(req.group_id or "")
-        acks: dict[tuple[uuid.UUID, int], list] = {}
-        for t in req.topics:
-            for p in t.partitions:
-                acks.setdefault((t.topic_id, p.partition_index), []).extend(
-                    (b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches)
+        acks = self._merged(req.topics)
         try:
             if req.share_session_epoch == INITIAL_EPOCH:
                 # Kafka: a ShareAcknowledge cannot open a session.
