@@ -329,6 +329,8 @@ async def test_describe_alter_delete_share_group_offsets(server):
                                                         rebalance_timeout=MS * 1000, subscribed_topic_names=("t",),
                                                         topic_partitions=()))
         assert (await describe("cg")).error_code == 69  # not a share group
+        assert (await describe("")).error_code == 24  # INVALID_GROUP_ID
+        assert [x.error_code for x in (await describe("g", {"t": [-1, 1]})).topics[0].partitions] == [3, 3]
 
         def alter_body(group, offset):
             T, P = cls(ALTER, 0, "AlterShareGroupOffsetsRequestTopic"), cls(ALTER, 0, "AlterShareGroupOffsetsRequestPartition")
@@ -336,6 +338,7 @@ async def test_describe_alter_delete_share_group_offsets(server):
                 T(topic_name="t", partitions=(P(partition_index=0, start_offset=offset),
                                               P(partition_index=5, start_offset=0))),))
 
+        assert (await conn.request(ALTER, 0, alter_body("", 6))).error_code == 24
         r = await conn.request(ALTER, 0, alter_body("g", 6))
         assert r.error_code == 68  # NON_EMPTY_GROUP: member a is in the group
         await conn.request(SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=-1))
@@ -350,6 +353,8 @@ async def test_describe_alter_delete_share_group_offsets(server):
         await conn.request(SFETCH, 1, sfetch("g", "b", -1, tid, partitions=()))
 
         D = cls(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic")
+        r = await conn.request(DELETE_OFFSETS, 0, cls(DELETE_OFFSETS, 0)(group_id="", topics=(D(topic_name="t"),)))
+        assert r.error_code == 24
         r = await conn.request(DELETE_OFFSETS, 0, cls(DELETE_OFFSETS, 0)(group_id="g", topics=(
             D(topic_name="t"), D(topic_name="nope"))))
         assert r.error_code == 0 and [(t.topic_name, t.error_code) for t in r.responses] == [("t", 0), ("nope", 3)]
