@@ -4,8 +4,12 @@ and every #anchor a heading of the page it points to (GitHub's heading slugs).""
 from __future__ import annotations
 
 import re
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
+
+from coordinator.config import Config
 
 from tests.support.process import ROOT
 
@@ -53,3 +57,38 @@ def test_readme_links_every_page():
     """A newcomer finds every page of docs/ from the README."""
     readme = (ROOT / "README.md").read_text()
     assert [p.name for p in PAGES[1:] if f"(docs/{p.name}" not in readme] == []
+
+
+def flag_tables():
+    """Rows of the tables headed `| flag | default |`: (page, flags, defaults)."""
+    for page in PAGES:
+        in_table = False
+        for line in page.read_text().splitlines():
+            if re.match(r"\|\s*flag[^|]*\|\s*default\s*\|", line):
+                in_table = True
+            elif not line.startswith("|"):
+                in_table = False
+            elif in_table and not line.startswith("|---"):
+                cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip("|"))]
+                flags = re.findall(r"`(--[a-z][a-z-]*[a-z])", cells[0])
+                if flags:
+                    yield pytest.param(page, flags, cells[1], id=f"{page.name}:{flags[0]}")
+
+
+@pytest.mark.parametrize(("page", "flags", "defaults"), list(flag_tables()))
+def test_flag_tables_say_what_the_server_takes(page, flags, defaults):
+    """Every flag a settings table names is one `python -m coordinator` takes, and a default
+    given per flag (comma-separated, in order) is the server's."""
+    config = {"--" + f.name.replace("_", "-"): f.default for f in fields(Config)}
+    config |= {"--no-" + flag[2:]: not default for flag, default in config.items() if isinstance(default, bool)}
+    unknown = [f for f in flags if f not in config and not re.search(r"-(min|max)$", f)]
+    assert not unknown, f"{page.name} names flags the server does not take: {unknown}"
+    values = [re.sub(r"\(.*\)|`", "", v).strip() for v in defaults.split(", ")]
+    if len(values) != len(flags):
+        return  # a default said in words ("Kafka's", "see above")
+    for flag, value in zip(flags, values):
+        default = config.get(flag)
+        if value in ("", "on", "off") or default is None or isinstance(default, bool):
+            continue
+        expect = Path(value) if isinstance(default, Path) else type(default)(value)
+        assert expect == default, f"{page.name}: {flag} defaults to {default!r}, not {value!r}"
