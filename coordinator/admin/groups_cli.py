@@ -64,9 +64,16 @@ def groups() -> None:
 @click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
 @click.pass_context
 def groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
+    rows = [[g.group_id, state, g.protocol_type] for g, state in listed_groups(ctx, states)]
+    emit(ctx, ["GROUP", "STATE", "PROTOCOL-TYPE"], sorted(rows))
+
+
+def listed_groups(ctx: click.Context, states: tuple[str, ...]) -> list[tuple[Any, str]]:
+    """(ListGroups' group, its state) from every broker (each lists the groups it
+    coordinates), those in `states` when any are named."""
     cluster = cluster_of(ctx)
     cluster.refresh([])
-    rows = []
+    out = []
     for node_id in sorted(cluster.brokers):
         r = cluster.node(node_id).request(LIST_GROUPS, states_filter=tuple(states))
         if r.error_code:
@@ -74,8 +81,8 @@ def groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
         for g in r.groups:
             state = getattr(g, "group_state", "")
             if not states or state in states:
-                rows.append([g.group_id, state, g.protocol_type])
-    emit(ctx, ["GROUP", "STATE", "PROTOCOL-TYPE"], sorted(rows))
+                out.append((g, state))
+    return out
 
 
 @groups.command("describe")

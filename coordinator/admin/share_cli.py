@@ -18,10 +18,11 @@ from typing import Any
 import click
 
 from .common import (
-    DELETE_GROUPS, EARLIEST, LATEST, LIST_GROUPS, Failure, cluster_of, dry_run_note, duration_ms, emit, error_name,
+    DELETE_GROUPS, EARLIEST, LATEST, Failure, cluster_of, dry_run_note, duration_ms, emit, error_name,
     execute_option, list_offsets, parse_topics, timestamp_ms,
 )
 from .client import Cluster, Connection
+from .groups_cli import listed_groups
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS = 77, 90, 91
 
@@ -44,17 +45,7 @@ def share_groups() -> None:
 @click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
 @click.pass_context
 def share_groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
-    cluster = cluster_of(ctx)
-    cluster.refresh([])
-    rows = []
-    for node_id in sorted(cluster.brokers):
-        r = cluster.node(node_id).request(LIST_GROUPS, states_filter=tuple(states))
-        if r.error_code:
-            raise Failure(f"listing groups on broker {node_id}: {error_name(r.error_code)}")
-        for g in r.groups:
-            state = getattr(g, "group_state", "")
-            if g.protocol_type == "share" and (not states or state in states):
-                rows.append([g.group_id, state])
+    rows = [[g.group_id, state] for g, state in listed_groups(ctx, states) if g.protocol_type == "share"]
     emit(ctx, ["GROUP", "STATE"], sorted(rows))
 
 
