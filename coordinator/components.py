@@ -84,7 +84,9 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # set here, after the runtime is built, because share groups are configured apart
         c.group_share_session_timeout_ms, c.group_share_heartbeat_interval_ms, c.group_share_max_size,
         c.group_share_record_lock_duration_ms, c.group_share_delivery_attempt_limit,
-        c.group_share_partition_max_record_locks, c.share_snapshot_update_records, c.group_share_max_share_sessions)
+        c.group_share_partition_max_record_locks, c.share_snapshot_update_records, c.group_share_max_share_sessions,
+        c.group_share_assignment_interval_ms, c.group_share_min_assignment_interval_ms,
+        c.group_share_max_assignment_interval_ms)
     cluster = Cluster(c, topics, runtime, topology)
     cluster.register(registry)
     data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots,

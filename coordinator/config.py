@@ -65,6 +65,11 @@ class Config:
     group_share_session_timeout_ms: int = _opt(45000, "group.share.session.timeout.ms")
     group_share_heartbeat_interval_ms: int = _opt(5000, "group.share.heartbeat.interval.ms")
     group_share_max_size: int = _opt(200, "group.share.max.size")
+    group_share_assignment_interval_ms: int = _opt(
+        1000, "group.share.assignment.interval.ms: a share group's target assignment is computed again at "
+        "most once per interval (the members keep the last one meanwhile); 0 = at every change")
+    group_share_min_assignment_interval_ms: int = _opt(0, "group.share.min.assignment.interval.ms")
+    group_share_max_assignment_interval_ms: int = _opt(15000, "group.share.max.assignment.interval.ms")
     group_share_record_lock_duration_ms: int = _opt(30000, "group.share.record.lock.duration.ms: how long a "
                                                     "share consumer holds the records it fetched")
     group_share_delivery_attempt_limit: int = _opt(5, "group.share.delivery.attempt.limit: deliveries of a "
@@ -153,7 +158,8 @@ class Config:
 # Settings a value below which would break the server (a quota rate over no sample, a cleaner
 # that never sleeps): Kafka's ConfigDef bounds of the same names.
 _AT_LEAST = {"quota_window_num": 1, "quota_window_size_seconds": 1, "log_cleaner_backoff_ms": 0,
-             "group_consumer_assignment_interval_ms": 0, "group_consumer_min_assignment_interval_ms": 0}
+             "group_consumer_assignment_interval_ms": 0, "group_consumer_min_assignment_interval_ms": 0,
+             "group_share_assignment_interval_ms": 0, "group_share_min_assignment_interval_ms": 0}
 
 
 def _env_name(name: str) -> str:
@@ -204,12 +210,13 @@ def parse_args(argv: list[str] | None = None) -> Config:
     for name, least in _AT_LEAST.items():
         if getattr(ns, name) < least:
             parser.error(f"--{name.replace('_', '-')}: {getattr(ns, name)}; at least {least}")
-    interval, least, most = (ns.group_consumer_assignment_interval_ms, ns.group_consumer_min_assignment_interval_ms,
-                             ns.group_consumer_max_assignment_interval_ms)
-    if not least <= interval <= most:  # (as Kafka's GroupCoordinatorConfig requires)
-        parser.error(f"--group-consumer-assignment-interval-ms: {interval}; must be between "
-                     f"--group-consumer-min-assignment-interval-ms ({least}) and "
-                     f"--group-consumer-max-assignment-interval-ms ({most})")
+    for group_type in ("consumer", "share"):
+        interval, least, most = (getattr(ns, f"group_{group_type}_{bound}assignment_interval_ms")
+                                 for bound in ("", "min_", "max_"))
+        if not least <= interval <= most:  # (as Kafka's GroupCoordinatorConfig requires)
+            parser.error(f"--group-{group_type}-assignment-interval-ms: {interval}; must be between "
+                         f"--group-{group_type}-min-assignment-interval-ms ({least}) and "
+                         f"--group-{group_type}-max-assignment-interval-ms ({most})")
     for name in sorted(n for n in os.environ if n.startswith("KCOORD_") and n not in known):
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""

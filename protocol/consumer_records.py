@@ -242,6 +242,30 @@ def _read_epoch_partitions(r: RecordReader) -> tuple[Partitions, Epochs]:
     return tuple(out), (tuple(epochs) if any(e is not None for e in epochs) else ())
 
 
+def _assignment_timestamp_tag(w: RecordWriter, timestamp: int) -> None:
+    """The tagged fields of a TargetAssignmentMetadataValue (consumer and share groups, Kafka
+    4.3, KIP-1263): AssignmentTimestamp, tag 0. A tagged field at its default (0) is not
+    written, so the caller writes this only for a non-zero timestamp."""
+    w.uvarint(1)  # one tagged field
+    w.uvarint(0)  # its tag
+    w.uvarint(8)
+    w.int64(timestamp)
+
+
+def read_assignment_timestamp_tags(r: RecordReader) -> int:
+    """AssignmentTimestamp (tag 0) of a TargetAssignmentMetadataValue's tagged fields, any
+    other tag skipped; 0 if absent (an older Kafka's record)."""
+    timestamp = 0
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        data = r.take(r.uvarint())
+        if tag == 0:
+            if len(data) != 8:
+                raise r.fail(f"AssignmentTimestamp of {len(data)} bytes")
+            timestamp = int.from_bytes(data, "big", signed=True)
+    return timestamp
+
+
 def _classic_tag(w: RecordWriter, c: ClassicMemberMetadata) -> None:
     """The tagged-field section holding ClassicMemberMetadata (tag 0). Kafka writes a
     nullable struct in a tagged field as: tag, size, presence varint 1, the struct."""
@@ -322,11 +346,8 @@ def encode_value(value: object) -> bytes:
             return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMetadataValue:
         w.int32(value.assignment_epoch)
-        if value.assignment_timestamp:  # (a tagged field at its default is not written)
-            w.uvarint(1)  # one tagged field
-            w.uvarint(0)  # its tag
-            w.uvarint(8)
-            w.int64(value.assignment_timestamp)
+        if value.assignment_timestamp:
+            _assignment_timestamp_tag(w, value.assignment_timestamp)
             return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMemberValue:
         _partitions(w, value.topic_partitions)
@@ -385,14 +406,7 @@ def decode_value(key: object, data: bytes) -> object:
                                                 names, regex, rebalance_timeout, assignor, classic)
     elif t is ConsumerGroupTargetAssignmentMetadataKey:
         epoch = r.int32()
-        timestamp = 0
-        for _ in range(r.uvarint()):  # AssignmentTimestamp (tag 0) read, any other tag skipped
-            tag = r.uvarint()
-            data = r.take(r.uvarint())
-            if tag == 0:
-                if len(data) != 8:
-                    raise r.fail(f"AssignmentTimestamp of {len(data)} bytes")
-                timestamp = int.from_bytes(data, "big", signed=True)
+        timestamp = read_assignment_timestamp_tags(r)
         r.end()
         return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
     elif t is ConsumerGroupTargetAssignmentMemberKey:

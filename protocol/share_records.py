@@ -22,7 +22,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from .consumer_records import Partitions, _partitions, _read_partitions, _read_uuid, _uuid
+from .consumer_records import (Partitions, _assignment_timestamp_tag, _partitions, _read_partitions, _read_uuid,
+                               _uuid, read_assignment_timestamp_tags)
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
 
@@ -74,6 +75,9 @@ class ShareGroupMetadataValue:
 @dataclass(frozen=True, slots=True)
 class ShareGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    # When the assignment calculation finished (ms since the epoch; tagged field 0, Kafka 4.3,
+    # KIP-1263): the next one waits for the group's assignment interval from then. 0: unknown.
+    assignment_timestamp: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,9 @@ def encode_value(value: object) -> bytes:
             w.string(name)
     elif t is ShareGroupTargetAssignmentMetadataValue:
         w.int32(value.assignment_epoch)
+        if value.assignment_timestamp:
+            _assignment_timestamp_tag(w, value.assignment_timestamp)
+            return bytes(w.out)
     elif t is ShareGroupTargetAssignmentMemberValue:
         _partitions(w, value.topic_partitions)
     elif t is ShareGroupCurrentMemberAssignmentValue:
@@ -190,7 +197,10 @@ def decode_value(key: object, data: bytes) -> object:
         names = tuple(r.string() for _ in range(r.array_len()))
         value = ShareGroupMemberMetadataValue(rack, client_id, client_host, names)
     elif t is ShareGroupTargetAssignmentMetadataKey:
-        value = ShareGroupTargetAssignmentMetadataValue(r.int32())
+        epoch = r.int32()
+        timestamp = read_assignment_timestamp_tags(r)
+        r.end()
+        return ShareGroupTargetAssignmentMetadataValue(epoch, timestamp)
     elif t is ShareGroupTargetAssignmentMemberKey:
         value = ShareGroupTargetAssignmentMemberValue(_read_partitions(r))
     elif t is ShareGroupCurrentMemberAssignmentKey:

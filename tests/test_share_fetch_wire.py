@@ -19,6 +19,17 @@ from tests.support.share import (
 from tests.support.wire_client import WireClient, request_class
 
 
+NO_BATCHING = ("--group-share-assignment-interval-ms", "0")
+
+
+@pytest.fixture
+def server(server_factory):
+    """These cases follow each heartbeat's exact answer: a target at every change (assignment
+    batching off, as Kafka runs its request tests; tests/test_share_assignment_batching.py
+    has it on)."""
+    return server_factory(*NO_BATCHING)
+
+
 async def test_acquire_acknowledge_state_machine(server):
     conn, tid = await start(server)
     try:
@@ -119,7 +130,8 @@ async def test_overlapping_or_unordered_batches_are_invalid_request(server):
 
 
 async def test_lock_expiry_and_the_delivery_limit(server_factory):
-    server = server_factory("--group-share-record-lock-duration-ms", "200", "--group-share-delivery-attempt-limit", "2")
+    server = server_factory(*NO_BATCHING, "--group-share-record-lock-duration-ms", "200",
+                            "--group-share-delivery-attempt-limit", "2")
     conn, tid = await start(server, records=2)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -142,7 +154,7 @@ async def test_lock_expiry_and_the_delivery_limit(server_factory):
 
 
 async def test_renew_and_record_limit_mode_v2(server_factory):
-    server = server_factory("--group-share-record-lock-duration-ms", "300")
+    server = server_factory(*NO_BATCHING, "--group-share-record-lock-duration-ms", "300")
     conn, tid = await start(server, records=6, per_batch=3)
     try:
         # Batch-optimized (v1, and v2 mode 0): whole batches, more than max_records.
@@ -163,7 +175,7 @@ async def test_renew_and_record_limit_mode_v2(server_factory):
 
 
 async def test_in_flight_limit(server_factory):
-    server = server_factory("--group-share-partition-max-record-locks", "4")
+    server = server_factory(*NO_BATCHING, "--group-share-partition-max-record-locks", "4")
     conn, tid = await start(server, records=10)
     try:
         a = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -378,7 +390,7 @@ async def test_share_group_metrics(server_factory):
     from tests.support.metrics_scrape import scrape, value
 
     port = free_port()
-    server = server_factory("--metrics-port", str(port))
+    server = server_factory(*NO_BATCHING, "--metrics-port", str(port))
     conn, tid = await start(server, records=10)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=4))
@@ -397,7 +409,7 @@ async def test_share_group_metrics(server_factory):
 
 
 async def test_share_session_limit(server_factory):
-    server = server_factory("--group-share-max-share-sessions", "2")
+    server = server_factory(*NO_BATCHING, "--group-share-max-share-sessions", "2")
     conn, tid = await start(server, records=1)
     try:
         for member in ("a", "b"):
@@ -412,7 +424,7 @@ async def test_share_session_limit(server_factory):
 
 
 async def test_a_fenced_member_loses_its_session_and_records(server_factory):
-    server = server_factory("--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
+    server = server_factory(*NO_BATCHING, "--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
     conn, tid = await start(server, records=3)  # member a joined (and stops heartbeating now)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -432,7 +444,7 @@ async def test_lag_leaves_out_offsets_compacted_away(server_factory):
     not lag; only the window's records not yet Acknowledged or Archived are, and what lies past it."""
     from tests.support.data_plane import FETCH, create, fetch_body
 
-    server = server_factory("--log-cleaner-backoff-ms", "10")
+    server = server_factory(*NO_BATCHING, "--log-cleaner-backoff-ms", "10")
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         assert await create(conn, "cmp", partitions=1, configs=[

@@ -44,15 +44,28 @@ def poll_records(consumer: ShareConsumer, timeout: float = 1.0) -> list:
 
 
 def test_three_consumers_share_one_partition(server):
-    setup(server.bootstrap, "jobs", "workers", 300)
-    got: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    three_consumers_take_every_record_once(server, partitions=1)
+
+
+@pytest.mark.parametrize("assignment_interval_ms", ["0", "1000"])  # batching off, and on at Kafka's default
+def test_consumers_joining_with_assignment_batching(server_factory, assignment_interval_ms):
+    """The later joiners get partitions only at the next target computation (batching on):
+    every record still goes to one consumer once."""
+    server = server_factory("--group-share-assignment-interval-ms", assignment_interval_ms)
+    three_consumers_take_every_record_once(server, partitions=4)
+
+
+def three_consumers_take_every_record_once(server, partitions: int) -> None:
+    setup(server.bootstrap, "jobs", "workers", 300, partitions=partitions)
+    got: dict[int, list[tuple[int, int]]] = {0: [], 1: [], 2: []}
     done = threading.Event()
 
     def run(n: int) -> None:
         c = share_consumer(server.bootstrap, "workers", "jobs")
         try:
             while not done.is_set():
-                got[n].extend(m.offset() for m in poll_records(c, 0.5))  # implicitly accepted at the next poll
+                # (implicitly accepted at the next poll)
+                got[n].extend((m.partition(), m.offset()) for m in poll_records(c, 0.5))
         finally:
             c.close()
 
@@ -67,7 +80,7 @@ def test_three_consumers_share_one_partition(server):
             t.join(60)
     offsets = [o for v in got.values() for o in v]
     # Every record went to one consumer only (no lock expired: each was accepted in time).
-    assert sorted(offsets) == list(range(300))
+    assert sorted(offsets) == sorted((i % partitions, i // partitions) for i in range(300))
 
 
 def test_release_comes_back_reject_never(server):

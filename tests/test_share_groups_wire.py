@@ -7,11 +7,24 @@ from __future__ import annotations
 import asyncio
 import datetime
 
+import pytest
+
 from tests.support.wire_client import WireClient, request_class
 from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
 
 SHB, SDESCRIBE, CG_HB, API_VERSIONS, OFFSET_DELETE = 76, 77, 68, 18, 47
 MS0 = datetime.timedelta(0)
+
+
+NO_BATCHING = ("--group-share-assignment-interval-ms", "0")
+
+
+@pytest.fixture
+def server(server_factory):
+    """These cases follow each heartbeat's exact answer: a target at every change (assignment
+    batching off, as Kafka runs its request tests; tests/test_share_assignment_batching.py
+    has it on)."""
+    return server_factory(*NO_BATCHING)
 
 
 def shb(group, member_id, epoch, topics=None, **kw):
@@ -144,7 +157,7 @@ async def test_membership_assignment_describe_and_other_group_types(server):
 
 
 async def test_session_expiry(server_factory):
-    server = server_factory("--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
+    server = server_factory(*NO_BATCHING, "--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=1)
@@ -196,7 +209,7 @@ async def test_acls_on_share_group_apis(server_factory):
     """With --authorizer, a group the ACLs name for someone else: GROUP_AUTHORIZATION_FAILED."""
     from coordinator.apis import build
 
-    server = server_factory("--authorizer")
+    server = server_factory(*NO_BATCHING, "--authorizer")
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=1)
@@ -255,7 +268,7 @@ async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
     topic for Alter/DeleteShareGroupOffsets (that topic refused, the others served)."""
     from coordinator.apis import build
 
-    server = server_factory("--authorizer")
+    server = server_factory(*NO_BATCHING, "--authorizer")
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=1)

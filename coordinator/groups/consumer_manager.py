@@ -160,6 +160,13 @@ def compile_regex(pattern: str) -> Any:
                        f"expression: {why}.") from None
 
 
+def assignment_due(last_computed_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Kafka 4.3's assignment batching (KIP-1263), for consumer and share groups alike: a
+    group whose epoch moved past its target's gets a new target only once its assignment
+    interval has passed since the last one was computed (0: at every change)."""
+    return interval_ms <= 0 or now_ms >= last_computed_ms + interval_ms
+
+
 class ConsumerGroupManager:
     def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
         self.shard = shard
@@ -671,7 +678,7 @@ class ConsumerGroupManager:
         within the broker's min and max."""
         configs = getattr(self.shard.runtime, "group_configs", None)
         if configs is not None:
-            return int(configs.assignment_interval_ms(group_id))
+            return int(configs.assignment_interval_ms(group_id, "consumer"))
         c = self.config
         return min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms)
 
@@ -682,12 +689,9 @@ class ConsumerGroupManager:
         until then every member keeps the last target and the assignment epoch lags the
         group epoch (the group is Assigning). The heartbeat after the interval computes it,
         for every change since at once. An interval of 0 computes at every change."""
-        if group.assignment_epoch == group.group_epoch:
-            return
-        interval = self.assignment_interval_ms(group.group_id)
-        if interval > 0 and self.clock.wall() < group.assignment_timestamp + interval:
-            return
-        self.compute_target(group)
+        if group.assignment_epoch != group.group_epoch and assignment_due(
+                group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()):
+            self.compute_target(group)
 
     def compute_target(self, group: ConsumerGroup) -> None:
         metadata = group.subscription_metadata

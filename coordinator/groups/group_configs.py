@@ -4,8 +4,9 @@ IncrementalAlterConfigs / AlterConfigs, as Kafka's GroupConfig and GroupConfigMa
 Per group id, overrides of the broker's group settings: `consumer.session.timeout.ms`,
 `consumer.heartbeat.interval.ms`, `consumer.assignment.interval.ms` (KIP-848 groups; the last
 Kafka 4.3's, at least 0 and used within the broker's min and max), `share.session.timeout.ms`,
-`share.heartbeat.interval.ms`, `share.record.lock.duration.ms`, `share.auto.offset.reset`,
-`share.isolation.level` (KIP-932). Names, defaults and checks are Kafka 4.2's: an unknown
+`share.heartbeat.interval.ms`, `share.assignment.interval.ms` (Kafka 4.3's, as its consumer
+twin), `share.record.lock.duration.ms`, `share.auto.offset.reset`, `share.isolation.level`
+(KIP-932). Names, defaults and checks are Kafka 4.2's: an unknown
 name is INVALID_CONFIG "Unknown group config name: X", a value outside the broker's
 min/max bounds INVALID_CONFIG with GroupConfig.validateValues' message. A group id need not
 exist (Kafka allows configs ahead of the group). Kept in `group-configs.json` in the data
@@ -52,6 +53,9 @@ class Bounds:
     consumer_assignment_interval_ms: int = 1_000  # group.consumer.assignment.interval.ms (KIP-1263)
     consumer_min_assignment_interval_ms: int = 0
     consumer_max_assignment_interval_ms: int = 15_000
+    share_assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (KIP-1263)
+    share_min_assignment_interval_ms: int = 0
+    share_max_assignment_interval_ms: int = 15_000
 
 
 # name -> (type, the Bounds field of its default and bounds (None: a string), documentation)
@@ -66,6 +70,8 @@ DEFS: dict[str, tuple[int, str | None, str]] = {
                                  "The timeout to detect client failures when using the share group protocol."),
     "share.heartbeat.interval.ms": (INT, "share_heartbeat_interval_ms",
                                     "The heartbeat interval given to the members of a share group."),
+    "share.assignment.interval.ms": (INT, "share_assignment_interval_ms",
+                                     "The interval between assignment updates for a share group."),
     "share.record.lock.duration.ms": (INT, "share_record_lock_duration_ms",
                                       "The record acquisition lock duration in milliseconds for share groups."),
     "share.auto.offset.reset": (STRING, None, "The strategy to initialize the share-partition start offset: "
@@ -99,7 +105,8 @@ def group_config_bounds(c: Any) -> Bounds:
         c.group_share_max_heartbeat_interval_ms, c.group_share_record_lock_duration_ms,
         c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms,
         c.group_consumer_assignment_interval_ms, c.group_consumer_min_assignment_interval_ms,
-        c.group_consumer_max_assignment_interval_ms)
+        c.group_consumer_max_assignment_interval_ms, c.group_share_assignment_interval_ms,
+        c.group_share_min_assignment_interval_ms, c.group_share_max_assignment_interval_ms)
 
 
 def valid_auto_offset_reset(value: str) -> bool:
@@ -130,14 +137,14 @@ class GroupConfigs:
         """The group's own setting, or None (the broker's applies)."""
         return self.configs.get(group_id, {}).get(name)
 
-    def assignment_interval_ms(self, group_id: str) -> int:
-        """The group's consumer.assignment.interval.ms, else the broker's, within the broker's
-        min and max (Kafka 4.3's GroupConfig.evaluate caps it rather than refusing it: the
-        broker's bounds may change after the group's value was set)."""
-        b = self.bounds
-        own = self.get(group_id, "consumer.assignment.interval.ms")
-        value = b.consumer_assignment_interval_ms if own is None else int(own)
-        return min(max(value, b.consumer_min_assignment_interval_ms), b.consumer_max_assignment_interval_ms)
+    def assignment_interval_ms(self, group_id: str, kind: str = "consumer") -> int:
+        """The group's consumer.assignment.interval.ms (kind "share": share.assignment.interval.ms),
+        else the broker's, within the broker's min and max (Kafka 4.3's GroupConfig.evaluate caps
+        it rather than refusing it: the broker's bounds may change after the group's value was set)."""
+        interval, least, most = (getattr(self.bounds, f"{kind}_{bound}assignment_interval_ms")
+                                 for bound in ("", "min_", "max_"))
+        own = self.get(group_id, f"{kind}.assignment.interval.ms")
+        return min(max(interval if own is None else int(own), least), most)
 
     def layer(self, group_id: str) -> dict[str, str]:
         return dict(self.configs.get(group_id, {}))
@@ -175,7 +182,8 @@ class GroupConfigs:
                         from None
                 if not -(2**31) <= values[name] < 2**31:
                     raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
-                least = {"share.record.lock.duration.ms": 1000, "consumer.assignment.interval.ms": 0}.get(name, 1)
+                least = {"share.record.lock.duration.ms": 1000, "consumer.assignment.interval.ms": 0,
+                         "share.assignment.interval.ms": 0}.get(name, 1)
                 if values[name] < least:
                     raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be at least {least}")
             else:

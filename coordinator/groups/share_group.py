@@ -47,6 +47,7 @@ class ShareGroup:
         self.members: dict[str, ShareMember] = {}
         self.group_epoch = 0
         self.assignment_epoch = 0
+        self.assignment_timestamp = 0  # when the target was last computed (wall ms; 0: never)
         self.target: dict[str, Assignment] = {}
         # topic name -> (id, partitions) of the subscribed topics the target was computed from
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
@@ -327,7 +328,8 @@ def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
     g = group.group_id
     out: dict[Any, Any] = {
         R.ShareGroupMetadataKey(g): R.ShareGroupMetadataValue(group.group_epoch, group.metadata_hash),
-        R.ShareGroupTargetAssignmentMetadataKey(g): R.ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch),
+        R.ShareGroupTargetAssignmentMetadataKey(g): R.ShareGroupTargetAssignmentMetadataValue(
+            group.assignment_epoch, group.assignment_timestamp),
     }
     if group.has_state_metadata:
         out[R.ShareGroupStatePartitionMetadataKey(g)] = _state_metadata(group)
@@ -336,8 +338,10 @@ def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
     for m in members:
         out[R.ShareGroupMemberMetadataKey(g, m.member_id)] = R.ShareGroupMemberMetadataValue(
             m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names)
-        out[R.ShareGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ShareGroupTargetAssignmentMemberValue(
-            _parts(group.target.get(m.member_id, {})))
+        target = group.target.get(m.member_id)
+        if target is not None:  # (a member that joined since the last target has none yet, as in Kafka)
+            out[R.ShareGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ShareGroupTargetAssignmentMemberValue(
+                _parts(target))
         out[R.ShareGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ShareGroupCurrentMemberAssignmentValue(
             m.member_epoch, m.previous_member_epoch, 0, _parts(m.assigned))
     return out
@@ -352,7 +356,9 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ShareGroup | No
     group.group_epoch = meta.epoch
     group.metadata_hash = meta.metadata_hash
     target_meta = stored.get(R.ShareGroupTargetAssignmentMetadataKey(group_id))
-    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    if target_meta is not None:
+        group.assignment_epoch = target_meta.assignment_epoch
+        group.assignment_timestamp = target_meta.assignment_timestamp
     states = stored.get(R.ShareGroupStatePartitionMetadataKey(group_id))
     if states is not None:
         group.has_state_metadata = True

@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import share_records as R
 
 from .clock import Clock
-from .consumer_manager import ApiError, ConsumerGroupManager, HeartbeatResult, apply_record
+from .consumer_manager import ApiError, ConsumerGroupManager, HeartbeatResult, apply_record, assignment_due
 from .metadata_hash import metadata_hash
 from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, forget_topics, group_from_records,
                           initialize_partitions, initialize_subscribed, member_keys,
@@ -50,6 +50,9 @@ class ShareGroupConfig:
     partition_max_record_locks: int = 2_000  # group.share.partition.max.record.locks
     snapshot_update_records: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
     max_share_sessions: int = 2_000  # group.share.max.share.sessions
+    assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (KIP-1263)
+    min_assignment_interval_ms: int = 0  # group.share.min.assignment.interval.ms
+    max_assignment_interval_ms: int = 15_000  # group.share.max.assignment.interval.ms
 
 
 @dataclass
@@ -303,8 +306,7 @@ class ShareGroupManager:
         if bump:
             group.group_epoch += 1
             group.dirty = True
-        if group.assignment_epoch != group.group_epoch:
-            self.compute_target(group)
+        self.maybe_compute_target(group)
         if initialize_subscribed(group) | forget_topics(group, self._deleted_topics(group)):
             group.dirty = True
         self._reconcile(group, member)
@@ -357,7 +359,7 @@ class ShareGroupManager:
         group.group_epoch += 1
         group.subscription_metadata = self.subscription_metadata(group)
         group.metadata_hash = metadata_hash(group.subscription_metadata)
-        self.compute_target(group)
+        self.maybe_compute_target(group)
         group.dirty = True
         if fenced:
             for listener in self.member_fenced:
@@ -393,6 +395,24 @@ class ShareGroupManager:
                 out[name] = found
         return out
 
+    def assignment_interval_ms(self, group_id: str) -> int:
+        """share.assignment.interval.ms of the group (group_configs.py), else the broker's,
+        within the broker's min and max."""
+        configs = getattr(self.shard.runtime, "group_configs", None)
+        if configs is not None:
+            return int(configs.assignment_interval_ms(group_id, "share"))
+        c = self.config
+        return min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms)
+
+    def maybe_compute_target(self, group: ShareGroup) -> None:
+        """Kafka 4.3's assignment batching for share groups (KIP-1263, GroupMetadataManager's
+        shareGroupHeartbeat): as for consumer groups (ConsumerGroupManager.maybe_compute_target),
+        the target is recomputed at most once per share.assignment.interval.ms; meanwhile
+        members keep the last target and the assignment epoch lags the group epoch."""
+        if group.assignment_epoch != group.group_epoch and assignment_due(
+                group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()):
+            self.compute_target(group)
+
     def compute_target(self, group: ShareGroup) -> None:
         metadata = group.subscription_metadata
         counts = {tid: n for tid, n in metadata.values()}
@@ -401,6 +421,7 @@ class ShareGroupManager:
         previous = group.target
         group.target = simple_assign(members, counts, previous)
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp = self.clock.wall()  # (when the computation finished, as Kafka records it)
         group.dirty = True
         group.changed_members.update(m for m, t in group.target.items() if previous.get(m) != t)
 
