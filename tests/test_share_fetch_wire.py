@@ -109,6 +109,12 @@ async def test_share_sessions_and_request_errors(server):
         r = await fetch("g", "b", 1, tid, partitions=(), forget=(0,))
         c = await fetch("g", "c", 0, tid, max_records=2)
         assert acquired(c) == [(1, 2, 4)]
+        # Acknowledgements in the request that forgets their partition apply first: 1 stays
+        # accepted, only 2 is let go.
+        r = await fetch("g", "c", 1, tid, partitions=(), forget=(0,), acks={0: [(1, 1, [ACCEPT])]})
+        assert r.error_code == 0 and part(r).acknowledge_error_code == 0
+        d = await fetch("g", "d", 0, tid, max_records=1)
+        assert acquired(d) == [(2, 2, 5)]
     finally:
         await conn.close()
 

@@ -554,11 +554,14 @@ class SharePartitionManager:
         final = req.share_session_epoch == FINAL_EPOCH
         if not final:
             session.partitions.update(acks)
+        ack_results = await self._acknowledge(ctx, session, acks, renew)
+        if not final:
+            # After the acknowledgements: a client that stops fetching a partition (its
+            # assignment moved) acknowledges what it had of it in the same request.
             forgotten = {(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions}
             if forgotten:
                 session.partitions.difference_update(forgotten)
                 self._release(session, forgotten)
-        ack_results = await self._acknowledge(ctx, session, acks, renew)
         fetched: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
         if final:
             self.sessions.pop((session.group_id, session.member_id), None)
