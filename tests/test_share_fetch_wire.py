@@ -135,6 +135,23 @@ async def test_overlapping_or_unordered_batches_are_invalid_request(server):
         await conn.close()
 
 
+async def test_a_produce_wakes_a_waiting_share_fetch(server):
+    """A long-polling ShareFetch (max_wait up to fetch.max.wait) answers once records
+    are produced to its partition, with them."""
+    conn, tid = await start(server, records=1)
+    producer = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        assert acquired(await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))) == [(0, 0, 1)]
+        # (Sent first, the fetch finds nothing and waits; had the produce overtaken it, the
+        # answer would be the same.)
+        waiting = asyncio.ensure_future(conn.request(SFETCH, 1, sfetch("g", "a", 1, tid, max_wait_ms=30_000)))
+        assert (await produce(producer, "t", build_batch([(None, b"late")])))[0] == 0
+        assert acquired(await waiting) == [(1, 1, 1)]
+    finally:
+        await producer.close()
+        await conn.close()
+
+
 async def test_lock_expiry_and_the_delivery_limit(server_factory):
     server = server_factory(*NO_BATCHING, "--group-share-record-lock-duration-ms", "200",
                             "--group-share-delivery-attempt-limit", "2")

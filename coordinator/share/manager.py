@@ -279,19 +279,16 @@ class SharePartitionManager:
             if not fut.done():
                 fut.set_result(None)
 
-    def _watch(self, plog: PartitionLog) -> None:
-        """Produced records wake the share fetches waiting on the partition."""
+    def _watch(self, plog: PartitionLog, tp: tuple[uuid.UUID, int]) -> None:
+        """Produced records wake the share fetches (of any group) waiting on the partition;
+        the listener names the partition by id, so it holds no reference to the log."""
         if plog not in self.watched:
             self.watched.add(plog)
-            ref = weakref.ref(plog)
-            plog.append_listeners.append(lambda: self._wake_log(ref()))
+            plog.append_listeners.append(lambda: self._wake_partition(tp))
 
-    def _wake_log(self, plog: PartitionLog | None) -> None:
-        if plog is None:
-            return
-        for key in list(self.waiters):
-            if self._plog(key[1], key[2])[1] is plog:
-                self._wake(key)
+    def _wake_partition(self, tp: tuple[uuid.UUID, int]) -> None:
+        for key in [k for k in self.waiters if k[1:] == tp]:
+            self._wake(key)
 
     def partition_moved(self, topic: str, partition: int) -> int:
         """The partition's leadership moved (Kafka's SharePartitionManager listener,
@@ -524,7 +521,7 @@ class SharePartitionManager:
             if plog is None:
                 continue
             key = (session.group_id, *tp)
-            self._watch(plog)
+            self._watch(plog, tp)
             self.waiters.setdefault(key, set()).add(fut)
             keys.append(key)
         try:
