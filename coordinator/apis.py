@@ -105,6 +105,7 @@ class RequestContext:
     body: Any = UNANSWERED  # set by answer()
     started: float = 0.0  # when it was read (perf_counter), if requests are measured
     size: int = 0  # bytes of the request frame (what a produce quota counts)
+    loop_time: float = -1.0  # seconds its handler ran on the loop, if a request quota measures it (else -1)
 
     def answer(self, body: Any) -> None:
         """Give the response of a handler that returned LATER."""

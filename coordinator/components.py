@@ -22,7 +22,8 @@ from .broker.data import DataPlane
 from .broker.partition_admin import PartitionAdminApis
 from .broker.producers import ProducerIds
 from .broker.quotas import (
-    CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, ControllerMutationQuota, QuotaStore)
+    CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, ControllerMutationQuota, QuotaStore,
+    RequestQuota)
 from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
@@ -54,6 +55,7 @@ class Parts:
     topology: Topology
     control: ClusterControl  # stop / start brokers, move leaders and coordinators
     components: list[Any] = field(default_factory=list)  # started in this order, closed in reverse
+    request_quota: RequestQuota | None = None  # request_percentage, measured by the server's dispatch
 
 
 async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
@@ -106,6 +108,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     data_plane.fetch_quota = ByteRateQuota(quotas, CONSUMER_BYTE_RATE, c.quota_window_num,
                                            c.quota_window_size_seconds)
     topic_admin.mutation_quota = ControllerMutationQuota(quotas, c.quota_window_num, c.quota_window_size_seconds)
+    request_quota = RequestQuota(quotas, c.quota_window_num, c.quota_window_size_seconds)
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
 
@@ -138,7 +141,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     control.shares = shares
     PartitionAdminApis(topics, topology, control).register(registry)
     return Parts(topics, runtime, offsets_log, topology, control,
-                 [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares])
+                 [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares],
+                 request_quota=request_quota)
 
 
 def _everything(ctx: RequestContext, partition: int) -> int:

@@ -34,6 +34,7 @@ from .faults import Faults
 from .listeners import Listener, listeners_of
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
+from .broker.quotas import RequestQuota, TimedCoroutine
 from .security.sasl import BEFORE_AUTHENTICATION
 
 GC_YOUNG_THRESHOLD = 10_000
@@ -102,6 +103,7 @@ class Server:
         self._sasl_users: dict = {}  # from --sasl-users
         self.credentials: Any = None  # coordinator.security.credentials.CredentialStore
         self.acl_gate: Any = None  # coordinator.security.acl_gate.AclGate with --authorizer
+        self.request_quota: RequestQuota | None = None  # request_percentage (coordinator.broker.quotas)
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         # Injected faults (coordinator/faults.py): `intercept` is the Faults while a rule exists
         self.intercept: Faults | None = None
@@ -191,6 +193,7 @@ class Server:
         self.components = parts.components
         self.topics, self.groups, self.offsets_log = parts.topics, parts.groups, parts.offsets_log
         self.topology, self.control = parts.topology, parts.control
+        self.request_quota = parts.request_quota
         if self.config.brokers > 1:  # what the HTTP test control's /cluster routes drive
             self.cluster_control = parts.control
         if acls is not None:
@@ -450,6 +453,10 @@ class Server:
         header, pos = read_request_header(frame, flexible=c.flexible_request)
         body = decode_body(c, frame, pos)
         ctx = RequestContext(header, c, conn.client_host, conn, size=len(frame))
+        quota = self.request_quota  # request_percentage: the handler's time on the loop counts
+        if quota is not None and api_key not in BEFORE_AUTHENTICATION and quota.enabled():
+            ctx.loop_time = 0.0
+            started = time.perf_counter()
         faults = self.intercept  # None unless a fault rule exists (coordinator/faults.py)
         result = None if faults is None else faults.intercept(self, ctx, body, api.handler)
         if result is None:
@@ -457,10 +464,14 @@ class Server:
             result = None if gate is None else gate.check(ctx, body, api.handler)
         if result is None:
             result = api.handler(ctx, body)
+        if ctx.loop_time >= 0:
+            ctx.loop_time += time.perf_counter() - started
+            if type(result) is CoroutineType:
+                result = TimedCoroutine(result, ctx)
         if result is LATER:
             if ctx.body is not UNANSWERED:  # answered before the handler returned
                 return self.encode(ctx, ctx.body)
-        elif type(result) is CoroutineType:
+        elif type(result) is CoroutineType or type(result) is TimedCoroutine:
             result = asyncio.get_running_loop().create_task(result)
         elif not isinstance(result, asyncio.Future):
             return self.encode(ctx, result)
@@ -468,12 +479,13 @@ class Server:
         ctx.waiting = result
         return ctx
 
-    @staticmethod
-    def encode(ctx: RequestContext, result: Any) -> bytes | None:
-        if result is None:
-            return None
+    def encode(self, ctx: RequestContext, result: Any) -> bytes | None:
         if type(result) is BuiltWhenSent:
             result = result.build()
+        if ctx.loop_time >= 0 and self.request_quota is not None:
+            result = self.request_quota.throttle_answer(ctx, result)
+        if result is None:
+            return None
         if type(result) is Raw:
             return encode_raw_response(ctx.codec, ctx.header.correlation_id, result)
         return encode_response(ctx.codec, ctx.header.correlation_id, result)

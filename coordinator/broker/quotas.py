@@ -20,18 +20,29 @@ request may take the bucket below zero; while it is below, the strict variant (C
 v6+, DeleteTopics v5+, CreatePartitions v3+) refuses each further topic with
 THROTTLING_QUOTA_EXCEEDED, the permissive one (older versions) lets it through. Either way the
 answer carries the time until the bucket is back at zero and the connection is muted for it.
-request_percentage and connection_creation_rate are stored and described only.
+request_percentage is enforced as Kafka's ClientRequestQuotaManager does, with the event loop
+as the one "thread" it is a percentage of: the time each request's handler runs on the loop
+counts against it (exempt: ApiVersions and the SASL requests, which come before a principal is
+known), and the throttle is capped at one window. connection_creation_rate is stored and
+described only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import dataclasses
+import datetime
 import ipaddress
 import logging
+import struct
+import time
 from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
+
+from protocol.wire import Raw
 
 from ..apis import Registry, RequestContext
 from ..durable import JsonFile
@@ -42,9 +53,10 @@ log = logging.getLogger(__name__)
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_rate"
-CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONTROLLER_MUTATION_RATE, REQUEST_PERCENTAGE = "controller_mutation_rate", "request_percentage"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 QUOTAS_FILE = "client-quotas.json"
+_INT32 = struct.Struct(">i")
 
 # QuotaConfig.userAndClientQuotaConfigs / ipConfigs: key -> type
 LONG, DOUBLE, INT = "LONG", "DOUBLE", "INT"
@@ -441,6 +453,71 @@ class ControllerMutationQuota(ByteRateQuota):
             return False
         bucket.tokens -= permits
         return True
+
+
+class RequestQuota(ByteRateQuota):
+    """Kafka's ClientRequestQuotaManager: request_percentage, the share of one thread's time
+    (here: the event loop's) the requests of a (user, client-id) may take."""
+
+    def __init__(self, store: QuotaStore, samples: int = 11, window_seconds: int = 1) -> None:
+        super().__init__(store, REQUEST_PERCENTAGE, samples, window_seconds)
+
+    def record_time(self, user: str, client_id: str, seconds: float, now: int) -> int:
+        """Record a request's handler time (as percent-seconds, so the rate is a percentage);
+        the throttle time, at most one window (ClientRequestQuotaManager.maxThrottleTimeMs)."""
+        return min(self.record(user, client_id, seconds * 100, now), self.window_ms)
+
+    def throttle_answer(self, ctx: RequestContext, body: Any) -> Any:
+        """Count the request's loop time; over the quota, mute its connection and give the
+        answer the larger of its own throttle time and this one (KafkaApis'
+        sendResponseMaybeThrottle: the request quota's throttle and the other quotas' together)."""
+        throttle = self.record_time(quota_user(ctx.connection), ctx.header.client_id or "", ctx.loop_time,
+                                    int(time.time() * 1000))
+        if throttle <= 0:
+            return body
+        mute = getattr(ctx.connection, "throttle", None)
+        if mute is not None:
+            mute(throttle)
+        if isinstance(body, Raw):  # an answer encoded ahead (Metadata, Heartbeat): throttle_time_ms leads it
+            fields = dataclasses.fields(ctx.codec.response_type)
+            if fields and fields[0].name == "throttle_time" and len(body) >= 4 and \
+                    _INT32.unpack_from(body)[0] < throttle:
+                return Raw(_INT32.pack(throttle) + body[4:])
+            return body
+        current = getattr(body, "throttle_time", None)  # (None: a version without the field)
+        if isinstance(current, datetime.timedelta) and current < datetime.timedelta(milliseconds=throttle):
+            return dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle))
+        return body
+
+
+class TimedCoroutine(collections.abc.Coroutine[Any, Any, Any]):
+    """A request handler's coroutine whose every step on the loop is added to its request's
+    loop_time: what Kafka's request thread time is for a handler that awaits."""
+
+    __slots__ = ("coro", "ctx")
+
+    def __init__(self, coro: Any, ctx: RequestContext) -> None:
+        self.coro, self.ctx = coro, ctx
+
+    def send(self, value: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.coro.send(value)
+        finally:
+            self.ctx.loop_time += time.perf_counter() - started
+
+    def throw(self, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.coro.throw(*args)
+        finally:
+            self.ctx.loop_time += time.perf_counter() - started
+
+    def close(self) -> None:
+        self.coro.close()
+
+    def __await__(self) -> Any:
+        return self.coro.__await__()
 
 
 def quota_user(connection: Any) -> str:
