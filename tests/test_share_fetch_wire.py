@@ -135,6 +135,42 @@ async def test_overlapping_or_unordered_batches_are_invalid_request(server):
         await conn.close()
 
 
+async def test_random_share_fetch_and_acknowledge_fields_get_kafka_errors(server):
+    """Seeded random ShareFetch / ShareAcknowledge requests (any epoch, record limit,
+    partition, acknowledgement batch, forgotten partition): each is answered with Kafka
+    error codes, and the connection and the server keep serving."""
+    import random
+
+    conn, tid = await start(server, records=6)
+    rnd = random.Random(932)
+    top_level = {0, 24, 42, 122, 123}  # INVALID_GROUP_ID, INVALID_REQUEST, SHARE_SESSION_NOT_FOUND, ..._EPOCH
+    per_partition = {0, 3, 42, 100, 121}  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_RECORD_STATE
+
+    def acks() -> dict:
+        return {rnd.choice((0, 0, 1, -1)): [
+            (first, first + rnd.randint(-1, 3), [rnd.randint(-1, 5) for _ in range(rnd.choice((0, 1, 1, 2)))])
+            for first in sorted(rnd.randint(-2, 8) for _ in range(rnd.randint(1, 3)))]}
+    try:
+        for _ in range(150):
+            member, epoch = rnd.choice(("a", "b", "")), rnd.randint(-1, 3)
+            topic_id = tid if rnd.random() < 0.9 else uuid.UUID(int=rnd.randint(0, 3))
+            if rnd.random() < 0.6:
+                r = await conn.request(SFETCH, 1, sfetch(
+                    "g", member, epoch, topic_id, partitions=rnd.choice(((0,), (), (0, 5), (-1,))),
+                    acks=acks() if rnd.random() < 0.5 else None, max_records=rnd.randint(-2, 4),
+                    forget=rnd.choice(((), (0,), (7,)))))
+                codes = [(p.error_code, p.acknowledge_error_code) for t in r.responses for p in t.partitions]
+            else:
+                r = await conn.request(SACK, 1, sack("g", member, epoch, topic_id, acks()))
+                codes = [(p.error_code, 0) for t in r.responses for p in t.partitions]
+            assert r.error_code in top_level, r
+            assert all(a in per_partition and b in per_partition for a, b in codes), r
+        r = await conn.request(SFETCH, 1, sfetch("g", "z", 0, tid))
+        assert r.error_code == 0 and part(r).error_code == 0
+    finally:
+        await conn.close()
+
+
 async def test_a_produce_wakes_a_waiting_share_fetch(server):
     """A long-polling ShareFetch (max_wait up to fetch.max.wait) answers once records
     are produced to its partition, with them."""

@@ -32,6 +32,12 @@ from .state_log import Key, ShareStateLog
 
 log = logging.getLogger(__name__)
 
+
+def _by_topic_id(tp: tuple[uuid.UUID | None, int]) -> tuple[bytes, int]:
+    """Sort order of (topic id, partition); the zero topic id reads as None (it is
+    answered UNKNOWN_TOPIC_ID like any id no topic has)."""
+    return (tp[0].bytes if tp[0] is not None else bytes(16), tp[1])
+
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 RECORD_LIMIT = 1  # ShareFetch v2 share_acquire_mode: never more than max_records
@@ -484,7 +490,7 @@ class SharePartitionManager:
         deadline = loop.time() + self.lock_duration_ms(group_id) / 1000
         writes = []
         left = max_records
-        for tp in sorted(session.partitions, key=lambda tp: (tp[0].bytes, tp[1])):
+        for tp in sorted(session.partitions, key=_by_topic_id):
             error, plog = self._served(ctx, tp)
             if plog is None:
                 out[tp] = (error, [], b"")
@@ -577,7 +583,7 @@ class SharePartitionManager:
         listed = set(acks) if req.share_session_epoch != INITIAL_EPOCH else set(acks) | session.partitions
         by_topic: dict[uuid.UUID, list] = {}
         errors: list[tuple[tuple[uuid.UUID, int], int]] = []
-        for tp in sorted(listed | set(fetched) | set(ack_results), key=lambda tp: (tp[0].bytes, tp[1])):
+        for tp in sorted(listed | set(fetched) | set(ack_results), key=_by_topic_id):
             error, ranges, records = fetched.get(tp, (E.none, [], b""))
             ack_error, ack_message = ack_results.get(tp, (E.none, None))
             errors += [(tp, error), (tp, ack_error)]
@@ -611,7 +617,7 @@ class SharePartitionManager:
             self._release(session, session.partitions)
         by_topic: dict[uuid.UUID, list] = {}
         errors: list[tuple[tuple[uuid.UUID, int], int]] = []
-        for tp in sorted(acks, key=lambda tp: (tp[0].bytes, tp[1])):
+        for tp in sorted(acks, key=_by_topic_id):
             error, message = results.get(tp, (E.none, None))
             errors.append((tp, error))
             by_topic.setdefault(tp[0], []).append(ctx.nested(
