@@ -22,8 +22,8 @@ from .broker.data import DataPlane
 from .broker.partition_admin import PartitionAdminApis
 from .broker.producers import ProducerIds
 from .broker.quotas import (
-    CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, ControllerMutationQuota, QuotaStore,
-    RequestQuota)
+    CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, ConnectionRateQuota, ControllerMutationQuota,
+    QuotaStore, RequestQuota)
 from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
@@ -56,6 +56,7 @@ class Parts:
     control: ClusterControl  # stop / start brokers, move leaders and coordinators
     components: list[Any] = field(default_factory=list)  # started in this order, closed in reverse
     request_quota: RequestQuota | None = None  # request_percentage, measured by the server's dispatch
+    connection_quota: ConnectionRateQuota | None = None  # connection_creation_rate, checked on accept
 
 
 async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
@@ -142,7 +143,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     PartitionAdminApis(topics, topology, control).register(registry)
     return Parts(topics, runtime, offsets_log, topology, control,
                  [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares],
-                 request_quota=request_quota)
+                 request_quota=request_quota,
+                 connection_quota=ConnectionRateQuota(quotas, c.quota_window_num, c.quota_window_size_seconds))
 
 
 def _everything(ctx: RequestContext, partition: int) -> int:

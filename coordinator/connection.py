@@ -47,7 +47,7 @@ class ConnectionHost(Protocol):
     connections: set[Connection]
     warn_closing: Callable[..., None]  # rate-limited: a closing storm must not flood the log
 
-    def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool: ...
+    def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool | float: ...
 
     def dispatch(self, conn: Connection, frame: bytes) -> bytes | RequestContext | None: ...
 
@@ -93,9 +93,14 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
-        if self.server.refuse_connection(self, transport):
+        refused = self.server.refuse_connection(self, transport)
+        if refused:
             self.closed = True
-            transport.close()
+            if refused is True:
+                transport.close()
+            else:  # Kafka's Acceptor holds a connection over its rate quota unread, then closes it
+                transport.pause_reading()  # type: ignore[attr-defined]  # a stream server's transport is a Transport
+                asyncio.get_running_loop().call_later(refused, transport.close)
             return
         # The budget of queued answers: past it the transport calls pause_writing, and
         # this connection builds no more answers and reads no more requests.

@@ -34,7 +34,7 @@ from .faults import Faults
 from .listeners import Listener, listeners_of
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
-from .broker.quotas import RequestQuota, TimedCoroutine
+from .broker.quotas import ConnectionRateQuota, RequestQuota, TimedCoroutine
 from .security.sasl import BEFORE_AUTHENTICATION
 
 GC_YOUNG_THRESHOLD = 10_000
@@ -104,6 +104,7 @@ class Server:
         self.credentials: Any = None  # coordinator.security.credentials.CredentialStore
         self.acl_gate: Any = None  # coordinator.security.acl_gate.AclGate with --authorizer
         self.request_quota: RequestQuota | None = None  # request_percentage (coordinator.broker.quotas)
+        self.connection_quota: ConnectionRateQuota | None = None  # connection_creation_rate
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         # Injected faults (coordinator/faults.py): `intercept` is the Faults while a rule exists
         self.intercept: Faults | None = None
@@ -193,7 +194,7 @@ class Server:
         self.components = parts.components
         self.topics, self.groups, self.offsets_log = parts.topics, parts.groups, parts.offsets_log
         self.topology, self.control = parts.topology, parts.control
-        self.request_quota = parts.request_quota
+        self.request_quota, self.connection_quota = parts.request_quota, parts.connection_quota
         if self.config.brokers > 1:  # what the HTTP test control's /cluster routes drive
             self.cluster_control = parts.control
         if acls is not None:
@@ -386,10 +387,11 @@ class Server:
 
     # connection limits ----------------------------------------------------------------
 
-    def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool:
+    def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool | float:
         """A connection past max.connections, or one that would leave fewer than
         FD_RESERVE file descriptors for log segments (libuv itself would drop connections
-        silently at the limit), is closed at once and said (rate-limited)."""
+        silently at the limit), is closed at once and said (rate-limited). One over its
+        address's connection_creation_rate: the seconds to hold it unread before closing it."""
         limit = self.config.max_connections
         if len(self.connections) >= limit:
             self._warn_refused("refused a connection from %s: %d connections open (max.connections=%d)",
@@ -401,6 +403,10 @@ class Server:
                                "limit (%d, ulimit -n) nearly reached", conn.peer, len(self.connections),
                                fd_soft_limit())
             return True
+        if self.connection_quota is not None:
+            throttle = self.connection_quota.throttle_time(conn.client_host, int(time.time() * 1000))
+            if throttle:
+                return throttle / 1000
         return False
 
     def cancel_on_close(self, ctx: RequestContext) -> bool:

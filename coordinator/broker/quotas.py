@@ -23,8 +23,12 @@ answer carries the time until the bucket is back at zero and the connection is m
 request_percentage is enforced as Kafka's ClientRequestQuotaManager does, with the event loop
 as the one "thread" it is a percentage of: the time each request's handler runs on the loop
 counts against it (exempt: ApiVersions and the SASL requests, which come before a principal is
-known), and the throttle is capped at one window. connection_creation_rate is stored and
-described only.
+known), and the throttle is capped at one window.
+
+connection_creation_rate is enforced as Kafka's ConnectionQuotas does for ip entities: each new
+connection from an address counts against the quota of its ip entity (else the default ip
+entity) by the same windowed rate; one that takes the rate over it is not counted, not read,
+and closed after the throttle time (Kafka's Acceptor delays the close of a throttled socket).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_rate"
 CONTROLLER_MUTATION_RATE, REQUEST_PERCENTAGE = "controller_mutation_rate", "request_percentage"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 QUOTAS_FILE = "client-quotas.json"
 _INT32 = struct.Struct(">i")
@@ -518,6 +523,40 @@ class TimedCoroutine(collections.abc.Coroutine[Any, Any, Any]):
 
     def __await__(self) -> Any:
         return self.coro.__await__()
+
+
+class ConnectionRateQuota:
+    """Kafka's ConnectionQuotas per-ip connection_creation_rate (recordIpConnectionMaxRate)."""
+
+    def __init__(self, store: QuotaStore, samples: int = 11, window_seconds: int = 1) -> None:
+        self.store, self.samples, self.window_ms = store, samples, window_seconds * 1000
+        self.rates: dict[str | None, Rate] = {}
+        self._seen_changes = -1
+        self._any = False
+
+    def throttle_time(self, host: str, now: int) -> int:
+        """Count a new connection from `host`; the time (ms) to hold it before closing it if
+        that took the rate over the quota (the connection is then not counted), else 0."""
+        if self._seen_changes != self.store.changes:
+            self._seen_changes = self.store.changes
+            self._any = any(CONNECTION_CREATION_RATE in values for values in self.store.quotas.values())
+        if not self._any:
+            return 0
+        # (an ip entity names an address here, where Kafka resolves a host name to one)
+        bound = self.store.get(((IP, host),), CONNECTION_CREATION_RATE)
+        if bound is None:
+            bound = self.store.get(((IP, None),), CONNECTION_CREATION_RATE)
+        if bound is None:
+            return 0
+        rate = self.rates.get(host)
+        if rate is None:
+            rate = self.rates[host] = Rate(self.samples, self.window_ms)
+        rate.record(1.0, now)
+        observed = rate.measure(now)
+        if observed <= bound:
+            return 0
+        rate.record(-1.0, now)  # as Kafka: a connection not accepted is not counted
+        return max(round((observed - bound) / bound * rate.window_size(now)), 1)
 
 
 def quota_user(connection: Any) -> str:
