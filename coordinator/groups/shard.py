@@ -135,6 +135,8 @@ class GroupShard:
         self.pending.append(w)
         for key, value in records:
             t = type(key)
+            if t is OffsetCommitKey:
+                continue  # (most records; offsets change only at replay)
             if t in CONSUMER_KEYS:
                 self.consumer.written_record(key, value)
             elif t in SHARE_KEY_TYPES:
@@ -205,14 +207,15 @@ class GroupShard:
 
     def replay(self, key: object, value: object) -> None:
         if type(key) is OffsetCommitKey:
+            group_id, topic, partition = key  # (one unpack, not three field lookups: every commit's records)
             if value is None:
-                self.offsets.remove(key.group, key.topic, key.partition)
+                self.offsets.remove(group_id, topic, partition)
                 return
-            if key.group not in self.groups:
+            if group_id not in self.groups:
                 # A commit from a consumer without group management: Kafka keeps such
                 # offsets under a memberless classic group ("simple group").
-                self.groups[key.group] = ClassicGroup(key.group, self.clock.wall())
-            self.offsets.put(key.group, key.topic, key.partition, value)  # type: ignore[arg-type]  # an OffsetCommitKey's record is an OffsetCommitValue or a tombstone
+                self.groups[group_id] = ClassicGroup(group_id, self.clock.wall())
+            self.offsets.put(group_id, topic, partition, value)  # type: ignore[arg-type]  # an OffsetCommitKey's record is an OffsetCommitValue or a tombstone
         elif type(key) is GroupMetadataKey:
             group = self.groups.get(key.group)
             if value is None:
