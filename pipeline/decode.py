@@ -11,7 +11,8 @@ Members' partitions: a classic group's are its members' `consumer` protocol assi
 GroupMetadata record: their membership is in member records (ConsumerGroupMemberMetadata),
 their "generation" is the group epoch (ConsumerGroupMetadata), and a member's partitions are
 its target assignment for that epoch (ConsumerGroupTargetAssignmentMember, topic ids named by
-ConsumerGroupPartitionMetadata), which the member reaches once reconciled. Each epoch record
+ConsumerGroupPartitionMetadata where the log has it, else by the data dir's topic catalog: Kafka
+4.1+ writes a metadata hash instead), which the member reaches once reconciled. Each epoch record
 gives one `group` row of group_type `consumer`, with the members the group has once the batch
 that carries it is applied (a heartbeat's records are one batch, and a joining member's
 record may come after the epoch's in it); no leader, no state timestamp.
@@ -24,6 +25,7 @@ them; aborted ones, and ones whose marker is not (yet) in the files read, are le
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Iterable, Iterator
 
 import pyarrow as pa
@@ -39,7 +41,7 @@ from protocol.group_records import (
 
 from protocol.record_batch import COMMIT_MARKER, marker_type
 
-from .segments import BadBatch, SegmentFile, read_segment
+from .segments import BadBatch, SegmentFile, read_segment, topic_names
 
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32())])
 MEMBER = pa.struct([("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
@@ -146,6 +148,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     consumer_topics: dict[str, dict] = {}  # consumer group -> topic id -> name (its partition metadata)
     consumer_targets: dict[str, dict[str, tuple]] = {}  # consumer group -> member id -> target partitions
     epochs: list[tuple] = []  # a batch's consumer-group epoch records, made rows once the batch is applied
+    catalogs: dict[Path, dict[str, str]] = {}  # data dir -> topic id -> name, read when first needed
     for seg in files:
         lp = seg.partition
         for item in read_segment(seg, markers=True):
@@ -225,7 +228,11 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                     groups.append((group, *_NO_CONSUMER_GROUP, *where))
                 else:
                     names, targets = consumer_topics.get(group, {}), consumer_targets.get(group, {})
-                    members = [{**m, "partitions": [{"topic": names.get(t, str(t)), "partition": p}
+                    data_dir = Path(seg.path).parent.parent
+                    catalog = catalogs.get(data_dir)
+                    if catalog is None:
+                        catalog = catalogs[data_dir] = topic_names(data_dir)
+                    members = [{**m, "partitions": [{"topic": names.get(t) or catalog.get(str(t), str(t)), "partition": p}
                                                     for t, ps in targets.get(m["member_id"], ()) for p in ps]}
                                for m in consumer_members.get(group, {}).values()]
                     groups.append((group, "consumer", epoch, "consumer", None, None, -1, len(members), members,

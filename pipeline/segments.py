@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+import json
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -196,3 +197,16 @@ def whole_batches_end(path: str | Path, pos: int = 0) -> int:
             break  # a batch still being written (or a torn tail): wait for more
         pos = resume
     return pos
+
+
+CATALOG_FILE = "topics.json"  # the server's topic catalog: names, ids, partition counts
+
+
+def topic_names(data_dir: str | Path) -> dict[str, str]:
+    """topic id (as written in the catalog) -> topic name."""
+    path = Path(data_dir) / CATALOG_FILE
+    try:
+        catalog = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {entry["topic_id"]: name for name, entry in catalog.items() if isinstance(entry, dict)}

@@ -10,32 +10,20 @@ are named from the server's topic catalog (`topics.json`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocol.record_batch import iter_batch_records, iter_batches
 from protocol.share_records import ACKNOWLEDGED, ARCHIVED, decode_state_key, decode_state_value
 
-from .segments import segment_files
+from .segments import segment_files, topic_names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 STATE_TOPIC = "__share_group_state"
-CATALOG_FILE = "topics.json"
 COLUMNS = ("group", "topic", "partition", "state_epoch", "start_offset", "acknowledged", "archived", "in_flight",
            "max_delivery_count", "last_update_ms")
-
-
-def topic_names(data_dir: str | Path) -> dict[str, str]:
-    """topic id (as written in the catalog) -> topic name."""
-    path = Path(data_dir) / CATALOG_FILE
-    try:
-        catalog = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return {entry["topic_id"]: name for name, entry in catalog.items() if isinstance(entry, dict)}
 
 
 def replay(data_dir: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]:

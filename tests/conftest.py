@@ -8,8 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.process import InProcessServer, ServerProcess
+
+# Property tests check behaviour, never speed: on two cores shared by three test workers an
+# example may take far longer than hypothesis' default 200 ms deadline without being wrong.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 @pytest.fixture

@@ -15,22 +15,13 @@ from protocol.record_batch import build_batch
 from tests.support.data_plane import FETCH, create, fetch_body
 from tests.support.data_plane import cls as request_cls
 from tests.support.topic_configs import produce_full
+from tests.support.quotas import alter
 
 pytestmark = pytest.mark.slow  # confluent-kafka producers throttled for whole quota windows
 
 DESCRIBE, ALTER = 48, 49
 EXACT, DEFAULT, ANY = 0, 1, 2
 INVALID_REQUEST, UNSUPPORTED_VERSION, UNKNOWN_SERVER_ERROR = 42, 35, -1
-
-
-async def alter(conn, entries, validate_only=False, v=1):
-    """entries: [({type: name}, [(key, value or None to remove)])] -> [(error, message)]"""
-    Ent, Op, D = (request_cls(ALTER, v, n) for n in ("EntityData", "OpData", "EntryData"))
-    r = await conn.request(ALTER, v, request_cls(ALTER, v)(validate_only=validate_only, entries=tuple(
-        D(entity=tuple(Ent(entity_type=t, entity_name=n) for t, n in entity),
-          ops=tuple(Op(key=k, value=0.0 if val is None else float(val), remove=val is None) for k, val in ops))
-        for entity, ops in entries)))
-    return [(e.error_code, e.error_message) for e in r.entries]
 
 
 async def describe(conn, components, strict=False, v=1):

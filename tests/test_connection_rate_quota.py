@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.data_plane import cls
 from tests.support.wire_client import WireClient
-from tests.test_client_quotas import alter
+from tests.support.quotas import alter
 
 API_VERSIONS, INVALID_REQUEST = 18, 42
 

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.data_plane import MS, cls
 from tests.support.wire_client import WireClient
-from tests.test_client_quotas import alter
+from tests.support.quotas import alter
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 NONE, INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED = 0, 42, 89

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from tests.support.data_plane import cls
 from tests.support.wire_client import WireClient
-from tests.test_client_quotas import alter
+from tests.support.quotas import alter
 
 METADATA, API_VERSIONS = 3, 18
 INVALID_REQUEST = 42

@@ -34,7 +34,8 @@ class ShareHarness(Harness):
     def __init__(self, interval: int, log: MemoryLog | None = None, catalog=None) -> None:
         super().__init__(log, catalog)
         self.interval = interval
-        self.runtime.share_config = ShareGroupConfig(assignment_interval_ms=interval)  # type: ignore[attr-defined]
+        self.runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # Harness's runtime type
+            assignment_interval_ms=interval)
         self.shard = self.runtime.shard_for(GROUP)
 
     async def shb(self, member_id: str, epoch: int, topics=None) -> ShareHeartbeatResult:
