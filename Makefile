@@ -91,6 +91,7 @@ clients: java-clients go-clients
 ## ruff over the tree and mypy over protocol/ and coordinator/ (settings in pyproject.toml).
 lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
 ## The suite without the tests marked slow (pytest -m "not slow"): a few minutes on 2 cores.

@@ -20,8 +20,9 @@ NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
 def run(tree: Path, script: str, args: list[str]) -> list[str]:
-    done = subprocess.run([sys.executable, str(tree / "bench" / script), *args], cwd=tree, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, str(tree / "bench" / script), *args], cwd=tree, capture_output=True, text=True, check=True
+    )
     return [line for line in done.stdout.splitlines() if NUMBER.search(line)]
 
 

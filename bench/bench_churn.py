@@ -50,27 +50,54 @@ def cpu_seconds(pid: int) -> float:
 
 
 def join(group: str, member: str = "") -> object:
-    return JoinReq(group_id=group, session_timeout=SESSION, rebalance_timeout=REBALANCE, member_id=member,
-                   group_instance_id=None, protocol_type="consumer",
-                   protocols=(JoinProto(name="range", metadata=SUBSCRIPTION),))
+    return JoinReq(
+        group_id=group,
+        session_timeout=SESSION,
+        rebalance_timeout=REBALANCE,
+        member_id=member,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(JoinProto(name="range", metadata=SUBSCRIPTION),),
+    )
 
 
 async def cycle(conn: WireClient, group: str) -> None:
     first = await conn.request(JOIN, 5, join(group))
     joined = await conn.request(JOIN, 5, join(group, first.member_id))
-    synced = await conn.request(SYNC, 3, SyncReq(
-        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
-        assignments=(SyncAssign(member_id=joined.member_id, assignment=ASSIGNMENT),)))
-    left = await conn.request(LEAVE, 3, LeaveReq(group_id=group, members=(
-        LeaveMember(member_id=joined.member_id, group_instance_id=None),)))
+    synced = await conn.request(
+        SYNC,
+        3,
+        SyncReq(
+            group_id=group,
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id=None,
+            assignments=(SyncAssign(member_id=joined.member_id, assignment=ASSIGNMENT),),
+        ),
+    )
+    left = await conn.request(
+        LEAVE, 3, LeaveReq(group_id=group, members=(LeaveMember(member_id=joined.member_id, group_instance_id=None),))
+    )
     assert (first.error_code, joined.error_code, synced.error_code, left.error_code) == (79, 0, 0, 0)
 
 
 def commit_body(group: str) -> object:
-    return CommitReq(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                     topics=(CommitTopic(name="t", partitions=(CommitPartition(
-                         partition_index=0, committed_offset=42, committed_leader_epoch=-1,
-                         committed_metadata=""),)),))
+    return CommitReq(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            CommitTopic(
+                name="t",
+                partitions=(
+                    CommitPartition(
+                        partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata=""
+                    ),
+                ),
+            ),
+        ),
+    )
 
 
 async def commit(conn: WireClient, group: str) -> None:
@@ -112,11 +139,20 @@ async def raw_answers(port: int) -> dict[int, bytes]:
     first = decode_response(JOIN, 5, (await ask(JOIN, 5, join("floor")))[4:])[1]
     answers = {JOIN: await ask(JOIN, 5, join("floor", first.member_id))}
     joined = decode_response(JOIN, 5, answers[JOIN][4:])[1]
-    answers[SYNC] = await ask(SYNC, 3, SyncReq(
-        group_id="floor", generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
-        assignments=(SyncAssign(member_id=joined.member_id, assignment=ASSIGNMENT),)))
-    answers[LEAVE] = await ask(LEAVE, 3, LeaveReq(group_id="floor", members=(
-        LeaveMember(member_id=joined.member_id, group_instance_id=None),)))
+    answers[SYNC] = await ask(
+        SYNC,
+        3,
+        SyncReq(
+            group_id="floor",
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id=None,
+            assignments=(SyncAssign(member_id=joined.member_id, assignment=ASSIGNMENT),),
+        ),
+    )
+    answers[LEAVE] = await ask(
+        LEAVE, 3, LeaveReq(group_id="floor", members=(LeaveMember(member_id=joined.member_id, group_instance_id=None),))
+    )
     answers[COMMIT] = await ask(COMMIT, 8, commit_body("floor-new"))
     writer.close()
     return answers
@@ -160,12 +196,20 @@ async def floor_measure(pid: int, port: int, seconds: float, groups: int) -> dic
     while time.perf_counter() < deadline:
         await conn.request(JOIN, 5, join("g"))
         joined = await conn.request(JOIN, 5, join("g", "member"))
-        await conn.request(SYNC, 3, SyncReq(group_id="g", generation_id=joined.generation_id,
-                                            member_id=joined.member_id, group_instance_id=None,
-                                            assignments=(SyncAssign(member_id=joined.member_id,
-                                                                    assignment=ASSIGNMENT),)))
-        await conn.request(LEAVE, 3, LeaveReq(group_id="g", members=(
-            LeaveMember(member_id=joined.member_id, group_instance_id=None),)))
+        await conn.request(
+            SYNC,
+            3,
+            SyncReq(
+                group_id="g",
+                generation_id=joined.generation_id,
+                member_id=joined.member_id,
+                group_instance_id=None,
+                assignments=(SyncAssign(member_id=joined.member_id, assignment=ASSIGNMENT),),
+            ),
+        )
+        await conn.request(
+            LEAVE, 3, LeaveReq(group_id="g", members=(LeaveMember(member_id=joined.member_id, group_instance_id=None),))
+        )
         cycles += 1
     cycle_us = (cpu_seconds(pid) - cpu) / cycles * 1e6
     cpu = cpu_seconds(pid)
@@ -198,8 +242,22 @@ async def main() -> None:
         print(figures)
         return
     data = tempfile.mkdtemp(prefix="bench-churn-")
-    proc, port = start(["-m", "coordinator", "--port", "0", "--data-dir", data, "--log-level", "WARNING",
-                        "--fsync", args.fsync, "--group-initial-rebalance-delay-ms", "0"])
+    proc, port = start(
+        [
+            "-m",
+            "coordinator",
+            "--port",
+            "0",
+            "--data-dir",
+            data,
+            "--log-level",
+            "WARNING",
+            "--fsync",
+            args.fsync,
+            "--group-initial-rebalance-delay-ms",
+            "0",
+        ]
+    )
     try:
         ours = await measure(proc.pid, port, args.seconds, args.groups, "a")
         answers = await raw_answers(port)
@@ -215,17 +273,37 @@ async def main() -> None:
         floor.terminate()
         floor.wait()
     peer = "a bare uvloop server replaying recorded answers"
-    print(f"join-sync-leave cycle, 1 member, fsync {args.fsync}: server CPU {ours['cycle_us']:,.0f} us per cycle "
-          f"({ours['cycles']} cycles; floor {bare['cycle_us']:,.0f} us)")
-    print(f"new group by its first commit: server CPU {ours['create_us']:,.0f} us per group, "
-          f"{ours['groups_per_s']:,.0f} groups/s (floor {bare['create_us']:,.0f} us)")
+    print(
+        f"join-sync-leave cycle, 1 member, fsync {args.fsync}: server CPU {ours['cycle_us']:,.0f} us per cycle "
+        f"({ours['cycles']} cycles; floor {bare['cycle_us']:,.0f} us)"
+    )
+    print(
+        f"new group by its first commit: server CPU {ours['create_us']:,.0f} us per group, "
+        f"{ours['groups_per_s']:,.0f} groups/s (floor {bare['create_us']:,.0f} us)"
+    )
     shape = {"fsync": args.fsync}
-    record(f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}: server CPU per cycle",
-           ours["cycle_us"], "us", params=shape, peer=peer, peer_value=bare["cycle_us"])
-    record(f"{args.groups:,} new groups with one commit each, fsync {args.fsync}: server CPU per group",
-           ours["create_us"], "us", params=shape, peer=peer, peer_value=bare["create_us"])
-    record(f"{args.groups:,} new groups with one commit each, fsync {args.fsync}", ours["groups_per_s"],
-           "groups/s", params=shape)
+    record(
+        f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}: server CPU per cycle",
+        ours["cycle_us"],
+        "us",
+        params=shape,
+        peer=peer,
+        peer_value=bare["cycle_us"],
+    )
+    record(
+        f"{args.groups:,} new groups with one commit each, fsync {args.fsync}: server CPU per group",
+        ours["create_us"],
+        "us",
+        params=shape,
+        peer=peer,
+        peer_value=bare["create_us"],
+    )
+    record(
+        f"{args.groups:,} new groups with one commit each, fsync {args.fsync}",
+        ours["groups_per_s"],
+        "groups/s",
+        params=shape,
+    )
 
 
 if __name__ == "__main__":

@@ -48,12 +48,28 @@ def spread(values: list[float]) -> str:
 
 # 1. start time ---------------------------------------------------------------------------
 
+
 def start_process(brokers: int, extra: list[str] = ()) -> tuple[subprocess.Popen, list[int], float, str]:
     data = tempfile.mkdtemp(prefix="bench-cluster-")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", data,
-                             "--brokers", str(brokers), "--log-level", "WARNING", *extra], cwd=ROOT,
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--port",
+            "0",
+            "--data-dir",
+            data,
+            "--brokers",
+            str(brokers),
+            "--log-level",
+            "WARNING",
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+    )
     line = proc.stdout.readline().decode()
     elapsed = time.perf_counter() - t0
     ports = [int(address.rsplit(":", 1)[1]) for address in line.split()[1].split(",")]
@@ -81,22 +97,48 @@ def bench_start(repeat: int) -> None:
             cluster.close()
     for (kind, brokers), values in runs.items():
         print(f"start, {kind}, {brokers} broker(s): {spread(values)} s")
-        record(f"cluster start ({kind}), {brokers} broker(s), median of {repeat}", statistics.median(values), "s",
-               params={"brokers": brokers, "kind": kind, "repeat": repeat})
+        record(
+            f"cluster start ({kind}), {brokers} broker(s), median of {repeat}",
+            statistics.median(values),
+            "s",
+            params={"brokers": brokers, "kind": kind, "repeat": repeat},
+        )
 
 
 # 2. moving a loaded coordinator ------------------------------------------------------------
+
 
 async def commit_offsets(host: str, port: int, groups: int, per_group: int) -> None:
     conn = await WireClient("loader").connect(host, port)
     await conn.create_topics("t100", partitions=per_group)
     batch = []
     for g in range(groups):
-        batch.append((COMMIT, 8, CommitReq(
-            group_id=f"g{g}", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-            topics=(CommitTopic(name="t100", partitions=tuple(CommitPartition(
-                partition_index=p, committed_offset=1000 + g + p, committed_leader_epoch=-1, committed_metadata="")
-                for p in range(per_group))),))))
+        batch.append(
+            (
+                COMMIT,
+                8,
+                CommitReq(
+                    group_id=f"g{g}",
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    group_instance_id=None,
+                    topics=(
+                        CommitTopic(
+                            name="t100",
+                            partitions=tuple(
+                                CommitPartition(
+                                    partition_index=p,
+                                    committed_offset=1000 + g + p,
+                                    committed_leader_epoch=-1,
+                                    committed_metadata="",
+                                )
+                                for p in range(per_group)
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
         if len(batch) == 100:
             answers = await asyncio.gather(*conn.send_many(batch))
             assert all(p.error_code == 0 for a in answers for t in a.topics for p in t.partitions)
@@ -118,12 +160,17 @@ def bench_move(repeat: int, groups: int = 1000, per_group: int = 100) -> None:
         loaded = cluster._server.groups.shards[0]
         assert len(loaded.groups) == groups and loaded.offsets.count() == groups * per_group
     print(f"move a coordinator of {groups:,} groups, {groups * per_group:,} offsets: {spread(times)} s")
-    record(f"move a coordinator holding {groups:,} groups and {groups * per_group:,} committed offsets "
-           f"(unload + load), median of {repeat}", statistics.median(times), "s",
-           params={"groups": groups, "offsets": groups * per_group, "repeat": repeat})
+    record(
+        f"move a coordinator holding {groups:,} groups and {groups * per_group:,} committed offsets "
+        f"(unload + load), median of {repeat}",
+        statistics.median(times),
+        "s",
+        params={"groups": groups, "offsets": groups * per_group, "repeat": repeat},
+    )
 
 
 # 3. heartbeats and commits through the routing ---------------------------------------------
+
 
 async def coordinators(ports: list[int], groups: list[str]) -> dict[str, int]:
     """Each group's coordinator's port, as FindCoordinator tells."""
@@ -136,8 +183,9 @@ async def coordinators(ports: list[int], groups: list[str]) -> dict[str, int]:
     return out
 
 
-async def traffic(pid: int, ports: list[int], seconds: float, groups: int = 30, members: int = 10,
-                  committers: int = 60) -> tuple[float, float, float, float]:
+async def traffic(
+    pid: int, ports: list[int], seconds: float, groups: int = 30, members: int = 10, committers: int = 60
+) -> tuple[float, float, float, float]:
     """(heartbeats/s, server CPU us per heartbeat, commits/s, server CPU us per commit)."""
     loop = asyncio.get_running_loop()
     conn = await WireClient("setup").connect("127.0.0.1", ports[0])
@@ -151,12 +199,24 @@ async def traffic(pid: int, ports: list[int], seconds: float, groups: int = 30, 
         conns = [await WireClient(f"{g}-{m}").connect("127.0.0.1", where[g]) for m in range(members)]
         clients += conns
         for member, gen in await form_group(conns, g):
-            frames.setdefault(where[g], []).append(bytearray(encode_request(HEARTBEAT, V_HB, 0, "hb", HbReq(
-                group_id=g, generation_id=gen, member_id=member, group_instance_id=None))))
+            frames.setdefault(where[g], []).append(
+                bytearray(
+                    encode_request(
+                        HEARTBEAT,
+                        V_HB,
+                        0,
+                        "hb",
+                        HbReq(group_id=g, generation_id=gen, member_id=member, group_instance_id=None),
+                    )
+                )
+            )
     deadline = time.perf_counter() + seconds
     # six connections in all, spread over the coordinators: the same client side for 1 and 3 brokers
-    pumps = [(port, FramePump(f, 2, deadline, loop.create_future(), 128)) for port, f in frames.items()
-             for _ in range(6 // len(frames))]
+    pumps = [
+        (port, FramePump(f, 2, deadline, loop.create_future(), 128))
+        for port, f in frames.items()
+        for _ in range(6 // len(frames))
+    ]
     start, cpu = time.perf_counter(), cpu_seconds(pid)
     for port, pump in pumps:
         await loop.create_connection(lambda pump=pump: pump, "127.0.0.1", port)
@@ -191,14 +251,21 @@ def bench_traffic(repeat: int, seconds: float) -> None:
                 stop_process(proc, data)
     for brokers, values in runs.items():
         hb, hb_cpu, commits, c_cpu = zip(*values)
-        print(f"{brokers} broker(s): heartbeats/s {spread(list(hb))}, server CPU/heartbeat {spread(list(hb_cpu))} us; "
-              f"commits/s {spread(list(commits))}, server CPU/commit {spread(list(c_cpu))} us")
+        print(
+            f"{brokers} broker(s): heartbeats/s {spread(list(hb))}, server CPU/heartbeat {spread(list(hb_cpu))} us; "
+            f"commits/s {spread(list(commits))}, server CPU/commit {spread(list(c_cpu))} us"
+        )
         shape = {"brokers": brokers, "repeat": repeat, "fsync": "never"}
-        record(f"heartbeats/s, 300 members in 30 groups, {brokers} broker(s)", statistics.median(hb), "req/s",
-               params=shape)
+        record(
+            f"heartbeats/s, 300 members in 30 groups, {brokers} broker(s)", statistics.median(hb), "req/s", params=shape
+        )
         record(f"server CPU per heartbeat, {brokers} broker(s)", statistics.median(hb_cpu), "us", params=shape)
-        record(f"commits/s, 60 committers x 4 in flight, {brokers} broker(s)", statistics.median(commits), "req/s",
-               params=shape)
+        record(
+            f"commits/s, 60 committers x 4 in flight, {brokers} broker(s)",
+            statistics.median(commits),
+            "req/s",
+            params=shape,
+        )
         record(f"server CPU per commit, {brokers} broker(s)", statistics.median(c_cpu), "us", params=shape)
 
 

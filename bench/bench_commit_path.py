@@ -31,7 +31,11 @@ from bench.bench_commits import _INT64, commit_frame, topic_for  # noqa: E402
 from bench.results import record  # noqa: E402
 from tests.support.wire_client import FramePump, cpu_seconds, request_class  # noqa: E402
 from protocol.messages import (  # noqa: E402
-    _library_codec, codec, decode_body, encode_request, read_request_header,
+    _library_codec,
+    codec,
+    decode_body,
+    encode_request,
+    read_request_header,
 )
 from protocol.offset_commit import write_offset_commit_response  # noqa: E402
 
@@ -51,11 +55,21 @@ def bench_codec() -> None:
     body = bytes(frame[4:])
     _, pos = read_request_header(body, flexible=True)
     hand, generic = codec(8, 8), _library_codec(8, 8)
-    by_hand, by_kio = per_call_us(lambda: decode_body(hand, body, pos)), per_call_us(lambda: decode_body(generic, body, pos))
+    by_hand, by_kio = (
+        per_call_us(lambda: decode_body(hand, body, pos)),
+        per_call_us(lambda: decode_body(generic, body, pos)),
+    )
     print(f"codec: OffsetCommit v8, hand reader {by_hand:.1f} us, bounds walk + kio {by_kio:.1f} us per request")
     record("decode an OffsetCommit v8 request, hand reader", by_hand, "us", peer="bounds walk + kio", peer_value=by_kio)
-    hb = encode_request(12, 4, 1, "c", request_class(12, 4)(
-        group_id="group-1", generation_id=3, member_id="member-abcdef-1234", group_instance_id=None))[4:]
+    hb = encode_request(
+        12,
+        4,
+        1,
+        "c",
+        request_class(12, 4)(
+            group_id="group-1", generation_id=3, member_id="member-abcdef-1234", group_instance_id=None
+        ),
+    )[4:]
     _, pos = read_request_header(hb, flexible=True)
     c = codec(12, 4)
     walked = dataclasses.replace(c, check_first=True)
@@ -101,17 +115,29 @@ async def bench_socket_floor(seconds: float) -> None:
         pumps = []
         for i in range(100):
             frame, offset_pos = commit_frame("g", f"m{i}", 1)
-            pumps.append(FramePump([frame], 5, deadline, loop.create_future(),
-                                   prepare=lambda f, n, at=offset_pos: _INT64.pack_into(f, at, n)))
+            pumps.append(
+                FramePump(
+                    [frame],
+                    5,
+                    deadline,
+                    loop.create_future(),
+                    prepare=lambda f, n, at=offset_pos: _INT64.pack_into(f, at, n),
+                )
+            )
         start, cpu = time.perf_counter(), cpu_seconds(proc.pid)
         for pump in pumps:
             await loop.create_connection(lambda pump=pump: pump, "127.0.0.1", port)
         count = sum(await asyncio.gather(*(p.done for p in pumps)))
         elapsed, cpu = time.perf_counter() - start, cpu_seconds(proc.pid) - cpu
-        print(f"socket floor: fixed answers to 100 committing connections: {count / elapsed:,.0f} req/s, "
-              f"server CPU {cpu / count * 1e6:.1f} us per request")
-        record("socket floor: a bare uvloop server's CPU per fixed answer, 100 committing connections",
-               cpu / count * 1e6, "us")
+        print(
+            f"socket floor: fixed answers to 100 committing connections: {count / elapsed:,.0f} req/s, "
+            f"server CPU {cpu / count * 1e6:.1f} us per request"
+        )
+        record(
+            "socket floor: a bare uvloop server's CPU per fixed answer, 100 committing connections",
+            cpu / count * 1e6,
+            "us",
+        )
         for pump in pumps:
             pump.transport.close()
     finally:
@@ -134,8 +160,12 @@ class StandInTransport:
         return ("127.0.0.1", 1) if name == "peername" else default
 
     def set_write_buffer_limits(self, high=None, low=None) -> None: ...
-    def get_write_buffer_size(self) -> int: return 0
-    def is_closing(self) -> bool: return False
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
     def pause_reading(self) -> None: ...
     def resume_reading(self) -> None: ...
     def close(self) -> None: ...
@@ -148,8 +178,20 @@ async def commit_path(rounds: int, reps: int, partitions: int = 1) -> float:
     from coordinator.connection import Connection
     from coordinator.server import Server
 
-    server = Server(parse_args(["--port", "0", "--data-dir", tempfile.mkdtemp(prefix="bench-path-"),
-                                "--fsync", "never", "--log-level", "WARNING"]))
+    server = Server(
+        parse_args(
+            [
+                "--port",
+                "0",
+                "--data-dir",
+                tempfile.mkdtemp(prefix="bench-path-"),
+                "--fsync",
+                "never",
+                "--log-level",
+                "WARNING",
+            ]
+        )
+    )
     await server.start()
     await server.topics.create(topic_for(partitions), partitions)
     state: dict = {}
@@ -184,9 +226,21 @@ async def commit_path(rounds: int, reps: int, partitions: int = 1) -> float:
 
 def callgrind_instructions(rounds: int, partitions: int) -> int:
     """Instructions one run of `rounds` rounds executes, counted by valgrind."""
-    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-                          __file__, "--in-process-only", str(rounds), "--partitions", str(partitions)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--in-process-only",
+            str(rounds),
+            "--partitions",
+            str(partitions),
+        ],
+        capture_output=True,
+        text=True,
+    )
     return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
 
 
@@ -210,18 +264,30 @@ def main() -> None:
     uvloop.run(bench_socket_floor(args.seconds))
     for partitions in sorted({1, args.partitions}):
         us = uvloop.run(commit_path(60, 8, partitions))
-        print(f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit: "
-              f"{us:.1f} us per commit, best of 8 x 6,000")
-        record(f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit",
-               us, "us", params={"partitions": partitions})
+        print(
+            f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit: "
+            f"{us:.1f} us per commit, best of 8 x 6,000"
+        )
+        record(
+            f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit",
+            us,
+            "us",
+            params={"partitions": partitions},
+        )
     if args.callgrind:
         for partitions in sorted({1, args.partitions}):
             few, more = callgrind_instructions(1, partitions), callgrind_instructions(11, partitions)
-            print(f"commit path in process, {partitions} partition(s) per commit: "
-                  f"{(more - few) / 1000:,.0f} instructions per commit (callgrind)")
-            record(f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit: "
-                   "instructions per commit (callgrind)", (more - few) / 1000, "instructions",
-                   params={"partitions": partitions})
+            print(
+                f"commit path in process, {partitions} partition(s) per commit: "
+                f"{(more - few) / 1000:,.0f} instructions per commit (callgrind)"
+            )
+            record(
+                f"commit path in process (fsync never, no sockets), {partitions} partition(s) per commit: "
+                "instructions per commit (callgrind)",
+                (more - few) / 1000,
+                "instructions",
+                params={"partitions": partitions},
+            )
 
 
 if __name__ == "__main__":

@@ -56,24 +56,49 @@ def topic_for(partitions: int) -> str:
 def commit_frame(group: str, member: str, gen: int, partitions: int = 1) -> tuple[bytearray, int]:
     """An OffsetCommit frame for partitions t-0.. t-(partitions-1), and where t-0's
     committed offset sits."""
-    frame = bytearray(encode_request(COMMIT, V_COMMIT, 0, "committer", CommitReq(
-        group_id=group, generation_id_or_member_epoch=gen, member_id=member, group_instance_id=None,
-        topics=(CommitTopic(name=topic_for(partitions), partitions=tuple(CommitPartition(
-            partition_index=p, committed_offset=int.from_bytes(_SENTINEL, "big") if p == 0 else 1000 + p,
-            committed_leader_epoch=-1, committed_metadata="") for p in range(partitions))),))))
+    frame = bytearray(
+        encode_request(
+            COMMIT,
+            V_COMMIT,
+            0,
+            "committer",
+            CommitReq(
+                group_id=group,
+                generation_id_or_member_epoch=gen,
+                member_id=member,
+                group_instance_id=None,
+                topics=(
+                    CommitTopic(
+                        name=topic_for(partitions),
+                        partitions=tuple(
+                            CommitPartition(
+                                partition_index=p,
+                                committed_offset=int.from_bytes(_SENTINEL, "big") if p == 0 else 1000 + p,
+                                committed_leader_epoch=-1,
+                                committed_metadata="",
+                            )
+                            for p in range(partitions)
+                        ),
+                    ),
+                ),
+            ),
+        )
+    )
     pos = frame.find(_SENTINEL)
     assert pos > 0 and frame.find(_SENTINEL, pos + 1) < 0
     return frame, pos
 
 
-def committer(group: str, member: str, gen: int, deadline: float, done: asyncio.Future,
-              in_flight: int = 1, partitions: int = 1) -> FramePump:
+def committer(
+    group: str, member: str, gen: int, deadline: float, done: asyncio.Future, in_flight: int = 1, partitions: int = 1
+) -> FramePump:
     """One member committing offsets 1, 2, 3... to t-0 (and fixed ones to the other
     partitions): one frame, patched per request."""
     frame, offset_pos = commit_frame(group, member, gen, partitions)
     # v8 response ends: error_code int16, then partition, topic and body tagged fields
-    return FramePump([frame], 5, deadline, done, in_flight,
-                     prepare=lambda frame, n: _INT64.pack_into(frame, offset_pos, n))
+    return FramePump(
+        [frame], 5, deadline, done, in_flight, prepare=lambda frame, n: _INT64.pack_into(frame, offset_pos, n)
+    )
 
 
 SERVER_PYTHON = [sys.executable]  # --server-python: e.g. the server-only venv `make run` builds
@@ -81,8 +106,11 @@ SERVER_PYTHON = [sys.executable]  # --server-python: e.g. the server-only venv `
 
 def start_server(data: str, extra: list[str]) -> tuple[subprocess.Popen, int, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([SERVER_PYTHON[0], "-m", "coordinator", "--port", "0", "--data-dir", data,
-                             "--log-level", "WARNING", *extra], cwd=ROOT, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [SERVER_PYTHON[0], "-m", "coordinator", "--port", "0", "--data-dir", data, "--log-level", "WARNING", *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+    )
     line = proc.stdout.readline().decode()
     return proc, int(line.strip().rsplit(":", 1)[1]), time.perf_counter() - t0
 
@@ -94,8 +122,9 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def bench_commits(server_pid: int, port: int, members: int, seconds: float, one_group: bool,
-                        in_flight: int = 1, partitions: int = 1) -> tuple[float, float, float]:
+async def bench_commits(
+    server_pid: int, port: int, members: int, seconds: float, one_group: bool, in_flight: int = 1, partitions: int = 1
+) -> tuple[float, float, float]:
     """members commit concurrently, all in one group (one partition: fsyncs are shared
     by group commit) or each in its own group (spread over the 50 partitions); each waits
     for its commit before the next, or keeps `in_flight` commits outstanding."""
@@ -107,7 +136,7 @@ async def bench_commits(server_pid: int, port: int, members: int, seconds: float
         identities = [(group, m, gen) for m, gen in await form_group(conns, group)]
     else:
         for i, c in enumerate(conns):
-            (member, gen), = await form_group([c], f"commit-group-{members}-{i}")
+            ((member, gen),) = await form_group([c], f"commit-group-{members}-{i}")
             identities.append((f"commit-group-{members}-{i}", member, gen))
     deadline = time.perf_counter() + seconds
     loop = asyncio.get_running_loop()
@@ -132,40 +161,66 @@ async def drive(server_pid: int, port: int, committers: list[FramePump]) -> tupl
     return count / elapsed, cpu / max(count, 1) * 1e6, own / max(count, 1) * 1e6
 
 
-async def bench_floor(server_pid: int, port: int, members: int, seconds: float, in_flight: int,
-                      partitions: int) -> tuple[float, float, float]:
+async def bench_floor(
+    server_pid: int, port: int, members: int, seconds: float, in_flight: int, partitions: int
+) -> tuple[float, float, float]:
     """The same traffic against a bare uvloop server answering every frame with fixed bytes
     (bench_commit_path.py --serve-fixed-answers): what any Python server pays per request."""
     deadline = time.perf_counter() + seconds
     loop = asyncio.get_running_loop()
-    return await drive(server_pid, port, [committer("g", f"m{i}", 1, deadline, loop.create_future(), in_flight,
-                                                    partitions) for i in range(members)])
+    return await drive(
+        server_pid,
+        port,
+        [committer("g", f"m{i}", 1, deadline, loop.create_future(), in_flight, partitions) for i in range(members)],
+    )
 
 
 def print_floor(members: int, in_flight: int, partitions: int, runs: list, ours: list) -> None:
     mode = "sync" if in_flight == 1 else f"{in_flight} async"
     rate, server_us = (statistics.median(r[i] for r in runs) for i in range(2))
     ratio = statistics.median(r[1] for r in ours) / server_us
-    print(f"floor (fixed answers) for {partitions:>2} partitions: {members:>3} members, {mode:>7}: "
-          f"{rate:>8,.0f} req/s  (server CPU {server_us:4.1f} us per request; ours in one group: {ratio:.1f}x)")
+    print(
+        f"floor (fixed answers) for {partitions:>2} partitions: {members:>3} members, {mode:>7}: "
+        f"{rate:>8,.0f} req/s  (server CPU {server_us:4.1f} us per request; ours in one group: {ratio:.1f}x)"
+    )
     shape = {"members": members, "in_flight": in_flight, "partitions": partitions}
-    record(f"commits of {partitions} partition(s), {members} members in one group, {mode}: server CPU per commit "
-           "against a bare server's", statistics.median(r[1] for r in ours), "us", params=shape,
-           peer="a bare server answering the same frames", peer_value=server_us)
+    record(
+        f"commits of {partitions} partition(s), {members} members in one group, {mode}: server CPU per commit "
+        "against a bare server's",
+        statistics.median(r[1] for r in ours),
+        "us",
+        params=shape,
+        peer="a bare server answering the same frames",
+        peer_value=server_us,
+    )
 
 
-def print_commits(members: int, one_group: bool, in_flight: int, partitions: int,
-                  runs: list[tuple[float, float, float]], fsync: str = "always") -> None:
+def print_commits(
+    members: int,
+    one_group: bool,
+    in_flight: int,
+    partitions: int,
+    runs: list[tuple[float, float, float]],
+    fsync: str = "always",
+) -> None:
     layout = "in one group " if one_group else "in own groups"
     mode = "sync" if in_flight == 1 else f"{in_flight} async"
     rate, server_us, client_us = (statistics.median(r[i] for r in runs) for i in range(3))
     low, high = min(r[0] for r in runs), max(r[0] for r in runs)
     spread = f" (median of {len(runs)} runs, range {low:,.0f}-{high:,.0f})" if len(runs) > 1 else ""
-    print(f"durable commits of {partitions:>2} partitions: {members:>3} members {layout}, {mode:>7}: "
-          f"{rate:>8,.0f} commits/s{spread}"
-          f"  (CPU per commit: server {server_us:4.0f} us, bench client {client_us:3.0f} us)")
-    shape = {"members": members, "one_group": one_group, "in_flight": in_flight, "partitions": partitions,
-             "runs": len(runs), "fsync": fsync}
+    print(
+        f"durable commits of {partitions:>2} partitions: {members:>3} members {layout}, {mode:>7}: "
+        f"{rate:>8,.0f} commits/s{spread}"
+        f"  (CPU per commit: server {server_us:4.0f} us, bench client {client_us:3.0f} us)"
+    )
+    shape = {
+        "members": members,
+        "one_group": one_group,
+        "in_flight": in_flight,
+        "partitions": partitions,
+        "runs": len(runs),
+        "fsync": fsync,
+    }
     where = "in one group" if one_group else "each in its own group"
     figure = f"commits of {partitions} partition(s), fsync {fsync}, {members} members {where}, {mode}"
     record(figure, rate, "commits/s", params=shape)
@@ -241,10 +296,16 @@ def write_log(data: str, records: int, groups: int = 1000, partitions_per_topic:
 def _start_timed(data: str, label: str, records: int, keys: int) -> tuple[subprocess.Popen, int]:
     proc, port, ready = start_server(data, [])
     rss = peak_rss_mb(proc.pid)
-    print(f"recovery: {label}: server ready after {ready:.2f} s on {records:,} records; peak RSS {rss:.0f} MiB "
-          f"({rss / keys * 100_000:.0f} MiB per 100k committed partitions, interpreter included)")
-    record(f"startup on {records:,} offset records ({keys:,} committed partitions), {label}", ready, "s",
-           params={"records": records, "keys": keys})
+    print(
+        f"recovery: {label}: server ready after {ready:.2f} s on {records:,} records; peak RSS {rss:.0f} MiB "
+        f"({rss / keys * 100_000:.0f} MiB per 100k committed partitions, interpreter included)"
+    )
+    record(
+        f"startup on {records:,} offset records ({keys:,} committed partitions), {label}",
+        ready,
+        "s",
+        params={"records": records, "keys": keys},
+    )
     record(f"startup on {records:,} offset records, {label}: peak RSS", rss, "MiB", params={"records": records})
     return proc, port
 
@@ -274,8 +335,10 @@ async def bench_recovery(records: int) -> None:
         t0 = time.perf_counter()
         keys = write_log(data, records)
         size = sum(f.stat().st_size for f in Path(data).rglob("*.log")) / 2**20
-        print(f"recovery: wrote {records:,} one-record offset batches ({size:.0f} MiB, {keys:,} distinct committed "
-              f"partitions) in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"recovery: wrote {records:,} one-record offset batches ({size:.0f} MiB, {keys:,} distinct committed "
+            f"partitions) in {time.perf_counter() - t0:.1f} s"
+        )
         proc, port = _start_timed(data, "first open, no recovery point", records, keys)
         made = await commit_for(port, 2)
         proc.kill()  # SIGKILL: a crash
@@ -295,8 +358,9 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--fsync", default="always")
-    ap.add_argument("--floor", action="store_true",
-                    help="also run every one-group case against a server answering fixed bytes")
+    ap.add_argument(
+        "--floor", action="store_true", help="also run every one-group case against a server answering fixed bytes"
+    )
     ap.add_argument("--partitions", default="1", help="partitions per commit, e.g. 1,10 (each a set of cases)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of every case, interleaved; the median is printed")
     ap.add_argument("--server-python", default=sys.executable, help="the interpreter that runs the server")
@@ -309,14 +373,17 @@ async def main() -> None:
     floors: dict[tuple[int, int, int], list] = {}
     for _ in range(args.repeat):
         if args.floor:
-            floor = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_commit_path.py"),
-                                      "--serve-fixed-answers"], stdout=subprocess.PIPE)
+            floor = subprocess.Popen(
+                [sys.executable, str(ROOT / "bench" / "bench_commit_path.py"), "--serve-fixed-answers"],
+                stdout=subprocess.PIPE,
+            )
             try:
                 floor_port = int(floor.stdout.readline())
                 for members, one_group, in_flight, size in cases:
                     if one_group:
                         floors.setdefault((members, in_flight, size), []).append(
-                            await bench_floor(floor.pid, floor_port, members, args.seconds, in_flight, size))
+                            await bench_floor(floor.pid, floor_port, members, args.seconds, in_flight, size)
+                        )
             finally:
                 floor.terminate()
                 floor.wait()
@@ -328,7 +395,8 @@ async def main() -> None:
             for case in cases:
                 members, one_group, in_flight, size = case
                 runs[case].append(
-                    await bench_commits(proc.pid, port, members, args.seconds, one_group, in_flight, size))
+                    await bench_commits(proc.pid, port, members, args.seconds, one_group, in_flight, size)
+                )
         finally:
             proc.terminate()
             proc.wait()

@@ -41,13 +41,17 @@ MINUTE = datetime.timedelta(minutes=1)
 def body(group, member, epoch, topics=None, owned=()):
     TP = request_class(HB, 1, "TopicPartitions")
     kw = {"rebalance_timeout": MINUTE} if epoch == 0 else {}
-    return request_class(HB, 1)(group_id=group, member_id=member, member_epoch=epoch, subscribed_topic_names=topics,
-                                topic_partitions=tuple(TP(topic_id=t, partitions=tuple(ps)) for t, ps in owned),
-                                **kw)
+    return request_class(HB, 1)(
+        group_id=group,
+        member_id=member,
+        member_epoch=epoch,
+        subscribed_topic_names=topics,
+        topic_partitions=tuple(TP(topic_id=t, partitions=tuple(ps)) for t, ps in owned),
+        **kw,
+    )
 
 
-async def converge(conn: WireClient, group: str, members: int, topic: str, idle_s: float
-                   ) -> tuple[float, int, int]:
+async def converge(conn: WireClient, group: str, members: int, topic: str, idle_s: float) -> tuple[float, int, int]:
     """(seconds, rounds, heartbeats) from the first heartbeat of every member to the group
     Stable: every member at the group epoch with its target. A round in which nothing changed
     while the group is not yet Stable (its target held back by assignment batching) is
@@ -60,15 +64,22 @@ async def converge(conn: WireClient, group: str, members: int, topic: str, idle_
     first = True
     while True:
         rounds += 1
-        futures = conn.send_many([(HB, 1, body(group, m, state[m][0], [topic] if first else None,
-                                               [] if first else state[m][1])) for m in ids])
+        futures = conn.send_many(
+            [
+                (HB, 1, body(group, m, state[m][0], [topic] if first else None, [] if first else state[m][1]))
+                for m in ids
+            ]
+        )
         sent += len(futures)
         changed = False
         for m, fut in zip(ids, futures):
             r = await fut
             assert r.error_code == 0, r
-            owned = state[m][1] if r.assignment is None else [
-                (t.topic_id, list(t.partitions)) for t in r.assignment.topic_partitions]
+            owned = (
+                state[m][1]
+                if r.assignment is None
+                else [(t.topic_id, list(t.partitions)) for t in r.assignment.topic_partitions]
+            )
             changed |= (r.assignment is not None and owned != state[m][1]) or r.member_epoch != state[m][0]
             state[m] = (r.member_epoch, owned)
         first = False
@@ -88,8 +99,10 @@ async def floor_heartbeats(members: int, rounds: int, answer: bytes) -> float:
     heartbeat frames with a recorded answer: the floor of the convergence figure."""
     data = Path(tempfile.mkdtemp())
     (data / "answers.json").write_text(json.dumps({str(HB): answer.hex()}))
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_churn.py"), "--serve-replay",
-                             str(data / "answers.json")], stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "bench_churn.py"), "--serve-replay", str(data / "answers.json")],
+        stdout=subprocess.PIPE,
+    )
     try:
         port = int(proc.stdout.readline().decode().strip().rsplit(":", 1)[1])
         conn = await WireClient("floor").connect("127.0.0.1", port)
@@ -109,8 +122,15 @@ async def floor_heartbeats(members: int, rounds: int, answer: bytes) -> float:
 async def heartbeat_answer(port: int, group: str, member: str, epoch: int) -> bytes:
     """One real answer of ours to a heartbeat that changes nothing, as sent (the floor replays it)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(encode_request(HB, 1, 1, "floor", request_class(HB, 1)(
-        group_id=group, member_id=member, member_epoch=epoch, topic_partitions=None)))
+    writer.write(
+        encode_request(
+            HB,
+            1,
+            1,
+            "floor",
+            request_class(HB, 1)(group_id=group, member_id=member, member_epoch=epoch, topic_partitions=None),
+        )
+    )
     size = int.from_bytes(await reader.readexactly(4), "big")
     frame = size.to_bytes(4, "big") + await reader.readexactly(size)
     writer.close()
@@ -124,15 +144,24 @@ def process_cpu(pid: int) -> float:
 
 async def main(args) -> None:
     data = Path(tempfile.mkdtemp())
-    server = ServerProcess(data / "data", ["--group-consumer-session-timeout-ms", "600000",
-                                           "--group-consumer-assignment-interval-ms", str(args.assignment_interval_ms)])
+    server = ServerProcess(
+        data / "data",
+        [
+            "--group-consumer-session-timeout-ms",
+            "600000",
+            "--group-consumer-assignment-interval-ms",
+            str(args.assignment_interval_ms),
+        ],
+    )
     server.start()
     try:
         conn = await WireClient("bench").connect("127.0.0.1", server.port)
         await conn.create_topics("bench-topic", partitions=args.partitions)
         print(f"assignment interval {args.assignment_interval_ms} ms, {args.partitions:,} partitions")
-        print(f"{'members':>8} {'converged (ms)':>15} {'CPU (ms)':>9} {'floor (ms)':>10} {'rounds':>7} "
-              f"{'heartbeats/s':>13} {'us/heartbeat':>13} {'hb+commit/s':>12} {'us/hb+commit':>13}")
+        print(
+            f"{'members':>8} {'converged (ms)':>15} {'CPU (ms)':>9} {'floor (ms)':>10} {'rounds':>7} "
+            f"{'heartbeats/s':>13} {'us/heartbeat':>13} {'hb+commit/s':>12} {'us/hb+commit':>13}"
+        )
         assert server.proc is not None
         pid = server.proc.pid
         for n in args.members:
@@ -140,48 +169,96 @@ async def main(args) -> None:
             cpu = process_cpu(pid)
             elapsed, rounds, sent = await converge(conn, group, n, "bench-topic", args.idle_ms / 1000)
             converge_cpu = process_cpu(pid) - cpu
-            described = await conn.request(69, 1, request_class(69, 1)(group_ids=(group,),
-                                                                       include_authorized_operations=False))
+            described = await conn.request(
+                69, 1, request_class(69, 1)(group_ids=(group,), include_authorized_operations=False)
+            )
             m = described.groups[0].members[0]
-            floor = await floor_heartbeats(n, rounds, await heartbeat_answer(server.port, group, m.member_id,
-                                                                             m.member_epoch))
+            floor = await floor_heartbeats(
+                n, rounds, await heartbeat_answer(server.port, group, m.member_id, m.member_epoch)
+            )
             rate, hb_cpu = await steady(conn, group, n, args.seconds, pid)
             mixed, mixed_cpu = await steady(conn, group, n, args.seconds, pid, commits=True)
-            print(f"{n:>8} {elapsed * 1000:>15.1f} {converge_cpu * 1000:>9.1f} {floor * 1000:>10.1f} {rounds:>7} "
-                  f"{rate:>13.0f} {hb_cpu:>13.1f} {mixed:>12.0f} {mixed_cpu:>13.1f}")
-            shape = {"members": n, "partitions": args.partitions, "heartbeat_rounds": rounds, "heartbeats": sent,
-                     "assignment_interval_ms": args.assignment_interval_ms, "idle_ms": args.idle_ms}
-            what = (f"KIP-848 group of {n} members joining at once, {args.partitions:,} partitions, assignment "
-                    f"interval {args.assignment_interval_ms} ms: first heartbeat to the group Stable")
+            print(
+                f"{n:>8} {elapsed * 1000:>15.1f} {converge_cpu * 1000:>9.1f} {floor * 1000:>10.1f} {rounds:>7} "
+                f"{rate:>13.0f} {hb_cpu:>13.1f} {mixed:>12.0f} {mixed_cpu:>13.1f}"
+            )
+            shape = {
+                "members": n,
+                "partitions": args.partitions,
+                "heartbeat_rounds": rounds,
+                "heartbeats": sent,
+                "assignment_interval_ms": args.assignment_interval_ms,
+                "idle_ms": args.idle_ms,
+            }
+            what = (
+                f"KIP-848 group of {n} members joining at once, {args.partitions:,} partitions, assignment "
+                f"interval {args.assignment_interval_ms} ms: first heartbeat to the group Stable"
+            )
             record(what, elapsed * 1000, "ms", params=shape)
-            record(f"{what}: server CPU", converge_cpu * 1000, "ms", params=shape,
-                   peer="a bare uvloop server answering the same heartbeats", peer_value=floor * 1000)
-            record(f"KIP-848 heartbeats of {n} stable members, one connection", rate, "heartbeats/s",
-                   params={"members": n})
-            record(f"KIP-848 heartbeats of {n} stable members: server CPU per heartbeat", hb_cpu, "us",
-                   params={"members": n})
-            record(f"KIP-848 heartbeats of {n} stable members, each beside a commit: server CPU per pair", mixed_cpu,
-                   "us", params={"members": n})
+            record(
+                f"{what}: server CPU",
+                converge_cpu * 1000,
+                "ms",
+                params=shape,
+                peer="a bare uvloop server answering the same heartbeats",
+                peer_value=floor * 1000,
+            )
+            record(
+                f"KIP-848 heartbeats of {n} stable members, one connection", rate, "heartbeats/s", params={"members": n}
+            )
+            record(
+                f"KIP-848 heartbeats of {n} stable members: server CPU per heartbeat",
+                hb_cpu,
+                "us",
+                params={"members": n},
+            )
+            record(
+                f"KIP-848 heartbeats of {n} stable members, each beside a commit: server CPU per pair",
+                mixed_cpu,
+                "us",
+                params={"members": n},
+            )
         await conn.close()
     finally:
         server.stop()
 
 
-async def steady(conn: WireClient, group: str, members: int, seconds: float, pid: int,
-                 commits: bool = False) -> tuple[float, float]:
+async def steady(
+    conn: WireClient, group: str, members: int, seconds: float, pid: int, commits: bool = False
+) -> tuple[float, float]:
     """Stable members heartbeating at their epoch with nothing changed (owned: null), each
     also committing an offset if `commits`: heartbeats/s and server CPU (us) per heartbeat."""
     described = await conn.request(69, 1, request_class(69, 1)(group_ids=(group,), include_authorized_operations=False))
     epochs = {m.member_id: m.member_epoch for m in described.groups[0].members}
     bodies = []
     for m, e in epochs.items():
-        bodies.append((HB, 1, request_class(HB, 1)(group_id=group, member_id=m, member_epoch=e,
-                                                  topic_partitions=None)))
+        bodies.append((HB, 1, request_class(HB, 1)(group_id=group, member_id=m, member_epoch=e, topic_partitions=None)))
         if commits:
-            bodies.append((COMMIT, 9, request_class(COMMIT, 9)(
-                group_id=group, generation_id_or_member_epoch=e, member_id=m, group_instance_id=None,
-                topics=(CommitTopic(name="bench-topic", partitions=(CommitPartition(
-                    partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=""),)),))))
+            bodies.append(
+                (
+                    COMMIT,
+                    9,
+                    request_class(COMMIT, 9)(
+                        group_id=group,
+                        generation_id_or_member_epoch=e,
+                        member_id=m,
+                        group_instance_id=None,
+                        topics=(
+                            CommitTopic(
+                                name="bench-topic",
+                                partitions=(
+                                    CommitPartition(
+                                        partition_index=0,
+                                        committed_offset=1,
+                                        committed_leader_epoch=-1,
+                                        committed_metadata="",
+                                    ),
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+            )
     done = 0
     cpu = cpu_seconds(pid)
     started = time.perf_counter()
@@ -199,8 +276,16 @@ if __name__ == "__main__":
     p.add_argument("--members", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 500])
     p.add_argument("--partitions", type=int, default=1000)
     p.add_argument("--seconds", type=float, default=3.0)
-    p.add_argument("--assignment-interval-ms", type=int, default=1000,
-                   help="group.consumer.assignment.interval.ms (Kafka's default; 0: a target at every change)")
-    p.add_argument("--idle-ms", type=float, default=100,
-                   help="pause after a round in which nothing changed, before the group is Stable")
+    p.add_argument(
+        "--assignment-interval-ms",
+        type=int,
+        default=1000,
+        help="group.consumer.assignment.interval.ms (Kafka's default; 0: a target at every change)",
+    )
+    p.add_argument(
+        "--idle-ms",
+        type=float,
+        default=100,
+        help="pause after a round in which nothing changed, before the group is Stable",
+    )
     asyncio.run(main(p.parse_args()))

@@ -34,7 +34,8 @@ STATES = {
     "a rule on another API": [{"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER", "times": None}],
     "rules on the same APIs, another group": [
         {"api": "Heartbeat", "error": "REBALANCE_IN_PROGRESS", "times": None, "group": "elsewhere"},
-        {"api": "OffsetCommit", "error": "NOT_COORDINATOR", "times": None, "group": "elsewhere"}],
+        {"api": "OffsetCommit", "error": "NOT_COORDINATOR", "times": None, "group": "elsewhere"},
+    ],
 }
 
 
@@ -54,8 +55,9 @@ def main() -> None:
     for _ in range(args.repeat):
         for state, rules in STATES.items():
             control = free_port()
-            proc, ports, _, data = start_process(1, ["--fsync", "never", "--metrics-port", str(control),
-                                                     "--enable-test-control"])
+            proc, ports, _, data = start_process(
+                1, ["--fsync", "never", "--metrics-port", str(control), "--enable-test-control"]
+            )
             try:
                 add_rules(f"127.0.0.1:{control}", rules)
                 runs[state].append(asyncio.run(traffic(proc.pid, ports, args.seconds)))
@@ -63,13 +65,14 @@ def main() -> None:
                 stop_process(proc, data)
     for state, values in runs.items():
         hb, hb_cpu, commits, c_cpu = zip(*values)
-        print(f"{state}: heartbeats/s {spread(list(hb))}, server CPU/heartbeat {spread(list(hb_cpu))} us; "
-              f"commits/s {spread(list(commits))}, server CPU/commit {spread(list(c_cpu))} us")
+        print(
+            f"{state}: heartbeats/s {spread(list(hb))}, server CPU/heartbeat {spread(list(hb_cpu))} us; "
+            f"commits/s {spread(list(commits))}, server CPU/commit {spread(list(c_cpu))} us"
+        )
         shape = {"state": state, "repeat": args.repeat, "fsync": "never"}
         record(f"heartbeats/s, 300 members in 30 groups, {state}", statistics.median(hb), "req/s", params=shape)
         record(f"server CPU per heartbeat, {state}", statistics.median(hb_cpu), "us", params=shape)
-        record(f"commits/s, 60 committers x 4 in flight, {state}", statistics.median(commits), "req/s",
-               params=shape)
+        record(f"commits/s, 60 committers x 4 in flight, {state}", statistics.median(commits), "req/s", params=shape)
         record(f"server CPU per commit, {state}", statistics.median(c_cpu), "us", params=shape)
 
 

@@ -42,17 +42,26 @@ SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"  # consumer 
 
 def start_server(extra: list[str]) -> tuple[subprocess.Popen, int]:
     data = tempfile.mkdtemp(prefix="bench-groups-")
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", data,
-                             "--log-level", "WARNING", *extra], cwd=ROOT, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", data, "--log-level", "WARNING", *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+    )
     line = proc.stdout.readline().decode()
     port = int(line.strip().rsplit(":", 1)[1])
     return proc, port
 
 
 def join_body(group: str, member_id: str = "") -> object:
-    return JoinReq(group_id=group, session_timeout=SESSION, rebalance_timeout=REBALANCE, member_id=member_id,
-                   group_instance_id=None, protocol_type="consumer",
-                   protocols=(JoinProto(name="range", metadata=SUBSCRIPTION),))
+    return JoinReq(
+        group_id=group,
+        session_timeout=SESSION,
+        rebalance_timeout=REBALANCE,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(JoinProto(name="range", metadata=SUBSCRIPTION),),
+    )
 
 
 async def join_member(conn: WireClient, group: str):
@@ -64,21 +73,33 @@ async def join_member(conn: WireClient, group: str):
 async def form_group(conns: list[WireClient], group: str) -> list[tuple[str, int]]:
     """All members join at once, the leader assigns, everyone syncs. Returns (member id, generation)."""
     first = await asyncio.gather(*(c.request(JOIN, V_JOIN, join_body(group)) for c in conns))
-    joined = await asyncio.gather(*(c.request(JOIN, V_JOIN, join_body(group, f.member_id))
-                                    for c, f in zip(conns, first)))
+    joined = await asyncio.gather(
+        *(c.request(JOIN, V_JOIN, join_body(group, f.member_id)) for c, f in zip(conns, first))
+    )
     syncs = []
     for c, j in zip(conns, joined):
         assignments = tuple(SyncAssign(member_id=m.member_id, assignment=b"a") for m in j.members)
-        syncs.append(c.request(SYNC, V_SYNC, SyncReq(group_id=group, generation_id=j.generation_id,
-                                                     member_id=j.member_id, group_instance_id=None,
-                                                     assignments=assignments)))
+        syncs.append(
+            c.request(
+                SYNC,
+                V_SYNC,
+                SyncReq(
+                    group_id=group,
+                    generation_id=j.generation_id,
+                    member_id=j.member_id,
+                    group_instance_id=None,
+                    assignments=assignments,
+                ),
+            )
+        )
     results = await asyncio.gather(*syncs)
     assert all(r.error_code == 0 for r in results), [r.error_code for r in results]
     return [(j.member_id, j.generation_id) for j in joined]
 
 
-async def bench_heartbeats(server_pid: int, port: int, groups: int, members: int, seconds: float,
-                           connections: int) -> None:
+async def bench_heartbeats(
+    server_pid: int, port: int, groups: int, members: int, seconds: float, connections: int
+) -> None:
     conns = [await WireClient(f"hb-{i}").connect("127.0.0.1", port) for i in range(connections)]
     all_members = []
     for g in range(groups):
@@ -89,8 +110,13 @@ async def bench_heartbeats(server_pid: int, port: int, groups: int, members: int
     # that encodes and decodes with kio is slower than the server and would be measured.
     frames: list[list[bytearray]] = [[] for _ in range(connections)]
     for i, (g, m, gen, _) in enumerate(all_members):
-        frames[i % connections].append(bytearray(encode_request(HEARTBEAT, V_HB, 0, "hb", HbReq(
-            group_id=g, generation_id=gen, member_id=m, group_instance_id=None))))
+        frames[i % connections].append(
+            bytearray(
+                encode_request(
+                    HEARTBEAT, V_HB, 0, "hb", HbReq(group_id=g, generation_id=gen, member_id=m, group_instance_id=None)
+                )
+            )
+        )
     loop = asyncio.get_running_loop()
     deadline = time.perf_counter() + seconds
     window = 256  # requests in flight per connection
@@ -101,10 +127,14 @@ async def bench_heartbeats(server_pid: int, port: int, groups: int, members: int
         await loop.create_connection(lambda pump=pump: pump, "127.0.0.1", port)
     count = sum(await asyncio.gather(*(p.done for p in pumps)))
     elapsed, cpu = time.perf_counter() - start, cpu_seconds(server_pid) - cpu
-    print(f"heartbeats: {groups} groups x {members} members, {connections} connections x {window} in flight: "
-          f"{count / elapsed:,.0f} req/s (server CPU {cpu / max(count, 1) * 1e6:.1f} us per heartbeat)")
+    print(
+        f"heartbeats: {groups} groups x {members} members, {connections} connections x {window} in flight: "
+        f"{count / elapsed:,.0f} req/s (server CPU {cpu / max(count, 1) * 1e6:.1f} us per heartbeat)"
+    )
     shape = {"groups": groups, "members": members, "connections": connections, "in_flight": window}
-    figure = f"heartbeats, {groups * members:,} members in {groups} groups, {connections} connections x {window} in flight"
+    figure = (
+        f"heartbeats, {groups * members:,} members in {groups} groups, {connections} connections x {window} in flight"
+    )
     record(figure, count / elapsed, "req/s", params=shape)
     record(f"{figure}: server CPU per heartbeat", cpu / max(count, 1) * 1e6, "us", params=shape)
     for pump in pumps:
@@ -119,8 +149,12 @@ async def bench_rebalance(port: int, n: int) -> None:
     await form_group(conns, f"rebalance-{n}-{time.time()}")
     elapsed = time.perf_counter() - t0
     print(f"rebalance: {n} members joining at once, first JoinGroup to last SyncGroup: {elapsed * 1000:.0f} ms")
-    record(f"classic rebalance, {n} members joining at once, first JoinGroup to last SyncGroup", elapsed * 1000, "ms",
-           params={"members": n})
+    record(
+        f"classic rebalance, {n} members joining at once, first JoinGroup to last SyncGroup",
+        elapsed * 1000,
+        "ms",
+        params={"members": n},
+    )
     for c in conns:
         await c.close()
 
@@ -132,14 +166,17 @@ async def bench_cycles(server_pid: int, port: int, seconds: float) -> None:
     start, cpu = time.perf_counter(), cpu_seconds(server_pid)
     while time.perf_counter() < deadline:
         group = f"cycle-{cycles % 100}"
-        (member, gen), = await form_group([conn], group)
-        await conn.request(LEAVE, V_LEAVE, LeaveReq(group_id=group, members=(
-            LeaveMember(member_id=member, group_instance_id=None),)))
+        ((member, gen),) = await form_group([conn], group)
+        await conn.request(
+            LEAVE, V_LEAVE, LeaveReq(group_id=group, members=(LeaveMember(member_id=member, group_instance_id=None),))
+        )
         cycles += 1
     cpu = cpu_seconds(server_pid) - cpu
     rate = cycles / (time.perf_counter() - start)
-    print(f"join-sync-leave cycles (one member, sequential): {rate:,.0f}/s "
-          f"(server CPU {cpu / max(cycles, 1) * 1e6:,.0f} us per cycle)")
+    print(
+        f"join-sync-leave cycles (one member, sequential): {rate:,.0f}/s "
+        f"(server CPU {cpu / max(cycles, 1) * 1e6:,.0f} us per cycle)"
+    )
     record("join-sync-leave cycles, one member, sequential", rate, "cycles/s")
     record("join-sync-leave cycles: server CPU per cycle", cpu / max(cycles, 1) * 1e6, "us")
     await conn.close()

@@ -49,10 +49,16 @@ def main() -> None:
                 idle.append(s)
             time.sleep(1)
             held = rss_bytes(pid)
-            print(f"{args.idle} slowloris connections held: RSS {mib(held)}"
-                  f" ({(held - base) / max(args.idle, 1) / 1024:.1f} KiB each)")
-            record(f"server RSS, {args.idle:,} slowloris connections (half a frame each) held", held / MIB, "MiB",
-                   params={"connections": args.idle})
+            print(
+                f"{args.idle} slowloris connections held: RSS {mib(held)}"
+                f" ({(held - base) / max(args.idle, 1) / 1024:.1f} KiB each)"
+            )
+            record(
+                f"server RSS, {args.idle:,} slowloris connections (half a frame each) held",
+                held / MIB,
+                "MiB",
+                params={"connections": args.idle},
+            )
             for s in idle:
                 s.close()
             socks = []
@@ -63,8 +69,12 @@ def main() -> None:
             time.sleep(1)
             polling = rss_bytes(pid)
             print(f"{args.polls} long polls (max_wait, min_bytes 2^31-1) waiting: RSS {mib(polling)}")
-            record(f"server RSS, {args.polls:,} long polls (max_wait and min_bytes 2^31-1) waiting", polling / MIB,
-                   "MiB", params={"polls": args.polls})
+            record(
+                f"server RSS, {args.polls:,} long polls (max_wait and min_bytes 2^31-1) waiting",
+                polling / MIB,
+                "MiB",
+                params={"polls": args.polls},
+            )
             t0 = time.perf_counter()
             fill_partition(server.port, "big", 1 * MIB)
             produced = time.perf_counter() - t0
@@ -89,10 +99,16 @@ def main() -> None:
                 except BlockingIOError:
                     time.sleep(0.01)
             time.sleep(1)
-            print(f"a client sent {sent // 1024} KiB of Fetches ({args.unread} x 2 MiB answers) and reads none:"
-                  f" RSS {mib(rss_bytes(pid))}")
-            record(f"server RSS, a client sending {args.unread:,} Fetches of 2 MiB answers and reading none",
-                   rss_bytes(pid) / MIB, "MiB", params={"fetches": args.unread})
+            print(
+                f"a client sent {sent // 1024} KiB of Fetches ({args.unread} x 2 MiB answers) and reads none:"
+                f" RSS {mib(rss_bytes(pid))}"
+            )
+            record(
+                f"server RSS, a client sending {args.unread:,} Fetches of 2 MiB answers and reading none",
+                rss_bytes(pid) / MIB,
+                "MiB",
+                params={"fetches": args.unread},
+            )
             hostile.close()
 
         finally:

@@ -30,8 +30,10 @@ except ImportError:  # pragma: no cover
 
 
 def commit_batch(group: str, partitions: int, offset: int, ts: int) -> bytes:
-    recs = [(encode_key(OffsetCommitKey(group, "orders", p)),
-             encode_value(OffsetCommitValue(offset, "", ts, 5))) for p in range(partitions)]
+    recs = [
+        (encode_key(OffsetCommitKey(group, "orders", p)), encode_value(OffsetCommitValue(offset, "", ts, 5)))
+        for p in range(partitions)
+    ]
     return build_batch(recs, timestamp_ms=ts)
 
 
@@ -57,8 +59,10 @@ async def durable_appends(directory: Path, concurrency: int, seconds: float) -> 
 
 
 def _logs(directory: Path, n: int) -> list[PartitionLog]:
-    return [PartitionLog.open_sync(directory / f"p{i}", LogConfig(fsync="never", maintenance_interval_ms=None))
-            for i in range(n)]
+    return [
+        PartitionLog.open_sync(directory / f"p{i}", LogConfig(fsync="never", maintenance_interval_ms=None))
+        for i in range(n)
+    ]
 
 
 def sync_many(directory: Path, logs: int = 50, rounds: int = 20) -> tuple[float, float]:
@@ -108,8 +112,9 @@ async def sync_many_beside(directory: Path, logs: int = 50, rounds: int = 20) ->
 
 def write_offsets_log(directory: Path, records: int, per_batch: int) -> None:
     """A single partition holding `records` offset commits (fsync: never, for speed)."""
-    log = PartitionLog.open_sync(directory, LogConfig(fsync="never", maintenance_interval_ms=None,
-                                                     cleanup_policy="compact", retention_ms=None))
+    log = PartitionLog.open_sync(
+        directory, LogConfig(fsync="never", maintenance_interval_ms=None, cleanup_policy="compact", retention_ms=None)
+    )
     groups = [f"group-{g}" for g in range(100)]
     templates = [commit_batch(g, per_batch, 12345, 1_700_000_000_000) for g in groups]
     for i in range(records // per_batch):
@@ -159,23 +164,46 @@ def main() -> None:
         for c in (1, 10, 100):
             rate, per_fsync = asyncio.run(durable_appends(tmp / f"c{c}", c, args.seconds))
             print(f"  {c:>3} concurrent appenders: {rate:>9,.0f} appends/s  ({per_fsync:.1f} appends per sync round)")
-            record(f"durable log appends (group commit, {how}), {c} concurrent appenders", rate, "appends/s",
-                   params={"concurrency": c})
+            record(
+                f"durable log appends (group commit, {how}), {c} concurrent appenders",
+                rate,
+                "appends/s",
+                params={"concurrency": c},
+            )
         each, syncfs = sync_many(tmp / "sync")
         if sync._syncfs is not None:
-            print(f"making 50 logs durable after one append each, on the loop: fsync per file {each:.1f} ms, "
-                  f"one syncfs {syncfs:.1f} ms (best of 20)")
-            record("making 50 logs durable after one append each, on the loop: one syncfs", syncfs, "ms",
-                   peer="an fsync per file", peer_value=each)
+            print(
+                f"making 50 logs durable after one append each, on the loop: fsync per file {each:.1f} ms, "
+                f"one syncfs {syncfs:.1f} ms (best of 20)"
+            )
+            record(
+                "making 50 logs durable after one append each, on the loop: one syncfs",
+                syncfs,
+                "ms",
+                peer="an fsync per file",
+                peer_value=each,
+            )
         if partition.SYNCER.uses_aio and sync._syncfs is not None:
             (aio_wall, aio_cpu), (fs_wall, fs_cpu) = asyncio.run(sync_many_beside(tmp / "sync-beside"))
-            print(f"  beside the loop: 50 fsyncs in parallel by AIO, durable after {aio_wall:.1f} ms "
-                  f"({aio_cpu:.2f} ms of the loop's CPU); one syncfs in a worker thread {fs_wall:.1f} ms "
-                  f"({fs_cpu:.2f} ms) (best of 20)")
-            record("making 50 logs durable beside the loop: 50 fsyncs by AIO", aio_wall, "ms",
-                   peer="one syncfs in a worker thread", peer_value=fs_wall)
-            record("making 50 logs durable beside the loop: the loop's CPU for 50 fsyncs by AIO", aio_cpu, "ms",
-                   peer="one syncfs in a worker thread", peer_value=fs_cpu)
+            print(
+                f"  beside the loop: 50 fsyncs in parallel by AIO, durable after {aio_wall:.1f} ms "
+                f"({aio_cpu:.2f} ms of the loop's CPU); one syncfs in a worker thread {fs_wall:.1f} ms "
+                f"({fs_cpu:.2f} ms) (best of 20)"
+            )
+            record(
+                "making 50 logs durable beside the loop: 50 fsyncs by AIO",
+                aio_wall,
+                "ms",
+                peer="one syncfs in a worker thread",
+                peer_value=fs_wall,
+            )
+            record(
+                "making 50 logs durable beside the loop: the loop's CPU for 50 fsyncs by AIO",
+                aio_cpu,
+                "ms",
+                peer="one syncfs in a worker thread",
+                peer_value=fs_cpu,
+            )
         sizes = [args.records] + ([10_000_000] if args.big else [])
         for n in sizes:
             for per_batch in (1, 10):
@@ -185,17 +213,27 @@ def main() -> None:
                 t_write = time.perf_counter() - t0
                 size = sum(p.stat().st_size for p in d.glob("*.log"))
                 t_open, t_replay, t_latest, t_clean, got = recovery(d)
-                print(f"{got:,} offset-commit records, {per_batch} per batch, {size / 1e6:.0f} MB"
-                      f" (written in {t_write:.1f} s):\n"
-                      f"    open (CRC-verify + index) {t_open:6.2f} s  {got / t_open:>10,.0f} rec/s\n"
-                      f"    + latest per key (load)   {t_open + t_latest:6.2f} s  {got / (t_open + t_latest):>10,.0f} rec/s\n"
-                      f"    + full decode replay      {t_open + t_replay:6.2f} s  {got / (t_open + t_replay):>10,.0f} rec/s\n"
-                      f"    open after clean shutdown {t_clean:6.2f} s  (checkpoint: no scan)")
+                print(
+                    f"{got:,} offset-commit records, {per_batch} per batch, {size / 1e6:.0f} MB"
+                    f" (written in {t_write:.1f} s):\n"
+                    f"    open (CRC-verify + index) {t_open:6.2f} s  {got / t_open:>10,.0f} rec/s\n"
+                    f"    + latest per key (load)   {t_open + t_latest:6.2f} s  {got / (t_open + t_latest):>10,.0f} rec/s\n"
+                    f"    + full decode replay      {t_open + t_replay:6.2f} s  {got / (t_open + t_replay):>10,.0f} rec/s\n"
+                    f"    open after clean shutdown {t_clean:6.2f} s  (checkpoint: no scan)"
+                )
                 shape = {"records": got, "per_batch": per_batch}
-                record(f"open a __consumer_offsets log of {got:,} records, {per_batch} per batch, CRC-verify + index",
-                       t_open, "s", params=shape)
-                record(f"open a __consumer_offsets log of {got:,} records, {per_batch} per batch, after a clean "
-                       "shutdown", t_clean, "s", params=shape)
+                record(
+                    f"open a __consumer_offsets log of {got:,} records, {per_batch} per batch, CRC-verify + index",
+                    t_open,
+                    "s",
+                    params=shape,
+                )
+                record(
+                    f"open a __consumer_offsets log of {got:,} records, {per_batch} per batch, after a clean shutdown",
+                    t_clean,
+                    "s",
+                    params=shape,
+                )
                 for p in d.iterdir():
                     p.unlink()
 

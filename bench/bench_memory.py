@@ -40,7 +40,7 @@ def rss_mib(pid: int) -> float:
 async def in_waves(conns: list[WireClient], jobs: list, run) -> None:
     """Run job(conn, item) over the connections, CONNECTIONS at a time."""
     for i in range(0, len(jobs), len(conns)):
-        await asyncio.gather(*(run(c, job) for c, job in zip(conns, jobs[i:i + len(conns)])))
+        await asyncio.gather(*(run(c, job) for c, job in zip(conns, jobs[i : i + len(conns)])))
 
 
 async def main() -> None:
@@ -57,15 +57,23 @@ async def main() -> None:
         base = rss_mib(proc.pid)
 
         async def idle_group(conn: WireClient, group: str) -> None:
-            (member, _), = await form_group([conn], group)
-            await conn.request(LEAVE, V_LEAVE, LeaveReq(group_id=group, members=(
-                LeaveMember(member_id=member, group_instance_id=None),)))
+            ((member, _),) = await form_group([conn], group)
+            await conn.request(
+                LEAVE,
+                V_LEAVE,
+                LeaveReq(group_id=group, members=(LeaveMember(member_id=member, group_instance_id=None),)),
+            )
 
         await in_waves(conns, [f"idle-{i}" for i in range(args.groups)], idle_group)
         idle = rss_mib(proc.pid)
         per_group = (idle - base) * 1024 / args.groups
         print(f"memory: {args.groups:,} idle groups: {idle - base:.1f} MiB, {per_group:.2f} KiB per idle group")
-        record(f"memory per idle (Empty) group, at {args.groups:,} groups", per_group, "KiB", params={"groups": args.groups})
+        record(
+            f"memory per idle (Empty) group, at {args.groups:,} groups",
+            per_group,
+            "KiB",
+            params={"groups": args.groups},
+        )
 
         stable = args.groups // 10
         members = [await WireClient(f"member-{i}").connect("127.0.0.1", port) for i in range(10)]
@@ -73,29 +81,60 @@ async def main() -> None:
             await form_group(members, f"stable-{i}")
         formed = rss_mib(proc.pid)
         per_member = ((formed - idle) * 1024 - stable * per_group) / (stable * 10)
-        print(f"memory: {stable:,} Stable groups of 10 members: {formed - idle:.1f} MiB, "
-              f"{per_member:.2f} KiB per member (beyond its group's)")
-        record(f"memory per member of a Stable group, at {stable * 10:,} members", per_member, "KiB",
-               params={"members": stable * 10})
+        print(
+            f"memory: {stable:,} Stable groups of 10 members: {formed - idle:.1f} MiB, "
+            f"{per_member:.2f} KiB per member (beyond its group's)"
+        )
+        record(
+            f"memory per member of a Stable group, at {stable * 10:,} members",
+            per_member,
+            "KiB",
+            params={"members": stable * 10},
+        )
 
         groups = max(args.partitions // TOPIC_PARTITIONS, 1)
 
         async def commit_all(conn: WireClient, group: str) -> None:
-            await conn.request(COMMIT, V_COMMIT, CommitReq(
-                group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                topics=(CommitTopic(name="t", partitions=tuple(CommitPartition(
-                    partition_index=p, committed_offset=1000 + p, committed_leader_epoch=-1, committed_metadata="")
-                    for p in range(TOPIC_PARTITIONS))),)))
+            await conn.request(
+                COMMIT,
+                V_COMMIT,
+                CommitReq(
+                    group_id=group,
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    group_instance_id=None,
+                    topics=(
+                        CommitTopic(
+                            name="t",
+                            partitions=tuple(
+                                CommitPartition(
+                                    partition_index=p,
+                                    committed_offset=1000 + p,
+                                    committed_leader_epoch=-1,
+                                    committed_metadata="",
+                                )
+                                for p in range(TOPIC_PARTITIONS)
+                            ),
+                        ),
+                    ),
+                ),
+            )
 
         await in_waves(conns, [f"offsets-{i}" for i in range(groups)], commit_all)
         await asyncio.sleep(0.5)
         committed = rss_mib(proc.pid)
         partitions = groups * TOPIC_PARTITIONS
-        print(f"memory: {partitions:,} committed partitions in {groups:,} groups: {committed - formed:.1f} MiB, "
-              f"{(committed - formed) * 1024 * 1024 / partitions:.0f} bytes per committed partition")
+        print(
+            f"memory: {partitions:,} committed partitions in {groups:,} groups: {committed - formed:.1f} MiB, "
+            f"{(committed - formed) * 1024 * 1024 / partitions:.0f} bytes per committed partition"
+        )
         print(f"memory: server RSS {base:.1f} MiB empty, {committed:.1f} MiB with all of it")
-        record(f"memory per committed partition, at {partitions:,} partitions",
-               (committed - formed) * 1024 * 1024 / partitions, "bytes", params={"partitions": partitions})
+        record(
+            f"memory per committed partition, at {partitions:,} partitions",
+            (committed - formed) * 1024 * 1024 / partitions,
+            "bytes",
+            params={"partitions": partitions},
+        )
         record("server RSS, empty", base, "MiB")
         for c in conns + members:
             await c.close()

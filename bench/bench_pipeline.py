@@ -37,12 +37,19 @@ from coordinator.log.offsets import OffsetsLog  # noqa: E402
 from coordinator.log.partition import PartitionLog  # noqa: E402
 from protocol.consumer_protocol import write_assignment  # noqa: E402
 from protocol.group_records import (  # noqa: E402
-    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
 )
 
 
-async def write_log(data: str, records: int, per_batch: int = 100, groups: int = 1000, members: int = 3,
-                    generation_every: int = 5) -> None:
+async def write_log(
+    data: str, records: int, per_batch: int = 100, groups: int = 1000, members: int = 3, generation_every: int = 5
+) -> None:
     """A data dir like a busy cluster's, with rows in every output: commit requests of `per_batch`
     partitions each (100 partitions over 10 topics), one a second, taking turns over `groups`
     groups; before every `generation_every`-th request of a group a new generation of `members`
@@ -58,19 +65,41 @@ async def write_log(data: str, records: int, per_batch: int = 100, groups: int =
         if turn % generation_every == 0:
             ids = [f"{group}-member-{turn}-{m}" for m in range(members)]
             shares = [partitions[m::members] for m in range(members)]
-            assignments = [write_assignment(0, [(t, [p for tt, p in share if tt == t])
-                                                for t in sorted({tt for tt, _ in share})]) for share in shares]
+            assignments = [
+                write_assignment(0, [(t, [p for tt, p in share if tt == t]) for t in sorted({tt for tt, _ in share})])
+                for share in shares
+            ]
             value = GroupMetadataValue(
-                protocol_type="consumer", generation=turn // generation_every + 1, protocol="range", leader=ids[0],
-                members=tuple(MemberMetadata(member_id=i, client_id="bench", client_host="/127.0.0.1",
-                                             session_timeout=45_000, subscription=b"", assignment=a)
-                              for i, a in zip(ids, assignments)), current_state_timestamp=at)
+                protocol_type="consumer",
+                generation=turn // generation_every + 1,
+                protocol="range",
+                leader=ids[0],
+                members=tuple(
+                    MemberMetadata(
+                        member_id=i,
+                        client_id="bench",
+                        client_host="/127.0.0.1",
+                        session_timeout=45_000,
+                        subscription=b"",
+                        assignment=a,
+                    )
+                    for i, a in zip(ids, assignments)
+                ),
+                current_state_timestamp=at,
+            )
             log.log_for(group).append_records([(encode_key(GroupMetadataKey(group)), encode_value(value))], at)
         produced = 10 * (r // 10 + 1)  # messages in each partition by now
-        pairs = [(encode_key(OffsetCommitKey(group, t, p)),
-                  encode_value(OffsetCommitValue(offset=max(0, produced - (r + p) % 7), metadata="",
-                                                 commit_timestamp=at, leader_epoch=-1)))
-                 for t, p in partitions[: min(per_batch, records - r * per_batch)]]
+        pairs = [
+            (
+                encode_key(OffsetCommitKey(group, t, p)),
+                encode_value(
+                    OffsetCommitValue(
+                        offset=max(0, produced - (r + p) % 7), metadata="", commit_timestamp=at, leader_epoch=-1
+                    )
+                ),
+            )
+            for t, p in partitions[: min(per_batch, records - r * per_batch)]
+        ]
         log.log_for(group).append_records(pairs, at)
     await log.close()
     for t, p in partitions:
@@ -116,16 +145,29 @@ def whole_job(data: str, out: str, master: str, records: int, repeat: int) -> No
         subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         walls.append(time.perf_counter() - t0)
         cpus.append(machine_cpu_seconds() - c0)
-    print(f"first run {walls[0]:.1f} s; whole job on {records:,} records, new process each: "
-          f"{statistics.median(walls[1:]):.1f} s median ({min(walls[1:]):.1f}-{max(walls[1:]):.1f}, {repeat} runs)",
-          flush=True)
-    print(f"machine CPU per timed run (all processes, JVM included): {statistics.median(cpus[1:]):.1f} s median "
-          f"({min(cpus[1:]):.1f}-{max(cpus[1:]):.1f})", flush=True)
+    print(
+        f"first run {walls[0]:.1f} s; whole job on {records:,} records, new process each: "
+        f"{statistics.median(walls[1:]):.1f} s median ({min(walls[1:]):.1f}-{max(walls[1:]):.1f}, {repeat} runs)",
+        flush=True,
+    )
+    print(
+        f"machine CPU per timed run (all processes, JVM included): {statistics.median(cpus[1:]):.1f} s median "
+        f"({min(cpus[1:]):.1f}-{max(cpus[1:]):.1f})",
+        flush=True,
+    )
     shape = {"records": records, "runs": repeat, "master": master}
-    record(f"whole pipeline job (python -m pipeline.run, new process) on {records:,} commit records, median",
-           statistics.median(walls[1:]), "s", params=shape)
-    record(f"whole pipeline job on {records:,} commit records: machine CPU per run, median",
-           statistics.median(cpus[1:]), "s", params=shape)
+    record(
+        f"whole pipeline job (python -m pipeline.run, new process) on {records:,} commit records, median",
+        statistics.median(walls[1:]),
+        "s",
+        params=shape,
+    )
+    record(
+        f"whole pipeline job on {records:,} commit records: machine CPU per run, median",
+        statistics.median(cpus[1:]),
+        "s",
+        params=shape,
+    )
 
 
 def main() -> None:
@@ -151,24 +193,36 @@ def main() -> None:
         files = list(Path(data).rglob("*.log"))
         print(f"{len(files)} segment files, {sum(f.stat().st_size for f in files) / 2**20:.0f} MiB")
 
-        single = timed("single process, pipeline.decode (no Spark)", lambda: single_process(data),
-                       repeat=args.repeat)
+        single = timed("single process, pipeline.decode (no Spark)", lambda: single_process(data), repeat=args.repeat)
 
         from pipeline import read_logs, read_offsets
         from pipeline.run import run, spark_session, stop_session
 
         spark = spark_session(args.master, "bench-pipeline", progress=False)
         spark.sparkContext.setLogLevel("ERROR")
-        print(f"Spark {spark.version}, master {args.master}, defaultParallelism "
-              f"{spark.sparkContext.defaultParallelism}")
+        print(
+            f"Spark {spark.version}, master {args.master}, defaultParallelism {spark.sparkContext.defaultParallelism}"
+        )
         materialize = lambda df: df.write.format("noop").mode("overwrite").save()  # noqa: E731
         materialize(read_offsets(spark, data))  # warm up: JVM, Python workers and their imports
-        arrow = timed("Spark kafka-offsets (decoded), Arrow batches", lambda: materialize(read_offsets(spark, data)),
-                      records, args.repeat)
-        timed("Spark kafka-log (raw rows), Arrow batches", lambda: materialize(read_logs(spark, data)), records,
-              args.repeat)
-        timed("Spark kafka-log (raw rows), tuples", lambda: materialize(read_logs(spark, data, arrow="false")),
-              records, args.repeat)
+        arrow = timed(
+            "Spark kafka-offsets (decoded), Arrow batches",
+            lambda: materialize(read_offsets(spark, data)),
+            records,
+            args.repeat,
+        )
+        timed(
+            "Spark kafka-log (raw rows), Arrow batches",
+            lambda: materialize(read_logs(spark, data)),
+            records,
+            args.repeat,
+        )
+        timed(
+            "Spark kafka-log (raw rows), tuples",
+            lambda: materialize(read_logs(spark, data, arrow="false")),
+            records,
+            args.repeat,
+        )
         print(f"Spark Arrow decode vs one process: {arrow / single:.2f}x")
         t0 = time.perf_counter()
         run(spark, data, str(Path(tmp) / "out"), log=lambda *a: None)

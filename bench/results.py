@@ -42,21 +42,35 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
-            "system": platform.system()}
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "system": platform.system()}
 
 
-def record(figure: str, value: float, unit: str, *, params: dict[str, Any] | None = None,
-           peer: str | None = None, peer_value: float | None = None, script: str | None = None) -> None:
+def record(
+    figure: str,
+    value: float,
+    unit: str,
+    *,
+    params: dict[str, Any] | None = None,
+    peer: str | None = None,
+    peer_value: float | None = None,
+    script: str | None = None,
+) -> None:
     """Append one figure to its script's results file (`script` defaults to the running one)."""
     directory = results_dir()
     if directory is None:
         return
     name = script or Path(sys.argv[0]).stem
-    line = {"script": f"bench/{name}.py", "figure": figure, "value": value, "unit": unit,
-            "params": params or {}, "machine": machine(),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "run": RUN_ID,
-            "load": round(os.getloadavg()[0], 2)}  # other work on the machine, which skews every figure
+    line = {
+        "script": f"bench/{name}.py",
+        "figure": figure,
+        "value": value,
+        "unit": unit,
+        "params": params or {},
+        "machine": machine(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "run": RUN_ID,
+        "load": round(os.getloadavg()[0], 2),
+    }  # other work on the machine, which skews every figure
     if peer is not None:
         line["peer"] = {"name": peer, "value": peer_value}
     directory.mkdir(parents=True, exist_ok=True)

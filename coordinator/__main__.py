@@ -25,9 +25,14 @@ class JsonFormatter(logging.Formatter):
     exception, if any)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = {"time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(
-                    timespec="milliseconds"),
-                "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        line = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line)
@@ -36,8 +41,11 @@ class JsonFormatter(logging.Formatter):
 async def serve(argv: list[str] | None = None) -> None:
     config = parse_args(argv)
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if config.log_format == "json" else logging.Formatter(
-        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        JsonFormatter()
+        if config.log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
     logging.basicConfig(level=config.log_level.upper(), handlers=[handler])
     server = Server(config)
     try:
@@ -54,8 +62,10 @@ async def serve(argv: list[str] | None = None) -> None:
     first = {x.node_id: x for x in reversed(server.listeners)}
     # With --enable-test-control, a word that says where it listens (the metrics port).
     control = f" control={config.metrics_port}" if config.enable_test_control else ""
-    print("ready " + ",".join(f"{x.host}:{x.port}" for x in sorted(first.values(), key=lambda x: x.node_id))
-          + control, flush=True)
+    print(
+        "ready " + ",".join(f"{x.host}:{x.port}" for x in sorted(first.values(), key=lambda x: x.node_id)) + control,
+        flush=True,
+    )
     await stop.wait()
     logging.getLogger("coordinator").info("shutting down")
     await server.stop()

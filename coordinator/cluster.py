@@ -31,10 +31,13 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 # AclOperation codes (Kafka's): the operations each resource type supports.
 _READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE, _CLUSTER_ACTION = 3, 4, 5, 6, 7, 8, 9
 _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 10, 11, 12
-TOPIC_OPERATIONS = sum(1 << op for op in (_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE, _DESCRIBE_CONFIGS,
-                                          _ALTER_CONFIGS))
-CLUSTER_OPERATIONS = sum(1 << op for op in (_CREATE, _ALTER, _DESCRIBE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS,
-                                            _ALTER_CONFIGS, _IDEMPOTENT_WRITE))
+TOPIC_OPERATIONS = sum(
+    1 << op for op in (_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE, _DESCRIBE_CONFIGS, _ALTER_CONFIGS)
+)
+CLUSTER_OPERATIONS = sum(
+    1 << op
+    for op in (_CREATE, _ALTER, _DESCRIBE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE)
+)
 NOT_ASKED = -(2**31)
 
 
@@ -87,7 +90,9 @@ class Cluster:
         for key in req.coordinator_keys:
             err, msg, node, host, port = self._coordinator(ctx, key, key_type)
             coordinators.append(
-                ctx.nested("Coordinator", key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg)
+                ctx.nested(
+                    "Coordinator", key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg
+                )
             )
         return ctx.response(throttle_time=0, coordinators=tuple(coordinators))
 
@@ -105,16 +110,24 @@ class Cluster:
         auto_create = getattr(req, "allow_auto_topic_creation", True)
         topic_ops = getattr(req, "include_topic_authorized_operations", False)
         cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
-        key = (ctx.version, None if requested is None else tuple(requested), unknown_ids, auto_create, topic_ops,
-               cluster_ops, advertised(ctx))
+        key = (
+            ctx.version,
+            None if requested is None else tuple(requested),
+            unknown_ids,
+            auto_create,
+            topic_ops,
+            cluster_ops,
+            advertised(ctx),
+        )
         stamp = (topics.changes, self.topology.version, PartitionLog.offline_events)
         if self._cache_stamp != stamp:
             self._cache.clear()
             self._cache_stamp = stamp
         body = self._cache.get(key)
         if body is None:
-            body = Raw(encode_body(ctx.codec, self._metadata(ctx, requested, auto_create, topic_ops, cluster_ops,
-                                                             unknown_ids)))
+            body = Raw(
+                encode_body(ctx.codec, self._metadata(ctx, requested, auto_create, topic_ops, cluster_ops, unknown_ids))
+            )
             if self._cache_stamp == (topics.changes, self.topology.version, PartitionLog.offline_events):
                 # (not when this request created topics)
                 if len(self._cache) > 1000:
@@ -149,12 +162,21 @@ class Cluster:
                 unknown_ids.append(getattr(t, "topic_id", None))
         return names, tuple(unknown_ids)
 
-    def _metadata(self, ctx: RequestContext, requested: list | None, auto_create: bool, topic_ops: bool = False,
-                  cluster_ops: bool = False, unknown_ids: tuple = ()) -> Any:
+    def _metadata(
+        self,
+        ctx: RequestContext,
+        requested: list | None,
+        auto_create: bool,
+        topic_ops: bool = False,
+        cluster_ops: bool = False,
+        unknown_ids: tuple = (),
+    ) -> Any:
         """With no authorizer every operation a resource supports is allowed: the full sets
         when asked (KIP-430), INT32_MIN ("not asked") otherwise."""
-        brokers = tuple(ctx.nested("MetadataResponseBroker", node_id=n, host=host, port=port, rack=None)
-                        for n, host, port in self.brokers(ctx))
+        brokers = tuple(
+            ctx.nested("MetadataResponseBroker", node_id=n, host=host, port=port, rack=None)
+            for n, host, port in self.brokers(ctx)
+        )
         topics = self.topics
         state = self.topology.state
         answer = []
@@ -162,19 +184,22 @@ class Cluster:
             partitions = []
             for p in range(info.partitions if info else 0):
                 st = state(name, p)
-                partitions.append(ctx.nested(
-                    "MetadataResponsePartition",
-                    error_code=ErrorCode.none,
-                    partition_index=p,
-                    leader_id=st.leader,
-                    leader_epoch=st.epoch,
-                    replica_nodes=tuple(st.replicas),
-                    isr_nodes=tuple(st.isr),
-                    # A log found corrupt is Kafka's replica on an offline log dir: listed here,
-                    # and its reads and writes answered KAFKA_STORAGE_ERROR.
-                    offline_replicas=tuple(st.replicas) if info.logs and info.logs[p].offline
-                    else tuple(n for n in st.replicas if n not in st.isr),
-                ))
+                partitions.append(
+                    ctx.nested(
+                        "MetadataResponsePartition",
+                        error_code=ErrorCode.none,
+                        partition_index=p,
+                        leader_id=st.leader,
+                        leader_epoch=st.epoch,
+                        replica_nodes=tuple(st.replicas),
+                        isr_nodes=tuple(st.isr),
+                        # A log found corrupt is Kafka's replica on an offline log dir: listed here,
+                        # and its reads and writes answered KAFKA_STORAGE_ERROR.
+                        offline_replicas=tuple(st.replicas)
+                        if info.logs and info.logs[p].offline
+                        else tuple(n for n in st.replicas if n not in st.isr),
+                    )
+                )
             answer.append(
                 ctx.nested(
                     "MetadataResponseTopic",
@@ -187,12 +212,19 @@ class Cluster:
                 )
             )
         for topic_id in unknown_ids:
-            answer.append(ctx.nested(
-                "MetadataResponseTopic",
-                error_code=ErrorCode.unknown_topic_id if topic_id not in (None, NO_TOPIC_ID)
-                else ErrorCode.invalid_topic_exception,
-                name=None if ctx.version >= 12 else "", topic_id=topic_id or NO_TOPIC_ID, is_internal=False,
-                partitions=(), topic_authorized_operations=NOT_ASKED))
+            answer.append(
+                ctx.nested(
+                    "MetadataResponseTopic",
+                    error_code=ErrorCode.unknown_topic_id
+                    if topic_id not in (None, NO_TOPIC_ID)
+                    else ErrorCode.invalid_topic_exception,
+                    name=None if ctx.version >= 12 else "",
+                    topic_id=topic_id or NO_TOPIC_ID,
+                    is_internal=False,
+                    partitions=(),
+                    topic_authorized_operations=NOT_ASKED,
+                )
+            )
         return ctx.response(
             throttle_time=0,
             brokers=brokers,

@@ -22,8 +22,15 @@ from .broker.data import DataPlane
 from .broker.partition_admin import PartitionAdminApis
 from .broker.producers import ProducerIds
 from .broker.quotas import (
-    CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ByteRateQuota, ClientQuotaApis, ConnectionRateQuota, ControllerMutationQuota,
-    QuotaStore, RequestQuota)
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    ByteRateQuota,
+    ClientQuotaApis,
+    ConnectionRateQuota,
+    ControllerMutationQuota,
+    QuotaStore,
+    RequestQuota,
+)
 from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
@@ -64,50 +71,81 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     broker_configs = BrokerConfigs(c.data_dir, c.node_id, static_broker_configs(c))
     broker_configs.node_ids = {str(c.node_id + i) for i in range(c.brokers)}
     backoff = broker_configs.value("log.cleaner.backoff.ms")  # (a dynamic value saved earlier wins)
-    internal = dataclasses.replace(OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,
-                                   cleaner_backoff_ms=backoff)
+    internal = dataclasses.replace(
+        OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms, cleaner_backoff_ms=backoff
+    )
     offsets_log = await OffsetsLog.open(c.data_dir, c.offsets_partitions, internal)
     txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, internal, topic=TRANSACTION_TOPIC)
     topics = Topics.load(
-        c.data_dir, LogConfig(fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms,
-                              maintenance_interval_ms=c.log_retention_check_interval_ms, cleaner_backoff_ms=backoff),
-        auto_create=c.auto_create_topics, default_partitions=c.num_partitions, offsets_logs=offsets_log.logs,
-        broker_configs=broker_configs, brokers=c.brokers)
+        c.data_dir,
+        LogConfig(
+            fsync=c.fsync,
+            fsync_interval_ms=c.fsync_interval_ms,
+            maintenance_interval_ms=c.log_retention_check_interval_ms,
+            cleaner_backoff_ms=backoff,
+        ),
+        auto_create=c.auto_create_topics,
+        default_partitions=c.num_partitions,
+        offsets_logs=offsets_log.logs,
+        broker_configs=broker_configs,
+        brokers=c.brokers,
+    )
     apply_dynamic_broker_configs(c, topics, offsets_log)
     broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(c, topics, offsets_log))
     topology = Topology(listeners, topics, offsets_log.partitions, txn_log.logs)
-    runtime = CoordinatorRuntime(offsets_log, LoopClock(), GroupConfig(
-        min_session_timeout_ms=c.group_min_session_timeout_ms,
-        max_session_timeout_ms=c.group_max_session_timeout_ms,
-        initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
-        max_size=c.group_max_size,
-    ), OffsetConfig(c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000,
-                    topics.partition_keys),  # commits to unknown topics are refused, as Kafka does
-        consumer_group_config(c), TopicImage(topics))
+    runtime = CoordinatorRuntime(
+        offsets_log,
+        LoopClock(),
+        GroupConfig(
+            min_session_timeout_ms=c.group_min_session_timeout_ms,
+            max_session_timeout_ms=c.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+            max_size=c.group_max_size,
+        ),
+        OffsetConfig(
+            c.offset_metadata_max_bytes, c.offsets_retention_minutes * 60_000, topics.partition_keys
+        ),  # commits to unknown topics are refused, as Kafka does
+        consumer_group_config(c),
+        TopicImage(topics),
+    )
     runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # set here, after the runtime is built, because share groups are configured apart
-        c.group_share_session_timeout_ms, c.group_share_heartbeat_interval_ms, c.group_share_max_size,
-        c.group_share_record_lock_duration_ms, c.group_share_delivery_attempt_limit,
-        c.group_share_partition_max_record_locks, c.share_snapshot_update_records, c.group_share_max_share_sessions,
-        c.group_share_assignment_interval_ms, c.group_share_min_assignment_interval_ms,
-        c.group_share_max_assignment_interval_ms)
+        c.group_share_session_timeout_ms,
+        c.group_share_heartbeat_interval_ms,
+        c.group_share_max_size,
+        c.group_share_record_lock_duration_ms,
+        c.group_share_delivery_attempt_limit,
+        c.group_share_partition_max_record_locks,
+        c.share_snapshot_update_records,
+        c.group_share_max_share_sessions,
+        c.group_share_assignment_interval_ms,
+        c.group_share_min_assignment_interval_ms,
+        c.group_share_max_assignment_interval_ms,
+    )
     cluster = Cluster(c, topics, runtime, topology)
     cluster.register(registry)
-    data_plane = DataPlane(topics, ProducerIds(c.data_dir), c.node_id, c.max_incremental_fetch_session_cache_slots,
-                           fetch_max_wait_ms=c.fetch_max_wait_ms, fetch_max_bytes=c.fetch_max_bytes,
-                           topology=topology)
+    data_plane = DataPlane(
+        topics,
+        ProducerIds(c.data_dir),
+        c.node_id,
+        c.max_incremental_fetch_session_cache_slots,
+        fetch_max_wait_ms=c.fetch_max_wait_ms,
+        fetch_max_bytes=c.fetch_max_bytes,
+        topology=topology,
+    )
     topic_admin = TopicAdmin(topics, data_plane.leader_error)
     topic_admin.register(registry)
     config_apis = ConfigApis(topics, cluster)
     config_apis.register(registry)
     data_plane.register(registry)
     runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]  # set here, after the runtime is built: group configs live in the config APIs
-        c.data_dir, group_config_bounds(c))
+        c.data_dir, group_config_bounds(c)
+    )
     quotas = QuotaStore(c.data_dir)
     ClientQuotaApis(quotas).register(registry)
-    data_plane.produce_quota = ByteRateQuota(quotas, PRODUCER_BYTE_RATE, c.quota_window_num,
-                                             c.quota_window_size_seconds)
-    data_plane.fetch_quota = ByteRateQuota(quotas, CONSUMER_BYTE_RATE, c.quota_window_num,
-                                           c.quota_window_size_seconds)
+    data_plane.produce_quota = ByteRateQuota(
+        quotas, PRODUCER_BYTE_RATE, c.quota_window_num, c.quota_window_size_seconds
+    )
+    data_plane.fetch_quota = ByteRateQuota(quotas, CONSUMER_BYTE_RATE, c.quota_window_num, c.quota_window_size_seconds)
     topic_admin.mutation_quota = ControllerMutationQuota(quotas, c.quota_window_num, c.quota_window_size_seconds)
     request_quota = RequestQuota(quotas, c.quota_window_num, c.quota_window_size_seconds)
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
@@ -119,32 +157,42 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     owner = _everything if topology.single else coordinates
     GroupApis(runtime, owner).register(registry)
     ShareGroupApis(runtime, owner).register(registry)
-    transactions = TransactionCoordinator(txn_log, data_plane, runtime, data_plane.producer_ids,
-                                          max_timeout_ms=c.transaction_max_timeout_ms,
-                                          abort_check_interval_ms=c.transaction_abort_check_interval_ms,
-                                          id_expiration_ms=c.transactional_id_expiration_ms)
+    transactions = TransactionCoordinator(
+        txn_log,
+        data_plane,
+        runtime,
+        data_plane.producer_ids,
+        max_timeout_ms=c.transaction_max_timeout_ms,
+        abort_check_interval_ms=c.transaction_abort_check_interval_ms,
+        id_expiration_ms=c.transactional_id_expiration_ms,
+    )
     if not topology.single:
-        transactions.owner = lambda ctx, txn_id: topology.txn_coordinator_error(ctx.connection.listener.node_id,
-                                                                               txn_id)
+        transactions.owner = lambda ctx, txn_id: topology.txn_coordinator_error(ctx.connection.listener.node_id, txn_id)
     transactions.register(registry)
     data_plane.transactions = transactions
     runtime.transactions = transactions
     transactions.load()
     transactions.start()
-    share_state = await ShareStateLog.open(c.data_dir, c.share_partitions, c.fsync, c.fsync_interval_ms,
-                                           c.share_snapshot_update_records)
+    share_state = await ShareStateLog.open(
+        c.data_dir, c.share_partitions, c.fsync, c.fsync_interval_ms, c.share_snapshot_update_records
+    )
     share_state.load()
-    shares = SharePartitionManager(topics, data_plane, runtime, share_state,
-                                   runtime.share_config, c.node_id)  # type: ignore[attr-defined]  # set on the runtime just above
+    shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)  # type: ignore[attr-defined]  # set on the runtime just above
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)
     control.shares = shares
     PartitionAdminApis(topics, topology, control).register(registry)
-    return Parts(topics, runtime, offsets_log, topology, control,
-                 [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares],
-                 request_quota=request_quota,
-                 connection_quota=ConnectionRateQuota(quotas, c.quota_window_num, c.quota_window_size_seconds))
+    return Parts(
+        topics,
+        runtime,
+        offsets_log,
+        topology,
+        control,
+        [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares],
+        request_quota=request_quota,
+        connection_quota=ConnectionRateQuota(quotas, c.quota_window_num, c.quota_window_size_seconds),
+    )
 
 
 def _everything(ctx: RequestContext, partition: int) -> int:

@@ -265,16 +265,16 @@ class Connection(asyncio.Protocol):
                         if isinstance(exc, (CloseConnection, MalformedRequest)):
                             self.abort(str(exc))
                         else:
-                            self.server.log_handler_failure("%s: handler failed; closing the connection",
-                                                            self.peer, exc_info=exc)
+                            self.server.log_handler_failure(
+                                "%s: handler failed; closing the connection", self.peer, exc_info=exc
+                            )
                             self.abort("internal error")
                         return
                     body = waiting.result()
                 try:
                     head = self.server.encode(head, body)
                 except Exception:
-                    self.server.log_handler_failure("%s: encoding a response failed; closing the connection",
-                                                    self.peer)
+                    self.server.log_handler_failure("%s: encoding a response failed; closing the connection", self.peer)
                     self.abort("internal error")
                     return
             pending.popleft()
@@ -293,8 +293,13 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed or self.eof:  # (nothing more to read after EOF)
             return
-        should_pause = (self.writing_paused or self.draining or len(self.pending) >= MAX_IN_FLIGHT
-                        or bool(self.backlog) or bool(self.throttled_until))
+        should_pause = (
+            self.writing_paused
+            or self.draining
+            or len(self.pending) >= MAX_IN_FLIGHT
+            or bool(self.backlog)
+            or bool(self.throttled_until)
+        )
         if should_pause is self.reading_paused:  # the usual case: nothing changes
             return
         if should_pause and not self.reading_paused:

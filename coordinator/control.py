@@ -125,7 +125,9 @@ class TestControl:
             preferred = spec.get("preferred", False)
             if type(preferred) is not bool:
                 raise ValueError(f"preferred must be true or false, not {preferred!r}")
-            await (cluster.stop_broker(node_id) if action == "stop" else cluster.start_broker(node_id, preferred=preferred))
+            await (
+                cluster.stop_broker(node_id) if action == "stop" else cluster.start_broker(node_id, preferred=preferred)
+            )
             return _json("200 OK", {"broker": node_id, "action": action})
         if path == "/cluster/coordinators/move":
             spec = _fields(_parse(body), {"group_id", "to"}, "group_id")
@@ -155,13 +157,15 @@ class TestControl:
         m = _TXN_COORDINATOR.fullmatch(path)
         if m:
             txn_id = unquote(m.group(1))
-            return _json("200 OK", {"transactional_id": txn_id,
-                                    "coordinator": cluster.transaction_coordinator_of(txn_id)})
+            return _json(
+                "200 OK", {"transactional_id": txn_id, "coordinator": cluster.transaction_coordinator_of(txn_id)}
+            )
         m = _LEADER.fullmatch(path)
         if m:
             topic, partition = unquote(m.group(1)), int(m.group(2))
-            return _json("200 OK", {"topic": topic, "partition": partition,
-                                    "leader": cluster.leader_of(topic, partition)})
+            return _json(
+                "200 OK", {"topic": topic, "partition": partition, "leader": cluster.leader_of(topic, partition)}
+            )
         return not_found(f"no route GET {path}")
 
     async def answer_http(self, head: bytes, reader: asyncio.StreamReader) -> Answer:
@@ -213,8 +217,10 @@ def _fields(spec: Any, allowed: set[str], *required: str) -> dict[str, Any]:
         raise ValueError("the body must be a JSON object")
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise ValueError(f"unknown field {unknown[0]!r}" + (f"; fields: {', '.join(sorted(allowed))}"
-                                                             if allowed else "; this action takes none"))
+        raise ValueError(
+            f"unknown field {unknown[0]!r}"
+            + (f"; fields: {', '.join(sorted(allowed))}" if allowed else "; this action takes none")
+        )
     for name in required:
         if name not in spec:
             raise ValueError(f"field {name!r} is required")

@@ -44,8 +44,9 @@ def lock_data_dir(data_dir: Path) -> Path:
         os.close(fd)
         if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
             by = f" by process {holder}" if holder else ""
-            raise DataDirInUse(f"data dir {key} is in use{by} (lock {key / LOCK_FILE}): "
-                               f"one server per data dir") from None
+            raise DataDirInUse(
+                f"data dir {key} is in use{by} (lock {key / LOCK_FILE}): one server per data dir"
+            ) from None
         raise
     # The holder's pid, for the refusal message of the next one (informative only: the
     # flock, not this content, is the lock).

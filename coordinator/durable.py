@@ -56,7 +56,7 @@ def replace_durably(path: Path, data: bytes) -> None:
         _reached(path.name, "partial")
         view = memoryview(data)[half:]
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         _reached(path.name, "written")
         os.fsync(fd)
     finally:

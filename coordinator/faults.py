@@ -41,8 +41,20 @@ ERRORS: dict[str, ErrorCode] = {e.name.upper(): e for e in ErrorCode}
 PRODUCE, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 10, 8, 9
 DESCRIBE_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE = 15, 42, 69
 DROPS = ("before", "after")
-FIELDS = ("api", "error", "times", "probability", "delay_ms", "drop", "stall", "client_id", "group", "topic",
-          "broker", "seed")
+FIELDS = (
+    "api",
+    "error",
+    "times",
+    "probability",
+    "delay_ms",
+    "drop",
+    "stall",
+    "client_id",
+    "group",
+    "topic",
+    "broker",
+    "seed",
+)
 
 
 @dataclass
@@ -67,12 +79,24 @@ class Rule:
     released: asyncio.Event | None = field(default=None, repr=False)  # set when cleared: stalls go on
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "api": API_NAMES.get(self.api_key, str(self.api_key)), "api_key": self.api_key,
-                "error": None if self.error is None else self.error.name.upper(),
-                "error_code": None if self.error is None else int(self.error),
-                "times": self.times, "probability": self.probability, "delay_ms": self.delay_ms,
-                "drop": self.drop, "stall": self.stall, "client_id": self.client_id, "group": self.group,
-                "topic": self.topic, "broker": self.broker, "seed": self.seed, "fired": self.fired}
+        return {
+            "id": self.id,
+            "api": API_NAMES.get(self.api_key, str(self.api_key)),
+            "api_key": self.api_key,
+            "error": None if self.error is None else self.error.name.upper(),
+            "error_code": None if self.error is None else int(self.error),
+            "times": self.times,
+            "probability": self.probability,
+            "delay_ms": self.delay_ms,
+            "drop": self.drop,
+            "stall": self.stall,
+            "client_id": self.client_id,
+            "group": self.group,
+            "topic": self.topic,
+            "broker": self.broker,
+            "seed": self.seed,
+            "fired": self.fired,
+        }
 
 
 class Faults:
@@ -99,15 +123,42 @@ class Faults:
 
     # the rules ----------------------------------------------------------------------------
 
-    def add(self, api: str | int, error: str | int | None = None, *, times: int | None = 1,
-            probability: float | None = None, delay_ms: int = 0, drop: str | None = None,
-            stall: bool | int = False, client_id: str | None = None, group: str | None = None,
-            topic: str | None = None, broker: int | None = None, seed: int | None = None) -> dict[str, Any]:
+    def add(
+        self,
+        api: str | int,
+        error: str | int | None = None,
+        *,
+        times: int | None = 1,
+        probability: float | None = None,
+        delay_ms: int = 0,
+        drop: str | None = None,
+        stall: bool | int = False,
+        client_id: str | None = None,
+        group: str | None = None,
+        topic: str | None = None,
+        broker: int | None = None,
+        seed: int | None = None,
+    ) -> dict[str, Any]:
         """Add a rule; return it as a JSON-able dict with its id. A bad spec raises ValueError
         (one message) and adds nothing."""
-        return self._install([_rule(api, error, times=times, probability=probability, delay_ms=delay_ms, drop=drop,
-                                    stall=stall, client_id=client_id, group=group, topic=topic, broker=broker,
-                                    seed=seed)])[0]
+        return self._install(
+            [
+                _rule(
+                    api,
+                    error,
+                    times=times,
+                    probability=probability,
+                    delay_ms=delay_ms,
+                    drop=drop,
+                    stall=stall,
+                    client_id=client_id,
+                    group=group,
+                    topic=topic,
+                    broker=broker,
+                    seed=seed,
+                )
+            ]
+        )[0]
 
     def add_specs(self, specs: Any) -> list[dict[str, Any]]:
         """Rules from JSON objects (the HTTP control), with the fields of add(): all of them,
@@ -200,16 +251,39 @@ class Faults:
         return None
 
 
-def _rule(api: Any, error: Any = None, *, times: Any = 1, probability: Any = None, delay_ms: Any = 0,
-          drop: Any = None, stall: Any = False, client_id: Any = None, group: Any = None, topic: Any = None,
-          broker: Any = None, seed: Any = None) -> Rule:
+def _rule(
+    api: Any,
+    error: Any = None,
+    *,
+    times: Any = 1,
+    probability: Any = None,
+    delay_ms: Any = 0,
+    drop: Any = None,
+    stall: Any = False,
+    client_id: Any = None,
+    group: Any = None,
+    topic: Any = None,
+    broker: Any = None,
+    seed: Any = None,
+) -> Rule:
     """A rule from its spec (the fields of FIELDS; add()'s defaults), checked field by field
     (its id is given when it is added)."""
-    rule = Rule(0, _api_key(api), _error(error), _times(times), _probability(probability),
-                _non_negative_int("delay_ms", delay_ms), _drop(drop), _stall(stall),
-                _optional_str("client_id", client_id), _optional_str("group", group),
-                _optional_str("topic", topic), _broker(broker), seed,
-                None if seed is None else random.Random(_int("seed", seed)))
+    rule = Rule(
+        0,
+        _api_key(api),
+        _error(error),
+        _times(times),
+        _probability(probability),
+        _non_negative_int("delay_ms", delay_ms),
+        _drop(drop),
+        _stall(stall),
+        _optional_str("client_id", client_id),
+        _optional_str("group", group),
+        _optional_str("topic", topic),
+        _broker(broker),
+        seed,
+        None if seed is None else random.Random(_int("seed", seed)),
+    )
     if rule.error is None and rule.drop is None and not rule.delay_ms and rule.stall is False:
         raise ValueError("a fault needs an action: error, delay_ms, drop or stall")
     if rule.error is not None and rule.drop is not None:
@@ -236,8 +310,7 @@ def _failed(ctx: RequestContext, request: Any, rule_id: int, error: ErrorCode) -
     return error_response(key, ctx.version, ctx.codec.response_type, request, error)
 
 
-async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any, handler: Callable,
-                 rule: Rule) -> Any:
+async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any, handler: Callable, rule: Rule) -> Any:
     """Stall or delay, then fail, drop, or handle the request (its reply lost if asked)."""
     if rule.stall is not False:
         timeout = None if rule.stall is True else rule.stall / 1000
@@ -278,6 +351,7 @@ async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Call
 
 
 # what a request names ---------------------------------------------------------------------
+
 
 def broker_of(server: Any, ctx: RequestContext) -> int:
     """The node id of the broker that received the request."""
@@ -340,6 +414,7 @@ def _name_of(topic_id: Any, server: Any) -> str | None:
 
 
 # validation: one clear message per bad field ---------------------------------------------
+
 
 def _api_key(api: Any) -> int:
     if type(api) is int:

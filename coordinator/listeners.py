@@ -89,8 +89,9 @@ def _span(ports: list[int]) -> int:
 
 def _listeners_of_one(config: Any) -> list[Listener]:
     if not config.listeners:
-        return [Listener(config.security_protocol, config.host, config.port, config.advertised_host,
-                         config.advertised_port)]
+        return [
+            Listener(config.security_protocol, config.host, config.port, config.advertised_host, config.advertised_port)
+        ]
     bound = _parse(config.listeners, "--listeners")
     advertised = _parse(config.advertised_listeners, "--advertised-listeners") if config.advertised_listeners else {}
     unknown = set(advertised) - set(bound)

@@ -10,8 +10,9 @@ class RateLimitedLog:
     """At most `burst` lines per `period` seconds; the lines left out are counted and
     the count is told with the next line that gets through."""
 
-    def __init__(self, logger: logging.Logger, level: int = logging.WARNING, burst: int = 10,
-                 period: float = 10.0) -> None:
+    def __init__(
+        self, logger: logging.Logger, level: int = logging.WARNING, burst: int = 10, period: float = 10.0
+    ) -> None:
         self.logger = logger
         self.level = level
         self.burst = burst

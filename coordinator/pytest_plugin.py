@@ -31,8 +31,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "kafka_cluster(brokers=3, **settings): the kafka_cluster fixture's "
-                                       "brokers and server settings for this test")
+    config.addinivalue_line(
+        "markers",
+        "kafka_cluster(brokers=3, **settings): the kafka_cluster fixture's brokers and server settings for this test",
+    )
     if config.getoption("kafka_brokers") < 1:  # one usage error, not an error in every test that asks for a cluster
         raise pytest.UsageError(f"--kafka-brokers: {config.getoption('kafka_brokers')}; at least 1")
 

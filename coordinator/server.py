@@ -53,6 +53,7 @@ FD_RESERVE = 32  # file descriptors kept for log segments and files, never for c
 def fd_soft_limit() -> int:
     try:
         import resource
+
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, ValueError, OSError):
         return 2**31 - 1
@@ -64,6 +65,7 @@ def raise_fd_limit(max_connections: int) -> None:
     segment holds one. Say at startup if max.connections cannot be reached."""
     try:
         import resource
+
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -71,8 +73,12 @@ def raise_fd_limit(max_connections: int) -> None:
     except (ImportError, ValueError, OSError):
         return
     if soft != resource.RLIM_INFINITY and max_connections > soft - 256:
-        log.warning("max.connections=%d but only %d files may be open (ulimit -n): connections will be "
-                    "refused before that many", max_connections, soft)
+        log.warning(
+            "max.connections=%d but only %d files may be open (ulimit -n): connections will be "
+            "refused before that many",
+            max_connections,
+            soft,
+        )
 
 
 class StartupError(Exception):
@@ -130,8 +136,9 @@ class Server:
         except ValueError as e:
             raise StartupError(str(e)) from None
         if self.config.enable_test_control and self.config.metrics_port is None:
-            raise StartupError("--enable-test-control serves on the metrics port: give --metrics-port too "
-                               "(0 = any free port)")
+            raise StartupError(
+                "--enable-test-control serves on the metrics port: give --metrics-port too (0 = any free port)"
+            )
         # The ports first: a port in use must fail before the data dir is created or loaded.
         socks: list[socket.socket] = []
         try:
@@ -202,8 +209,9 @@ class Server:
             from .security.acls import Authorizer
 
             super_users = {p.strip() for p in self.config.super_users.split(";") if p.strip()}
-            self.acl_gate = AclGate(Authorizer(acls, super_users, self.config.allow_everyone_if_no_acl_found),
-                                    self.topics)
+            self.acl_gate = AclGate(
+                Authorizer(acls, super_users, self.config.allow_everyone_if_no_acl_found), self.topics
+            )
         STATS.recovery_seconds = time.perf_counter() - loading
         if self.own_process:
             gc.freeze()
@@ -220,15 +228,21 @@ class Server:
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         if self.config.brokers > 1:
             log.info("brokers: %s", ", ".join(f"{x.node_id}={x.host}:{x.port}" for x in self.listeners))
-        log.info("listening on %s:%d (node %d, data dir %s)", self.config.host, self.config.port,
-                 self.config.node_id, self.config.data_dir)
+        log.info(
+            "listening on %s:%d (node %d, data dir %s)",
+            self.config.host,
+            self.config.port,
+            self.config.node_id,
+            self.config.data_dir,
+        )
         if self.metrics is not None:
             self.metrics.loaded(self.config.metrics_lag_sample_ms)
         self.ready_since = time.time()
 
     async def _listen(self, listener: Listener, sock: socket.socket) -> None:
         server = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self, listener), sock=sock, backlog=1024, ssl=self._tls if listener.tls else None)
+            lambda: Connection(self, listener), sock=sock, backlog=1024, ssl=self._tls if listener.tls else None
+        )
         self._servers.setdefault(listener.node_id, []).append(server)
         listener.port = server.sockets[0].getsockname()[1]  # (port 0: the one bound)
 
@@ -279,8 +293,9 @@ class Server:
             mechanisms = [m.strip().upper() for m in self.config.sasl_mechanisms.split(",") if m.strip()]
             unknown = [m for m in mechanisms if m not in MECHANISMS]
             if unknown or not mechanisms:
-                raise StartupError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; "
-                                   f"supported: {', '.join(MECHANISMS)}")
+                raise StartupError(
+                    f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; supported: {', '.join(MECHANISMS)}"
+                )
             passwords = profile_users(self.config.profile) if self.config.sasl_users is None else None
             if self.config.sasl_users is None and passwords is None:
                 raise StartupError(f"--security-protocol {protocol} needs --sasl-users FILE (user:password lines)")
@@ -323,14 +338,16 @@ class Server:
             self.config.metrics_port = await self.metrics.start(self.config.host, self.config.metrics_port)
         except OSError as e:
             sock.close()
-            raise StartupError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: "
-                               f"{e.strerror or e}") from e
+            raise StartupError(
+                f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: {e.strerror or e}"
+            ) from e
         log.info("metrics on http://%s:%d/metrics", self.config.host, self.config.metrics_port)
 
     def _bind(self, host: str, port: int) -> socket.socket:
         try:
             family, kind, proto, _, address = socket.getaddrinfo(
-                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
             sock = socket.socket(family, kind, proto)
         except OSError as e:
             raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
@@ -394,14 +411,22 @@ class Server:
         address's connection_creation_rate: the seconds to hold it unread before closing it."""
         limit = self.config.max_connections
         if len(self.connections) >= limit:
-            self._warn_refused("refused a connection from %s: %d connections open (max.connections=%d)",
-                               conn.peer, len(self.connections), limit)
+            self._warn_refused(
+                "refused a connection from %s: %d connections open (max.connections=%d)",
+                conn.peer,
+                len(self.connections),
+                limit,
+            )
             return True
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.fileno() >= fd_soft_limit() - FD_RESERVE:
-            self._warn_refused("refused a connection from %s: %d connections open and the open-file "
-                               "limit (%d, ulimit -n) nearly reached", conn.peer, len(self.connections),
-                               fd_soft_limit())
+            self._warn_refused(
+                "refused a connection from %s: %d connections open and the open-file "
+                "limit (%d, ulimit -n) nearly reached",
+                conn.peer,
+                len(self.connections),
+                fd_soft_limit(),
+            )
             return True
         if self.connection_quota is not None:
             throttle = self.connection_quota.throttle_time(conn.client_host, int(time.time() * 1000))
@@ -425,8 +450,11 @@ class Server:
             for conn in list(self.connections):
                 since = conn.idle_since()
                 if since is not None and now - since > idle_s and not conn.closed:
-                    log.info("%s: closing connection idle for more than %d ms (connections.max.idle.ms)",
-                             conn.peer, self.config.connections_max_idle_ms)
+                    log.info(
+                        "%s: closing connection idle for more than %d ms (connections.max.idle.ms)",
+                        conn.peer,
+                        self.config.connections_max_idle_ms,
+                    )
                     conn.closed = True
                     if conn.transport is not None:
                         conn.transport.close()

@@ -63,8 +63,15 @@ class Cluster:
     """`brokers` brokers in one server; `config`: server settings by their flag names
     (`fsync="never"`, `group_initial_rebalance_delay_ms=0`, ...)."""
 
-    def __init__(self, brokers: int = 3, *, subprocess: bool = False, data_dir: str | Path | None = None,
-                 host: str = "127.0.0.1", **config: Any) -> None:
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        subprocess: bool = False,
+        data_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        **config: Any,
+    ) -> None:
         if type(brokers) is not int or brokers < 1:
             raise ValueError(f"brokers: {brokers!r}; at least 1")
         self.brokers_count = brokers
@@ -85,8 +92,17 @@ class Cluster:
     def start(self) -> Cluster:
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="kcoord-cluster-"))
-        args = ["--host", self.host, "--port", "0", "--brokers", str(self.brokers_count),
-                "--data-dir", str(self.data_dir), *_flags(self.config)]
+        args = [
+            "--host",
+            self.host,
+            "--port",
+            "0",
+            "--brokers",
+            str(self.brokers_count),
+            "--data-dir",
+            str(self.data_dir),
+            *_flags(self.config),
+        ]
         try:
             config = self._parse(args)  # a bad setting fails here, before anything is started
             if self.subprocess:
@@ -130,8 +146,12 @@ class Cluster:
         args += ["--enable-test-control", "--metrics-port", "0"]
         assert self.data_dir is not None  # (start() made it)
         self._log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")
-        self._proc = _subprocess.Popen([sys.executable, "-m", "coordinator", *args], stdout=_subprocess.PIPE,
-                                       stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self._proc = _subprocess.Popen(
+            [sys.executable, "-m", "coordinator", *args],
+            stdout=_subprocess.PIPE,
+            stderr=self._log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         line = self._proc.stdout.readline().decode()  # type: ignore[union-attr]  # Popen with stdout=PIPE always has stdout
         if not line.startswith("ready"):
             self._proc.wait(5)
@@ -207,8 +227,13 @@ class Cluster:
         from .admin.control_cli import call
 
         try:
-            return call(self._control_url.removeprefix("http://"), method, path, body,  # type: ignore[union-attr]  # set once the process reported its control port
-                        timeout=60)
+            return call(
+                self._control_url.removeprefix("http://"),  # type: ignore[union-attr]  # set once the process reported its control port
+                method,
+                path,
+                body,
+                timeout=60,
+            )
         except Failure as e:
             raise ClusterError(str(e)) from None
 
@@ -276,8 +301,13 @@ class Cluster:
         return self._move("move_coordinator", "/cluster/coordinators/move", "coordinator", group_id=group_id, to=to)
 
     def move_transaction_coordinator(self, transactional_id: str, to: int | None = None) -> int:
-        return self._move("move_transaction_coordinator", "/cluster/transaction-coordinators/move", "coordinator",
-                          transactional_id=transactional_id, to=to)
+        return self._move(
+            "move_transaction_coordinator",
+            "/cluster/transaction-coordinators/move",
+            "coordinator",
+            transactional_id=transactional_id,
+            to=to,
+        )
 
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         """Move the partition's leadership to broker `to` (default: the next live replica),
@@ -292,8 +322,9 @@ class Cluster:
 
     # faults -----------------------------------------------------------------------------
 
-    def inject(self, api: str | int, error: str | int, times: int | None = 1, probability: float | None = None,
-               **match: Any) -> dict:
+    def inject(
+        self, api: str | int, error: str | int, times: int | None = 1, probability: float | None = None, **match: Any
+    ) -> dict:
         """The next `times` requests of `api` (a name, "OffsetCommit", or a key, 8) matching
         `match` (client_id, group, topic, broker) are answered with `error` (a name,
         "NOT_COORDINATOR", or a code, 16), as Kafka answers them with that error; or each with
@@ -304,8 +335,9 @@ class Cluster:
         """Matching requests are answered `ms` later (until cleared, or `times` of them)."""
         return self._fault(api=api, delay_ms=ms, times=times, **match)
 
-    def drop_connections(self, api: str | int = "Produce", *, after: bool = False, times: int | None = 1,
-                         **match: Any) -> dict:
+    def drop_connections(
+        self, api: str | int = "Produce", *, after: bool = False, times: int | None = 1, **match: Any
+    ) -> dict:
         """The connection of a matching request is closed: before it is handled, or with
         `after` once it was handled and its answer is lost (the idempotent-producer case)."""
         return self._fault(api=api, drop="after" if after else "before", times=times, **match)

@@ -246,7 +246,7 @@ class Topology:
         in replica order, else the next live broker."""
         st = self.state(topic, partition)
         i = st.replicas.index(st.leader) if st.leader in st.replicas else -1
-        rotated = st.replicas[i + 1:] + st.replicas[:i + 1]
+        rotated = st.replicas[i + 1 :] + st.replicas[: i + 1]
         others = [n for n in rotated if n != st.leader and self.brokers[n].alive]
         if others:
             return others[0]
@@ -292,7 +292,7 @@ def read_epochs(directory: Path) -> list[tuple[int, int]] | None:
     try:
         lines = (directory / EPOCHS_FILE).read_text().split("\n")
         count = int(lines[1])
-        epochs = [(int(e), int(o)) for e, o in (line.split() for line in lines[2:2 + count])]
+        epochs = [(int(e), int(o)) for e, o in (line.split() for line in lines[2 : 2 + count])]
     except (OSError, ValueError, IndexError):
         return None
     return epochs or None
@@ -333,8 +333,7 @@ class ClusterControl:
     """Stop and start brokers, move leaders and coordinators, while clients run. Every
     operation is checked before anything changes (ControlError says why) and runs alone."""
 
-    def __init__(self, topology: Topology, groups: ShardMover, switch: BrokerSwitch,
-                 transactions: Any = None) -> None:
+    def __init__(self, topology: Topology, groups: ShardMover, switch: BrokerSwitch, transactions: Any = None) -> None:
         self.topology = topology
         self.groups = groups
         self.switch = switch
@@ -352,9 +351,16 @@ class ClusterControl:
             broker = t.brokers[node_id]
             host, port = broker.listeners[0].advertised
             led = sum(1 for st in t.partitions.values() if st.leader == node_id)
-            out.append({"node_id": node_id, "host": host, "port": port, "alive": broker.alive,
-                        "listeners": [f"{x.protocol}://{x.advertised[0]}:{x.advertised[1]}" for x in broker.listeners],
-                        "leader_of": led})
+            out.append(
+                {
+                    "node_id": node_id,
+                    "host": host,
+                    "port": port,
+                    "alive": broker.alive,
+                    "listeners": [f"{x.protocol}://{x.advertised[0]}:{x.advertised[1]}" for x in broker.listeners],
+                    "leader_of": led,
+                }
+            )
         return out
 
     def coordinator_of(self, group_id: str) -> int:
@@ -431,8 +437,9 @@ class ClusterControl:
                 to = t.next_leader(topic, partition)
             if to != t.leader_of(topic, partition):
                 t.set_leader(topic, partition, to)
-                log.info("%s-%d: leader now broker %d (epoch %d)", topic, partition, to,
-                         t.state(topic, partition).epoch)
+                log.info(
+                    "%s-%d: leader now broker %d (epoch %d)", topic, partition, to, t.state(topic, partition).epoch
+                )
                 await self._coordinators_moved([(topic, partition)])
             return to
 

@@ -1,8 +1,8 @@
 """PySpark analytics over the server's on-disk logs (offsets, lag, rebalances, commit rates).
 
-    from pipeline import committed_offsets
-    rows = committed_offsets(spark, "/var/lib/kcoord").collect()
-    {(r.group, r.topic, r.partition): r.offset for r in rows}  # == what OffsetFetch answers
+from pipeline import committed_offsets
+rows = committed_offsets(spark, "/var/lib/kcoord").collect()
+{(r.group, r.topic, r.partition): r.offset for r in rows}  # == what OffsetFetch answers
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def read_logs(spark: "SparkSession", data_dir: str, partitions: int | None = Non
     return _load(spark, "kafka-log", data_dir, partitions, **options)
 
 
-def read_offsets(spark: "SparkSession", data_dir: str, partitions: int | None = None, on_driver: bool = False,
-                 **options: str) -> "DataFrame":
+def read_offsets(
+    spark: "SparkSession", data_dir: str, partitions: int | None = None, on_driver: bool = False, **options: str
+) -> "DataFrame":
     """`__consumer_offsets` decoded: commit, group and error rows (pipeline.decode.SCHEMA).
 
     on_driver: decoded here in one pass and handed to Spark as Arrow, for small inputs (the

@@ -19,12 +19,21 @@ from pathlib import Path
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from .segments import (
-    OFFSETS_TOPIC, BadBatch, SegmentFile, batches, read_segment, segment_file, segment_files, whole_batches_end,
+    OFFSETS_TOPIC,
+    BadBatch,
+    SegmentFile,
+    batches,
+    read_segment,
+    segment_file,
+    segment_files,
+    whole_batches_end,
 )
 
-RAW_SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary, value binary, "
-              "headers array<struct<key:string,value:binary>>, attributes int, producer_id long, "
-              "file string, byte_start long, byte_end long, error string")
+RAW_SCHEMA = (
+    "topic string, partition int, offset long, timestamp long, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>, attributes int, producer_id long, "
+    "file string, byte_start long, byte_end long, error string"
+)
 BATCH_ROWS = 65_536
 
 
@@ -45,8 +54,21 @@ def pack(files: list[SegmentFile], n: int) -> list[list[SegmentFile]]:
 
 
 def _error_row(seg: SegmentFile, bad: BadBatch) -> tuple:
-    return (seg.topic, seg.partition, bad.base_offset, None, None, None, None, None, None, seg.path, bad.position,
-            bad.end, bad.describe())
+    return (
+        seg.topic,
+        seg.partition,
+        bad.base_offset,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        seg.path,
+        bad.position,
+        bad.end,
+        bad.describe(),
+    )
 
 
 def raw_rows(files: list[SegmentFile]):
@@ -58,8 +80,21 @@ def raw_rows(files: list[SegmentFile]):
                 continue
             h, records = item
             for r in records:
-                yield (seg.topic, seg.partition, r.offset, r.timestamp, r.key, r.value, r.headers, h.attributes,
-                       h.producer_id, seg.path, None, None, None)
+                yield (
+                    seg.topic,
+                    seg.partition,
+                    r.offset,
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    r.headers,
+                    h.attributes,
+                    h.producer_id,
+                    seg.path,
+                    None,
+                    None,
+                    None,
+                )
 
 
 def error_rows(files: list[SegmentFile]):
@@ -73,13 +108,23 @@ def error_rows(files: list[SegmentFile]):
 def _raw_arrow_schema():
     import pyarrow as pa
 
-    return pa.schema([
-        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()),
-        ("key", pa.binary()), ("value", pa.binary()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ("attributes", pa.int32()), ("producer_id", pa.int64()), ("file", pa.string()),
-        ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("error", pa.string()),
-    ])
+    return pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.int64()),
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+            ("attributes", pa.int32()),
+            ("producer_id", pa.int64()),
+            ("file", pa.string()),
+            ("byte_start", pa.int64()),
+            ("byte_end", pa.int64()),
+            ("error", pa.string()),
+        ]
+    )
 
 
 def raw_batches(files: list[SegmentFile], batch_rows: int = BATCH_ROWS):
@@ -103,8 +148,7 @@ class _Reader(DataSourceReader):
         self.errors_only = options.get("errorsonly", "false").lower() == "true"
 
     def partitions(self) -> list[InputPartition]:
-        return [FilesPartition(b) for b in pack(segment_files(self.path, self.topics), self.n)] or [
-            FilesPartition([])]
+        return [FilesPartition(b) for b in pack(segment_files(self.path, self.topics), self.n)] or [FilesPartition([])]
 
 
 class KafkaLogReader(_Reader):
@@ -132,9 +176,12 @@ class _Source(DataSource):
 
     def reader(self, schema) -> DataSourceReader:
         topics = self.options.get("topics")
-        return self.reader_class(self.options["path"], int(self.options.get("partitions", 2)),
-                                 self.fixed_topics or (set(topics.split(",")) if topics else None),
-                                 {k.lower(): v for k, v in self.options.items()})
+        return self.reader_class(
+            self.options["path"],
+            int(self.options.get("partitions", 2)),
+            self.fixed_topics or (set(topics.split(",")) if topics else None),
+            {k.lower(): v for k, v in self.options.items()},
+        )
 
 
 class KafkaLogDataSource(_Source):

@@ -32,11 +32,17 @@ import pyarrow as pa
 
 from protocol.consumer_protocol import ConsumerProtocolError, read_assignment
 from protocol.consumer_records import (
-    ConsumerGroupMemberMetadataKey, ConsumerGroupMetadataKey, ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
     ConsumerGroupTargetAssignmentMemberKey,
 )
 from protocol.group_records import (
-    GroupMetadataKey, OffsetCommitKey, RecordDecodeError, decode_key, decode_value,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    RecordDecodeError,
+    decode_key,
+    decode_value,
 )
 
 from protocol.record_batch import COMMIT_MARKER, marker_type
@@ -44,26 +50,70 @@ from protocol.record_batch import COMMIT_MARKER, marker_type
 from .segments import BadBatch, SegmentFile, read_segment, topic_names
 
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32())])
-MEMBER = pa.struct([("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
-                    ("client_host", pa.string()), ("session_timeout", pa.int32()),
-                    ("rebalance_timeout", pa.int32()), ("assignment_bytes", pa.int32()),
-                    ("subscription_bytes", pa.int32()), ("partitions", pa.list_(PARTITION))])
+MEMBER = pa.struct(
+    [
+        ("member_id", pa.string()),
+        ("group_instance_id", pa.string()),
+        ("client_id", pa.string()),
+        ("client_host", pa.string()),
+        ("session_timeout", pa.int32()),
+        ("rebalance_timeout", pa.int32()),
+        ("assignment_bytes", pa.int32()),
+        ("subscription_bytes", pa.int32()),
+        ("partitions", pa.list_(PARTITION)),
+    ]
+)
 KEY_FIELDS = [("group", pa.string())]
-COMMIT_FIELDS = [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                 ("leader_epoch", pa.int32()), ("metadata", pa.string()), ("commit_timestamp", pa.int64()),
-                 ("expire_timestamp", pa.int64())]
-GROUP_FIELDS = [("group_type", pa.string()), ("generation", pa.int32()), ("protocol_type", pa.string()),
-                ("protocol", pa.string()), ("leader", pa.string()), ("state_timestamp", pa.int64()),
-                ("member_count", pa.int32()), ("members", pa.list_(MEMBER))]
-COMMON_FIELDS = [("tombstone", pa.bool_()), ("log_partition", pa.int32()), ("log_offset", pa.int64()),
-                 ("batch_offset", pa.int64()), ("record_timestamp", pa.int64()), ("file", pa.string()),
-                 ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("error", pa.string())]
+COMMIT_FIELDS = [
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("leader_epoch", pa.int32()),
+    ("metadata", pa.string()),
+    ("commit_timestamp", pa.int64()),
+    ("expire_timestamp", pa.int64()),
+]
+GROUP_FIELDS = [
+    ("group_type", pa.string()),
+    ("generation", pa.int32()),
+    ("protocol_type", pa.string()),
+    ("protocol", pa.string()),
+    ("leader", pa.string()),
+    ("state_timestamp", pa.int64()),
+    ("member_count", pa.int32()),
+    ("members", pa.list_(MEMBER)),
+]
+COMMON_FIELDS = [
+    ("tombstone", pa.bool_()),
+    ("log_partition", pa.int32()),
+    ("log_offset", pa.int64()),
+    ("batch_offset", pa.int64()),
+    ("record_timestamp", pa.int64()),
+    ("file", pa.string()),
+    ("byte_start", pa.int64()),
+    ("byte_end", pa.int64()),
+    ("error", pa.string()),
+]
 SCHEMA = pa.schema([("kind", pa.string()), *KEY_FIELDS, *COMMIT_FIELDS, *GROUP_FIELDS, *COMMON_FIELDS])
 # Columns of each kind, in the order the row tuples below hold them.
-COMMIT_COLUMNS = ["group", *(n for n, _ in COMMIT_FIELDS), "tombstone", "log_partition", "log_offset",
-                  "batch_offset", "record_timestamp"]
-GROUP_COLUMNS = ["group", *(n for n, _ in GROUP_FIELDS), "tombstone", "log_partition", "log_offset",
-                 "batch_offset", "record_timestamp"]
+COMMIT_COLUMNS = [
+    "group",
+    *(n for n, _ in COMMIT_FIELDS),
+    "tombstone",
+    "log_partition",
+    "log_offset",
+    "batch_offset",
+    "record_timestamp",
+]
+GROUP_COLUMNS = [
+    "group",
+    *(n for n, _ in GROUP_FIELDS),
+    "tombstone",
+    "log_partition",
+    "log_offset",
+    "batch_offset",
+    "record_timestamp",
+]
 ERROR_COLUMNS = ["log_partition", "log_offset", "file", "byte_start", "byte_end", "error"]
 BATCH_ROWS = 65_536
 _NO_VALUE = (None,) * 5
@@ -81,7 +131,13 @@ def commit_value_fields(key: OffsetCommitKey, data: bytes) -> tuple:
         _, offset, epoch, mlen = _V3.unpack_from(data)
         if 24 + mlen == n and mlen >= 0:
             try:
-                return offset, epoch, data[16:16 + mlen].decode() if mlen else "", _INT64.unpack_from(data, n - 8)[0], -1
+                return (
+                    offset,
+                    epoch,
+                    data[16 : 16 + mlen].decode() if mlen else "",
+                    _INT64.unpack_from(data, n - 8)[0],
+                    -1,
+                )
             except UnicodeDecodeError:
                 pass  # the codec reports it
     v = decode_value(key, data)
@@ -104,26 +160,45 @@ def _assigned(protocol_type: str | None, assignment: bytes) -> list[dict]:
 
 
 def _member(m, protocol_type: str | None) -> dict:
-    return {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-            "client_host": m.client_host, "session_timeout": m.session_timeout,
-            "rebalance_timeout": m.rebalance_timeout, "assignment_bytes": len(m.assignment),
-            "subscription_bytes": len(m.subscription), "partitions": _assigned(protocol_type, m.assignment)}
+    return {
+        "member_id": m.member_id,
+        "group_instance_id": m.group_instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "session_timeout": m.session_timeout,
+        "rebalance_timeout": m.rebalance_timeout,
+        "assignment_bytes": len(m.assignment),
+        "subscription_bytes": len(m.subscription),
+        "partitions": _assigned(protocol_type, m.assignment),
+    }
 
 
 def _consumer_member(member_id: str, m) -> dict:
     classic = m.classic_member_metadata
-    return {"member_id": member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
-            "client_host": m.client_host, "session_timeout": classic and classic.session_timeout_ms,
-            "rebalance_timeout": m.rebalance_timeout_ms, "assignment_bytes": None, "subscription_bytes": None,
-            "partitions": []}
+    return {
+        "member_id": member_id,
+        "group_instance_id": m.instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "session_timeout": classic and classic.session_timeout_ms,
+        "rebalance_timeout": m.rebalance_timeout_ms,
+        "assignment_bytes": None,
+        "subscription_bytes": None,
+        "partitions": [],
+    }
 
 
 def _arrow(kind: str, columns: dict[str, list]) -> pa.RecordBatch:
     """Columns of one kind of row as a batch of the full SCHEMA (the other kinds' columns null)."""
     n = len(next(iter(columns.values())))
-    arrays = [pa.repeat(pa.scalar(kind), n) if f.name == "kind"
-              else pa.array(columns[f.name], f.type) if f.name in columns
-              else pa.nulls(n, f.type) for f in SCHEMA]
+    arrays = [
+        pa.repeat(pa.scalar(kind), n)
+        if f.name == "kind"
+        else pa.array(columns[f.name], f.type)
+        if f.name in columns
+        else pa.nulls(n, f.type)
+        for f in SCHEMA
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
@@ -139,8 +214,21 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     are kept as tuples."""
     keys: dict[bytes, object] = {}
     commits = {name: [] for name in COMMIT_COLUMNS}
-    (c_group, c_topic, c_partition, c_offset, c_epoch, c_metadata, c_commit_ts, c_expire_ts, c_tombstone,
-     c_log_partition, c_log_offset, c_batch, c_ts) = (commits[name].append for name in COMMIT_COLUMNS)
+    (
+        c_group,
+        c_topic,
+        c_partition,
+        c_offset,
+        c_epoch,
+        c_metadata,
+        c_commit_ts,
+        c_expire_ts,
+        c_tombstone,
+        c_log_partition,
+        c_log_offset,
+        c_batch,
+        c_ts,
+    ) = (commits[name].append for name in COMMIT_COLUMNS)
     groups: list[tuple] = []
     errors: list[tuple] = []
     pending: dict[tuple[int, int], list[tuple]] = {}  # (log partition, producer id) -> transactional commit rows
@@ -175,10 +263,26 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                     if type(k) is OffsetCommitKey:
                         v = r.value
                         offset, epoch, metadata, commit_ts, expire_ts = (
-                            _NO_VALUE if v is None else commit_value_fields(k, v))
+                            _NO_VALUE if v is None else commit_value_fields(k, v)
+                        )
                         if txn_rows is not None:
-                            txn_rows.append((k.group, k.topic, k.partition, offset, epoch, metadata, commit_ts,
-                                             expire_ts, v is None, lp, r.offset, h.base_offset, r.timestamp))
+                            txn_rows.append(
+                                (
+                                    k.group,
+                                    k.topic,
+                                    k.partition,
+                                    offset,
+                                    epoch,
+                                    metadata,
+                                    commit_ts,
+                                    expire_ts,
+                                    v is None,
+                                    lp,
+                                    r.offset,
+                                    h.base_offset,
+                                    r.timestamp,
+                                )
+                            )
                             continue
                         c_group(k.group)
                         c_topic(k.topic)
@@ -195,9 +299,21 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         c_ts(r.timestamp)
                     elif type(k) is GroupMetadataKey:
                         v = decode_value(k, r.value)
-                        tail = _NO_GROUP if v is None else (
-                            "classic", v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp,
-                            len(v.members), [_member(m, v.protocol_type) for m in v.members], False)
+                        tail = (
+                            _NO_GROUP
+                            if v is None
+                            else (
+                                "classic",
+                                v.generation,
+                                v.protocol_type,
+                                v.protocol,
+                                v.leader,
+                                v.current_state_timestamp,
+                                len(v.members),
+                                [_member(m, v.protocol_type) for m in v.members],
+                                False,
+                            )
+                        )
                         groups.append((k.group, *tail, lp, r.offset, h.base_offset, r.timestamp))
                     elif type(k) is ConsumerGroupMemberMetadataKey:
                         members = consumer_members.setdefault(k.group, {})
@@ -232,11 +348,20 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                     catalog = catalogs.get(data_dir)
                     if catalog is None:
                         catalog = catalogs[data_dir] = topic_names(data_dir)
-                    members = [{**m, "partitions": [{"topic": names.get(t) or catalog.get(str(t), str(t)), "partition": p}
-                                                    for t, ps in targets.get(m["member_id"], ()) for p in ps]}
-                               for m in consumer_members.get(group, {}).values()]
-                    groups.append((group, "consumer", epoch, "consumer", None, None, -1, len(members), members,
-                                   False, *where))
+                    members = [
+                        {
+                            **m,
+                            "partitions": [
+                                {"topic": names.get(t) or catalog.get(str(t), str(t)), "partition": p}
+                                for t, ps in targets.get(m["member_id"], ())
+                                for p in ps
+                            ],
+                        }
+                        for m in consumer_members.get(group, {}).values()
+                    ]
+                    groups.append(
+                        (group, "consumer", epoch, "consumer", None, None, -1, len(members), members, False, *where)
+                    )
             epochs.clear()
             if len(commits["group"]) >= batch_rows:
                 yield _arrow("commit", commits)

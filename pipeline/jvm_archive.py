@@ -38,8 +38,9 @@ def archive_path(java_options: str) -> Path | None:
     java = java.resolve()
     stat = java.stat()
     spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent).resolve()
-    key = "\0".join((pyspark.__version__, str(spark_home), str(java), str(stat.st_size), str(stat.st_mtime_ns),
-                     java_options))
+    key = "\0".join(
+        (pyspark.__version__, str(spark_home), str(java), str(stat.st_size), str(stat.st_mtime_ns), java_options)
+    )
     return cache_dir() / f"spark-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 

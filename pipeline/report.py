@@ -11,9 +11,16 @@ import pandas as pd
 
 TOP = 10  # groups charted per section
 ROWS = 200  # rows per table; the Parquet outputs have them all
-SECTIONS = [("summary", "Summary"), ("status", "Lag status"), ("lag", "Lag over time"),
-            ("owners", "Membership"), ("rebalances", "Rebalances"), ("rate", "Commit rate"),
-            ("share", "Share groups"), ("bad", "Bad batches")]
+SECTIONS = [
+    ("summary", "Summary"),
+    ("status", "Lag status"),
+    ("lag", "Lag over time"),
+    ("owners", "Membership"),
+    ("rebalances", "Rebalances"),
+    ("rate", "Commit rate"),
+    ("share", "Share groups"),
+    ("bad", "Bad batches"),
+]
 
 
 def _table(df: pd.DataFrame, limit: int = ROWS):
@@ -33,8 +40,10 @@ def _status_table(df: pd.DataFrame):
     head = "".join(f"<th>{escape(c)}</th>" for c in df.columns)
     rows = []
     for r in df.head(ROWS).itertuples(index=False):
-        cells = "".join(f'<td class="status-{escape(v)}">{escape(v)}</td>' if c == "status" else f"<td>{escape(v)}</td>"
-                        for c, v in zip(df.columns, r))
+        cells = "".join(
+            f'<td class="status-{escape(v)}">{escape(v)}</td>' if c == "status" else f"<td>{escape(v)}</td>"
+            for c, v in zip(df.columns, r)
+        )
         rows.append(f"<tr>{cells}</tr>")
     return Markup(f'<table class="t"><tr>{head}</tr>{"".join(rows)}</table>')
 
@@ -53,13 +62,22 @@ def _chart(traces: list[dict], title: str, x: str, y: str, height: int = 360, **
     import plotly.io as pio
     from markupsafe import Markup
 
-    figure = {"data": traces, "layout": {
-        "title": {"text": title}, "height": height, "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-        "legend": {"title": {"text": ""}}, "template": _template(),
-        **layout, "xaxis": {"title": {"text": x}, **layout.get("xaxis", {})},
-        "yaxis": {"title": {"text": y}, **layout.get("yaxis", {})}}}
-    return Markup(pio.to_html(figure, full_html=False, include_plotlyjs=False, validate=False,
-                              config={"displaylogo": False}))
+    figure = {
+        "data": traces,
+        "layout": {
+            "title": {"text": title},
+            "height": height,
+            "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+            "legend": {"title": {"text": ""}},
+            "template": _template(),
+            **layout,
+            "xaxis": {"title": {"text": x}, **layout.get("xaxis", {})},
+            "yaxis": {"title": {"text": y}, **layout.get("yaxis", {})},
+        },
+    }
+    return Markup(
+        pio.to_html(figure, full_html=False, include_plotlyjs=False, validate=False, config={"displaylogo": False})
+    )
 
 
 def _times(column: pd.Series) -> list[str]:
@@ -73,19 +91,35 @@ def lag_charts(history: pd.DataFrame, totals: pd.DataFrame) -> list:
     lagging = totals.sort_values("total_lag", ascending=False)["group"].tolist() if len(totals) else []
     groups = [g for g in lagging if g in set(history["group"])][:TOP]
     out = []
-    hover = ("%{x}<br>lag %{y} messages, %{customdata[0]:.1f} s<br>committed %{customdata[1]}, "
-             "log end %{customdata[2]}<extra>%{fullData.name}</extra>")
+    hover = (
+        "%{x}<br>lag %{y} messages, %{customdata[0]:.1f} s<br>committed %{customdata[1]}, "
+        "log end %{customdata[2]}<extra>%{fullData.name}</extra>"
+    )
     for group in groups:
         rows = history[history["group"] == group].sort_values(["topic", "partition", "commit_time"])
         # Split into lines in plain Python: a pandas selection per partition costs a millisecond.
         custom = rows[["lag_seconds", "committed_offset", "log_end_offset"]].to_numpy().tolist()
-        points = zip(rows["topic"].tolist(), rows["partition"].tolist(), _times(rows["commit_time"]),
-                     rows["lag"].tolist(), custom)
+        points = zip(
+            rows["topic"].tolist(),
+            rows["partition"].tolist(),
+            _times(rows["commit_time"]),
+            rows["lag"].tolist(),
+            custom,
+        )
         traces = []
         for (topic, partition), line in itertools.groupby(points, key=lambda p: (p[0], p[1])):
             _, _, x, y, data = zip(*line)
-            traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{topic}-{partition}", "x": x, "y": y,
-                           "customdata": data, "hovertemplate": hover})
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{topic}-{partition}",
+                    "x": x,
+                    "y": y,
+                    "customdata": data,
+                    "hovertemplate": hover,
+                }
+            )
         out.append(_chart(traces, f"{group}: lag per partition", "commit time (UTC)", "lag (messages)"))
     return out
 
@@ -109,22 +143,44 @@ def ownership_charts(owners: pd.DataFrame, end: pd.Timestamp | None) -> list:
         rows = rows.sort_values("partition_name")
         # A bar per partition and generation, from `since` (its base) for its duration in ms,
         # on a date axis: what plotly express's timeline draws, one trace per owner.
-        hovertemplate = ("%{y}: %{customdata[0]} to %{customdata[1]}<br>"
-                         + "<br>".join(f"{name} %{{customdata[{i + 2}]}}" for i, name in enumerate(hover))
-                         + "<extra>%{fullData.name}</extra>")
+        hovertemplate = (
+            "%{y}: %{customdata[0]} to %{customdata[1]}<br>"
+            + "<br>".join(f"{name} %{{customdata[{i + 2}]}}" for i, name in enumerate(hover))
+            + "<extra>%{fullData.name}</extra>"
+        )
         traces = []
         for owner, part in rows.groupby("owner", sort=True):
             since, until = _times(part["since"]), _times(part["until"])
             details = part[hover].astype(object).where(part[hover].notna(), "").to_numpy().tolist()
-            traces.append({"type": "bar", "orientation": "h", "name": owner, "showlegend": True, "base": since,
-                           "x": ((part["until"] - part["since"]) / pd.Timedelta(milliseconds=1)).tolist(),
-                           "y": part["partition_name"].tolist(), "hovertemplate": hovertemplate,
-                           "customdata": [[s, u, *d] for s, u, d in zip(since, until, details)]})
-        out.append(_chart(traces, f"{group}: owners per partition", "time (UTC)", "partition",
-                          height=140 + 22 * rows["partition_name"].nunique(), barmode="overlay",
-                          xaxis={"type": "date"},
-                          yaxis={"autorange": "reversed", "categoryorder": "array",
-                                 "categoryarray": sorted(rows["partition_name"].unique())}))
+            traces.append(
+                {
+                    "type": "bar",
+                    "orientation": "h",
+                    "name": owner,
+                    "showlegend": True,
+                    "base": since,
+                    "x": ((part["until"] - part["since"]) / pd.Timedelta(milliseconds=1)).tolist(),
+                    "y": part["partition_name"].tolist(),
+                    "hovertemplate": hovertemplate,
+                    "customdata": [[s, u, *d] for s, u, d in zip(since, until, details)],
+                }
+            )
+        out.append(
+            _chart(
+                traces,
+                f"{group}: owners per partition",
+                "time (UTC)",
+                "partition",
+                height=140 + 22 * rows["partition_name"].nunique(),
+                barmode="overlay",
+                xaxis={"type": "date"},
+                yaxis={
+                    "autorange": "reversed",
+                    "categoryorder": "array",
+                    "categoryarray": sorted(rows["partition_name"].unique()),
+                },
+            )
+        )
     return out
 
 
@@ -141,23 +197,38 @@ def rate_chart(rate: pd.DataFrame):
     traces = []
     for group in busiest:
         rows = whole[whole["group"] == group].sort_values("minute")
-        traces.append({"type": "scatter", "mode": "lines+markers", "name": str(group), "x": _times(rows["minute"]),
-                       "y": rows["commits"].tolist(), "customdata": rows[["batches"]].to_numpy().tolist(),
-                       "hovertemplate": "%{x}<br>%{y} commits in %{customdata[0]} batches"
-                                        "<extra>%{fullData.name}</extra>"})
-    return _chart(traces, f"Offset commits per minute ({len(busiest)} busiest groups)", "minute (UTC)",
-                  "commit records per minute")
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": str(group),
+                "x": _times(rows["minute"]),
+                "y": rows["commits"].tolist(),
+                "customdata": rows[["batches"]].to_numpy().tolist(),
+                "hovertemplate": "%{x}<br>%{y} commits in %{customdata[0]} batches<extra>%{fullData.name}</extra>",
+            }
+        )
+    return _chart(
+        traces,
+        f"Offset commits per minute ({len(busiest)} busiest groups)",
+        "minute (UTC)",
+        "commit records per minute",
+    )
 
 
-def write_html(path: Path, summary: dict[str, object], frames: dict[str, pd.DataFrame], lag_window: int = 10,
-               as_of: str = "") -> None:
+def write_html(
+    path: Path, summary: dict[str, object], frames: dict[str, pd.DataFrame], lag_window: int = 10, as_of: str = ""
+) -> None:
     import jinja2
     from plotly.offline import get_plotlyjs
 
     from markupsafe import Markup
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
     status = frames["lag_status"]
     timeline = frames["rebalance_timeline"].copy()
     for column in ("member_ids", "joined", "left"):
@@ -169,15 +240,24 @@ def write_html(path: Path, summary: dict[str, object], frames: dict[str, pd.Data
             end = max(end, frame[column].max()) if end is not None else frame[column].max()
     html = env.get_template("report.html.j2").render(
         plotly_js=Markup(f'<script type="text/javascript">{get_plotlyjs()}</script>'),
-        sections=SECTIONS, summary=summary, lag_window=lag_window, as_of=as_of, top=TOP,
-        tables={"status_groups": _status_table(frames["lag_status_groups"]),
-                "status_partitions": _status_table(status[status["status"] != "OK"] if len(status) else status),
-                "rebalances": _table(timeline.sort_values(["group", "generation"]) if len(timeline) else timeline),
-                "share": _table(frames["share_progress"]),
-                "bad_batches": _table(frames["bad_batches"])},
-        charts={"lag": lag_charts(frames["lag_history"], frames["consumer_lag_totals"]),
-                "owners": ownership_charts(frames["ownership"], end),
-                "rate": rate_chart(frames["commit_rate"])})
+        sections=SECTIONS,
+        summary=summary,
+        lag_window=lag_window,
+        as_of=as_of,
+        top=TOP,
+        tables={
+            "status_groups": _status_table(frames["lag_status_groups"]),
+            "status_partitions": _status_table(status[status["status"] != "OK"] if len(status) else status),
+            "rebalances": _table(timeline.sort_values(["group", "generation"]) if len(timeline) else timeline),
+            "share": _table(frames["share_progress"]),
+            "bad_batches": _table(frames["bad_batches"]),
+        },
+        charts={
+            "lag": lag_charts(frames["lag_history"], frames["consumer_lag_totals"]),
+            "owners": ownership_charts(frames["ownership"], end),
+            "rate": rate_chart(frames["commit_rate"]),
+        },
+    )
     path.write_text(html)
 
 
@@ -190,8 +270,10 @@ def terminal_summary(summary: dict[str, object], frames: dict[str, pd.DataFrame]
         merged = merged.sort_values("total_lag", ascending=False).head(20)
         lines.append(f"\n{'group':<32} {'partitions':>10} {'total lag':>12} {'rebalances':>10} {'storm':>6}")
         for r in merged.itertuples():
-            lines.append(f"{str(r.group):<32} {int(r.partitions):>10} {int(r.total_lag):>12} {int(r.rebalances):>10} "
-                         f"{'YES' if r.storm is True else '':>6}")
+            lines.append(
+                f"{str(r.group):<32} {int(r.partitions):>10} {int(r.total_lag):>12} {int(r.rebalances):>10} "
+                f"{'YES' if r.storm is True else '':>6}"
+            )
         if len(lag) > 20:
             lines.append(f"... {len(lag) - 20} more groups (by lag) in consumer_lag_totals")
     return "\n".join(lines)

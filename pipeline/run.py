@@ -23,9 +23,21 @@ from pathlib import Path
 
 SMALL_INPUT_BYTES = 4 << 20  # segment bytes up to which the job reads the files on the driver
 WRITERS = 3  # a small input's outputs written at once
-OUTPUTS = ("committed_offsets", "consumer_lag", "consumer_lag_totals", "lag_history", "lag_status",
-           "lag_status_groups", "group_states", "ownership", "rebalance_timeline", "rebalance_summary", "commit_rate",
-           "share_progress", "bad_batches")
+OUTPUTS = (
+    "committed_offsets",
+    "consumer_lag",
+    "consumer_lag_totals",
+    "lag_history",
+    "lag_status",
+    "lag_status_groups",
+    "group_states",
+    "ownership",
+    "rebalance_timeline",
+    "rebalance_summary",
+    "commit_rate",
+    "share_progress",
+    "bad_batches",
+)
 
 
 def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True):
@@ -36,9 +48,11 @@ def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", 
     from pipeline.jvm_archive import Archive
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers use this interpreter
-    builder = (SparkSession.builder.appName(app)
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", str(progress).lower()))
+    builder = (
+        SparkSession.builder.appName(app)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", str(progress).lower())
+    )
     archive = None
     own_jvm = "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None
     if own_jvm and (master or "local").startswith("local"):
@@ -87,7 +101,7 @@ class Outputs:
         self.spark = spark
         self.uri = out.rstrip("/") or out
         if out.startswith("file://"):
-            self.local: Path | None = Path(out[len("file://"):])
+            self.local: Path | None = Path(out[len("file://") :])
         else:
             self.local = None if "://" in out else Path(out)
         if self.local is not None:
@@ -115,7 +129,7 @@ def check_data_dir(data_dir: str) -> tuple[str | None, bool]:
     found before Spark starts: a mistyped path costs a line, not a JVM start and a traceback."""
     from pipeline.segments import segment_files
 
-    path = Path(data_dir[len("file://"):] if data_dir.startswith("file://") else data_dir)
+    path = Path(data_dir[len("file://") :] if data_dir.startswith("file://") else data_dir)
     try:
         return None, bool(segment_files(path))
     except OSError as e:
@@ -141,8 +155,17 @@ def is_small(data_dir: str) -> bool:
     return sum(f.size for f in segment_files(data_dir)) <= SMALL_INPUT_BYTES
 
 
-def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_minutes: int = 5,
-        verify_topics: bool = False, log=print, lag_window: int = 10, offsets=None) -> dict[str, object]:
+def run(
+    spark,
+    data_dir: str,
+    out: str,
+    storm_threshold: int = 10,
+    storm_window_minutes: int = 5,
+    verify_topics: bool = False,
+    log=print,
+    lag_window: int = 10,
+    offsets=None,
+) -> dict[str, object]:
     """Write every output and the report; returns the summary shown at the end.
 
     `__consumer_offsets` is always CRC-checked (it is decoded); topic logs only have their
@@ -218,8 +241,10 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
     planners = ThreadPoolExecutor(2, thread_name_prefix="output-planner")
     try:
         verifying = ", CRC-checking topic logs" if verify_topics else ""
-        step(f"decoding __consumer_offsets segments (CRC-checked){verifying}"
-             + (" on the driver (a small input)" if small else ""))
+        step(
+            f"decoding __consumer_offsets segments (CRC-checked){verifying}"
+            + (" on the driver (a small input)" if small else "")
+        )
         # (`offsets`: rows decoded already, by the streaming job or while the JVM started)
         offsets = cache(read_offsets(spark, data_dir, on_driver=small) if offsets is None else offsets)
         # The first job in the writers' queue: a large input's single writer runs it before any
@@ -234,8 +259,11 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         if not counts.get("error"):  # known to be empty: Spark then plans the joins below as nothing
             bad = bad.limit(0)
         if verify_topics and topics:
-            bad = bad.unionByName(read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true")
-                                  .select("topic", "partition", "offset", "file", "byte_start", "byte_end", "error"))
+            bad = bad.unionByName(
+                read_logs(spark, data_dir, topics=",".join(topics), errorsOnly="true").select(
+                    "topic", "partition", "offset", "file", "byte_start", "byte_end", "error"
+                )
+            )
         bad = cache(analytics.bad_batches_with_groups(bad, commits, groups).orderBy("file", "byte_start"))
         save(bad, "bad_batches")
         bad_rows = bad.collect()
@@ -250,17 +278,23 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         step("committed offsets and consumer lag (topic log end offsets)")
         committed = cache(analytics.committed_offsets(commits))
         save(flagged(committed).orderBy("group", "topic", "partition"), "committed_offsets")
-        lag = cache(analytics.consumer_lag(committed, analytics.log_end_offsets(spark, data_dir, small),
-                                           analytics.deleted_offsets(commits)))  # also behind the totals and status
+        lag = cache(
+            analytics.consumer_lag(
+                committed, analytics.log_end_offsets(spark, data_dir, small), analytics.deleted_offsets(commits)
+            )
+        )  # also behind the totals and status
         lag_totals = analytics.consumer_lag_totals(lag)
         states = cache(analytics.group_states(groups, commits))
         save(flagged(lag).orderBy("group", "topic", "partition"), "consumer_lag")
-        save(flagged(lag_totals.join(states.select("group", "group_type", "state"), "group", "left")).orderBy("group"),
-             "consumer_lag_totals")
+        save(
+            flagged(lag_totals.join(states.select("group", "group_type", "state"), "group", "left")).orderBy("group"),
+            "consumer_lag_totals",
+        )
         save(flagged(states).orderBy("group"), "group_states")
 
         step("share-group progress (__share_group_state)")
         from pipeline.share import share_progress
+
         shares = share_progress(spark, data_dir, analytics.log_end_offsets(spark, data_dir, small))
         save(shares.orderBy("group", "topic", "partition"), "share_progress")
 
@@ -285,13 +319,15 @@ def run(spark, data_dir: str, out: str, storm_threshold: int = 10, storm_window_
         "bad batches": len(bad_rows),
         "bad batch files": ", ".join(sorted({r.file for r in bad_rows})) or "-",
         "groups with offsets": len(frames["consumer_lag_totals"]),
-        "groups in a rebalance storm": int(frames["rebalance_summary"]["storm"].sum()) if len(
-            frames["rebalance_summary"]) else 0,
+        "groups in a rebalance storm": int(frames["rebalance_summary"]["storm"].sum())
+        if len(frames["rebalance_summary"])
+        else 0,
         "share-partitions": len(frames["share_progress"]),
     }
     as_of_text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of_ms.result() / 1000))
-    report_at = outputs.write_file("report.html", lambda path: report.write_html(path, summary, frames, lag_window,
-                                                                                as_of_text))
+    report_at = outputs.write_file(
+        "report.html", lambda path: report.write_html(path, summary, frames, lag_window, as_of_text)
+    )
     for df in cached:
         df.unpersist()
     summary["seconds"] = round(time.perf_counter() - started, 1)
@@ -312,8 +348,15 @@ def write_parquet_dir(table, path: Path):
     return table
 
 
-REPORT_OUTPUTS = ("consumer_lag_totals", "rebalance_summary", "commit_rate", "bad_batches", "lag_status",
-                  "lag_status_groups", "share_progress")
+REPORT_OUTPUTS = (
+    "consumer_lag_totals",
+    "rebalance_summary",
+    "commit_rate",
+    "bad_batches",
+    "lag_status",
+    "lag_status_groups",
+    "share_progress",
+)
 
 
 def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dict:
@@ -326,9 +369,16 @@ def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dic
     from pipeline import report
 
     if kept is not None:
+
         def naive(table):  # as Spark's toPandas gives them: UTC wall times, no zone
-            return table.cast(pa.schema([f.with_type(pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type)
-                                         else f for f in table.schema])).to_pandas()
+            return table.cast(
+                pa.schema(
+                    [
+                        f.with_type(pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type) else f
+                        for f in table.schema
+                    ]
+                )
+            ).to_pandas()
 
         frames = {name: naive(kept[name]) for name in REPORT_OUTPUTS}
         history, owners = naive(kept["lag_history"]), naive(kept["ownership"])
@@ -336,16 +386,23 @@ def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dic
         frames["lag_history"] = history[history["group"].isin(top_lag)]
         busiest = owners.groupby("group")["generation"].nunique().sort_values(ascending=False).head(report.TOP)
         frames["ownership"] = owners[owners["group"].isin(busiest.index)]
-        frames["rebalance_timeline"] = naive(kept["rebalance_timeline"]).sort_values("time", ascending=False).head(
-            report.ROWS)
+        frames["rebalance_timeline"] = (
+            naive(kept["rebalance_timeline"]).sort_values("time", ascending=False).head(report.ROWS)
+        )
         return frames
     read = lambda name: spark.read.parquet(outputs.of(name))  # noqa: E731
     frames = {name: read(name).toPandas() for name in REPORT_OUTPUTS}
     top_lag = [r.group for r in lag_totals.orderBy(F.desc("total_lag")).limit(report.TOP).collect()]
     frames["lag_history"] = read("lag_history").where(F.col("group").isin(top_lag)).toPandas()
     owners = read("ownership")
-    busiest = [r.group for r in owners.groupBy("group").agg(F.count_distinct("generation").alias("n"))
-               .orderBy(F.desc("n")).limit(report.TOP).collect()]
+    busiest = [
+        r.group
+        for r in owners.groupBy("group")
+        .agg(F.count_distinct("generation").alias("n"))
+        .orderBy(F.desc("n"))
+        .limit(report.TOP)
+        .collect()
+    ]
     frames["ownership"] = owners.where(F.col("group").isin(busiest)).toPandas()
     frames["rebalance_timeline"] = read("rebalance_timeline").orderBy(F.desc("time")).limit(report.ROWS).toPandas()
     return frames
@@ -374,29 +431,46 @@ def follow(spark, data_dir: str, out: str, interval_seconds: float = 10.0, **job
         run(spark, data_dir, out, offsets=everything, **job_options)
 
     n = spark.sparkContext.defaultParallelism
-    return (spark.readStream.format("kafka-offsets").option("partitions", str(n)).load(data_dir)
-            .writeStream.foreachBatch(process).option("checkpointLocation", outputs.of("_checkpoint"))
-            .trigger(processingTime=f"{interval_seconds} seconds").start())
+    return (
+        spark.readStream.format("kafka-offsets")
+        .option("partitions", str(n))
+        .load(data_dir)
+        .writeStream.foreachBatch(process)
+        .option("checkpointLocation", outputs.of("_checkpoint"))
+        .trigger(processingTime=f"{interval_seconds} seconds")
+        .start()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.run", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m pipeline.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data-dir", required=True, help="the server's data dir (on a cluster: same path everywhere)")
     ap.add_argument("--out", required=True, help="where the Parquet outputs and report.html go")
     ap.add_argument("--master", default=None, help="Spark master URL (default local[*]; under spark-submit, its own)")
     ap.add_argument("--storm-threshold", type=int, default=10, help="more rebalances than this in a window: a storm")
     ap.add_argument("--storm-window-minutes", type=int, default=5)
-    ap.add_argument("--lag-window", type=int, default=10,
-                    help="commits per partition Burrow's rules look at (Burrow's `intervals`)")
-    ap.add_argument("--no-ship-code", action="store_true",
-                    help="do not send pipeline/ and protocol/ to executors (they have the package installed)")
-    ap.add_argument("--verify-topics", action="store_true",
-                    help="also CRC-check every batch of the topic logs (reads all their data)")
+    ap.add_argument(
+        "--lag-window", type=int, default=10, help="commits per partition Burrow's rules look at (Burrow's `intervals`)"
+    )
+    ap.add_argument(
+        "--no-ship-code",
+        action="store_true",
+        help="do not send pipeline/ and protocol/ to executors (they have the package installed)",
+    )
+    ap.add_argument(
+        "--verify-topics",
+        action="store_true",
+        help="also CRC-check every batch of the topic logs (reads all their data)",
+    )
     ap.add_argument("--fail-on-bad-batches", action="store_true", help="exit status 3 if any batch was bad")
-    ap.add_argument("--follow", action="store_true",
-                    help="keep running: a Structured Streaming job that updates the outputs as the log grows "
-                         "(checkpoint in OUT/_checkpoint; a restart resumes there)")
+    ap.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep running: a Structured Streaming job that updates the outputs as the log grows "
+        "(checkpoint in OUT/_checkpoint; a restart resumes there)",
+    )
     ap.add_argument("--interval", type=float, default=10.0, help="with --follow: seconds between triggers")
     args = ap.parse_args(argv)
     problem, has_segments = check_data_dir(args.data_dir)
@@ -404,15 +478,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     if not has_segments:
-        print(f"warning: {args.data_dir} holds no segment files (is it a server's --data-dir?); nothing to do",
-              file=sys.stderr)
+        print(
+            f"warning: {args.data_dir} holds no segment files (is it a server's --data-dir?); nothing to do",
+            file=sys.stderr,
+        )
         return 4
     from pipeline import offsets_table
 
     with ThreadPoolExecutor(1) as background:
         # A small input is decoded here while the JVM starts.
-        decoding = (background.submit(offsets_table, args.data_dir)
-                    if not args.follow and is_small(args.data_dir) else None)
+        decoding = (
+            background.submit(offsets_table, args.data_dir) if not args.follow and is_small(args.data_dir) else None
+        )
         spark = spark_session(args.master)
     spark.sparkContext.setLogLevel("WARN")
     shipped = None
@@ -421,19 +498,36 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_ship_code and (decoding is None or args.verify_topics):
             shipped = ship_code(spark)
         if args.follow:
-            query = follow(spark, args.data_dir, args.out, args.interval, storm_threshold=args.storm_threshold,
-                                 storm_window_minutes=args.storm_window_minutes, verify_topics=args.verify_topics,
-                                 lag_window=args.lag_window)
-            print(f"following {args.data_dir} every {args.interval:g} s; outputs in {args.out}; Ctrl-C stops",
-                  file=sys.stderr)
+            query = follow(
+                spark,
+                args.data_dir,
+                args.out,
+                args.interval,
+                storm_threshold=args.storm_threshold,
+                storm_window_minutes=args.storm_window_minutes,
+                verify_topics=args.verify_topics,
+                lag_window=args.lag_window,
+            )
+            print(
+                f"following {args.data_dir} every {args.interval:g} s; outputs in {args.out}; Ctrl-C stops",
+                file=sys.stderr,
+            )
             try:
                 query.awaitTermination()
             except KeyboardInterrupt:
                 query.stop()
             return 0
         offsets = spark.createDataFrame(decoding.result()) if decoding else None
-        summary = run(spark, args.data_dir, args.out, args.storm_threshold, args.storm_window_minutes,
-                      args.verify_topics, lag_window=args.lag_window, offsets=offsets)
+        summary = run(
+            spark,
+            args.data_dir,
+            args.out,
+            args.storm_threshold,
+            args.storm_window_minutes,
+            args.verify_topics,
+            lag_window=args.lag_window,
+            offsets=offsets,
+        )
     except OSError as e:  # a local output that cannot be written, a segment that cannot be read
         print(f"error: {e}", file=sys.stderr)
         return 2

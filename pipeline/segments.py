@@ -22,8 +22,15 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from crc32c import crc32c
 
 from protocol.record_batch import (
-    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch,
-    next_valid_batch, parse_header,
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    CorruptBatch,
+    next_valid_batch,
+    parse_header,
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -87,8 +94,9 @@ def segment_file(path: str | Path, start: int = 0, end: int | None = None) -> Se
     return SegmentFile(m["topic"], int(m["partition"]), str(path), path.stat().st_size, start, end)
 
 
-def batches(data: bytes, pos: int = 0, end: int | None = None
-            ) -> Iterator[tuple[int, BatchHeader, memoryview] | BadBatch]:
+def batches(
+    data: bytes, pos: int = 0, end: int | None = None
+) -> Iterator[tuple[int, BatchHeader, memoryview] | BadBatch]:
     """Each batch of a segment's bytes (from pos to end) as (position, header, bytes), or a
     BadBatch (module doc). Control batches are included (they take offsets); records are
     not decoded here."""
@@ -97,12 +105,15 @@ def batches(data: bytes, pos: int = 0, end: int | None = None
     while pos < end:
         try:
             h = parse_header(view, pos, verify_crc=False)
-            bad = None if crc32c(view[pos + ATTRIBUTES_OFFSET:pos + h.size]) == h.crc else (h.base_offset,
-                                                                                        "CRC-32C mismatch")
+            bad = (
+                None
+                if crc32c(view[pos + ATTRIBUTES_OFFSET : pos + h.size]) == h.crc
+                else (h.base_offset, "CRC-32C mismatch")
+            )
         except CorruptBatch as e:  # a broken length or magic, garbage, a torn tail
             bad = (-1, str(e))
         if bad is None:
-            yield pos, h, view[pos:pos + h.size]
+            yield pos, h, view[pos : pos + h.size]
             pos += h.size
             continue
         resume = next_valid_batch(data, pos + 1)

@@ -22,8 +22,18 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 STATE_TOPIC = "__share_group_state"
-COLUMNS = ("group", "topic", "partition", "state_epoch", "start_offset", "acknowledged", "archived", "in_flight",
-           "max_delivery_count", "last_update_ms")
+COLUMNS = (
+    "group",
+    "topic",
+    "partition",
+    "state_epoch",
+    "start_offset",
+    "acknowledged",
+    "archived",
+    "in_flight",
+    "max_delivery_count",
+    "last_update_ms",
+)
 
 
 def replay(data_dir: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -31,11 +41,11 @@ def replay(data_dir: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     states: dict[tuple[str, str, int], dict[str, Any]] = {}
     for seg in segment_files(data_dir, {STATE_TOPIC}):
         data = Path(seg.path).read_bytes()
-        batches = list(iter_batches(data[:_whole(data)]))  # (a torn tail: the whole batches before it)
+        batches = list(iter_batches(data[: _whole(data)]))  # (a torn tail: the whole batches before it)
         for pos, h in batches:
             if h.is_control:
                 continue
-            for r in iter_batch_records(data[pos:pos + h.size], h):
+            for r in iter_batch_records(data[pos : pos + h.size], h):
                 if r.key is None:
                     continue
                 k = decode_state_key(r.key)
@@ -45,8 +55,13 @@ def replay(data_dir: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]:
                     continue
                 v = decode_state_value(k, r.value)
                 if k.snapshot:
-                    states[key] = {"epoch": v.snapshot_epoch, "state_epoch": v.state_epoch, "start": v.start_offset,
-                                   "records": {}, "ts": r.timestamp}
+                    states[key] = {
+                        "epoch": v.snapshot_epoch,
+                        "state_epoch": v.state_epoch,
+                        "start": v.start_offset,
+                        "records": {},
+                        "ts": r.timestamp,
+                    }
                     _apply(states[key], -1, v.state_batches)
                 elif key in states and states[key]["epoch"] == v.snapshot_epoch:
                     _apply(states[key], v.start_offset, v.state_batches)
@@ -85,12 +100,32 @@ def share_state_table(data_dir: str | Path):
     rows = []
     for (group, topic_id, partition), s in sorted(replay(data_dir).items()):
         states = [st for st, _ in s["records"].values()]
-        rows.append((group, names.get(topic_id, topic_id), partition, s["state_epoch"], s["start"],
-                     sum(1 for st in states if st == ACKNOWLEDGED), sum(1 for st in states if st == ARCHIVED),
-                     sum(1 for st in states if st not in (ACKNOWLEDGED, ARCHIVED)),
-                     max((c for _, c in s["records"].values()), default=0), s["ts"]))
-    types = [pa.string(), pa.string(), pa.int32(), pa.int32(), pa.int64(), pa.int64(), pa.int64(), pa.int64(),
-             pa.int32(), pa.int64()]
+        rows.append(
+            (
+                group,
+                names.get(topic_id, topic_id),
+                partition,
+                s["state_epoch"],
+                s["start"],
+                sum(1 for st in states if st == ACKNOWLEDGED),
+                sum(1 for st in states if st == ARCHIVED),
+                sum(1 for st in states if st not in (ACKNOWLEDGED, ARCHIVED)),
+                max((c for _, c in s["records"].values()), default=0),
+                s["ts"],
+            )
+        )
+    types = [
+        pa.string(),
+        pa.string(),
+        pa.int32(),
+        pa.int32(),
+        pa.int64(),
+        pa.int64(),
+        pa.int64(),
+        pa.int64(),
+        pa.int32(),
+        pa.int64(),
+    ]
     columns = list(zip(*rows)) or [()] * len(COLUMNS)
     return pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns, types)], names=list(COLUMNS))
 
@@ -103,9 +138,25 @@ def share_progress(spark: "SparkSession", data_dir: str, ends: "DataFrame") -> "
 
     state = spark.createDataFrame(share_state_table(data_dir))
     joined = state.join(ends.select("topic", "partition", "log_end_offset"), ["topic", "partition"], "left")
-    lag = F.greatest(F.lit(0), F.col("log_end_offset") - F.col("start_offset") - F.col("acknowledged")
-                     - F.col("archived"))
-    return (joined.withColumn("lag", F.when(F.col("log_end_offset").isNull(), None).otherwise(lag))
-            .withColumn("last_update", F.timestamp_millis("last_update_ms")).drop("last_update_ms")
-            .select("group", "topic", "partition", "start_offset", "log_end_offset", "lag", "acknowledged",
-                    "archived", "in_flight", "max_delivery_count", "state_epoch", "last_update"))
+    lag = F.greatest(
+        F.lit(0), F.col("log_end_offset") - F.col("start_offset") - F.col("acknowledged") - F.col("archived")
+    )
+    return (
+        joined.withColumn("lag", F.when(F.col("log_end_offset").isNull(), None).otherwise(lag))
+        .withColumn("last_update", F.timestamp_millis("last_update_ms"))
+        .drop("last_update_ms")
+        .select(
+            "group",
+            "topic",
+            "partition",
+            "start_offset",
+            "log_end_offset",
+            "lag",
+            "acknowledged",
+            "archived",
+            "in_flight",
+            "max_delivery_count",
+            "state_epoch",
+            "last_update",
+        )
+    )

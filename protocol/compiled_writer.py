@@ -20,8 +20,16 @@ from dataclasses import MISSING, Field, fields
 from typing import Any, Callable
 
 from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField,
-                                    classify_field, get_field_tag, get_schema_field_type, is_optional)
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
 from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_tagged_field
 
@@ -29,9 +37,17 @@ Parts = Callable[[bytes], None]  # list.append of the parts
 
 # kafka type -> (struct code, expression of the value `v` it packs)
 _FIXED = {
-    "int8": ("b", "{v}"), "int16": ("h", "{v}"), "int32": ("i", "{v}"), "int64": ("q", "{v}"),
-    "uint8": ("B", "{v}"), "uint16": ("H", "{v}"), "uint32": ("I", "{v}"), "uint64": ("Q", "{v}"),
-    "float64": ("d", "{v}"), "bool": ("?", "{v}"), "error_code": ("h", "{v}.value"),
+    "int8": ("b", "{v}"),
+    "int16": ("h", "{v}"),
+    "int32": ("i", "{v}"),
+    "int64": ("q", "{v}"),
+    "uint8": ("B", "{v}"),
+    "uint16": ("H", "{v}"),
+    "uint32": ("I", "{v}"),
+    "uint64": ("Q", "{v}"),
+    "float64": ("d", "{v}"),
+    "bool": ("?", "{v}"),
+    "error_code": ("h", "{v}.value"),
     "timedelta_i32": ("i", "round({v}.total_seconds() * 1000)"),
     "timedelta_i64": ("q", "round({v}.total_seconds() * 1000)"),
     "datetime_i64": ("q", "round({v}.timestamp() * 1000)"),
@@ -142,6 +158,7 @@ def _primitive_item(kafka_type: str, flexible: bool) -> Callable[[Parts, Any], N
 def _array_head(flexible: bool) -> Callable[[Parts, Any], bool]:
     """Writes an array's length (null: -1 / 0); true if there are elements to write."""
     if flexible:
+
         def head(a: Parts, items: Any) -> bool:
             if items is None:
                 a(b"\x00")
@@ -149,12 +166,14 @@ def _array_head(flexible: bool) -> Callable[[Parts, Any], bool]:
             a(uvarint(len(items) + 1))
             return bool(items)
     else:
+
         def head(a: Parts, items: Any) -> bool:
             if items is None:
                 a(_NULL32)
                 return False
             a(_I32.pack(len(items)))
             return bool(items)
+
     return head
 
 
@@ -171,8 +190,12 @@ def _encoder(entity_type: type) -> Callable[[Any, Parts], None]:
 
 def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
     flexible = bool(entity_type.__flexible__)  # type: ignore[attr-defined]  # every kio entity class has it
-    env: dict[str, Any] = {"_head": _array_head(flexible), "_NULL8": _NULL8, "_NOT_NULL8": _NOT_NULL8,
-                           "_pack": struct.pack}
+    env: dict[str, Any] = {
+        "_head": _array_head(flexible),
+        "_NULL8": _NULL8,
+        "_NOT_NULL8": _NOT_NULL8,
+        "_pack": struct.pack,
+    }
     lines: list[str] = []
     run_codes: list[str] = []
     run_values: list[str] = []
@@ -210,8 +233,14 @@ def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
         if isinstance(kind, EntityField):
             env[f"_e{i}"] = _encoder(kind.type_)
             if optional:  # KIP-893 nullable struct: an int8 marker first
-                lines += [f"v = {value}", "if v is None:", "    a(_NULL8)", "else:",
-                          "    a(_NOT_NULL8)", f"    _e{i}(v, a)"]
+                lines += [
+                    f"v = {value}",
+                    "if v is None:",
+                    "    a(_NULL8)",
+                    "else:",
+                    "    a(_NOT_NULL8)",
+                    f"    _e{i}(v, a)",
+                ]
             else:
                 lines.append(f"_e{i}({value}, a)")
         elif isinstance(kind, EntityTupleField):

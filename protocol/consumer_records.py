@@ -80,6 +80,7 @@ class ConsumerGroupPartitionMetadataValue:
 class ClassicMemberMetadata:
     """A member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup):
     its session timeout and the (name, subscription) protocols of its JoinGroup."""
+
     session_timeout_ms: int
     supported_protocols: tuple[tuple[str, bytes], ...] = ()
 
@@ -128,8 +129,11 @@ class ConsumerGroupCurrentMemberAssignmentValue:
 
 
 _KEY_TYPES: dict[int, type] = {
-    3: ConsumerGroupMetadataKey, 4: ConsumerGroupPartitionMetadataKey, 5: ConsumerGroupMemberMetadataKey,
-    6: ConsumerGroupTargetAssignmentMetadataKey, 7: ConsumerGroupTargetAssignmentMemberKey,
+    3: ConsumerGroupMetadataKey,
+    4: ConsumerGroupPartitionMetadataKey,
+    5: ConsumerGroupMemberMetadataKey,
+    6: ConsumerGroupTargetAssignmentMetadataKey,
+    7: ConsumerGroupTargetAssignmentMemberKey,
     8: ConsumerGroupCurrentMemberAssignmentKey,
 }
 _KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
@@ -141,6 +145,7 @@ def is_consumer_key_version(version: int) -> bool:
 
 
 # ---------------------------------------------------------------- keys
+
 
 def encode_key(key: object) -> bytes:
     w = RecordWriter(_KEY_VERSION[type(key)], False)
@@ -154,8 +159,11 @@ def encode_key(key: object) -> bytes:
 def decode_key(version: int, r: RecordReader) -> object:
     cls = _KEY_TYPES[version]
     group = r.string()
-    if cls in (ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
-               ConsumerGroupCurrentMemberAssignmentKey):
+    if cls in (
+        ConsumerGroupMemberMetadataKey,
+        ConsumerGroupTargetAssignmentMemberKey,
+        ConsumerGroupCurrentMemberAssignmentKey,
+    ):
         return cls(group, r.string())
     return cls(group)
 
@@ -402,8 +410,9 @@ def decode_value(key: object, data: bytes) -> object:
         regex, rebalance_timeout, assignor = r.string(True), r.int32(), r.string(True)
         classic = _read_classic_tags(r)
         r.end()
-        return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,
-                                                names, regex, rebalance_timeout, assignor, classic)
+        return ConsumerGroupMemberMetadataValue(
+            instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor, classic
+        )
     elif t is ConsumerGroupTargetAssignmentMetadataKey:
         epoch = r.int32()
         timestamp = read_assignment_timestamp_tags(r)
@@ -416,8 +425,9 @@ def decode_value(key: object, data: bytes) -> object:
         state = r.take(1)[0]
         assigned, assigned_epochs = _read_epoch_partitions(r)
         pending, pending_epochs = _read_epoch_partitions(r)
-        value = ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state if state < 128 else state - 256,
-                                                          assigned, pending, assigned_epochs, pending_epochs)
+        value = ConsumerGroupCurrentMemberAssignmentValue(
+            epoch, previous, state if state < 128 else state - 256, assigned, pending, assigned_epochs, pending_epochs
+        )
     else:
         raise RecordDecodeError(f"no value schema for {key!r}")
     r.skip_tags()

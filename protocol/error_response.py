@@ -75,7 +75,8 @@ _IDENTITY = {
 # UNKNOWN_GENERATION_ID, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, a node id of -1, ...).
 _UNKNOWN_AS_MINUS_ONE = re.compile(
     r"offset|epoch|producer_id|node_id|port|generation_id|leader_id|controller_id|coordinator_id|timestamp"
-    r"|high_watermark|low_watermark|num_partitions|replication_factor")
+    r"|high_watermark|low_watermark|num_partitions|replication_factor"
+)
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -175,8 +176,14 @@ def _entry(cls: type, item: Any, error: ErrorCode) -> Any:
 def _key_field(cls: type) -> str | None:
     """The field that names an entry: its first string or integer field that is not an error."""
     for f in dataclasses.fields(cls):
-        if f.metadata.get("kafka_type") in ("string", "int32", "int16", "int8", "int64", "uuid") \
-                and not f.name.startswith("error"):
+        if f.metadata.get("kafka_type") in (
+            "string",
+            "int32",
+            "int16",
+            "int8",
+            "int64",
+            "uuid",
+        ) and not f.name.startswith("error"):
             return f.name
     return None
 
@@ -212,4 +219,3 @@ def _zero(kind: str | None, name: str) -> Any:
     if kind == "datetime_i64":
         return _EPOCH
     raise TypeError(f"no empty value for a {kind} field ({name})")
-

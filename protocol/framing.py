@@ -41,7 +41,7 @@ class FrameDecoder:
         if self._large is not None:
             large, filled = self._large, self._filled
             n = min(len(data), len(large) - filled)
-            large[filled:filled + n] = memoryview(data)[:n]
+            large[filled : filled + n] = memoryview(data)[:n]
             self._filled = filled + n
             if self._filled < len(large):
                 return frames
@@ -77,9 +77,9 @@ class FrameDecoder:
             frames.append(data[pos + 4 : pos + 4 + size])
             pos += 4 + size
         if pos < end:
-            if end - pos >= 6 and size >= LARGE_FRAME_BYTES and data[pos + 4:pos + 6] == PRODUCE_KEY:
+            if end - pos >= 6 and size >= LARGE_FRAME_BYTES and data[pos + 4 : pos + 6] == PRODUCE_KEY:
                 self._large = bytearray(size)
-                self._large[:end - pos - 4] = memoryview(data)[pos + 4:end]
+                self._large[: end - pos - 4] = memoryview(data)[pos + 4 : end]
                 self._filled = end - pos - 4
                 return frames
             buf += memoryview(data)[pos:]

@@ -24,9 +24,18 @@ from . import consumer_records, share_records
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
 __all__ = [
-    "RecordDecodeError", "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey",
-    "GroupMetadataValue", "MemberMetadata", "UnknownKey", "encode_key", "decode_key",
-    "encode_value", "decode_value", "decode_record",
+    "RecordDecodeError",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "UnknownKey",
+    "encode_key",
+    "decode_key",
+    "encode_value",
+    "decode_value",
+    "decode_record",
 ]
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -67,12 +76,14 @@ class TxnOffsetCommitKey(NamedTuple):
     """A transactional offset commit (a record of a transactional batch of this producer):
     pending until the producer's marker lands. In memory only; on disk it is an
     OffsetCommit record in a batch carrying the producer id."""
+
     producer_id: int
     key: OffsetCommitKey
 
 
 class TxnMarkerKey(NamedTuple):
     """The producer's transaction marker in this partition (a control batch on disk)."""
+
     producer_id: int
     commit: bool
 
@@ -134,9 +145,20 @@ _members_v3: dict[MemberMetadata, bytes] = {}
 def _member_v3(m: MemberMetadata) -> bytes:
     raw = _members_v3.get(m)
     if raw is None:
-        raw = b"".join((_string16(m.member_id), _string16_nullable(m.group_instance_id), _string16(m.client_id),
-                        _string16(m.client_host), _I.pack(m.rebalance_timeout), _I.pack(m.session_timeout),
-                        _I.pack(len(m.subscription)), m.subscription, _I.pack(len(m.assignment)), m.assignment))
+        raw = b"".join(
+            (
+                _string16(m.member_id),
+                _string16_nullable(m.group_instance_id),
+                _string16(m.client_id),
+                _string16(m.client_host),
+                _I.pack(m.rebalance_timeout),
+                _I.pack(m.session_timeout),
+                _I.pack(len(m.subscription)),
+                m.subscription,
+                _I.pack(len(m.assignment)),
+                m.assignment,
+            )
+        )
         if len(_members_v3) >= 10_000:
             _members_v3.clear()
         _members_v3[m] = raw
@@ -209,9 +231,18 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
     elif type(value) is GroupMetadataValue and version == 3:  # what every classic group writes
         g: GroupMetadataValue = value
         members = g.members
-        return b"".join((_H.pack(3), _string16_nullable(g.protocol_type), _I.pack(g.generation),
-                         _string16_nullable(g.protocol), _string16_nullable(g.leader),
-                         _Q.pack(g.current_state_timestamp), _I.pack(len(members)), *map(_member_v3, members)))
+        return b"".join(
+            (
+                _H.pack(3),
+                _string16_nullable(g.protocol_type),
+                _I.pack(g.generation),
+                _string16_nullable(g.protocol),
+                _string16_nullable(g.leader),
+                _Q.pack(g.current_state_timestamp),
+                _I.pack(len(members)),
+                *map(_member_v3, members),
+            )
+        )
     elif type(value) is GroupMetadataValue:
         if not 0 <= version <= GROUP_METADATA_VALUE_MAX:
             raise ValueError(f"GroupMetadataValue has no version {version}")
@@ -252,8 +283,11 @@ def decode_key(data: bytes) -> Key:
             (tlen,) = _H.unpack_from(data, 4 + glen)
             if 0 <= tlen and 10 + glen + tlen == len(data):
                 try:
-                    return OffsetCommitKey(data[4 : 4 + glen].decode(), data[6 + glen : 6 + glen + tlen].decode(),
-                                           _I.unpack_from(data, 6 + glen + tlen)[0])
+                    return OffsetCommitKey(
+                        data[4 : 4 + glen].decode(),
+                        data[6 + glen : 6 + glen + tlen].decode(),
+                        _I.unpack_from(data, 6 + glen + tlen)[0],
+                    )
                 except UnicodeDecodeError:
                     pass  # the generic reader reports it
     r = RecordReader(data, "key")
@@ -355,10 +389,18 @@ def _decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
         subscription = r.bytes_()
         assignment = r.bytes_()
         r.skip_tags()
-        members.append(MemberMetadata(
-            member_id, client_id, client_host, session_timeout, subscription, assignment,
-            rebalance_timeout, instance_id,
-        ))
+        members.append(
+            MemberMetadata(
+                member_id,
+                client_id,
+                client_host,
+                session_timeout,
+                subscription,
+                assignment,
+                rebalance_timeout,
+                instance_id,
+            )
+        )
     r.skip_tags()
     r.end()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), state_ts)

@@ -113,14 +113,20 @@ def _create_topics_v0_read(buf: bytes, pos: int):
         replication, pos = read_int16(buf, pos)
         assignments, pos = _array(buf, pos, assignment)
         configs, pos = _array(buf, pos, config)
-        return create_topics_v2.CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication,
-                                               assignments=assignments, configs=configs), pos
+        return create_topics_v2.CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=replication,
+            assignments=assignments,
+            configs=configs,
+        ), pos
 
     start = pos
     topics, pos = _array(buf, pos, topic)
     timeout, pos = read_int32(buf, pos)
-    return create_topics_v2.CreateTopicsRequest(topics=topics, timeout=datetime.timedelta(milliseconds=timeout),
-                                                validate_only=False), pos - start
+    return create_topics_v2.CreateTopicsRequest(
+        topics=topics, timeout=datetime.timedelta(milliseconds=timeout), validate_only=False
+    ), pos - start
 
 
 def _describe_configs_v0_read(buf: bytes, pos: int):
@@ -134,8 +140,9 @@ def _describe_configs_v0_read(buf: bytes, pos: int):
             keys, pos = None, pos + 4
         else:
             keys, pos = _array(buf, pos, read_legacy_string)
-        return describe_configs_v1.DescribeConfigsResource(resource_type=kind, resource_name=name,
-                                                           configuration_keys=keys), pos
+        return describe_configs_v1.DescribeConfigsResource(
+            resource_type=kind, resource_name=name, configuration_keys=keys
+        ), pos
 
     start = pos
     resources, pos = _array(buf, pos, resource)
@@ -146,11 +153,19 @@ def _describe_configs_v0_write(out: Any, response: Any) -> None:
     """v1's answer in v0's shape: is_default instead of config_source, no synonyms."""
     out.write(struct.pack(">ii", int(response.throttle_time.total_seconds() * 1000), len(response.results)))
     for r in response.results:
-        out.write(struct.pack(">h", r.error_code) + _string(r.error_message) + struct.pack(">b", r.resource_type)
-                  + _string(r.resource_name) + struct.pack(">i", len(r.configs)))
+        out.write(
+            struct.pack(">h", r.error_code)
+            + _string(r.error_message)
+            + struct.pack(">b", r.resource_type)
+            + _string(r.resource_name)
+            + struct.pack(">i", len(r.configs))
+        )
         for c in r.configs:
-            out.write(_string(c.name) + _string(c.value)
-                      + struct.pack(">???", c.read_only, c.config_source == 5, c.is_sensitive))
+            out.write(
+                _string(c.name)
+                + _string(c.value)
+                + struct.pack(">???", c.read_only, c.config_source == 5, c.is_sensitive)
+            )
 
 
 LITERAL = 3  # the only ACL pattern type v0 knows
@@ -171,9 +186,15 @@ def _acl_fields_v0(buf: bytes, pos: int, string: Callable) -> tuple[tuple, int]:
 def _create_acls_v0_read(buf: bytes, pos: int):
     def creation(buf: bytes, pos: int):
         (kind, name, principal, host, operation, permission), pos = _acl_fields_v0(buf, pos, read_legacy_string)
-        return create_acls_v1.AclCreation(resource_type=kind, resource_name=name, resource_pattern_type=LITERAL,
-                                          principal=principal, host=host, operation=operation,
-                                          permission_type=permission), pos
+        return create_acls_v1.AclCreation(
+            resource_type=kind,
+            resource_name=name,
+            resource_pattern_type=LITERAL,
+            principal=principal,
+            host=host,
+            operation=operation,
+            permission_type=permission,
+        ), pos
 
     start = pos
     creations, pos = _array(buf, pos, creation)
@@ -182,8 +203,15 @@ def _create_acls_v0_read(buf: bytes, pos: int):
 
 def _acl_filter_v0(buf: bytes, pos: int) -> tuple[dict, int]:
     (kind, name, principal, host, operation, permission), pos = _acl_fields_v0(buf, pos, read_nullable_legacy_string)
-    return dict(resource_type_filter=kind, resource_name_filter=name, pattern_type_filter=LITERAL,
-                principal_filter=principal, host_filter=host, operation=operation, permission_type=permission), pos
+    return dict(
+        resource_type_filter=kind,
+        resource_name_filter=name,
+        pattern_type_filter=LITERAL,
+        principal_filter=principal,
+        host_filter=host,
+        operation=operation,
+        permission_type=permission,
+    ), pos
 
 
 def _describe_acls_v0_read(buf: bytes, pos: int):
@@ -193,8 +221,11 @@ def _describe_acls_v0_read(buf: bytes, pos: int):
 
 def _describe_acls_v0_write(out: Any, response: Any) -> None:
     """v1's answer without the pattern types (a v0 filter only matches LITERAL ACLs)."""
-    out.write(struct.pack(">ih", int(response.throttle_time.total_seconds() * 1000), response.error_code)
-              + _string(response.error_message) + struct.pack(">i", len(response.resources)))
+    out.write(
+        struct.pack(">ih", int(response.throttle_time.total_seconds() * 1000), response.error_code)
+        + _string(response.error_message)
+        + struct.pack(">i", len(response.resources))
+    )
     for r in response.resources:
         out.write(struct.pack(">b", r.resource_type) + _string(r.resource_name) + struct.pack(">i", len(r.acls)))
         for a in r.acls:
@@ -214,12 +245,17 @@ def _delete_acls_v0_read(buf: bytes, pos: int):
 def _delete_acls_v0_write(out: Any, response: Any) -> None:
     out.write(struct.pack(">ii", int(response.throttle_time.total_seconds() * 1000), len(response.filter_results)))
     for f in response.filter_results:
-        out.write(struct.pack(">h", f.error_code) + _string(f.error_message)
-                  + struct.pack(">i", len(f.matching_acls)))
+        out.write(struct.pack(">h", f.error_code) + _string(f.error_message) + struct.pack(">i", len(f.matching_acls)))
         for a in f.matching_acls:
-            out.write(struct.pack(">h", a.error_code) + _string(a.error_message) + struct.pack(">b", a.resource_type)
-                      + _string(a.resource_name) + _string(a.principal) + _string(a.host)
-                      + struct.pack(">bb", a.operation, a.permission_type))
+            out.write(
+                struct.pack(">h", a.error_code)
+                + _string(a.error_message)
+                + struct.pack(">b", a.resource_type)
+                + _string(a.resource_name)
+                + _string(a.principal)
+                + _string(a.host)
+                + struct.pack(">bb", a.operation, a.permission_type)
+            )
 
 
 def _produce_v0_2_read(buf: bytes, pos: int):
@@ -239,8 +275,9 @@ def _produce_v0_2_read(buf: bytes, pos: int):
     acks, pos = read_int16(buf, pos)
     timeout, pos = read_int32(buf, pos)
     topics, pos = _array(buf, pos, topic)
-    return produce_v3.ProduceRequest(transactional_id=None, acks=acks, timeout=datetime.timedelta(milliseconds=timeout),
-                                     topic_data=topics), pos - start
+    return produce_v3.ProduceRequest(
+        transactional_id=None, acks=acks, timeout=datetime.timedelta(milliseconds=timeout), topic_data=topics
+    ), pos - start
 
 
 def _produce_write(version: int) -> Callable[[Any, Any], None]:
@@ -285,9 +322,14 @@ def _fetch_v0_3_read(version: int) -> Callable[[bytes, int], tuple[Any, int]]:
         if version >= 3:
             max_bytes, pos = read_int32(buf, pos)
         topics, pos = _array(buf, pos, topic)
-        return fetch_v4.FetchRequest(replica_id=replica_id, max_wait=datetime.timedelta(milliseconds=max_wait),
-                                     min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
-                                     topics=topics), pos - start
+        return fetch_v4.FetchRequest(
+            replica_id=replica_id,
+            max_wait=datetime.timedelta(milliseconds=max_wait),
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            topics=topics,
+        ), pos - start
 
     return read
 

@@ -22,7 +22,16 @@ from typing import NamedTuple
 from aiokafka.codec import gzip_encode, lz4_decode, lz4_encode, snappy_decode, snappy_encode
 
 from .record_batch import (
-    GZIP, LZ4, NONE, SNAPPY, ZSTD, CorruptBatch, Record, build_batch_from, iter_batch_records, iter_batches,
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    CorruptBatch,
+    Record,
+    build_batch_from,
+    iter_batch_records,
+    iter_batches,
 )
 
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -136,8 +145,7 @@ def up_convert(message_set: bytes) -> bytes:
     return build_batch_from(records, base_offset=0, compression=compression)
 
 
-def _message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
-             value: bytes | None) -> bytes:
+def _message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
     body = bytearray(struct.pack(">bb", magic, attributes))
     if magic == 1:
         body += struct.pack(">q", timestamp)
@@ -170,8 +178,10 @@ def down_convert(batches: bytes, magic: int) -> bytes:
                 out += _message(r.offset, magic, ts_bit, r.timestamp, r.key, r.value)
             continue
         first = records[0].offset
-        inner = b"".join(_message(r.offset - first if magic == 1 else r.offset, magic, ts_bit, r.timestamp,
-                                  r.key, r.value) for r in records)
+        inner = b"".join(
+            _message(r.offset - first if magic == 1 else r.offset, magic, ts_bit, r.timestamp, r.key, r.value)
+            for r in records
+        )
         wrapper_ts = h.max_timestamp if magic == 1 else NO_TIMESTAMP
         out += _message(records[-1].offset, magic, codec | ts_bit, wrapper_ts, None, _ENCODERS[codec](inner))
     return bytes(out)

@@ -88,8 +88,7 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
         stand_in, reader, writer = legacy
         c = _library_codec(api_key, stand_in)
         # The stand-in's pre-decode size check knows only its own layout.
-        return dataclasses.replace(c, read=reader or c.read, write=writer or c.write,
-                                   check=None if reader else c.check)
+        return dataclasses.replace(c, read=reader or c.read, write=writer or c.write, check=None if reader else c.check)
     try:
         req = _entity(load_payload_module(api_key, api_version, EntityType.request), "Request")
         resp = _entity(load_payload_module(api_key, api_version, EntityType.response), "Response")
@@ -152,7 +151,9 @@ def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[Re
         raise MalformedRequest(f"negative client id length {n}")
     if flexible:
         pos = skip_tagged_fields(buf, pos)
-    return tuple.__new__(RequestHeader, (api_key, api_version, correlation_id, client_id)), pos  # (no Python-level __new__)
+    return tuple.__new__(
+        RequestHeader, (api_key, api_version, correlation_id, client_id)
+    ), pos  # (no Python-level __new__)
 
 
 def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:
@@ -226,6 +227,7 @@ def _null_checker(cls: type) -> Any:
                         nested(element)
                 else:
                     nested(value)
+
     return check
 
 
@@ -304,8 +306,18 @@ def encode_body(c: Codec, body: Any) -> bytes:
 # as MalformedRequest before kio sees the body. Legacy (int32-counted) arrays are not
 # affected. Only lengths are followed; values are not built.
 
-_FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "timedelta_i32": 4,
-                "int64": 8, "timedelta_i64": 8, "float64": 8, "uuid": 16}
+_FIXED_SIZES = {
+    "bool": 1,
+    "int8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "timedelta_i64": 8,
+    "float64": 8,
+    "uuid": 16,
+}
 
 
 @cache
@@ -330,11 +342,13 @@ def _strip_optional(tp: Any) -> Any:
 def _primitive_skipper(kind: str | None) -> Any:
     size = _FIXED_SIZES.get(kind)
     if size is not None:
+
         def skip_fixed(buf: bytes, pos: int, end: int, edits: list) -> int:
             pos += size
             if pos > end:
                 raise MalformedRequest("truncated body")
             return pos
+
         return skip_fixed
 
     def skip_compact_bytes(buf: bytes, pos: int, end: int, edits: list) -> int:  # string, bytes, records
@@ -343,6 +357,7 @@ def _primitive_skipper(kind: str | None) -> Any:
         if pos > end:
             raise MalformedRequest("truncated body")
         return pos
+
     return skip_compact_bytes
 
 
@@ -350,8 +365,11 @@ def _field_skipper(field: dataclasses.Field) -> Any:
     tp = _strip_optional(field.type)
     if typing.get_origin(tp) is tuple:
         inner = _strip_optional(typing.get_args(tp)[0])
-        element = _entity_skipper(inner) if dataclasses.is_dataclass(inner) else _primitive_skipper(
-            field.metadata.get("kafka_type"))
+        element = (
+            _entity_skipper(inner)
+            if dataclasses.is_dataclass(inner)
+            else _primitive_skipper(field.metadata.get("kafka_type"))
+        )
 
         def skip_array(buf: bytes, pos: int, end: int, edits: list) -> int:
             n, pos = read_uvarint(buf, pos, end)
@@ -361,6 +379,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
             for _ in range(n):
                 pos = element(buf, pos, end, edits)
             return pos
+
         return skip_array
     if dataclasses.is_dataclass(tp):
         return _entity_skipper(tp)
@@ -402,6 +421,7 @@ def _entity_skipper(cls: type) -> Any:
             edits.append((count_at, count_at + _uvarint_size(buf, count_at), encode_uvarint(count - len(unknown))))
             edits.extend(unknown)
         return pos
+
     return skip_entity
 
 

@@ -65,7 +65,9 @@ def resolve_topic_ids(request: OffsetCommitRequest, name_of) -> OffsetCommitRequ
     names = {t: name_of(t) or t for t in ids}
     return request._replace(
         partitions=[p._replace(topic=names[p.topic]) for p in request.partitions],
-        topics=[(names[t], n) for t, n in request.topics], topic_ids=ids)
+        topics=[(names[t], n) for t, n in request.topics],
+        topic_ids=ids,
+    )
 
 
 def _length(buf: bytes, pos: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
@@ -169,8 +171,9 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
         pos = skip_tagged_fields(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request: truncated body")
-    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, retention_ms, partitions, topics,
-                                      None))
+    return _new(
+        OffsetCommitRequest, (group_id, generation, member_id, instance_id, retention_ms, partitions, topics, None)
+    )
 
 
 def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
@@ -244,6 +247,7 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
 
 def reader(version: int):
     """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages."""
+
     def read(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
         return _read_checked(buf, pos, version), None
 
@@ -272,8 +276,9 @@ def write_response_to(request: OffsetCommitRequest, version: int, errors: list[i
         topics = []
         names = request.topic_ids if version >= 10 and request.topic_ids is not None else [t for t, _ in request.topics]
         for name, (_, n) in zip(names, request.topics):
-            topics.append((name, [(p.partition, e) for p, e in
-                                  zip(request.partitions[at : at + n], errors[at : at + n])]))
+            topics.append(
+                (name, [(p.partition, e) for p, e in zip(request.partitions[at : at + n], errors[at : at + n])])
+            )
             at += n
         body = Raw(write_offset_commit_response(version, topics))
         if len(_responses) >= 10_000:

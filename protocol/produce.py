@@ -48,7 +48,7 @@ class _Reader:
         end = self.pos + n
         if end > len(self.buf):
             raise ValueError(f"{n} bytes announced, {len(self.buf) - self.pos} left")
-        out = self.buf[self.pos:end]
+        out = self.buf[self.pos : end]
         self.pos = end
         return out
 
@@ -109,7 +109,11 @@ def reader(request_type: type, flexible: bool):
                 topics.append(topic_type(name=name, partition_data=partitions))
             topics = tuple(topics)
         r.skip_tags()
-        return request_type(transactional_id=transactional_id, acks=acks,
-                            timeout=datetime.timedelta(milliseconds=timeout), topic_data=topics), r.pos
+        return request_type(
+            transactional_id=transactional_id,
+            acks=acks,
+            timeout=datetime.timedelta(milliseconds=timeout),
+            topic_data=topics,
+        ), r.pos
 
     return read

@@ -122,9 +122,7 @@ def parse_header(buf, pos: int = 0, *, verify_crc: bool = True) -> BatchHeader:
     if end - pos < LOG_OVERHEAD + length:
         if end - pos >= HEADER_SIZE and buf[pos + 16] != MAGIC:
             raise CorruptBatch(f"magic {buf[pos + 16]} at position {pos}, expected {MAGIC}")
-        raise TruncatedBatch(
-            f"batch at position {pos} needs {LOG_OVERHEAD + length} bytes, {end - pos} present"
-        )
+        raise TruncatedBatch(f"batch at position {pos} needs {LOG_OVERHEAD + length} bytes, {end - pos} present")
     h = _new(BatchHeader, HEADER.unpack_from(buf, pos))  # (_make without its Python-level call)
     if h.magic != MAGIC:
         raise CorruptBatch(f"magic {h.magic} at position {pos}, expected {MAGIC}")
@@ -249,7 +247,12 @@ def build_batch_from(
     record was removed.
     """
     builder = DefaultRecordBatchBuilder(
-        MAGIC, compression, int(transactional), producer_id, producer_epoch, base_sequence,
+        MAGIC,
+        compression,
+        int(transactional),
+        producer_id,
+        producer_epoch,
+        base_sequence,
         2**31 - 1,  # batch_size: never refuse a record
     )
     shift = 0 if relative else base_offset
@@ -291,16 +294,24 @@ _MARKER = struct.Struct(">hh")
 _MARKER_VALUE = struct.Struct(">hi")
 
 
-def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                        timestamp_ms: int) -> bytes:
+def build_control_batch(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
     """A transaction marker: one control record in a transactional batch with the control
     bit set, base offset 0 (the log assigns the real one), no sequence."""
     key = _MARKER.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
     value = _MARKER_VALUE.pack(0, coordinator_epoch)
-    buf = bytearray(build_batch([(key, value)], timestamp_ms=timestamp_ms, producer_id=producer_id,
-                                producer_epoch=producer_epoch, transactional=True))
-    attributes = int.from_bytes(buf[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big") | CONTROL_MASK
-    buf[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
+    buf = bytearray(
+        build_batch(
+            [(key, value)],
+            timestamp_ms=timestamp_ms,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=True,
+        )
+    )
+    attributes = int.from_bytes(buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2], "big") | CONTROL_MASK
+    buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
     _UINT32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)
 

@@ -22,8 +22,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from .consumer_records import (Partitions, _assignment_timestamp_tag, _partitions, _read_partitions, _read_uuid,
-                               _uuid, read_assignment_timestamp_tags)
+from .consumer_records import (
+    Partitions,
+    _assignment_timestamp_tag,
+    _partitions,
+    _read_partitions,
+    _read_uuid,
+    _uuid,
+    read_assignment_timestamp_tags,
+)
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
 
@@ -111,8 +118,11 @@ class ShareGroupStatePartitionMetadataValue:
 
 
 _KEY_TYPES: dict[int, type] = {
-    10: ShareGroupMemberMetadataKey, 11: ShareGroupMetadataKey, 12: ShareGroupTargetAssignmentMetadataKey,
-    13: ShareGroupTargetAssignmentMemberKey, 14: ShareGroupCurrentMemberAssignmentKey,
+    10: ShareGroupMemberMetadataKey,
+    11: ShareGroupMetadataKey,
+    12: ShareGroupTargetAssignmentMetadataKey,
+    13: ShareGroupTargetAssignmentMemberKey,
+    14: ShareGroupCurrentMemberAssignmentKey,
     15: ShareGroupStatePartitionMetadataKey,
 }
 _KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
@@ -206,8 +216,9 @@ def decode_value(key: object, data: bytes) -> object:
     elif t is ShareGroupCurrentMemberAssignmentKey:
         epoch, previous = r.int32(), r.int32()
         state = r.take(1)[0]
-        value = ShareGroupCurrentMemberAssignmentValue(epoch, previous, state if state < 128 else state - 256,
-                                                       _read_partitions(r))
+        value = ShareGroupCurrentMemberAssignmentValue(
+            epoch, previous, state if state < 128 else state - 256, _read_partitions(r)
+        )
     elif t is ShareGroupStatePartitionMetadataKey:
         initializing, initialized = _read_topic_partitions_info(r), _read_topic_partitions_info(r)
         deleting = []
@@ -254,6 +265,7 @@ AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
 @dataclass(frozen=True, slots=True)
 class ShareStateKey:
     """ShareSnapshotKey (snapshot=True) or ShareUpdateKey: one share-partition's state."""
+
     snapshot: bool
     group: str
     topic_id: uuid.UUID
@@ -376,8 +388,9 @@ def decode_state_value(key: ShareStateKey, data: bytes) -> ShareSnapshotValue | 
         snapshot_epoch, state_epoch, leader_epoch, start = r.int32(), r.int32(), r.int32(), r.int64()
         created, written = r.int64(), r.int64()
         batches = _read_batches(r)
-        value = ShareSnapshotValue(snapshot_epoch, state_epoch, leader_epoch, start, created, written, batches,
-                                   _read_count_tag(r))
+        value = ShareSnapshotValue(
+            snapshot_epoch, state_epoch, leader_epoch, start, created, written, batches, _read_count_tag(r)
+        )
     else:
         snapshot_epoch, leader_epoch, start = r.int32(), r.int32(), r.int64()
         batches = _read_batches(r)

@@ -14,8 +14,16 @@ from .record_codec import RecordReader, RecordWriter
 
 # TransactionState ids as Kafka stores them
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)
-STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-               "PrepareEpochFence")
+STATE_NAMES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
 
 
 class TransactionLogValue(NamedTuple):
@@ -72,7 +80,7 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
     pid, epoch, timeout = r.int64(), r.int16(), r.int32()
     status = r.take(1)[0]
     partitions: dict[str, list[int]] = {}
-    nulls = r.buf[r.pos] == 0 if r.flexible else r.buf[r.pos:r.pos + 4] == b"\xff\xff\xff\xff"
+    nulls = r.buf[r.pos] == 0 if r.flexible else r.buf[r.pos : r.pos + 4] == b"\xff\xff\xff\xff"
     if nulls:  # a null array (nullable in every version): no partitions
         r.take(1 if r.flexible else 4)
     else:

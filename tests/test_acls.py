@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
-    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
     ResourceType,
 )
 
@@ -18,13 +24,27 @@ from tests.support.process import wait_for
 def secured(server_factory, tmp_path):
     users = tmp_path / "users.txt"
     users.write_text("admin:admin-secret\nalice:alice-secret\nbob:bob-secret\n")
-    return server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users),
-                          "--sasl-mechanisms", "PLAIN", "--authorizer", "--super-users", "User:admin")
+    return server_factory(
+        "--security-protocol",
+        "SASL_PLAINTEXT",
+        "--sasl-users",
+        str(users),
+        "--sasl-mechanisms",
+        "PLAIN",
+        "--authorizer",
+        "--super-users",
+        "User:admin",
+    )
 
 
 def conf(server, user: str) -> dict:
-    return {"bootstrap.servers": server.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": user, "sasl.password": f"{user}-secret"}
+    return {
+        "bootstrap.servers": server.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": f"{user}-secret",
+    }
 
 
 def acl(rtype, name, principal, op, permission=AclPermissionType.ALLOW, pattern=ResourcePatternType.LITERAL):
@@ -45,7 +65,9 @@ def commit_as(server, user: str, group: str, topic: str) -> KafkaError | None:
 
 def test_acls_deny_and_allow_groups_and_topics(secured):
     admin = AdminClient(conf(secured, "admin"))
-    for f in admin.create_topics([NewTopic("orders", 1, 1), NewTopic("secret", 1, 1), NewTopic("app-x", 1, 1)]).values():
+    for f in admin.create_topics(
+        [NewTopic("orders", 1, 1), NewTopic("secret", 1, 1), NewTopic("app-x", 1, 1)]
+    ).values():
         f.result(15)
     # No ACL names a resource yet: open (allow.everyone.if.no.acl.found, the default).
     assert commit_as(secured, "alice", "g1", "orders") is None
@@ -61,8 +83,11 @@ def test_acls_deny_and_allow_groups_and_topics(secured):
     ]
     for f in admin.create_acls(bindings).values():
         f.result(15)
-    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
-                                                     AclOperation.ANY, AclPermissionType.ANY)).result(15)
+    described = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+        )
+    ).result(15)
     assert sorted(map(str, described)) == sorted(map(str, bindings))
     # DENY wins over ALLOW; a group with only someone else's ACLs is closed to alice
     assert commit_as(secured, "alice", "g1", "orders").code() == KafkaError.GROUP_AUTHORIZATION_FAILED
@@ -89,22 +114,49 @@ def test_acls_deny_and_allow_groups_and_topics(secured):
             f.result(15)
     assert raised.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     # deleting the DENY opens g1 to alice again; ACLs survive a restart
-    deleted = admin.delete_acls([AclBindingFilter(ResourceType.GROUP, "g1", ResourcePatternType.LITERAL, None, None,
-                                                  AclOperation.ANY, AclPermissionType.DENY)])
+    deleted = admin.delete_acls(
+        [
+            AclBindingFilter(
+                ResourceType.GROUP,
+                "g1",
+                ResourcePatternType.LITERAL,
+                None,
+                None,
+                AclOperation.ANY,
+                AclPermissionType.DENY,
+            )
+        ]
+    )
     assert [str(b) for f in deleted.values() for b in f.result(15)] == [str(bindings[5])]
     secured.restart()
     admin = AdminClient(conf(secured, "admin"))
-    after = wait_for(lambda: admin.describe_acls(AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
-        AclPermissionType.ANY)).result(15), what="ACLs after the restart")
+    after = wait_for(
+        lambda: admin.describe_acls(
+            AclBindingFilter(
+                ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+            )
+        ).result(15),
+        what="ACLs after the restart",
+    )
     assert sorted(map(str, after)) == sorted(map(str, bindings[:5] + bindings[6:]))
     assert commit_as(secured, "alice", "g1", "orders") is None
 
 
 def test_invalid_acls_and_no_authorizer(server_factory, secured):
     admin = AdminClient(conf(secured, "admin"))
-    bad = admin.create_acls([AclBinding(ResourceType.BROKER, "not-the-cluster", ResourcePatternType.LITERAL,
-                                        "User:alice", "*", AclOperation.ALTER, AclPermissionType.ALLOW)])
+    bad = admin.create_acls(
+        [
+            AclBinding(
+                ResourceType.BROKER,
+                "not-the-cluster",
+                ResourcePatternType.LITERAL,
+                "User:alice",
+                "*",
+                AclOperation.ALTER,
+                AclPermissionType.ALLOW,
+            )
+        ]
+    )
     with pytest.raises(KafkaException) as raised:
         list(bad.values())[0].result(15)
     assert raised.value.args[0].code() == KafkaError.INVALID_REQUEST
@@ -123,15 +175,36 @@ async def test_describe_acls_errors_over_raw_frames(server_factory):
     from tests.support.wire_client import WireClient, request_class as rc
 
     def describe_body():
-        return rc(29, 3)(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
-                         principal_filter=None, host_filter=None, operation=1, permission_type=1)
+        return rc(29, 3)(
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
 
     s = server_factory("--authorizer")
     c = await WireClient("acl-wire").connect("127.0.0.1", s.port)
     C = rc(30, 3, "AclCreation")
-    r = await c.request(30, 3, rc(30, 3)(creations=(C(  # the cluster named by an ACL: ANONYMOUS no longer passes
-        resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3, principal="User:ops", host="*",
-        operation=8, permission_type=3),)))
+    r = await c.request(
+        30,
+        3,
+        rc(30, 3)(
+            creations=(
+                C(  # the cluster named by an ACL: ANONYMOUS no longer passes
+                    resource_type=4,
+                    resource_name="kafka-cluster",
+                    resource_pattern_type=3,
+                    principal="User:ops",
+                    host="*",
+                    operation=8,
+                    permission_type=3,
+                ),
+            )
+        ),
+    )
     assert r.results[0].error_code == 0
     assert (await c.request(29, 3, describe_body())).error_code == 31
     await c.close()
@@ -152,16 +225,52 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
     s = server_factory("--authorizer")
     c = await WireClient("acl-wire").connect("127.0.0.1", s.port)
     await c.create_topics("t", "u", partitions=1)
-    (t_id,) = [t.topic_id for t in (await c.request(3, 12, build(rc(3, 12), dict(
-        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)))).topics
-        if t.name == "t"]
+    (t_id,) = [
+        t.topic_id
+        for t in (
+            await c.request(
+                3,
+                12,
+                build(
+                    rc(3, 12),
+                    dict(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+                ),
+            )
+        ).topics
+        if t.name == "t"
+    ]
     C = rc(30, 3, "AclCreation")
     names = [(2, "t"), (3, "g"), (5, "tx"), (4, "kafka-cluster")]  # topic, group, transactional id, cluster
-    r = await c.request(30, 3, rc(30, 3)(creations=tuple(C(
-        resource_type=t, resource_name=n, resource_pattern_type=3, principal="User:other", host="*", operation=2,
-        permission_type=3) for t, n in names) + tuple(C(
-        resource_type=t, resource_name=n, resource_pattern_type=3, principal="User:ANONYMOUS", host="*", operation=3,
-        permission_type=3) for t, n in [(3, "g2"), (2, "u")])))  # READ: for the v10 commits below
+    r = await c.request(
+        30,
+        3,
+        rc(30, 3)(
+            creations=tuple(
+                C(
+                    resource_type=t,
+                    resource_name=n,
+                    resource_pattern_type=3,
+                    principal="User:other",
+                    host="*",
+                    operation=2,
+                    permission_type=3,
+                )
+                for t, n in names
+            )
+            + tuple(
+                C(
+                    resource_type=t,
+                    resource_name=n,
+                    resource_pattern_type=3,
+                    principal="User:ANONYMOUS",
+                    host="*",
+                    operation=3,
+                    permission_type=3,
+                )
+                for t, n in [(3, "g2"), (2, "u")]
+            )
+        ),
+    )  # READ: for the v10 commits below
     assert [x.error_code for x in r.results] == [0] * 6
 
     async def call(api, v, **values):
@@ -171,25 +280,63 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
         return build(rc(api, v, entity), values)
 
     ms = datetime.timedelta(milliseconds=1)
-    r = await call(32, 4, resources=(nested(32, 4, "DescribeConfigsResource", resource_type=2, resource_name="t",
-                                            configuration_keys=None),
-                                     nested(32, 4, "DescribeConfigsResource", resource_type=4, resource_name="1",
-                                            configuration_keys=None)),
-                   include_synonyms=False, include_documentation=False)
+    r = await call(
+        32,
+        4,
+        resources=(
+            nested(32, 4, "DescribeConfigsResource", resource_type=2, resource_name="t", configuration_keys=None),
+            nested(32, 4, "DescribeConfigsResource", resource_type=4, resource_name="1", configuration_keys=None),
+        ),
+        include_synonyms=False,
+        include_documentation=False,
+    )
     assert [x.error_code for x in r.results] == [29, 31]
-    r = await call(21, 2, topics=(nested(21, 2, "DeleteRecordsTopic", name="t", partitions=(
-        nested(21, 2, "DeleteRecordsPartition", partition_index=0, offset=0),)),), timeout=1000 * ms)
+    r = await call(
+        21,
+        2,
+        topics=(
+            nested(
+                21,
+                2,
+                "DeleteRecordsTopic",
+                name="t",
+                partitions=(nested(21, 2, "DeleteRecordsPartition", partition_index=0, offset=0),),
+            ),
+        ),
+        timeout=1000 * ms,
+    )
     assert r.topics[0].partitions[0].error_code == 29
-    r = await call(37, 3, topics=(nested(37, 3, "CreatePartitionsTopic", name="t", count=2, assignments=None),),
-                   timeout=1000 * ms, validate_only=True)
+    r = await call(
+        37,
+        3,
+        topics=(nested(37, 3, "CreatePartitionsTopic", name="t", count=2, assignments=None),),
+        timeout=1000 * ms,
+        validate_only=True,
+    )
     assert r.results[0].error_code == 29
     r = await call(47, 0, group_id="g", topics=())
     assert r.error_code == 30
-    r = await call(19, 7, topics=(nested(19, 7, "CreatableTopic", name="t", num_partitions=1, replication_factor=-1,
-                                         assignments=(), configs=()),
-                                  nested(19, 7, "CreatableTopic", name="fresh", num_partitions=1,
-                                         replication_factor=-1, assignments=(), configs=())),
-                   timeout=1000 * ms, validate_only=True)
+    r = await call(
+        19,
+        7,
+        topics=(
+            nested(
+                19, 7, "CreatableTopic", name="t", num_partitions=1, replication_factor=-1, assignments=(), configs=()
+            ),
+            nested(
+                19,
+                7,
+                "CreatableTopic",
+                name="fresh",
+                num_partitions=1,
+                replication_factor=-1,
+                assignments=(),
+                configs=(),
+            ),
+        ),
+        timeout=1000 * ms,
+        validate_only=True,
+    )
     assert [(t.name, t.error_code) for t in r.topics] == [("t", 29), ("fresh", 0)]  # no ACL names "fresh"
     r = await call(60, 1, include_cluster_authorized_operations=False, endpoint_type=1)
     assert r.error_code == 31
@@ -203,8 +350,23 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
     assert r.error_code == 53
     r = await call(12, 4, group_id="g", generation_id=1, member_id="m", group_instance_id=None)
     assert r.error_code == 30
-    r = await call(2, 7, replica_id=-1, isolation_level=0, topics=(nested(2, 7, "ListOffsetsTopic", name="t", partitions=(
-        nested(2, 7, "ListOffsetsPartition", partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+    r = await call(
+        2,
+        7,
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            nested(
+                2,
+                7,
+                "ListOffsetsTopic",
+                name="t",
+                partitions=(
+                    nested(2, 7, "ListOffsetsPartition", partition_index=0, current_leader_epoch=-1, timestamp=-1),
+                ),
+            ),
+        ),
+    )
     assert r.topics[0].partitions[0].error_code == 29
     r = await call(3, 12, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     assert "t" not in [t.name for t in r.topics]  # all topics: hidden
@@ -213,17 +375,56 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
 
     # OffsetCommit / OffsetFetch v10 name topics by id: authorized by the names they resolve to.
     import uuid
+
     meta = await call(3, 12, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     u_id, nowhere = {t.name: t.topic_id for t in meta.topics}["u"], uuid.uuid4()
-    r = await call(8, 10, group_id="g2", generation_id_or_member_epoch=-1, member_id="", topics=tuple(
-        nested(8, 10, "OffsetCommitRequestTopic", topic_id=i, partitions=(nested(
-            8, 10, "OffsetCommitRequestPartition", partition_index=0, committed_offset=5, committed_metadata=None),))
-        for i in (t_id, u_id, nowhere)))
+    r = await call(
+        8,
+        10,
+        group_id="g2",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=tuple(
+            nested(
+                8,
+                10,
+                "OffsetCommitRequestTopic",
+                topic_id=i,
+                partitions=(
+                    nested(
+                        8,
+                        10,
+                        "OffsetCommitRequestPartition",
+                        partition_index=0,
+                        committed_offset=5,
+                        committed_metadata=None,
+                    ),
+                ),
+            )
+            for i in (t_id, u_id, nowhere)
+        ),
+    )
     assert [(t.topic_id, t.partitions[0].error_code) for t in r.topics] == [(t_id, 29), (u_id, 0), (nowhere, 100)]
-    r = await call(9, 10, require_stable=False, groups=(nested(9, 10, "OffsetFetchRequestGroup", group_id="g2", topics=tuple(
-        nested(9, 10, "OffsetFetchRequestTopics", topic_id=i, partition_indexes=(0,)) for i in (t_id, u_id))),))
-    assert [(t.topic_id, t.partitions[0].committed_offset, t.partitions[0].error_code)
-            for t in r.groups[0].topics] == [(t_id, -1, 29), (u_id, 5, 0)]
+    r = await call(
+        9,
+        10,
+        require_stable=False,
+        groups=(
+            nested(
+                9,
+                10,
+                "OffsetFetchRequestGroup",
+                group_id="g2",
+                topics=tuple(
+                    nested(9, 10, "OffsetFetchRequestTopics", topic_id=i, partition_indexes=(0,)) for i in (t_id, u_id)
+                ),
+            ),
+        ),
+    )
+    assert [(t.topic_id, t.partitions[0].committed_offset, t.partitions[0].error_code) for t in r.groups[0].topics] == [
+        (t_id, -1, 29),
+        (u_id, 5, 0),
+    ]
     await c.close()
 
 
@@ -248,7 +449,9 @@ def test_acl_apis_v0_for_older_admin_clients(server_factory):
         return data[8:]  # after size and correlation id
 
     acl_filter = struct.pack(">b", 1) + string(None) + string(None) + string(None) + struct.pack(">bb", 1, 1)
-    body = call(30, struct.pack(">ib", 1, 3) + string("g") + string("User:alice") + string("*") + struct.pack(">bb", 3, 3))
+    body = call(
+        30, struct.pack(">ib", 1, 3) + string("g") + string("User:alice") + string("*") + struct.pack(">bb", 3, 3)
+    )
     assert struct.unpack_from(">iih", body) == (0, 1, 0)  # throttle, one result, NONE
     body = call(29, acl_filter)
     throttle, error = struct.unpack_from(">ih", body)
@@ -256,7 +459,7 @@ def test_acl_apis_v0_for_older_admin_clients(server_factory):
     pos = 6 + 2  # error message: null
     (n,) = struct.unpack_from(">i", body, pos)
     kind, name_len = struct.unpack_from(">bh", body, pos + 4)
-    name = body[pos + 7:pos + 7 + name_len].decode()
+    name = body[pos + 7 : pos + 7 + name_len].decode()
     assert (n, kind, name) == (1, 3, "g")  # one GROUP resource "g", no pattern type in v0
     body = call(31, struct.pack(">i", 1) + acl_filter)
     throttle, n, error = struct.unpack_from(">iih", body)

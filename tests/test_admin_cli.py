@@ -49,8 +49,15 @@ def produce(server, topic: str, partition: int, first: int, n: int) -> None:
 
 
 def consumer(server, group: str) -> Consumer:
-    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "client.id": f"{group}-client",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group,
+            "client.id": f"{group}-client",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe(["orders"])
     return c
 
@@ -75,7 +82,10 @@ def test_describe_reset_export_import(server, server_factory):
     rows = ok(server, "groups", "describe", "app")
     by_partition = {r["PARTITION"]: r for r in rows}
     assert {k: by_partition[0][k] for k in ("CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")} == {
-        "CURRENT-OFFSET": 10, "LOG-END-OFFSET": 15, "LAG": 5}
+        "CURRENT-OFFSET": 10,
+        "LOG-END-OFFSET": 15,
+        "LAG": 5,
+    }
     assert (by_partition[1]["LAG"], by_partition[1]["CONSUMER-ID"]) == (0, c.memberid())
     assert (by_partition[0]["HOST"], by_partition[0]["CLIENT-ID"]) == ("/127.0.0.1", "app-client")
     members = ok(server, "groups", "describe", "app", "--members")
@@ -88,8 +98,7 @@ def test_describe_reset_export_import(server, server_factory):
     assert ok(server, "groups", "list", "--state", "Empty") == []
 
     # Kafka resets only groups without active members
-    err = one_line_failure(kcoord(server, "offsets", "reset", "app", "--topic", "orders", "--to-earliest",
-                                  "--execute"))
+    err = one_line_failure(kcoord(server, "offsets", "reset", "app", "--topic", "orders", "--to-earliest", "--execute"))
     assert "Stable" in err and "no active members" in err
     err = one_line_failure(kcoord(server, "groups", "delete", "app"))
     assert "NON_EMPTY_GROUP" in err
@@ -97,8 +106,10 @@ def test_describe_reset_export_import(server, server_factory):
 
     # dry runs of every kind of target
     def dry(*target: str) -> dict:
-        return {(r["TOPIC"], r["PARTITION"]): r["NEW-OFFSET"]
-                for r in ok(server, "offsets", "reset", "app", "--topic", "orders", *target)}
+        return {
+            (r["TOPIC"], r["PARTITION"]): r["NEW-OFFSET"]
+            for r in ok(server, "offsets", "reset", "app", "--topic", "orders", *target)
+        }
 
     assert dry("--to-earliest") == {("orders", 0): 0, ("orders", 1): 0}
     assert dry("--to-latest") == {("orders", 0): 15, ("orders", 1): 6}
@@ -127,7 +138,8 @@ def test_describe_reset_export_import(server, server_factory):
 
     # deletes are dry runs unless --execute (or --yes), as offsets reset is
     assert ok(server, "offsets", "delete", "app", "--topic", "orders:1") == [
-        {"GROUP": "app", "TOPIC": "orders", "PARTITION": 1, "RESULT": "offset 6 would be deleted"}]
+        {"GROUP": "app", "TOPIC": "orders", "PARTITION": 1, "RESULT": "offset 6 would be deleted"}
+    ]
     assert ok(server, "groups", "delete", "app") == [{"GROUP": "app", "RESULT": "would be deleted"}]
     dry = kcoord(server, "topics", "delete", "orders", output=None)
     assert dry.returncode == 0 and "would delete orders (2 partitions)" in dry.stderr
@@ -145,8 +157,17 @@ def test_describe_reset_export_import(server, server_factory):
 def test_options_after_the_subcommand(server):
     """--output and --bootstrap-server where a user types them: after the subcommand too."""
     ok(server, "topics", "create", "late", "--partitions", "1", output=None)
-    cmd = [sys.executable, "-m", "coordinator.admin", "topics", "list", "--bootstrap-server", server.bootstrap,
-           "--output", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "coordinator.admin",
+        "topics",
+        "list",
+        "--bootstrap-server",
+        server.bootstrap,
+        "--output",
+        "json",
+    ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert [t["TOPIC"] for t in json.loads(r.stdout)] == ["late"]
@@ -175,20 +196,34 @@ def test_dry_run_delete_of_what_is_not_there(server):
 def test_bad_input_is_one_line(server):
     assert "does not exist" in one_line_failure(kcoord(server, "groups", "describe", "nobody"))
     assert "UNKNOWN_TOPIC_OR_PARTITION" in one_line_failure(
-        kcoord(server, "offsets", "reset", "g", "--topic", "nope", "--to-latest"))
+        kcoord(server, "offsets", "reset", "g", "--topic", "nope", "--to-latest")
+    )
     assert "cannot connect" in one_line_failure(
-        subprocess.run([sys.executable, "-m", "coordinator.admin", "--bootstrap-server", "127.0.0.1:1",
-                        "groups", "list"], cwd=ROOT, capture_output=True, text=True, timeout=60))
+        subprocess.run(
+            [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", "127.0.0.1:1", "groups", "list"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    )
     assert "HOST:PORT" in one_line_failure(
-        subprocess.run([sys.executable, "-m", "coordinator.admin", "--bootstrap-server", "nowhere",
-                        "groups", "list"], cwd=ROOT, capture_output=True, text=True, timeout=60))
+        subprocess.run(
+            [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", "nowhere", "groups", "list"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    )
     ok(server, "topics", "create", "t", "--partitions", "1", output=None)
     one_line_failure(kcoord(server, "offsets", "reset", "g", "--topic", "t", "--by-duration", "1 hour"), code=2)
     one_line_failure(kcoord(server, "offsets", "reset", "g", "--topic", "t", "--to-datetime", "yesterday"), code=2)
     one_line_failure(kcoord(server, "offsets", "reset", "g", "--topic", "t"), code=2)  # no target
     one_line_failure(kcoord(server, "offsets", "reset", "g", "--to-latest"), code=2)  # no topics
-    assert "no partition 7" in one_line_failure(kcoord(server, "offsets", "reset", "g", "--topic", "t:7",
-                                                      "--to-latest"))
+    assert "no partition 7" in one_line_failure(
+        kcoord(server, "offsets", "reset", "g", "--topic", "t:7", "--to-latest")
+    )
     assert "INVALID_CONFIG" in one_line_failure(kcoord(server, "topics", "create", "u", "--config", "nope=1"))
     assert "TOPIC_ALREADY_EXISTS" in one_line_failure(kcoord(server, "topics", "create", "t"))
     bad = server.data_dir.parent / "bad.csv"
@@ -201,9 +236,24 @@ def test_produce_and_consume_like_kcat(server):
 
     ok(server, "topics", "create", "lines", "--partitions", "3", output=None)
     keys = [f"user-{i}" for i in range(12)]
-    r = subprocess.run([sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap,
-                        "produce", "lines", "--key-separator", "="], input="".join(f"{k}=v{k}\n" for k in keys),
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator.admin",
+            "--bootstrap-server",
+            server.bootstrap,
+            "produce",
+            "lines",
+            "--key-separator",
+            "=",
+        ],
+        input="".join(f"{k}=v{k}\n" for k in keys),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and "produced 12 records" in r.stderr, r.stderr
     rows = ok(server, "consume", "lines", "--timeout", "1")
     assert sorted(row["KEY"] for row in rows) == sorted(keys)
@@ -233,4 +283,5 @@ def test_group_lag_status_from_the_metrics(server_factory):
     assert "group stuck: ERR" in r.stderr
     assert "no committed offsets" in one_line_failure(kcoord(s, "groups", "status", "other", "--metrics-url", url))
     assert "cannot read metrics" in one_line_failure(
-        kcoord(s, "groups", "status", "stuck", "--metrics-url", "http://127.0.0.1:1/metrics"))
+        kcoord(s, "groups", "status", "stuck", "--metrics-url", "http://127.0.0.1:1/metrics")
+    )

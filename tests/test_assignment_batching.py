@@ -54,8 +54,15 @@ async def quiet_rounds(h: Harness, alive: set[str], rounds: int = 6) -> None:
 
 
 # op: (kind, member index, subscription or clock advance)
-OPS = st.lists(st.tuples(st.sampled_from(["join", "leave", "hb", "hb", "hb", "wait"]), st.integers(0, 7),
-                         st.sampled_from([0, 1, 300, 999, 1000, 1500])), min_size=1, max_size=60)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["join", "leave", "hb", "hb", "hb", "wait"]),
+        st.integers(0, 7),
+        st.sampled_from([0, 1, 300, 999, 1000, 1500]),
+    ),
+    min_size=1,
+    max_size=60,
+)
 
 
 @pytest.mark.parametrize("interval", [0, INTERVAL])
@@ -163,8 +170,9 @@ def test_assignment_timestamp_is_kafkas_tagged_field():
 
 
 async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(server_factory):
-    server = server_factory("--group-consumer-assignment-interval-ms", "0",
-                            "--group-consumer-max-assignment-interval-ms", "60000")
+    server = server_factory(
+        "--group-consumer-assignment-interval-ms", "0", "--group-consumer-max-assignment-interval-ms", "60000"
+    )
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=4)
@@ -199,9 +207,23 @@ def test_bounds_that_exclude_the_interval_stop_the_server_at_startup(tmp_path):
 
     from tests.support.process import ROOT
 
-    done = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"),
-                           "--group-consumer-assignment-interval-ms", "20000"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--group-consumer-assignment-interval-ms",
+            "20000",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "--group-consumer-max-assignment-interval-ms" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 

@@ -16,9 +16,16 @@ async def test_metadata_authorized_operations_over_the_wire(server):
     T = cls(METADATA, 10, "MetadataRequestTopic")
 
     async def ask(topic_ops, cluster_ops):
-        return await conn.request(METADATA, 10, cls(METADATA, 10)(
-            topics=(T(name="t", topic_id=None),), allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=cluster_ops, include_topic_authorized_operations=topic_ops))
+        return await conn.request(
+            METADATA,
+            10,
+            cls(METADATA, 10)(
+                topics=(T(name="t", topic_id=None),),
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=cluster_ops,
+                include_topic_authorized_operations=topic_ops,
+            ),
+        )
 
     asked = await ask(True, True)
     # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
@@ -41,5 +48,12 @@ def test_confluent_describe_topics_with_authorized_operations(server):
     topic = described["described"].result(timeout=30)
     assert len(topic.partitions) == 2
     assert set(topic.authorized_operations) == {
-        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
-        AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }

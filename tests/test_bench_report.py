@@ -10,8 +10,9 @@ from tests.support.process import ROOT
 
 
 def report(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench.report", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "bench.report", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_benchmarks_doc_is_generated_from_the_results():
@@ -22,11 +23,27 @@ def test_benchmarks_doc_is_generated_from_the_results():
 def test_newest_figure_shown_with_its_machine_date_and_peer(tmp_path):
     machine = {"cpu": "Test CPU", "cores": 2, "python": "3.11.7", "system": "Linux"}
     rows = [
-        {"script": "bench/bench_groups.py", "figure": "rebalance", "value": 50.0, "unit": "ms", "params": {},
-         "machine": machine, "date": "2026-01-01T00:00:00+00:00", "run": "a"},
-        {"script": "bench/bench_groups.py", "figure": "rebalance", "value": 25.0, "unit": "ms", "params": {},
-         "machine": machine, "date": "2026-02-01T00:00:00+00:00", "run": "b",
-         "peer": {"name": "Kafka", "value": 3000.0}},
+        {
+            "script": "bench/bench_groups.py",
+            "figure": "rebalance",
+            "value": 50.0,
+            "unit": "ms",
+            "params": {},
+            "machine": machine,
+            "date": "2026-01-01T00:00:00+00:00",
+            "run": "a",
+        },
+        {
+            "script": "bench/bench_groups.py",
+            "figure": "rebalance",
+            "value": 25.0,
+            "unit": "ms",
+            "params": {},
+            "machine": machine,
+            "date": "2026-02-01T00:00:00+00:00",
+            "run": "b",
+            "peer": {"name": "Kafka", "value": 3000.0},
+        },
     ]
     (tmp_path / "bench_groups.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "benchmarks.md"

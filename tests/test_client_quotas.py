@@ -27,10 +27,17 @@ INVALID_REQUEST, UNSUPPORTED_VERSION, UNKNOWN_SERVER_ERROR = 42, 35, -1
 async def describe(conn, components, strict=False, v=1):
     """components: [(type, match_type, match)] -> (error, message, {entity: {key: value}})"""
     C = request_cls(DESCRIBE, v, "ComponentData")
-    r = await conn.request(DESCRIBE, v, request_cls(DESCRIBE, v)(strict=strict, components=tuple(
-        C(entity_type=t, match_type=m, match=name) for t, m, name in components)))
-    found = {tuple((e.entity_type, e.entity_name) for e in entry.entity): {x.key: x.value for x in entry.values}
-             for entry in r.entries or ()}
+    r = await conn.request(
+        DESCRIBE,
+        v,
+        request_cls(DESCRIBE, v)(
+            strict=strict, components=tuple(C(entity_type=t, match_type=m, match=name) for t, m, name in components)
+        ),
+    )
+    found = {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {x.key: x.value for x in entry.values}
+        for entry in r.entries or ()
+    }
     return r.error_code, r.error_message, found
 
 
@@ -42,16 +49,26 @@ async def conn(server):
 
 
 async def test_alter_and_describe(conn, server):
-    assert await alter(conn, [
-        ([("user", "alice"), ("client-id", "app")], [("producer_byte_rate", 1024), ("request_percentage", 12.5)]),
-        ([("client-id", None)], [("consumer_byte_rate", 2048)]),
-        ([("user", None)], [("producer_byte_rate", 4096)]),
-        ([("ip", "127.0.0.1")], [("connection_creation_rate", 10)]),
-    ]) == [(0, None)] * 4
+    assert (
+        await alter(
+            conn,
+            [
+                (
+                    [("user", "alice"), ("client-id", "app")],
+                    [("producer_byte_rate", 1024), ("request_percentage", 12.5)],
+                ),
+                ([("client-id", None)], [("consumer_byte_rate", 2048)]),
+                ([("user", None)], [("producer_byte_rate", 4096)]),
+                ([("ip", "127.0.0.1")], [("connection_creation_rate", 10)]),
+            ],
+        )
+        == [(0, None)] * 4
+    )
     error, _, all_user = await describe(conn, [("user", ANY, None)])
     assert error == 0 and all_user == {
         (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0, "request_percentage": 12.5},
-        (("user", None),): {"producer_byte_rate": 4096.0}}
+        (("user", None),): {"producer_byte_rate": 4096.0},
+    }
     _, _, exact = await describe(conn, [("user", EXACT, "alice")], strict=True)
     assert exact == {}  # strict: alice's entity also names a client-id
     _, _, exact = await describe(conn, [("user", EXACT, "alice"), ("client-id", EXACT, "app")], strict=True)
@@ -65,7 +82,8 @@ async def test_alter_and_describe(conn, server):
 
     # removing a key; validate_only changes nothing
     assert await alter(conn, [([("user", "alice"), ("client-id", "app")], [("request_percentage", None)])]) == [
-        (0, None)]
+        (0, None)
+    ]
     assert await alter(conn, [([("user", "bob")], [("producer_byte_rate", 1)])], validate_only=True) == [(0, None)]
     _, _, all_user = await describe(conn, [("user", ANY, None)])
     assert all_user[(("client-id", "app"), ("user", "alice"))] == {"producer_byte_rate": 1024.0}
@@ -74,7 +92,8 @@ async def test_alter_and_describe(conn, server):
     server.restart()  # kept in the data dir
     again = await WireClient("quota-admin").connect("127.0.0.1", server.port)
     assert (await describe(again, []))[2] == everything | {
-        (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0}}
+        (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0}
+    }
     await again.close()
 
 
@@ -83,37 +102,56 @@ async def test_bad_alterations_refused_as_kafka(conn, server):
         ([], [("producer_byte_rate", 1)], "Invalid empty client quota entity"),
         ([("group", "g")], [("producer_byte_rate", 1)], "Unhandled client quota entity type: group"),
         ([("user", "")], [("producer_byte_rate", 1)], "Empty user not supported"),
-        ([("user", "a"), ("ip", "1.2.3.4")], [("connection_creation_rate", 1)],
-         "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
-        ([("ip", "no-such-host.invalid")], [("connection_creation_rate", 1)],
-         "no-such-host.invalid is not a valid IP or resolvable host."),
+        (
+            [("user", "a"), ("ip", "1.2.3.4")],
+            [("connection_creation_rate", 1)],
+            "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId",
+        ),
+        (
+            [("ip", "no-such-host.invalid")],
+            [("connection_creation_rate", 1)],
+            "no-such-host.invalid is not a valid IP or resolvable host.",
+        ),
         ([("user", "a")], [("connection_creation_rate", 1)], "Invalid configuration key connection_creation_rate"),
         ([("ip", "1.2.3.4")], [("producer_byte_rate", 1)], "Invalid configuration key producer_byte_rate"),
         ([("user", "a")], [("producer_byte_rate", 0)], "Quota producer_byte_rate must be greater than 0"),
         ([("user", "a")], [("consumer_byte_rate", 10.5)], "consumer_byte_rate cannot be a fractional value."),
-        ([("ip", "1.2.3.4")], [("connection_creation_rate", 2**32)],
-         "Proposed value for connection_creation_rate is too large for an INT."),
-        ([("user", "a")], [("producer_byte_rate", 1), ("producer_byte_rate", 2)],
-         "Ignoring duplicate entity ClientQuotaEntity(entries={user=a})"),
+        (
+            [("ip", "1.2.3.4")],
+            [("connection_creation_rate", 2**32)],
+            "Proposed value for connection_creation_rate is too large for an INT.",
+        ),
+        (
+            [("user", "a")],
+            [("producer_byte_rate", 1), ("producer_byte_rate", 2)],
+            "Ignoring duplicate entity ClientQuotaEntity(entries={user=a})",
+        ),
         # a type given twice: Kafka reads the entity into a map, so the last name counts
         ([("client-id", None), ("client-id", "")], [("producer_byte_rate", 1)], "Empty client-id not supported"),
     ]
     for entity, ops, message in cases:
         assert await alter(conn, [(entity, ops)]) == [(INVALID_REQUEST, message)], message
     # one bad entry does not stop the others
-    assert await alter(conn, [([("user", "")], [("producer_byte_rate", 1)]),
-                              ([("user", "ok")], [("producer_byte_rate", 1)])]) == [
-        (INVALID_REQUEST, "Empty user not supported"), (0, None)]
+    assert await alter(
+        conn, [([("user", "")], [("producer_byte_rate", 1)]), ([("user", "ok")], [("producer_byte_rate", 1)])]
+    ) == [(INVALID_REQUEST, "Empty user not supported"), (0, None)]
     assert await alter(conn, [([("user", ""), ("user", "last")], [("producer_byte_rate", 1)])]) == [(0, None)]
     assert list((await describe(conn, []))[2]) == [(("user", "last"),), (("user", "ok"),)]
 
     filters = [
         ([("", ANY, None)], INVALID_REQUEST, "Invalid empty entity type."),
-        ([("user", ANY, None), ("user", EXACT, "a")], INVALID_REQUEST,
-         "Entity type user cannot appear more than once in the filter."),
+        (
+            [("user", ANY, None), ("user", EXACT, "a")],
+            INVALID_REQUEST,
+            "Entity type user cannot appear more than once in the filter.",
+        ),
         ([("group", ANY, None)], UNSUPPORTED_VERSION, "Unsupported entity type group"),
-        ([("ip", ANY, None), ("user", ANY, None)], INVALID_REQUEST, "Invalid entity filter component combination. "
-         "IP filter component should not be used with user or clientId filter component."),
+        (
+            [("ip", ANY, None), ("user", ANY, None)],
+            INVALID_REQUEST,
+            "Invalid entity filter component combination. "
+            "IP filter component should not be used with user or clientId filter component.",
+        ),
         ([("user", 7, None)], UNKNOWN_SERVER_ERROR, "Unexpected match type: 7"),
     ]
     for components, code, message in filters:
@@ -128,12 +166,26 @@ def test_any_alteration_is_answered_with_a_kafka_error_code(server):
 
     names = st.none() | st.text(max_size=8)
     ip_names = st.sampled_from([None, "", "1.2.3.4", "::1", "not an address", "a\x00b", "no-such-host.invalid"])
-    component = st.tuples(st.sampled_from(["user", "client-id", "group", ""]), names) | st.tuples(st.just("ip"), ip_names)
-    keys = st.sampled_from(["producer_byte_rate", "consumer_byte_rate", "request_percentage",
-                            "controller_mutation_rate", "connection_creation_rate", "", "nope"])
+    component = st.tuples(st.sampled_from(["user", "client-id", "group", ""]), names) | st.tuples(
+        st.just("ip"), ip_names
+    )
+    keys = st.sampled_from(
+        [
+            "producer_byte_rate",
+            "consumer_byte_rate",
+            "request_percentage",
+            "controller_mutation_rate",
+            "connection_creation_rate",
+            "",
+            "nope",
+        ]
+    )
     values = st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.integers(-1, 2**64).map(float)
-    entries = st.lists(st.tuples(st.lists(component, max_size=3), st.lists(st.tuples(keys, values), max_size=3)),
-                       min_size=1, max_size=3)
+    entries = st.lists(
+        st.tuples(st.lists(component, max_size=3), st.lists(st.tuples(keys, values), max_size=3)),
+        min_size=1,
+        max_size=3,
+    )
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(entries=entries, validate_only=st.booleans())
@@ -146,6 +198,7 @@ def test_any_alteration_is_answered_with_a_kafka_error_code(server):
                 return answers
             finally:
                 await c.close()
+
         answers = asyncio.run(run())
         assert len(answers) == len(entries) and {code for code, _ in answers} <= {0, INVALID_REQUEST}, answers
 
@@ -158,8 +211,11 @@ def test_any_describe_filter_is_answered_with_a_kafka_error_code(server):
     or one of the controller's errors, and the connection stays open."""
     from hypothesis import HealthCheck, given, settings, strategies as st
 
-    component = st.tuples(st.sampled_from(["user", "client-id", "ip", "group", ""]),
-                          st.integers(-1, 3) | st.integers(-128, 127), st.none() | st.text(max_size=6))
+    component = st.tuples(
+        st.sampled_from(["user", "client-id", "ip", "group", ""]),
+        st.integers(-1, 3) | st.integers(-128, 127),
+        st.none() | st.text(max_size=6),
+    )
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(components=st.lists(component, max_size=4), strict=st.booleans())
@@ -170,9 +226,11 @@ def test_any_describe_filter_is_answered_with_a_kafka_error_code(server):
                 return await describe(c, components, strict=strict)
             finally:
                 await c.close()
+
         code, message, _ = asyncio.run(run())
         assert code in (0, INVALID_REQUEST, UNSUPPORTED_VERSION, UNKNOWN_SERVER_ERROR) and (code == 0) == (
-            message is None), (code, message)
+            message is None
+        ), (code, message)
 
     check()
     assert "Traceback" not in server.log_text()
@@ -185,9 +243,23 @@ async def test_produce_quota_throttles_and_mutes(server_factory):
     assert await alter(admin, [([("client-id", "slow")], [("producer_byte_rate", 10_000)])]) == [(0, None)]
     conn = await WireClient("slow").connect("127.0.0.1", server.port)
     P, T = request_cls(0, 9, "PartitionProduceData"), request_cls(0, 9, "TopicProduceData")
-    r = await conn.request(0, 9, request_cls(0, 9)(transactional_id=None, acks=1, timeout=5000 * _MS, topic_data=(
-        T(name="q", partition_data=(P(index=0, records=build_batch(
-            [(b"k", b"x" * 50_000)], timestamp_ms=int(time.time() * 1000))),)),)))
+    r = await conn.request(
+        0,
+        9,
+        request_cls(0, 9)(
+            transactional_id=None,
+            acks=1,
+            timeout=5000 * _MS,
+            topic_data=(
+                T(
+                    name="q",
+                    partition_data=(
+                        P(index=0, records=build_batch([(b"k", b"x" * 50_000)], timestamp_ms=int(time.time() * 1000))),
+                    ),
+                ),
+            ),
+        ),
+    )
     assert r.responses[0].partition_responses[0].error_code == 0  # taken, and throttled
     throttle = r.throttle_time.total_seconds() * 1000
     # 50 KB against 10 KB/s, measured over at least 1 s: (50 - 10) / 10 x 1 s
@@ -216,13 +288,30 @@ async def test_a_produce_delayed_by_a_fault_still_counts_against_its_quota(serve
     assert await create(admin, "q", partitions=1) == 0
     assert await alter(admin, [([("client-id", "slow")], [("producer_byte_rate", 10_000)])]) == [(0, None)]
     fault = json.dumps({"api": "Produce", "delay_ms": 1, "client_id": "slow"}).encode()
-    await asyncio.to_thread(urllib.request.urlopen, urllib.request.Request(
-        f"http://127.0.0.1:{port}/faults", data=fault, method="POST"), timeout=30)
+    await asyncio.to_thread(
+        urllib.request.urlopen,
+        urllib.request.Request(f"http://127.0.0.1:{port}/faults", data=fault, method="POST"),
+        timeout=30,
+    )
     conn = await WireClient("slow").connect("127.0.0.1", server.port)
     P, T = request_cls(0, 9, "PartitionProduceData"), request_cls(0, 9, "TopicProduceData")
-    r = await conn.request(0, 9, request_cls(0, 9)(transactional_id=None, acks=1, timeout=5000 * _MS, topic_data=(
-        T(name="q", partition_data=(P(index=0, records=build_batch(
-            [(b"k", b"x" * 50_000)], timestamp_ms=int(time.time() * 1000))),)),)))
+    r = await conn.request(
+        0,
+        9,
+        request_cls(0, 9)(
+            transactional_id=None,
+            acks=1,
+            timeout=5000 * _MS,
+            topic_data=(
+                T(
+                    name="q",
+                    partition_data=(
+                        P(index=0, records=build_batch([(b"k", b"x" * 50_000)], timestamp_ms=int(time.time() * 1000))),
+                    ),
+                ),
+            ),
+        ),
+    )
     assert r.responses[0].partition_responses[0].error_code == 0 and r.throttle_time.total_seconds() > 0
     for c in (admin, conn):
         await c.close()
@@ -235,8 +324,9 @@ async def test_fetch_quota_caps_and_throttles(server_factory):
     now = int(time.time() * 1000)
     for i in range(20):
         await produce_full(admin, "f", build_batch([(b"k", b"%d" % i + b"y" * 1000)], timestamp_ms=now))
-    assert await alter(admin, [([("user", "ANONYMOUS"), ("client-id", "reader")],
-                                [("consumer_byte_rate", 3000)])]) == [(0, None)]
+    assert await alter(admin, [([("user", "ANONYMOUS"), ("client-id", "reader")], [("consumer_byte_rate", 3000)])]) == [
+        (0, None)
+    ]
     conn = await WireClient("reader").connect("127.0.0.1", server.port)
     r = await conn.request(FETCH, 11, fetch_body("f", 0))
     first = r.responses[0].partitions[0].records
@@ -266,13 +356,21 @@ def test_confluent_producer_is_throttled_near_its_quota(server_factory):
         admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
         assert await create(admin, "rated", partitions=1) == 0
         assert await alter(admin, [([("client-id", "rated-producer")], [("producer_byte_rate", 20_000)])]) == [
-            (0, None)]
+            (0, None)
+        ]
         await admin.close()
 
     asyncio.run(setup())
     throttles = []
-    producer = Producer({"bootstrap.servers": server.bootstrap, "client.id": "rated-producer", "linger.ms": 5,
-                         "batch.size": 5000, "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    producer = Producer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "client.id": "rated-producer",
+            "linger.ms": 5,
+            "batch.size": 5000,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
     total = 120_000
     started = time.monotonic()
     for _ in range(total // 1000):

@@ -40,24 +40,41 @@ def _incremental_group(port: int, group: str, settings: dict[str, str]) -> int:
             return (await incremental(conn, 32, group, [(k, 0, v) for k, v in settings.items()]))[0]
         finally:
             await conn.close()
+
     return asyncio.run(call())
 
 
 def test_both_listeners_answer(tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                       ConfigResource, ResourcePatternType, ResourceType)
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ConfigResource,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     server = ServerProcess(tmp_path / "data", ["--profile", "client-suite"])
     server.port = _port_pair()
     server.start()
     try:
         plain = {"bootstrap.servers": server.bootstrap}
-        sasl = [{"bootstrap.servers": f"127.0.0.1:{server.port + 1}", "security.protocol": "SASL_PLAINTEXT",
-                 "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
-                for mechanism, user, password in (("PLAIN", "testuser", "testpass"),
-                                                  ("SCRAM-SHA-512", "adminscram512", "admin-secret-512"),
-                                                  ("SCRAM-SHA-256", "adminscram256", "admin-secret-256"))]
+        sasl = [
+            {
+                "bootstrap.servers": f"127.0.0.1:{server.port + 1}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": mechanism,
+                "sasl.username": user,
+                "sasl.password": password,
+            }
+            for mechanism, user, password in (
+                ("PLAIN", "testuser", "testpass"),
+                ("SCRAM-SHA-512", "adminscram512", "admin-secret-512"),
+                ("SCRAM-SHA-256", "adminscram256", "admin-secret-256"),
+            )
+        ]
         # auto-creation, produced on the plaintext port, read on the SASL one
         producer = Producer(plain)
         producer.produce("suite-topic", value=b"hello")
@@ -74,8 +91,11 @@ def test_both_listeners_answer(tmp_path):
             assert msg is not None and msg.value() == b"hello", conf["sasl.mechanism"]
         # the authorizer is on (the ACL APIs answer) and lets everyone in while no ACL names a resource
         admin = AdminClient(sasl[1])
-        acls = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
-                                                    AclOperation.ANY, AclPermissionType.ANY)).result(30)
+        acls = admin.describe_acls(
+            AclBindingFilter(
+                ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+            )
+        ).result(30)
         assert acls == []
         broker = ConfigResource(ResourceType.BROKER, "1")
         plain_admin = AdminClient(plain)  # (held: a client collected mid-request fails it)
@@ -83,8 +103,12 @@ def test_both_listeners_answer(tmp_path):
         assert entries["log.cleaner.backoff.ms"].value == "1000"
         assert entries["auto.create.topics.enable"].value == "true"
         # KIP-848 groups may be given short session timeouts (librdkafka's scenario)
-        assert _incremental_group(server.port, "g", {"consumer.session.timeout.ms": "500",
-                                                     "consumer.heartbeat.interval.ms": "100"}) == 0
+        assert (
+            _incremental_group(
+                server.port, "g", {"consumer.session.timeout.ms": "500", "consumer.heartbeat.interval.ms": "100"}
+            )
+            == 0
+        )
     finally:
         server.close()
     assert "Traceback" not in server.log_text()
@@ -94,8 +118,9 @@ def test_explicit_flags_win(server_factory):
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
     # (--security-protocol given: the profile's two listeners are not made, one plaintext port is)
-    server = server_factory("--profile", "client-suite", "--security-protocol", "PLAINTEXT",
-                            "--log-cleaner-backoff-ms", "5000")
+    server = server_factory(
+        "--profile", "client-suite", "--security-protocol", "PLAINTEXT", "--log-cleaner-backoff-ms", "5000"
+    )
     broker = ConfigResource(ResourceType.BROKER, "1")
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     entries = admin.describe_configs([broker])[broker].result(30)
@@ -103,6 +128,7 @@ def test_explicit_flags_win(server_factory):
 
 
 def test_unknown_profile_is_one_line():
-    r = subprocess.run([sys.executable, "-m", "coordinator", "--profile", "nope"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "coordinator", "--profile", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and "--profile" in r.stderr and len(r.stderr.strip().splitlines()) == 1

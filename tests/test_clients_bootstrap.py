@@ -41,6 +41,7 @@ def report(client: str, seen: dict[str, list[int]]) -> None:
 
 # --- kafka-python ---------------------------------------------------------------------------
 
+
 def test_kafka_python_admin_and_consumer(proxied):
     from kafka import KafkaAdminClient, KafkaConsumer
 
@@ -48,18 +49,26 @@ def test_kafka_python_admin_and_consumer(proxied):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kp-admin", request_timeout_ms=10000)
     try:
         cluster = admin.describe_cluster()
-        assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(1, "127.0.0.1", proxied.proxy_port)]
+        assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [
+            (1, "127.0.0.1", proxied.proxy_port)
+        ]
         assert "__consumer_offsets" in admin.list_topics()
         assert admin._manager.run(admin._find_coordinator_id, GROUP) == 1
     finally:
         admin.close()
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, client_id="kp-consumer",
-                             enable_auto_commit=False, request_timeout_ms=10000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=GROUP,
+        client_id="kp-consumer",
+        enable_auto_commit=False,
+        request_timeout_ms=10000,
+    )
     try:
         assert consumer.topics() == set()  # internal topics are hidden from consumers
         assert [(b.node_id, b.host, b.port) for b in consumer._client.cluster.brokers()] == [
-            (1, "127.0.0.1", proxied.proxy_port)]
+            (1, "127.0.0.1", proxied.proxy_port)
+        ]
         coordinator = consumer._coordinator
         coordinator.ensure_coordinator_ready(timeout_ms=10000)
         assert coordinator.coordinator_id == "coordinator-1"  # kafka-python's name for node 1's group link
@@ -74,11 +83,13 @@ def test_kafka_python_admin_and_consumer(proxied):
 
 # --- aiokafka -------------------------------------------------------------------------------
 
+
 async def test_aiokafka_client(proxied):
     from aiokafka.client import AIOKafkaClient
 
-    client = AIOKafkaClient(bootstrap_servers=f"127.0.0.1:{proxied.proxy_port}", client_id="aiokafka-test",
-                            request_timeout_ms=10000)
+    client = AIOKafkaClient(
+        bootstrap_servers=f"127.0.0.1:{proxied.proxy_port}", client_id="aiokafka-test", request_timeout_ms=10000
+    )
     await client.bootstrap()
     try:
         brokers = client.cluster.brokers()
@@ -94,6 +105,7 @@ async def test_aiokafka_client(proxied):
 
 
 # --- confluent-kafka ----------------------------------------------------------------------------
+
 
 def test_confluent_admin_list_topics(proxied):
     from confluent_kafka.admin import AdminClient
@@ -115,5 +127,7 @@ def test_confluent_admin_list_topics(proxied):
     assert seen["ApiVersions"] and seen["Metadata"]
     assert_within_our_ranges(seen, ranges)
     if 15 not in ranges or 16 not in ranges:
-        pytest.skip("list/describe_consumer_groups need ListGroups (16) and DescribeGroups (15), not served yet; "
-                    "Metadata bootstrap checked")
+        pytest.skip(
+            "list/describe_consumer_groups need ListGroups (16) and DescribeGroups (15), not served yet; "
+            "Metadata bootstrap checked"
+        )

@@ -21,28 +21,49 @@ PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, HEARTBEAT = 0, 1, 2, 9, 12
 
 
 async def metadata(conn: WireClient, *topics: str):
-    return await conn.request(METADATA, 12, request_class(METADATA, 12)(
-        topics=tuple(nested(METADATA, 12, "MetadataRequestTopic")(name=t, topic_id=None) for t in topics),
-        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return await conn.request(
+        METADATA,
+        12,
+        request_class(METADATA, 12)(
+            topics=tuple(nested(METADATA, 12, "MetadataRequestTopic")(name=t, topic_id=None) for t in topics),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
 
 
 async def find_coordinator(conn: WireClient, key: str, key_type: int = 0):
-    r = await conn.request(FIND_COORDINATOR, 4, request_class(FIND_COORDINATOR, 4)(
-        key_type=key_type, coordinator_keys=(key,)))
+    r = await conn.request(
+        FIND_COORDINATOR, 4, request_class(FIND_COORDINATOR, 4)(key_type=key_type, coordinator_keys=(key,))
+    )
     return r.coordinators[0]
 
 
 async def offset_fetch_error(conn: WireClient, group: str) -> int:
-    r = await conn.request(OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(
-        group_id=group, topics=None, require_stable=False))
+    r = await conn.request(
+        OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(group_id=group, topics=None, require_stable=False)
+    )
     return r.error_code
 
 
 async def end_offset(conn: WireClient, topic: str, partition: int, epoch: int, current: int = -1):
-    r = await conn.request(OFFSET_FOR_LEADER_EPOCH, 4, request_class(OFFSET_FOR_LEADER_EPOCH, 4)(
-        replica_id=-2, topics=(nested(OFFSET_FOR_LEADER_EPOCH, 4, "OffsetForLeaderTopic")(topic=topic, partitions=(
-            nested(OFFSET_FOR_LEADER_EPOCH, 4, "OffsetForLeaderPartition")(
-                partition=partition, current_leader_epoch=current, leader_epoch=epoch),)),)))
+    r = await conn.request(
+        OFFSET_FOR_LEADER_EPOCH,
+        4,
+        request_class(OFFSET_FOR_LEADER_EPOCH, 4)(
+            replica_id=-2,
+            topics=(
+                nested(OFFSET_FOR_LEADER_EPOCH, 4, "OffsetForLeaderTopic")(
+                    topic=topic,
+                    partitions=(
+                        nested(OFFSET_FOR_LEADER_EPOCH, 4, "OffsetForLeaderPartition")(
+                            partition=partition, current_leader_epoch=current, leader_epoch=epoch
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
     return r.topics[0].partitions[0]
 
 
@@ -62,8 +83,11 @@ async def test_three_brokers_in_metadata_and_describe_cluster_with_replication_f
             assert all(sorted(p.replica_nodes) == [1, 2, 3] and sorted(p.isr_nodes) == [1, 2, 3] for p in parts)
             assert {p.leader_id for p in parts} == {1, 2, 3}  # leaders spread over the brokers
             assert all(p.leader_id == kafka_cluster.leader_of("rf3", p.partition_index) for p in parts)
-            dc = await conn.request(DESCRIBE_CLUSTER, 1, request_class(DESCRIBE_CLUSTER, 1)(
-                include_cluster_authorized_operations=False, endpoint_type=1))
+            dc = await conn.request(
+                DESCRIBE_CLUSTER,
+                1,
+                request_class(DESCRIBE_CLUSTER, 1)(include_cluster_authorized_operations=False, endpoint_type=1),
+            )
             assert sorted(b.broker_id for b in dc.brokers) == [1, 2, 3]
         # __consumer_offsets partitions, so group coordinators, are spread too
         coordinators = {(await find_coordinator(one, f"group-{i}")).node_id for i in range(30)}
@@ -79,20 +103,57 @@ async def test_the_wrong_broker_answers_not_leader_and_not_coordinator(kafka_clu
         assert await create_topic(conns[1], "t", 2, 2) == E.none
         leader = kafka_cluster.leader_of("t", 0)
         other = 3 - leader
-        r = await conns[other].request(LIST_OFFSETS, 7, request_class(LIST_OFFSETS, 7)(
-            replica_id=-1, isolation_level=0, topics=(nested(LIST_OFFSETS, 7, "ListOffsetsTopic")(name="t", partitions=(
-                nested(LIST_OFFSETS, 7, "ListOffsetsPartition")(partition_index=0, current_leader_epoch=-1,
-                                                                timestamp=-1),)),)))
+        r = await conns[other].request(
+            LIST_OFFSETS,
+            7,
+            request_class(LIST_OFFSETS, 7)(
+                replica_id=-1,
+                isolation_level=0,
+                topics=(
+                    nested(LIST_OFFSETS, 7, "ListOffsetsTopic")(
+                        name="t",
+                        partitions=(
+                            nested(LIST_OFFSETS, 7, "ListOffsetsPartition")(
+                                partition_index=0, current_leader_epoch=-1, timestamp=-1
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
         assert r.topics[0].partitions[0].error_code == E.not_leader_or_follower
         assert (await end_offset(conns[other], "t", 0, 0)).error_code == E.not_leader_or_follower
         assert (await end_offset(conns[leader], "t", 0, 0)).error_code == E.none
-        fetch = await conns[other].request(FETCH, 12, request_class(FETCH, 12)(
-            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1, topics=(nested(FETCH, 12, "FetchTopic")(topic="t", partitions=(
-                nested(FETCH, 12, "FetchPartition")(partition=0, current_leader_epoch=-1, fetch_offset=0,
-                                                    last_fetched_epoch=-1, log_start_offset=-1,
-                                                    partition_max_bytes=1 << 20),)),),
-            forgotten_topics_data=(), rack_id=""))
+        fetch = await conns[other].request(
+            FETCH,
+            12,
+            request_class(FETCH, 12)(
+                replica_id=-1,
+                max_wait=datetime.timedelta(0),
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(
+                    nested(FETCH, 12, "FetchTopic")(
+                        topic="t",
+                        partitions=(
+                            nested(FETCH, 12, "FetchPartition")(
+                                partition=0,
+                                current_leader_epoch=-1,
+                                fetch_offset=0,
+                                last_fetched_epoch=-1,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+                rack_id="",
+            ),
+        )
         part = fetch.responses[0].partitions[0]
         assert part.error_code == E.not_leader_or_follower
         assert part.current_leader.leader_id == leader  # KIP-951's hint
@@ -100,8 +161,11 @@ async def test_the_wrong_broker_answers_not_leader_and_not_coordinator(kafka_clu
         assert (await find_coordinator(conns[3 - coordinator], "g")).node_id == coordinator
         assert await offset_fetch_error(conns[3 - coordinator], "g") == E.not_coordinator
         assert await offset_fetch_error(conns[coordinator], "g") == E.none
-        hb = await conns[3 - coordinator].request(HEARTBEAT, 4, request_class(HEARTBEAT, 4)(
-            group_id="g", generation_id=1, member_id="m", group_instance_id=None))
+        hb = await conns[3 - coordinator].request(
+            HEARTBEAT,
+            4,
+            request_class(HEARTBEAT, 4)(group_id="g", generation_id=1, member_id="m", group_instance_id=None),
+        )
         assert hb.error_code == E.not_coordinator
     finally:
         await close(conns)
@@ -128,15 +192,39 @@ async def test_a_moved_leader_bumps_its_epoch_and_offset_for_leader_epoch_follow
         await close(conns)
 
 
-async def fetch_part(conn: WireClient, topic: str, current: int, v: int = 12, session_epoch: int = -1,
-                     session_id: int = 0):
-    r = await conn.request(FETCH, v, request_class(FETCH, v)(
-        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-        session_id=session_id, session_epoch=session_epoch, topics=(nested(FETCH, v, "FetchTopic")(
-            topic=topic, partitions=(nested(FETCH, v, "FetchPartition")(
-                partition=0, current_leader_epoch=current, fetch_offset=0, last_fetched_epoch=-1,
-                log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-        forgotten_topics_data=(), rack_id=""))
+async def fetch_part(
+    conn: WireClient, topic: str, current: int, v: int = 12, session_epoch: int = -1, session_id: int = 0
+):
+    r = await conn.request(
+        FETCH,
+        v,
+        request_class(FETCH, v)(
+            replica_id=-1,
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=session_id,
+            session_epoch=session_epoch,
+            topics=(
+                nested(FETCH, v, "FetchTopic")(
+                    topic=topic,
+                    partitions=(
+                        nested(FETCH, v, "FetchPartition")(
+                            partition=0,
+                            current_leader_epoch=current,
+                            fetch_offset=0,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        ),
+    )
     return r
 
 
@@ -150,8 +238,13 @@ async def test_fetch_checks_the_current_leader_epoch(kafka_cluster):
     try:
         assert await create_topic(conns[1], "fe", 1, 3) == E.none
         new = await kafka_cluster.amove_leader("fe", 0)  # epoch 1
-        for current, error in [(-1, E.none), (-5, E.none), (1, E.none), (0, E.fenced_leader_epoch),
-                               (2, E.unknown_leader_epoch)]:
+        for current, error in [
+            (-1, E.none),
+            (-5, E.none),
+            (1, E.none),
+            (0, E.fenced_leader_epoch),
+            (2, E.unknown_leader_epoch),
+        ]:
             part = (await fetch_part(conns[new], "fe", current)).responses[0].partitions[0]
             assert part.error_code == error, current
         fenced = (await fetch_part(conns[new], "fe", 0)).responses[0].partitions[0]
@@ -161,20 +254,53 @@ async def test_fetch_checks_the_current_leader_epoch(kafka_cluster):
         assert opened.session_id > 0 and opened.responses[0].partitions[0].error_code == E.none
         await kafka_cluster.amove_leader("fe", 0, to=new % 3 + 1)
         await kafka_cluster.amove_leader("fe", 0, to=new)  # epoch 3
-        r = await conns[new].request(FETCH, 12, request_class(FETCH, 12)(
-            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-            session_id=opened.session_id, session_epoch=1, topics=(), forgotten_topics_data=(), rack_id=""))
+        r = await conns[new].request(
+            FETCH,
+            12,
+            request_class(FETCH, 12)(
+                replica_id=-1,
+                max_wait=datetime.timedelta(0),
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=opened.session_id,
+                session_epoch=1,
+                topics=(),
+                forgotten_topics_data=(),
+                rack_id="",
+            ),
+        )
         assert r.responses[0].partitions[0].error_code == E.fenced_leader_epoch
         # the client learns the new epoch and says so in the session: served again
         r = await fetch_part(conns[new], "fe", 3, session_id=opened.session_id, session_epoch=2)
         assert r.responses[0].partitions[0].error_code == E.none
         # Fetch v8 carries no epoch: not checked
-        assert (await conns[new].request(FETCH, 8, request_class(FETCH, 8)(
-            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1, topics=(nested(FETCH, 8, "FetchTopic")(topic="fe", partitions=(
-                nested(FETCH, 8, "FetchPartition")(partition=0, fetch_offset=0, log_start_offset=-1,
-                                                   partition_max_bytes=1 << 20),)),),
-            forgotten_topics_data=()))).responses[0].partitions[0].error_code == E.none
+        assert (
+            await conns[new].request(
+                FETCH,
+                8,
+                request_class(FETCH, 8)(
+                    replica_id=-1,
+                    max_wait=datetime.timedelta(0),
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=(
+                        nested(FETCH, 8, "FetchTopic")(
+                            topic="fe",
+                            partitions=(
+                                nested(FETCH, 8, "FetchPartition")(
+                                    partition=0, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20
+                                ),
+                            ),
+                        ),
+                    ),
+                    forgotten_topics_data=(),
+                ),
+            )
+        ).responses[0].partitions[0].error_code == E.none
     finally:
         await close(conns)
 
@@ -241,14 +367,23 @@ def test_bad_control_input_is_refused_and_changes_nothing(kafka_cluster):
 
 # Metadata, FindCoordinator and the group APIs agree at every moment -------------------
 
-_OPS = st.lists(st.one_of(
-    st.tuples(st.just("move_leader"), st.integers(0, 2), st.one_of(st.none(), st.integers(1, 3))),
-    st.tuples(st.just("move_coordinator"), st.sampled_from(["ga", "gb", "gc"]), st.one_of(st.none(), st.integers(1, 3))),
-    st.tuples(st.just("move_transaction_coordinator"), st.sampled_from(["ta", "tb"]),
-              st.one_of(st.none(), st.integers(1, 3))),
-    st.tuples(st.just("stop"), st.integers(1, 3)),
-    st.tuples(st.just("start"), st.integers(1, 3)),
-), min_size=1, max_size=6)
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("move_leader"), st.integers(0, 2), st.one_of(st.none(), st.integers(1, 3))),
+        st.tuples(
+            st.just("move_coordinator"), st.sampled_from(["ga", "gb", "gc"]), st.one_of(st.none(), st.integers(1, 3))
+        ),
+        st.tuples(
+            st.just("move_transaction_coordinator"),
+            st.sampled_from(["ta", "tb"]),
+            st.one_of(st.none(), st.integers(1, 3)),
+        ),
+        st.tuples(st.just("stop"), st.integers(1, 3)),
+        st.tuples(st.just("start"), st.integers(1, 3)),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 @pytest.fixture(scope="module")
@@ -256,6 +391,7 @@ def shared_cluster():
     import asyncio
 
     with Cluster(brokers=3) as cluster:
+
         async def create() -> None:
             conns = await connect(cluster)
             assert await create_topic(conns[1], "p", 3, 2) == E.none
@@ -339,8 +475,12 @@ def test_listeners_and_advertised_listeners_go_up_by_one_per_broker(tmp_path):
     import asyncio
 
     port = _two_free_ports()
-    with Cluster(brokers=2, data_dir=tmp_path / "d", listeners=f"PLAINTEXT://127.0.0.1:{port}",
-                 advertised_listeners="PLAINTEXT://localhost:19092") as cluster:
+    with Cluster(
+        brokers=2,
+        data_dir=tmp_path / "d",
+        listeners=f"PLAINTEXT://127.0.0.1:{port}",
+        advertised_listeners="PLAINTEXT://localhost:19092",
+    ) as cluster:
         assert [(b["node_id"], b["port"]) for b in cluster.brokers()] == [(1, 19092), (2, 19093)]
 
         async def advertised() -> list:
@@ -356,22 +496,40 @@ def test_brokers_with_several_listeners_take_ports_a_stride_apart():
     from coordinator.config import parse_args
     from coordinator.listeners import listeners_of
 
-    config = parse_args(["--brokers", "3", "--listeners", "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
-                         "--advertised-listeners", "PLAINTEXT://kafka:19092,SASL_SSL://kafka:19093"])
+    config = parse_args(
+        [
+            "--brokers",
+            "3",
+            "--listeners",
+            "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
+            "--advertised-listeners",
+            "PLAINTEXT://kafka:19092,SASL_SSL://kafka:19093",
+        ]
+    )
     assert [(x.node_id, x.protocol, x.port, x.advertised) for x in listeners_of(config)] == [
-        (1, "PLAINTEXT", 9092, ("kafka", 19092)), (1, "SASL_SSL", 9093, ("kafka", 19093)),
-        (2, "PLAINTEXT", 9094, ("kafka", 19094)), (2, "SASL_SSL", 9095, ("kafka", 19095)),
-        (3, "PLAINTEXT", 9096, ("kafka", 19096)), (3, "SASL_SSL", 9097, ("kafka", 19097))]
+        (1, "PLAINTEXT", 9092, ("kafka", 19092)),
+        (1, "SASL_SSL", 9093, ("kafka", 19093)),
+        (2, "PLAINTEXT", 9094, ("kafka", 19094)),
+        (2, "SASL_SSL", 9095, ("kafka", 19095)),
+        (3, "PLAINTEXT", 9096, ("kafka", 19096)),
+        (3, "SASL_SSL", 9097, ("kafka", 19097)),
+    ]
 
 
 def test_bad_brokers_flag_is_one_line_and_exit_2(tmp_path):
     import subprocess
     import sys
 
-    for args, message in ((["--brokers", "0"], "--brokers: 0; at least 1"),
-                          (["--brokers", "3", "--port", "65534"], "port is past 65535")):
-        done = subprocess.run([sys.executable, "-m", "coordinator", "--data-dir", str(tmp_path / "d"), *args],
-                              capture_output=True, text=True, timeout=60)
+    for args, message in (
+        (["--brokers", "0"], "--brokers: 0; at least 1"),
+        (["--brokers", "3", "--port", "65534"], "port is past 65535"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "coordinator", "--data-dir", str(tmp_path / "d"), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2 and message in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
 
@@ -421,13 +579,16 @@ def test_leader_epochs_outlive_a_restart(tmp_path):
 
 
 @pytest.mark.parametrize("subprocess", [False, True])
-@pytest.mark.parametrize("kw, message", [
-    ({"brokers": 0}, "brokers: 0; at least 1"),
-    ({"brokers": "3"}, "brokers: '3'; at least 1"),
-    ({"no_such_setting": 1}, "unrecognized arguments: --no-such-setting 1"),
-    ({"fsync": "bogus"}, "argument --fsync: invalid choice: 'bogus'"),
-    ({"group_consumer_session_timeout_ms": "soon"}, "--group-consumer-session-timeout-ms"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"brokers": 0}, "brokers: 0; at least 1"),
+        ({"brokers": "3"}, "brokers: '3'; at least 1"),
+        ({"no_such_setting": 1}, "unrecognized arguments: --no-such-setting 1"),
+        ({"fsync": "bogus"}, "argument --fsync: invalid choice: 'bogus'"),
+        ({"group_consumer_session_timeout_ms": "soon"}, "--group-consumer-session-timeout-ms"),
+    ],
+)
 def test_bad_cluster_arguments_are_one_value_error(tmp_path, kw, message, subprocess):
     """Cluster() raises the server's one-line complaint as a ValueError (not argparse's exit),
     whether the brokers would run in this process or a child."""

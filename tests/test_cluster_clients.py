@@ -65,8 +65,14 @@ class Ledger:
 def confluent_member(bootstrap: str, group: str, name: str, ledger: Ledger, protocol: str) -> PolledMember:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "auto.offset.reset": "earliest",
-              "enable.auto.commit": False, "group.protocol": protocol}
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": name,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "group.protocol": protocol,
+    }
     if protocol == "classic":
         config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     c = Consumer(config)
@@ -90,8 +96,15 @@ def kafka_python_member(bootstrap: str, group: str, name: str, ledger: Ledger) -
     from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
     from kafka.errors import KafkaError
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=name, session_timeout_ms=6000,
-                      heartbeat_interval_ms=500, auto_offset_reset="earliest", enable_auto_commit=False)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        client_id=name,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     kafka_python_subscribe(c, TOPIC)
 
     def poll() -> set[int]:
@@ -114,6 +127,7 @@ def run_group_through_moves(cluster, members, ledger: Ledger, group: str) -> Non
     covers every partition again after each change, and no committed message comes again."""
     bootstrap = cluster.bootstrap
     try:
+
         def converged() -> bool:
             owned = [m.owned for m in members]
             return sorted(p for o in owned for p in o) == list(range(PARTITIONS)) and all(owned)
@@ -151,8 +165,7 @@ def test_confluent_classic_group_across_a_coordinator_move_and_a_broker_stop(kaf
 def test_confluent_kip848_group_across_a_coordinator_move_and_a_broker_stop(kafka_cluster):
     create_topic(kafka_cluster.bootstrap)
     ledger = Ledger()
-    members = [confluent_member(kafka_cluster.bootstrap, "ck848", f"ck848-{i}", ledger, "consumer")
-               for i in range(2)]
+    members = [confluent_member(kafka_cluster.bootstrap, "ck848", f"ck848-{i}", ledger, "consumer") for i in range(2)]
     run_group_through_moves(kafka_cluster, members, ledger, "ck848")
 
 
@@ -171,16 +184,18 @@ def test_idempotent_producer_across_leader_moves_has_no_duplicates_and_no_gaps(k
     bootstrap = kafka_cluster.bootstrap
     create_topic(bootstrap, "seq", 1)
     count, errors = 3000, []
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2,
-                         "batch.num.messages": 50})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2, "batch.num.messages": 50}
+    )
     sent = threading.Event()
 
     def send() -> None:
         for i in range(count):
             while True:
                 try:
-                    producer.produce("seq", str(i).encode(), partition=0,
-                                     on_delivery=lambda err, _m: err and errors.append(err))
+                    producer.produce(
+                        "seq", str(i).encode(), partition=0, on_delivery=lambda err, _m: err and errors.append(err)
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -232,8 +247,15 @@ def test_transactions_across_a_transaction_coordinator_move(kafka_cluster):
     assert producer.flush(30) == 0
     kafka_cluster.move_transaction_coordinator("tx-mover")
     producer.abort_transaction(30)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tx-check", "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "tx-check",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe(["tx"])
     values = set()
     deadline = time.monotonic() + 60
@@ -250,9 +272,16 @@ def read_committed_values(bootstrap: str, topic: str, expected: int) -> list[str
     `expected` are in and the consumer has reached the end."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-check",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.subscribe([topic])
     values: list[str] = []
     at_end: set[int] = set()
@@ -339,8 +368,9 @@ def test_confluent_consumer_across_leader_moves_has_no_gap_and_no_duplicate(kafk
 
     bootstrap = kafka_cluster.bootstrap
     create_topic(bootstrap, "lm", 1)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lm-reader", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "lm-reader", "enable.auto.commit": False, "fetch.wait.max.ms": 100}
+    )
     consumer.assign([TopicPartition("lm", 0, 0)])
     offsets: list[int] = []
     total = 0

@@ -26,8 +26,9 @@ async def offset_fetch_errors(host: str, port: int, group: str, n: int) -> list[
     try:
         out = []
         for _ in range(n):
-            r = await conn.request(OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(
-                group_id=group, topics=None, require_stable=False))
+            r = await conn.request(
+                OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(group_id=group, topics=None, require_stable=False)
+            )
             out.append(r.error_code)
         return out
     finally:
@@ -35,8 +36,13 @@ async def offset_fetch_errors(host: str, port: int, group: str, n: int) -> list[
 
 
 def kcoord(control: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator.admin", "cluster", *args, "--control", control],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator.admin", "cluster", *args, "--control", control],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_subprocess_cluster_is_driven_over_http_and_by_kcoord(tmp_path):
@@ -70,8 +76,10 @@ def test_a_subprocess_cluster_is_driven_over_http_and_by_kcoord(tmp_path):
         # a fault through the same control
         rule = cluster.inject("OffsetFetch", "COORDINATOR_LOAD_IN_PROGRESS", times=1, group="g")
         assert rule["error"] in ("COORDINATOR_LOAD_IN_PROGRESS", 14)
-        host, port = next(b for b in cluster.brokers() if b["node_id"] == 2)["host"], \
-            next(b for b in cluster.brokers() if b["node_id"] == 2)["port"]
+        host, port = (
+            next(b for b in cluster.brokers() if b["node_id"] == 2)["host"],
+            next(b for b in cluster.brokers() if b["node_id"] == 2)["port"],
+        )
         assert asyncio.run(offset_fetch_errors(host, port, "g", 2)) == [E.coordinator_load_in_progress, E.none]
         assert cluster.clear_faults() == 0  # (spent: nothing left)
 
@@ -114,8 +122,9 @@ async def _poll_while_moving(cluster: Cluster, group: str, to: int) -> list[int]
     try:
         while True:
             done = move.done()
-            r = await conn.request(OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(
-                group_id=group, topics=None, require_stable=False))
+            r = await conn.request(
+                OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(group_id=group, topics=None, require_stable=False)
+            )
             if not seen or seen[-1] != r.error_code:
                 seen.append(r.error_code)
             if done:
@@ -130,16 +139,46 @@ def test_the_new_coordinator_answers_load_in_progress_while_it_loads(tmp_path):
     """One __consumer_offsets partition holding 500 groups' 50,000 offsets: while its new
     coordinator replays it, the group's requests there are answered COORDINATOR_LOAD_IN_PROGRESS
     (before: NOT_COORDINATOR), and afterwards its offsets are all there."""
+
     async def commit_all(host: str, port: int) -> None:
         conn = await WireClient("loader").connect(host, port)
         await conn.create_topics("t100", partitions=100)
-        topic, part = request_class(8, 8, "OffsetCommitRequestTopic"), request_class(8, 8, "OffsetCommitRequestPartition")
+        topic, part = (
+            request_class(8, 8, "OffsetCommitRequestTopic"),
+            request_class(8, 8, "OffsetCommitRequestPartition"),
+        )
         for first in range(0, 500, 50):
-            answers = await asyncio.gather(*conn.send_many([(8, 8, request_class(8, 8)(
-                group_id=f"g{g}", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                topics=(topic(name="t100", partitions=tuple(part(
-                    partition_index=p, committed_offset=g + p, committed_leader_epoch=-1, committed_metadata="")
-                    for p in range(100))),))) for g in range(first, first + 50)]))
+            answers = await asyncio.gather(
+                *conn.send_many(
+                    [
+                        (
+                            8,
+                            8,
+                            request_class(8, 8)(
+                                group_id=f"g{g}",
+                                generation_id_or_member_epoch=-1,
+                                member_id="",
+                                group_instance_id=None,
+                                topics=(
+                                    topic(
+                                        name="t100",
+                                        partitions=tuple(
+                                            part(
+                                                partition_index=p,
+                                                committed_offset=g + p,
+                                                committed_leader_epoch=-1,
+                                                committed_metadata="",
+                                            )
+                                            for p in range(100)
+                                        ),
+                                    ),
+                                ),
+                            ),
+                        )
+                        for g in range(first, first + 50)
+                    ]
+                )
+            )
             assert all(p.error_code == 0 for a in answers for t in a.topics for p in t.partitions)
         await conn.close()
 
@@ -155,8 +194,9 @@ def test_the_new_coordinator_answers_load_in_progress_while_it_loads(tmp_path):
         async def fetched() -> dict:
             broker = next(b for b in cluster.brokers() if b["node_id"] == 3 - old)
             conn = await WireClient("check").connect(broker["host"], broker["port"])
-            r = await conn.request(OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(
-                group_id="g7", topics=None, require_stable=False))
+            r = await conn.request(
+                OFFSET_FETCH, 7, request_class(OFFSET_FETCH, 7)(group_id="g7", topics=None, require_stable=False)
+            )
             await conn.close()
             return {(t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions}
 

@@ -20,10 +20,15 @@ SDESCRIBE, SHARE_OFFSETS = 77, 90
 
 
 def members_of(group) -> list[tuple]:
-    return sorted((m.member_id, m.member_epoch, sorted(flat([(t.topic_id, list(t.partitions))
-                                                             for t in m.assignment.topic_partitions])),
-                   sorted(flat([(t.topic_id, list(t.partitions)) for t in m.target_assignment.topic_partitions])))
-                  for m in group.members)
+    return sorted(
+        (
+            m.member_id,
+            m.member_epoch,
+            sorted(flat([(t.topic_id, list(t.partitions)) for t in m.assignment.topic_partitions])),
+            sorted(flat([(t.topic_id, list(t.partitions)) for t in m.target_assignment.topic_partitions])),
+        )
+        for m in group.members
+    )
 
 
 @pytest.mark.kafka_cluster(brokers=3, group_consumer_assignment_interval_ms=0)
@@ -52,17 +57,29 @@ async def test_a_consumer_group_comes_back_whole_on_its_new_coordinator(kafka_cl
         after = (await describe(conns[new], "cg"))[0]
         assert after.error_code == E.none
         assert (after.group_state, after.group_epoch, after.assignment_epoch, after.assignor_name) == (
-            before.group_state, before.group_epoch, before.assignment_epoch, before.assignor_name)
+            before.group_state,
+            before.group_epoch,
+            before.assignment_epoch,
+            before.assignor_name,
+        )
         assert members_of(after) == members_of(before)
         # the members carry on at their epochs with what they own
         again = await conns[new].request(HB, 1, hb("cg", "a", a.member_epoch, owned=a_owned))
         assert again.error_code == E.none and again.member_epoch >= a.member_epoch
-        assert (await conns[old].request(HB, 1, hb("cg", "b", b.member_epoch, owned=b_owned))).error_code \
-            == E.not_coordinator
+        assert (
+            await conns[old].request(HB, 1, hb("cg", "b", b.member_epoch, owned=b_owned))
+        ).error_code == E.not_coordinator
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
-        fetched = await conns[new].request(FETCH, 9, request_class(FETCH, 9)(
-            groups=(G(group_id="cg", member_id=None, member_epoch=-1, topics=(T(name="cg-t", partition_indexes=(0,)),)),),
-            require_stable=False))
+        fetched = await conns[new].request(
+            FETCH,
+            9,
+            request_class(FETCH, 9)(
+                groups=(
+                    G(group_id="cg", member_id=None, member_epoch=-1, topics=(T(name="cg-t", partition_indexes=(0,)),)),
+                ),
+                require_stable=False,
+            ),
+        )
         assert fetched.groups[0].topics[0].partitions[0].committed_offset == 17
     finally:
         await close(conns)
@@ -77,12 +94,14 @@ async def test_a_share_group_and_its_share_partition_state_come_back_after_a_coo
         assert (await set_group_configs(any_conn, "sh", share_auto_offset_reset="earliest")).error_code == 0
         from tests.support.data_plane import produce
         from tests.support.share import build_batch
+
         leader = conns[kafka_cluster.leader_of("sh-t", 0)]
         for i in range(6):
             assert (await produce(leader, "sh-t", build_batch([(None, b"v%d" % i)])))[0] == E.none
         old = kafka_cluster.coordinator_of("sh")
-        hb1 = await conns[old].request(SHB, 1, cls(SHB, 1)(group_id="sh", member_id="m", member_epoch=0,
-                                                          subscribed_topic_names=("sh-t",)))
+        hb1 = await conns[old].request(
+            SHB, 1, cls(SHB, 1)(group_id="sh", member_id="m", member_epoch=0, subscribed_topic_names=("sh-t",))
+        )
         assert hb1.error_code == E.none
         tid = hb1.assignment.topic_partitions[0].topic_id
         r = await leader.request(SFETCH, 1, sfetch("sh", "m", 0, tid, max_records=6))
@@ -96,12 +115,18 @@ async def test_a_share_group_and_its_share_partition_state_come_back_after_a_coo
         assert (await sdescribe(conns[old], "sh"))[0].error_code == E.not_coordinator
         after = (await sdescribe(conns[new], "sh"))[0]
         assert (after.error_code, after.group_state, after.group_epoch, after.assignment_epoch) == (
-            E.none, before.group_state, before.group_epoch, before.assignment_epoch)
+            E.none,
+            before.group_state,
+            before.group_epoch,
+            before.assignment_epoch,
+        )
         assert [(m.member_id, m.member_epoch) for m in after.members] == [
-            (m.member_id, m.member_epoch) for m in before.members]
+            (m.member_id, m.member_epoch) for m in before.members
+        ]
         assert await share_start(conns[new], "sh", "sh-t") == offsets_before == 3
-        again = await conns[new].request(SHB, 1, cls(SHB, 1)(group_id="sh", member_id="m",
-                                                             member_epoch=hb1.member_epoch))
+        again = await conns[new].request(
+            SHB, 1, cls(SHB, 1)(group_id="sh", member_id="m", member_epoch=hb1.member_epoch)
+        )
         assert again.error_code == E.none and again.member_epoch == hb1.member_epoch
         # The partition's leader moves: its share-partition leaves the old leader with the
         # locks, and the new leader loads it from __share_group_state (Kafka's
@@ -121,8 +146,9 @@ async def test_a_share_group_and_its_share_partition_state_come_back_after_a_coo
 
 
 async def sdescribe(conn, *groups):
-    r = await conn.request(SDESCRIBE, 1, request_class(SDESCRIBE, 1)(group_ids=groups,
-                                                                     include_authorized_operations=False))
+    r = await conn.request(
+        SDESCRIBE, 1, request_class(SDESCRIBE, 1)(group_ids=groups, include_authorized_operations=False)
+    )
     return r.groups
 
 
@@ -130,8 +156,11 @@ async def share_start(conn, group: str, topic: str) -> int:
     """The share-partition's start offset, as DescribeShareGroupOffsets answers it."""
     G = request_class(SHARE_OFFSETS, 1, "DescribeShareGroupOffsetsRequestGroup")
     T = request_class(SHARE_OFFSETS, 1, "DescribeShareGroupOffsetsRequestTopic")
-    r = await conn.request(SHARE_OFFSETS, 1, request_class(SHARE_OFFSETS, 1)(groups=(
-        G(group_id=group, topics=(T(topic_name=topic, partitions=(0,)),)),)))
+    r = await conn.request(
+        SHARE_OFFSETS,
+        1,
+        request_class(SHARE_OFFSETS, 1)(groups=(G(group_id=group, topics=(T(topic_name=topic, partitions=(0,)),)),)),
+    )
     g = r.groups[0]
     assert g.error_code == E.none, g
     p = g.topics[0].partitions[0]

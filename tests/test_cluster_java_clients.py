@@ -39,8 +39,9 @@ class BrokerBounce:
 def test_kafka_consumer_across_a_broker_bounce(kafka_cluster, mode, tmp_path):
     group = topic = f"java-{mode}"
     bounce = BrokerBounce(kafka_cluster, group)
-    result = run_program(java_command("consumer", kafka_cluster.bootstrap, mode), bounce,
-                         log=tmp_path / f"java-{mode}.log")
+    result = run_program(
+        java_command("consumer", kafka_cluster.bootstrap, mode), bounce, log=tmp_path / f"java-{mode}.log"
+    )
     assert bounce.bounced, "the program never asked for its restart"
     assert result["failures"] == [], result
     assert result["missing"] == [], "records never delivered"

@@ -16,7 +16,14 @@ from kio.schema.errors import ErrorCode as E
 from tests.support.wire_client import WireClient
 from tests.support.cluster_wire import close, connect, create_topic
 from tests.support.transactions_wire import (
-    add_partitions, describe, describe_unknown, end_txn, fetch, init_pid, produce_txn, wait_for_state,
+    add_partitions,
+    describe,
+    describe_unknown,
+    end_txn,
+    fetch,
+    init_pid,
+    produce_txn,
+    wait_for_state,
 )
 from protocol.record_batch import iter_batches
 
@@ -96,9 +103,16 @@ async def test_a_prepared_transaction_is_completed_by_the_new_coordinator(kafka_
         async def prepare() -> None:
             fut = asyncio.get_running_loop().create_future()
             now = int(time.time() * 1000)
-            txns.log.append("prepared", [(encode_key("prepared"), encode_value(TransactionLogValue(
-                pid, epoch, 60_000, PREPARE_COMMIT, {"tt": [0]}, now, now)))],
-                lambda error, _: fut.set_result(error))
+            txns.log.append(
+                "prepared",
+                [
+                    (
+                        encode_key("prepared"),
+                        encode_value(TransactionLogValue(pid, epoch, 60_000, PREPARE_COMMIT, {"tt": [0]}, now, now)),
+                    )
+                ],
+                lambda error, _: fut.set_result(error),
+            )
             assert await fut is None
 
         await on_loop(kafka_cluster, prepare())

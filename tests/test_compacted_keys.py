@@ -17,9 +17,16 @@ INVALID_RECORD, INVALID_TIMESTAMP = 87, 32
 
 async def produce_v(conn, topic, records, v):
     P, T = cls(PRODUCE, v, "PartitionProduceData"), cls(PRODUCE, v, "TopicProduceData")
-    r = await conn.request(PRODUCE, v, cls(PRODUCE, v)(
-        transactional_id=None, acks=-1, timeout=5000 * MS,
-        topic_data=(T(name=topic, partition_data=(P(index=0, records=records),)),)))
+    r = await conn.request(
+        PRODUCE,
+        v,
+        cls(PRODUCE, v)(
+            transactional_id=None,
+            acks=-1,
+            timeout=5000 * MS,
+            topic_data=(T(name=topic, partition_data=(P(index=0, records=records),)),),
+        ),
+    )
     return r.responses[0].partition_responses[0]
 
 
@@ -42,7 +49,8 @@ async def test_keyless_records_refused_with_record_errors(conn, server, policy):
     assert p.error_message == (
         "One or more records have been rejected due to 2 record errors in total, and only showing the first "
         f"three errors at most: [RecordError(batchIndex=1, message='{why}'), "
-        f"RecordError(batchIndex=3, message='{why}')]")
+        f"RecordError(batchIndex=3, message='{why}')]"
+    )
     # compressed batches are looked into too; an empty key is a key
     p = await produce_v(conn, "c", build_batch([(None, b"x")], timestamp_ms=now, compression=GZIP), 8)
     assert p.error_code == INVALID_RECORD and [e.batch_index for e in p.record_errors] == [0]
@@ -66,7 +74,8 @@ async def test_timestamp_errors_name_every_record(conn):
     assert p.error_message == "One or more records have been rejected due to invalid timestamp"
     assert [e.batch_index for e in p.record_errors] == [0, 1]
     assert p.record_errors[0].batch_index_error_message.startswith(
-        f"Timestamp {old} of message with offset 0 is out of range. The timestamp should be within [")
+        f"Timestamp {old} of message with offset 0 is out of range. The timestamp should be within ["
+    )
 
 
 def test_confluent_producer_delivery_report_says_invalid_record(server):

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.slow  # hypothesis bodies of every response schema, bot
 st.register_type_strategy(Records, st.none() | st.binary(max_size=64))  # (kio registers none for record sets)
 
 REFUSED = (struct.error, SerialError, UnicodeEncodeError, TypeError, ValueError)
-RESPONSES = [(key, version) for key, name in sorted(api_key_map.items())
-             for version in sorted(schema_name_map.get(name, {}))]
+RESPONSES = [
+    (key, version) for key, name in sorted(api_key_map.items()) for version in sorted(schema_name_map.get(name, {}))
+]
 
 
 def kio_bytes(entity_type: type, body: object) -> bytes:

@@ -46,12 +46,15 @@ async def test_describe_and_alter_over_the_wire(server):
     assert (await describe(conn, 99, "x")).error_code == 42
 
     # IncrementalAlterConfigs: SET, APPEND to a list, DELETE back to the default
-    assert await incremental(conn, TOPIC, "t", [("cleanup.policy", 2, "compact"),
-                                                ("min.cleanable.dirty.ratio", 0, "0.2")]) == (0, None)
+    assert await incremental(
+        conn, TOPIC, "t", [("cleanup.policy", 2, "compact"), ("min.cleanable.dirty.ratio", 0, "0.2")]
+    ) == (0, None)
     c = by_name(await describe(conn, TOPIC, "t"))
     assert c["cleanup.policy"].value == "delete,compact" and c["min.cleanable.dirty.ratio"].value == "0.2"
     assert await incremental(conn, TOPIC, "t", [("cleanup.policy", 3, "delete"), ("retention.ms", 1, None)]) == (
-        0, None)
+        0,
+        None,
+    )
     c = by_name(await describe(conn, TOPIC, "t"))
     assert c["cleanup.policy"].value == "compact"
     assert (c["retention.ms"].value, c["retention.ms"].config_source) == ("604800000", DEFAULT)
@@ -81,12 +84,17 @@ async def test_describe_and_alter_over_the_wire(server):
     r = c["retention.ms"]
     assert (r.value, r.config_source) == ("7200000", DYNAMIC_BROKER)
     assert [(s.name, s.value, s.source) for s in r.synonyms] == [
-        ("log.retention.ms", "7200000", DYNAMIC_BROKER), ("log.retention.hours", "168", DEFAULT)]
+        ("log.retention.ms", "7200000", DYNAMIC_BROKER),
+        ("log.retention.hours", "168", DEFAULT),
+    ]
     assert (c["min.cleanable.dirty.ratio"].value, c["min.cleanable.dirty.ratio"].config_source) == (
-        "0.7", DYNAMIC_DEFAULT)
+        "0.7",
+        DYNAMIC_DEFAULT,
+    )
     d = await describe(conn, BROKER, "")
     assert [(x.name, x.value, x.config_source) for x in d.configs] == [
-        ("log.cleaner.min.cleanable.ratio", "0.7", DYNAMIC_DEFAULT)]
+        ("log.cleaner.min.cleanable.ratio", "0.7", DYNAMIC_DEFAULT)
+    ]
     # not dynamic: INVALID_REQUEST, as Kafka's ConfigAdminManager.validateBrokerConfigChange (KAFKA-13609)
     assert (await incremental(conn, BROKER, "1", [("group.max.size", 0, "5")]))[0] == 42
     assert (await incremental(conn, BROKER, "7", [("log.retention.ms", 0, "1")]))[0] == 42  # another broker
@@ -104,25 +112,33 @@ async def test_describe_and_alter_over_the_wire(server):
 
 def test_describe_configs_v0_for_old_clients(server):
     create_topics(server.port, "old", partitions=1)
-    r = roundtrip(server.port, DescribeConfigsRequest_v0([(TOPIC, "old", ["retention.ms", "cleanup.policy"])]),
-                  DescribeConfigsResponse_v0)
-    (error, message, kind, name, configs), = r.resources
+    r = roundtrip(
+        server.port,
+        DescribeConfigsRequest_v0([(TOPIC, "old", ["retention.ms", "cleanup.policy"])]),
+        DescribeConfigsResponse_v0,
+    )
+    ((error, message, kind, name, configs),) = r.resources
     assert (error, kind, name) == (0, TOPIC, "old")
-    assert sorted(configs) == [("cleanup.policy", "delete", False, True, False),
-                               ("retention.ms", "604800000", False, True, False)]
+    assert sorted(configs) == [
+        ("cleanup.policy", "delete", False, True, False),
+        ("retention.ms", "604800000", False, True, False),
+    ]
 
 
 async def test_describe_cluster_versions(server):
     conn = await WireClient("dc").connect("127.0.0.1", server.port)
     for v in (0, 1, 2):
-        body = build(cls(DESCRIBE_CLUSTER, v), dict(include_cluster_authorized_operations=True, endpoint_type=1,
-                                                    include_fenced_brokers=False))
+        body = build(
+            cls(DESCRIBE_CLUSTER, v),
+            dict(include_cluster_authorized_operations=True, endpoint_type=1, include_fenced_brokers=False),
+        )
         r = await conn.request(DESCRIBE_CLUSTER, v, body)
         assert r.error_code == 0 and r.cluster_id == "kafka-coordinator-local" and r.controller_id == 1
         assert [(b.broker_id, b.port) for b in r.brokers] == [(1, server.port)]
         assert r.cluster_authorized_operations == 0b1111110100000  # no authorizer: every cluster operation
-    r = await conn.request(DESCRIBE_CLUSTER, 1, cls(DESCRIBE_CLUSTER, 1)(
-        include_cluster_authorized_operations=False, endpoint_type=2))
+    r = await conn.request(
+        DESCRIBE_CLUSTER, 1, cls(DESCRIBE_CLUSTER, 1)(include_cluster_authorized_operations=False, endpoint_type=2)
+    )
     assert r.error_code == 115  # UNSUPPORTED_ENDPOINT_TYPE: a broker does not list controllers
     r = await conn.request(DESCRIBE_CLUSTER, 0, cls(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False))
     assert r.cluster_authorized_operations == -(2**31)
@@ -147,9 +163,14 @@ def test_confluent_admin_configs_and_cluster(server):
     assert entries["cleanup.policy"].value == "compact"
     assert entries["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert entries["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
-    change = ConfigResource(ResourceType.TOPIC, "adm", incremental_configs=[
-        ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND)])
+    change = ConfigResource(
+        ResourceType.TOPIC,
+        "adm",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND),
+        ],
+    )
     admin.incremental_alter_configs([change])[change].result(30)
     entries = admin.describe_configs([topic])[topic].result(30)
     assert entries["retention.ms"].value == "86400000"

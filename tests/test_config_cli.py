@@ -16,7 +16,10 @@ from tests.support.cli import (
 )
 from tests.support.process import ROOT, free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 
 def test_port_in_use_fails_before_the_data_dir_is_made(tmp_path):
@@ -35,10 +38,13 @@ def test_data_dir_under_a_file(tmp_path):
     assert "data dir" in line and "Not a directory" in line
 
 
-@pytest.mark.parametrize("name, value, says", [
-    ("KCOORD_PORT", "abc", "not a valid int"),
-    ("KCOORD_FSYNC", "sometimes", "not one of always, interval, never"),
-])
+@pytest.mark.parametrize(
+    "name, value, says",
+    [
+        ("KCOORD_PORT", "abc", "not a valid int"),
+        ("KCOORD_FSYNC", "sometimes", "not one of always, interval, never"),
+    ],
+)
 def test_bad_environment_values(tmp_path, name, value, says):
     line = one_error_line(start("--data-dir", str(tmp_path), env={name: value}))
     assert name in line and says in line
@@ -47,9 +53,14 @@ def test_bad_environment_values(tmp_path, name, value, says):
 
 
 def test_misspelled_variable_is_named(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", str(free_port()), "--data-dir",
-                             str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "KCOORD_PROT": "9093"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coordinator", "--port", str(free_port()), "--data-dir", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KCOORD_PROT": "9093"},
+    )
     try:
         assert proc.stdout.readline().startswith("ready")
     finally:
@@ -66,9 +77,23 @@ def test_help_reads_cleanly():
 def test_json_logs(tmp_path):
     import json
 
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", str(free_port()), "--data-dir",
-                             str(tmp_path), "--log-format", "json"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--port",
+            str(free_port()),
+            "--data-dir",
+            str(tmp_path),
+            "--log-format",
+            "json",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().startswith("ready")
     finally:
@@ -79,8 +104,10 @@ def test_json_logs(tmp_path):
     assert any(line["message"].startswith("listening on") for line in lines)
 
 
-@pytest.mark.parametrize("flag, value", [("--quota-window-num", "0"), ("--quota-window-size-seconds", "-1"),
-                                         ("--log-cleaner-backoff-ms", "-5")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--quota-window-num", "0"), ("--quota-window-size-seconds", "-1"), ("--log-cleaner-backoff-ms", "-5")],
+)
 def test_out_of_range_settings(tmp_path, flag, value):
     line = one_error_line(start(flag, value, "--port", "0", "--data-dir", str(tmp_path / "data")))
     assert flag in line and "at least" in line

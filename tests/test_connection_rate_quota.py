@@ -14,8 +14,9 @@ API_VERSIONS, INVALID_REQUEST = 18, 42
 
 
 async def api_versions(conn):
-    return await conn.request(API_VERSIONS, 3, cls(API_VERSIONS, 3)(
-        client_software_name="t", client_software_version="1"))
+    return await conn.request(
+        API_VERSIONS, 3, cls(API_VERSIONS, 3)(client_software_name="t", client_software_version="1")
+    )
 
 
 async def test_connections_over_the_rate_are_closed(server):

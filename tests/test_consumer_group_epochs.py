@@ -18,7 +18,8 @@ from tests.support.consumer_shard import owned
 async def commit_errors(h: Harness, member_id: str, epoch: int, *partitions: tuple[str, int]) -> list[int]:
     got: list = []
     errors = h.shard.offset_manager.commit_nowait(
-        GROUP, epoch, member_id, None, [PartitionCommit(t, p, 1, -1, "") for t, p in partitions], got.append)
+        GROUP, epoch, member_id, None, [PartitionCommit(t, p, 1, -1, "") for t, p in partitions], got.append
+    )
     if errors is not None:
         return errors
     await settle()
@@ -84,8 +85,13 @@ async def test_assignment_epochs_are_written_and_replayed_and_old_records_defaul
     # A record without epochs (written before Kafka 4.3): each partition counts as
     # assigned at the member's epoch.
     key = R.ConsumerGroupCurrentMemberAssignmentKey(GROUP, "a")
-    old = R.ConsumerGroupCurrentMemberAssignmentValue(value.member_epoch, value.previous_member_epoch, value.state,
-                                                      value.assigned_partitions, value.partitions_pending_revocation)
+    old = R.ConsumerGroupCurrentMemberAssignmentValue(
+        value.member_epoch,
+        value.previous_member_epoch,
+        value.state,
+        value.assigned_partitions,
+        value.partitions_pending_revocation,
+    )
     decoded = R.decode_value(key, R.encode_value(old))
     assert decoded == old and decoded.assigned_epochs == ()
     h.log.records[0].append((key, old))
@@ -99,10 +105,22 @@ def test_assignment_epochs_are_kafkas_tagged_field():
     topic = uuid.UUID(int=1)
     value = R.ConsumerGroupCurrentMemberAssignmentValue(3, 2, 0, ((topic, (0, 1)),), (), ((1, 3),))
     data = R.encode_value(value)
-    expected = (b"\x00\x00" + (3).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"\x00"
-                + b"\x02" + topic.bytes + b"\x03" + (0).to_bytes(4, "big") + (1).to_bytes(4, "big")
-                + b"\x01\x00\x09\x03" + (1).to_bytes(4, "big") + (3).to_bytes(4, "big")  # tag 0, 9 bytes
-                + b"\x01" + b"\x00")  # no pending revocation, no tags on the value
+    expected = (
+        b"\x00\x00"
+        + (3).to_bytes(4, "big")
+        + (2).to_bytes(4, "big")
+        + b"\x00"
+        + b"\x02"
+        + topic.bytes
+        + b"\x03"
+        + (0).to_bytes(4, "big")
+        + (1).to_bytes(4, "big")
+        + b"\x01\x00\x09\x03"
+        + (1).to_bytes(4, "big")
+        + (3).to_bytes(4, "big")  # tag 0, 9 bytes
+        + b"\x01"
+        + b"\x00"
+    )  # no pending revocation, no tags on the value
     assert data == expected
     assert R.decode_value(R.ConsumerGroupCurrentMemberAssignmentKey("g", "m"), data) == value
     bad = data.replace(b"\x09\x03", b"\x05\x02", 1)[:-4]  # one epoch for two partitions

@@ -20,8 +20,16 @@ TOPIC, PARTITIONS = "epochs", 6
 def consumer(server, group, name):
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "group.protocol": "consumer",
-                  "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([TOPIC])
     return c
 
@@ -65,6 +73,7 @@ def test_three_members_joining_together_bump_the_epoch_once_each_and_read_stable
     create_topics(server.port, TOPIC, partitions=PARTITIONS)
     members = [consumer(server, "together", f"c{i}") for i in range(3)]
     try:
+
         def converged():
             for c in members:
                 c.poll(0.05)
@@ -113,8 +122,12 @@ def test_synchronous_commits_racing_epoch_bumps_are_not_fenced_for_owned_partiti
                     fenced.append((c.memberid() or "", m.partition()))
 
     try:
-        wait_for(lambda: (poll_all(), split(members) and len(seen) >= 30)[1], timeout=30, interval=0,
-                 what="three members consuming")
+        wait_for(
+            lambda: (poll_all(), split(members) and len(seen) >= 30)[1],
+            timeout=30,
+            interval=0,
+            what="three members consuming",
+        )
         produced = 600
         for round_ in range(4):  # one leaves, one joins, while every member commits every message
             members.pop(0).close()
@@ -123,8 +136,12 @@ def test_synchronous_commits_racing_epoch_bumps_are_not_fenced_for_owned_partiti
                 produce(server, produced, 12)
                 produced += 12
                 poll_all()
-            wait_for(lambda: (poll_all(), split(members))[1], timeout=40, interval=0,
-                     what=f"the group after change {round_ + 1}")
+            wait_for(
+                lambda: (poll_all(), split(members))[1],
+                timeout=40,
+                interval=0,
+                what=f"the group after change {round_ + 1}",
+            )
         wait_for(lambda: (poll_all(), len(set(seen)) >= produced)[1], timeout=40, interval=0, what="every message")
         assert not fenced, f"commits fenced for partitions still owned: {fenced}"
         assert len(commits) >= produced // 2 and set(seen) == set(range(produced))

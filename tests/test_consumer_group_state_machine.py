@@ -15,7 +15,8 @@ from tests.support.consumer_shard import (
     owned,
 )
 from tests.support.consumer_harness import (
-    Harness, flat,
+    Harness,
+    flat,
 )
 
 
@@ -137,7 +138,9 @@ async def test_regex_subscription():
     h.clock.advance(0)
     await settle()
     a2 = await h.hb("a", a.member_epoch, owned=owned(a))
-    assert a2.member_epoch == 3 and len(a2.assignment) == 3 and len(flat(a2.assignment)) == 2  # partitions 0 and 1 of the new one
+    assert (
+        a2.member_epoch == 3 and len(a2.assignment) == 3 and len(flat(a2.assignment)) == 2
+    )  # partitions 0 and 1 of the new one
 
 
 async def test_records_replay_into_the_same_group():
@@ -154,10 +157,23 @@ async def test_records_replay_into_the_same_group():
     assert (g2.group_epoch, g2.assignment_epoch, g2.target) == (g.group_epoch, g.assignment_epoch, g.target)
     for mid, m in g.members.items():
         m2 = g2.members[mid]
-        assert (m2.member_epoch, m2.assigned, m2.pending_revocation, m2.state, m2.instance_id,
-                m2.server_assignor, m2.subscribed_topic_names) == (
-            m.member_epoch, m.assigned, m.pending_revocation, m.state, m.instance_id, m.server_assignor,
-            m.subscribed_topic_names)
+        assert (
+            m2.member_epoch,
+            m2.assigned,
+            m2.pending_revocation,
+            m2.state,
+            m2.instance_id,
+            m2.server_assignor,
+            m2.subscribed_topic_names,
+        ) == (
+            m.member_epoch,
+            m.assigned,
+            m.pending_revocation,
+            m.state,
+            m.instance_id,
+            m.server_assignor,
+            m.subscribed_topic_names,
+        )
     # a member that leaves leaves tombstones: a reload no longer has it
     await h.hb("b", -1, owned=None)
     assert set(h.reload().group.members) == {"a"}
@@ -188,8 +204,14 @@ def test_assignors_balanced_and_sticky():
     r = range_({m: (frozenset({t1}), {}, None) for m in "ab"}, {t1: 5})
     assert r["a"][t1] == frozenset({0, 1, 2}) and r["b"][t1] == frozenset({3, 4})
     # Kafka's order: static members first, by instance id; then the others by member id.
-    r = range_({"a": (frozenset({t1, t2}), {}, None), "b": (frozenset({t1}), {}, "i-2"),
-                "c": (frozenset({t1, t2}), {}, "i-1")}, topics)
+    r = range_(
+        {
+            "a": (frozenset({t1, t2}), {}, None),
+            "b": (frozenset({t1}), {}, "i-2"),
+            "c": (frozenset({t1, t2}), {}, "i-1"),
+        },
+        topics,
+    )
     assert (r["c"][t1], r["b"][t1], r["a"][t1]) == ({0, 1}, {2, 3}, {4, 5})
     assert (r["c"][t2], r["a"][t2]) == ({0, 1}, {2})
 
@@ -244,4 +266,5 @@ async def test_random_joins_leaves_and_heartbeats_never_share_a_partition():
     assert g.state_name == "Stable"
     assert all(g.members[m].assigned == g.target[m] for m in alive)
     assert sum(len(ps) for m in alive for ps in g.members[m].assigned.values()) == 17 or not any(
-        "u" in g.members[m].subscribed_topic_names for m in alive)
+        "u" in g.members[m].subscribed_topic_names for m in alive
+    )

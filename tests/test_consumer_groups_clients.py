@@ -20,8 +20,16 @@ TOPIC, GROUP, PARTITIONS = "kip848", "kip848-group", 6
 def consumer(server, name):
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": GROUP, "group.protocol": "consumer",
-                  "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": GROUP,
+            "group.protocol": "consumer",
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([TOPIC])
     return c
 
@@ -80,8 +88,12 @@ class Members:
 def test_confluent_consumer_protocol_group(server_factory, assignment_interval_ms):
     from confluent_kafka.admin import AdminClient
 
-    server = server_factory("--group-consumer-heartbeat-interval-ms", "200",
-                            "--group-consumer-assignment-interval-ms", assignment_interval_ms)
+    server = server_factory(
+        "--group-consumer-heartbeat-interval-ms",
+        "200",
+        "--group-consumer-assignment-interval-ms",
+        assignment_interval_ms,
+    )
     create_topics(server.port, TOPIC, partitions=PARTITIONS)
     produce(server, 0, 60)
     members = Members([consumer(server, f"c{i}") for i in range(3)])
@@ -91,7 +103,8 @@ def test_confluent_consumer_protocol_group(server_factory, assignment_interval_m
         described = admin.describe_consumer_groups([GROUP])[GROUP].result(10)
         assert str(described.type).endswith("CONSUMER") and len(described.members) == 3
         assert sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions) == list(
-            range(PARTITIONS))
+            range(PARTITIONS)
+        )
 
         # One leaves, one joins: the others take over, nothing is delivered twice or lost.
         members.consumers.pop(0).close()
@@ -139,9 +152,15 @@ class MixedMembers:
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError as PyKafkaError
 
-        c = KafkaConsumer(bootstrap_servers=self.server.bootstrap, group_id=MIXED_GROUP, client_id=name,
-                          auto_offset_reset="earliest", enable_auto_commit=False, heartbeat_interval_ms=200,
-                          session_timeout_ms=10_000)
+        c = KafkaConsumer(
+            bootstrap_servers=self.server.bootstrap,
+            group_id=MIXED_GROUP,
+            client_id=name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            heartbeat_interval_ms=200,
+            session_timeout_ms=10_000,
+        )
         kafka_python_subscribe(c, MIXED_TOPIC)
 
         def poll() -> set[int]:
@@ -160,8 +179,16 @@ class MixedMembers:
     def add_modern(self, name):
         from confluent_kafka import Consumer
 
-        c = Consumer({"bootstrap.servers": self.server.bootstrap, "group.id": MIXED_GROUP, "client.id": name,
-                      "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.server.bootstrap,
+                "group.id": MIXED_GROUP,
+                "client.id": name,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         c.subscribe([MIXED_TOPIC])
 
         def poll() -> set[int]:
@@ -179,8 +206,12 @@ class MixedMembers:
 
     def split(self, n):
         owned = [m.owned for m in self.classic + self.modern]
-        return (len(owned) == n and all(owned) and set().union(*owned) == set(range(PARTITIONS))
-                and sum(map(len, owned)) == PARTITIONS)
+        return (
+            len(owned) == n
+            and all(owned)
+            and set().union(*owned) == set(range(PARTITIONS))
+            and sum(map(len, owned)) == PARTITIONS
+        )
 
     def until(self, what, predicate, timeout=40):
         wait_for(predicate, timeout=timeout, what=what)
@@ -218,7 +249,9 @@ def test_classic_group_upgrades_and_downgrades_online_with_real_clients(server_f
     try:
         members.add_classic("py-a")
         members.add_classic("py-b")
-        members.until("two classic members splitting the topic", lambda: members.split(2) and len(set(members.seen)) >= 60)
+        members.until(
+            "two classic members splitting the topic", lambda: members.split(2) and len(set(members.seen)) >= 60
+        )
         assert group_type() == "CLASSIC"
 
         members.add_modern("kip848")

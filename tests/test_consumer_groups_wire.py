@@ -29,11 +29,13 @@ def server(server_factory):
     batching off, as Kafka runs its request tests; tests/test_assignment_batching.py has it on)."""
     return server_factory("--group-consumer-assignment-interval-ms", "0")
 
+
 async def test_advertised_and_request_validation(server):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
-        r = await conn.request(API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t",
-                                                                                client_software_version="1"))
+        r = await conn.request(
+            API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t", client_software_version="1")
+        )
         keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
         assert keys[HB] == (0, 1) and keys[CG_DESCRIBE] == (0, 1)
         await conn.create_topics("t", partitions=2)
@@ -82,7 +84,12 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
 
         (d,) = await describe(conn, "g1")
         assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
-            0, "Stable", 2, 2, "uniform")
+            0,
+            "Stable",
+            2,
+            2,
+            "uniform",
+        )
         assert {m.member_id for m in d.members} == {"a", "b"}
         assert {tp.topic_name for m in d.members for tp in m.assignment.topic_partitions} == {"t"}
         (missing,) = await describe(conn, "no-such-group")
@@ -101,23 +108,29 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
         r = await conn.request(COMMIT, 9, commit_body(9, "g1", "zz", 2, [("t", 0, 6)]))
         assert r.topics[0].partitions[0].error_code == 25  # UNKNOWN_MEMBER_ID
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
-        fetch = request_class(FETCH, 9)(groups=(G(group_id="g1", member_id="a", member_epoch=1,
-                                                  topics=(T(name="t", partition_indexes=(0,)),)),),
-                                        require_stable=False)
+        fetch = request_class(FETCH, 9)(
+            groups=(G(group_id="g1", member_id="a", member_epoch=1, topics=(T(name="t", partition_indexes=(0,)),)),),
+            require_stable=False,
+        )
         assert (await conn.request(FETCH, 9, fetch)).groups[0].error_code == 113
-        fetch = request_class(FETCH, 9)(groups=(G(group_id="g1", member_id="a", member_epoch=2,
-                                                  topics=(T(name="t", partition_indexes=(0,)),)),),
-                                        require_stable=False)
+        fetch = request_class(FETCH, 9)(
+            groups=(G(group_id="g1", member_id="a", member_epoch=2, topics=(T(name="t", partition_indexes=(0,)),)),),
+            require_stable=False,
+        )
         got = (await conn.request(FETCH, 9, fetch)).groups[0]
         assert got.error_code == 0 and got.topics[0].partitions[0].committed_offset == 5
 
         # The classic APIs see it as Kafka does.
-        d = (await conn.request(DESCRIBE, 6, request_class(DESCRIBE, 6)(groups=("g1",),
-                                                                        include_authorized_operations=False))).groups[0]
+        d = (
+            await conn.request(
+                DESCRIBE, 6, request_class(DESCRIBE, 6)(groups=("g1",), include_authorized_operations=False)
+            )
+        ).groups[0]
         assert (d.error_code, d.error_message, d.group_state) == (69, "Group g1 is not a classic group.", "Dead")
         listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=("consumer",)))
         assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups] == [
-            ("g1", "consumer", "Stable", "consumer")]
+            ("g1", "consumer", "Stable", "consumer")
+        ]
         joined = await conn.request(JOIN, 9, join_body(9, "g1", ptype="connect"))
         assert joined.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL: a consumer group takes `consumer` members only
         joined = await conn.request(JOIN, 9, join_body(9, "g1"))
@@ -156,15 +169,19 @@ async def test_group_comes_back_after_restart_and_empty_classic_group_upgrades(s
     try:
         after = (await describe(conn, "g2"))[0]
         assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
-            before.group_epoch, before.assignment_epoch, before.group_state)
+            before.group_epoch,
+            before.assignment_epoch,
+            before.group_state,
+        )
         assert [(m.member_id, m.instance_id, m.member_epoch) for m in after.members] == [("a", "i-a", 1)]
         # The member carries on at its epoch; its committed offsets are there.
         again = await conn.request(HB, 1, hb("g2", "a", 1, owned=owned_of(a)))
         assert again.error_code == 0 and again.member_epoch == 1
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
-        fetch = request_class(FETCH, 9)(groups=(G(group_id="g2", member_id="a", member_epoch=1,
-                                                  topics=(T(name="t", partition_indexes=(1,)),)),),
-                                        require_stable=False)
+        fetch = request_class(FETCH, 9)(
+            groups=(G(group_id="g2", member_id="a", member_epoch=1, topics=(T(name="t", partition_indexes=(1,)),)),),
+            require_stable=False,
+        )
         assert (await conn.request(FETCH, 9, fetch)).groups[0].topics[0].partitions[0].committed_offset == 42
         # A static member leaves for a while (-2) and a new incarnation takes over its partitions.
         left = await conn.request(HB, 1, hb("g2", "a", -2, owned=None, instance_id="i-a"))
@@ -256,13 +273,19 @@ async def test_classic_member_apis_and_offset_delete_on_a_consumer_group(server)
         assert (await conn.request(HEARTBEAT, 4, hb_body(4, "cg", "a", a.member_epoch))).error_code == 25
         assert (await conn.request(SYNC, 5, sync_body(5, "cg", "a", a.member_epoch))).error_code == 25
         L = cls(LEAVE, 5, "MemberIdentity")
-        r = await conn.request(LEAVE, 5, cls(LEAVE, 5)(group_id="cg", members=(
-            L(member_id="a", group_instance_id=None, reason=None),)))
+        r = await conn.request(
+            LEAVE, 5, cls(LEAVE, 5)(group_id="cg", members=(L(member_id="a", group_instance_id=None, reason=None),))
+        )
         assert [m.error_code for m in r.members] == [25]
 
         T, P = cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"), cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition")
-        body = cls(OFFSET_DELETE, 0)(group_id="cg", topics=(
-            T(name="t", partitions=(P(partition_index=0),)), T(name="other", partitions=(P(partition_index=0),))))
+        body = cls(OFFSET_DELETE, 0)(
+            group_id="cg",
+            topics=(
+                T(name="t", partitions=(P(partition_index=0),)),
+                T(name="other", partitions=(P(partition_index=0),)),
+            ),
+        )
         r = await conn.request(OFFSET_DELETE, 0, body)
         assert r.error_code == 0
         # GROUP_SUBSCRIBED_TO_TOPIC for what a member consumes; the rest is deleted
@@ -276,8 +299,11 @@ async def test_classic_member_apis_and_offset_delete_on_a_consumer_group(server)
         assert first.error_code == 79  # MEMBER_ID_REQUIRED (KIP-394), as for any classic group
         joined = await conn.request(JOIN, 9, join_body(9, "cg", member_id=first.member_id))
         assert (joined.error_code, joined.generation_id) == (0, 1)
-        (d,) = (await conn.request(DESCRIBE, 5, request_class(DESCRIBE, 5)(
-            groups=("cg",), include_authorized_operations=False))).groups
+        (d,) = (
+            await conn.request(
+                DESCRIBE, 5, request_class(DESCRIBE, 5)(groups=("cg",), include_authorized_operations=False)
+            )
+        ).groups
         assert (d.error_code, d.group_state, d.protocol_type) == (0, "CompletingRebalance", "consumer")
     finally:
         await conn.close()
@@ -293,36 +319,81 @@ async def test_offset_commit_and_fetch_v10_by_topic_id(server):
         await conn.create_topics("t", "u", partitions=2)
         ids = await topic_ids(conn, "t", "u")
         nowhere = uuid.uuid4()
-        T, P = request_class(COMMIT, 10, "OffsetCommitRequestTopic"), request_class(COMMIT, 10, "OffsetCommitRequestPartition")
-        commit = request_class(COMMIT, 10)(group_id="g10", generation_id_or_member_epoch=-1, member_id="", topics=(
-            T(topic_id=ids["t"], partitions=(P(partition_index=0, committed_offset=7, committed_metadata="x"),
-                                             P(partition_index=5, committed_offset=1, committed_metadata=None))),
-            T(topic_id=nowhere, partitions=(P(partition_index=0, committed_offset=3, committed_metadata=None),)),
-            T(topic_id=ids["u"], partitions=(P(partition_index=1, committed_offset=9, committed_metadata=None),))))
+        T, P = (
+            request_class(COMMIT, 10, "OffsetCommitRequestTopic"),
+            request_class(COMMIT, 10, "OffsetCommitRequestPartition"),
+        )
+        commit = request_class(COMMIT, 10)(
+            group_id="g10",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=(
+                T(
+                    topic_id=ids["t"],
+                    partitions=(
+                        P(partition_index=0, committed_offset=7, committed_metadata="x"),
+                        P(partition_index=5, committed_offset=1, committed_metadata=None),
+                    ),
+                ),
+                T(topic_id=nowhere, partitions=(P(partition_index=0, committed_offset=3, committed_metadata=None),)),
+                T(topic_id=ids["u"], partitions=(P(partition_index=1, committed_offset=9, committed_metadata=None),)),
+            ),
+        )
         r = await conn.request(COMMIT, 10, commit)
         assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
-            (ids["t"], [(0, 0), (5, 3)]), (nowhere, [(0, 100)]), (ids["u"], [(1, 0)])]  # 3, 100: unknown partition, id
-        only_unknown = request_class(COMMIT, 10)(group_id="g10", generation_id_or_member_epoch=-1, member_id="",
-                                                 topics=(T(topic_id=nowhere, partitions=(P(
-                                                     partition_index=0, committed_offset=3, committed_metadata=None),)),))
+            (ids["t"], [(0, 0), (5, 3)]),
+            (nowhere, [(0, 100)]),
+            (ids["u"], [(1, 0)]),
+        ]  # 3, 100: unknown partition, id
+        only_unknown = request_class(COMMIT, 10)(
+            group_id="g10",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=(
+                T(topic_id=nowhere, partitions=(P(partition_index=0, committed_offset=3, committed_metadata=None),)),
+            ),
+        )
         r = await conn.request(COMMIT, 10, only_unknown)
         assert r.topics[0].partitions[0].error_code == 100
 
-        G, FT = request_class(FETCH, 10, "OffsetFetchRequestGroup"), request_class(FETCH, 10, "OffsetFetchRequestTopics")
-        fetch = request_class(FETCH, 10)(require_stable=True, groups=(G(group_id="g10", topics=(
-            FT(topic_id=ids["t"], partition_indexes=(0, 1)), FT(topic_id=nowhere, partition_indexes=(0,)))),))
+        G, FT = (
+            request_class(FETCH, 10, "OffsetFetchRequestGroup"),
+            request_class(FETCH, 10, "OffsetFetchRequestTopics"),
+        )
+        fetch = request_class(FETCH, 10)(
+            require_stable=True,
+            groups=(
+                G(
+                    group_id="g10",
+                    topics=(
+                        FT(topic_id=ids["t"], partition_indexes=(0, 1)),
+                        FT(topic_id=nowhere, partition_indexes=(0,)),
+                    ),
+                ),
+            ),
+        )
         (g,) = (await conn.request(FETCH, 10, fetch)).groups
-        assert g.error_code == 0 and [(t.topic_id, [(p.partition_index, p.committed_offset, p.error_code)
-                                                    for p in t.partitions]) for t in g.topics] == [
-            (ids["t"], [(0, 7, 0), (1, -1, 0)]), (nowhere, [(0, -1, 100)])]
+        assert g.error_code == 0 and [
+            (t.topic_id, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+            for t in g.topics
+        ] == [(ids["t"], [(0, 7, 0), (1, -1, 0)]), (nowhere, [(0, -1, 100)])]
         everything = request_class(FETCH, 10)(require_stable=False, groups=(G(group_id="g10", topics=None),))
         (g,) = (await conn.request(FETCH, 10, everything)).groups
         assert [(t.topic_id, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in g.topics] == [
-            (ids["t"], [(0, 7)]), (ids["u"], [(1, 9)])]
+            (ids["t"], [(0, 7)]),
+            (ids["u"], [(1, 9)]),
+        ]
         # The same offsets by name, in v9.
         G9, T9 = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
-        (g,) = (await conn.request(FETCH, 9, request_class(FETCH, 9)(require_stable=False, groups=(G9(
-            group_id="g10", topics=(T9(name="u", partition_indexes=(1,)),)),)))).groups
+        (g,) = (
+            await conn.request(
+                FETCH,
+                9,
+                request_class(FETCH, 9)(
+                    require_stable=False, groups=(G9(group_id="g10", topics=(T9(name="u", partition_indexes=(1,)),)),)
+                ),
+            )
+        ).groups
         assert g.topics[0].partitions[0].committed_offset == 9
     finally:
         await conn.close()

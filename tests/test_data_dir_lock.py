@@ -14,15 +14,22 @@ from coordinator.data_dir import lock_data_dir, unlock_data_dir
 from tests.support.process import ROOT, ServerProcess, free_port
 from tests.support.cli import one_error_line, start
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(server):
     line = one_error_line(start("--port", str(free_port()), "--data-dir", str(server.data_dir)))
     assert "in use" in line and str(server.data_dir.resolve()) in line and str(server.proc.pid) in line
-    repair = subprocess.run([sys.executable, "-m", "coordinator.log", "repair",
-                             str(server.data_dir / "__consumer_offsets-0")], cwd=ROOT, capture_output=True,
-                            text=True, timeout=30)
+    repair = subprocess.run(
+        [sys.executable, "-m", "coordinator.log", "repair", str(server.data_dir / "__consumer_offsets-0")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert repair.returncode == 2 and "stop the server first" in repair.stderr, repair.stderr
     assert server.proc.poll() is None  # the first one runs on, undisturbed
     second = ServerProcess(server.data_dir)

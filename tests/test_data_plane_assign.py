@@ -35,6 +35,7 @@ def messages() -> list[tuple[bytes, bytes]]:
 
 # kafka-python ---------------------------------------------------------------------------
 
+
 def kafka_python_produce(bootstrap: str, topic: str) -> None:
     from kafka import KafkaProducer
 
@@ -61,6 +62,7 @@ def kafka_python_read(bootstrap: str, topic: str) -> list[Row]:
 
 
 # aiokafka -------------------------------------------------------------------------------
+
 
 async def _aiokafka_produce(bootstrap: str, topic: str) -> None:
     from aiokafka import AIOKafkaProducer
@@ -101,6 +103,7 @@ def aiokafka_read(bootstrap: str, topic: str) -> list[Row]:
 
 
 # confluent-kafka ------------------------------------------------------------------------
+
 
 def confluent_produce(bootstrap: str, topic: str) -> None:
     from confluent_kafka import Producer

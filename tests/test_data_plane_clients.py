@@ -58,6 +58,7 @@ def check_exactly_once(seen: list[tuple[int, int, bytes]], n: int) -> None:
 
 # one member per library --------------------------------------------------------------------
 
+
 class KafkaPythonMember(threading.Thread):
     def __init__(self, bootstrap, topic, group, name, sink, lock):
         super().__init__(daemon=True)
@@ -65,9 +66,15 @@ class KafkaPythonMember(threading.Thread):
 
         # Every polled batch is committed before the next poll, and a rebalance happens only
         # inside poll(): so processed == committed at every hand-over.
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=name,
-                                      enable_auto_commit=False, auto_offset_reset="earliest",
-                                      session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500)
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+        )
         kafka_python_subscribe(self.consumer, topic)
         self.sink, self.lock, self.stop = sink, lock, threading.Event()
 
@@ -88,9 +95,17 @@ class ConfluentMember(threading.Thread):
         super().__init__(daemon=True)
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": name,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": 500,
+            }
+        )
 
         def on_revoke(consumer, partitions):
             try:
@@ -134,9 +149,15 @@ async def run_aiokafka_group(bootstrap, topic, n):
     sink = []
 
     async def member(name, stop: asyncio.Event):
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id="handover", client_id=name,
-                                    enable_auto_commit=False, auto_offset_reset="earliest",
-                                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id="handover",
+            client_id=name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+        )
 
         class CommitOnRevoke(ConsumerRebalanceListener):
             async def on_partitions_revoked(self, revoked):
@@ -189,8 +210,14 @@ def read_all(bootstrap: str, topic: str, n: int, group: str | None = None) -> li
     """Values read by a consumer (of a new group unless given) until n arrived, then 1 s more."""
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or f"reader-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group or f"reader-{time.time()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     values: list[int] = []
     deadline = time.monotonic() + 60
@@ -226,8 +253,15 @@ def test_idempotent_producer_across_restart(server):
     from confluent_kafka import Producer
 
     create_topic(server.bootstrap, "idem")
-    p = Producer({"bootstrap.servers": server.bootstrap, "enable.idempotence": True, "linger.ms": 2,
-                  "retry.backoff.ms": 50, "message.timeout.ms": 60_000})
+    p = Producer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "retry.backoff.ms": 50,
+            "message.timeout.ms": 60_000,
+        }
+    )
     errors = []
 
     def report(err, msg):
@@ -250,16 +284,44 @@ def test_idempotent_producer_across_restart(server):
 def test_kcat_produce_consume_group_and_offsets_topic(server):
     lines = "".join(f"k{i}:v{i}\n" for i in range(500)).encode()
     subprocess.run(["kcat", "-P", "-b", server.bootstrap, "-t", "kc", "-K:"], input=lines, check=True, timeout=30)
-    out = subprocess.run(["kcat", "-C", "-b", server.bootstrap, "-t", "kc", "-o", "beginning", "-e", "-q",
-                          "-f", "%k=%s\n"], capture_output=True, check=True, timeout=30).stdout.decode()
+    out = subprocess.run(
+        ["kcat", "-C", "-b", server.bootstrap, "-t", "kc", "-o", "beginning", "-e", "-q", "-f", "%k=%s\n"],
+        capture_output=True,
+        check=True,
+        timeout=30,
+    ).stdout.decode()
     assert sorted(out.split()) == sorted(f"k{i}=v{i}" for i in range(500))
-    out = subprocess.run(["kcat", "-b", server.bootstrap, "-G", "kcat-group", "kc", "-o", "beginning", "-e", "-q",
-                          "-f", "%s\n"], capture_output=True, timeout=60).stdout.decode()
+    out = subprocess.run(
+        ["kcat", "-b", server.bootstrap, "-G", "kcat-group", "kc", "-o", "beginning", "-e", "-q", "-f", "%s\n"],
+        capture_output=True,
+        timeout=60,
+    ).stdout.decode()
     assert sorted(out.split()) == sorted(f"v{i}" for i in range(500))
     # The group's commits are in __consumer_offsets, readable like on Kafka (Burrow, kcat).
-    wait_for(lambda: b"kcat-group" in subprocess.run(
-        ["kcat", "-C", "-b", server.bootstrap, "-t", "__consumer_offsets", "-o", "beginning", "-e", "-q",
-         "-f", "%k\n"], capture_output=True, timeout=30).stdout, what="commit records in __consumer_offsets")
+    wait_for(
+        lambda: (
+            b"kcat-group"
+            in subprocess.run(
+                [
+                    "kcat",
+                    "-C",
+                    "-b",
+                    server.bootstrap,
+                    "-t",
+                    "__consumer_offsets",
+                    "-o",
+                    "beginning",
+                    "-e",
+                    "-q",
+                    "-f",
+                    "%k\n",
+                ],
+                capture_output=True,
+                timeout=30,
+            ).stdout
+        ),
+        what="commit records in __consumer_offsets",
+    )
 
 
 def test_offsets_topic_records_decode_as_kafka_writes_them(server):
@@ -271,8 +333,14 @@ def test_offsets_topic_records_decode_as_kafka_writes_them(server):
 
     create_topic(server.bootstrap, "watched")
     produce(server.bootstrap, "watched", 10)
-    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "watchers", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": "watchers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe(["watched"])
     got = 0
     deadline = time.monotonic() + 30
@@ -280,8 +348,7 @@ def test_offsets_topic_records_decode_as_kafka_writes_them(server):
         got += len([m for m in c.consume(100, 0.2) if not m.error()])
     c.commit(asynchronous=False)
     c.close()
-    reader = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "burrow-like",
-                       "enable.auto.commit": False})
+    reader = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "burrow-like", "enable.auto.commit": False})
     reader.assign([TopicPartition("__consumer_offsets", partition_for("watchers"), 0)])
     keys = defaultdict(list)
     deadline = time.monotonic() + 30

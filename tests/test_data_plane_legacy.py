@@ -21,12 +21,24 @@ from tests.support.legacy import roundtrip
 
 
 def test_create_topics_v0_v1_delete_topics_v0(server):
-    r = roundtrip(server.port, CreateTopicsRequest_v0(
-        [("old", 4, 1, [], [("retention.ms", "60000")]), ("bad name", 1, 1, [], []),
-         ("manual", -1, -1, [(0, [1]), (1, [1])], [])], 5000), CreateTopicsResponse_v0)
+    r = roundtrip(
+        server.port,
+        CreateTopicsRequest_v0(
+            [
+                ("old", 4, 1, [], [("retention.ms", "60000")]),
+                ("bad name", 1, 1, [], []),
+                ("manual", -1, -1, [(0, [1]), (1, [1])], []),
+            ],
+            5000,
+        ),
+        CreateTopicsResponse_v0,
+    )
     assert r.topic_errors == [("old", 0), ("bad name", 17), ("manual", 0)]
-    r = roundtrip(server.port, CreateTopicsRequest_v1(
-        [("old", 1, 1, [], []), ("dry", 2, 1, [], [])], 5000, True), CreateTopicsResponse_v1)
+    r = roundtrip(
+        server.port,
+        CreateTopicsRequest_v1([("old", 1, 1, [], []), ("dry", 2, 1, [], [])], 5000, True),
+        CreateTopicsResponse_v1,
+    )
     assert [(name, code) for name, code, _ in r.topic_errors] == [("old", 36), ("dry", 0)]
     assert "already exists" in r.topic_errors[0][2]
     r = roundtrip(server.port, DeleteTopicsRequest_v0(["old", "dry", "manual"], 5000), DeleteTopicsResponse_v0)

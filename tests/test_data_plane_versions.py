@@ -21,26 +21,46 @@ MS = datetime.timedelta(milliseconds=1)
 def produce_request(v: int, topic: str, records: bytes):
     P = build(request_class(PRODUCE, v, "PartitionProduceData"), dict(index=0, records=records))
     T = build(request_class(PRODUCE, v, "TopicProduceData"), dict(name=topic, partition_data=(P,)))
-    return build(request_class(PRODUCE, v), dict(transactional_id=None, acks=-1, timeout=5000 * MS,
-                                                 topic_data=(T,)))
+    return build(request_class(PRODUCE, v), dict(transactional_id=None, acks=-1, timeout=5000 * MS, topic_data=(T,)))
 
 
 def fetch_request(v: int, topic: str, topic_id, offset: int):
-    F = build(request_class(FETCH, v, "FetchPartition"), dict(
-        partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
-        partition_max_bytes=1 << 20))
+    F = build(
+        request_class(FETCH, v, "FetchPartition"),
+        dict(
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        ),
+    )
     T = build(request_class(FETCH, v, "FetchTopic"), dict(topic=topic, topic_id=topic_id, partitions=(F,)))
-    return build(request_class(FETCH, v), dict(
-        replica_id=-1, max_wait=0 * MS, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-        session_epoch=-1, topics=(T,), forgotten_topics_data=(), rack_id=""))
+    return build(
+        request_class(FETCH, v),
+        dict(
+            replica_id=-1,
+            max_wait=0 * MS,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(T,),
+            forgotten_topics_data=(),
+            rack_id="",
+        ),
+    )
 
 
 def list_offsets_request(v: int, topic: str, timestamp: int):
-    P = build(request_class(LIST_OFFSETS, v, "ListOffsetsPartition"), dict(
-        partition_index=0, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1))
+    P = build(
+        request_class(LIST_OFFSETS, v, "ListOffsetsPartition"),
+        dict(partition_index=0, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1),
+    )
     T = build(request_class(LIST_OFFSETS, v, "ListOffsetsTopic"), dict(name=topic, partitions=(P,)))
-    return build(request_class(LIST_OFFSETS, v), dict(replica_id=-1, isolation_level=0, topics=(T,),
-                                                      timeout=1000 * MS))
+    return build(request_class(LIST_OFFSETS, v), dict(replica_id=-1, isolation_level=0, topics=(T,), timeout=1000 * MS))
 
 
 @pytest.fixture
@@ -52,9 +72,15 @@ async def conn(server):
 
 async def topic_id(conn, name: str):
     M = request_class(METADATA, 12, "MetadataRequestTopic")
-    r = await conn.request(METADATA, 12, request_class(METADATA, 12)(
-        topics=(M(topic_id=None, name=name),), allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False))
+    r = await conn.request(
+        METADATA,
+        12,
+        request_class(METADATA, 12)(
+            topics=(M(topic_id=None, name=name),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
     return r.topics[0].topic_id
 
 

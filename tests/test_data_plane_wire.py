@@ -47,13 +47,26 @@ async def test_create_topics_errors(conn):
     assert await create(conn, "dry", validate_only=True) == 0
     assert await create(conn, "dry") == 0  # validate_only created nothing
     D = cls(DELETE_TOPICS, 6, "DeleteTopicState")
-    r = await conn.request(DELETE_TOPICS, 6, cls(DELETE_TOPICS, 6)(topics=(
-        D(name="dry", topic_id=None), D(name="never", topic_id=None)), timeout=5000 * MS))
+    r = await conn.request(
+        DELETE_TOPICS,
+        6,
+        cls(DELETE_TOPICS, 6)(topics=(D(name="dry", topic_id=None), D(name="never", topic_id=None)), timeout=5000 * MS),
+    )
     assert [x.error_code for x in r.responses] == [0, 3]
     P = cls(CREATE_PARTITIONS, 3, "CreatePartitionsTopic")
-    r = await conn.request(CREATE_PARTITIONS, 3, cls(CREATE_PARTITIONS, 3)(topics=(
-        P(name="ok", count=5, assignments=None), P(name="ok", count=2, assignments=None),
-        P(name="__consumer_offsets", count=60, assignments=None)), timeout=5000 * MS, validate_only=False))
+    r = await conn.request(
+        CREATE_PARTITIONS,
+        3,
+        cls(CREATE_PARTITIONS, 3)(
+            topics=(
+                P(name="ok", count=5, assignments=None),
+                P(name="ok", count=2, assignments=None),
+                P(name="__consumer_offsets", count=60, assignments=None),
+            ),
+            timeout=5000 * MS,
+            validate_only=False,
+        ),
+    )
     assert [x.error_code for x in r.results] == [0, 37, 42]
 
 
@@ -76,9 +89,15 @@ async def test_unknown_topic_without_auto_create(server_factory):
     conn = await WireClient("x").connect("127.0.0.1", server.port)
     assert (await produce(conn, "nope", batch()))[0] == 3
     M = cls(METADATA, 12, "MetadataRequestTopic")
-    r = await conn.request(METADATA, 12, cls(METADATA, 12)(topics=(M(topic_id=None, name="nope"),),
-                                                          allow_auto_topic_creation=True,
-                                                          include_topic_authorized_operations=False))
+    r = await conn.request(
+        METADATA,
+        12,
+        cls(METADATA, 12)(
+            topics=(M(topic_id=None, name="nope"),),
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        ),
+    )
     assert r.topics[0].error_code == 3
     await conn.close()
 
@@ -90,8 +109,11 @@ async def test_auto_create_on_metadata(conn):
     M = cls(METADATA, 12, "MetadataRequestTopic")
 
     async def metadata(name, allow=True, v=12):
-        body = cls(METADATA, v)(topics=(M(topic_id=None, name=name),), allow_auto_topic_creation=allow,
-                                include_topic_authorized_operations=False)
+        body = cls(METADATA, v)(
+            topics=(M(topic_id=None, name=name),),
+            allow_auto_topic_creation=allow,
+            include_topic_authorized_operations=False,
+        )
         return (await conn.request(METADATA, v, body)).topics[0]
 
     assert (await metadata("manual", allow=False)).error_code == 3
@@ -103,8 +125,9 @@ async def test_auto_create_on_metadata(conn):
     assert (await metadata("bad name!")).error_code == 17  # INVALID_TOPIC_EXCEPTION
     assert (await produce(conn, "by-produce", batch()))[0] == 3
     assert (await metadata("by-produce", allow=False)).error_code == 3
-    r = await conn.request(METADATA, 1, cls(METADATA, 1)(topics=(cls(METADATA, 1, "MetadataRequestTopic")(
-        name="old-client"),)))  # v0-3 have no flag: they may create
+    r = await conn.request(
+        METADATA, 1, cls(METADATA, 1)(topics=(cls(METADATA, 1, "MetadataRequestTopic")(name="old-client"),))
+    )  # v0-3 have no flag: they may create
     assert r.topics[0].error_code == 3
     assert (await metadata("old-client", allow=False)).error_code == 0
 
@@ -153,8 +176,9 @@ async def test_fetch_long_poll_ends_when_its_topic_is_deleted(conn, server):
     await asyncio.sleep(0.1)
     assert not waiting.done()
     D = cls(DELETE_TOPICS, 6, "DeleteTopicState")
-    r = await other.request(DELETE_TOPICS, 6, cls(DELETE_TOPICS, 6)(topics=(D(name="gone", topic_id=None),),
-                                                                     timeout=5000 * MS))
+    r = await other.request(
+        DELETE_TOPICS, 6, cls(DELETE_TOPICS, 6)(topics=(D(name="gone", topic_id=None),), timeout=5000 * MS)
+    )
     assert r.responses[0].error_code == 0
     r = await asyncio.wait_for(waiting, 10)  # long before max_wait
     assert r.responses[0].partitions[0].error_code == 3
@@ -169,8 +193,15 @@ async def test_list_offsets(conn):
     P, T = cls(LIST_OFFSETS, 7, "ListOffsetsPartition"), cls(LIST_OFFSETS, 7, "ListOffsetsTopic")
 
     async def lookup(ts):
-        r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=0, topics=(
-            T(name="lo", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=ts),)),)))
+        r = await conn.request(
+            LIST_OFFSETS,
+            7,
+            cls(LIST_OFFSETS, 7)(
+                replica_id=-1,
+                isolation_level=0,
+                topics=(T(name="lo", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=ts),)),),
+            ),
+        )
         p = r.topics[0].partitions[0]
         return p.error_code, p.offset, p.timestamp
 
@@ -234,8 +265,15 @@ async def test_list_offsets_tiered_specs(conn):
     await produce(conn, "lt", batch(4))
     P, T = cls(LIST_OFFSETS, 9, "ListOffsetsPartition"), cls(LIST_OFFSETS, 9, "ListOffsetsTopic")
     for ts, want in ((-4, 0), (-5, -1)):  # earliest local = log start; nothing is tiered
-        r = await conn.request(LIST_OFFSETS, 9, cls(LIST_OFFSETS, 9)(replica_id=-1, isolation_level=0, topics=(
-            T(name="lt", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=ts),)),)))
+        r = await conn.request(
+            LIST_OFFSETS,
+            9,
+            cls(LIST_OFFSETS, 9)(
+                replica_id=-1,
+                isolation_level=0,
+                topics=(T(name="lt", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=ts),)),),
+            ),
+        )
         assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].offset) == (0, want)
 
 
@@ -245,8 +283,10 @@ async def test_fetch_max_bytes_across_partitions(conn):
     for p in (0, 1):
         await produce(conn, "mb", big, partition=p)
     F, T = cls(FETCH, 11, "FetchPartition"), cls(FETCH, 11, "FetchTopic")
-    parts = tuple(F(partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
-                    partition_max_bytes=1000) for p in (0, 1))
+    parts = tuple(
+        F(partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1000)
+        for p in (0, 1)
+    )
     body = dataclasses.replace(fetch_body("mb", 0), max_bytes=1000, topics=(T(topic="mb", partitions=parts),))
     r = await conn.request(FETCH, 11, body)
     sizes = [len(p.records or b"") for p in r.responses[0].partitions]
@@ -263,10 +303,24 @@ async def test_fetch_of_offsets_topic_wakes_on_group_commit(server, conn):
     await create(conn, "c", partitions=1)
     await produce(conn, "c", batch(1))
     part = partition_for("wakers")
-    r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=0, topics=(
-        cls(LIST_OFFSETS, 7, "ListOffsetsTopic")(name="__consumer_offsets", partitions=(
-            cls(LIST_OFFSETS, 7, "ListOffsetsPartition")(partition_index=part, current_leader_epoch=-1,
-                                                        timestamp=-1),)),)))
+    r = await conn.request(
+        LIST_OFFSETS,
+        7,
+        cls(LIST_OFFSETS, 7)(
+            replica_id=-1,
+            isolation_level=0,
+            topics=(
+                cls(LIST_OFFSETS, 7, "ListOffsetsTopic")(
+                    name="__consumer_offsets",
+                    partitions=(
+                        cls(LIST_OFFSETS, 7, "ListOffsetsPartition")(
+                            partition_index=part, current_leader_epoch=-1, timestamp=-1
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
     end = r.topics[0].partitions[0].offset
     waiting = conn.send(FETCH, 11, fetch_body("__consumer_offsets", end, partition=part, max_wait_ms=60_000))
 
@@ -301,17 +355,35 @@ async def test_topic_name_collision_and_leftover_data(server):
 
 async def test_acks_0_error_closes_the_connection(server, conn):
     await create(conn, "quiet", partitions=1)
-    conn.send(PRODUCE, 9, cls(PRODUCE, 9)(transactional_id=None, acks=0, timeout=5000 * MS, topic_data=(
-        cls(PRODUCE, 9, "TopicProduceData")(name="quiet", partition_data=(
-            cls(PRODUCE, 9, "PartitionProduceData")(index=0, records=batch(2)),)),)))
+    conn.send(
+        PRODUCE,
+        9,
+        cls(PRODUCE, 9)(
+            transactional_id=None,
+            acks=0,
+            timeout=5000 * MS,
+            topic_data=(
+                cls(PRODUCE, 9, "TopicProduceData")(
+                    name="quiet", partition_data=(cls(PRODUCE, 9, "PartitionProduceData")(index=0, records=batch(2)),)
+                ),
+            ),
+        ),
+    )
     r = await conn.request(FETCH, 11, fetch_body("quiet", 0))  # acks=0: no answer, the next one comes
     assert r.responses[0].partitions[0].high_watermark == 2
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         from protocol.messages import encode_request
 
-        body = cls(PRODUCE, 9)(transactional_id=None, acks=0, timeout=5000 * MS, topic_data=(
-            cls(PRODUCE, 9, "TopicProduceData")(name="quiet", partition_data=(
-                cls(PRODUCE, 9, "PartitionProduceData")(index=5, records=batch(2)),)),))
+        body = cls(PRODUCE, 9)(
+            transactional_id=None,
+            acks=0,
+            timeout=5000 * MS,
+            topic_data=(
+                cls(PRODUCE, 9, "TopicProduceData")(
+                    name="quiet", partition_data=(cls(PRODUCE, 9, "PartitionProduceData")(index=5, records=batch(2)),)
+                ),
+            ),
+        )
         s.sendall(encode_request(PRODUCE, 9, 1, "acks0", body))
         s.settimeout(10)
         assert s.recv(1) == b""  # no such partition: closed, as Kafka does for acks=0

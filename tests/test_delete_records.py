@@ -14,9 +14,14 @@ DELETE_RECORDS = 21
 
 async def delete(conn, topic, partition, offset, v=2):
     P, T = cls(DELETE_RECORDS, v, "DeleteRecordsPartition"), cls(DELETE_RECORDS, v, "DeleteRecordsTopic")
-    r = await conn.request(DELETE_RECORDS, v, cls(DELETE_RECORDS, v)(
-        topics=(T(name=topic, partitions=(P(partition_index=partition, offset=offset),)),),
-        timeout=datetime.timedelta(seconds=5)))
+    r = await conn.request(
+        DELETE_RECORDS,
+        v,
+        cls(DELETE_RECORDS, v)(
+            topics=(T(name=topic, partitions=(P(partition_index=partition, offset=offset),)),),
+            timeout=datetime.timedelta(seconds=5),
+        ),
+    )
     p = r.topics[0].partitions[0]
     return p.error_code, p.low_watermark
 
@@ -60,8 +65,14 @@ def test_confluent_delete_records(server):
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     (future,) = admin.delete_records([TopicPartition("dr", 0, 6)]).values()
     assert future.result(timeout=30).low_watermark == 6
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "dr-reader",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": "dr-reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition("dr", 0)])
     first = None
     for _ in range(100):

@@ -24,11 +24,26 @@ from protocol.consumer_protocol import write_assignment
 from tests.support.consumer_groups import hb
 from tests.support.data_plane import batch, produce
 from tests.support.groups_wire import (
-    COMMIT, DESCRIBE, FETCH, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, cls, commit_body, form, hb_body, join_body,
+    COMMIT,
+    DESCRIBE,
+    FETCH,
+    HEARTBEAT,
+    JOIN,
+    LEAVE,
+    LIST,
+    SYNC,
+    cls,
+    commit_body,
+    form,
+    hb_body,
+    join_body,
     sync_body,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 NOT_COORDINATOR, KAFKA_STORAGE_ERROR = 16, 56
 
@@ -61,8 +76,13 @@ def fill(mount) -> str:
 
 
 async def fetch(conn, group, partitions=(0, 1)):
-    r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id=group, topics=(
-        cls(FETCH, 5, "OffsetFetchRequestTopic")(name="t", partition_indexes=partitions),)))
+    r = await conn.request(
+        FETCH,
+        5,
+        cls(FETCH, 5)(
+            group_id=group, topics=(cls(FETCH, 5, "OffsetFetchRequestTopic")(name="t", partition_indexes=partitions),)
+        ),
+    )
     return [p.committed_offset for p in r.topics[0].partitions]
 
 
@@ -79,8 +99,9 @@ async def describe(conn, group):
 
 async def leave(conn, group, member):
     M = cls(LEAVE, 5, "MemberIdentity")
-    r = await conn.request(LEAVE, 5, cls(LEAVE, 5)(group_id=group, members=(
-        M(member_id=member, group_instance_id=None, reason=None),)))
+    r = await conn.request(
+        LEAVE, 5, cls(LEAVE, 5)(group_id=group, members=(M(member_id=member, group_instance_id=None, reason=None),))
+    )
     return r.error_code
 
 
@@ -93,8 +114,9 @@ async def test_full_disk(server_factory, small_disk):
     static = await conn.request(JOIN, 5, join_body(5, "g3", instance="i-1"))
     await conn.request(SYNC, 3, sync_body(3, "g3", static.member_id, 1, [(static.member_id, b"s")]))
     classic = await conn.request(JOIN, 3, join_body(3, "g4"))  # a classic group a KIP-848 member will join
-    await conn.request(SYNC, 3, sync_body(3, "g4", classic.member_id, 1, [(classic.member_id, write_assignment(
-        0, [("t", [0, 1])]))]))
+    await conn.request(
+        SYNC, 3, sync_body(3, "g4", classic.member_id, 1, [(classic.member_id, write_assignment(0, [("t", [0, 1])]))])
+    )
     filler = fill(small_disk)
 
     # Writes get Kafka's errors, and nothing of them shows. (A file's last page may still
@@ -117,8 +139,9 @@ async def test_full_disk(server_factory, small_disk):
     first = await conn.request(JOIN, 5, join_body(5, "g2"))
     joined = await conn.request(JOIN, 5, join_body(5, "g2", first.member_id))
     assert joined.error_code == 0  # a join phase writes nothing
-    synced = await conn.request(SYNC, 3, sync_body(3, "g2", joined.member_id, joined.generation_id,
-                                                   [(joined.member_id, b"a")]))
+    synced = await conn.request(
+        SYNC, 3, sync_body(3, "g2", joined.member_id, joined.generation_id, [(joined.member_id, b"a")])
+    )
     assert synced.error_code == NOT_COORDINATOR  # the assignment could not be stored: rejoin
     assert (await describe(conn, "g2"))[0] == "PreparingRebalance"
     # A static member restarting cannot have its new member id stored: it keeps the old one.
@@ -191,8 +214,9 @@ async def test_failed_syncs_agree_with_answers_and_restart(server_factory):
 
 async def _commit_all(conn, groups, offset) -> dict[str, int]:
     """One commit per group, sent in one write (one event-loop iteration, one sync round)."""
-    futures = conn.send_many([(COMMIT, 8, commit_body(8, g, "", -1, [("t", 0, offset), ("t", 1, offset)]))
-                              for g in groups])
+    futures = conn.send_many(
+        [(COMMIT, 8, commit_body(8, g, "", -1, [("t", 0, offset), ("t", 1, offset)])) for g in groups]
+    )
     answers = {}
     for g, fut in zip(groups, futures):
         errors = {p.error_code for p in (await fut).topics[0].partitions}
@@ -216,8 +240,13 @@ def test_full_disk_with_kafka_python(server_factory, small_disk):
         producer.send("t", b"m%d" % i, partition=0)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="kp", enable_auto_commit=False,
-                             auto_offset_reset="earliest", session_timeout_ms=10_000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=server.bootstrap,
+        group_id="kp",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=10_000,
+    )
     tp = TopicPartition("t", 0)
     # Assigned by hand: a subscribed kafka-python 3.0 rejoins once soon after its first
     # generation, and a commit sent while it does fails in the client (RebalanceInProgress)
@@ -230,8 +259,10 @@ def test_full_disk_with_kafka_python(server_factory, small_disk):
         outcomes, stored = [], 1
         for offset in range(2, 100):  # (a file's last page may take a few more)
             consumer.commit_async({tp: OffsetAndMetadata(offset, "", -1)}, lambda _, result: outcomes.append(result))
-            wait_for(lambda offset=offset: consumer.poll(timeout_ms=10) is not None and len(outcomes) == offset - 1,
-                     what="the commit's answer")
+            wait_for(
+                lambda offset=offset: consumer.poll(timeout_ms=10) is not None and len(outcomes) == offset - 1,
+                what="the commit's answer",
+            )
             if isinstance(outcomes[-1], Exception):
                 break
             stored = offset
@@ -245,6 +276,7 @@ def test_full_disk_with_kafka_python(server_factory, small_disk):
 
 
 # corruption: only the damaged partition stops -------------------------------------------
+
 
 def _flip(path, pos: int) -> None:
     data = bytearray(path.read_bytes())
@@ -301,8 +333,9 @@ async def test_a_flipped_bit_takes_only_its_partition_offline(server, where):
     server.stop()
     assert segment.stat().st_size == size  # nothing was cut while offline
 
-    done = subprocess.run([sys.executable, "-m", "coordinator.log", "repair", str(directory)],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "coordinator.log", "repair", str(directory)], capture_output=True, text=True, cwd=ROOT
+    )
     assert done.returncode == 0 and "bytes cut" in done.stdout, done.stderr
     server.start()
     conn = await WireClient("bits").connect("127.0.0.1", server.port)

@@ -47,8 +47,11 @@ def test_link_resolves(page, target):
 
 def test_no_history_in_the_manual():
     """The manual describes the software as it is: no sessions, rounds or issue numbers."""
-    history = re.compile(r"\b(first|second|third|fourth|fifth|tenth|this|last|next|earlier|previous) "
-                         r"sessions?\b|\bissue #?[0-9]+|\bround [0-9]+", re.I)
+    history = re.compile(
+        r"\b(first|second|third|fourth|fifth|tenth|this|last|next|earlier|previous) "
+        r"sessions?\b|\bissue #?[0-9]+|\bround [0-9]+",
+        re.I,
+    )
     found = [f"{page.name}: {m.group(0)}" for page in PAGES for m in history.finditer(page.read_text())]
     assert not found
 

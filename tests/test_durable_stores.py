@@ -24,49 +24,87 @@ AFTER_RENAME = STEPS.index("renamed")
 
 
 async def init_producer_id(c: WireClient) -> int:
-    r = await c.request(INIT_PRODUCER_ID, 4, rc(INIT_PRODUCER_ID, 4)(
-        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
+    r = await c.request(
+        INIT_PRODUCER_ID,
+        4,
+        rc(INIT_PRODUCER_ID, 4)(
+            transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1
+        ),
+    )
     assert r.error_code == 0
     return r.producer_id
 
 
 def create_topic(name: str):
     T = rc(CREATE_TOPICS, 7, "CreatableTopic")
-    return CREATE_TOPICS, 7, rc(CREATE_TOPICS, 7)(topics=(T(
-        name=name, num_partitions=1, replication_factor=-1, assignments=(), configs=()),),
-        timeout=datetime.timedelta(seconds=5), validate_only=False)
+    return (
+        CREATE_TOPICS,
+        7,
+        rc(CREATE_TOPICS, 7)(
+            topics=(T(name=name, num_partitions=1, replication_factor=-1, assignments=(), configs=()),),
+            timeout=datetime.timedelta(seconds=5),
+            validate_only=False,
+        ),
+    )
 
 
 def create_acl(group: str):
     C = rc(CREATE_ACLS, 3, "AclCreation")
-    return CREATE_ACLS, 3, rc(CREATE_ACLS, 3)(creations=(C(
-        resource_type=3, resource_name=group, resource_pattern_type=3, principal="User:ops", host="*",
-        operation=3, permission_type=3),))
+    return (
+        CREATE_ACLS,
+        3,
+        rc(CREATE_ACLS, 3)(
+            creations=(
+                C(
+                    resource_type=3,
+                    resource_name=group,
+                    resource_pattern_type=3,
+                    principal="User:ops",
+                    host="*",
+                    operation=3,
+                    permission_type=3,
+                ),
+            )
+        ),
+    )
 
 
 def set_retention(ms: int):
     C, R = rc(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig"), rc(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
-    return INCREMENTAL_ALTER_CONFIGS, 1, rc(INCREMENTAL_ALTER_CONFIGS, 1)(resources=(R(
-        resource_type=4, resource_name="1", configs=(C(name="log.retention.ms", config_operation=0, value=str(ms)),)),),
-        validate_only=False)
+    return (
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        rc(INCREMENTAL_ALTER_CONFIGS, 1)(
+            resources=(
+                R(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=(C(name="log.retention.ms", config_operation=0, value=str(ms)),),
+                ),
+            ),
+            validate_only=False,
+        ),
+    )
 
 
 def upsert_user(name: str):
     U = rc(ALTER_SCRAM, 0, "ScramCredentialUpsertion")
-    return ALTER_SCRAM, 0, rc(ALTER_SCRAM, 0)(deletions=(), upsertions=(U(
-        name=name, mechanism=2, iterations=4096, salt=b"salt" * 4, salted_password=b"p" * 64),))
+    return (
+        ALTER_SCRAM,
+        0,
+        rc(ALTER_SCRAM, 0)(
+            deletions=(),
+            upsertions=(U(name=name, mechanism=2, iterations=4096, salt=b"salt" * 4, salted_password=b"p" * 64),),
+        ),
+    )
 
 
 # store file -> (server flags, the request of the first change, of the second, what each leaves)
 STORES = {
-    "topics.json": ((), create_topic("first"), create_topic("second"),
-                    lambda doc: sorted(doc)),
-    "acls.json": (("--authorizer",), create_acl("g1"), create_acl("g2"),
-                  lambda doc: sorted(a["name"] for a in doc)),
-    "broker-configs.json": ((), set_retention(7_200_000), set_retention(3_600_000),
-                            lambda doc: doc["broker"]),
-    "scram-credentials.json": ((), upsert_user("carol"), upsert_user("dave"),
-                               lambda doc: sorted(doc)),
+    "topics.json": ((), create_topic("first"), create_topic("second"), lambda doc: sorted(doc)),
+    "acls.json": (("--authorizer",), create_acl("g1"), create_acl("g2"), lambda doc: sorted(a["name"] for a in doc)),
+    "broker-configs.json": ((), set_retention(7_200_000), set_retention(3_600_000), lambda doc: doc["broker"]),
+    "scram-credentials.json": ((), upsert_user("carol"), upsert_user("dave"), lambda doc: sorted(doc)),
 }
 
 
@@ -108,8 +146,13 @@ async def test_a_kill_at_any_step_of_a_store_write_leaves_the_old_or_the_new_doc
             assert now != old
         if name == "topics.json":  # and the server serves what the file says
             c = await WireClient("crash").connect("127.0.0.1", s.port)
-            r = await c.request(METADATA, 12, rc(METADATA, 12)(topics=None, allow_auto_topic_creation=False,
-                                                               include_topic_authorized_operations=False))
+            r = await c.request(
+                METADATA,
+                12,
+                rc(METADATA, 12)(
+                    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                ),
+            )
             assert sorted(t.name for t in r.topics if not t.is_internal) == now
             await c.close()
     finally:
@@ -140,36 +183,43 @@ async def test_producer_ids_are_never_handed_out_twice_across_a_kill(tmp_path, s
 async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
     data = tmp_path / "data"
     data.mkdir()
-    (data / "topics.json").write_text(json.dumps({"kept": {"partitions": 1, "topic_id":
-                                                           "00000000-0000-0000-0000-00000000002a"}}))
+    (data / "topics.json").write_text(
+        json.dumps({"kept": {"partitions": 1, "topic_id": "00000000-0000-0000-0000-00000000002a"}})
+    )
     (data / "topics.json.tmp").write_text('{"torn": {"parti')
     s = server_factory(data_dir=data)
     c = await WireClient("tmp").connect("127.0.0.1", s.port)
-    r = await c.request(METADATA, 12, rc(METADATA, 12)(topics=None, allow_auto_topic_creation=False,
-                                                       include_topic_authorized_operations=False))
+    r = await c.request(
+        METADATA,
+        12,
+        rc(METADATA, 12)(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+    )
     await c.close()
     assert [t.name for t in r.topics if not t.is_internal] == ["kept"] and not (data / "topics.json.tmp").exists()
 
 
-@pytest.mark.parametrize("name, text", [
-    ("topics.json", '{"t": {"parti'),
-    ("topics.json", '{"t": {"partitions": "3", "topic_id": "00000000-0000-0000-0000-00000000002a"}}'),
-    ("producer_ids.json", '{"next_block": "a"}'),
-    ("broker-configs.json", "[1, 2]"),
-    ("acls.json", '[{"nonsense": 1}]'),
-    ("scram-credentials.json", '{"alice": 3}'),
-    ("topics.json", '{"../x": {"partitions": 1, "topic_id": "00000000-0000-0000-0000-00000000002a"}}'),
-    ("topics.json", '{"t": "\xff"}'.encode("latin-1")),
-    ("broker-configs.json", '{"broker": {"log.retention.ms": "abc"}}'),
-    ("client-quotas.json", "null"),
-    ("client-quotas.json", '{"a": 1}'),
-    ("client-quotas.json", '[{"entity": 3}]'),
-    ("client-quotas.json", '[{"entity": {"user": "a"}, "quotas": {"producer_byte_rate": "x"}}]'),
-    ("client-quotas.json", '[{"entity": {"planet": "a"}, "quotas": {"producer_byte_rate": 5}}]'),
-    ("group-configs.json", "[1]"),
-    ("group-configs.json", '{"g": {"consumer.session.timeout.ms": 50000}}'),
-    ("group-configs.json", '{"g": {"consumer.session.timeout.ms": "soon"}}'),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("topics.json", '{"t": {"parti'),
+        ("topics.json", '{"t": {"partitions": "3", "topic_id": "00000000-0000-0000-0000-00000000002a"}}'),
+        ("producer_ids.json", '{"next_block": "a"}'),
+        ("broker-configs.json", "[1, 2]"),
+        ("acls.json", '[{"nonsense": 1}]'),
+        ("scram-credentials.json", '{"alice": 3}'),
+        ("topics.json", '{"../x": {"partitions": 1, "topic_id": "00000000-0000-0000-0000-00000000002a"}}'),
+        ("topics.json", '{"t": "\xff"}'.encode("latin-1")),
+        ("broker-configs.json", '{"broker": {"log.retention.ms": "abc"}}'),
+        ("client-quotas.json", "null"),
+        ("client-quotas.json", '{"a": 1}'),
+        ("client-quotas.json", '[{"entity": 3}]'),
+        ("client-quotas.json", '[{"entity": {"user": "a"}, "quotas": {"producer_byte_rate": "x"}}]'),
+        ("client-quotas.json", '[{"entity": {"planet": "a"}, "quotas": {"producer_byte_rate": 5}}]'),
+        ("group-configs.json", "[1]"),
+        ("group-configs.json", '{"g": {"consumer.session.timeout.ms": 50000}}'),
+        ("group-configs.json", '{"g": {"consumer.session.timeout.ms": "soon"}}'),
+    ],
+)
 def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, text):
     data = tmp_path / "data"
     data.mkdir()
@@ -178,8 +228,18 @@ def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, tex
     assert name in line and "unreadable" in line
 
 
-@pytest.mark.parametrize("name", ["topics.json", "broker-configs.json", "client-quotas.json", "group-configs.json",
-                                  "acls.json", "scram-credentials.json", "producer_ids.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "topics.json",
+        "broker-configs.json",
+        "client-quotas.json",
+        "group-configs.json",
+        "acls.json",
+        "scram-credentials.json",
+        "producer_ids.json",
+    ],
+)
 def test_a_store_that_cannot_be_read_is_one_line_at_startup(tmp_path, name):
     data = tmp_path / "data"
     (data / name).mkdir(parents=True)  # a directory where the document belongs
@@ -195,13 +255,16 @@ async def test_group_configs_and_broker_configs_load_again_as_written(server_fac
     GROUP, SET = 32, 0
     s = server_factory()
     c = await WireClient("stores").connect("127.0.0.1", s.port)
-    assert await incremental(c, GROUP, "g", [("consumer.session.timeout.ms", SET, "50000"),
-                                             ("share.auto.offset.reset", SET, "earliest")]) == (0, None)
+    assert await incremental(
+        c, GROUP, "g", [("consumer.session.timeout.ms", SET, "50000"), ("share.auto.offset.reset", SET, "earliest")]
+    ) == (0, None)
     assert await incremental(c, BROKER, "1", [("log.retention.ms", SET, "600000")]) == (0, None)
     await c.close()
     s.restart()
     c = await WireClient("stores").connect("127.0.0.1", s.port)
     group, broker = by_name(await describe(c, GROUP, "g")), by_name(await describe(c, BROKER, "1"))
     await c.close()
-    assert group["consumer.session.timeout.ms"].value == "50000" and group["share.auto.offset.reset"].value == "earliest"
+    assert (
+        group["consumer.session.timeout.ms"].value == "50000" and group["share.auto.offset.reset"].value == "earliest"
+    )
     assert broker["log.retention.ms"].value == "600000"

@@ -22,10 +22,16 @@ INVALID_REQUEST, INVALID_CONFIG = 42, 40
 
 async def test_dynamic_names_accepted_others_refused(server):
     conn = await WireClient("dyn").connect("127.0.0.1", server.port)
-    ok = [("sasl.kerberos.min.time.before.relogin", "58000"), ("log.cleaner.threads", "2"),
-          ("num.io.threads", "4"), ("max.connections.per.ip", "100"), ("message.max.bytes", "2000000"),
-          ("listener.name.plaintext.ssl.keystore.location", "/tmp/ks.jks"), ("producer.id.expiration.ms", "60000"),
-          ("my.custom.setting", "anything")]
+    ok = [
+        ("sasl.kerberos.min.time.before.relogin", "58000"),
+        ("log.cleaner.threads", "2"),
+        ("num.io.threads", "4"),
+        ("max.connections.per.ip", "100"),
+        ("message.max.bytes", "2000000"),
+        ("listener.name.plaintext.ssl.keystore.location", "/tmp/ks.jks"),
+        ("producer.id.expiration.ms", "60000"),
+        ("my.custom.setting", "anything"),
+    ]
     for name, value in ok:
         assert await incremental(conn, BROKER, "1", [(name, SET, value)]) == (0, None), name
     b = by_name(await describe(conn, BROKER, "1"))
@@ -40,18 +46,37 @@ async def test_dynamic_names_accepted_others_refused(server):
     # message.max.bytes is the default of every topic's max.message.bytes
     assert await create(conn, "t", partitions=1) == 0
     from tests.support.configs import TOPIC
+
     assert by_name(await describe(conn, TOPIC, "t"))["max.message.bytes"].value == "2000000"
 
     refused = [
         ("1", "group.max.size", "5", "Cannot update these configs dynamically: Set(group.max.size)"),
-        ("1", "auto.create.topics.enable", "false",
-         "Cannot update these configs dynamically: Set(auto.create.topics.enable)"),
-        ("1", "ssl.keystore.location", "/tmp/ks.jks", "These security configs can be dynamically updated only "
-         "per-listener using the listener prefix: Set(ssl.keystore.location)"),
-        ("", "sasl.kerberos.min.time.before.relogin", "1", "Cannot update these configs at default cluster level, "
-         "broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)"),
-        ("1", "log.cleaner.threads", "two", "Invalid value two for configuration log.cleaner.threads: "
-         "Not a number of type INT"),
+        (
+            "1",
+            "auto.create.topics.enable",
+            "false",
+            "Cannot update these configs dynamically: Set(auto.create.topics.enable)",
+        ),
+        (
+            "1",
+            "ssl.keystore.location",
+            "/tmp/ks.jks",
+            "These security configs can be dynamically updated only "
+            "per-listener using the listener prefix: Set(ssl.keystore.location)",
+        ),
+        (
+            "",
+            "sasl.kerberos.min.time.before.relogin",
+            "1",
+            "Cannot update these configs at default cluster level, "
+            "broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)",
+        ),
+        (
+            "1",
+            "log.cleaner.threads",
+            "two",
+            "Invalid value two for configuration log.cleaner.threads: Not a number of type INT",
+        ),
         ("1", "log.cleaner.backoff.ms", "-1", None),
         ("1", "sasl.login.refresh.window.factor", "2.0", None),
         ("1", "ssl.client.auth", "maybe", None),
@@ -84,17 +109,25 @@ def test_confluent_admin_round_trip(server):
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    broker = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-        ConfigEntry("sasl.kerberos.min.time.before.relogin", "58000", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("log.cleaner.backoff.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    broker = ConfigResource(
+        ResourceType.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry("sasl.kerberos.min.time.before.relogin", "58000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("log.cleaner.backoff.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     admin.incremental_alter_configs([broker])[broker].result(30)
     described = ConfigResource(ResourceType.BROKER, "1")
     entries = admin.describe_configs([described])[described].result(30)
     assert entries["sasl.kerberos.min.time.before.relogin"].value == "58000"
     assert entries["log.cleaner.backoff.ms"].value == "1000"
     assert entries["log.cleaner.backoff.ms"].source == 2  # DYNAMIC_BROKER_CONFIG
-    bad = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
+    bad = ConfigResource(
+        ResourceType.BROKER,
+        "1",
+        incremental_configs=[ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)],
+    )
     try:
         admin.incremental_alter_configs([bad])[bad].result(30)
         raise AssertionError("a static config was altered")
@@ -113,8 +146,15 @@ async def test_max_connections_takes_effect(server):
 
 
 async def _dirty_compacted_topic(conn, name: str) -> None:
-    assert await create(conn, name, partitions=1, configs=[
-        ("cleanup.policy", "compact"), ("segment.bytes", "14"), ("min.cleanable.dirty.ratio", "0.01")]) == 0
+    assert (
+        await create(
+            conn,
+            name,
+            partitions=1,
+            configs=[("cleanup.policy", "compact"), ("segment.bytes", "14"), ("min.cleanable.dirty.ratio", "0.01")],
+        )
+        == 0
+    )
     now = int(time.time() * 1000)
     for i in range(5):  # each batch rolls a segment: offsets 0-3 closed, one key
         assert (await produce_full(conn, name, build_batch([(b"k", b"%d" % i)], timestamp_ms=now))).error_code == 0
@@ -162,13 +202,19 @@ def test_kafka_python_admin_round_trip(server):
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
-    broker = ConfigResource(ConfigResourceType.BROKER, "1",
-                            configs={"sasl.kerberos.min.time.before.relogin": "58000", "log.cleaner.threads": "2"})
+    broker = ConfigResource(
+        ConfigResourceType.BROKER,
+        "1",
+        configs={"sasl.kerberos.min.time.before.relogin": "58000", "log.cleaner.threads": "2"},
+    )
     admin.alter_configs([broker])
     described = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")])["broker"]["1"]
     relogin = described["sasl.kerberos.min.time.before.relogin"]
     assert (relogin["value"], relogin["config_source"], relogin["read_only"]) == (
-        "58000", "DYNAMIC_BROKER_CONFIG", False)
+        "58000",
+        "DYNAMIC_BROKER_CONFIG",
+        False,
+    )
     assert described["log.cleaner.threads"]["value"] == "2"
     admin.close()
 
@@ -180,12 +226,43 @@ def test_any_broker_config_change_is_answered_and_what_is_stored_loads_again(ser
     the start)."""
     from hypothesis import HealthCheck, given, settings, strategies as st
 
-    names = st.sampled_from(["log.cleaner.threads", "max.connections", "message.max.bytes", "log.retention.ms",
-                             "listener.name.plaintext.max.connections", "listener.name.x.ssl.key.password",
-                             "ssl.client.auth", "group.max.size", "my.custom", "", "log.cleaner.backoff.ms",
-                             "sasl.login.refresh.window.factor", "log.cleanup.policy", "compression.type"])
-    values = st.none() | st.sampled_from(["1", "-1", "0", "2.5", "compact", "delete,compact", "none", "zstd",
-                                          "9223372036854775808", " 7 ", "required"]) | st.text(max_size=6)
+    names = st.sampled_from(
+        [
+            "log.cleaner.threads",
+            "max.connections",
+            "message.max.bytes",
+            "log.retention.ms",
+            "listener.name.plaintext.max.connections",
+            "listener.name.x.ssl.key.password",
+            "ssl.client.auth",
+            "group.max.size",
+            "my.custom",
+            "",
+            "log.cleaner.backoff.ms",
+            "sasl.login.refresh.window.factor",
+            "log.cleanup.policy",
+            "compression.type",
+        ]
+    )
+    values = (
+        st.none()
+        | st.sampled_from(
+            [
+                "1",
+                "-1",
+                "0",
+                "2.5",
+                "compact",
+                "delete,compact",
+                "none",
+                "zstd",
+                "9223372036854775808",
+                " 7 ",
+                "required",
+            ]
+        )
+        | st.text(max_size=6)
+    )
     ops = st.lists(st.tuples(names, st.integers(-1, 4), values), max_size=3)
 
     @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
@@ -197,6 +274,7 @@ def test_any_broker_config_change_is_answered_and_what_is_stored_loads_again(ser
                 return await incremental(conn, BROKER, resource, changes)
             finally:
                 await conn.close()
+
         code, _ = asyncio.run(run())
         assert code in (0, INVALID_REQUEST, INVALID_CONFIG), code
 

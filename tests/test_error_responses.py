@@ -41,8 +41,10 @@ def served(tmp_path_factory) -> list[tuple[int, int]]:
     async def run() -> list[tuple[int, int]]:
         await server.start()
         try:
-            return sorted({(a.key, v) for a in server.registry.apis.values()
-                           for v in range(a.min_version, a.max_version + 1)} | set(SASL))
+            return sorted(
+                {(a.key, v) for a in server.registry.apis.values() for v in range(a.min_version, a.max_version + 1)}
+                | set(SASL)
+            )
         finally:
             await server.stop()
 
@@ -151,8 +153,10 @@ def check_error_response(api_key: int, version: int) -> None:
     response, size = entity_reader(c.response_type)(encoded, 0)
     assert size == len(encoded)
     codes = error_codes(response, [])
-    assert codes, (f"api {api_key} v{version}: the error answer carries the error nowhere; tell "
-                   "protocol/error_response.py (_ECHOED_FROM) which request array its response answers")
+    assert codes, (
+        f"api {api_key} v{version}: the error answer carries the error nowhere; tell "
+        "protocol/error_response.py (_ECHOED_FROM) which request array its response answers"
+    )
     assert all(code == ERROR for code in codes), (api_key, version, codes)
 
 
@@ -163,18 +167,31 @@ def test_partitions_and_groups_are_echoed():
     from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
     c = codec(2, 7)
-    req = lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
-        lo.ListOffsetsTopic(name="orders", partitions=(lo.ListOffsetsPartition(partition_index=3, timestamp=-1),
-                                                        lo.ListOffsetsPartition(partition_index=5, timestamp=-2))),))
+    req = lo.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            lo.ListOffsetsTopic(
+                name="orders",
+                partitions=(
+                    lo.ListOffsetsPartition(partition_index=3, timestamp=-1),
+                    lo.ListOffsetsPartition(partition_index=5, timestamp=-2),
+                ),
+            ),
+        ),
+    )
     resp = error_response(2, 7, c.response_type, req, ERROR)
     (topic,) = resp.topics
     assert topic.name == "orders"
     assert [(p.partition_index, p.error_code, p.offset, p.timestamp) for p in topic.partitions] == [
-        (3, ERROR, -1, -1), (5, ERROR, -1, -1)]
+        (3, ERROR, -1, -1),
+        (5, ERROR, -1, -1),
+    ]
 
     c = codec(15, 5)
-    resp = error_response(15, 5, c.response_type, DescribeGroupsRequest(groups=("a", "b"),
-                                                                        include_authorized_operations=False), ERROR)
+    resp = error_response(
+        15, 5, c.response_type, DescribeGroupsRequest(groups=("a", "b"), include_authorized_operations=False), ERROR
+    )
     assert [(g.group_id, g.error_code) for g in resp.groups] == [("a", ERROR), ("b", ERROR)]
 
     c = codec(10, 4)
@@ -189,16 +206,34 @@ def test_fetch_v13_answers_with_the_top_level_error_only():
     from kio.schema.fetch.v13 import request as f13
 
     topic_id = uuid.uuid4()
-    new = f13.FetchRequest(max_wait=0, min_bytes=1, topics=(f13.FetchTopic(topic_id=topic_id, partitions=(
-        f13.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1),)),), forgotten_topics_data=())
+    new = f13.FetchRequest(
+        max_wait=0,
+        min_bytes=1,
+        topics=(
+            f13.FetchTopic(
+                topic_id=topic_id, partitions=(f13.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1),)
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
     resp = error_response(1, 13, codec(1, 13).response_type, new, ERROR)
     assert resp.error_code == ERROR and resp.responses == ()
-    session = f13.FetchRequest(max_wait=0, min_bytes=1, session_id=77, session_epoch=3, topics=(),
-                               forgotten_topics_data=())
+    session = f13.FetchRequest(
+        max_wait=0, min_bytes=1, session_id=77, session_epoch=3, topics=(), forgotten_topics_data=()
+    )
     assert error_response(1, 13, codec(1, 13).response_type, session, ERROR).session_id == 77
-    old = f12.FetchRequest(max_wait=0, min_bytes=1, topics=(f12.FetchTopic(topic="t", partitions=(
-        f12.FetchPartition(partition=2, fetch_offset=0, partition_max_bytes=1),)),), forgotten_topics_data=())
+    old = f12.FetchRequest(
+        max_wait=0,
+        min_bytes=1,
+        topics=(
+            f12.FetchTopic(
+                topic="t", partitions=(f12.FetchPartition(partition=2, fetch_offset=0, partition_max_bytes=1),)
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
     resp = error_response(1, 12, codec(1, 12).response_type, old, ERROR)
     (topic,) = resp.responses
     assert topic.topic == "t" and [(p.partition_index, p.error_code, p.high_watermark) for p in topic.partitions] == [
-        (2, ERROR, -1)]
+        (2, ERROR, -1)
+    ]

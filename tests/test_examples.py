@@ -12,14 +12,16 @@ import sys
 
 from tests.support.process import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 EXAMPLES = ROOT / "examples"
 
 
 def run(args: list[str], **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
 
 
 def test_quickstart_runs_twice_in_a_row(server):
@@ -41,25 +43,36 @@ def test_readme_cli_quick_start_runs_twice_in_a_row(server):
     readme = (ROOT / "README.md").read_text()
     block = next(b for b in re.findall(r"```sh\n(.*?)```", readme, re.S) if "kcoord topics create payments" in b)
     lines = [line.split("  #")[0].strip() for line in block.splitlines()]
-    script = "\n".join(["set -e", f'kcoord() {{ "{sys.executable}" -m coordinator.admin "$@"; }}',
-                        *(line for line in lines if "kcoord" in line and not line.startswith("."))])
+    script = "\n".join(
+        [
+            "set -e",
+            f'kcoord() {{ "{sys.executable}" -m coordinator.admin "$@"; }}',
+            *(line for line in lines if "kcoord" in line and not line.startswith(".")),
+        ]
+    )
     first = run([sys.executable, str(EXAMPLES / "quickstart.py")], BOOTSTRAP=server.bootstrap)  # as the README has it
     assert first.returncode == 0, first.stderr
     for _ in range(2):
-        result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                                env={**os.environ, "KCOORD_BOOTSTRAP_SERVER": server.bootstrap})
+        result = subprocess.run(
+            ["bash", "-c", script],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "KCOORD_BOOTSTRAP_SERVER": server.bootstrap},
+        )
         assert result.returncode == 0, result.stderr
 
 
 def test_pytest_example_passes():
-    result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                  str(EXAMPLES / "test_orders.py")])
+    result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLES / "test_orders.py")])
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_cluster_example_passes():
-    result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                  str(EXAMPLES / "test_cluster_example.py")])
+    result = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLES / "test_cluster_example.py")]
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

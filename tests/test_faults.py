@@ -44,6 +44,7 @@ class InProcessServer:
     def call(self, fn: Callable, *args: Any, **kw: Any) -> Any:
         async def on_loop() -> Any:
             return fn(*args, **kw)
+
         return self.run(on_loop())
 
     def close(self) -> None:
@@ -83,6 +84,7 @@ def committed_offset(broker: InProcessServer, group: str, partition: int = 0) ->
 
 # commits retried after coordinator errors --------------------------------------------------
 
+
 @pytest.mark.parametrize("error", ["NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "REBALANCE_IN_PROGRESS"])
 def test_kafka_python_commit_retried_after_injected_error(broker, error):
     from kafka import KafkaConsumer, TopicPartition
@@ -91,8 +93,9 @@ def test_kafka_python_commit_retried_after_injected_error(broker, error):
 
     make_topic(broker.bootstrap)
     group = f"kp-{error.lower()}"
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False,
-                             retry_backoff_ms=10)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False, retry_backoff_ms=10
+    )
     tp = TopicPartition(TOPIC, 0)
     consumer.assign([tp])
     try:
@@ -108,8 +111,10 @@ def test_kafka_python_commit_retried_after_injected_error(broker, error):
             consumer.commit(offsets)  # retried inside commit(), after finding the coordinator again
         rules = broker.call(broker.server.faults.list)
         assert rules == [], rules  # fired once, then gone
-        assert rule["error_code"] == {"NOT_COORDINATOR": 16, "COORDINATOR_LOAD_IN_PROGRESS": 14,
-                                      "REBALANCE_IN_PROGRESS": 27}[error]
+        assert (
+            rule["error_code"]
+            == {"NOT_COORDINATOR": 16, "COORDINATOR_LOAD_IN_PROGRESS": 14, "REBALANCE_IN_PROGRESS": 27}[error]
+        )
     finally:
         consumer.close()
     assert committed_offset(broker, group) == 42
@@ -122,8 +127,9 @@ async def test_aiokafka_commit_retried_after_injected_error(broker, error):
 
     make_topic(broker.bootstrap)
     group = f"aio-{error.lower()}"
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False,
-                                retry_backoff_ms=10)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False, retry_backoff_ms=10
+    )
     await consumer.start()
     tp = TopicPartition(TOPIC, 0)
     consumer.assign([tp])
@@ -141,12 +147,19 @@ async def test_aiokafka_commit_retried_after_injected_error(broker, error):
 
 # a reply lost after the write ---------------------------------------------------------------
 
+
 def read_values(bootstrap: str, topic: str, partitions: int) -> list[int]:
     """Every record value of the topic, as ints, read from the beginning to the end."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     values, at_end = [], set()
     try:
@@ -169,16 +182,27 @@ def test_idempotent_producer_across_lost_replies(broker):
     from confluent_kafka import Producer
 
     make_topic(broker.bootstrap, "idem", partitions=2)
-    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                  "retry.backoff.ms": 20, "message.timeout.ms": 60_000})
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "retry.backoff.ms": 20,
+            "message.timeout.ms": 60_000,
+        }
+    )
     errors: list = []
     n = 2000
     p.produce("idem", value=b"-1", partition=0)  # the producer id first (InitProducerId)
     assert p.flush(30) == 0
     rule = broker.call(broker.server.faults.add, "Produce", drop="after", times=3, topic="idem")
     for i in range(n):
-        p.produce("idem", value=str(i).encode(), partition=i % 2,
-                  on_delivery=lambda err, msg: err is not None and errors.append(err))
+        p.produce(
+            "idem",
+            value=str(i).encode(),
+            partition=i % 2,
+            on_delivery=lambda err, msg: err is not None and errors.append(err),
+        )
         if i % 500 == 0:
             p.poll(0)
     assert p.flush(60) == 0 and not errors, errors
@@ -222,8 +246,10 @@ def test_delay_holds_only_the_matching_client(broker):
 
     async def go() -> list[str]:
         port = broker.server.config.port
-        slow, fast = await WireClient("slow").connect("127.0.0.1", port), await WireClient("fast").connect(
-            "127.0.0.1", port)
+        slow, fast = (
+            await WireClient("slow").connect("127.0.0.1", port),
+            await WireClient("fast").connect("127.0.0.1", port),
+        )
         answered: list[str] = []
         try:
             broker.call(broker.server.faults.add, "Metadata", delay_ms=1500, client_id="slow")
@@ -248,8 +274,10 @@ def test_stall_until_cleared(broker):
 
     async def go() -> None:
         port = broker.server.config.port
-        held, other = await WireClient("held").connect("127.0.0.1", port), await WireClient("other").connect(
-            "127.0.0.1", port)
+        held, other = (
+            await WireClient("held").connect("127.0.0.1", port),
+            await WireClient("other").connect("127.0.0.1", port),
+        )
         try:
             rule = broker.call(broker.server.faults.add, "Metadata", stall=True, client_id="held")
             first = held.send(*METADATA_V4, metadata_request())
@@ -290,8 +318,14 @@ def error_pattern(broker: InProcessServer, **rule: Any) -> list[int]:
     from tests.support.wire_client import WireClient, request_class
 
     lo = 2, 1
-    request = request_class(*lo)(replica_id=-1, topics=(request_class(*lo, "ListOffsetsTopic")(
-        name=TOPIC, partitions=(request_class(*lo, "ListOffsetsPartition")(partition_index=0, timestamp=-1),)),))
+    request = request_class(*lo)(
+        replica_id=-1,
+        topics=(
+            request_class(*lo, "ListOffsetsTopic")(
+                name=TOPIC, partitions=(request_class(*lo, "ListOffsetsPartition")(partition_index=0, timestamp=-1),)
+            ),
+        ),
+    )
 
     async def go() -> list[int]:
         c = await WireClient("dice").connect("127.0.0.1", broker.server.config.port)
@@ -377,6 +411,7 @@ def test_bad_specs_are_refused_and_change_nothing(broker, spec, message):
 
 # librdkafka reads the error answers and recovers ---------------------------------------------
 
+
 def test_librdkafka_recovers_from_injected_errors_on_every_step(broker):
     """A confluent-kafka producer and group consumer, with errors injected on Produce,
     FindCoordinator, JoinGroup, SyncGroup, Heartbeat, Fetch and OffsetCommit: each answer
@@ -392,24 +427,41 @@ def test_librdkafka_recovers_from_injected_errors_on_every_step(broker):
         p.produce("steps", value=str(i).encode(), partition=i % 2)
     assert p.flush(30) == 0
 
-    for api, error in [("FindCoordinator", "COORDINATOR_NOT_AVAILABLE"), ("JoinGroup", "COORDINATOR_LOAD_IN_PROGRESS"),
-                       ("SyncGroup", "REBALANCE_IN_PROGRESS"), ("Fetch", "NOT_LEADER_OR_FOLLOWER"),
-                       ("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS")]:
+    for api, error in [
+        ("FindCoordinator", "COORDINATOR_NOT_AVAILABLE"),
+        ("JoinGroup", "COORDINATOR_LOAD_IN_PROGRESS"),
+        ("SyncGroup", "REBALANCE_IN_PROGRESS"),
+        ("Fetch", "NOT_LEADER_OR_FOLLOWER"),
+        ("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS"),
+    ]:
         broker.call(add, api, error)
     broker.call(add, "Heartbeat", "REBALANCE_IN_PROGRESS", times=2)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "steps-group", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "heartbeat.interval.ms": 100, "retry.backoff.ms": 10})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "steps-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": 100,
+            "retry.backoff.ms": 10,
+        }
+    )
     c.subscribe(["steps"])
     seen: set[int] = set()
     try:
+
         def consumed() -> bool:
             for m in c.consume(100, 0.2):
                 if not m.error():
                     seen.add(int(m.value()))
             return len(seen) == n
+
         wait_for(consumed, timeout=60, what="every record")
-        wait_for(lambda: not [r for r in broker.call(broker.server.faults.list) if r["api"] != "OffsetCommit"],
-                 timeout=60, what="every fault to fire")
+        wait_for(
+            lambda: not [r for r in broker.call(broker.server.faults.list) if r["api"] != "OffsetCommit"],
+            timeout=60,
+            what="every fault to fire",
+        )
         c.commit(asynchronous=False)  # the first attempt fails with COORDINATOR_LOAD_IN_PROGRESS, then retried
         committed = c.committed([TopicPartition("steps", 0), TopicPartition("steps", 1)], timeout=30)
         assert sum(tp.offset for tp in committed) == n
@@ -421,6 +473,7 @@ def test_librdkafka_recovers_from_injected_errors_on_every_step(broker):
 
 # any JSON: a rule, or one clear ValueError -----------------------------------------------------
 
+
 def test_any_json_spec_is_a_rule_or_one_value_error():
     """Whatever a control client sends, Faults adds the rules or raises ValueError (never
     another exception), and a refused spec adds nothing."""
@@ -428,11 +481,18 @@ def test_any_json_spec_is_a_rule_or_one_value_error():
 
     from coordinator.faults import FIELDS, Faults
 
-    scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=True) | st.text(max_size=12)
-    field_values = st.sampled_from(["OffsetCommit", "Fetch", 8, 0, "NOT_COORDINATOR", 16, "after", "before",
-                                    True, 1, 0.5]) | scalars
-    json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
-                               | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+    scalars = (
+        st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=True) | st.text(max_size=12)
+    )
+    field_values = (
+        st.sampled_from(["OffsetCommit", "Fetch", 8, 0, "NOT_COORDINATOR", 16, "after", "before", True, 1, 0.5])
+        | scalars
+    )
+    json_values = st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+        max_leaves=6,
+    )
     specs = st.dictionaries(st.sampled_from([*FIELDS, "colour"]), field_values | json_values, max_size=6)
 
     @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))

@@ -43,8 +43,13 @@ def http(control: str, method: str, path: str, body: bytes | str | None = None) 
 
 
 def kcoord(*args: str, control: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator.admin", *args, "--control", control],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator.admin", *args, "--control", control],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_http_fault_makes_a_commit_retry(controlled):
@@ -55,11 +60,16 @@ def test_http_fault_makes_a_commit_retry(controlled):
     admin = KafkaAdminClient(bootstrap_servers=controlled.bootstrap)
     admin.create_topics([NewTopic("orders", 1, 1)])
     admin.close()
-    status, rule = http(controlled.control, "POST", "/faults",
-                        '{"api": "OffsetCommit", "error": "COORDINATOR_LOAD_IN_PROGRESS", "times": 2, "group": "g"}')
+    status, rule = http(
+        controlled.control,
+        "POST",
+        "/faults",
+        '{"api": "OffsetCommit", "error": "COORDINATOR_LOAD_IN_PROGRESS", "times": 2, "group": "g"}',
+    )
     assert status == 201 and rule["id"] == 1 and rule["error_code"] == 14 and rule["times"] == 2
-    consumer = KafkaConsumer(bootstrap_servers=controlled.bootstrap, group_id="g", enable_auto_commit=False,
-                             retry_backoff_ms=10)
+    consumer = KafkaConsumer(
+        bootstrap_servers=controlled.bootstrap, group_id="g", enable_auto_commit=False, retry_backoff_ms=10
+    )
     try:
         consumer.commit({TopicPartition("orders", 0): OffsetAndMetadata(9, "", -1)})
         assert consumer.committed(TopicPartition("orders", 0)) == 9
@@ -70,8 +80,12 @@ def test_http_fault_makes_a_commit_retry(controlled):
 
 def test_http_lists_and_clears(controlled):
     c = controlled.control
-    status, added = http(c, "POST", "/faults", json.dumps([
-        {"api": 12, "error": 27, "times": None}, {"api": "Fetch", "delay_ms": 10, "topic": "t"}]))
+    status, added = http(
+        c,
+        "POST",
+        "/faults",
+        json.dumps([{"api": 12, "error": 27, "times": None}, {"api": "Fetch", "delay_ms": 10, "topic": "t"}]),
+    )
     assert status == 201 and [r["id"] for r in added] == [1, 2]
     assert http(c, "GET", "/faults") == (200, added)
     assert http(c, "DELETE", "/faults/1") == (200, {"cleared": 1})
@@ -119,7 +133,8 @@ def test_http_bad_requests(controlled):
     assert http(c, "GET", "/faults/1")[0] == 405
     assert http(c, "GET", "/faults/abc")[0] == 404
     assert raw_http(c, b"POST /faults HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").startswith(
-        b"HTTP/1.1 411")
+        b"HTTP/1.1 411"
+    )
     assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n").startswith(b"HTTP/1.1 413")
     assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: x\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert raw_http(c, b"POST /faults HTTP/1.1\r\nContent-Length: -1\r\n\r\n").startswith(b"HTTP/1.1 400")
@@ -140,17 +155,33 @@ def test_no_control_without_the_flag(server_factory):
 
 
 def test_flag_without_metrics_port_is_one_line_and_exit_2(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"),
-                           "--enable-test-control"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--enable-test-control",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: --enable-test-control serves on the metrics port: give --metrics-port too (0 = any free port)"]
+        "error: --enable-test-control serves on the metrics port: give --metrics-port too (0 = any free port)"
+    ]
 
 
 def test_kcoord_fault_add_list_clear(controlled):
     c = controlled.control
-    done = kcoord("fault", "add", "OffsetCommit", "NOT_COORDINATOR", "--times", "2", "--group", "g",
-                  "--output", "json", control=c)
+    done = kcoord(
+        "fault", "add", "OffsetCommit", "NOT_COORDINATOR", "--times", "2", "--group", "g", "--output", "json", control=c
+    )
     assert done.returncode == 0, done.stderr
     [rule] = json.loads(done.stdout)
     assert (rule["api"], rule["error"], rule["times"], rule["group"]) == ("OffsetCommit", "NOT_COORDINATOR", 2, "g")
@@ -184,9 +215,24 @@ def test_kcoord_bad_fault_is_one_line_and_changes_nothing(controlled):
 
 def test_ready_line_says_where_the_control_is(tmp_path):
     """With --metrics-port 0 the port is the OS's choice: the ready line names it (control=PORT)."""
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--port", "0", "--metrics-port", "0",
-                             "--enable-test-control", "--data-dir", str(tmp_path / "d")], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--enable-test-control",
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         words = proc.stdout.readline().split()
         assert words[0] == "ready" and words[2].startswith("control=")
@@ -206,7 +252,9 @@ def test_kcoord_cluster_preferred_restart_and_transaction_coordinator_move(serve
     done = kcoord("cluster", "move-transaction-coordinator", "txn-1", "--to", "2", control=c)
     assert done.returncode == 0 and done.stdout.strip() == "transactional id txn-1: coordinator 2", done.stderr
     assert http(c, "GET", "/cluster/transaction-coordinators/txn-1") == (
-        200, {"transactional_id": "txn-1", "coordinator": 2})
+        200,
+        {"transactional_id": "txn-1", "coordinator": 2},
+    )
     done = kcoord("cluster", "start", "9", control=c)
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1
 
@@ -256,8 +304,15 @@ def test_http_any_json_to_the_cluster_routes_is_answered(three_brokers):
     scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=6)
     fields = st.sampled_from(["group_id", "transactional_id", "topic", "partition", "to", "preferred", "x"])
     bodies = st.dictionaries(fields, scalars, max_size=4).map(json.dumps) | st.text(max_size=12)
-    paths = st.sampled_from(["/cluster/coordinators/move", "/cluster/transaction-coordinators/move",
-                             "/cluster/leaders/move", "/cluster/brokers/2/start", "/cluster/brokers/7/stop"])
+    paths = st.sampled_from(
+        [
+            "/cluster/coordinators/move",
+            "/cluster/transaction-coordinators/move",
+            "/cluster/leaders/move",
+            "/cluster/brokers/2/start",
+            "/cluster/brokers/7/stop",
+        ]
+    )
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(path=paths, body=bodies)

@@ -24,20 +24,35 @@ def fetch_req(parts, session_id, epoch, forget=(), v=V, max_wait_ms=0, topic_ids
     F, T, Fg = cls(FETCH, v, "FetchPartition"), cls(FETCH, v, "FetchTopic"), cls(FETCH, v, "ForgottenTopic")
     topics = {}
     for topic, partition, offset in parts:
-        topics.setdefault(topic, []).append(F(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
-                                              log_start_offset=-1, partition_max_bytes=1 << 20))
+        topics.setdefault(topic, []).append(
+            F(
+                partition=partition,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                log_start_offset=-1,
+                partition_max_bytes=1 << 20,
+            )
+        )
     key = (lambda n: {"topic_id": topic_ids[n]}) if v >= 13 else (lambda n: {"topic": n})
-    return cls(FETCH, v)(replica_id=-1, max_wait=max_wait_ms * MS, min_bytes=1, max_bytes=1 << 20,
-                         isolation_level=0, session_id=session_id, session_epoch=epoch,
-                         topics=tuple(T(**key(n), partitions=tuple(ps)) for n, ps in topics.items()),
-                         forgotten_topics_data=tuple(Fg(**key(n), partitions=tuple(ps)) for n, ps in forget),
-                         rack_id="")
+    return cls(FETCH, v)(
+        replica_id=-1,
+        max_wait=max_wait_ms * MS,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=tuple(T(**key(n), partitions=tuple(ps)) for n, ps in topics.items()),
+        forgotten_topics_data=tuple(Fg(**key(n), partitions=tuple(ps)) for n, ps in forget),
+        rack_id="",
+    )
 
 
 def seen(r):
     """{(topic, partition): number of records} of a response."""
-    return {(t.topic, p.partition_index): sum(1 for _ in iter_records(p.records))
-            for t in r.responses for p in t.partitions}
+    return {
+        (t.topic, p.partition_index): sum(1 for _ in iter_records(p.records)) for t in r.responses for p in t.partitions
+    }
 
 
 async def test_session_rules_over_the_wire(server):
@@ -95,8 +110,15 @@ async def test_topic_id_sessions_and_the_slot_limit(server_factory):
     conn = await WireClient("fs").connect("127.0.0.1", server.port)
     await create(conn, "s", partitions=1)
     M = cls(3, 12, "MetadataRequestTopic")
-    md = await conn.request(3, 12, cls(3, 12)(topics=(M(topic_id=None, name="s"),), allow_auto_topic_creation=False,
-                                              include_topic_authorized_operations=False))
+    md = await conn.request(
+        3,
+        12,
+        cls(3, 12)(
+            topics=(M(topic_id=None, name="s"),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
     ids = {"s": md.topics[0].topic_id}
     r = await conn.request(FETCH, 13, fetch_req([("s", 0, 0)], 0, 0, v=13, topic_ids=ids))
     sid = r.session_id
@@ -204,8 +226,7 @@ def test_confluent_kafka_fetches_sessionless(server_factory):
         for i in range(3):
             producer.produce("rd", value=b"%d" % i)
         producer.flush(30)
-        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{proxy_port}", "group.id": "rd",
-                             "fetch.wait.max.ms": 50})
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{proxy_port}", "group.id": "rd", "fetch.wait.max.ms": 50})
         consumer.assign([TopicPartition("rd", 0, 0)])
         got = []
         deadline = time.monotonic() + 30
@@ -219,6 +240,3 @@ def test_confluent_kafka_fetches_sessionless(server_factory):
             assert proxy.fetches and all(e == -1 for _, e in proxy.fetches)
     finally:
         proxy.close()
-
-
-

@@ -8,7 +8,10 @@ import pytest
 
 from tests.support import fuzz
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 
 def test_mutated_frames_of_every_api_version(server_factory):
@@ -19,8 +22,8 @@ def test_mutated_frames_of_every_api_version(server_factory):
     assert sent == 3 * len(apis)
     assert server.proc.poll() is None
     log = server.log_text()
-    assert "Traceback" not in log, log[max(log.find("Traceback") - 500, 0):][:4000]
-    assert " ERROR " not in log, log[max(log.find(" ERROR ") - 500, 0):][:4000]
+    assert "Traceback" not in log, log[max(log.find("Traceback") - 500, 0) :][:4000]
+    assert " ERROR " not in log, log[max(log.find(" ERROR ") - 500, 0) :][:4000]
 
 
 def test_the_request_decoder_raises_only_its_defined_errors(server):

@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 
 from tests.support.reference_clients import (
-    build, cluster_actions, committed_offsets, end_offsets, go_command, picked_versions, proxied_server, run_parallel,
+    build,
+    cluster_actions,
+    committed_offsets,
+    end_offsets,
+    go_command,
+    picked_versions,
+    proxied_server,
+    run_parallel,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
@@ -33,10 +40,16 @@ def test_go_clients(server_factory, tmp_path):
 
     servers = {name: proxied_server(server_factory, *SERVER_ARGS) for name in SCENARIOS}
     cluster = Cluster(brokers=3, subprocess=True).start()
-    jobs = {name: (go_command(name, servers[name].proxy_bootstrap), servers[name], tmp_path / f"go-{name}.log")
-            for name in SCENARIOS}
-    jobs["franz-cluster"] = (go_command("franz-cluster", cluster.bootstrap), None, tmp_path / "go-franz-cluster.log",
-                             cluster_actions(cluster))
+    jobs = {
+        name: (go_command(name, servers[name].proxy_bootstrap), servers[name], tmp_path / f"go-{name}.log")
+        for name in SCENARIOS
+    }
+    jobs["franz-cluster"] = (
+        go_command("franz-cluster", cluster.bootstrap),
+        None,
+        tmp_path / "go-franz-cluster.log",
+        cluster_actions(cluster),
+    )
     try:
         results = run_parallel(jobs)
     finally:
@@ -57,8 +70,11 @@ def test_go_clients(server_factory, tmp_path):
         assert {str(p): o for p, o in committed.items()} == result["committed"], name
     # The versions each library picked, not those of the confluent-kafka readers above
     # ("rdkafka"); in the kafka-go and sarama scenarios franz-go's kadm and producer say "kgo".
-    for library, names in (("franz-go", ("franz-cooperative", "franz-consumer", "franz-txn")),
-                           ("kafka-go", ("kafka-go-group", "kafka-go-reader")), ("sarama", ("sarama",))):
+    for library, names in (
+        ("franz-go", ("franz-cooperative", "franz-consumer", "franz-txn")),
+        ("kafka-go", ("kafka-go-group", "kafka-go-reader")),
+        ("sarama", ("sarama",)),
+    ):
         others = ("rdkafka",) if library == "franz-go" else ("rdkafka", "kgo")
         picked = picked_versions({n: servers[n] for n in names}, lambda c, others=others: c not in others)
         print(f"\n[api versions] {library}:", picked)

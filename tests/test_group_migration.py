@@ -13,8 +13,18 @@ from kio.serial import entity_writer
 from tests.support.wire_client import WireClient, request_class
 from protocol.consumer_protocol import read_assignment, write_assignment
 from tests.support.consumer_groups import HB, describe, flat, hb, owned_of, topic_ids
-from tests.support.groups_wire import (COMMIT, HEARTBEAT, JOIN, LEAVE, LIST, SYNC, commit_body, hb_body, join_body,
-                                    sync_body)
+from tests.support.groups_wire import (
+    COMMIT,
+    HEARTBEAT,
+    JOIN,
+    LEAVE,
+    LIST,
+    SYNC,
+    commit_body,
+    hb_body,
+    join_body,
+    sync_body,
+)
 
 GROUP = "migrating"
 
@@ -22,19 +32,26 @@ GROUP = "migrating"
 def subscription(topics, owned=()):
     """A consumer protocol subscription v1 (with owned partitions), as cooperative clients send."""
     from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSubscription, TopicPartition
+
     out = io.BytesIO()
     out.write(struct.pack(">h", 1))
-    entity_writer(ConsumerProtocolSubscription)(out, ConsumerProtocolSubscription(
-        topics=tuple(topics), user_data=None,
-        owned_partitions=tuple(TopicPartition(topic=t, partitions=tuple(ps)) for t, ps in owned)))
+    entity_writer(ConsumerProtocolSubscription)(
+        out,
+        ConsumerProtocolSubscription(
+            topics=tuple(topics),
+            user_data=None,
+            owned_partitions=tuple(TopicPartition(topic=t, partitions=tuple(ps)) for t, ps in owned),
+        ),
+    )
     return out.getvalue()
 
 
 async def join(conn, member="", owned=(), v=9):
     r = await conn.request(JOIN, v, join_body(v, GROUP, member, protocols=(("range", subscription(["t"], owned)),)))
     if r.error_code == 79:  # MEMBER_ID_REQUIRED
-        r = await conn.request(JOIN, v, join_body(v, GROUP, r.member_id,
-                                                  protocols=(("range", subscription(["t"], owned)),)))
+        r = await conn.request(
+            JOIN, v, join_body(v, GROUP, r.member_id, protocols=(("range", subscription(["t"], owned)),))
+        )
     return r
 
 
@@ -67,7 +84,9 @@ async def test_upgrade_mixed_reconciliation_restart_and_downgrade(server):
         assert (await group_type(conn))[0] == "consumer"
         (d,) = await describe(conn, GROUP)
         assert {m.member_id: (m.member_epoch, m.member_type) for m in d.members} == {
-            a.member_id: (1, 0), "b": (2, 1)}  # member types: 0 classic, 1 consumer protocol
+            a.member_id: (1, 0),
+            "b": (2, 1),
+        }  # member types: 0 classic, 1 consumer protocol
 
         # a's heartbeat says rejoin; its rejoin (owning all four) is told to keep two.
         r = await conn.request(HEARTBEAT, 4, hb_body(4, GROUP, a.member_id, 1))
@@ -120,8 +139,14 @@ async def test_upgrade_mixed_reconciliation_restart_and_downgrade(server):
         assert (r.error_code, r.generation_id, r.leader) == (0, 3, a.member_id)
         s = await sync(conn, a.member_id, 3, [(a.member_id, everything)])
         assert s.error_code == 0 and await group_type(conn) == ("classic", "Stable")
-        r = await conn.request(LEAVE, 3, request_class(LEAVE, 3)(group_id=GROUP, members=(
-            request_class(LEAVE, 3, "MemberIdentity")(member_id=a.member_id, group_instance_id=None),)))
+        r = await conn.request(
+            LEAVE,
+            3,
+            request_class(LEAVE, 3)(
+                group_id=GROUP,
+                members=(request_class(LEAVE, 3, "MemberIdentity")(member_id=a.member_id, group_instance_id=None),),
+            ),
+        )
         assert r.error_code == 0 and r.members[0].error_code == 0
     finally:
         await conn.close()
@@ -139,9 +164,17 @@ async def test_classic_leave_of_a_consumer_group_and_the_migration_policy(server
         assert (await conn.request(HB, 1, hb(GROUP, "b", -1, owned=None))).error_code == 0
         assert (await group_type(conn))[0] == "consumer"
         # A classic LeaveGroup from a consumer group.
-        r = await conn.request(LEAVE, 3, request_class(LEAVE, 3)(group_id=GROUP, members=(
-            request_class(LEAVE, 3, "MemberIdentity")(member_id=a.member_id, group_instance_id=None),
-            request_class(LEAVE, 3, "MemberIdentity")(member_id="nobody", group_instance_id=None))))
+        r = await conn.request(
+            LEAVE,
+            3,
+            request_class(LEAVE, 3)(
+                group_id=GROUP,
+                members=(
+                    request_class(LEAVE, 3, "MemberIdentity")(member_id=a.member_id, group_instance_id=None),
+                    request_class(LEAVE, 3, "MemberIdentity")(member_id="nobody", group_instance_id=None),
+                ),
+            ),
+        )
         assert [(m.member_id, m.error_code) for m in r.members] == [(a.member_id, 0), ("nobody", 25)]
         assert await group_type(conn) == ("consumer", "Empty")
     finally:
@@ -207,8 +240,12 @@ def test_embedded_protocol_readers_refuse_any_bytes_cleanly():
     from protocol.consumer_protocol import ConsumerProtocolError, read_subscription
 
     @settings(max_examples=300, deadline=None)
-    @given(st.binary(max_size=64) | st.builds(lambda v, b: v + b, st.sampled_from(
-        [b"\x00\x00", b"\x00\x01", b"\x00\x03"]), st.binary(max_size=40)))
+    @given(
+        st.binary(max_size=64)
+        | st.builds(
+            lambda v, b: v + b, st.sampled_from([b"\x00\x00", b"\x00\x01", b"\x00\x03"]), st.binary(max_size=40)
+        )
+    )
     def check(data):
         for read in (read_subscription, read_assignment):
             try:

@@ -60,6 +60,7 @@ class GroupMachine(RuleBasedStateMachine):
                 await asyncio.sleep(0)
             self.collect()
             return out
+
         return self.loop.run_until_complete(step())
 
     def manager(self, group_id: str):
@@ -86,20 +87,35 @@ class GroupMachine(RuleBasedStateMachine):
 
     # rules ------------------------------------------------------------------------------
 
-    @rule(group=st.sampled_from(GROUPS), c=st.sampled_from(CLIENTS), static=st.booleans(),
-          protocols=st.sampled_from([PROTOCOLS, PROTOCOLS[::-1], PROTOCOLS[:1]]))
+    @rule(
+        group=st.sampled_from(GROUPS),
+        c=st.sampled_from(CLIENTS),
+        static=st.booleans(),
+        protocols=st.sampled_from([PROTOCOLS, PROTOCOLS[::-1], PROTOCOLS[:1]]),
+    )
     def join(self, group, c, static, protocols):
         client = self.clients[(group, c)]
         instance = f"instance-{c}" if static else None
         member_id = "" if static else client.member_id
 
         def go():
-            r = self.manager(group).join(group, member_id, instance, f"client-{c}", "/127.0.0.1", SESSION,
-                                         REBALANCE, "consumer", list(protocols), require_known_member_id=True)
+            r = self.manager(group).join(
+                group,
+                member_id,
+                instance,
+                f"client-{c}",
+                "/127.0.0.1",
+                SESSION,
+                REBALANCE,
+                "consumer",
+                list(protocols),
+                require_known_member_id=True,
+            )
             if isinstance(r, JoinResult):
                 self.joined(client, r)
             else:
                 client.join = r
+
         self.run(go)
 
     @rule(group=st.sampled_from(GROUPS), c=st.sampled_from(CLIENTS))
@@ -108,10 +124,12 @@ class GroupMachine(RuleBasedStateMachine):
         assignments = {m: m.encode() for m in client.members} if client.leader else {}
 
         def go():
-            r = self.manager(group).sync(group, client.member_id, None, client.generation, "consumer", None,
-                                         assignments)
+            r = self.manager(group).sync(
+                group, client.member_id, None, client.generation, "consumer", None, assignments
+            )
             if not isinstance(r, SyncResult):
                 client.sync = r
+
         self.run(go)
 
     @rule(group=st.sampled_from(GROUPS), c=st.sampled_from(CLIENTS))
@@ -125,8 +143,12 @@ class GroupMachine(RuleBasedStateMachine):
         member = (client.member_id, f"instance-{c}" if static else None)
         self.run(self.manager(group).leave, group, [member])
 
-    @rule(group=st.sampled_from(GROUPS), c=st.sampled_from([*CLIENTS, None]), partition=st.integers(0, 2),
-          offset=st.integers(0, 1000))
+    @rule(
+        group=st.sampled_from(GROUPS),
+        c=st.sampled_from([*CLIENTS, None]),
+        partition=st.integers(0, 2),
+        offset=st.integers(0, 1000),
+    )
     def commit(self, group, c, partition, offset):
         client = self.clients[(group, c)] if c is not None else Client()
         key = (group, "t", partition)
@@ -137,10 +159,16 @@ class GroupMachine(RuleBasedStateMachine):
 
         def go():
             errors = self.runtime.shard_for(group).offset_manager.commit_nowait(
-                group, client.generation, client.member_id, None, [PartitionCommit("t", partition, offset, -1, "")],
-                done)
+                group,
+                client.generation,
+                client.member_id,
+                None,
+                [PartitionCommit("t", partition, offset, -1, "")],
+                done,
+            )
             if errors is not None:
                 done(errors)
+
         self.run(go)
 
     @rule(ms=st.sampled_from([100, 1_000, 4_000, SESSION + 1, REBALANCE + 1]))
@@ -166,10 +194,12 @@ class GroupMachine(RuleBasedStateMachine):
     def restart(self):
         """A new coordinator loads the log; the clients keep their ids (their requests in
         flight are gone with their connections)."""
+
         def go():
             self.clock = ManualClock(start_ms=self.clock.now())  # the old process's timers die with it
             self.runtime = new_runtime(self.memory, self.clock, self.config, self.offsets)
             self.runtime.load(self.memory.all_records())
+
         self.run(go)
         for client in self.clients.values():
             client.join = client.sync = None
@@ -195,8 +225,12 @@ class GroupMachine(RuleBasedStateMachine):
                 assert group.stored.generation <= group.generation_id
 
     def live_offsets(self) -> dict:
-        return {(g, t, p): v.offset for shard in self.runtime.shards
-                for g, offsets in shard.offsets.snapshot().items() for (t, p), v in offsets.items()}
+        return {
+            (g, t, p): v.offset
+            for shard in self.runtime.shards
+            for g, offsets in shard.offsets.snapshot().items()
+            for (t, p), v in offsets.items()
+        }
 
     @invariant()
     def acknowledged_commits_are_readable_and_nothing_else(self):
@@ -210,6 +244,7 @@ class GroupMachine(RuleBasedStateMachine):
         assert [s.durable_view() for s in fresh.shards] == [s.durable_view() for s in self.runtime.shards]
 
 
-GroupMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=40, deadline=None,
-                                          suppress_health_check=[HealthCheck.too_slow])
+GroupMachine.TestCase.settings = settings(
+    max_examples=120, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_group_state_machine_properties = GroupMachine.TestCase

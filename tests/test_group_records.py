@@ -5,9 +5,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.group_records import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue,
-    RecordDecodeError, UnknownKey, decode_key, decode_record, decode_value, encode_key,
-    encode_value, value_version,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordDecodeError,
+    UnknownKey,
+    decode_key,
+    decode_record,
+    decode_value,
+    encode_key,
+    encode_value,
+    value_version,
 )
 
 
@@ -34,8 +44,7 @@ def test_unknown_record_type_kept_raw():
 def test_offset_commit_value_v3_bytes_and_default_versions():
     v = OffsetCommitValue(offset=42, metadata="m", commit_timestamp=1000, leader_epoch=7)
     raw = encode_value(v)
-    assert raw == (b"\x00\x03" + struct.pack(">q", 42) + struct.pack(">i", 7) + b"\x00\x01m"
-                   + struct.pack(">q", 1000))
+    assert raw == (b"\x00\x03" + struct.pack(">q", 42) + struct.pack(">i", 7) + b"\x00\x01m" + struct.pack(">q", 1000))
     assert decode_value(OffsetCommitKey("g", "t", 0), raw) == v
     expiring = OffsetCommitValue(42, "m", 1000, leader_epoch=7, expire_timestamp=5000)
     assert value_version(encode_value(expiring)) == 1  # the only version with expireTimestamp
@@ -70,27 +79,45 @@ def expected_at(value, version):
     """The value as it reads back after encoding at `version` (absent fields -> defaults)."""
     if isinstance(value, OffsetCommitValue):
         return OffsetCommitValue(
-            value.offset, value.metadata, value.commit_timestamp,
+            value.offset,
+            value.metadata,
+            value.commit_timestamp,
             value.leader_epoch if version >= 3 else -1,
-            value.expire_timestamp if version == 1 else -1)
+            value.expire_timestamp if version == 1 else -1,
+        )
     members = tuple(
-        MemberMetadata(m.member_id, m.client_id, m.client_host, m.session_timeout,
-                       m.subscription, m.assignment,
-                       m.rebalance_timeout if version >= 1 else -1,
-                       m.group_instance_id if version >= 3 else None)
-        for m in value.members)
-    return GroupMetadataValue(value.protocol_type, value.generation, value.protocol, value.leader,
-                              members, value.current_state_timestamp if version >= 2 else -1)
+        MemberMetadata(
+            m.member_id,
+            m.client_id,
+            m.client_host,
+            m.session_timeout,
+            m.subscription,
+            m.assignment,
+            m.rebalance_timeout if version >= 1 else -1,
+            m.group_instance_id if version >= 3 else None,
+        )
+        for m in value.members
+    )
+    return GroupMetadataValue(
+        value.protocol_type,
+        value.generation,
+        value.protocol,
+        value.leader,
+        members,
+        value.current_state_timestamp if version >= 2 else -1,
+    )
 
 
 text = st.text(max_size=20)
-i32 = st.integers(-2**31, 2**31 - 1)
-i64 = st.integers(-2**63, 2**63 - 1)
+i32 = st.integers(-(2**31), 2**31 - 1)
+i64 = st.integers(-(2**63), 2**63 - 1)
 offset_values = st.builds(OffsetCommitValue, i64, text, i64, i32, i64)
-members = st.builds(MemberMetadata, text, text, text, i32, st.binary(max_size=30),
-                    st.binary(max_size=30), i32, st.none() | text)
-group_values = st.builds(GroupMetadataValue, text, i32, st.none() | text, st.none() | text,
-                         st.lists(members, max_size=4).map(tuple), i64)
+members = st.builds(
+    MemberMetadata, text, text, text, i32, st.binary(max_size=30), st.binary(max_size=30), i32, st.none() | text
+)
+group_values = st.builds(
+    GroupMetadataValue, text, i32, st.none() | text, st.none() | text, st.lists(members, max_size=4).map(tuple), i64
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -141,9 +168,14 @@ def test_huge_declared_lengths_fail_fast():
     with pytest.raises(RecordDecodeError, match="truncated"):
         decode_key(b"\x00\x01\x7f\xff")
     with pytest.raises(RecordDecodeError, match="array length"):
-        decode_value(GroupMetadataKey("g"),
-                     b"\x00\x03\x00\x00" + struct.pack(">i", 1) + b"\xff\xff\xff\xff"
-                     + struct.pack(">q", 0) + struct.pack(">i", 2**31 - 1))
+        decode_value(
+            GroupMetadataKey("g"),
+            b"\x00\x03\x00\x00"
+            + struct.pack(">i", 1)
+            + b"\xff\xff\xff\xff"
+            + struct.pack(">q", 0)
+            + struct.pack(">i", 2**31 - 1),
+        )
 
 
 def test_share_group_state_partition_metadata_bytes():
@@ -160,8 +192,20 @@ def test_share_group_state_partition_metadata_bytes():
     value = SR.ShareGroupStatePartitionMetadataValue((), ((t, "t", (0, 1)),), ((u, "u"),))
     kb, vb = SR.encode_key(key), SR.encode_value(value)
     assert kb == struct.pack(">hh", 15, 1) + b"g"
-    assert vb == (struct.pack(">h", 0) + b"\x01"  # no initializing topics
-                  + b"\x02" + t.bytes + b"\x02t" + b"\x03" + struct.pack(">ii", 0, 1) + b"\x00"
-                  + b"\x02" + u.bytes + b"\x02u" + b"\x00" + b"\x00")
+    assert vb == (
+        struct.pack(">h", 0)
+        + b"\x01"  # no initializing topics
+        + b"\x02"
+        + t.bytes
+        + b"\x02t"
+        + b"\x03"
+        + struct.pack(">ii", 0, 1)
+        + b"\x00"
+        + b"\x02"
+        + u.bytes
+        + b"\x02u"
+        + b"\x00"
+        + b"\x00"
+    )
     assert decode_record(kb, vb) == (key, value)
     assert decode_record(kb, None) == (key, None)

@@ -34,8 +34,7 @@ class Harness:
 
     async def commit(self, gid, gen, member, instance, parts, version=8) -> list[int]:
         fut = asyncio.get_running_loop().create_future()
-        errors = self.shard.offset_manager.commit_nowait(gid, gen, member, instance, parts, fut.set_result,
-                                                         -1, version)
+        errors = self.shard.offset_manager.commit_nowait(gid, gen, member, instance, parts, fut.set_result, -1, version)
         return errors if errors is not None else await fut
 
     def fetch(self, gid, wanted):
@@ -49,10 +48,33 @@ class Harness:
     def group(self, gid: str = "g") -> ClassicGroup:
         return self.c.groups[gid]
 
-    def join(self, member="", *, gid="g", instance=None, protocols=(("range", b"r"), ("roundrobin", b"rr")),
-             v4=True, session=SESSION, rebalance=REBALANCE, ptype="consumer", client="client", skip=False):
-        return self.c.join(gid, member, instance, client, "/127.0.0.1", session, rebalance, ptype,
-                           list(protocols), require_known_member_id=v4, supports_skip_assignment=skip)
+    def join(
+        self,
+        member="",
+        *,
+        gid="g",
+        instance=None,
+        protocols=(("range", b"r"), ("roundrobin", b"rr")),
+        v4=True,
+        session=SESSION,
+        rebalance=REBALANCE,
+        ptype="consumer",
+        client="client",
+        skip=False,
+    ):
+        return self.c.join(
+            gid,
+            member,
+            instance,
+            client,
+            "/127.0.0.1",
+            session,
+            rebalance,
+            ptype,
+            list(protocols),
+            require_known_member_id=v4,
+            supports_skip_assignment=skip,
+        )
 
     def new_member(self, **kw):
         """KIP-394 handshake: first join gets MEMBER_ID_REQUIRED and an id; rejoin with it."""
@@ -166,7 +188,7 @@ async def test_missing_assignment_is_empty():
     waiting = h.sync(follower, 1)
     h.sync(leader, 1, {leader: b"L"})
     await settle()
-    assert result(waiting) .assignment == b""
+    assert result(waiting).assignment == b""
 
 
 async def test_sync_errors():
@@ -327,8 +349,7 @@ async def test_protocol_is_chosen_by_vote():
     range_first = (("range", b""), ("roundrobin", b""))
     alone = result(h.join(v4=False, protocols=roundrobin_first))
     assert alone.protocol_name == "roundrobin"  # the only member: its own first choice
-    others = [h.join(v4=False, protocols=range_first),
-              h.join(v4=False, protocols=range_first + (("sticky", b""),))]
+    others = [h.join(v4=False, protocols=range_first), h.join(v4=False, protocols=range_first + (("sticky", b""),))]
     rejoined = h.join(alone.member_id, v4=False, protocols=roundrobin_first)
     # Two of three prefer range; sticky is not a candidate, as not every member supports it.
     assert [result(f).protocol_name for f in (rejoined, *others)] == ["range"] * 3
@@ -438,6 +459,7 @@ async def test_many_protocols_and_absurd_values():
 
 # offsets --------------------------------------------------------------------------------
 
+
 async def test_offset_commit_validation_and_fetch():
     h = Harness(OffsetConfig(metadata_max_bytes=10))
     (a, b), gen = await form_group(h, 2)
@@ -449,7 +471,7 @@ async def test_offset_commit_validation_and_fetch():
     assert await h.commit("", -1, "", None, req[:1]) == [E.invalid_group_id]
     err, topics = h.fetch("g", [("t", [0, 1])])
     assert err == E.none
-    (_, rows), = topics
+    ((_, rows),) = topics
     assert rows[0][1].offset == 42 and rows[0][1].leader_epoch == 3 and rows[1][1] is None
     # Standalone commits (no group management) create an Empty group.
     assert await h.commit("solo", -1, "", None, req[:1]) == [E.none]
@@ -511,6 +533,7 @@ async def test_offset_retention_with_injected_clock():
 
 # a failing disk: every write is all or nothing --------------------------------------------
 
+
 async def test_static_rejoin_whose_new_id_cannot_be_stored_keeps_the_old_id():
     """Kafka's "reverting to old member id": the member gets the storage error, nothing changes."""
     h = Harness()
@@ -565,9 +588,9 @@ async def test_commit_and_delete_that_cannot_be_stored_change_nothing():
     h = Harness()
     assert await h.commit("solo", -1, "", None, [OffsetRequest("t", 0, 1, -1, "")]) == [E.none]
     h.memory.failing = True
-    assert await h.commit("solo", -1, "", None, [OffsetRequest("t", 0, 2, -1, ""),
-                                                 OffsetRequest("t", 1, 2, -1, "x" * 5000)]) == [
-        E.not_coordinator, E.offset_metadata_too_large]
+    assert await h.commit(
+        "solo", -1, "", None, [OffsetRequest("t", 0, 2, -1, ""), OffsetRequest("t", 1, 2, -1, "x" * 5000)]
+    ) == [E.not_coordinator, E.offset_metadata_too_large]
     assert await h.commit("new", -1, "", None, [OffsetRequest("t", 0, 2, -1, "")]) == [E.not_coordinator]
     assert "new" not in h.c.groups  # the simple group comes only with its first stored commit
     assert await h.delete_group("solo") == E.not_coordinator

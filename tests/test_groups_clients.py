@@ -33,6 +33,7 @@ def covers_all(assignments: list[set[int]]) -> bool:
 
 # kafka-python ---------------------------------------------------------------------------
 
+
 class PollingConsumer:
     """A kafka-python consumer polled continuously by its own thread, as applications do
     (kafka-python makes group progress only inside poll())."""
@@ -40,9 +41,15 @@ class PollingConsumer:
     def __init__(self, bootstrap: str, group: str, client_id: str) -> None:
         from kafka import KafkaConsumer
 
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
-                                 session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
-                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=client_id,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         kafka_python_subscribe(consumer, TOPIC)
 
         def poll() -> set[int]:
@@ -98,15 +105,17 @@ def test_killed_member_is_expelled_after_session_timeout(server):
     create_topic(server.bootstrap)
     survivor = PollingConsumer(server.bootstrap, "kill-group", "survivor")
     wait_for(lambda: len(survivor.assignment) == PARTITIONS, what="survivor alone")
-    doomed = subprocess.Popen([sys.executable, "-c", KILLABLE, server.bootstrap, "kill-group"],
-                              stdout=subprocess.PIPE)
+    doomed = subprocess.Popen([sys.executable, "-c", KILLABLE, server.bootstrap, "kill-group"], stdout=subprocess.PIPE)
     try:
         wait_for(lambda: 0 < len(survivor.assignment) < PARTITIONS, what="partitions shared with doomed")
         doomed.send_signal(signal.SIGKILL)  # no LeaveGroup
         doomed.wait()
         killed = time.monotonic()
-        wait_for(lambda: len(survivor.assignment) == PARTITIONS, timeout=30,
-                 what="survivor owns everything after the session timeout")
+        wait_for(
+            lambda: len(survivor.assignment) == PARTITIONS,
+            timeout=30,
+            what="survivor owns everything after the session timeout",
+        )
         assert time.monotonic() - killed >= SESSION_MS / 1000 - 1  # expelled by expiry, not by a leave
         assert "session expired" in server.log_text()
     finally:
@@ -116,13 +125,24 @@ def test_killed_member_is_expelled_after_session_timeout(server):
 
 # aiokafka -------------------------------------------------------------------------------
 
+
 async def test_aiokafka_group(server):
     from aiokafka import AIOKafkaConsumer
 
     create_topic(server.bootstrap)
-    consumers = [AIOKafkaConsumer(TOPIC, bootstrap_servers=server.bootstrap, group_id="aio-group",
-                                  client_id=f"aio-{i}", session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
-                                  enable_auto_commit=False, auto_offset_reset="earliest") for i in range(3)]
+    consumers = [
+        AIOKafkaConsumer(
+            TOPIC,
+            bootstrap_servers=server.bootstrap,
+            group_id="aio-group",
+            client_id=f"aio-{i}",
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        for i in range(3)
+    ]
     for c in consumers:
         await c.start()
     try:
@@ -145,6 +165,7 @@ async def test_aiokafka_group(server):
 
 # confluent-kafka (librdkafka, classic protocol) ----------------------------------------
 
+
 def test_confluent_group(server):
     from confluent_kafka import Consumer
 
@@ -154,14 +175,23 @@ def test_confluent_group(server):
     def on_assign_for(i):
         def cb(consumer, partitions):
             assigned[i] = {p.partition for p in partitions}
+
         return cb
 
     consumers = []
     for i in range(3):
-        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "rdk-group", "client.id": f"rdk-{i}",
-                      "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500,
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "partition.assignment.strategy": "range"})
+        c = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": "rdk-group",
+                "client.id": f"rdk-{i}",
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": 500,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "range",
+            }
+        )
         c.subscribe([TOPIC], on_assign=on_assign_for(i))
         consumers.append(c)
 
@@ -170,8 +200,10 @@ def test_confluent_group(server):
             c.poll(0.02)
         return [{p.partition for p in c.assignment()} for c in consumers]
 
-    wait_for(lambda: covers_all(poll_all()) and len(set(map(frozenset, poll_all()))) == 3,
-             what="3 librdkafka members with disjoint assignments")
+    wait_for(
+        lambda: covers_all(poll_all()) and len(set(map(frozenset, poll_all()))) == 3,
+        what="3 librdkafka members with disjoint assignments",
+    )
     consumers.pop().close()
     wait_for(lambda: covers_all(poll_all()), timeout=SESSION_MS / 1000, what="rebalance after close")
     for c in consumers:

@@ -80,12 +80,15 @@ async def test_sync_with_unknown_members_and_dead_group(conn):
     # A leader's assignment for members that do not exist is ignored.
     r = await conn.request(JOIN, 5, join_body(5, "g-x", member))
     assert r.generation_id == gen + 1  # a Stable leader rejoining always rebalances
-    r = await conn.request(SYNC, 3, sync_body(3, "g-x", member, r.generation_id,
-                                              [(member, b"mine"), ("ghost", b"nothing")]))
+    r = await conn.request(
+        SYNC, 3, sync_body(3, "g-x", member, r.generation_id, [(member, b"mine"), ("ghost", b"nothing")])
+    )
     assert r.error_code == 0 and r.assignment == b"mine"
     # Leave, delete, then heartbeat and sync the dead group.
     L = cls(LEAVE, 3, "MemberIdentity")
-    r = await conn.request(LEAVE, 3, cls(LEAVE, 3)(group_id="g-x", members=(L(member_id=member, group_instance_id=None),)))
+    r = await conn.request(
+        LEAVE, 3, cls(LEAVE, 3)(group_id="g-x", members=(L(member_id=member, group_instance_id=None),))
+    )
     assert r.error_code == 0 and [m.error_code for m in r.members] == [0]
     r = await conn.request(DELETE, 2, cls(DELETE, 2)(groups_names=("g-x", "never-existed")))
     assert [(x.group_id, x.error_code) for x in r.results] == [("g-x", 0), ("never-existed", 69)]
@@ -101,15 +104,26 @@ async def test_leave_versions(conn):
     assert r.error_code == 25
     m5, _ = await form(conn, "g-leave5")
     L = cls(LEAVE, 5, "MemberIdentity")
-    r = await conn.request(LEAVE, 5, cls(LEAVE, 5)(group_id="g-leave5", members=(
-        L(member_id=m5, group_instance_id=None, reason="bye"), L(member_id="ghost", group_instance_id=None, reason=None),
-        L(member_id="", group_instance_id="no-such-instance", reason=None))))
+    r = await conn.request(
+        LEAVE,
+        5,
+        cls(LEAVE, 5)(
+            group_id="g-leave5",
+            members=(
+                L(member_id=m5, group_instance_id=None, reason="bye"),
+                L(member_id="ghost", group_instance_id=None, reason=None),
+                L(member_id="", group_instance_id="no-such-instance", reason=None),
+            ),
+        ),
+    )
     assert [m.error_code for m in r.members] == [0, 25, 25]
 
 
 async def test_describe_and_list(conn):
     member, gen = await form(conn, "g-desc")
-    r = await conn.request(DESCRIBE, 5, cls(DESCRIBE, 5)(groups=("g-desc", "unknown"), include_authorized_operations=False))
+    r = await conn.request(
+        DESCRIBE, 5, cls(DESCRIBE, 5)(groups=("g-desc", "unknown"), include_authorized_operations=False)
+    )
     g, unknown = r.groups
     assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
     assert g.authorized_operations == INT32_MIN
@@ -153,9 +167,11 @@ async def test_offset_commit_to_unknown_topics_and_partitions(conn):
     def errors(r):
         return [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions]
 
-    r = await conn.request(COMMIT, 8, commit_body(8, "g-unknown", member, gen,
-                                                  [("known", 0, 5), ("known", 2, 5), ("known", -1, 5),
-                                                   ("nope", 0, 5)]))
+    r = await conn.request(
+        COMMIT,
+        8,
+        commit_body(8, "g-unknown", member, gen, [("known", 0, 5), ("known", 2, 5), ("known", -1, 5), ("nope", 0, 5)]),
+    )
     assert errors(r) == [("known", 0, 0), ("known", 2, 3), ("known", -1, 3), ("nope", 0, 3)]
     # a wrong generation: the group's error for known partitions only
     r = await conn.request(COMMIT, 8, commit_body(8, "g-unknown", member, gen + 1, [("known", 1, 6), ("nope", 0, 6)]))
@@ -168,18 +184,32 @@ async def test_offset_commit_to_unknown_topics_and_partitions(conn):
     r = await conn.request(COMMIT, 2, commit_body(2, "g-internal", "", -1, [("__consumer_offsets", 0, 1)]))
     assert errors(r) == [("__consumer_offsets", 0, 0)]
     r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id="g-unknown", topics=None))
-    assert sorted((t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions) == \
-        [("known", 0, 5)]
+    assert sorted((t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions) == [
+        ("known", 0, 5)
+    ]
     # OffsetDelete: unknown partitions get 3 too; the group's own error is top-level only
-    D, DT, DP = cls(OFFSET_DELETE, 0), cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"), \
-        cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition")
+    D, DT, DP = (
+        cls(OFFSET_DELETE, 0),
+        cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"),
+        cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition"),
+    )
 
     def delete_body(group):
-        return D(group_id=group, topics=(DT(name="known", partitions=(DP(partition_index=0),)),
-                                         DT(name="nope", partitions=(DP(partition_index=0),))))
+        return D(
+            group_id=group,
+            topics=(
+                DT(name="known", partitions=(DP(partition_index=0),)),
+                DT(name="nope", partitions=(DP(partition_index=0),)),
+            ),
+        )
 
-    await conn.request(LEAVE, 3, cls(LEAVE, 3)(group_id="g-unknown", members=(
-        cls(LEAVE, 3, "MemberIdentity")(member_id=member, group_instance_id=None),)))
+    await conn.request(
+        LEAVE,
+        3,
+        cls(LEAVE, 3)(
+            group_id="g-unknown", members=(cls(LEAVE, 3, "MemberIdentity")(member_id=member, group_instance_id=None),)
+        ),
+    )
     r = await conn.request(OFFSET_DELETE, 0, delete_body("g-unknown"))
     assert r.error_code == 0 and errors(r) == [("known", 0, 0), ("nope", 0, 3)]
     r = await conn.request(OFFSET_DELETE, 0, delete_body("no-such-group"))
@@ -193,13 +223,23 @@ async def test_offset_fetch_all_and_batched(conn):
     # v2+: a null topic list means all partitions; the topics array must be there.
     r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id="ga", topics=None))
     assert r.error_code == 0
-    assert sorted((t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions) == \
-        [("t", 0, 5), ("u", 3, 7)]
+    assert sorted((t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions) == [
+        ("t", 0, 5),
+        ("u", 3, 7),
+    ]
     G = cls(FETCH, 9, "OffsetFetchRequestGroup")
-    r = await conn.request(FETCH, 9, cls(FETCH, 9)(groups=(
-        G(group_id="ga", member_id=None, member_epoch=-1, topics=None),
-        G(group_id="gb", member_id=None, member_epoch=-1, topics=None),
-        G(group_id="gc", member_id=None, member_epoch=-1, topics=None)), require_stable=False))
+    r = await conn.request(
+        FETCH,
+        9,
+        cls(FETCH, 9)(
+            groups=(
+                G(group_id="ga", member_id=None, member_epoch=-1, topics=None),
+                G(group_id="gb", member_id=None, member_epoch=-1, topics=None),
+                G(group_id="gc", member_id=None, member_epoch=-1, topics=None),
+            ),
+            require_stable=False,
+        ),
+    )
     assert [(g.group_id, len(g.topics), g.error_code) for g in r.groups] == [("ga", 2, 0), ("gb", 2, 0), ("gc", 0, 0)]
 
 
@@ -208,8 +248,17 @@ async def test_offset_delete(conn):
     member, gen = await form(conn, "g-od")
     await conn.request(COMMIT, 8, commit_body(8, "g-od", member, gen, [("t", 0, 1), ("other", 0, 2)]))
     T, P = cls(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic"), cls(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition")
-    r = await conn.request(OFFSET_DELETE, 0, cls(OFFSET_DELETE, 0)(group_id="g-od", topics=(
-        T(name="t", partitions=(P(partition_index=0),)), T(name="other", partitions=(P(partition_index=0),)))))
+    r = await conn.request(
+        OFFSET_DELETE,
+        0,
+        cls(OFFSET_DELETE, 0)(
+            group_id="g-od",
+            topics=(
+                T(name="t", partitions=(P(partition_index=0),)),
+                T(name="other", partitions=(P(partition_index=0),)),
+            ),
+        ),
+    )
     assert r.error_code == 0
     assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("t", 86), ("other", 0)]
     r = await conn.request(OFFSET_DELETE, 0, cls(OFFSET_DELETE, 0)(group_id="nope", topics=()))

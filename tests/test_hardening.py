@@ -39,7 +39,10 @@ from tests.support.hardening import (
 from tests.support.process import create_topics, wait_for
 from tests.support.raw_wire import API_VERSIONS, Wire, api_ranges
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 
 def assert_serving(port: int) -> None:
@@ -56,6 +59,7 @@ def assert_no_traceback(server) -> None:
 
 
 # --- memory bounded by configuration ------------------------------------------------------------
+
 
 def test_client_that_never_reads_its_fetches(server_factory):
     """Issue 16 #2: 300 Fetches of 2 MiB each, never read. Without a budget the server built and
@@ -158,6 +162,7 @@ def test_max_connections_refused_cleanly_and_logged(server_factory):
                 return w.read_frame() is not None
             finally:
                 w.close()
+
         wait_for(accepted_again, what="a connection accepted once one closed")
     finally:
         for w in held:
@@ -166,6 +171,7 @@ def test_max_connections_refused_cleanly_and_logged(server_factory):
 
 
 # --- bad input ------------------------------------------------------------------------------------
+
 
 def test_null_array_where_the_schema_forbids_it(server):
     w = Wire(server.port)
@@ -183,12 +189,23 @@ def test_offset_commit_retention_of_int64_max(server):
     create_topics(server.port, "kept", partitions=1)
     w = Wire(server.port)
     try:
+
         def string(v: str) -> bytes:
             return struct.pack(">h", len(v)) + v.encode()
+
         # By hand: kio holds retention_time as a timedelta, which cannot reach 2^63-1 ms.
-        body = (string("g-ret") + struct.pack(">i", -1) + string("") + struct.pack(">q", INT64_MAX)
-                + struct.pack(">i", 1) + string("kept") + struct.pack(">iiq", 1, 0, 42) + string(""))
+        body = (
+            string("g-ret")
+            + struct.pack(">i", -1)
+            + string("")
+            + struct.pack(">q", INT64_MAX)
+            + struct.pack(">i", 1)
+            + string("kept")
+            + struct.pack(">iiq", 1, 0, 42)
+            + string("")
+        )
         from protocol.messages import decode_response
+
         w.send(frame(struct.pack(">hhih", OFFSET_COMMIT, 2, 3, 1) + b"c" + body))
         _, resp = decode_response(OFFSET_COMMIT, 2, w.read_frame())
         assert resp.topics[0].partitions[0].error_code == 0
@@ -197,8 +214,18 @@ def test_offset_commit_retention_of_int64_max(server):
     server.restart()
     w = Wire(server.port)
     try:
-        resp = w.call(OFFSET_FETCH, 1, corr=4, group_id="g-ret", topics=(build(
-            _nested(codec(OFFSET_FETCH, 1), "OffsetFetchRequestTopic"), dict(name="kept", partition_indexes=(0,))),))
+        resp = w.call(
+            OFFSET_FETCH,
+            1,
+            corr=4,
+            group_id="g-ret",
+            topics=(
+                build(
+                    _nested(codec(OFFSET_FETCH, 1), "OffsetFetchRequestTopic"),
+                    dict(name="kept", partition_indexes=(0,)),
+                ),
+            ),
+        )
         assert resp.topics[0].partitions[0].committed_offset == 42
     finally:
         w.close()
@@ -211,13 +238,24 @@ def test_metadata_by_topic_id_only(server):
     try:
         c = codec(METADATA, 12)
         topic = _nested(c, "MetadataRequestTopic")
-        known = w.call(METADATA, 12, corr=1, topics=(topic(name="named", topic_id=None),),
-                       allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        known = w.call(
+            METADATA,
+            12,
+            corr=1,
+            topics=(topic(name="named", topic_id=None),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
         topic_id = known.topics[0].topic_id
         unknown_id = uuid.uuid4()
-        resp = w.call(METADATA, 12, corr=2, topics=(topic(name=None, topic_id=topic_id),
-                                                     topic(name=None, topic_id=unknown_id)),
-                      allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        resp = w.call(
+            METADATA,
+            12,
+            corr=2,
+            topics=(topic(name=None, topic_id=topic_id), topic(name=None, topic_id=unknown_id)),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
         by_id = {t.topic_id: t for t in resp.topics}
         assert by_id[topic_id].name == "named" and by_id[topic_id].error_code == 0
         assert by_id[unknown_id].error_code == 100  # UNKNOWN_TOPIC_ID
@@ -228,12 +266,13 @@ def test_metadata_by_topic_id_only(server):
 
 # --- faults ---------------------------------------------------------------------------------------
 
+
 def _create_topic_request(w: Wire, corr: int, name: str, partitions: int):
     c = codec(CREATE_TOPICS, 4)
-    t = _nested(c, "CreatableTopic")(name=name, num_partitions=partitions, replication_factor=-1,
-                                     assignments=(), configs=())
-    return w.call(CREATE_TOPICS, 4, corr=corr, topics=(t,), timeout=datetime.timedelta(seconds=5),
-                  validate_only=False)
+    t = _nested(c, "CreatableTopic")(
+        name=name, num_partitions=partitions, replication_factor=-1, assignments=(), configs=()
+    )
+    return w.call(CREATE_TOPICS, 4, corr=corr, topics=(t,), timeout=datetime.timedelta(seconds=5), validate_only=False)
 
 
 def test_create_topics_at_the_file_descriptor_limit(server):
@@ -288,11 +327,23 @@ def test_racing_create_and_delete_of_one_name(server):
     try:
         c = codec(DELETE_TOPICS, 4)
         for i in range(15):
-            a.send(a.request_bytes(CREATE_TOPICS, 4, 100 + i, topics=(_nested(codec(CREATE_TOPICS, 4), "CreatableTopic")(
-                name="flip", num_partitions=3, replication_factor=-1, assignments=(), configs=()),),
-                timeout=datetime.timedelta(seconds=5), validate_only=False))
-            b.send(b.request_bytes(DELETE_TOPICS, 4, 200 + i, topic_names=("flip",),
-                                   timeout=datetime.timedelta(seconds=5)))
+            a.send(
+                a.request_bytes(
+                    CREATE_TOPICS,
+                    4,
+                    100 + i,
+                    topics=(
+                        _nested(codec(CREATE_TOPICS, 4), "CreatableTopic")(
+                            name="flip", num_partitions=3, replication_factor=-1, assignments=(), configs=()
+                        ),
+                    ),
+                    timeout=datetime.timedelta(seconds=5),
+                    validate_only=False,
+                )
+            )
+            b.send(
+                b.request_bytes(DELETE_TOPICS, 4, 200 + i, topic_names=("flip",), timeout=datetime.timedelta(seconds=5))
+            )
         for _ in range(15):
             assert a.read_frame() is not None
             assert b.read_frame() is not None
@@ -316,9 +367,18 @@ def test_a_large_request_is_not_held_more_than_twice(server_factory):
     server = server_factory("--socket-request-max-bytes", str(64 * MIB))
     create_topics(server.port, "large", partitions=1)
     r, t, p = (request_class(0, 9, n) for n in ("ProduceRequest", "TopicProduceData", "PartitionProduceData"))
-    data = encode_request(0, 9, 1, "big", r(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
-                                             topic_data=(t(name="large", partition_data=(p(
-                                                 index=0, records=b"\0" * size),)),)))
+    data = encode_request(
+        0,
+        9,
+        1,
+        "big",
+        r(
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(t(name="large", partition_data=(p(index=0, records=b"\0" * size),)),),
+        ),
+    )
     Path(f"/proc/{server.proc.pid}/clear_refs").write_text("5")  # reset the peak (VmHWM)
     start = rss_bytes(server.proc.pid)
     w = Wire(server.port)
@@ -328,8 +388,11 @@ def test_a_large_request_is_not_held_more_than_twice(server_factory):
         assert w.read_frame() is not None  # answered (the bytes are no valid batch: an error code)
     finally:
         w.close()
-    peak = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{server.proc.pid}/status").read_text()
-                .splitlines() if line.startswith("VmHWM:"))
+    peak = next(
+        int(line.split()[1]) * 1024
+        for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines()
+        if line.startswith("VmHWM:")
+    )
     assert peak - start < 2.6 * size, f"peak {(peak - start) / size:.2f}x the request"
     assert_serving(server.port)
 
@@ -348,13 +411,29 @@ def test_a_large_produce_frame_is_held_once(server):
 
     size = 48 << 20
     R, T, P = (request_class(0, 9, n) for n in (None, "TopicProduceData", "PartitionProduceData"))
-    request = encode_request(0, 9, 1, "big", R(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
-                                             topic_data=(T(name="big", partition_data=(P(index=0, records=build_batch(
-                                                 [(b"k", b"x" * size)], timestamp_ms=int(time.time() * 1000))),)),)))
+    request = encode_request(
+        0,
+        9,
+        1,
+        "big",
+        R(
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(
+                T(
+                    name="big",
+                    partition_data=(
+                        P(index=0, records=build_batch([(b"k", b"x" * size)], timestamp_ms=int(time.time() * 1000))),
+                    ),
+                ),
+            ),
+        ),
+    )
     before = peak_rss_bytes(server.proc.pid)
     with socket.create_connection(("127.0.0.1", server.port)) as c:
         for i in range(0, len(request), 1 << 16):
-            c.sendall(request[i:i + (1 << 16)])
+            c.sendall(request[i : i + (1 << 16)])
         c.settimeout(30)
         assert c.recv(100)  # answered (MESSAGE_TOO_LARGE: the topic's max.message.bytes is 1 MiB)
     grown = peak_rss_bytes(server.proc.pid) - before

@@ -14,10 +14,17 @@ def test_two_consumers_started_together_form_one_generation(server):
     assigned: list[list] = [[], []]
     consumers = []
     for i in range(2):  # one after the other, as librdkafka's tests do
-        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "duo", "session.timeout.ms": 10000,
-                      "partition.assignment.strategy": "range"})
-        c.subscribe(["together"], on_assign=lambda _c, parts, i=i: assigned[i].append(
-            sorted(p.partition for p in parts)))
+        c = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": "duo",
+                "session.timeout.ms": 10000,
+                "partition.assignment.strategy": "range",
+            }
+        )
+        c.subscribe(
+            ["together"], on_assign=lambda _c, parts, i=i: assigned[i].append(sorted(p.partition for p in parts))
+        )
         consumers.append(c)
 
     def settled() -> bool:

@@ -9,7 +9,13 @@ import pytest
 
 from tests.support.process import wait_for
 from tests.support.reference_clients import (
-    build, cluster_actions, committed_offsets, end_offsets, java_command, picked_versions, proxied_server,
+    build,
+    cluster_actions,
+    committed_offsets,
+    end_offsets,
+    java_command,
+    picked_versions,
+    proxied_server,
     run_parallel,
 )
 
@@ -35,8 +41,16 @@ def assert_exact(result: dict) -> None:
 def test_kafka_consumer_life_cycle(server_factory, tmp_path):
     modes = ("eager-range", "cooperative-sticky", "consumer")
     servers = {mode: proxied_server(server_factory, *SERVER_ARGS) for mode in modes}
-    results = run_parallel({mode: (java_command("consumer", servers[mode].proxy_bootstrap, mode), servers[mode],
-                                   tmp_path / f"java-{mode}.log") for mode in modes})
+    results = run_parallel(
+        {
+            mode: (
+                java_command("consumer", servers[mode].proxy_bootstrap, mode),
+                servers[mode],
+                tmp_path / f"java-{mode}.log",
+            )
+            for mode in modes
+        }
+    )
     for mode, result in results.items():
         assert_exact(result)
         assert result["produced"] == 6 * 60
@@ -53,13 +67,24 @@ def read_values(bootstrap: str, topic: str, partitions: int, isolation: str, exp
     """Every value in the topic, read by another client (confluent-kafka) with this isolation."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}", "isolation.level": isolation,
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{isolation}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     values: list[str] = []
     try:
-        wait_for(lambda: values.extend(m.value().decode() for m in c.consume(500, 0.2) if not m.error())
-                 or len(values) >= expected, what=f"{expected} records of {topic}")
+        wait_for(
+            lambda: (
+                values.extend(m.value().decode() for m in c.consume(500, 0.2) if not m.error())
+                or len(values) >= expected
+            ),
+            what=f"{expected} records of {topic}",
+        )
     finally:
         c.close()
     return values
@@ -76,8 +101,12 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
     servers = {name: proxied_server(server_factory, *SERVER_ARGS) for name in ("producer", "admin", "streams")}
     # Share groups: record locks of a second, so that expiry is quick to see.
     servers["share"] = proxied_server(server_factory, *SERVER_ARGS, "--group-share-min-record-lock-duration-ms", "1000")
-    results = run_parallel({name: (java_command(name, srv.proxy_bootstrap), srv, tmp_path / f"java-{name}.log")
-                            for name, srv in servers.items()})
+    results = run_parallel(
+        {
+            name: (java_command(name, srv.proxy_bootstrap), srv, tmp_path / f"java-{name}.log")
+            for name, srv in servers.items()
+        }
+    )
     for result in results.values():
         assert result["failures"] == [], result
         assert result["ok"], result
@@ -92,8 +121,10 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
     streams = results["streams"]
     assert streams["lines"] == 180
     assert streams["final counts"] == streams["expected"]
-    print("\n[api versions] kafka-clients producer, admin, streams, share consumer:",
-          picked_versions(servers, lambda c: c != "rdkafka"))
+    print(
+        "\n[api versions] kafka-clients producer, admin, streams, share consumer:",
+        picked_versions(servers, lambda c: c != "rdkafka"),
+    )
 
 
 @pytest.mark.timeout(400)
@@ -103,14 +134,26 @@ def test_across_a_coordinator_move_a_broker_stop_and_a_leader_move(tmp_path):
     idempotent KafkaProducer while a partition's leader moves."""
     from coordinator.testing import Cluster
 
-    jobs = {"cooperative-sticky": ("consumer-cluster", "cooperative-sticky"),
-            "consumer": ("consumer-cluster", "consumer"), "producer": ("producer-cluster",)}
-    clusters = {name: Cluster(brokers=3, subprocess=True, group_consumer_heartbeat_interval_ms=500).start()
-                for name in jobs}
+    jobs = {
+        "cooperative-sticky": ("consumer-cluster", "cooperative-sticky"),
+        "consumer": ("consumer-cluster", "consumer"),
+        "producer": ("producer-cluster",),
+    }
+    clusters = {
+        name: Cluster(brokers=3, subprocess=True, group_consumer_heartbeat_interval_ms=500).start() for name in jobs
+    }
     try:
-        results = run_parallel({name: (java_command(job[0], clusters[name].bootstrap, *job[1:]), None,
-                                       tmp_path / f"java-cluster-{name}.log", cluster_actions(clusters[name]))
-                                for name, job in jobs.items()})
+        results = run_parallel(
+            {
+                name: (
+                    java_command(job[0], clusters[name].bootstrap, *job[1:]),
+                    None,
+                    tmp_path / f"java-cluster-{name}.log",
+                    cluster_actions(clusters[name]),
+                )
+                for name, job in jobs.items()
+            }
+        )
     finally:
         for cluster in clusters.values():
             cluster.close()

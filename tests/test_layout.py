@@ -27,13 +27,18 @@ def imported_modules(path: Path) -> set[str]:
 
 def forbidden(module: str) -> bool:
     parts = module.split(".")
-    return (parts[0] == "bench" or module.startswith("tests.conftest")
-            or (parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:])))
+    return (
+        parts[0] == "bench"
+        or module.startswith("tests.conftest")
+        or (parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:]))
+    )
 
 
 def test_no_test_module_imports_another_or_bench():
-    offenders = {str(p.relative_to(ROOT)): sorted(m for m in imported_modules(p) if forbidden(m))
-                 for p in sorted((ROOT / "tests").rglob("*.py"))}
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(m for m in imported_modules(p) if forbidden(m))
+        for p in sorted((ROOT / "tests").rglob("*.py"))
+    }
     assert {p: ms for p, ms in offenders.items() if ms} == {}
 
 
@@ -44,30 +49,41 @@ KNOWN_CYCLES: list[set[str]] = []
 
 def test_protocol_imports_nothing_above_it_and_pipeline_only_protocol():
     edges = import_graph.module_graph()
-    above = {m: sorted(t for t in ts if not t.startswith("protocol")) for m, ts in edges.items()
-             if m.startswith("protocol")}
+    above = {
+        m: sorted(t for t in ts if not t.startswith("protocol")) for m, ts in edges.items() if m.startswith("protocol")
+    }
     assert {m: ts for m, ts in above.items() if ts} == {}
-    outside = {m: sorted(t for t in ts if not t.startswith(("protocol", "pipeline"))) for m, ts in edges.items()
-               if m.startswith("pipeline")}
+    outside = {
+        m: sorted(t for t in ts if not t.startswith(("protocol", "pipeline")))
+        for m, ts in edges.items()
+        if m.startswith("pipeline")
+    }
     assert {m: ts for m, ts in outside.items() if ts} == {}
 
 
 def test_no_import_cycle_is_added():
-    new = [c for c in import_graph.cycles(import_graph.module_graph())
-           if not any(set(c) <= known for known in KNOWN_CYCLES)]
+    new = [
+        c
+        for c in import_graph.cycles(import_graph.module_graph())
+        if not any(set(c) <= known for known in KNOWN_CYCLES)
+    ]
     assert new == []
 
 
 def test_the_architecture_doc_shows_the_current_graph():
     doc = import_graph.DOC.read_text()
-    assert import_graph.render(import_graph.module_graph()) in doc, \
+    assert import_graph.render(import_graph.module_graph()) in doc, (
         "docs/architecture.md is out of date: python -m tests.support.import_graph --write"
+    )
 
 
 def test_every_type_ignore_says_why():
     """`# type: ignore[code]  # why`: an ignore without its reason hides what was waived."""
-    bare = [f"{p.relative_to(ROOT)}:{n}" for top in ("protocol", "coordinator", "pipeline", "bench", "tests", "examples")
-            for p in sorted((ROOT / top).rglob("*.py"))
-            for n, line in enumerate(p.read_text().splitlines(), 1)
-            if re.search(r"#\s*type:\s*ignore(\[[^\]]*\])?\s*$", line)]
+    bare = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for top in ("protocol", "coordinator", "pipeline", "bench", "tests", "examples")
+        for p in sorted((ROOT / top).rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"#\s*type:\s*ignore(\[[^\]]*\])?\s*$", line)
+    ]
     assert bare == []

@@ -9,10 +9,15 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from aiokafka.protocol.fetch import (FetchRequest_v0, FetchRequest_v2, FetchRequest_v3, FetchResponse_v0,
-                                     FetchResponse_v2, FetchResponse_v3)
-from aiokafka.protocol.produce import (ProduceRequest_v0, ProduceRequest_v2, ProduceResponse_v0,
-                                       ProduceResponse_v2)
+from aiokafka.protocol.fetch import (
+    FetchRequest_v0,
+    FetchRequest_v2,
+    FetchRequest_v3,
+    FetchResponse_v0,
+    FetchResponse_v2,
+    FetchResponse_v3,
+)
+from aiokafka.protocol.produce import ProduceRequest_v0, ProduceRequest_v2, ProduceResponse_v0, ProduceResponse_v2
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
@@ -52,19 +57,25 @@ def setup_topics(port: int, *topics: tuple[str, list]) -> None:
 
 def test_produce_v2_fetch_v2_round_trip_with_message_format_v1(server):
     setup_topics(server.port, ("old", []))
-    r = roundtrip(server.port, ProduceRequest_v2(-1, 5000, [("old", [(0, message_set(1, [b"a", b"b"], GZIP))])]),
-                  ProduceResponse_v2)
+    r = roundtrip(
+        server.port,
+        ProduceRequest_v2(-1, 5000, [("old", [(0, message_set(1, [b"a", b"b"], GZIP))])]),
+        ProduceResponse_v2,
+    )
     assert r.topics == [("old", [(0, 0, 0, -1)])]  # offset 0, CreateTime: no log append time
-    r = roundtrip(server.port, ProduceRequest_v2(-1, 5000, [("old", [(0, message_set(1, [b"c"]))])]),
-                  ProduceResponse_v2)
+    r = roundtrip(
+        server.port, ProduceRequest_v2(-1, 5000, [("old", [(0, message_set(1, [b"c"]))])]), ProduceResponse_v2
+    )
     assert r.topics == [("old", [(0, 0, 2, -1)])]
     r = roundtrip(server.port, FetchRequest_v2(-1, 0, 1, [("old", [(0, 0, 1 << 20)])]), FetchResponse_v2)
-    (topic, [(partition, error, high_watermark, data)]), = r.topics
+    ((topic, [(partition, error, high_watermark, data)]),) = r.topics
     assert (topic, partition, error, high_watermark) == ("old", 0, 0, 3)
     assert data[16] == 1  # magic 1 for Fetch v2
     assert [(o, t, k, v) for o, t, k, v, _ in read_messages(data)] == [
-        (0, 1_700_000_000_000, b"key-0", b"a"), (1, 1_700_000_000_000, b"key-1", b"b"),
-        (2, 1_700_000_000_000, b"key-0", b"c")]
+        (0, 1_700_000_000_000, b"key-0", b"a"),
+        (1, 1_700_000_000_000, b"key-1", b"b"),
+        (2, 1_700_000_000_000, b"key-0", b"c"),
+    ]
     # Fetch v3 with a fetch offset inside the first (gzip) batch: whole batches, as Kafka
     r = roundtrip(server.port, FetchRequest_v3(-1, 0, 1, 1 << 20, [("old", [(0, 2, 1 << 20)])]), FetchResponse_v3)
     assert [m[3] for m in read_messages(r.topics[0][1][0][3])] == [b"c"]
@@ -72,8 +83,9 @@ def test_produce_v2_fetch_v2_round_trip_with_message_format_v1(server):
 
 def test_produce_v0_fetch_v0_with_message_format_v0_and_modern_readers(server):
     setup_topics(server.port, ("zero", []))
-    r = roundtrip(server.port, ProduceRequest_v0(1, 5000, [("zero", [(0, message_set(0, [b"x", b"y"]))])]),
-                  ProduceResponse_v0)
+    r = roundtrip(
+        server.port, ProduceRequest_v0(1, 5000, [("zero", [(0, message_set(0, [b"x", b"y"]))])]), ProduceResponse_v0
+    )
     assert r.topics == [("zero", [(0, 0, 0)])]
 
     async def modern():  # what v2-format readers see: the up-converted batch
@@ -87,7 +99,7 @@ def test_produce_v0_fetch_v0_with_message_format_v0_and_modern_readers(server):
     (_, h), _zstd = list(iter_batches(data))
     assert h.record_count == 2 and h.max_timestamp == -1  # magic 0 messages have no timestamp
     r = roundtrip(server.port, FetchRequest_v0(-1, 0, 1, [("zero", [(0, 0, 1 << 20)])]), FetchResponse_v0)
-    (_, [(_, error, hw, data)]), = r.topics
+    ((_, [(_, error, hw, data)]),) = r.topics
     # the zstd batch cannot be carried by message format v0: Kafka's UNSUPPORTED_COMPRESSION_TYPE,
     # answered as FetchResponse.partitionResponse(error) is, with no high watermark (-1)
     assert (error, hw, data) == (76, -1, b"")
@@ -95,8 +107,7 @@ def test_produce_v0_fetch_v0_with_message_format_v0_and_modern_readers(server):
 
 def test_downconversion_disabled_and_bad_message_sets(server):
     setup_topics(server.port, ("nodown", [("message.downconversion.enable", "false")]), ("t", []))
-    roundtrip(server.port, ProduceRequest_v2(-1, 5000, [("nodown", [(0, message_set(1, [b"a"]))])]),
-              ProduceResponse_v2)
+    roundtrip(server.port, ProduceRequest_v2(-1, 5000, [("nodown", [(0, message_set(1, [b"a"]))])]), ProduceResponse_v2)
     r = roundtrip(server.port, FetchRequest_v2(-1, 0, 1, [("nodown", [(0, 0, 1 << 20)])]), FetchResponse_v2)
     assert r.topics[0][1][0][1] == 35  # UNSUPPORTED_VERSION, as Kafka
     good = message_set(1, [b"a", b"b"])
@@ -111,10 +122,12 @@ def test_downconversion_disabled_and_bad_message_sets(server):
 
 
 def test_truncated_old_produce_and_fetch_bodies_are_malformed():
-    bodies = [(0, 2, ProduceRequest_v2(-1, 100, [("t", [(0, message_set(1, [b"a"]))])]).encode()),
-              (1, 3, FetchRequest_v3(-1, 0, 1, 100, [("t", [(0, 0, 100)])]).encode()),
-              (1, 0, FetchRequest_v0(-1, 0, 1, [("t", [(0, 0, 100)])]).encode()),
-              (23, 1, struct.pack(">ih", 1, 1) + b"t" + struct.pack(">iii", 1, 0, 0))]
+    bodies = [
+        (0, 2, ProduceRequest_v2(-1, 100, [("t", [(0, message_set(1, [b"a"]))])]).encode()),
+        (1, 3, FetchRequest_v3(-1, 0, 1, 100, [("t", [(0, 0, 100)])]).encode()),
+        (1, 0, FetchRequest_v0(-1, 0, 1, [("t", [(0, 0, 100)])]).encode()),
+        (23, 1, struct.pack(">ih", 1, 1) + b"t" + struct.pack(">iii", 1, 0, 0)),
+    ]
     for key, version, body in bodies:
         c = codec(key, version)
         decode_body(c, body, 0)
@@ -139,8 +152,14 @@ def test_kafka_python_as_an_old_client(server):
         producer.flush()
         producer.close()
     for api, group in (((0, 10, 1), "old-v1"), ((0, 9), "old-v0")):
-        consumer = KafkaConsumer("legacy-e2e", bootstrap_servers=server.bootstrap, api_version=api, group_id=group,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=3000)
+        consumer = KafkaConsumer(
+            "legacy-e2e",
+            bootstrap_servers=server.bootstrap,
+            api_version=api,
+            group_id=group,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=3000,
+        )
         got = []
         for m in consumer:
             got.append((m.offset, m.value))
@@ -152,10 +171,19 @@ def test_kafka_python_as_an_old_client(server):
 
 async def olep(conn, v, topic, partition, epoch, current=-1):
     from tests.support.wire_client import request_class as rc
+
     P, T = rc(23, v, "OffsetForLeaderPartition"), rc(23, v, "OffsetForLeaderTopic")
     from coordinator.apis import build
-    body = build(rc(23, v), dict(replica_id=-1, topics=(T(topic=topic, partitions=(
-        P(partition=partition, current_leader_epoch=current, leader_epoch=epoch),)),)))
+
+    body = build(
+        rc(23, v),
+        dict(
+            replica_id=-1,
+            topics=(
+                T(topic=topic, partitions=(P(partition=partition, current_leader_epoch=current, leader_epoch=epoch),)),
+            ),
+        ),
+    )
     p = (await conn.request(23, v, body)).topics[0].partitions[0]
     return p.error_code, p.leader_epoch, p.end_offset
 
@@ -171,14 +199,18 @@ async def test_offset_for_leader_epoch(server):
         assert await olep(conn, v, "e", 0, 0, current=3) == (75, -1, -1)  # UNKNOWN_LEADER_EPOCH
         assert (await olep(conn, v, "e", 7, 0))[0] == 3
     await conn.close()
-    from kafka.protocol.old.offset_for_leader_epoch import (OffsetForLeaderEpochRequest_v0,
-                                                           OffsetForLeaderEpochRequest_v1,
-                                                           OffsetForLeaderEpochResponse_v0,
-                                                           OffsetForLeaderEpochResponse_v1)
+    from kafka.protocol.old.offset_for_leader_epoch import (
+        OffsetForLeaderEpochRequest_v0,
+        OffsetForLeaderEpochRequest_v1,
+        OffsetForLeaderEpochResponse_v0,
+        OffsetForLeaderEpochResponse_v1,
+    )
+
     r = roundtrip(server.port, OffsetForLeaderEpochRequest_v0([("e", [(0, 0)])]), OffsetForLeaderEpochResponse_v0)
     assert r.topics == [("e", [(0, 0, 3)])]
-    r = roundtrip(server.port, OffsetForLeaderEpochRequest_v1([("e", [(0, 0), (1, 0)])]),
-                  OffsetForLeaderEpochResponse_v1)
+    r = roundtrip(
+        server.port, OffsetForLeaderEpochRequest_v1([("e", [(0, 0), (1, 0)])]), OffsetForLeaderEpochResponse_v1
+    )
     assert r.topics == [("e", [(0, 0, 0, 3), (3, 1, -1, -1)])]
 
 

@@ -30,11 +30,13 @@ def test_offset_commit_v0_v1_and_fetch_v0(server):
     r = roundtrip(server.port, OffsetCommitRequest_v0("old", [("t", [(0, 42, "zk-era")])]), OffsetCommitResponse_v0)
     assert r.topics == [("t", [(0, 0)])]
     # v1 with generation -1 and no member: a standalone commit, as sarama sends it.
-    r = roundtrip(server.port, OffsetCommitRequest_v1("old", -1, "", [("t", [(1, 43, -1, "v1")])]),
-                  OffsetCommitResponse_v1)
+    r = roundtrip(
+        server.port, OffsetCommitRequest_v1("old", -1, "", [("t", [(1, 43, -1, "v1")])]), OffsetCommitResponse_v1
+    )
     assert r.topics == [("t", [(1, 0)])]
-    r = roundtrip(server.port, OffsetCommitRequest_v1("old", 3, "ghost", [("t", [(1, 44, -1, "")])]),
-                  OffsetCommitResponse_v1)
+    r = roundtrip(
+        server.port, OffsetCommitRequest_v1("old", 3, "ghost", [("t", [(1, 44, -1, "")])]), OffsetCommitResponse_v1
+    )
     assert r.topics == [("t", [(1, 25)])]  # UNKNOWN_MEMBER_ID: the group has no such member
     r = roundtrip(server.port, OffsetFetchRequest_v0("old", [("t", [0, 1, 2])]), OffsetFetchResponse_v0)
     assert r.topics == [("t", [(0, 42, "zk-era", 0), (1, 43, "v1", 0), (2, -1, "", 0)])]
@@ -50,9 +52,28 @@ def test_legacy_truncated_bodies_are_malformed():
         except MalformedRequest:
             continue
         raise AssertionError(f"accepted a body cut at {cut}")
-    assert set(LEGACY) == {(8, 0), (8, 1), (9, 0), (2, 0), (19, 0), (19, 1), (20, 0), (32, 0), (0, 0), (0, 1), (0, 2),
-                           (1, 0), (1, 1), (1, 2), (1, 3), (23, 0), (23, 1),
-                           (29, 0), (30, 0), (31, 0)}  # CreateTopics/DeleteTopics: tests/test_data_plane_legacy.py;
+    assert set(LEGACY) == {
+        (8, 0),
+        (8, 1),
+        (9, 0),
+        (2, 0),
+        (19, 0),
+        (19, 1),
+        (20, 0),
+        (32, 0),
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (1, 0),
+        (1, 1),
+        (1, 2),
+        (1, 3),
+        (23, 0),
+        (23, 1),
+        (29, 0),
+        (30, 0),
+        (31, 0),
+    }  # CreateTopics/DeleteTopics: tests/test_data_plane_legacy.py;
     # the ACL APIs' v0: tests/test_acls.py
 
 
@@ -70,6 +91,7 @@ def test_list_offsets_v0_for_burrow(server):
         await conn.close()
 
     asyncio.run(setup())
-    r = roundtrip(server.port, OffsetRequest_v0(-1, [("burrow", [(0, -1, 1), (0, -2, 1), (3, -1, 1)])]),
-                  OffsetResponse_v0)
+    r = roundtrip(
+        server.port, OffsetRequest_v0(-1, [("burrow", [(0, -1, 1), (0, -2, 1), (3, -1, 1)])]), OffsetResponse_v0
+    )
     assert r.topics == [("burrow", [(0, 0, [4]), (0, 0, [0]), (3, 3, [])])]

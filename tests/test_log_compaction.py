@@ -11,8 +11,13 @@ from coordinator.log.compaction import finish_interrupted_swaps
 from protocol.record_batch import GZIP, NONE
 
 TS = 1_700_000_000_000
-CFG = LogConfig(segment_bytes=400, index_interval_bytes=64, cleanup_policy="compact",
-                delete_retention_ms=1000, maintenance_interval_ms=None)
+CFG = LogConfig(
+    segment_bytes=400,
+    index_interval_bytes=64,
+    cleanup_policy="compact",
+    delete_retention_ms=1000,
+    maintenance_interval_ms=None,
+)
 
 
 def model_after(ops):
@@ -36,8 +41,7 @@ batches = st.lists(st.tuples(keys, values), min_size=1, max_size=4)
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(batches, min_size=1, max_size=40), st.sampled_from([NONE, GZIP]),
-       st.booleans())
+@given(st.lists(batches, min_size=1, max_size=40), st.sampled_from([NONE, GZIP]), st.booleans())
 def test_compaction_keeps_latest_per_key(ops, codec, tombstones_expired):
     async def run(d: Path):
         log = await PartitionLog.open(d, CFG)

@@ -79,8 +79,9 @@ def victim(segments, which: str):
 @pytest.mark.parametrize("recovery_point", [False, True], ids=["scanned", "under-recovery-point"])
 @pytest.mark.parametrize("which", ["middle", "last-of-segment"])
 @pytest.mark.parametrize("direction", [UP, DOWN])
-def test_the_flipped_batch_is_blamed_and_repair_keeps_every_other(tmp_path, caplog, capsys, direction, which,
-                                                                  recovery_point):
+def test_the_flipped_batch_is_blamed_and_repair_keeps_every_other(
+    tmp_path, caplog, capsys, direction, which, recovery_point
+):
     segments = build(tmp_path)
     seg, pos, h = victim(segments, which)
     if not h.base_offset and direction == DOWN:
@@ -133,6 +134,7 @@ def test_a_lookup_by_timestamp_never_answers_a_bogus_offset(tmp_path):
 
 # end to end: a data topic and __consumer_offsets, over the wire --------------------------
 
+
 def _damage(server, directory, index: int, recovery_point: bool):
     """Stop the server (SIGTERM leaves a recovery point; SIGKILL and no recovery point
     leave every byte to the scan) and flip bit 34 of the base offset of batch `index`."""
@@ -146,13 +148,23 @@ def _damage(server, directory, index: int, recovery_point: bool):
 
 
 def _kcoord(server, *args):
-    return subprocess.run([sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap,
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _repair(directory):
-    done = subprocess.run([sys.executable, "-m", "coordinator.log", "repair", str(directory)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "coordinator.log", "repair", str(directory)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -182,8 +194,15 @@ async def test_a_data_topic_with_a_flipped_base_offset(server, recovery_point):
 
     async def latest():
         P, T = cls(LIST_OFFSETS, 7, "ListOffsetsPartition"), cls(LIST_OFFSETS, 7, "ListOffsetsTopic")
-        r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=0, topics=(
-            T(name="t", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)))
+        r = await conn.request(
+            LIST_OFFSETS,
+            7,
+            cls(LIST_OFFSETS, 7)(
+                replica_id=-1,
+                isolation_level=0,
+                topics=(T(name="t", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),),
+            ),
+        )
         p = r.topics[0].partitions[0]
         return p.error_code, p.offset
 
@@ -219,8 +238,14 @@ async def test_consumer_offsets_with_a_flipped_base_offset(server, recovery_poin
         return [p.error_code for p in r.topics[0].partitions]
 
     async def fetch():
-        r = await conn.request(OFFSET_FETCH, 5, group_cls(OFFSET_FETCH, 5)(group_id="victim", topics=(
-            group_cls(OFFSET_FETCH, 5, "OffsetFetchRequestTopic")(name="t", partition_indexes=(0, 1)),)))
+        r = await conn.request(
+            OFFSET_FETCH,
+            5,
+            group_cls(OFFSET_FETCH, 5)(
+                group_id="victim",
+                topics=(group_cls(OFFSET_FETCH, 5, "OffsetFetchRequestTopic")(name="t", partition_indexes=(0, 1)),),
+            ),
+        )
         return r.error_code, [p.committed_offset for p in r.topics[0].partitions]
 
     conn = await WireClient("flip").connect("127.0.0.1", server.port)

@@ -3,7 +3,11 @@ import asyncio
 from coordinator.log import OffsetsLog, java_string_hashcode, partition_for
 from coordinator.log.__main__ import main as dump_main
 from protocol.group_records import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
 )
 
 
@@ -11,7 +15,7 @@ def test_java_string_hashcode():
     assert java_string_hashcode("") == 0
     assert java_string_hashcode("hello") == 99162322
     assert java_string_hashcode("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
-    assert java_string_hashcode("\U0001F600") == 0xD83D * 31 + 0xDE00  # UTF-16 surrogate pair
+    assert java_string_hashcode("\U0001f600") == 0xD83D * 31 + 0xDE00  # UTF-16 surrogate pair
     assert java_string_hashcode("zzzzzzzzzz") < 0  # wraps at 32 bits
 
 
@@ -28,8 +32,7 @@ async def test_offsets_log_append_replay_reopen(tmp_path):
     gm = GroupMetadataValue("consumer", 3, "range", "m-1", (member,), 1234)
     for g in ("g1", "g2", "polygenelubricants"):
         await olog.append(g, [(GroupMetadataKey(g), gm)])
-        await olog.append(g, [(OffsetCommitKey(g, "t", p), OffsetCommitValue(10 + p, "", 99, 4))
-                              for p in range(3)])
+        await olog.append(g, [(OffsetCommitKey(g, "t", p), OffsetCommitValue(10 + p, "", 99, 4)) for p in range(3)])
     await olog.append("g1", [(OffsetCommitKey("g1", "t", 0), None)])
     assert all(plog.durable_offset == plog.log_end_offset for plog in olog.logs)
     p1 = olog.partition_for("g1")
@@ -50,9 +53,12 @@ async def test_offsets_log_append_replay_reopen(tmp_path):
 
 async def test_concurrent_commits_are_durable(tmp_path):
     olog = await OffsetsLog.open(tmp_path, partitions=3)
-    await asyncio.gather(*(
-        olog.append(f"g{i % 7}", [(OffsetCommitKey(f"g{i % 7}", "t", 0), OffsetCommitValue(i, "", 0))])
-        for i in range(100)))
+    await asyncio.gather(
+        *(
+            olog.append(f"g{i % 7}", [(OffsetCommitKey(f"g{i % 7}", "t", 0), OffsetCommitValue(i, "", 0))])
+            for i in range(100)
+        )
+    )
     assert sum(plog.log_end_offset for plog in olog.logs) == 100
     await olog.close()
 
@@ -92,7 +98,8 @@ async def test_appends_in_one_iteration_share_a_batch(tmp_path):
     firsts = await asyncio.gather(
         olog.append("a", [(OffsetCommitKey("a", "t", p), OffsetCommitValue(p, "", 5)) for p in range(3)]),
         olog.append("b", [(OffsetCommitKey("b", "t", 0), OffsetCommitValue(9, "", 7))], timestamp_ms=123),
-        olog.append("c", [(OffsetCommitKey("c", "t", 0), None)]))
+        olog.append("c", [(OffsetCommitKey("c", "t", 0), None)]),
+    )
     assert firsts == [0, 3, 4]
     batches = list(olog.logs[0].batches())
     assert len(batches) == 1 and batches[0][0].record_count == 5
@@ -106,8 +113,9 @@ async def test_appends_in_one_iteration_share_a_batch(tmp_path):
 async def test_append_to_a_closed_log_fails_every_caller(tmp_path):
     olog = await OffsetsLog.open(tmp_path, partitions=1)
     await olog.close()
-    results = await asyncio.gather(*(olog.append("g", [(OffsetCommitKey("g", "t", i), None)]) for i in range(3)),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        *(olog.append("g", [(OffsetCommitKey("g", "t", i), None)]) for i in range(3)), return_exceptions=True
+    )
     assert all(isinstance(r, RuntimeError) for r in results)
 
 

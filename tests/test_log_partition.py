@@ -125,8 +125,10 @@ def test_torn_tail_every_cut(tmp_path, extra):
     last_path, end = last.path, last.size
     log.close_sync()
     original = last_path.read_bytes()
-    for cut in sorted({last_pos, last_pos + 1, last_pos + 11, last_pos + 12, last_pos + 30,
-                       last_pos + 61, end - 1} | ({end} if extra else set())):
+    for cut in sorted(
+        {last_pos, last_pos + 1, last_pos + 11, last_pos + 12, last_pos + 30, last_pos + 61, end - 1}
+        | ({end} if extra else set())
+    ):
         d = tmp_path / f"cut{cut}"
         d.mkdir()
         for p in base.iterdir():
@@ -195,6 +197,7 @@ def test_bad_length_header_in_tail(tmp_path):
 
 async def test_group_commit_concurrent_appenders(tmp_path):
     from coordinator.log import partition
+
     log = await PartitionLog.open(tmp_path, CFG)
     before = partition.SYNCER.rounds
     batch = build_batch([(b"k", b"v")], timestamp_ms=TS)
@@ -215,8 +218,9 @@ async def test_flush_policies(tmp_path):
     await log.flush()
     assert log.durable_offset == 1
     await log.close()
-    log = await PartitionLog.open(tmp_path / "i", LogConfig(fsync="interval", fsync_interval_ms=10,
-                                                            maintenance_interval_ms=None))
+    log = await PartitionLog.open(
+        tmp_path / "i", LogConfig(fsync="interval", fsync_interval_ms=10, maintenance_interval_ms=None)
+    )
     log.append_records([(b"k", b"v")], timestamp_ms=TS)
     for _ in range(100):
         if log.durable_offset == 1:
@@ -227,8 +231,9 @@ async def test_flush_policies(tmp_path):
 
 
 async def test_retention_by_time_and_bytes(tmp_path):
-    log = await PartitionLog.open(tmp_path, LogConfig(segment_bytes=1000, retention_ms=1000,
-                                                      maintenance_interval_ms=None))
+    log = await PartitionLog.open(
+        tmp_path, LogConfig(segment_bytes=1000, retention_ms=1000, maintenance_interval_ms=None)
+    )
     fill(log, 40, ts=TS)
     n_before = len(log.segments)
     assert await log.apply_retention(now=TS + 39 + 500) == 0
@@ -240,8 +245,10 @@ async def test_retention_by_time_and_bytes(tmp_path):
         log.read(0, 100)
     await log.close()
 
-    log = await PartitionLog.open(tmp_path / "b", LogConfig(segment_bytes=1000, retention_bytes=2500,
-                                                            retention_ms=None, maintenance_interval_ms=None))
+    log = await PartitionLog.open(
+        tmp_path / "b",
+        LogConfig(segment_bytes=1000, retention_bytes=2500, retention_ms=None, maintenance_interval_ms=None),
+    )
     fill(log, 40)
     await log.apply_retention()
     assert log.size_bytes - log.segments[0].size < 2500 <= log.size_bytes + 1000
@@ -265,8 +272,7 @@ async def test_delete_records_before(tmp_path):
 
 
 async def test_background_maintenance_runs(tmp_path):
-    log = await PartitionLog.open(tmp_path, LogConfig(segment_bytes=1000, retention_ms=1,
-                                                      maintenance_interval_ms=20))
+    log = await PartitionLog.open(tmp_path, LogConfig(segment_bytes=1000, retention_ms=1, maintenance_interval_ms=20))
     fill(log, 40, ts=0)
     for _ in range(100):
         if len(log.segments) == 1:
@@ -277,17 +283,36 @@ async def test_background_maintenance_runs(tmp_path):
 
 
 def _seg_states(log):
-    return [(s.base_offset, s.size, s.next_offset, s.batches, s.max_timestamp, s.max_timestamp_pos,
-             list(s.idx_offsets), list(s.idx_positions), list(s.idx_max_ts_before)) for s in log.segments]
+    return [
+        (
+            s.base_offset,
+            s.size,
+            s.next_offset,
+            s.batches,
+            s.max_timestamp,
+            s.max_timestamp_pos,
+            list(s.idx_offsets),
+            list(s.idx_positions),
+            list(s.idx_max_ts_before),
+        )
+        for s in log.segments
+    ]
 
 
 def _spy_scans(monkeypatch) -> list:
     """(base offset, first byte scanned, file size) of every segment scan at open."""
     from coordinator.log.segment import Segment
+
     scanned = []
     real_scan = Segment._scan
-    monkeypatch.setattr(Segment, "_scan", lambda self, buf, mo, crc, start=0, limit=None: (
-        scanned.append((self.base_offset, start, len(buf))), real_scan(self, buf, mo, crc, start, limit))[1])
+    monkeypatch.setattr(
+        Segment,
+        "_scan",
+        lambda self, buf, mo, crc, start=0, limit=None: (
+            scanned.append((self.base_offset, start, len(buf))),
+            real_scan(self, buf, mo, crc, start, limit),
+        )[1],
+    )
     return scanned
 
 
@@ -331,8 +356,9 @@ async def test_crash_rescans_only_what_follows_the_recovery_point(tmp_path, monk
 
 
 async def test_compaction_moves_the_recovery_point(tmp_path, monkeypatch):
-    cfg = LogConfig(segment_bytes=1000, index_interval_bytes=100, maintenance_interval_ms=None,
-                    cleanup_policy="compact")
+    cfg = LogConfig(
+        segment_bytes=1000, index_interval_bytes=100, maintenance_interval_ms=None, cleanup_policy="compact"
+    )
     log = await PartitionLog.open(tmp_path, cfg, background=False)
     for i in range(60):
         log.append_records([(b"k%d" % (i % 3), b"v%d" % i + b"x" * 20)], timestamp_ms=TS + i)
@@ -405,8 +431,11 @@ async def test_checkpoint_longer_than_the_segment_is_not_trusted(tmp_path, monke
 
 
 async def test_a_missing_segment_is_logged(tmp_path, caplog):
-    log = await PartitionLog.open(tmp_path, LogConfig(segment_bytes=1000, maintenance_interval_ms=None,
-                                                      checkpoint_interval_ms=None), background=False)
+    log = await PartitionLog.open(
+        tmp_path,
+        LogConfig(segment_bytes=1000, maintenance_interval_ms=None, checkpoint_interval_ms=None),
+        background=False,
+    )
     fill(log, 40)
     assert len(log.segments) >= 3
     lost = log.segments[1].path

@@ -61,7 +61,7 @@ async def test_logs_written_in_one_iteration_share_one_round(tmp_path, monkeypat
 async def test_appends_during_a_round_wait_for_the_next(tmp_path, syncer):
     if not syncer.uses_aio:
         pytest.skip("on the loop, a round ends before anything else runs")
-    plog, = await open_logs(tmp_path, 1)
+    (plog,) = await open_logs(tmp_path, 1)
     plog.append_records([(b"k", b"v1")])
     first = durable(plog)
     before = syncer.rounds
@@ -78,7 +78,7 @@ async def test_appends_during_a_round_wait_for_the_next(tmp_path, syncer):
 
 
 async def test_a_failed_sync_is_reported_and_retried(tmp_path, monkeypatch, syncer):
-    plog, = await open_logs(tmp_path, 1)
+    (plog,) = await open_logs(tmp_path, 1)
     plog.append_records([(b"k", b"v")])
     eio = OSError(errno.EIO, "EIO")
     if syncer.uses_aio:
@@ -109,7 +109,7 @@ async def test_aio_refused_by_the_kernel_falls_back_to_the_loop(tmp_path, monkey
         raise ValueError("io_submit: EINVAL")
 
     monkeypatch.setattr(sync.AioFsync, "fsync_all", refuse)
-    plog, = await open_logs(tmp_path, 1)
+    (plog,) = await open_logs(tmp_path, 1)
     plog.append_records([(b"k", b"v")])
     await plog.flush()
     assert plog.durable_offset == 1 and not syncer.uses_aio
@@ -138,7 +138,7 @@ async def test_aio_completions_interrupted_by_a_signal_are_collected(tmp_path, m
             return self.context.process_events()
 
     s._aio._context = Interrupted(s._aio._context)
-    plog, = await open_logs(tmp_path, 1)
+    (plog,) = await open_logs(tmp_path, 1)
     plog.append_records([(b"k", b"v")])
     await asyncio.wait_for(plog.flush(), 10)
     assert plog.durable_offset == 1 and s._aio._context.interrupted == 1
@@ -190,7 +190,7 @@ async def test_the_worker_thread_syncs_its_own_descriptors(tmp_path, monkeypatch
     for plog in plogs:
         plog.append_records([(b"k", b"v")])
     await asyncio.gather(*(plog.flush() for plog in plogs))
-    (fd, ino), = seen  # one filesystem: one syncfs
+    ((fd, ino),) = seen  # one filesystem: one syncfs
     segments = {plog.active.fd: os.fstat(plog.active.fd).st_ino for plog in plogs}
     assert fd not in segments and ino in segments.values()
     with pytest.raises(OSError):

@@ -14,16 +14,29 @@ TID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
 
 def test_topic_hash_bytes():
-    expected = (b"\x00" + bytes.fromhex("78695a4b3c2d1e0f") + bytes.fromhex("f0e1d2c3b4a59687")
-                + "foo".encode("utf-16-le") + struct.pack("<i", 3) + struct.pack("<i", 2)
-                + struct.pack("<i", 0) + struct.pack("<i", 1))
+    expected = (
+        b"\x00"
+        + bytes.fromhex("78695a4b3c2d1e0f")
+        + bytes.fromhex("f0e1d2c3b4a59687")
+        + "foo".encode("utf-16-le")
+        + struct.pack("<i", 3)
+        + struct.pack("<i", 2)
+        + struct.pack("<i", 0)
+        + struct.pack("<i", 1)
+    )
     want = struct.unpack("<q", struct.pack("<Q", xxhash.xxh3_64_intdigest(expected)))[0]
     assert topic_hash("foo", TID, 2) == want
 
 
 def test_topic_hash_racks_sorted_each_with_its_length_twice():
-    body = (b"\x00" + struct.pack("<qq", *struct.unpack(">qq", TID.bytes)) + "t".encode("utf-16-le") + struct.pack("<i", 1)
-            + struct.pack("<i", 1) + struct.pack("<i", 0))
+    body = (
+        b"\x00"
+        + struct.pack("<qq", *struct.unpack(">qq", TID.bytes))
+        + "t".encode("utf-16-le")
+        + struct.pack("<i", 1)
+        + struct.pack("<i", 1)
+        + struct.pack("<i", 0)
+    )
     for rack in ("a", "bb"):
         body += struct.pack("<i", len(rack)) + rack.encode("utf-16-le") + struct.pack("<i", len(rack))
     want = struct.unpack("<q", struct.pack("<Q", xxhash.xxh3_64_intdigest(body)))[0]
@@ -81,7 +94,7 @@ def _group_records(server, group):
         while pos < len(data):
             header = parse_header(data, pos)
             if not header.is_control:
-                for rec in iter_batch_records(data[pos:pos + header.size], header):
+                for rec in iter_batch_records(data[pos : pos + header.size], header):
                     key, value = decode_record(rec.key, rec.value)
                     if getattr(key, "group", None) == group:
                         out.append((key, value))
@@ -101,36 +114,59 @@ async def test_groups_store_kafkas_hash_and_a_restart_keeps_the_epoch(server):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=3)
-        cg = await conn.request(68, 1, request_class(68, 1)(
-            group_id="cg", member_id="m", member_epoch=0, rebalance_timeout=datetime.timedelta(seconds=30),
-            subscribed_topic_names=("t",), topic_partitions=()))
-        sg = await conn.request(76, 1, request_class(76, 1)(group_id="sg", member_id="m", member_epoch=0,
-                                                            subscribed_topic_names=("t",)))
+        cg = await conn.request(
+            68,
+            1,
+            request_class(68, 1)(
+                group_id="cg",
+                member_id="m",
+                member_epoch=0,
+                rebalance_timeout=datetime.timedelta(seconds=30),
+                subscribed_topic_names=("t",),
+                topic_partitions=(),
+            ),
+        )
+        sg = await conn.request(
+            76, 1, request_class(76, 1)(group_id="sg", member_id="m", member_epoch=0, subscribed_topic_names=("t",))
+        )
         assert cg.error_code == 0 and sg.error_code == 0
         tid = sg.assignment.topic_partitions[0].topic_id
         want = metadata_hash({"t": (tid, 3)})
         cg_records = _group_records(server, "cg")
         assert [v.metadata_hash for k, v in cg_records if type(k) is CR.ConsumerGroupMetadataKey][-1] == want
         assert not [k for k, _ in cg_records if type(k) is CR.ConsumerGroupPartitionMetadataKey]
-        assert [v.metadata_hash for k, v in _group_records(server, "sg")
-                if type(k) is SR.ShareGroupMetadataKey][-1] == want
-        described = await conn.request(69, 0, request_class(69, 0)(group_ids=("cg",),
-                                                                  include_authorized_operations=False))
+        assert [v.metadata_hash for k, v in _group_records(server, "sg") if type(k) is SR.ShareGroupMetadataKey][
+            -1
+        ] == want
+        described = await conn.request(
+            69, 0, request_class(69, 0)(group_ids=("cg",), include_authorized_operations=False)
+        )
         epoch_before = described.groups[0].group_epoch
     finally:
         await conn.close()
     server.restart()
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
-        again = await conn.request(68, 1, request_class(68, 1)(
-            group_id="cg", member_id="m", member_epoch=cg.member_epoch, rebalance_timeout=datetime.timedelta(seconds=30),
-            subscribed_topic_names=("t",), topic_partitions=None))
+        again = await conn.request(
+            68,
+            1,
+            request_class(68, 1)(
+                group_id="cg",
+                member_id="m",
+                member_epoch=cg.member_epoch,
+                rebalance_timeout=datetime.timedelta(seconds=30),
+                subscribed_topic_names=("t",),
+                topic_partitions=None,
+            ),
+        )
         assert (again.error_code, again.member_epoch) == (0, cg.member_epoch)
-        described = await conn.request(69, 0, request_class(69, 0)(group_ids=("cg",),
-                                                                  include_authorized_operations=False))
+        described = await conn.request(
+            69, 0, request_class(69, 0)(group_ids=("cg",), include_authorized_operations=False)
+        )
         assert described.groups[0].group_epoch == epoch_before  # the hash matched: no bump
-        again = await conn.request(76, 1, request_class(76, 1)(group_id="sg", member_id="m",
-                                                               member_epoch=sg.member_epoch))
+        again = await conn.request(
+            76, 1, request_class(76, 1)(group_id="sg", member_id="m", member_epoch=sg.member_epoch)
+        )
         assert (again.error_code, again.member_epoch) == (0, sg.member_epoch)
     finally:
         await conn.close()
@@ -168,9 +204,14 @@ async def test_an_older_logs_partition_metadata_is_read_then_tombstoned(server):
     from tests.support.wire_client import WireClient, request_class
 
     def join(member, epoch, topics=("t",)):
-        return request_class(68, 1)(group_id="cg", member_id=member, member_epoch=epoch,
-                                    rebalance_timeout=datetime.timedelta(seconds=30),
-                                    subscribed_topic_names=topics, topic_partitions=() if epoch == 0 else None)
+        return request_class(68, 1)(
+            group_id="cg",
+            member_id=member,
+            member_epoch=epoch,
+            rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=topics,
+            topic_partitions=() if epoch == 0 else None,
+        )
 
     async def group_epoch(conn):
         r = await conn.request(69, 0, request_class(69, 0)(group_ids=("cg",), include_authorized_operations=False))
@@ -190,8 +231,9 @@ async def test_an_older_logs_partition_metadata_is_read_then_tombstoned(server):
     try:
         key = CR.ConsumerGroupPartitionMetadataKey("cg")
         value = CR.ConsumerGroupPartitionMetadataValue((CR.TopicMetadata(tid, "t", 3),))
-        await legacy.append_durable(build_batch([(CR.encode_key(key), CR.encode_value(value))],
-                                                timestamp_ms=int(time.time() * 1000)))
+        await legacy.append_durable(
+            build_batch([(CR.encode_key(key), CR.encode_value(value))], timestamp_ms=int(time.time() * 1000))
+        )
     finally:
         await legacy.close()
     server.start()

@@ -17,7 +17,9 @@ from coordinator.config import parse_args
 from coordinator.server import Server
 from tests.support.process import create_topics, free_port, wait_for
 from tests.support.metrics_scrape import (
-    get, scrape, value,
+    get,
+    scrape,
+    value,
 )
 
 COMMIT, JOIN = 8, 11
@@ -50,8 +52,15 @@ def test_lag_of_a_stopped_consumer_grows_in_messages_and_seconds(metrics_server)
     create_topics(s.port, "orders", partitions=2)
     produce(s.bootstrap, "orders", 0, 10)
     produce(s.bootstrap, "orders", 1, 4)
-    c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "billing", "client.id": "billing-app",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": s.bootstrap,
+            "group.id": "billing",
+            "client.id": "billing-app",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe(["orders"])
     got = 0
     deadline = time.monotonic() + 30
@@ -95,21 +104,44 @@ def test_lag_of_a_stopped_consumer_grows_in_messages_and_seconds(metrics_server)
 
 
 async def commit(conn: WireClient, group: str, topic: str, offset: int) -> None:
-    Req, T, P = (request_class(COMMIT, 8), request_class(COMMIT, 8, "OffsetCommitRequestTopic"),
-                 request_class(COMMIT, 8, "OffsetCommitRequestPartition"))
-    r = await conn.request(COMMIT, 8, Req(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=(T(name=topic, partitions=(P(partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
-                                            committed_metadata=""),)),)))
+    Req, T, P = (
+        request_class(COMMIT, 8),
+        request_class(COMMIT, 8, "OffsetCommitRequestTopic"),
+        request_class(COMMIT, 8, "OffsetCommitRequestPartition"),
+    )
+    r = await conn.request(
+        COMMIT,
+        8,
+        Req(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(
+                T(
+                    name=topic,
+                    partitions=(
+                        P(partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""),
+                    ),
+                ),
+            ),
+        ),
+    )
     assert r.topics[0].partitions[0].error_code == 0
 
 
 def statuses(port: int, group: str) -> tuple[str, str]:
     samples = scrape(port)
-    part = [dict(ls)["status"] for (n, ls), v in samples.items()
-            if n == "kcoord_partition_lag_status" and v == 1 and dict(ls)["group"] == group]
-    whole = [dict(ls)["status"] for (n, ls), v in samples.items()
-             if n == "kcoord_group_lag_status" and v == 1 and dict(ls)["group"] == group]
+    part = [
+        dict(ls)["status"]
+        for (n, ls), v in samples.items()
+        if n == "kcoord_partition_lag_status" and v == 1 and dict(ls)["group"] == group
+    ]
+    whole = [
+        dict(ls)["status"]
+        for (n, ls), v in samples.items()
+        if n == "kcoord_group_lag_status" and v == 1 and dict(ls)["group"] == group
+    ]
     return part[0], whole[0]
 
 
@@ -145,9 +177,19 @@ async def test_request_errors_by_code(metrics_server):
     conn = await WireClient("joiner").connect("127.0.0.1", s.port)
     Req = request_class(JOIN, 5)
     Proto = request_class(JOIN, 5, "JoinGroupRequestProtocol")
-    r = await conn.request(JOIN, 5, Req(group_id="g", session_timeout=10_000 * MS, rebalance_timeout=10_000 * MS,
-                                        member_id="nobody", group_instance_id=None, protocol_type="consumer",
-                                        protocols=(Proto(name="range", metadata=b""),)))
+    r = await conn.request(
+        JOIN,
+        5,
+        Req(
+            group_id="g",
+            session_timeout=10_000 * MS,
+            rebalance_timeout=10_000 * MS,
+            member_id="nobody",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=(Proto(name="range", metadata=b""),),
+        ),
+    )
     assert r.error_code == 25  # UNKNOWN_MEMBER_ID
     await conn.close()
     samples = scrape(s.metrics_port)
@@ -195,8 +237,22 @@ def test_metrics_port_in_use_is_one_line(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--metrics-port", str(port),
-                            "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "--port",
+                "0",
+                "--metrics-port",
+                str(port),
+                "--data-dir",
+                str(tmp_path / "d"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert r.returncode == 2
     assert r.stderr.strip().startswith("error: cannot serve metrics on") and "\n" not in r.stderr.strip()
     assert not (tmp_path / "d").exists()  # refused before the data dir was touched

@@ -25,9 +25,15 @@ async def create_topic(server, client_id, name, partitions, v=7):
     conn = await connect(server, client_id)
     try:
         T = cls(CREATE_TOPICS, v, "CreatableTopic")
-        r = await conn.request(CREATE_TOPICS, v, cls(CREATE_TOPICS, v)(topics=(T(
-            name=name, num_partitions=partitions, replication_factor=-1, assignments=(), configs=()),),
-            timeout=5000 * MS, validate_only=False))
+        r = await conn.request(
+            CREATE_TOPICS,
+            v,
+            cls(CREATE_TOPICS, v)(
+                topics=(T(name=name, num_partitions=partitions, replication_factor=-1, assignments=(), configs=()),),
+                timeout=5000 * MS,
+                validate_only=False,
+            ),
+        )
         return r.topics[0].error_code, round(r.throttle_time.total_seconds() * 1000)
     finally:
         await conn.close()
@@ -51,8 +57,13 @@ async def create_partitions(server, client_id, name, count, v):
     conn = await connect(server, client_id)
     try:
         T = cls(CREATE_PARTITIONS, v, "CreatePartitionsTopic")
-        r = await conn.request(CREATE_PARTITIONS, v, cls(CREATE_PARTITIONS, v)(
-            topics=(T(name=name, count=count, assignments=None),), timeout=5000 * MS, validate_only=False))
+        r = await conn.request(
+            CREATE_PARTITIONS,
+            v,
+            cls(CREATE_PARTITIONS, v)(
+                topics=(T(name=name, count=count, assignments=None),), timeout=5000 * MS, validate_only=False
+            ),
+        )
         return r.results[0].error_code, round(r.throttle_time.total_seconds() * 1000)
     finally:
         await conn.close()
@@ -100,9 +111,14 @@ async def test_delete_topics_and_create_partitions(server):
 async def test_bad_values(server):
     conn = await connect(server, "quota-admin")
     try:
-        results = await alter(conn, [([("client-id", "a")], [("controller_mutation_rate", -1)]),
-                                     ([("client-id", "b")], [("controller_mutation_rate", 0)]),
-                                     ([("ip", "127.0.0.1")], [("controller_mutation_rate", 5)])])
+        results = await alter(
+            conn,
+            [
+                ([("client-id", "a")], [("controller_mutation_rate", -1)]),
+                ([("client-id", "b")], [("controller_mutation_rate", 0)]),
+                ([("ip", "127.0.0.1")], [("controller_mutation_rate", 5)]),
+            ],
+        )
         assert [e for e, _ in results] == [INVALID_REQUEST] * 3
     finally:
         await conn.close()

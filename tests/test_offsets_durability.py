@@ -9,15 +9,21 @@ import pytest
 from tests.support.wire_client import WireClient
 from tests.support.groups_wire import COMMIT, DESCRIBE, FETCH, HEARTBEAT, cls, commit_body, form, hb_body
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 
 async def fetch_all(port: int, group: str) -> dict:
     conn = await WireClient("fetcher").connect("127.0.0.1", port)
     try:
         r = await conn.request(FETCH, 5, cls(FETCH, 5)(group_id=group, topics=None))
-        return {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
-                for t in r.topics for p in t.partitions}
+        return {
+            (t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
+            for t in r.topics
+            for p in t.partitions
+        }
     finally:
         await conn.close()
 

@@ -37,6 +37,7 @@ def _wire(cluster, api, version, body):
             return await conn.request(api, version, body)
         finally:
             await conn.close()
+
     return asyncio.run(call())
 
 
@@ -68,21 +69,37 @@ def test_election_errors_on_the_wire(cluster):
     TP = request_class(ELECT, 2, "TopicPartitions")
 
     def elect(election_type, topics):
-        return _wire(cluster, ELECT, 2, request_class(ELECT, 2)(
-            election_type=election_type, topic_partitions=topics, timeout=__import__("datetime").timedelta(seconds=5)))
+        return _wire(
+            cluster,
+            ELECT,
+            2,
+            request_class(ELECT, 2)(
+                election_type=election_type,
+                topic_partitions=topics,
+                timeout=__import__("datetime").timedelta(seconds=5),
+            ),
+        )
 
     r = elect(0, (TP(topic="nope", partitions=(0,)), TP(topic="t", partitions=(9, 0))))
-    rows = {(x.topic, p.partition_id): (p.error_code, p.error_message) for x in r.replica_election_results
-            for p in x.partition_result}
-    assert rows == {("nope", 0): (UNKNOWN_TOPIC, "No such topic as nope"),
-                    ("t", 9): (UNKNOWN_TOPIC, "No such partition as t-9"), ("t", 0): (ELECTION_NOT_NEEDED, None)}
+    rows = {
+        (x.topic, p.partition_id): (p.error_code, p.error_message)
+        for x in r.replica_election_results
+        for p in x.partition_result
+    }
+    assert rows == {
+        ("nope", 0): (UNKNOWN_TOPIC, "No such topic as nope"),
+        ("t", 9): (UNKNOWN_TOPIC, "No such partition as t-9"),
+        ("t", 0): (ELECTION_NOT_NEEDED, None),
+    }
     r = elect(0, None)  # every partition: only those that needed an election are answered
     assert r.error_code == 0 and all(not x.partition_result for x in r.replica_election_results)
     assert elect(7, None).error_code == INVALID_REQUEST
     r = elect(7, (TP(topic="t", partitions=(0, 1)),))  # the error in each partition named, as Kafka's
-    assert r.error_code == INVALID_REQUEST and [(x.topic, p.partition_id, p.error_code, p.error_message)
-                                                for x in r.replica_election_results for p in x.partition_result] == [
-        ("t", 0, INVALID_REQUEST, "Unknown election type 7"), ("t", 1, INVALID_REQUEST, "Unknown election type 7")]
+    assert r.error_code == INVALID_REQUEST and [
+        (x.topic, p.partition_id, p.error_code, p.error_message)
+        for x in r.replica_election_results
+        for p in x.partition_result
+    ] == [("t", 0, INVALID_REQUEST, "Unknown election type 7"), ("t", 1, INVALID_REQUEST, "Unknown election type 7")]
 
 
 def test_reassignments_with_kafka_python(cluster):
@@ -101,8 +118,9 @@ def test_reassignments_with_kafka_python(cluster):
     cluster.stop_broker(leader)
     assert admin.alter_partition_reassignments({tp: [others[0], leader]}) == {tp: None}
     ongoing = admin.list_partition_reassignments()
-    assert ongoing == {tp: {"replicas": [others[0], leader, others[1]], "adding_replicas": [leader],
-                            "removing_replicas": [others[1]]}}
+    assert ongoing == {
+        tp: {"replicas": [others[0], leader, others[1]], "adding_replicas": [leader], "removing_replicas": [others[1]]}
+    }
     # cancelled: back to where it started; nothing left to cancel
     result = admin.alter_partition_reassignments({tp: None})
     assert result == {tp: None} and admin.list_partition_reassignments() == {}
@@ -116,24 +134,41 @@ def test_bad_reassignments_on_the_wire(cluster):
     P, T = request_class(ALTER, 1, "ReassignablePartition"), request_class(ALTER, 1, "ReassignableTopic")
 
     def alter(replicas, topic="t", partition=0, allow=True):
-        r = _wire(cluster, ALTER, 1, request_class(ALTER, 1)(
-            timeout=__import__("datetime").timedelta(seconds=5), allow_replication_factor_change=allow,
-            topics=(T(name=topic, partitions=(P(partition_index=partition, replicas=replicas),)),)))
+        r = _wire(
+            cluster,
+            ALTER,
+            1,
+            request_class(ALTER, 1)(
+                timeout=__import__("datetime").timedelta(seconds=5),
+                allow_replication_factor_change=allow,
+                topics=(T(name=topic, partitions=(P(partition_index=partition, replicas=replicas),)),),
+            ),
+        )
         p = r.responses[0].partitions[0]
         return p.error_code, p.error_message
 
-    assert alter(()) == (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica "
-                                                     "list.")
-    assert alter((1, 1, 2)) == (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes the broker "
-                                                            "1 more than once.")
-    assert alter((1, 99)) == (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 99, "
-                                                          "but no such broker is registered.")
+    assert alter(()) == (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+    assert alter((1, 1, 2)) == (
+        INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes the broker 1 more than once.",
+    )
+    assert alter((1, 99)) == (
+        INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes broker 99, but no such broker is registered.",
+    )
     assert alter((1, 2), allow=False)[0] == INVALID_REPLICATION_FACTOR
     assert alter((1,), topic="nope") == (UNKNOWN_TOPIC, "Unable to find a topic named nope.")
     assert alter((1,), partition=5) == (UNKNOWN_TOPIC, "Unable to find partition t:5.")
     L, LT = request_class(LIST, 0), request_class(LIST, 0, "ListPartitionReassignmentsTopics")
-    r = _wire(cluster, LIST, 0, L(timeout=__import__("datetime").timedelta(seconds=5), topics=(
-        LT(name="nope", partition_indexes=(0,)), LT(name="t", partition_indexes=(0, 1)))))
+    r = _wire(
+        cluster,
+        LIST,
+        0,
+        L(
+            timeout=__import__("datetime").timedelta(seconds=5),
+            topics=(LT(name="nope", partition_indexes=(0,)), LT(name="t", partition_indexes=(0, 1))),
+        ),
+    )
     assert r.error_code == 0 and r.topics == ()
 
 
@@ -141,31 +176,64 @@ def test_denied_without_cluster_alter(server_factory, tmp_path):
     """Under --authorizer: ALTER on the cluster for elections and reassignments, DESCRIBE to
     list them (CLUSTER_AUTHORIZATION_FAILED, as Kafka)."""
     from confluent_kafka import ElectionType, KafkaException, TopicPartition
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
-                                       ResourcePatternType, ResourceType)
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
     from kafka.admin import KafkaAdminClient
     from kafka.errors import ClusterAuthorizationFailedError
 
     users = tmp_path / "users.txt"
     users.write_text("admin:admin-secret\nalice:alice-secret\n")
-    server = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users),
-                            "--sasl-mechanisms", "PLAIN", "--authorizer", "--super-users", "User:admin")
+    server = server_factory(
+        "--security-protocol",
+        "SASL_PLAINTEXT",
+        "--sasl-users",
+        str(users),
+        "--sasl-mechanisms",
+        "PLAIN",
+        "--authorizer",
+        "--super-users",
+        "User:admin",
+    )
 
     def conf(user):
-        return {"bootstrap.servers": server.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret"}
+        return {
+            "bootstrap.servers": server.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": f"{user}-secret",
+        }
 
     admin = AdminClient(conf("admin"))
     admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
-    deny = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
-                      AclOperation.ALL, AclPermissionType.DENY)
+    deny = AclBinding(
+        ResourceType.BROKER,
+        "kafka-cluster",
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.ALL,
+        AclPermissionType.DENY,
+    )
     admin.create_acls([deny])[deny].result(30)
     alice = AdminClient(conf("alice"))
     with pytest.raises(KafkaException) as denied:
         alice.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(30)
     assert denied.value.args[0].code() == 31  # CLUSTER_AUTHORIZATION_FAILED
-    kp = KafkaAdminClient(bootstrap_servers=server.bootstrap, security_protocol="SASL_PLAINTEXT",
-                          sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    kp = KafkaAdminClient(
+        bootstrap_servers=server.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+    )
     with pytest.raises(ClusterAuthorizationFailedError):
         kp.list_partition_reassignments()
     kp.close()
@@ -183,25 +251,53 @@ def test_any_election_or_reassignment_is_answered_with_kafka_codes(cluster):
     P, T = request_class(ALTER, 1, "ReassignablePartition"), request_class(ALTER, 1, "ReassignableTopic")
     timeout = datetime.timedelta(seconds=5)
     topics = st.sampled_from(["t", "nope", "", "__consumer_offsets"])
-    partitions = st.integers(-1, 3) | st.integers(-2**31, 2**31 - 1)
-    replicas = st.none() | st.lists(st.integers(-1, 4) | st.integers(-2**31, 2**31 - 1), max_size=4)
-    expected = {NONE, UNKNOWN_TOPIC, INVALID_REQUEST, PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED, 83,
-                INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR, NO_REASSIGNMENT}
+    partitions = st.integers(-1, 3) | st.integers(-(2**31), 2**31 - 1)
+    replicas = st.none() | st.lists(st.integers(-1, 4) | st.integers(-(2**31), 2**31 - 1), max_size=4)
+    expected = {
+        NONE,
+        UNKNOWN_TOPIC,
+        INVALID_REQUEST,
+        PREFERRED_LEADER_NOT_AVAILABLE,
+        ELECTION_NOT_NEEDED,
+        83,
+        INVALID_REPLICA_ASSIGNMENT,
+        INVALID_REPLICATION_FACTOR,
+        NO_REASSIGNMENT,
+    }
 
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(election=st.integers(-128, 127) | st.sampled_from([0, 1]),
-           named=st.none() | st.lists(st.tuples(topics, st.lists(partitions, max_size=3)), max_size=2),
-           moves=st.lists(st.tuples(topics, partitions, replicas), max_size=3), allow=st.booleans())
+    @given(
+        election=st.integers(-128, 127) | st.sampled_from([0, 1]),
+        named=st.none() | st.lists(st.tuples(topics, st.lists(partitions, max_size=3)), max_size=2),
+        moves=st.lists(st.tuples(topics, partitions, replicas), max_size=3),
+        allow=st.booleans(),
+    )
     def check(election, named, moves, allow):
-        r = _wire(cluster, ELECT, 2, request_class(ELECT, 2)(
-            election_type=election, timeout=timeout,
-            topic_partitions=None if named is None else tuple(TP(topic=t, partitions=tuple(ps)) for t, ps in named)))
+        r = _wire(
+            cluster,
+            ELECT,
+            2,
+            request_class(ELECT, 2)(
+                election_type=election,
+                timeout=timeout,
+                topic_partitions=None if named is None else tuple(TP(topic=t, partitions=tuple(ps)) for t, ps in named),
+            ),
+        )
         codes = {r.error_code} | {p.error_code for x in r.replica_election_results for p in x.partition_result}
         assert codes <= expected, codes
-        r = _wire(cluster, ALTER, 1, request_class(ALTER, 1)(
-            timeout=timeout, allow_replication_factor_change=allow, topics=tuple(
-                T(name=t, partitions=(P(partition_index=p, replicas=None if rs is None else tuple(rs)),))
-                for t, p, rs in moves)))
+        r = _wire(
+            cluster,
+            ALTER,
+            1,
+            request_class(ALTER, 1)(
+                timeout=timeout,
+                allow_replication_factor_change=allow,
+                topics=tuple(
+                    T(name=t, partitions=(P(partition_index=p, replicas=None if rs is None else tuple(rs)),))
+                    for t, p, rs in moves
+                ),
+            ),
+        )
         codes = {r.error_code} | {p.error_code for x in r.responses for p in x.partitions}
         assert codes <= expected, codes
 

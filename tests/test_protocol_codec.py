@@ -43,10 +43,21 @@ ALL_SERVED = [(k, v) for k, vs in SERVED.items() for v in vs]
 
 # --- hand-built primitives (names follow the protocol guide) ------------------------------
 
-def i8(v): return struct.pack(">b", v)
-def i16(v): return struct.pack(">h", v)
-def i32(v): return struct.pack(">i", v)
-def boolean(v): return b"\x01" if v else b"\x00"
+
+def i8(v):
+    return struct.pack(">b", v)
+
+
+def i16(v):
+    return struct.pack(">h", v)
+
+
+def i32(v):
+    return struct.pack(">i", v)
+
+
+def boolean(v):
+    return b"\x01" if v else b"\x00"
 
 
 def uvarint(v: int) -> bytes:
@@ -94,6 +105,7 @@ def header_v2(key, version, corr, client_id="cid", tags=NO_TAGS) -> bytes:
 
 
 # --- framing ------------------------------------------------------------------------------
+
 
 def test_frame_decoder_whole_split_and_multiple_frames():
     d = FrameDecoder()
@@ -159,6 +171,7 @@ def test_frame_decoder_over_limit_raises_before_the_body_arrives():
 
 # --- request header -----------------------------------------------------------------------
 
+
 def test_header_v1_with_client_id():
     h, pos = read_request_header(header_v1(3, 4, 77, "my-client") + b"BODY")
     assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (3, 4, 77, "my-client")
@@ -215,6 +228,7 @@ def test_truncated_header_tagged_fields(tags):
 
 # --- requests: kafka-python encodes, we decode ---------------------------------------------
 
+
 def kp_frame(msg, corr: int, client_id: str | None = "kp-client") -> bytes:
     msg.with_header(correlation_id=corr, client_id=client_id)
     data = bytes(msg.encode(header=True, framed=True))
@@ -237,7 +251,11 @@ def test_api_versions_request_from_kafka_python(v):
     kw = {"client_software_name": "kafka-python", "client_software_version": "3.0.12"} if v >= 3 else {}
     header, req = decode_request(kp_frame(KpApiVersionsRequest[v](**kw), corr=1000 + v))
     assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
-        18, v, 1000 + v, "kp-client")
+        18,
+        v,
+        1000 + v,
+        "kp-client",
+    )
     if v >= 3:
         assert (req.client_software_name, req.client_software_version) == ("kafka-python", "3.0.12")
 
@@ -278,6 +296,7 @@ def test_find_coordinator_request_from_kafka_python(v):
 
 # --- requests: aiokafka (hand-written, old versions) encodes, we decode ----------------------
 
+
 def aio_frame(struct_obj, corr: int, client_id: str = "aiokafka") -> bytes:
     return struct_obj.build_request_header(corr, client_id).encode() + struct_obj.encode()
 
@@ -306,6 +325,7 @@ def test_requests_from_aiokafka():
 
 # --- requests: we encode (client direction), kafka-python decodes ------------------------------
 
+
 @pytest.mark.parametrize("v", SERVED[FIND_COORDINATOR])
 def test_our_find_coordinator_request_read_by_kafka_python(v):
     c = codec(FIND_COORDINATOR, v)
@@ -318,12 +338,25 @@ def test_our_find_coordinator_request_read_by_kafka_python(v):
 
 # --- responses: we encode, kafka-python decodes ------------------------------------------------
 
+
 def our_metadata_response(v: int):
     c = codec(METADATA, v)
     R = c.response_type
-    P, T, B = (nested_type(R, n) for n in ("MetadataResponsePartition", "MetadataResponseTopic", "MetadataResponseBroker"))
-    part = build(P, dict(error_code=0, partition_index=3, leader_id=1, leader_epoch=7, replica_nodes=(1,),
-                         isr_nodes=(1,), offline_replicas=()))
+    P, T, B = (
+        nested_type(R, n) for n in ("MetadataResponsePartition", "MetadataResponseTopic", "MetadataResponseBroker")
+    )
+    part = build(
+        P,
+        dict(
+            error_code=0,
+            partition_index=3,
+            leader_id=1,
+            leader_epoch=7,
+            replica_nodes=(1,),
+            isr_nodes=(1,),
+            offline_replicas=(),
+        ),
+    )
     topic = build(T, dict(error_code=0, name="t1", topic_id=uuid.UUID(int=12345), is_internal=True, partitions=(part,)))
     broker = build(B, dict(node_id=1, host="broker.example", port=9092, rack=None))
     return c, build(R, dict(throttle_time=5, brokers=(broker,), cluster_id="cl-1", controller_id=1, topics=(topic,)))
@@ -356,14 +389,24 @@ def test_metadata_response_read_by_kafka_python(v):
 def test_find_coordinator_response_read_by_kafka_python(v):
     c = codec(FIND_COORDINATOR, v)
     if v < 4:
-        body = build(c.response_type, dict(throttle_time=3, error_code=0, error_message=None, node_id=1,
-                                           host="h.example", port=19092))
+        body = build(
+            c.response_type,
+            dict(throttle_time=3, error_code=0, error_message=None, node_id=1, host="h.example", port=19092),
+        )
     else:
         coord = nested_type(c.response_type, "Coordinator")
-        body = build(c.response_type, dict(throttle_time=3, coordinators=(
-            build(coord, dict(key="g1", node_id=1, host="h.example", port=19092, error_code=0, error_message=None)),
-            build(coord, dict(key="", node_id=-1, host="", port=-1, error_code=42, error_message="empty")),
-        )))
+        body = build(
+            c.response_type,
+            dict(
+                throttle_time=3,
+                coordinators=(
+                    build(
+                        coord, dict(key="g1", node_id=1, host="h.example", port=19092, error_code=0, error_message=None)
+                    ),
+                    build(coord, dict(key="", node_id=-1, host="", port=-1, error_code=42, error_message="empty")),
+                ),
+            ),
+        )
     resp = KpFindCoordinatorResponse.decode(encode_response(c, 8, body), version=v, header=True, framed=True)
     assert resp.header.correlation_id == 8
     if v < 4:
@@ -404,8 +447,10 @@ def test_old_responses_read_by_aiokafka():
     for v, cls in enumerate([ApiVersionResponse_v0, ApiVersionResponse_v1, ApiVersionResponse_v2]):
         c = codec(API_VERSIONS, v)
         av = nested_type(c.response_type, "ApiVersion")
-        body = build(c.response_type, dict(error_code=0, throttle_time=0,
-                                           api_keys=(build(av, dict(api_key=18, min_version=0, max_version=4)),)))
+        body = build(
+            c.response_type,
+            dict(error_code=0, throttle_time=0, api_keys=(build(av, dict(api_key=18, min_version=0, max_version=4)),)),
+        )
         corr, out = read(cls, encode_response(c, v, body))
         assert corr == v and out.error_code == 0 and [tuple(x) for x in out.api_versions] == [(18, 0, 4)]
     for v in range(6):
@@ -414,22 +459,28 @@ def test_old_responses_read_by_aiokafka():
         assert corr == v and out.brokers[0][:3] == (1, "broker.example", 9092)
     for v, cls in enumerate([FindCoordinatorResponse_v0, FindCoordinatorResponse_v1]):
         c = codec(FIND_COORDINATOR, v)
-        body = build(c.response_type, dict(throttle_time=0, error_code=0, error_message=None, node_id=1, host="h", port=7))
+        body = build(
+            c.response_type, dict(throttle_time=0, error_code=0, error_message=None, node_id=1, host="h", port=7)
+        )
         corr, out = read(cls, encode_response(c, v, body))
         assert (out.coordinator_id, out.host, out.port) == (1, "h", 7)
 
 
 # --- responses: kafka-python encodes, we decode (client direction) ------------------------------
 
+
 @pytest.mark.parametrize("v", SERVED[FIND_COORDINATOR])
 def test_kafka_python_find_coordinator_response_read_by_us(v):
     if v < 4:
-        msg = KpFindCoordinatorResponse[v](throttle_time_ms=0, error_code=0, error_message=None, node_id=5,
-                                            host="x", port=1234)
+        msg = KpFindCoordinatorResponse[v](
+            throttle_time_ms=0, error_code=0, error_message=None, node_id=5, host="x", port=1234
+        )
     else:
         C = KpFindCoordinatorResponse.Coordinator
-        msg = KpFindCoordinatorResponse[v](throttle_time_ms=0, coordinators=[
-            C(key="g", node_id=5, host="x", port=1234, error_code=0, error_message=None, version=v)])
+        msg = KpFindCoordinatorResponse[v](
+            throttle_time_ms=0,
+            coordinators=[C(key="g", node_id=5, host="x", port=1234, error_code=0, error_message=None, version=v)],
+        )
     msg.with_header(correlation_id=55)
     data = bytes(msg.encode(header=True, framed=True))
     corr, body = decode_response(FIND_COORDINATOR, v, data[4:])
@@ -441,14 +492,16 @@ def test_kafka_python_find_coordinator_response_read_by_us(v):
 @pytest.mark.parametrize("v", SERVED[API_VERSIONS])
 def test_kafka_python_api_versions_response_read_by_us(v):
     A = KpApiVersionsResponse.ApiVersion
-    msg = KpApiVersionsResponse[v](error_code=0, throttle_time_ms=0,
-                                   api_keys=[A(api_key=18, min_version=0, max_version=4, version=v)])
+    msg = KpApiVersionsResponse[v](
+        error_code=0, throttle_time_ms=0, api_keys=[A(api_key=18, min_version=0, max_version=4, version=v)]
+    )
     msg.with_header(correlation_id=12)
     corr, body = decode_response(API_VERSIONS, v, bytes(msg.encode(header=True, framed=True))[4:])
     assert corr == 12 and [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
 
 
 # --- flexible versions against bytes built by hand from the schemas ------------------------------
+
 
 def test_api_versions_v3_request_hand_built():
     raw = header_v2(18, 3, 5, "rdkafka") + compact_string("librdkafka") + compact_string("2.16.1") + NO_TAGS
@@ -462,8 +515,14 @@ def test_api_versions_v3_v4_response_hand_built(v):
     c = codec(API_VERSIONS, v)
     av = nested_type(c.response_type, "ApiVersion")
     ranges = [(3, 0, 12), (10, 0, 6), (18, 0, 4)]
-    body = build(c.response_type, dict(error_code=0, throttle_time=0, api_keys=tuple(
-        build(av, dict(api_key=k, min_version=lo, max_version=hi)) for k, lo, hi in ranges)))
+    body = build(
+        c.response_type,
+        dict(
+            error_code=0,
+            throttle_time=0,
+            api_keys=tuple(build(av, dict(api_key=k, min_version=lo, max_version=hi)) for k, lo, hi in ranges),
+        ),
+    )
     expected_payload = (
         i32(77)  # response header v0: no tagged fields even though the body is flexible
         + i16(0)
@@ -476,8 +535,9 @@ def test_api_versions_v3_v4_response_hand_built(v):
 
 def test_metadata_v12_request_hand_built():
     tid = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
-    topics = compact_array([tid.bytes + compact_string("orders") + NO_TAGS,
-                            bytes(16) + compact_string("audit") + NO_TAGS])
+    topics = compact_array(
+        [tid.bytes + compact_string("orders") + NO_TAGS, bytes(16) + compact_string("audit") + NO_TAGS]
+    )
     raw = header_v2(3, 12, 1, "c") + topics + boolean(True) + boolean(False) + NO_TAGS
     _, req = decode_request(raw)
     assert [(t.topic_id, t.name) for t in req.topics] == [(tid, "orders"), (None, "audit")]
@@ -488,8 +548,14 @@ def test_metadata_v12_request_hand_built():
 
 def test_metadata_v9_is_the_first_flexible_version():
     assert not codec(METADATA, 8).flexible_request and codec(METADATA, 9).flexible_request
-    raw = (header_v2(3, 9, 1, "c") + compact_array([compact_string("t") + NO_TAGS]) + boolean(True) + boolean(False)
-           + boolean(False) + NO_TAGS)
+    raw = (
+        header_v2(3, 9, 1, "c")
+        + compact_array([compact_string("t") + NO_TAGS])
+        + boolean(True)
+        + boolean(False)
+        + boolean(False)
+        + NO_TAGS
+    )
     _, req = decode_request(raw)
     assert [t.name for t in req.topics] == ["t"]
 
@@ -501,13 +567,22 @@ def test_find_coordinator_v4_request_and_response_hand_built():
 
     c = codec(FIND_COORDINATOR, 4)
     coord = nested_type(c.response_type, "Coordinator")
-    body = build(c.response_type, dict(throttle_time=0, coordinators=(
-        build(coord, dict(key="g1", node_id=1, host="h", port=9092, error_code=0, error_message=None)),)))
+    body = build(
+        c.response_type,
+        dict(
+            throttle_time=0,
+            coordinators=(
+                build(coord, dict(key="g1", node_id=1, host="h", port=9092, error_code=0, error_message=None)),
+            ),
+        ),
+    )
     expected = (
-        i32(3) + NO_TAGS  # response header v1
+        i32(3)
+        + NO_TAGS  # response header v1
         + i32(0)
-        + compact_array([compact_string("g1") + i32(1) + compact_string("h") + i32(9092) + i16(0)
-                         + compact_string(None) + NO_TAGS])
+        + compact_array(
+            [compact_string("g1") + i32(1) + compact_string("h") + i32(9092) + i16(0) + compact_string(None) + NO_TAGS]
+        )
         + NO_TAGS
     )
     assert encode_response(c, 3, body) == frame(expected)
@@ -516,11 +591,14 @@ def test_find_coordinator_v4_request_and_response_hand_built():
 def test_find_coordinator_v3_response_hand_built():
     c = codec(FIND_COORDINATOR, 3)
     body = build(c.response_type, dict(throttle_time=0, error_code=0, error_message=None, node_id=1, host="h", port=9))
-    expected = i32(1) + NO_TAGS + i32(0) + i16(0) + compact_string(None) + i32(1) + compact_string("h") + i32(9) + NO_TAGS
+    expected = (
+        i32(1) + NO_TAGS + i32(0) + i16(0) + compact_string(None) + i32(1) + compact_string("h") + i32(9) + NO_TAGS
+    )
     assert encode_response(c, 1, body) == frame(expected)
 
 
 # --- truncated and malformed bodies ---------------------------------------------------------------
+
 
 def sample_request(key: int, v: int) -> bytes:
     if key == API_VERSIONS:
@@ -577,13 +655,28 @@ def test_unknown_tagged_fields_in_body_are_skipped_as_kafka_does():
     assert (request.client_software_name, request.client_software_version) == ("a", "1")
     # Unknown tags between known ones, in a nested entity (FindCoordinator v4 has none nested,
     # so use the top level with two unknown tags around nothing known).
-    body = compact_string("a") + compact_string("1") + uvarint(2) + uvarint(7) + uvarint(1) + b"x" \
-        + uvarint(9) + uvarint(0)
+    body = (
+        compact_string("a")
+        + compact_string("1")
+        + uvarint(2)
+        + uvarint(7)
+        + uvarint(1)
+        + b"x"
+        + uvarint(9)
+        + uvarint(0)
+    )
     _, request = decode_request(header_v2(18, 3, 1, "c") + body)
     assert request.client_software_name == "a"
     with pytest.raises(MalformedRequest):  # a tag whose size runs past the end
-        decode_request(header_v2(18, 3, 1, "c") + compact_string("a") + compact_string("1") + uvarint(1)
-                       + uvarint(7) + uvarint(9) + b"x")
+        decode_request(
+            header_v2(18, 3, 1, "c")
+            + compact_string("a")
+            + compact_string("1")
+            + uvarint(1)
+            + uvarint(7)
+            + uvarint(9)
+            + b"x"
+        )
 
 
 def test_bad_values_in_body_raise_malformed():
@@ -636,7 +729,7 @@ JAVA_HASHES = [
     ("BB", 2112, 12),
     ("h\u00e9llo", 103094734, 34),
     ("\u65e5\u672c", 835047, 47),
-    ("\U0001F600", 1772899, 49),  # one code point, two UTF-16 units
+    ("\U0001f600", 1772899, 49),  # one code point, two UTF-16 units
     ("test-group", 627841412, 12),
 ]
 
@@ -677,8 +770,14 @@ def test_array_free_bodies_skip_the_walk_but_stay_safe():
         with pytest.raises(MalformedRequest):
             decode_request(header_v2(12, 4, 1) + body)
     tagged = uvarint(1) + uvarint(99) + uvarint(2) + b"zz"  # one unknown tagged field
-    _, hb = decode_request(header_v2(12, 4, 1) + compact_string("g") + struct.pack(">i", 3) + compact_string("m")
-                           + compact_string(None) + tagged)
+    _, hb = decode_request(
+        header_v2(12, 4, 1)
+        + compact_string("g")
+        + struct.pack(">i", 3)
+        + compact_string("m")
+        + compact_string(None)
+        + tagged
+    )
     assert (hb.group_id, hb.generation_id, hb.member_id) == ("g", 3, "m")
 
 
@@ -688,10 +787,21 @@ def _with_bytes(request):
 
     if request.topic_data is None:
         return request
-    return dataclasses.replace(request, topic_data=tuple(
-        t if t.partition_data is None else dataclasses.replace(t, partition_data=tuple(
-            dataclasses.replace(p, records=None if p.records is None else bytes(p.records)) for p in t.partition_data))
-        for t in request.topic_data))
+    return dataclasses.replace(
+        request,
+        topic_data=tuple(
+            t
+            if t.partition_data is None
+            else dataclasses.replace(
+                t,
+                partition_data=tuple(
+                    dataclasses.replace(p, records=None if p.records is None else bytes(p.records))
+                    for p in t.partition_data
+                ),
+            )
+            for t in request.topic_data
+        ),
+    )
 
 
 def test_produce_hand_reader_equals_kio():
@@ -704,9 +814,16 @@ def test_produce_hand_reader_equals_kio():
     from protocol.messages import _library_codec, decode_body, encode_request, read_request_header
 
     def case(version):
-        return st.tuples(st.just(version), entity_strategy(codec(0, version).request_type),
-                         st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["set", "insert", "cut"]),
-                                            st.binary(min_size=1, max_size=4)), max_size=2))
+        return st.tuples(
+            st.just(version),
+            entity_strategy(codec(0, version).request_type),
+            st.lists(
+                st.tuples(
+                    st.floats(0, 1), st.sampled_from(["set", "insert", "cut"]), st.binary(min_size=1, max_size=4)
+                ),
+                max_size=2,
+            ),
+        )
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(st.sampled_from(range(3, 12)).flatmap(case))

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 # The entry point names the module; this checkout's copy of it is the one under test.
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
-                                                                  os.environ.get("PYTHONPATH")]))}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")])),
+}
 
-PROJECT_TEST = '''
+PROJECT_TEST = """
 import pytest
 from confluent_kafka.admin import AdminClient
 
@@ -33,22 +35,35 @@ def test_marker(kafka_cluster):
 
 def test_session_scope(kafka_cluster_session, kafka_bootstrap_session):
     assert kafka_bootstrap_session == kafka_cluster_session.bootstrap
-'''
+"""
 
 
 @pytest.mark.slow  # a pytest run in a subprocess
 def test_the_fixtures_come_with_the_package(tmp_path):
     (tmp_path / "test_project.py").write_text(PROJECT_TEST)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_project.py"],
-                          cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_project.py"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
 
 
-@pytest.mark.parametrize("value, message", [("0", "--kafka-brokers: 0; at least 1"),
-                                            ("three", "--kafka-brokers: invalid int value")])
+@pytest.mark.parametrize(
+    "value, message", [("0", "--kafka-brokers: 0; at least 1"), ("three", "--kafka-brokers: invalid int value")]
+)
 def test_a_bad_kafka_brokers_option_is_one_usage_error(tmp_path, value, message):
     (tmp_path / "test_project.py").write_text(PROJECT_TEST)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kafka-brokers", value,
-                           "test_project.py"], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kafka-brokers", value, "test_project.py"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 4 and message in done.stderr, done.stdout + done.stderr  # pytest's usage-error status

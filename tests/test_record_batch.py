@@ -5,8 +5,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.record_batch import (
-    GZIP, LZ4, NONE, SNAPPY, ZSTD, CorruptBatch, Record, TruncatedBatch, build_batch,
-    build_batch_from, iter_batches, iter_records, parse_header, set_base_offset,
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    CorruptBatch,
+    Record,
+    TruncatedBatch,
+    build_batch,
+    build_batch_from,
+    iter_batches,
+    iter_records,
+    parse_header,
+    set_base_offset,
 )
 from crc32c import crc32c
 
@@ -19,8 +31,10 @@ def golden_batch() -> bytes:
         b"\x00"  # record attributes
         b"\x00"  # timestampDelta varint 0
         b"\x00"  # offsetDelta varint 0
-        b"\x06" b"key"  # key length zigzag(3) = 6
-        b"\x0a" b"value"  # value length zigzag(5) = 10
+        b"\x06"
+        b"key"  # key length zigzag(3) = 6
+        b"\x0a"
+        b"value"  # value length zigzag(5) = 10
         b"\x00"  # header count 0
     )
     record = bytes([len(record_body) * 2]) + record_body  # length zigzag(14) = 28
@@ -44,14 +58,24 @@ def test_golden_bytes():
 
 
 def test_header_fields_and_offsets():
-    b = build_batch([(b"a", b"1"), (None, b"2"), (b"c", None)], timestamp_ms=TS, base_offset=40,
-                    producer_id=7, producer_epoch=3, base_sequence=11, partition_leader_epoch=5)
+    b = build_batch(
+        [(b"a", b"1"), (None, b"2"), (b"c", None)],
+        timestamp_ms=TS,
+        base_offset=40,
+        producer_id=7,
+        producer_epoch=3,
+        base_sequence=11,
+        partition_leader_epoch=5,
+    )
     h = parse_header(b)
     assert (h.base_offset, h.last_offset_delta, h.record_count) == (40, 2, 3)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (7, 3, 11)
     assert h.partition_leader_epoch == 5 and h.first_timestamp == h.max_timestamp == TS
     assert [(r.offset, r.key, r.value) for r in iter_records(b)] == [
-        (40, b"a", b"1"), (41, None, b"2"), (42, b"c", None)]
+        (40, b"a", b"1"),
+        (41, None, b"2"),
+        (42, b"c", None),
+    ]
 
 
 def test_set_base_offset_keeps_crc_valid():
@@ -65,12 +89,12 @@ def test_set_base_offset_keeps_crc_valid():
 @pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
 def test_compression_round_trip(codec):
     recs = [(b"key%d" % i, b"value" * 50) for i in range(20)]
-    b = build_batch(recs, timestamp_ms=TS, base_offset=100, compression=codec,
-                    headers=[("h", b"x")])
+    b = build_batch(recs, timestamp_ms=TS, base_offset=100, compression=codec, headers=[("h", b"x")])
     h = parse_header(b)
     assert h.compression == codec and h.record_count == 20
     assert [(r.offset, r.key, r.value, r.headers) for r in iter_records(b)] == [
-        (100 + i, k, v, [("h", b"x")]) for i, (k, v) in enumerate(recs)]
+        (100 + i, k, v, [("h", b"x")]) for i, (k, v) in enumerate(recs)
+    ]
 
 
 def test_build_from_with_gaps_and_kept_last_offset():
@@ -110,13 +134,16 @@ def test_corruption_detected():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=200)),
-                min_size=1, max_size=30),
-       st.integers(0, 2**40), st.sampled_from([NONE, GZIP, ZSTD]))
+@given(
+    st.lists(
+        st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=200)), min_size=1, max_size=30
+    ),
+    st.integers(0, 2**40),
+    st.sampled_from([NONE, GZIP, ZSTD]),
+)
 def test_round_trip_property(recs, base, codec):
     b = build_batch(recs, timestamp_ms=TS, base_offset=base, compression=codec)
-    assert [(r.offset, r.key, r.value) for r in iter_records(b)] == [
-        (base + i, k, v) for i, (k, v) in enumerate(recs)]
+    assert [(r.offset, r.key, r.value) for r in iter_records(b)] == [(base + i, k, v) for i, (k, v) in enumerate(recs)]
 
 
 @settings(max_examples=200, deadline=None)

@@ -27,8 +27,11 @@ async def set_percentage(server, entity, value):
 
 
 async def metadata_throttle(conn) -> int:
-    r = await conn.request(METADATA, 12, cls(METADATA, 12)(
-        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    r = await conn.request(
+        METADATA,
+        12,
+        cls(METADATA, 12)(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+    )
     return round(r.throttle_time.total_seconds() * 1000)
 
 
@@ -41,8 +44,9 @@ async def test_requests_over_the_quota_are_throttled(server):
         throttles = [await metadata_throttle(conn) for _ in range(5)]
         assert all(0 <= t <= WINDOW_MS for t in throttles) and max(throttles) > 0
         # ApiVersions is exempt: it is answered and counted nothing
-        r = await conn.request(API_VERSIONS, 3, cls(API_VERSIONS, 3)(
-            client_software_name="t", client_software_version="1"))
+        r = await conn.request(
+            API_VERSIONS, 3, cls(API_VERSIONS, 3)(client_software_name="t", client_software_version="1")
+        )
         assert r.throttle_time.total_seconds() == 0
         # a client id without a quota is not held to it
         assert [await metadata_throttle(other) for _ in range(5)] == [0] * 5
@@ -61,8 +65,13 @@ async def test_bad_values(server):
 async def test_confluent_client_sees_the_throttle(server):
     assert await set_percentage(server, [("client-id", "busy-producer")], 0.0001) == [(0, None)]
     throttled = []
-    producer = Producer({"bootstrap.servers": server.bootstrap, "client.id": "busy-producer",
-                         "throttle_cb": lambda event: throttled.append(event.throttle_time)})
+    producer = Producer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "client.id": "busy-producer",
+            "throttle_cb": lambda event: throttled.append(event.throttle_time),
+        }
+    )
 
     def until_throttled():
         for _ in range(50):
@@ -70,6 +79,7 @@ async def test_confluent_client_sees_the_throttle(server):
             producer.poll(0.05)
             if throttled:
                 return
+
     await asyncio.to_thread(until_throttled)
     producer.flush(10)
     assert throttled and throttled[0] > 0

@@ -79,16 +79,28 @@ def kafka_python_consumer(bootstrap, ledger, stop):
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, client_id="kafka-python",
-                      session_timeout_ms=6000, heartbeat_interval_ms=500, enable_auto_commit=False,
-                      auto_offset_reset="earliest", reconnect_backoff_max_ms=500, partition_assignment_strategy=[
-                          __import__("kafka.coordinator.assignors.range", fromlist=["x"]).RangePartitionAssignor])
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=GROUP,
+        client_id="kafka-python",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        reconnect_backoff_max_ms=500,
+        partition_assignment_strategy=[
+            __import__("kafka.coordinator.assignors.range", fromlist=["x"]).RangePartitionAssignor
+        ],
+    )
     kafka_python_subscribe(c, TOPIC)
     try:
-        consume(ledger, stop, "kafka-python",
-                lambda: [(r.partition, r.offset) for rs in c.poll(timeout_ms=100).values() for r in rs],
-                lambda ends: c.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1)
-                                       for p, o in ends.items()}))
+        consume(
+            ledger,
+            stop,
+            "kafka-python",
+            lambda: [(r.partition, r.offset) for rs in c.poll(timeout_ms=100).values() for r in rs],
+            lambda ends: c.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in ends.items()}),
+        )
     finally:
         c.close()
 
@@ -96,16 +108,29 @@ def kafka_python_consumer(bootstrap, ledger, stop):
 def confluent_consumer(bootstrap, ledger, stop):
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "client.id": "confluent",
-                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
-                  "reconnect.backoff.max.ms": 500, "log_level": 0})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "client.id": "confluent",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "range",
+            "reconnect.backoff.max.ms": 500,
+            "log_level": 0,
+        }
+    )
     c.subscribe([TOPIC])
     try:
-        consume(ledger, stop, "confluent",
-                lambda: [(m.partition(), m.offset()) for m in c.consume(100, 0.1) if m.error() is None],
-                lambda ends: c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in ends.items()],
-                                      asynchronous=False))
+        consume(
+            ledger,
+            stop,
+            "confluent",
+            lambda: [(m.partition(), m.offset()) for m in c.consume(100, 0.1) if m.error() is None],
+            lambda ends: c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in ends.items()], asynchronous=False),
+        )
     finally:
         c.close()
 
@@ -144,8 +169,9 @@ async def test_restarts_are_invisible_to_a_stable_group(server):
     from tests.support.clients import create_topic
 
     create_topic(server.bootstrap, TOPIC, PARTITIONS)
-    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0, "reconnect.backoff.max.ms": 500,
-                         "log_level": 0})
+    producer = Producer(
+        {"bootstrap.servers": server.bootstrap, "linger.ms": 0, "reconnect.backoff.max.ms": 500, "log_level": 0}
+    )
     produced = 0
 
     def produce(n):
@@ -156,8 +182,10 @@ async def test_restarts_are_invisible_to_a_stable_group(server):
         produced += n
 
     ledger, stop = Ledger(), threading.Event()
-    threads = [threading.Thread(target=f, args=(server.bootstrap, ledger, stop), daemon=True)
-               for f in (kafka_python_consumer, confluent_consumer)]
+    threads = [
+        threading.Thread(target=f, args=(server.bootstrap, ledger, stop), daemon=True)
+        for f in (kafka_python_consumer, confluent_consumer)
+    ]
     for t in threads:
         t.start()
     try:
@@ -166,8 +194,11 @@ async def test_restarts_are_invisible_to_a_stable_group(server):
         loaded_owners = None
         for _ in range(300):  # both members in, one generation settled
             state, owners = await describe(server.port)
-            if state == "Stable" and len(owners) == 2 and sorted(p for ps in owners.values() for p in ps) == list(
-                    range(PARTITIONS)):
+            if (
+                state == "Stable"
+                and len(owners) == 2
+                and sorted(p for ps in owners.values() for p in ps) == list(range(PARTITIONS))
+            ):
                 loaded_owners = owners
                 break
             await asyncio.sleep(0.1)

@@ -29,15 +29,27 @@ class Runtime:
         self.catalog = catalog or Catalog()
         self.clock = ManualClock()
         # (a target at every change, assignment batching off: these cases count epochs)
-        self.runtime = CoordinatorRuntime(self.log, self.clock, GroupConfig(), OffsetConfig(),
-                                          ConsumerGroupConfig(assignment_interval_ms=0), TopicImage(self.catalog))
+        self.runtime = CoordinatorRuntime(
+            self.log,
+            self.clock,
+            GroupConfig(),
+            OffsetConfig(),
+            ConsumerGroupConfig(assignment_interval_ms=0),
+            TopicImage(self.catalog),
+        )
         self.runtime.load(self.log.all_records())
         self.shard = self.runtime.shard_for(GROUP)
 
     def hb(self, member_id: str, epoch: int, topics=None, owned_=(), group: str = GROUP) -> list:
         """The heartbeat's answers so far (one once it is answered)."""
-        r = HeartbeatRequest(group, member_id, epoch, rebalance_timeout_ms=60_000 if epoch == 0 else -1,
-                             subscribed_topic_names=topics, owned=None if owned_ is None else list(owned_))
+        r = HeartbeatRequest(
+            group,
+            member_id,
+            epoch,
+            rebalance_timeout_ms=60_000 if epoch == 0 else -1,
+            subscribed_topic_names=topics,
+            owned=None if owned_ is None else list(owned_),
+        )
         got: list = []
         now = self.runtime.shard_for(group).consumer.heartbeat(r, got.append)
         if now is not None:
@@ -47,7 +59,8 @@ class Runtime:
     def commit(self, group: str, partition: int, offset: int) -> list:
         got: list = []
         errors = self.runtime.shard_for(group).offset_manager.commit_nowait(
-            group, -1, "", None, [PartitionCommit("t", partition, offset, -1, "")], got.append)
+            group, -1, "", None, [PartitionCommit("t", partition, offset, -1, "")], got.append
+        )
         if errors is not None:
             got.append(errors)
         return got
@@ -171,8 +184,18 @@ async def test_a_consumer_group_stays_until_its_conversion_to_classic_is_durable
     assert left[0].error == E.none and a[0].error == E.none and h.group.state_name == "Empty"
 
     def classic_join():
-        return h.shard.classic.join(GROUP, "", None, "client", "/127.0.0.1", 10_000, 20_000, "consumer",
-                                    [("range", b"")], require_known_member_id=True)
+        return h.shard.classic.join(
+            GROUP,
+            "",
+            None,
+            "client",
+            "/127.0.0.1",
+            10_000,
+            20_000,
+            "consumer",
+            [("range", b"")],
+            require_known_member_id=True,
+        )
 
     joined = classic_join()
     assert isinstance(joined, asyncio.Future)

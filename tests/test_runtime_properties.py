@@ -68,9 +68,14 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     def start(self) -> None:
         self.clock = ManualClock(start_ms=getattr(self, "clock", ManualClock()).now())
-        self.runtime = CoordinatorRuntime(self.log, self.clock, GroupConfig(min_session_timeout_ms=1000),
-                                          OffsetConfig(), ConsumerGroupConfig(session_timeout_ms=SESSION),
-                                          TopicImage(self.catalog))
+        self.runtime = CoordinatorRuntime(
+            self.log,
+            self.clock,
+            GroupConfig(min_session_timeout_ms=1000),
+            OffsetConfig(),
+            ConsumerGroupConfig(session_timeout_ms=SESSION),
+            TopicImage(self.catalog),
+        )
         self.runtime.load(self.log.all_records())
         self.shard = self.runtime.shards[0]
 
@@ -83,6 +88,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             for _ in range(4):
                 await asyncio.sleep(0)
             return out
+
         return self.loop.run_until_complete(step())
 
     # what an answer may say: only durable state -----------------------------------------
@@ -105,7 +111,9 @@ class RuntimeMachine(RuleBasedStateMachine):
         client.epoch = result.member_epoch
         if result.assignment is not None:
             assigned = {t: set(ps) for t, ps in durable.assigned_partitions}
-            assert assigned == {t: set(ps) for t, ps in result.assignment.items() if ps}, "an assignment ahead of the log"
+            assert assigned == {t: set(ps) for t, ps in result.assignment.items() if ps}, (
+                "an assignment ahead of the log"
+            )
             client.owned = [(t, sorted(ps)) for t, ps in result.assignment.items()]
 
     # consumer-protocol members -------------------------------------------------------------
@@ -114,14 +122,20 @@ class RuntimeMachine(RuleBasedStateMachine):
     def heartbeat(self, m, leave):
         client = self.members[m]
         epoch = -1 if leave and client.epoch > 0 else client.epoch
-        r = HeartbeatRequest(CG, m, epoch, rebalance_timeout_ms=60_000 if epoch == 0 else -1,
-                             subscribed_topic_names=["t"] if epoch == 0 else None,
-                             owned=[] if epoch == 0 else (None if epoch < 0 else list(client.owned)))
+        r = HeartbeatRequest(
+            CG,
+            m,
+            epoch,
+            rebalance_timeout_ms=60_000 if epoch == 0 else -1,
+            subscribed_topic_names=["t"] if epoch == 0 else None,
+            owned=[] if epoch == 0 else (None if epoch < 0 else list(client.owned)),
+        )
 
         def go():
             now = self.shard.consumer.heartbeat(r, lambda result: self.told(m, epoch, result))
             if now is not None:
                 self.told(m, epoch, now)
+
         self.run(go)
 
     # classic members -----------------------------------------------------------------------
@@ -154,17 +168,36 @@ class RuntimeMachine(RuleBasedStateMachine):
     @rule(c=st.sampled_from(list(CLASSIC_CLIENTS)))
     def classic_join(self, c):
         client = self.classics[c]
-        self.run(lambda: self.classic_later(c, self.shard.classic.join(
-            CLASSIC, client.member_id, None, f"client-{c}", "/127.0.0.1", SESSION, 20_000, "consumer",
-            [("range", b"")], require_known_member_id=False)))
+        self.run(
+            lambda: self.classic_later(
+                c,
+                self.shard.classic.join(
+                    CLASSIC,
+                    client.member_id,
+                    None,
+                    f"client-{c}",
+                    "/127.0.0.1",
+                    SESSION,
+                    20_000,
+                    "consumer",
+                    [("range", b"")],
+                    require_known_member_id=False,
+                ),
+            )
+        )
 
     @rule(c=st.sampled_from(list(CLASSIC_CLIENTS)))
     def classic_sync(self, c):
         client = self.classics[c]
         assignments = {m: m.encode() for m in client.members} if client.leader else {}
         generation = client.generation
-        self.run(lambda: self.classic_later(c, self.shard.classic.sync(
-            CLASSIC, client.member_id, None, generation, "consumer", None, assignments), generation))
+        self.run(
+            lambda: self.classic_later(
+                c,
+                self.shard.classic.sync(CLASSIC, client.member_id, None, generation, "consumer", None, assignments),
+                generation,
+            )
+        )
 
     @rule(c=st.sampled_from(list(CLASSIC_CLIENTS)))
     def classic_leave(self, c):
@@ -191,12 +224,14 @@ class RuntimeMachine(RuleBasedStateMachine):
 
         def go():
             errors = self.shard.offset_manager.commit_nowait(
-                group, epoch, member_id, None, [PartitionCommit("t", partition, offset, -1, "")], done)
+                group, epoch, member_id, None, [PartitionCommit("t", partition, offset, -1, "")], done
+            )
             if errors is not None:
                 if self.shard.pending:
                     self.shard.after_pending(lambda error: done(errors) if error == E.none else None)
                 else:
                     done(errors)
+
         self.run(go)
 
     # the log -------------------------------------------------------------------------------
@@ -251,8 +286,14 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     @invariant()
     def replay_of_the_durable_log_is_what_replay_built(self):
-        fresh = CoordinatorRuntime(ControlledLog(1), ManualClock(), GroupConfig(), OffsetConfig(),
-                                   ConsumerGroupConfig(), TopicImage(self.catalog))
+        fresh = CoordinatorRuntime(
+            ControlledLog(1),
+            ManualClock(),
+            GroupConfig(),
+            OffsetConfig(),
+            ConsumerGroupConfig(),
+            TopicImage(self.catalog),
+        )
         for _, key, value in self.log.all_records():
             fresh.shards[0].replay(key, value)
         assert fresh.shards[0].durable_view() == self.shard.durable_view()
@@ -263,6 +304,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             assert self.shard.consumer.written == self.shard.consumer.stored
 
 
-RuntimeMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None,
-                                            suppress_health_check=[HealthCheck.too_slow])
+RuntimeMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_runtime_contract_properties = RuntimeMachine.TestCase

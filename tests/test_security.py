@@ -19,7 +19,10 @@ from tests.support.wire_client import WireClient, request_class
 from protocol.messages import encode_request
 from tests.support.process import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+]  # server processes started, killed and restarted, or filled to their limits
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 USERS = "alice:alice-secret\nbob:b0b:with:colons\n"
@@ -37,11 +40,39 @@ def certs(tmp_path_factory):
     openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca")
     openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
     openssl("req", *ec, "-keyout", "client.key", "-out", "client.csr", "-subj", "/O=acme/CN=app")
-    openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "client.pem", "-days", "2")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.pem",
+        "-days",
+        "2",
+    )
     return d
 
 
@@ -62,8 +93,9 @@ def group_round_trip(conf: dict, topic: str) -> None:
     for i in range(5):
         p.produce(topic, value=b"secret-%d" % i)
     assert p.flush(15) == 0
-    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
     c.subscribe([topic])
     got, deadline = [], time.monotonic() + 30
     while len(got) < 5 and time.monotonic() < deadline:
@@ -82,9 +114,15 @@ def test_tls_with_confluent_and_kafka_python(server_factory, certs):
 
     from kafka import KafkaConsumer
 
-    k = KafkaConsumer("tls", bootstrap_servers=s.bootstrap, security_protocol="SSL",
-                      ssl_cafile=str(certs / "ca.pem"), group_id="kp", auto_offset_reset="earliest",
-                      consumer_timeout_ms=10_000)
+    k = KafkaConsumer(
+        "tls",
+        bootstrap_servers=s.bootstrap,
+        security_protocol="SSL",
+        ssl_cafile=str(certs / "ca.pem"),
+        group_id="kp",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
     assert len([m for m, _ in zip(k, range(5))]) == 5
     k.close()
     # a plaintext client gets no Kafka answer (the port speaks TLS only) and the log no traceback
@@ -97,18 +135,32 @@ def test_tls_with_confluent_and_kafka_python(server_factory, certs):
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
 def test_sasl_ssl_group_life_cycle(server_factory, certs, users_file, mechanism):
     s = server_factory("--security-protocol", "SASL_SSL", *tls_args(certs), "--sasl-users", str(users_file))
-    conf = {"bootstrap.servers": s.bootstrap, "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs / "ca.pem"),
-            "sasl.mechanisms": mechanism, "sasl.username": "bob", "sasl.password": "b0b:with:colons"}
+    conf = {
+        "bootstrap.servers": s.bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(certs / "ca.pem"),
+        "sasl.mechanisms": mechanism,
+        "sasl.username": "bob",
+        "sasl.password": "b0b:with:colons",
+    }
     admin = AdminClient(conf)
     admin.create_topics([NewTopic("sasl", 1)])["sasl"].result(15)
     group_round_trip(conf, "sasl")
 
     from kafka import KafkaConsumer
 
-    k = KafkaConsumer("sasl", bootstrap_servers=s.bootstrap, security_protocol="SASL_SSL",
-                      ssl_cafile=str(certs / "ca.pem"), sasl_mechanism=mechanism, sasl_plain_username="alice",
-                      sasl_plain_password="alice-secret", group_id="kp", auto_offset_reset="earliest",
-                      consumer_timeout_ms=10_000)
+    k = KafkaConsumer(
+        "sasl",
+        bootstrap_servers=s.bootstrap,
+        security_protocol="SASL_SSL",
+        ssl_cafile=str(certs / "ca.pem"),
+        sasl_mechanism=mechanism,
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+        group_id="kp",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
     assert len([m for m, _ in zip(k, range(5))]) == 5
     k.close()
     assert "alice-secret" not in s.log_text() and "b0b:with" not in s.log_text()
@@ -117,9 +169,16 @@ def test_sasl_ssl_group_life_cycle(server_factory, certs, users_file, mechanism)
 def test_wrong_password_is_refused(server_factory, users_file):
     s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file))
     errors = []
-    admin = AdminClient({"bootstrap.servers": s.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "Wr0ngPa55",
-                         "error_cb": errors.append})
+    admin = AdminClient(
+        {
+            "bootstrap.servers": s.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "Wr0ngPa55",
+            "error_cb": errors.append,
+        }
+    )
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
     deadline = time.monotonic() + 10
@@ -146,8 +205,14 @@ async def closed(conn: WireClient) -> bool:
 
 
 async def test_sasl_state_machine_over_raw_frames(server_factory, users_file):
-    s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file),
-                       "--sasl-mechanisms", "PLAIN,SCRAM-SHA-256")
+    s = server_factory(
+        "--security-protocol",
+        "SASL_PLAINTEXT",
+        "--sasl-users",
+        str(users_file),
+        "--sasl-mechanisms",
+        "PLAIN,SCRAM-SHA-256",
+    )
     # another mechanism: refused, with the enabled ones
     conn = await WireClient("sasl").connect("127.0.0.1", s.port)
     r = await handshake(conn, "GSSAPI")
@@ -185,8 +250,13 @@ async def test_sasl_state_machine_over_raw_frames(server_factory, users_file):
 
 def test_security_startup_errors_are_one_line(tmp_path, certs):
     def start(*args: str) -> str:
-        r = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"),
-                            *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         return r.stderr
 
@@ -196,26 +266,42 @@ def test_security_startup_errors_are_one_line(tmp_path, certs):
     bad = tmp_path / "bad-users"
     bad.write_text("nopassword\n")
     assert "line 1" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad))
-    assert "TLS certificate" in start("--security-protocol", "SSL", "--ssl-certfile", str(certs / "ca.key"),
-                                      "--ssl-keyfile", str(certs / "server.key"))
-    assert "supported: PLAIN" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad),
-                                       "--sasl-mechanisms", "OAUTHBEARER")
+    assert "TLS certificate" in start(
+        "--security-protocol",
+        "SSL",
+        "--ssl-certfile",
+        str(certs / "ca.key"),
+        "--ssl-keyfile",
+        str(certs / "server.key"),
+    )
+    assert "supported: PLAIN" in start(
+        "--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad), "--sasl-mechanisms", "OAUTHBEARER"
+    )
     assert "is not PROTOCOL://host:port" in start("--listeners", "HTTP://127.0.0.1:0")
     assert "named twice" in start("--listeners", "PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0")
     assert "needs --sasl-users" in start("--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0")
-    assert "not in --listeners" in start("--listeners", "PLAINTEXT://127.0.0.1:0",
-                                         "--advertised-listeners", "SSL://example:9093")
+    assert "not in --listeners" in start(
+        "--listeners", "PLAINTEXT://127.0.0.1:0", "--advertised-listeners", "SSL://example:9093"
+    )
     assert not (tmp_path / "d").exists()
 
 
 def test_scram_credentials_managed_by_admin_clients(server_factory, users_file):
     from confluent_kafka.admin import (
-        ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
     )
 
     s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file))
-    as_alice = {"bootstrap.servers": s.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "alice-secret"}
+    as_alice = {
+        "bootstrap.servers": s.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
     admin = AdminClient(as_alice)
     sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
     admin.alter_user_scram_credentials([UserScramCredentialUpsertion("carol", sha512, b"carol-pw")])["carol"].result(15)
@@ -237,9 +323,11 @@ def test_scram_credentials_managed_by_admin_clients(server_factory, users_file):
     list_topics_as("carol", "carol-pw")
     admin = AdminClient(as_alice)
     admin.alter_user_scram_credentials([UserScramCredentialDeletion("alice", ScramMechanism.SCRAM_SHA_256)])[
-        "alice"].result(15)
-    assert [i.mechanism for i in admin.describe_user_scram_credentials(["alice"])["alice"].result(15)
-            .scram_credential_infos] == [ScramMechanism.SCRAM_SHA_512]
+        "alice"
+    ].result(15)
+    assert [
+        i.mechanism for i in admin.describe_user_scram_credentials(["alice"])["alice"].result(15).scram_credential_infos
+    ] == [ScramMechanism.SCRAM_SHA_512]
     assert "carol-pw" not in s.log_text()
 
 
@@ -250,14 +338,24 @@ def test_listeners_serve_several_protocols_at_once(tmp_path, certs, users_file):
 
     sasl_port = free_port()
     s = ServerProcess(tmp_path / "data", [])
-    s.extra_args = ["--listeners", f"PLAINTEXT://127.0.0.1:{s.port},SASL_SSL://127.0.0.1:{sasl_port}",
-                    *tls_args(certs), "--sasl-users", str(users_file)]
+    s.extra_args = [
+        "--listeners",
+        f"PLAINTEXT://127.0.0.1:{s.port},SASL_SSL://127.0.0.1:{sasl_port}",
+        *tls_args(certs),
+        "--sasl-users",
+        str(users_file),
+    ]
     s.start()
     try:
         plain = {"bootstrap.servers": s.bootstrap}
-        secure = {"bootstrap.servers": f"127.0.0.1:{sasl_port}", "security.protocol": "SASL_SSL",
-                  "ssl.ca.location": str(certs / "ca.pem"), "sasl.mechanisms": "SCRAM-SHA-512",
-                  "sasl.username": "alice", "sasl.password": "alice-secret"}
+        secure = {
+            "bootstrap.servers": f"127.0.0.1:{sasl_port}",
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(certs / "ca.pem"),
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
         for conf, port in ((plain, s.port), (secure, sasl_port)):
             admin = AdminClient(conf)
             brokers = admin.list_topics(timeout=10).brokers
@@ -271,8 +369,17 @@ def test_listeners_serve_several_protocols_at_once(tmp_path, certs, users_file):
         with socket.create_connection(("127.0.0.1", sasl_port)) as raw:
             ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
             with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
-                tls.sendall(encode_request(3, 12, 1, "x", request_class(3, 12)(
-                    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)))
+                tls.sendall(
+                    encode_request(
+                        3,
+                        12,
+                        1,
+                        "x",
+                        request_class(3, 12)(
+                            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                        ),
+                    )
+                )
                 assert tls.recv(4) == b""
     finally:
         s.close()
@@ -282,8 +389,9 @@ def test_listeners_serve_several_protocols_at_once(tmp_path, certs, users_file):
 def test_sasl_handshake_v0_then_bare_tokens(server_factory, users_file):
     """SaslHandshake v0 (clients from before SaslAuthenticate): the SASL tokens then travel
     as bare size-prefixed frames; a wrong password closes the connection."""
-    s = server_factory("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file),
-                       "--sasl-mechanisms", "PLAIN")
+    s = server_factory(
+        "--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(users_file), "--sasl-mechanisms", "PLAIN"
+    )
 
     def exchange(password: bytes) -> tuple[socket.socket, bytes]:
         c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
@@ -310,19 +418,50 @@ def test_tls_client_certificate_names_the_acl_principal(server_factory, certs):
     subject as Kafka writes it (User:CN=app,O=acme): ACLs for it apply."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import (
-        AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
     )
 
-    s = server_factory("--security-protocol", "SSL", *tls_args(certs), "--ssl-client-auth", "required",
-                       "--ssl-cafile", str(certs / "ca.pem"), "--authorizer")
-    conf = {"bootstrap.servers": s.bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem"),
-            "ssl.certificate.location": str(certs / "client.pem"), "ssl.key.location": str(certs / "client.key")}
+    s = server_factory(
+        "--security-protocol",
+        "SSL",
+        *tls_args(certs),
+        "--ssl-client-auth",
+        "required",
+        "--ssl-cafile",
+        str(certs / "ca.pem"),
+        "--authorizer",
+    )
+    conf = {
+        "bootstrap.servers": s.bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs / "ca.pem"),
+        "ssl.certificate.location": str(certs / "client.pem"),
+        "ssl.key.location": str(certs / "client.key"),
+    }
     admin = AdminClient(conf)
     admin.create_topics([NewTopic("certs", 1)])["certs"].result(15)
-    deny = AclBinding(ResourceType.GROUP, "closed", ResourcePatternType.LITERAL, "User:CN=app,O=acme", "*",
-                      AclOperation.READ, AclPermissionType.DENY)
-    describe = AclBinding(ResourceType.GROUP, "closed", ResourcePatternType.LITERAL, "User:CN=app,O=acme", "*",
-                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)  # (finding the coordinator stays allowed)
+    deny = AclBinding(
+        ResourceType.GROUP,
+        "closed",
+        ResourcePatternType.LITERAL,
+        "User:CN=app,O=acme",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.DENY,
+    )
+    describe = AclBinding(
+        ResourceType.GROUP,
+        "closed",
+        ResourcePatternType.LITERAL,
+        "User:CN=app,O=acme",
+        "*",
+        AclOperation.DESCRIBE,
+        AclPermissionType.ALLOW,
+    )  # (finding the coordinator stays allowed)
     for f in admin.create_acls([deny, describe]).values():
         f.result(15)
 

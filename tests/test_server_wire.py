@@ -54,6 +54,7 @@ def av_fields(version: int) -> dict:
 
 # --- ApiVersions ------------------------------------------------------------------------------
 
+
 def test_api_versions_each_version(wire):
     w = wire()
     for version in range(0, 5):
@@ -92,11 +93,14 @@ def test_api_versions_v3_invalid_software_name(wire):
         assert body.error_code == INVALID_REQUEST, (name, version)
         assert body.api_keys == ()
     # KIP-511's pattern accepts dots and dashes inside
-    ok = w.call(API_VERSIONS, 3, corr=4, client_software_name="confluent-kafka-python", client_software_version="2.16.1-rc.1")
+    ok = w.call(
+        API_VERSIONS, 3, corr=4, client_software_name="confluent-kafka-python", client_software_version="2.16.1-rc.1"
+    )
     assert ok.error_code == 0
 
 
 # --- pipelining -------------------------------------------------------------------------------
+
 
 def test_pipelined_requests_answered_in_order(wire):
     w = wire()
@@ -110,8 +114,10 @@ def test_pipelined_requests_answered_in_order(wire):
             key, v, vals = METADATA, i % 13, {"topics": None if i % 13 else (), **NO_AUTH_OPS}
         else:
             v = i % 7
-            key, vals = FIND_COORDINATOR, ({"key": f"g{i}", "key_type": 0} if v < 4 else
-                                           {"key_type": 0, "coordinator_keys": (f"g{i}",)})
+            key, vals = (
+                FIND_COORDINATOR,
+                ({"key": f"g{i}", "key_type": 0} if v < 4 else {"key_type": 0, "coordinator_keys": (f"g{i}",)}),
+            )
         batch += w.request_bytes(key, v, corr, **vals)
         sent.append((key, v, corr))
     w.send(batch)  # all 100 in one write
@@ -121,6 +127,7 @@ def test_pipelined_requests_answered_in_order(wire):
 
 
 # --- requests Kafka answers by closing the connection -------------------------------------------
+
 
 def assert_still_serving(server, wire) -> None:
     assert api_ranges(wire().call(API_VERSIONS, 0, corr=77))[API_VERSIONS] == (0, 4)
@@ -152,19 +159,41 @@ BAD_INPUT = {
     "garbage-small-frame": (frame(b"\x7f\x01\xff"), False, "shorter than a header"),
     "header-9-bytes": (frame(struct.pack(">hhi", 18, 0, 1) + b"\x00"), False, "shorter than a header"),
     "client-id-past-end": (frame(struct.pack(">hhih", 18, 0, 1, 50) + b"abc"), False, "truncated client id"),
-    "body-does-not-decode": (frame(struct.pack(">hhih", METADATA, 1, 1, -1) + struct.pack(">i", 3) + b"\x00"),
-                             False, "MetadataRequest v1"),
-    "huge-compact-array": (frame(struct.pack(">hhih", FIND_COORDINATOR, 4, 1, -1) + b"\x00\x00\xff\xff\xff\xff\x0f"),
-                           False, "elements in 0 bytes"),
-    "truncated-tagged-field": (frame(struct.pack(">hhih", API_VERSIONS, 3, 1, -1) + b"\x00\x02a\x021\x01\x07\x05z"),
-                               False, "truncated tagged field"),
+    "body-does-not-decode": (
+        frame(struct.pack(">hhih", METADATA, 1, 1, -1) + struct.pack(">i", 3) + b"\x00"),
+        False,
+        "MetadataRequest v1",
+    ),
+    "huge-compact-array": (
+        frame(struct.pack(">hhih", FIND_COORDINATOR, 4, 1, -1) + b"\x00\x00\xff\xff\xff\xff\x0f"),
+        False,
+        "elements in 0 bytes",
+    ),
+    "truncated-tagged-field": (
+        frame(struct.pack(">hhih", API_VERSIONS, 3, 1, -1) + b"\x00\x02a\x021\x01\x07\x05z"),
+        False,
+        "truncated tagged field",
+    ),
     # OffsetCommit has its own reader (protocol/offset_commit.py): v8 group "g", generation 1,
     # member "m", no instance, then a forged topic count / a partition cut short.
-    "offset-commit-forged-count": (frame(struct.pack(">hhih", 8, 8, 1, -1) + b"\x00\x02g\x00\x00\x00\x01\x02m\x00"
-                                         + b"\xff\xff\xff\xff\x0f"), False, "OffsetCommit request"),
-    "offset-commit-truncated-partition": (frame(struct.pack(">hhih", 8, 2, 1, -1) + b"\x00\x01g\x00\x00\x00\x01"
-                                                + b"\x00\x01m" + struct.pack(">qi", -1, 1) + b"\x00\x01t"
-                                                + struct.pack(">i", 1) + b"\x00\x00"), False, "OffsetCommit request"),
+    "offset-commit-forged-count": (
+        frame(struct.pack(">hhih", 8, 8, 1, -1) + b"\x00\x02g\x00\x00\x00\x01\x02m\x00" + b"\xff\xff\xff\xff\x0f"),
+        False,
+        "OffsetCommit request",
+    ),
+    "offset-commit-truncated-partition": (
+        frame(
+            struct.pack(">hhih", 8, 2, 1, -1)
+            + b"\x00\x01g\x00\x00\x00\x01"
+            + b"\x00\x01m"
+            + struct.pack(">qi", -1, 1)
+            + b"\x00\x01t"
+            + struct.pack(">i", 1)
+            + b"\x00\x00"
+        ),
+        False,
+        "OffsetCommit request",
+    ),
 }
 
 
@@ -201,6 +230,7 @@ def test_bad_input_gets_a_clean_close(server_factory):
 
 # --- shutdown -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_graceful_shutdown(server, wire, sig):
     w = wire()
@@ -211,6 +241,7 @@ def test_graceful_shutdown(server, wire, sig):
 
 
 # --- FindCoordinator ------------------------------------------------------------------------------
+
 
 def test_find_coordinator_every_version(server, wire):
     w = wire()
@@ -245,6 +276,7 @@ def test_find_coordinator_transaction_key_type_names_this_broker(server, wire):
 
 # --- Metadata -------------------------------------------------------------------------------------
 
+
 def test_metadata_every_version(server, wire):
     w = wire()
     for version in range(0, 13):
@@ -256,9 +288,16 @@ def test_metadata_every_version(server, wire):
 
 # --- configuration --------------------------------------------------------------------------------
 
+
 def test_help_documents_every_flag_and_env_var():
-    out = subprocess.run([sys.executable, "-m", "coordinator", "--help"], cwd=ROOT, capture_output=True,
-                         text=True, env={**os.environ, "COLUMNS": "400"}, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "coordinator", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "400"},
+        check=True,
+    ).stdout
     text = " ".join(out.split())
     for f in fields(Config):
         flag = "--" + f.name.replace("_", "-")

@@ -35,7 +35,8 @@ class ShareHarness(Harness):
         super().__init__(log, catalog)
         self.interval = interval
         self.runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # Harness's runtime type
-            assignment_interval_ms=interval)
+            assignment_interval_ms=interval
+        )
         self.shard = self.runtime.shard_for(GROUP)
 
     async def shb(self, member_id: str, epoch: int, topics=None) -> ShareHeartbeatResult:
@@ -56,8 +57,15 @@ def partitions_of(assignment) -> int:
 
 
 # op: (kind, member index, subscription choice or clock advance)
-OPS = st.lists(st.tuples(st.sampled_from(["join", "leave", "hb", "hb", "hb", "wait"]), st.integers(0, 7),
-                         st.sampled_from([0, 1, 300, 999, 1000, 1500])), min_size=1, max_size=60)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["join", "leave", "hb", "hb", "hb", "wait"]),
+        st.integers(0, 7),
+        st.sampled_from([0, 1, 300, 999, 1000, 1500]),
+    ),
+    min_size=1,
+    max_size=60,
+)
 
 
 @pytest.mark.parametrize("interval", [0, INTERVAL])
@@ -171,13 +179,13 @@ def test_assignment_timestamp_is_kafkas_tagged_field():
 
 
 def shb(group, member_id, epoch, topics=None):
-    return request_class(SHB, 1)(group_id=group, member_id=member_id, member_epoch=epoch,
-                                 subscribed_topic_names=topics)
+    return request_class(SHB, 1)(group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics)
 
 
 async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(server_factory):
-    server = server_factory("--group-share-assignment-interval-ms", "0",
-                            "--group-share-max-assignment-interval-ms", "60000")
+    server = server_factory(
+        "--group-share-assignment-interval-ms", "0", "--group-share-max-assignment-interval-ms", "60000"
+    )
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=4)
@@ -201,8 +209,22 @@ async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(serv
 
 @pytest.mark.process
 def test_bounds_that_exclude_the_interval_stop_the_server_at_startup(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "coordinator", "--port", "0", "--data-dir", str(tmp_path / "d"),
-                           "--group-share-assignment-interval-ms", "20000"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--group-share-assignment-interval-ms",
+            "20000",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "--group-share-max-assignment-interval-ms" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

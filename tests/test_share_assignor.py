@@ -28,13 +28,16 @@ def groups(draw):
     n_topics = draw(st.integers(1, 4))
     counts = {t: draw(st.integers(1, 6)) for t in TOPICS[:n_topics]}
     n_members = draw(st.integers(1, 8))
-    members = {f"m{i}": frozenset(draw(st.sets(st.sampled_from(TOPICS[:n_topics]), min_size=1)))
-               for i in range(n_members)}
+    members = {
+        f"m{i}": frozenset(draw(st.sets(st.sampled_from(TOPICS[:n_topics]), min_size=1))) for i in range(n_members)
+    }
     previous = {}
     if draw(st.booleans()):
         for m in members:  # anything at all: other topics, partitions gone, partitions over-shared
-            previous[m] = {t: frozenset(draw(st.sets(st.integers(0, 7), max_size=4)))
-                           for t in draw(st.sets(st.sampled_from(TOPICS), max_size=3))}
+            previous[m] = {
+                t: frozenset(draw(st.sets(st.integers(0, 7), max_size=4)))
+                for t in draw(st.sets(st.sampled_from(TOPICS), max_size=3))
+            }
     return members, counts, previous
 
 
@@ -42,8 +45,11 @@ def _units(members, counts):
     """(topic ids, members) balanced together: all topics when the subscriptions are one."""
     if len(set(members.values())) == 1:
         return [(sorted(next(iter(members.values()))), sorted(members))]
-    return [([t], sorted(m for m, ts in members.items() if t in ts)) for t in counts
-            if any(t in ts for ts in members.values())]
+    return [
+        ([t], sorted(m for m, ts in members.items() if t in ts))
+        for t in counts
+        if any(t in ts for ts in members.values())
+    ]
 
 
 @settings(max_examples=400, deadline=None)

@@ -21,11 +21,13 @@ async def test_share_partitions_live_on_their_leader(kafka_cluster):
         await any_conn.create_topics("t", partitions=1)
         coordinator = kafka_cluster.coordinator_of("g")
         assert (await set_group_configs(any_conn, "g", share_auto_offset_reset="earliest")).error_code == 0
-        wrong = await conns[3 - coordinator].request(SHB, 1, cls(SHB, 1)(
-            group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",)))
+        wrong = await conns[3 - coordinator].request(
+            SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
+        )
         assert wrong.error_code == E.not_coordinator
-        hb = await conns[coordinator].request(SHB, 1, cls(SHB, 1)(
-            group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",)))
+        hb = await conns[coordinator].request(
+            SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
+        )
         tid = hb.assignment.topic_partitions[0].topic_id
         leader = kafka_cluster.leader_of("t", 0)
         r = await conns[3 - leader].request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -59,8 +61,9 @@ def test_share_consumer_across_a_broker_stop_never_gets_an_accepted_record_again
     bootstrap = kafka_cluster.bootstrap
     setup(bootstrap, "st", "sg", 20, partitions=1, replication_factor=3)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "sg",
-                              "share.acknowledgement.mode": "explicit"})
+    consumer = ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": "sg", "share.acknowledgement.mode": "explicit"}
+    )
     consumer.subscribe(["st"])
     accepted: set[int] = set()
     again: list[int] = []

@@ -13,8 +13,26 @@ import uuid
 
 from tests.support.data_plane import produce
 from tests.support.share import (
-    ACCEPT, DESCRIBE_CONFIGS, GROUP_RESOURCE, INCREMENTAL_ALTER_CONFIGS, MS, RELEASE, REJECT, RENEW, SACK, SFETCH, SHB,
-    acquired, build_batch, cls, offsets_in, part, sack, set_group_configs, sfetch, start,
+    ACCEPT,
+    DESCRIBE_CONFIGS,
+    GROUP_RESOURCE,
+    INCREMENTAL_ALTER_CONFIGS,
+    MS,
+    RELEASE,
+    REJECT,
+    RENEW,
+    SACK,
+    SFETCH,
+    SHB,
+    acquired,
+    build_batch,
+    cls,
+    offsets_in,
+    part,
+    sack,
+    set_group_configs,
+    sfetch,
+    start,
 )
 from tests.support.wire_client import WireClient, request_class
 
@@ -40,7 +58,9 @@ async def test_acquire_acknowledge_state_machine(server):
         b = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid, max_wait_ms=50))
         assert acquired(b) == [] and part(b).records in (b"", None)
         # accept 0-2, release 3, reject 4, accept 5 (one type per offset); 6-9 stay a's.
-        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 2, [ACCEPT]), (3, 5, [RELEASE, REJECT, ACCEPT])]}))
+        r = await conn.request(
+            SACK, 1, sack("g", "a", 1, tid, {0: [(0, 2, [ACCEPT]), (3, 5, [RELEASE, REJECT, ACCEPT])]})
+        )
         assert r.error_code == 0 and part(r).error_code == 0
         b = await conn.request(SFETCH, 1, sfetch("g", "b", 1, tid))
         assert acquired(b) == [(3, 3, 2)]  # released: delivered again, its count one more
@@ -79,6 +99,7 @@ async def test_acquire_acknowledge_state_machine(server):
 async def test_share_sessions_and_request_errors(server):
     conn, tid = await start(server)
     try:
+
         async def fetch(*args, **kw):
             return await conn.request(SFETCH, 1, sfetch(*args, **kw))
 
@@ -125,8 +146,9 @@ async def test_overlapping_or_unordered_batches_are_invalid_request(server):
     conn, tid = await start(server)
     try:
         assert acquired(await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=3))) == [(0, 2, 1)]
-        for epoch, batches in enumerate(([(0, 1, [ACCEPT]), (1, 2, [REJECT])], [(2, 2, [ACCEPT]), (0, 0, [ACCEPT])]),
-                                        start=1):
+        for epoch, batches in enumerate(
+            ([(0, 1, [ACCEPT]), (1, 2, [REJECT])], [(2, 2, [ACCEPT]), (0, 0, [ACCEPT])]), start=1
+        ):
             r = await conn.request(SACK, 1, sack("g", "a", epoch, tid, {0: batches}))
             assert r.error_code == 0 and part(r).error_code == 42
         r = await conn.request(SACK, 1, sack("g", "a", 3, tid, {0: [(0, 0, [ACCEPT]), (1, 2, [ACCEPT])]}))
@@ -147,18 +169,32 @@ async def test_random_share_fetch_and_acknowledge_fields_get_kafka_errors(server
     per_partition = {0, 3, 42, 100, 121}  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_RECORD_STATE
 
     def acks() -> dict:
-        return {rnd.choice((0, 0, 1, -1)): [
-            (first, first + rnd.randint(-1, 3), [rnd.randint(-1, 5) for _ in range(rnd.choice((0, 1, 1, 2)))])
-            for first in sorted(rnd.randint(-2, 8) for _ in range(rnd.randint(1, 3)))]}
+        return {
+            rnd.choice((0, 0, 1, -1)): [
+                (first, first + rnd.randint(-1, 3), [rnd.randint(-1, 5) for _ in range(rnd.choice((0, 1, 1, 2)))])
+                for first in sorted(rnd.randint(-2, 8) for _ in range(rnd.randint(1, 3)))
+            ]
+        }
+
     try:
         for _ in range(150):
             member, epoch = rnd.choice(("a", "b", "")), rnd.randint(-1, 3)
             topic_id = tid if rnd.random() < 0.9 else uuid.UUID(int=rnd.randint(0, 3))
             if rnd.random() < 0.6:
-                r = await conn.request(SFETCH, 1, sfetch(
-                    "g", member, epoch, topic_id, partitions=rnd.choice(((0,), (), (0, 5), (-1,))),
-                    acks=acks() if rnd.random() < 0.5 else None, max_records=rnd.randint(-2, 4),
-                    forget=rnd.choice(((), (0,), (7,)))))
+                r = await conn.request(
+                    SFETCH,
+                    1,
+                    sfetch(
+                        "g",
+                        member,
+                        epoch,
+                        topic_id,
+                        partitions=rnd.choice(((0,), (), (0, 5), (-1,))),
+                        acks=acks() if rnd.random() < 0.5 else None,
+                        max_records=rnd.randint(-2, 4),
+                        forget=rnd.choice(((), (0,), (7,))),
+                    ),
+                )
                 codes = [(p.error_code, p.acknowledge_error_code) for t in r.responses for p in t.partitions]
             else:
                 r = await conn.request(SACK, 1, sack("g", member, epoch, topic_id, acks()))
@@ -189,8 +225,9 @@ async def test_a_produce_wakes_a_waiting_share_fetch(server):
 
 
 async def test_lock_expiry_and_the_delivery_limit(server_factory):
-    server = server_factory(*NO_BATCHING, "--group-share-record-lock-duration-ms", "200",
-                            "--group-share-delivery-attempt-limit", "2")
+    server = server_factory(
+        *NO_BATCHING, "--group-share-record-lock-duration-ms", "200", "--group-share-delivery-attempt-limit", "2"
+    )
     conn, tid = await start(server, records=2)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -254,14 +291,21 @@ async def test_auto_offset_reset(server):
         await conn.create_topics("t", partitions=1)
         for _ in range(3):
             await produce(conn, "t", build_batch([(None, b"old")]))
-        for group, reset in (("latest", "latest"), ("earliest", "earliest"), ("recent", "by_duration:PT1H"),
-                             ("future", "by_duration:PT0S")):
+        for group, reset in (
+            ("latest", "latest"),
+            ("earliest", "earliest"),
+            ("recent", "by_duration:PT1H"),
+            ("future", "by_duration:PT0S"),
+        ):
             assert (await set_group_configs(conn, group, share_auto_offset_reset=reset)).error_code == 0
-        hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id="x", member_id="a", member_epoch=0,
-                                                      subscribed_topic_names=("t",)))
+        hb = await conn.request(
+            SHB, 1, cls(SHB, 1)(group_id="x", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
+        )
         tid = hb.assignment.topic_partitions[0].topic_id
-        got = {g: acquired(await conn.request(SFETCH, 1, sfetch(g, "a", 0, tid)))
-               for g in ("latest", "earliest", "recent", "future", "default")}
+        got = {
+            g: acquired(await conn.request(SFETCH, 1, sfetch(g, "a", 0, tid)))
+            for g in ("latest", "earliest", "recent", "future", "default")
+        }
         assert got == {"latest": [], "earliest": [(0, 2, 1)], "recent": [(0, 2, 1)], "future": [], "default": []}
         await produce(conn, "t", build_batch([(None, b"new")]))
         r = await conn.request(SFETCH, 1, sfetch("latest", "a", 1, tid))
@@ -275,8 +319,11 @@ async def test_group_configs_validation(server):
     try:
         cases = [
             ({"nope": "1"}, 40, "Unknown group config name: nope"),  # INVALID_CONFIG
-            ({"share.record.lock.duration.ms": "1000"}, 40,
-             "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms"),
+            (
+                {"share.record.lock.duration.ms": "1000"},
+                40,
+                "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms",
+            ),
             ({"share.record.lock.duration.ms": "999"}, 40, None),
             ({"share.session.timeout.ms": "70000"}, 40, None),
             ({"share.heartbeat.interval.ms": "abc"}, 40, None),
@@ -288,38 +335,71 @@ async def test_group_configs_validation(server):
         for configs, error, message in cases:
             R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
             C = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig")
-            r = await conn.request(INCREMENTAL_ALTER_CONFIGS, 1, cls(INCREMENTAL_ALTER_CONFIGS, 1)(
-                resources=(R(resource_type=GROUP_RESOURCE, resource_name="g", configs=tuple(
-                    C(name=k, config_operation=0, value=v) for k, v in configs.items())),), validate_only=False))
+            r = await conn.request(
+                INCREMENTAL_ALTER_CONFIGS,
+                1,
+                cls(INCREMENTAL_ALTER_CONFIGS, 1)(
+                    resources=(
+                        R(
+                            resource_type=GROUP_RESOURCE,
+                            resource_name="g",
+                            configs=tuple(C(name=k, config_operation=0, value=v) for k, v in configs.items()),
+                        ),
+                    ),
+                    validate_only=False,
+                ),
+            )
             assert r.responses[0].error_code == error, (configs, r)
             if message:
                 assert r.responses[0].error_message == message
         D = cls(DESCRIBE_CONFIGS, 4, "DescribeConfigsResource")
-        d = await conn.request(DESCRIBE_CONFIGS, 4, cls(DESCRIBE_CONFIGS, 4)(
-            resources=(D(resource_type=GROUP_RESOURCE, resource_name="g", configuration_keys=None),),
-            include_synonyms=False, include_documentation=False))
+        d = await conn.request(
+            DESCRIBE_CONFIGS,
+            4,
+            cls(DESCRIBE_CONFIGS, 4)(
+                resources=(D(resource_type=GROUP_RESOURCE, resource_name="g", configuration_keys=None),),
+                include_synonyms=False,
+                include_documentation=False,
+            ),
+        )
         values = {c.name: (c.value, c.config_source) for c in d.results[0].configs}
         assert values["consumer.session.timeout.ms"] == ("50000", 8)  # GROUP_CONFIG
         assert values["share.record.lock.duration.ms"] == ("30000", 5)  # DEFAULT_CONFIG
         assert values["share.auto.offset.reset"] == ("latest", 5)
         # In force at the next heartbeat: the consumer group's and the share group's intervals.
         await conn.create_topics("t", partitions=1)
-        joined = await conn.request(68, 1, cls(68, 1)(group_id="g", member_id="m", member_epoch=0,
-                                                       rebalance_timeout=MS * 1000, subscribed_topic_names=("t",),
-                                                       topic_partitions=()))
+        joined = await conn.request(
+            68,
+            1,
+            cls(68, 1)(
+                group_id="g",
+                member_id="m",
+                member_epoch=0,
+                rebalance_timeout=MS * 1000,
+                subscribed_topic_names=("t",),
+                topic_partitions=(),
+            ),
+        )
         assert joined.heartbeat_interval.total_seconds() == 15
         assert (await set_group_configs(conn, "s", share_heartbeat_interval_ms="6000")).error_code == 0
-        joined = await conn.request(SHB, 1, cls(SHB, 1)(group_id="s", member_id="m", member_epoch=0,
-                                                          subscribed_topic_names=("t",)))
+        joined = await conn.request(
+            SHB, 1, cls(SHB, 1)(group_id="s", member_id="m", member_epoch=0, subscribed_topic_names=("t",))
+        )
         assert joined.heartbeat_interval.total_seconds() == 6
     finally:
         await conn.close()
     server.restart()
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
-        d = await conn.request(DESCRIBE_CONFIGS, 4, cls(DESCRIBE_CONFIGS, 4)(
-            resources=(D(resource_type=GROUP_RESOURCE, resource_name="g", configuration_keys=None),),
-            include_synonyms=False, include_documentation=False))
+        d = await conn.request(
+            DESCRIBE_CONFIGS,
+            4,
+            cls(DESCRIBE_CONFIGS, 4)(
+                resources=(D(resource_type=GROUP_RESOURCE, resource_name="g", configuration_keys=None),),
+                include_synonyms=False,
+                include_documentation=False,
+            ),
+        )
         assert {c.name: c.value for c in d.results[0].configs}["consumer.session.timeout.ms"] == "50000"
     finally:
         await conn.close()
@@ -330,6 +410,7 @@ async def test_read_committed_skips_aborted_transactions(server):
 
     conn, tid = await start(server, records=0, share_isolation_level="read_committed")
     try:
+
         def transactions() -> None:
             p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "tx"})
             p.init_transactions(30)
@@ -382,8 +463,16 @@ async def test_describe_alter_delete_share_group_offsets(server):
         async def describe(group, topics=None, v=1):
             G = cls(DESCRIBE, v, "DescribeShareGroupOffsetsRequestGroup")
             T = cls(DESCRIBE, v, "DescribeShareGroupOffsetsRequestTopic")
-            body = cls(DESCRIBE, v)(groups=(G(group_id=group, topics=None if topics is None else tuple(
-                T(topic_name=n, partitions=tuple(ps)) for n, ps in topics.items())),))
+            body = cls(DESCRIBE, v)(
+                groups=(
+                    G(
+                        group_id=group,
+                        topics=None
+                        if topics is None
+                        else tuple(T(topic_name=n, partitions=tuple(ps)) for n, ps in topics.items()),
+                    ),
+                )
+            )
             return (await conn.request(DESCRIBE, v, body)).groups[0]
 
         d = await describe("g")
@@ -393,21 +482,41 @@ async def test_describe_alter_delete_share_group_offsets(server):
         assert (p.partition_index, p.start_offset, p.lag, p.error_code) == (0, 2, 7, 0)
         d = await describe("g", {"t": [0], "nope": [0]}, v=0)
         assert [(t.topic_name, [(x.start_offset, x.error_code) for x in t.partitions]) for t in d.topics] == [
-            ("t", [(2, 0)]), ("nope", [(-1, 3)])]
+            ("t", [(2, 0)]),
+            ("nope", [(-1, 3)]),
+        ]
         assert (await describe("other", {"t": [0]})).topics[0].partitions[0].start_offset == -1  # never started
         await conn.create_topics("c-topic", partitions=1)
-        await conn.request(68, 1, request_class(68, 1)(group_id="cg", member_id="m", member_epoch=0,
-                                                        rebalance_timeout=MS * 1000, subscribed_topic_names=("t",),
-                                                        topic_partitions=()))
+        await conn.request(
+            68,
+            1,
+            request_class(68, 1)(
+                group_id="cg",
+                member_id="m",
+                member_epoch=0,
+                rebalance_timeout=MS * 1000,
+                subscribed_topic_names=("t",),
+                topic_partitions=(),
+            ),
+        )
         assert (await describe("cg")).error_code == 69  # not a share group
         assert (await describe("")).error_code == 24  # INVALID_GROUP_ID
         assert [x.error_code for x in (await describe("g", {"t": [-1, 1]})).topics[0].partitions] == [3, 3]
 
         def alter_body(group, offset):
-            T, P = cls(ALTER, 0, "AlterShareGroupOffsetsRequestTopic"), cls(ALTER, 0, "AlterShareGroupOffsetsRequestPartition")
-            return cls(ALTER, 0)(group_id=group, topics=(
-                T(topic_name="t", partitions=(P(partition_index=0, start_offset=offset),
-                                              P(partition_index=5, start_offset=0))),))
+            T, P = (
+                cls(ALTER, 0, "AlterShareGroupOffsetsRequestTopic"),
+                cls(ALTER, 0, "AlterShareGroupOffsetsRequestPartition"),
+            )
+            return cls(ALTER, 0)(
+                group_id=group,
+                topics=(
+                    T(
+                        topic_name="t",
+                        partitions=(P(partition_index=0, start_offset=offset), P(partition_index=5, start_offset=0)),
+                    ),
+                ),
+            )
 
         assert (await conn.request(ALTER, 0, alter_body("", 6))).error_code == 24
         r = await conn.request(ALTER, 0, alter_body("g", 6))
@@ -417,7 +526,9 @@ async def test_describe_alter_delete_share_group_offsets(server):
         assert r.responses[0].partitions[0].error_code == 42
         r = await conn.request(ALTER, 0, alter_body("g", 6))
         assert r.error_code == 0 and [(x.partition_index, x.error_code) for x in r.responses[0].partitions] == [
-            (0, 0), (5, 3)]
+            (0, 0),
+            (5, 3),
+        ]
         assert (await describe("g")).topics[0].partitions[0].start_offset == 6
         b = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid))
         assert acquired(b) == [(6, 9, 1)]  # from the new start, a fresh window
@@ -426,8 +537,9 @@ async def test_describe_alter_delete_share_group_offsets(server):
         D = cls(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic")
         r = await conn.request(DELETE_OFFSETS, 0, cls(DELETE_OFFSETS, 0)(group_id="", topics=(D(topic_name="t"),)))
         assert r.error_code == 24
-        r = await conn.request(DELETE_OFFSETS, 0, cls(DELETE_OFFSETS, 0)(group_id="g", topics=(
-            D(topic_name="t"), D(topic_name="nope"))))
+        r = await conn.request(
+            DELETE_OFFSETS, 0, cls(DELETE_OFFSETS, 0)(group_id="g", topics=(D(topic_name="t"), D(topic_name="nope")))
+        )
         assert r.error_code == 0 and [(t.topic_name, t.error_code) for t in r.responses] == [("t", 0), ("nope", 3)]
         assert (await describe("g", {"t": [0]})).topics[0].partitions[0].start_offset == -1
         c = await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid))
@@ -483,7 +595,9 @@ async def test_share_session_limit(server_factory):
 
 
 async def test_a_fenced_member_loses_its_session_and_records(server_factory):
-    server = server_factory(*NO_BATCHING, "--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
+    server = server_factory(
+        *NO_BATCHING, "--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100"
+    )
     conn, tid = await start(server, records=3)  # member a joined (and stops heartbeating now)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -506,15 +620,23 @@ async def test_lag_leaves_out_offsets_compacted_away(server_factory):
     server = server_factory(*NO_BATCHING, "--log-cleaner-backoff-ms", "10")
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
-        assert await create(conn, "cmp", partitions=1, configs=[
-            ("cleanup.policy", "compact"), ("segment.bytes", "100"), ("min.cleanable.dirty.ratio", "0")]) == 0
+        assert (
+            await create(
+                conn,
+                "cmp",
+                partitions=1,
+                configs=[("cleanup.policy", "compact"), ("segment.bytes", "100"), ("min.cleanable.dirty.ratio", "0")],
+            )
+            == 0
+        )
         assert (await set_group_configs(conn, "g", share_auto_offset_reset="earliest")).error_code == 0
         for key in (b"x", b"a", b"a", b"a", b"a", b"b", b"c"):  # one batch (and segment) each
             assert (await produce(conn, "cmp", build_batch([(key, b"v")])))[0] == 0
+
         async def in_log() -> list[int]:
             offsets: list[int] = []
             while True:  # (a fetch reads one segment)
-                f = (await conn.request(FETCH, 11, fetch_body("cmp", offsets[-1] + 1 if offsets else 0)))
+                f = await conn.request(FETCH, 11, fetch_body("cmp", offsets[-1] + 1 if offsets else 0))
                 more = offsets_in(f.responses[0].partitions[0].records or b"")
                 if not more:
                     return offsets
@@ -526,8 +648,9 @@ async def test_lag_leaves_out_offsets_compacted_away(server_factory):
                 break
             await asyncio.sleep(0.05)
         assert present[:3] == [0, 4, 5], present
-        hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0,
-                                                      subscribed_topic_names=("cmp",)))
+        hb = await conn.request(
+            SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("cmp",))
+        )
         tid = hb.assignment.topic_partitions[0].topic_id
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
         got = sorted(o for first, last, _ in acquired(r) for o in range(first, last + 1))

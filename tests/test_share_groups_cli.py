@@ -7,7 +7,18 @@ from __future__ import annotations
 import pytest
 
 from tests.support.share import (
-    ACCEPT, SACK, SFETCH, SHB, acquired, cls, kcoord, kcoord_fails, kcoord_ok as ok, sack, sfetch, start,
+    ACCEPT,
+    SACK,
+    SFETCH,
+    SHB,
+    acquired,
+    cls,
+    kcoord,
+    kcoord_fails,
+    kcoord_ok as ok,
+    sack,
+    sfetch,
+    start,
 )
 
 pytestmark = pytest.mark.slow  # a kcoord subprocess per command
@@ -22,19 +33,22 @@ async def test_share_groups_cli(server):
 
         assert ok(server, "share-groups", "list") == [{"GROUP": "workers", "STATE": "Stable"}]
         assert ok(server, "share-groups", "describe", "workers") == [
-            {"GROUP": "workers", "TOPIC": "jobs", "PARTITION": 0, "START-OFFSET": 3, "LAG": 7}]
+            {"GROUP": "workers", "TOPIC": "jobs", "PARTITION": 0, "START-OFFSET": 3, "LAG": 7}
+        ]
         members = ok(server, "share-groups", "describe", "workers", "--members")
         assert [(m["CONSUMER-ID"], m["#PARTITIONS"], m["ASSIGNMENT"]) for m in members] == [("a", 1, "jobs:0")]
         (state,) = ok(server, "share-groups", "describe", "workers", "--state")
         assert (state["STATE"], state["GROUP-EPOCH"], state["#MEMBERS"]) == ("Stable", 1, 1)
 
         # Not while a member is in the group; a dry run changes nothing.
-        failed = kcoord_fails(server, "share-groups", "reset-offsets", "workers", "--topic", "jobs", "--to-latest",
-                              "--execute")
+        failed = kcoord_fails(
+            server, "share-groups", "reset-offsets", "workers", "--topic", "jobs", "--to-latest", "--execute"
+        )
         assert "has no members" in failed
         await conn.request(SHB, 1, cls(SHB, 1)(group_id="workers", member_id="a", member_epoch=-1))
         assert ok(server, "share-groups", "reset-offsets", "workers", "--topic", "jobs", "--to-offset", "8") == [
-            {"GROUP": "workers", "TOPIC": "jobs", "PARTITION": 0, "NEW-START-OFFSET": 8}]
+            {"GROUP": "workers", "TOPIC": "jobs", "PARTITION": 0, "NEW-START-OFFSET": 8}
+        ]
         assert ok(server, "share-groups", "describe", "workers")[0]["START-OFFSET"] == 3
         ok(server, "share-groups", "reset-offsets", "workers", "--topic", "jobs", "--to-offset", "8", "--execute")
         assert ok(server, "share-groups", "describe", "workers")[0]["START-OFFSET"] == 8
@@ -46,15 +60,26 @@ async def test_share_groups_cli(server):
         assert ok(server, "share-groups", "list") == []
         missing = kcoord_fails(server, "share-groups", "describe", "workers")
         assert "GROUP_ID_NOT_FOUND" in missing or "not found" in missing
-        await conn.request(68, 1, cls(68, 1)(group_id="cg", member_id="m", member_epoch=0,
-                                              rebalance_timeout=r.acquisition_lock_timeout,
-                                              subscribed_topic_names=("jobs",), topic_partitions=()))
+        await conn.request(
+            68,
+            1,
+            cls(68, 1)(
+                group_id="cg",
+                member_id="m",
+                member_epoch=0,
+                rebalance_timeout=r.acquisition_lock_timeout,
+                subscribed_topic_names=("jobs",),
+                topic_partitions=(),
+            ),
+        )
         other = kcoord_fails(server, "share-groups", "describe", "cg")
         assert "is not a share group" in other
         # Usage errors: exit status 2, one line, nothing changed.
-        for args in (["reset-offsets", "cg2", "--topic", "jobs"],
-                     ["reset-offsets", "cg2", "--topic", "jobs", "--to-earliest", "--to-offset", "3"],
-                     ["reset-offsets", "cg2", "--topic", "jobs:x", "--to-earliest"]):
+        for args in (
+            ["reset-offsets", "cg2", "--topic", "jobs"],
+            ["reset-offsets", "cg2", "--topic", "jobs", "--to-earliest", "--to-offset", "3"],
+            ["reset-offsets", "cg2", "--topic", "jobs:x", "--to-earliest"],
+        ):
             r = kcoord(server, "share-groups", *args)
             assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
         r = kcoord(server, "share-groups", "reset-offsets", "new", "--topic", "nope", "--to-earliest")

@@ -18,7 +18,9 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
 
 from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
-    AdminClient, NewTopic, ResourceType,
+    AdminClient,
+    NewTopic,
+    ResourceType,
 )
 
 from tests.support.process import ROOT, wait_for  # noqa: E402
@@ -131,8 +133,12 @@ KILLED_CONSUMER = textwrap.dedent("""
 def test_killed_consumer_records_come_back_after_the_lock(server_factory):
     server = server_factory(*SHORT_LOCKS)
     setup(server.bootstrap, "t", "g", 20, share_record_lock_duration_ms="1000")
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_CONSUMER, server.bootstrap, "g", "t"], cwd=ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CONSUMER, server.bootstrap, "g", "t"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     try:
         held = [int(o) for o in proc.stdout.readline().split()]
         assert held
@@ -196,8 +202,15 @@ def test_share_consumer_refused_a_topic_it_may_not_describe(server_factory):
     server = server_factory("--authorizer")
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     admin.create_topics([NewTopic("secret", 1, 1)])["secret"].result(30)
-    acl = AclBinding(ResourceType.TOPIC, "secret", ResourcePatternType.LITERAL, "User:other", "*",
-                     AclOperation.ALL, AclPermissionType.ALLOW)
+    acl = AclBinding(
+        ResourceType.TOPIC,
+        "secret",
+        ResourcePatternType.LITERAL,
+        "User:other",
+        "*",
+        AclOperation.ALL,
+        AclPermissionType.ALLOW,
+    )
     admin.create_acls([acl])[acl].result(30)
     c = share_consumer(server.bootstrap, "g", "secret")
     try:

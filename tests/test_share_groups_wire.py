@@ -28,8 +28,9 @@ def server(server_factory):
 
 
 def shb(group, member_id, epoch, topics=None, **kw):
-    return request_class(SHB, 1)(group_id=group, member_id=member_id, member_epoch=epoch,
-                                 subscribed_topic_names=topics, **kw)
+    return request_class(SHB, 1)(
+        group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics, **kw
+    )
 
 
 def assigned(resp):
@@ -37,16 +38,18 @@ def assigned(resp):
 
 
 async def sdescribe(conn, *groups):
-    r = await conn.request(SDESCRIBE, 1, request_class(SDESCRIBE, 1)(group_ids=groups,
-                                                                     include_authorized_operations=False))
+    r = await conn.request(
+        SDESCRIBE, 1, request_class(SDESCRIBE, 1)(group_ids=groups, include_authorized_operations=False)
+    )
     return r.groups
 
 
 async def test_advertised_and_request_validation(server):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
-        r = await conn.request(API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t",
-                                                                                client_software_version="1"))
+        r = await conn.request(
+            API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t", client_software_version="1")
+        )
         keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
         assert keys[SHB] == (1, 1) and keys[SDESCRIBE] == (1, 1)
         await conn.create_topics("t", partitions=2)
@@ -93,7 +96,12 @@ async def test_membership_assignment_describe_and_other_group_types(server):
 
         (d,) = await sdescribe(conn, "s1")
         assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
-            0, "Stable", 3, 3, "simple")
+            0,
+            "Stable",
+            3,
+            3,
+            "simple",
+        )
         assert sorted(m.member_id for m in d.members) == ["a", "b", "c"]
         a_desc = next(m for m in d.members if m.member_id == "a")
         assert a_desc.member_epoch == 3 and a_desc.subscribed_topic_names == ("one",)
@@ -111,29 +119,59 @@ async def test_membership_assignment_describe_and_other_group_types(server):
         # The other group APIs see share groups as Kafka does.
         listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=("share",)))
         assert sorted((g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups) == [
-            ("s1", "share", "Stable", "share"), ("s2", "share", "Stable", "share")]
+            ("s1", "share", "Stable", "share"),
+            ("s2", "share", "Stable", "share"),
+        ]
         listed = await conn.request(LIST, 5, request_class(LIST, 5)(states_filter=(), types_filter=("consumer",)))
         assert listed.groups == ()
-        dg = (await conn.request(DESCRIBE, 6, request_class(DESCRIBE, 6)(
-            groups=("s1",), include_authorized_operations=False))).groups[0]
+        dg = (
+            await conn.request(
+                DESCRIBE, 6, request_class(DESCRIBE, 6)(groups=("s1",), include_authorized_operations=False)
+            )
+        ).groups[0]
         assert (dg.error_code, dg.error_message) == (69, "Group s1 is not a classic group.")
         joined = await conn.request(JOIN, 9, join_body(9, "s1"))
         assert (joined.error_code, joined.member_id) == (23, "")  # INCONSISTENT_GROUP_PROTOCOL
-        cg = await conn.request(CG_HB, 1, request_class(CG_HB, 1)(
-            group_id="s1", member_id="k", member_epoch=0, rebalance_timeout=a.heartbeat_interval,
-            subscribed_topic_names=("one",), topic_partitions=()))
+        cg = await conn.request(
+            CG_HB,
+            1,
+            request_class(CG_HB, 1)(
+                group_id="s1",
+                member_id="k",
+                member_epoch=0,
+                rebalance_timeout=a.heartbeat_interval,
+                subscribed_topic_names=("one",),
+                topic_partitions=(),
+            ),
+        )
         assert (cg.error_code, cg.error_message) == (69, "Group s1 is not a consumer group.")
         r = await conn.request(COMMIT, 9, commit_body(9, "s1", "a", 3, [("one", 0, 5)]))
         assert r.topics[0].partitions[0].error_code == 69
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
-        fetched = await conn.request(FETCH, 9, request_class(FETCH, 9)(groups=(G(
-            group_id="s1", member_id=None, member_epoch=-1, topics=(T(name="one", partition_indexes=(0,)),)),),
-            require_stable=False))
+        fetched = await conn.request(
+            FETCH,
+            9,
+            request_class(FETCH, 9)(
+                groups=(
+                    G(group_id="s1", member_id=None, member_epoch=-1, topics=(T(name="one", partition_indexes=(0,)),)),
+                ),
+                require_stable=False,
+            ),
+        )
         assert fetched.groups[0].error_code == 69
         # A consumer group's id is not a share group's.
-        cg = await conn.request(CG_HB, 1, request_class(CG_HB, 1)(
-            group_id="c1", member_id="k", member_epoch=0, rebalance_timeout=a.heartbeat_interval,
-            subscribed_topic_names=("one",), topic_partitions=()))
+        cg = await conn.request(
+            CG_HB,
+            1,
+            request_class(CG_HB, 1)(
+                group_id="c1",
+                member_id="k",
+                member_epoch=0,
+                rebalance_timeout=a.heartbeat_interval,
+                subscribed_topic_names=("one",),
+                topic_partitions=(),
+            ),
+        )
         assert cg.error_code == 0
         other = await conn.request(SHB, 1, shb("c1", "a", 0, ["one"]))
         assert (other.error_code, other.error_message) == (69, "Group c1 is not a share group.")
@@ -157,7 +195,9 @@ async def test_membership_assignment_describe_and_other_group_types(server):
 
 
 async def test_session_expiry(server_factory):
-    server = server_factory(*NO_BATCHING, "--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100")
+    server = server_factory(
+        *NO_BATCHING, "--group-share-session-timeout-ms", "300", "--group-share-heartbeat-interval-ms", "100"
+    )
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=1)
@@ -195,9 +235,13 @@ async def test_group_comes_back_after_restart(server):
     try:
         after = (await sdescribe(conn, "s"))[0]
         assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
-            before.group_epoch, before.assignment_epoch, "Stable")
+            before.group_epoch,
+            before.assignment_epoch,
+            "Stable",
+        )
         assert sorted((m.member_id, m.member_epoch, m.rack_id, m.assignment) for m in after.members) == sorted(
-            (m.member_id, m.member_epoch, m.rack_id, m.assignment) for m in before.members)
+            (m.member_id, m.member_epoch, m.rack_id, m.assignment) for m in before.members
+        )
         again = await conn.request(SHB, 1, shb("s", "b", b.member_epoch))
         assert (again.error_code, again.member_epoch) == (0, b.member_epoch)
     finally:
@@ -214,9 +258,23 @@ async def test_acls_on_share_group_apis(server_factory):
     try:
         await conn.create_topics("t", partitions=1)
         C = request_class(30, 3, "AclCreation")
-        r = await conn.request(30, 3, request_class(30, 3)(creations=(C(
-            resource_type=3, resource_name="g", resource_pattern_type=3, principal="User:other", host="*",
-            operation=2, permission_type=3),)))
+        r = await conn.request(
+            30,
+            3,
+            request_class(30, 3)(
+                creations=(
+                    C(
+                        resource_type=3,
+                        resource_name="g",
+                        resource_pattern_type=3,
+                        principal="User:other",
+                        host="*",
+                        operation=2,
+                        permission_type=3,
+                    ),
+                )
+            ),
+        )
         assert r.results[0].error_code == 0
 
         async def call(api, v, **values):
@@ -225,36 +283,83 @@ async def test_acls_on_share_group_apis(server_factory):
         def nested(api, v, entity, /, **values):
             return build(request_class(api, v, entity), values)
 
-        assert (await call(SHB, 1, group_id="g", member_id="m", member_epoch=0,
-                           subscribed_topic_names=("t",))).error_code == 30
+        assert (
+            await call(SHB, 1, group_id="g", member_id="m", member_epoch=0, subscribed_topic_names=("t",))
+        ).error_code == 30
         assert (await sdescribe(conn, "g"))[0].error_code == 30
         assert (await sdescribe(conn, "open"))[0].error_code == 69  # not named by an ACL: open, and not there
         for api in (78, 79):
-            r = await call(api, 1, group_id="g", member_id="m", share_session_epoch=0, max_wait=MS0, min_bytes=1,
-                           max_bytes=1, max_records=1, batch_size=1, topics=(), forgotten_topics_data=())
+            r = await call(
+                api,
+                1,
+                group_id="g",
+                member_id="m",
+                share_session_epoch=0,
+                max_wait=MS0,
+                min_bytes=1,
+                max_bytes=1,
+                max_records=1,
+                batch_size=1,
+                topics=(),
+                forgotten_topics_data=(),
+            )
             assert r.error_code == 30, (api, r)
-        r = await call(90, 1, groups=(nested(90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id="g",
-                                             topics=None),))
+        r = await call(
+            90, 1, groups=(nested(90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id="g", topics=None),)
+        )
         assert r.groups[0].error_code == 30
         assert (await call(91, 0, group_id="g", topics=())).error_code == 30
         assert (await call(92, 0, group_id="g", topics=())).error_code == 30
         # READ on the topic too: a topic we may DESCRIBE (so subscribe to) but not READ is
         # TOPIC_AUTHORIZATION_FAILED for its partitions, the others served.
         await conn.create_topics("secret", partitions=1)
-        r = await conn.request(30, 3, request_class(30, 3)(creations=(C(
-            resource_type=2, resource_name="secret", resource_pattern_type=3, principal="User:other", host="*",
-            operation=2, permission_type=3), C(
-            resource_type=2, resource_name="secret", resource_pattern_type=3, principal="User:ANONYMOUS",
-            host="*", operation=8, permission_type=3))))
+        r = await conn.request(
+            30,
+            3,
+            request_class(30, 3)(
+                creations=(
+                    C(
+                        resource_type=2,
+                        resource_name="secret",
+                        resource_pattern_type=3,
+                        principal="User:other",
+                        host="*",
+                        operation=2,
+                        permission_type=3,
+                    ),
+                    C(
+                        resource_type=2,
+                        resource_name="secret",
+                        resource_pattern_type=3,
+                        principal="User:ANONYMOUS",
+                        host="*",
+                        operation=8,
+                        permission_type=3,
+                    ),
+                )
+            ),
+        )
         assert [x.error_code for x in r.results] == [0, 0]
         hb = await call(SHB, 1, group_id="open", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))
         ids = {t.topic_id for t in hb.assignment.topic_partitions}
         assert len(ids) == 2
         FT, FP = request_class(78, 1, "FetchTopic"), request_class(78, 1, "FetchPartition")
-        r = await call(78, 1, group_id="open", member_id="m", share_session_epoch=0, max_wait=MS0, min_bytes=1,
-                       max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=(), topics=tuple(
-                           FT(topic_id=i, partitions=(FP(partition_index=0, acknowledgement_batches=()),))
-                           for i in sorted(ids)))
+        r = await call(
+            78,
+            1,
+            group_id="open",
+            member_id="m",
+            share_session_epoch=0,
+            max_wait=MS0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=10,
+            batch_size=10,
+            forgotten_topics_data=(),
+            topics=tuple(
+                FT(topic_id=i, partitions=(FP(partition_index=0, acknowledgement_batches=()),)) for i in sorted(ids)
+            ),
+        )
         errors = sorted(p.error_code for t in r.responses for p in t.partitions)
         assert r.error_code == 0 and errors == [0, 29]  # TOPIC_AUTHORIZATION_FAILED for `secret` only
     finally:
@@ -281,12 +386,20 @@ async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
             return build(request_class(api, v, entity), values)
 
         def alter_topic(name):
-            return nested(91, 0, "AlterShareGroupOffsetsRequestTopic", topic_name=name, partitions=(
-                nested(91, 0, "AlterShareGroupOffsetsRequestPartition", partition_index=0, start_offset=0),))
+            return nested(
+                91,
+                0,
+                "AlterShareGroupOffsetsRequestTopic",
+                topic_name=name,
+                partitions=(
+                    nested(91, 0, "AlterShareGroupOffsetsRequestPartition", partition_index=0, start_offset=0),
+                ),
+            )
 
         def describe(topics):
-            return call(90, 1, groups=(nested(90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id="g",
-                                              topics=topics),))
+            return call(
+                90, 1, groups=(nested(90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id="g", topics=topics),)
+            )
 
         def dtopic(name):
             return nested(90, 1, "DescribeShareGroupOffsetsRequestTopic", topic_name=name, partitions=(0,))
@@ -295,9 +408,23 @@ async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
         r = await call(91, 0, group_id="g", topics=(alter_topic("t"), alter_topic("secret")))
         assert [p.error_code for t in r.responses for p in t.partitions] == [0, 0]
         C = request_class(30, 3, "AclCreation")
-        r = await conn.request(30, 3, request_class(30, 3)(creations=(C(
-            resource_type=2, resource_name="secret", resource_pattern_type=3, principal="User:other", host="*",
-            operation=2, permission_type=3),)))
+        r = await conn.request(
+            30,
+            3,
+            request_class(30, 3)(
+                creations=(
+                    C(
+                        resource_type=2,
+                        resource_name="secret",
+                        resource_pattern_type=3,
+                        principal="User:other",
+                        host="*",
+                        operation=2,
+                        permission_type=3,
+                    ),
+                )
+            ),
+        )
         assert r.results[0].error_code == 0
 
         hb = await call(SHB, 1, group_id="g", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))
@@ -311,14 +438,17 @@ async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
         secret = g.topics[1]
         assert secret.topic_id is None  # Uuid.ZERO_UUID (kio reads the zero UUID as None)
         assert [(p.error_code, p.start_offset, p.error_message) for p in secret.partitions] == [
-            (29, -1, "Topic authorization failed.")]
+            (29, -1, "Topic authorization failed.")
+        ]
         r = await describe(None)
         assert [t.topic_name for t in r.groups[0].topics] == ["t"]
 
         r = await call(91, 0, group_id="g", topics=(alter_topic("t"), alter_topic("secret")))
         assert r.error_code == 0
         assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in r.responses] == [
-            ("secret", [29]), ("t", [0])]
+            ("secret", [29]),
+            ("t", [0]),
+        ]
         D = request_class(92, 0, "DeleteShareGroupOffsetsRequestTopic")
         r = await call(92, 0, group_id="g", topics=(D(topic_name="t"), D(topic_name="secret")))
         assert r.error_code == 0
@@ -348,15 +478,20 @@ def _state_records(server, group):
         pos = 0
         while pos < len(data):
             header = parse_header(data, pos)
-            for rec in iter_batch_records(data[pos:pos + header.size], header):
+            for rec in iter_batch_records(data[pos : pos + header.size], header):
                 if header.is_control:
                     break
                 key, value = decode_record(rec.key, rec.value)
                 if type(key) is SR.ShareGroupStatePartitionMetadataKey and key.group == group:
-                    out.append(None if value is None else (
-                        sorted((n, ps) for _, n, ps in value.initializing_topics),
-                        sorted((n, ps) for _, n, ps in value.initialized_topics),
-                        sorted(n for _, n in value.deleting_topics)))
+                    out.append(
+                        None
+                        if value is None
+                        else (
+                            sorted((n, ps) for _, n, ps in value.initializing_topics),
+                            sorted((n, ps) for _, n, ps in value.initialized_topics),
+                            sorted(n for _, n in value.deleting_topics),
+                        )
+                    )
             pos += header.size
     return out
 
@@ -377,8 +512,15 @@ async def test_state_partition_metadata_record(server):
         assert len(_state_records(server, "s")) == 1
         a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch, ["t", "u"]))
         assert _state_records(server, "s")[-1] == ([], [("t", (0, 1)), ("u", (0,))], [])
-        r = await conn.request(37, 3, request_class(37, 3)(topics=(request_class(37, 3, "CreatePartitionsTopic")(
-            name="t", count=3, assignments=None),), timeout=datetime.timedelta(seconds=5), validate_only=False))
+        r = await conn.request(
+            37,
+            3,
+            request_class(37, 3)(
+                topics=(request_class(37, 3, "CreatePartitionsTopic")(name="t", count=3, assignments=None),),
+                timeout=datetime.timedelta(seconds=5),
+                validate_only=False,
+            ),
+        )
         assert r.results[0].error_code == 0
         a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))
         assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2)), ("u", (0,))], [])
@@ -388,10 +530,17 @@ async def test_state_partition_metadata_record(server):
         assert r.error_code == 0 and r.responses[0].error_code == 0
         assert _state_records(server, "s")[-1] == ([], [("u", (0,))], [])
         # AlterShareGroupOffsets initializes what it alters
-        T, P = request_class(91, 0, "AlterShareGroupOffsetsRequestTopic"), request_class(
-            91, 0, "AlterShareGroupOffsetsRequestPartition")
-        r = await conn.request(91, 0, request_class(91, 0)(group_id="s", topics=(T(topic_name="t", partitions=(
-            P(partition_index=1, start_offset=0),)),)))
+        T, P = (
+            request_class(91, 0, "AlterShareGroupOffsetsRequestTopic"),
+            request_class(91, 0, "AlterShareGroupOffsetsRequestPartition"),
+        )
+        r = await conn.request(
+            91,
+            0,
+            request_class(91, 0)(
+                group_id="s", topics=(T(topic_name="t", partitions=(P(partition_index=1, start_offset=0),)),)
+            ),
+        )
         assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
         assert _state_records(server, "s")[-1] == ([], [("t", (1,)), ("u", (0,))], [])
     finally:
@@ -405,8 +554,14 @@ async def test_state_partition_metadata_record(server):
         b = await conn.request(SHB, 1, shb("s", "b", b.member_epoch, ["t", "u"]))
         assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2)), ("u", (0,))], [])
         # a deleted topic leaves the record (Kafka's maybeCleanupShareGroupState)
-        r = await conn.request(20, 6, request_class(20, 6)(topics=(request_class(20, 6, "DeleteTopicState")(
-            name="u", topic_id=None),), timeout=datetime.timedelta(seconds=5)))
+        r = await conn.request(
+            20,
+            6,
+            request_class(20, 6)(
+                topics=(request_class(20, 6, "DeleteTopicState")(name="u", topic_id=None),),
+                timeout=datetime.timedelta(seconds=5),
+            ),
+        )
         assert r.responses[0].error_code == 0
         b = await conn.request(SHB, 1, shb("s", "b", b.member_epoch))
         assert b.error_code == 0
@@ -439,8 +594,9 @@ async def test_mixed_subscriptions_assigned_topic_by_topic(server):
         described = (await sdescribe(conn, "mix"))[0]
         names = {}
         for member in described.members:
-            names[member.member_id] = {(t.topic_name, p) for t in member.assignment.topic_partitions
-                                       for p in t.partitions}
+            names[member.member_id] = {
+                (t.topic_name, p) for t in member.assignment.topic_partitions for p in t.partitions
+            }
         assert ("u", 0) in names["c"] and all(n == "t" for m in "ab" for n, _ in names[m])
         assert [sum(("t", p) in names[m] for m in "abc") for p in (0, 1)] == [2, 2]
     finally:

@@ -11,7 +11,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from coordinator.share.partition import (
-    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, DATA, GAP, REJECT, RELEASE, RENEW, SKIP, AckError,
+    ACCEPT,
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
+    DATA,
+    GAP,
+    REJECT,
+    RELEASE,
+    RENEW,
+    SKIP,
+    AckError,
     SharePartition,
 )
 from coordinator.share.state_log import StoredState
@@ -61,8 +72,10 @@ class Model:
     def allowed(self, member: str, first: int, last: int) -> bool:
         if last < self.start:
             return True
-        return last < self.end and all(o in self.rec and self.rec[o][0] == ACQUIRED and self.rec[o][2] == member
-                                       for o in range(max(first, self.start), last + 1))
+        return last < self.end and all(
+            o in self.rec and self.rec[o][0] == ACQUIRED and self.rec[o][2] == member
+            for o in range(max(first, self.start), last + 1)
+        )
 
     def ack_all(self, member: str, batches: list[tuple[int, int, int]]) -> bool:
         """Whether one request's batches are allowed (and then applied): ascending without
@@ -140,14 +153,19 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert got == self.model.fetch(member, max_records, self.now)
         assert all(count == self.model.rec[o][1] for first, last, count in ranges for o in range(first, last + 1))
 
-    @rule(member=st.sampled_from(MEMBERS), first=st.integers(0, 16), length=st.integers(0, 3),
-          kind=st.sampled_from((GAP, ACCEPT, RELEASE, REJECT, RENEW)))
+    @rule(
+        member=st.sampled_from(MEMBERS),
+        first=st.integers(0, 16),
+        length=st.integers(0, 3),
+        kind=st.sampled_from((GAP, ACCEPT, RELEASE, REJECT, RENEW)),
+    )
     def acknowledge(self, member: str, first: int, length: int, kind: int) -> None:
         last = first + length
         before = {o: (r.state, r.count, r.member) for o, r in self.sp.records.items()}
         try:
-            changed = self.sp.acknowledge(member, [(first, last, (kind,))], renew_allowed=True,
-                                          renew_deadline=self.now + LOCK)
+            changed = self.sp.acknowledge(
+                member, [(first, last, (kind,))], renew_allowed=True, renew_deadline=self.now + LOCK
+            )
             allowed = True
         except AckError:
             allowed = False
@@ -159,11 +177,16 @@ class SharePartitionMachine(RuleBasedStateMachine):
         if allowed:
             self.persist(changed)
 
-    @rule(member=st.sampled_from(MEMBERS), first=st.integers(0, 12), lengths=st.tuples(st.integers(0, 2), st.integers(0, 2)),
-          gap=st.integers(-2, 2), kinds=st.tuples(st.sampled_from((ACCEPT, RELEASE, REJECT)),
-                                                 st.sampled_from((ACCEPT, RELEASE, REJECT))))
-    def acknowledge_two_batches(self, member: str, first: int, lengths: tuple[int, int], gap: int,
-                                kinds: tuple[int, int]) -> None:
+    @rule(
+        member=st.sampled_from(MEMBERS),
+        first=st.integers(0, 12),
+        lengths=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+        gap=st.integers(-2, 2),
+        kinds=st.tuples(st.sampled_from((ACCEPT, RELEASE, REJECT)), st.sampled_from((ACCEPT, RELEASE, REJECT))),
+    )
+    def acknowledge_two_batches(
+        self, member: str, first: int, lengths: tuple[int, int], gap: int, kinds: tuple[int, int]
+    ) -> None:
         """Two batches in one request, sometimes out of order or overlapping (INVALID_REQUEST)."""
         second = first + lengths[0] + gap
         batches = [(first, first + lengths[0], kinds[0]), (second, second + lengths[1], kinds[1])]
@@ -203,8 +226,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
     @rule()
     def restart(self) -> None:
-        self.sp = SharePartition.restored(self.stored.start, self.stored.records, max_delivery=MAX_DELIVERY,
-                                          max_in_flight=LIMIT)
+        self.sp = SharePartition.restored(
+            self.stored.start, self.stored.records, max_delivery=MAX_DELIVERY, max_in_flight=LIMIT
+        )
         self.model.restart()
 
     @invariant()

@@ -21,8 +21,9 @@ def test_state_record_bytes():
     raw = R.encode_state_key(key)
     assert raw[:2] == b"\x00\x00" and R.decode_state_key(raw) == key  # type 0: ShareSnapshot
     assert R.encode_state_key(R.ShareStateKey(False, "g", TOPIC_ID, 3))[:2] == b"\x00\x01"  # type 1: ShareUpdate
-    snap = R.ShareSnapshotValue(2, 1, 0, 10, 1000, 2000, (R.StateBatch(10, 12, R.ACKNOWLEDGED, 1),
-                                                           R.StateBatch(13, 13, R.AVAILABLE, 3)))
+    snap = R.ShareSnapshotValue(
+        2, 1, 0, 10, 1000, 2000, (R.StateBatch(10, 12, R.ACKNOWLEDGED, 1), R.StateBatch(13, 13, R.AVAILABLE, 3))
+    )
     assert R.decode_state_value(key, R.encode_state_value(snap)) == snap
     counted = R.ShareUpdateValue(2, 0, -1, (R.StateBatch(14, 14, R.ARCHIVED, 5),), delivery_complete_count=4)
     raw = R.encode_state_value(counted)
@@ -37,7 +38,8 @@ def test_share_group_records_round_trip():
         R.ShareGroupTargetAssignmentMetadataKey("g"): R.ShareGroupTargetAssignmentMetadataValue(7),
         R.ShareGroupTargetAssignmentMemberKey("g", "m"): R.ShareGroupTargetAssignmentMemberValue(((TOPIC_ID, (0, 2)),)),
         R.ShareGroupCurrentMemberAssignmentKey("g", "m"): R.ShareGroupCurrentMemberAssignmentValue(
-            7, 6, 0, ((TOPIC_ID, (0, 2)),)),
+            7, 6, 0, ((TOPIC_ID, (0, 2)),)
+        ),
     }
     for key, value in records.items():
         raw_key, raw_value = encode_key(key), encode_value(value)
@@ -46,7 +48,9 @@ def test_share_group_records_round_trip():
     assert encode_key(R.ShareGroupMetadataKey("g"))[:2] == b"\x00\x0b"  # key type 11
     # Kafka 4.0 wrote the epoch without the metadata hash: still read.
     assert decode_record(encode_key(R.ShareGroupMetadataKey("g")), b"\x00\x00\x00\x00\x00\x05\x00") == (
-        R.ShareGroupMetadataKey("g"), R.ShareGroupMetadataValue(5, 0))
+        R.ShareGroupMetadataKey("g"),
+        R.ShareGroupMetadataValue(5, 0),
+    )
 
 
 async def test_snapshots_updates_replay_and_pruning(tmp_path, capsys):

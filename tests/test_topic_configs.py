@@ -16,11 +16,18 @@ from tests.support.topic_configs import (
 from tests.support.wire_client import WireClient
 
 VALID = {  # a valid non-default value for each config that is not a plain number
-    "cleanup.policy": "compact,delete", "compression.type": "lz4", "message.timestamp.type": "LogAppendTime",
-    "message.format.version": "2.8-IV1", "leader.replication.throttled.replicas": "0:1,1:1",
+    "cleanup.policy": "compact,delete",
+    "compression.type": "lz4",
+    "message.timestamp.type": "LogAppendTime",
+    "message.format.version": "2.8-IV1",
+    "leader.replication.throttled.replicas": "0:1,1:1",
     "follower.replication.throttled.replicas": "*",
-    "compression.gzip.level": "5", "compression.lz4.level": "12", "compression.zstd.level": "-5",
-    "min.cleanable.dirty.ratio": "0.25", "local.retention.ms": "-2", "local.retention.bytes": "-2",
+    "compression.gzip.level": "5",
+    "compression.lz4.level": "12",
+    "compression.zstd.level": "-5",
+    "min.cleanable.dirty.ratio": "0.25",
+    "local.retention.ms": "-2",
+    "local.retention.bytes": "-2",
 }
 
 
@@ -35,21 +42,48 @@ async def test_every_standard_topic_config_is_accepted_and_bad_values_refused(se
     conn = await WireClient("cfg").connect("127.0.0.1", server.port)
     assert len(TOPIC_CONFIG_DEFS) >= 35
     for i, name in enumerate(sorted(TOPIC_CONFIG_DEFS)):
-        assert await create(conn, f"ok{i}", partitions=1, configs=[(name, a_valid_value(name))],
-                            validate_only=True) == 0, name
-    assert await create(conn, "all", partitions=1, configs=[
-        ("cleanup.policy", "compact,delete"), ("min.cleanable.dirty.ratio", "0.1"), ("file.delete.delay.ms", "0"),
-        ("max.compaction.lag.ms", "60000"), ("min.compaction.lag.ms", "10")]) == 0
-    bad = [("min.cleanable.dirty.ratio", "1.5"), ("cleanup.policy", "compact,shred"), ("segment.bytes", "10"),
-           ("message.timestamp.type", "BrokerTime"), ("retention.ms", "-2"), ("max.compaction.lag.ms", "0"),
-           ("preallocate", "yes"), ("compression.type", "brotli"), ("compression.lz4.level", "18"),
-           ("segment.ms", "soon"), ("max.message.bytes", "99999999999"), ("no.such.config", "1"),
-           ("leader.replication.throttled.replicas", "0-1")]
+        assert (
+            await create(conn, f"ok{i}", partitions=1, configs=[(name, a_valid_value(name))], validate_only=True) == 0
+        ), name
+    assert (
+        await create(
+            conn,
+            "all",
+            partitions=1,
+            configs=[
+                ("cleanup.policy", "compact,delete"),
+                ("min.cleanable.dirty.ratio", "0.1"),
+                ("file.delete.delay.ms", "0"),
+                ("max.compaction.lag.ms", "60000"),
+                ("min.compaction.lag.ms", "10"),
+            ],
+        )
+        == 0
+    )
+    bad = [
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("cleanup.policy", "compact,shred"),
+        ("segment.bytes", "10"),
+        ("message.timestamp.type", "BrokerTime"),
+        ("retention.ms", "-2"),
+        ("max.compaction.lag.ms", "0"),
+        ("preallocate", "yes"),
+        ("compression.type", "brotli"),
+        ("compression.lz4.level", "18"),
+        ("segment.ms", "soon"),
+        ("max.message.bytes", "99999999999"),
+        ("no.such.config", "1"),
+        ("leader.replication.throttled.replicas", "0-1"),
+    ]
     for name, value in bad:
         assert await create(conn, "bad", partitions=1, configs=[(name, value)]) == 40, (name, value)
     # across configs, as Kafka's LogConfig.validate
-    assert await create(conn, "bad", partitions=1, configs=[("min.compaction.lag.ms", "10"),
-                                                             ("max.compaction.lag.ms", "5")]) == 40
+    assert (
+        await create(
+            conn, "bad", partitions=1, configs=[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]
+        )
+        == 40
+    )
     await conn.close()
     assert "Traceback" not in server.log_text()
 
@@ -66,7 +100,7 @@ async def test_log_append_time_and_broker_compression(server):
     assert p.error_code == 0 and before <= stamped <= after
     r = await conn.request(FETCH, 11, fetch_body("lat", 0))
     data = r.responses[0].partitions[0].records
-    (_, h), = list(iter_batches(data))
+    ((_, h),) = list(iter_batches(data))
     assert h.is_log_append_time and h.max_timestamp == stamped
     assert [rec.timestamp for rec in iter_records(data)] == [stamped, stamped]  # readers use the broker's time
     # CreateTime topics answer -1 (None)
@@ -77,7 +111,7 @@ async def test_log_append_time_and_broker_compression(server):
     assert p.error_code == 0
     r = await conn.request(FETCH, 11, fetch_body("gz", 0))
     data = r.responses[0].partitions[0].records
-    (_, h), = list(iter_batches(data))
+    ((_, h),) = list(iter_batches(data))
     assert h.compression == 1  # gzip, whatever the producer sent
     assert [(rec.key, rec.value, rec.timestamp) for rec in iter_records(data)] == [(b"k", b"v" * 100, old)]
     # message.timestamp.before.max.ms refuses an old CreateTime timestamp: INVALID_TIMESTAMP
@@ -93,12 +127,14 @@ def test_confluent_consumer_sees_log_append_time(server):
 
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     admin.create_topics([NewTopic("stamped", 1, 1, config={"message.timestamp.type": "LogAppendTime"})])[
-        "stamped"].result(30)
+        "stamped"
+    ].result(30)
     producer = Producer({"bootstrap.servers": server.bootstrap})
     producer.produce("stamped", value=b"x", timestamp=1_000_000)  # 1970: the broker's time wins
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "stamp-reader",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": server.bootstrap, "group.id": "stamp-reader", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition("stamped", 0, 0)])
     msg = None
     for _ in range(100):
@@ -113,8 +149,15 @@ def test_confluent_consumer_sees_log_append_time(server):
 async def test_compact_delete_runs_compaction_and_retention(server_factory):
     server = server_factory("--log-retention-check-interval-ms", "100", "--log-cleaner-backoff-ms", "100")
     conn = await WireClient("cd").connect("127.0.0.1", server.port)
-    assert await create(conn, "cd", partitions=1, configs=[
-        ("cleanup.policy", "compact,delete"), ("segment.bytes", "14"), ("retention.ms", "600000")]) == 0
+    assert (
+        await create(
+            conn,
+            "cd",
+            partitions=1,
+            configs=[("cleanup.policy", "compact,delete"), ("segment.bytes", "14"), ("retention.ms", "600000")],
+        )
+        == 0
+    )
     old, now = int(time.time() * 1000) - 3_600_000, int(time.time() * 1000)
     for i in range(3):  # offsets 0-2: one key, an hour old: retention's
         assert (await produce_full(conn, "cd", build_batch([(b"old", b"%d" % i)], timestamp_ms=old))).error_code == 0
@@ -124,8 +167,15 @@ async def test_compact_delete_runs_compaction_and_retention(server_factory):
 
     async def earliest():
         T, P = cls(LIST_OFFSETS, 7, "ListOffsetsTopic"), cls(LIST_OFFSETS, 7, "ListOffsetsPartition")
-        r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=0, topics=(
-            T(name="cd", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=-2),)),)))
+        r = await conn.request(
+            LIST_OFFSETS,
+            7,
+            cls(LIST_OFFSETS, 7)(
+                replica_id=-1,
+                isolation_level=0,
+                topics=(T(name="cd", partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=-2),)),),
+            ),
+        )
         return r.topics[0].partitions[0].offset
 
     for _ in range(200):

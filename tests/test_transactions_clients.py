@@ -17,8 +17,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries th
 
 def drain(bootstrap: str, topic: str, partitions: int, isolation: str, idle_s: float = 1.5) -> list[str]:
     """Every value a consumer with this isolation level reads from the start."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}-{time.monotonic()}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{isolation}-{time.monotonic()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out, last = [], time.monotonic()
     while time.monotonic() - last < idle_s:
@@ -50,7 +57,9 @@ def test_commit_and_abort_seen_by_isolation_level(server):
     p.abort_transaction(15)
     committed = [f"committed-{i}" for i in range(6)]
     assert drain(server.bootstrap, "txo", 3, "read_committed") == sorted(committed)
-    assert drain(server.bootstrap, "txo", 3, "read_uncommitted") == sorted(committed + [f"aborted-{i}" for i in range(6)])
+    assert drain(server.bootstrap, "txo", 3, "read_uncommitted") == sorted(
+        committed + [f"aborted-{i}" for i in range(6)]
+    )
 
 
 def test_second_producer_fences_the_first(server):
@@ -102,9 +111,17 @@ def test_consume_transform_produce_exactly_once_across_a_server_kill(server):
     def run(until_killed: bool) -> None:
         # (the crashed member comes back with the group at the restart, as in Kafka: a short
         # session lets the next run's rebalance go on without it sooner)
-        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "eos-app", "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        c = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": "eos-app",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
         c.subscribe(["eos-in"])
         tx = producer(server.bootstrap, "eos-app-tx")
         done, batches = 0, 0

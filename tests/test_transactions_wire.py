@@ -15,10 +15,31 @@ from tests.support.wire_client import WireClient
 from protocol.record_batch import iter_batches
 
 from tests.support.transactions_wire import (
-    FIND_COORDINATOR, ADD_OFFSETS, LIST_TXNS, E_NONE, UNKNOWN_TOPIC, INVALID_PRODUCER_EPOCH,
-    INVALID_TXN_STATE, INVALID_PID_MAPPING, INVALID_TIMEOUT, TXN_ID_NOT_FOUND, OPERATION_NOT_ATTEMPTED,
-    UNSTABLE, PRODUCER_FENCED, cls, init_pid, add_partitions, end_txn, produce_txn, fetch, latest, txn_commit,
-    offset_fetch, describe, describe_unknown, wait_for_state,
+    FIND_COORDINATOR,
+    ADD_OFFSETS,
+    LIST_TXNS,
+    E_NONE,
+    UNKNOWN_TOPIC,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    INVALID_PID_MAPPING,
+    INVALID_TIMEOUT,
+    TXN_ID_NOT_FOUND,
+    OPERATION_NOT_ATTEMPTED,
+    UNSTABLE,
+    PRODUCER_FENCED,
+    cls,
+    init_pid,
+    add_partitions,
+    end_txn,
+    produce_txn,
+    fetch,
+    latest,
+    txn_commit,
+    offset_fetch,
+    describe,
+    describe_unknown,
+    wait_for_state,
 )
 
 
@@ -41,7 +62,9 @@ async def test_transaction_error_paths_and_abort(server):
         assert await add_partitions(conn, "t1", pid, epoch + 1, [("tw", 0)]) == {("tw", 0): PRODUCER_FENCED}
         assert await add_partitions(conn, "t1", pid, epoch + 1, [("tw", 0)], v=1) == {("tw", 0): INVALID_PRODUCER_EPOCH}
         assert await add_partitions(conn, "t1", pid, epoch, [("tw", 0), ("missing", 0)]) == {
-            ("tw", 0): OPERATION_NOT_ATTEMPTED, ("missing", 0): UNKNOWN_TOPIC}
+            ("tw", 0): OPERATION_NOT_ATTEMPTED,
+            ("missing", 0): UNKNOWN_TOPIC,
+        }
         assert await end_txn(conn, "t1", pid, epoch, True) == INVALID_TXN_STATE  # Empty: nothing to end
         # a transactional batch to a partition not in the transaction (KIP-890 verification)
         assert (await produce_txn(conn, "t1", "tw", 0, pid, epoch, 0))[0] == INVALID_TXN_STATE
@@ -54,11 +77,17 @@ async def test_transaction_error_paths_and_abort(server):
         assert data.records in (b"", None) and data.last_stable_offset == first and data.high_watermark == first + 2
         assert len(list(iter_batches((await fetch(conn, "tw", 0, isolation=0)).records))) == 1
         # offsets in the transaction are pending: unstable for require_stable readers
-        r = await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(
-            transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id="tg"))
+        r = await conn.request(
+            ADD_OFFSETS,
+            3,
+            cls(ADD_OFFSETS, 3)(transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id="tg"),
+        )
         assert r.error_code == E_NONE
-        r = await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(
-            transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id=""))
+        r = await conn.request(
+            ADD_OFFSETS,
+            3,
+            cls(ADD_OFFSETS, 3)(transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id=""),
+        )
         assert r.error_code == 24  # INVALID_GROUP_ID
         assert await txn_commit(conn, "t1", "tg", pid, epoch, "tw", 2) == E_NONE
         assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2) == PRODUCER_FENCED
@@ -70,8 +99,11 @@ async def test_transaction_error_paths_and_abort(server):
         topics = {t.topic: tuple(t.partitions) for t in state.topics}
         assert topics["tw"] == (0,) and len(topics["__consumer_offsets"]) == 1
         assert await describe_unknown(server.port, "unknown") == TXN_ID_NOT_FOUND
-        r = await conn.request(LIST_TXNS, 1, cls(LIST_TXNS, 1)(state_filters=("Ongoing", "Bogus"),
-                                                              producer_id_filters=(), duration_filter=-1))
+        r = await conn.request(
+            LIST_TXNS,
+            1,
+            cls(LIST_TXNS, 1)(state_filters=("Ongoing", "Bogus"), producer_id_filters=(), duration_filter=-1),
+        )
         assert [s.transactional_id for s in r.transaction_states] == ["t1"] and r.unknown_state_filters == ("Bogus",)
         # abort: marker written, the aborted range reported to read_committed fetches
         assert await end_txn(conn, "t1", pid, epoch, False) == E_NONE
@@ -92,8 +124,11 @@ async def test_transaction_error_paths_and_abort(server):
         # commit: the offsets apply, the data becomes visible
         assert await add_partitions(conn, "t1", pid, epoch2, [("tw", 0)]) == {("tw", 0): E_NONE}
         assert (await produce_txn(conn, "t1", "tw", 0, pid, epoch2, 0))[0] == E_NONE
-        r = await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(
-            transactional_id="t1", producer_id=pid, producer_epoch=epoch2, group_id="tg"))
+        r = await conn.request(
+            ADD_OFFSETS,
+            3,
+            cls(ADD_OFFSETS, 3)(transactional_id="t1", producer_id=pid, producer_epoch=epoch2, group_id="tg"),
+        )
         assert await txn_commit(conn, "t1", "tg", pid, epoch2, "tw", 7) == E_NONE
         assert await end_txn(conn, "t1", pid, epoch2, True) == E_NONE
         await wait_for_state(conn, "t1", "CompleteCommit")
@@ -115,12 +150,14 @@ async def test_transaction_error_paths_and_abort(server):
     finally:
         await conn.close()
     # the dump CLI shows the markers and the transaction records
-    dump = subprocess.run([sys.executable, "-m", "coordinator.log", "dump", str(server.data_dir)],
-                          capture_output=True, text=True, check=True).stdout
+    dump = subprocess.run(
+        [sys.executable, "-m", "coordinator.log", "dump", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "endTxnMarker: ABORT coordinatorEpoch: 0" in dump and "endTxnMarker: COMMIT" in dump
     assert "transaction_metadata::transactionalId=t1" in dump and "state=CompleteCommit" in dump
-
-
 
 
 @pytest.mark.process  # killed (SIGKILL) or read by pid: needs a real process
@@ -134,8 +171,11 @@ async def test_pending_offsets_survive_a_restart_and_timeouts_abort(server_facto
     _, pid, epoch = await init_pid(conn, "slow", timeout_ms=60_000)
     assert await add_partitions(conn, "slow", pid, epoch, [("tt", 0)]) == {("tt", 0): E_NONE}
     assert (await produce_txn(conn, "slow", "tt", 0, pid, epoch, 0))[0] == E_NONE
-    await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(transactional_id="slow", producer_id=pid,
-                                                           producer_epoch=epoch, group_id="sg"))
+    await conn.request(
+        ADD_OFFSETS,
+        3,
+        cls(ADD_OFFSETS, 3)(transactional_id="slow", producer_id=pid, producer_epoch=epoch, group_id="sg"),
+    )
     assert await txn_commit(conn, "slow", "sg", pid, epoch, "tt", 1) == E_NONE
     await conn.close()
     server.restart(sig=9)
@@ -169,8 +209,11 @@ async def test_a_transaction_prepared_before_a_crash_completes_at_startup(server
     _, pid, epoch = await init_pid(conn, "crashy")
     assert await add_partitions(conn, "crashy", pid, epoch, [("tp", 0)]) == {("tp", 0): E_NONE}
     assert (await produce_txn(conn, "crashy", "tp", 0, pid, epoch, 0))[0] == E_NONE
-    await conn.request(ADD_OFFSETS, 3, cls(ADD_OFFSETS, 3)(transactional_id="crashy", producer_id=pid,
-                                                           producer_epoch=epoch, group_id="cg"))
+    await conn.request(
+        ADD_OFFSETS,
+        3,
+        cls(ADD_OFFSETS, 3)(transactional_id="crashy", producer_id=pid, producer_epoch=epoch, group_id="cg"),
+    )
     assert await txn_commit(conn, "crashy", "cg", pid, epoch, "tp", 2) == E_NONE
     partitions = {t.topic: list(t.partitions) for t in (await describe(conn, "crashy")).topics}
     await conn.close()
@@ -178,8 +221,16 @@ async def test_a_transaction_prepared_before_a_crash_completes_at_startup(server
     # what the coordinator writes when EndTxn(commit) arrives, and nothing after it
     log = await OffsetsLog.open(server.data_dir, 50, topic=TOPIC, background=False)
     fut = asyncio.get_running_loop().create_future()
-    log.append("crashy", [(encode_key("crashy"), encode_value(TransactionLogValue(
-        pid, epoch, 60_000, PREPARE_COMMIT, partitions, 1, 1)))], lambda error, _: fut.set_result(error))
+    log.append(
+        "crashy",
+        [
+            (
+                encode_key("crashy"),
+                encode_value(TransactionLogValue(pid, epoch, 60_000, PREPARE_COMMIT, partitions, 1, 1)),
+            )
+        ],
+        lambda error, _: fut.set_result(error),
+    )
     assert await fut is None
     await log.close()
     server.start()
@@ -228,8 +279,17 @@ def test_transaction_log_value_codec():
 
     v = TransactionLogValue(5, 2, 60_000, ONGOING, {"t": [0, 1], "__consumer_offsets": [3]}, 123, 100)
     assert decode_value(encode_value(v)) == v
-    v1 = (struct.pack(">hqhib", 1, 7, 3, 1000, 1) + bytes([2, 2]) + b"t" + bytes([3]) + struct.pack(">ii", 0, 4)
-          + bytes([0]) + struct.pack(">qq", 11, 9) + bytes([1, 2, 2]) + struct.pack(">h", 2))
+    v1 = (
+        struct.pack(">hqhib", 1, 7, 3, 1000, 1)
+        + bytes([2, 2])
+        + b"t"
+        + bytes([3])
+        + struct.pack(">ii", 0, 4)
+        + bytes([0])
+        + struct.pack(">qq", 11, 9)
+        + bytes([1, 2, 2])
+        + struct.pack(">h", 2)
+    )
     assert decode_value(v1) == TransactionLogValue(7, 3, 1000, 1, {"t": [0, 4]}, 11, 9)
     with pytest.raises(RecordDecodeError):
         decode_key(b"\x00\x01\x00\x00")

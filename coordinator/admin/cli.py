@@ -35,8 +35,13 @@ from .topics_cli import topics
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--bootstrap-server", default="127.0.0.1:9092", show_default=True, envvar="KCOORD_BOOTSTRAP_SERVER",
-              help="HOST:PORT of any broker of the cluster")
+@click.option(
+    "--bootstrap-server",
+    default="127.0.0.1:9092",
+    show_default=True,
+    envvar="KCOORD_BOOTSTRAP_SERVER",
+    help="HOST:PORT of any broker of the cluster",
+)
 @click.option("--output", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.pass_context
 def main(ctx: click.Context, bootstrap_server: str, output: str) -> None:
@@ -48,6 +53,7 @@ def _set_global(name: str) -> Callable[[click.Context, click.Parameter, Any], No
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         if value is not None:  # given after the subcommand: overrides the one before it
             ctx.obj[name] = value
+
     return callback
 
 
@@ -59,10 +65,20 @@ def accept_global_options_anywhere(group: click.Group) -> None:
             accept_global_options_anywhere(command)
             continue
         command.params += [
-            click.Option(["--bootstrap-server"], expose_value=False, callback=_set_global("bootstrap"),
-                         help="HOST:PORT of any broker (also before the subcommand)"),
-            click.Option(["--output"], type=click.Choice(["table", "json", "csv"]), expose_value=False,
-                         callback=_set_global("output"), help="table, json or csv (also before the subcommand)")]
+            click.Option(
+                ["--bootstrap-server"],
+                expose_value=False,
+                callback=_set_global("bootstrap"),
+                help="HOST:PORT of any broker (also before the subcommand)",
+            ),
+            click.Option(
+                ["--output"],
+                type=click.Choice(["table", "json", "csv"]),
+                expose_value=False,
+                callback=_set_global("output"),
+                help="table, json or csv (also before the subcommand)",
+            ),
+        ]
 
 
 for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups):
@@ -90,4 +106,3 @@ def run(argv: list[str] | None = None, prog: str = "kcoord") -> None:
     except Exception as e:  # a broker's answer this tool cannot read: still one line
         click.echo(f"error: unexpected {type(e).__name__}: {e}", err=True)
         sys.exit(1)
-

@@ -21,23 +21,23 @@ from protocol.messages import decode_response, encode_request
 API_VERSIONS = 18
 # api key -> (lowest, highest) version the CLI's requests are written for
 SPOKEN = {
-    0: (3, 9),     # Produce
-    1: (4, 12),    # Fetch
-    2: (1, 7),     # ListOffsets
-    3: (1, 12),    # Metadata
-    8: (2, 8),     # OffsetCommit
-    9: (1, 7),     # OffsetFetch (single group)
-    10: (1, 3),    # FindCoordinator (one key)
-    15: (0, 5),    # DescribeGroups
-    16: (0, 4),    # ListGroups (v4: states filter)
-    19: (1, 7),    # CreateTopics
-    20: (1, 5),    # DeleteTopics (by name)
-    32: (1, 4),    # DescribeConfigs (log.dirs, to say where an offline partition's files are)
-    42: (0, 2),    # DeleteGroups
-    47: (0, 0),    # OffsetDelete
-    77: (1, 1),    # ShareGroupDescribe
-    90: (0, 1),    # DescribeShareGroupOffsets (v1: lag)
-    91: (0, 0),    # AlterShareGroupOffsets
+    0: (3, 9),  # Produce
+    1: (4, 12),  # Fetch
+    2: (1, 7),  # ListOffsets
+    3: (1, 12),  # Metadata
+    8: (2, 8),  # OffsetCommit
+    9: (1, 7),  # OffsetFetch (single group)
+    10: (1, 3),  # FindCoordinator (one key)
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups (v4: states filter)
+    19: (1, 7),  # CreateTopics
+    20: (1, 5),  # DeleteTopics (by name)
+    32: (1, 4),  # DescribeConfigs (log.dirs, to say where an offline partition's files are)
+    42: (0, 2),  # DeleteGroups
+    47: (0, 0),  # OffsetDelete
+    77: (1, 1),  # ShareGroupDescribe
+    90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
+    91: (0, 0),  # AlterShareGroupOffsets
 }
 
 
@@ -53,8 +53,11 @@ def build(api_key: int, version: int, entity: str | None = None, /, **values: An
     """The request (or its nested entity) of this version, from the values it has."""
     module = _module(api_key, version)
     if entity is None:
-        cls = next(v for k, v in vars(module).items()
-                   if k.endswith("Request") and getattr(v, "__type__", None) is EntityType.request)
+        cls = next(
+            v
+            for k, v in vars(module).items()
+            if k.endswith("Request") and getattr(v, "__type__", None) is EntityType.request
+        )
     else:
         cls = getattr(module, entity)
     names = {f.name for f in fields(cls)}
@@ -142,10 +145,14 @@ class Cluster:
     def refresh(self, topics: list[str] | None = None) -> Any:
         b = self.bootstrap
         r = b.request(
-            3, topics=None if topics is None else tuple(b.nested(3, "MetadataRequestTopic", name=t, topic_id=None)
-                                                        for t in topics),
-            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False)
+            3,
+            topics=None
+            if topics is None
+            else tuple(b.nested(3, "MetadataRequestTopic", name=t, topic_id=None) for t in topics),
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
         self.brokers = {b.node_id: Broker(b.node_id, b.host, b.port) for b in r.brokers}
         return r
 

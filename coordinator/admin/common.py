@@ -43,6 +43,7 @@ def error_name(code: int) -> str:
 
 # output ---------------------------------------------------------------------------------
 
+
 def emit(ctx: click.Context, columns: list[str], rows: list[list[Any]]) -> None:
     fmt = ctx.obj["output"]
     if fmt == "json":
@@ -70,8 +71,9 @@ def cluster_of(ctx: click.Context) -> Cluster:
 def execute_option(what: str) -> Callable[[F], F]:
     """--execute (alias --yes): a command that deletes or changes something is a dry run
     without it, as kafka-consumer-groups' --reset-offsets is."""
-    return click.option("--execute", "--yes", "execute", is_flag=True,
-                        help=f"{what} (default: a dry run that shows what would be done)")
+    return click.option(
+        "--execute", "--yes", "execute", is_flag=True, help=f"{what} (default: a dry run that shows what would be done)"
+    )
 
 
 def dry_run_note(action: str) -> None:
@@ -79,6 +81,7 @@ def dry_run_note(action: str) -> None:
 
 
 # metadata helpers ---------------------------------------------------------------------------
+
 
 def topic_partitions(cluster: Cluster, topics: list[str] | None) -> dict[str, dict[int, int]]:
     """topic -> partition -> leader node, for the topics named (all when None)."""
@@ -93,8 +96,9 @@ def topic_partitions(cluster: Cluster, topics: list[str] | None) -> dict[str, di
     return out
 
 
-def list_offsets(cluster: Cluster, wanted: dict[tuple[str, int], int], leaders: dict[str, dict[int, int]]
-                 ) -> dict[tuple[str, int], int]:
+def list_offsets(
+    cluster: Cluster, wanted: dict[tuple[str, int], int], leaders: dict[str, dict[int, int]]
+) -> dict[tuple[str, int], int]:
     """(topic, partition) -> offset for a timestamp spec (EARLIEST, LATEST or epoch ms),
     asked of each partition's leader. A timestamp past every record gives the log end."""
     by_leader: dict[int, list[tuple[str, int, int]]] = {}
@@ -106,12 +110,25 @@ def list_offsets(cluster: Cluster, wanted: dict[tuple[str, int], int], leaders: 
         conn = cluster.node(leader)
         topics: dict[str, list] = {}
         for topic, partition, spec in items:
-            topics.setdefault(topic, []).append(conn.nested(
-                LIST_OFFSETS, "ListOffsetsPartition", partition_index=partition, current_leader_epoch=-1,
-                timestamp=spec, max_num_offsets=1))
-        r = conn.request(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=tuple(
-            conn.nested(LIST_OFFSETS, "ListOffsetsTopic", name=name, partitions=tuple(parts))
-            for name, parts in topics.items()))
+            topics.setdefault(topic, []).append(
+                conn.nested(
+                    LIST_OFFSETS,
+                    "ListOffsetsPartition",
+                    partition_index=partition,
+                    current_leader_epoch=-1,
+                    timestamp=spec,
+                    max_num_offsets=1,
+                )
+            )
+        r = conn.request(
+            LIST_OFFSETS,
+            replica_id=-1,
+            isolation_level=0,
+            topics=tuple(
+                conn.nested(LIST_OFFSETS, "ListOffsetsTopic", name=name, partitions=tuple(parts))
+                for name, parts in topics.items()
+            ),
+        )
         for t in r.topics:
             for p in t.partitions:
                 if p.error_code:
@@ -150,8 +167,9 @@ DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)
 def duration_ms(text: str) -> int:
     m = DURATION.fullmatch(text)
     if not m or not any(m.groups()):
-        raise click.BadParameter(f"{text!r}: expected an ISO 8601 duration like PT1H or P1DT2H30M",
-                                 param_hint="--by-duration")
+        raise click.BadParameter(
+            f"{text!r}: expected an ISO 8601 duration like PT1H or P1DT2H30M", param_hint="--by-duration"
+        )
     d, h, mi, s = (float(g or 0) for g in m.groups())
     return int(((d * 24 + h) * 60 + mi) * 60_000 + s * 1000)
 
@@ -160,8 +178,9 @@ def timestamp_ms(text: str) -> int:
     try:
         t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise click.BadParameter(f"{text!r}: expected ISO 8601, e.g. 2026-11-24T10:00:00Z",
-                                 param_hint="--to-datetime") from None
+        raise click.BadParameter(
+            f"{text!r}: expected ISO 8601, e.g. 2026-11-24T10:00:00Z", param_hint="--to-datetime"
+        ) from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=datetime.timezone.utc)
     return int(t.timestamp() * 1000)

@@ -11,7 +11,14 @@ from typing import Any
 import click
 
 from .common import (
-    EARLIEST, Failure, LATEST, cluster_of, emit, error_name, list_offsets, topic_partitions,
+    EARLIEST,
+    Failure,
+    LATEST,
+    cluster_of,
+    emit,
+    error_name,
+    list_offsets,
+    topic_partitions,
 )
 
 
@@ -25,7 +32,7 @@ def murmur2(data: bytes) -> int:
     m, length = 0x5BD1E995, len(data)
     h = (0x9747B28C ^ length) & 0xFFFFFFFF
     for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
+        k = int.from_bytes(data[i : i + 4], "little")
         k = (k * m) & 0xFFFFFFFF
         k ^= k >> 24
         k = (k * m) & 0xFFFFFFFF
@@ -64,17 +71,34 @@ def produce_cmd(ctx: click.Context, topic: str, partition: int | None, key_separ
             key, sep, line = line.partition(key_separator.encode())
             if not sep:
                 raise Failure(f"line {n + 1}: no key separator {key_separator!r}")
-        p = partition if partition is not None else (
-            (murmur2(key) & 0x7FFFFFFF) % len(leaders) if key is not None else n % len(leaders))
+        p = (
+            partition
+            if partition is not None
+            else ((murmur2(key) & 0x7FFFFFFF) % len(leaders) if key is not None else n % len(leaders))
+        )
         by_partition.setdefault(p, []).append((key, line))
     now = int(time.time() * 1000)
     count = 0
     for p, records in sorted(by_partition.items()):
         conn = cluster.node(leaders[p])
-        r = conn.request(PRODUCE, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
-                         topic_data=(conn.nested(PRODUCE, "TopicProduceData", name=topic, partition_data=(
-                             conn.nested(PRODUCE, "PartitionProduceData", index=p,
-                                         records=build_batch(records, timestamp_ms=now)),)),))
+        r = conn.request(
+            PRODUCE,
+            transactional_id=None,
+            acks=-1,
+            timeout=datetime.timedelta(seconds=30),
+            topic_data=(
+                conn.nested(
+                    PRODUCE,
+                    "TopicProduceData",
+                    name=topic,
+                    partition_data=(
+                        conn.nested(
+                            PRODUCE, "PartitionProduceData", index=p, records=build_batch(records, timestamp_ms=now)
+                        ),
+                    ),
+                ),
+            ),
+        )
         result = r.responses[0].partition_responses[0]
         if result.error_code:
             raise Failure(f"producing to {topic}-{p}: {error_name(result.error_code)}")
@@ -89,8 +113,9 @@ def produce_cmd(ctx: click.Context, topic: str, partition: int | None, key_separ
 @click.option("--max-messages", type=click.IntRange(min=1), help="stop after this many")
 @click.option("--timeout", type=float, default=2.0, show_default=True, help="stop after this long without records")
 @click.pass_context
-def consume_cmd(ctx: click.Context, topic: str, partitions: tuple[int, ...], start: str,
-                max_messages: int | None, timeout: float) -> None:
+def consume_cmd(
+    ctx: click.Context, topic: str, partitions: tuple[int, ...], start: str, max_messages: int | None, timeout: float
+) -> None:
     """Print records (like kcat -C, no group): values one per line, or --output json/csv rows."""
     from protocol.record_batch import CONTROL_MASK, LOG_OVERHEAD, TruncatedBatch, iter_batch_records, parse_header
 
@@ -115,13 +140,37 @@ def consume_cmd(ctx: click.Context, topic: str, partitions: tuple[int, ...], sta
         got = 0
         for p in wanted:
             conn = cluster.node(leaders[p])
-            r = conn.request(FETCH, replica_id=-1, max_wait=datetime.timedelta(milliseconds=200), min_bytes=1,
-                             max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1, topics=(
-                                 conn.nested(FETCH, "FetchTopic", topic=topic, topic_id=None, partitions=(
-                                     conn.nested(FETCH, "FetchPartition", partition=p, current_leader_epoch=-1,
-                                                 fetch_offset=position[p], log_start_offset=-1,
-                                                 partition_max_bytes=1 << 20),)),),
-                             forgotten_topics_data=(), rack_id="")
+            r = conn.request(
+                FETCH,
+                replica_id=-1,
+                max_wait=datetime.timedelta(milliseconds=200),
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(
+                    conn.nested(
+                        FETCH,
+                        "FetchTopic",
+                        topic=topic,
+                        topic_id=None,
+                        partitions=(
+                            conn.nested(
+                                FETCH,
+                                "FetchPartition",
+                                partition=p,
+                                current_leader_epoch=-1,
+                                fetch_offset=position[p],
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+                rack_id="",
+            )
             data = r.responses[0].partitions[0]
             if data.error_code:
                 raise Failure(f"fetching {topic}-{p}: {error_name(data.error_code)}")

@@ -22,22 +22,54 @@ import click
 
 from .common import Failure, emit
 
-FAULT_COLUMNS = ["ID", "API", "ERROR", "TIMES", "PROBABILITY", "DELAY_MS", "DROP", "STALL", "CLIENT_ID", "GROUP",
-                 "TOPIC", "BROKER", "FIRED"]
-FAULT_KEYS = ["id", "api", "error", "times", "probability", "delay_ms", "drop", "stall", "client_id", "group",
-              "topic", "broker", "fired"]
+FAULT_COLUMNS = [
+    "ID",
+    "API",
+    "ERROR",
+    "TIMES",
+    "PROBABILITY",
+    "DELAY_MS",
+    "DROP",
+    "STALL",
+    "CLIENT_ID",
+    "GROUP",
+    "TOPIC",
+    "BROKER",
+    "FIRED",
+]
+FAULT_KEYS = [
+    "id",
+    "api",
+    "error",
+    "times",
+    "probability",
+    "delay_ms",
+    "drop",
+    "stall",
+    "client_id",
+    "group",
+    "topic",
+    "broker",
+    "fired",
+]
 
 
 def control_option(f: Any) -> Any:
-    return click.option("--control", default="127.0.0.1:9308", show_default=True, envvar="KCOORD_CONTROL",
-                        help="HOST:PORT of the server's metrics port (started with --enable-test-control)")(f)
+    return click.option(
+        "--control",
+        default="127.0.0.1:9308",
+        show_default=True,
+        envvar="KCOORD_CONTROL",
+        help="HOST:PORT of the server's metrics port (started with --enable-test-control)",
+    )(f)
 
 
 def call(control: str, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
     """One request to the control API; its JSON answer. An error answer is a Failure (one line)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{control}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://{control}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return json.loads(answer.read() or b"null")
@@ -49,8 +81,10 @@ def call(control: str, method: str, path: str, body: Any = None, timeout: float 
         raise Failure(message) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise Failure(f"cannot reach the test control at {control} ({reason}); is the server running with "
-                      "--enable-test-control and --metrics-port?") from None
+        raise Failure(
+            f"cannot reach the test control at {control} ({reason}); is the server running with "
+            "--enable-test-control and --metrics-port?"
+        ) from None
 
 
 def show_faults(ctx: click.Context, rules: list[dict[str, Any]]) -> None:
@@ -73,8 +107,11 @@ def fault() -> None:
 @click.option("--probability", type=float, help="fire for each matching request with this probability (0, 1]")
 @click.option("--seed", type=int, help="seed of this rule's draws (the same faults every run)")
 @click.option("--delay-ms", type=int, default=0, help="answer this much later")
-@click.option("--drop", type=click.Choice(["before", "after"]),
-              help="close the connection before handling the request, or after (its reply lost)")
+@click.option(
+    "--drop",
+    type=click.Choice(["before", "after"]),
+    help="close the connection before handling the request, or after (its reply lost)",
+)
 @click.option("--stall", is_flag=True, help="hold matching requests until the fault is cleared")
 @click.option("--stall-ms", type=int, help="hold them at most this long")
 @click.option("--client-id", help="only requests from this client id")
@@ -83,10 +120,24 @@ def fault() -> None:
 @click.option("--broker", type=int, help="only requests to this broker (node id)")
 @control_option
 @click.pass_context
-def fault_add(ctx: click.Context, api: str, error: str | None, times: int | None, forever: bool,
-              probability: float | None, seed: int | None, delay_ms: int, drop: str | None, stall: bool,
-              stall_ms: int | None, client_id: str | None, group: str | None, topic: str | None,
-              broker: int | None, control: str) -> None:
+def fault_add(
+    ctx: click.Context,
+    api: str,
+    error: str | None,
+    times: int | None,
+    forever: bool,
+    probability: float | None,
+    seed: int | None,
+    delay_ms: int,
+    drop: str | None,
+    stall: bool,
+    stall_ms: int | None,
+    client_id: str | None,
+    group: str | None,
+    topic: str | None,
+    broker: int | None,
+    control: str,
+) -> None:
     """Add a fault for API (a name like OffsetCommit, or a key), answering ERROR (a name like
     NOT_COORDINATOR, or a code) and/or delaying, dropping or stalling."""
     if forever and times is not None:
@@ -96,8 +147,15 @@ def fault_add(ctx: click.Context, api: str, error: str | None, times: int | None
         spec["times"] = None if forever else times
     if error is not None:
         spec["error"] = int(error) if error.lstrip("-").isdigit() else error
-    for name, value in (("probability", probability), ("seed", seed), ("drop", drop), ("client_id", client_id),
-                        ("group", group), ("topic", topic), ("broker", broker)):
+    for name, value in (
+        ("probability", probability),
+        ("seed", seed),
+        ("drop", drop),
+        ("client_id", client_id),
+        ("group", group),
+        ("topic", topic),
+        ("broker", broker),
+    ):
         if value is not None:
             spec[name] = value
     if delay_ms:
@@ -173,8 +231,9 @@ def cluster_move_coordinator(group_id: str, to: int | None, control: str) -> Non
 @control_option
 def cluster_move_transaction_coordinator(transactional_id: str, to: int | None, control: str) -> None:
     """Move a transactional id's coordinator to another broker."""
-    answer = call(control, "POST", "/cluster/transaction-coordinators/move",
-                  {"transactional_id": transactional_id, "to": to})
+    answer = call(
+        control, "POST", "/cluster/transaction-coordinators/move", {"transactional_id": transactional_id, "to": to}
+    )
     click.echo(f"transactional id {transactional_id}: coordinator {answer.get('coordinator')}")
 
 
@@ -187,4 +246,3 @@ def cluster_move_leader(topic: str, partition: int, to: int | None, control: str
     """Move a partition's leadership to another broker."""
     answer = call(control, "POST", "/cluster/leaders/move", {"topic": topic, "partition": partition, "to": to})
     click.echo(f"{topic}-{partition}: leader {answer.get('leader')}")
-

@@ -22,9 +22,26 @@ from kio.schema.errors import ErrorCode
 
 from .client import Cluster, Connection
 from .common import (
-    DELETE_GROUPS, DESCRIBE_GROUPS, EARLIEST, Failure, INACTIVE, LATEST, LIST_GROUPS, OFFSET_COMMIT, OFFSET_DELETE,
-    OFFSET_FETCH, cluster_of, dry_run_note, duration_ms, emit, error_name, execute_option, list_offsets,
-    parse_topics, timestamp_ms, topic_partitions,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    EARLIEST,
+    Failure,
+    INACTIVE,
+    LATEST,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    cluster_of,
+    dry_run_note,
+    duration_ms,
+    emit,
+    error_name,
+    execute_option,
+    list_offsets,
+    parse_topics,
+    timestamp_ms,
+    topic_partitions,
 )
 
 
@@ -41,8 +58,12 @@ def committed(conn: Connection, group: str) -> dict[tuple[str, int], int]:
     r = conn.request(OFFSET_FETCH, group_id=group, topics=None, require_stable=False)
     if getattr(r, "error_code", 0):
         raise Failure(f"offsets of group {group!r}: {error_name(r.error_code)}")
-    return {(t.name, p.partition_index): p.committed_offset
-            for t in r.topics for p in t.partitions if p.committed_offset >= 0}
+    return {
+        (t.name, p.partition_index): p.committed_offset
+        for t in r.topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    }
 
 
 def owners(described: Any) -> dict[tuple[str, int], Any]:
@@ -54,6 +75,7 @@ def owners(described: Any) -> dict[tuple[str, int], Any]:
 
 
 # groups ---------------------------------------------------------------------------------------
+
 
 @click.group()
 def groups() -> None:
@@ -95,16 +117,22 @@ def groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
     cluster = cluster_of(ctx)
     conn, d = describe_group(cluster, group)
     if view == "state":
-        emit(ctx, ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-             [[group, conn.address, d.protocol_data, d.group_state, len(d.members)]])
+        emit(
+            ctx,
+            ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [[group, conn.address, d.protocol_data, d.group_state, len(d.members)]],
+        )
         return
     owned = owners(d)
     if view == "members":
         count: dict[str, int] = {}
         for member in owned.values():
             count[member.member_id] = count.get(member.member_id, 0) + 1
-        emit(ctx, ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
-             [[group, m.member_id, f"/{m.client_host}", m.client_id, count.get(m.member_id, 0)] for m in d.members])
+        emit(
+            ctx,
+            ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+            [[group, m.member_id, f"/{m.client_host}", m.client_id, count.get(m.member_id, 0)] for m in d.members],
+        )
         return
     offsets = committed(conn, group)
     if d.group_state == "Dead" and not offsets:
@@ -116,12 +144,26 @@ def groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
     for tp in partitions:
         current, end, m = offsets.get(tp), ends.get(tp), owned.get(tp)
         lag = end - current if current is not None and end is not None else None
-        rows.append([group, tp[0], tp[1], current, end, lag, m.member_id if m else None,
-                     f"/{m.client_host}" if m else None, m.client_id if m else None])
+        rows.append(
+            [
+                group,
+                tp[0],
+                tp[1],
+                current,
+                end,
+                lag,
+                m.member_id if m else None,
+                f"/{m.client_host}" if m else None,
+                m.client_id if m else None,
+            ]
+        )
     if d.group_state not in ("Stable", *INACTIVE):
         click.echo(f"warning: consumer group {group!r} is {d.group_state}", err=True)
-    emit(ctx, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-               "CLIENT-ID"], rows)
+    emit(
+        ctx,
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
+        rows,
+    )
 
 
 @groups.command("status")
@@ -160,8 +202,11 @@ def groups_status(ctx: click.Context, group: str, metrics_url: str | None) -> No
     if verdict is None:
         raise Failure(f"the server at {url} has no committed offsets of group {group!r}")
     emit(ctx, ["GROUP", "TOPIC", "PARTITION", "LAG", "LAG-SECONDS", "STATUS"], [rows[k] for k in sorted(rows)])
-    click.echo(f"group {group}: {verdict} (Burrow's rules as of now, over the commits this server sampled; "
-               "a pipeline report judges as of its data's latest record)", err=True)
+    click.echo(
+        f"group {group}: {verdict} (Burrow's rules as of now, over the commits this server sampled; "
+        "a pipeline report judges as of its data's latest record)",
+        err=True,
+    )
 
 
 @groups.command("delete")
@@ -193,6 +238,7 @@ def groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool)
 
 # offsets --------------------------------------------------------------------------------------
 
+
 @click.group()
 def offsets() -> None:
     """Reset, delete, export and import a group's committed offsets."""
@@ -201,8 +247,10 @@ def offsets() -> None:
 def require_inactive(cluster: Cluster, group: str) -> Connection:
     conn, d = describe_group(cluster, group)
     if d.group_state not in INACTIVE:
-        raise Failure(f"offsets can only be changed while group {group!r} has no active members "
-                      f"(Empty), but it is {d.group_state}")
+        raise Failure(
+            f"offsets can only be changed while group {group!r} has no active members "
+            f"(Empty), but it is {d.group_state}"
+        )
     return conn
 
 
@@ -210,21 +258,41 @@ def commit(conn: Connection, group: str, targets: dict[tuple[str, int], int]) ->
     """Commit as an admin client does (no generation, no member); the failures."""
     by_topic: dict[str, list] = {}
     for (topic, partition), offset in sorted(targets.items()):
-        by_topic.setdefault(topic, []).append(conn.nested(
-            OFFSET_COMMIT, "OffsetCommitRequestPartition", partition_index=partition, committed_offset=offset,
-            committed_leader_epoch=-1, committed_metadata="", commit_timestamp=-1))
-    r = conn.request(OFFSET_COMMIT, group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                     group_instance_id=None, retention_time_ms=-1, topics=tuple(
-                         conn.nested(OFFSET_COMMIT, "OffsetCommitRequestTopic", name=t, partitions=tuple(ps))
-                         for t, ps in by_topic.items()))
-    return [f"{t.name}-{p.partition_index}: {error_name(p.error_code)}"
-            for t in r.topics for p in t.partitions if p.error_code]
+        by_topic.setdefault(topic, []).append(
+            conn.nested(
+                OFFSET_COMMIT,
+                "OffsetCommitRequestPartition",
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=-1,
+                committed_metadata="",
+                commit_timestamp=-1,
+            )
+        )
+    r = conn.request(
+        OFFSET_COMMIT,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        retention_time_ms=-1,
+        topics=tuple(
+            conn.nested(OFFSET_COMMIT, "OffsetCommitRequestTopic", name=t, partitions=tuple(ps))
+            for t, ps in by_topic.items()
+        ),
+    )
+    return [
+        f"{t.name}-{p.partition_index}: {error_name(p.error_code)}"
+        for t in r.topics
+        for p in t.partitions
+        if p.error_code
+    ]
 
 
-def apply(ctx: click.Context, conn: Connection, group: str, targets: dict[tuple[str, int], int],
-          execute: bool) -> None:
-    emit(ctx, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-         [[group, t, p, o] for (t, p), o in sorted(targets.items())])
+def apply(ctx: click.Context, conn: Connection, group: str, targets: dict[tuple[str, int], int], execute: bool) -> None:
+    emit(
+        ctx, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], [[group, t, p, o] for (t, p), o in sorted(targets.items())]
+    )
     if not execute:
         dry_run_note("committed")
         return
@@ -246,14 +314,25 @@ def apply(ctx: click.Context, conn: Connection, group: str, targets: dict[tuple[
 @execute_option("commit them")
 @click.option("--dry-run", is_flag=True, help="show the new offsets only (the default)")
 @click.pass_context
-def offsets_reset(ctx: click.Context, group: str, topics: tuple[str, ...], all_topics: bool, to: str | None,
-                  to_offset: int | None, to_datetime: str | None, shift_by: int | None, by_duration: str | None,
-                  execute: bool, dry_run: bool) -> None:
+def offsets_reset(
+    ctx: click.Context,
+    group: str,
+    topics: tuple[str, ...],
+    all_topics: bool,
+    to: str | None,
+    to_offset: int | None,
+    to_datetime: str | None,
+    shift_by: int | None,
+    by_duration: str | None,
+    execute: bool,
+    dry_run: bool,
+) -> None:
     """Move a group's offsets, as kafka-consumer-groups --reset-offsets (group must be Empty)."""
     chosen = [x for x in (to, to_offset, to_datetime, shift_by, by_duration) if x is not None]
     if len(chosen) != 1:
-        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
-                               "--shift-by, --by-duration")
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, --by-duration"
+        )
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic (one or more) or --all-topics")
     if execute and dry_run:
@@ -299,22 +378,41 @@ def offsets_delete(ctx: click.Context, group: str, topics: tuple[str, ...], exec
     conn = cluster.coordinator(group)
     if not execute:
         current = committed(conn, group)
-        emit(ctx, ["GROUP", "TOPIC", "PARTITION", "RESULT"],
-             [[group, t, p, f"offset {current[t, p]} would be deleted" if (t, p) in current else "no offset"]
-              for t, p in sorted(partitions)])
+        emit(
+            ctx,
+            ["GROUP", "TOPIC", "PARTITION", "RESULT"],
+            [
+                [group, t, p, f"offset {current[t, p]} would be deleted" if (t, p) in current else "no offset"]
+                for t, p in sorted(partitions)
+            ],
+        )
         dry_run_note("deleted")
         return
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(partitions):
         by_topic.setdefault(t, []).append(p)
-    r = conn.request(OFFSET_DELETE, group_id=group, topics=tuple(
-        conn.nested(OFFSET_DELETE, "OffsetDeleteRequestTopic", name=t, partitions=tuple(
-            conn.nested(OFFSET_DELETE, "OffsetDeleteRequestPartition", partition_index=p) for p in ps))
-        for t, ps in by_topic.items()))
+    r = conn.request(
+        OFFSET_DELETE,
+        group_id=group,
+        topics=tuple(
+            conn.nested(
+                OFFSET_DELETE,
+                "OffsetDeleteRequestTopic",
+                name=t,
+                partitions=tuple(
+                    conn.nested(OFFSET_DELETE, "OffsetDeleteRequestPartition", partition_index=p) for p in ps
+                ),
+            )
+            for t, ps in by_topic.items()
+        ),
+    )
     if r.error_code:
         raise Failure(f"group {group!r}: {error_name(r.error_code)}")
-    rows = [[group, t.name, p.partition_index, error_name(p.error_code) if p.error_code else "deleted"]
-            for t in r.topics for p in t.partitions]
+    rows = [
+        [group, t.name, p.partition_index, error_name(p.error_code) if p.error_code else "deleted"]
+        for t in r.topics
+        for p in t.partitions
+    ]
     emit(ctx, ["GROUP", "TOPIC", "PARTITION", "RESULT"], rows)
     failed = [f"{t}-{p}: {res}" for _, t, p, res in rows if res != "deleted"]
     if failed:

@@ -18,8 +18,19 @@ from typing import Any
 import click
 
 from .common import (
-    DELETE_GROUPS, EARLIEST, LATEST, Failure, cluster_of, dry_run_note, duration_ms, emit, error_name,
-    execute_option, list_offsets, parse_topics, timestamp_ms,
+    DELETE_GROUPS,
+    EARLIEST,
+    LATEST,
+    Failure,
+    cluster_of,
+    dry_run_note,
+    duration_ms,
+    emit,
+    error_name,
+    execute_option,
+    list_offsets,
+    parse_topics,
+    timestamp_ms,
 )
 from .client import Cluster, Connection
 from .groups_cli import listed_groups
@@ -59,24 +70,47 @@ def share_groups_describe(ctx: click.Context, group: str, view: str | None) -> N
     cluster = cluster_of(ctx)
     conn, d = describe(cluster, group)
     if view == "state":
-        emit(ctx, ["GROUP", "COORDINATOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"],
-             [[group, conn.address, d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)]])
+        emit(
+            ctx,
+            ["GROUP", "COORDINATOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"],
+            [[group, conn.address, d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)]],
+        )
         return
     if view == "members":
-        emit(ctx, ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
-             [[group, m.member_id, m.client_host, m.client_id,
-               sum(len(tp.partitions) for tp in m.assignment.topic_partitions),
-               ",".join(f"{tp.topic_name}:{','.join(map(str, tp.partitions))}"
-                        for tp in m.assignment.topic_partitions) or None]
-              for m in d.members])
+        emit(
+            ctx,
+            ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            [
+                [
+                    group,
+                    m.member_id,
+                    m.client_host,
+                    m.client_id,
+                    sum(len(tp.partitions) for tp in m.assignment.topic_partitions),
+                    ",".join(
+                        f"{tp.topic_name}:{','.join(map(str, tp.partitions))}" for tp in m.assignment.topic_partitions
+                    )
+                    or None,
+                ]
+                for m in d.members
+            ],
+        )
         return
     body = conn.nested(DESCRIBE_OFFSETS, "DescribeShareGroupOffsetsRequestGroup", group_id=group, topics=None)
     g = conn.request(DESCRIBE_OFFSETS, groups=(body,)).groups[0]
     if g.error_code:
         raise Failure(f"offsets of share group {group!r}: {g.error_message or error_name(g.error_code)}")
-    rows = [[group, t.topic_name, p.partition_index, None if p.start_offset < 0 else p.start_offset,
-             None if getattr(p, "lag", -1) < 0 else p.lag]
-            for t in g.topics for p in t.partitions]
+    rows = [
+        [
+            group,
+            t.topic_name,
+            p.partition_index,
+            None if p.start_offset < 0 else p.start_offset,
+            None if getattr(p, "lag", -1) < 0 else p.lag,
+        ]
+        for t in g.topics
+        for p in t.partitions
+    ]
     emit(ctx, ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"], sorted(rows, key=lambda r: (r[1], r[2])))
 
 
@@ -90,20 +124,29 @@ def share_groups_describe(ctx: click.Context, group: str, view: str | None) -> N
 @click.option("--by-duration", help="the first offset at or after now minus this (e.g. PT1H)")
 @execute_option("move the share-partitions' start offsets")
 @click.pass_context
-def share_groups_reset(ctx: click.Context, group: str, topics: tuple[str, ...], to: str | None,
-                       to_offset: int | None, to_datetime: str | None, by_duration: str | None,
-                       execute: bool) -> None:
+def share_groups_reset(
+    ctx: click.Context,
+    group: str,
+    topics: tuple[str, ...],
+    to: str | None,
+    to_offset: int | None,
+    to_datetime: str | None,
+    by_duration: str | None,
+    execute: bool,
+) -> None:
     """Move share-partition start offsets, as kafka-share-groups --reset-offsets (no members)."""
     chosen = [x for x in (to, to_offset, to_datetime, by_duration) if x is not None]
     if len(chosen) != 1:
-        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
-                               "--by-duration")
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --by-duration"
+        )
     cluster = cluster_of(ctx)
     conn = cluster.coordinator(group)
     d = conn.request(SHARE_GROUP_DESCRIBE, group_ids=(group,), include_authorized_operations=False).groups[0]
     if d.error_code == 0 and d.members:
-        raise Failure(f"offsets can only be reset while share group {group!r} has no members, "
-                      f"but it has {len(d.members)}")
+        raise Failure(
+            f"offsets can only be reset while share group {group!r} has no members, but it has {len(d.members)}"
+        )
     if d.error_code and "not a share group" in (d.error_message or ""):
         raise Failure(f"{d.error_message}")
     partitions, leaders = parse_topics(cluster, topics)
@@ -119,22 +162,37 @@ def share_groups_reset(ctx: click.Context, group: str, topics: tuple[str, ...], 
         at = timestamp_ms(to_datetime) if to_datetime else int(time.time() * 1000) - duration_ms(by_duration or "")
         targets = list_offsets(cluster, {tp: at for tp in partitions}, leaders)
     chosen_targets = {tp: targets[tp] for tp in sorted(partitions)}
-    emit(ctx, ["GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"],
-         [[group, t, p, o] for (t, p), o in chosen_targets.items()])
+    emit(
+        ctx,
+        ["GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"],
+        [[group, t, p, o] for (t, p), o in chosen_targets.items()],
+    )
     if not execute:
         dry_run_note("changed")
         return
     by_topic: dict[str, list] = {}
     for (topic, partition), offset in chosen_targets.items():
-        by_topic.setdefault(topic, []).append(conn.nested(
-            ALTER_OFFSETS, "AlterShareGroupOffsetsRequestPartition", partition_index=partition, start_offset=offset))
-    r = conn.request(ALTER_OFFSETS, group_id=group, topics=tuple(
-        conn.nested(ALTER_OFFSETS, "AlterShareGroupOffsetsRequestTopic", topic_name=t, partitions=tuple(ps))
-        for t, ps in by_topic.items()))
+        by_topic.setdefault(topic, []).append(
+            conn.nested(
+                ALTER_OFFSETS, "AlterShareGroupOffsetsRequestPartition", partition_index=partition, start_offset=offset
+            )
+        )
+    r = conn.request(
+        ALTER_OFFSETS,
+        group_id=group,
+        topics=tuple(
+            conn.nested(ALTER_OFFSETS, "AlterShareGroupOffsetsRequestTopic", topic_name=t, partitions=tuple(ps))
+            for t, ps in by_topic.items()
+        ),
+    )
     if r.error_code:
         raise Failure(f"share group {group!r}: {r.error_message or error_name(r.error_code)}")
-    failures = [f"{t.topic_name}-{p.partition_index}: {error_name(p.error_code)}"
-                for t in r.responses for p in t.partitions if p.error_code]
+    failures = [
+        f"{t.topic_name}-{p.partition_index}: {error_name(p.error_code)}"
+        for t in r.responses
+        for p in t.partitions
+        if p.error_code
+    ]
     if failures:
         raise Failure("reset failed for " + "; ".join(failures))
 

@@ -9,12 +9,22 @@ from kio.schema.errors import ErrorCode
 
 from .client import BrokerError, Cluster
 from .common import (
-    BROKER_RESOURCE, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, Failure, cluster_of, dry_run_note, emit,
-    error_name, execute_option, topic_partitions,
+    BROKER_RESOURCE,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    Failure,
+    cluster_of,
+    dry_run_note,
+    emit,
+    error_name,
+    execute_option,
+    topic_partitions,
 )
 
 
 # topics ---------------------------------------------------------------------------------------
+
 
 @click.group()
 def topics() -> None:
@@ -26,8 +36,11 @@ def topics() -> None:
 @click.pass_context
 def topics_list(ctx: click.Context, internal: bool) -> None:
     r = cluster_of(ctx).refresh(None)
-    emit(ctx, ["TOPIC", "PARTITIONS"], sorted([t.name, len(t.partitions)] for t in r.topics
-                                              if not t.error_code and (internal or not t.is_internal)))
+    emit(
+        ctx,
+        ["TOPIC", "PARTITIONS"],
+        sorted([t.name, len(t.partitions)] for t in r.topics if not t.error_code and (internal or not t.is_internal)),
+    )
 
 
 @topics.command("describe")
@@ -41,24 +54,46 @@ def topics_describe(ctx: click.Context, names: tuple[str, ...]) -> None:
         if t.error_code:
             raise Failure(f"topic {t.name!r}: {error_name(t.error_code)}")
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            rows.append([t.name, p.partition_index, p.leader_id, ",".join(map(str, p.replica_nodes)),
-                         ",".join(map(str, p.isr_nodes)), ",".join(map(str, p.offline_replicas))])
+            rows.append(
+                [
+                    t.name,
+                    p.partition_index,
+                    p.leader_id,
+                    ",".join(map(str, p.replica_nodes)),
+                    ",".join(map(str, p.isr_nodes)),
+                    ",".join(map(str, p.offline_replicas)),
+                ]
+            )
             if p.leader_id in p.offline_replicas:  # (a follower out of the ISR is listed too: not this)
                 offline.append((t.name, p.partition_index, p.leader_id))
     emit(ctx, ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE"], rows)
     for topic, partition, node in offline:
-        click.echo(f"{topic}-{partition} is offline on node {node}: its log is damaged (the server's log names the "
-                   f"bytes). To repair: stop that server, run `python -m coordinator.log repair "
-                   f"{log_dir_of(cluster, node)}/{topic}-{partition}` (it keeps a copy), start it again", err=True)
+        click.echo(
+            f"{topic}-{partition} is offline on node {node}: its log is damaged (the server's log names the "
+            f"bytes). To repair: stop that server, run `python -m coordinator.log repair "
+            f"{log_dir_of(cluster, node)}/{topic}-{partition}` (it keeps a copy), start it again",
+            err=True,
+        )
 
 
 def log_dir_of(cluster: Cluster, node: int) -> str:
     """A broker's data dir, from its static config log.dirs (Kafka's name for it)."""
     try:
         conn = cluster.node(node)
-        r = conn.request(DESCRIBE_CONFIGS, include_synonyms=False, include_documentation=False, resources=(
-            conn.nested(DESCRIBE_CONFIGS, "DescribeConfigsResource", resource_type=BROKER_RESOURCE,
-                        resource_name=str(node), configuration_keys=("log.dirs",)),))
+        r = conn.request(
+            DESCRIBE_CONFIGS,
+            include_synonyms=False,
+            include_documentation=False,
+            resources=(
+                conn.nested(
+                    DESCRIBE_CONFIGS,
+                    "DescribeConfigsResource",
+                    resource_type=BROKER_RESOURCE,
+                    resource_name=str(node),
+                    configuration_keys=("log.dirs",),
+                ),
+            ),
+        )
         for c in r.results[0].configs:
             if c.name == "log.dirs" and c.value:
                 return c.value.split(",")[0]
@@ -74,8 +109,14 @@ def log_dir_of(cluster: Cluster, node: int) -> str:
 @click.option("--config", "configs", multiple=True, help="KEY=VALUE (repeatable)")
 @click.option("--if-not-exists", is_flag=True, help="a topic that exists already is not a failure (kafka-topics')")
 @click.pass_context
-def topics_create(ctx: click.Context, name: str, partitions: int | None, replication_factor: int,
-                  configs: tuple[str, ...], if_not_exists: bool) -> None:
+def topics_create(
+    ctx: click.Context,
+    name: str,
+    partitions: int | None,
+    replication_factor: int,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+) -> None:
     pairs = []
     for c in configs:
         key, sep, value = c.partition("=")
@@ -83,17 +124,31 @@ def topics_create(ctx: click.Context, name: str, partitions: int | None, replica
             raise click.BadParameter(f"{c!r}: expected KEY=VALUE", param_hint="--config")
         pairs.append((key, value))
     conn = cluster_of(ctx).any_node()
-    r = conn.request(CREATE_TOPICS, timeout=datetime.timedelta(seconds=30), validate_only=False, topics=(
-        conn.nested(CREATE_TOPICS, "CreatableTopic", name=name, num_partitions=partitions or -1,
-                    replication_factor=replication_factor, assignments=(), configs=tuple(
-                        conn.nested(CREATE_TOPICS, "CreatableTopicConfig", name=k, value=v) for k, v in pairs)),))
+    r = conn.request(
+        CREATE_TOPICS,
+        timeout=datetime.timedelta(seconds=30),
+        validate_only=False,
+        topics=(
+            conn.nested(
+                CREATE_TOPICS,
+                "CreatableTopic",
+                name=name,
+                num_partitions=partitions or -1,
+                replication_factor=replication_factor,
+                assignments=(),
+                configs=tuple(conn.nested(CREATE_TOPICS, "CreatableTopicConfig", name=k, value=v) for k, v in pairs),
+            ),
+        ),
+    )
     result = r.topics[0]
     if if_not_exists and result.error_code == ErrorCode.topic_already_exists:
         click.echo(f"topic {name} exists already", err=True)
         return
     if result.error_code:
-        raise Failure(f"topic {name!r}: {error_name(result.error_code)}"
-                      + (f": {result.error_message}" if getattr(result, "error_message", None) else ""))
+        raise Failure(
+            f"topic {name!r}: {error_name(result.error_code)}"
+            + (f": {result.error_message}" if getattr(result, "error_message", None) else "")
+        )
     click.echo(f"created topic {name}", err=True)
 
 

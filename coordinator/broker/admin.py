@@ -67,8 +67,14 @@ class TopicAdmin:
             rows = []
             for p in t.partitions:
                 error, low = await self._delete_records(ctx, t.name, p.partition_index, p.offset)
-                rows.append(ctx.nested("DeleteRecordsPartitionResult", partition_index=p.partition_index,
-                                       low_watermark=low, error_code=error))
+                rows.append(
+                    ctx.nested(
+                        "DeleteRecordsPartitionResult",
+                        partition_index=p.partition_index,
+                        low_watermark=low,
+                        error_code=error,
+                    )
+                )
             topics.append(ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=tuple(rows)))
         return ctx.response(throttle_time=0, topics=tuple(topics))
 
@@ -96,13 +102,16 @@ class TopicAdmin:
     def _too_many_partitions(self, counts: list[int]) -> bool:
         """Kafka's controller refuses a request that would create more than 10,000 partitions
         at once (POLICY_VIOLATION): creating each costs files, and here the event loop's time."""
-        return sum(max(n if n != -1 else self.topics.default_partitions, 0) for n in counts) > MAX_PARTITIONS_PER_REQUEST
+        return (
+            sum(max(n if n != -1 else self.topics.default_partitions, 0) for n in counts) > MAX_PARTITIONS_PER_REQUEST
+        )
 
     async def create_topics(self, ctx: RequestContext, req: Any) -> Any:
         results = []
         seen: set[str] = set()
         too_many = self._too_many_partitions(
-            [len(t.assignments) if t.assignments else t.num_partitions for t in req.topics])
+            [len(t.assignments) if t.assignments else t.num_partitions for t in req.topics]
+        )
         for t in req.topics:
             error, message, info = E.none, None, None
             try:
@@ -124,12 +133,19 @@ class TopicAdmin:
                     info = await self.topics.create(t.name, partitions, rf, configs)
             except TopicError as e:
                 error, message, info = e.code, str(e), None
-            results.append(ctx.nested(
-                "CreatableTopicResult", name=t.name, topic_id=info.topic_id if info else None,
-                error_code=error, error_message=message, topic_config_error_code=0,
-                num_partitions=info.partitions if info else -1,
-                replication_factor=info.replication_factor if info else -1,
-                configs=() if info else None))
+            results.append(
+                ctx.nested(
+                    "CreatableTopicResult",
+                    name=t.name,
+                    topic_id=info.topic_id if info else None,
+                    error_code=error,
+                    error_message=message,
+                    topic_config_error_code=0,
+                    num_partitions=info.partitions if info else -1,
+                    replication_factor=info.replication_factor if info else -1,
+                    configs=() if info else None,
+                )
+            )
         return ctx.response(throttle_time=self._throttle(ctx), topics=tuple(results))
 
     async def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
@@ -154,14 +170,18 @@ class TopicAdmin:
                     topic_id = info.topic_id
                 except TopicError as e:
                     error, message = e.code, str(e)
-            results.append(ctx.nested("DeletableTopicResult", name=name, topic_id=topic_id, error_code=error,
-                                      error_message=message))
+            results.append(
+                ctx.nested(
+                    "DeletableTopicResult", name=name, topic_id=topic_id, error_code=error, error_message=message
+                )
+            )
         return ctx.response(throttle_time=self._throttle(ctx), responses=tuple(results))
 
     async def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
         results = []
-        too_many = self._too_many_partitions([
-            t.count - (self.topics.get(t.name).partitions if self.topics.get(t.name) else 0) for t in req.topics])
+        too_many = self._too_many_partitions(
+            [t.count - (self.topics.get(t.name).partitions if self.topics.get(t.name) else 0) for t in req.topics]
+        )
         for t in req.topics:
             error, message = E.none, None
             try:
@@ -174,8 +194,9 @@ class TopicAdmin:
                     await self.topics.add_partitions(t.name, t.count)
             except TopicError as e:
                 error, message = e.code, str(e)
-            results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=error,
-                                      error_message=message))
+            results.append(
+                ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=error, error_message=message)
+            )
         return ctx.response(throttle_time=self._throttle(ctx), results=tuple(results))
 
 

@@ -46,17 +46,34 @@ class ConfigApis:
                 error, message = e.code, str(e)
             keys = r.configuration_keys
             configs = tuple(
-                ctx.nested("DescribeConfigsResourceResult", name=e.name, value=None if e.sensitive else e.value,
-                           read_only=e.read_only, is_default=e.source == 5, config_source=e.source,
-                           is_sensitive=e.sensitive,
-                           synonyms=tuple(ctx.nested("DescribeConfigsSynonym", name=n,
-                                                     value=None if e.sensitive else v, source=s)
-                                          for n, v, s in (e.synonyms if synonyms else ())),
-                           config_type=e.type, documentation=e.doc if docs else None)
-                for e in entries if keys is None or not keys or e.name in keys)
-            results.append(ctx.nested("DescribeConfigsResult", error_code=error, error_message=message,
-                                      resource_type=r.resource_type, resource_name=r.resource_name,
-                                      configs=configs))
+                ctx.nested(
+                    "DescribeConfigsResourceResult",
+                    name=e.name,
+                    value=None if e.sensitive else e.value,
+                    read_only=e.read_only,
+                    is_default=e.source == 5,
+                    config_source=e.source,
+                    is_sensitive=e.sensitive,
+                    synonyms=tuple(
+                        ctx.nested("DescribeConfigsSynonym", name=n, value=None if e.sensitive else v, source=s)
+                        for n, v, s in (e.synonyms if synonyms else ())
+                    ),
+                    config_type=e.type,
+                    documentation=e.doc if docs else None,
+                )
+                for e in entries
+                if keys is None or not keys or e.name in keys
+            )
+            results.append(
+                ctx.nested(
+                    "DescribeConfigsResult",
+                    error_code=error,
+                    error_message=message,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                    configs=configs,
+                )
+            )
         return ctx.response(throttle_time=0, results=tuple(results))
 
     def _entries(self, resource_type: int, name: str) -> list:
@@ -80,6 +97,7 @@ class ConfigApis:
 
     async def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
         """The legacy API: each resource's settings become exactly the ones given."""
+
         def replace(current: dict, r: Any) -> dict:
             _refuse_null_values(r.configs)
             return {c.name: c.value for c in r.configs}
@@ -103,8 +121,15 @@ class ConfigApis:
                 error, message = e.code, str(e)
             except OSError as e:  # the configs could not be made durable: nothing changed
                 error, message = E.kafka_storage_error, f"cannot store the configs: {e.strerror or e}"
-            responses.append(ctx.nested("AlterConfigsResourceResponse", error_code=error, error_message=message,
-                                        resource_type=r.resource_type, resource_name=r.resource_name))
+            responses.append(
+                ctx.nested(
+                    "AlterConfigsResourceResponse",
+                    error_code=error,
+                    error_message=message,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+            )
         return ctx.response(throttle_time=0, responses=tuple(responses))
 
     async def _alter_one(self, r: Any, new_settings: Any, validate_only: bool) -> None:
@@ -113,8 +138,9 @@ class ConfigApis:
         if r.resource_type == TOPIC:
             info = self._topic(r.resource_name)
             if info.internal:
-                raise ConfigError(f"the configs of internal topic {info.name} cannot be changed here",
-                                  E.invalid_request)
+                raise ConfigError(
+                    f"the configs of internal topic {info.name} cannot be changed here", E.invalid_request
+                )
 
             def topic_settings(current: dict[str, str]) -> dict[str, str]:
                 settings = new_settings(dict(current), r)
@@ -126,6 +152,7 @@ class ConfigApis:
             else:
                 await self.topics.set_configs(info.name, topic_settings)
         elif r.resource_type == BROKER:
+
             def broker_settings(current: dict[str, str]) -> dict[str, str]:
                 settings = new_settings(dict(current), r)
                 self.broker.validate(settings, per_broker=r.resource_name != "")
@@ -137,6 +164,7 @@ class ConfigApis:
                 await self.broker.replace(r.resource_name, broker_settings)
                 self.topics.broker_configs_changed()
         elif r.resource_type == GROUP and self.group_configs is not None:
+
             def group_settings(current: dict[str, str]) -> dict[str, str]:
                 settings = new_settings(dict(current), r)
                 self.group_configs.validate(settings)
@@ -170,15 +198,19 @@ class ConfigApis:
             elif op in (APPEND, SUBTRACT):
                 d = defs.get(c.name) or (self.broker.definition(c.name) if r.resource_type == BROKER else None)
                 if d is None and r.resource_type == GROUP:
-                    raise ConfigError(f"Config value append is not allowed for config key: {c.name}"
-                                      if op == APPEND else
-                                      f"Config value subtract is not allowed for config key: {c.name}")
+                    raise ConfigError(
+                        f"Config value append is not allowed for config key: {c.name}"
+                        if op == APPEND
+                        else f"Config value subtract is not allowed for config key: {c.name}"
+                    )
                 if d is None:
                     raise ConfigError(f"Unknown config name: {c.name}")
                 if d.type != LIST:
-                    raise ConfigError(f"Config value append is not allowed for config key: {c.name}"
-                                      if op == APPEND else
-                                      f"Config value subtract is not allowed for config key: {c.name}")
+                    raise ConfigError(
+                        f"Config value append is not allowed for config key: {c.name}"
+                        if op == APPEND
+                        else f"Config value subtract is not allowed for config key: {c.name}"
+                    )
                 if c.name in current:
                     items = parse(d, current[c.name])
                 elif r.resource_type == TOPIC:
@@ -202,19 +234,34 @@ class ConfigApis:
         endpoint = getattr(req, "endpoint_type", ENDPOINT_BROKERS)
         if endpoint != ENDPOINT_BROKERS:  # a broker serves its brokers' endpoints only
             kind = "CONTROLLER" if endpoint == 2 else f"{endpoint}"
-            return ctx.response(throttle_time=0, error_code=E.unsupported_endpoint_type,
-                                error_message=f"The broker does not support the {kind} endpoint type",
-                                endpoint_type=endpoint, cluster_id=config.cluster_id, controller_id=-1,
-                                brokers=(), cluster_authorized_operations=-(2**31))
+            return ctx.response(
+                throttle_time=0,
+                error_code=E.unsupported_endpoint_type,
+                error_message=f"The broker does not support the {kind} endpoint type",
+                endpoint_type=endpoint,
+                cluster_id=config.cluster_id,
+                controller_id=-1,
+                brokers=(),
+                cluster_authorized_operations=-(2**31),
+            )
         from ..cluster import CLUSTER_OPERATIONS, NOT_ASKED
 
-        brokers = tuple(ctx.nested("DescribeClusterBroker", broker_id=n, host=host, port=port, rack=None,
-                                   is_fenced=False) for n, host, port in self.cluster.brokers(ctx))
+        brokers = tuple(
+            ctx.nested("DescribeClusterBroker", broker_id=n, host=host, port=port, rack=None, is_fenced=False)
+            for n, host, port in self.cluster.brokers(ctx)
+        )
         return ctx.response(
-            throttle_time=0, error_code=E.none, error_message=None, endpoint_type=ENDPOINT_BROKERS,
-            cluster_id=config.cluster_id, controller_id=self.cluster.topology.controller(), brokers=brokers,
-            cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
-            else NOT_ASKED)
+            throttle_time=0,
+            error_code=E.none,
+            error_message=None,
+            endpoint_type=ENDPOINT_BROKERS,
+            cluster_id=config.cluster_id,
+            controller_id=self.cluster.topology.controller(),
+            brokers=brokers,
+            cluster_authorized_operations=CLUSTER_OPERATIONS
+            if req.include_cluster_authorized_operations
+            else NOT_ASKED,
+        )
 
 
 def _refuse_null_values(configs: Any) -> None:

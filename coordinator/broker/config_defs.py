@@ -51,6 +51,7 @@ def each_of(*allowed: str) -> Callable[[Any], str | None]:
     def check(items: list[str]) -> str | None:
         bad = [i for i in items if i not in allowed]
         return f"Invalid value {bad[0]} for configuration: String must be one of: {', '.join(allowed)}" if bad else None
+
     return check
 
 
@@ -105,9 +106,13 @@ def parse(d: ConfigDef, raw: str) -> Any:
         else:
             value = s
     except ValueError:
-        kind = {BOOLEAN: "Expected value to be either true or false", SHORT: "Not a number of type SHORT",
-                INT: "Not a number of type INT",
-                LONG: "Not a number of type LONG", DOUBLE: "Not a number of type DOUBLE"}[d.type]
+        kind = {
+            BOOLEAN: "Expected value to be either true or false",
+            SHORT: "Not a number of type SHORT",
+            INT: "Not a number of type INT",
+            LONG: "Not a number of type LONG",
+            DOUBLE: "Not a number of type DOUBLE",
+        }[d.type]
         raise ConfigError(f"Invalid value {raw} for configuration {d.name}: {kind}") from None
     why = d.validator(value) if d.validator else None
     if why:
@@ -132,80 +137,268 @@ def _t(name, type_, default, doc, validator=None, *synonyms) -> ConfigDef:
 
 # Kafka 3.9's topic configs (LogConfig), with the broker configs they default to
 # (ServerTopicConfigSynonyms), in Kafka's order of precedence.
-TOPIC_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (
-    _t("cleanup.policy", LIST, ["delete"], "delete: old segments are removed by retention time or size; "
-       "compact: only the latest record of each key is kept; both may be given.",
-       each_of("compact", "delete"), "log.cleanup.policy"),
-    _t("compression.type", STRING, "producer", "The codec of stored batches: producer keeps the producer's; "
-       "any other recompresses to it.",
-       one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), "compression.type"),
-    _t("compression.gzip.level", INT, -1, "gzip level for compression.type=gzip.", _level(1, 9, -1),
-       "compression.gzip.level"),
-    _t("compression.lz4.level", INT, 9, "lz4 level for compression.type=lz4.", _level(1, 17),
-       "compression.lz4.level"),
-    _t("compression.zstd.level", INT, 3, "zstd level for compression.type=zstd.", _level(-131072, 22),
-       "compression.zstd.level"),
-    _t("delete.retention.ms", LONG, DAY_MS, "How long compaction keeps tombstones (delete markers).",
-       at_least(0), "log.cleaner.delete.retention.ms"),
-    _t("file.delete.delay.ms", LONG, 60_000, "Delay before a deleted segment file is removed from disk.",
-       at_least(0), "log.segment.delete.delay.ms"),
-    _t("flush.messages", LONG, LONG_MAX, "Force an fsync after this many messages.", at_least(1),
-       "log.flush.interval.messages"),
-    _t("flush.ms", LONG, LONG_MAX, "Force an fsync after this much time.", at_least(0),
-       "log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-    _t("follower.replication.throttled.replicas", LIST, [], "Replicas throttled on the follower side.",
-       _throttled_replicas),
-    _t("index.interval.bytes", INT, 4096, "Bytes between entries of the offset index.", at_least(0),
-       "log.index.interval.bytes"),
-    _t("leader.replication.throttled.replicas", LIST, [], "Replicas throttled on the leader side.",
-       _throttled_replicas),
-    _t("local.retention.bytes", LONG, -2, "Local bytes kept with tiered storage (-2: retention.bytes).",
-       at_least(-2), "log.local.retention.bytes"),
-    _t("local.retention.ms", LONG, -2, "Local time kept with tiered storage (-2: retention.ms).",
-       at_least(-2), "log.local.retention.ms"),
-    _t("max.compaction.lag.ms", LONG, LONG_MAX, "Longest a record stays uncompacted.", at_least(1),
-       "log.cleaner.max.compaction.lag.ms"),
-    _t("max.message.bytes", INT, 1_048_588, "Largest record batch accepted.", at_least(0),
-       "message.max.bytes"),
-    _t("message.downconversion.enable", BOOLEAN, True, "Whether old Fetch versions get down-converted batches.",
-       None, "log.message.downconversion.enable"),
-    _t("message.format.version", STRING, "3.0-IV1", "Deprecated: ignored from message format v2 on.",
-       _message_format, "log.message.format.version"),
-    _t("message.timestamp.after.max.ms", LONG, LONG_MAX, "How far in the future (CreateTime) a record's "
-       "timestamp may be.", at_least(0), "log.message.timestamp.after.max.ms"),
-    _t("message.timestamp.before.max.ms", LONG, LONG_MAX, "How far in the past (CreateTime) a record's "
-       "timestamp may be.", at_least(0), "log.message.timestamp.before.max.ms"),
-    _t("message.timestamp.difference.max.ms", LONG, LONG_MAX, "Deprecated: the largest difference between "
-       "the broker's time and a record's.", at_least(0), "log.message.timestamp.difference.max.ms"),
-    _t("message.timestamp.type", STRING, "CreateTime", "CreateTime keeps the producer's timestamps; "
-       "LogAppendTime stamps batches with the broker's time.", one_of("CreateTime", "LogAppendTime"),
-       "log.message.timestamp.type"),
-    _t("min.cleanable.dirty.ratio", DOUBLE, 0.5, "Share of the log that must be uncompacted before "
-       "compaction runs.", between(0, 1), "log.cleaner.min.cleanable.ratio"),
-    _t("min.compaction.lag.ms", LONG, 0, "Shortest a record stays uncompacted.", at_least(0),
-       "log.cleaner.min.compaction.lag.ms"),
-    _t("min.insync.replicas", INT, 1, "Replicas that must acknowledge an acks=all write.", at_least(1),
-       "min.insync.replicas"),
-    _t("preallocate", BOOLEAN, False, "Preallocate segment files.", None, "log.preallocate"),
-    _t("remote.log.copy.disable", BOOLEAN, False, "Stop copying to tiered storage.", None),
-    _t("remote.log.delete.on.disable", BOOLEAN, False, "Delete tiered data when tiered storage is disabled.",
-       None),
-    _t("remote.storage.enable", BOOLEAN, False, "Tiered storage for this topic.", None),
-    _t("retention.bytes", LONG, -1, "Largest size of a partition before old segments go (-1: no limit).",
-       None, "log.retention.bytes"),
-    _t("retention.ms", LONG, 7 * DAY_MS, "Age after which old segments go (-1: no limit).", at_least(-1),
-       "log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    _t("segment.bytes", INT, 1024**3, "Size of a segment file before a new one starts.", at_least(14),
-       "log.segment.bytes"),
-    _t("segment.index.bytes", INT, 10 * 1024 * 1024, "Size of a segment's index file.", at_least(4),
-       "log.index.size.max.bytes"),
-    _t("segment.jitter.ms", LONG, 0, "Random jitter subtracted from segment.ms.", at_least(0),
-       "log.roll.jitter.ms", "log.roll.jitter.hours"),
-    _t("segment.ms", LONG, 7 * DAY_MS, "Age of a segment before a new one starts.", at_least(1),
-       "log.roll.ms", "log.roll.hours"),
-    _t("unclean.leader.election.enable", BOOLEAN, False, "Whether an out-of-sync replica may become leader.",
-       None, "unclean.leader.election.enable"),
-)}
+TOPIC_CONFIG_DEFS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        _t(
+            "cleanup.policy",
+            LIST,
+            ["delete"],
+            "delete: old segments are removed by retention time or size; "
+            "compact: only the latest record of each key is kept; both may be given.",
+            each_of("compact", "delete"),
+            "log.cleanup.policy",
+        ),
+        _t(
+            "compression.type",
+            STRING,
+            "producer",
+            "The codec of stored batches: producer keeps the producer's; any other recompresses to it.",
+            one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+            "compression.type",
+        ),
+        _t(
+            "compression.gzip.level",
+            INT,
+            -1,
+            "gzip level for compression.type=gzip.",
+            _level(1, 9, -1),
+            "compression.gzip.level",
+        ),
+        _t(
+            "compression.lz4.level",
+            INT,
+            9,
+            "lz4 level for compression.type=lz4.",
+            _level(1, 17),
+            "compression.lz4.level",
+        ),
+        _t(
+            "compression.zstd.level",
+            INT,
+            3,
+            "zstd level for compression.type=zstd.",
+            _level(-131072, 22),
+            "compression.zstd.level",
+        ),
+        _t(
+            "delete.retention.ms",
+            LONG,
+            DAY_MS,
+            "How long compaction keeps tombstones (delete markers).",
+            at_least(0),
+            "log.cleaner.delete.retention.ms",
+        ),
+        _t(
+            "file.delete.delay.ms",
+            LONG,
+            60_000,
+            "Delay before a deleted segment file is removed from disk.",
+            at_least(0),
+            "log.segment.delete.delay.ms",
+        ),
+        _t(
+            "flush.messages",
+            LONG,
+            LONG_MAX,
+            "Force an fsync after this many messages.",
+            at_least(1),
+            "log.flush.interval.messages",
+        ),
+        _t(
+            "flush.ms",
+            LONG,
+            LONG_MAX,
+            "Force an fsync after this much time.",
+            at_least(0),
+            "log.flush.interval.ms",
+            "log.flush.scheduler.interval.ms",
+        ),
+        _t(
+            "follower.replication.throttled.replicas",
+            LIST,
+            [],
+            "Replicas throttled on the follower side.",
+            _throttled_replicas,
+        ),
+        _t(
+            "index.interval.bytes",
+            INT,
+            4096,
+            "Bytes between entries of the offset index.",
+            at_least(0),
+            "log.index.interval.bytes",
+        ),
+        _t(
+            "leader.replication.throttled.replicas",
+            LIST,
+            [],
+            "Replicas throttled on the leader side.",
+            _throttled_replicas,
+        ),
+        _t(
+            "local.retention.bytes",
+            LONG,
+            -2,
+            "Local bytes kept with tiered storage (-2: retention.bytes).",
+            at_least(-2),
+            "log.local.retention.bytes",
+        ),
+        _t(
+            "local.retention.ms",
+            LONG,
+            -2,
+            "Local time kept with tiered storage (-2: retention.ms).",
+            at_least(-2),
+            "log.local.retention.ms",
+        ),
+        _t(
+            "max.compaction.lag.ms",
+            LONG,
+            LONG_MAX,
+            "Longest a record stays uncompacted.",
+            at_least(1),
+            "log.cleaner.max.compaction.lag.ms",
+        ),
+        _t("max.message.bytes", INT, 1_048_588, "Largest record batch accepted.", at_least(0), "message.max.bytes"),
+        _t(
+            "message.downconversion.enable",
+            BOOLEAN,
+            True,
+            "Whether old Fetch versions get down-converted batches.",
+            None,
+            "log.message.downconversion.enable",
+        ),
+        _t(
+            "message.format.version",
+            STRING,
+            "3.0-IV1",
+            "Deprecated: ignored from message format v2 on.",
+            _message_format,
+            "log.message.format.version",
+        ),
+        _t(
+            "message.timestamp.after.max.ms",
+            LONG,
+            LONG_MAX,
+            "How far in the future (CreateTime) a record's timestamp may be.",
+            at_least(0),
+            "log.message.timestamp.after.max.ms",
+        ),
+        _t(
+            "message.timestamp.before.max.ms",
+            LONG,
+            LONG_MAX,
+            "How far in the past (CreateTime) a record's timestamp may be.",
+            at_least(0),
+            "log.message.timestamp.before.max.ms",
+        ),
+        _t(
+            "message.timestamp.difference.max.ms",
+            LONG,
+            LONG_MAX,
+            "Deprecated: the largest difference between the broker's time and a record's.",
+            at_least(0),
+            "log.message.timestamp.difference.max.ms",
+        ),
+        _t(
+            "message.timestamp.type",
+            STRING,
+            "CreateTime",
+            "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker's time.",
+            one_of("CreateTime", "LogAppendTime"),
+            "log.message.timestamp.type",
+        ),
+        _t(
+            "min.cleanable.dirty.ratio",
+            DOUBLE,
+            0.5,
+            "Share of the log that must be uncompacted before compaction runs.",
+            between(0, 1),
+            "log.cleaner.min.cleanable.ratio",
+        ),
+        _t(
+            "min.compaction.lag.ms",
+            LONG,
+            0,
+            "Shortest a record stays uncompacted.",
+            at_least(0),
+            "log.cleaner.min.compaction.lag.ms",
+        ),
+        _t(
+            "min.insync.replicas",
+            INT,
+            1,
+            "Replicas that must acknowledge an acks=all write.",
+            at_least(1),
+            "min.insync.replicas",
+        ),
+        _t("preallocate", BOOLEAN, False, "Preallocate segment files.", None, "log.preallocate"),
+        _t("remote.log.copy.disable", BOOLEAN, False, "Stop copying to tiered storage.", None),
+        _t("remote.log.delete.on.disable", BOOLEAN, False, "Delete tiered data when tiered storage is disabled.", None),
+        _t("remote.storage.enable", BOOLEAN, False, "Tiered storage for this topic.", None),
+        _t(
+            "retention.bytes",
+            LONG,
+            -1,
+            "Largest size of a partition before old segments go (-1: no limit).",
+            None,
+            "log.retention.bytes",
+        ),
+        _t(
+            "retention.ms",
+            LONG,
+            7 * DAY_MS,
+            "Age after which old segments go (-1: no limit).",
+            at_least(-1),
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ),
+        _t(
+            "segment.bytes",
+            INT,
+            1024**3,
+            "Size of a segment file before a new one starts.",
+            at_least(14),
+            "log.segment.bytes",
+        ),
+        _t(
+            "segment.index.bytes",
+            INT,
+            10 * 1024 * 1024,
+            "Size of a segment's index file.",
+            at_least(4),
+            "log.index.size.max.bytes",
+        ),
+        _t(
+            "segment.jitter.ms",
+            LONG,
+            0,
+            "Random jitter subtracted from segment.ms.",
+            at_least(0),
+            "log.roll.jitter.ms",
+            "log.roll.jitter.hours",
+        ),
+        _t(
+            "segment.ms",
+            LONG,
+            7 * DAY_MS,
+            "Age of a segment before a new one starts.",
+            at_least(1),
+            "log.roll.ms",
+            "log.roll.hours",
+        ),
+        _t(
+            "unclean.leader.election.enable",
+            BOOLEAN,
+            False,
+            "Whether an out-of-sync replica may become leader.",
+            None,
+            "unclean.leader.election.enable",
+        ),
+    )
+}
 
 
 def _b(name, type_, default, doc, validator=None) -> ConfigDef:
@@ -215,57 +408,85 @@ def _b(name, type_, default, doc, validator=None) -> ConfigDef:
 # Broker configs that stand behind topic configs. Those named in DYNAMIC_BROKER_CONFIGS
 # can be changed at run time (per broker, or as the cluster default) as in Kafka; their
 # default is what a topic without its own value uses.
-BROKER_LOG_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (
-    _b("log.cleanup.policy", LIST, ["delete"], "Default cleanup.policy.", each_of("compact", "delete")),
-    _b("compression.type", STRING, "producer", "Default compression.type.",
-       one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    _b("compression.gzip.level", INT, -1, "Default compression.gzip.level.", _level(1, 9, -1)),
-    _b("compression.lz4.level", INT, 9, "Default compression.lz4.level.", _level(1, 17)),
-    _b("compression.zstd.level", INT, 3, "Default compression.zstd.level.", _level(-131072, 22)),
-    _b("log.cleaner.delete.retention.ms", LONG, DAY_MS, "Default delete.retention.ms.", at_least(0)),
-    _b("log.segment.delete.delay.ms", LONG, 60_000, "Default file.delete.delay.ms.", at_least(0)),
-    _b("log.flush.interval.messages", LONG, LONG_MAX, "Default flush.messages.", at_least(1)),
-    _b("log.flush.interval.ms", LONG, None, "Default flush.ms."),
-    _b("log.flush.scheduler.interval.ms", LONG, LONG_MAX, "How often the log flusher checks flush.ms."),
-    _b("log.index.interval.bytes", INT, 4096, "Default index.interval.bytes.", at_least(0)),
-    _b("log.local.retention.bytes", LONG, -2, "Default local.retention.bytes.", at_least(-2)),
-    _b("log.local.retention.ms", LONG, -2, "Default local.retention.ms.", at_least(-2)),
-    _b("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, "Default max.compaction.lag.ms.", at_least(1)),
-    _b("message.max.bytes", INT, 1_048_588, "Default max.message.bytes.", at_least(0)),
-    _b("log.message.downconversion.enable", BOOLEAN, True, "Default message.downconversion.enable."),
-    _b("log.message.format.version", STRING, "3.0-IV1", "Default message.format.version.", _message_format),
-    _b("log.message.timestamp.after.max.ms", LONG, LONG_MAX, "Default message.timestamp.after.max.ms.",
-       at_least(0)),
-    _b("log.message.timestamp.before.max.ms", LONG, LONG_MAX, "Default message.timestamp.before.max.ms.",
-       at_least(0)),
-    _b("log.message.timestamp.difference.max.ms", LONG, LONG_MAX,
-       "Default message.timestamp.difference.max.ms.", at_least(0)),
-    _b("log.message.timestamp.type", STRING, "CreateTime", "Default message.timestamp.type.",
-       one_of("CreateTime", "LogAppendTime")),
-    _b("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, "Default min.cleanable.dirty.ratio.", between(0, 1)),
-    _b("log.cleaner.min.compaction.lag.ms", LONG, 0, "Default min.compaction.lag.ms.", at_least(0)),
-    _b("min.insync.replicas", INT, 1, "Default min.insync.replicas.", at_least(1)),
-    _b("log.preallocate", BOOLEAN, False, "Default preallocate."),
-    _b("log.retention.bytes", LONG, -1, "Default retention.bytes."),
-    _b("log.retention.ms", LONG, None, "Default retention.ms (over log.retention.minutes and .hours)."),
-    _b("log.retention.minutes", INT, None, "Default retention.ms in minutes (over log.retention.hours)."),
-    _b("log.retention.hours", INT, 168, "Default retention.ms in hours."),
-    _b("log.segment.bytes", INT, 1024**3, "Default segment.bytes.", at_least(14)),
-    _b("log.index.size.max.bytes", INT, 10 * 1024 * 1024, "Default segment.index.bytes.", at_least(4)),
-    _b("log.roll.jitter.ms", LONG, None, "Default segment.jitter.ms."),
-    _b("log.roll.jitter.hours", INT, 0, "Default segment.jitter.ms in hours.", at_least(0)),
-    _b("log.roll.ms", LONG, None, "Default segment.ms (over log.roll.hours)."),
-    _b("log.roll.hours", INT, 168, "Default segment.ms in hours.", at_least(1)),
-    _b("unclean.leader.election.enable", BOOLEAN, False, "Default unclean.leader.election.enable."),
-)}
+BROKER_LOG_CONFIG_DEFS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        _b("log.cleanup.policy", LIST, ["delete"], "Default cleanup.policy.", each_of("compact", "delete")),
+        _b(
+            "compression.type",
+            STRING,
+            "producer",
+            "Default compression.type.",
+            one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        ),
+        _b("compression.gzip.level", INT, -1, "Default compression.gzip.level.", _level(1, 9, -1)),
+        _b("compression.lz4.level", INT, 9, "Default compression.lz4.level.", _level(1, 17)),
+        _b("compression.zstd.level", INT, 3, "Default compression.zstd.level.", _level(-131072, 22)),
+        _b("log.cleaner.delete.retention.ms", LONG, DAY_MS, "Default delete.retention.ms.", at_least(0)),
+        _b("log.segment.delete.delay.ms", LONG, 60_000, "Default file.delete.delay.ms.", at_least(0)),
+        _b("log.flush.interval.messages", LONG, LONG_MAX, "Default flush.messages.", at_least(1)),
+        _b("log.flush.interval.ms", LONG, None, "Default flush.ms."),
+        _b("log.flush.scheduler.interval.ms", LONG, LONG_MAX, "How often the log flusher checks flush.ms."),
+        _b("log.index.interval.bytes", INT, 4096, "Default index.interval.bytes.", at_least(0)),
+        _b("log.local.retention.bytes", LONG, -2, "Default local.retention.bytes.", at_least(-2)),
+        _b("log.local.retention.ms", LONG, -2, "Default local.retention.ms.", at_least(-2)),
+        _b("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, "Default max.compaction.lag.ms.", at_least(1)),
+        _b("message.max.bytes", INT, 1_048_588, "Default max.message.bytes.", at_least(0)),
+        _b("log.message.downconversion.enable", BOOLEAN, True, "Default message.downconversion.enable."),
+        _b("log.message.format.version", STRING, "3.0-IV1", "Default message.format.version.", _message_format),
+        _b(
+            "log.message.timestamp.after.max.ms", LONG, LONG_MAX, "Default message.timestamp.after.max.ms.", at_least(0)
+        ),
+        _b(
+            "log.message.timestamp.before.max.ms",
+            LONG,
+            LONG_MAX,
+            "Default message.timestamp.before.max.ms.",
+            at_least(0),
+        ),
+        _b(
+            "log.message.timestamp.difference.max.ms",
+            LONG,
+            LONG_MAX,
+            "Default message.timestamp.difference.max.ms.",
+            at_least(0),
+        ),
+        _b(
+            "log.message.timestamp.type",
+            STRING,
+            "CreateTime",
+            "Default message.timestamp.type.",
+            one_of("CreateTime", "LogAppendTime"),
+        ),
+        _b("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, "Default min.cleanable.dirty.ratio.", between(0, 1)),
+        _b("log.cleaner.min.compaction.lag.ms", LONG, 0, "Default min.compaction.lag.ms.", at_least(0)),
+        _b("min.insync.replicas", INT, 1, "Default min.insync.replicas.", at_least(1)),
+        _b("log.preallocate", BOOLEAN, False, "Default preallocate."),
+        _b("log.retention.bytes", LONG, -1, "Default retention.bytes."),
+        _b("log.retention.ms", LONG, None, "Default retention.ms (over log.retention.minutes and .hours)."),
+        _b("log.retention.minutes", INT, None, "Default retention.ms in minutes (over log.retention.hours)."),
+        _b("log.retention.hours", INT, 168, "Default retention.ms in hours."),
+        _b("log.segment.bytes", INT, 1024**3, "Default segment.bytes.", at_least(14)),
+        _b("log.index.size.max.bytes", INT, 10 * 1024 * 1024, "Default segment.index.bytes.", at_least(4)),
+        _b("log.roll.jitter.ms", LONG, None, "Default segment.jitter.ms."),
+        _b("log.roll.jitter.hours", INT, 0, "Default segment.jitter.ms in hours.", at_least(0)),
+        _b("log.roll.ms", LONG, None, "Default segment.ms (over log.roll.hours)."),
+        _b("log.roll.hours", INT, 168, "Default segment.ms in hours.", at_least(1)),
+        _b("unclean.leader.election.enable", BOOLEAN, False, "Default unclean.leader.election.enable."),
+    )
+}
 
 # Kafka's dynamic per-broker / cluster-default log configs (DynamicLogConfig's set, minus
 # the ones above that it leaves static).
 DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_LOG_CONFIG_DEFS) - {"log.message.format.version"}
 
 # Units of broker synonyms that are not in milliseconds (log.retention.hours -> retention.ms).
-_UNIT_MS = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000,
-            "log.roll.jitter.hours": 3_600_000}
+_UNIT_MS = {
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+}
 
 
 def synonym_as_topic_value(broker_name: str, value: Any) -> Any:
@@ -277,5 +498,4 @@ def check_topic_configs(values: dict[str, Any]) -> None:
     """Checks across configs (Kafka's LogConfig.validate)."""
     lo, hi = values.get("min.compaction.lag.ms", 0), values.get("max.compaction.lag.ms", LONG_MAX)
     if lo > hi:
-        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
-                          f"max.compaction.lag.ms ({hi})")
+        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({lo}) > max.compaction.lag.ms ({hi})")

@@ -17,14 +17,32 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from .config_defs import (
-    BROKER_LOG_CONFIG_DEFS, DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, LONG_MAX,
-    PASSWORD, STATIC_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_CONFIG_DEFS, UNKNOWN, ConfigDef, ConfigError,
-    check_topic_configs, parse, synonym_as_topic_value, to_string,
+    BROKER_LOG_CONFIG_DEFS,
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    LONG_MAX,
+    PASSWORD,
+    STATIC_BROKER_CONFIG,
+    TOPIC_CONFIG,
+    TOPIC_CONFIG_DEFS,
+    UNKNOWN,
+    ConfigDef,
+    ConfigError,
+    check_topic_configs,
+    parse,
+    synonym_as_topic_value,
+    to_string,
 )
 from ..durable import JsonFile
 from ..log.config import LogConfig
 from .dynamic_configs import (
-    CLUSTER_LEVEL_LISTENER_CONFIGS, DYNAMIC_DEFS, PER_BROKER_CONFIGS, SECURITY_CONFIG_DEFS, STATIC_ONLY, listener_base,
+    CLUSTER_LEVEL_LISTENER_CONFIGS,
+    DYNAMIC_DEFS,
+    PER_BROKER_CONFIGS,
+    SECURITY_CONFIG_DEFS,
+    STATIC_ONLY,
+    listener_base,
 )
 
 BROKER_CONFIGS_FILE = "broker-configs.json"
@@ -33,6 +51,7 @@ BROKER_CONFIGS_FILE = "broker-configs.json"
 @dataclass(frozen=True)
 class Entry:
     """One DescribeConfigs result (synonyms as (name, value, source))."""
+
     name: str
     value: str | None
     source: int
@@ -121,8 +140,11 @@ class BrokerConfigs:
         for n in names:
             for entry in self._sources(n):
                 by_source.setdefault(entry[2], []).append(entry)
-        ordered = [e for src in (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
-                                 DEFAULT_CONFIG) for e in by_source.get(src, [])]
+        ordered = [
+            e
+            for src in (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG)
+            for e in by_source.get(src, [])
+        ]
         while ordered and ordered[0][0] != names[0]:
             ordered.pop(0)
         return ordered
@@ -136,21 +158,26 @@ class BrokerConfigs:
             return self.dynamic_default
         if resource_name in self.node_ids:
             return self.dynamic_broker
-        raise ConfigError(f"Unexpected broker id, expected {self.node_id} or empty string, but received "
-                          f"{resource_name}", E.invalid_request)
+        raise ConfigError(
+            f"Unexpected broker id, expected {self.node_id} or empty string, but received {resource_name}",
+            E.invalid_request,
+        )
 
     def validate(self, values: dict[str, str | None], per_broker: bool) -> None:
         """Kafka's DynamicBrokerConfig.validateConfigs, in its order: names that are not
         dynamic, security configs without a listener prefix, values, then per-broker configs
         given as the cluster default. A broker refuses these with INVALID_REQUEST and the
         message (ConfigAdminManager.validateBrokerConfigChange)."""
+
         def refuse(names: list[str], why: str) -> None:
             if names:
                 raise ConfigError(f"{why}: Set({', '.join(sorted(names))})", E.invalid_request)
 
         refuse([n for n in values if not self.is_dynamic(n)], "Cannot update these configs dynamically")
-        refuse([n for n in values if n in SECURITY_CONFIG_DEFS],
-               "These security configs can be dynamically updated only per-listener using the listener prefix")
+        refuse(
+            [n for n in values if n in SECURITY_CONFIG_DEFS],
+            "These security configs can be dynamically updated only per-listener using the listener prefix",
+        )
         for name, value in values.items():
             d = self.definition(name)
             if d is not None and value is not None:
@@ -159,11 +186,15 @@ class BrokerConfigs:
                 except ConfigError as e:
                     raise ConfigError(str(e), E.invalid_request) from None
         if not per_broker:
+
             def per_broker_only(name: str) -> bool:
                 base = listener_base(name)
                 return name in PER_BROKER_CONFIGS or (base is not None and base not in CLUSTER_LEVEL_LISTENER_CONFIGS)
-            refuse([n for n in values if per_broker_only(n)],
-                   "Cannot update these configs at default cluster level, broker id must be specified")
+
+            refuse(
+                [n for n in values if per_broker_only(n)],
+                "Cannot update these configs at default cluster level, broker id must be specified",
+            )
 
     async def replace(self, resource_name: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
         """A broker resource's dynamic configs become settings(the ones in force), once
@@ -180,6 +211,7 @@ class BrokerConfigs:
                 self.changes += 1
                 for listener in self.listeners:
                     listener()
+
             return {"broker": broker, "default": default}, install
 
         if self.file is None:
@@ -193,9 +225,17 @@ class BrokerConfigs:
         """Kafka answers a broker id with every config in force, and "" (the cluster
         default) with only the dynamic defaults set."""
         layer = self.layer(resource_name)
-        names = sorted(layer) if resource_name == "" else sorted(
-            set(BROKER_LOG_CONFIG_DEFS) | set(DYNAMIC_DEFS) | set(self.static_defs) | set(self.dynamic_broker)
-            | set(self.dynamic_default))
+        names = (
+            sorted(layer)
+            if resource_name == ""
+            else sorted(
+                set(BROKER_LOG_CONFIG_DEFS)
+                | set(DYNAMIC_DEFS)
+                | set(self.static_defs)
+                | set(self.dynamic_broker)
+                | set(self.dynamic_default)
+            )
+        )
         out = []
         for name in names:
             d = self.definition(name)
@@ -209,8 +249,18 @@ class BrokerConfigs:
                 out.append(Entry(name, value, source, True, UNKNOWN, None, tuple(syns), sensitive=True))
                 continue
             value = layer[name] if resource_name == "" else to_string(d, self.value(name))
-            out.append(Entry(name, value, source, not self.is_dynamic(name), d.type, d.doc,
-                             tuple(syns), sensitive=d.type == PASSWORD))
+            out.append(
+                Entry(
+                    name,
+                    value,
+                    source,
+                    not self.is_dynamic(name),
+                    d.type,
+                    d.doc,
+                    tuple(syns),
+                    sensitive=d.type == PASSWORD,
+                )
+            )
         return out
 
 
@@ -289,46 +339,96 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
     rows = [
         ("node.id", INT, None, c.node_id, "This broker's id."),
         ("broker.id", INT, -1, c.node_id, "This broker's id."),
-        ("auto.create.topics.enable", BOOLEAN, True, c.auto_create_topics,
-         "Create a topic that Metadata or Produce names and that does not exist."),
+        (
+            "auto.create.topics.enable",
+            BOOLEAN,
+            True,
+            c.auto_create_topics,
+            "Create a topic that Metadata or Produce names and that does not exist.",
+        ),
         ("num.partitions", INT, 1, c.num_partitions, "Partitions of auto-created topics."),
         ("default.replication.factor", INT, 1, 1, "Replication factor of auto-created topics."),
         ("offsets.topic.num.partitions", INT, 50, c.offsets_partitions, "Partitions of __consumer_offsets."),
-        ("offsets.retention.minutes", INT, 10080, c.offsets_retention_minutes,
-         "How long committed offsets of an empty group are kept."),
-        ("offsets.retention.check.interval.ms", LONG, 600_000, c.offsets_retention_check_interval_ms,
-         "How often expired offsets are removed."),
+        (
+            "offsets.retention.minutes",
+            INT,
+            10080,
+            c.offsets_retention_minutes,
+            "How long committed offsets of an empty group are kept.",
+        ),
+        (
+            "offsets.retention.check.interval.ms",
+            LONG,
+            600_000,
+            c.offsets_retention_check_interval_ms,
+            "How often expired offsets are removed.",
+        ),
         ("offset.metadata.max.bytes", INT, 4096, c.offset_metadata_max_bytes, "Largest commit metadata."),
-        ("group.initial.rebalance.delay.ms", INT, 3000, c.group_initial_rebalance_delay_ms,
-         "How long a new group waits for more members before its first rebalance."),
+        (
+            "group.initial.rebalance.delay.ms",
+            INT,
+            3000,
+            c.group_initial_rebalance_delay_ms,
+            "How long a new group waits for more members before its first rebalance.",
+        ),
         ("group.min.session.timeout.ms", INT, 6000, c.group_min_session_timeout_ms, "Shortest session timeout."),
-        ("group.max.session.timeout.ms", INT, 1_800_000, c.group_max_session_timeout_ms,
-         "Longest session timeout."),
+        ("group.max.session.timeout.ms", INT, 1_800_000, c.group_max_session_timeout_ms, "Longest session timeout."),
         ("group.max.size", INT, 2**31 - 1, c.group_max_size, "Most members of a group."),
-        ("group.consumer.heartbeat.interval.ms", INT, 5000, c.group_consumer_heartbeat_interval_ms,
-         "Heartbeat interval of consumer-protocol members."),
-        ("group.consumer.session.timeout.ms", INT, 45000, c.group_consumer_session_timeout_ms,
-         "Session timeout of consumer-protocol members."),
+        (
+            "group.consumer.heartbeat.interval.ms",
+            INT,
+            5000,
+            c.group_consumer_heartbeat_interval_ms,
+            "Heartbeat interval of consumer-protocol members.",
+        ),
+        (
+            "group.consumer.session.timeout.ms",
+            INT,
+            45000,
+            c.group_consumer_session_timeout_ms,
+            "Session timeout of consumer-protocol members.",
+        ),
         ("group.consumer.max.size", INT, 2**31 - 1, c.group_consumer_max_size, "Most members of a consumer group."),
-        ("group.consumer.assignors", LIST, "uniform,range", c.group_consumer_assignors,
-         "Server-side assignors of consumer groups; the first is the default."),
+        (
+            "group.consumer.assignors",
+            LIST,
+            "uniform,range",
+            c.group_consumer_assignors,
+            "Server-side assignors of consumer groups; the first is the default.",
+        ),
         ("socket.request.max.bytes", INT, 104_857_600, c.socket_request_max_bytes, "Largest request accepted."),
-        ("connections.max.idle.ms", LONG, 600_000, c.connections_max_idle_ms,
-         "Idle connections are closed after this long."),
+        (
+            "connections.max.idle.ms",
+            LONG,
+            600_000,
+            c.connections_max_idle_ms,
+            "Idle connections are closed after this long.",
+        ),
         ("max.connections", INT, 2**31 - 1, c.max_connections, "Most connections open at once."),
         ("fetch.max.bytes", INT, 57_671_680, c.fetch_max_bytes, "Largest answer to one Fetch."),
-        ("log.retention.check.interval.ms", LONG, 300_000, c.log_retention_check_interval_ms,
-         "How often logs apply retention."),
+        (
+            "log.retention.check.interval.ms",
+            LONG,
+            300_000,
+            c.log_retention_check_interval_ms,
+            "How often logs apply retention.",
+        ),
         ("quota.window.num", INT, 11, c.quota_window_num, "Samples a client quota's rate is measured over."),
         ("quota.window.size.seconds", INT, 1, c.quota_window_size_seconds, "Length of each sample."),
-        ("log.cleaner.backoff.ms", LONG, 15_000, c.log_cleaner_backoff_ms,
-         "How long the cleaner sleeps when no log needs cleaning."),
+        (
+            "log.cleaner.backoff.ms",
+            LONG,
+            15_000,
+            c.log_cleaner_backoff_ms,
+            "How long the cleaner sleeps when no log needs cleaning.",
+        ),
         ("log.dirs", LIST, None, [str(Path(c.data_dir).resolve())], "The data dir: every log, and the stores."),
     ]
     slots = getattr(c, "max_incremental_fetch_session_cache_slots", None)
     if slots is not None:
-        rows.append(("max.incremental.fetch.session.cache.slots", INT, 1000, slots,
-                     "Most incremental fetch sessions kept."))
+        rows.append(
+            ("max.incremental.fetch.session.cache.slots", INT, 1000, slots, "Most incremental fetch sessions kept.")
+        )
     out = {}
     for name, type_, default, value, doc in rows:
         d = ConfigDef(name, type_, default, doc)

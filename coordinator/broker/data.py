@@ -20,15 +20,31 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol.legacy_records import UnsupportedCompression, down_convert, is_legacy, up_convert
 from protocol.record_batch import (
-    GZIP, LZ4, MAGIC, NONE, SNAPPY, ZSTD, CorruptBatch, build_batch_from, build_control_batch, iter_batch_records,
-    iter_batches, parse_header, stamp_log_append_time,
+    GZIP,
+    LZ4,
+    MAGIC,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    CorruptBatch,
+    build_batch_from,
+    build_control_batch,
+    iter_batch_records,
+    iter_batches,
+    parse_header,
+    stamp_log_append_time,
 )
 
 from ..apis import BuiltWhenSent, CloseConnection, Registry, RequestContext, ms
 from ..log.partition import LEADER_EPOCH, InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .config_defs import LONG_MAX
 from .fetch_sessions import (
-    FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition, FetchSession, FetchSessionCache,
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    FetchSessionCache,
 )
 from .producers import PartitionProducers, ProducerIds
 from .quotas import ByteRateQuota, quota_user
@@ -58,9 +74,17 @@ class RecordErrors(Exception):
 
 
 class DataPlane:
-    def __init__(self, topics: Topics, producer_ids: ProducerIds, node_id: int,
-                 fetch_session_slots: int = 1000, *, fetch_max_wait_ms: int = 30_000,
-                 fetch_max_bytes: int = 57_671_680, topology: Any = None) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        producer_ids: ProducerIds,
+        node_id: int,
+        fetch_session_slots: int = 1000,
+        *,
+        fetch_max_wait_ms: int = 30_000,
+        fetch_max_bytes: int = 57_671_680,
+        topology: Any = None,
+    ) -> None:
         self.topics = topics
         # Which broker leads each partition (coordinator.topology.Topology); None: this one.
         self.topology = topology
@@ -107,12 +131,21 @@ class DataPlane:
     def node_endpoints(self, ctx: RequestContext, nodes: set[int]) -> tuple:
         """KIP-951: the addresses of the leaders named in current_leader hints."""
         protocol = ctx.connection.listener.protocol
-        return tuple(ctx.nested("NodeEndpoint", node_id=n, host=host, port=port, rack=None)
-                     for n in sorted(nodes) for host, port in [self.topology.endpoint(n, protocol)])
+        return tuple(
+            ctx.nested("NodeEndpoint", node_id=n, host=host, port=port, rack=None)
+            for n in sorted(nodes)
+            for host, port in [self.topology.endpoint(n, protocol)]
+        )
 
-    def _append(self, version: int, topic: str, partition: int, records: bytes | None,
-                transactional_id: str | None = None, ctx: RequestContext | None = None
-                ) -> tuple[E, int, str | None, int, list[tuple[int, str]]]:
+    def _append(
+        self,
+        version: int,
+        topic: str,
+        partition: int,
+        records: bytes | None,
+        transactional_id: str | None = None,
+        ctx: RequestContext | None = None,
+    ) -> tuple[E, int, str | None, int, list[tuple[int, str]]]:
         """(error, base offset, message, log append time or -1, record errors): validate,
         check sequences, apply the topic's compression.type and message.timestamp.type,
         append (not yet durable). With ctx, a partition the broker it reached does not lead
@@ -122,8 +155,15 @@ class DataPlane:
         except RecordErrors as e:
             return e.code, -1, str(e), -1, e.errors
 
-    def _append_batch(self, version: int, topic: str, partition: int, records: bytes | None,
-                      transactional_id: str | None, ctx: RequestContext | None) -> tuple[E, int, str | None, int]:
+    def _append_batch(
+        self,
+        version: int,
+        topic: str,
+        partition: int,
+        records: bytes | None,
+        transactional_id: str | None,
+        ctx: RequestContext | None,
+    ) -> tuple[E, int, str | None, int]:
         info = self.topics.get(topic)
         if info is None:  # as Kafka: Produce never creates a topic (the producer's Metadata does)
             return E.unknown_topic_or_partition, -1, None, -1
@@ -142,8 +182,12 @@ class DataPlane:
             except CorruptBatch as e:
                 return E.corrupt_message, -1, str(e), -1
         if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != MAGIC:  # same place in old message sets
-            return (E.invalid_record, -1, f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only",
-                    -1)
+            return (
+                E.invalid_record,
+                -1,
+                f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only",
+                -1,
+            )
         try:
             headers = list(iter_batches(records))
         except CorruptBatch as e:
@@ -205,17 +249,26 @@ class DataPlane:
         codec = CODECS.get(v["compression.type"])
         if codec is not None and codec != h.compression:
             records = build_batch_from(
-                iter_batch_records(records, h), base_offset=h.base_offset, compression=codec,
-                producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                transactional=h.is_transactional, partition_leader_epoch=h.partition_leader_epoch)
+                iter_batch_records(records, h),
+                base_offset=h.base_offset,
+                compression=codec,
+                producer_id=h.producer_id,
+                producer_epoch=h.producer_epoch,
+                base_sequence=h.base_sequence,
+                transactional=h.is_transactional,
+                partition_leader_epoch=h.partition_leader_epoch,
+            )
         if info.log_append_time:
             return stamp_log_append_time(records, now), now
         return records, -1
 
     async def produce(self, ctx: RequestContext, req: Any) -> Any:
         quota = self.produce_quota
-        if quota is None or not quota.enabled() or quota.quota(quota_user(ctx.connection),
-                                                               ctx.header.client_id or "") is None:
+        if (
+            quota is None
+            or not quota.enabled()
+            or quota.quota(quota_user(ctx.connection), ctx.header.client_id or "") is None
+        ):
             return await self._produce(ctx, req)
         # Kafka reads a connection's next request only once the previous one is answered and
         # its throttle time is over: a client with a produce quota that pipelines has its
@@ -239,18 +292,26 @@ class DataPlane:
     async def _produce(self, ctx: RequestContext, req: Any) -> Any:
         transactional_id = getattr(req, "transactional_id", None)
         if (transactional_id and self.transactions is None) or req.acks not in ACKS:
-            error, message = ((E.transactional_id_authorization_failed, "transactions are not supported")
-                              if req.acks in ACKS else (E.invalid_required_acks, "acks must be 0, 1 or -1"))
-            results = [(t.name, p.index, error, -1, message, -1, []) for t in req.topic_data
-                       for p in t.partition_data]
+            error, message = (
+                (E.transactional_id_authorization_failed, "transactions are not supported")
+                if req.acks in ACKS
+                else (E.invalid_required_acks, "acks must be 0, 1 or -1")
+            )
+            results = [(t.name, p.index, error, -1, message, -1, []) for t in req.topic_data for p in t.partition_data]
         else:
-            results = [(t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id,
-                                                         ctx)) for t in req.topic_data for p in t.partition_data]
+            results = [
+                (t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id, ctx))
+                for t in req.topic_data
+                for p in t.partition_data
+            ]
         if req.acks == -1:
             failed = await self._durable({(t, p) for t, p, err, *_ in results if err == E.none})
             if failed:
-                results = [(t, p, E.kafka_storage_error, -1, failed[(t, p)], -1, []) if (t, p) in failed else r
-                           for r in results for t, p in [r[:2]]]
+                results = [
+                    (t, p, E.kafka_storage_error, -1, failed[(t, p)], -1, []) if (t, p) in failed else r
+                    for r in results
+                    for t, p in [r[:2]]
+                ]
         throttle = self._produce_throttle(ctx)
         if req.acks == 0:
             failed = [(t, p, err) for t, p, err, *_ in results if err != E.none]
@@ -267,17 +328,32 @@ class DataPlane:
             if error == E.not_leader_or_follower and ctx.version >= 10:
                 hint["current_leader"] = leader = self.current_leader(ctx, topic, partition)
                 leaders.add(leader.leader_id)
-            by_topic.setdefault(topic, []).append(ctx.nested(
-                "PartitionProduceResponse", index=partition, error_code=error, base_offset=base,
-                log_append_time=None if append_time < 0 else _datetime(append_time),
-                log_start_offset=plog.log_start_offset if plog else -1,
-                record_errors=tuple(ctx.nested("BatchIndexAndErrorMessage", batch_index=i,
-                                               batch_index_error_message=m) for i, m in record_errors)
-                if ctx.version >= 8 else (),  # (record errors came with v8, KIP-467)
-                error_message=message, **hint))
-        return ctx.response(throttle_time=throttle, node_endpoints=self.node_endpoints(ctx, leaders) if leaders else (),
-                            responses=tuple(ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
-                                            for name, parts in by_topic.items()))
+            by_topic.setdefault(topic, []).append(
+                ctx.nested(
+                    "PartitionProduceResponse",
+                    index=partition,
+                    error_code=error,
+                    base_offset=base,
+                    log_append_time=None if append_time < 0 else _datetime(append_time),
+                    log_start_offset=plog.log_start_offset if plog else -1,
+                    record_errors=tuple(
+                        ctx.nested("BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=m)
+                        for i, m in record_errors
+                    )
+                    if ctx.version >= 8
+                    else (),  # (record errors came with v8, KIP-467)
+                    error_message=message,
+                    **hint,
+                )
+            )
+        return ctx.response(
+            throttle_time=throttle,
+            node_endpoints=self.node_endpoints(ctx, leaders) if leaders else (),
+            responses=tuple(
+                ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
+                for name, parts in by_topic.items()
+            ),
+        )
 
     def _produce_throttle(self, ctx: RequestContext) -> int:
         """Kafka's produce quota: the request's bytes count against producer_byte_rate of its
@@ -285,8 +361,9 @@ class DataPlane:
         for the throttle time, which the answer also carries."""
         if self.produce_quota is None or not self.produce_quota.enabled():
             return 0
-        throttle = self.produce_quota.record(quota_user(ctx.connection), ctx.header.client_id or "", ctx.size,
-                                             int(time.time() * 1000))
+        throttle = self.produce_quota.record(
+            quota_user(ctx.connection), ctx.header.client_id or "", ctx.size, int(time.time() * 1000)
+        )
         _mute(ctx, throttle)
         return throttle
 
@@ -294,8 +371,9 @@ class DataPlane:
         """acks=-1: wait for the fsync policy (with fsync=always: on disk); the partitions
         whose sync failed (their appends were cut), with why."""
         tps = [tp for tp in partitions if self.topics.partition_log(*tp) is not None]
-        outcomes = await asyncio.gather(*(_policy_flush(self.topics.partition_log(*tp)) for tp in tps),
-                                        return_exceptions=True)
+        outcomes = await asyncio.gather(
+            *(_policy_flush(self.topics.partition_log(*tp)) for tp in tps), return_exceptions=True
+        )
         return {tp: str(o) for tp, o in zip(tps, outcomes) if isinstance(o, StorageError)}
 
     # Transactions -----------------------------------------------------------------------
@@ -309,8 +387,14 @@ class DataPlane:
     def last_stable_offset(self, plog: PartitionLog) -> int:
         return self.txn_state(plog).last_stable_offset(plog.high_watermark)
 
-    async def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], E]:
+    async def write_txn_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], E]:
         """End a transaction on its topic partitions: a commit or abort marker (a control
         batch) appended to each, durable per the fsync policy; the LSO moves past it and
         the producer's older epochs are fenced there. Per partition: NONE, or the error (a
@@ -364,12 +448,21 @@ class DataPlane:
             else:
                 name, topic_id = t.topic, None
             for p in t.partitions:
-                out.append(CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                           leader_epoch=getattr(p, "current_leader_epoch", -1)))
+                out.append(
+                    CachedPartition(
+                        name,
+                        topic_id,
+                        p.partition,
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        leader_epoch=getattr(p, "current_leader_epoch", -1),
+                    )
+                )
         return out
 
-    def _read(self, ctx: RequestContext, targets: list[CachedPartition], budget: int,
-              read_committed: bool = False) -> tuple[list, int]:
+    def _read(
+        self, ctx: RequestContext, targets: list[CachedPartition], budget: int, read_committed: bool = False
+    ) -> tuple[list, int]:
         """One pass over the partitions: ([(target, PartitionData)], bytes read)."""
         total = 0
         answer = []
@@ -412,14 +505,29 @@ class DataPlane:
                     lso = txns.last_stable_offset(hw)
                 if read_committed:
                     records, end = _below(records, lso)
-                    aborted = tuple(ctx.nested("AbortedTransaction", producer_id=pid, first_offset=first) for pid, first
-                                    in txns.aborted_between(target.fetch_offset, end, plog.log_start_offset))
+                    aborted = tuple(
+                        ctx.nested("AbortedTransaction", producer_id=pid, first_offset=first)
+                        for pid, first in txns.aborted_between(target.fetch_offset, end, plog.log_start_offset)
+                    )
             total += len(records)
             extra = {} if hint is None else {"current_leader": hint}
-            answer.append((target, ctx.nested(
-                "PartitionData", partition_index=target.partition, error_code=error, high_watermark=hw,
-                last_stable_offset=lso, log_start_offset=plog.log_start_offset if plog else -1,
-                aborted_transactions=aborted, preferred_read_replica=-1, records=records, **extra)))
+            answer.append(
+                (
+                    target,
+                    ctx.nested(
+                        "PartitionData",
+                        partition_index=target.partition,
+                        error_code=error,
+                        high_watermark=hw,
+                        last_stable_offset=lso,
+                        log_start_offset=plog.log_start_offset if plog else -1,
+                        aborted_transactions=aborted,
+                        preferred_read_replica=-1,
+                        records=records,
+                        **extra,
+                    ),
+                )
+            )
         return answer, total
 
     @staticmethod
@@ -441,8 +549,10 @@ class DataPlane:
             if not topics or (topics[-1][0].topic, topics[-1][0].topic_id) != (target.topic, target.topic_id):
                 topics.append((target, []))
             topics[-1][1].append(data)
-        return tuple(ctx.nested("FetchableTopicResponse", topic=t.topic, topic_id=t.topic_id, partitions=tuple(parts))
-                     for t, parts in topics)
+        return tuple(
+            ctx.nested("FetchableTopicResponse", topic=t.topic, topic_id=t.topic_id, partitions=tuple(parts))
+            for t, parts in topics
+        )
 
     async def fetch(self, ctx: RequestContext, req: Any) -> Any:
         """KIP-227 as Kafka's FetchManager.newContext: epoch 0 = full fetch opening a session,
@@ -474,15 +584,19 @@ class DataPlane:
         deadline = time.monotonic() + min(ms(req.max_wait), self.fetch_max_wait_ms) / 1000
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.draining or self._can_answer(
-                    ctx, targets, req.min_bytes, getattr(req, "isolation_level", 0) == READ_COMMITTED):
+            if (
+                remaining <= 0
+                or self.draining
+                or self._can_answer(ctx, targets, req.min_bytes, getattr(req, "isolation_level", 0) == READ_COMMITTED)
+            ):
                 break
             await self._wait_for_data(targets, remaining)
         # Records are read when the answer is written, not held while it waits its turn.
         return BuiltWhenSent(partial(self._fetch_response, ctx, req, targets, session, epoch))
 
-    def _fetch_response(self, ctx: RequestContext, req: Any, targets: list[CachedPartition],
-                        session: FetchSession | None, epoch: int) -> Any:
+    def _fetch_response(
+        self, ctx: RequestContext, req: Any, targets: list[CachedPartition], session: FetchSession | None, epoch: int
+    ) -> Any:
         quota = self.fetch_quota
         user, client_id = "", ctx.header.client_id or ""
         max_bytes = min(req.max_bytes, self.fetch_max_bytes)
@@ -502,9 +616,12 @@ class DataPlane:
             if throttle:
                 quota.unrecord(user, client_id, size, now)
                 _mute(ctx, throttle)
-                return ctx.response(throttle_time=throttle, error_code=E.none,
-                                    session_id=session.id if session is not None else INVALID_SESSION_ID,
-                                    responses=())
+                return ctx.response(
+                    throttle_time=throttle,
+                    error_code=E.none,
+                    session_id=session.id if session is not None else INVALID_SESSION_ID,
+                    responses=(),
+                )
         if session is not None:  # incremental: only the partitions with news
             if session.id in self.sessions.sessions:
                 answer = [(t, d) for t, d in answer if self._news(session, t, d)]
@@ -513,11 +630,18 @@ class DataPlane:
             response_id = self._open_session(ctx, answer)
         else:
             response_id = INVALID_SESSION_ID
-        leaders = {d.current_leader.leader_id for _, d in answer
-                   if ctx.version >= 16 and d.error_code == E.not_leader_or_follower}
-        return ctx.response(throttle_time=0, error_code=E.none, session_id=response_id,
-                            responses=self._by_topic(ctx, answer),
-                            node_endpoints=self.node_endpoints(ctx, leaders) if leaders else ())
+        leaders = {
+            d.current_leader.leader_id
+            for _, d in answer
+            if ctx.version >= 16 and d.error_code == E.not_leader_or_follower
+        }
+        return ctx.response(
+            throttle_time=0,
+            error_code=E.none,
+            session_id=response_id,
+            responses=self._by_topic(ctx, answer),
+            node_endpoints=self.node_endpoints(ctx, leaders) if leaders else (),
+        )
 
     @staticmethod
     def _session_error(ctx: RequestContext, error: E) -> Any:
@@ -557,16 +681,20 @@ class DataPlane:
             session.partitions.move_to_end(DataPlane._key(target))
         return True
 
-    def _can_answer(self, ctx: RequestContext, targets: list[CachedPartition], min_bytes: int,
-                    read_committed: bool = False) -> bool:
+    def _can_answer(
+        self, ctx: RequestContext, targets: list[CachedPartition], min_bytes: int, read_committed: bool = False
+    ) -> bool:
         """Whether min_bytes are there (each partition counting up to its max_bytes, as
         Kafka's DelayedFetch counts) or a partition has an error to tell; nothing is read."""
         total = 0
         for target in targets:
             info = self.topics.get(target.topic) if target.topic is not None else None
-            if info is None or (ctx.version >= 13 and info.topic_id != target.topic_id) \
-                    or not 0 <= target.partition < info.partitions \
-                    or self.leader_error(ctx, target.topic, target.partition, target.leader_epoch) != E.none:
+            if (
+                info is None
+                or (ctx.version >= 13 and info.topic_id != target.topic_id)
+                or not 0 <= target.partition < info.partitions
+                or self.leader_error(ctx, target.topic, target.partition, target.leader_epoch) != E.none
+            ):
                 return True
             plog = info.logs[target.partition]
             offset = target.fetch_offset
@@ -614,8 +742,9 @@ class DataPlane:
                 error, offset, timestamp = E.none, -1, -1
                 if plog is None:
                     error = E.unknown_topic_or_partition
-                elif (error := self.leader_error(ctx, t.name, p.partition_index,
-                                                 getattr(p, "current_leader_epoch", -1))) != E.none:
+                elif (
+                    error := self.leader_error(ctx, t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
+                ) != E.none:
                     pass
                 elif plog.offline is not None:  # corrupt: no offset of it can be trusted (Kafka's offline log dir)
                     error = E.kafka_storage_error
@@ -624,19 +753,32 @@ class DataPlane:
                 elif p.timestamp == LATEST_TIERED:
                     pass  # nothing is tiered: offset -1, as Kafka without remote storage
                 elif p.timestamp == LATEST:
-                    offset = (self.last_stable_offset(plog) if getattr(req, "isolation_level", 0) == READ_COMMITTED
-                              else plog.log_end_offset)
+                    offset = (
+                        self.last_stable_offset(plog)
+                        if getattr(req, "isolation_level", 0) == READ_COMMITTED
+                        else plog.log_end_offset
+                    )
                 else:
                     try:
-                        found = (plog.max_timestamp() if p.timestamp == MAX_TIMESTAMP
-                                 else plog.offset_for_timestamp(p.timestamp))
+                        found = (
+                            plog.max_timestamp()
+                            if p.timestamp == MAX_TIMESTAMP
+                            else plog.offset_for_timestamp(p.timestamp)
+                        )
                     except StorageError:  # (the lookup found a batch that does not fit: offline now)
                         found, error = None, E.kafka_storage_error
                     if found is not None:
                         offset, timestamp = found
-                parts.append(ctx.nested("ListOffsetsPartitionResponse", partition_index=p.partition_index,
-                                        error_code=error, timestamp=timestamp, offset=offset,
-                                        leader_epoch=plog.leader_epoch if plog and error == E.none else -1))
+                parts.append(
+                    ctx.nested(
+                        "ListOffsetsPartitionResponse",
+                        partition_index=p.partition_index,
+                        error_code=error,
+                        timestamp=timestamp,
+                        offset=offset,
+                        leader_epoch=plog.leader_epoch if plog and error == E.none else -1,
+                    )
+                )
             topics.append(ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
         return ctx.response(throttle_time=0, topics=tuple(topics))
 
@@ -664,13 +806,17 @@ class DataPlane:
                     error = self.leader_error(ctx, t.topic, p.partition, current)
                     if error == E.none:
                         epoch, end = self.topology.state(t.topic, p.partition).end_offset_for(
-                            p.leader_epoch, plog.log_end_offset)
+                            p.leader_epoch, plog.log_end_offset
+                        )
                 elif current > LEADER_EPOCH:
                     error = E.unknown_leader_epoch
                 elif p.leader_epoch == LEADER_EPOCH:
                     epoch, end = LEADER_EPOCH, plog.log_end_offset
-                parts.append(ctx.nested("EpochEndOffset", error_code=error, partition=p.partition,
-                                        leader_epoch=epoch, end_offset=end))
+                parts.append(
+                    ctx.nested(
+                        "EpochEndOffset", error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=end
+                    )
+                )
             topics.append(ctx.nested("OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(parts)))
         return ctx.response(throttle_time=0, topics=tuple(topics))
 
@@ -680,8 +826,9 @@ class DataPlane:
         if req.transactional_id is not None:
             if self.transactions is not None:
                 return asyncio.ensure_future(self.transactions.init_producer_id(ctx, req))
-            return ctx.response(throttle_time=0, error_code=E.transactional_id_authorization_failed,
-                                producer_id=-1, producer_epoch=-1)
+            return ctx.response(
+                throttle_time=0, error_code=E.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1
+            )
         pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if pid >= 0 and 0 <= epoch < 32766:
             return ctx.response(throttle_time=0, error_code=E.none, producer_id=pid, producer_epoch=epoch + 1)
@@ -693,8 +840,9 @@ class DataPlane:
         except OSError as e:
             # Kafka's ProducerIdManager answers a block it cannot get yet this way: retriable.
             log.warning("cannot reserve producer ids: %s", e.strerror or e)
-            return ctx.response(throttle_time=0, error_code=E.coordinator_load_in_progress, producer_id=-1,
-                                producer_epoch=-1)
+            return ctx.response(
+                throttle_time=0, error_code=E.coordinator_load_in_progress, producer_id=-1, producer_epoch=-1
+            )
         return ctx.response(throttle_time=0, error_code=E.none, producer_id=pid, producer_epoch=0)
 
     def drain(self) -> None:
@@ -731,16 +879,26 @@ def _validate_records(info: Any, partition: str, records: bytes, h: Any) -> None
             errors.append((index, f"Compacted topic cannot accept message without key in topic partition {partition}"))
         elif r.timestamp != NO_TIMESTAMP and (now - r.timestamp > before or r.timestamp - now > after):
             bad_timestamp = True
-            errors.append((index, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
-                                  f"The timestamp should be within [{now - before}, {now + after}]"))
+            errors.append(
+                (
+                    index,
+                    f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
+                    f"The timestamp should be within [{now - before}, {now + after}]",
+                )
+            )
     if not errors:
         return
     if bad_timestamp:
-        raise RecordErrors(E.invalid_timestamp, "One or more records have been rejected due to invalid timestamp",
-                           errors)
+        raise RecordErrors(
+            E.invalid_timestamp, "One or more records have been rejected due to invalid timestamp", errors
+        )
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-    raise RecordErrors(E.invalid_record, f"One or more records have been rejected due to {len(errors)} record "
-                       f"errors in total, and only showing the first three errors at most: [{shown}]", errors)
+    raise RecordErrors(
+        E.invalid_record,
+        f"One or more records have been rejected due to {len(errors)} record "
+        f"errors in total, and only showing the first three errors at most: [{shown}]",
+        errors,
+    )
 
 
 def _mute(ctx: RequestContext, throttle: int) -> None:

@@ -85,8 +85,7 @@ class FetchSessionCache:
     def touch(self, session: FetchSession) -> None:
         session.last_used_ms = self.clock()
 
-    def create(self, uses_topic_ids: bool, partitions: OrderedDict[tuple[Hashable, int], CachedPartition]
-               ) -> int:
+    def create(self, uses_topic_ids: bool, partitions: OrderedDict[tuple[Hashable, int], CachedPartition]) -> int:
         """A new session's id, or INVALID_SESSION_ID when the cache is full and nothing may
         be evicted for it."""
         now = self.clock()

@@ -32,6 +32,7 @@ class PartitionError(Exception):
 @dataclass
 class Reassignment:
     """One in progress (Kafka's PartitionRegistration adding/removing replicas)."""
+
     original: list[int]
     target: list[int]
 
@@ -64,11 +65,17 @@ class PartitionAdminApis:
     def _check(self, topic: str, partition: int, *, reassigning: bool = False) -> None:
         info = self.topics.get(topic)
         if info is None:
-            raise PartitionError(E.unknown_topic_or_partition, f"Unable to find a topic named {topic}."
-                                 if reassigning else f"No such topic as {topic}")
+            raise PartitionError(
+                E.unknown_topic_or_partition,
+                f"Unable to find a topic named {topic}." if reassigning else f"No such topic as {topic}",
+            )
         if not 0 <= partition < info.partitions:
-            raise PartitionError(E.unknown_topic_or_partition, f"Unable to find partition {topic}:{partition}."
-                                 if reassigning else f"No such partition as {topic}-{partition}")
+            raise PartitionError(
+                E.unknown_topic_or_partition,
+                f"Unable to find partition {topic}:{partition}."
+                if reassigning
+                else f"No such partition as {topic}-{partition}",
+            )
 
     def _alive(self, node_id: int) -> bool:
         broker = self.topology.brokers.get(node_id)
@@ -88,14 +95,29 @@ class PartitionAdminApis:
             # ReplicationControlManager.electionType's InvalidRequestException fails the whole
             # request; ElectLeadersRequest.getErrorResponse gives it to each partition named
             unknown = f"Unknown election type {election}"
-            return ctx.response(throttle_time=0, error_code=E.invalid_request, replica_election_results=tuple(
-                ctx.nested("ReplicaElectionResult", topic=t.topic, partition_result=tuple(
-                    ctx.nested("PartitionResult", partition_id=p, error_code=E.invalid_request, error_message=unknown)
-                    for p in t.partitions))
-                for t in req.topic_partitions or ()))
+            return ctx.response(
+                throttle_time=0,
+                error_code=E.invalid_request,
+                replica_election_results=tuple(
+                    ctx.nested(
+                        "ReplicaElectionResult",
+                        topic=t.topic,
+                        partition_result=tuple(
+                            ctx.nested(
+                                "PartitionResult", partition_id=p, error_code=E.invalid_request, error_message=unknown
+                            )
+                            for p in t.partitions
+                        ),
+                    )
+                    for t in req.topic_partitions or ()
+                ),
+            )
         every = req.topic_partitions is None
-        wanted = ([(name, list(range(info.partitions))) for name, info in sorted(self.topics.topics.items())]
-                  if every else [(t.topic, list(t.partitions)) for t in req.topic_partitions])
+        wanted = (
+            [(name, list(range(info.partitions))) for name, info in sorted(self.topics.topics.items())]
+            if every
+            else [(t.topic, list(t.partitions)) for t in req.topic_partitions]
+        )
         results = []
         for topic, partitions in wanted:
             rows = []
@@ -149,31 +171,50 @@ class PartitionAdminApis:
                         await self._reassign(t.name, p.partition_index, list(p.replicas), allow_rf_change)
                 except PartitionError as e:
                     code, message = e.code, e.message
-                rows.append(ctx.nested("ReassignablePartitionResponse", partition_index=p.partition_index,
-                                       error_code=code, error_message=message))
+                rows.append(
+                    ctx.nested(
+                        "ReassignablePartitionResponse",
+                        partition_index=p.partition_index,
+                        error_code=code,
+                        error_message=message,
+                    )
+                )
             topics.append(ctx.nested("ReassignableTopicResponse", name=t.name, partitions=tuple(rows)))
-        return ctx.response(throttle_time=0, allow_replication_factor_change=allow_rf_change, error_code=E.none,
-                            error_message=None, responses=tuple(topics))
+        return ctx.response(
+            throttle_time=0,
+            allow_replication_factor_change=allow_rf_change,
+            error_code=E.none,
+            error_message=None,
+            responses=tuple(topics),
+        )
 
     async def _reassign(self, topic: str, partition: int, target: list[int], allow_rf_change: bool) -> None:
         if not target:
-            raise PartitionError(E.invalid_replica_assignment,
-                                 "The manual partition assignment includes an empty replica list.")
+            raise PartitionError(
+                E.invalid_replica_assignment, "The manual partition assignment includes an empty replica list."
+            )
         previous = None
         for node_id in sorted(target):  # (Kafka's validateManualPartitionAssignment, in its order)
             if node_id not in self.topology.brokers:
-                raise PartitionError(E.invalid_replica_assignment, f"The manual partition assignment includes "
-                                     f"broker {node_id}, but no such broker is registered.")
+                raise PartitionError(
+                    E.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker {node_id}, but no such broker is registered.",
+                )
             if node_id == previous:
-                raise PartitionError(E.invalid_replica_assignment, f"The manual partition assignment includes the "
-                                     f"broker {node_id} more than once.")
+                raise PartitionError(
+                    E.invalid_replica_assignment,
+                    f"The manual partition assignment includes the broker {node_id} more than once.",
+                )
             previous = node_id
         st = self.topology.state(topic, partition)
         key = (topic, partition)
         current = self.ongoing[key].original if key in self.ongoing else list(st.replicas)
         if not allow_rf_change and len(target) != len(current):
-            raise PartitionError(E.invalid_replication_factor, f"The replication factor is changed from "
-                                 f"{len(current)} to {len(target)} but allowReplicationFactorChange is false")
+            raise PartitionError(
+                E.invalid_replication_factor,
+                f"The replication factor is changed from "
+                f"{len(current)} to {len(target)} but allowReplicationFactorChange is false",
+            )
         self.ongoing[key] = Reassignment(current, target)
         await self._progress(topic, partition)
 
@@ -225,9 +266,21 @@ class PartitionAdminApis:
         by_topic: dict[str, list] = {}
         for (topic, partition), r in sorted(self.ongoing.items()):
             if topic in wanted and (wanted[topic] is None or partition in wanted[topic]):  # type: ignore[operator]  # the `is None` test before `or` excludes None; mypy does not narrow a dict item
-                by_topic.setdefault(topic, []).append(ctx.nested(
-                    "OngoingPartitionReassignment", partition_index=partition, replicas=tuple(r.merged),
-                    adding_replicas=tuple(r.adding), removing_replicas=tuple(r.removing)))
-        return ctx.response(throttle_time=0, error_code=E.none, error_message=None, topics=tuple(
-            ctx.nested("OngoingTopicReassignment", name=name, partitions=tuple(parts))
-            for name, parts in by_topic.items()))
+                by_topic.setdefault(topic, []).append(
+                    ctx.nested(
+                        "OngoingPartitionReassignment",
+                        partition_index=partition,
+                        replicas=tuple(r.merged),
+                        adding_replicas=tuple(r.adding),
+                        removing_replicas=tuple(r.removing),
+                    )
+                )
+        return ctx.response(
+            throttle_time=0,
+            error_code=E.none,
+            error_message=None,
+            topics=tuple(
+                ctx.nested("OngoingTopicReassignment", name=name, partitions=tuple(parts))
+                for name, parts in by_topic.items()
+            ),
+        )

@@ -65,8 +65,12 @@ _INT32 = struct.Struct(">i")
 
 # QuotaConfig.userAndClientQuotaConfigs / ipConfigs: key -> type
 LONG, DOUBLE, INT = "LONG", "DOUBLE", "INT"
-USER_CLIENT_KEYS = {PRODUCER_BYTE_RATE: LONG, CONSUMER_BYTE_RATE: LONG, "request_percentage": DOUBLE,
-                    "controller_mutation_rate": DOUBLE}
+USER_CLIENT_KEYS = {
+    PRODUCER_BYTE_RATE: LONG,
+    CONSUMER_BYTE_RATE: LONG,
+    "request_percentage": DOUBLE,
+    "controller_mutation_rate": DOUBLE,
+}
 IP_KEYS = {"connection_creation_rate": INT}
 
 Entity = tuple[tuple[str, "str | None"], ...]  # sorted (type, name) pairs; name None: the default
@@ -114,6 +118,7 @@ class QuotaStore:
 
     async def apply(self, changes: dict[Entity, dict[str, float | None]]) -> None:
         """Set (or, with None, remove) the values; in force once durable."""
+
         def commit() -> tuple[Any, Any]:
             quotas = {entity: dict(values) for entity, values in self.quotas.items()}
             for entity, ops in changes.items():
@@ -129,8 +134,11 @@ class QuotaStore:
             def install() -> None:
                 self.quotas = quotas
                 self.changes += 1
-            rows = [{"entity": dict(entity), "quotas": values}
-                    for entity, values in sorted(quotas.items(), key=lambda kv: _sort_key(kv[0]))]
+
+            rows = [
+                {"entity": dict(entity), "quotas": values}
+                for entity, values in sorted(quotas.items(), key=lambda kv: _sort_key(kv[0]))
+            ]
             return rows, install
 
         if self.file is None:
@@ -146,7 +154,8 @@ def _stored(rows: list) -> dict[Entity, dict[str, float]]:
         entity = tuple(sorted(row["entity"].items()))
         values = row["quotas"]
         if not all(t in (USER, CLIENT_ID, IP) and (n is None or type(n) is str) for t, n in entity) or not all(
-                type(k) is str and type(v) in (int, float) for k, v in values.items()):
+            type(k) is str and type(v) in (int, float) for k, v in values.items()
+        ):
             raise ValueError(f"not a client quota entry: {row!r}")
         quotas[entity] = {k: float(v) for k, v in values.items()}
     return quotas
@@ -180,10 +189,13 @@ class ClientQuotaApis:
                 continue
             if any(t not in names or names[t] != n for t, n in exact.items()) or any(t not in names for t in any_of):
                 continue
-            entries.append(ctx.nested(
-                "EntryData",
-                entity=tuple(ctx.nested("EntityData", entity_type=t, entity_name=n) for t, n in entity),
-                values=tuple(ctx.nested("ValueData", key=k, value=v) for k, v in sorted(values.items()))))
+            entries.append(
+                ctx.nested(
+                    "EntryData",
+                    entity=tuple(ctx.nested("EntityData", entity_type=t, entity_name=n) for t, n in entity),
+                    values=tuple(ctx.nested("ValueData", key=k, value=v) for k, v in sorted(values.items())),
+                )
+            )
         return ctx.response(throttle_time=0, error_code=E.none, error_message=None, entries=tuple(entries))
 
     @staticmethod
@@ -210,8 +222,11 @@ class ClientQuotaApis:
                 raise QuotaError(E.unknown_server_error, f"Unexpected match type: {c.match_type}")
         types = set(exact) | any_of
         if IP in types and types & {USER, CLIENT_ID}:
-            raise QuotaError(E.invalid_request, "Invalid entity filter component combination. IP filter component "
-                             "should not be used with user or clientId filter component.")
+            raise QuotaError(
+                E.invalid_request,
+                "Invalid entity filter component combination. IP filter component "
+                "should not be used with user or clientId filter component.",
+            )
         return exact, any_of
 
     # AlterClientQuotas ------------------------------------------------------------------
@@ -243,11 +258,21 @@ class ClientQuotaApis:
                 log.warning("client quotas: cannot write %s: %s", QUOTAS_FILE, e)
                 for entity in changes:
                     results[entity] = (E.kafka_storage_error, f"cannot write the client quotas: {e.strerror or e}")
-        return ctx.response(throttle_time=0, entries=tuple(
-            ctx.nested("EntryData", error_code=results[entity][0], error_message=results[entity][1],
-                       entity=tuple(ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
-                                    for e in entry.entity))
-            for entry, entity in order))
+        return ctx.response(
+            throttle_time=0,
+            entries=tuple(
+                ctx.nested(
+                    "EntryData",
+                    error_code=results[entity][0],
+                    error_message=results[entity][1],
+                    entity=tuple(
+                        ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
+                        for e in entry.entity
+                    ),
+                )
+                for entry, entity in order
+            ),
+        )
 
     @staticmethod
     async def _check_entry(entity: Entity, entry: Any) -> dict[str, float | None]:
@@ -267,8 +292,10 @@ class ClientQuotaApis:
         names = dict(entity)
         if IP in names:
             if USER in names or CLIENT_ID in names:
-                raise QuotaError(E.invalid_request, "Invalid quota entity combination, IP entity should"
-                                 "not be combined with User or ClientId")  # (sic: Kafka's message)
+                raise QuotaError(
+                    E.invalid_request,
+                    "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId",
+                )  # (sic: Kafka's message)
             if not await _valid_ip(names[IP]):
                 raise QuotaError(E.invalid_request, f"{names[IP]} is not a valid IP or resolvable host.")
             keys = IP_KEYS
@@ -364,14 +391,15 @@ class ByteRateQuota:
             return None
         get = self.store.get
         for entity, tags in (
-                (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
-                (((CLIENT_ID, None), (USER, user)), (user, client_id)),
-                (((USER, user),), (user, "")),
-                (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
-                (((CLIENT_ID, None), (USER, None)), (user, client_id)),
-                (((USER, None),), (user, "")),
-                (((CLIENT_ID, client_id),), ("", client_id)),
-                (((CLIENT_ID, None),), ("", client_id))):
+            (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
+            (((CLIENT_ID, None), (USER, user)), (user, client_id)),
+            (((USER, user),), (user, "")),
+            (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
+            (((CLIENT_ID, None), (USER, None)), (user, client_id)),
+            (((USER, None),), (user, "")),
+            (((CLIENT_ID, client_id),), ("", client_id)),
+            (((CLIENT_ID, None),), ("", client_id)),
+        ):
             bound = get(entity, self.key)
             if bound is not None:
                 return tags, bound
@@ -476,8 +504,9 @@ class RequestQuota(ByteRateQuota):
         """Count the request's loop time; over the quota, mute its connection and give the
         answer the larger of its own throttle time and this one (KafkaApis'
         sendResponseMaybeThrottle: the request quota's throttle and the other quotas' together)."""
-        throttle = self.record_time(quota_user(ctx.connection), ctx.header.client_id or "", ctx.loop_time,
-                                    int(time.time() * 1000))
+        throttle = self.record_time(
+            quota_user(ctx.connection), ctx.header.client_id or "", ctx.loop_time, int(time.time() * 1000)
+        )
         if throttle <= 0:
             return body
         mute = getattr(ctx.connection, "throttle", None)
@@ -485,8 +514,12 @@ class RequestQuota(ByteRateQuota):
             mute(throttle)
         if isinstance(body, Raw):  # an answer encoded ahead (Metadata, Heartbeat): throttle_time_ms leads it
             fields = dataclasses.fields(ctx.codec.response_type)
-            if fields and fields[0].name == "throttle_time" and len(body) >= 4 and \
-                    _INT32.unpack_from(body)[0] < throttle:
+            if (
+                fields
+                and fields[0].name == "throttle_time"
+                and len(body) >= 4
+                and _INT32.unpack_from(body)[0] < throttle
+            ):
                 return Raw(_INT32.pack(throttle) + body[4:])
             return body
         current = getattr(body, "throttle_time", None)  # (None: a version without the field)

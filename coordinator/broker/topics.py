@@ -44,8 +44,9 @@ def _catalog(doc: dict) -> list[TopicInfo]:
         if type(partitions) is not int or partitions < 1 or type(replication_factor) is not int:
             raise ValueError(f"topic {name!r}: {partitions!r} partitions, replication factor {replication_factor!r}")
         configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
-        out.append(TopicInfo(name, partitions, uuid.UUID(entry["topic_id"]), configs,
-                             replication_factor=replication_factor))
+        out.append(
+            TopicInfo(name, partitions, uuid.UUID(entry["topic_id"]), configs, replication_factor=replication_factor)
+        )
     return out
 
 
@@ -65,8 +66,9 @@ class TopicError(Exception):
 
 def validate_name(name: str | None) -> None:
     if not name or name in (".", "..") or len(name) > MAX_NAME_LENGTH or not _LEGAL.fullmatch(name):
-        raise TopicError(E.invalid_topic_exception,
-                         f"topic name {name!r} is illegal: 1-249 of [a-zA-Z0-9._-], not '.' or '..'")
+        raise TopicError(
+            E.invalid_topic_exception, f"topic name {name!r} is illegal: 1-249 of [a-zA-Z0-9._-], not '.' or '..'"
+        )
 
 
 def validate_configs(configs: dict[str, str | None], broker: BrokerConfigs | None = None) -> None:
@@ -102,9 +104,17 @@ class TopicInfo:
 
 
 class Topics:
-    def __init__(self, data_dir: Path, base_config: LogConfig, *, auto_create: bool, default_partitions: int,
-                 offsets_logs: list[PartitionLog], broker_configs: BrokerConfigs | None = None,
-                 brokers: int = 1) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        base_config: LogConfig,
+        *,
+        auto_create: bool,
+        default_partitions: int,
+        offsets_logs: list[PartitionLog],
+        broker_configs: BrokerConfigs | None = None,
+        brokers: int = 1,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.brokers = brokers  # the largest replication factor a topic may have
         self.base_config = base_config
@@ -112,12 +122,22 @@ class Topics:
         self.auto_create = auto_create
         self.default_partitions = default_partitions
         self.topics: dict[str, TopicInfo] = {
-            OFFSETS_TOPIC: TopicInfo(OFFSETS_TOPIC, len(offsets_logs), uuid.UUID(int=1), {"cleanup.policy": "compact"},
-                                     internal=True, logs=offsets_logs),
+            OFFSETS_TOPIC: TopicInfo(
+                OFFSETS_TOPIC,
+                len(offsets_logs),
+                uuid.UUID(int=1),
+                {"cleanup.policy": "compact"},
+                internal=True,
+                logs=offsets_logs,
+            ),
         }
         offsets = self.topics[OFFSETS_TOPIC]
-        offsets.values = resolve({**offsets.configs, "segment.bytes": str(offsets_logs[0].config.segment_bytes)}
-                                 if offsets_logs else offsets.configs, self.broker_configs)
+        offsets.values = resolve(
+            {**offsets.configs, "segment.bytes": str(offsets_logs[0].config.segment_bytes)}
+            if offsets_logs
+            else offsets.configs,
+            self.broker_configs,
+        )
         self.by_id: dict[uuid.UUID, TopicInfo] = {t.topic_id: t for t in self.topics.values()}
         # Every (topic, partition) that exists: checked by each offset commit, one set lookup.
         self.partition_keys: set[tuple[str, int]] = {(OFFSETS_TOPIC, p) for p in range(len(offsets_logs))}
@@ -158,6 +178,7 @@ class Topics:
         def then() -> None:
             install()
             self.changes += 1
+
         try:
             await self.file.save(doc, then)
         except OSError as e:
@@ -186,8 +207,9 @@ class Topics:
         except OSError as e:
             self._discard(name, partitions, opened)
             log.warning("cannot create partitions %s of topic %s: %s", partitions, name, e.strerror or e)
-            raise TopicError(E.kafka_storage_error,
-                             f"cannot create the files of topic {name!r}: {e.strerror or e}") from e
+            raise TopicError(
+                E.kafka_storage_error, f"cannot create the files of topic {name!r}: {e.strerror or e}"
+            ) from e
         return opened
 
     async def set_configs(self, name: str, settings: Any) -> None:
@@ -202,6 +224,7 @@ class Topics:
             def install() -> None:
                 info.configs = configs
                 self._apply(info)
+
             await self._commit({name: TopicInfo(name, info.partitions, info.topic_id, configs)}, install)
 
     def broker_configs_changed(self) -> None:
@@ -233,8 +256,9 @@ class Topics:
             return None
         return info.logs[partition]
 
-    def _new_topic(self, name: str, partitions: int, replication_factor: int = -1,
-                   configs: dict[str, str | None] | None = None) -> TopicInfo:
+    def _new_topic(
+        self, name: str, partitions: int, replication_factor: int = -1, configs: dict[str, str | None] | None = None
+    ) -> TopicInfo:
         """CreateTopics' checks, and the topic it would create (no files yet)."""
         validate_name(name)
         if name in self.topics:
@@ -253,10 +277,12 @@ class Topics:
         if replication_factor <= 0:
             raise TopicError(E.invalid_replication_factor, "Replication factor must be larger than 0.")
         if replication_factor > self.brokers:
-            raise TopicError(E.invalid_replication_factor,
-                             f"Unable to replicate the partition {replication_factor} time(s): The target "
-                             f"replication factor of {replication_factor} cannot be reached because only "
-                             f"{self.brokers} broker(s) are registered.")
+            raise TopicError(
+                E.invalid_replication_factor,
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                f"{self.brokers} broker(s) are registered.",
+            )
         configs = dict(configs or {})
         validate_configs(configs, self.broker_configs)
         clean = {k: v for k, v in configs.items() if v is not None}
@@ -264,8 +290,14 @@ class Topics:
         info.values = self._resolve(clean)
         return info
 
-    async def create(self, name: str, partitions: int, replication_factor: int = -1,
-                     configs: dict[str, str | None] | None = None, validate_only: bool = False) -> TopicInfo:
+    async def create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = -1,
+        configs: dict[str, str | None] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
         info = self._new_topic(name, partitions, replication_factor, configs)
         if validate_only:
             return info
@@ -299,8 +331,10 @@ class Topics:
         if info.internal:
             raise TopicError(E.invalid_request, f"cannot change the partitions of internal topic {name}")
         if count <= info.partitions:
-            raise TopicError(E.invalid_partitions,
-                             f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
+            raise TopicError(
+                E.invalid_partitions,
+                f"topic {name} has {info.partitions} partitions; the new count {count} must be larger",
+            )
         return info
 
     async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
@@ -316,6 +350,7 @@ class Topics:
                 info.logs += opened
                 self.partition_keys.update((name, p) for p in new)
                 info.partitions = count
+
             try:
                 await self._commit({name: TopicInfo(name, count, info.topic_id, info.configs)}, install)
             except TopicError:
@@ -335,6 +370,7 @@ class Topics:
                 self.by_id.pop(info.topic_id, None)
                 self.partition_keys.difference_update((name, p) for p in range(info.partitions))
                 self.deleting.add(name)  # a CreateTopics of the name now must not get files we remove
+
             await self._commit({name: None}, install)
         for plog in info.logs:  # long-polling fetches re-read now, find the topic gone and answer
             plog.wake_listeners()

@@ -44,8 +44,9 @@ def _coordinates_all(ctx: RequestContext, partition: int) -> int:
 
 
 class GroupApis:
-    def __init__(self, runtime: CoordinatorRuntime,
-                 owner: Callable[[RequestContext, int], int] = _coordinates_all) -> None:
+    def __init__(
+        self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = _coordinates_all
+    ) -> None:
         self.runtime = runtime
         # owner(ctx, partition): whether the broker the request reached coordinates the
         # groups of that __consumer_offsets partition (NONE), or the error to answer
@@ -123,15 +124,26 @@ class GroupApis:
         rebalance_ms = ms(rebalance) if rebalance is not None else session_ms  # v0 has none
         protocols = [(p.name, p.metadata) for p in req.protocols]
         result = shard.classic.join(
-            req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.header.client_id or "",
-            ctx.client_host, session_ms, rebalance_ms, req.protocol_type, protocols,
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            ctx.header.client_id or "",
+            ctx.client_host,
+            session_ms,
+            rebalance_ms,
+            req.protocol_type,
+            protocols,
             require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
             supports_skip_assignment=ctx.version >= 9,
             reason=getattr(req, "reason", None),
         )
         if isinstance(result, JoinResult):
-            return self._after_pending(ctx, shard, self._join_response(ctx, result), lambda error: self._join_response(
-                ctx, JoinResult(error, req.member_id)))
+            return self._after_pending(
+                ctx,
+                shard,
+                self._join_response(ctx, result),
+                lambda error: self._join_response(ctx, JoinResult(error, req.member_id)),
+            )
         return self._join_later(ctx, result)
 
     def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> asyncio.Future:
@@ -147,9 +159,15 @@ class GroupApis:
         if error == E.fenced_instance_id and ctx.version < 5:
             error = E.unknown_member_id
         return ctx.response(
-            throttle_time=0, error_code=error, generation_id=r.generation_id, protocol_type=r.protocol_type,
+            throttle_time=0,
+            error_code=error,
+            generation_id=r.generation_id,
+            protocol_type=r.protocol_type,
             protocol_name=r.protocol_name if r.error == E.none or ctx.version >= 7 else "",
-            leader=r.leader_id, skip_assignment=r.skip_assignment, member_id=r.member_id, members=members,
+            leader=r.leader_id,
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id,
+            members=members,
         )
 
     # SyncGroup ------------------------------------------------------------------------
@@ -159,13 +177,18 @@ class GroupApis:
         if shard is None:
             return self._sync_response(ctx, SyncResult(error))
         result = shard.classic.sync(
-            req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id,
-            getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            req.generation_id,
+            getattr(req, "protocol_type", None),
+            getattr(req, "protocol_name", None),
             {a.member_id: a.assignment for a in req.assignments},
         )
         if isinstance(result, SyncResult):
-            return self._after_pending(ctx, shard, self._sync_response(ctx, result),
-                                       lambda error: self._sync_response(ctx, SyncResult(error)))
+            return self._after_pending(
+                ctx, shard, self._sync_response(ctx, result), lambda error: self._sync_response(ctx, SyncResult(error))
+            )
         return self._sync_later(ctx, result)
 
     def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> asyncio.Future:
@@ -173,19 +196,26 @@ class GroupApis:
 
     @staticmethod
     def _sync_response(ctx: RequestContext, r: SyncResult) -> Any:
-        return ctx.response(throttle_time=0, error_code=r.error, protocol_type=r.protocol_type,
-                            protocol_name=r.protocol_name, assignment=r.assignment)
+        return ctx.response(
+            throttle_time=0,
+            error_code=r.error,
+            protocol_type=r.protocol_type,
+            protocol_name=r.protocol_name,
+            assignment=r.assignment,
+        )
 
     # Heartbeat ------------------------------------------------------------------------
 
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         shard, error = self._route(ctx, req.group_id)
         if shard is not None:
-            error = shard.classic.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-                                            req.generation_id)
+            error = shard.classic.heartbeat(
+                req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
+            )
         if shard is not None and shard.pending:
-            return self._after_pending(ctx, shard, self._heartbeat_body(ctx, error),
-                                       lambda failed: self._heartbeat_body(ctx, failed))
+            return self._after_pending(
+                ctx, shard, self._heartbeat_body(ctx, error), lambda failed: self._heartbeat_body(ctx, failed)
+            )
         return self._heartbeat_body(ctx, error)
 
     def _heartbeat_body(self, ctx: RequestContext, error: int) -> Raw:
@@ -193,8 +223,9 @@ class GroupApis:
         key = (ctx.header.api_version, error)
         body = self._heartbeat_bodies.get(key)
         if body is None:
-            body = self._heartbeat_bodies[key] = Raw(encode_body(ctx.codec, ctx.response(throttle_time=0,
-                                                                                        error_code=error)))
+            body = self._heartbeat_bodies[key] = Raw(
+                encode_body(ctx.codec, ctx.response(throttle_time=0, error_code=error))
+            )
         return body
 
     # LeaveGroup -----------------------------------------------------------------------
@@ -208,13 +239,16 @@ class GroupApis:
         else:
             reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
             result = shard.classic.leave(
-                req.group_id, [(m.member_id, m.group_instance_id) for m in req.members],
-                reason="; ".join(sorted(reasons)) or None)
+                req.group_id,
+                [(m.member_id, m.group_instance_id) for m in req.members],
+                reason="; ".join(sorted(reasons)) or None,
+            )
         if isinstance(result, asyncio.Future):  # answered once the group's empty generation is stored
             result.add_done_callback(lambda f: ctx.answer(self._leave_response(ctx, *f.result())))
             return LATER
-        return self._after_pending(ctx, shard, self._leave_response(ctx, *result),
-                                   lambda error: self._leave_response(ctx, error, []))
+        return self._after_pending(
+            ctx, shard, self._leave_response(ctx, *result), lambda error: self._leave_response(ctx, error, [])
+        )
 
     @staticmethod
     def _leave_response(ctx: RequestContext, top: int, results: list) -> Any:
@@ -223,9 +257,11 @@ class GroupApis:
                 top = results[0][2]
             return ctx.response(throttle_time=0, error_code=top)
         return ctx.response(
-            throttle_time=0, error_code=top,
-            members=tuple(ctx.nested("MemberResponse", member_id=m, group_instance_id=i, error_code=e)
-                          for m, i, e in results),
+            throttle_time=0,
+            error_code=top,
+            members=tuple(
+                ctx.nested("MemberResponse", member_id=m, group_instance_id=i, error_code=e) for m, i, e in results
+            ),
         )
 
     # ListGroups / DescribeGroups / DeleteGroups ---------------------------------------
@@ -234,12 +270,25 @@ class GroupApis:
         states = {s.lower() for s in getattr(req, "states_filter", ())}
         types = {t.lower() for t in getattr(req, "types_filter", ())}
         # Each broker lists the groups it coordinates (admin clients ask every broker).
-        groups = [g for shard in self.runtime.shards if self.owner(ctx, shard.partition) == E.none
-                  for g in shard.list_groups(states, types)]
+        groups = [
+            g
+            for shard in self.runtime.shards
+            if self.owner(ctx, shard.partition) == E.none
+            for g in shard.list_groups(states, types)
+        ]
         return ctx.response(
-            throttle_time=0, error_code=E.none,
-            groups=tuple(ctx.nested("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
-                                    group_state=g.state_name, group_type=g.group_type) for g in groups),
+            throttle_time=0,
+            error_code=E.none,
+            groups=tuple(
+                ctx.nested(
+                    "ListedGroup",
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type or "",
+                    group_state=g.state_name,
+                    group_type=g.group_type,
+                )
+                for g in groups
+            ),
         )
 
     def describe_groups(self, ctx: RequestContext, req: Any) -> Any:
@@ -252,9 +301,18 @@ class GroupApis:
         for group_id in req.groups:
             shard, error = self._route(ctx, group_id)
             if shard is None:
-                described.append(ctx.nested("DescribedGroup", error_code=error, group_id=group_id,
-                                            group_state="", protocol_type="", protocol_data="", members=(),
-                                            authorized_operations=ops))
+                described.append(
+                    ctx.nested(
+                        "DescribedGroup",
+                        error_code=error,
+                        group_id=group_id,
+                        group_state="",
+                        protocol_type="",
+                        protocol_data="",
+                        members=(),
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             group = self.runtime.group(group_id)
             if type(group) is not ClassicGroup or group.is_(S.DEAD):
@@ -263,23 +321,46 @@ class GroupApis:
                 other = group is not None and type(group) is not ClassicGroup and group.state_name != "Dead"
                 error = E.group_id_not_found if other or ctx.version >= 6 else E.none
                 message = f"Group {group_id} is not a classic group." if other else f"Group {group_id} not found."
-                described.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
-                                            group_state=S.DEAD.value, protocol_type="", protocol_data="",
-                                            members=(), authorized_operations=ops))
+                described.append(
+                    ctx.nested(
+                        "DescribedGroup",
+                        error_code=error,
+                        error_message=message,
+                        group_id=group_id,
+                        group_state=S.DEAD.value,
+                        protocol_type="",
+                        protocol_data="",
+                        members=(),
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             stable = group.is_(S.STABLE)
             protocol = group.protocol_name if stable else None
             members = tuple(
-                ctx.nested("DescribedGroupMember", member_id=m.member_id, group_instance_id=m.group_instance_id,
-                           client_id=m.client_id, client_host=m.client_host,
-                           member_metadata=m.metadata_for(protocol) if protocol else b"",
-                           member_assignment=m.assignment if stable else b"")
+                ctx.nested(
+                    "DescribedGroupMember",
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata_for(protocol) if protocol else b"",
+                    member_assignment=m.assignment if stable else b"",
+                )
                 for m in group.members.values()
             )
-            described.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
-                                        group_state=group.state.value, protocol_type=group.protocol_type or "",
-                                        protocol_data=protocol or "", members=members,
-                                        authorized_operations=ops))
+            described.append(
+                ctx.nested(
+                    "DescribedGroup",
+                    error_code=E.none,
+                    group_id=group_id,
+                    group_state=group.state.value,
+                    protocol_type=group.protocol_type or "",
+                    protocol_data=protocol or "",
+                    members=members,
+                    authorized_operations=ops,
+                )
+            )
         return ctx.response(throttle_time=0, groups=tuple(described))
 
     async def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
@@ -293,9 +374,13 @@ class GroupApis:
                 shard.delete_group(group_id, lambda error, done=done: done(None, error))
             waits.append(fut)
         errors = await asyncio.gather(*waits)
-        return ctx.response(throttle_time=0, results=tuple(
-            ctx.nested("DeletableGroupResult", group_id=group_id, error_code=error)
-            for group_id, error in zip(req.groups_names, errors)))
+        return ctx.response(
+            throttle_time=0,
+            results=tuple(
+                ctx.nested("DeletableGroupResult", group_id=group_id, error_code=error)
+                for group_id, error in zip(req.groups_names, errors)
+            ),
+        )
 
     # OffsetCommit / OffsetFetch / OffsetDelete ----------------------------------------
 
@@ -315,11 +400,22 @@ class GroupApis:
         if shard is None:
             return write_response_to(req, version, [error] * len(req.partitions))
         errors = shard.offset_manager.commit_nowait(
-            req.group_id, req.generation, req.member_id, req.instance_id, req.partitions,
-            lambda errors: ctx.answer(write_response_to(req, version, errors)), expire, version)
+            req.group_id,
+            req.generation,
+            req.member_id,
+            req.instance_id,
+            req.partitions,
+            lambda errors: ctx.answer(write_response_to(req, version, errors)),
+            expire,
+            version,
+        )
         if errors is not None:
-            return self._after_pending(ctx, shard, write_response_to(req, version, errors),
-                                       lambda error: write_response_to(req, version, [error] * len(req.partitions)))
+            return self._after_pending(
+                ctx,
+                shard,
+                write_response_to(req, version, errors),
+                lambda error: write_response_to(req, version, [error] * len(req.partitions)),
+            )
         return LATER
 
     def _commit_some(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
@@ -332,20 +428,37 @@ class GroupApis:
 
         def merged(errors: list[int]) -> Raw:
             it = iter(errors)
-            return write_response_to(req, version, [next(it) if type(p.topic) is str else E.unknown_topic_id
-                                                    for p in req.partitions])
+            return write_response_to(
+                req, version, [next(it) if type(p.topic) is str else E.unknown_topic_id for p in req.partitions]
+            )
 
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
             return merged([error] * len(known))
         errors = shard.offset_manager.commit_nowait(
-            req.group_id, req.generation, req.member_id, req.instance_id, known,
-            lambda errors: ctx.answer(merged(errors)), -1, version)
+            req.group_id,
+            req.generation,
+            req.member_id,
+            req.instance_id,
+            known,
+            lambda errors: ctx.answer(merged(errors)),
+            -1,
+            version,
+        )
         return LATER if errors is None else merged(errors)
 
     async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
-        partitions = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                       p.committed_metadata) for t in req.topics for p in t.partitions]
+        partitions = [
+            (
+                t.name,
+                p.partition_index,
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata,
+            )
+            for t in req.topics
+            for p in t.partitions
+        ]
         shard, error = self._route(ctx, req.group_id)
         transactions = self.runtime.transactions
         if shard is None:
@@ -355,8 +468,9 @@ class GroupApis:
         else:
             # The producer must have added the group's partition to its ongoing transaction
             # (AddOffsetsToTxn), under its current epoch (KIP-890 verification).
-            error = transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch,
-                                        OFFSETS_TOPIC, shard.partition)
+            error = transactions.verify(
+                req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, shard.partition
+            )
             if error == E.invalid_producer_epoch and ctx.version >= 3:
                 error = E.producer_fenced
             if error != E.none:
@@ -364,20 +478,32 @@ class GroupApis:
             else:
                 fut, done = future_and_callback()
                 errors = shard.offset_manager.txn_commit(
-                    req.group_id, req.producer_id, req.producer_epoch, getattr(req, "generation_id", -1),
-                    getattr(req, "member_id", ""), getattr(req, "group_instance_id", None), partitions,
-                    lambda errors: done(None, errors))
+                    req.group_id,
+                    req.producer_id,
+                    req.producer_epoch,
+                    getattr(req, "generation_id", -1),
+                    getattr(req, "member_id", ""),
+                    getattr(req, "group_instance_id", None),
+                    partitions,
+                    lambda errors: done(None, errors),
+                )
                 if errors is None:
                     errors = await fut
         by_topic: dict[str, list] = {}
         for (topic, partition, *_), error in zip(partitions, errors):
-            by_topic.setdefault(topic, []).append(ctx.nested(
-                "TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error))
-        return ctx.response(throttle_time=0, topics=tuple(
-            ctx.nested("TxnOffsetCommitResponseTopic", name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+            by_topic.setdefault(topic, []).append(
+                ctx.nested("TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error)
+            )
+        return ctx.response(
+            throttle_time=0,
+            topics=tuple(
+                ctx.nested("TxnOffsetCommitResponseTopic", name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            ),
+        )
 
-    def _fetched_topics(self, ctx: RequestContext, topics: list, suffix: str,
-                        unstable: set[tuple[str, int]] | None = None) -> tuple:
+    def _fetched_topics(
+        self, ctx: RequestContext, topics: list, suffix: str, unstable: set[tuple[str, int]] | None = None
+    ) -> tuple:
         """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones. unstable: partitions
         with a transactional commit pending, asked with require_stable (KIP-447): answered
         UNSTABLE_OFFSET_COMMIT, so the consumer waits rather than reading an offset about to change.
@@ -389,10 +515,23 @@ class GroupApis:
             topic = {"name": name}
             if by_id:
                 if type(name) is not str:
-                    out.append(ctx.nested("OffsetFetchResponseTopics", topic_id=name, partitions=tuple(ctx.nested(
-                        "OffsetFetchResponsePartitions", partition_index=partition, committed_offset=NO_OFFSET,
-                        committed_leader_epoch=-1, metadata="", error_code=E.unknown_topic_id)
-                        for partition, _ in parts)))
+                    out.append(
+                        ctx.nested(
+                            "OffsetFetchResponseTopics",
+                            topic_id=name,
+                            partitions=tuple(
+                                ctx.nested(
+                                    "OffsetFetchResponsePartitions",
+                                    partition_index=partition,
+                                    committed_offset=NO_OFFSET,
+                                    committed_leader_epoch=-1,
+                                    metadata="",
+                                    error_code=E.unknown_topic_id,
+                                )
+                                for partition, _ in parts
+                            ),
+                        )
+                    )
                     continue
                 found = self.runtime.image.lookup(name)
                 if found is None:
@@ -401,15 +540,27 @@ class GroupApis:
             rows = []
             for partition, value in parts:
                 if unstable and (name, partition) in unstable:
-                    rows.append(ctx.nested(
-                        "OffsetFetchResponsePartition" + suffix, partition_index=partition, committed_offset=NO_OFFSET,
-                        committed_leader_epoch=-1, metadata="", error_code=E.unstable_offset_commit))
+                    rows.append(
+                        ctx.nested(
+                            "OffsetFetchResponsePartition" + suffix,
+                            partition_index=partition,
+                            committed_offset=NO_OFFSET,
+                            committed_leader_epoch=-1,
+                            metadata="",
+                            error_code=E.unstable_offset_commit,
+                        )
+                    )
                     continue
-                rows.append(ctx.nested(
-                    "OffsetFetchResponsePartition" + suffix, partition_index=partition,
-                    committed_offset=value.offset if value else NO_OFFSET,
-                    committed_leader_epoch=value.leader_epoch if value else -1,
-                    metadata=value.metadata if value else "", error_code=E.none))
+                rows.append(
+                    ctx.nested(
+                        "OffsetFetchResponsePartition" + suffix,
+                        partition_index=partition,
+                        committed_offset=value.offset if value else NO_OFFSET,
+                        committed_leader_epoch=value.leader_epoch if value else -1,
+                        metadata=value.metadata if value else "",
+                        error_code=E.none,
+                    )
+                )
             out.append(ctx.nested("OffsetFetchResponseTopic" + suffix, **topic, partitions=tuple(rows)))
         return tuple(out)
 
@@ -431,8 +582,9 @@ class GroupApis:
                 # v0/v1 have no top-level error: it goes on every partition.
                 topics = [(n, [(p, None) for p in ps]) for n, ps in (wanted or [])]
             unstable = self._unstable(ctx, req.group_id) if getattr(req, "require_stable", False) else None
-            return ctx.response(throttle_time=0, topics=self._fetched_topics(ctx, topics, "", unstable),
-                                error_code=error)
+            return ctx.response(
+                throttle_time=0, topics=self._fetched_topics(ctx, topics, "", unstable), error_code=error
+            )
         groups = []
         for g in req.groups:
             if g.topics is None:
@@ -448,13 +600,20 @@ class GroupApis:
                 # v9+: a consumer-protocol member fetches with its id and epoch (Kafka checks them).
                 error = group.validate_offset_fetch(getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
                 if error != E.none:
-                    groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=(),
-                                             error_code=error))
+                    groups.append(
+                        ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=(), error_code=error)
+                    )
                     continue
             error, topics = self._fetch(ctx, g.group_id, wanted)
             unstable = self._unstable(ctx, g.group_id) if req.require_stable else None
-            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id,
-                                     topics=self._fetched_topics(ctx, topics, "s", unstable), error_code=error))
+            groups.append(
+                ctx.nested(
+                    "OffsetFetchResponseGroup",
+                    group_id=g.group_id,
+                    topics=self._fetched_topics(ctx, topics, "s", unstable),
+                    error_code=error,
+                )
+            )
         return ctx.response(throttle_time=0, groups=tuple(groups))
 
     async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
@@ -466,27 +625,47 @@ class GroupApis:
             fut, done = future_and_callback()
             shard.offset_manager.delete(req.group_id, wanted, lambda error, results: done(None, (error, results)))
             error, results = await fut
-        return ctx.response(throttle_time=0, error_code=error, topics=tuple(
-            ctx.nested("OffsetDeleteResponseTopic", name=name, partitions=tuple(
-                ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows))
-            for name, rows in results))
+        return ctx.response(
+            throttle_time=0,
+            error_code=error,
+            topics=tuple(
+                ctx.nested(
+                    "OffsetDeleteResponseTopic",
+                    name=name,
+                    partitions=tuple(
+                        ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows
+                    ),
+                )
+                for name, rows in results
+            ),
+        )
 
     # ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
 
     def consumer_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         r = HeartbeatRequest(
-            req.group_id, req.member_id, req.member_epoch, req.instance_id, req.rack_id, ms(req.rebalance_timeout),
-            req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None), req.server_assignor,
+            req.group_id,
+            req.member_id,
+            req.member_epoch,
+            req.instance_id,
+            req.rack_id,
+            ms(req.rebalance_timeout),
+            req.subscribed_topic_names,
+            getattr(req, "subscribed_topic_regex", None),
+            req.server_assignor,
             None if req.topic_partitions is None else [(t.topic_id, list(t.partitions)) for t in req.topic_partitions],
-            ctx.header.client_id or "", ctx.client_host)
+            ctx.header.client_id or "",
+            ctx.client_host,
+        )
         try:
             validate_request(r, ctx.version, self.runtime.consumer_config.assignors)
         except ApiError as e:
             return self._heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return self._heartbeat_response(ctx, HeartbeatResult(error, "The coordinator is not available."
-                                                                 if error == E.not_coordinator else None))
+            return self._heartbeat_response(
+                ctx, HeartbeatResult(error, "The coordinator is not available." if error == E.not_coordinator else None)
+            )
         result = shard.consumer.heartbeat(r, lambda result: ctx.answer(self._heartbeat_response(ctx, result)))
         if result is None:
             return LATER
@@ -496,12 +675,22 @@ class GroupApis:
     def _heartbeat_response(ctx: RequestContext, result: HeartbeatResult) -> Any:
         assignment = None
         if result.assignment is not None:
-            assignment = ctx.nested("Assignment", topic_partitions=tuple(
-                ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
-                for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))))
-        return ctx.response(throttle_time=0, error_code=result.error, error_message=result.message,
-                            member_id=result.member_id, member_epoch=result.member_epoch,
-                            heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment)
+            assignment = ctx.nested(
+                "Assignment",
+                topic_partitions=tuple(
+                    ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
+                    for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
+                ),
+            )
+        return ctx.response(
+            throttle_time=0,
+            error_code=result.error,
+            error_message=result.message,
+            member_id=result.member_id,
+            member_epoch=result.member_epoch,
+            heartbeat_interval=result.heartbeat_interval_ms,
+            assignment=assignment,
+        )
 
     def consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
         return self._read_after_pending(ctx, req.group_ids, lambda: self._consumer_group_describe(ctx, req))
@@ -512,38 +701,81 @@ class GroupApis:
         for group_id in req.group_ids:
             shard, error = self._route(ctx, group_id)
             if shard is None:
-                out.append(ctx.nested("DescribedGroup", error_code=error, group_id=group_id,
-                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
-                                      members=(), authorized_operations=ops))
+                out.append(
+                    ctx.nested(
+                        "DescribedGroup",
+                        error_code=error,
+                        group_id=group_id,
+                        group_state="",
+                        group_epoch=0,
+                        assignment_epoch=0,
+                        assignor_name="",
+                        members=(),
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             error, message, group = shard.consumer.describe(group_id)
             if group is None:
-                out.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
-                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
-                                      members=(), authorized_operations=ops))
+                out.append(
+                    ctx.nested(
+                        "DescribedGroup",
+                        error_code=error,
+                        error_message=message,
+                        group_id=group_id,
+                        group_state="",
+                        group_epoch=0,
+                        assignment_epoch=0,
+                        assignor_name="",
+                        members=(),
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             image = shard.consumer.image
             members = tuple(
-                ctx.nested("Member", member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
-                           member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-                           subscribed_topic_names=m.subscribed_topic_names,
-                           subscribed_topic_regex=m.subscribed_topic_regex,
-                           assignment=self._described_assignment(ctx, image, m.assigned),
-                           target_assignment=self._described_assignment(ctx, image, group.target.get(m.member_id, {})),
-                           member_type=0 if m.classic is not None else 1)  # 0: classic, 1: consumer protocol
-                for m in group.members.values())
-            out.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
-                                  group_state=group.state_name, group_epoch=group.group_epoch,
-                                  assignment_epoch=group.assignment_epoch,
-                                  assignor_name=shard.consumer.assignor_of(group), members=members,
-                                  authorized_operations=ops))
+                ctx.nested(
+                    "Member",
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=m.subscribed_topic_names,
+                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    assignment=self._described_assignment(ctx, image, m.assigned),
+                    target_assignment=self._described_assignment(ctx, image, group.target.get(m.member_id, {})),
+                    member_type=0 if m.classic is not None else 1,
+                )  # 0: classic, 1: consumer protocol
+                for m in group.members.values()
+            )
+            out.append(
+                ctx.nested(
+                    "DescribedGroup",
+                    error_code=E.none,
+                    group_id=group_id,
+                    group_state=group.state_name,
+                    group_epoch=group.group_epoch,
+                    assignment_epoch=group.assignment_epoch,
+                    assignor_name=shard.consumer.assignor_of(group),
+                    members=members,
+                    authorized_operations=ops,
+                )
+            )
         return ctx.response(throttle_time=0, groups=tuple(out))
 
     @staticmethod
     def _described_assignment(ctx: RequestContext, image: Any, assignment: dict) -> Any:
-        return ctx.nested("Assignment", topic_partitions=tuple(
-            ctx.nested("TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "", partitions=tuple(sorted(ps)))
-            for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))))
+        return ctx.nested(
+            "Assignment",
+            topic_partitions=tuple(
+                ctx.nested(
+                    "TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "", partitions=tuple(sorted(ps))
+                )
+                for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
+            ),
+        )
 
 
 def _then(waiter: asyncio.Future, build: Callable[[Any], Any]) -> asyncio.Future:

@@ -101,8 +101,9 @@ def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Ass
     if not subscribed or not order:
         return {m: {} for m in members}
     kept_anywhere = {(t, p) for _, previous, _ in members.values() for t, ps in previous.items() for p in ps}
-    unassigned = [(t, p) for t in sorted(subscribed, key=lambda u: u.int) for p in range(topics[t])
-                  if (t, p) not in kept_anywhere]
+    unassigned = [
+        (t, p) for t in sorted(subscribed, key=lambda u: u.int) for p in range(topics[t]) if (t, p) not in kept_anywhere
+    ]
     total = sum(topics[t] for t in subscribed)
     quota_base, extra = divmod(total, len(order))
     owned: dict[str, dict[uuid.UUID, set[int]]] = {}
@@ -114,7 +115,7 @@ def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Ass
             if t not in subscribed:
                 continue
             ps = sorted(p for p in ps if p < topics[t])
-            keep, revoke = ps[:max(quota, 0)], ps[max(quota, 0):]
+            keep, revoke = ps[: max(quota, 0)], ps[max(quota, 0) :]
             if keep:
                 mine[t] = set(keep)
             quota -= len(keep)

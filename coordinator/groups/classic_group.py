@@ -118,8 +118,19 @@ class ClassicGroup:
         for m in record.members:
             protocols = [(record.protocol, m.subscription)] if record.protocol is not None else []
             rebalance_ms = m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout  # v0 has none
-            group.add(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
-                             rebalance_ms, group.protocol_type or "", protocols, m.assignment))
+            group.add(
+                Member(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.session_timeout,
+                    rebalance_ms,
+                    group.protocol_type or "",
+                    protocols,
+                    m.assignment,
+                )
+            )
         group.leader_id = record.leader if record.leader in group.members else next(iter(group.members), None)
         if group.members:
             group.state = GroupState.STABLE
@@ -134,8 +145,15 @@ class ClassicGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float, version: int = 9, transactional: bool = False) -> int:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        now_ms: float,
+        version: int = 9,
+        transactional: bool = False,
+    ) -> int:
         """Kafka's ClassicGroup.validateOffsetCommit, in its order. A commit counts as a heartbeat."""
         state = self.state
         if state is GroupState.DEAD:
@@ -213,8 +231,14 @@ class ClassicGroup:
                 f"group {self.group_id!r}: illegal transition {self.state.value} -> {target.value}"
             )
         if log.isEnabledFor(logging.INFO):  # (every join, sync and leave passes here)
-            log.info("group %s: %s -> %s (generation %d, %d members)", self.group_id, self.state.value, target.value,
-                     self.generation_id, len(self.members))
+            log.info(
+                "group %s: %s -> %s (generation %d, %d members)",
+                self.group_id,
+                self.state.value,
+                target.value,
+                self.generation_id,
+                len(self.members),
+            )
         self.state = target
         self.state_timestamp = now_wall_ms
 
@@ -268,10 +292,10 @@ class ClassicGroup:
         n = len(self.members)
         return any(self.supported_protocols[name] == n for name, _ in protocols)
 
-    def select_protocol(self, changed: Member | None = None, protocols: list[tuple[str, bytes]] | None = None
-                        ) -> str:
+    def select_protocol(self, changed: Member | None = None, protocols: list[tuple[str, bytes]] | None = None) -> str:
         """Protocol supported by every member, chosen by the members' first-preference votes;
         as it would be if `changed` had `protocols` instead of its own, when given."""
+
         def protocols_of(m: Member) -> list[tuple[str, bytes]]:
             return protocols if m is changed and protocols is not None else m.protocols
 
@@ -282,8 +306,7 @@ class ClassicGroup:
         candidates = {name for name, count in counts.items() if count == n}
         if not candidates:
             raise IllegalStateTransition(f"group {self.group_id!r}: no protocol supported by all members")
-        votes = Counter(next(name for name, _ in protocols_of(m) if name in candidates)
-                        for m in self.members.values())
+        votes = Counter(next(name for name, _ in protocols_of(m) if name in candidates) for m in self.members.values())
         first = next(iter(self.members.values()))
         # Ties go to the first member's preference order (deterministic, unlike Kafka's HashMap).
         order = {name: i for i, (name, _) in enumerate(protocols_of(first))}
@@ -292,8 +315,9 @@ class ClassicGroup:
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def check_member(self, group_instance_id: str | None, member_id: str, generation_id: int
-                     ) -> tuple[int, Member | None]:
+    def check_member(
+        self, group_instance_id: str | None, member_id: str, generation_id: int
+    ) -> tuple[int, Member | None]:
         """Kafka's member checks shared by Heartbeat and OffsetCommit, in Kafka's order:
         (FENCED_INSTANCE_ID | UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION | 0, the member)."""
         if group_instance_id is not None and self.fenced(group_instance_id, member_id):

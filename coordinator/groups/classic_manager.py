@@ -105,8 +105,17 @@ class ClassicGroupManager:
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
             return self.shard.migration.join(
-                group, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                rebalance_timeout_ms, protocol_type, protocols, require_known_member_id and group_instance_id is None)
+                group,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+                require_known_member_id and group_instance_id is None,
+            )
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(E.invalid_session_timeout, member_id)
@@ -125,9 +134,19 @@ class ClassicGroupManager:
                 if error != E.none:
                     self.resolve(fut, JoinResult(error, member_id))
                     return
-                again = self.join(group_id, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                                  rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
-                                  supports_skip_assignment)
+                again = self.join(
+                    group_id,
+                    member_id,
+                    group_instance_id,
+                    client_id,
+                    client_host,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    protocol_type,
+                    protocols,
+                    require_known_member_id,
+                    supports_skip_assignment,
+                )
                 if isinstance(again, JoinResult):
                     self.resolve(fut, again)
                 else:
@@ -191,15 +210,30 @@ class ClassicGroupManager:
 
     def _new_member(self, member_id: str, group_instance_id: str | None, params: tuple) -> Member:
         client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols = params
-        return Member(member_id, group_instance_id, client_id, client_host, session_ms, rebalance_ms,
-                      protocol_type, list(protocols))
+        return Member(
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_ms,
+            rebalance_ms,
+            protocol_type,
+            list(protocols),
+        )
 
-    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, instance_id: str | None,
-                                  params: tuple) -> asyncio.Future:
+    def _add_member_and_rebalance(
+        self, group: ClassicGroup, member_id: str, instance_id: str | None, params: tuple
+    ) -> asyncio.Future:
         member = self._new_member(member_id, instance_id, params)
         group.add(member)
-        log.info("group %s: member %s joins (client %s, host %s%s)", group.group_id, member_id, member.client_id,
-                 member.client_host, f", instance {instance_id}" if instance_id else "")
+        log.info(
+            "group %s: member %s joins (client %s, host %s%s)",
+            group.group_id,
+            member_id,
+            member.client_id,
+            member.client_host,
+            f", instance {instance_id}" if instance_id else "",
+        )
         if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         fut = self._await_join(group, member)
@@ -227,8 +261,9 @@ class ClassicGroupManager:
         member.join_waiter = asyncio.get_running_loop().create_future()
         return member.join_waiter
 
-    def _static_join(self, group: ClassicGroup, instance_id: str, new_id: str, params: tuple,
-                     supports_skip: bool) -> JoinResult | asyncio.Future:
+    def _static_join(
+        self, group: ClassicGroup, instance_id: str, new_id: str, params: tuple, supports_skip: bool
+    ) -> JoinResult | asyncio.Future:
         old_id = group.static_members.get(instance_id)
         if old_id is None:
             return self._add_member_and_rebalance(group, new_id, instance_id, params)
@@ -247,8 +282,9 @@ class ClassicGroupManager:
         self._try_complete_join(group)
         return fut
 
-    def _static_rejoin_stable(self, group: ClassicGroup, old: Member, new_id: str, params: tuple,
-                              supports_skip: bool) -> asyncio.Future:
+    def _static_rejoin_stable(
+        self, group: ClassicGroup, old: Member, new_id: str, params: tuple, supports_skip: bool
+    ) -> asyncio.Future:
         """Same metadata in a Stable group: no rebalance. The new member id is stored
         first and takes the old one's place only once on disk; the member is answered as
         of the current generation, and a static leader learns the members but skips
@@ -261,22 +297,44 @@ class ClassicGroupManager:
         generation = group.generation_id
         record = self.group_record(group)
         replaced = MemberMetadata(
-            member_id=new_id, group_instance_id=instance_id, client_id=params[0], client_host=params[1],
-            rebalance_timeout=params[3], session_timeout=params[2],
-            subscription=dict(protocols)[group.protocol_name], assignment=old.assignment)
+            member_id=new_id,
+            group_instance_id=instance_id,
+            client_id=params[0],
+            client_host=params[1],
+            rebalance_timeout=params[3],
+            session_timeout=params[2],
+            subscription=dict(protocols)[group.protocol_name],
+            assignment=old.assignment,
+        )
         record = GroupMetadataValue(
-            protocol_type=record.protocol_type, generation=record.generation, protocol=record.protocol,
+            protocol_type=record.protocol_type,
+            generation=record.generation,
+            protocol=record.protocol,
             leader=new_id if was_leader else record.leader,
             members=tuple(replaced if m.member_id == old_id else m for m in record.members),
-            current_state_timestamp=record.current_state_timestamp)
+            current_state_timestamp=record.current_state_timestamp,
+        )
         fut = asyncio.get_running_loop().create_future()
 
         def stored(error: int) -> None:
             if error != E.none:
-                log.warning("group %s: storing static member %s's new member id failed: it keeps %s",
-                            group.group_id, instance_id, old_id)
-                self.resolve(fut, JoinResult(error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
-                                              group.protocol_name, current_leader or ""))
+                log.warning(
+                    "group %s: storing static member %s's new member id failed: it keeps %s",
+                    group.group_id,
+                    instance_id,
+                    old_id,
+                )
+                self.resolve(
+                    fut,
+                    JoinResult(
+                        error,
+                        UNKNOWN_MEMBER_ID,
+                        group.generation_id,
+                        group.protocol_type,
+                        group.protocol_name,
+                        current_leader or "",
+                    ),
+                )
                 return
             member = group.members.get(old_id)
             if member is None or group.static_members.get(instance_id) != old_id:
@@ -324,10 +382,19 @@ class ClassicGroupManager:
         leader = group.leader_id == member.member_id if as_leader is None else as_leader
         members = []
         if leader and group.protocol_name is not None:
-            members = [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                       for m in group.members.values()]
-        return JoinResult(E.none, member.member_id, group.generation_id, group.protocol_type,
-                          group.protocol_name, group.leader_id or "", False, members)
+            members = [
+                (m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name)) for m in group.members.values()
+            ]
+        return JoinResult(
+            E.none,
+            member.member_id,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            False,
+            members,
+        )
 
     # the join phase -------------------------------------------------------------------
 
@@ -434,17 +501,31 @@ class ClassicGroupManager:
             # Members that expired are gone whatever the disk says: if this fails, as in
             # Kafka, the last stored generation stays on disk, and its members, loaded
             # back after a restart, expire there.
-            self.shard.write([(GroupMetadataKey(group.group_id), self.group_record(group))],
-                             lambda error: error == E.none or log.error(
-                                 "group %s: storing empty generation %d failed (error %d)",
-                                 group.group_id, group.generation_id, error))
+            self.shard.write(
+                [(GroupMetadataKey(group.group_id), self.group_record(group))],
+                lambda error: (
+                    error == E.none
+                    or log.error(
+                        "group %s: storing empty generation %d failed (error %d)",
+                        group.group_id,
+                        group.generation_id,
+                        error,
+                    )
+                ),
+            )
             return
         group.protocol_name = group.select_protocol()
         self._transition(group, S.COMPLETING_REBALANCE)
         STATS.rebalances += 1
         STATS.rebalance_seconds.observe((self.clock.now() - group.join_started) / 1000)
-        log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
-                 group.generation_id, len(group.members), group.protocol_name, group.leader_id)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s, leader %s",
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
+        )
         group.pending_sync = set(group.members)
         for member in group.members.values():
             result = self._join_result(group, member)
@@ -453,8 +534,9 @@ class ClassicGroupManager:
             self._heartbeat_ok(member)
         group.awaiting_join_count = 0
         # Members that never send SyncGroup are removed after the rebalance timeout.
-        group.sync_timer = self.clock.call_at(self.clock.now() + group.max_rebalance_timeout_ms(),
-                                              self._on_sync_timeout, group, group.generation_id)
+        group.sync_timer = self.clock.call_at(
+            self.clock.now() + group.max_rebalance_timeout_ms(), self._on_sync_timeout, group, group.generation_id
+        )
 
     def _on_sync_timeout(self, group: ClassicGroup, generation: int) -> None:
         group.sync_timer = None
@@ -470,17 +552,25 @@ class ClassicGroupManager:
 
     # SyncGroup ------------------------------------------------------------------------
 
-    def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-             protocol_type: str | None, protocol_name: str | None,
-             assignments: dict[str, bytes]) -> SyncResult | asyncio.Future:
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult | asyncio.Future:
         if not group_id:
             return SyncResult(E.invalid_group_id)
         group = self.groups.get(group_id)
         if type(group) is ShareGroup:
             return SyncResult(E.unknown_member_id)
         if group is not None and type(group) is not ClassicGroup:
-            return self.shard.migration.sync(group, member_id, group_instance_id, generation_id,
-                                             protocol_type, protocol_name)
+            return self.shard.migration.sync(
+                group, member_id, group_instance_id, generation_id, protocol_type, protocol_name
+            )
         if group is None:
             return SyncResult(E.unknown_member_id)
         if group.is_(S.DEAD):
@@ -536,22 +626,30 @@ class ClassicGroupManager:
 
         self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
 
-    def group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None
-                      ) -> GroupMetadataValue:
+    def group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
         protocol = group.protocol_name
         members = tuple(
             MemberMetadata(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
                 session_timeout=m.session_timeout_ms,
                 subscription=m.metadata_for(protocol) if protocol else b"",
                 # Assignments for unknown members are dropped; missing ones are empty.
-                assignment=assignments.get(m.member_id, b"") if assignments is not None else m.assignment)
+                assignment=assignments.get(m.member_id, b"") if assignments is not None else m.assignment,
+            )
             for m in group.members.values()
         )
-        return GroupMetadataValue(protocol_type=group.protocol_type or "", generation=group.generation_id,
-                                  protocol=protocol, leader=group.leader_id, members=members,
-                                  current_state_timestamp=self.clock.wall())
+        return GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id,
+            members=members,
+            current_state_timestamp=self.clock.wall(),
+        )
 
     def _fail_pending_syncs(self, group: ClassicGroup, error: int) -> None:
         for member in group.members.values():
@@ -603,8 +701,14 @@ class ClassicGroupManager:
             return
         member.timer = None
         STATS.expired_members += 1
-        log.info("group %s: member %s session expired (client %s, host %s, session timeout %d ms)",
-                 group.group_id, member.member_id, member.client_id, member.client_host, member.session_timeout_ms)
+        log.info(
+            "group %s: member %s session expired (client %s, host %s, session timeout %d ms)",
+            group.group_id,
+            member.member_id,
+            member.client_id,
+            member.client_host,
+            member.session_timeout_ms,
+        )
         self._remove_member(group, member)
         self._after_removal(group, f"member {member.member_id} session expired")
 
@@ -617,8 +721,9 @@ class ClassicGroupManager:
 
     # LeaveGroup -----------------------------------------------------------------------
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]], reason: str | None = None
-              ) -> tuple[int, list[tuple[str, str | None, int]]] | asyncio.Future:
+    def leave(
+        self, group_id: str, members: list[tuple[str, str | None]], reason: str | None = None
+    ) -> tuple[int, list[tuple[str, str | None, int]]] | asyncio.Future:
         """(top-level error, [(member id, instance id, error)]) — Kafka's v3+ shape — now,
         or a future of it when the leave empties the group: then the empty generation is
         stored first and the members leave once it is on disk (if it cannot be stored, the
@@ -661,14 +766,22 @@ class ClassicGroupManager:
                 continue
             leaving.append(member)
             results.append((member_id, instance_id, E.none))
-        empties = (len(leaving) == len(group.members) > 0 and not group.initial_delay
-                   and not group.pending_members.keys() - set(pending))
+        empties = (
+            len(leaving) == len(group.members) > 0
+            and not group.initial_delay
+            and not group.pending_members.keys() - set(pending)
+        )
         if not empties:
             self._remove_leaving(group, leaving, pending, reason)
             return E.none, results
-        record = GroupMetadataValue(protocol_type=group.protocol_type or "", generation=group.generation_id + 1,
-                                    protocol=None, leader=None, members=(),
-                                    current_state_timestamp=self.clock.wall())
+        record = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id + 1,
+            protocol=None,
+            leader=None,
+            members=(),
+            current_state_timestamp=self.clock.wall(),
+        )
         fut = asyncio.get_running_loop().create_future()
 
         def stored(error: int) -> None:
@@ -681,13 +794,20 @@ class ClassicGroupManager:
         self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
         return fut
 
-    def _remove_leaving(self, group: ClassicGroup, leaving: list[Member], pending: list[str],
-                        reason: str | None) -> None:
+    def _remove_leaving(
+        self, group: ClassicGroup, leaving: list[Member], pending: list[str], reason: str | None
+    ) -> None:
         for member_id in pending:
             group.pending_members.pop(member_id, None)
         for member in leaving:
-            log.info("group %s: member %s leaves (client %s, host %s)%s", group.group_id, member.member_id,
-                     member.client_id, member.client_host, f": {reason}" if reason else "")
+            log.info(
+                "group %s: member %s leaves (client %s, host %s)%s",
+                group.group_id,
+                member.member_id,
+                member.client_id,
+                member.client_host,
+                f": {reason}" if reason else "",
+            )
             self._remove_member(group, member)
         if leaving or pending:
             self._after_removal(group, "members left")

@@ -157,8 +157,11 @@ class ConsumerGroup:
     def all_classic_except(self, member_id: str) -> bool:
         """Whether every member but `member_id` (itself a consumer-protocol member) is classic."""
         leaving = self.members.get(member_id)
-        return leaving is not None and leaving.classic is None and all(
-            m.classic is not None for m in self.members.values() if m is not leaving)
+        return (
+            leaving is not None
+            and leaving.classic is None
+            and all(m.classic is not None for m in self.members.values() if m is not leaving)
+        )
 
     def subscriptions(self) -> tuple[frozenset[str], frozenset[str]]:
         """Every topic name and regex a member subscribes to (cached: read at each heartbeat)."""
@@ -201,8 +204,15 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float, version: int = 9, transactional: bool = False) -> Any:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        now_ms: float,
+        version: int = 9,
+        transactional: bool = False,
+    ) -> Any:
         # Kafka: a commit with a negative epoch comes from an admin client or a consumer
         # without group management, allowed while the group is empty.
         if self.dead:
@@ -283,8 +293,12 @@ def _commit_time(value: Any) -> int:
 
 # persistence: the group as Kafka's records, and back --------------------------------
 
-_STATE_BYTE = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2,
-               MemberState.UNKNOWN: 127}
+_STATE_BYTE = {
+    MemberState.STABLE: 0,
+    MemberState.UNREVOKED_PARTITIONS: 1,
+    MemberState.UNRELEASED_PARTITIONS: 2,
+    MemberState.UNKNOWN: 127,
+}
 _BYTE_STATE = {v: k for k, v in _STATE_BYTE.items()}
 
 
@@ -313,9 +327,11 @@ def _read_epochs(parts: R.Partitions, epochs: R.Epochs, default: int) -> dict[tu
 
 
 def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
-    return (R.ConsumerGroupMemberMetadataKey(group_id, member_id),
-            R.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-            R.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id))
+    return (
+        R.ConsumerGroupMemberMetadataKey(group_id, member_id),
+        R.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+        R.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id),
+    )
 
 
 def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
@@ -325,22 +341,39 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
     out: dict[Any, Any] = {
         R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash),
         R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(
-            group.assignment_epoch, group.assignment_timestamp),
+            group.assignment_epoch, group.assignment_timestamp
+        ),
     }
-    members = group.members.values() if member_ids is None else [
-        group.members[i] for i in member_ids if i in group.members]
+    members = (
+        group.members.values() if member_ids is None else [group.members[i] for i in member_ids if i in group.members]
+    )
     for m in members:
         out[R.ConsumerGroupMemberMetadataKey(g, m.member_id)] = R.ConsumerGroupMemberMetadataValue(
-            m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)
+            m.instance_id,
+            m.rack_id,
+            m.client_id,
+            m.client_host,
+            m.subscribed_topic_names,
+            m.subscribed_topic_regex,
+            m.rebalance_timeout_ms,
+            m.server_assignor,
+            m.classic,
+        )
         target = group.target.get(m.member_id)
         if target is not None:  # (a member that joined since the last target has none yet, as in Kafka)
             out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
-                _parts(target))
+                _parts(target)
+            )
         assigned, pending, default = _parts(m.assigned), _parts(m.pending_revocation), max(m.member_epoch, 0)
         out[R.ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ConsumerGroupCurrentMemberAssignmentValue(
-            m.member_epoch, m.previous_member_epoch, _STATE_BYTE[m.state], assigned, pending,
-            _epochs_of(assigned, m.assignment_epochs, default), _epochs_of(pending, m.assignment_epochs, default))
+            m.member_epoch,
+            m.previous_member_epoch,
+            _STATE_BYTE[m.state],
+            assigned,
+            pending,
+            _epochs_of(assigned, m.assignment_epochs, default),
+            _epochs_of(pending, m.assignment_epochs, default),
+        )
     return out
 
 
@@ -362,10 +395,18 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
         group.metadata_hash = meta.metadata_hash
     for key, value in stored.items():
         if type(key) is R.ConsumerGroupMemberMetadataKey:
-            m = ConsumerMember(key.member_id, value.instance_id, value.rack_id, value.client_id, value.client_host,
-                               tuple(value.subscribed_topic_names), value.subscribed_topic_regex or None,
-                               value.server_assignor, value.rebalance_timeout_ms,
-                               classic=value.classic_member_metadata)
+            m = ConsumerMember(
+                key.member_id,
+                value.instance_id,
+                value.rack_id,
+                value.client_id,
+                value.client_host,
+                tuple(value.subscribed_topic_names),
+                value.subscribed_topic_regex or None,
+                value.server_assignor,
+                value.rebalance_timeout_ms,
+                classic=value.classic_member_metadata,
+            )
             group.members[m.member_id] = m
             if m.instance_id is not None:
                 group.static_members[m.instance_id] = m.member_id
@@ -377,9 +418,9 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
             m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
             m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
             default = max(m.member_epoch, 0)
-            m.assignment_epochs = {**_read_epochs(value.assigned_partitions, value.assigned_epochs, default),
-                                   **_read_epochs(value.partitions_pending_revocation,
-                                                  value.pending_revocation_epochs, default)}
-            group.set_owned(m, _assignment(value.assigned_partitions),
-                            _assignment(value.partitions_pending_revocation))
+            m.assignment_epochs = {
+                **_read_epochs(value.assigned_partitions, value.assigned_epochs, default),
+                **_read_epochs(value.partitions_pending_revocation, value.pending_revocation_epochs, default),
+            }
+            group.set_owned(m, _assignment(value.assigned_partitions), _assignment(value.partitions_pending_revocation))
     return group

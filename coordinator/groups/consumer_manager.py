@@ -36,8 +36,15 @@ from .classic_group import ClassicGroup
 from .clock import Clock
 from protocol import consumer_records as R
 
-from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, group_from_records,
-                             member_keys, records_of)
+from .consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    group_from_records,
+    member_keys,
+    records_of,
+)
 from .metadata_hash import metadata_hash
 from .reconciliation import MemberState, reconcile
 from .topic_image import TopicImage
@@ -73,13 +80,25 @@ def consumer_group_config(c: Any) -> ConsumerGroupConfig:
     assignors = tuple(a.strip() for a in c.group_consumer_assignors.split(",") if a.strip())
     unknown = [a for a in assignors if a not in ASSIGNORS]
     if unknown or not assignors:
-        raise ValueError(f"--group-consumer-assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
-                         f"known: {', '.join(ASSIGNORS)}")
-    interval, least, most = (c.group_consumer_assignment_interval_ms, c.group_consumer_min_assignment_interval_ms,
-                             c.group_consumer_max_assignment_interval_ms)  # (their bounds checked by parse_args)
-    return ConsumerGroupConfig(c.group_consumer_heartbeat_interval_ms, c.group_consumer_session_timeout_ms,
-                               c.group_consumer_max_size, assignors, c.group_consumer_migration_policy,
-                               interval, least, most)
+        raise ValueError(
+            f"--group-consumer-assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(ASSIGNORS)}"
+        )
+    interval, least, most = (
+        c.group_consumer_assignment_interval_ms,
+        c.group_consumer_min_assignment_interval_ms,
+        c.group_consumer_max_assignment_interval_ms,
+    )  # (their bounds checked by parse_args)
+    return ConsumerGroupConfig(
+        c.group_consumer_heartbeat_interval_ms,
+        c.group_consumer_session_timeout_ms,
+        c.group_consumer_max_size,
+        assignors,
+        c.group_consumer_migration_policy,
+        interval,
+        least,
+        most,
+    )
 
 
 @dataclass
@@ -130,16 +149,20 @@ def validate_request(r: HeartbeatRequest, version: int, assignors: tuple[str, ..
         if r.owned is None or r.owned:
             raise ApiError(E.invalid_request, "TopicPartitions must be empty when (re-)joining.")
         if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
-            raise ApiError(E.invalid_request,
-                           "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+            raise ApiError(
+                E.invalid_request,
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            )
     elif r.member_epoch == STATIC_LEAVE_EPOCH:
         if r.instance_id is None:
             raise ApiError(E.invalid_request, "InstanceId can't be null.")
     elif r.member_epoch < STATIC_LEAVE_EPOCH:
         raise ApiError(E.invalid_request, "MemberEpoch is invalid.")
     if r.server_assignor is not None and r.server_assignor not in assignors:
-        raise ApiError(E.unsupported_assignor, f"ServerAssignor {r.server_assignor} is not supported. "
-                       f"Supported assignors: {', '.join(assignors)}.")
+        raise ApiError(
+            E.unsupported_assignor,
+            f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: {', '.join(assignors)}.",
+        )
     if r.subscribed_topic_regex is not None:
         compile_regex(r.subscribed_topic_regex)
 
@@ -156,8 +179,9 @@ def compile_regex(pattern: str) -> Any:
         return re2.compile(pattern, _RE2_OPTIONS)
     except re2.error as e:
         why = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
-        raise ApiError(E.invalid_regular_expression, f"SubscribedTopicRegex `{pattern}` is not a valid regular "
-                       f"expression: {why}.") from None
+        raise ApiError(
+            E.invalid_regular_expression, f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {why}."
+        ) from None
 
 
 def assignment_due(last_computed_ms: int, interval_ms: int, now_ms: int) -> bool:
@@ -219,8 +243,7 @@ class ConsumerGroupManager:
         live = self.groups.get(group_id)
         if group_id not in self.written and type(live) is not ConsumerGroup:
             return  # a classic group's write: replayed only once durable, nothing to undo
-        log.warning("group %s: its records could not be written; back to the records written before them",
-                    group_id)
+        log.warning("group %s: its records could not be written; back to the records written before them", group_id)
         if group_id in self.written:
             if type(live) is ClassicGroup and not live.is_empty():
                 # A downgrade that could not be written: the consumer group stays.
@@ -273,12 +296,22 @@ class ConsumerGroupManager:
         runtime has reverted the group)."""
         written = self.written.get(group.group_id, {})
         now = records_of(group, group.changed_members)
-        gone = [k for m in group.removed_members if m not in group.members
-                for k in member_keys(group.group_id, m) if k in written]
+        gone = [
+            k
+            for m in group.removed_members
+            if m not in group.members
+            for k in member_keys(group.group_id, m)
+            if k in written
+        ]
         # A member back with no target yet (it left and joined again while the target lags):
         # its old target record goes too.
-        gone += [k for m in group.changed_members if m in group.members and m not in group.target
-                 for k in (R.ConsumerGroupTargetAssignmentMemberKey(group.group_id, m),) if k in written]
+        gone += [
+            k
+            for m in group.changed_members
+            if m in group.members and m not in group.target
+            for k in (R.ConsumerGroupTargetAssignmentMemberKey(group.group_id, m),)
+            if k in written
+        ]
         # Kafka 4.1+ writes no ConsumerGroupPartitionMetadata (the hash in the group's metadata
         # record replaces it) and removes one an older log holds.
         legacy = R.ConsumerGroupPartitionMetadataKey(group.group_id)
@@ -333,8 +366,9 @@ class ConsumerGroupManager:
                     # The last consumer-protocol member leaves a group of classic members:
                     # it becomes a classic group (Kafka's online downgrade).
                     left = HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0)
-                    return self.answer_when_written(lambda done: self.shard.migration.downgrade(*leaving, done),
-                                                    left, self._write_failed, answer)
+                    return self.answer_when_written(
+                        lambda done: self.shard.migration.downgrade(*leaving, done), left, self._write_failed, answer
+                    )
             if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 result, group = self._leave(r)
             else:
@@ -355,8 +389,12 @@ class ConsumerGroupManager:
         return HeartbeatResult(error, "The group's records could not be written.")
 
     @staticmethod
-    def answer_when_written(write: Callable[[Callable[[int], None]], None], result: Any,
-                            failed: Callable[[int], Any], answer: Callable[[Any], None]) -> Any:
+    def answer_when_written(
+        write: Callable[[Callable[[int], None]], None],
+        result: Any,
+        failed: Callable[[int], Any],
+        answer: Callable[[Any], None],
+    ) -> Any:
         """`result` once `write(done)` is durable (or failed(error)): returned at once if the
         write completes synchronously (nothing to write), else None and answer(it) later."""
         answered: list[Any] = []
@@ -420,7 +458,10 @@ class ConsumerGroupManager:
         if r.rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = r.rebalance_timeout_ms
         member.client_id, member.client_host = r.client_id, r.client_host
-        if r.subscribed_topic_names is not None and tuple(sorted(r.subscribed_topic_names)) != member.subscribed_topic_names:
+        if (
+            r.subscribed_topic_names is not None
+            and tuple(sorted(r.subscribed_topic_names)) != member.subscribed_topic_names
+        ):
             member.subscribed_topic_names = tuple(sorted(r.subscribed_topic_names))
             bump = True
         # Null: unchanged. "" (librdkafka sends it in every full heartbeat) means no regex,
@@ -433,10 +474,14 @@ class ConsumerGroupManager:
             bump = True
         changed = self.update_member(group, member, bump, r.owned)
         send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
-        return HeartbeatResult(E.none, None, member.member_id, member.member_epoch,
-                               self._group_setting(group.group_id, "consumer.heartbeat.interval.ms",
-                                                   self.config.heartbeat_interval_ms),
-                               member.assigned if send else None), group
+        return HeartbeatResult(
+            E.none,
+            None,
+            member.member_id,
+            member.member_epoch,
+            self._group_setting(group.group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms),
+            member.assigned if send else None,
+        ), group
 
     def update_member(self, group: ConsumerGroup, member: ConsumerMember, bump: bool, owned: Owned | None) -> bool:
         """After a member's subscription was updated (bump: it changed): add it if new, bump
@@ -475,19 +520,24 @@ class ConsumerGroupManager:
             old = group.members.get(old_id) if old_id is not None else None
             if old is not None:
                 if old.member_epoch != STATIC_LEAVE_EPOCH:
-                    raise ApiError(E.unreleased_instance_id,
-                                   f"Static member {member_id} with instance id {r.instance_id} cannot join the "
-                                   f"group because the instance id is owned by {old.member_id} member.")
+                    raise ApiError(
+                        E.unreleased_instance_id,
+                        f"Static member {member_id} with instance id {r.instance_id} cannot join the "
+                        f"group because the instance id is owned by {old.member_id} member.",
+                    )
                 return self.replace_static(group, old, member_id)
         existing = group.members.get(member_id)
         if existing is not None:
             # Rejoining (epoch 0) under the same id: it gave up everything it owned.
             self.remove(group, existing)
         elif len(group.members) >= self.config.max_size:
-            raise ApiError(E.group_max_size_reached, "The consumer group has reached its maximum capacity of "
-                           f"{self.config.max_size} members.")
-        return ConsumerMember(member_id, rebalance_timeout_ms=r.rebalance_timeout_ms,
-                              server_assignor=r.server_assignor, member_epoch=0)
+            raise ApiError(
+                E.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
+        return ConsumerMember(
+            member_id, rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor, member_epoch=0
+        )
 
     def replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """KIP-345 under KIP-848: the instance's new member takes its predecessor's
@@ -495,12 +545,18 @@ class ConsumerGroupManager:
         target = group.target.get(old.member_id, {})
         assigned, pending, epochs = old.assigned, old.pending_revocation, old.assignment_epochs
         group.remove_member(old)
-        new = ConsumerMember(new_id, instance_id=old.instance_id, rack_id=old.rack_id,
-                             subscribed_topic_names=old.subscribed_topic_names,
-                             subscribed_topic_regex=old.subscribed_topic_regex,
-                             server_assignor=old.server_assignor, rebalance_timeout_ms=old.rebalance_timeout_ms,
-                             member_epoch=old.previous_member_epoch, previous_member_epoch=old.previous_member_epoch,
-                             state=old.state)
+        new = ConsumerMember(
+            new_id,
+            instance_id=old.instance_id,
+            rack_id=old.rack_id,
+            subscribed_topic_names=old.subscribed_topic_names,
+            subscribed_topic_regex=old.subscribed_topic_regex,
+            server_assignor=old.server_assignor,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            member_epoch=old.previous_member_epoch,
+            previous_member_epoch=old.previous_member_epoch,
+            state=old.state,
+        )
         group.members[new_id] = new
         group.subscriptions_changed()
         group.changed_members.add(new_id)
@@ -513,16 +569,22 @@ class ConsumerGroupManager:
     @staticmethod
     def _check_epoch(member: ConsumerMember, epoch: int, owned: Owned | None) -> None:
         if epoch > member.member_epoch:
-            raise ApiError(E.fenced_member_epoch, f"The consumer group member has a greater member epoch ({epoch}) "
-                           f"than the one known by the group coordinator ({member.member_epoch}). The member must "
-                           "abandon all its partitions and rejoin.")
+            raise ApiError(
+                E.fenced_member_epoch,
+                f"The consumer group member has a greater member epoch ({epoch}) "
+                f"than the one known by the group coordinator ({member.member_epoch}). The member must "
+                "abandon all its partitions and rejoin.",
+            )
         if epoch < member.member_epoch:
             # The answer with the bumped epoch may have been lost: the previous epoch is
             # accepted if the member owns no more than it is assigned.
             if epoch != member.previous_member_epoch or not _subset(owned, member.assigned):
-                raise ApiError(E.fenced_member_epoch, f"The consumer group member has a smaller member epoch "
-                               f"({epoch}) than the one known by the group coordinator ({member.member_epoch}). "
-                               "The member must abandon all its partitions and rejoin.")
+                raise ApiError(
+                    E.fenced_member_epoch,
+                    f"The consumer group member has a smaller member epoch "
+                    f"({epoch}) than the one known by the group coordinator ({member.member_epoch}). "
+                    "The member must abandon all its partitions and rejoin.",
+                )
 
     # leaving --------------------------------------------------------------------------
 
@@ -534,13 +596,20 @@ class ConsumerGroupManager:
             if member is None:
                 raise ApiError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
             if member.member_id != r.member_id:
-                raise ApiError(E.fenced_instance_id, f"Static member {r.member_id} with instance id "
-                               f"{r.instance_id} was fenced by member {member.member_id}.")
+                raise ApiError(
+                    E.fenced_instance_id,
+                    f"Static member {r.member_id} with instance id "
+                    f"{r.instance_id} was fenced by member {member.member_id}.",
+                )
             # It keeps its assignment for the session timeout, awaiting its next incarnation.
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = STATIC_LEAVE_EPOCH
-            log.info("group %s: static member %s (instance %s) left temporarily", group.group_id, member.member_id,
-                     member.instance_id)
+            log.info(
+                "group %s: static member %s (instance %s) left temporarily",
+                group.group_id,
+                member.member_id,
+                member.instance_id,
+            )
             group.dirty = True
             group.changed_members.add(member.member_id)
             return HeartbeatResult(E.none, None, r.member_id, STATIC_LEAVE_EPOCH, 0), group
@@ -574,11 +643,12 @@ class ConsumerGroupManager:
 
     def touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """A sign of life: the session starts over (a classic member's own session timeout)."""
-        member.session_deadline = self.clock.now() + (member.session_timeout_ms or self._group_setting(
-            group.group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms))
+        member.session_deadline = self.clock.now() + (
+            member.session_timeout_ms
+            or self._group_setting(group.group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+        )
         if member.session_timer is None:
-            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group,
-                                                      member)
+            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
 
     def _on_session_timer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
@@ -590,8 +660,12 @@ class ConsumerGroupManager:
         self.fence(group, member, "session expired")
 
     def _on_revocation_timer(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
-        if (self.groups.get(group.group_id) is group and group.members.get(member.member_id) is member
-                and member.state is MemberState.UNREVOKED_PARTITIONS and member.revocation_deadline == deadline):
+        if (
+            self.groups.get(group.group_id) is group
+            and group.members.get(member.member_id) is member
+            and member.state is MemberState.UNREVOKED_PARTITIONS
+            and member.revocation_deadline == deadline
+        ):
             self.fence(group, member, "did not revoke its partitions within the rebalance timeout")
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
@@ -612,8 +686,11 @@ class ConsumerGroupManager:
         if group.regex_refresh is not None:
             return
         version = self.image.version()
-        if version is None or version != group.regex_version or any(
-                x not in group.resolved_regexes for x in group.subscriptions()[1]):
+        if (
+            version is None
+            or version != group.regex_version
+            or any(x not in group.resolved_regexes for x in group.subscriptions()[1])
+        ):
             group.regex_refresh = self.clock.call_at(self.clock.now(), self._resolve_regexes, group)
 
     def resolve_regexes(self, group: ConsumerGroup) -> bool:
@@ -633,8 +710,11 @@ class ConsumerGroupManager:
         metadata = self.subscription_metadata(group)
         if metadata == group.subscription_metadata:
             return
-        log.info("group %s: its regular expressions now match %s", group.group_id,
-                 sorted(n for ns in group.resolved_regexes.values() for n in ns))
+        log.info(
+            "group %s: its regular expressions now match %s",
+            group.group_id,
+            sorted(n for ns in group.resolved_regexes.values() for n in ns),
+        )
         group.subscription_metadata = metadata
         group.group_epoch += 1
         group.dirty = True
@@ -690,7 +770,8 @@ class ConsumerGroupManager:
         group epoch (the group is Assigning). The heartbeat after the interval computes it,
         for every change since at once. An interval of 0 computes at every change."""
         if group.assignment_epoch != group.group_epoch and assignment_due(
-                group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()):
+            group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()
+        ):
             self.compute_target(group)
 
     def compute_target(self, group: ConsumerGroup) -> None:
@@ -712,15 +793,26 @@ class ConsumerGroupManager:
         if member.member_epoch == group.assignment_epoch and member.state is MemberState.STABLE:
             return
         target = group.target.get(member.member_id, {})
-        out = reconcile(member.state, member.member_epoch, member.previous_member_epoch, member.assigned,
-                        member.pending_revocation, group.assignment_epoch, target, owned,
-                        group.owned_elsewhere(member.member_id))
+        out = reconcile(
+            member.state,
+            member.member_epoch,
+            member.previous_member_epoch,
+            member.assigned,
+            member.pending_revocation,
+            group.assignment_epoch,
+            target,
+            owned,
+            group.owned_elsewhere(member.member_id),
+        )
         if out.state is MemberState.UNREVOKED_PARTITIONS and member.state is not MemberState.UNREVOKED_PARTITIONS:
             # It must revoke within its rebalance timeout, or it is fenced (its partitions freed).
             member.revocation_deadline = deadline = self.clock.now() + member.rebalance_timeout_ms
             self.clock.call_at(deadline, self._on_revocation_timer, group, member, deadline)
         member.state, member.member_epoch, member.previous_member_epoch = (
-            out.state, out.member_epoch, out.previous_member_epoch)
+            out.state,
+            out.member_epoch,
+            out.previous_member_epoch,
+        )
         group.set_owned(member, out.assigned, out.pending_revocation)
 
     # ConsumerGroupDescribe ------------------------------------------------------------
@@ -737,8 +829,9 @@ class ConsumerGroupManager:
         return self._assignor_name(group)
 
 
-def apply_record(views: dict[str, dict[Any, Any]], key: Any, value: Any,
-                 metadata_key: type = R.ConsumerGroupMetadataKey) -> None:
+def apply_record(
+    views: dict[str, dict[Any, Any]], key: Any, value: Any, metadata_key: type = R.ConsumerGroupMetadataKey
+) -> None:
     """One group record into a view of group id -> its records (a tombstone of the
     group's metadata record is its last: the group is gone)."""
     if value is None:
@@ -760,10 +853,23 @@ def stored_member_differs(stored: dict[Any, Any] | None, group: ConsumerGroup, m
     if stored is None:
         return True
     value = stored.get(R.ConsumerGroupMemberMetadataKey(group.group_id, member.member_id))
-    return value is None or (value.instance_id, value.rack_id, value.client_id, value.client_host,
-                             value.subscribed_topic_regex, value.rebalance_timeout_ms, value.server_assignor) != (
-        member.instance_id, member.rack_id, member.client_id, member.client_host, member.subscribed_topic_regex,
-        member.rebalance_timeout_ms, member.server_assignor)
+    return value is None or (
+        value.instance_id,
+        value.rack_id,
+        value.client_id,
+        value.client_host,
+        value.subscribed_topic_regex,
+        value.rebalance_timeout_ms,
+        value.server_assignor,
+    ) != (
+        member.instance_id,
+        member.rack_id,
+        member.client_id,
+        member.client_host,
+        member.subscribed_topic_regex,
+        member.rebalance_timeout_ms,
+        member.server_assignor,
+    )
 
 
 def _subset(owned: Owned | None, assigned: dict[uuid.UUID, frozenset[int]]) -> bool:

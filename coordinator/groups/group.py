@@ -34,8 +34,15 @@ class Group(Protocol):
     def is_empty(self) -> bool:
         """No members."""
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               now_ms: float, version: int = 9, transactional: bool = False) -> int | PartitionCheck:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        now_ms: float,
+        version: int = 9,
+        transactional: bool = False,
+    ) -> int | PartitionCheck:
         """The error for a commit (OffsetCommit of `version`, or TxnOffsetCommit) from this
         member in this generation (or epoch), or NONE; or a PartitionCheck when the answer
         depends on the partition (KIP-1251: a consumer group member's older epoch)."""

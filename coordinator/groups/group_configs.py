@@ -35,6 +35,7 @@ _DURATION = re.compile(r"^P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)
 @dataclass(frozen=True)
 class Bounds:
     """The broker settings group configs are checked against (Kafka's names and defaults)."""
+
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms (the default)
     consumer_min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
     consumer_max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
@@ -60,24 +61,52 @@ class Bounds:
 
 # name -> (type, the Bounds field of its default and bounds (None: a string), documentation)
 DEFS: dict[str, tuple[int, str | None, str]] = {
-    "consumer.session.timeout.ms": (INT, "consumer_session_timeout_ms",
-                                    "The timeout to detect client failures when using the consumer group protocol."),
-    "consumer.heartbeat.interval.ms": (INT, "consumer_heartbeat_interval_ms",
-                                       "The heartbeat interval given to the members of a consumer group."),
-    "consumer.assignment.interval.ms": (INT, "consumer_assignment_interval_ms",
-                                        "The interval between assignment updates for a consumer group."),
-    "share.session.timeout.ms": (INT, "share_session_timeout_ms",
-                                 "The timeout to detect client failures when using the share group protocol."),
-    "share.heartbeat.interval.ms": (INT, "share_heartbeat_interval_ms",
-                                    "The heartbeat interval given to the members of a share group."),
-    "share.assignment.interval.ms": (INT, "share_assignment_interval_ms",
-                                     "The interval between assignment updates for a share group."),
-    "share.record.lock.duration.ms": (INT, "share_record_lock_duration_ms",
-                                      "The record acquisition lock duration in milliseconds for share groups."),
-    "share.auto.offset.reset": (STRING, None, "The strategy to initialize the share-partition start offset: "
-                                "earliest, latest or by_duration:<ISO-8601 duration>."),
-    "share.isolation.level": (STRING, None, "Controls how to read records written transactionally: "
-                              "read_committed or read_uncommitted."),
+    "consumer.session.timeout.ms": (
+        INT,
+        "consumer_session_timeout_ms",
+        "The timeout to detect client failures when using the consumer group protocol.",
+    ),
+    "consumer.heartbeat.interval.ms": (
+        INT,
+        "consumer_heartbeat_interval_ms",
+        "The heartbeat interval given to the members of a consumer group.",
+    ),
+    "consumer.assignment.interval.ms": (
+        INT,
+        "consumer_assignment_interval_ms",
+        "The interval between assignment updates for a consumer group.",
+    ),
+    "share.session.timeout.ms": (
+        INT,
+        "share_session_timeout_ms",
+        "The timeout to detect client failures when using the share group protocol.",
+    ),
+    "share.heartbeat.interval.ms": (
+        INT,
+        "share_heartbeat_interval_ms",
+        "The heartbeat interval given to the members of a share group.",
+    ),
+    "share.assignment.interval.ms": (
+        INT,
+        "share_assignment_interval_ms",
+        "The interval between assignment updates for a share group.",
+    ),
+    "share.record.lock.duration.ms": (
+        INT,
+        "share_record_lock_duration_ms",
+        "The record acquisition lock duration in milliseconds for share groups.",
+    ),
+    "share.auto.offset.reset": (
+        STRING,
+        None,
+        "The strategy to initialize the share-partition start offset: "
+        "earliest, latest or by_duration:<ISO-8601 duration>.",
+    ),
+    "share.isolation.level": (
+        STRING,
+        None,
+        "Controls how to read records written transactionally: read_committed or read_uncommitted.",
+    ),
 }
 STRING_DEFAULTS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
 _BROKER_NAMES = {  # the broker config each bound is (for the error messages)
@@ -97,16 +126,28 @@ _BROKER_NAMES = {  # the broker config each bound is (for the error messages)
 def group_config_bounds(c: Any) -> Bounds:
     """From the server's flags."""
     return Bounds(
-        c.group_consumer_session_timeout_ms, c.group_consumer_min_session_timeout_ms,
-        c.group_consumer_max_session_timeout_ms, c.group_consumer_heartbeat_interval_ms,
-        c.group_consumer_min_heartbeat_interval_ms, c.group_consumer_max_heartbeat_interval_ms,
-        c.group_share_session_timeout_ms, c.group_share_min_session_timeout_ms, c.group_share_max_session_timeout_ms,
-        c.group_share_heartbeat_interval_ms, c.group_share_min_heartbeat_interval_ms,
-        c.group_share_max_heartbeat_interval_ms, c.group_share_record_lock_duration_ms,
-        c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms,
-        c.group_consumer_assignment_interval_ms, c.group_consumer_min_assignment_interval_ms,
-        c.group_consumer_max_assignment_interval_ms, c.group_share_assignment_interval_ms,
-        c.group_share_min_assignment_interval_ms, c.group_share_max_assignment_interval_ms)
+        c.group_consumer_session_timeout_ms,
+        c.group_consumer_min_session_timeout_ms,
+        c.group_consumer_max_session_timeout_ms,
+        c.group_consumer_heartbeat_interval_ms,
+        c.group_consumer_min_heartbeat_interval_ms,
+        c.group_consumer_max_heartbeat_interval_ms,
+        c.group_share_session_timeout_ms,
+        c.group_share_min_session_timeout_ms,
+        c.group_share_max_session_timeout_ms,
+        c.group_share_heartbeat_interval_ms,
+        c.group_share_min_heartbeat_interval_ms,
+        c.group_share_max_heartbeat_interval_ms,
+        c.group_share_record_lock_duration_ms,
+        c.group_share_min_record_lock_duration_ms,
+        c.group_share_max_record_lock_duration_ms,
+        c.group_consumer_assignment_interval_ms,
+        c.group_consumer_min_assignment_interval_ms,
+        c.group_consumer_max_assignment_interval_ms,
+        c.group_share_assignment_interval_ms,
+        c.group_share_min_assignment_interval_ms,
+        c.group_share_max_assignment_interval_ms,
+    )
 
 
 def valid_auto_offset_reset(value: str) -> bool:
@@ -141,8 +182,9 @@ class GroupConfigs:
         """The group's consumer.assignment.interval.ms (kind "share": share.assignment.interval.ms),
         else the broker's, within the broker's min and max (Kafka 4.3's GroupConfig.evaluate caps
         it rather than refusing it: the broker's bounds may change after the group's value was set)."""
-        interval, least, most = (getattr(self.bounds, f"{kind}_{bound}assignment_interval_ms")
-                                 for bound in ("", "min_", "max_"))
+        interval, least, most = (
+            getattr(self.bounds, f"{kind}_{bound}assignment_interval_ms") for bound in ("", "min_", "max_")
+        )
         own = self.get(group_id, f"{kind}.assignment.interval.ms")
         return min(max(interval if own is None else int(own), least), most)
 
@@ -157,8 +199,17 @@ class GroupConfigs:
         for name, (kind, field_name, doc) in DEFS.items():
             default = STRING_DEFAULTS[name] if field_name is None else str(getattr(self.bounds, field_name))
             if name in own:
-                out.append(Entry(name, own[name], GROUP_CONFIG, False, kind, doc,
-                                 ((name, own[name], GROUP_CONFIG), (name, default, DEFAULT_CONFIG))))
+                out.append(
+                    Entry(
+                        name,
+                        own[name],
+                        GROUP_CONFIG,
+                        False,
+                        kind,
+                        doc,
+                        ((name, own[name], GROUP_CONFIG), (name, default, DEFAULT_CONFIG)),
+                    )
+                )
             else:
                 out.append(Entry(name, default, DEFAULT_CONFIG, False, kind, doc, ((name, default, DEFAULT_CONFIG),)))
         return out
@@ -178,25 +229,32 @@ class GroupConfigs:
                 try:
                     values[name] = int(raw.strip())
                 except ValueError:
-                    raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT") \
-                        from None
+                    raise ConfigError(
+                        f"Invalid value {raw} for configuration {name}: Not a number of type INT"
+                    ) from None
                 if not -(2**31) <= values[name] < 2**31:
                     raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
-                least = {"share.record.lock.duration.ms": 1000, "consumer.assignment.interval.ms": 0,
-                         "share.assignment.interval.ms": 0}.get(name, 1)
+                least = {
+                    "share.record.lock.duration.ms": 1000,
+                    "consumer.assignment.interval.ms": 0,
+                    "share.assignment.interval.ms": 0,
+                }.get(name, 1)
                 if values[name] < least:
                     raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be at least {least}")
             else:
                 values[name] = raw
         b = self.bounds
         for name, lo, hi in (
-                ("consumer.heartbeat.interval.ms", "consumer_min_heartbeat_interval_ms",
-                 "consumer_max_heartbeat_interval_ms"),
-                ("consumer.session.timeout.ms", "consumer_min_session_timeout_ms", "consumer_max_session_timeout_ms"),
-                ("share.heartbeat.interval.ms", "share_min_heartbeat_interval_ms", "share_max_heartbeat_interval_ms"),
-                ("share.session.timeout.ms", "share_min_session_timeout_ms", "share_max_session_timeout_ms"),
-                ("share.record.lock.duration.ms", "share_min_record_lock_duration_ms",
-                 "share_max_record_lock_duration_ms")):
+            (
+                "consumer.heartbeat.interval.ms",
+                "consumer_min_heartbeat_interval_ms",
+                "consumer_max_heartbeat_interval_ms",
+            ),
+            ("consumer.session.timeout.ms", "consumer_min_session_timeout_ms", "consumer_max_session_timeout_ms"),
+            ("share.heartbeat.interval.ms", "share_min_heartbeat_interval_ms", "share_max_heartbeat_interval_ms"),
+            ("share.session.timeout.ms", "share_min_session_timeout_ms", "share_max_session_timeout_ms"),
+            ("share.record.lock.duration.ms", "share_min_record_lock_duration_ms", "share_max_record_lock_duration_ms"),
+        ):
             if name not in settings:
                 continue  # (the broker's own setting)
             if values[name] < getattr(b, lo):
@@ -209,12 +267,16 @@ class GroupConfigs:
             raise ConfigError("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
         reset = values["share.auto.offset.reset"]
         if not valid_auto_offset_reset(reset):
-            raise ConfigError(f"Invalid value {reset} for configuration share.auto.offset.reset: the value must be "
-                              "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
+            raise ConfigError(
+                f"Invalid value {reset} for configuration share.auto.offset.reset: the value must be "
+                "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'."
+            )
         level = values["share.isolation.level"]
         if level not in ("read_committed", "read_uncommitted"):
-            raise ConfigError(f"Invalid value {level} for configuration share.isolation.level: String must be one "
-                              "of: read_committed, read_uncommitted")
+            raise ConfigError(
+                f"Invalid value {level} for configuration share.isolation.level: String must be one "
+                "of: read_committed, read_uncommitted"
+            )
 
     async def replace(self, group_id: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
         """The group's configs become settings(the ones in force), once durable. OSError if
@@ -230,6 +292,7 @@ class GroupConfigs:
 
             def install() -> None:
                 self.configs = configs
+
             return configs, install
 
         if self.file is None:

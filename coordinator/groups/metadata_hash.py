@@ -30,8 +30,9 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def topic_hash(name: str, topic_id: uuid.UUID, partitions: int,
-               racks: Mapping[int, Iterable[str]] | None = None) -> int:
+def topic_hash(
+    name: str, topic_id: uuid.UUID, partitions: int, racks: Mapping[int, Iterable[str]] | None = None
+) -> int:
     """Utils.computeTopicHash: magic byte, topic id (most then least significant long), name,
     partition count, then each partition's index and the sorted racks of its replicas, each
     rack as its length and then the string (so a rack's length is written twice). A broker

@@ -31,8 +31,13 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode as E
 
 from protocol import consumer_records as R
-from protocol.consumer_protocol import (ConsumerProtocolError, read_assignment, read_subscription, version_of,
-                                        write_assignment)
+from protocol.consumer_protocol import (
+    ConsumerProtocolError,
+    read_assignment,
+    read_subscription,
+    version_of,
+    write_assignment,
+)
 
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
 from .classic_manager import ClassicGroupManager
@@ -82,11 +87,17 @@ class GroupMigration:
         (the caller answers GROUP_ID_NOT_FOUND, as Kafka)."""
         config = self.consumer.config
         if not config.upgrade_enabled:
-            log.info("group %s: not upgraded to a consumer group: the migration policy is %s", classic.group_id,
-                     config.migration_policy)
+            log.info(
+                "group %s: not upgraded to a consumer group: the migration policy is %s",
+                classic.group_id,
+                config.migration_policy,
+            )
             return None
-        if classic.protocol_type != PROTOCOL_TYPE or len(classic.members) > config.max_size or classic.is_(
-                GroupState.DEAD):
+        if (
+            classic.protocol_type != PROTOCOL_TYPE
+            or len(classic.members) > config.max_size
+            or classic.is_(GroupState.DEAD)
+        ):
             return None
         group = ConsumerGroup(classic.group_id)
         group.group_epoch = group.assignment_epoch = classic.generation_id
@@ -96,10 +107,19 @@ class GroupMigration:
                 subscription = read_subscription(m.metadata_for(protocol))
                 assigned = {t: frozenset(ps) for t, ps in self._by_id(read_assignment(m.assignment)) if ps}
                 member = ConsumerMember(
-                    m.member_id, m.group_instance_id, subscription.rack_id, m.client_id, m.client_host,
-                    tuple(sorted(subscription.topics)), None, None, m.rebalance_timeout_ms,
-                    member_epoch=classic.generation_id, previous_member_epoch=classic.generation_id,
-                    classic=R.ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)))
+                    m.member_id,
+                    m.group_instance_id,
+                    subscription.rack_id,
+                    m.client_id,
+                    m.client_host,
+                    tuple(sorted(subscription.topics)),
+                    None,
+                    None,
+                    m.rebalance_timeout_ms,
+                    member_epoch=classic.generation_id,
+                    previous_member_epoch=classic.generation_id,
+                    classic=R.ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)),
+                )
                 group.members[member.member_id] = member
                 if member.instance_id is not None:
                     group.static_members[member.instance_id] = member.member_id
@@ -108,8 +128,12 @@ class GroupMigration:
         except (ConsumerProtocolError, KeyError):
             log.info("group %s: not upgraded: a member's embedded consumer protocol is malformed", classic.group_id)
             return None
-        log.info("group %s: classic group (generation %d, %d members) becomes a consumer group", classic.group_id,
-                 classic.generation_id, len(group.members))
+        log.info(
+            "group %s: classic group (generation %d, %d members) becomes a consumer group",
+            classic.group_id,
+            classic.generation_id,
+            len(group.members),
+        )
         self.retire_classic(classic)
         group.subscription_metadata = self.consumer.subscription_metadata(group)
         group.extra_records = [(GroupMetadataKey(classic.group_id), None)]
@@ -145,9 +169,19 @@ class GroupMigration:
 
     # the classic protocol's requests for a consumer group -----------------------------
 
-    def join(self, group: ConsumerGroup, member_id: str, instance_id: str | None, client_id: str,
-             client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-             protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> Any:
+    def join(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> Any:
         """A JoinGroup: a JoinResult now, or a future of it once the member's records are written."""
         unknown = member_id == ""
         if unknown:
@@ -215,8 +249,9 @@ class GroupMigration:
         self.consumer.persist(group, done)
         return fut
 
-    def _member(self, group: ConsumerGroup, member_id: str, instance_id: str | None
-                ) -> tuple[int, ConsumerMember | None]:
+    def _member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    ) -> tuple[int, ConsumerMember | None]:
         """Kafka's validateConsumerGroupMember, then that it speaks the classic protocol."""
         if instance_id is None:
             member = group.members.get(member_id)
@@ -233,8 +268,15 @@ class GroupMigration:
             return E.unknown_member_id, None
         return E.none, member
 
-    def sync(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int,
-             protocol_type: str | None, protocol_name: str | None) -> SyncResult:
+    def sync(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncResult:
         error, member = self._member(group, member_id, instance_id)
         if member is None:
             return SyncResult(error)
@@ -243,7 +285,8 @@ class GroupMigration:
             return SyncResult(E.illegal_generation)
         name, metadata = member.classic.supported_protocols[0]
         if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or (
-                protocol_name is not None and protocol_name != name):
+            protocol_name is not None and protocol_name != name
+        ):
             return SyncResult(E.inconsistent_group_protocol)
         # Rejoin only for a newer target (KAFKA-20272): with assignment batching the group
         # epoch may be ahead of the target's for a while, and rejoining would bring nothing.
@@ -268,8 +311,11 @@ class GroupMigration:
         # It rejoins when a newer target exists (KAFKA-20272: not merely a newer group epoch,
         # which batching lets run ahead), when it must revoke, or when partitions it waited
         # for are free.
-        if (member.member_epoch < group.assignment_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
-                or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting(group, member))):
+        if (
+            member.member_epoch < group.assignment_epoch
+            or member.state is MemberState.UNREVOKED_PARTITIONS
+            or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting(group, member))
+        ):
             self._expect_rejoin(group, member)
             return E.rebalance_in_progress
         return E.none
@@ -284,8 +330,7 @@ class GroupMigration:
                 return True
         return False
 
-    def leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]], answer: Callable[[Any], None]
-              ) -> Any:
+    def leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]], answer: Callable[[Any], None]) -> Any:
         """LeaveGroup: (top-level error, [(member id, instance id, error)]) now, or None and
         answer(it) once the members' tombstones are written."""
         results = []
@@ -310,8 +355,9 @@ class GroupMigration:
         for member in leaving:
             group.remove_member(member)
         self.consumer.after_removal(group)
-        return self.consumer.answer_when_written(lambda done: self.consumer.persist(group, done),
-                                                 (E.none, results), lambda error: (error, []), answer)
+        return self.consumer.answer_when_written(
+            lambda done: self.consumer.persist(group, done), (E.none, results), lambda error: (error, []), answer
+        )
 
     # timers: a classic member must rejoin / sync within its rebalance timeout ----------
 
@@ -324,10 +370,12 @@ class GroupMigration:
         self.clock.call_at(deadline, self._on_deadline, group, member, deadline)
 
     def _on_deadline(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
-        if (self.groups.get(group.group_id) is group and group.members.get(member.member_id) is member
-                and member.classic_deadline == deadline):
-            self.consumer.fence(group, member, "the classic member did not rejoin or sync within its rebalance "
-                                               "timeout")
+        if (
+            self.groups.get(group.group_id) is group
+            and group.members.get(member.member_id) is member
+            and member.classic_deadline == deadline
+        ):
+            self.consumer.fence(group, member, "the classic member did not rejoin or sync within its rebalance timeout")
 
     # downgrade ------------------------------------------------------------------------
 
@@ -336,8 +384,11 @@ class GroupMigration:
         if not group.all_classic_except(leaving.member_id) or len(group.members) <= 1:
             return False
         if not self.consumer.config.downgrade_enabled:
-            log.info("group %s: not downgraded to a classic group: the migration policy is %s", group.group_id,
-                     self.consumer.config.migration_policy)
+            log.info(
+                "group %s: not downgraded to a classic group: the migration policy is %s",
+                group.group_id,
+                self.consumer.config.migration_policy,
+            )
             return False
         return len(group.members) - 1 <= self.classic.config.max_size
 
@@ -351,8 +402,18 @@ class GroupMigration:
             if m is leaving:
                 continue
             assert m.classic is not None
-            classic.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.classic.session_timeout_ms,
-                               m.rebalance_timeout_ms, PROTOCOL_TYPE, list(m.classic.supported_protocols)))
+            classic.add(
+                Member(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.classic.session_timeout_ms,
+                    m.rebalance_timeout_ms,
+                    PROTOCOL_TYPE,
+                    list(m.classic.supported_protocols),
+                )
+            )
         classic.protocol_name = protocol = classic.select_protocol()
         for cm in classic.members.values():
             try:
@@ -361,8 +422,12 @@ class GroupMigration:
                 version = 0
             cm.assignment = write_assignment(version, self._by_name(group.target.get(cm.member_id, {})))
         classic.state = GroupState.STABLE  # as Kafka builds it, before the rebalance below
-        log.info("group %s: the last consumer-protocol member %s leaves; the group becomes a classic group at "
-                 "generation %d", group_id, leaving.member_id, classic.generation_id)
+        log.info(
+            "group %s: the last consumer-protocol member %s leaves; the group becomes a classic group at generation %d",
+            group_id,
+            leaving.member_id,
+            classic.generation_id,
+        )
         records = self.consumer.delete_records(group_id)
         records.append((GroupMetadataKey(group_id), self.classic.group_record(classic)))
         self.consumer.drop(group)

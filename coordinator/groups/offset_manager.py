@@ -26,8 +26,13 @@ DEAD = "Dead"
 
 
 class OffsetManager:
-    def __init__(self, shard: ShardContext, metadata_max_bytes: int = 4096, retention_ms: int = 7 * 86_400_000,
-                 existing_partitions: Container[tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        shard: ShardContext,
+        metadata_max_bytes: int = 4096,
+        retention_ms: int = 7 * 86_400_000,
+        existing_partitions: Container[tuple[str, int]] | None = None,
+    ) -> None:
         self.shard = shard
         self.groups = shard.groups
         self.store = shard.offsets
@@ -38,9 +43,17 @@ class OffsetManager:
 
     # OffsetCommit ---------------------------------------------------------------------
 
-    def commit_nowait(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                      partitions: list[PartitionCommit], on_done: Callable[[list[int]], None],
-                      expire_timestamp: int = -1, version: int = 9) -> list[int] | None:
+    def commit_nowait(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        partitions: list[PartitionCommit],
+        on_done: Callable[[list[int]], None],
+        expire_timestamp: int = -1,
+        version: int = 9,
+    ) -> list[int] | None:
         """One error per requested partition, in request order: at once if nothing is to
         be written, else None, and on_done(errors) once the records are durable and
         replayed (or could not be written: then every partition carries that error).
@@ -90,8 +103,12 @@ class OffsetManager:
             else:
                 errors.append(_NONE)
                 # (named tuples built as tuples of their class: their __new__ is a Python call)
-                records.append((_new(OffsetCommitKey, (group_id, topic, partition)), _new(OffsetCommitValue, (
-                    offset, metadata, now, leader_epoch, expire_timestamp))))
+                records.append(
+                    (
+                        _new(OffsetCommitKey, (group_id, topic, partition)),
+                        _new(OffsetCommitValue, (offset, metadata, now, leader_epoch, expire_timestamp)),
+                    )
+                )
         if not records:
             return errors
 
@@ -106,9 +123,17 @@ class OffsetManager:
 
     # TxnOffsetCommit ------------------------------------------------------------------
 
-    def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, generation: int, member_id: str,
-                   instance_id: str | None, partitions: list[tuple[str, int, int, int, str | None]],
-                   on_done: Callable[[list[int]], None]) -> list[int] | None:
+    def txn_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        partitions: list[tuple[str, int, int, int, str | None]],
+        on_done: Callable[[list[int]], None],
+    ) -> list[int] | None:
         """Offsets committed inside a transaction: written as a transactional batch of the
         producer, pending until its marker (applied on commit, dropped on abort). Errors per
         partition as commit_nowait(); the group checks are Kafka's for transactional commits
@@ -127,8 +152,9 @@ class OffsetManager:
         elif type(group).__name__ == "ClassicGroup":
             error, _ = group.check_member(instance_id, member_id, generation)  # type: ignore[attr-defined]  # the class-name check above narrows to ClassicGroup without importing it
         else:
-            error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now(),
-                                                 transactional=True)
+            error = group.validate_offset_commit(
+                member_id, instance_id, generation, self.clock.now(), transactional=True
+            )
         check = None
         if callable(error):  # KIP-1251: an older epoch, checked per partition
             check, error = self._by_name(error), _NONE
@@ -147,12 +173,20 @@ class OffsetManager:
                 errors.append(_METADATA_TOO_LARGE)
             else:
                 errors.append(_NONE)
-                records.append((OffsetCommitKey(group_id, topic, partition),
-                                OffsetCommitValue(offset, metadata, now, leader_epoch, -1)))
+                records.append(
+                    (
+                        OffsetCommitKey(group_id, topic, partition),
+                        OffsetCommitValue(offset, metadata, now, leader_epoch, -1),
+                    )
+                )
         if not records:
             return errors
-        self.shard.write_txn(producer_id, producer_epoch, records,
-                             lambda e: on_done(errors if e == _NONE else [e if x == _NONE else x for x in errors]))
+        self.shard.write_txn(
+            producer_id,
+            producer_epoch,
+            records,
+            lambda e: on_done(errors if e == _NONE else [e if x == _NONE else x for x in errors]),
+        )
         return None
 
     def _by_name(self, check: Callable[[Any, int], int]) -> Callable[[str, int], int]:
@@ -167,8 +201,9 @@ class OffsetManager:
 
     # OffsetFetch ----------------------------------------------------------------------
 
-    def fetch(self, group_id: str, wanted: list[tuple[str, list[int]]] | None
-              ) -> tuple[int, list[tuple[str, list[tuple[int, OffsetCommitValue | None]]]]]:
+    def fetch(
+        self, group_id: str, wanted: list[tuple[str, list[int]]] | None
+    ) -> tuple[int, list[tuple[str, list[tuple[int, OffsetCommitValue | None]]]]]:
         """(group error, [(topic, [(partition, offset or None)])]); wanted=None means all."""
         if not group_id:
             return E.invalid_group_id, []
@@ -185,8 +220,12 @@ class OffsetManager:
 
     # OffsetDelete ---------------------------------------------------------------------
 
-    def delete(self, group_id: str, wanted: list[tuple[str, list[int]]],
-               on_done: Callable[[int, list[tuple[str, list[tuple[int, int]]]]], None]) -> None:
+    def delete(
+        self,
+        group_id: str,
+        wanted: list[tuple[str, list[int]]],
+        on_done: Callable[[int, list[tuple[str, list[tuple[int, int]]]]], None],
+    ) -> None:
         """on_done(group error, [(topic, [(partition, error)])]) once any tombstones are durable."""
         if not group_id:
             return on_done(E.invalid_group_id, [])
@@ -252,8 +291,11 @@ class OffsetManager:
             records += [(OffsetCommitKey(group_id, t, p), None) for t, p in keys]
             expired += len(keys)
             group = self.groups.get(group_id)
-            if (group is not None and len(keys) == len(self.store.of(group_id))
-                    and group.validate_delete_group() == _NONE):
+            if (
+                group is not None
+                and len(keys) == len(self.store.of(group_id))
+                and group.validate_delete_group() == _NONE
+            ):
                 records += self.shard.group_tombstones(group)
                 undo.append(group.mark_deleting())  # no member may join while it goes
 
@@ -261,8 +303,11 @@ class OffsetManager:
             if error != _NONE:
                 for revert in undo:
                     revert()
-                log.error("partition %d: expiring offsets failed (error %d): retried at the next check",
-                          self.shard.partition, error)
+                log.error(
+                    "partition %d: expiring offsets failed (error %d): retried at the next check",
+                    self.shard.partition,
+                    error,
+                )
 
         if records:
             self.shard.write(records, written)

@@ -21,8 +21,9 @@ class OffsetStore:
         # (Kafka's pendingTransactionalOffsetCommits). Its marker applies or drops them.
         self.pending: dict[int, dict[tuple[str, str, int], OffsetCommitValue]] = {}
 
-    def put_pending(self, producer_id: int, group_id: str, topic: str, partition: int,
-                    value: OffsetCommitValue) -> None:
+    def put_pending(
+        self, producer_id: int, group_id: str, topic: str, partition: int, value: OffsetCommitValue
+    ) -> None:
         self.pending.setdefault(producer_id, {})[(group_id, topic, partition)] = value
 
     def complete(self, producer_id: int, commit: bool) -> None:

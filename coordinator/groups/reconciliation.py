@@ -56,10 +56,17 @@ def owns_any(owned: list[tuple[uuid.UUID, list[int]]] | None, partitions: Assign
     return False
 
 
-def reconcile(state: MemberState, member_epoch: int, previous_epoch: int, assigned: Assignment,
-              pending: Assignment, target_epoch: int, target: Assignment,
-              owned: list[tuple[uuid.UUID, list[int]]] | None,
-              owner_elsewhere: Callable[[uuid.UUID, int], bool]) -> Reconciled:
+def reconcile(
+    state: MemberState,
+    member_epoch: int,
+    previous_epoch: int,
+    assigned: Assignment,
+    pending: Assignment,
+    target_epoch: int,
+    target: Assignment,
+    owned: list[tuple[uuid.UUID, list[int]]] | None,
+    owner_elsewhere: Callable[[uuid.UUID, int], bool],
+) -> Reconciled:
     """The member's next state. `owned`: the partitions its heartbeat lists (None if it
     did not send them); `owner_elsewhere(topic, partition)`: whether another member
     still owns the partition."""
@@ -83,8 +90,13 @@ def reconcile(state: MemberState, member_epoch: int, previous_epoch: int, assign
     return _assign(target_epoch, member_epoch, keep, target, owner_elsewhere)
 
 
-def _assign(epoch: int, previous_epoch: int, keep: Assignment, target: Assignment,
-            owner_elsewhere: Callable[[uuid.UUID, int], bool]) -> Reconciled:
+def _assign(
+    epoch: int,
+    previous_epoch: int,
+    keep: Assignment,
+    target: Assignment,
+    owner_elsewhere: Callable[[uuid.UUID, int], bool],
+) -> Reconciled:
     assigned = {t: set(ps) for t, ps in keep.items()}
     unreleased = False
     for t, ps in target.items():

@@ -20,5 +20,14 @@ from protocol.group_records import (
 Key = OffsetCommitKey | GroupMetadataKey
 Event = tuple[Key, OffsetCommitValue | GroupMetadataValue | None]
 
-__all__ = ["Event", "GroupMetadataKey", "GroupMetadataValue", "Key", "MemberMetadata", "OffsetCommitKey",
-           "OffsetCommitValue", "TxnMarkerKey", "TxnOffsetCommitKey"]
+__all__ = [
+    "Event",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "Key",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "TxnMarkerKey",
+    "TxnOffsetCommitKey",
+]

@@ -75,17 +75,25 @@ def write_error(error: BaseException) -> int:
 
 
 class CoordinatorRuntime:
-    def __init__(self, writer: PartitionWriter, clock: Clock, config: GroupConfig | None = None,
-                 offsets: OffsetConfig | None = None, consumer: ConsumerGroupConfig | None = None,
-                 image: TopicImage | None = None) -> None:
+    def __init__(
+        self,
+        writer: PartitionWriter,
+        clock: Clock,
+        config: GroupConfig | None = None,
+        offsets: OffsetConfig | None = None,
+        consumer: ConsumerGroupConfig | None = None,
+        image: TopicImage | None = None,
+    ) -> None:
         self.writer = writer
         self.clock = clock
         self.config = config or GroupConfig()
         offsets = self._offsets = offsets or OffsetConfig()
         self.consumer_config = consumer or ConsumerGroupConfig()
         self.image = image or TopicImage()  # the broker's topics, by name and by id
-        self.shards = [GroupShard(p, self, clock, self.config, offsets, self.consumer_config, image)
-                       for p in range(writer.partitions)]
+        self.shards = [
+            GroupShard(p, self, clock, self.config, offsets, self.consumer_config, image)
+            for p in range(writer.partitions)
+        ]
         # group id -> its shard: hot paths look here first, without a call (the hash once per group)
         self.shard_of: dict[str, GroupShard] = {}
         self._expiry: asyncio.Task | None = None
@@ -123,27 +131,29 @@ class CoordinatorRuntime:
             # nothing was queued, so the write fails like any other, leaving no trace.
             _written(shard, w, e, None)
 
-    def write_txn(self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event],
-                  complete: Complete) -> None:
+    def write_txn(
+        self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event], complete: Complete
+    ) -> None:
         if shard.unloaded:
             complete(E.not_coordinator)
             return
         events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]  # transactional offsets are OffsetCommitKey records; Event's key union is wider
         w = shard.queue_write(events, complete)
         try:
-            self.writer.append_txn_to(shard.partition, records, producer_id, producer_epoch,
-                                      partial(_written, shard, w))
+            self.writer.append_txn_to(
+                shard.partition, records, producer_id, producer_epoch, partial(_written, shard, w)
+            )
         except (struct.error, OverflowError, ValueError) as e:
             _written(shard, w, e, None)
 
-    def write_marker(self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool,
-                     complete: Complete) -> None:
+    def write_marker(
+        self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool, complete: Complete
+    ) -> None:
         if shard.unloaded:  # (the transaction coordinator retries on the partition's new shard)
             complete(E.not_coordinator)
             return
         w = shard.queue_write([(TxnMarkerKey(producer_id, commit), None)], complete)
-        self.writer.append_marker_to(shard.partition, producer_id, producer_epoch, commit,
-                                     partial(_written, shard, w))
+        self.writer.append_marker_to(shard.partition, producer_id, producer_epoch, commit, partial(_written, shard, w))
 
     # moving a partition to another broker ---------------------------------------------
 
@@ -163,8 +173,7 @@ class CoordinatorRuntime:
         """Kafka's group immigration (CoordinatorLoader): a fresh shard replays the partition's
         log, then brings its groups to life, members with fresh session deadlines. Returns the
         records replayed."""
-        shard = GroupShard(partition, self, self.clock, self.config, self._offsets, self.consumer_config,
-                           self._image)
+        shard = GroupShard(partition, self, self.clock, self.config, self._offsets, self.consumer_config, self._image)
         await asyncio.sleep(0)
         count = 0
         for _, key, value in self.writer.partition_records(partition):
@@ -202,8 +211,14 @@ class CoordinatorRuntime:
             shard.on_loaded()
         groups = sum(len(s.groups) for s in shards)
         members = sum(len(getattr(g, "members", ())) for g in self.all_groups())
-        log.info("loaded %d records: %d groups (%d members), %d committed offsets in %.2f s", count, groups,
-                 members, sum(s.offsets.count() for s in shards), time.perf_counter() - started)
+        log.info(
+            "loaded %d records: %d groups (%d members), %d committed offsets in %.2f s",
+            count,
+            groups,
+            members,
+            sum(s.offsets.count() for s in shards),
+            time.perf_counter() - started,
+        )
         return count
 
     # offset retention -----------------------------------------------------------------

@@ -33,7 +33,13 @@ from .group import Group
 from .offset_manager import OffsetManager
 from .offset_store import OffsetStore
 from .records import (
-    Event, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, TxnMarkerKey, TxnOffsetCommitKey,
+    Event,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    TxnMarkerKey,
+    TxnOffsetCommitKey,
 )
 from .state import GroupState
 from protocol.consumer_records import KEY_TYPES
@@ -74,17 +80,26 @@ class ShardRuntime(Protocol):
 
     def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None: ...
 
-    def write_txn(self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event],
-                  complete: Complete) -> None: ...
+    def write_txn(
+        self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event], complete: Complete
+    ) -> None: ...
 
-    def write_marker(self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool,
-                     complete: Complete) -> None: ...
+    def write_marker(
+        self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool, complete: Complete
+    ) -> None: ...
 
 
 class GroupShard:
-    def __init__(self, partition: int, runtime: ShardRuntime, clock: Clock, config: GroupConfig,
-                 offsets: OffsetConfig, consumer: ConsumerGroupConfig | None = None,
-                 image: TopicImage | None = None) -> None:
+    def __init__(
+        self,
+        partition: int,
+        runtime: ShardRuntime,
+        clock: Clock,
+        config: GroupConfig,
+        offsets: OffsetConfig,
+        consumer: ConsumerGroupConfig | None = None,
+        image: TopicImage | None = None,
+    ) -> None:
         self.partition = partition
         self.runtime = runtime
         # Why the shard cannot serve (its log partition is offline: corrupt data), or None;
@@ -100,8 +115,9 @@ class GroupShard:
         self.consumer = ConsumerGroupManager(self, clock, consumer or ConsumerGroupConfig(), image or TopicImage())
         self.share = ShareGroupManager(self, clock, image or TopicImage())
         self.migration = GroupMigration(self, self.classic, self.consumer)
-        self.offset_manager = OffsetManager(self, offsets.metadata_max_bytes, offsets.retention_ms,
-                                            offsets.existing_partitions)
+        self.offset_manager = OffsetManager(
+            self, offsets.metadata_max_bytes, offsets.retention_ms, offsets.existing_partitions
+        )
         self.pending: deque[PendingWrite] = deque()  # not yet answered, in the order written
         self.drain_scheduled = False
 
@@ -270,13 +286,20 @@ class GroupShard:
                 if sync is not None and not sync.done():
                     sync.set_result(SyncResult(E.not_coordinator))
 
-    def durable_view(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[Any, Any]],
-                                    dict[str, dict[tuple[str, int], OffsetCommitValue]], dict[int, dict[Any, Any]]]:
+    def durable_view(
+        self,
+    ) -> tuple[
+        dict[str, GroupMetadataValue],
+        dict[str, dict[Any, Any]],
+        dict[str, dict[tuple[str, int], OffsetCommitValue]],
+        dict[int, dict[Any, Any]],
+    ]:
         """What replay has built, for every group type: each classic group's stored record,
         each consumer and share group's records, the committed offsets and the transactional offsets
         pending their marker (a fresh shard that replays the same log has the same view)."""
-        stored = {g: grp.stored for g, grp in self.groups.items()
-                  if type(grp) is ClassicGroup and grp.stored is not None}
+        stored = {
+            g: grp.stored for g, grp in self.groups.items() if type(grp) is ClassicGroup and grp.stored is not None
+        }
         consumer = {g: dict(records) for g, records in self.consumer.stored.items()}
         consumer.update((g, dict(records)) for g, records in self.share.stored.items())
         pending = {pid: dict(offsets) for pid, offsets in self.offsets.pending.items() if offsets}
@@ -316,9 +339,13 @@ class GroupShard:
         return [(GroupMetadataKey(group.group_id), None)]
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group]:
-        return [g for g in self.groups.values()
-                if g.state_name != GroupState.DEAD.value and (not states or g.state_name.lower() in states)
-                and (not types or g.group_type in types)]
+        return [
+            g
+            for g in self.groups.values()
+            if g.state_name != GroupState.DEAD.value
+            and (not states or g.state_name.lower() in states)
+            and (not types or g.group_type in types)
+        ]
 
 
 class _ShardClock:

@@ -27,17 +27,35 @@ Complete = Callable[[int], object]
 class Migration(Protocol):
     """Classic members in consumer groups, and groups changing protocol (GroupMigration)."""
 
-    def join(self, group: ConsumerGroup, member_id: str, instance_id: str | None, client_id: str,
-             client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-             protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> Any: ...
+    def join(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> Any: ...
 
-    def sync(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int,
-             protocol_type: str | None, protocol_name: str | None) -> SyncResult: ...
+    def sync(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncResult: ...
 
     def heartbeat(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int) -> int: ...
 
-    def leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]], answer: Callable[[Any], None]
-              ) -> Any: ...
+    def leave(
+        self, group: ConsumerGroup, members: list[tuple[str, str | None]], answer: Callable[[Any], None]
+    ) -> Any: ...
 
     def upgrade(self, classic: ClassicGroup) -> ConsumerGroup | None: ...
 

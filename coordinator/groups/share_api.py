@@ -21,8 +21,9 @@ SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
 
 
 class ShareGroupApis:
-    def __init__(self, runtime: CoordinatorRuntime,
-                 owner: Callable[[RequestContext, int], int] = lambda ctx, partition: E.none) -> None:
+    def __init__(
+        self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = lambda ctx, partition: E.none
+    ) -> None:
         self.runtime = runtime
         self.owner = owner  # the topology's coordinator check (coordinator.groups.api.GroupApis.owner)
 
@@ -40,17 +41,27 @@ class ShareGroupApis:
 
     def share_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         names = req.subscribed_topic_names
-        r = ShareHeartbeatRequest(req.group_id, req.member_id, req.member_epoch, req.rack_id,
-                                  None if names is None else tuple(names), ctx.header.client_id or "",
-                                  ctx.client_host)
+        r = ShareHeartbeatRequest(
+            req.group_id,
+            req.member_id,
+            req.member_epoch,
+            req.rack_id,
+            None if names is None else tuple(names),
+            ctx.header.client_id or "",
+            ctx.client_host,
+        )
         try:
             validate_request(r)
         except ApiError as e:
             return self._response(ctx, ShareHeartbeatResult(e.code, str(e)))
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return self._response(ctx, ShareHeartbeatResult(error, "The coordinator is not available."
-                                                            if error == E.not_coordinator else None))
+            return self._response(
+                ctx,
+                ShareHeartbeatResult(
+                    error, "The coordinator is not available." if error == E.not_coordinator else None
+                ),
+            )
         result = shard.share.heartbeat(r, lambda result: ctx.answer(self._response(ctx, result)))
         if result is None:
             return LATER
@@ -60,12 +71,23 @@ class ShareGroupApis:
     def _response(ctx: RequestContext, result: ShareHeartbeatResult) -> Any:
         assignment = None
         if result.assignment is not None:
-            assignment = ctx.nested("Assignment", topic_partitions=tuple(
-                ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
-                for t, ps in sorted(result.assignment.items(), key=lambda kv: kv[0].bytes) if ps))
-        return ctx.response(throttle_time=0, error_code=result.error, error_message=result.message,
-                            member_id=result.member_id, member_epoch=result.member_epoch,
-                            heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment)
+            assignment = ctx.nested(
+                "Assignment",
+                topic_partitions=tuple(
+                    ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
+                    for t, ps in sorted(result.assignment.items(), key=lambda kv: kv[0].bytes)
+                    if ps
+                ),
+            )
+        return ctx.response(
+            throttle_time=0,
+            error_code=result.error,
+            error_message=result.message,
+            member_id=result.member_id,
+            member_epoch=result.member_epoch,
+            heartbeat_interval=result.heartbeat_interval_ms,
+            assignment=assignment,
+        )
 
     def share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
         ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
@@ -77,22 +99,58 @@ class ShareGroupApis:
             else:
                 error, message, group = shard.share.describe(group_id)
             if group is None:
-                out.append(ctx.nested("DescribedGroup", error_code=error, error_message=message, group_id=group_id,
-                                      group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
-                                      members=(), authorized_operations=ops))
+                out.append(
+                    ctx.nested(
+                        "DescribedGroup",
+                        error_code=error,
+                        error_message=message,
+                        group_id=group_id,
+                        group_state="",
+                        group_epoch=0,
+                        assignment_epoch=0,
+                        assignor_name="",
+                        members=(),
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             image = shard.share.image
             members = tuple(
-                ctx.nested("Member", member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
-                           client_id=m.client_id, client_host=m.client_host,
-                           subscribed_topic_names=m.subscribed_topic_names,
-                           assignment=ctx.nested("Assignment", topic_partitions=tuple(
-                               ctx.nested("TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "",
-                                          partitions=tuple(sorted(ps)))
-                               for t, ps in sorted(m.assigned.items(), key=lambda kv: kv[0].bytes) if ps)))
-                for m in group.members.values())
-            out.append(ctx.nested("DescribedGroup", error_code=E.none, group_id=group_id,
-                                  group_state=group.state_name, group_epoch=group.group_epoch,
-                                  assignment_epoch=group.assignment_epoch, assignor_name=ASSIGNOR,
-                                  members=members, authorized_operations=ops))
+                ctx.nested(
+                    "Member",
+                    member_id=m.member_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=m.subscribed_topic_names,
+                    assignment=ctx.nested(
+                        "Assignment",
+                        topic_partitions=tuple(
+                            ctx.nested(
+                                "TopicPartitions",
+                                topic_id=t,
+                                topic_name=image.name_of(t) or "",
+                                partitions=tuple(sorted(ps)),
+                            )
+                            for t, ps in sorted(m.assigned.items(), key=lambda kv: kv[0].bytes)
+                            if ps
+                        ),
+                    ),
+                )
+                for m in group.members.values()
+            )
+            out.append(
+                ctx.nested(
+                    "DescribedGroup",
+                    error_code=E.none,
+                    group_id=group_id,
+                    group_state=group.state_name,
+                    group_epoch=group.group_epoch,
+                    assignment_epoch=group.assignment_epoch,
+                    assignor_name=ASSIGNOR,
+                    members=members,
+                    authorized_operations=ops,
+                )
+            )
         return ctx.response(throttle_time=0, groups=tuple(out))

@@ -27,6 +27,7 @@ LEAVE_EPOCH = -1
 @dataclass
 class ShareMember:
     """Kafka's ShareGroupMember."""
+
     member_id: str
     rack_id: str | None = None
     client_id: str = ""
@@ -83,8 +84,15 @@ class ShareGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int, now_ms: float,
-                               version: int = 9, transactional: bool = False) -> int:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        now_ms: float,
+        version: int = 9,
+        transactional: bool = False,
+    ) -> int:
         # Kafka's ShareGroup.validateOffsetCommit: "Group X is not a consumer group."
         return E.group_id_not_found
 
@@ -131,8 +139,9 @@ class ShareGroup:
 # the assignor -------------------------------------------------------------------------
 
 
-def simple_assign(members: dict[str, frozenset[uuid.UUID]], counts: dict[uuid.UUID, int],
-                  previous: dict[str, Assignment]) -> dict[str, Assignment]:
+def simple_assign(
+    members: dict[str, frozenset[uuid.UUID]], counts: dict[uuid.UUID, int], previous: dict[str, Assignment]
+) -> dict[str, Assignment]:
     """Kafka's SimpleAssignor. When every member subscribes to the same topics
     (SimpleHomogeneousAssignmentBuilder): each partition goes to ceil(members / partitions)
     members ("desired sharing"), the partitions handed out are spread so that no member has
@@ -166,8 +175,9 @@ def _desired_counts(subscribers: list[str], sharing: int, n_parts: int) -> dict[
     return {m: math.ceil(precise * (i + 1)) - math.ceil(precise * i) for i, m in enumerate(subscribers)}
 
 
-def _topic_assign(topic_id: uuid.UUID, n_parts: int, subscribers: list[str],
-                  previous: dict[str, Assignment]) -> dict[str, list[int]]:
+def _topic_assign(
+    topic_id: uuid.UUID, n_parts: int, subscribers: list[str], previous: dict[str, Assignment]
+) -> dict[str, list[int]]:
     """Kafka's SimpleHeterogeneousAssignmentBuilder.TopicAssignmentPartialBuilder: one topic
     among the members subscribed to it. Each partition wants `sharing` = ceil(subscribers /
     partitions) members and each subscriber its desired count (sharing * partitions spread
@@ -217,8 +227,9 @@ def _topic_assign(topic_id: uuid.UUID, n_parts: int, subscribers: list[str],
     return by_member
 
 
-def _homogeneous(member_ids: list[str], partitions: list[tuple[uuid.UUID, int]],
-                 previous: dict[str, Assignment]) -> dict[str, list[tuple[uuid.UUID, int]]]:
+def _homogeneous(
+    member_ids: list[str], partitions: list[tuple[uuid.UUID, int]], previous: dict[str, Assignment]
+) -> dict[str, list[tuple[uuid.UUID, int]]]:
     n_members, n_parts = len(member_ids), len(partitions)
     result: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in member_ids}
     if n_parts == 0:
@@ -300,10 +311,15 @@ def forget_topics(group: ShareGroup, topic_ids: set[uuid.UUID]) -> bool:
 
 def _state_metadata(group: ShareGroup) -> R.ShareGroupStatePartitionMetadataValue:
     def info(states: dict[uuid.UUID, tuple[str, frozenset[int]]]) -> R.TopicPartitionsInfo:
-        return tuple((t, name, tuple(sorted(ps))) for t, (name, ps) in sorted(states.items(), key=lambda kv: kv[0].bytes))
+        return tuple(
+            (t, name, tuple(sorted(ps))) for t, (name, ps) in sorted(states.items(), key=lambda kv: kv[0].bytes)
+        )
+
     return R.ShareGroupStatePartitionMetadataValue(
-        info(group.initializing), info(group.initialized),
-        tuple((t, name) for t, name in sorted(group.deleting.items(), key=lambda kv: kv[0].bytes)))
+        info(group.initializing),
+        info(group.initialized),
+        tuple((t, name) for t, name in sorted(group.deleting.items(), key=lambda kv: kv[0].bytes)),
+    )
 
 
 # persistence: the group as Kafka's records, and back --------------------------------
@@ -318,9 +334,11 @@ def _assignment(parts: R.Partitions) -> Assignment:
 
 
 def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
-    return (R.ShareGroupMemberMetadataKey(group_id, member_id),
-            R.ShareGroupTargetAssignmentMemberKey(group_id, member_id),
-            R.ShareGroupCurrentMemberAssignmentKey(group_id, member_id))
+    return (
+        R.ShareGroupMemberMetadataKey(group_id, member_id),
+        R.ShareGroupTargetAssignmentMemberKey(group_id, member_id),
+        R.ShareGroupCurrentMemberAssignmentKey(group_id, member_id),
+    )
 
 
 def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
@@ -329,21 +347,26 @@ def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
     out: dict[Any, Any] = {
         R.ShareGroupMetadataKey(g): R.ShareGroupMetadataValue(group.group_epoch, group.metadata_hash),
         R.ShareGroupTargetAssignmentMetadataKey(g): R.ShareGroupTargetAssignmentMetadataValue(
-            group.assignment_epoch, group.assignment_timestamp),
+            group.assignment_epoch, group.assignment_timestamp
+        ),
     }
     if group.has_state_metadata:
         out[R.ShareGroupStatePartitionMetadataKey(g)] = _state_metadata(group)
-    members = group.members.values() if member_ids is None else [
-        group.members[i] for i in member_ids if i in group.members]
+    members = (
+        group.members.values() if member_ids is None else [group.members[i] for i in member_ids if i in group.members]
+    )
     for m in members:
         out[R.ShareGroupMemberMetadataKey(g, m.member_id)] = R.ShareGroupMemberMetadataValue(
-            m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names)
+            m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names
+        )
         target = group.target.get(m.member_id)
         if target is not None:  # (a member that joined since the last target has none yet, as in Kafka)
             out[R.ShareGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ShareGroupTargetAssignmentMemberValue(
-                _parts(target))
+                _parts(target)
+            )
         out[R.ShareGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ShareGroupCurrentMemberAssignmentValue(
-            m.member_epoch, m.previous_member_epoch, 0, _parts(m.assigned))
+            m.member_epoch, m.previous_member_epoch, 0, _parts(m.assigned)
+        )
     return out
 
 
@@ -367,8 +390,9 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ShareGroup | No
         group.deleting = dict(states.deleting_topics)
     for key, value in stored.items():
         if type(key) is R.ShareGroupMemberMetadataKey:
-            group.members[key.member_id] = ShareMember(key.member_id, value.rack_id, value.client_id,
-                                                       value.client_host, tuple(value.subscribed_topic_names))
+            group.members[key.member_id] = ShareMember(
+                key.member_id, value.rack_id, value.client_id, value.client_host, tuple(value.subscribed_topic_names)
+            )
     for key, value in stored.items():
         if type(key) is R.ShareGroupTargetAssignmentMemberKey and key.member_id in group.members:
             group.target[key.member_id] = _assignment(value.topic_partitions)

@@ -26,9 +26,18 @@ from protocol import share_records as R
 from .clock import Clock
 from .consumer_manager import ApiError, ConsumerGroupManager, HeartbeatResult, apply_record, assignment_due
 from .metadata_hash import metadata_hash
-from .share_group import (LEAVE_EPOCH, ShareGroup, ShareMember, forget_topics, group_from_records,
-                          initialize_partitions, initialize_subscribed, member_keys,
-                          records_of, simple_assign)
+from .share_group import (
+    LEAVE_EPOCH,
+    ShareGroup,
+    ShareMember,
+    forget_topics,
+    group_from_records,
+    initialize_partitions,
+    initialize_subscribed,
+    member_keys,
+    records_of,
+    simple_assign,
+)
 from .topic_image import TopicImage
 from .shard_context import ShardContext
 
@@ -42,6 +51,7 @@ MAX_MEMBER_ID_LENGTH = 36  # a UUID's text, as KIP-1082 client-generated member 
 class ShareGroupConfig:
     """The broker's group.share.* settings (Kafka's names and defaults); per-group
     overrides come from GROUP config resources (share.*)."""
+
     session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
     max_size: int = 200  # group.share.max.size
@@ -186,8 +196,13 @@ class ShareGroupManager:
         runtime has reverted the group)."""
         written = self.written.get(group.group_id, {})
         now = records_of(group, group.changed_members)
-        gone = [k for m in group.removed_members if m not in group.members
-                for k in member_keys(group.group_id, m) if k in written]
+        gone = [
+            k
+            for m in group.removed_members
+            if m not in group.members
+            for k in member_keys(group.group_id, m)
+            if k in written
+        ]
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
@@ -206,8 +221,9 @@ class ShareGroupManager:
             return set()
         return {t for t in (*group.initializing, *group.initialized, *group.deleting) if self.image.name_of(t) is None}
 
-    def initialize_partitions(self, group_id: str, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]],
-                              done: Callable[[int], None]) -> None:
+    def initialize_partitions(
+        self, group_id: str, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]], done: Callable[[int], None]
+    ) -> None:
         """AlterShareGroupOffsets started these partitions' state afresh: they are initialized in
         the group's ShareGroupStatePartitionMetadata; done(error) once that is durable."""
         group = self.groups.get(group_id)
@@ -233,8 +249,9 @@ class ShareGroupManager:
 
     # the heartbeat --------------------------------------------------------------------
 
-    def heartbeat(self, r: ShareHeartbeatRequest,
-                  answer: Callable[[ShareHeartbeatResult], None]) -> ShareHeartbeatResult | None:
+    def heartbeat(
+        self, r: ShareHeartbeatRequest, answer: Callable[[ShareHeartbeatResult], None]
+    ) -> ShareHeartbeatResult | None:
         """The answer now (an error, or nothing to write), or None and answer(result)
         once the group's new records are durable."""
         try:
@@ -249,11 +266,17 @@ class ShareGroupManager:
             return ShareHeartbeatResult(e.code, str(e))
         if not group.dirty:
             return ConsumerGroupManager.answer_when_written(
-                self.shard.after_pending, result,
-                lambda error: ShareHeartbeatResult(error, "The group's records could not be written."), answer)
+                self.shard.after_pending,
+                result,
+                lambda error: ShareHeartbeatResult(error, "The group's records could not be written."),
+                answer,
+            )
         return ConsumerGroupManager.answer_when_written(
-            lambda done: self.persist(group, done), result,
-            lambda error: ShareHeartbeatResult(error, "The group's records could not be written."), answer)
+            lambda done: self.persist(group, done),
+            result,
+            lambda error: ShareHeartbeatResult(error, "The group's records could not be written."),
+            answer,
+        )
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
         """Kafka's getOrMaybeCreatePersistedShareGroup: another type's group id is
@@ -277,8 +300,9 @@ class ShareGroupManager:
                 raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
             max_size = self.group_setting(r.group_id, "share.max.size", self.config.max_size)
             if len(group.members) >= max_size:
-                raise ApiError(E.group_max_size_reached,
-                               f"The share group has reached its maximum capacity of {max_size} members.")
+                raise ApiError(
+                    E.group_max_size_reached, f"The share group has reached its maximum capacity of {max_size} members."
+                )
             member = ShareMember(r.member_id)
             group.members[member.member_id] = member
             log.info("group %s: member %s joins the share group", group.group_id, member.member_id)
@@ -315,9 +339,14 @@ class ShareGroupManager:
             group.dirty = True
             group.changed_members.add(member.member_id)
         send = r.member_epoch == 0 or before[1] != member.assigned
-        return ShareHeartbeatResult(E.none, None, member.member_id, member.member_epoch,
-                                    self._heartbeat_interval(group.group_id),
-                                    member.assigned if send else None), group
+        return ShareHeartbeatResult(
+            E.none,
+            None,
+            member.member_id,
+            member.member_epoch,
+            self._heartbeat_interval(group.group_id),
+            member.assigned if send else None,
+        ), group
 
     def _heartbeat_interval(self, group_id: str) -> int:
         return self.group_setting(group_id, "share.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
@@ -326,21 +355,28 @@ class ShareGroupManager:
     def _check_epoch(member: ShareMember, epoch: int) -> None:
         """Kafka's throwIfShareGroupMemberEpochIsInvalid."""
         if epoch > member.member_epoch:
-            raise ApiError(E.fenced_member_epoch, f"The share group member has a greater member epoch ({epoch}) "
-                           f"than the one known by the group coordinator ({member.member_epoch}). The member "
-                           "must abandon all its partitions and rejoin.")
+            raise ApiError(
+                E.fenced_member_epoch,
+                f"The share group member has a greater member epoch ({epoch}) "
+                f"than the one known by the group coordinator ({member.member_epoch}). The member "
+                "must abandon all its partitions and rejoin.",
+            )
         if epoch < member.member_epoch and epoch != member.previous_member_epoch:
-            raise ApiError(E.fenced_member_epoch, f"The share group member has a smaller member epoch ({epoch}) "
-                           f"than the one known by the group coordinator ({member.member_epoch}). The member "
-                           "must abandon all its partitions and rejoin.")
+            raise ApiError(
+                E.fenced_member_epoch,
+                f"The share group member has a smaller member epoch ({epoch}) "
+                f"than the one known by the group coordinator ({member.member_epoch}). The member "
+                "must abandon all its partitions and rejoin.",
+            )
 
     def _stored_member_differs(self, group: ShareGroup, member: ShareMember) -> bool:
         stored = self.written.get(group.group_id)
         if stored is None:
             return True
         value = stored.get(R.ShareGroupMemberMetadataKey(group.group_id, member.member_id))
-        return value != R.ShareGroupMemberMetadataValue(member.rack_id, member.client_id, member.client_host,
-                                                         member.subscribed_topic_names)
+        return value != R.ShareGroupMemberMetadataValue(
+            member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names
+        )
 
     # leaving and expiry ----------------------------------------------------------------
 
@@ -410,14 +446,17 @@ class ShareGroupManager:
         the target is recomputed at most once per share.assignment.interval.ms; meanwhile
         members keep the last target and the assignment epoch lags the group epoch."""
         if group.assignment_epoch != group.group_epoch and assignment_due(
-                group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()):
+            group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()
+        ):
             self.compute_target(group)
 
     def compute_target(self, group: ShareGroup) -> None:
         metadata = group.subscription_metadata
         counts = {tid: n for tid, n in metadata.values()}
-        members = {m.member_id: frozenset(metadata[n][0] for n in m.subscribed_topic_names if n in metadata)
-                   for m in group.members.values()}
+        members = {
+            m.member_id: frozenset(metadata[n][0] for n in m.subscribed_topic_names if n in metadata)
+            for m in group.members.values()
+        }
         previous = group.target
         group.target = simple_assign(members, counts, previous)
         group.assignment_epoch = group.group_epoch

@@ -5,6 +5,13 @@ from .offsets import OffsetsLog, OffsetsRecord, java_string_hashcode, partition_
 from .partition import InvalidBatch, OffsetOutOfRange, PartitionLog
 
 __all__ = [
-    "LogConfig", "OFFSETS_TOPIC_CONFIG", "PartitionLog", "OffsetsLog", "OffsetsRecord",
-    "InvalidBatch", "OffsetOutOfRange", "partition_for", "java_string_hashcode",
+    "LogConfig",
+    "OFFSETS_TOPIC_CONFIG",
+    "PartitionLog",
+    "OffsetsLog",
+    "OffsetsRecord",
+    "InvalidBatch",
+    "OffsetOutOfRange",
+    "partition_for",
+    "java_string_hashcode",
 ]

@@ -47,10 +47,15 @@ def _describe(key: bytes | None, value: bytes | None, control: bool, decoder: st
     try:
         if decoder == "transactions":
             k, v = decode_txn_key(key), decode_txn_value(value)
-            payload = "<DELETE>" if v is None else (
-                f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},state={STATE_NAMES[v.status]},"
-                f"partitions={v.partitions},txnLastUpdateTimestamp={v.last_update_ms},"
-                f"txnTimeoutMs={v.timeout_ms}")
+            payload = (
+                "<DELETE>"
+                if v is None
+                else (
+                    f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},state={STATE_NAMES[v.status]},"
+                    f"partitions={v.partitions},txnLastUpdateTimestamp={v.last_update_ms},"
+                    f"txnTimeoutMs={v.timeout_ms}"
+                )
+            )
             return f" key: transaction_metadata::transactionalId={k} payload: {payload}"
         if decoder == "share-state":
             sk = decode_state_key(key)
@@ -91,7 +96,9 @@ def dump_file(path: Path, out, decoder: str | None, records: bool, group: str | 
                     f" isControl: {str(h.is_control).lower()} position: {pos}"
                     f" {kind}: {h.max_timestamp} size: {h.size} magic: {h.magic}"
                     f" compresscodec: {CODECS.get(h.compression, h.compression)}"
-                    f" crc: {h.crc} isvalid: true", file=out)
+                    f" crc: {h.crc} isvalid: true",
+                    file=out,
+                )
                 if records:
                     for r in iter_batch_records(view[pos : pos + h.size], h):
                         line = f"| offset: {r.offset} {kind}: {r.timestamp}"
@@ -114,8 +121,10 @@ def _print_group_records(batch, h, kind: str, group: str, out) -> None:
         except RecordDecodeError:
             continue
         if getattr(k, "group", None) == group:
-            print(f"| offset: {r.offset} {kind}: {r.timestamp} key: {k} payload: {'<DELETE>' if v is None else v}",
-                  file=out)
+            print(
+                f"| offset: {r.offset} {kind}: {r.timestamp} key: {k} payload: {'<DELETE>' if v is None else v}",
+                file=out,
+            )
 
 
 def _files(path: Path, group: str | None) -> list[Path] | str:
@@ -169,9 +178,11 @@ def _repair(directory: Path) -> int:
     after = {p.name: p.stat().st_size for p in directory.glob("*.log")}
     plog.close_sync()
     cut = {n: size - after.get(n, 0) for n, size in before.items() if size != after.get(n, 0)}
-    print(f"{directory}: offsets [{plog.log_start_offset}, {plog.log_end_offset}) kept; "
-          + (", ".join(f"{n}: {c} bytes cut" for n, c in sorted(cut.items())) or "nothing to cut")
-          + f"; the log as it was is in {copy}")
+    print(
+        f"{directory}: offsets [{plog.log_start_offset}, {plog.log_end_offset}) kept; "
+        + (", ".join(f"{n}: {c} bytes cut" for n, c in sorted(cut.items())) or "nothing to cut")
+        + f"; the log as it was is in {copy}"
+    )
     return 0
 
 
@@ -180,8 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump", help="print the batches and records of a segment or log directory")
     d.add_argument("path", type=Path)
-    d.add_argument("--offsets-decoder", action="store_true",
-                   help="decode __consumer_offsets keys/values (default for such directories)")
+    d.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode __consumer_offsets keys/values (default for such directories)",
+    )
     d.add_argument("--no-records", action="store_true", help="batch headers only")
     d.add_argument("--group", help="only this group's records (finds its __consumer_offsets partition)")
     r = sub.add_parser("repair", help="cut a partition log from its first corrupt batch (keeps a copy)")
@@ -196,9 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     try:
         for f in files:
-            decoder = ("transactions" if f.parent.name.startswith("__transaction_state-") else
-                       "share-state" if f.parent.name.startswith("__share_group_state-") else "offsets"
-                       if args.offsets_decoder or f.parent.name.startswith("__consumer_offsets-") else None)
+            decoder = (
+                "transactions"
+                if f.parent.name.startswith("__transaction_state-")
+                else "share-state"
+                if f.parent.name.startswith("__share_group_state-")
+                else "offsets"
+                if args.offsets_decoder or f.parent.name.startswith("__consumer_offsets-")
+                else None
+            )
             ok &= dump_file(f, sys.stdout, decoder, not args.no_records, args.group)
     except BrokenPipeError:
         return 0

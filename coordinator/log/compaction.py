@@ -63,8 +63,14 @@ def latest_offsets(parts: list[tuple[Segment, int]]) -> dict[bytes, int]:
     return latest
 
 
-def rewrite(directory: Path, closed: list[Segment], newer: list[tuple[Segment, int]],
-            tombstone_horizon_ms: int, segment_bytes: int, index_interval: int) -> Plan:
+def rewrite(
+    directory: Path,
+    closed: list[Segment],
+    newer: list[tuple[Segment, int]],
+    tombstone_horizon_ms: int,
+    segment_bytes: int,
+    index_interval: int,
+) -> Plan:
     """Clean `closed`; `newer` (segment, byte limit) pairs follow it, are not rewritten
     (the active segment, and segments still within min.compaction.lag.ms) but their keys
     supersede older records."""
@@ -132,10 +138,15 @@ def _clean_batch(h, data: bytes, latest: dict[bytes, int], horizon: int, st: Sta
     if not kept:
         return None
     return build_batch_from(
-        kept, base_offset=h.base_offset, compression=h.compression,
-        producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence, transactional=h.is_transactional,
-        partition_leader_epoch=h.partition_leader_epoch, last_offset_delta=h.last_offset_delta,
+        kept,
+        base_offset=h.base_offset,
+        compression=h.compression,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        transactional=h.is_transactional,
+        partition_leader_epoch=h.partition_leader_epoch,
+        last_offset_delta=h.last_offset_delta,
     )
 
 

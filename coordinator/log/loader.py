@@ -30,8 +30,11 @@ def seg_size(path: Path) -> int:
 def say_offline(directory: Path, why: str) -> None:
     """The one line an operator gets for a partition that went offline: what is damaged and
     exactly what to run."""
-    log.error("%s: partition offline, nothing cut. To repair: stop the server, run "
-              "`%s` (it keeps a copy), start it again", why, repair_command(directory))
+    log.error(
+        "%s: partition offline, nothing cut. To repair: stop the server, run `%s` (it keeps a copy), start it again",
+        why,
+        repair_command(directory),
+    )
 
 
 def repair_command(directory: Path) -> str:
@@ -70,17 +73,24 @@ def load(directory: Path, config: LogConfig, *, repair: bool = False) -> LoadedL
             log_start = 0
             log.warning("%s: unreadable %s, ignoring it", directory, LOG_START_FILE)
     bases = sorted(
-        int(p.name[: -len(SUFFIX)]) for p in directory.iterdir()
+        int(p.name[: -len(SUFFIX)])
+        for p in directory.iterdir()
         if p.name.endswith(SUFFIX) and p.name[: -len(SUFFIX)].isdigit()
     )
     while bases and bases[-1] >= 2**63:  # (no offset: a file that only looks like a segment)
-        log.warning("%s: %s is not a segment (its name is no offset), ignoring it",
-                    directory, segment_path(directory, bases.pop()).name)
+        log.warning(
+            "%s: %s is not a segment (its name is no offset), ignoring it",
+            directory,
+            segment_path(directory, bases.pop()).name,
+        )
     checkpoint = read_recovery_point(directory)
     missing = sorted(set(checkpoint) - set(bases))
     if missing:  # the recovery point knew them: they were deleted behind the log's back
-        log.error("%s: segment files missing: %s; what they held is gone (the recovery point "
-                  "lists them)", directory, ", ".join(segment_path(directory, b).name for b in missing))
+        log.error(
+            "%s: segment files missing: %s; what they held is gone (the recovery point lists them)",
+            directory,
+            ", ".join(segment_path(directory, b).name for b in missing),
+        )
     segments: list[Segment] = []
     scanned: list[Segment] = []
     expected = 0
@@ -90,20 +100,34 @@ def load(directory: Path, config: LogConfig, *, repair: bool = False) -> LoadedL
         later = [b for b in bases[i + 1 :] if segment_path(directory, b).stat().st_size > 0]
         state = checkpoint.get(base)
         while True:
-            seg, res = Segment.recover(path, base, expected, config.index_interval_bytes, state=state,
-                                       limit=bases[i + 1] if i + 1 < len(bases) else None)
+            seg, res = Segment.recover(
+                path,
+                base,
+                expected,
+                config.index_interval_bytes,
+                state=state,
+                limit=bases[i + 1] if i + 1 < len(bases) else None,
+            )
             if not (repair and res.resumes_at is not None):
                 break
             seg.close()
-            log.warning("%s: repair removes corrupt bytes %d-%d of %s (%s); the batches after them stay",
-                        directory, res.valid_bytes, res.resumes_at, path.name, res.problem)
+            log.warning(
+                "%s: repair removes corrupt bytes %d-%d of %s (%s); the batches after them stay",
+                directory,
+                res.valid_bytes,
+                res.resumes_at,
+                path.name,
+                res.problem,
+            )
             splice_out(path, res.valid_bytes, res.resumes_at)
             state = None  # (the file changed: scan it again, whole)
         segments.append(seg)
         if res.problem and not repair and (res.resumes_at is not None or later):
             end = res.resumes_at if res.resumes_at is not None else seg_size(path)
-            offline = (f"{path} bytes {res.valid_bytes}-{end} are corrupt ({res.problem.split(': ', 1)[-1]})"
-                       f" and valid batches follow")
+            offline = (
+                f"{path} bytes {res.valid_bytes}-{end} are corrupt ({res.problem.split(': ', 1)[-1]})"
+                f" and valid batches follow"
+            )
             say_offline(directory, offline)
             break
         if res.scanned_bytes or res.problem:
@@ -116,8 +140,13 @@ def load(directory: Path, config: LogConfig, *, repair: bool = False) -> LoadedL
                 segment_path(directory, b).unlink()
             log.warning(
                 "%s: recovery cut the log before offset %d (%s): kept %d bytes of %s%s",
-                directory, expected, res.problem, res.valid_bytes, path.name,
-                f", deleted later segments {dropped}" if dropped else "")
+                directory,
+                expected,
+                res.problem,
+                res.valid_bytes,
+                path.name,
+                f", deleted later segments {dropped}" if dropped else "",
+            )
             break
     if not segments:
         segments.append(Segment.create(directory, log_start, config.index_interval_bytes))

@@ -16,11 +16,25 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.memory_records import MemoryRecords
 
 from protocol.group_records import (
-    Key, OffsetCommitKey, TxnOffsetCommitKey, UnknownKey, Value, _decode_offset_commit_value, decode_key,
-    decode_value, encode_key, encode_value,
+    Key,
+    OffsetCommitKey,
+    TxnOffsetCommitKey,
+    UnknownKey,
+    Value,
+    _decode_offset_commit_value,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
 )
 from protocol.record_batch import (
-    ABORT_MARKER, CorruptBatch, build_batch, build_control_batch, finish_batch, marker_type, new_batch_builder,
+    ABORT_MARKER,
+    CorruptBatch,
+    build_batch,
+    build_control_batch,
+    finish_batch,
+    marker_type,
+    new_batch_builder,
     next_valid_batch,
 )
 
@@ -82,14 +96,20 @@ class OffsetsLog:
         self._undecided: dict[int, dict[int, list[tuple[Key, Value | None]]]] = {}
 
     @classmethod
-    async def open(cls, data_dir: str | Path, partitions: int = DEFAULT_PARTITIONS,
-                   config: LogConfig = OFFSETS_TOPIC_CONFIG, *, background: bool = True, topic: str = TOPIC
-                   ) -> OffsetsLog:
+    async def open(
+        cls,
+        data_dir: str | Path,
+        partitions: int = DEFAULT_PARTITIONS,
+        config: LogConfig = OFFSETS_TOPIC_CONFIG,
+        *,
+        background: bool = True,
+        topic: str = TOPIC,
+    ) -> OffsetsLog:
         """topic: `__consumer_offsets`, or `__transaction_state` for the transaction coordinator."""
         data_dir = Path(data_dir)
-        logs = await asyncio.gather(*(
-            PartitionLog.open(data_dir / f"{topic}-{p}", config, background=background)
-            for p in range(partitions)))
+        logs = await asyncio.gather(
+            *(PartitionLog.open(data_dir / f"{topic}-{p}", config, background=background) for p in range(partitions))
+        )
         return cls(list(logs))
 
     @property
@@ -107,20 +127,29 @@ class OffsetsLog:
     def log_for(self, group_id: str) -> PartitionLog:
         return self.logs[self.partition_for(group_id)]
 
-    def append(self, group_id: str, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
-               done: Done | None = None, timestamp_ms: int | None = None) -> asyncio.Future[int] | None:
+    def append(
+        self,
+        group_id: str,
+        records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+        done: Done | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[int] | None:
         """append_to() the group's partition."""
         return self.append_to(self.partition_for(group_id), records, done, timestamp_ms)
 
-    def append_to(self, p: int, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
-                  done: Done | None = None, timestamp_ms: int | None = None) -> asyncio.Future[int] | None:
+    def append_to(
+        self,
+        p: int,
+        records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+        done: Done | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[int] | None:
         """Queue records for partition p's next batch. Once durable (per the log's fsync
         policy) done(None, offset of the first record) is called, or done(error, None) if the
         write failed, with none of them left in the log; without `done`, a future of that
         offset is returned. Keys/values may be dataclasses or encoded bytes."""
         pairs = [
-            (k if type(k) is bytes else encode_key(k),
-             v if v is None or type(v) is bytes else encode_value(v))
+            (k if type(k) is bytes else encode_key(k), v if v is None or type(v) is bytes else encode_value(v))
             for k, v in records
         ]
         if not pairs:
@@ -139,20 +168,35 @@ class OffsetsLog:
         queue.append((pairs, now_ms() if timestamp_ms is None else timestamp_ms, done))
         return fut
 
-    def append_txn_to(self, p: int, records: Iterable[tuple[Key | bytes, Value | bytes | None]],
-                      producer_id: int, producer_epoch: int, done: Done) -> None:
+    def append_txn_to(
+        self,
+        p: int,
+        records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+        producer_id: int,
+        producer_epoch: int,
+        done: Done,
+    ) -> None:
         """Records of a transaction (TxnOffsetCommit) as their own transactional batch of
         the producer, so its marker can later commit or abort them; done as append_to()."""
-        pairs = [(k if type(k) is bytes else encode_key(k), v if v is None or type(v) is bytes else encode_value(v))
-                 for k, v in records]
-        self._append_batch(p, build_batch(pairs, timestamp_ms=now_ms(), producer_id=producer_id,
-                                          producer_epoch=producer_epoch, transactional=True), done)
+        pairs = [
+            (k if type(k) is bytes else encode_key(k), v if v is None or type(v) is bytes else encode_value(v))
+            for k, v in records
+        ]
+        self._append_batch(
+            p,
+            build_batch(
+                pairs, timestamp_ms=now_ms(), producer_id=producer_id, producer_epoch=producer_epoch, transactional=True
+            ),
+            done,
+        )
 
-    def append_marker_to(self, p: int, producer_id: int, producer_epoch: int, commit: bool, done: Done,
-                         coordinator_epoch: int = 0) -> None:
+    def append_marker_to(
+        self, p: int, producer_id: int, producer_epoch: int, commit: bool, done: Done, coordinator_epoch: int = 0
+    ) -> None:
         """The producer's commit or abort marker (a control batch)."""
-        self._append_batch(p, build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms()),
-                           done)
+        self._append_batch(
+            p, build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms()), done
+        )
 
     def _append_batch(self, p: int, batch: bytes, done: Done) -> None:
         plog = self.logs[p]
@@ -254,8 +298,7 @@ class OffsetsLog:
         pending: dict[int, dict[bytes, tuple[int, int, bytes | None]]] = {}
         expected = 0  # base offsets are outside the CRC: they must only grow
         # ... and stay below the next segment's base offset (its file name)
-        limits = {seg.path: (seg.base_offset, nxt.base_offset)
-                  for seg, nxt in zip(plog.segments, plog.segments[1:])}
+        limits = {seg.path: (seg.base_offset, nxt.base_offset) for seg, nxt in zip(plog.segments, plog.segments[1:])}
         current = None
         for path, start, chunk in plog.located_chunks():
             if path != current:
@@ -297,16 +340,18 @@ class OffsetsLog:
                 found = Segment.examine(path, base_offset, floor, limit)
                 bad, resume = found.valid_bytes, found.resumes_at
                 why = (found.problem or "offsets out of order").split(": ", 1)[-1]
-                plog.offline = (f"{path} bytes {bad}-{resume} are corrupt ({why})"
-                                + ("" if resume is None else " and valid batches follow"))
+                plog.offline = f"{path} bytes {bad}-{resume} are corrupt ({why})" + (
+                    "" if resume is None else " and valid batches follow"
+                )
                 say_offline(plog.directory, plog.offline)
                 raise StorageError(errno.EIO, f"offline: {plog.offline}") from None
             except KafkaError as e:
                 bad = start + _position(chunk, good)
                 data = path.read_bytes()
                 resume = next_valid_batch(data, bad + 1)
-                plog.offline = (f"{path} bytes {bad}-{len(data) if resume is None else resume} are corrupt ({e})"
-                                + ("" if resume is None else " and valid batches follow"))
+                plog.offline = f"{path} bytes {bad}-{len(data) if resume is None else resume} are corrupt ({e})" + (
+                    "" if resume is None else " and valid batches follow"
+                )
                 say_offline(plog.directory, plog.offline)
                 raise StorageError(errno.EIO, f"offline: {plog.offline}") from e
         out: dict[Key, OffsetsRecord] = {}
@@ -315,8 +360,11 @@ class OffsetsLog:
             if type(key) is not UnknownKey:
                 value = decode_value(key, value)
             out[key] = OffsetsRecord(partition, offset, ts, key, value)
-        self._undecided[partition] = {pid: [_decoded(raw, value) for raw, (_, _, value) in records.items()]
-                                      for pid, records in pending.items() if records}
+        self._undecided[partition] = {
+            pid: [_decoded(raw, value) for raw, (_, _, value) in records.items()]
+            for pid, records in pending.items()
+            if records
+        }
         return out
 
     def offline(self) -> dict[int, str]:

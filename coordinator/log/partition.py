@@ -19,18 +19,33 @@ from pathlib import Path
 from ..futures import Done, future_and_callback
 
 from protocol.record_batch import (
-    LOG_OVERHEAD, BatchHeader, CorruptBatch, Record, TruncatedBatch, build_batch, iter_batch_records,
-    parse_header, set_base_offset, set_partition_leader_epoch,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptBatch,
+    Record,
+    TruncatedBatch,
+    build_batch,
+    iter_batch_records,
+    parse_header,
+    set_base_offset,
+    set_partition_leader_epoch,
 )
 
 from . import compaction
 from .config import LogConfig
 from .loader import (
-    CHECKPOINT_FILE, LOG_START_FILE, load, remove_recovery_point, replace_file, say_offline,
+    CHECKPOINT_FILE,
+    LOG_START_FILE,
+    load,
+    remove_recovery_point,
+    replace_file,
+    say_offline,
 )
 from .sync import SYNCER
 from .segment import (
-    NO_TIMESTAMP, Segment, encode_checkpoint,
+    NO_TIMESTAMP,
+    Segment,
+    encode_checkpoint,
 )
 
 log = logging.getLogger(__name__)
@@ -65,8 +80,7 @@ class PartitionLog:
     # Bumped whenever a log goes offline while serving (Metadata answers depend on it).
     offline_events = 0
 
-    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment],
-                 log_start_offset: int) -> None:
+    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], log_start_offset: int) -> None:
         self.directory = directory
         self.config = config
         self.segments = segments  # ordered by base offset; the last one is active
@@ -98,8 +112,9 @@ class PartitionLog:
     # ------------------------------------------------------------ open / recovery
 
     @classmethod
-    async def open(cls, directory: str | Path, config: LogConfig | None = None,
-                   *, background: bool = True) -> PartitionLog:
+    async def open(
+        cls, directory: str | Path, config: LogConfig | None = None, *, background: bool = True
+    ) -> PartitionLog:
         """Recover (in a worker thread) and return the log; starts interval fsync and
         retention/compaction tasks unless background=False."""
         loop = asyncio.get_running_loop()
@@ -109,8 +124,7 @@ class PartitionLog:
         return plog
 
     @classmethod
-    def open_sync(cls, directory: str | Path, config: LogConfig | None = None, *, repair: bool = False
-                  ) -> PartitionLog:
+    def open_sync(cls, directory: str | Path, config: LogConfig | None = None, *, repair: bool = False) -> PartitionLog:
         """Recover the log. A torn tail (what a crash mid-write leaves) is cut; damage
         that valid batches follow is corruption: nothing is cut, and the log comes back
         offline (every append and read refused) with one error line saying where and how
@@ -207,8 +221,9 @@ class PartitionLog:
             while pos < end:
                 h = parse_header(buf, pos)
                 if h.record_count != h.last_offset_delta + 1:
-                    raise InvalidBatch(f"record count {h.record_count} does not match offset "
-                                       f"delta {h.last_offset_delta}")
+                    raise InvalidBatch(
+                        f"record count {h.record_count} does not match offset delta {h.last_offset_delta}"
+                    )
                 set_base_offset(buf, pos, next_offset)
                 set_partition_leader_epoch(buf, pos, epoch)
                 # h as stored: its new base offset and epoch
@@ -245,8 +260,9 @@ class PartitionLog:
         for listener in self.append_listeners:
             listener()
 
-    def append_records(self, records: Iterable[tuple[bytes | None, bytes | None]],
-                       timestamp_ms: int | None = None, **batch_options) -> int:
+    def append_records(
+        self, records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None, **batch_options
+    ) -> int:
         """Build one batch from (key, value) pairs and append it."""
         ts = now_ms() if timestamp_ms is None else timestamp_ms
         return self.append(build_batch(list(records), timestamp_ms=ts, **batch_options))
@@ -258,8 +274,9 @@ class PartitionLog:
             await self.flush()
         return base
 
-    async def append_durable_records(self, records: Iterable[tuple[bytes | None, bytes | None]],
-                                     timestamp_ms: int | None = None, **batch_options) -> int:
+    async def append_durable_records(
+        self, records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None, **batch_options
+    ) -> int:
         base = self.append_records(records, timestamp_ms, **batch_options)
         if self.config.fsync == "always":
             await self.flush()
@@ -270,8 +287,11 @@ class PartitionLog:
         if seg.size == 0:
             return
         too_big = seg.size + incoming > self.config.segment_bytes
-        too_old = (self.config.segment_ms is not None and seg.first_append_ms is not None
-                   and t - seg.first_append_ms >= self.config.segment_ms)
+        too_old = (
+            self.config.segment_ms is not None
+            and seg.first_append_ms is not None
+            and t - seg.first_append_ms >= self.config.segment_ms
+        )
         if too_big or too_old:
             self._roll()
 
@@ -321,8 +341,13 @@ class PartitionLog:
                 self._unsynced[s.fd] = s
         self._dir_dirty |= dir_dirty
         if self.config.fsync == "always" and not self.closed:
-            log.error("%s: sync failed (%s): cutting offsets %d..%d, which were never acknowledged",
-                      self.directory, error.strerror or error, self._durable_offset, self._next_offset)
+            log.error(
+                "%s: sync failed (%s): cutting offsets %d..%d, which were never acknowledged",
+                self.directory,
+                error.strerror or error,
+                self._durable_offset,
+                self._next_offset,
+            )
             try:
                 self._cut_back(self._durable_offset)
             except StorageError:
@@ -360,12 +385,20 @@ class PartitionLog:
             try:
                 seg.fsync()  # the cut itself on disk now, not at the next append's sync
             except OSError as e:
-                log.warning("%s: the cut at offset %d is not yet on disk (%s): the next sync covers it",
-                            self.directory, offset, e.strerror or e)
+                log.warning(
+                    "%s: the cut at offset %d is not yet on disk (%s): the next sync covers it",
+                    self.directory,
+                    offset,
+                    e.strerror or e,
+                )
         except OSError as e:
             self._cut_pending = offset
-            log.error("%s: cutting the log back to offset %d failed (%s): appends refused until it succeeds",
-                      self.directory, offset, e.strerror or e)
+            log.error(
+                "%s: cutting the log back to offset %d failed (%s): appends refused until it succeeds",
+                self.directory,
+                offset,
+                e.strerror or e,
+            )
             raise StorageError(e.errno or errno.EIO, f"{self.directory}: offline: {e.strerror or e}") from e
         self._cut_pending = None
         self._next_offset = min(self._next_offset, offset)
@@ -404,7 +437,7 @@ class PartitionLog:
         (a waiting Fetch checks its min_bytes with this on every append)."""
         total = 0
         found = False
-        for seg in self.segments[self._segment_index(offset):]:
+        for seg in self.segments[self._segment_index(offset) :]:
             if found:
                 total += seg.size
                 continue
@@ -425,8 +458,7 @@ class PartitionLog:
         if self.offline is not None:
             raise StorageError(errno.EIO, f"offline: {self.offline}")
         if offset < self.log_start_offset or offset > self._next_offset:
-            raise OffsetOutOfRange(
-                f"offset {offset} outside [{self.log_start_offset}, {self._next_offset}]")
+            raise OffsetOutOfRange(f"offset {offset} outside [{self.log_start_offset}, {self._next_offset}]")
         i = self._segment_index(offset)
         while i < len(self.segments):
             seg = self.segments[i]
@@ -460,8 +492,9 @@ class PartitionLog:
             end += size
         return data[:end]
 
-    def batches(self, from_offset: int = 0, *, chunk_bytes: int = 4 * 1024 * 1024
-                ) -> Iterator[tuple[BatchHeader, bytes]]:
+    def batches(
+        self, from_offset: int = 0, *, chunk_bytes: int = 4 * 1024 * 1024
+    ) -> Iterator[tuple[BatchHeader, bytes]]:
         """(header, batch bytes) of every batch holding offsets >= from_offset, in order.
 
         Snapshot of the end at call time; for replay at startup and for tools."""
@@ -478,8 +511,9 @@ class PartitionLog:
         for _, _, chunk in self.located_chunks(from_offset, chunk_bytes=chunk_bytes):
             yield chunk
 
-    def located_chunks(self, from_offset: int = 0, *, chunk_bytes: int = 8 * 1024 * 1024
-                       ) -> Iterator[tuple[Path, int, bytes]]:
+    def located_chunks(
+        self, from_offset: int = 0, *, chunk_bytes: int = 8 * 1024 * 1024
+    ) -> Iterator[tuple[Path, int, bytes]]:
         """chunks(), each with its segment file and the position it starts at."""
         from_offset = max(from_offset, self.log_start_offset)
         i = self._segment_index(from_offset)
@@ -543,9 +577,16 @@ class PartitionLog:
         data = best.pread(size, best.max_timestamp_pos)
         h = parse_header(data, verify_crc=False)
         if not best.base_offset <= h.base_offset <= h.last_offset < best.next_offset:
-            raise self._corrupt(best.misplaced(best.max_timestamp_pos, h.size, (
-                f"offsets {h.base_offset}-{h.last_offset} outside the segment's {best.base_offset}-"
-                f"{best.next_offset - 1}")))
+            raise self._corrupt(
+                best.misplaced(
+                    best.max_timestamp_pos,
+                    h.size,
+                    (
+                        f"offsets {h.base_offset}-{h.last_offset} outside the segment's {best.base_offset}-"
+                        f"{best.next_offset - 1}"
+                    ),
+                )
+            )
         for r in iter_batch_records(data, h):
             if r.timestamp == h.max_timestamp:
                 return r.offset, r.timestamp
@@ -561,8 +602,11 @@ class PartitionLog:
             doomed = []
             total = self.size_bytes
             for seg in self.segments[:-1]:  # never the active segment
-                old = (cfg.retention_ms is not None and seg.max_timestamp != NO_TIMESTAMP
-                       and now - seg.max_timestamp > cfg.retention_ms) or seg.size == 0  # (compacted away)
+                old = (
+                    cfg.retention_ms is not None
+                    and seg.max_timestamp != NO_TIMESTAMP
+                    and now - seg.max_timestamp > cfg.retention_ms
+                ) or seg.size == 0  # (compacted away)
                 big = cfg.retention_bytes is not None and total - seg.size >= cfg.retention_bytes
                 if not (old or big):
                     break
@@ -594,14 +638,21 @@ class PartitionLog:
         for seg in doomed:
             self._unsynced.pop(seg.fd, None)
             seg.delete()
-        log.info("%s: %s deleted %d segment(s), log start %d -> %d", self.directory, why,
-                 len(doomed), self.log_start_offset, new_start)
+        log.info(
+            "%s: %s deleted %d segment(s), log start %d -> %d",
+            self.directory,
+            why,
+            len(doomed),
+            self.log_start_offset,
+            new_start,
+        )
         self.log_start_offset = new_start
         await self._write_log_start(new_start)  # (its directory fsync covers the deletions too)
 
     async def _write_log_start(self, offset: int) -> None:
         await asyncio.get_running_loop().run_in_executor(
-            None, replace_file, self.directory, LOG_START_FILE, f"{offset}\n".encode())
+            None, replace_file, self.directory, LOG_START_FILE, f"{offset}\n".encode()
+        )
 
     # ------------------------------------------------------------ compaction
 
@@ -633,8 +684,10 @@ class PartitionLog:
         if lag is None:
             return False
         now = now_ms() if now is None else now
-        return any(s.next_offset > self._dirty_from and s.max_timestamp != NO_TIMESTAMP
-                   and now - s.max_timestamp >= lag for s in self.segments[:-1])
+        return any(
+            s.next_offset > self._dirty_from and s.max_timestamp != NO_TIMESTAMP and now - s.max_timestamp >= lag
+            for s in self.segments[:-1]
+        )
 
     async def compact(self, now: int | None = None) -> compaction.Stats | None:
         """Keep only the latest record per key in the closed segments (offsets preserved).
@@ -646,15 +699,21 @@ class PartitionLog:
             closed = self._cleanable(now)
             if not closed:
                 return None
-            newer = [(s, s.size) for s in self.segments[len(closed):]]
+            newer = [(s, s.size) for s in self.segments[len(closed) :]]
             loop = asyncio.get_running_loop()
             # The rewritten segments keep their names: the recovery point would describe
             # bytes that are no longer there. It goes before the swap, and comes back after.
             await loop.run_in_executor(None, remove_recovery_point, self.directory)
             plan = await loop.run_in_executor(
-                None, compaction.rewrite, self.directory, closed, newer,
-                now - self.config.delete_retention_ms, self.config.segment_bytes,
-                self.config.index_interval_bytes)
+                None,
+                compaction.rewrite,
+                self.directory,
+                closed,
+                newer,
+                now - self.config.delete_retention_ms,
+                self.config.segment_bytes,
+                self.config.index_interval_bytes,
+            )
             n = len(closed)
             assert self.segments[:n] == closed
             self.segments[:n] = plan.segments
@@ -673,8 +732,7 @@ class PartitionLog:
             try:
                 await self.checkpoint()
             except OSError as e:
-                log.warning("%s: writing the recovery point failed (the next open scans more): %s",
-                            self.directory, e)
+                log.warning("%s: writing the recovery point failed (the next open scans more): %s", self.directory, e)
 
     async def _maintainer(self) -> None:
         """Kafka's two schedules: the log cleaner looks at a compacted log again every
@@ -732,11 +790,9 @@ class PartitionLog:
             try:
                 if self.offline is not None:
                     raise OSError("offline: the next open scans it again")
-                await asyncio.get_running_loop().run_in_executor(
-                    None, self._write_checkpoint, self._checkpoint_bytes())
+                await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint, self._checkpoint_bytes())
             except OSError as e:
-                log.warning("%s: no recovery point written (%r): the next open scans more",
-                            self.directory, e)
+                log.warning("%s: no recovery point written (%r): the next open scans more", self.directory, e)
             for seg in self.segments:
                 seg.close()
 
@@ -753,5 +809,7 @@ class PartitionLog:
             seg.close()
 
     def __repr__(self) -> str:
-        return (f"PartitionLog({self.directory}, [{self.log_start_offset}, {self._next_offset}),"
-                f" {len(self.segments)} segments)")
+        return (
+            f"PartitionLog({self.directory}, [{self.log_start_offset}, {self._next_offset}),"
+            f" {len(self.segments)} segments)"
+        )

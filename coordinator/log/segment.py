@@ -21,7 +21,14 @@ from pathlib import Path
 from crc32c import crc32c
 
 from protocol.record_batch import (
-    HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, CorruptBatch, next_valid_batch,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    CorruptBatch,
+    next_valid_batch,
 )
 
 SUFFIX = ".log"
@@ -54,8 +61,9 @@ def splice_out(path: Path, start: int, end: int) -> None:
     fsync_dir(path.parent)
 
 
-def _misfit(buf, before: tuple[int, int, int, int], pos: int, stop: int, base: int, lod: int, ceiling: int
-            ) -> tuple[int, int, int, str]:
+def _misfit(
+    buf, before: tuple[int, int, int, int], pos: int, stop: int, base: int, lod: int, ceiling: int
+) -> tuple[int, int, int, str]:
     """(position, end, base offset, why) of the batch to blame when the batch at `pos`
     (base, lod; whole, CRC right) does not fit after the one taken before it: itself, or
     that one, whichever does not fit between its own neighbours. Where removing either
@@ -78,10 +86,21 @@ def _misfit(buf, before: tuple[int, int, int, int], pos: int, stop: int, base: i
     else:
         blame_prev = prev_base != prev_floor and last + 1 == after
     if blame_prev:
-        return prev_pos, pos, prev_base, (f"offsets {prev_base}-{prev_last} do not fit between the batches around "
-                                          f"it (the one before ends at {prev_floor}, the next starts at {base})")
-    return pos, stop, base, (f"offsets {base}-{last} do not fit between the batches around it "
-                             f"(the one before ends at {prev_last + 1})")
+        return (
+            prev_pos,
+            pos,
+            prev_base,
+            (
+                f"offsets {prev_base}-{prev_last} do not fit between the batches around "
+                f"it (the one before ends at {prev_floor}, the next starts at {base})"
+            ),
+        )
+    return (
+        pos,
+        stop,
+        base,
+        (f"offsets {base}-{last} do not fit between the batches around it (the one before ends at {prev_last + 1})"),
+    )
 
 
 def segment_path(directory: Path, base_offset: int) -> Path:
@@ -126,8 +145,19 @@ CHECKPOINT_MAGIC = b"KCOORD-SEGMENTS-1" + (b"L" if sys.byteorder == "little" els
 def encode_checkpoint(states: list[SegmentState]) -> bytes:
     out = [CHECKPOINT_MAGIC, struct.pack(">i", len(states))]
     for st in states:
-        out.append(_STATE.pack(st.base_offset, st.size, st.next_offset, st.batches, st.max_timestamp,
-                               st.max_timestamp_pos, st.interval, st.last_indexed, len(st.idx_offsets)))
+        out.append(
+            _STATE.pack(
+                st.base_offset,
+                st.size,
+                st.next_offset,
+                st.batches,
+                st.max_timestamp,
+                st.max_timestamp_pos,
+                st.interval,
+                st.last_indexed,
+                len(st.idx_offsets),
+            )
+        )
         out += [st.idx_offsets.tobytes(), st.idx_positions.tobytes(), st.idx_max_ts_before.tobytes()]
     body = b"".join(out)
     return body + struct.pack(">I", crc32c(body))
@@ -161,9 +191,22 @@ def decode_checkpoint(data: bytes) -> dict[int, SegmentState]:
 
 class Segment:
     __slots__ = (
-        "base_offset", "path", "fd", "device", "size", "next_offset", "batches", "max_timestamp",
-        "max_timestamp_pos", "first_append_ms", "interval", "idx_offsets", "idx_positions",
-        "idx_max_ts_before", "_last_indexed", "unchecked_end",
+        "base_offset",
+        "path",
+        "fd",
+        "device",
+        "size",
+        "next_offset",
+        "batches",
+        "max_timestamp",
+        "max_timestamp_pos",
+        "first_append_ms",
+        "interval",
+        "idx_offsets",
+        "idx_positions",
+        "idx_max_ts_before",
+        "_last_indexed",
+        "unchecked_end",
     )
 
     def __init__(self, path: Path, base_offset: int, fd: int, interval: int) -> None:
@@ -195,9 +238,16 @@ class Segment:
         return cls(path, base_offset, fd, interval)
 
     @classmethod
-    def recover(cls, path: Path, base_offset: int, min_offset: int, interval: int,
-                verify_crc: bool = True, state: SegmentState | None = None,
-                limit: int | None = None) -> tuple[Segment, ScanResult]:
+    def recover(
+        cls,
+        path: Path,
+        base_offset: int,
+        min_offset: int,
+        interval: int,
+        verify_crc: bool = True,
+        state: SegmentState | None = None,
+        limit: int | None = None,
+    ) -> tuple[Segment, ScanResult]:
         """Open an existing file, index it, and cut a torn tail after the last good batch.
 
         Damage followed by a valid batch is not a torn write but corruption: the file is
@@ -226,8 +276,17 @@ class Segment:
             os.close(fd)
 
     @classmethod
-    def _examine(cls, path: Path, base_offset: int, fd: int, min_offset: int, interval: int, verify_crc: bool,
-                 state: SegmentState | None, limit: int | None) -> tuple[Segment, ScanResult]:
+    def _examine(
+        cls,
+        path: Path,
+        base_offset: int,
+        fd: int,
+        min_offset: int,
+        interval: int,
+        verify_crc: bool,
+        state: SegmentState | None,
+        limit: int | None,
+    ) -> tuple[Segment, ScanResult]:
         seg = cls(path, base_offset, fd, interval)
         size = os.fstat(fd).st_size
         start = 0
@@ -365,14 +424,32 @@ class Segment:
     # ------------------------------------------------------------ recovery-point checkpoint
 
     def state(self) -> SegmentState:
-        return SegmentState(self.base_offset, self.size, self.next_offset, self.batches, self.max_timestamp,
-                            self.max_timestamp_pos, self.interval, self._last_indexed, self.idx_offsets,
-                            self.idx_positions, self.idx_max_ts_before)
+        return SegmentState(
+            self.base_offset,
+            self.size,
+            self.next_offset,
+            self.batches,
+            self.max_timestamp,
+            self.max_timestamp_pos,
+            self.interval,
+            self._last_indexed,
+            self.idx_offsets,
+            self.idx_positions,
+            self.idx_max_ts_before,
+        )
 
     def _restore(self, st: SegmentState) -> None:
         self.size, self.next_offset, self.batches = st.size, st.next_offset, st.batches
-        self.max_timestamp, self.max_timestamp_pos, self._last_indexed = st.max_timestamp, st.max_timestamp_pos, st.last_indexed
-        self.idx_offsets, self.idx_positions, self.idx_max_ts_before = st.idx_offsets, st.idx_positions, st.idx_max_ts_before
+        self.max_timestamp, self.max_timestamp_pos, self._last_indexed = (
+            st.max_timestamp,
+            st.max_timestamp_pos,
+            st.last_indexed,
+        )
+        self.idx_offsets, self.idx_positions, self.idx_max_ts_before = (
+            st.idx_offsets,
+            st.idx_positions,
+            st.idx_max_ts_before,
+        )
 
     # ------------------------------------------------------------ reading
 
@@ -394,8 +471,9 @@ class Segment:
                 cpos += h.batch_length + LOG_OVERHEAD
             pos += cpos
 
-    def iter_batches(self, pos: int = 0, end: int | None = None, *,
-                     chunk_bytes: int = 4 * 1024 * 1024) -> Iterator[tuple[BatchHeader, bytes]]:
+    def iter_batches(
+        self, pos: int = 0, end: int | None = None, *, chunk_bytes: int = 4 * 1024 * 1024
+    ) -> Iterator[tuple[BatchHeader, bytes]]:
         """(header, bytes) of each whole batch from `pos` (a batch start) to `end`.
 
         Reads big chunks: one syscall for many small batches. Safe from a worker thread
@@ -449,18 +527,25 @@ class Segment:
         expected = -1
         at = 0
         while at + LOG_OVERHEAD <= len(data):
-            base, length = int.from_bytes(data[at : at + 8], "big", signed=True), int.from_bytes(data[at + 8 : at + 12], "big")
+            base, length = (
+                int.from_bytes(data[at : at + 8], "big", signed=True),
+                int.from_bytes(data[at + 8 : at + 12], "big"),
+            )
             last = base + int.from_bytes(data[at + 23 : at + 27], "big", signed=True)
             size = length + LOG_OVERHEAD
             if j < len(self.idx_positions) and self.idx_positions[j] == pos + at:
                 if base != self.idx_offsets[j]:
-                    raise self.misplaced(pos + at, size, f"base offset {base}, where the offset index says "
-                                                          f"{self.idx_offsets[j]}")
+                    raise self.misplaced(
+                        pos + at, size, f"base offset {base}, where the offset index says {self.idx_offsets[j]}"
+                    )
                 j += 1
             bound = self.idx_offsets[j] if j < len(self.idx_offsets) else self.next_offset
             if base < expected or last >= bound:
-                raise self.misplaced(pos + at, size, f"offsets {base}-{last} do not fit between "
-                                                      f"{max(expected, self.base_offset)} and {bound - 1}")
+                raise self.misplaced(
+                    pos + at,
+                    size,
+                    f"offsets {base}-{last} do not fit between {max(expected, self.base_offset)} and {bound - 1}",
+                )
             expected = last + 1
             at += size
 
@@ -491,14 +576,18 @@ class Segment:
             base = h.base_offset
             if pos == mark:
                 if base != idx_offsets[j]:
-                    raise self.misplaced(pos, h.size, f"base offset {base}, where the offset index says "
-                                                       f"{idx_offsets[j]}")
+                    raise self.misplaced(
+                        pos, h.size, f"base offset {base}, where the offset index says {idx_offsets[j]}"
+                    )
                 j += 1
                 mark = idx_positions[j] if j < len(idx_positions) else -1
                 bound = idx_offsets[j] if j < len(idx_offsets) else self.next_offset
             if base < expected or base + h.last_offset_delta >= bound or (pos == start and i >= 0 and base != expected):
-                raise self.misplaced(pos, h.size, f"offsets {base}-{base + h.last_offset_delta} do not fit "
-                                                   f"between {expected} and {bound - 1}")
+                raise self.misplaced(
+                    pos,
+                    h.size,
+                    f"offsets {base}-{base + h.last_offset_delta} do not fit between {expected} and {bound - 1}",
+                )
             expected = base + h.last_offset_delta + 1
             yield pos, h
 

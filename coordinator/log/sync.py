@@ -53,7 +53,6 @@ def _load_syncfs():
 _syncfs = _load_syncfs()
 
 
-
 class SyncedLog(Protocol):
     """What a sync round needs of a log (PartitionLog): what to make durable, and where to
     report the outcome. The log asks for a round (Syncer.request); the syncer calls back."""
@@ -164,8 +163,9 @@ class Syncer:
         if not done.done():  # beside the loop: the next round starts when this one ends
             self._in_flight, self._in_flight_loop = token, done.get_loop()
 
-    def _syncfs_in_thread(self, files: list[Segment], dirs: list[Path],
-                          finish: Callable[[OSError | None], None]) -> None:
+    def _syncfs_in_thread(
+        self, files: list[Segment], dirs: list[Path], finish: Callable[[OSError | None], None]
+    ) -> None:
         by_device = {seg.device: seg.fd for seg in files}
         # The thread gets its own descriptors: a segment closed meanwhile (compaction,
         # retention) must not leave it an fd number reused for another file.
@@ -186,8 +186,11 @@ class Syncer:
         if self._thread is None:
             self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sync")
         ran = asyncio.get_running_loop().run_in_executor(self._thread, in_thread)
-        ran.add_done_callback(lambda f: finish(
-            OSError(errno.ECANCELED, "sync cancelled") if f.cancelled() else f.exception()))  # type: ignore[arg-type]  # f.exception() is an Exception or None here, never a bare BaseException
+        ran.add_done_callback(
+            lambda f: finish(
+                OSError(errno.ECANCELED, "sync cancelled") if f.cancelled() else f.exception()  # type: ignore[arg-type]  # an Exception or None here, never a bare BaseException
+            )
+        )
 
     def _finished(self, token: object, done: asyncio.Future[None], work: Work, error: OSError | None) -> None:
         if self._in_flight is token:
@@ -215,12 +218,14 @@ class AioFsync:
     def create(cls) -> AioFsync | None:
         try:
             from caio.linux_aio import Context, Operation
+
             return cls(Context(max_requests=AIO_MAX_IN_FLIGHT), Operation)
         except Exception:  # not Linux, no caio, or io_setup refused (aio-max-nr reached...)
             return None
 
-    def fsync_all(self, fds: list[int], done: Callable[[OSError | None], None],
-                  loop: asyncio.AbstractEventLoop) -> None:
+    def fsync_all(
+        self, fds: list[int], done: Callable[[OSError | None], None], loop: asyncio.AbstractEventLoop
+    ) -> None:
         """done(None), or done(the first OSError), once every fd is fsynced. Raises if the
         kernel takes none of them (then nothing was started)."""
         if not fds:
@@ -289,8 +294,10 @@ def sync_logs(logs: list[SyncedLog]) -> None:
     """Make what the logs hold durable, on the calling thread."""
     work: Work = [(plog, *plog.take_unsynced()) for plog in logs]
     try:
-        sync_files([seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0],
-                   [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty])
+        sync_files(
+            [seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0],
+            [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty],
+        )
     except OSError as e:
         _failed(work, e)
         raise

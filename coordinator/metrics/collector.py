@@ -20,9 +20,14 @@ HEARTBEAT, OFFSET_COMMIT, TXN_OFFSET_COMMIT = 12, 8, 28
 LAG_LABELS = ["cluster_name", "group", "topic", "partition", "member_host", "consumer_id", "client_id"]
 
 
-def _histogram(name: str, doc: str, hist: Histogram, labels: list[str] | None = None,
-               values: list[str] | None = None, family: HistogramMetricFamily | None = None
-               ) -> HistogramMetricFamily:
+def _histogram(
+    name: str,
+    doc: str,
+    hist: Histogram,
+    labels: list[str] | None = None,
+    values: list[str] | None = None,
+    family: HistogramMetricFamily | None = None,
+) -> HistogramMetricFamily:
     family = family or HistogramMetricFamily(name, doc, labels=labels)
     family.add_metric(values or [], hist.cumulative(), hist.total)
     return family
@@ -45,13 +50,19 @@ class ServerCollector(Collector):
     def _lag(self) -> Iterator[Any]:
         cluster = self.server.config.cluster_id
         offset = GaugeMetricFamily("kafka_consumergroup_group_offset", "Committed offset", labels=LAG_LABELS)
-        lag = GaugeMetricFamily("kafka_consumergroup_group_lag", "Log end offset minus committed offset",
-                                labels=LAG_LABELS)
-        lag_s = GaugeMetricFamily("kafka_consumergroup_group_lag_seconds",
-                                  "Age of the first record not yet committed (0 without lag)", labels=LAG_LABELS)
-        status = GaugeMetricFamily("kcoord_partition_lag_status",
-                                   "Burrow's verdict per partition (1 for the current one)",
-                                   labels=["cluster_name", "group", "topic", "partition", "status"])
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_group_lag", "Log end offset minus committed offset", labels=LAG_LABELS
+        )
+        lag_s = GaugeMetricFamily(
+            "kafka_consumergroup_group_lag_seconds",
+            "Age of the first record not yet committed (0 without lag)",
+            labels=LAG_LABELS,
+        )
+        status = GaugeMetricFamily(
+            "kcoord_partition_lag_status",
+            "Burrow's verdict per partition (1 for the current one)",
+            labels=["cluster_name", "group", "topic", "partition", "status"],
+        )
         per_group: dict[str, list] = {}
         for row in self.lag.rows():
             values = [cluster, row.group, row.topic, str(row.partition), row.host, row.consumer_id, row.client_id]
@@ -62,14 +73,22 @@ class ServerCollector(Collector):
                 status.add_metric([cluster, row.group, row.topic, str(row.partition), s], 1 if s == row.status else 0)
             per_group.setdefault(row.group, []).append(row)
         yield from (offset, lag, lag_s, status)
-        max_lag = GaugeMetricFamily("kafka_consumergroup_group_max_lag", "Largest partition lag",
-                                    labels=["cluster_name", "group"])
-        max_lag_s = GaugeMetricFamily("kafka_consumergroup_group_max_lag_seconds", "Largest partition lag in seconds",
-                                      labels=["cluster_name", "group"])
-        sum_lag = GaugeMetricFamily("kafka_consumergroup_group_sum_lag", "Lag summed over partitions",
-                                    labels=["cluster_name", "group"])
-        g_status = GaugeMetricFamily("kcoord_group_lag_status", "Burrow's verdict per group (1 for the current one)",
-                                     labels=["cluster_name", "group", "status"])
+        max_lag = GaugeMetricFamily(
+            "kafka_consumergroup_group_max_lag", "Largest partition lag", labels=["cluster_name", "group"]
+        )
+        max_lag_s = GaugeMetricFamily(
+            "kafka_consumergroup_group_max_lag_seconds",
+            "Largest partition lag in seconds",
+            labels=["cluster_name", "group"],
+        )
+        sum_lag = GaugeMetricFamily(
+            "kafka_consumergroup_group_sum_lag", "Lag summed over partitions", labels=["cluster_name", "group"]
+        )
+        g_status = GaugeMetricFamily(
+            "kcoord_group_lag_status",
+            "Burrow's verdict per group (1 for the current one)",
+            labels=["cluster_name", "group", "status"],
+        )
         for group, rows in per_group.items():
             max_lag.add_metric([cluster, group], max(r.lag for r in rows))
             max_lag_s.add_metric([cluster, group], max(r.lag_seconds for r in rows))
@@ -80,11 +99,13 @@ class ServerCollector(Collector):
         yield from (max_lag, max_lag_s, sum_lag, g_status)
 
     def _groups(self) -> Iterator[Any]:
-        state = GaugeMetricFamily("kcoord_group_state", "1 for the group's current state",
-                                  labels=["group", "type", "state"])
+        state = GaugeMetricFamily(
+            "kcoord_group_state", "1 for the group's current state", labels=["group", "type", "state"]
+        )
         members = GaugeMetricFamily("kcoord_group_members", "Members of the group", labels=["group"])
-        generation = GaugeMetricFamily("kcoord_group_generation", "Generation (classic) or group epoch",
-                                       labels=["group"])
+        generation = GaugeMetricFamily(
+            "kcoord_group_generation", "Generation (classic) or group epoch", labels=["group"]
+        )
         count = 0
         for group in self.server.groups.all_groups():
             count += 1
@@ -93,34 +114,51 @@ class ServerCollector(Collector):
             generation.add_metric([group.group_id], getattr(group, "generation_id", getattr(group, "group_epoch", 0)))
         yield from (state, members, generation)
         yield GaugeMetricFamily("kcoord_groups", "Groups this coordinator holds", value=count)
-        yield CounterMetricFamily("kcoord_rebalances", "Rebalances completed (generations with members)",
-                                  value=STATS.rebalances)
-        yield _histogram("kcoord_rebalance_duration_seconds",
-                         "From the start of a join phase to its new generation", STATS.rebalance_seconds)
-        yield CounterMetricFamily("kcoord_expired_members", "Members removed when their session expired",
-                                  value=STATS.expired_members)
+        yield CounterMetricFamily(
+            "kcoord_rebalances", "Rebalances completed (generations with members)", value=STATS.rebalances
+        )
+        yield _histogram(
+            "kcoord_rebalance_duration_seconds",
+            "From the start of a join phase to its new generation",
+            STATS.rebalance_seconds,
+        )
+        yield CounterMetricFamily(
+            "kcoord_expired_members", "Members removed when their session expired", value=STATS.expired_members
+        )
         counts = self.requests.counts
-        yield CounterMetricFamily("kcoord_heartbeats", "Heartbeat requests",
-                                  value=sum(n for (k, _), n in counts.items() if k == HEARTBEAT))
-        yield CounterMetricFamily("kcoord_offset_commits", "OffsetCommit and TxnOffsetCommit requests",
-                                  value=sum(n for (k, _), n in counts.items() if k in (OFFSET_COMMIT, TXN_OFFSET_COMMIT)))
+        yield CounterMetricFamily(
+            "kcoord_heartbeats", "Heartbeat requests", value=sum(n for (k, _), n in counts.items() if k == HEARTBEAT)
+        )
+        yield CounterMetricFamily(
+            "kcoord_offset_commits",
+            "OffsetCommit and TxnOffsetCommit requests",
+            value=sum(n for (k, _), n in counts.items() if k in (OFFSET_COMMIT, TXN_OFFSET_COMMIT)),
+        )
 
     def _share_groups(self) -> Iterator[Any]:
         """KIP-932 share-partitions: start offset, lag (records not yet Acknowledged or
         Archived, as DescribeShareGroupOffsets v1 reports it) and records in flight (Acquired)."""
-        shares = next((c for c in getattr(self.server, "components", ()) if hasattr(c, "sessions")
-                       and hasattr(c, "lag")), None)
+        shares = next(
+            (c for c in getattr(self.server, "components", ()) if hasattr(c, "sessions") and hasattr(c, "lag")), None
+        )
         if shares is None:
             return
         cluster = self.server.config.cluster_id
         labels = ["cluster_name", "group", "topic", "partition"]
         start = GaugeMetricFamily("kcoord_share_partition_start_offset", "Share-partition start offset", labels=labels)
-        lag = GaugeMetricFamily("kcoord_share_group_lag", "Records from the share-partition start offset to the "
-                                "high watermark not yet acknowledged or archived", labels=labels)
-        in_flight = GaugeMetricFamily("kcoord_share_group_in_flight", "Records acquired by a consumer, under an "
-                                      "acquisition lock", labels=labels)
-        sum_lag = GaugeMetricFamily("kcoord_share_group_sum_lag", "Share-group lag summed over its share-partitions",
-                                    labels=["cluster_name", "group"])
+        lag = GaugeMetricFamily(
+            "kcoord_share_group_lag",
+            "Records from the share-partition start offset to the high watermark not yet acknowledged or archived",
+            labels=labels,
+        )
+        in_flight = GaugeMetricFamily(
+            "kcoord_share_group_in_flight", "Records acquired by a consumer, under an acquisition lock", labels=labels
+        )
+        sum_lag = GaugeMetricFamily(
+            "kcoord_share_group_sum_lag",
+            "Share-group lag summed over its share-partitions",
+            labels=["cluster_name", "group"],
+        )
         sums: dict[str, int] = {}
         names = self.server.topics.by_id
         for key in shares.keys():
@@ -143,10 +181,12 @@ class ServerCollector(Collector):
 
     def _topics(self) -> Iterator[Any]:
         cluster = self.server.config.cluster_id
-        latest = GaugeMetricFamily("kafka_partition_latest_offset", "Log end offset",
-                                   labels=["cluster_name", "topic", "partition"])
-        earliest = GaugeMetricFamily("kafka_partition_earliest_offset", "Log start offset",
-                                     labels=["cluster_name", "topic", "partition"])
+        latest = GaugeMetricFamily(
+            "kafka_partition_latest_offset", "Log end offset", labels=["cluster_name", "topic", "partition"]
+        )
+        earliest = GaugeMetricFamily(
+            "kafka_partition_earliest_offset", "Log start offset", labels=["cluster_name", "topic", "partition"]
+        )
         for info in list(self.server.topics.topics.values()):
             if info.internal:
                 continue
@@ -154,29 +194,39 @@ class ServerCollector(Collector):
                 latest.add_metric([cluster, info.name, str(p)], plog.log_end_offset)
                 earliest.add_metric([cluster, info.name, str(p)], plog.log_start_offset)
         yield from (latest, earliest)
-        yield _histogram("kcoord_log_append_seconds", "Writing an append to the log's segment file",
-                         STATS.log_append_seconds)
-        yield _histogram("kcoord_log_sync_seconds", "A sync round: fsync of every log written since the last",
-                         STATS.log_sync_seconds)
+        yield _histogram(
+            "kcoord_log_append_seconds", "Writing an append to the log's segment file", STATS.log_append_seconds
+        )
+        yield _histogram(
+            "kcoord_log_sync_seconds", "A sync round: fsync of every log written since the last", STATS.log_sync_seconds
+        )
 
     def _requests(self) -> Iterator[Any]:
         r = self.requests
         total = CounterMetricFamily("kcoord_requests", "Requests answered", labels=["request", "api_key", "version"])
         for (key, version), n in sorted(r.counts.items()):
             total.add_metric([r.name(key), str(key), str(version)], n)
-        errors = CounterMetricFamily("kcoord_request_errors", "Answers whose top-level error code is not 0",
-                                     labels=["request", "api_key", "error_code"])
+        errors = CounterMetricFamily(
+            "kcoord_request_errors",
+            "Answers whose top-level error code is not 0",
+            labels=["request", "api_key", "error_code"],
+        )
         for (key, code), n in sorted(r.errors.items()):
             errors.add_metric([r.name(key), str(key), str(code)], n)
-        latency = HistogramMetricFamily("kcoord_request_duration_seconds", "From reading a request to its answer",
-                                        labels=["request", "api_key"])
+        latency = HistogramMetricFamily(
+            "kcoord_request_duration_seconds", "From reading a request to its answer", labels=["request", "api_key"]
+        )
         for key, hist in sorted(r.latency.items()):
             _histogram("", "", hist, values=[r.name(key), str(key)], family=latency)
         yield from (total, errors, latency)
 
     def _server(self) -> Iterator[Any]:
         yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(self.server.connections))
-        yield GaugeMetricFamily("kcoord_recovery_seconds", "Loading the data dir at startup",
-                                value=STATS.recovery_seconds)
-        yield GaugeMetricFamily("kcoord_up_since_seconds", "Unix time the server became ready",
-                                value=getattr(self.server, "ready_since", 0.0) or 0.0)
+        yield GaugeMetricFamily(
+            "kcoord_recovery_seconds", "Loading the data dir at startup", value=STATS.recovery_seconds
+        )
+        yield GaugeMetricFamily(
+            "kcoord_up_since_seconds",
+            "Unix time the server became ready",
+            value=getattr(self.server, "ready_since", 0.0) or 0.0,
+        )

@@ -19,7 +19,6 @@ from .stats import STATS
 
 
 class Metrics:
-
     def __init__(self, server: Any) -> None:
         self.server = server
         self.requests = RequestMetrics()

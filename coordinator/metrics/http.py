@@ -50,8 +50,11 @@ class MetricsHttp:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
             status, ctype, body = "400 Bad Request", "text/plain", b"bad request\n"
         try:
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                         "Connection: close\r\n\r\n".encode() + body)
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + body
+            )
             await writer.drain()
         except ConnectionError:
             pass

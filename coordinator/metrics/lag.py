@@ -133,7 +133,7 @@ def first_uncommitted_timestamp(plog: Any, offset: int) -> int | None:
         if h.base_offset + h.last_offset_delta >= offset:
             if h.attributes & 0x08:  # LogAppendTime: every record has the batch's time
                 return h.max_timestamp
-            for record in iter_batch_records(memoryview(data)[pos:pos + h.size], h):
+            for record in iter_batch_records(memoryview(data)[pos : pos + h.size], h):
                 if record.offset >= offset:
                     return record.timestamp
         pos += h.size
@@ -195,9 +195,19 @@ class LagMonitor:
                 group = self.runtime.group(group_id)
                 owned = owner_cache[group_id] = owners(group) if group is not None else {}
             member = owned.get((topic, partition))
-            out.append(PartitionLag(
-                group_id, topic, partition, value.offset, log_end, lag, age,
-                member.member_id if member else "", member.client_host if member else "",
-                member.client_id if member else "",
-                partition_status(self.windows.get((group_id, topic, partition), ()), lag, now_ms)))
+            out.append(
+                PartitionLag(
+                    group_id,
+                    topic,
+                    partition,
+                    value.offset,
+                    log_end,
+                    lag,
+                    age,
+                    member.member_id if member else "",
+                    member.client_host if member else "",
+                    member.client_id if member else "",
+                    partition_status(self.windows.get((group_id, topic, partition), ()), lag, now_ms),
+                )
+            )
         return out

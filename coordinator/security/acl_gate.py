@@ -25,22 +25,45 @@ from protocol.offset_commit import resolve_topic_ids, write_response_to
 
 from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context
 from .acls import (
-    ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, GROUP, READ, TOPIC,
-    TRANSACTIONAL_ID, WRITE, Authorizer,
+    ALTER,
+    ALTER_CONFIGS,
+    CLUSTER,
+    CLUSTER_NAME,
+    CREATE,
+    DELETE,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    Authorizer,
 )
 
 CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # DescribeConfigs / AlterConfigs resource types
 ZERO_UUID = uuid.UUID(int=0)
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
-    E.topic_authorization_failed, E.group_authorization_failed, E.cluster_authorization_failed,
-    E.transactional_id_authorization_failed)
+    E.topic_authorization_failed,
+    E.group_authorization_failed,
+    E.cluster_authorization_failed,
+    E.transactional_id_authorization_failed,
+)
 
 
 # X.500 attribute names as Java's X500Principal.getName() (RFC 2253) writes them
-_RDN_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
-              "localityName": "L", "stateOrProvinceName": "ST", "streetAddress": "STREET", "domainComponent": "DC",
-              "userId": "UID"}
+_RDN_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
 
 
 def principal_of(conn: Any) -> str:
@@ -52,8 +75,9 @@ def principal_of(conn: Any) -> str:
     transport = getattr(conn, "transport", None)
     cert = transport.get_extra_info("peercert") if transport is not None else None
     if cert and cert.get("subject"):
-        return "User:" + ",".join("+".join(f"{_RDN_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn)
-                                  for rdn in reversed(cert["subject"]))
+        return "User:" + ",".join(
+            "+".join(f"{_RDN_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn) for rdn in reversed(cert["subject"])
+        )
     return "User:ANONYMOUS"
 
 
@@ -86,22 +110,55 @@ class AclGate:
         self.authorizer = authorizer
         self.topics = topics
         self.checks: dict[int, Callable] = {
-            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 8: self.offset_commit,
-            9: self.offset_fetch, 10: self.find_coordinator, 11: self._group_read, 12: self._group_read,
-            13: self._group_read, 14: self._group_read, 15: self.describe_groups, 16: self.list_groups,
-            19: self.create_topics, 20: self.delete_topics, 22: self.init_producer_id, 24: self.add_partitions,
-            25: self.add_offsets, 26: self._txn_write, 28: self.txn_offset_commit, 29: self._cluster(DESCRIBE),
-            30: self._cluster(ALTER), 31: self._cluster(ALTER), 42: self.delete_groups,
-            43: self._cluster(ALTER), 45: self._cluster(ALTER), 46: self._cluster(DESCRIBE),
-            48: self._cluster(DESCRIBE_CONFIGS), 49: self._cluster(ALTER_CONFIGS),
-            50: self._cluster(DESCRIBE), 51: self._cluster(ALTER), 68: self._group_read,
-            21: self.delete_records, 32: self._configs(DESCRIBE_CONFIGS), 33: self._configs(ALTER_CONFIGS),
-            37: self.create_partitions, 44: self._configs(ALTER_CONFIGS), 47: self.offset_delete,
-            60: self.describe_cluster, 65: self.describe_transactions, 66: self.list_transactions,
+            0: self.produce,
+            1: self.fetch,
+            2: self.list_offsets,
+            3: self.metadata,
+            8: self.offset_commit,
+            9: self.offset_fetch,
+            10: self.find_coordinator,
+            11: self._group_read,
+            12: self._group_read,
+            13: self._group_read,
+            14: self._group_read,
+            15: self.describe_groups,
+            16: self.list_groups,
+            19: self.create_topics,
+            20: self.delete_topics,
+            22: self.init_producer_id,
+            24: self.add_partitions,
+            25: self.add_offsets,
+            26: self._txn_write,
+            28: self.txn_offset_commit,
+            29: self._cluster(DESCRIBE),
+            30: self._cluster(ALTER),
+            31: self._cluster(ALTER),
+            42: self.delete_groups,
+            43: self._cluster(ALTER),
+            45: self._cluster(ALTER),
+            46: self._cluster(DESCRIBE),
+            48: self._cluster(DESCRIBE_CONFIGS),
+            49: self._cluster(ALTER_CONFIGS),
+            50: self._cluster(DESCRIBE),
+            51: self._cluster(ALTER),
+            68: self._group_read,
+            21: self.delete_records,
+            32: self._configs(DESCRIBE_CONFIGS),
+            33: self._configs(ALTER_CONFIGS),
+            37: self.create_partitions,
+            44: self._configs(ALTER_CONFIGS),
+            47: self.offset_delete,
+            60: self.describe_cluster,
+            65: self.describe_transactions,
+            66: self.list_transactions,
             69: self.consumer_group_describe,
             # KIP-932 share groups: READ on the group (DELETE for DeleteShareGroupOffsets), DESCRIBE to describe
-            76: self.share_group_heartbeat, 77: self.share_group_describe, 78: self.share_fetch,
-            79: self.share_fetch, 90: self.describe_share_group_offsets, 91: self.share_group_offsets(READ),
+            76: self.share_group_heartbeat,
+            77: self.share_group_describe,
+            78: self.share_fetch,
+            79: self.share_fetch,
+            90: self.describe_share_group_offsets,
+            91: self.share_group_offsets(READ),
             92: self.share_group_offsets(DELETE),
         }
 
@@ -119,20 +176,38 @@ class AclGate:
         """JoinGroup, Heartbeat, LeaveGroup, SyncGroup, ConsumerGroupHeartbeat: READ on the group."""
         if self.can(ctx, READ, GROUP, req.group_id):
             return None
-        return ctx.response(throttle_time=0, error_code=GROUP_DENIED, generation_id=-1, protocol_name=None,
-                            leader="", member_id=getattr(req, "member_id", "") or "", members=(),
-                            assignment=None if ctx.header.api_key == 68 else b"", member_epoch=-1,
-                            heartbeat_interval=0)
+        return ctx.response(
+            throttle_time=0,
+            error_code=GROUP_DENIED,
+            generation_id=-1,
+            protocol_name=None,
+            leader="",
+            member_id=getattr(req, "member_id", "") or "",
+            members=(),
+            assignment=None if ctx.header.api_key == 68 else b"",
+            member_epoch=-1,
+            heartbeat_interval=0,
+        )
 
     def _share_group(self, operation: int) -> Callable:
         """ShareGroupHeartbeat, ShareFetch, ShareAcknowledge, Alter/DeleteShareGroupOffsets:
         the operation on the group, else GROUP_AUTHORIZATION_FAILED for the whole request."""
+
         def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
             if self.can(ctx, operation, GROUP, req.group_id or ""):
                 return None
-            return ctx.response(throttle_time=0, error_code=GROUP_DENIED, error_message=None,
-                                member_id=getattr(req, "member_id", None), member_epoch=-1, heartbeat_interval=0,
-                                acquisition_lock_timeout=0, responses=(), node_endpoints=())
+            return ctx.response(
+                throttle_time=0,
+                error_code=GROUP_DENIED,
+                error_message=None,
+                member_id=getattr(req, "member_id", None),
+                member_epoch=-1,
+                heartbeat_interval=0,
+                acquisition_lock_timeout=0,
+                responses=(),
+                node_endpoints=(),
+            )
+
         return check
 
     def share_fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -142,8 +217,11 @@ class AclGate:
         refused = self._share_group(READ)(ctx, req, handler)
         if refused is not None:
             return refused
-        denied = tuple(t for t in req.topics if (name := self._name_by_id(t.topic_id)) is not None
-                       and not self.can(ctx, READ, TOPIC, name))  # (an unknown id: UNKNOWN_TOPIC_ID, by the handler)
+        denied = tuple(
+            t
+            for t in req.topics
+            if (name := self._name_by_id(t.topic_id)) is not None and not self.can(ctx, READ, TOPIC, name)
+        )  # (an unknown id: UNKNOWN_TOPIC_ID, by the handler)
         if not denied:
             return None
         allowed = tuple(t for t in req.topics if t not in denied)
@@ -151,30 +229,51 @@ class AclGate:
 
         def row(p: Any) -> Any:
             if fetch:
-                return ctx.nested("PartitionData", partition_index=p.partition_index, error_code=TOPIC_DENIED,
-                                  acknowledge_error_code=TOPIC_DENIED if p.acknowledgement_batches else 0,
-                                  current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1),
-                                  records=b"", acquired_records=())
-            return ctx.nested("PartitionData", partition_index=p.partition_index, error_code=TOPIC_DENIED,
-                              current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1))
+                return ctx.nested(
+                    "PartitionData",
+                    partition_index=p.partition_index,
+                    error_code=TOPIC_DENIED,
+                    acknowledge_error_code=TOPIC_DENIED if p.acknowledgement_batches else 0,
+                    current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1),
+                    records=b"",
+                    acquired_records=(),
+                )
+            return ctx.nested(
+                "PartitionData",
+                partition_index=p.partition_index,
+                error_code=TOPIC_DENIED,
+                current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1),
+            )
 
         async def merged() -> Any:
             body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
             if body.error_code:
                 return body
             topic = "ShareFetchableTopicResponse" if fetch else "ShareAcknowledgeTopicResponse"
-            rows = list(body.responses) + [ctx.nested(topic, topic_id=t.topic_id, partitions=tuple(
-                row(p) for p in t.partitions)) for t in denied]
+            rows = list(body.responses) + [
+                ctx.nested(topic, topic_id=t.topic_id, partitions=tuple(row(p) for p in t.partitions)) for t in denied
+            ]
             return dataclasses.replace(body, responses=tuple(rows))
+
         return merged()
 
     def share_group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         def denied(g: str) -> Any | None:
             if self.can(ctx, DESCRIBE, GROUP, g):
                 return None
-            return ctx.nested("DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g,
-                              group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
-                              authorized_operations=-(2**31))
+            return ctx.nested(
+                "DescribedGroup",
+                error_code=GROUP_DENIED,
+                error_message=None,
+                group_id=g,
+                group_state="",
+                group_epoch=-1,
+                assignment_epoch=-1,
+                assignor_name="",
+                members=(),
+                authorized_operations=-(2**31),
+            )
+
         return self._merge(ctx, req, handler, "group_ids", "groups", denied, lambda g: g, lambda d: d.group_id)
 
     def share_group_heartbeat(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -187,8 +286,15 @@ class AclGate:
         names = set(req.subscribed_topic_names or ())
         if all(self.can(ctx, DESCRIBE, TOPIC, n) for n in names):
             return None
-        return ctx.response(throttle_time=0, error_code=TOPIC_DENIED, error_message=None, member_id=None,
-                            member_epoch=0, heartbeat_interval=0, assignment=None)
+        return ctx.response(
+            throttle_time=0,
+            error_code=TOPIC_DENIED,
+            error_message=None,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval=0,
+            assignment=None,
+        )
 
     def describe_share_group_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         """DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group), then DESCRIBE on each
@@ -196,41 +302,80 @@ class AclGate:
         asked and comes back after the others with topic id zero and each partition
         TOPIC_AUTHORIZATION_FAILED (start offset -1); with all topics asked (topics null), the
         topics it may not see are left out of the answer."""
-        denied_topics = {g.group_id: [t for t in g.topics if not self.can(ctx, DESCRIBE, TOPIC, t.topic_name)]
-                         for g in req.groups if g.topics}
+        denied_topics = {
+            g.group_id: [t for t in g.topics if not self.can(ctx, DESCRIBE, TOPIC, t.topic_name)]
+            for g in req.groups
+            if g.topics
+        }
         if not any(denied_topics.values()) and all(g.topics is not None for g in req.groups):
+
             def denied(g: Any) -> Any | None:
                 if self.can(ctx, DESCRIBE, GROUP, g.group_id):
                     return None
-                return ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
-                                  error_code=GROUP_DENIED, error_message=None)
-            return self._merge(ctx, req, handler, "groups", "groups", denied, lambda g: g.group_id,
-                               lambda d: d.group_id)
+                return ctx.nested(
+                    "DescribeShareGroupOffsetsResponseGroup",
+                    group_id=g.group_id,
+                    topics=(),
+                    error_code=GROUP_DENIED,
+                    error_message=None,
+                )
+
+            return self._merge(
+                ctx, req, handler, "groups", "groups", denied, lambda g: g.group_id, lambda d: d.group_id
+            )
 
         def group_row(g: Any, served: Any) -> Any:
             if not self.can(ctx, DESCRIBE, GROUP, g.group_id):
-                return ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
-                                  error_code=GROUP_DENIED, error_message=None)
+                return ctx.nested(
+                    "DescribeShareGroupOffsetsResponseGroup",
+                    group_id=g.group_id,
+                    topics=(),
+                    error_code=GROUP_DENIED,
+                    error_message=None,
+                )
             if served.error_code:
                 return served
             if g.topics is None:
-                return dataclasses.replace(served, topics=tuple(
-                    t for t in served.topics if self.can(ctx, DESCRIBE, TOPIC, t.topic_name)))
-            refused = tuple(ctx.nested("DescribeShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                       topic_id=ZERO_UUID, partitions=tuple(ctx.nested(
-                                           "DescribeShareGroupOffsetsResponsePartition", partition_index=p,
-                                           start_offset=-1, leader_epoch=0, lag=-1, error_code=TOPIC_DENIED,
-                                           error_message="Topic authorization failed.") for p in t.partitions))
-                            for t in denied_topics.get(g.group_id, ()))
+                return dataclasses.replace(
+                    served, topics=tuple(t for t in served.topics if self.can(ctx, DESCRIBE, TOPIC, t.topic_name))
+                )
+            refused = tuple(
+                ctx.nested(
+                    "DescribeShareGroupOffsetsResponseTopic",
+                    topic_name=t.topic_name,
+                    topic_id=ZERO_UUID,
+                    partitions=tuple(
+                        ctx.nested(
+                            "DescribeShareGroupOffsetsResponsePartition",
+                            partition_index=p,
+                            start_offset=-1,
+                            leader_epoch=0,
+                            lag=-1,
+                            error_code=TOPIC_DENIED,
+                            error_message="Topic authorization failed.",
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in denied_topics.get(g.group_id, ())
+            )
             return dataclasses.replace(served, topics=tuple(served.topics) + refused)
 
         async def merged() -> Any:
             # every group goes to the handler (its own errors first), only with the topics it may see
-            asked = tuple(g if g.topics is None else dataclasses.replace(g, topics=tuple(
-                t for t in g.topics if t not in denied_topics.get(g.group_id, ()))) for g in req.groups)
+            asked = tuple(
+                g
+                if g.topics is None
+                else dataclasses.replace(
+                    g, topics=tuple(t for t in g.topics if t not in denied_topics.get(g.group_id, ()))
+                )
+                for g in req.groups
+            )
             body = await _body_of(handler, ctx, dataclasses.replace(req, groups=asked))
-            return dataclasses.replace(body, groups=tuple(group_row(g, served)
-                                                          for g, served in zip(req.groups, body.groups)))
+            return dataclasses.replace(
+                body, groups=tuple(group_row(g, served) for g, served in zip(req.groups, body.groups))
+            )
+
         return merged()
 
     def share_group_offsets(self, operation: int) -> Callable:
@@ -238,6 +383,7 @@ class AclGate:
         READ on each topic, as KafkaApis.handleAlter/DeleteShareGroupOffsetsRequest: a topic without
         it is not altered or deleted and is answered TOPIC_AUTHORIZATION_FAILED (each partition of
         it for Alter, the topic for Delete), ahead of the topics served."""
+
         def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
             refused = self._share_group(operation)(ctx, req, handler)
             if refused is not None:
@@ -251,13 +397,27 @@ class AclGate:
             def row(t: Any) -> Any:
                 info = self.topics.get(t.topic_name)
                 if alter:
-                    return ctx.nested("AlterShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                      topic_id=info.topic_id if info is not None else ZERO_UUID,
-                                      partitions=tuple(ctx.nested(
-                                          "AlterShareGroupOffsetsResponsePartition", partition_index=p.partition_index,
-                                          error_code=TOPIC_DENIED, error_message=message) for p in t.partitions))
-                return ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                  topic_id=ZERO_UUID, error_code=TOPIC_DENIED, error_message=message)
+                    return ctx.nested(
+                        "AlterShareGroupOffsetsResponseTopic",
+                        topic_name=t.topic_name,
+                        topic_id=info.topic_id if info is not None else ZERO_UUID,
+                        partitions=tuple(
+                            ctx.nested(
+                                "AlterShareGroupOffsetsResponsePartition",
+                                partition_index=p.partition_index,
+                                error_code=TOPIC_DENIED,
+                                error_message=message,
+                            )
+                            for p in t.partitions
+                        ),
+                    )
+                return ctx.nested(
+                    "DeleteShareGroupOffsetsResponseTopic",
+                    topic_name=t.topic_name,
+                    topic_id=ZERO_UUID,
+                    error_code=TOPIC_DENIED,
+                    error_message=message,
+                )
 
             async def merged() -> Any:
                 allowed = tuple(t for t in req.topics if t not in denied)
@@ -265,7 +425,9 @@ class AclGate:
                 if body.error_code:
                     return body
                 return dataclasses.replace(body, responses=tuple(row(t) for t in denied) + tuple(body.responses))
+
             return merged()
+
         return check
 
     def _cluster(self, operation: int) -> Callable:
@@ -274,43 +436,106 @@ class AclGate:
                 return None
             key = ctx.header.api_key
             if key == 30:
-                return ctx.response(throttle_time=0, results=tuple(
-                    ctx.nested("AclCreationResult", error_code=CLUSTER_DENIED, error_message=None)
-                    for _ in req.creations))
+                return ctx.response(
+                    throttle_time=0,
+                    results=tuple(
+                        ctx.nested("AclCreationResult", error_code=CLUSTER_DENIED, error_message=None)
+                        for _ in req.creations
+                    ),
+                )
             if key == 31:
-                return ctx.response(throttle_time=0, filter_results=tuple(
-                    ctx.nested("DeleteAclsFilterResult", error_code=CLUSTER_DENIED, error_message=None,
-                               matching_acls=()) for _ in req.filters))
+                return ctx.response(
+                    throttle_time=0,
+                    filter_results=tuple(
+                        ctx.nested(
+                            "DeleteAclsFilterResult", error_code=CLUSTER_DENIED, error_message=None, matching_acls=()
+                        )
+                        for _ in req.filters
+                    ),
+                )
             if key == 43:  # ElectLeaders: every partition named refused too
-                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, replica_election_results=tuple(
-                    ctx.nested("ReplicaElectionResult", topic=t.topic, partition_result=tuple(
-                        ctx.nested("PartitionResult", partition_id=p, error_code=CLUSTER_DENIED,
-                                   error_message="Cluster authorization failed.") for p in t.partitions))
-                    for t in req.topic_partitions or ()))
+                return ctx.response(
+                    throttle_time=0,
+                    error_code=CLUSTER_DENIED,
+                    replica_election_results=tuple(
+                        ctx.nested(
+                            "ReplicaElectionResult",
+                            topic=t.topic,
+                            partition_result=tuple(
+                                ctx.nested(
+                                    "PartitionResult",
+                                    partition_id=p,
+                                    error_code=CLUSTER_DENIED,
+                                    error_message="Cluster authorization failed.",
+                                )
+                                for p in t.partitions
+                            ),
+                        )
+                        for t in req.topic_partitions or ()
+                    ),
+                )
             if key == 45:  # AlterPartitionReassignments: Kafka's getErrorResponse names every partition
-                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None,
-                                    allow_replication_factor_change=getattr(
-                                        req, "allow_replication_factor_change", True),
-                                    responses=tuple(ctx.nested("ReassignableTopicResponse", name=t.name, partitions=tuple(
-                                        ctx.nested("ReassignablePartitionResponse", partition_index=p.partition_index,
-                                                   error_code=CLUSTER_DENIED, error_message=None)
-                                        for p in t.partitions)) for t in req.topics))
+                return ctx.response(
+                    throttle_time=0,
+                    error_code=CLUSTER_DENIED,
+                    error_message=None,
+                    allow_replication_factor_change=getattr(req, "allow_replication_factor_change", True),
+                    responses=tuple(
+                        ctx.nested(
+                            "ReassignableTopicResponse",
+                            name=t.name,
+                            partitions=tuple(
+                                ctx.nested(
+                                    "ReassignablePartitionResponse",
+                                    partition_index=p.partition_index,
+                                    error_code=CLUSTER_DENIED,
+                                    error_message=None,
+                                )
+                                for p in t.partitions
+                            ),
+                        )
+                        for t in req.topics
+                    ),
+                )
             if key == 46:
                 return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None, topics=())
             if key == 48:  # DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster
                 return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None, entries=None)
             if key == 49:  # AlterClientQuotas: ALTER_CONFIGS on the cluster, each entry refused
-                return ctx.response(throttle_time=0, entries=tuple(
-                    ctx.nested("EntryData", error_code=CLUSTER_DENIED, error_message=None, entity=tuple(
-                        ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
-                        for e in entry.entity)) for entry in req.entries))
+                return ctx.response(
+                    throttle_time=0,
+                    entries=tuple(
+                        ctx.nested(
+                            "EntryData",
+                            error_code=CLUSTER_DENIED,
+                            error_message=None,
+                            entity=tuple(
+                                ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
+                                for e in entry.entity
+                            ),
+                        )
+                        for entry in req.entries
+                    ),
+                )
             if key == 51:
                 names = [a.name for a in (*req.deletions, *req.upsertions)]
-                return ctx.response(throttle_time=0, results=tuple(
-                    ctx.nested("AlterUserScramCredentialsResult", user=n, error_code=CLUSTER_DENIED,
-                               error_message=None) for n in names))
-            return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, resources=(), results=(),
-                                error_message="Cluster authorization failed.")
+                return ctx.response(
+                    throttle_time=0,
+                    results=tuple(
+                        ctx.nested(
+                            "AlterUserScramCredentialsResult", user=n, error_code=CLUSTER_DENIED, error_message=None
+                        )
+                        for n in names
+                    ),
+                )
+            return ctx.response(
+                throttle_time=0,
+                error_code=CLUSTER_DENIED,
+                resources=(),
+                results=(),
+                error_message="Cluster authorization failed.",
+            )
+
         return check
 
     def _txn_write(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -345,9 +570,17 @@ class AclGate:
         async def merged() -> Any:
             body = await _body_of(handler, ctx, allowed) if allowed.coordinator_keys else None
             found = {c.key: c for c in body.coordinators} if body is not None else {}
-            return ctx.response(throttle_time=0, coordinators=tuple(
-                found.get(k) or ctx.nested("Coordinator", key=k, node_id=-1, host="", port=-1, error_code=error,
-                                           error_message=None) for k in req.coordinator_keys))
+            return ctx.response(
+                throttle_time=0,
+                coordinators=tuple(
+                    found.get(k)
+                    or ctx.nested(
+                        "Coordinator", key=k, node_id=-1, host="", port=-1, error_code=error, error_message=None
+                    )
+                    for k in req.coordinator_keys
+                ),
+            )
+
         return merged()
 
     # groups -----------------------------------------------------------------------------
@@ -356,9 +589,18 @@ class AclGate:
         def denied(g: str) -> Any | None:
             if self.can(ctx, DESCRIBE, GROUP, g):
                 return None
-            return ctx.nested("DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g,
-                              group_state="", protocol_type="", protocol_data="", members=(),
-                              authorized_operations=-(2**31))
+            return ctx.nested(
+                "DescribedGroup",
+                error_code=GROUP_DENIED,
+                error_message=None,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=(),
+                authorized_operations=-(2**31),
+            )
+
         return self._merge(ctx, req, handler, "groups", "groups", denied, lambda g: g, lambda d: d.group_id)
 
     def list_groups(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -372,6 +614,7 @@ class AclGate:
             if self.can(ctx, DELETE, GROUP, g):
                 return None
             return ctx.nested("DeletableGroupResult", group_id=g, error_code=GROUP_DENIED)
+
         return self._merge(ctx, req, handler, "groups_names", "results", denied, lambda g: g, lambda r: r.group_id)
 
     def _name_by_id(self, topic_id: Any) -> str | None:
@@ -391,22 +634,27 @@ class AclGate:
             return write_response_to(req, version, [GROUP_DENIED] * len(req.partitions))
         if version >= 10:  # topics by id: their names first (an unknown id is not authorized: it fails first)
             req = resolve_topic_ids(req, self._name_by_id)
-        denied_topics = {name for name, _ in req.topics
-                         if type(name) is str and not self.can(ctx, READ, TOPIC, name)}
+        denied_topics = {name for name, _ in req.topics if type(name) is str and not self.can(ctx, READ, TOPIC, name)}
         if not denied_topics:
             return None if version < 10 else handler(ctx, req)
         keep = [p for p in req.partitions if p[0] not in denied_topics]
-        allowed = req._replace(partitions=keep, topics=[t for t in req.topics if t[0] not in denied_topics],
-                               topic_ids=None if req.topic_ids is None else [
-                                   i for i, t in zip(req.topic_ids, req.topics) if t[0] not in denied_topics])
+        allowed = req._replace(
+            partitions=keep,
+            topics=[t for t in req.topics if t[0] not in denied_topics],
+            topic_ids=None
+            if req.topic_ids is None
+            else [i for i, t in zip(req.topic_ids, req.topics) if t[0] not in denied_topics],
+        )
 
         async def merged() -> Any:
             errors = iter(())
             if keep:  # the handler answers the allowed partitions in their order
                 body = await _body_of(handler, ctx, allowed)
                 errors = iter([p.error_code for t in body.topics for p in t.partitions])
-            return write_response_to(req, version, [TOPIC_DENIED if p[0] in denied_topics else next(errors)
-                                                    for p in req.partitions])
+            return write_response_to(
+                req, version, [TOPIC_DENIED if p[0] in denied_topics else next(errors) for p in req.partitions]
+            )
+
         return merged()
 
     def offset_fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -425,6 +673,7 @@ class AclGate:
                 else:
                     out.append(dataclasses.replace(g, topics=tuple(self._deny_topic_rows(ctx, t) for t in g.topics)))
             return dataclasses.replace(body, groups=tuple(out))
+
         return merged()
 
     def _named_topics_denied(self, ctx: RequestContext, req: Any) -> bool:
@@ -436,24 +685,43 @@ class AclGate:
         name = self._offsets_topic_name(topic)
         if name is None or self.can(ctx, DESCRIBE, TOPIC, name):
             return topic
-        return dataclasses.replace(topic, partitions=tuple(
-            dataclasses.replace(p, committed_offset=-1, metadata="", error_code=TOPIC_DENIED) for p in topic.partitions))
+        return dataclasses.replace(
+            topic,
+            partitions=tuple(
+                dataclasses.replace(p, committed_offset=-1, metadata="", error_code=TOPIC_DENIED)
+                for p in topic.partitions
+            ),
+        )
 
     def _filter_fetched(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         """Offsets of all topics: only those the principal may describe."""
+
         async def filtered() -> Any:
             body = await _body_of(handler, ctx, req)
             if ctx.version < 8:
-                return dataclasses.replace(body, topics=tuple(
-                    t for t in body.topics if self.can(ctx, DESCRIBE, TOPIC, t.name)))
-            return dataclasses.replace(body, groups=tuple(dataclasses.replace(g, topics=tuple(
-                t for t in g.topics if self.can(ctx, DESCRIBE, TOPIC, self._offsets_topic_name(t) or ""))) for g in body.groups))
+                return dataclasses.replace(
+                    body, topics=tuple(t for t in body.topics if self.can(ctx, DESCRIBE, TOPIC, t.name))
+                )
+            return dataclasses.replace(
+                body,
+                groups=tuple(
+                    dataclasses.replace(
+                        g,
+                        topics=tuple(
+                            t for t in g.topics if self.can(ctx, DESCRIBE, TOPIC, self._offsets_topic_name(t) or "")
+                        ),
+                    )
+                    for g in body.groups
+                ),
+            )
+
         return filtered()
 
     # topics -----------------------------------------------------------------------------
 
-    def _split(self, ctx: RequestContext, items: tuple, name_of: Callable, operation: int
-               ) -> tuple[tuple, tuple] | None:
+    def _split(
+        self, ctx: RequestContext, items: tuple, name_of: Callable, operation: int
+    ) -> tuple[tuple, tuple] | None:
         """(allowed, denied) items by the operation on their topic; None if all are allowed."""
         denied = tuple(i for i in items if not self.can(ctx, operation, TOPIC, name_of(i)))
         if not denied:
@@ -463,9 +731,19 @@ class AclGate:
     def produce(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         txn = getattr(req, "transactional_id", None)
         if txn and not self.can(ctx, WRITE, TRANSACTIONAL_ID, txn):
-            return ctx.response(throttle_time=0, responses=tuple(ctx.nested(
-                "TopicProduceResponse", name=t.name, partition_responses=tuple(self._produce_error(
-                    ctx, p.index, TXN_DENIED) for p in t.partition_data)) for t in req.topic_data))
+            return ctx.response(
+                throttle_time=0,
+                responses=tuple(
+                    ctx.nested(
+                        "TopicProduceResponse",
+                        name=t.name,
+                        partition_responses=tuple(
+                            self._produce_error(ctx, p.index, TXN_DENIED) for p in t.partition_data
+                        ),
+                    )
+                    for t in req.topic_data
+                ),
+            )
         split = self._split(ctx, req.topic_data, lambda t: t.name, WRITE)
         if split is None:
             return None
@@ -476,15 +754,32 @@ class AclGate:
             if req.acks == 0:
                 return None
             rows = list(body.responses) if body is not None else []
-            rows += [ctx.nested("TopicProduceResponse", name=t.name, partition_responses=tuple(
-                self._produce_error(ctx, p.index, TOPIC_DENIED) for p in t.partition_data)) for t in denied]
+            rows += [
+                ctx.nested(
+                    "TopicProduceResponse",
+                    name=t.name,
+                    partition_responses=tuple(
+                        self._produce_error(ctx, p.index, TOPIC_DENIED) for p in t.partition_data
+                    ),
+                )
+                for t in denied
+            ]
             return ctx.response(throttle_time=body.throttle_time if body is not None else 0, responses=tuple(rows))
+
         return merged()
 
     @staticmethod
     def _produce_error(ctx: RequestContext, partition: int, error: int) -> Any:
-        return ctx.nested("PartitionProduceResponse", index=partition, error_code=error, base_offset=-1,
-                          log_append_time=None, log_start_offset=-1, record_errors=(), error_message=None)
+        return ctx.nested(
+            "PartitionProduceResponse",
+            index=partition,
+            error_code=error,
+            base_offset=-1,
+            log_append_time=None,
+            log_start_offset=-1,
+            record_errors=(),
+            error_message=None,
+        )
 
     def _topic_name(self, ctx: RequestContext, t: Any) -> str:
         if ctx.version >= 13 and getattr(t, "topic_id", None) is not None:
@@ -499,12 +794,30 @@ class AclGate:
 
         async def merged() -> Any:
             body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
-            rows = list(body.responses) + [ctx.nested(
-                "FetchableTopicResponse", topic=t.topic, topic_id=getattr(t, "topic_id", None), partitions=tuple(
-                    ctx.nested("PartitionData", partition_index=p.partition, error_code=TOPIC_DENIED, high_watermark=-1,
-                               last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                               preferred_read_replica=-1, records=b"") for p in t.partitions)) for t in denied]
+            rows = list(body.responses) + [
+                ctx.nested(
+                    "FetchableTopicResponse",
+                    topic=t.topic,
+                    topic_id=getattr(t, "topic_id", None),
+                    partitions=tuple(
+                        ctx.nested(
+                            "PartitionData",
+                            partition_index=p.partition,
+                            error_code=TOPIC_DENIED,
+                            high_watermark=-1,
+                            last_stable_offset=-1,
+                            log_start_offset=-1,
+                            aborted_transactions=None,
+                            preferred_read_replica=-1,
+                            records=b"",
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in denied
+            ]
             return dataclasses.replace(body, responses=tuple(rows))
+
         return merged()
 
     def list_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -515,10 +828,26 @@ class AclGate:
 
         async def merged() -> Any:
             body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
-            rows = list(body.topics) + [ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(
-                ctx.nested("ListOffsetsPartitionResponse", partition_index=p.partition_index, error_code=TOPIC_DENIED,
-                           timestamp=-1, offset=-1, leader_epoch=-1) for p in t.partitions)) for t in denied]
+            rows = list(body.topics) + [
+                ctx.nested(
+                    "ListOffsetsTopicResponse",
+                    name=t.name,
+                    partitions=tuple(
+                        ctx.nested(
+                            "ListOffsetsPartitionResponse",
+                            partition_index=p.partition_index,
+                            error_code=TOPIC_DENIED,
+                            timestamp=-1,
+                            offset=-1,
+                            leader_epoch=-1,
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in denied
+            ]
             return dataclasses.replace(body, topics=tuple(rows))
+
         return merged()
 
     def metadata(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -532,6 +861,7 @@ class AclGate:
                 elif named:  # asked by name: said, not hidden
                     rows.append(dataclasses.replace(t, error_code=TOPIC_DENIED, partitions=()))
             return dataclasses.replace(body, topics=tuple(rows))
+
         return filtered()
 
     def create_topics(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -541,9 +871,18 @@ class AclGate:
         def denied(t: Any) -> Any | None:
             if self.can(ctx, CREATE, TOPIC, t.name):
                 return None
-            return ctx.nested("CreatableTopicResult", name=t.name, topic_id=None, error_code=TOPIC_DENIED,
-                              error_message=None, topic_config_error_code=TOPIC_DENIED, num_partitions=-1,
-                              replication_factor=-1, configs=None)
+            return ctx.nested(
+                "CreatableTopicResult",
+                name=t.name,
+                topic_id=None,
+                error_code=TOPIC_DENIED,
+                error_message=None,
+                topic_config_error_code=TOPIC_DENIED,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=None,
+            )
+
         name = lambda t: t.name  # noqa: E731
         return self._merge(ctx, req, handler, "topics", "topics", denied, name, name)
 
@@ -562,13 +901,25 @@ class AclGate:
                 left = allowed.topic_names
             body = await _body_of(handler, ctx, allowed) if left else None
             rows = list(body.responses) if body is not None else []
-            rows += [ctx.nested("DeletableTopicResult", name=n, topic_id=None, error_code=TOPIC_DENIED,
-                                error_message=None) for n in sorted(denied)]
+            rows += [
+                ctx.nested("DeletableTopicResult", name=n, topic_id=None, error_code=TOPIC_DENIED, error_message=None)
+                for n in sorted(denied)
+            ]
             return ctx.response(throttle_time=body.throttle_time if body is not None else 0, responses=tuple(rows))
+
         return merged()
 
-    def _merge(self, ctx: RequestContext, req: Any, handler: Callable, field: str, out_field: str,
-               denied: Callable[[Any], Any | None], key_in: Callable, key_out: Callable) -> Any:
+    def _merge(
+        self,
+        ctx: RequestContext,
+        req: Any,
+        handler: Callable,
+        field: str,
+        out_field: str,
+        denied: Callable[[Any], Any | None],
+        key_in: Callable,
+        key_out: Callable,
+    ) -> Any:
         """The common shape: items of req.<field>; each denied one (denied(item) gives its
         error row) is left out of the handler's request and answered by its row, in the
         request's order, in response.<out_field>."""
@@ -585,6 +936,7 @@ class AclGate:
             if body is None:
                 return ctx.response(throttle_time=0, error_code=E.none, **{out_field: answer})
             return dataclasses.replace(body, **{out_field: answer})
+
         return merged()
 
     @staticmethod
@@ -605,19 +957,38 @@ class AclGate:
                     error = CLUSTER_DENIED
                 else:
                     return None
-                return ctx.nested(result, error_code=error, error_message=None, resource_type=r.resource_type,
-                                  resource_name=r.resource_name, configs=())
+                return ctx.nested(
+                    result,
+                    error_code=error,
+                    error_message=None,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                    configs=(),
+                )
+
             key = lambda r: (r.resource_type, r.resource_name)  # noqa: E731
             return self._merge(ctx, req, handler, "resources", out_field, denied, key, key)
+
         return check
 
     def delete_records(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         def denied(t: Any) -> Any | None:
             if self.can(ctx, DELETE, TOPIC, t.name):
                 return None
-            return ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=tuple(ctx.nested(
-                "DeleteRecordsPartitionResult", partition_index=p.partition_index, low_watermark=-1,
-                error_code=TOPIC_DENIED) for p in t.partitions))
+            return ctx.nested(
+                "DeleteRecordsTopicResult",
+                name=t.name,
+                partitions=tuple(
+                    ctx.nested(
+                        "DeleteRecordsPartitionResult",
+                        partition_index=p.partition_index,
+                        low_watermark=-1,
+                        error_code=TOPIC_DENIED,
+                    )
+                    for p in t.partitions
+                ),
+            )
+
         name = lambda t: t.name  # noqa: E731
         return self._merge(ctx, req, handler, "topics", "topics", denied, name, name)
 
@@ -626,6 +997,7 @@ class AclGate:
             if self.can(ctx, ALTER, TOPIC, t.name):
                 return None
             return ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=TOPIC_DENIED, error_message=None)
+
         name = lambda t: t.name  # noqa: E731
         return self._merge(ctx, req, handler, "topics", "results", denied, name, name)
 
@@ -636,26 +1008,51 @@ class AclGate:
         def denied(t: Any) -> Any | None:
             if self.can(ctx, READ, TOPIC, t.name):
                 return None
-            return ctx.nested("OffsetDeleteResponseTopic", name=t.name, partitions=tuple(ctx.nested(
-                "OffsetDeleteResponsePartition", partition_index=p.partition_index, error_code=TOPIC_DENIED)
-                for p in t.partitions))
+            return ctx.nested(
+                "OffsetDeleteResponseTopic",
+                name=t.name,
+                partitions=tuple(
+                    ctx.nested(
+                        "OffsetDeleteResponsePartition", partition_index=p.partition_index, error_code=TOPIC_DENIED
+                    )
+                    for p in t.partitions
+                ),
+            )
+
         name = lambda t: t.name  # noqa: E731
         return self._merge(ctx, req, handler, "topics", "topics", denied, name, name)
 
     def describe_cluster(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if self.can(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
             return None
-        return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.",
-                            endpoint_type=getattr(req, "endpoint_type", 1), cluster_id="", controller_id=-1,
-                            brokers=(), cluster_authorized_operations=-(2**31))
+        return ctx.response(
+            throttle_time=0,
+            error_code=CLUSTER_DENIED,
+            error_message="Cluster authorization failed.",
+            endpoint_type=getattr(req, "endpoint_type", 1),
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=-(2**31),
+        )
 
     def consumer_group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         def denied(g: str) -> Any | None:
             if self.can(ctx, DESCRIBE, GROUP, g):
                 return None
-            return ctx.nested("DescribedGroup", error_code=GROUP_DENIED, error_message=None, group_id=g,
-                              group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
-                              authorized_operations=-(2**31))
+            return ctx.nested(
+                "DescribedGroup",
+                error_code=GROUP_DENIED,
+                error_message=None,
+                group_id=g,
+                group_state="",
+                group_epoch=-1,
+                assignment_epoch=-1,
+                assignor_name="",
+                members=(),
+                authorized_operations=-(2**31),
+            )
+
         return self._merge(ctx, req, handler, "group_ids", "groups", denied, lambda g: g, lambda d: d.group_id)
 
     # transactions -----------------------------------------------------------------------
@@ -666,15 +1063,37 @@ class AclGate:
         def denied(txn_id: str) -> Any | None:
             if self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, txn_id):
                 return None
-            return ctx.nested("TransactionState", error_code=TXN_DENIED, transactional_id=txn_id,
-                              transaction_state="", transaction_timeout=0, transaction_start_time=millis_datetime(-1),
-                              producer_id=-1, producer_epoch=-1, topics=())
-        return self._merge(ctx, req, handler, "transactional_ids", "transaction_states", denied, lambda t: t,
-                           lambda s: s.transactional_id)
+            return ctx.nested(
+                "TransactionState",
+                error_code=TXN_DENIED,
+                transactional_id=txn_id,
+                transaction_state="",
+                transaction_timeout=0,
+                transaction_start_time=millis_datetime(-1),
+                producer_id=-1,
+                producer_epoch=-1,
+                topics=(),
+            )
+
+        return self._merge(
+            ctx,
+            req,
+            handler,
+            "transactional_ids",
+            "transaction_states",
+            denied,
+            lambda t: t,
+            lambda s: s.transactional_id,
+        )
 
     def list_transactions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        return self._filtered(ctx, req, handler, "transaction_states",
-                              lambda t: self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id))
+        return self._filtered(
+            ctx,
+            req,
+            handler,
+            "transaction_states",
+            lambda t: self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id),
+        )
 
     def add_partitions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if ctx.version >= 4:
@@ -689,10 +1108,24 @@ class AclGate:
                 return None
             # as Kafka: the denied topics get the error, the others OPERATION_NOT_ATTEMPTED
             error_of = {t.name: TOPIC_DENIED if t.name in denied else E.operation_not_attempted for t in topics}
-        return ctx.response(throttle_time=0, results_by_topic_v3_and_below=tuple(ctx.nested(
-            "AddPartitionsToTxnTopicResult", name=t.name, results_by_partition=tuple(ctx.nested(
-                "AddPartitionsToTxnPartitionResult", partition_index=p, partition_error_code=error_of[t.name])
-                for p in t.partitions)) for t in topics))
+        return ctx.response(
+            throttle_time=0,
+            results_by_topic_v3_and_below=tuple(
+                ctx.nested(
+                    "AddPartitionsToTxnTopicResult",
+                    name=t.name,
+                    results_by_partition=tuple(
+                        ctx.nested(
+                            "AddPartitionsToTxnPartitionResult",
+                            partition_index=p,
+                            partition_error_code=error_of[t.name],
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in topics
+            ),
+        )
 
     def txn_offset_commit(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if not self.can(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
@@ -711,12 +1144,19 @@ class AclGate:
                 rows = list(body.topics) if body is not None else []
                 rows += [self._txn_commit_rows(ctx, t, TOPIC_DENIED) for t in req.topics if t.name in denied]
                 return ctx.response(throttle_time=0, topics=tuple(rows))
+
             return merged()
-        return ctx.response(throttle_time=0, topics=tuple(
-            self._txn_commit_rows(ctx, t, error_of(t.name)) for t in req.topics))
+        return ctx.response(
+            throttle_time=0, topics=tuple(self._txn_commit_rows(ctx, t, error_of(t.name)) for t in req.topics)
+        )
 
     @staticmethod
     def _txn_commit_rows(ctx: RequestContext, t: Any, error: int) -> Any:
-        return ctx.nested("TxnOffsetCommitResponseTopic", name=t.name, partitions=tuple(
-            ctx.nested("TxnOffsetCommitResponsePartition", partition_index=p.partition_index, error_code=error)
-            for p in t.partitions))
+        return ctx.nested(
+            "TxnOffsetCommitResponseTopic",
+            name=t.name,
+            partitions=tuple(
+                ctx.nested("TxnOffsetCommitResponsePartition", partition_index=p.partition_index, error_code=error)
+                for p in t.partitions
+            ),
+        )

@@ -33,8 +33,10 @@ ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
 # an ALLOW of the key also allows these (Kafka's AclEntry implied operations)
-IMPLIED_BY = {DESCRIBE: {DESCRIBE, READ, WRITE, DELETE, ALTER, ALL},
-              DESCRIBE_CONFIGS: {DESCRIBE_CONFIGS, ALTER_CONFIGS, ALL}}
+IMPLIED_BY = {
+    DESCRIBE: {DESCRIBE, READ, WRITE, DELETE, ALTER, ALL},
+    DESCRIBE_CONFIGS: {DESCRIBE_CONFIGS, ALTER_CONFIGS, ALL},
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Acl:
 @dataclass(frozen=True)
 class AclFilter:
     """What DescribeAcls / DeleteAcls select (None: any)."""
+
     resource_type: int
     name: str | None
     pattern: int
@@ -72,17 +75,23 @@ class AclFilter:
             return False
         if self.name is not None:
             if self.pattern == MATCH:
-                if not (acl.pattern == LITERAL and acl.name in (self.name, WILDCARD)
-                        or acl.pattern == PREFIXED and self.name.startswith(acl.name)):
+                if not (
+                    acl.pattern == LITERAL
+                    and acl.name in (self.name, WILDCARD)
+                    or acl.pattern == PREFIXED
+                    and self.name.startswith(acl.name)
+                ):
                     return False
             elif acl.name != self.name:
                 return False
         if self.pattern not in (ANY_PATTERN, MATCH) and acl.pattern != self.pattern:
             return False
-        return ((self.principal is None or acl.principal == self.principal)
-                and (self.host is None or acl.host == self.host)
-                and (self.operation == ANY_OP or acl.operation == self.operation)
-                and (self.permission == ANY_PERMISSION or acl.permission == self.permission))
+        return (
+            (self.principal is None or acl.principal == self.principal)
+            and (self.host is None or acl.host == self.host)
+            and (self.operation == ANY_OP or acl.operation == self.operation)
+            and (self.permission == ANY_PERMISSION or acl.permission == self.permission)
+        )
 
 
 def validate(acl: Acl) -> str | None:
@@ -121,6 +130,7 @@ class AclStore:
     async def _change(self, change: Any) -> None:
         """The new set takes effect once durable; if the write fails (OSError for the
         caller) nothing changed."""
+
         def commit() -> tuple[Any, Any]:
             new = change(self.acls)
             return sorted((asdict(a) for a in new), key=lambda a: sorted(a.items())), lambda: self._install(new)
@@ -164,13 +174,26 @@ class AclApis:
 
     async def create_acls(self, ctx: Any, req: Any) -> Any:
         if self.store is None:
-            return ctx.response(throttle_time=0, results=tuple(ctx.nested(
-                "AclCreationResult", error_code=E.security_disabled, error_message="no authorizer is configured")
-                for _ in req.creations))
+            return ctx.response(
+                throttle_time=0,
+                results=tuple(
+                    ctx.nested(
+                        "AclCreationResult", error_code=E.security_disabled, error_message="no authorizer is configured"
+                    )
+                    for _ in req.creations
+                ),
+            )
         results, new = [], []
         for c in req.creations:
-            acl = Acl(c.resource_type, c.resource_name, getattr(c, "resource_pattern_type", LITERAL), c.principal,
-                      c.host, c.operation, c.permission_type)
+            acl = Acl(
+                c.resource_type,
+                c.resource_name,
+                getattr(c, "resource_pattern_type", LITERAL),
+                c.principal,
+                c.host,
+                c.operation,
+                c.permission_type,
+            )
             why = validate(acl)
             results.append((E.invalid_request, why) if why else (E.none, None))
             if why is None:
@@ -180,34 +203,75 @@ class AclApis:
                 await self.store.add(new)
             except OSError as e:
                 results = [(E.kafka_storage_error, str(e)) if err == E.none else (err, why) for err, why in results]
-        return ctx.response(throttle_time=0, results=tuple(
-            ctx.nested("AclCreationResult", error_code=err, error_message=why) for err, why in results))
+        return ctx.response(
+            throttle_time=0,
+            results=tuple(ctx.nested("AclCreationResult", error_code=err, error_message=why) for err, why in results),
+        )
 
     @staticmethod
     def _filter(f: Any) -> AclFilter:
-        return AclFilter(f.resource_type_filter, f.resource_name_filter, getattr(f, "pattern_type_filter", LITERAL),
-                         f.principal_filter, f.host_filter, f.operation, f.permission_type)
+        return AclFilter(
+            f.resource_type_filter,
+            f.resource_name_filter,
+            getattr(f, "pattern_type_filter", LITERAL),
+            f.principal_filter,
+            f.host_filter,
+            f.operation,
+            f.permission_type,
+        )
 
     def describe_acls(self, ctx: Any, req: Any) -> Any:
         if self.store is None:
-            return ctx.response(throttle_time=0, error_code=E.security_disabled,
-                                error_message="no authorizer is configured", resources=())
+            return ctx.response(
+                throttle_time=0,
+                error_code=E.security_disabled,
+                error_message="no authorizer is configured",
+                resources=(),
+            )
         f = self._filter(req)
         by_resource: dict[tuple[int, str, int], list[Acl]] = {}
         for acl in sorted(self.store.acls, key=lambda a: (a.resource_type, a.name, a.pattern, a.principal)):
             if f.matches(acl):
                 by_resource.setdefault((acl.resource_type, acl.name, acl.pattern), []).append(acl)
-        return ctx.response(throttle_time=0, error_code=E.none, error_message=None, resources=tuple(
-            ctx.nested("DescribeAclsResource", resource_type=t, resource_name=n, pattern_type=p, acls=tuple(
-                ctx.nested("AclDescription", principal=a.principal, host=a.host, operation=a.operation,
-                           permission_type=a.permission) for a in acls))
-            for (t, n, p), acls in by_resource.items()))
+        return ctx.response(
+            throttle_time=0,
+            error_code=E.none,
+            error_message=None,
+            resources=tuple(
+                ctx.nested(
+                    "DescribeAclsResource",
+                    resource_type=t,
+                    resource_name=n,
+                    pattern_type=p,
+                    acls=tuple(
+                        ctx.nested(
+                            "AclDescription",
+                            principal=a.principal,
+                            host=a.host,
+                            operation=a.operation,
+                            permission_type=a.permission,
+                        )
+                        for a in acls
+                    ),
+                )
+                for (t, n, p), acls in by_resource.items()
+            ),
+        )
 
     async def delete_acls(self, ctx: Any, req: Any) -> Any:
         if self.store is None:
-            return ctx.response(throttle_time=0, filter_results=tuple(ctx.nested(
-                "DeleteAclsFilterResult", error_code=E.security_disabled, error_message="no authorizer is configured",
-                matching_acls=()) for _ in req.filters))
+            return ctx.response(
+                throttle_time=0,
+                filter_results=tuple(
+                    ctx.nested(
+                        "DeleteAclsFilterResult",
+                        error_code=E.security_disabled,
+                        error_message="no authorizer is configured",
+                        matching_acls=(),
+                    )
+                    for _ in req.filters
+                ),
+            )
         out = []
         for raw in req.filters:
             f = self._filter(raw)
@@ -217,10 +281,26 @@ class AclApis:
                 await self.store.remove(matched)
             except OSError as e:
                 error, message, matched = E.kafka_storage_error, str(e), []
-            out.append(ctx.nested("DeleteAclsFilterResult", error_code=error, error_message=message,
-                                  matching_acls=tuple(ctx.nested(
-                                      "DeleteAclsMatchingAcl", error_code=E.none, error_message=None,
-                                      resource_type=a.resource_type, resource_name=a.name, pattern_type=a.pattern,
-                                      principal=a.principal, host=a.host, operation=a.operation,
-                                      permission_type=a.permission) for a in matched)))
+            out.append(
+                ctx.nested(
+                    "DeleteAclsFilterResult",
+                    error_code=error,
+                    error_message=message,
+                    matching_acls=tuple(
+                        ctx.nested(
+                            "DeleteAclsMatchingAcl",
+                            error_code=E.none,
+                            error_message=None,
+                            resource_type=a.resource_type,
+                            resource_name=a.name,
+                            pattern_type=a.pattern,
+                            principal=a.principal,
+                            host=a.host,
+                            operation=a.operation,
+                            permission_type=a.permission,
+                        )
+                        for a in matched
+                    ),
+                )
+            )
         return ctx.response(throttle_time=0, filter_results=tuple(out))

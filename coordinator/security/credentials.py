@@ -28,9 +28,13 @@ MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's ScramMechanism bounds
 def _encode(c: ScramCredential | None) -> dict | None:
     if c is None:
         return None
-    return {"hash": c.hash_name, "salt": base64.b64encode(c.salt).decode(), "iterations": c.iterations,
-            "stored_key": base64.b64encode(c.stored_key).decode(),
-            "server_key": base64.b64encode(c.server_key).decode()}
+    return {
+        "hash": c.hash_name,
+        "salt": base64.b64encode(c.salt).decode(),
+        "iterations": c.iterations,
+        "stored_key": base64.b64encode(c.stored_key).decode(),
+        "server_key": base64.b64encode(c.server_key).decode(),
+    }
 
 
 def _decode(d: dict | None) -> ScramCredential | None:
@@ -45,8 +49,9 @@ class CredentialStore:
         self.file = JsonFile(Path(data_dir) / FILE)
         self.from_file = from_file or {}
         # user -> mechanism -> credential, or None: deleted (hides the users file's)
-        self.changes: dict[str, dict[str, ScramCredential | None]] = self.file.load({}, parse=lambda doc: {
-            u: {m: _decode(c) for m, c in mechs.items()} for u, mechs in doc.items()})
+        self.changes: dict[str, dict[str, ScramCredential | None]] = self.file.load(
+            {}, parse=lambda doc: {u: {m: _decode(c) for m, c in mechs.items()} for u, mechs in doc.items()}
+        )
 
     def lookup(self, user: str) -> dict[str, ScramCredential] | None:
         merged = {**self.from_file.get(user, {}), **self.changes.get(user, {})}
@@ -63,17 +68,28 @@ class CredentialStore:
     def describe(self, ctx: Any, req: Any) -> Any:
         names = [u.name for u in req.users] if req.users else self.users()
         if len(set(names)) != len(names):
-            return ctx.response(throttle_time=0, error_code=E.duplicate_resource, results=(), error_message=(
-                "Cannot describe SCRAM credentials for the same user twice in a single request"))
+            return ctx.response(
+                throttle_time=0,
+                error_code=E.duplicate_resource,
+                results=(),
+                error_message=("Cannot describe SCRAM credentials for the same user twice in a single request"),
+            )
         results = []
         for name in names:
             found = self.lookup(name)
-            infos = tuple(ctx.nested("CredentialInfo", mechanism=CODE_OF[m], iterations=c.iterations)
-                          for m, c in sorted((found or {}).items()))
-            results.append(ctx.nested(
-                "DescribeUserScramCredentialsResult", user=name, credential_infos=infos,
-                error_code=E.none if found else E.resource_not_found,
-                error_message=None if found else "Attempt to describe a user credential that does not exist"))
+            infos = tuple(
+                ctx.nested("CredentialInfo", mechanism=CODE_OF[m], iterations=c.iterations)
+                for m, c in sorted((found or {}).items())
+            )
+            results.append(
+                ctx.nested(
+                    "DescribeUserScramCredentialsResult",
+                    user=name,
+                    credential_infos=infos,
+                    error_code=E.none if found else E.resource_not_found,
+                    error_message=None if found else "Attempt to describe a user credential that does not exist",
+                )
+            )
         return ctx.response(throttle_time=0, error_code=E.none, error_message=None, results=tuple(results))
 
     async def alter(self, ctx: Any, req: Any) -> Any:
@@ -87,8 +103,15 @@ class CredentialStore:
                     errors.setdefault(a.name, error)
                     continue
                 mechanism, hash_name = BY_CODE[a.mechanism]
-                accepted.append((a.name, mechanism, None if kind == "delete" else _from_salted(
-                    hash_name, bytes(a.salt), a.iterations, bytes(a.salted_password))))
+                accepted.append(
+                    (
+                        a.name,
+                        mechanism,
+                        None
+                        if kind == "delete"
+                        else _from_salted(hash_name, bytes(a.salt), a.iterations, bytes(a.salted_password)),
+                    )
+                )
         accepted = [a for a in accepted if a[0] not in errors]  # a user's alterations apply together or not at all
         if accepted:
             try:
@@ -97,9 +120,18 @@ class CredentialStore:
                 for name, _, _ in accepted:
                     errors.setdefault(name, (E.kafka_storage_error, f"cannot store the credentials: {e}"))
         users = list(dict.fromkeys([a.name for a in req.deletions] + [a.name for a in req.upsertions]))
-        return ctx.response(throttle_time=0, results=tuple(
-            ctx.nested("AlterUserScramCredentialsResult", user=u, error_code=errors.get(u, (E.none, None))[0],
-                       error_message=errors.get(u, (E.none, None))[1]) for u in users))
+        return ctx.response(
+            throttle_time=0,
+            results=tuple(
+                ctx.nested(
+                    "AlterUserScramCredentialsResult",
+                    user=u,
+                    error_code=errors.get(u, (E.none, None))[0],
+                    error_message=errors.get(u, (E.none, None))[1],
+                )
+                for u in users
+            ),
+        )
 
     def _with(self, accepted: list[tuple[str, str, ScramCredential | None]]) -> tuple[Any, Any]:
         """(the document with these alterations, the function that makes them take effect)."""
@@ -109,6 +141,7 @@ class CredentialStore:
 
         def install() -> None:
             self.changes = changes
+
         return {u: {m: _encode(c) for m, c in mechs.items()} for u, mechs in changes.items()}, install
 
     def _check(self, a: Any, kind: str, seen: set[tuple[str, int]]) -> tuple[E, str] | None:
@@ -132,5 +165,10 @@ class CredentialStore:
 
 def _from_salted(hash_name: str, salt: bytes, iterations: int, salted: bytes) -> ScramCredential:
     client_key = hmac.digest(salted, b"Client Key", hash_name)
-    return ScramCredential(hash_name, salt, iterations, hashlib.new(hash_name, client_key).digest(),
-                           hmac.digest(salted, b"Server Key", hash_name))
+    return ScramCredential(
+        hash_name,
+        salt,
+        iterations,
+        hashlib.new(hash_name, client_key).digest(),
+        hmac.digest(salted, b"Server Key", hash_name),
+    )

@@ -89,8 +89,9 @@ class SaslApis:
         else:
             error = E.none
             session.mechanism = req.mechanism
-            session.exchange = (PlainExchange(self.users) if req.mechanism == "PLAIN"
-                                else ScramExchange(req.mechanism, self.users))
+            session.exchange = (
+                PlainExchange(self.users) if req.mechanism == "PLAIN" else ScramExchange(req.mechanism, self.users)
+            )
             session.raw = ctx.version == 0
         return ctx.response(error_code=error, mechanisms=tuple(self.mechanisms))
 

@@ -34,8 +34,13 @@ def derive(password: str, hash_name: str, salt: bytes | None = None, iterations:
     salt = salt if salt is not None else os.urandom(32)
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
     client_key = hmac.digest(salted, b"Client Key", hash_name)
-    return ScramCredential(hash_name, salt, iterations, hashlib.new(hash_name, client_key).digest(),
-                           hmac.digest(salted, b"Server Key", hash_name))
+    return ScramCredential(
+        hash_name,
+        salt,
+        iterations,
+        hashlib.new(hash_name, client_key).digest(),
+        hmac.digest(salted, b"Server Key", hash_name),
+    )
 
 
 def matches(credential: ScramCredential, password: str) -> bool:
@@ -85,8 +90,11 @@ class ScramExchange:
         gs2, sep, bare = message.partition(",")
         authzid, sep2, bare = bare.partition(",")
         if not sep or not sep2 or gs2 not in ("n", "y"):
-            raise AuthenticationFailed("SCRAM channel binding is not supported" if gs2.startswith("p")
-                                       else "malformed SCRAM client-first message")
+            raise AuthenticationFailed(
+                "SCRAM channel binding is not supported"
+                if gs2.startswith("p")
+                else "malformed SCRAM client-first message"
+            )
         attrs = _attributes(bare)
         if "n" not in attrs or "r" not in attrs or not attrs["r"]:
             raise AuthenticationFailed("malformed SCRAM client-first message")
@@ -95,13 +103,14 @@ class ScramExchange:
             raise AuthenticationFailed("authorization id differs from the user name")
         credential = (self.lookup(user) or {}).get(self.mechanism)
         if credential is None:
-            raise AuthenticationFailed("Authentication failed during authentication due to invalid credentials "
-                                       f"with SASL mechanism {self.mechanism}")
+            raise AuthenticationFailed(
+                "Authentication failed during authentication due to invalid credentials "
+                f"with SASL mechanism {self.mechanism}"
+            )
         self.user, self._credential = user, credential
         self._first_bare = bare
         self._nonce = attrs["r"] + base64.b64encode(os.urandom(24)).decode()
-        self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
-                              f"i={credential.iterations}")
+        self._server_first = f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},i={credential.iterations}"
         return self._server_first.encode()
 
     def _final(self, message: str) -> bytes:
@@ -125,7 +134,9 @@ class ScramExchange:
             raise AuthenticationFailed("malformed SCRAM client proof")
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
         if not hmac.compare_digest(hashlib.new(self.hash_name, client_key).digest(), credential.stored_key):
-            raise AuthenticationFailed("Authentication failed during authentication due to invalid credentials "
-                                       f"with SASL mechanism {self.mechanism}")
+            raise AuthenticationFailed(
+                "Authentication failed during authentication due to invalid credentials "
+                f"with SASL mechanism {self.mechanism}"
+            )
         server_signature = hmac.digest(credential.server_key, auth_message, self.hash_name)
         return b"v=" + base64.b64encode(server_signature)

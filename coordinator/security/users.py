@@ -34,5 +34,7 @@ def load_users(path: Path) -> dict[str, dict[str, ScramCredential]]:
 
 def credentials_of(passwords: dict[str, str]) -> dict[str, dict[str, ScramCredential]]:
     """user -> {SCRAM mechanism: credential} for user -> password."""
-    return {user: {mechanism: derive(password, hash_name) for mechanism, hash_name in HASHES.items()}
-            for user, password in passwords.items()}
+    return {
+        user: {mechanism: derive(password, hash_name) for mechanism, hash_name in HASHES.items()}
+        for user, password in passwords.items()
+    }

@@ -38,6 +38,7 @@ def _by_topic_id(tp: tuple[uuid.UUID | None, int]) -> tuple[bytes, int]:
     answered UNKNOWN_TOPIC_ID like any id no topic has)."""
     return (tp[0].bytes if tp[0] is not None else bytes(16), tp[1])
 
+
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 RECORD_LIMIT = 1  # ShareFetch v2 share_acquire_mode: never more than max_records
@@ -46,6 +47,7 @@ RECORD_LIMIT = 1  # ShareFetch v2 share_acquire_mode: never more than max_record
 @dataclass
 class ShareSession:
     """Kafka's ShareSession: the partitions a member fetches from, and the next epoch."""
+
     group_id: str
     member_id: str
     epoch: int = 1
@@ -69,13 +71,20 @@ def parse_duration_ms(text: str) -> int | None:
     if m is None or text.upper() in ("P", "PT") or text.upper().endswith("T"):
         return None
     days, hours, minutes, seconds = m.groups()
-    return int(((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
-               + float(seconds or 0) * 1000)
+    return int(((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000 + float(seconds or 0) * 1000)
 
 
 class SharePartitionManager:
-    def __init__(self, topics: Any, data_plane: Any, groups: Any, state: ShareStateLog, config: Any,
-                 node_id: int, advertised: Any = None) -> None:
+    def __init__(
+        self,
+        topics: Any,
+        data_plane: Any,
+        groups: Any,
+        state: ShareStateLog,
+        config: Any,
+        node_id: int,
+        advertised: Any = None,
+    ) -> None:
         self.topics = topics
         self.data_plane = data_plane
         self.groups = groups  # the CoordinatorRuntime: group configs and membership
@@ -136,8 +145,7 @@ class SharePartitionManager:
 
     def _endpoints(self, ctx: RequestContext, errors: list[tuple[tuple[uuid.UUID, int], int]]) -> tuple:
         """KIP-951: the leaders' addresses for the partitions answered NOT_LEADER_OR_FOLLOWER."""
-        leaders = {self._current_leader(ctx, tp).leader_id for tp, error in errors
-                   if error == E.not_leader_or_follower}
+        leaders = {self._current_leader(ctx, tp).leader_id for tp, error in errors if error == E.not_leader_or_follower}
         return self.data_plane.node_endpoints(ctx, leaders) if leaders else ()
 
     async def share_partition(self, key: Key, plog: PartitionLog) -> SharePartition:
@@ -154,8 +162,10 @@ class SharePartitionManager:
             return self.partitions[key]
         fut = self.loading[key] = asyncio.get_running_loop().create_future()
         try:
-            kw = {"max_delivery": self.config.delivery_attempt_limit,
-                  "max_in_flight": self.config.partition_max_record_locks}
+            kw = {
+                "max_delivery": self.config.delivery_attempt_limit,
+                "max_in_flight": self.config.partition_max_record_locks,
+            }
             stored = self.state.states.get(key)
             if stored is not None:
                 sp = SharePartition.restored(stored.start, stored.records, **kw)
@@ -200,8 +210,9 @@ class SharePartitionManager:
                 fut.set_exception(error)
 
         try:
-            self.state.write(key, sp.start, runs, int(time.time() * 1000), done, full=full,
-                             whole=lambda: list(sp.state_runs()))
+            self.state.write(
+                key, sp.start, runs, int(time.time() * 1000), done, full=full, whole=lambda: list(sp.state_runs())
+            )
         except Exception as e:  # (a value the schema cannot hold)
             done(e)
         return fut
@@ -374,8 +385,9 @@ class SharePartitionManager:
         for t in topics:
             for p in t.partitions:
                 acks = out.setdefault((t.topic_id, p.partition_index), [])
-                acks.extend((b.first_offset, b.last_offset, tuple(b.acknowledge_types))
-                            for b in p.acknowledgement_batches)
+                acks.extend(
+                    (b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches
+                )
         return out
 
     def _session(self, group_id: str | None, member_id: str | None, epoch: int, has_acks: bool) -> ShareSession:
@@ -401,13 +413,16 @@ class SharePartitionManager:
         if epoch == FINAL_EPOCH:
             return session
         if epoch != session.epoch:
-            raise RequestError(E.invalid_share_session_epoch,
-                               f"Share session epoch {epoch} does not match the expected {session.epoch}.")
+            raise RequestError(
+                E.invalid_share_session_epoch,
+                f"Share session epoch {epoch} does not match the expected {session.epoch}.",
+            )
         session.epoch += 1
         return session
 
-    async def _acknowledge(self, ctx: RequestContext, session: ShareSession, acks: dict[tuple[uuid.UUID, int], list],
-                           renew: bool) -> dict[tuple[uuid.UUID, int], tuple[int, str | None]]:
+    async def _acknowledge(
+        self, ctx: RequestContext, session: ShareSession, acks: dict[tuple[uuid.UUID, int], list], renew: bool
+    ) -> dict[tuple[uuid.UUID, int], tuple[int, str | None]]:
         """Apply each partition's acknowledgements (all or nothing per partition) and make
         them durable; (error, message) per partition."""
         results: dict[tuple[uuid.UUID, int], tuple[int, str | None]] = {}
@@ -458,8 +473,10 @@ class SharePartitionManager:
             if h.base_offset >= limit:
                 return
             last = min(h.last_offset, limit - 1)
-            skip = h.is_control or (h.is_transactional and any(
-                pid == h.producer_id and first <= h.base_offset <= end for pid, first, end in aborted))
+            skip = h.is_control or (
+                h.is_transactional
+                and any(pid == h.producer_id and first <= h.base_offset <= end for pid, first, end in aborted)
+            )
             yield h.base_offset, last, SKIP if skip else DATA
 
     @staticmethod
@@ -479,8 +496,9 @@ class SharePartitionManager:
                 out.append(data)
         return b"".join(out)
 
-    async def _acquire(self, ctx: RequestContext, session: ShareSession, max_records: int, strict: bool
-                       ) -> dict[tuple[uuid.UUID, int], tuple[int, list, bytes]]:
+    async def _acquire(
+        self, ctx: RequestContext, session: ShareSession, max_records: int, strict: bool
+    ) -> dict[tuple[uuid.UUID, int], tuple[int, list, bytes]]:
         """Acquire from the session's partitions, up to max_records in all; (error,
         ranges, records) per partition that has records or an error."""
         out: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
@@ -507,8 +525,9 @@ class SharePartitionManager:
             if plog.offline is not None:
                 out[tp] = (E.kafka_storage_error, [], b"")
                 continue
-            ranges, changed = sp.acquire(session.member_id, deadline, left,
-                                         self._log_batches(plog, sp.end, read_committed), strict=strict)
+            ranges, changed = sp.acquire(
+                session.member_id, deadline, left, self._log_batches(plog, sp.end, read_committed), strict=strict
+            )
             if changed:
                 writes.append(self._persist(key, sp, changed))
             if ranges:
@@ -549,11 +568,16 @@ class SharePartitionManager:
         acks = self._merged(req.topics)
         renew = bool(getattr(req, "is_renew_ack", False))
         try:
-            session = self._session(req.group_id, req.member_id, req.share_session_epoch,
-                                    any(acks.values()))
+            session = self._session(req.group_id, req.member_id, req.share_session_epoch, any(acks.values()))
         except RequestError as e:
-            return ctx.response(throttle_time=0, error_code=e.code, error_message=e.message,
-                                acquisition_lock_timeout=lock_ms, responses=(), node_endpoints=())
+            return ctx.response(
+                throttle_time=0,
+                error_code=e.code,
+                error_message=e.message,
+                acquisition_lock_timeout=lock_ms,
+                responses=(),
+                node_endpoints=(),
+            )
         final = req.share_session_epoch == FINAL_EPOCH
         if not final:
             session.partitions.update(acks)
@@ -587,15 +611,31 @@ class SharePartitionManager:
             error, ranges, records = fetched.get(tp, (E.none, [], b""))
             ack_error, ack_message = ack_results.get(tp, (E.none, None))
             errors += [(tp, error), (tp, ack_error)]
-            by_topic.setdefault(tp[0], []).append(ctx.nested(
-                "PartitionData", partition_index=tp[1], error_code=error, acknowledge_error_code=ack_error,
-                acknowledge_error_message=ack_message, current_leader=self._current_leader(ctx, tp),
-                records=records, acquired_records=tuple(
-                    ctx.nested("AcquiredRecords", first_offset=first, last_offset=last, delivery_count=count)
-                    for first, last, count in ranges)))
-        return ctx.response(throttle_time=0, error_code=E.none, acquisition_lock_timeout=lock_ms,
-                            responses=tuple(ctx.nested("ShareFetchableTopicResponse", topic_id=t, partitions=tuple(ps))
-                                            for t, ps in by_topic.items()), node_endpoints=self._endpoints(ctx, errors))
+            by_topic.setdefault(tp[0], []).append(
+                ctx.nested(
+                    "PartitionData",
+                    partition_index=tp[1],
+                    error_code=error,
+                    acknowledge_error_code=ack_error,
+                    acknowledge_error_message=ack_message,
+                    current_leader=self._current_leader(ctx, tp),
+                    records=records,
+                    acquired_records=tuple(
+                        ctx.nested("AcquiredRecords", first_offset=first, last_offset=last, delivery_count=count)
+                        for first, last, count in ranges
+                    ),
+                )
+            )
+        return ctx.response(
+            throttle_time=0,
+            error_code=E.none,
+            acquisition_lock_timeout=lock_ms,
+            responses=tuple(
+                ctx.nested("ShareFetchableTopicResponse", topic_id=t, partitions=tuple(ps))
+                for t, ps in by_topic.items()
+            ),
+            node_endpoints=self._endpoints(ctx, errors),
+        )
 
     # ShareAcknowledge -------------------------------------------------------------------
 
@@ -605,12 +645,19 @@ class SharePartitionManager:
         try:
             if req.share_session_epoch == INITIAL_EPOCH:
                 # Kafka: a ShareAcknowledge cannot open a session.
-                raise RequestError(E.invalid_share_session_epoch, "Share session epoch 0 is not allowed for "
-                                   "ShareAcknowledge.")
+                raise RequestError(
+                    E.invalid_share_session_epoch, "Share session epoch 0 is not allowed for ShareAcknowledge."
+                )
             session = self._session(req.group_id, req.member_id, req.share_session_epoch, False)
         except RequestError as e:
-            return ctx.response(throttle_time=0, error_code=e.code, error_message=e.message,
-                                acquisition_lock_timeout=lock_ms, responses=(), node_endpoints=())
+            return ctx.response(
+                throttle_time=0,
+                error_code=e.code,
+                error_message=e.message,
+                acquisition_lock_timeout=lock_ms,
+                responses=(),
+                node_endpoints=(),
+            )
         results = await self._acknowledge(ctx, session, acks, bool(getattr(req, "is_renew_ack", False)))
         if req.share_session_epoch == FINAL_EPOCH:
             self.sessions.pop((session.group_id, session.member_id), None)
@@ -620,13 +667,25 @@ class SharePartitionManager:
         for tp in sorted(acks, key=_by_topic_id):
             error, message = results.get(tp, (E.none, None))
             errors.append((tp, error))
-            by_topic.setdefault(tp[0], []).append(ctx.nested(
-                "PartitionData", partition_index=tp[1], error_code=error, error_message=message,
-                current_leader=self._current_leader(ctx, tp)))
-        return ctx.response(throttle_time=0, error_code=E.none, acquisition_lock_timeout=lock_ms,
-                            responses=tuple(ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t,
-                                                       partitions=tuple(ps)) for t, ps in by_topic.items()),
-                            node_endpoints=self._endpoints(ctx, errors))
+            by_topic.setdefault(tp[0], []).append(
+                ctx.nested(
+                    "PartitionData",
+                    partition_index=tp[1],
+                    error_code=error,
+                    error_message=message,
+                    current_leader=self._current_leader(ctx, tp),
+                )
+            )
+        return ctx.response(
+            throttle_time=0,
+            error_code=E.none,
+            acquisition_lock_timeout=lock_ms,
+            responses=tuple(
+                ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t, partitions=tuple(ps))
+                for t, ps in by_topic.items()
+            ),
+            node_endpoints=self._endpoints(ctx, errors),
+        )
 
     def drain(self) -> None:
         """The server is stopping: long-polling share fetches answer now with what they have."""

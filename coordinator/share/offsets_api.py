@@ -63,12 +63,21 @@ class ShareOffsetsApis:
         for g in req.groups:
             error, message = self._group_error(g.group_id, False)
             if error != E.none:
-                out.append(ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(),
-                                      error_code=error, error_message=message))
+                out.append(
+                    ctx.nested(
+                        "DescribeShareGroupOffsetsResponseGroup",
+                        group_id=g.group_id,
+                        topics=(),
+                        error_code=error,
+                        error_message=message,
+                    )
+                )
                 continue
             if g.topics is None:
-                keys = sorted({k for k in (*self.shares.partitions, *self.shares.state.states) if k[0] == g.group_id},
-                              key=lambda k: (k[1].bytes, k[2]))
+                keys = sorted(
+                    {k for k in (*self.shares.partitions, *self.shares.state.states) if k[0] == g.group_id},
+                    key=lambda k: (k[1].bytes, k[2]),
+                )
                 wanted: dict[str, list[int]] = {}
                 for _, topic_id, partition in keys:
                     info = topics.by_id.get(topic_id)
@@ -82,22 +91,43 @@ class ShareOffsetsApis:
                 parts = []
                 for p in partitions:
                     if info is None or not 0 <= p < info.partitions:
-                        parts.append(ctx.nested("DescribeShareGroupOffsetsResponsePartition", partition_index=p,
-                                                start_offset=-1, leader_epoch=-1, lag=-1,
-                                                error_code=E.unknown_topic_or_partition,
-                                                error_message="This server does not host this topic-partition."))
+                        parts.append(
+                            ctx.nested(
+                                "DescribeShareGroupOffsetsResponsePartition",
+                                partition_index=p,
+                                start_offset=-1,
+                                leader_epoch=-1,
+                                lag=-1,
+                                error_code=E.unknown_topic_or_partition,
+                                error_message="This server does not host this topic-partition.",
+                            )
+                        )
                         continue
                     key = (g.group_id, info.topic_id, p)
                     start = self.shares.start_of(key)
-                    parts.append(ctx.nested(
-                        "DescribeShareGroupOffsetsResponsePartition", partition_index=p,
-                        start_offset=-1 if start is None else start, leader_epoch=0 if start is not None else -1,
-                        lag=-1 if start is None else self.shares.lag(key, start), error_code=E.none))
-                rows.append(ctx.nested("DescribeShareGroupOffsetsResponseTopic", topic_name=name,
-                                       topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
-                                       partitions=tuple(parts)))
-            out.append(ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=tuple(rows),
-                                  error_code=E.none))
+                    parts.append(
+                        ctx.nested(
+                            "DescribeShareGroupOffsetsResponsePartition",
+                            partition_index=p,
+                            start_offset=-1 if start is None else start,
+                            leader_epoch=0 if start is not None else -1,
+                            lag=-1 if start is None else self.shares.lag(key, start),
+                            error_code=E.none,
+                        )
+                    )
+                rows.append(
+                    ctx.nested(
+                        "DescribeShareGroupOffsetsResponseTopic",
+                        topic_name=name,
+                        topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
+                        partitions=tuple(parts),
+                    )
+                )
+            out.append(
+                ctx.nested(
+                    "DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=tuple(rows), error_code=E.none
+                )
+            )
         return ctx.response(throttle_time=0, groups=tuple(out))
 
     # AlterShareGroupOffsets -------------------------------------------------------------
@@ -114,8 +144,13 @@ class ShareOffsetsApis:
             parts: list[tuple[int, int, str | None]] = []
             for p in t.partitions:
                 if info is None or not 0 <= p.partition_index < info.partitions:
-                    parts.append((p.partition_index, E.unknown_topic_or_partition,
-                                  "This server does not host this topic-partition."))
+                    parts.append(
+                        (
+                            p.partition_index,
+                            E.unknown_topic_or_partition,
+                            "This server does not host this topic-partition.",
+                        )
+                    )
                 elif p.start_offset < 0:
                     parts.append((p.partition_index, E.invalid_request, "The start offset must not be negative."))
                 else:
@@ -124,15 +159,25 @@ class ShareOffsetsApis:
                     if parts[-1][1] == E.none:
                         name, done = altered.get(info.topic_id, (t.topic_name, frozenset()))
                         altered[info.topic_id] = (name, done | {p.partition_index})
-            rows.append(ctx.nested("AlterShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                   topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
-                                   partitions=tuple(ctx.nested("AlterShareGroupOffsetsResponsePartition",
-                                                               partition_index=i, error_code=e, error_message=m)
-                                                    for i, e, m in parts)))
+            rows.append(
+                ctx.nested(
+                    "AlterShareGroupOffsetsResponseTopic",
+                    topic_name=t.topic_name,
+                    topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
+                    partitions=tuple(
+                        ctx.nested(
+                            "AlterShareGroupOffsetsResponsePartition", partition_index=i, error_code=e, error_message=m
+                        )
+                        for i, e, m in parts
+                    ),
+                )
+            )
         if altered:  # the partitions are initialized in the group's ShareGroupStatePartitionMetadata
             error = await self._group_write(
                 lambda done: self.runtime.shard_for(req.group_id).share.initialize_partitions(
-                    req.group_id, altered, done))
+                    req.group_id, altered, done
+                )
+            )
             if error != E.none:
                 return ctx.response(throttle_time=0, error_code=error, error_message=None, responses=())
         return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))
@@ -145,6 +190,7 @@ class ShareOffsetsApis:
         def done(error: int) -> None:
             if not fut.done():
                 fut.set_result(error)
+
         write(done)
         return await fut
 
@@ -158,14 +204,16 @@ class ShareOffsetsApis:
             if not fut.done():
                 fut.set_result(error)
 
-        self.shares.state.write(key, offset, [], int(time.time() * 1000), done, full=True, state_epoch=epoch,
-                                restart=True)
+        self.shares.state.write(
+            key, offset, [], int(time.time() * 1000), done, full=True, state_epoch=epoch, restart=True
+        )
         error = await fut
         if error is not None:
             return E.kafka_storage_error, str(error)
         config = self.shares.config
-        self.shares.partitions[key] = SharePartition(offset, max_delivery=config.delivery_attempt_limit,
-                                                     max_in_flight=config.partition_max_record_locks)
+        self.shares.partitions[key] = SharePartition(
+            offset, max_delivery=config.delivery_attempt_limit, max_in_flight=config.partition_max_record_locks
+        )
         return E.none, None
 
     # DeleteShareGroupOffsets ------------------------------------------------------------
@@ -179,18 +227,32 @@ class ShareOffsetsApis:
         for t in req.topics:
             info = self.shares.topics.get(t.topic_name)
             if info is None:
-                rows.append(ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                       topic_id=uuid.UUID(int=0), error_code=E.unknown_topic_or_partition,
-                                       error_message="This server does not host this topic-partition."))
+                rows.append(
+                    ctx.nested(
+                        "DeleteShareGroupOffsetsResponseTopic",
+                        topic_name=t.topic_name,
+                        topic_id=uuid.UUID(int=0),
+                        error_code=E.unknown_topic_or_partition,
+                        error_message="This server does not host this topic-partition.",
+                    )
+                )
                 continue
             error, message = await self.shares.forget(req.group_id, info.topic_id)
             if error == E.none:
                 forgotten.add(info.topic_id)
-            rows.append(ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                   topic_id=info.topic_id, error_code=error, error_message=message))
+            rows.append(
+                ctx.nested(
+                    "DeleteShareGroupOffsetsResponseTopic",
+                    topic_name=t.topic_name,
+                    topic_id=info.topic_id,
+                    error_code=error,
+                    error_message=message,
+                )
+            )
         if forgotten:  # the topics leave the group's ShareGroupStatePartitionMetadata
             error = await self._group_write(
-                lambda done: self.runtime.shard_for(req.group_id).share.forget_topics(req.group_id, forgotten, done))
+                lambda done: self.runtime.shard_for(req.group_id).share.forget_topics(req.group_id, forgotten, done)
+            )
             if error != E.none:
                 return ctx.response(throttle_time=0, error_code=error, error_message=None, responses=())
         return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))

@@ -91,9 +91,15 @@ class SharePartition:
 
     # acquiring --------------------------------------------------------------------------
 
-    def acquire(self, member: str, deadline: float, max_records: int,
-                batches: Iterable[tuple[int, int, int]] = (), *, strict: bool = False
-                ) -> tuple[list[tuple[int, int, int]], list[int]]:
+    def acquire(
+        self,
+        member: str,
+        deadline: float,
+        max_records: int,
+        batches: Iterable[tuple[int, int, int]] = (),
+        *,
+        strict: bool = False,
+    ) -> tuple[list[tuple[int, int, int]], list[int]]:
         """Acquire up to max_records for `member` until `deadline`; a log batch is taken
         whole (Kafka's batch-optimized mode) unless `strict` (record-limit mode, ShareFetch
         v2). batches: (base offset, last offset, DATA or SKIP) of the log from `end` on, read
@@ -142,8 +148,14 @@ class SharePartition:
 
     # acknowledging ----------------------------------------------------------------------
 
-    def acknowledge(self, member: str, batches: list[tuple[int, int, tuple[int, ...]]], *, renew_allowed: bool = False,
-                    renew_deadline: float = 0.0) -> list[int]:
+    def acknowledge(
+        self,
+        member: str,
+        batches: list[tuple[int, int, tuple[int, ...]]],
+        *,
+        renew_allowed: bool = False,
+        renew_deadline: float = 0.0,
+    ) -> list[int]:
         """Apply a request's acknowledgement batches (first, last, types) for one partition,
         all or nothing: AckError (nothing changed) if any is not allowed. Returns the
         offsets whose state changed."""
@@ -163,14 +175,19 @@ class SharePartition:
             if last < self.start:
                 continue  # already done (archived by the start moving on), as Kafka skips it
             if first >= self.end or last >= self.end:
-                raise AckError(E.invalid_request, "Batch record not found. The last offset in request is past "
-                               "acquired records." if first < self.end else "Batch record not found. The first "
-                               "offset in request is past acquired records.")
+                raise AckError(
+                    E.invalid_request,
+                    "Batch record not found. The last offset in request is past acquired records."
+                    if first < self.end
+                    else "Batch record not found. The first offset in request is past acquired records.",
+                )
             for offset in range(max(first, self.start), last + 1):
                 r = self.records.get(offset)
                 if r is None or r.state != ACQUIRED:
-                    raise AckError(E.invalid_record_state, "The batch cannot be acknowledged. The batch is not in "
-                                   "the acquired state.")
+                    raise AckError(
+                        E.invalid_record_state,
+                        "The batch cannot be acknowledged. The batch is not in the acquired state.",
+                    )
                 if r.member != member:
                     raise AckError(E.invalid_record_state, "Member is not the owner of batch record")
                 plan.append((offset, types[0] if len(types) == 1 else types[offset - first]))

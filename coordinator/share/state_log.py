@@ -27,8 +27,14 @@ from typing import Any, Callable
 
 from protocol.record_batch import iter_batch_records
 from protocol.share_records import (
-    ShareSnapshotValue, ShareStateKey, ShareUpdateValue, StateBatch, decode_state_key, decode_state_value,
-    encode_state_key, encode_state_value,
+    ShareSnapshotValue,
+    ShareStateKey,
+    ShareUpdateValue,
+    StateBatch,
+    decode_state_key,
+    decode_state_value,
+    encode_state_key,
+    encode_state_value,
 )
 
 from ..log.config import LogConfig
@@ -51,6 +57,7 @@ def kafka_uuid(u: uuid.UUID) -> str:
 @dataclass
 class StoredState:
     """What replay gives for one share-partition, and where its records stand."""
+
     state_epoch: int = 0
     start: int = 0
     records: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (state, delivery count)
@@ -76,11 +83,15 @@ class ShareStateLog:
         self._pruning: set[asyncio.Task] = set()
 
     @classmethod
-    async def open(cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int,
-                   snapshot_every: int = 500) -> ShareStateLog:
+    async def open(
+        cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int, snapshot_every: int = 500
+    ) -> ShareStateLog:
         # (fsync is one of the flag's checked choices)
-        config = dataclasses.replace(STATE_TOPIC_CONFIG, fsync=fsync,  # type: ignore[arg-type]  # fsync is one of the flag's checked choices, a plain str to mypy
-                                     fsync_interval_ms=fsync_interval_ms)
+        config = dataclasses.replace(
+            STATE_TOPIC_CONFIG,
+            fsync=fsync,  # type: ignore[arg-type]  # fsync is one of the flag's checked choices, a plain str to mypy
+            fsync_interval_ms=fsync_interval_ms,
+        )
         return cls(await OffsetsLog.open(data_dir, partitions, config, topic=TOPIC), snapshot_every)
 
     def partition_of(self, key: Key) -> int:
@@ -113,8 +124,9 @@ class ShareStateLog:
 
     def replay(self, key: Key, k: ShareStateKey, value: Any, offset: int) -> None:
         if k.snapshot:
-            self.states[key] = state = StoredState(value.state_epoch, value.start_offset, {}, value.snapshot_epoch,
-                                                   0, offset, value.create_timestamp)
+            self.states[key] = state = StoredState(
+                value.state_epoch, value.start_offset, {}, value.snapshot_epoch, 0, offset, value.create_timestamp
+            )
             state.apply(-1, value.state_batches)
             return
         current = self.states.get(key)
@@ -125,9 +137,19 @@ class ShareStateLog:
 
     # writing ----------------------------------------------------------------------------
 
-    def write(self, key: Key, start: int, runs: list[tuple[int, int, int, int]], now_ms: int,
-              done: Callable[[BaseException | None], None], *, full: bool = False, state_epoch: int | None = None,
-              restart: bool = False, whole: Callable[[], list[tuple[int, int, int, int]]] | None = None) -> None:
+    def write(
+        self,
+        key: Key,
+        start: int,
+        runs: list[tuple[int, int, int, int]],
+        now_ms: int,
+        done: Callable[[BaseException | None], None],
+        *,
+        full: bool = False,
+        state_epoch: int | None = None,
+        restart: bool = False,
+        whole: Callable[[], list[tuple[int, int, int, int]]] | None = None,
+    ) -> None:
         """Persist a share-partition's change: `runs` (first, last, state, count) are the
         state batches that changed (all of them with full=True), `start` its start offset;
         restart: nothing in flight any more (AlterShareGroupOffsets); whole(): every state
@@ -157,8 +179,15 @@ class ShareStateLog:
             state.updates = 0
             if state.create_timestamp < 0:
                 state.create_timestamp = now_ms
-            value: Any = ShareSnapshotValue(state.snapshot_epoch, state.state_epoch, 0, state.start,
-                                            state.create_timestamp, now_ms, _batches_of(state.records))
+            value: Any = ShareSnapshotValue(
+                state.snapshot_epoch,
+                state.state_epoch,
+                0,
+                state.start,
+                state.create_timestamp,
+                now_ms,
+                _batches_of(state.records),
+            )
         else:
             state.updates += 1
             value = ShareUpdateValue(state.snapshot_epoch, 0, start, batches)
@@ -184,9 +213,14 @@ class ShareStateLog:
                 self.states.pop(key, None)
             done(error)
 
-        self.log.append_to(self.partition_of(key), [
-            (encode_state_key(ShareStateKey(True, group, topic_id, partition)), None),
-            (encode_state_key(ShareStateKey(False, group, topic_id, partition)), None)], written)
+        self.log.append_to(
+            self.partition_of(key),
+            [
+                (encode_state_key(ShareStateKey(True, group, topic_id, partition)), None),
+                (encode_state_key(ShareStateKey(False, group, topic_id, partition)), None),
+            ],
+            written,
+        )
 
     def _prune(self, p: int) -> None:
         """Records before the oldest snapshot a key of partition p still needs are redundant

@@ -29,8 +29,20 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol.record_batch import iter_batch_records
 from protocol.transaction_records import (
-    COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT, PREPARE_EPOCH_FENCE,
-    STATE_NAMES, TransactionLogValue, decode_key, decode_value, encode_key, encode_value,
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    DEAD,
+    EMPTY,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    PREPARE_EPOCH_FENCE,
+    STATE_NAMES,
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
 )
 
 from ..apis import Registry, RequestContext, ms
@@ -75,14 +87,29 @@ class TransactionMetadata:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(self.partitions):
             by_topic.setdefault(topic, []).append(partition)
-        return TransactionLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, by_topic,
-                                   self.last_update_ms, self.start_ms)
+        return TransactionLogValue(
+            self.producer_id,
+            self.producer_epoch,
+            self.timeout_ms,
+            self.state,
+            by_topic,
+            self.last_update_ms,
+            self.start_ms,
+        )
 
 
 class TransactionCoordinator:
-    def __init__(self, txn_log: OffsetsLog, data_plane: Any, groups: Any, producer_ids: Any, *,
-                 max_timeout_ms: int = 900_000, abort_check_interval_ms: int = 10_000,
-                 id_expiration_ms: int = 604_800_000) -> None:
+    def __init__(
+        self,
+        txn_log: OffsetsLog,
+        data_plane: Any,
+        groups: Any,
+        producer_ids: Any,
+        *,
+        max_timeout_ms: int = 900_000,
+        abort_check_interval_ms: int = 10_000,
+        id_expiration_ms: int = 604_800_000,
+    ) -> None:
         self.log = txn_log
         self.data_plane = data_plane
         self.groups = groups  # the group coordinator's runtime: markers for __consumer_offsets
@@ -128,8 +155,15 @@ class TransactionCoordinator:
                     loaded.pop(txn_id, None)
                     continue
                 loaded[txn_id] = TransactionMetadata(
-                    txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
-                    {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms)
+                    txn_id,
+                    v.producer_id,
+                    v.producer_epoch,
+                    v.timeout_ms,
+                    v.status,
+                    {(t, p) for t, ps in v.partitions.items() for p in ps},
+                    v.start_ms,
+                    v.last_update_ms,
+                )
         self.txns.update(loaded)
         for meta in loaded.values():
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
@@ -175,8 +209,9 @@ class TransactionCoordinator:
         new = dataclasses.replace(meta, **changes, last_update_ms=_now())
         fut, done = future_and_callback()
         try:
-            self.log.append(meta.transactional_id, [(encode_key(meta.transactional_id), encode_value(new.value()))],
-                            done)
+            self.log.append(
+                meta.transactional_id, [(encode_key(meta.transactional_id), encode_value(new.value()))], done
+            )
             await fut
         except Exception as e:  # (OSError from a full disk, a closed log)
             log.warning("transaction %s: writing its state failed: %s", meta.transactional_id, e)
@@ -206,8 +241,12 @@ class TransactionCoordinator:
         error = self._not_here(ctx, req.transactional_id)
         if error != E.none:
             return ctx.response(throttle_time=0, error_code=error, producer_id=-1, producer_epoch=-1)
-        error, pid, epoch = await self._init(req.transactional_id, ms(req.transaction_timeout),
-                                             getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+        error, pid, epoch = await self._init(
+            req.transactional_id,
+            ms(req.transaction_timeout),
+            getattr(req, "producer_id", -1),
+            getattr(req, "producer_epoch", -1),
+        )
         if error == E.producer_fenced and ctx.version < 4:
             error = E.invalid_producer_epoch  # (PRODUCER_FENCED is KIP-588, v4+)
         return ctx.response(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
@@ -253,10 +292,19 @@ class TransactionCoordinator:
                 new_epoch = 0
             else:
                 new_pid, new_epoch = meta.producer_id, meta.producer_epoch + 1
-            error = await self._write(meta, {
-                "producer_id": new_pid, "producer_epoch": new_epoch, "timeout_ms": timeout_ms, "state": EMPTY,
-                "partitions": set(), "start_ms": -1, "last_producer_id": meta.producer_id,
-                "last_producer_epoch": meta.producer_epoch})
+            error = await self._write(
+                meta,
+                {
+                    "producer_id": new_pid,
+                    "producer_epoch": new_epoch,
+                    "timeout_ms": timeout_ms,
+                    "state": EMPTY,
+                    "partitions": set(),
+                    "start_ms": -1,
+                    "last_producer_id": meta.producer_id,
+                    "last_producer_epoch": meta.producer_epoch,
+                },
+            )
             if error != E.none:
                 return error, -1, -1
             return E.none, meta.producer_id, meta.producer_epoch
@@ -292,12 +340,16 @@ class TransactionCoordinator:
         error, current = self._check(meta.transactional_id, pid, epoch, version_fenced)
         return error if current is meta or error != E.none else E.invalid_producer_id_mapping
 
-    async def _add(self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
-                   version_fenced: bool) -> dict[tuple[str, int], int]:
-        unknown = [tp for tp in partitions if tp[0] != OFFSETS_TOPIC and self.data_plane.topics.partition_log(*tp) is None]
+    async def _add(
+        self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]], version_fenced: bool
+    ) -> dict[tuple[str, int], int]:
+        unknown = [
+            tp for tp in partitions if tp[0] != OFFSETS_TOPIC and self.data_plane.topics.partition_log(*tp) is None
+        ]
         if unknown:  # nothing is added: the known ones are not attempted
-            return {tp: (E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted)
-                    for tp in partitions}
+            return {
+                tp: (E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted) for tp in partitions
+            }
         error, meta = self._check(txn_id, pid, epoch, version_fenced)
         if meta is not None:
             async with meta.lock:
@@ -323,31 +375,46 @@ class TransactionCoordinator:
             partitions = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
             error = self._not_here(ctx, req.v3_and_below_transactional_id)
             if error != E.none:
-                return ctx.response(throttle_time=0, results_by_topic_v3_and_below=self._by_topic(
-                    ctx, {tp: error for tp in partitions}))
-            results = await self._add(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                                      req.v3_and_below_producer_epoch, partitions, ctx.version >= 2)
+                return ctx.response(
+                    throttle_time=0, results_by_topic_v3_and_below=self._by_topic(ctx, {tp: error for tp in partitions})
+                )
+            results = await self._add(
+                req.v3_and_below_transactional_id,
+                req.v3_and_below_producer_id,
+                req.v3_and_below_producer_epoch,
+                partitions,
+                ctx.version >= 2,
+            )
             return ctx.response(throttle_time=0, results_by_topic_v3_and_below=self._by_topic(ctx, results))
         out = []
         for t in req.transactions:  # v4+: a broker verifying or adding for its producers (KIP-890)
             partitions = [(x.name, p) for x in t.topics for p in x.partitions]
             if t.verify_only:
-                results = {tp: self.verify(t.transactional_id, t.producer_id, t.producer_epoch, *tp)
-                           for tp in partitions}
+                results = {
+                    tp: self.verify(t.transactional_id, t.producer_id, t.producer_epoch, *tp) for tp in partitions
+                }
             else:
                 results = await self._add(t.transactional_id, t.producer_id, t.producer_epoch, partitions, True)
-            out.append(ctx.nested("AddPartitionsToTxnResult", transactional_id=t.transactional_id,
-                                  topic_results=self._by_topic(ctx, results)))
+            out.append(
+                ctx.nested(
+                    "AddPartitionsToTxnResult",
+                    transactional_id=t.transactional_id,
+                    topic_results=self._by_topic(ctx, results),
+                )
+            )
         return ctx.response(throttle_time=0, error_code=E.none, results_by_transaction=tuple(out))
 
     @staticmethod
     def _by_topic(ctx: RequestContext, results: dict[tuple[str, int], int]) -> tuple:
         by_topic: dict[str, list] = {}
         for (topic, partition), error in results.items():
-            by_topic.setdefault(topic, []).append(ctx.nested(
-                "AddPartitionsToTxnPartitionResult", partition_index=partition, partition_error_code=error))
-        return tuple(ctx.nested("AddPartitionsToTxnTopicResult", name=topic, results_by_partition=tuple(parts))
-                     for topic, parts in by_topic.items())
+            by_topic.setdefault(topic, []).append(
+                ctx.nested("AddPartitionsToTxnPartitionResult", partition_index=partition, partition_error_code=error)
+            )
+        return tuple(
+            ctx.nested("AddPartitionsToTxnTopicResult", name=topic, results_by_partition=tuple(parts))
+            for topic, parts in by_topic.items()
+        )
 
     async def add_offsets_to_txn(self, ctx: RequestContext, req: Any) -> Any:
         error = self._not_here(ctx, req.transactional_id)
@@ -413,24 +480,33 @@ class TransactionCoordinator:
         left = set(meta.partitions)
         while left:
             topics = [tp for tp in left if tp[0] != OFFSETS_TOPIC]
-            results = await self.data_plane.write_txn_markers(meta.producer_id, meta.producer_epoch, 0, commit,
-                                                              topics) if topics else {}
+            results = (
+                await self.data_plane.write_txn_markers(meta.producer_id, meta.producer_epoch, 0, commit, topics)
+                if topics
+                else {}
+            )
             for tp, error in results.items():
                 if error in (E.none, E.unknown_topic_or_partition):
                     left.discard(tp)
             for tp in [tp for tp in left if tp[0] == OFFSETS_TOPIC]:
                 fut, done = future_and_callback()
                 shard = self.groups.shards[tp[1]]
-                shard.write_marker(meta.producer_id, meta.producer_epoch, commit,
-                                   lambda error, done=done: done(None, error))
+                shard.write_marker(
+                    meta.producer_id, meta.producer_epoch, commit, lambda error, done=done: done(None, error)
+                )
                 if await fut == E.none:
                     left.discard(tp)
             if left:
-                log.warning("transaction %s: markers for %d partitions not written yet; retrying",
-                            meta.transactional_id, len(left))
+                log.warning(
+                    "transaction %s: markers for %d partitions not written yet; retrying",
+                    meta.transactional_id,
+                    len(left),
+                )
                 await asyncio.sleep(RETRY_MARKERS_S)
-        while await self._write(meta, {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT,
-                                       "partitions": set()}) != E.none:
+        while (
+            await self._write(meta, {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT, "partitions": set()})
+            != E.none
+        ):
             await asyncio.sleep(RETRY_MARKERS_S)
 
     # timeouts ---------------------------------------------------------------------------
@@ -447,14 +523,20 @@ class TransactionCoordinator:
         removal of expired transactional ids."""
         now = _now()
         for meta in list(self.txns.values()):
-            if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.lock.locked()
-                    and meta.last_update_ms + self.id_expiration_ms < now):
+            if (
+                meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+                and not meta.lock.locked()
+                and meta.last_update_ms + self.id_expiration_ms < now
+            ):
                 self._spawn(self._expire(meta))
 
     async def _expire(self, meta: TransactionMetadata) -> None:
         async with meta.lock:
-            if meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) or self.txns.get(meta.transactional_id) is not meta \
-                    or meta.unloaded:
+            if (
+                meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+                or self.txns.get(meta.transactional_id) is not meta
+                or meta.unloaded
+            ):
                 return
             fut, done = future_and_callback()
             try:
@@ -473,8 +555,12 @@ class TransactionCoordinator:
         now = _now()
         for meta in list(self.txns.values()):
             if meta.state == ONGOING and meta.start_ms + meta.timeout_ms < now and not meta.lock.locked():
-                log.info("transaction %s (producer %d) timed out after %d ms: aborting it", meta.transactional_id,
-                         meta.producer_id, meta.timeout_ms)
+                log.info(
+                    "transaction %s (producer %d) timed out after %d ms: aborting it",
+                    meta.transactional_id,
+                    meta.producer_id,
+                    meta.timeout_ms,
+                )
                 self._spawn(self._abort_timed_out(meta))
 
     async def _abort_timed_out(self, meta: TransactionMetadata) -> None:
@@ -490,20 +576,36 @@ class TransactionCoordinator:
             error = self._not_here(ctx, txn_id)  # (NOT_COORDINATOR: the admin client asks the coordinator)
             meta = self.txns.get(txn_id) if error == E.none else None
             if meta is None:
-                states.append(ctx.nested("TransactionState", error_code=error or E.transactional_id_not_found,
-                                         transactional_id=txn_id, transaction_state="", transaction_timeout=0,
-                                         transaction_start_time=millis_datetime(-1), producer_id=-1, producer_epoch=-1,
-                                         topics=()))
+                states.append(
+                    ctx.nested(
+                        "TransactionState",
+                        error_code=error or E.transactional_id_not_found,
+                        transactional_id=txn_id,
+                        transaction_state="",
+                        transaction_timeout=0,
+                        transaction_start_time=millis_datetime(-1),
+                        producer_id=-1,
+                        producer_epoch=-1,
+                        topics=(),
+                    )
+                )
                 continue
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(meta.partitions):
                 by_topic.setdefault(topic, []).append(partition)
-            states.append(ctx.nested(
-                "TransactionState", error_code=E.none, transactional_id=txn_id,
-                transaction_state=STATE_NAMES[meta.state], transaction_timeout=meta.timeout_ms,
-                transaction_start_time=millis_datetime(meta.start_ms if meta.start_ms >= 0 else -1),
-                producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                topics=tuple(ctx.nested("TopicData", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
+            states.append(
+                ctx.nested(
+                    "TransactionState",
+                    error_code=E.none,
+                    transactional_id=txn_id,
+                    transaction_state=STATE_NAMES[meta.state],
+                    transaction_timeout=meta.timeout_ms,
+                    transaction_start_time=millis_datetime(meta.start_ms if meta.start_ms >= 0 else -1),
+                    producer_id=meta.producer_id,
+                    producer_epoch=meta.producer_epoch,
+                    topics=tuple(ctx.nested("TopicData", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+                )
+            )
         return ctx.response(throttle_time=0, transaction_states=tuple(states))
 
     def list_transactions(self, ctx: RequestContext, req: Any) -> Any:
@@ -520,7 +622,14 @@ class TransactionCoordinator:
                 continue
             if self._not_here(ctx, meta.transactional_id) != E.none:
                 continue  # (each broker lists the ids it coordinates; the admin client asks them all)
-            out.append(ctx.nested("TransactionState", transactional_id=meta.transactional_id,
-                                  producer_id=meta.producer_id, transaction_state=STATE_NAMES[meta.state]))
-        return ctx.response(throttle_time=0, error_code=E.none, unknown_state_filters=unknown,
-                            transaction_states=tuple(out))
+            out.append(
+                ctx.nested(
+                    "TransactionState",
+                    transactional_id=meta.transactional_id,
+                    producer_id=meta.producer_id,
+                    transaction_state=STATE_NAMES[meta.state],
+                )
+            )
+        return ctx.response(
+            throttle_time=0, error_code=E.none, unknown_state_filters=unknown, transaction_states=tuple(out)
+        )

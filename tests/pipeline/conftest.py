@@ -19,15 +19,18 @@ def spark(tmp_path_factory):
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    session = (SparkSession.builder.master("local[2]").appName("pipeline-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
-               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pipeline-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
+        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

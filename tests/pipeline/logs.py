@@ -10,7 +10,11 @@ from pathlib import Path
 from coordinator.log.offsets import OffsetsLog
 from coordinator.log.partition import PartitionLog
 from protocol.group_records import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
 )
 from protocol.record_batch import GZIP, LZ4, NONE, SNAPPY, ZSTD
 
@@ -23,19 +27,35 @@ STORM_GENERATIONS = 12  # all within a minute: a storm with the default threshol
 @dataclass
 class Written:
     """Every `__consumer_offsets` batch appended: (group, log partition, base offset, records)."""
+
     batches: list[tuple[str, int, int, list]] = field(default_factory=list)
     topic_records: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def member(mid: str, assignment: bytes = b"xyz") -> MemberMetadata:
-    return MemberMetadata(member_id=mid, client_id=f"client-{mid}", client_host="/127.0.0.1", session_timeout=10_000,
-                          subscription=b"sub", assignment=assignment, rebalance_timeout=30_000)
+    return MemberMetadata(
+        member_id=mid,
+        client_id=f"client-{mid}",
+        client_host="/127.0.0.1",
+        session_timeout=10_000,
+        subscription=b"sub",
+        assignment=assignment,
+        rebalance_timeout=30_000,
+    )
 
 
 def generation(group: str, gen: int, members: list[str], ts: int) -> tuple:
-    return (GroupMetadataKey(group), GroupMetadataValue(
-        protocol_type="consumer", generation=gen, protocol="range", leader=members[0] if members else None,
-        members=tuple(member(m) for m in members), current_state_timestamp=ts))
+    return (
+        GroupMetadataKey(group),
+        GroupMetadataValue(
+            protocol_type="consumer",
+            generation=gen,
+            protocol="range",
+            leader=members[0] if members else None,
+            members=tuple(member(m) for m in members),
+            current_state_timestamp=ts,
+        ),
+    )
 
 
 async def write_data_dir(data_dir: Path) -> Written:
@@ -53,18 +73,43 @@ async def write_data_dir(data_dir: Path) -> Written:
         for gen, members in enumerate([["a"], ["a", "b"], ["b"]], start=1):
             await append(group, [generation(group, gen, members, NOW + gen * 1000)])
         for minute in range(3):
-            commits = [(OffsetCommitKey(group, "orders", p),
-                        OffsetCommitValue(offset=minute * 10 + p, metadata="m", commit_timestamp=NOW + minute * 60_000,
-                                          leader_epoch=minute))
-                       for p in range(4)]
+            commits = [
+                (
+                    OffsetCommitKey(group, "orders", p),
+                    OffsetCommitValue(
+                        offset=minute * 10 + p,
+                        metadata="m",
+                        commit_timestamp=NOW + minute * 60_000,
+                        leader_epoch=minute,
+                    ),
+                )
+                for p in range(4)
+            ]
             await append(group, commits)
         await append(group, [(OffsetCommitKey(group, "orders", 3), None)])  # offset deleted
-    await append("stormy", [generation("stormy", gen, ["a", "b"][: 1 + gen % 2], NOW + gen * 2000)
-                            for gen in range(1, STORM_GENERATIONS + 1)])
-    await append("stormy", [(OffsetCommitKey("stormy", "orders", 1),
-                             OffsetCommitValue(offset=3, commit_timestamp=NOW, expire_timestamp=NOW + 86_400_000))])
-    await append("gone", [generation("gone", 1, ["x"], NOW), (OffsetCommitKey("gone", "orders", 0),
-                                                                OffsetCommitValue(offset=1, commit_timestamp=NOW))])
+    await append(
+        "stormy",
+        [
+            generation("stormy", gen, ["a", "b"][: 1 + gen % 2], NOW + gen * 2000)
+            for gen in range(1, STORM_GENERATIONS + 1)
+        ],
+    )
+    await append(
+        "stormy",
+        [
+            (
+                OffsetCommitKey("stormy", "orders", 1),
+                OffsetCommitValue(offset=3, commit_timestamp=NOW, expire_timestamp=NOW + 86_400_000),
+            )
+        ],
+    )
+    await append(
+        "gone",
+        [
+            generation("gone", 1, ["x"], NOW),
+            (OffsetCommitKey("gone", "orders", 0), OffsetCommitValue(offset=1, commit_timestamp=NOW)),
+        ],
+    )
     await append("gone", [(OffsetCommitKey("gone", "orders", 0), None), (GroupMetadataKey("gone"), None)])
     await log.close()
 
@@ -72,8 +117,9 @@ async def write_data_dir(data_dir: Path) -> Written:
     for (topic, p), n in TOPIC_RECORDS.items():
         plog = PartitionLog.open_sync(data_dir / f"{topic}-{p}")
         for i in range(n):  # one record per batch, cycling through the codecs
-            plog.append_records([(b"k%d" % i, b"v%d" % i)], NOW, compression=codecs[i % len(codecs)],
-                                headers=[("h", b"%d" % i)])
+            plog.append_records(
+                [(b"k%d" % i, b"v%d" % i)], NOW, compression=codecs[i % len(codecs)], headers=[("h", b"%d" % i)]
+            )
         await plog.close()
         w.topic_records[(topic, p)] = n
     return w

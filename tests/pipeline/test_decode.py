@@ -21,16 +21,31 @@ from .logs import write_data_dir  # noqa: E402
 KEY = OffsetCommitKey("g", "t", 0)
 
 
-@given(offset=st.integers(-1, 2**63 - 1), epoch=st.integers(-1, 2**31 - 1), metadata=st.text(max_size=40),
-       commit_ts=st.integers(-1, 2**62), expire_ts=st.integers(-1, 2**62), version=st.sampled_from([0, 1, 2, 3, 4]))
+@given(
+    offset=st.integers(-1, 2**63 - 1),
+    epoch=st.integers(-1, 2**31 - 1),
+    metadata=st.text(max_size=40),
+    commit_ts=st.integers(-1, 2**62),
+    expire_ts=st.integers(-1, 2**62),
+    version=st.sampled_from([0, 1, 2, 3, 4]),
+)
 def test_commit_value_fast_path_equals_the_codec(offset, epoch, metadata, commit_ts, expire_ts, version):
-    value = OffsetCommitValue(offset=offset, metadata=metadata, commit_timestamp=commit_ts,
-                              leader_epoch=epoch if version >= 3 else -1,
-                              expire_timestamp=expire_ts if version == 1 else -1)
+    value = OffsetCommitValue(
+        offset=offset,
+        metadata=metadata,
+        commit_timestamp=commit_ts,
+        leader_epoch=epoch if version >= 3 else -1,
+        expire_timestamp=expire_ts if version == 1 else -1,
+    )
     data = encode_value(value, version)
     v = decode_value(KEY, data)
-    assert commit_value_fields(KEY, data) == (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
-                                              v.expire_timestamp)
+    assert commit_value_fields(KEY, data) == (
+        v.offset,
+        v.leader_epoch,
+        v.metadata,
+        v.commit_timestamp,
+        v.expire_timestamp,
+    )
 
 
 def test_undecodable_v3_value_still_raises_through_the_codec():
@@ -56,12 +71,35 @@ def test_decoded_rows_equal_the_coordinators_replay(tmp_path):
     for r in asyncio.run(replay()):
         if type(r.key) is OffsetCommitKey:
             v = r.value
-            expected.append(("commit", r.key.group, r.key.topic, r.key.partition, v and v.offset,
-                             v and v.commit_timestamp, v is None, r.partition, r.offset))
+            expected.append(
+                (
+                    "commit",
+                    r.key.group,
+                    r.key.topic,
+                    r.key.partition,
+                    v and v.offset,
+                    v and v.commit_timestamp,
+                    v is None,
+                    r.partition,
+                    r.offset,
+                )
+            )
         else:
             expected.append(("group", r.key.group, None, None, None, None, r.value is None, r.partition, r.offset))
-    got = [(r["kind"], r["group"], r["topic"], r["partition"], r["offset"], r["commit_timestamp"], r["tombstone"],
-            r["log_partition"], r["log_offset"]) for r in rows]
+    got = [
+        (
+            r["kind"],
+            r["group"],
+            r["topic"],
+            r["partition"],
+            r["offset"],
+            r["commit_timestamp"],
+            r["tombstone"],
+            r["log_partition"],
+            r["log_offset"],
+        )
+        for r in rows
+    ]
     order = lambda t: (t[7], t[8])  # noqa: E731
     assert sorted(got, key=order) == sorted(expected, key=order)
 
@@ -85,8 +123,11 @@ def test_transactional_commits_count_once_their_marker_commits(tmp_path):
 
         await done_of(lambda d: log.append_to(0, [(OffsetCommitKey("g", "t", 0), value(1))], d))
         for pid, offset in ((7, 70), (8, 80), (9, 90)):
-            await done_of(lambda d, pid=pid, offset=offset: log.append_txn_to(
-                0, [(OffsetCommitKey("g", "t", pid), value(offset))], pid, 0, d))
+            await done_of(
+                lambda d, pid=pid, offset=offset: log.append_txn_to(
+                    0, [(OffsetCommitKey("g", "t", pid), value(offset))], pid, 0, d
+                )
+            )
         await done_of(lambda d: log.append_marker_to(0, 7, 0, True, d))
         await done_of(lambda d: log.append_marker_to(0, 8, 0, False, d))
         loaded = {(k.topic, k.partition): v.offset for _, k, v in log.latest_records() if type(k) is OffsetCommitKey}
@@ -110,8 +151,12 @@ async def test_consumer_group_epochs_are_group_rows_with_their_members(server):
     seen = []  # (epoch, members, client ids) as described after each step
     try:
         await conn.create_topics("t", partitions=4)
-        steps = [hb("cg", "a", 0, ["t"]), hb("cg", "b", 0, ["t"]), hb("cg", "a", -1, owned=None),
-                 hb("cg", "b", -1, owned=None)]
+        steps = [
+            hb("cg", "a", 0, ["t"]),
+            hb("cg", "b", 0, ["t"]),
+            hb("cg", "a", -1, owned=None),
+            hb("cg", "b", -1, owned=None),
+        ]
         for body in steps:
             assert (await conn.request(HB, 1, body)).error_code == 0
             (d,) = await describe(conn, "cg")
@@ -121,10 +166,17 @@ async def test_consumer_group_epochs_are_group_rows_with_their_members(server):
     finally:
         await conn.close()
     server.stop()
-    rows = [r for b in decode_segments(segment_files(server.data_dir, {OFFSETS_TOPIC}))
-            for r in b.to_pylist() if r["kind"] == "group" and r["group"] == "cg"]
-    got = [(r["generation"], {m["member_id"] for m in r["members"]}, {m["client_id"] for m in r["members"]})
-           for r in rows if not r["tombstone"]]
+    rows = [
+        r
+        for b in decode_segments(segment_files(server.data_dir, {OFFSETS_TOPIC}))
+        for r in b.to_pylist()
+        if r["kind"] == "group" and r["group"] == "cg"
+    ]
+    got = [
+        (r["generation"], {m["member_id"] for m in r["members"]}, {m["client_id"] for m in r["members"]})
+        for r in rows
+        if not r["tombstone"]
+    ]
     assert got == seen and [e for e, *_ in seen] == [1, 2, 3, 4]
     assert {r["group_type"] for r in rows} == {"consumer"} and rows[-1]["tombstone"]
     assert all(r["member_count"] == len(r["members"]) and r["leader"] is None for r in rows)

@@ -19,8 +19,11 @@ T0 = 1_700_000_000_000
 
 async def commit(data, offset: int, at_ms: int) -> None:
     log = await OffsetsLog.open(data, partitions=3, background=False)
-    await log.append("g", [(OffsetCommitKey("g", "t", p), OffsetCommitValue(offset=offset, commit_timestamp=at_ms))
-                           for p in (0, 1)], timestamp_ms=at_ms)
+    await log.append(
+        "g",
+        [(OffsetCommitKey("g", "t", p), OffsetCommitValue(offset=offset, commit_timestamp=at_ms)) for p in (0, 1)],
+        timestamp_ms=at_ms,
+    )
     await log.close()
 
 
@@ -29,8 +32,10 @@ def test_follow_picks_up_commits_and_resumes_from_its_checkpoint(spark, tmp_path
     asyncio.run(commit(data, 1, T0))
 
     def outputs():
-        committed = {(r.group, r.topic, r.partition): r.offset
-                     for r in spark.read.parquet(str(out / "committed_offsets")).collect()}
+        committed = {
+            (r.group, r.topic, r.partition): r.offset
+            for r in spark.read.parquet(str(out / "committed_offsets")).collect()
+        }
         commits = sum(r.commits for r in spark.read.parquet(str(out / "commit_rate")).collect())
         return committed, commits
 

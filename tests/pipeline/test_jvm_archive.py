@@ -25,8 +25,9 @@ stop_session(spark)
 def session(cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    return subprocess.run([sys.executable, "-c", SESSION], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", SESSION], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_first_session_writes_the_archive_and_a_damaged_one_is_ignored(tmp_path):

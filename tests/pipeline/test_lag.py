@@ -40,9 +40,11 @@ async def write(data) -> None:
     log = await OffsetsLog.open(data, partitions=3, background=False)
     for group, (p, commits) in COMMITS.items():
         for at, offset in commits:
-            await log.append(group, [(OffsetCommitKey(group, "events", p),
-                                      OffsetCommitValue(offset=offset, commit_timestamp=T0 + at * S))],
-                             timestamp_ms=T0 + at * S)
+            await log.append(
+                group,
+                [(OffsetCommitKey(group, "events", p), OffsetCommitValue(offset=offset, commit_timestamp=T0 + at * S))],
+                timestamp_ms=T0 + at * S,
+            )
     await log.close()
 
 
@@ -54,10 +56,13 @@ def data(tmp_path_factory):
 
 
 def test_lag_history_in_messages_and_seconds(spark, data):
-    history = analytics.lag_history(analytics.commits(read_offsets(spark, str(data))),
-                                    analytics.log_batches(spark, str(data)))
-    rows = {(r.group, r.commit_timestamp - T0): (r.committed_offset, r.log_end_offset, r.lag, r.lag_seconds)
-            for r in history.collect()}
+    history = analytics.lag_history(
+        analytics.commits(read_offsets(spark, str(data))), analytics.log_batches(spark, str(data))
+    )
+    rows = {
+        (r.group, r.commit_timestamp - T0): (r.committed_offset, r.log_end_offset, r.lag, r.lag_seconds)
+        for r in history.collect()
+    }
     # stalled: at T0+20 s records 0..19 exist (end 20); offset 3 was produced at T0+3 s.
     assert rows[("stalled", 20 * S)] == (3, 20, 17, 17.0)
     # At T0+5 s records 0..5 exist: end 6.
@@ -81,8 +86,14 @@ def test_burrow_verdicts(spark, data, tmp_path):
         "rewound": ("REWIND", "a committed offset went back"),
     }
     groups = {r.group: r.status for r in spark.read.parquet(str(out / "lag_status_groups")).collect()}
-    assert groups == {"caught-up": "OK", "stalled": "ERR", "slow": "WARN", "stopped": "ERR", "recovering": "OK",
-                      "rewound": "ERR"}
+    assert groups == {
+        "caught-up": "OK",
+        "stalled": "ERR",
+        "slow": "WARN",
+        "stopped": "ERR",
+        "recovering": "OK",
+        "rewound": "ERR",
+    }
     history = spark.read.parquet(str(out / "lag_history")).where("group = 'slow'").orderBy("commit_time").collect()
     assert [r.lag for r in history] == [4, 7, 10, 12]
 

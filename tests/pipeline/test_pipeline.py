@@ -54,8 +54,15 @@ def test_kafka_log_rows_every_codec_arrow_and_tuples_alike(spark, written):
     assert len(rows) == sum(TOPIC_RECORDS.values()) and all(r.error is None for r in rows)
     assert {r.attributes & 7 for r in rows} == set(CODECS.values())  # gzip/snappy/lz4/zstd decoded
     r = rows[12]
-    assert (r.topic, r.partition, r.offset, r.key, r.value, r.headers[0].key, r.headers[0].value) == \
-        ("orders", 0, 12, b"k12", b"v12", "h", b"12")
+    assert (r.topic, r.partition, r.offset, r.key, r.value, r.headers[0].key, r.headers[0].value) == (
+        "orders",
+        0,
+        12,
+        b"k12",
+        b"v12",
+        "h",
+        b"12",
+    )
     tuples = read_logs(spark, str(data), topics="orders", arrow="false").orderBy("partition", "offset").collect()
     assert tuples == rows
     assert df.rdd.getNumPartitions() <= spark.sparkContext.defaultParallelism
@@ -72,26 +79,35 @@ def test_job_outputs_match_the_reference(spark, written, tmp_path):
     assert {(r.group, r.topic, r.partition): r.offset for r in read("committed_offsets")} == ref["committed"]
     lag = read("consumer_lag")
     assert {(r.group, r.topic, r.partition): r.lag for r in lag if not r.deleted} == ref["lag"]
-    assert {(r.topic, r.partition): r.log_end_offset for r in lag if r.log_end_offset is not None} == \
-        {k: n for k, n in TOPIC_RECORDS.items() if k in {(t, p) for _, t, p in ref["committed"]}}
+    assert {(r.topic, r.partition): r.log_end_offset for r in lag if r.log_end_offset is not None} == {
+        k: n for k, n in TOPIC_RECORDS.items() if k in {(t, p) for _, t, p in ref["committed"]}
+    }
     # Deleted offsets are rows of their own (OffsetDelete of orders-3; the deleted group's).
     assert {(r.group, r.topic, r.partition) for r in lag if r.deleted} == {
-        ("gone", "orders", 0), *((f"group-{g}", "orders", 3) for g in range(5))}
-    totals = {r.group: (r.total_lag, r.partitions, r.partitions_without_log, r.deleted_partitions, r.state)
-              for r in read("consumer_lag_totals")}
+        ("gone", "orders", 0),
+        *((f"group-{g}", "orders", 3) for g in range(5)),
+    }
+    totals = {
+        r.group: (r.total_lag, r.partitions, r.partitions_without_log, r.deleted_partitions, r.state)
+        for r in read("consumer_lag_totals")
+    }
     assert totals["group-0"] == (50 - 20, 3, 0, 1, "Stable")  # orders-1 and -2 are committed beyond their end
     assert totals["gone"] == (0, 0, 0, 1, "Dead")  # a deleted group says so
     states = {r.group: (r.group_type, r.state, r.generation, r.member_count) for r in read("group_states")}
     assert states["group-0"] == ("classic", "Stable", 3, 1) and states["gone"][1] == "Dead"
 
     timeline = read("rebalance_timeline")
-    assert {(r.group, r.generation): (r.member_count, sorted(r.joined), sorted(r.left)) for r in timeline} == \
-        ref["timeline"]
+    assert {(r.group, r.generation): (r.member_count, sorted(r.joined), sorted(r.left)) for r in timeline} == ref[
+        "timeline"
+    ]
     storms = {r.group: (r.rebalances, r.storm) for r in read("rebalance_summary")}
     assert storms["stormy"] == (STORM_GENERATIONS, True) and storms["group-1"] == (3, False)
     g1 = sorted((r for r in timeline if r.group == "group-1"), key=lambda r: r.generation)
-    assert [(r.leader, r.protocol, r.since_previous_ms) for r in g1] == \
-        [("a", "range", None), ("a", "range", 1000), ("b", "range", 1000)]
+    assert [(r.leader, r.protocol, r.since_previous_ms) for r in g1] == [
+        ("a", "range", None),
+        ("a", "range", 1000),
+        ("b", "range", 1000),
+    ]
 
     rate = {(r.group, int(r.minute.timestamp() * 1000)): r.commits for r in read("commit_rate")}
     assert rate == ref["rate"]
@@ -105,12 +121,14 @@ def test_offsets_columns(spark, written):
     data, _ = written
     offsets = read_offsets(spark, str(data))
     stormy = analytics.commits(offsets).where("group = 'stormy'").collect()
-    assert [(r.offset, r.expire_timestamp, r.log_partition) for r in stormy] == \
-        [(3, 1_700_000_040_000 + 86_400_000, partition_for("stormy"))]
+    assert [(r.offset, r.expire_timestamp, r.log_partition) for r in stormy] == [
+        (3, 1_700_000_040_000 + 86_400_000, partition_for("stormy"))
+    ]
     g = analytics.groups(offsets).where("group = 'group-0' AND generation = 2").collect()[0]
-    assert [(m.member_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, m.assignment_bytes)
-            for m in g.members] == [("a", "client-a", "/127.0.0.1", 10_000, 30_000, 3),
-                                    ("b", "client-b", "/127.0.0.1", 10_000, 30_000, 3)]
+    assert [
+        (m.member_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, m.assignment_bytes)
+        for m in g.members
+    ] == [("a", "client-a", "/127.0.0.1", 10_000, 30_000, 3), ("b", "client-b", "/127.0.0.1", 10_000, 30_000, 3)]
     assert analytics.groups(offsets).where("group = 'gone' AND tombstone").count() == 1
 
 
@@ -122,8 +140,14 @@ def test_corrupt_batch_is_reported_and_everything_else_is_read(spark, written, t
     src, w = written
     data = tmp_path / "data"
     shutil.copytree(src, data)
-    group, lp, base, _ = next(b for b in w.batches if b[0] == "group-2" and b[3][0][1] is not None
-                              and type(b[3][0][0]) is OffsetCommitKey and b[3][0][1].offset >= 20)
+    group, lp, base, _ = next(
+        b
+        for b in w.batches
+        if b[0] == "group-2"
+        and b[3][0][1] is not None
+        and type(b[3][0][0]) is OffsetCommitKey
+        and b[3][0][1].offset >= 20
+    )
     segment = next((data / f"__consumer_offsets-{lp}").glob("*.log"))
     raw = bytearray(segment.read_bytes())
     pos, h = next((pos, h) for pos, h in iter_batches(raw) if h.base_offset == base)
@@ -141,12 +165,17 @@ def test_corrupt_batch_is_reported_and_everything_else_is_read(spark, written, t
     assert summary["bad batches"] == 2 and summary["bad batch files"] == ", ".join(sorted([str(segment), str(orders)]))
     bad = spark.read.parquet(str(tmp_path / "out" / "bad_batches")).orderBy("topic").collect()
     assert [(r.topic, r.file, r.partition, r.offset) for r in bad] == [
-        ("__consumer_offsets", str(segment), lp, base), ("orders", str(orders), 0, 5)]
+        ("__consumer_offsets", str(segment), lp, base),
+        ("orders", str(orders), 0, 5),
+    ]
     assert all("CRC" in r.error for r in bad)
     expected = reference(w, skip={(lp, base)})
     assert committed_offsets_map(spark, str(data)) == expected["committed"] != reference(w)["committed"]
-    lag = {(r.group, r.topic, r.partition): r.lag
-           for r in spark.read.parquet(str(tmp_path / "out" / "consumer_lag")).collect() if not r.deleted}
+    lag = {
+        (r.group, r.topic, r.partition): r.lag
+        for r in spark.read.parquet(str(tmp_path / "out" / "consumer_lag")).collect()
+        if not r.deleted
+    }
     assert lag == expected["lag"]
     # the raw reader: an error row with the file, every other record of that file still there
     rows = read_logs(spark, str(data), topics="orders").where("partition = 0").collect()
@@ -168,8 +197,14 @@ def test_a_broken_length_skips_one_range_the_server_names_and_repair_removes(spa
     src, w = written
     data = tmp_path / "data"
     shutil.copytree(src, data)
-    group, lp, base, _ = next(b for b in w.batches if b[0] == "group-3" and type(b[3][0][0]) is OffsetCommitKey
-                              and b[3][0][1] is not None and b[3][0][1].offset == 10)
+    group, lp, base, _ = next(
+        b
+        for b in w.batches
+        if b[0] == "group-3"
+        and type(b[3][0][0]) is OffsetCommitKey
+        and b[3][0][1] is not None
+        and b[3][0][1].offset == 10
+    )
     segment = next((data / f"__consumer_offsets-{lp}").glob("*.log"))
     raw = bytearray(segment.read_bytes())
     pos, h = next((pos, h) for pos, h in iter_batches(raw) if h.base_offset == base)
@@ -189,8 +224,11 @@ def test_a_broken_length_skips_one_range_the_server_names_and_repair_removes(spa
 
     async def loaded():  # what the coordinator loads at startup, and which partitions it refuses
         log = await OffsetsLog.open(data, background=False)
-        state = {(k.group, k.topic, k.partition): v.offset for _, k, v in log.latest_records()
-                 if type(k) is OffsetCommitKey and v is not None}
+        state = {
+            (k.group, k.topic, k.partition): v.offset
+            for _, k, v in log.latest_records()
+            if type(k) is OffsetCommitKey and v is not None
+        }
         offline = log.offline()
         await log.close()
         return state, offline
@@ -218,8 +256,15 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     described: dict[str, dict] = {}
     for group in ("readers-a", "readers-b", "readers-c"):
         kip848 = {"group.protocol": "consumer"} if group == "readers-c" else {}  # a KIP-848 consumer group
-        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, **kip848})
+        c = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **kip848,
+            }
+        )
         c.subscribe(["clicks"])
         got = 0
         deadline = time.monotonic() + 30
@@ -230,8 +275,11 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
                 c.commit(asynchronous=False)
         # Who owns what now, as the server describes it (for the ownership output below).
         d = admin.describe_consumer_groups([group])[group].result(10)
-        described[group] = {(tp.topic, tp.partition): (m.member_id, m.client_id, m.host)
-                            for m in d.members for tp in m.assignment.topic_partitions}
+        described[group] = {
+            (tp.topic, tp.partition): (m.member_id, m.client_id, m.host)
+            for m in d.members
+            for tp in m.assignment.topic_partitions
+        }
         c.close()
     fetched = {}
     for owners in described.values():
@@ -249,22 +297,27 @@ def test_committed_offsets_equal_offset_fetch_of_the_live_server(spark, server):
     assert sum(v for (g, _, _), v in fetched.items() if g == "readers-a") == 300
     offsets = read_offsets(spark, str(server.data_dir))
     # Every group's records sit in the group's partition of __consumer_offsets, as on Kafka.
-    assert {r.log_partition for r in analytics.commits(offsets).where("group = 'readers-a'").collect()} == \
-        {partition_for("readers-a")}
+    assert {r.log_partition for r in analytics.commits(offsets).where("group = 'readers-a'").collect()} == {
+        partition_for("readers-a")
+    }
     timeline = analytics.rebalance_timeline(analytics.groups(offsets))
     assert timeline.where("group = 'readers-a'").count() >= 1
     # Who owned what: the last generation (epoch) with members, as DescribeGroups said then.
     owners = analytics.ownership(analytics.groups(offsets)).collect()
     for group, expected in described.items():
         last = max(r.generation for r in owners if r.group == group)
-        assert {(r.topic, r.partition): (r.member_id, r.client_id, r.client_host)
-                for r in owners if r.group == group and r.generation == last} == expected, group
+        assert {
+            (r.topic, r.partition): (r.member_id, r.client_id, r.client_host)
+            for r in owners
+            if r.group == group and r.generation == last
+        } == expected, group
     # The KIP-848 group: one row per group epoch, the member joining, then leaving (close()).
     rows = timeline.where("group = 'readers-c'").orderBy("generation").collect()
     assert {r.group_type for r in rows} == {"consumer"} and len(rows) >= 2
     assert len(rows[0].joined) == 1 and rows[-1].member_count == 0 and rows[-1].left == rows[0].joined
-    lag = analytics.consumer_lag(analytics.committed_offsets(analytics.commits(offsets)),
-                                 analytics.log_end_offsets(spark, str(server.data_dir)))
+    lag = analytics.consumer_lag(
+        analytics.committed_offsets(analytics.commits(offsets)), analytics.log_end_offsets(spark, str(server.data_dir))
+    )
     assert {r.partition: r.lag for r in lag.where("group = 'readers-a'").collect()} == {0: 0, 1: 0, 2: 0}
 
 
@@ -298,9 +351,13 @@ def test_an_output_that_cannot_be_written_is_one_line_and_status_2(written, tmp_
     out = tmp_path / "out"
     out.mkdir()
     (out / "lag_status").write_text("a file where the job wants a directory")
-    done = subprocess.run([sys.executable, "-m", "pipeline.run", "--data-dir", str(data), "--out", str(out),
-                           "--master", "local[2]"], cwd=Path(__file__).resolve().parents[2], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.run", "--data-dir", str(data), "--out", str(out), "--master", "local[2]"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "lag_status" in errors[0], done.stderr[-2000:]

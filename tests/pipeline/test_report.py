@@ -24,25 +24,57 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def member(mid: str, partitions: list[int]) -> MemberMetadata:
-    return MemberMetadata(member_id=mid, client_id=f"client-{mid}", client_host="/127.0.0.1", session_timeout=10_000,
-                          subscription=b"", assignment=write_assignment(0, [("events", partitions)]),
-                          rebalance_timeout=30_000)
+    return MemberMetadata(
+        member_id=mid,
+        client_id=f"client-{mid}",
+        client_host="/127.0.0.1",
+        session_timeout=10_000,
+        subscription=b"",
+        assignment=write_assignment(0, [("events", partitions)]),
+        rebalance_timeout=30_000,
+    )
 
 
 async def add_generations(data) -> None:
     log = await OffsetsLog.open(data, partitions=3, background=False)
     for generation, owners in enumerate([{"a": [1, 2]}, {"a": [1], "b": [2]}], start=1):
-        await log.append("slow", [(GroupMetadataKey("slow"), GroupMetadataValue(
-            protocol_type="consumer", generation=generation, protocol="range", leader="a",
-            members=tuple(member(m, ps) for m, ps in owners.items()),
-            current_state_timestamp=T0 + generation * 5000))], timestamp_ms=T0 + generation * 5000)
+        await log.append(
+            "slow",
+            [
+                (
+                    GroupMetadataKey("slow"),
+                    GroupMetadataValue(
+                        protocol_type="consumer",
+                        generation=generation,
+                        protocol="range",
+                        leader="a",
+                        members=tuple(member(m, ps) for m, ps in owners.items()),
+                        current_state_timestamp=T0 + generation * 5000,
+                    ),
+                )
+            ],
+            timestamp_ms=T0 + generation * 5000,
+        )
     await log.close()
 
 
 def chromium(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=10000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs Debian's package)")

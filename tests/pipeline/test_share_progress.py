@@ -18,8 +18,9 @@ async def test_share_progress_equals_the_servers_offsets(spark, server, tmp_path
     try:
         r = await conn.request(SFETCH, 1, sfetch("workers", "a", 0, tid, max_records=10))
         assert acquired(r) == [(0, 9, 1)]
-        await conn.request(SACK, 1, sack("workers", "a", 1, tid, {0: [(0, 4, [ACCEPT]), (5, 5, [REJECT]),
-                                                                       (7, 7, [ACCEPT])]}))
+        await conn.request(
+            SACK, 1, sack("workers", "a", 1, tid, {0: [(0, 4, [ACCEPT]), (5, 5, [REJECT]), (7, 7, [ACCEPT])]})
+        )
         G = cls(90, 1, "DescribeShareGroupOffsetsRequestGroup")
         described = (await conn.request(90, 1, cls(90, 1)(groups=(G(group_id="workers", topics=None),)))).groups[0]
         live = described.topics[0].partitions[0]
@@ -28,7 +29,12 @@ async def test_share_progress_equals_the_servers_offsets(spark, server, tmp_path
     server.stop()
 
     (row,) = share_state_table(server.data_dir).to_pylist()
-    assert (row["group"], row["topic"], row["partition"], row["start_offset"]) == ("workers", "jobs", 0, live.start_offset)
+    assert (row["group"], row["topic"], row["partition"], row["start_offset"]) == (
+        "workers",
+        "jobs",
+        0,
+        live.start_offset,
+    )
     assert (row["start_offset"], row["acknowledged"], row["archived"], row["in_flight"]) == (6, 1, 0, 3)
 
     out = tmp_path / "out"
@@ -36,5 +42,10 @@ async def test_share_progress_equals_the_servers_offsets(spark, server, tmp_path
     assert summary["share-partitions"] == 1
     (progress,) = spark.read.parquet(str(out / "share_progress")).collect()
     assert (progress.group, progress.topic, progress.start_offset, progress.log_end_offset, progress.lag) == (
-        "workers", "jobs", 6, 20, live.lag)
+        "workers",
+        "jobs",
+        6,
+        20,
+        live.lag,
+    )
     assert "Share groups (KIP-932)" in (out / "report.html").read_text()

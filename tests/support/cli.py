@@ -10,8 +10,14 @@ from tests.support.process import ROOT
 
 
 def start(*args: str, env: dict | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def one_error_line(done: subprocess.CompletedProcess) -> str:

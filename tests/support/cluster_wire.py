@@ -29,7 +29,13 @@ async def close(conns: dict[int, WireClient]) -> None:
 
 async def create_topic(conn: WireClient, name: str, partitions: int, rf: int) -> int:
     topic = nested(19, 4, "CreatableTopic")
-    r = await conn.request(19, 4, request_class(19, 4)(
-        topics=(topic(name=name, num_partitions=partitions, replication_factor=rf, assignments=(), configs=()),),
-        timeout=datetime.timedelta(seconds=5), validate_only=False))
+    r = await conn.request(
+        19,
+        4,
+        request_class(19, 4)(
+            topics=(topic(name=name, num_partitions=partitions, replication_factor=rf, assignments=(), configs=()),),
+            timeout=datetime.timedelta(seconds=5),
+            validate_only=False,
+        ),
+    )
     return r.topics[0].error_code

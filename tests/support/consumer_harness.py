@@ -26,14 +26,21 @@ class Harness:
         self.log = log or MemoryLog()
         self.clock = ManualClock()
         self.catalog = catalog or Catalog()
-        self.runtime = CoordinatorRuntime(self.log, self.clock, GroupConfig(), OffsetConfig(),
-                                          ConsumerGroupConfig(**config), TopicImage(self.catalog))
+        self.runtime = CoordinatorRuntime(
+            self.log, self.clock, GroupConfig(), OffsetConfig(), ConsumerGroupConfig(**config), TopicImage(self.catalog)
+        )
         self.shard = self.runtime.shard_for(GROUP)
 
     async def hb(self, member_id: str, epoch: int, topics=None, owned=(), **kw) -> HeartbeatResult:
-        r = HeartbeatRequest(GROUP, member_id, epoch,
-                             rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 60_000 if epoch == 0 else -1),
-                             subscribed_topic_names=topics, owned=None if owned is None else list(owned), **kw)
+        r = HeartbeatRequest(
+            GROUP,
+            member_id,
+            epoch,
+            rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 60_000 if epoch == 0 else -1),
+            subscribed_topic_names=topics,
+            owned=None if owned is None else list(owned),
+            **kw,
+        )
         got: list[HeartbeatResult] = []
         result = self.shard.consumer.heartbeat(r, got.append)
         if result is None:

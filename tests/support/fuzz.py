@@ -80,8 +80,11 @@ def value_strategy(tp: Any, kind: str | None, depth: int = 0) -> Any:
         strategy = entity_strategy(inner, depth + 1)
     elif kind in ("timedelta_i32", "timedelta_i64"):
         ms = datetime.timedelta(milliseconds=1)  # (an int64 of ms reaches past what timedelta holds)
-        low, high = (-(2**31), 2**31 - 1) if kind == "timedelta_i32" else (datetime.timedelta.min // ms,
-                                                                            datetime.timedelta.max // ms)
+        low, high = (
+            (-(2**31), 2**31 - 1)
+            if kind == "timedelta_i32"
+            else (datetime.timedelta.min // ms, datetime.timedelta.max // ms)
+        )
         strategy = st.integers(low, high).map(lambda n: datetime.timedelta(milliseconds=n))
     elif kind == "uuid":
         strategy = st.uuids() | st.just(uuid.UUID(int=0))
@@ -93,7 +96,7 @@ def value_strategy(tp: Any, kind: str | None, depth: int = 0) -> Any:
         strategy = st.binary(max_size=40)
     elif kind in _INT_RANGES:
         bits = _INT_RANGES[kind]
-        low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if bits > 0 else (0, 2 ** -bits - 1)
+        low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if bits > 0 else (0, 2**-bits - 1)
         strategy = st.sampled_from(sorted({low, high, 0, 1, -1 if low < 0 else 2})) | st.integers(low, high)
     elif kind == "float64":
         strategy = st.floats()
@@ -105,8 +108,9 @@ def value_strategy(tp: Any, kind: str | None, depth: int = 0) -> Any:
 def entity_strategy(cls: type, depth: int = 0) -> Any:
     from hypothesis import strategies as st
 
-    return st.builds(cls, **{f.name: value_strategy(f.type, f.metadata.get("kafka_type"), depth)
-                             for f in dataclasses.fields(cls)})
+    return st.builds(
+        cls, **{f.name: value_strategy(f.type, f.metadata.get("kafka_type"), depth) for f in dataclasses.fields(cls)}
+    )
 
 
 def frame_strategy(apis: list[tuple[int, int]]) -> Any:
@@ -117,8 +121,10 @@ def frame_strategy(apis: list[tuple[int, int]]) -> Any:
     def body(api: tuple[int, int]) -> Any:
         return st.tuples(st.just(api), entity_strategy(codec(*api).request_type))
 
-    edits = st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["set", "insert", "cut"]), st.binary(min_size=1, max_size=8)),
-                     max_size=4)
+    edits = st.lists(
+        st.tuples(st.floats(0, 1), st.sampled_from(["set", "insert", "cut"]), st.binary(min_size=1, max_size=8)),
+        max_size=4,
+    )
     return st.tuples(st.sampled_from(apis).flatmap(body), edits)
 
 
@@ -129,11 +135,11 @@ def edit_frame(frame: bytes, edits: list[tuple[float, str, bytes]]) -> bytes:
     for where, op, data in edits:
         at = 4 + int(where * (len(body) - 4))
         if op == "set":
-            body[at:at + len(data)] = data
+            body[at : at + len(data)] = data
         elif op == "insert":
             body[at:at] = data
         else:
-            del body[at:at + len(data)]
+            del body[at : at + len(data)]
     return struct.pack(">i", len(body)) + bytes(body)
 
 
@@ -196,7 +202,7 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
         elif choice < 0.8:
             body[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
         else:
-            body[at:at + 8] = struct.pack(">q", rng.choice([2**63 - 1, -(2**63), 2**31 - 1, -1]))
+            body[at : at + 8] = struct.pack(">q", rng.choice([2**63 - 1, -(2**63), 2**31 - 1, -1]))
     return struct.pack(">i", len(body)) + bytes(body)
 
 
@@ -215,7 +221,7 @@ def _read_frame(s: socket.socket) -> bytes:
         if not chunk:
             raise ConnectionError("closed")
         buf += chunk
-    return buf[4:4 + struct.unpack_from(">i", buf)[0]]
+    return buf[4 : 4 + struct.unpack_from(">i", buf)[0]]
 
 
 def inputs(apis: list[tuple[int, int]], count: int, seed: int) -> Iterator[tuple[int, int, bytes]]:
@@ -286,7 +292,7 @@ def _send_batch(port: int, frames: list[bytes]) -> int:
                 buf += chunk
                 while len(buf) >= 8 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
                     answered.add(struct.unpack_from(">i", buf, 4)[0])
-                    buf = buf[4 + struct.unpack_from(">i", buf)[0]:]
+                    buf = buf[4 + struct.unpack_from(">i", buf)[0] :]
         except ConnectionError:
             closed = True
         except socket.timeout:
@@ -317,10 +323,12 @@ def main() -> None:
     p.add_argument("--port", type=int, help="a running server (default: start one)")
     p.add_argument("--inputs", type=int, default=1_000_000)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--decode-only", action="store_true",
-                   help="feed the request decoder in this process, no server (much faster)")
-    p.add_argument("--hypothesis", action="store_true",
-                   help="hypothesis builds and mutates the frames for the in-process decoder")
+    p.add_argument(
+        "--decode-only", action="store_true", help="feed the request decoder in this process, no server (much faster)"
+    )
+    p.add_argument(
+        "--hypothesis", action="store_true", help="hypothesis builds and mutates the frames for the in-process decoder"
+    )
     args = p.parse_args()
     if args.port:
         print(f"sent {run(args.port, args.inputs, args.seed)} mutated frames; the server still answers")
@@ -329,6 +337,7 @@ def main() -> None:
     from pathlib import Path
 
     from tests.support.process import ServerProcess
+
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(tmp) / "data", ["--fetch-max-wait-ms", "50"])
         server.start()
@@ -337,11 +346,15 @@ def main() -> None:
                 apis = served(server.port)
                 server.close()
                 if args.hypothesis:
-                    print(f"{args.inputs} hypothesis examples over {len(apis)} api versions:",
-                          hypothesis_decode(apis, args.inputs))
+                    print(
+                        f"{args.inputs} hypothesis examples over {len(apis)} api versions:",
+                        hypothesis_decode(apis, args.inputs),
+                    )
                 else:
-                    print(f"{args.inputs} mutated frames of {len(apis)} api versions decoded in-process:",
-                          decode_only(apis, args.inputs, args.seed))
+                    print(
+                        f"{args.inputs} mutated frames of {len(apis)} api versions decoded in-process:",
+                        decode_only(apis, args.inputs, args.seed),
+                    )
                 return
             try:
                 n = run(server.port, args.inputs, args.seed)
@@ -349,10 +362,9 @@ def main() -> None:
                 print(server.log_text()[-3000:], file=sys.stderr)
                 raise
             log = server.log_text()
-            print(f"sent {n} mutated frames; the server still answers; tracebacks in its log: "
-                  f"{log.count('Traceback')}")
+            print(f"sent {n} mutated frames; the server still answers; tracebacks in its log: {log.count('Traceback')}")
             if "Traceback" in log:
-                print(log[log.index("Traceback") - 300:][:3000], file=sys.stderr)
+                print(log[log.index("Traceback") - 300 :][:3000], file=sys.stderr)
                 raise SystemExit(1)
         finally:
             server.close()

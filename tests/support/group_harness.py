@@ -63,6 +63,7 @@ class ControlledLog:
 
     def append_txn_to(self, p: int, records, producer_id: int, producer_epoch: int, done) -> None:
         from coordinator.groups.records import TxnOffsetCommitKey
+
         self.append_to(p, [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records], done)
 
     def sync(self, p: int = 0, count: int | None = None, order: list[int] | None = None) -> int:
@@ -76,7 +77,7 @@ class ControlledLog:
         for records, _ in batch:
             firsts.append(len(self.records[p]))
             self.records[p].extend(records)
-        for i in (order if order is not None else range(n)):
+        for i in order if order is not None else range(n):
             if i < n:
                 batch[i][1](None, firsts[i])
         assert first <= len(self.records[p])
@@ -87,7 +88,7 @@ class ControlledLog:
         flight = self.in_flight[p]
         cut, self.in_flight[p] = flight[index:], flight[:index]
         error = StorageError(errno.EIO, "sync failed")
-        for i in (order if order is not None else range(len(cut))):
+        for i in order if order is not None else range(len(cut)):
             if i < len(cut):
                 cut[i][1](error, None)
         return len(cut)
@@ -96,8 +97,9 @@ class ControlledLog:
         return [(p, k, v) for p, recs in enumerate(self.records) for k, v in recs]
 
 
-def new_runtime(log: MemoryLog, clock: ManualClock, config: GroupConfig | None = None,
-                offsets: OffsetConfig | None = None) -> CoordinatorRuntime:
+def new_runtime(
+    log: MemoryLog, clock: ManualClock, config: GroupConfig | None = None, offsets: OffsetConfig | None = None
+) -> CoordinatorRuntime:
     return CoordinatorRuntime(log, clock, config or GroupConfig(), offsets or OffsetConfig())
 
 

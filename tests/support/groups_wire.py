@@ -22,11 +22,15 @@ def cls(api, v, name=None):
     return request_class(api, v, name)
 
 
-def join_body(v, group, member_id="", protocols=(("range", SUB_T),), ptype="consumer", session=S10,
-              instance=None):
+def join_body(v, group, member_id="", protocols=(("range", SUB_T),), ptype="consumer", session=S10, instance=None):
     P = cls(JOIN, v, "JoinGroupRequestProtocol")
-    kw = dict(group_id=group, session_timeout=session, member_id=member_id, protocol_type=ptype,
-              protocols=tuple(P(name=n, metadata=m) for n, m in protocols))
+    kw = dict(
+        group_id=group,
+        session_timeout=session,
+        member_id=member_id,
+        protocol_type=ptype,
+        protocols=tuple(P(name=n, metadata=m) for n, m in protocols),
+    )
     if v >= 1:
         kw["rebalance_timeout"] = S30
     if v >= 5:
@@ -38,8 +42,12 @@ def join_body(v, group, member_id="", protocols=(("range", SUB_T),), ptype="cons
 
 def sync_body(v, group, member, generation, assignments=()):
     A = cls(SYNC, v, "SyncGroupRequestAssignment")
-    kw = dict(group_id=group, generation_id=generation, member_id=member,
-              assignments=tuple(A(member_id=m, assignment=a) for m, a in assignments))
+    kw = dict(
+        group_id=group,
+        generation_id=generation,
+        member_id=member,
+        assignments=tuple(A(member_id=m, assignment=a) for m, a in assignments),
+    )
     if v >= 3:
         kw["group_instance_id"] = None
     if v >= 5:
@@ -63,8 +71,11 @@ async def form(conn, group, v_join=5, v_sync=3):
     else:
         joined = first
     assert joined.error_code == 0
-    synced = await conn.request(SYNC, v_sync, sync_body(v_sync, group, joined.member_id, joined.generation_id,
-                                                        [(joined.member_id, b"assignment")]))
+    synced = await conn.request(
+        SYNC,
+        v_sync,
+        sync_body(v_sync, group, joined.member_id, joined.generation_id, [(joined.member_id, b"assignment")]),
+    )
     assert synced.error_code == 0 and synced.assignment == b"assignment"
     return joined.member_id, joined.generation_id
 
@@ -77,8 +88,12 @@ def commit_body(v, group, member, gen, offsets):
         if v >= 6:
             kw["committed_leader_epoch"] = 4
         topics.setdefault(topic, []).append(P(**kw))
-    kw = dict(group_id=group, generation_id_or_member_epoch=gen, member_id=member,
-              topics=tuple(T(name=t, partitions=tuple(ps)) for t, ps in topics.items()))
+    kw = dict(
+        group_id=group,
+        generation_id_or_member_epoch=gen,
+        member_id=member,
+        topics=tuple(T(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
+    )
     if 2 <= v <= 4:
         kw["retention_time"] = datetime.timedelta(milliseconds=-1)
     if v >= 7:

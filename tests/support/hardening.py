@@ -35,21 +35,49 @@ def fill_partition(port: int, topic: str, total_bytes: int) -> None:
     assert p.flush(30) == 0
 
 
-def fetch_frame(corr: int, topic: str, *, max_wait_ms: int, min_bytes: int, max_bytes: int = INT32_MAX,
-                partition_max_bytes: int = 2 * MIB) -> bytes:
+def fetch_frame(
+    corr: int,
+    topic: str,
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int = INT32_MAX,
+    partition_max_bytes: int = 2 * MIB,
+) -> bytes:
     c = codec(FETCH, 12)
-    part = build(_nested(c, "FetchPartition"), dict(
-        partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-        partition_max_bytes=partition_max_bytes))
-    body = build(c.request_type, dict(
-        cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
-        max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(build(_nested(c, "FetchTopic"), dict(topic=topic, partitions=(part,))),),
-        forgotten_topics_data=(), rack_id=""))
+    part = build(
+        _nested(c, "FetchPartition"),
+        dict(
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=partition_max_bytes,
+        ),
+    )
+    body = build(
+        c.request_type,
+        dict(
+            cluster_id=None,
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(build(_nested(c, "FetchTopic"), dict(topic=topic, partitions=(part,))),),
+            forgotten_topics_data=(),
+            rack_id="",
+        ),
+    )
     from protocol.messages import encode_request
+
     return encode_request(FETCH, 12, corr, "hostile", body)
 
 
 def _nested(c, name):
     import sys
+
     return getattr(sys.modules[c.request_type.__module__], name)

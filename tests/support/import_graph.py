@@ -121,8 +121,12 @@ def render(edges: dict[str, set[str]]) -> str:
     lines = [BEGIN, "", "```mermaid", "graph LR"]
     lines += [f'  {ids[p]}["{p}"]' for p in sorted(packages)]
     lines += [f"  {ids[a]} --> {ids[b]}" for a in sorted(packages) for b in sorted(packages[a])]
-    lines += ["```", "", "Import cycles between modules (each a group of modules that import one another, "
-              "directly or through others):", ""]
+    lines += [
+        "```",
+        "",
+        "Import cycles between modules (each a group of modules that import one another, directly or through others):",
+        "",
+    ]
     lines += [f"- {', '.join(f'`{m}`' for m in c)}" for c in cycles(edges)] or ["- none"]
     lines += ["", END]
     return "\n".join(lines)

@@ -19,8 +19,11 @@ def scrape(port: int) -> dict[tuple[str, frozenset], float]:
     """Every sample: (name, its labels) -> value."""
     status, text = get(port, "/metrics")
     assert status == 200
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(samples: dict, name: str, **labels: str) -> float | None:

@@ -65,11 +65,22 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "coordinator", "--host", "127.0.0.1", "--port", str(self.port),
-                "--data-dir", str(self.data_dir), *self.extra_args]
+        args = [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            *self.extra_args,
+        ]
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            args, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         line = self.proc.stdout.readline().decode()
         if not line.startswith("ready"):
             self.proc.wait(5)
@@ -130,8 +141,9 @@ class InProcessServer:
         from coordinator.config import parse_args
         from coordinator.server import Server
 
-        config = parse_args(["--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data_dir),
-                             *self.extra_args])
+        config = parse_args(
+            ["--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data_dir), *self.extra_args]
+        )
         self._handler = logging.FileHandler(self.log_path)
         self._handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root = logging.getLogger()

@@ -8,14 +8,42 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 
-API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
-             10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
-             15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-             21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn",
-             25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit", 32: "DescribeConfigs",
-             42: "DeleteGroups", 44: "IncrementalAlterConfigs", 47: "OffsetDelete", 60: "DescribeCluster",
-             68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 71: "GetTelemetrySubscriptions",
-             76: "ShareGroupHeartbeat", 78: "ShareFetch", 79: "ShareAcknowledge"}
+API_NAMES = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    21: "DeleteRecords",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
+    32: "DescribeConfigs",
+    42: "DeleteGroups",
+    44: "IncrementalAlterConfigs",
+    47: "OffsetDelete",
+    60: "DescribeCluster",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+    71: "GetTelemetrySubscriptions",
+    76: "ShareGroupHeartbeat",
+    78: "ShareFetch",
+    79: "ShareAcknowledge",
+}
 
 
 class LoggingProxy:

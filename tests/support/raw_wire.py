@@ -43,8 +43,9 @@ class Wire:
         data, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
         return data
 
-    def request_bytes(self, api_key: int, version: int, corr: int, /, client_id: str | None = "wire-test",
-                      **values) -> bytes:
+    def request_bytes(
+        self, api_key: int, version: int, corr: int, /, client_id: str | None = "wire-test", **values
+    ) -> bytes:
         return encode_request(api_key, version, corr, client_id, build(codec(api_key, version).request_type, values))
 
     def call(self, api_key: int, version: int, /, corr: int = 1, **values):

@@ -21,8 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 JAVA_DIR = ROOT / "tests" / "clients" / "java"
 GO_BIN = ROOT / "tests" / "clients" / "go" / "build" / "kclients"
 # Fast JVM start for short programs: C1 only, the class-data archive, a small serial heap.
-JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xms64m", "-Xmx384m",
-             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.logFile=System.err"]
+JVM_FLAGS = [
+    "-XX:TieredStopAtLevel=1",
+    "-Xshare:auto",
+    "-XX:+UseSerialGC",
+    "-Xms64m",
+    "-Xmx384m",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+    "-Dorg.slf4j.simpleLogger.logFile=System.err",
+]
 
 _build_lock = threading.Lock()
 _built: dict[str, str | None] = {}
@@ -72,8 +79,16 @@ def picked_versions(servers: dict, client_ids=None) -> dict[str, list[int]]:
 def java_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
     classpath = (JAVA_DIR / "target" / "classpath.txt").read_text().strip()
     jar = JAVA_DIR / "target" / "kcoord-java-clients-1.jar"
-    return ["java", *JVM_FLAGS, "-cp", f"{jar}{os.pathsep}{classpath}", "kcoord.clients.Main",
-            scenario, bootstrap, *args]
+    return [
+        "java",
+        *JVM_FLAGS,
+        "-cp",
+        f"{jar}{os.pathsep}{classpath}",
+        "kcoord.clients.Main",
+        scenario,
+        bootstrap,
+        *args,
+    ]
 
 
 def go_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
@@ -89,14 +104,14 @@ def cluster_actions(cluster) -> dict:
     }
 
 
-def run_program(command: list[str], server=None, timeout: float = 240, log: Path | None = None,
-                actions: dict | None = None) -> dict:
+def run_program(
+    command: list[str], server=None, timeout: float = 240, log: Path | None = None, actions: dict | None = None
+) -> dict:
     """Run one scenario program to its result line, acting on its events: restart-server
     restarts `server`, the others are looked up in `actions`."""
     actions = {**({"restart-server": lambda m: server.restart()} if server is not None else {}), **(actions or {})}
     stderr = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=stderr, text=True)
+    proc = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
     timer = threading.Timer(timeout, proc.kill)  # a hung client fails its test, not the suite
     timer.start()
     result, lines = None, []
@@ -122,15 +137,18 @@ def run_program(command: list[str], server=None, timeout: float = 240, log: Path
             stderr.close()
     tail = "".join(lines[-20:])
     assert result is not None, f"{command[-3:]} exited {proc.returncode} without a result line:\n{tail}" + (
-        f"\n--- stderr ---\n{log.read_text(errors='replace')[-6000:]}" if log else "")
+        f"\n--- stderr ---\n{log.read_text(errors='replace')[-6000:]}" if log else ""
+    )
     return result
 
 
 def run_parallel(jobs: dict[str, tuple]) -> dict[str, dict]:
     """Run scenarios that share no group at once: {name: (command, server, log[, actions])} -> results."""
     with ThreadPoolExecutor(len(jobs)) as pool:
-        futures = {name: pool.submit(run_program, job[0], job[1], log=job[2], actions=job[3] if len(job) > 3 else None)
-                   for name, job in jobs.items()}
+        futures = {
+            name: pool.submit(run_program, job[0], job[1], log=job[2], actions=job[3] if len(job) > 3 else None)
+            for name, job in jobs.items()
+        }
         errors = {name: f.exception() for name, f in futures.items() if f.exception() is not None}
         assert not errors, "\n\n".join(f"{name}: {e}" for name, e in errors.items())
         return {name: f.result() for name, f in futures.items()}

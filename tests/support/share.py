@@ -34,28 +34,51 @@ def acks_of(batches, v):
     return tuple(B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in batches)
 
 
-def sfetch(group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=500, max_wait_ms=0, v=1,
-           forget=(), **kw):
+def sfetch(
+    group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=500, max_wait_ms=0, v=1, forget=(), **kw
+):
     """acks: {partition: [(first, last, [types])]}"""
     acks = acks or {}
     P, T = cls(SFETCH, v, "FetchPartition"), cls(SFETCH, v, "FetchTopic")
-    parts = tuple(P(partition_index=p, acknowledgement_batches=acks_of(acks.get(p, ()), v))
-                  for p in sorted(set(partitions) | set(acks)))
+    parts = tuple(
+        P(partition_index=p, acknowledgement_batches=acks_of(acks.get(p, ()), v))
+        for p in sorted(set(partitions) | set(acks))
+    )
     F = cls(SFETCH, v, "ForgottenTopic")
-    return cls(SFETCH, v)(group_id=group, member_id=member, share_session_epoch=epoch, max_wait=max_wait_ms * MS,
-                          min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=500,
-                          topics=(T(topic_id=topic_id, partitions=parts),) if parts else (),
-                          forgotten_topics_data=(F(topic_id=topic_id, partitions=tuple(forget)),) if forget else (),
-                          **kw)
+    return cls(SFETCH, v)(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait=max_wait_ms * MS,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=max_records,
+        batch_size=500,
+        topics=(T(topic_id=topic_id, partitions=parts),) if parts else (),
+        forgotten_topics_data=(F(topic_id=topic_id, partitions=tuple(forget)),) if forget else (),
+        **kw,
+    )
 
 
 def sack(group, member, epoch, topic_id, acks, v=1, **kw):
     P, T = cls(SACK, v, "AcknowledgePartition"), cls(SACK, v, "AcknowledgeTopic")
     B = cls(SACK, v, "AcknowledgementBatch")
-    parts = tuple(P(partition_index=p, acknowledgement_batches=tuple(
-        B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in bs)) for p, bs in acks.items())
-    return cls(SACK, v)(group_id=group, member_id=member, share_session_epoch=epoch,
-                        topics=(T(topic_id=topic_id, partitions=parts),), **kw)
+    parts = tuple(
+        P(
+            partition_index=p,
+            acknowledgement_batches=tuple(
+                B(first_offset=f, last_offset=last, acknowledge_types=tuple(t)) for f, last, t in bs
+            ),
+        )
+        for p, bs in acks.items()
+    )
+    return cls(SACK, v)(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        topics=(T(topic_id=topic_id, partitions=parts),),
+        **kw,
+    )
 
 
 def acquired(resp, partition=0):
@@ -80,10 +103,20 @@ def offsets_in(records: bytes) -> list[int]:
 async def set_group_configs(conn, group, **configs):
     R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
     C = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig")
-    r = await conn.request(INCREMENTAL_ALTER_CONFIGS, 1, cls(INCREMENTAL_ALTER_CONFIGS, 1)(
-        resources=(R(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
-            C(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items())),),
-        validate_only=False))
+    r = await conn.request(
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        cls(INCREMENTAL_ALTER_CONFIGS, 1)(
+            resources=(
+                R(
+                    resource_type=GROUP_RESOURCE,
+                    resource_name=group,
+                    configs=tuple(C(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items()),
+                ),
+            ),
+            validate_only=False,
+        ),
+    )
     return r.responses[0]
 
 
@@ -96,8 +129,9 @@ async def start(server, topic="t", group="g", records=10, per_batch=1, partition
     for i in range(0, records, per_batch):
         error, _ = await produce(conn, topic, build_batch([(None, b"v%d" % j) for j in range(i, i + per_batch)]))
         assert error == 0
-    hb = await conn.request(SHB, 1, cls(SHB, 1)(group_id=group, member_id="a", member_epoch=0,
-                                                  subscribed_topic_names=(topic,)))
+    hb = await conn.request(
+        SHB, 1, cls(SHB, 1)(group_id=group, member_id="a", member_epoch=0, subscribed_topic_names=(topic,))
+    )
     return conn, hb.assignment.topic_partitions[0].topic_id
 
 
@@ -122,17 +156,33 @@ def kcoord_fails(server, *args: str) -> str:
     return r.stderr
 
 
-def setup(bootstrap: str, topic: str, group: str, records: int, partitions: int = 1, replication_factor: int = 1,
-          **group_configs: str) -> None:
+def setup(
+    bootstrap: str,
+    topic: str,
+    group: str,
+    records: int,
+    partitions: int = 1,
+    replication_factor: int = 1,
+    **group_configs: str,
+) -> None:
     """The topic, the group's configs (earliest: the records produced before the group
     started are its), and the records v0..v{n-1}."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, replication_factor)])[topic].result(30)
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in {"share_auto_offset_reset": "earliest", **group_configs}.items()]
+    entries = [
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in {"share_auto_offset_reset": "earliest", **group_configs}.items()
+    ]
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     admin.incremental_alter_configs([resource])[resource].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})

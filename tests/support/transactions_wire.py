@@ -24,8 +24,13 @@ def cls(api, v, name=None):
 
 
 async def init_pid(conn, txn_id, timeout_ms=60_000, pid=-1, epoch=-1, v=4):
-    r = await conn.request(INIT_PRODUCER_ID, v, cls(INIT_PRODUCER_ID, v)(
-        transactional_id=txn_id, transaction_timeout=timeout_ms * MS, producer_id=pid, producer_epoch=epoch))
+    r = await conn.request(
+        INIT_PRODUCER_ID,
+        v,
+        cls(INIT_PRODUCER_ID, v)(
+            transactional_id=txn_id, transaction_timeout=timeout_ms * MS, producer_id=pid, producer_epoch=epoch
+        ),
+    )
     return r.error_code, r.producer_id, r.producer_epoch
 
 
@@ -34,61 +39,155 @@ async def add_partitions(conn, txn_id, pid, epoch, parts, v=3):
     topics = {}
     for t, p in parts:
         topics.setdefault(t, []).append(p)
-    r = await conn.request(ADD_PARTITIONS, v, cls(ADD_PARTITIONS, v)(
-        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-        v3_and_below_topics=tuple(T(name=t, partitions=tuple(ps)) for t, ps in topics.items())))
-    return {(t.name, p.partition_index): p.partition_error_code
-            for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+    r = await conn.request(
+        ADD_PARTITIONS,
+        v,
+        cls(ADD_PARTITIONS, v)(
+            v3_and_below_transactional_id=txn_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=tuple(T(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
+        ),
+    )
+    return {
+        (t.name, p.partition_index): p.partition_error_code
+        for t in r.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
 
 
 async def end_txn(conn, txn_id, pid, epoch, commit, v=3):
-    r = await conn.request(END_TXN, v, cls(END_TXN, v)(transactional_id=txn_id, producer_id=pid,
-                                                       producer_epoch=epoch, committed=commit))
+    r = await conn.request(
+        END_TXN, v, cls(END_TXN, v)(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit)
+    )
     return r.error_code
 
 
 async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2):
-    records = build_batch([(b"k", b"v%d" % i) for i in range(n)], timestamp_ms=1_700_000_000_000,
-                          producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
+    records = build_batch(
+        [(b"k", b"v%d" % i) for i in range(n)],
+        timestamp_ms=1_700_000_000_000,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        transactional=True,
+    )
     P, T = cls(PRODUCE, 9, "PartitionProduceData"), cls(PRODUCE, 9, "TopicProduceData")
-    r = await conn.request(PRODUCE, 9, cls(PRODUCE, 9)(transactional_id=txn_id, acks=-1, timeout=5000 * MS,
-                                                      topic_data=(T(name=topic, partition_data=(
-                                                          P(index=partition, records=records),)),)))
+    r = await conn.request(
+        PRODUCE,
+        9,
+        cls(PRODUCE, 9)(
+            transactional_id=txn_id,
+            acks=-1,
+            timeout=5000 * MS,
+            topic_data=(T(name=topic, partition_data=(P(index=partition, records=records),)),),
+        ),
+    )
     p = r.responses[0].partition_responses[0]
     return p.error_code, p.base_offset
 
 
 async def fetch(conn, topic, offset, isolation):
     F, T = cls(FETCH, 12, "FetchPartition"), cls(FETCH, 12, "FetchTopic")
-    r = await conn.request(FETCH, 12, cls(FETCH, 12)(
-        replica_id=-1, max_wait=0 * MS, min_bytes=1, max_bytes=1 << 20, isolation_level=isolation, session_id=0,
-        session_epoch=-1, topics=(T(topic=topic, partitions=(F(
-            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
-            partition_max_bytes=1 << 20),)),), forgotten_topics_data=(), rack_id=""))
+    r = await conn.request(
+        FETCH,
+        12,
+        cls(FETCH, 12)(
+            replica_id=-1,
+            max_wait=0 * MS,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=isolation,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                T(
+                    topic=topic,
+                    partitions=(
+                        F(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        ),
+    )
     return r.responses[0].partitions[0]
 
 
 async def latest(conn, topic, isolation):
     P, T = cls(LIST_OFFSETS, 7, "ListOffsetsPartition"), cls(LIST_OFFSETS, 7, "ListOffsetsTopic")
-    r = await conn.request(LIST_OFFSETS, 7, cls(LIST_OFFSETS, 7)(replica_id=-1, isolation_level=isolation, topics=(
-        T(name=topic, partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)))
+    r = await conn.request(
+        LIST_OFFSETS,
+        7,
+        cls(LIST_OFFSETS, 7)(
+            replica_id=-1,
+            isolation_level=isolation,
+            topics=(T(name=topic, partitions=(P(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),),
+        ),
+    )
     return r.topics[0].partitions[0].offset
 
 
 async def txn_commit(conn, txn_id, group, pid, epoch, topic, offset, v=3, generation=-1, member=""):
-    T, P = cls(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitRequestTopic"), cls(TXN_OFFSET_COMMIT, v,
-                                                                           "TxnOffsetCommitRequestPartition")
-    r = await conn.request(TXN_OFFSET_COMMIT, v, build(cls(TXN_OFFSET_COMMIT, v), dict(
-        transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
-        member_id=member, group_instance_id=None, topics=(build(T, dict(name=topic, partitions=(build(P, dict(
-            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")),))),))))
+    T, P = (
+        cls(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitRequestTopic"),
+        cls(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitRequestPartition"),
+    )
+    r = await conn.request(
+        TXN_OFFSET_COMMIT,
+        v,
+        build(
+            cls(TXN_OFFSET_COMMIT, v),
+            dict(
+                transactional_id=txn_id,
+                group_id=group,
+                producer_id=pid,
+                producer_epoch=epoch,
+                generation_id=generation,
+                member_id=member,
+                group_instance_id=None,
+                topics=(
+                    build(
+                        T,
+                        dict(
+                            name=topic,
+                            partitions=(
+                                build(
+                                    P,
+                                    dict(
+                                        partition_index=0,
+                                        committed_offset=offset,
+                                        committed_leader_epoch=-1,
+                                        committed_metadata="",
+                                    ),
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
     return r.topics[0].partitions[0].error_code
 
 
 async def offset_fetch(conn, group, topic, require_stable):
     T = cls(OFFSET_FETCH, 7, "OffsetFetchRequestTopic")
-    r = await conn.request(OFFSET_FETCH, 7, cls(OFFSET_FETCH, 7)(
-        group_id=group, topics=(T(name=topic, partition_indexes=(0,)),), require_stable=require_stable))
+    r = await conn.request(
+        OFFSET_FETCH,
+        7,
+        cls(OFFSET_FETCH, 7)(
+            group_id=group, topics=(T(name=topic, partition_indexes=(0,)),), require_stable=require_stable
+        ),
+    )
     p = r.topics[0].partitions[0]
     return p.error_code, p.committed_offset
 

@@ -25,8 +25,11 @@ def request_class(api_key: int, version: int, name: str | None = None) -> Any:
     module = load_payload_module(api_key, version, EntityType.request)
     if name is not None:
         return getattr(module, name)
-    return next(v for k, v in vars(module).items()
-                if k.endswith("Request") and getattr(v, "__type__", None) is EntityType.request)
+    return next(
+        v
+        for k, v in vars(module).items()
+        if k.endswith("Request") and getattr(v, "__type__", None) is EntityType.request
+    )
 
 
 class WireClient:
@@ -69,10 +72,18 @@ class WireClient:
         import datetime
 
         topic = request_class(19, 4, "CreatableTopic")
-        r = await self.request(19, 4, request_class(19, 4)(
-            topics=tuple(topic(name=n, num_partitions=partitions, replication_factor=-1, assignments=(), configs=())
-                         for n in names),
-            timeout=datetime.timedelta(seconds=5), validate_only=False))
+        r = await self.request(
+            19,
+            4,
+            request_class(19, 4)(
+                topics=tuple(
+                    topic(name=n, num_partitions=partitions, replication_factor=-1, assignments=(), configs=())
+                    for n in names
+                ),
+                timeout=datetime.timedelta(seconds=5),
+                validate_only=False,
+            ),
+        )
         errors = {t.name: t.error_code for t in r.topics if t.error_code not in (0, 36)}  # 36: already exists
         if errors:
             raise RuntimeError(f"CreateTopics failed: {errors}")
@@ -111,8 +122,15 @@ class FramePump(asyncio.Protocol):
     code `error_from_end` bytes before its end are read. Responses must come back in order
     and without error; `done` gets the number answered."""
 
-    def __init__(self, frames: list[bytearray], error_from_end: int, deadline: float, done: asyncio.Future,
-                 in_flight: int = 1, prepare: Any = None) -> None:
+    def __init__(
+        self,
+        frames: list[bytearray],
+        error_from_end: int,
+        deadline: float,
+        done: asyncio.Future,
+        in_flight: int = 1,
+        prepare: Any = None,
+    ) -> None:
         self.frames, self.error_at, self.deadline, self.done = frames, error_from_end, deadline, done
         self.in_flight, self.prepare = in_flight, prepare
         self.inbuf = bytearray()
