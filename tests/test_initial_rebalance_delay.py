@@ -4,9 +4,14 @@ after the other and expect it), while a lone consumer's group still forms at onc
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.process import create_topics, wait_for
 
 
+# The 50 ms window is the feature under test: on a loaded machine the second consumer's join
+# can come later than that, which is a second generation, not a bug.
+@pytest.mark.flaky(reruns=2)
 def test_two_consumers_started_together_form_one_generation(server):
     from confluent_kafka import Consumer
 
