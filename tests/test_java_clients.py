@@ -128,8 +128,9 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
 
 
 @pytest.mark.timeout(400)
-# Under a loaded machine a member's last commitSync after the broker stop can time out in the
-# client (it logs and carries on), leaving its committed offsets short of the log end.
+# Open defect: with three copies of this test run at once, the consumer-protocol group's offsets
+# read back after close are the first round's for half the partitions, though the client was
+# told that later commits succeeded; alone it passes. Retried until it is found and fixed.
 @pytest.mark.flaky(reruns=1)
 def test_across_a_coordinator_move_a_broker_stop_and_a_leader_move(tmp_path):
     """Three brokers (coordinator.testing.Cluster): KafkaConsumer groups (cooperative-sticky and
