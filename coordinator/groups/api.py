@@ -43,6 +43,23 @@ def _coordinates_all(ctx: RequestContext, partition: int) -> int:
     return E.none
 
 
+def undescribed_group(ctx: RequestContext, group_id: str, error: int, message: str | None, ops: int) -> Any:
+    """A ConsumerGroupDescribe / ShareGroupDescribe entry for a group that is not described:
+    only its id, the error and the authorized operations."""
+    return ctx.nested(
+        "DescribedGroup",
+        error_code=error,
+        error_message=message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
+        assignor_name="",
+        members=(),
+        authorized_operations=ops,
+    )
+
+
 class GroupApis:
     def __init__(
         self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = _coordinates_all
@@ -701,36 +718,11 @@ class GroupApis:
         for group_id in req.group_ids:
             shard, error = self._route(ctx, group_id)
             if shard is None:
-                out.append(
-                    ctx.nested(
-                        "DescribedGroup",
-                        error_code=error,
-                        group_id=group_id,
-                        group_state="",
-                        group_epoch=0,
-                        assignment_epoch=0,
-                        assignor_name="",
-                        members=(),
-                        authorized_operations=ops,
-                    )
-                )
+                out.append(undescribed_group(ctx, group_id, error, None, ops))
                 continue
             error, message, group = shard.consumer.describe(group_id)
             if group is None:
-                out.append(
-                    ctx.nested(
-                        "DescribedGroup",
-                        error_code=error,
-                        error_message=message,
-                        group_id=group_id,
-                        group_state="",
-                        group_epoch=0,
-                        assignment_epoch=0,
-                        assignor_name="",
-                        members=(),
-                        authorized_operations=ops,
-                    )
-                )
+                out.append(undescribed_group(ctx, group_id, error, message, ops))
                 continue
             image = shard.consumer.image
             members = tuple(

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode as E
 
 from ..apis import LATER, Registry, RequestContext
-from .api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from .api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, undescribed_group
 from .consumer_manager import ApiError
 from .runtime import CoordinatorRuntime
 from .share_manager import ASSIGNOR, ShareHeartbeatRequest, ShareHeartbeatResult, validate_request
@@ -99,20 +99,7 @@ class ShareGroupApis:
             else:
                 error, message, group = shard.share.describe(group_id)
             if group is None:
-                out.append(
-                    ctx.nested(
-                        "DescribedGroup",
-                        error_code=error,
-                        error_message=message,
-                        group_id=group_id,
-                        group_state="",
-                        group_epoch=0,
-                        assignment_epoch=0,
-                        assignor_name="",
-                        members=(),
-                        authorized_operations=ops,
-                    )
-                )
+                out.append(undescribed_group(ctx, group_id, error, message, ops))
                 continue
             image = shard.share.image
             members = tuple(
