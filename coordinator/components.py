@@ -140,6 +140,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]  # set here, after the runtime is built: group configs live in the config APIs
         c.data_dir, group_config_bounds(c)
     )
+    apply_assignment_intervals(broker_configs, runtime.group_configs)  # type: ignore[attr-defined]  # set just above
+    broker_configs.listeners.append(lambda: apply_assignment_intervals(broker_configs, runtime.group_configs))  # type: ignore[attr-defined]  # set just above
     quotas = QuotaStore(c.data_dir)
     ClientQuotaApis(quotas).register(registry)
     data_plane.produce_quota = ByteRateQuota(
@@ -198,6 +200,21 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
 def _everything(ctx: RequestContext, partition: int) -> int:
     """A single broker coordinates every group."""
     return E.none
+
+
+def apply_assignment_intervals(broker: BrokerConfigs, group_configs: GroupConfigs) -> None:
+    """group.consumer.assignment.interval.ms and group.share.assignment.interval.ms, dynamic
+    since Kafka 4.3 (GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS): a value outside the
+    static min and max is capped to them, not refused (GroupCoordinatorConfig.clampDynamicConfigs).
+    Every group without its own interval uses the new one at its next heartbeat."""
+    bounds = group_configs.bounds
+    changed = {}
+    for kind in ("consumer", "share"):
+        least, most = (getattr(bounds, f"{kind}_{b}_assignment_interval_ms") for b in ("min", "max"))
+        changed[f"{kind}_assignment_interval_ms"] = min(
+            max(broker.value(f"group.{kind}.assignment.interval.ms"), least), most
+        )
+    group_configs.bounds = dataclasses.replace(bounds, **changed)
 
 
 def apply_dynamic_broker_configs(config: Config, topics: Topics, offsets_log: OffsetsLog) -> None:

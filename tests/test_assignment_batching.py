@@ -200,6 +200,91 @@ async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(serv
         await conn.close()
 
 
+async def test_the_broker_interval_is_a_dynamic_config_for_running_groups(server_factory):
+    """Kafka 4.3 made group.consumer.assignment.interval.ms and group.share.assignment.interval.ms
+    dynamic broker configs (GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS): set with a real
+    admin client, they reach groups that are already holding their target back; a value
+    outside the static min and max is capped, not refused; a bad one is INVALID_REQUEST."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from tests.support.configs import BROKER as BROKER_RESOURCE, incremental
+    from tests.support.share import SHB
+    from tests.support.wire_client import request_class
+
+    def shb(group, member_id, epoch, topics=None):
+        return request_class(SHB, 1)(
+            group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics
+        )
+
+    server = server_factory(
+        *("--group-consumer-assignment-interval-ms", "60000", "--group-consumer-max-assignment-interval-ms", "60000"),
+        *("--group-share-assignment-interval-ms", "60000", "--group-share-max-assignment-interval-ms", "60000"),
+    )
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+
+    def alter(resource_name: str, **configs: str) -> None:
+        entries = [
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+        ]
+        resource = ConfigResource(ResourceType.BROKER, resource_name, incremental_configs=entries)
+        admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def refused(**configs: str) -> str:
+        with pytest.raises(KafkaException) as e:
+            alter("1", **configs)
+        assert e.value.args[0].code() == E.invalid_request
+        return e.value.args[0].str()
+
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=4)
+        a = await conn.request(HB, 1, hb("g", "a", 0, ["t"]))
+        await conn.request(HB, 1, hb("g", "b", 0, ["t"]))
+        (d,) = await describe(conn, "g")
+        assert (d.group_epoch, d.assignment_epoch, d.group_state) == (2, 1, "Assigning")
+        sa = await conn.request(SHB, 1, shb("sg", "a" * 22, 0, ["t"]))
+        sb = await conn.request(SHB, 1, shb("sg", "b" * 22, 0, ["t"]))
+        assert sb.member_epoch == 1 and not sb.assignment.topic_partitions
+
+        # This broker's consumer interval, the cluster default's share interval: both reach
+        # the running groups at their next heartbeat.
+        await asyncio.to_thread(alter, "1", group_consumer_assignment_interval_ms="0")
+        # (librdkafka names no cluster default: the request is sent as Kafka's admin tools send it)
+        set_default = [("group.share.assignment.interval.ms", 0, "0")]
+        assert await incremental(conn, BROKER_RESOURCE, "", set_default) == (0, None)
+        a2 = await conn.request(HB, 1, hb("g", "a", 1, owned=owned_of(a)))
+        (d,) = await describe(conn, "g")
+        assert d.assignment_epoch == 2 and len(owned_of(a2)[0][1]) == 2
+        sa2 = await conn.request(SHB, 1, shb("sg", "a" * 22, sa.member_epoch))
+        assert sa2.member_epoch == 2 and len(sa2.assignment.topic_partitions[0].partitions) == 2
+
+        broker = ConfigResource(ResourceType.BROKER, "1")
+        entries = await asyncio.to_thread(lambda: admin.describe_configs([broker])[broker].result(30))
+        interval = entries["group.consumer.assignment.interval.ms"]
+        assert (interval.value, interval.source, interval.is_read_only) == ("0", 2, False)  # DYNAMIC_BROKER_CONFIG
+        share = entries["group.share.assignment.interval.ms"]
+        assert (share.value, share.source) == ("0", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+        bound = entries["group.consumer.max.assignment.interval.ms"]
+        assert (bound.value, bound.source, bound.is_read_only) == ("60000", 4, True)  # STATIC_BROKER_CONFIG
+
+        # Above the max: stored as given, used as the max (the groups' default shows it).
+        await asyncio.to_thread(alter, "1", group_consumer_assignment_interval_ms="100000")
+        group = ConfigResource(ResourceType.GROUP, "other")
+        got = await asyncio.to_thread(lambda: admin.describe_configs([group])[group].result(30))
+        assert got["consumer.assignment.interval.ms"].value == "60000"
+
+        assert "Not a number of type INT" in await asyncio.to_thread(
+            refused, group_consumer_assignment_interval_ms="soon"
+        )
+        await asyncio.to_thread(refused, group_share_assignment_interval_ms="-1")
+        message = await asyncio.to_thread(refused, group_consumer_min_assignment_interval_ms="5")
+        assert "Cannot update these configs dynamically" in message
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()
+
+
 @pytest.mark.process
 def test_bounds_that_exclude_the_interval_stop_the_server_at_startup(tmp_path):
     import subprocess

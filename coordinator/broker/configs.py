@@ -389,6 +389,17 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
             "Session timeout of consumer-protocol members.",
         ),
         ("group.consumer.max.size", INT, 2**31 - 1, c.group_consumer_max_size, "Most members of a consumer group."),
+        *(
+            (
+                f"group.{kind}.{bound}assignment.interval.ms",
+                INT,
+                default,
+                getattr(c, f"group_{kind}_{bound.replace('.', '_')}assignment_interval_ms"),
+                f"The {what}interval between assignment updates for a {kind} group.",
+            )
+            for kind in ("consumer", "share")
+            for bound, default, what in (("", 1000, ""), ("min.", 0, "minimum "), ("max.", 15000, "maximum "))
+        ),
         (
             "group.consumer.assignors",
             LIST,

@@ -1,12 +1,14 @@
 """Kafka's dynamic broker configs beyond the log defaults (DynamicBrokerConfig.AllDynamicConfigs):
 the log cleaner's, the thread pools', the listeners' SSL and SASL ones, the connection limits,
-the producer state's, remote storage's, the replication quotas and the coordinators' buffers.
+the producer state's, remote storage's, the replication quotas, the coordinators' buffers and
+the group assignment intervals.
 
 AlterConfigs and IncrementalAlterConfigs on a broker accept these (and names Kafka does not
 know at all: custom configs, which DynamicConfig.Broker allows), and refuse Kafka's other
 broker configs as DynamicBrokerConfig.validateConfigs does. This broker stores and describes
-them all; the ones it implements (message.max.bytes, max.connections, log.cleaner.backoff.ms
-and the log defaults) take effect at once.
+them all; the ones it implements (message.max.bytes, max.connections, log.cleaner.backoff.ms,
+group.consumer.assignment.interval.ms, group.share.assignment.interval.ms and the log
+defaults) take effect at once.
 """
 
 from __future__ import annotations
@@ -192,7 +194,35 @@ OTHER_DYNAMIC_DEFS = {
             "Rate cap of moves between log dirs.",
             at_least(0),
         ),
-        # GroupCoordinatorConfig / ShareCoordinatorConfig.RECONFIGURABLE_CONFIGS
+        # GroupCoordinatorConfig / ShareCoordinatorConfig.RECONFIGURABLE_CONFIGS. The assignment
+        # intervals (Kafka 4.3, KIP-1263) take effect at each group's next heartbeat, capped
+        # within the static min and max as GroupCoordinatorConfig.clampDynamicConfigs does;
+        # the streams interval and the offload switches are stored only (no streams groups,
+        # the assignor runs on the event loop).
+        _d(
+            "group.consumer.assignment.interval.ms",
+            INT,
+            1000,
+            "The interval between assignment updates for a consumer group.",
+            at_least(0),
+        ),
+        _d(
+            "group.share.assignment.interval.ms",
+            INT,
+            1000,
+            "The interval between assignment updates for a share group.",
+            at_least(0),
+        ),
+        _d(
+            "group.streams.assignment.interval.ms",
+            INT,
+            1000,
+            "The interval between assignment updates for a streams group.",
+            at_least(0),
+        ),
+        _d("group.consumer.assignor.offload.enable", BOOLEAN, True, "Offload consumer group assignment."),
+        _d("group.share.assignor.offload.enable", BOOLEAN, True, "Offload share group assignment."),
+        _d("group.streams.assignor.offload.enable", BOOLEAN, True, "Offload streams group assignment."),
         _d(
             "group.coordinator.cached.buffer.max.bytes",
             INT,
