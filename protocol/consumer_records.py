@@ -24,44 +24,93 @@ from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 Partitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
 
+# ---------------------------------------------------------------- shapes shared with share groups
+# Kafka's share-group records (KIP-932, share_records.py) copy these consumer-group schemas:
+# the same keys, the same target-assignment records, the same leading fields of a member's
+# current assignment. Each record type is its own subclass (its key type, its value schema).
+
+
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadataKey:
+class GroupKey:
+    """A key that names a group: the group's metadata, partition metadata and target
+    assignment metadata records."""
+
     group: str
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupPartitionMetadataKey:
-    group: str
+class MemberKey:
+    """A key that names one member of a group: its metadata, target and current assignment."""
 
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMemberMetadataKey:
-    group: str
-    member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMetadataKey:
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMemberKey:
     group: str
     member_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupCurrentMemberAssignmentKey:
-    group: str
-    member_id: str
+class GroupEpochValue:
+    """{Consumer,Share}GroupMetadataValue: the group epoch and KIP-1101's metadata hash
+    (0 in logs written before Kafka 4.1)."""
 
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadataValue:
     epoch: int
-    # KIP-1101's group metadata hash (tagged field 0, Kafka 4.1+); 0 (not written) in older logs
     metadata_hash: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TargetAssignmentMetadata:
+    """{Consumer,Share}GroupTargetAssignmentMetadataValue."""
+
+    assignment_epoch: int
+    # When the assignment calculation finished (ms since the epoch; tagged field 0, Kafka 4.3,
+    # KIP-1263): the next one waits for the group's assignment interval from then. 0: unknown.
+    assignment_timestamp: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TargetAssignmentMember:
+    """{Consumer,Share}GroupTargetAssignmentMemberValue: a member's target partitions."""
+
+    topic_partitions: Partitions = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemberAssignment:
+    """The leading fields of {Consumer,Share}GroupCurrentMemberAssignmentValue."""
+
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState byte: 0 stable, 1 unrevoked, 2 unreleased, 127 unknown
+    assigned_partitions: Partitions = ()
+
+
+# ---------------------------------------------------------------- consumer-group records
+
+
+class ConsumerGroupMetadataKey(GroupKey):
+    __slots__ = ()
+
+
+class ConsumerGroupPartitionMetadataKey(GroupKey):
+    __slots__ = ()
+
+
+class ConsumerGroupMemberMetadataKey(MemberKey):
+    __slots__ = ()
+
+
+class ConsumerGroupTargetAssignmentMetadataKey(GroupKey):
+    __slots__ = ()
+
+
+class ConsumerGroupTargetAssignmentMemberKey(MemberKey):
+    __slots__ = ()
+
+
+class ConsumerGroupCurrentMemberAssignmentKey(MemberKey):
+    __slots__ = ()
+
+
+class ConsumerGroupMetadataValue(GroupEpochValue):
+    __slots__ = ()  # the hash is tagged field 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,17 +147,12 @@ class ConsumerGroupMemberMetadataValue:
     classic_member_metadata: ClassicMemberMetadata | None = None  # tagged field 0
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMetadataValue:
-    assignment_epoch: int
-    # When the assignment calculation finished (ms since the epoch; tagged field 0, Kafka 4.3,
-    # KIP-1263): the next one waits for the group's assignment interval from then. 0: unknown.
-    assignment_timestamp: int = 0
+class ConsumerGroupTargetAssignmentMetadataValue(TargetAssignmentMetadata):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMemberValue:
-    topic_partitions: Partitions = ()
+class ConsumerGroupTargetAssignmentMemberValue(TargetAssignmentMember):
+    __slots__ = ()
 
 
 # Per topic entry of a Partitions, the epoch at which each of its partitions was assigned
@@ -117,11 +161,7 @@ Epochs = tuple[tuple[int, ...] | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupCurrentMemberAssignmentValue:
-    member_epoch: int
-    previous_member_epoch: int
-    state: int  # Kafka's MemberState byte: 0 stable, 1 unrevoked, 2 unreleased, 127 unknown
-    assigned_partitions: Partitions = ()
+class ConsumerGroupCurrentMemberAssignmentValue(MemberAssignment):
     partitions_pending_revocation: Partitions = field(default=())
     # KIP-1251 (Kafka 4.3): aligned with the two above; () when the record has none
     assigned_epochs: Epochs = ()
@@ -147,25 +187,28 @@ def is_consumer_key_version(version: int) -> bool:
 # ---------------------------------------------------------------- keys
 
 
-def encode_key(key: object) -> bytes:
-    w = RecordWriter(_KEY_VERSION[type(key)], False)
+def write_key(key_type: int, key: GroupKey | MemberKey) -> bytes:
+    """A group record's key: the key type as its version, then (non-flexible) the group id
+    and, for a member's record, the member id."""
+    w = RecordWriter(key_type, False)
     w.string(key.group)
-    member_id = getattr(key, "member_id", None)
-    if member_id is not None:
-        w.string(member_id)
+    if isinstance(key, MemberKey):
+        w.string(key.member_id)
     return bytes(w.out)
 
 
-def decode_key(version: int, r: RecordReader) -> object:
-    cls = _KEY_TYPES[version]
+def read_key(cls: type[GroupKey | MemberKey], r: RecordReader) -> GroupKey | MemberKey:
+    """The rest of a key whose type `write_key` wrote: a `cls`."""
     group = r.string()
-    if cls in (
-        ConsumerGroupMemberMetadataKey,
-        ConsumerGroupTargetAssignmentMemberKey,
-        ConsumerGroupCurrentMemberAssignmentKey,
-    ):
-        return cls(group, r.string())
-    return cls(group)
+    return cls(group, r.string()) if issubclass(cls, MemberKey) else cls(group)
+
+
+def encode_key(key: object) -> bytes:
+    return write_key(_KEY_VERSION[type(key)], key)
+
+
+def decode_key(version: int, r: RecordReader) -> object:
+    return read_key(_KEY_TYPES[version], r)
 
 
 # ---------------------------------------------------------------- values
@@ -250,20 +293,25 @@ def _read_epoch_partitions(r: RecordReader) -> tuple[Partitions, Epochs]:
     return tuple(out), (tuple(epochs) if any(e is not None for e in epochs) else ())
 
 
-def _assignment_timestamp_tag(w: RecordWriter, timestamp: int) -> None:
-    """The tagged fields of a TargetAssignmentMetadataValue (consumer and share groups, Kafka
-    4.3, KIP-1263): AssignmentTimestamp, tag 0. A tagged field at its default (0) is not
-    written, so the caller writes this only for a non-zero timestamp."""
+def write_target_metadata(w: RecordWriter, v: TargetAssignmentMetadata) -> bytes:
+    """A TargetAssignmentMetadataValue's fields after its version: the assignment epoch, and
+    its AssignmentTimestamp (tag 0, Kafka 4.3, KIP-1263) unless it is the default 0 (a tagged
+    field at its default is not written)."""
+    w.int32(v.assignment_epoch)
+    if not v.assignment_timestamp:
+        w.tags()
+        return bytes(w.out)
     w.uvarint(1)  # one tagged field
     w.uvarint(0)  # its tag
     w.uvarint(8)
-    w.int64(timestamp)
+    w.int64(v.assignment_timestamp)
+    return bytes(w.out)
 
 
-def read_assignment_timestamp_tags(r: RecordReader) -> int:
-    """AssignmentTimestamp (tag 0) of a TargetAssignmentMetadataValue's tagged fields, any
+def read_target_metadata(cls: type[TargetAssignmentMetadata], r: RecordReader) -> TargetAssignmentMetadata:
+    """A TargetAssignmentMetadataValue as a `cls`: AssignmentTimestamp (tag 0) read, any
     other tag skipped; 0 if absent (an older Kafka's record)."""
-    timestamp = 0
+    epoch, timestamp = r.int32(), 0
     for _ in range(r.uvarint()):
         tag = r.uvarint()
         data = r.take(r.uvarint())
@@ -271,7 +319,22 @@ def read_assignment_timestamp_tags(r: RecordReader) -> int:
             if len(data) != 8:
                 raise r.fail(f"AssignmentTimestamp of {len(data)} bytes")
             timestamp = int.from_bytes(data, "big", signed=True)
-    return timestamp
+    r.end()
+    return cls(epoch, timestamp)
+
+
+def write_member_epochs(w: RecordWriter, c: MemberAssignment) -> None:
+    """A CurrentMemberAssignmentValue's member epoch, previous epoch and MemberState byte."""
+    w.int32(c.member_epoch)
+    w.int32(c.previous_member_epoch)
+    w.out.append(c.state & 0xFF)
+
+
+def read_member_epochs(r: RecordReader) -> tuple[int, int, int]:
+    """(member epoch, previous member epoch, state) as `write_member_epochs` wrote them."""
+    epoch, previous = r.int32(), r.int32()
+    state = r.take(1)[0]
+    return epoch, previous, state if state < 128 else state - 256
 
 
 def _classic_tag(w: RecordWriter, c: ClassicMemberMetadata) -> None:
@@ -353,17 +416,12 @@ def encode_value(value: object) -> bytes:
             _classic_tag(w, v.classic_member_metadata)
             return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMetadataValue:
-        w.int32(value.assignment_epoch)
-        if value.assignment_timestamp:
-            _assignment_timestamp_tag(w, value.assignment_timestamp)
-            return bytes(w.out)
+        return write_target_metadata(w, value)
     elif t is ConsumerGroupTargetAssignmentMemberValue:
         _partitions(w, value.topic_partitions)
     elif t is ConsumerGroupCurrentMemberAssignmentValue:
         c: ConsumerGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
-        w.int32(c.member_epoch)
-        w.int32(c.previous_member_epoch)
-        w.out.append(c.state & 0xFF)
+        write_member_epochs(w, c)
         _epoch_partitions(w, c.assigned_partitions, c.assigned_epochs)
         _epoch_partitions(w, c.partitions_pending_revocation, c.pending_revocation_epochs)
     else:
@@ -414,19 +472,15 @@ def decode_value(key: object, data: bytes) -> object:
             instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor, classic
         )
     elif t is ConsumerGroupTargetAssignmentMetadataKey:
-        epoch = r.int32()
-        timestamp = read_assignment_timestamp_tags(r)
-        r.end()
-        return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
+        return read_target_metadata(ConsumerGroupTargetAssignmentMetadataValue, r)
     elif t is ConsumerGroupTargetAssignmentMemberKey:
         value = ConsumerGroupTargetAssignmentMemberValue(_read_partitions(r))
     elif t is ConsumerGroupCurrentMemberAssignmentKey:
-        epoch, previous = r.int32(), r.int32()
-        state = r.take(1)[0]
+        epoch, previous, state = read_member_epochs(r)
         assigned, assigned_epochs = _read_epoch_partitions(r)
         pending, pending_epochs = _read_epoch_partitions(r)
         value = ConsumerGroupCurrentMemberAssignmentValue(
-            epoch, previous, state if state < 128 else state - 256, assigned, pending, assigned_epochs, pending_epochs
+            epoch, previous, state, assigned, pending, assigned_epochs, pending_epochs
         )
     else:
         raise RecordDecodeError(f"no value schema for {key!r}")

@@ -23,13 +23,22 @@ import uuid
 from dataclasses import dataclass
 
 from .consumer_records import (
-    Partitions,
-    _assignment_timestamp_tag,
+    GroupEpochValue,
+    GroupKey,
+    MemberAssignment,
+    MemberKey,
+    TargetAssignmentMember,
+    TargetAssignmentMetadata,
     _partitions,
     _read_partitions,
     _read_uuid,
     _uuid,
-    read_assignment_timestamp_tags,
+    read_key,
+    read_member_epochs,
+    read_target_metadata,
+    write_key,
+    write_member_epochs,
+    write_target_metadata,
 )
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
@@ -37,32 +46,28 @@ from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 # ---------------------------------------------------------------- __consumer_offsets
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupMemberMetadataKey:
-    group: str
-    member_id: str
+# The keys, the group epoch and the target-assignment records are the consumer groups' shapes
+# (consumer_records.py), each its own type.
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupMetadataKey:
-    group: str
+class ShareGroupMemberMetadataKey(MemberKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupTargetAssignmentMetadataKey:
-    group: str
+class ShareGroupMetadataKey(GroupKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupTargetAssignmentMemberKey:
-    group: str
-    member_id: str
+class ShareGroupTargetAssignmentMetadataKey(GroupKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupCurrentMemberAssignmentKey:
-    group: str
-    member_id: str
+class ShareGroupTargetAssignmentMemberKey(MemberKey):
+    __slots__ = ()
+
+
+class ShareGroupCurrentMemberAssignmentKey(MemberKey):
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,36 +78,24 @@ class ShareGroupMemberMetadataValue:
     subscribed_topic_names: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupMetadataValue:
-    epoch: int
-    metadata_hash: int = 0  # Kafka 4.1+: a digest of the subscribed topics (KIP-1101)
+class ShareGroupMetadataValue(GroupEpochValue):
+    __slots__ = ()  # the hash is a field (Kafka 4.1+), not a tagged one
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupTargetAssignmentMetadataValue:
-    assignment_epoch: int
-    # When the assignment calculation finished (ms since the epoch; tagged field 0, Kafka 4.3,
-    # KIP-1263): the next one waits for the group's assignment interval from then. 0: unknown.
-    assignment_timestamp: int = 0
+class ShareGroupTargetAssignmentMetadataValue(TargetAssignmentMetadata):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupTargetAssignmentMemberValue:
-    topic_partitions: Partitions = ()
+class ShareGroupTargetAssignmentMemberValue(TargetAssignmentMember):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupCurrentMemberAssignmentValue:
-    member_epoch: int
-    previous_member_epoch: int
-    state: int  # Kafka's MemberState byte; share members are always 0 (stable)
-    assigned_partitions: Partitions = ()
+class ShareGroupCurrentMemberAssignmentValue(MemberAssignment):
+    __slots__ = ()  # its state is always 0 (stable)
 
 
-@dataclass(frozen=True, slots=True)
-class ShareGroupStatePartitionMetadataKey:
-    group: str
+class ShareGroupStatePartitionMetadataKey(GroupKey):
+    __slots__ = ()
 
 
 # (topic id, topic name, partitions) of TopicPartitionsInfo; (topic id, topic name) of TopicInfo
@@ -127,7 +120,6 @@ _KEY_TYPES: dict[int, type] = {
 }
 _KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
 KEY_TYPES = tuple(_KEY_TYPES.values())
-_MEMBER_KEYS = (ShareGroupMemberMetadataKey, ShareGroupTargetAssignmentMemberKey, ShareGroupCurrentMemberAssignmentKey)
 
 
 def is_share_key_version(version: int) -> bool:
@@ -135,19 +127,11 @@ def is_share_key_version(version: int) -> bool:
 
 
 def encode_key(key: object) -> bytes:
-    w = RecordWriter(_KEY_VERSION[type(key)], False)
-    w.string(key.group)
-    if type(key) in _MEMBER_KEYS:
-        w.string(key.member_id)
-    return bytes(w.out)
+    return write_key(_KEY_VERSION[type(key)], key)
 
 
 def decode_key(version: int, r: RecordReader) -> object:
-    cls = _KEY_TYPES[version]
-    group = r.string()
-    if cls in _MEMBER_KEYS:
-        return cls(group, r.string())
-    return cls(group)
+    return read_key(_KEY_TYPES[version], r)
 
 
 def encode_value(value: object) -> bytes:
@@ -165,17 +149,12 @@ def encode_value(value: object) -> bytes:
         for name in v.subscribed_topic_names:
             w.string(name)
     elif t is ShareGroupTargetAssignmentMetadataValue:
-        w.int32(value.assignment_epoch)
-        if value.assignment_timestamp:
-            _assignment_timestamp_tag(w, value.assignment_timestamp)
-            return bytes(w.out)
+        return write_target_metadata(w, value)
     elif t is ShareGroupTargetAssignmentMemberValue:
         _partitions(w, value.topic_partitions)
     elif t is ShareGroupCurrentMemberAssignmentValue:
         c: ShareGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
-        w.int32(c.member_epoch)
-        w.int32(c.previous_member_epoch)
-        w.out.append(c.state & 0xFF)
+        write_member_epochs(w, c)
         _partitions(w, c.assigned_partitions)
     elif t is ShareGroupStatePartitionMetadataValue:
         m: ShareGroupStatePartitionMetadataValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
@@ -207,18 +186,11 @@ def decode_value(key: object, data: bytes) -> object:
         names = tuple(r.string() for _ in range(r.array_len()))
         value = ShareGroupMemberMetadataValue(rack, client_id, client_host, names)
     elif t is ShareGroupTargetAssignmentMetadataKey:
-        epoch = r.int32()
-        timestamp = read_assignment_timestamp_tags(r)
-        r.end()
-        return ShareGroupTargetAssignmentMetadataValue(epoch, timestamp)
+        return read_target_metadata(ShareGroupTargetAssignmentMetadataValue, r)
     elif t is ShareGroupTargetAssignmentMemberKey:
         value = ShareGroupTargetAssignmentMemberValue(_read_partitions(r))
     elif t is ShareGroupCurrentMemberAssignmentKey:
-        epoch, previous = r.int32(), r.int32()
-        state = r.take(1)[0]
-        value = ShareGroupCurrentMemberAssignmentValue(
-            epoch, previous, state if state < 128 else state - 256, _read_partitions(r)
-        )
+        value = ShareGroupCurrentMemberAssignmentValue(*read_member_epochs(r), _read_partitions(r))
     elif t is ShareGroupStatePartitionMetadataKey:
         initializing, initialized = _read_topic_partitions_info(r), _read_topic_partitions_info(r)
         deleting = []
