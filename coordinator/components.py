@@ -92,7 +92,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     )
     apply_dynamic_broker_configs(c, topics, offsets_log)
     broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(c, topics, offsets_log))
-    topology = Topology(listeners, topics, offsets_log.partitions, txn_log.logs)
+    topology = Topology(listeners, topics, offsets_log.partitions, txn_log.logs, c.data_dir)
     runtime = CoordinatorRuntime(
         offsets_log,
         LoopClock(),

@@ -15,6 +15,11 @@ has its replicas on the brokers from (crc32(topic) + p) on, in node-id order;
 replication factor min(3, N) (offsets.topic.replication.factor,
 transaction.state.log.replication.factor).
 
+The placement (replicas, leader, leader epoch and any reassignment in progress of every
+partition that left its default placement) is kept in `partition-placement.json` in the data
+dir, as Kafka's controller keeps PartitionRegistration records in its metadata log: a
+restarted server comes back with the leaders and replicas it had, every broker running.
+
 `ClusterControl` is the operator's side (Kafka's controller actions, librdkafka's
 mock-cluster and kfake's controls): stop and start brokers, move a partition's
 leadership or a group's coordinator. The HTTP test control (coordinator/control.py),
@@ -33,12 +38,14 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
+from .durable import JsonFile
 from .listeners import Listener
 from .log.offsets import TOPIC as OFFSETS_TOPIC, partition_for
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_TOPIC = "__transaction_state"
+PLACEMENT_FILE = "partition-placement.json"
 INTERNAL_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor, transaction.state.log.replication.factor
 
 
@@ -75,6 +82,27 @@ class PartitionState:
 
 
 @dataclass
+class Reassignment:
+    """One in progress (Kafka's PartitionRegistration adding/removing replicas)."""
+
+    original: list[int]
+    target: list[int]
+
+    @property
+    def adding(self) -> list[int]:
+        return [n for n in self.target if n not in self.original]
+
+    @property
+    def removing(self) -> list[int]:
+        return [n for n in self.original if n not in self.target]
+
+    @property
+    def merged(self) -> list[int]:
+        """The replicas while it is in progress: the target's, then those leaving."""
+        return self.target + self.removing
+
+
+@dataclass
 class Broker:
     node_id: int
     listeners: list[Listener]
@@ -89,7 +117,14 @@ class Broker:
 
 
 class Topology:
-    def __init__(self, listeners: list[Listener], topics: Any, offsets_partitions: int, txn_logs: list[Any]) -> None:
+    def __init__(
+        self,
+        listeners: list[Listener],
+        topics: Any,
+        offsets_partitions: int,
+        txn_logs: list[Any],
+        data_dir: Path | None = None,
+    ) -> None:
         self.brokers: dict[int, Broker] = {}
         for listener in listeners:
             self.brokers.setdefault(listener.node_id, Broker(listener.node_id, [])).listeners.append(listener)
@@ -105,6 +140,11 @@ class Topology:
         self.loading: set[int] = set()
         self.txn_loading: set[int] = set()
         self.version = 0  # bumped on every change (Metadata answers are cached by it)
+        # Reassignments in progress (coordinator.broker.partition_admin drives them).
+        self.reassignments: dict[tuple[str, int], Reassignment] = {}
+        self.placement = JsonFile(Path(data_dir) / PLACEMENT_FILE) if data_dir is not None else None
+        if self.placement is not None:
+            self.placement.load(parse=self._restore)
         # The leader of each __consumer_offsets partition: every group request checks it.
         self.coordinators = [self.state(OFFSETS_TOPIC, p).leader for p in range(offsets_partitions)]
         for p in range(len(txn_logs)):
@@ -145,12 +185,10 @@ class Topology:
         return st
 
     def _place(self, topic: str, partition: int, plog: Any) -> PartitionState:
-        ids = self.node_ids
-        start = partition if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC) else zlib.crc32(topic.encode()) + partition
-        replicas = [ids[(start + i) % len(ids)] for i in range(self._replication_factor(topic))]
+        replicas = self._default_replicas(topic, partition)
         live = [n for n in replicas if self.brokers[n].alive]
         if not live:  # every replica is stopped: placed on live brokers instead
-            replicas = self._live_from(start, len(replicas))
+            replicas = self._live_from(self._start(topic, partition), len(replicas))
             live = replicas
         st = PartitionState(replicas, live, live[0], log=plog)
         epochs = read_epochs(plog.directory) if plog is not None else None
@@ -158,6 +196,73 @@ class Topology:
             st.epochs, st.epoch = epochs, epochs[-1][0]
             plog.leader_epoch = st.epoch
         return st
+
+    @staticmethod
+    def _start(topic: str, partition: int) -> int:
+        return partition if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC) else zlib.crc32(topic.encode()) + partition
+
+    def _default_replicas(self, topic: str, partition: int) -> list[int]:
+        ids, start = self.node_ids, self._start(topic, partition)
+        return [ids[(start + i) % len(ids)] for i in range(self._replication_factor(topic))]
+
+    def _topic_id(self, topic: str) -> str | None:
+        info = self.topics.get(topic)
+        return str(info.topic_id) if info is not None else None
+
+    def _restore(self, doc: dict) -> None:
+        """The placement an earlier run kept (Kafka's controller replaying its metadata log).
+        An entry is dropped if its topic is gone or was created anew (another topic id), or if
+        it names a broker this run does not have (a restart with fewer brokers): that partition
+        is placed by default. Every broker runs after a restart, so the ISR is the replicas."""
+        for entry in doc["partitions"]:  # (a bad shape raises here: JsonFile.load names the file)
+            topic, partition = entry["topic"], entry["partition"]
+            replicas, leader, epoch = list(entry["replicas"]), entry["leader"], entry["leader_epoch"]
+            ongoing = entry.get("reassigning")
+            reassignment = Reassignment(list(ongoing["original"]), list(ongoing["target"])) if ongoing else None
+            plog = self._log_of(topic, partition) if type(topic) is str and type(partition) is int else None
+            known = set(self.node_ids)
+            named = set(replicas) | {leader} | (set(reassignment.merged) if reassignment else set())
+            if plog is None or entry.get("topic_id") != self._topic_id(topic) or not named <= known or not replicas:
+                continue
+            if leader not in replicas or type(epoch) is not int or epoch < 0:
+                continue
+            st = PartitionState(replicas, list(replicas), leader, log=plog)
+            st.epochs = read_epochs(plog.directory) or [(0, 0)]
+            if epoch > st.epochs[-1][0]:  # (the checkpoint is written first; this only guards a lost one)
+                st.epochs.append((epoch, plog.log_end_offset))
+            st.epoch = st.epochs[-1][0]
+            plog.leader_epoch = st.epoch
+            self.partitions[(topic, partition)] = st
+            if reassignment is not None:
+                self.reassignments[(topic, partition)] = reassignment
+
+    def placement_document(self) -> dict:
+        """The partitions that left their default placement, with their reassignments."""
+        rows = []
+        for (topic, partition), st in sorted(self.partitions.items()):
+            if st.log is None or st.log is not self._log_of(topic, partition):
+                continue  # (a deleted topic's partition)
+            ongoing = self.reassignments.get((topic, partition))
+            if st.epoch == 0 and ongoing is None and st.replicas == self._default_replicas(topic, partition):
+                continue
+            row: dict[str, Any] = {
+                "topic": topic,
+                "topic_id": self._topic_id(topic),
+                "partition": partition,
+                "replicas": st.replicas,
+                "leader": st.leader,
+                "leader_epoch": st.epoch,
+            }
+            if ongoing is not None:
+                row["reassigning"] = {"original": ongoing.original, "target": ongoing.target}
+            rows.append(row)
+        return {"version": 1, "partitions": rows}
+
+    async def save_placement(self) -> None:
+        """Keep the placement as it is now (after every leader or replica change, which are
+        rare): the document is built when its write starts, so it has every change before it."""
+        if self.placement is not None:
+            await self.placement.update(lambda: (self.placement_document(), None))
 
     def _live_from(self, start: int, count: int) -> list[int]:
         ids = self.node_ids
@@ -461,7 +566,7 @@ class ClusterControl:
         partitions load their groups from the log (Kafka's group immigration), those of
         `__transaction_state` partitions their transactional ids (the TransactionStateManager's);
         until each is loaded, its broker answers COORDINATOR_LOAD_IN_PROGRESS and the old one
-        NOT_COORDINATOR."""
+        NOT_COORDINATOR. The new placement is written first (`partition-placement.json`)."""
         if self.shares is not None:
             for topic, p in moved:
                 if topic not in (OFFSETS_TOPIC, TRANSACTION_TOPIC):
@@ -472,6 +577,9 @@ class ClusterControl:
         t.loading.update(shards)
         t.txn_loading.update(txn_shards)
         try:
+            # The new placement is kept first (the controller's record before the brokers act
+            # on it), while the moved coordinators already answer COORDINATOR_LOAD_IN_PROGRESS.
+            await t.save_placement()
             for p in txn_shards:
                 await self.transactions.unload(p)
             for p in shards:

@@ -218,6 +218,10 @@ async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
         ("group-configs.json", "[1]"),
         ("group-configs.json", '{"g": {"consumer.session.timeout.ms": 50000}}'),
         ("group-configs.json", '{"g": {"consumer.session.timeout.ms": "soon"}}'),
+        ("partition-placement.json", "[1]"),
+        ("partition-placement.json", '{"partitions": 5}'),
+        ("partition-placement.json", '{"partitions": [{"topic": "t", "partition": 0}]}'),
+        ("partition-placement.json", '{"partitions": [{"topic": "t", "partition": 0, "replicas": 1, "leader": 1}]}'),
     ],
 )
 def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, text):
@@ -238,6 +242,7 @@ def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, tex
         "acls.json",
         "scram-credentials.json",
         "producer_ids.json",
+        "partition-placement.json",
     ],
 )
 def test_a_store_that_cannot_be_read_is_one_line_at_startup(tmp_path, name):

@@ -302,3 +302,61 @@ def test_any_election_or_reassignment_is_answered_with_kafka_codes(cluster):
         assert codes <= expected, codes
 
     check()
+
+
+@pytest.mark.parametrize("subprocess", [False, True])
+def test_placement_outlives_a_restart(tmp_path, subprocess):
+    """Moved leaders, completed and in-progress reassignments and a moved coordinator are
+    kept as Kafka's controller keeps its PartitionRegistrations: a restarted cluster reports
+    the same replicas, leaders and leader epochs in Metadata (epochs never go backwards),
+    and a reassignment that waited for a stopped broker completes once every broker runs."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    def placement(cluster):
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        try:
+            described = admin.describe_topics(["t", "__consumer_offsets"])
+            return {
+                (t["name"], p["partition_index"]): (p["leader_id"], p["leader_epoch"], p["replica_nodes"])
+                for t in described
+                for p in t["partitions"]
+            }
+        finally:
+            admin.close()
+
+    data = tmp_path / "d"
+    with Cluster(brokers=3, data_dir=data, subprocess=subprocess, offsets_partitions=2) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        admin.create_topics([NewTopic("t", 3, 2)])
+        first = placement(cluster)
+        cluster.move_leader("t", 0)  # within the replicas: epoch 1
+        outside = next(n for n in cluster.node_ids if n not in first[("t", 1)][2])
+        assert admin.alter_partition_reassignments({TopicPartition("t", 1): [outside]}) == {
+            TopicPartition("t", 1): None
+        }
+        moved_to = cluster.move_coordinator("g")
+        # partition 2 waits for a stopped broker: in progress over the restart
+        waiting = next(n for n in cluster.node_ids if n not in first[("t", 2)][2])
+        cluster.stop_broker(waiting)
+        admin.close()  # (it may have chosen the stopped broker as its controller)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        target = [waiting, first[("t", 2)][2][0]]
+        assert admin.alter_partition_reassignments({TopicPartition("t", 2): target}) == {TopicPartition("t", 2): None}
+        assert TopicPartition("t", 2) in admin.list_partition_reassignments()
+        admin.close()
+        cluster.start_broker(waiting)  # (running, so Metadata lists it for the comparison)
+        before = placement(cluster)
+    assert before[("t", 0)][1] >= 1 and before[("t", 1)][2] == [outside]
+    with Cluster(brokers=3, data_dir=data, subprocess=subprocess, offsets_partitions=2) as cluster:
+        after = placement(cluster)
+        assert after == before
+        assert cluster.coordinator_of("g") == moved_to and cluster.leader_of("t", 1) == outside
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        assert admin.list_partition_reassignments() == {}  # every broker runs: it completed
+        admin.close()
+        done = placement(cluster)
+        assert done[("t", 2)][2] == target and done[("t", 2)][1] >= before[("t", 2)][1]
+    # once more: the completed reassignment was kept too
+    with Cluster(brokers=3, data_dir=data, subprocess=subprocess, offsets_partitions=2) as cluster:
+        assert placement(cluster) == done

@@ -11,12 +11,12 @@ that broker runs again. Leaders move through ClusterControl, so a moved
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
+from ..topology import Reassignment
 
 ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 43, 45, 46
 PREFERRED, UNCLEAN = 0, 1
@@ -29,33 +29,13 @@ class PartitionError(Exception):
         self.message = message
 
 
-@dataclass
-class Reassignment:
-    """One in progress (Kafka's PartitionRegistration adding/removing replicas)."""
-
-    original: list[int]
-    target: list[int]
-
-    @property
-    def adding(self) -> list[int]:
-        return [n for n in self.target if n not in self.original]
-
-    @property
-    def removing(self) -> list[int]:
-        return [n for n in self.original if n not in self.target]
-
-    @property
-    def merged(self) -> list[int]:
-        """The replicas while it is in progress: the target's, then those leaving."""
-        return self.target + self.removing
-
-
 class PartitionAdminApis:
     def __init__(self, topics: Any, topology: Any, control: Any) -> None:
         self.topics = topics  # coordinator.broker.topics.Topics
         self.topology = topology  # coordinator.topology.Topology
         self.control = control  # coordinator.topology.ClusterControl
-        self.ongoing: dict[tuple[str, int], Reassignment] = {}
+        # (kept with the placement, so a restart resumes them as Kafka's controller does)
+        self.ongoing: dict[tuple[str, int], Reassignment] = topology.reassignments
 
     def register(self, registry: Registry) -> None:
         registry.add(ELECT_LEADERS, range(0, 3), self.elect_leaders)
@@ -245,7 +225,9 @@ class PartitionAdminApis:
         st.isr = live
         t.version += 1
         if live and (st.leader not in replicas or not self._alive(st.leader)):
-            await self.control.move_leader(topic, partition, live[0])
+            await self.control.move_leader(topic, partition, live[0])  # (which keeps the placement)
+        else:
+            await t.save_placement()
 
     async def _complete_reassignments(self) -> None:
         """Reassignments waiting for a broker that runs again complete now."""
