@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+import types
 import typing
 import uuid
 from functools import cache
@@ -33,6 +34,7 @@ from .wire import Raw
 from .offset_commit import OffsetCommitRequest, write_response_to
 
 PRODUCE, FETCH, OFFSET_COMMIT, API_VERSIONS = 0, 1, 8, 18
+DESCRIBE_CLIENT_QUOTAS, ALTER_USER_SCRAM_CREDENTIALS = 48, 51
 
 # Response arrays and the request arrays they answer entry by entry, where the names differ
 # (same-named arrays always pair up): response field -> request fields, first present wins.
@@ -69,6 +71,8 @@ _IDENTITY = {
     "resource_name": ("resource_name",),
     "user": ("name", "user"),
     "session_id": ("session_id",),  # Fetch: the request's fetch session
+    "entity_type": ("entity_type",),  # AlterClientQuotas: each entry's entity
+    "entity_name": ("entity_name",),
 }
 
 # Integers that mean "none" at -1 when Kafka fails a request (Kafka's INVALID_OFFSET,
@@ -81,10 +85,12 @@ _UNKNOWN_AS_MINUS_ONE = re.compile(
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def error_response(api_key: int, version: int, response_type: type, request: Any, error: int) -> Any:
-    """The response body that fails `request` with `error` everywhere it can carry one: a kio
-    object, or the encoded body (Raw) for OffsetCommit, whose codec is hand-written, and
-    ApiVersions."""
+def error_response(
+    api_key: int, version: int, response_type: type, request: Any, error: int, message: str | None = None
+) -> Any:
+    """The response body that fails `request` with `error` everywhere it can carry one (and
+    `message` in every error message, as Kafka's ApiError.message()): a kio object, or the
+    encoded body (Raw) for OffsetCommit, whose codec is hand-written, and ApiVersions."""
     error = ErrorCode(error)
     if api_key == OFFSET_COMMIT and type(request) is OffsetCommitRequest:
         # OffsetCommitRequest.getErrorResponse: every partition committed, with the error
@@ -94,11 +100,15 @@ def error_response(api_key: int, version: int, response_type: type, request: Any
         # clients read an ApiVersions error that way (kafka-python always, Java when the
         # requested version does not parse, librdkafka stops at the error before the array).
         c = codec(API_VERSIONS, 0)
-        return Raw(encode_body(c, _build(c.response_type, None, error)))
+        return Raw(encode_body(c, _build(c.response_type, None, error, message)))
     special = _SPECIAL.get(api_key)
     if special is not None:
         request = special(version, request)
-    return _build(response_type, request, error)
+    body = _build(response_type, request, error, message)
+    if api_key == DESCRIBE_CLIENT_QUOTAS:
+        # DescribeClientQuotasRequest.getErrorResponse: no entries at all (null), not none
+        body = dataclasses.replace(body, entries=None)
+    return body
 
 
 def _fetch(version: int, request: Any) -> Any:
@@ -107,13 +117,19 @@ def _fetch(version: int, request: Any) -> Any:
     return dataclasses.replace(request, topics=()) if version >= 13 else request
 
 
-_SPECIAL = {FETCH: _fetch}
+def _alter_user_scram_credentials(version: int, request: Any) -> Any:
+    """AlterUserScramCredentialsRequest.getErrorResponse: a result per user named, deleted
+    or upserted, each once, in name order."""
+    return types.SimpleNamespace(results=sorted({u.name for u in (*request.deletions, *request.upsertions)}))
 
 
-def _build(cls: type, source: Any, error: ErrorCode) -> Any:
+_SPECIAL = {FETCH: _fetch, ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials}
+
+
+def _build(cls: type, source: Any, error: ErrorCode, message: str | None) -> Any:
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
-        value = _value(f, source, error)
+        value = _value(f, source, error, message)
         if value is not _DEFAULT:
             values[f.name] = value
     return cls(**values)
@@ -122,17 +138,19 @@ def _build(cls: type, source: Any, error: ErrorCode) -> Any:
 _DEFAULT = object()  # the schema's default
 
 
-def _value(f: dataclasses.Field, source: Any, error: ErrorCode) -> Any:
+def _value(f: dataclasses.Field, source: Any, error: ErrorCode, message: str | None) -> Any:
     kind = f.metadata.get("kafka_type")
     if kind == "error_code":
         return error
+    if f.name == "error_message" and message is not None:
+        return message
     tp = _strip_optional(f.type)
     nullable = tp is not f.type
     if typing.get_origin(tp) is tuple:
         inner = _strip_optional(typing.get_args(tp)[0])
         if not _is_entity(inner):
             return ()
-        return tuple(_entry(inner, item, error) for item in _echoed(f.name, source))
+        return tuple(_entry(inner, item, error, message) for item in _echoed(f.name, source))
     if kind == "records":
         return b""  # (an empty record set, as Kafka's MemoryRecords.EMPTY, not null)
     if _is_entity(tp):
@@ -140,7 +158,7 @@ def _value(f: dataclasses.Field, source: Any, error: ErrorCode) -> Any:
         # none where allowed (ConsumerGroupHeartbeat's assignment), else one of unknowns
         if _has_default(f):
             return _DEFAULT
-        return None if nullable else _build(tp, None, error)
+        return None if nullable else _build(tp, None, error, message)
     for name in _IDENTITY.get(f.name, ()):
         if source is not None and not isinstance(source, (str, int, uuid.UUID)):
             found = getattr(source, name, None)
@@ -162,14 +180,14 @@ def _has_default(f: dataclasses.Field) -> bool:
     return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
 
 
-def _entry(cls: type, item: Any, error: ErrorCode) -> Any:
+def _entry(cls: type, item: Any, error: ErrorCode, message: str | None) -> Any:
     """One echoed entry. A request that names its entries by a bare value (a group id, a
     partition index, a coordinator key) gives that value to the entry's identifying field."""
     if isinstance(item, (str, int, uuid.UUID)):
         key = _key_field(cls)
-        entry = _build(cls, None, error)
+        entry = _build(cls, None, error, message)
         return dataclasses.replace(entry, **{key: item}) if key is not None else entry
-    return _build(cls, item, error)
+    return _build(cls, item, error, message)
 
 
 @cache

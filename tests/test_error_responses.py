@@ -237,3 +237,35 @@ def test_fetch_v13_answers_with_the_top_level_error_only():
     assert topic.topic == "t" and [(p.partition_index, p.error_code, p.high_watermark) for p in topic.partitions] == [
         (2, ERROR, -1)
     ]
+
+
+def test_client_quota_and_scram_requests_answer_as_kafka_does():
+    """DescribeClientQuotas: entries null; AlterClientQuotas: each entry's entity named back;
+    AlterUserScramCredentials: a result per user named, once each, in name order; a message,
+    when given, in every error message."""
+    from kio.schema.alter_client_quotas.v1 import request as acq
+    from kio.schema.alter_user_scram_credentials.v0 import request as scram
+    from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
+
+    described = DescribeClientQuotasRequest(
+        components=(ComponentData(entity_type="user", match_type=0, match="a"),), strict=False
+    )
+    resp = error_response(48, 1, codec(48, 1).response_type, described, ERROR, "why")
+    assert (resp.error_code, resp.error_message, resp.entries) == (ERROR, "why", None)
+
+    entity = acq.EntityData(entity_type="client-id", entity_name="app")
+    altered = acq.AlterClientQuotasRequest(entries=(acq.EntryData(entity=(entity,), ops=()),), validate_only=False)
+    (entry,) = error_response(49, 1, codec(49, 1).response_type, altered, ERROR).entries
+    assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("client-id", "app")]
+    assert (entry.error_code, entry.error_message) == (ERROR, None)
+
+    upsert = scram.ScramCredentialUpsertion(name="bob", mechanism=1, iterations=4096, salt=b"s", salted_password=b"p")
+    request = scram.AlterUserScramCredentialsRequest(
+        deletions=(scram.ScramCredentialDeletion(name="carol", mechanism=1),),
+        upsertions=(upsert, dataclasses.replace(upsert, mechanism=2)),
+    )
+    resp = error_response(51, 0, codec(51, 0).response_type, request, ERROR, "why")
+    assert [(r.user, r.error_code, r.error_message) for r in resp.results] == [
+        ("bob", ERROR, "why"),
+        ("carol", ERROR, "why"),
+    ]

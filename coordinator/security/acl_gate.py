@@ -20,6 +20,7 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode as E
 from kio.serial import entity_reader
 
+from protocol.error_response import error_response
 from protocol.wire import Raw
 from protocol.offset_commit import resolve_topic_ids, write_response_to
 
@@ -50,6 +51,18 @@ TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
     E.cluster_authorization_failed,
     E.transactional_id_authorization_failed,
 )
+
+# A request refused on the cluster is answered with its error response (Kafka's
+# getErrorResponse), which carries Errors.CLUSTER_AUTHORIZATION_FAILED's message for these
+# (DescribeAcls, ElectLeaders, DescribeUserScramCredentials, DescribeCluster)...
+_CLUSTER_MESSAGE = {k: "Cluster authorization failed." for k in (29, 43, 50, 60)}
+# ... and, for these, differs from the generic one as follows (fields of the answer's version).
+_CLUSTER_DENIED_DEPARTS: dict[int, Callable[[Any], dict[str, Any]]] = {
+    45: lambda req: {"allow_replication_factor_change": getattr(req, "allow_replication_factor_change", True)},
+    46: lambda req: {"topics": ()},  # ListPartitionReassignments: no topic named back
+    50: lambda req: {"results": ()},  # DescribeUserScramCredentials: the top-level error only
+    60: lambda req: {"endpoint_type": getattr(req, "endpoint_type", 1)},  # DescribeCluster
+}
 
 
 # X.500 attribute names as Java's X500Principal.getName() (RFC 2253) writes them
@@ -148,13 +161,13 @@ class AclGate:
             37: self.create_partitions,
             44: self._configs(ALTER_CONFIGS),
             47: self.offset_delete,
-            60: self.describe_cluster,
+            60: self._cluster(DESCRIBE),
             65: self.describe_transactions,
             66: self.list_transactions,
-            69: self.consumer_group_describe,
+            69: self.group_describe,
             # KIP-932 share groups: READ on the group (DELETE for DeleteShareGroupOffsets), DESCRIBE to describe
             76: self.share_group_heartbeat,
-            77: self.share_group_describe,
+            77: self.group_describe,
             78: self.share_fetch,
             79: self.share_fetch,
             90: self.describe_share_group_offsets,
@@ -256,25 +269,6 @@ class AclGate:
             return dataclasses.replace(body, responses=tuple(rows))
 
         return merged()
-
-    def share_group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        def denied(g: str) -> Any | None:
-            if self.can(ctx, DESCRIBE, GROUP, g):
-                return None
-            return ctx.nested(
-                "DescribedGroup",
-                error_code=GROUP_DENIED,
-                error_message=None,
-                group_id=g,
-                group_state="",
-                group_epoch=-1,
-                assignment_epoch=-1,
-                assignor_name="",
-                members=(),
-                authorized_operations=-(2**31),
-            )
-
-        return self._merge(ctx, req, handler, "group_ids", "groups", denied, lambda g: g, lambda d: d.group_id)
 
     def share_group_heartbeat(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         """READ on the group, then DESCRIBE on every topic the member subscribes to (when it names
@@ -431,110 +425,20 @@ class AclGate:
         return check
 
     def _cluster(self, operation: int) -> Callable:
+        """`operation` on the cluster, else the request's error response, with CLUSTER_AUTHORIZATION_FAILED."""
+
         def check(ctx: RequestContext, req: Any, handler: Callable) -> Any:
             if self.can(ctx, operation, CLUSTER, CLUSTER_NAME):
                 return None
             key = ctx.header.api_key
-            if key == 30:
-                return ctx.response(
-                    throttle_time=0,
-                    results=tuple(
-                        ctx.nested("AclCreationResult", error_code=CLUSTER_DENIED, error_message=None)
-                        for _ in req.creations
-                    ),
-                )
-            if key == 31:
-                return ctx.response(
-                    throttle_time=0,
-                    filter_results=tuple(
-                        ctx.nested(
-                            "DeleteAclsFilterResult", error_code=CLUSTER_DENIED, error_message=None, matching_acls=()
-                        )
-                        for _ in req.filters
-                    ),
-                )
-            if key == 43:  # ElectLeaders: every partition named refused too
-                return ctx.response(
-                    throttle_time=0,
-                    error_code=CLUSTER_DENIED,
-                    replica_election_results=tuple(
-                        ctx.nested(
-                            "ReplicaElectionResult",
-                            topic=t.topic,
-                            partition_result=tuple(
-                                ctx.nested(
-                                    "PartitionResult",
-                                    partition_id=p,
-                                    error_code=CLUSTER_DENIED,
-                                    error_message="Cluster authorization failed.",
-                                )
-                                for p in t.partitions
-                            ),
-                        )
-                        for t in req.topic_partitions or ()
-                    ),
-                )
-            if key == 45:  # AlterPartitionReassignments: Kafka's getErrorResponse names every partition
-                return ctx.response(
-                    throttle_time=0,
-                    error_code=CLUSTER_DENIED,
-                    error_message=None,
-                    allow_replication_factor_change=getattr(req, "allow_replication_factor_change", True),
-                    responses=tuple(
-                        ctx.nested(
-                            "ReassignableTopicResponse",
-                            name=t.name,
-                            partitions=tuple(
-                                ctx.nested(
-                                    "ReassignablePartitionResponse",
-                                    partition_index=p.partition_index,
-                                    error_code=CLUSTER_DENIED,
-                                    error_message=None,
-                                )
-                                for p in t.partitions
-                            ),
-                        )
-                        for t in req.topics
-                    ),
-                )
-            if key == 46:
-                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None, topics=())
-            if key == 48:  # DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster
-                return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, error_message=None, entries=None)
-            if key == 49:  # AlterClientQuotas: ALTER_CONFIGS on the cluster, each entry refused
-                return ctx.response(
-                    throttle_time=0,
-                    entries=tuple(
-                        ctx.nested(
-                            "EntryData",
-                            error_code=CLUSTER_DENIED,
-                            error_message=None,
-                            entity=tuple(
-                                ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
-                                for e in entry.entity
-                            ),
-                        )
-                        for entry in req.entries
-                    ),
-                )
-            if key == 51:
-                names = [a.name for a in (*req.deletions, *req.upsertions)]
-                return ctx.response(
-                    throttle_time=0,
-                    results=tuple(
-                        ctx.nested(
-                            "AlterUserScramCredentialsResult", user=n, error_code=CLUSTER_DENIED, error_message=None
-                        )
-                        for n in names
-                    ),
-                )
-            return ctx.response(
-                throttle_time=0,
-                error_code=CLUSTER_DENIED,
-                resources=(),
-                results=(),
-                error_message="Cluster authorization failed.",
+            body = error_response(
+                key, ctx.version, ctx.codec.response_type, req, CLUSTER_DENIED, _CLUSTER_MESSAGE.get(key)
             )
+            departure = _CLUSTER_DENIED_DEPARTS.get(key)
+            if departure is None:
+                return body
+            values = {k: v for k, v in departure(req).items() if hasattr(body, k)}
+            return dataclasses.replace(body, **values)
 
         return check
 
@@ -1022,21 +926,10 @@ class AclGate:
         name = lambda t: t.name  # noqa: E731
         return self._merge(ctx, req, handler, "topics", "topics", denied, name, name)
 
-    def describe_cluster(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        if self.can(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
-            return None
-        return ctx.response(
-            throttle_time=0,
-            error_code=CLUSTER_DENIED,
-            error_message="Cluster authorization failed.",
-            endpoint_type=getattr(req, "endpoint_type", 1),
-            cluster_id="",
-            controller_id=-1,
-            brokers=(),
-            cluster_authorized_operations=-(2**31),
-        )
+    def group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """ConsumerGroupDescribe and ShareGroupDescribe: DESCRIBE on each group, the others
+        answered GROUP_AUTHORIZATION_FAILED in the same response."""
 
-    def consumer_group_describe(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         def denied(g: str) -> Any | None:
             if self.can(ctx, DESCRIBE, GROUP, g):
                 return None
