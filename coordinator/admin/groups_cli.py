@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import time
-from typing import Any
+from typing import Any, Callable
 
 import click
 from kio.schema.errors import ErrorCode
@@ -74,6 +74,88 @@ def owners(described: Any) -> dict[tuple[str, int], Any]:
     return {tp: m for m in described.members for tp in assigned_partitions(m.member_assignment)}
 
 
+# what kafka-consumer-groups and kafka-share-groups share ---------------------------------------
+
+
+def describe_views(state_help: str) -> Callable[[Callable], Callable]:
+    """A describe command's GROUP and its views: per partition (the default), --members (a row
+    per member) or --state (`state_help`)."""
+
+    def decorate(f: Callable) -> Callable:
+        f = click.pass_context(f)
+        f = click.option("--state", "view", flag_value="state", help=state_help)(f)
+        f = click.option("--members", "view", flag_value="members", help="one row per member")(f)
+        return click.argument("group")(f)
+
+    return decorate
+
+
+def delete_groups(
+    ctx: click.Context, group_ids: tuple[str, ...], execute: bool, verdict: Callable[[Cluster, str], tuple[int, str]]
+) -> None:
+    """DeleteGroups for each group with --execute; without, a dry run: `verdict(cluster, group)`
+    is (the error the broker would answer, how to say it)."""
+    cluster = cluster_of(ctx)
+    rows, failed = [], []
+    for group in group_ids:
+        if execute:
+            code = cluster.coordinator(group).request(DELETE_GROUPS, groups_names=(group,)).results[0].error_code
+            result = "deleted" if not code else error_name(code)
+        else:
+            code, result = verdict(cluster, group)
+        rows.append([group, result])
+        if code:
+            failed.append(f"{group}: {result}")
+    emit(ctx, ["GROUP", "RESULT"], rows)
+    if failed:
+        raise Failure("; ".join(failed))
+    if not execute:
+        dry_run_note("deleted")
+
+
+def one_reset_target(to: str | None, **others: Any) -> None:
+    """kafka-*-groups --reset-offsets takes exactly one target: --to-earliest or --to-latest
+    (`to`), or one of `others` (option name -> its value)."""
+    if (to is not None) + sum(v is not None for v in others.values()) != 1:
+        names = ", ".join(["--to-earliest", "--to-latest", *("--" + name.replace("_", "-") for name in others)])
+        raise click.UsageError(f"give exactly one of {names}")
+
+
+def reset_targets(
+    cluster: Cluster,
+    partitions: set[tuple[str, int]],
+    leaders: Any,
+    *,
+    to: str | None,
+    to_offset: int | None,
+    to_datetime: str | None,
+    by_duration: str | None,
+    shift_by: int | None = None,
+    current: dict[tuple[str, int], int] | None = None,
+) -> dict[tuple[str, int], int]:
+    """The new offset of each partition, as kafka-*-groups --reset-offsets: the earliest, the
+    latest, an offset or the `current` one shifted (the latest where there is none) kept within
+    the partition's range, or the first offset at or after a time."""
+    earliest = list_offsets(cluster, {tp: EARLIEST for tp in partitions}, leaders)
+    latest = list_offsets(cluster, {tp: LATEST for tp in partitions}, leaders)
+
+    def clamp(tp: tuple[str, int], offset: int) -> int:
+        return max(earliest[tp], min(latest[tp], offset))
+
+    if to == "earliest":
+        targets = earliest
+    elif to == "latest":
+        targets = latest
+    elif to_offset is not None:
+        targets = {tp: clamp(tp, to_offset) for tp in partitions}
+    elif shift_by is not None:
+        targets = {tp: clamp(tp, (current or {}).get(tp, latest[tp]) + shift_by) for tp in partitions}
+    else:
+        at = timestamp_ms(to_datetime) if to_datetime else int(time.time() * 1000) - duration_ms(by_duration or "")
+        targets = list_offsets(cluster, {tp: at for tp in partitions}, leaders)
+    return {tp: targets[tp] for tp in partitions}
+
+
 # groups ---------------------------------------------------------------------------------------
 
 
@@ -108,10 +190,7 @@ def listed_groups(ctx: click.Context, states: tuple[str, ...]) -> list[tuple[Any
 
 
 @groups.command("describe")
-@click.argument("group")
-@click.option("--members", "view", flag_value="members", help="one row per member")
-@click.option("--state", "view", flag_value="state", help="the group's state and coordinator")
-@click.pass_context
+@describe_views("the group's state and coordinator")
 def groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
     """Per partition: committed offset, log end offset, lag and owner (kafka-consumer-groups --describe)."""
     cluster = cluster_of(ctx)
@@ -215,25 +294,13 @@ def groups_status(ctx: click.Context, group: str, metrics_url: str | None) -> No
 @click.pass_context
 def groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
     """Delete groups that have no active members (Kafka refuses others: NON_EMPTY_GROUP)."""
-    cluster = cluster_of(ctx)
-    rows, failed = [], []
-    for group in group_ids:
-        if execute:
-            code = cluster.coordinator(group).request(DELETE_GROUPS, groups_names=(group,)).results[0].error_code
-            result = "deleted" if not code else error_name(code)
-        else:  # what the broker would answer, from the group's state
-            _, described = describe_group(cluster, group)
-            state = described.group_state
-            code = {"Empty": 0, "Dead": ErrorCode.group_id_not_found}.get(state, ErrorCode.non_empty_group)
-            result = "would be deleted" if not code else f"{error_name(code)} (the group is {state})"
-        rows.append([group, result])
-        if code:
-            failed.append(f"{group}: {result}")
-    emit(ctx, ["GROUP", "RESULT"], rows)
-    if failed:
-        raise Failure("; ".join(failed))
-    if not execute:
-        dry_run_note("deleted")
+
+    def verdict(cluster: Cluster, group: str) -> tuple[int, str]:  # from the group's state
+        state = describe_group(cluster, group)[1].group_state
+        code = {"Empty": 0, "Dead": ErrorCode.group_id_not_found}.get(state, ErrorCode.non_empty_group)
+        return code, "would be deleted" if not code else f"{error_name(code)} (the group is {state})"
+
+    delete_groups(ctx, group_ids, execute, verdict)
 
 
 # offsets --------------------------------------------------------------------------------------
@@ -328,11 +395,7 @@ def offsets_reset(
     dry_run: bool,
 ) -> None:
     """Move a group's offsets, as kafka-consumer-groups --reset-offsets (group must be Empty)."""
-    chosen = [x for x in (to, to_offset, to_datetime, shift_by, by_duration) if x is not None]
-    if len(chosen) != 1:
-        raise click.UsageError(
-            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, --by-duration"
-        )
+    one_reset_target(to, to_offset=to_offset, to_datetime=to_datetime, shift_by=shift_by, by_duration=by_duration)
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic (one or more) or --all-topics")
     if execute and dry_run:
@@ -346,24 +409,18 @@ def offsets_reset(
         partitions, leaders = parse_topics(cluster, topics)
     if not partitions:
         raise Failure(f"group {group!r} has no committed offsets to reset")
-    earliest = list_offsets(cluster, {tp: EARLIEST for tp in partitions}, leaders)
-    latest = list_offsets(cluster, {tp: LATEST for tp in partitions}, leaders)
-
-    def clamp(tp: tuple[str, int], offset: int) -> int:
-        return max(earliest[tp], min(latest[tp], offset))
-
-    if to == "earliest":
-        targets = earliest
-    elif to == "latest":
-        targets = latest
-    elif to_offset is not None:
-        targets = {tp: clamp(tp, to_offset) for tp in partitions}
-    elif shift_by is not None:
-        targets = {tp: clamp(tp, current.get(tp, latest[tp]) + shift_by) for tp in partitions}
-    else:
-        at = timestamp_ms(to_datetime) if to_datetime else int(time.time() * 1000) - duration_ms(by_duration or "")
-        targets = list_offsets(cluster, {tp: at for tp in partitions}, leaders)
-    apply(ctx, conn, group, {tp: targets[tp] for tp in partitions}, execute)
+    targets = reset_targets(
+        cluster,
+        partitions,
+        leaders,
+        to=to,
+        to_offset=to_offset,
+        to_datetime=to_datetime,
+        by_duration=by_duration,
+        shift_by=shift_by,
+        current=current,
+    )
+    apply(ctx, conn, group, targets, execute)
 
 
 @offsets.command("delete")

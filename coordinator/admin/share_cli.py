@@ -12,28 +12,21 @@ As Kafka's tool: describe shows each share-partition's start offset and lag
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
 
 from .common import (
-    DELETE_GROUPS,
-    EARLIEST,
-    LATEST,
     Failure,
     cluster_of,
     dry_run_note,
-    duration_ms,
     emit,
     error_name,
     execute_option,
-    list_offsets,
     parse_topics,
-    timestamp_ms,
 )
 from .client import Cluster, Connection
-from .groups_cli import listed_groups
+from .groups_cli import delete_groups, describe_views, listed_groups, one_reset_target, reset_targets
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS = 77, 90, 91
 
@@ -61,10 +54,7 @@ def share_groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
 
 
 @share_groups.command("describe")
-@click.argument("group")
-@click.option("--members", "view", flag_value="members", help="one row per member")
-@click.option("--state", "view", flag_value="state", help="the group's state, epochs and coordinator")
-@click.pass_context
+@describe_views("the group's state, epochs and coordinator")
 def share_groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
     """Per share-partition: its start offset and lag (kafka-share-groups --describe)."""
     cluster = cluster_of(ctx)
@@ -135,11 +125,7 @@ def share_groups_reset(
     execute: bool,
 ) -> None:
     """Move share-partition start offsets, as kafka-share-groups --reset-offsets (no members)."""
-    chosen = [x for x in (to, to_offset, to_datetime, by_duration) if x is not None]
-    if len(chosen) != 1:
-        raise click.UsageError(
-            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --by-duration"
-        )
+    one_reset_target(to, to_offset=to_offset, to_datetime=to_datetime, by_duration=by_duration)
     cluster = cluster_of(ctx)
     conn = cluster.coordinator(group)
     d = conn.request(SHARE_GROUP_DESCRIBE, group_ids=(group,), include_authorized_operations=False).groups[0]
@@ -150,17 +136,9 @@ def share_groups_reset(
     if d.error_code and "not a share group" in (d.error_message or ""):
         raise Failure(f"{d.error_message}")
     partitions, leaders = parse_topics(cluster, topics)
-    earliest = list_offsets(cluster, {tp: EARLIEST for tp in partitions}, leaders)
-    latest = list_offsets(cluster, {tp: LATEST for tp in partitions}, leaders)
-    if to == "earliest":
-        targets = earliest
-    elif to == "latest":
-        targets = latest
-    elif to_offset is not None:
-        targets = {tp: max(earliest[tp], min(latest[tp], to_offset)) for tp in partitions}
-    else:
-        at = timestamp_ms(to_datetime) if to_datetime else int(time.time() * 1000) - duration_ms(by_duration or "")
-        targets = list_offsets(cluster, {tp: at for tp in partitions}, leaders)
+    targets = reset_targets(
+        cluster, partitions, leaders, to=to, to_offset=to_offset, to_datetime=to_datetime, by_duration=by_duration
+    )
     chosen_targets = {tp: targets[tp] for tp in sorted(partitions)}
     emit(
         ctx,
@@ -203,21 +181,10 @@ def share_groups_reset(
 @click.pass_context
 def share_groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
     """Delete share groups that have no members (Kafka refuses others: NON_EMPTY_GROUP)."""
-    cluster = cluster_of(ctx)
-    rows, failed = [], []
-    for group in group_ids:
-        if execute:
-            code = cluster.coordinator(group).request(DELETE_GROUPS, groups_names=(group,)).results[0].error_code
-            result = "deleted" if not code else error_name(code)
-        else:
-            _, d = describe(cluster, group)
-            code = 0 if not d.members else 68  # NON_EMPTY_GROUP
-            result = "would be deleted" if not code else f"{error_name(code)} (the group has {len(d.members)} members)"
-        rows.append([group, result])
-        if code:
-            failed.append(f"{group}: {result}")
-    emit(ctx, ["GROUP", "RESULT"], rows)
-    if failed:
-        raise Failure("; ".join(failed))
-    if not execute:
-        dry_run_note("deleted")
+
+    def verdict(cluster: Cluster, group: str) -> tuple[int, str]:
+        members = describe(cluster, group)[1].members
+        code = 0 if not members else 68  # NON_EMPTY_GROUP
+        return code, "would be deleted" if not code else f"{error_name(code)} (the group has {len(members)} members)"
+
+    delete_groups(ctx, group_ids, execute, verdict)
