@@ -128,10 +128,6 @@ def test_producer_admin_streams_and_share_consumer(server_factory, tmp_path):
 
 
 @pytest.mark.timeout(400)
-# Open defect: with three copies of this test run at once, the consumer-protocol group's offsets
-# read back after close are the first round's for half the partitions, though the client was
-# told that later commits succeeded; alone it passes. Retried until it is found and fixed.
-@pytest.mark.flaky(reruns=1)
 def test_across_a_coordinator_move_a_broker_stop_and_a_leader_move(tmp_path):
     """Three brokers (coordinator.testing.Cluster): KafkaConsumer groups (cooperative-sticky and
     the consumer protocol) while their coordinator moves and then its broker stops; an

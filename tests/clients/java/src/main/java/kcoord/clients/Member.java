@@ -62,6 +62,7 @@ final class Member {
                 public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
                     callbacks.incrementAndGet();
                     commitProcessed(partitions);
+                    forget(partitions);
                 }
 
                 @Override
@@ -72,6 +73,7 @@ final class Member {
                 @Override
                 public void onPartitionsLost(Collection<TopicPartition> partitions) {
                     callbacks.incrementAndGet();
+                    forget(partitions);
                 }
             });
             long polls = 0;
@@ -138,6 +140,15 @@ final class Member {
         } catch (RuntimeException e) {
             System.err.println(name + " commit of positions: " + e);
         }
+    }
+
+    /**
+     * What was processed of partitions this member no longer owns is not its to commit: if they
+     * come back, another member may have moved them on meanwhile, and committing the old
+     * positions would take the group's offsets backwards.
+     */
+    private void forget(Collection<TopicPartition> partitions) {
+        partitions.forEach(processed::remove);
     }
 
     /** close(): a dynamic member leaves the group; a static one stays for its session unless told. */
