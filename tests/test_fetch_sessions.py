@@ -4,8 +4,6 @@ session and fetches incrementally; librdkafka 2.x sends epoch -1, sessionless)."
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import struct
 import time
@@ -215,9 +213,6 @@ def test_kafka_python_fetches_incrementally(server_factory):
         proxy.close()
 
 
-# librdkafka sometimes fetches through its bootstrap connection before the proxy sees one: a
-# second run, not a looser assertion.
-@pytest.mark.flaky(reruns=1)
 def test_confluent_kafka_fetches_sessionless(server_factory):
     """librdkafka 2.x does not implement KIP-227: every Fetch is epoch -1, answered in full."""
     from confluent_kafka import Consumer, Producer, TopicPartition

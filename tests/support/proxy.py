@@ -76,13 +76,15 @@ class LoggingProxy:
         buf = b""
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
                 if parse:
+                    # Recorded before it is passed on: once the client has its answer, a test
+                    # that reads what the proxy saw must find the request there.
                     buf += data
                     while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
                         size = struct.unpack_from(">i", buf)[0]
                         self._record(buf[4 : 4 + size])
                         buf = buf[4 + size :]
+                dst.sendall(data)
         except OSError:
             pass
         finally:
