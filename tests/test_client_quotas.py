@@ -236,17 +236,18 @@ def test_any_describe_filter_is_answered_with_a_kafka_error_code(server):
     assert "Traceback" not in server.log_text()
 
 
-async def test_produce_quota_throttles_and_mutes(server_factory):
+@pytest.mark.parametrize("v", [5, 9])  # (v5: before KIP-219, answered at once all the same, as Kafka)
+async def test_produce_quota_throttles_and_mutes(server_factory, v):
     server = server_factory("--quota-window-num", "2")
     admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
     assert await create(admin, "q", partitions=1) == 0
     assert await alter(admin, [([("client-id", "slow")], [("producer_byte_rate", 10_000)])]) == [(0, None)]
     conn = await WireClient("slow").connect("127.0.0.1", server.port)
-    P, T = request_cls(0, 9, "PartitionProduceData"), request_cls(0, 9, "TopicProduceData")
+    P, T = request_cls(0, v, "PartitionProduceData"), request_cls(0, v, "TopicProduceData")
     r = await conn.request(
         0,
-        9,
-        request_cls(0, 9)(
+        v,
+        request_cls(0, v)(
             transactional_id=None,
             acks=1,
             timeout=5000 * _MS,
@@ -344,6 +345,95 @@ async def test_fetch_quota_caps_and_throttles(server_factory):
     assert r.throttle_time.total_seconds() == 0 and len(r.responses[0].partitions[0].records) > 3 * 1100
     for c in (admin, conn, other):
         await c.close()
+    assert "Traceback" not in server.log_text()
+
+
+def _old_fetch_body(topic, v):
+    """A Fetch from before KIP-219 (v4-v7: no current leader epoch, no rack)."""
+    F, T = request_cls(FETCH, v, "FetchPartition"), request_cls(FETCH, v, "FetchTopic")
+    fields = {"session_id": 0, "session_epoch": -1, "forgotten_topics_data": ()} if v >= 7 else {}
+    partition = {"log_start_offset": -1} if v >= 5 else {}
+    return request_cls(FETCH, v)(
+        replica_id=-1,
+        max_wait=0 * _MS,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=(
+            T(topic=topic, partitions=(F(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, **partition),)),
+        ),
+        **fields,
+    )
+
+
+@pytest.mark.parametrize("v", [4, 7])
+async def test_a_throttled_fetch_before_v8_is_answered_at_once_and_muted(server_factory, v):
+    """Kafka answers a throttled Fetch at once whatever its version (KafkaApis: "Send the
+    response immediately") and mutes the channel; a client from before KIP-219 does not back
+    off, so the request it sends next is read only once the throttle time is over."""
+    server = server_factory("--quota-window-num", "2")
+    admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+    assert await create(admin, "old", partitions=1) == 0
+    now = int(time.time() * 1000)
+    for i in range(20):
+        await produce_full(admin, "old", build_batch([(b"k", b"%d" % i + b"y" * 1000)], timestamp_ms=now))
+    assert await alter(admin, [([("client-id", "old-reader")], [("consumer_byte_rate", 3000)])]) == [(0, None)]
+    conn = await WireClient("old-reader").connect("127.0.0.1", server.port)
+    throttled = None
+    for _ in range(10):  # read until over the quota: an empty answer carrying the throttle time
+        r = await conn.request(FETCH, v, _old_fetch_body("old", v))
+        if r.throttle_time.total_seconds() > 0:
+            throttled = r
+            break
+    assert throttled is not None and throttled.responses == ()
+    throttle = throttled.throttle_time.total_seconds()
+    sent = time.monotonic()
+    await conn.request(18, 3, request_cls(18, 3)(client_software_name="t", client_software_version="1"))
+    assert time.monotonic() - sent >= throttle * 0.9  # (a lower bound: load only lengthens it)
+    for c in (admin, conn):
+        await c.close()
+    assert "Traceback" not in server.log_text()
+
+
+def test_kafka_python_pinned_before_fetch_v8_reads_everything_under_a_fetch_quota(server_factory):
+    """kafka-python pinned to broker 1.1 (Fetch v7, before KIP-219) with a consumer_byte_rate
+    quota: its fetches are throttled (it sees the throttle time in its metrics) and it reads
+    every record once, in order."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    server = server_factory("--quota-window-num", "2")
+    producer = KafkaProducer(bootstrap_servers=server.bootstrap)
+    for i in range(12):  # one batch each: a batch larger than the quota's window is never let through
+        producer.send("pinned", value=b"%03d" % i + b"z" * 1000, partition=0)
+        producer.flush()
+    producer.close()
+
+    async def set_quota():
+        admin = await WireClient("quota-admin").connect("127.0.0.1", server.port)
+        assert await alter(admin, [([("client-id", "pinned")], [("consumer_byte_rate", 4000)])]) == [(0, None)]
+        await admin.close()
+
+    asyncio.run(set_quota())
+    consumer = KafkaConsumer(
+        bootstrap_servers=server.bootstrap,
+        client_id="pinned",
+        api_version=(1, 1),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=60_000,
+    )
+    consumer.assign([TopicPartition("pinned", 0)])
+    got = []
+    for m in consumer:
+        got.append(m.value[:3])
+        if len(got) == 12:
+            break
+    throttle = max(
+        (v for group in consumer.metrics().values() for k, v in group.items() if k == "throttle-time-max"), default=0
+    )
+    consumer.close()
+    assert got == [b"%03d" % i for i in range(12)]
+    assert throttle > 0
     assert "Traceback" not in server.log_text()
 
 

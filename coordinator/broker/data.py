@@ -318,8 +318,6 @@ class DataPlane:
             if failed:  # as Kafka: no answer to carry the error, so the client must reconnect
                 raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
             return None
-        if throttle and ctx.version < 6:  # before KIP-219 the client does not wait: the answer does
-            await asyncio.sleep(throttle / 1000)
         by_topic: dict[str, list] = {}
         leaders: set[int] = set()
         for topic, partition, error, base, message, append_time, record_errors in results:
@@ -902,7 +900,10 @@ def _validate_records(info: Any, partition: str, records: bytes, h: Any) -> None
 
 
 def _mute(ctx: RequestContext, throttle: int) -> None:
-    """Mute the request's connection for its throttle time (KIP-219)."""
+    """Mute the request's connection for its throttle time (KIP-219), whatever the request's
+    version: Kafka's KafkaApis sends a throttled Produce or Fetch answer at once and mutes the
+    channel (RequestHandlerHelper.throttle). A client from before KIP-219 (Produce < v6, Fetch
+    < v8) does not back off itself; its next request waits, unread, until the mute ends."""
     mute = getattr(ctx.connection, "throttle", None)
     if throttle and mute is not None:
         mute(throttle)
