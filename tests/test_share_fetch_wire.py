@@ -14,6 +14,7 @@ import uuid
 from tests.support.data_plane import produce
 from tests.support.share import (
     ACCEPT,
+    GAP,
     DESCRIBE_CONFIGS,
     GROUP_RESOURCE,
     INCREMENTAL_ALTER_CONFIGS,
@@ -611,10 +612,11 @@ async def test_a_fenced_member_loses_its_session_and_records(server_factory):
         await conn.close()
 
 
-async def test_lag_leaves_out_offsets_compacted_away(server_factory):
-    """DescribeShareGroupOffsets' lag (KIP-1226): offsets of the in-flight window that the log
-    cleaner removed are complete, as Kafka's SharePartition holds them (archived), so they are
-    not lag; only the window's records not yet Acknowledged or Archived are, and what lies past it."""
+async def test_compacted_gaps_are_acquired_and_acknowledged_as_gap(server_factory):
+    """Offsets the log cleaner removed between two batches are acquired with them, as Kafka's
+    SharePartition.acquireNewBatchRecords takes one range from the first batch read to the last;
+    the member acknowledges them as GAP (archived). DescribeShareGroupOffsets' lag (KIP-1226)
+    then counts only the window's records not yet Acknowledged or Archived, and what lies past it."""
     from tests.support.data_plane import FETCH, create, fetch_body
 
     server = server_factory(*NO_BATCHING, "--log-cleaner-backoff-ms", "10")
@@ -653,10 +655,13 @@ async def test_lag_leaves_out_offsets_compacted_away(server_factory):
         )
         tid = hb.assignment.topic_partitions[0].topic_id
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
-        got = sorted(o for first, last, _ in acquired(r) for o in range(first, last + 1))
-        assert got == present
-        # all but offset 0 accepted: the start stays at 0, and 1-3 (gone) are not lag
-        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(o, o, [ACCEPT]) for o in got[1:]]}))
+        assert acquired(r) == [(0, present[-1], 1)]  # one range, the gaps 1-3 in it
+        assert offsets_in(part(r).records) == present
+        # the gaps acknowledged as GAP and all records but offset 0 accepted: the start stays at
+        # 0, and 1-3 (gone) are not lag
+        gaps = [(o, o, [GAP]) for o in range(1, present[-1] + 1) if o not in present]
+        accepted = [(o, o, [ACCEPT]) for o in present[1:]]
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: sorted(gaps + accepted)}))
         assert part(r).error_code == 0
         D, G = 90, cls(90, 1, "DescribeShareGroupOffsetsRequestGroup")
         d = (await conn.request(D, 1, cls(D, 1)(groups=(G(group_id="g", topics=None),)))).groups[0]

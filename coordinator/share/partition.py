@@ -7,7 +7,9 @@ Acknowledged or Archived, and a delivery count. Below the start every record is 
 
 - acquire: Available records in the window first (lowest offset first), then whole log
   batches past the end, while the window holds fewer than the in-flight limit
-  (group.share.partition.max.record.locks). Each acquisition counts a delivery.
+  (group.share.partition.max.record.locks), with the offsets compaction removed between
+  them (Kafka acquires one range; the client acknowledges a missing offset as GAP). Each
+  acquisition counts a delivery.
 - acknowledge: ACCEPT -> Acknowledged, RELEASE -> Available, REJECT and GAP -> Archived,
   RENEW -> the lock starts over. Only records Acquired by the acknowledging member;
   anything else refuses the whole request for the partition (Kafka's INVALID_RECORD_STATE
@@ -114,19 +116,28 @@ class SharePartition:
             got.append(offset)
         changed.extend(got)
         if len(got) < max_records and not self.window_full():
+            read = False  # a batch of this read was taken: offsets between it and the next are a gap
             for base, last, kind in batches:
                 if last < self.end:
                     continue
-                for offset in range(max(base, self.end), last + 1):
-                    if strict and kind == DATA and len(got) >= max_records:
+                # Kafka's acquireNewBatchRecords takes one range from the first batch read to the
+                # last, so offsets that compaction removed between two batches are acquired too
+                # (the client acknowledges them as GAP); a gap before the first batch read is not.
+                for offset in range(self.end if read else max(base, self.end), last + 1):
+                    gap = offset < base
+                    if gap and self.window_full():
+                        break  # (a long gap is taken up to the in-flight limit; the rest is passed over)
+                    is_data = gap or kind == DATA
+                    if strict and is_data and len(got) >= max_records:
                         break
-                    r = self.records[offset] = InFlight(ARCHIVED if kind == SKIP else AVAILABLE, 0)
-                    if kind == DATA:
+                    r = self.records[offset] = InFlight(AVAILABLE if is_data else ARCHIVED, 0)
+                    if is_data:
                         self._take(offset, r, member, deadline)
                         got.append(offset)
                     changed.append(offset)
                     self.end = offset + 1
-                if len(got) >= max_records or self.window_full():
+                read = True
+                if len(got) >= max_records or self.window_full() or self.end <= last:
                     break
             self.advance_start()  # (a skipped batch at the start)
         return self._ranges(got), changed

@@ -17,7 +17,7 @@ from tests.support.wire_client import WireClient, request_class
 
 SFETCH, SACK, SHB, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 78, 79, 76, 44, 32
 MS = datetime.timedelta(milliseconds=1)
-ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 GROUP_RESOURCE = 32
 
 
