@@ -178,6 +178,7 @@ _KEY_TYPES: dict[int, type] = {
 }
 _KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
 KEY_TYPES = tuple(_KEY_TYPES.values())
+METADATA_KEY = ConsumerGroupMetadataKey  # the group's epoch: a group ends with its tombstone
 
 
 def is_consumer_key_version(version: int) -> bool:

@@ -120,6 +120,7 @@ _KEY_TYPES: dict[int, type] = {
 }
 _KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
 KEY_TYPES = tuple(_KEY_TYPES.values())
+METADATA_KEY = ShareGroupMetadataKey  # the group's epoch: a group ends with its tombstone
 
 
 def is_share_key_version(version: int) -> bool:

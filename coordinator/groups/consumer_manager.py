@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Callable
 
 import re2
@@ -36,14 +37,13 @@ from .classic_group import ClassicGroup
 from .clock import Clock
 from protocol import consumer_records as R
 
+from . import consumer_group
+
 from .consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerMember,
-    group_from_records,
-    member_keys,
-    records_of,
 )
 from .metadata_hash import metadata_hash
 from .reconciliation import MemberState, reconcile
@@ -191,14 +191,25 @@ def assignment_due(last_computed_ms: int, interval_ms: int, now_ms: int) -> bool
     return interval_ms <= 0 or now_ms >= last_computed_ms + interval_ms
 
 
-class ConsumerGroupManager:
-    def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
+class ModernGroupManager:
+    """What the managers of Kafka's modern groups share (GroupMetadataManager over its
+    ModernGroup: KIP-848 consumer groups here, KIP-932 share groups in share_manager.py): the
+    group's state kept as its records under the runtime contract (this module's docstring),
+    member sessions, subscription metadata, the assignment interval, and describe. A subclass
+    names its group type and records, and fills in what differs."""
+
+    kind: str  # "consumer" or "share": its group configs' prefix, its name in errors
+    group_type: type  # ConsumerGroup or ShareGroup
+    model: ModuleType  # the group type's module: group_from_records, records_of, member_keys
+    records: ModuleType  # its records' codec: KEY_TYPES, METADATA_KEY
+    config: Any  # its group.<kind>.* settings
+
+    def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
         self.shard = shard
         self.clock = clock
-        self.config = config
         self.image = image
         self.groups = shard.groups
-        # group id -> {key: value} of its consumer-group records as replayed from the log
+        # group id -> {key: value} of its records as replayed from the log
         self.stored: dict[str, dict[Any, Any]] = {}
         # the same with the shard's pending writes applied: what live state is built from
         self.written: dict[str, dict[Any, Any]] = {}
@@ -207,15 +218,19 @@ class ConsumerGroupManager:
 
     def replay(self, key: Any, value: Any) -> None:
         group_id = key.group
-        apply_record(self.stored, key, value)
+        apply_record(self.stored, key, value, self.records.METADATA_KEY)
         if value is None and group_id not in self.written:
             live = self.groups.get(group_id)
-            if type(live) is ConsumerGroup:  # its last tombstone is durable: it is gone
+            if type(live) is self.group_type:  # its last tombstone is durable: it is gone
                 self.drop(live)
+                self.deleted(group_id)
+
+    def deleted(self, group_id: str) -> None:
+        """The group's deletion is durable (its metadata record's tombstone replayed)."""
 
     def written_record(self, key: Any, value: Any) -> None:
         """A record handed to the log (shard.queue_write)."""
-        apply_record(self.written, key, value)
+        apply_record(self.written, key, value, self.records.METADATA_KEY)
 
     def on_loaded(self) -> None:
         self.written = {g: dict(records) for g, records in self.stored.items()}
@@ -231,8 +246,8 @@ class ConsumerGroupManager:
                 view[group_id] = dict(self.stored[group_id])
             for records in still_pending:
                 for key, value in records:
-                    if type(key) in R.KEY_TYPES and key.group == group_id:
-                        apply_record(view, key, value)
+                    if type(key) in self.records.KEY_TYPES and key.group == group_id:
+                        apply_record(view, key, value, self.records.METADATA_KEY)
             if group_id in view:
                 self.written[group_id] = view[group_id]
             else:
@@ -240,6 +255,212 @@ class ConsumerGroupManager:
             self.rebuild(group_id)
 
     def rebuild(self, group_id: str) -> None:
+        """After `revert`: the live group becomes what its written records say, or goes."""
+        if group_id in self.written:
+            self.restore(group_id)
+            return
+        live = self.groups.get(group_id)
+        if type(live) is self.group_type:
+            self.drop(live)
+
+    def restore(self, group_id: str) -> None:
+        """Make the live group what its written records say (at load, or after a failed append)."""
+        old = self.groups.get(group_id)
+        if type(old) is self.group_type:
+            self.drop(old)
+        group = self.model.group_from_records(group_id, self.written.get(group_id, {}))
+        if group is None:
+            return
+        current = self.groups.get(group_id)
+        if current is not None and not self.replaceable(current):
+            log.warning(
+                "group %s: %s-group records beside a live %s; ignored", group_id, self.kind, type(current).__name__
+            )
+            return
+        self.groups[group_id] = group
+        self.restored(group)
+        for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
+            self.touch(group, m)
+
+    def replaceable(self, current: Any) -> bool:
+        """Whether a group of another type under the same id gives way to a restored one."""
+        return current.is_empty()
+
+    def restored(self, group: Any) -> None:
+        """A group rebuilt from its records, before its members' sessions start."""
+
+    def drop(self, group: Any) -> None:
+        for m in group.members.values():
+            if m.session_timer is not None:
+                m.session_timer.cancel()
+                m.session_timer = None
+        group_id = group.group_id
+        if self.groups.get(group_id) is group:
+            del self.groups[group_id]
+
+    def persist(self, group: Any, done: Callable[[int], None]) -> None:
+        """Append what changed; done(error) once durable (NONE) or refused (the error; the
+        runtime has reverted the group)."""
+        records = self.changed_records(group, self.written.get(group.group_id, {}))
+        if not records:
+            self.shard.after_pending(done)
+            return
+        self.shard.write(records, done)
+
+    def changed_records(self, group: Any, written: dict[Any, Any]) -> list[tuple[Any, Any]]:
+        """The group's records that differ from `written`: tombstones of what its removed
+        members (and `stale_keys`) leave first, as Kafka orders them, then what changed.
+        The group has nothing left to write after."""
+        now = self.model.records_of(group, group.changed_members)
+        gone = [
+            k
+            for m in group.removed_members
+            if m not in group.members
+            for k in self.model.member_keys(group.group_id, m)
+            if k in written
+        ]
+        gone += self.stale_keys(group, written)
+        group.dirty = False
+        group.changed_members = set()
+        group.removed_members = set()
+        return [(k, None) for k in gone] + [(k, v) for k, v in now.items() if written.get(k) != v]
+
+    def stale_keys(self, group: Any, written: dict[Any, Any]) -> list[Any]:
+        """Written records of the group that nothing writes again and that go (none here)."""
+        return []
+
+    def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
+        """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
+        keys = list(self.written.get(group_id, {}))
+        keys.sort(key=lambda k: type(k) is self.records.METADATA_KEY)
+        return [(k, None) for k in keys]
+
+    # answers --------------------------------------------------------------------------
+
+    @staticmethod
+    def _write_failed(error: int) -> HeartbeatResult:
+        return HeartbeatResult(error, "The group's records could not be written.")
+
+    @staticmethod
+    def answer_when_written(
+        write: Callable[[Callable[[int], None]], None],
+        result: Any,
+        failed: Callable[[int], Any],
+        answer: Callable[[Any], None],
+    ) -> Any:
+        """`result` once `write(done)` is durable (or failed(error)): returned at once if the
+        write completes synchronously (nothing to write), else None and answer(it) later."""
+        answered: list[Any] = []
+        later = False
+
+        def done(error: int) -> None:
+            final = result if error == E.none else failed(error)
+            if later:
+                answer(final)
+            else:
+                answered.append(final)
+
+        write(done)
+        if answered:
+            return answered[0]
+        later = True
+        return None
+
+    # sessions -------------------------------------------------------------------------
+
+    def group_setting(self, group_id: str, name: str, default: int) -> int:
+        """A GROUP config resource's override (consumer.session.timeout.ms,
+        share.heartbeat.interval.ms, ...: coordinator/groups/group_configs.py), else the broker's."""
+        configs = getattr(self.shard.runtime, "group_configs", None)
+        value = configs.get(group_id, name) if configs is not None else None
+        return default if value is None else int(value)
+
+    def session_timeout_ms(self, group: Any, member: Any) -> int:
+        return self.group_setting(group.group_id, f"{self.kind}.session.timeout.ms", self.config.session_timeout_ms)
+
+    def touch(self, group: Any, member: Any) -> None:
+        """A sign of life: the session starts over."""
+        member.session_deadline = self.clock.now() + self.session_timeout_ms(group, member)
+        if member.session_timer is None:
+            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
+
+    def _on_session_timer(self, group: Any, member: Any) -> None:
+        if group.members.get(member.member_id) is not member or self.groups.get(group.group_id) is not group:
+            return
+        if self.clock.now() < member.session_deadline:
+            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
+            return
+        member.session_timer = None
+        self.fence(group, member, "session expired")
+
+    def fence(self, group: Any, member: Any, why: str) -> None:
+        raise NotImplementedError
+
+    # assignment -----------------------------------------------------------------------
+
+    def subscribed_topics(self, group: Any) -> frozenset[str] | set[str]:
+        """The names of the topics the group's members subscribe to."""
+        raise NotImplementedError
+
+    def subscription_metadata(self, group: Any) -> dict[str, tuple[uuid.UUID, int]]:
+        """The subscribed topics that exist, with their ids and partition counts, as the
+        broker has them now (a topic created or grown later changes it at the next heartbeat)."""
+        out: dict[str, tuple[uuid.UUID, int]] = {}
+        for name in self.subscribed_topics(group):
+            found = self.image.lookup(name)
+            if found is not None:
+                out[name] = found
+        return out
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        """<kind>.assignment.interval.ms of the group (group_configs.py), else the broker's,
+        within the broker's min and max."""
+        configs = getattr(self.shard.runtime, "group_configs", None)
+        if configs is not None:
+            return int(configs.assignment_interval_ms(group_id, self.kind))
+        c = self.config
+        return min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms)
+
+    def maybe_compute_target(self, group: Any) -> None:
+        """Kafka 4.3's assignment batching (KIP-1263, GroupMetadataManager's target assignment
+        update, for consumer and share groups alike): once the group epoch has moved past the
+        target's, a new target is computed only if the group's assignment interval has passed
+        since the last one was computed; until then every member keeps the last target and the
+        assignment epoch lags the group epoch (the group is Assigning). The heartbeat after the
+        interval computes it, for every change since at once. An interval of 0 computes at
+        every change."""
+        if group.assignment_epoch != group.group_epoch and assignment_due(
+            group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()
+        ):
+            self.compute_target(group)
+
+    def compute_target(self, group: Any) -> None:
+        raise NotImplementedError
+
+    # describe -------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> tuple[int, str | None, Any]:
+        """{Consumer,Share}GroupDescribe's view of one group: (error, message, the group or None)."""
+        group = self.groups.get(group_id)
+        if group is None or (type(group) is self.group_type and group.dead):
+            return E.group_id_not_found, f"Group {group_id} not found.", None
+        if type(group) is not self.group_type:
+            return E.group_id_not_found, f"Group {group_id} is not a {self.kind} group.", None
+        return E.none, None, group
+
+
+class ConsumerGroupManager(ModernGroupManager):
+    kind, group_type, model, records = "consumer", ConsumerGroup, consumer_group, R
+
+    def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
+        super().__init__(shard, clock, image)
+        self.config = config
+
+    # persistence ----------------------------------------------------------------------
+
+    def rebuild(self, group_id: str) -> None:
+        """After `revert`: the live group becomes what its written records say; one that has no
+        records left becomes what it was before them (a classic group, or none)."""
         live = self.groups.get(group_id)
         if group_id not in self.written and type(live) is not ConsumerGroup:
             return  # a classic group's write: replayed only once durable, nothing to undo
@@ -259,19 +480,10 @@ class ConsumerGroupManager:
             # Its offsets stay: as after a restart, a memberless classic group holds them.
             self.groups[group_id] = ClassicGroup(group_id, self.clock.wall())
 
-    def restore(self, group_id: str) -> None:
-        """Make the live group what its written records say (at load, or after a failed append)."""
-        old = self.groups.get(group_id)
-        if type(old) is ConsumerGroup:
-            self.drop(old)
-        group = group_from_records(group_id, self.written.get(group_id, {}))
-        if group is None:
-            return
-        current = self.groups.get(group_id)
-        if current is not None and not (type(current) is ClassicGroup and current.is_empty()):
-            log.warning("group %s: consumer-group records beside a classic group with members; ignored", group_id)
-            return
-        self.groups[group_id] = group
+    def replaceable(self, current: Any) -> bool:
+        return type(current) is ClassicGroup and current.is_empty()
+
+    def restored(self, group: ConsumerGroup) -> None:
         # (Kafka keeps resolved regexes in records of their own; here they are resolved
         # again from the topics now, which the subscription metadata record already reflects.)
         self.resolve_regexes(group)
@@ -281,31 +493,11 @@ class ConsumerGroupManager:
             seen = self.subscription_metadata(group)
             if metadata_hash(seen) == group.metadata_hash:
                 group.subscription_metadata = seen
-        for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
-            self.touch(group, m)
 
-    def drop(self, group: ConsumerGroup) -> None:
-        for m in group.members.values():
-            if m.session_timer is not None:
-                m.session_timer.cancel()
-        if self.groups.get(group.group_id) is group:
-            del self.groups[group.group_id]
-
-    def persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
-        """Append what changed; done(error) once durable (NONE) or refused (the error; the
-        runtime has reverted the group)."""
-        written = self.written.get(group.group_id, {})
-        now = records_of(group, group.changed_members)
-        gone = [
-            k
-            for m in group.removed_members
-            if m not in group.members
-            for k in member_keys(group.group_id, m)
-            if k in written
-        ]
+    def stale_keys(self, group: ConsumerGroup, written: dict[Any, Any]) -> list[Any]:
         # A member back with no target yet (it left and joined again while the target lags):
-        # its old target record goes too.
-        gone += [
+        # its old target record goes.
+        gone: list[Any] = [
             k
             for m in group.changed_members
             if m in group.members and m not in group.target
@@ -317,14 +509,14 @@ class ConsumerGroupManager:
         legacy = R.ConsumerGroupPartitionMetadataKey(group.group_id)
         if legacy in written:
             gone.append(legacy)
-        group.dirty = False
-        group.changed_members = set()
-        group.removed_members = set()
-        # A classic group's tombstone if it just became this group, then tombstones of
-        # removed members (Kafka's order), then what changed.
-        records: list[tuple[Any, Any]] = group.extra_records + [(k, None) for k in gone]
+        return gone
+
+    def persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
+        """Append what changed; done(error) once durable (NONE) or refused (the error; the
+        runtime has reverted the group). A classic group's tombstone comes first if it just
+        became this group."""
+        records = group.extra_records + self.changed_records(group, self.written.get(group.group_id, {}))
         group.extra_records = []
-        records += [(k, v) for k, v in now.items() if written.get(k) != v]
         if not records:
             self.shard.after_pending(done)
             return
@@ -347,12 +539,6 @@ class ConsumerGroupManager:
             then(E.none)
             return
         self.shard.write(records, then)
-
-    def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
-        """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
-        keys = list(self.written.get(group_id, {}))
-        keys.sort(key=lambda k: type(k) is R.ConsumerGroupMetadataKey)
-        return [(k, None) for k in keys]
 
     # the heartbeat --------------------------------------------------------------------
 
@@ -383,35 +569,6 @@ class ConsumerGroupManager:
         if not group.dirty:
             return self.answer_when_written(self.shard.after_pending, result, self._write_failed, answer)
         return self.answer_when_written(lambda done: self.persist(group, done), result, self._write_failed, answer)
-
-    @staticmethod
-    def _write_failed(error: int) -> HeartbeatResult:
-        return HeartbeatResult(error, "The group's records could not be written.")
-
-    @staticmethod
-    def answer_when_written(
-        write: Callable[[Callable[[int], None]], None],
-        result: Any,
-        failed: Callable[[int], Any],
-        answer: Callable[[Any], None],
-    ) -> Any:
-        """`result` once `write(done)` is durable (or failed(error)): returned at once if the
-        write completes synchronously (nothing to write), else None and answer(it) later."""
-        answered: list[Any] = []
-        later = False
-
-        def done(error: int) -> None:
-            final = result if error == E.none else failed(error)
-            if later:
-                answer(final)
-            else:
-                answered.append(final)
-
-        write(done)
-        if answered:
-            return answered[0]
-        later = True
-        return None
 
     def _downgrading_member(self, group_id: str, member_id: str) -> tuple[ConsumerGroup, ConsumerMember] | None:
         group = self.groups.get(group_id)
@@ -479,7 +636,7 @@ class ConsumerGroupManager:
             None,
             member.member_id,
             member.member_epoch,
-            self._group_setting(group.group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms),
+            self.group_setting(group.group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms),
             member.assigned if send else None,
         ), group
 
@@ -634,30 +791,9 @@ class ConsumerGroupManager:
 
     # timers ---------------------------------------------------------------------------
 
-    def _group_setting(self, group_id: str, name: str, default: int) -> int:
-        """A GROUP config resource's override (consumer.session.timeout.ms,
-        consumer.heartbeat.interval.ms: coordinator/groups/group_configs.py), else the broker's."""
-        configs = getattr(self.shard.runtime, "group_configs", None)
-        value = configs.get(group_id, name) if configs is not None else None
-        return default if value is None else int(value)
-
-    def touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        """A sign of life: the session starts over (a classic member's own session timeout)."""
-        member.session_deadline = self.clock.now() + (
-            member.session_timeout_ms
-            or self._group_setting(group.group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
-        )
-        if member.session_timer is None:
-            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
-
-    def _on_session_timer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
-            return
-        if self.clock.now() < member.session_deadline:
-            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
-            return
-        member.session_timer = None
-        self.fence(group, member, "session expired")
+    def session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember) -> int:
+        """A classic member's own session timeout, else the group's."""
+        return member.session_timeout_ms or super().session_timeout_ms(group, member)
 
     def _on_revocation_timer(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
         if (
@@ -729,19 +865,13 @@ class ConsumerGroupManager:
             names.update(group.resolved_regexes.get(member.subscribed_topic_regex, ()))
         return names
 
-    def subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        """The subscribed topics that exist, with their ids and partition counts, as the
-        broker has them now (a regex's topics as last resolved)."""
+    def subscribed_topics(self, group: ConsumerGroup) -> frozenset[str]:
+        """The names subscribed to, and the topics of the regexes as last resolved."""
         names, regexes = group.subscriptions()
         if regexes:
             resolved = group.resolved_regexes
             names = names.union(*(resolved.get(x, ()) for x in regexes))
-        out: dict[str, tuple[uuid.UUID, int]] = {}
-        for name in names:
-            found = self.image.lookup(name)
-            if found is not None:
-                out[name] = found
-        return out
+        return names
 
     def _assignor_name(self, group: ConsumerGroup) -> str:
         """Kafka: the assignor most members ask for, else the configured default."""
@@ -752,27 +882,6 @@ class ConsumerGroupManager:
         if counts:
             return max(sorted(counts), key=lambda a: counts[a])
         return self.config.assignors[0]
-
-    def assignment_interval_ms(self, group_id: str) -> int:
-        """consumer.assignment.interval.ms of the group (group_configs.py), else the broker's,
-        within the broker's min and max."""
-        configs = getattr(self.shard.runtime, "group_configs", None)
-        if configs is not None:
-            return int(configs.assignment_interval_ms(group_id, "consumer"))
-        c = self.config
-        return min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms)
-
-    def maybe_compute_target(self, group: ConsumerGroup) -> None:
-        """Kafka 4.3's assignment batching (KIP-1263, GroupMetadataManager's target assignment
-        update): once the group epoch has moved past the target's, a new target is computed
-        only if the group's assignment interval has passed since the last one was computed;
-        until then every member keeps the last target and the assignment epoch lags the
-        group epoch (the group is Assigning). The heartbeat after the interval computes it,
-        for every change since at once. An interval of 0 computes at every change."""
-        if group.assignment_epoch != group.group_epoch and assignment_due(
-            group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()
-        ):
-            self.compute_target(group)
 
     def compute_target(self, group: ConsumerGroup) -> None:
         metadata = group.subscription_metadata
@@ -816,14 +925,6 @@ class ConsumerGroupManager:
         group.set_owned(member, out.assigned, out.pending_revocation)
 
     # ConsumerGroupDescribe ------------------------------------------------------------
-
-    def describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
-        group = self.groups.get(group_id)
-        if group is None or (type(group) is ConsumerGroup and group.dead):
-            return E.group_id_not_found, f"Group {group_id} not found.", None
-        if type(group) is not ConsumerGroup:
-            return E.group_id_not_found, f"Group {group_id} is not a consumer group.", None
-        return E.none, None, group
 
     def assignor_of(self, group: ConsumerGroup) -> str:
         return self._assignor_name(group)

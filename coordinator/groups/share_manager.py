@@ -6,10 +6,11 @@ groups: a group id is one type's; Kafka converts nothing to or from a share grou
 heartbeat runs in one synchronous section: validate, update the member, bump the group
 epoch if what the assignment depends on changed, recompute the target assignment (the
 SimpleAssignor), move the member to its target, and answer once the records that changed
-are durable. Persistence follows the runtime contract as consumer groups do
-(consumer_manager.py): records are diffed against `written` (durable plus pending), a
-failed write rebuilds the groups it touched from the records written before it (`revert`),
-and `replay` keeps `stored`, what a restart rebuilds (on_loaded).
+are durable. Persistence, sessions, subscription metadata and the assignment interval are
+the consumer groups' (ModernGroupManager, consumer_manager.py): records are diffed against
+`written` (durable plus pending), a failed write rebuilds the groups it touched from the
+records written before it (`revert`), and `replay` keeps `stored`, what a restart rebuilds
+(on_loaded).
 """
 
 from __future__ import annotations
@@ -23,19 +24,17 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol import share_records as R
 
+from . import share_group
 from .clock import Clock
-from .consumer_manager import ApiError, ConsumerGroupManager, HeartbeatResult, apply_record, assignment_due
+from .consumer_manager import ApiError, HeartbeatResult, ModernGroupManager
 from .metadata_hash import metadata_hash
 from .share_group import (
     LEAVE_EPOCH,
     ShareGroup,
     ShareMember,
     forget_topics,
-    group_from_records,
     initialize_partitions,
     initialize_subscribed,
-    member_keys,
-    records_of,
     simple_assign,
 )
 from .topic_image import TopicImage
@@ -97,16 +96,11 @@ def validate_request(r: ShareHeartbeatRequest) -> None:
         raise ApiError(E.invalid_request, "MemberEpoch is invalid.")
 
 
-class ShareGroupManager:
+class ShareGroupManager(ModernGroupManager):
+    kind, group_type, model, records = "share", ShareGroup, share_group, R
+
     def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
-        self.shard = shard
-        self.clock = clock
-        self.image = image
-        self.groups = shard.groups
-        # group id -> {key: value} of its share-group records as replayed from the log
-        self.stored: dict[str, dict[Any, Any]] = {}
-        # the same with the shard's pending writes applied: what live state is built from
-        self.written: dict[str, dict[Any, Any]] = {}
+        super().__init__(shard, clock, image)
         # called with (group id, member id) when a member is fenced (its session expired):
         # its share session and acquired records are let go (Kafka's ShareGroupListener). A
         # member that leaves closes its share session itself (a final ShareFetch or
@@ -119,99 +113,14 @@ class ShareGroupManager:
     def config(self) -> ShareGroupConfig:
         return getattr(self.shard.runtime, "share_config", None) or ShareGroupConfig()
 
-    def group_setting(self, group_id: str, name: str, default: int) -> int:
-        """A per-group override (GROUP config resource) of a share setting, else the broker's."""
-        configs = getattr(self.shard.runtime, "group_configs", None)
-        value = configs.get(group_id, name) if configs is not None else None
-        return default if value is None else int(value)
-
     # persistence ----------------------------------------------------------------------
 
-    def replay(self, key: Any, value: Any) -> None:
-        group_id = key.group
-        apply_record(self.stored, key, value, R.ShareGroupMetadataKey)
-        if value is None and group_id not in self.written:
-            live = self.groups.get(group_id)
-            if type(live) is ShareGroup:  # its last tombstone is durable: it is gone
-                self.drop(live)
-                for listener in self.group_deleted:
-                    listener(group_id)
+    def deleted(self, group_id: str) -> None:
+        for listener in self.group_deleted:
+            listener(group_id)
 
-    def written_record(self, key: Any, value: Any) -> None:
-        """A record handed to the log (shard.queue_write)."""
-        apply_record(self.written, key, value, R.ShareGroupMetadataKey)
-
-    def on_loaded(self) -> None:
-        self.written = {g: dict(records) for g, records in self.stored.items()}
-        for group_id in list(self.stored):
-            self.restore(group_id)
-
-    def revert(self, group_ids: list[str], still_pending: list[list[Any]]) -> None:
-        """Failed writes touched these groups: each becomes what the durable records and
-        the writes still pending (all before the failed ones) describe."""
-        for group_id in group_ids:
-            view: dict[str, dict[Any, Any]] = {}
-            if group_id in self.stored:
-                view[group_id] = dict(self.stored[group_id])
-            for records in still_pending:
-                for key, value in records:
-                    if type(key) in R.KEY_TYPES and key.group == group_id:
-                        apply_record(view, key, value, R.ShareGroupMetadataKey)
-            if group_id in view:
-                self.written[group_id] = view[group_id]
-                self.restore(group_id)
-            else:
-                self.written.pop(group_id, None)
-                live = self.groups.get(group_id)
-                if type(live) is ShareGroup:
-                    self.drop(live)
-
-    def restore(self, group_id: str) -> None:
-        """Make the live group what its written records say (at load, or after a failed append)."""
-        old = self.groups.get(group_id)
-        if type(old) is ShareGroup:
-            self.drop(old)
-        group = group_from_records(group_id, self.written.get(group_id, {}))
-        if group is None:
-            return
-        current = self.groups.get(group_id)
-        if current is not None and not current.is_empty():
-            log.warning("group %s: share-group records beside a group of another type; ignored", group_id)
-            return
-        self.groups[group_id] = group
+    def restored(self, group: ShareGroup) -> None:
         group.subscription_metadata = self.subscription_metadata(group)
-        for m in group.members.values():  # a fresh session each, as Kafka's onLoaded
-            self.touch(group, m)
-
-    def drop(self, group: ShareGroup) -> None:
-        for m in group.members.values():
-            if m.session_timer is not None:
-                m.session_timer.cancel()
-                m.session_timer = None
-        if self.groups.get(group.group_id) is group:
-            del self.groups[group.group_id]
-
-    def persist(self, group: ShareGroup, done: Callable[[int], None]) -> None:
-        """Append what changed; done(error) once durable (NONE) or refused (the error; the
-        runtime has reverted the group)."""
-        written = self.written.get(group.group_id, {})
-        now = records_of(group, group.changed_members)
-        gone = [
-            k
-            for m in group.removed_members
-            if m not in group.members
-            for k in member_keys(group.group_id, m)
-            if k in written
-        ]
-        group.dirty = False
-        group.changed_members = set()
-        group.removed_members = set()
-        records: list[tuple[Any, Any]] = [(k, None) for k in gone]
-        records += [(k, v) for k, v in now.items() if written.get(k) != v]
-        if not records:
-            self.shard.after_pending(done)
-            return
-        self.shard.write(records, done)
 
     def _deleted_topics(self, group: ShareGroup) -> set[uuid.UUID]:
         """Topics of the group's ShareGroupStatePartitionMetadata that were deleted since: Kafka
@@ -242,10 +151,9 @@ class ShareGroupManager:
             self.shard.after_pending(done)
 
     def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
-        """DeleteGroups: tombstones of every record of the (empty) group, its epoch last."""
-        keys = list(self.written.get(group_id, {}))
-        keys.sort(key=lambda k: type(k) is R.ShareGroupMetadataKey)
-        return [(k, None) for k in keys] or [(R.ShareGroupMetadataKey(group_id), None)]
+        """DeleteGroups: tombstones of every record of the (empty) group, its epoch last (the
+        epoch's alone for a group that wrote none)."""
+        return super().delete_records(group_id) or [(R.ShareGroupMetadataKey(group_id), None)]
 
     # the heartbeat --------------------------------------------------------------------
 
@@ -265,18 +173,8 @@ class ShareGroupManager:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return ShareHeartbeatResult(e.code, str(e))
         if not group.dirty:
-            return ConsumerGroupManager.answer_when_written(
-                self.shard.after_pending,
-                result,
-                lambda error: ShareHeartbeatResult(error, "The group's records could not be written."),
-                answer,
-            )
-        return ConsumerGroupManager.answer_when_written(
-            lambda done: self.persist(group, done),
-            result,
-            lambda error: ShareHeartbeatResult(error, "The group's records could not be written."),
-            answer,
-        )
+            return self.answer_when_written(self.shard.after_pending, result, self._write_failed, answer)
+        return self.answer_when_written(lambda done: self.persist(group, done), result, self._write_failed, answer)
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
         """Kafka's getOrMaybeCreatePersistedShareGroup: another type's group id is
@@ -401,54 +299,15 @@ class ShareGroupManager:
             for listener in self.member_fenced:
                 listener(group.group_id, member.member_id)
 
-    def touch(self, group: ShareGroup, member: ShareMember) -> None:
-        """A sign of life: the session starts over."""
-        timeout = self.group_setting(group.group_id, "share.session.timeout.ms", self.config.session_timeout_ms)
-        member.session_deadline = self.clock.now() + timeout
-        if member.session_timer is None:
-            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
-
-    def _on_session_timer(self, group: ShareGroup, member: ShareMember) -> None:
-        if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
-            return
-        if self.clock.now() < member.session_deadline:
-            member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
-            return
-        member.session_timer = None
-        log.info("group %s: share member %s fenced: session expired", group.group_id, member.member_id)
+    def fence(self, group: ShareGroup, member: ShareMember, why: str) -> None:
+        log.info("group %s: share member %s fenced: %s", group.group_id, member.member_id, why)
         self.remove(group, member, fenced=True)
         self.persist(group, lambda error: None)
 
     # assignment -----------------------------------------------------------------------
 
-    def subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        """The subscribed topics that exist, with their ids and partition counts, as the
-        broker has them now (a topic created or grown later bumps the epoch at the next heartbeat)."""
-        out: dict[str, tuple[uuid.UUID, int]] = {}
-        for name in group.subscribed_names():
-            found = self.image.lookup(name)
-            if found is not None:
-                out[name] = found
-        return out
-
-    def assignment_interval_ms(self, group_id: str) -> int:
-        """share.assignment.interval.ms of the group (group_configs.py), else the broker's,
-        within the broker's min and max."""
-        configs = getattr(self.shard.runtime, "group_configs", None)
-        if configs is not None:
-            return int(configs.assignment_interval_ms(group_id, "share"))
-        c = self.config
-        return min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms)
-
-    def maybe_compute_target(self, group: ShareGroup) -> None:
-        """Kafka 4.3's assignment batching for share groups (KIP-1263, GroupMetadataManager's
-        shareGroupHeartbeat): as for consumer groups (ConsumerGroupManager.maybe_compute_target),
-        the target is recomputed at most once per share.assignment.interval.ms; meanwhile
-        members keep the last target and the assignment epoch lags the group epoch."""
-        if group.assignment_epoch != group.group_epoch and assignment_due(
-            group.assignment_timestamp, self.assignment_interval_ms(group.group_id), self.clock.wall()
-        ):
-            self.compute_target(group)
+    def subscribed_topics(self, group: ShareGroup) -> set[str]:
+        return group.subscribed_names()
 
     def compute_target(self, group: ShareGroup) -> None:
         metadata = group.subscription_metadata
@@ -474,14 +333,6 @@ class ShareGroupManager:
             member.assigned = target
 
     # ShareGroupDescribe ---------------------------------------------------------------
-
-    def describe(self, group_id: str) -> tuple[int, str | None, ShareGroup | None]:
-        group = self.groups.get(group_id)
-        if group is None or (type(group) is ShareGroup and group.dead):
-            return E.group_id_not_found, f"Group {group_id} not found.", None
-        if type(group) is not ShareGroup:
-            return E.group_id_not_found, f"Group {group_id} is not a share group.", None
-        return E.none, None, group
 
     def member_of(self, group_id: str, member_id: str) -> ShareMember | None:
         group = self.groups.get(group_id)
