@@ -165,8 +165,11 @@ def _to_timedelta(v: Any) -> Any:
     return datetime.timedelta(milliseconds=v) if type(v) is int else v
 
 
+_ERROR_CODES = {e.value: e for e in ErrorCode}  # (a dict lookup, not Enum's call, per answer)
+
+
 def _to_error(v: Any) -> Any:
-    return ErrorCode(v) if type(v) is int else v
+    return _ERROR_CODES[v] if type(v) is int else v  # (KeyError: not a Kafka error code, a bug)
 
 
 @cache

@@ -47,7 +47,7 @@ _FIXED = {
     "uint64": ("Q", "{v}"),
     "float64": ("d", "{v}"),
     "bool": ("?", "{v}"),
-    "error_code": ("h", "{v}.value"),
+    "error_code": ("h", "{v}"),  # (kio's ErrorCode is an IntEnum: packed as the int it is)
     "timedelta_i32": ("i", "round({v}.total_seconds() * 1000)"),
     "timedelta_i64": ("q", "round({v}.total_seconds() * 1000)"),
     "datetime_i64": ("q", "round({v}.timestamp() * 1000)"),

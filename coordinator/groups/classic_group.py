@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -91,7 +90,7 @@ class ClassicGroup:
         self.members: dict[str, Member] = {}  # insertion order = join order
         self.static_members: dict[str, str] = {}  # group instance id -> member id
         self.pending_members: dict[str, float] = {}  # KIP-394 ids handed out, not yet used -> expiry
-        self.supported_protocols: Counter[str] = Counter()
+        self.supported_protocols: dict[str, int] = {}  # protocol name -> members supporting it
         self.awaiting_join_count = 0
         self.pending_sync: set[str] = set()  # members that must SyncGroup in this generation
         self.new_member_added = False  # during the initial delayed join
@@ -253,7 +252,7 @@ class ClassicGroup:
         self.members[member.member_id] = member
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        self.supported_protocols.update(name for name, _ in member.protocols)
+        self._count_protocols(member.protocols, 1)
         if self.leader_id is None:
             self.leader_id = member.member_id
 
@@ -261,8 +260,7 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        self.supported_protocols.subtract(name for name, _ in member.protocols)
-        self.supported_protocols += Counter()  # drop zero counts
+        self._count_protocols(member.protocols, -1)
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
         if member.awaiting_join:
@@ -275,10 +273,19 @@ class ClassicGroup:
         return member
 
     def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
-        self.supported_protocols.subtract(name for name, _ in member.protocols)
+        self._count_protocols(member.protocols, -1)
         member.protocols = protocols
-        self.supported_protocols.update(name for name, _ in protocols)
-        self.supported_protocols += Counter()
+        self._count_protocols(protocols, 1)
+
+    def _count_protocols(self, protocols: list[tuple[str, bytes]], delta: int) -> None:
+        """Kafka's supportedProtocols: how many members support each protocol (none: absent)."""
+        counts = self.supported_protocols
+        for name, _ in protocols:
+            n = counts.get(name, 0) + delta
+            if n:
+                counts[name] = n
+            else:
+                del counts[name]
 
     def has_all_members_joined(self) -> bool:
         return self.awaiting_join_count == len(self.members)
@@ -290,7 +297,7 @@ class ClassicGroup:
         if protocol_type != self.protocol_type:
             return False
         n = len(self.members)
-        return any(self.supported_protocols[name] == n for name, _ in protocols)
+        return any(self.supported_protocols.get(name) == n for name, _ in protocols)
 
     def select_protocol(self, changed: Member | None = None, protocols: list[tuple[str, bytes]] | None = None) -> str:
         """Protocol supported by every member, chosen by the members' first-preference votes;
@@ -302,15 +309,21 @@ class ClassicGroup:
         n = len(self.members)
         counts = self.supported_protocols
         if changed is not None:
-            counts = Counter(name for m in self.members.values() for name, _ in protocols_of(m))
+            counts = {}
+            for m in self.members.values():
+                for name, _ in protocols_of(m):
+                    counts[name] = counts.get(name, 0) + 1
         candidates = {name for name, count in counts.items() if count == n}
         if not candidates:
             raise IllegalStateTransition(f"group {self.group_id!r}: no protocol supported by all members")
-        votes = Counter(next(name for name, _ in protocols_of(m) if name in candidates) for m in self.members.values())
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            vote = next(name for name, _ in protocols_of(m) if name in candidates)
+            votes[vote] = votes.get(vote, 0) + 1
         first = next(iter(self.members.values()))
         # Ties go to the first member's preference order (deterministic, unlike Kafka's HashMap).
         order = {name: i for i, (name, _) in enumerate(protocols_of(first))}
-        return max(candidates, key=lambda p: (votes[p], -order.get(p, 0)))
+        return max(candidates, key=lambda p: (votes.get(p, 0), -order.get(p, 0)))
 
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

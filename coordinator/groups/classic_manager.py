@@ -424,7 +424,12 @@ class ClassicGroupManager:
             return
         group.join_deadline = now + rebalance_ms
         self._transition(group, S.PREPARING_REBALANCE)
-        self._arm_join_timer(group, group.join_deadline, initial=False)
+        # Kafka's tryCompleteElseWatch: a join phase every member has already joined ends
+        # now (a one-member group's rejoin), with no timer armed and cancelled for it.
+        if self._join_ready(group, now):
+            self._complete_join(group)
+        else:
+            self._arm_join_timer(group, self._next_join_check(group, now), initial=False)
 
     def _arm_join_timer(self, group: ClassicGroup, when: float, initial: bool) -> None:
         if group.join_timer is not None:

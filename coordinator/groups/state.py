@@ -12,6 +12,10 @@ class GroupState(enum.Enum):
     STABLE = "Stable"
     DEAD = "Dead"
 
+    # Members are singletons: identity hashing, not Enum's hash of the name in Python, for
+    # the state-machine lookups every join, sync and leave makes.
+    __hash__ = object.__hash__
+
 
 _S = GroupState
 VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
