@@ -165,7 +165,9 @@ def _to_timedelta(v: Any) -> Any:
     return datetime.timedelta(milliseconds=v) if type(v) is int else v
 
 
-_ERROR_CODES = {e.value: e for e in ErrorCode}  # (a dict lookup, not Enum's call, per answer)
+_ERROR_CODES: dict[int, ErrorCode] = {
+    int(e.value): e for e in ErrorCode
+}  # (a dict lookup, not Enum's call, per answer)
 
 
 def _to_error(v: Any) -> Any:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from kio.schema.errors import ErrorCode as E
 
 from protocol.messages import encode_body
 from protocol.offset_commit import OffsetCommitRequest, resolve_topic_ids, write_response_to
 
+from ..errors import E
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
 from .classic_group import ClassicGroup, JoinResult, SyncResult
@@ -25,7 +25,7 @@ from ..log.offsets import TOPIC as OFFSETS_TOPIC
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
-from .state import GroupState as S
+from .state import States as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE, TXN_OFFSET_COMMIT = 8, 9, 47, 28

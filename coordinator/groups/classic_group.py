@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kio.schema.errors import ErrorCode as E
 
+from ..errors import E
 from .group import ExpirationBase
 from .records import GroupMetadataValue
 from .state import VALID_PREVIOUS, GroupState, IllegalStateTransition

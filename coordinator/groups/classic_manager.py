@@ -21,14 +21,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.errors import ErrorCode as E
 
+from ..errors import E
 from ..metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
 from .clock import Clock
 from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from .share_group import ShareGroup
-from .state import GroupState as S
+from .state import States as S
 from .shard_context import ShardContext
 
 log = logging.getLogger(__name__)

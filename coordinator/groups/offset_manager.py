@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Container
 
-from kio.schema.errors import ErrorCode as E
+from ..errors import E
 
 from protocol.offset_commit import PartitionCommit
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, Callable, Protocol
 
-from kio.schema.errors import ErrorCode as E
+from ..errors import E
 
 from ..futures import Done
 from .classic_manager import GroupConfig

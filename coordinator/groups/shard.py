@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Protocol
 
-from kio.schema.errors import ErrorCode as E
+from ..errors import E
 
 from ..apis import answers_begin, answers_end
 

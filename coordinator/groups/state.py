@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 
 class GroupState(enum.Enum):
@@ -16,6 +18,14 @@ class GroupState(enum.Enum):
     # the state-machine lookups every join, sync and leave makes.
     __hash__ = object.__hash__
 
+
+# The members as plain attributes, for the classic group paths that read them at every
+# request: on Python 3.11 `GroupState.X` passes through EnumType.__getattr__'s Python-level
+# hook (see coordinator/errors.py). Type checkers see GroupState itself.
+if TYPE_CHECKING:
+    States = GroupState
+else:
+    States = SimpleNamespace(**GroupState.__members__)
 
 _S = GroupState
 VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
