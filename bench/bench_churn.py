@@ -5,9 +5,16 @@ same run: a bare uvloop server answering the same frames with recorded answers.
 Cycle: JoinGroup v5 without a member id (MEMBER_ID_REQUIRED), JoinGroup with it, SyncGroup
 with the leader's assignment, LeaveGroup; group records durable (--fsync always by default).
 Creation: OffsetCommit v8 of one partition to a group not seen before (generation -1, no
-member), sequentially.
+member), sequentially; then from --connections connections at once, with the sync rounds
+per group the server counted (its metrics): first commits that arrive while a round runs
+share the next one.
 
-    python bench/bench_churn.py [--seconds 5] [--groups 1000] [--fsync always]
+With --callgrind, also the instructions the server process executes per cycle and per
+OffsetCommit of 10 partitions (a standalone committer's, over the socket): counted by
+valgrind's callgrind over the measured requests only (instrumentation switched on after
+start-up and warm-up), so the figure repeats on a loaded machine.
+
+    python bench/bench_churn.py [--seconds 5] [--groups 1000] [--fsync always] [--callgrind]
     python bench/bench_churn.py --port 9092   # drive a server already running (e.g. under a profiler)
 """
 
@@ -17,6 +24,8 @@ import argparse
 import asyncio
 import datetime
 import json
+import os
+import socket
 import struct
 import subprocess
 import sys
@@ -220,6 +229,125 @@ async def floor_measure(pid: int, port: int, seconds: float, groups: int) -> dic
     return {"cycle_us": cycle_us, "create_us": create_us}
 
 
+def commit10_body() -> object:
+    return CommitReq(
+        group_id="committer",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            CommitTopic(
+                name="t10",
+                partitions=tuple(
+                    CommitPartition(
+                        partition_index=p, committed_offset=42, committed_leader_epoch=-1, committed_metadata=""
+                    )
+                    for p in range(10)
+                ),
+            ),
+        ),
+    )
+
+
+async def callgrind_per_op(fsync: str, workload: str, n: int) -> float:
+    """Instructions the server executes per operation (workload "cycle" or "commit10"),
+    counted by callgrind from after the warm-up to the end of the n operations."""
+    data = Path(tempfile.mkdtemp(prefix="bench-churn-cg-"))
+    out = data / "callgrind.out"
+    proc = subprocess.Popen(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            *("-m", "coordinator", "--port", "0", "--data-dir", str(data / "d"), "--log-level", "WARNING"),
+            *("--fsync", fsync, "--group-initial-rebalance-delay-ms", "0"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    try:
+        port = int(proc.stdout.readline().decode().strip().rsplit(":", 1)[1])  # type: ignore[union-attr]
+        conn = await WireClient("churn").connect("127.0.0.1", port)
+        await conn.create_topics("t", partitions=1)
+        await conn.create_topics("t10", partitions=10)
+        body = commit10_body()
+
+        async def one(i: int) -> None:
+            if workload == "cycle":
+                await cycle(conn, f"cg-{i % 100}")
+            else:
+                r = await conn.request(COMMIT, 8, body)
+                assert r.topics[0].partitions[0].error_code == 0, r
+
+        for i in range(30):  # warm-up, uncounted
+            await one(i)
+        subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True, check=True)
+        for i in range(n):
+            await one(i)
+        subprocess.run(["callgrind_control", "-d", str(proc.pid)], capture_output=True, check=True)
+        await conn.close()
+    finally:
+        proc.terminate()
+        proc.wait()
+    total = 0
+    for dump in data.glob("callgrind.out.*"):
+        for line in dump.read_text().splitlines():
+            if line.startswith("totals:"):
+                total += int(line.split()[1])
+    return total / n
+
+
+def sync_rounds(metrics_port: int) -> float:
+    """Sync rounds the server has run: the count of its kcoord_log_sync_seconds histogram."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("kcoord_log_sync_seconds_count"):
+                return float(line.split()[-1])
+    raise RuntimeError("no kcoord_log_sync_seconds_count in the metrics")
+
+
+async def concurrent_creation(fsync: str, groups: int, connections: int) -> dict[str, float]:
+    """New groups by their first commit from several connections at once: groups/s and sync
+    rounds per group (first commits that arrive while a round runs share the next one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics_port = s.getsockname()[1]
+    data = tempfile.mkdtemp(prefix="bench-churn-")
+    proc, port = start(
+        [
+            *("-m", "coordinator", "--port", "0", "--data-dir", data, "--log-level", "WARNING", "--fsync", fsync),
+            *("--metrics-port", str(metrics_port)),
+        ]
+    )
+    try:
+        conns = [await WireClient("churn").connect("127.0.0.1", port) for _ in range(connections)]
+        await conns[0].create_topics("t", partitions=1)
+        for i, conn in enumerate(conns):  # warm-up
+            await commit(conn, f"warm-{i}")
+
+        async def one_connection(k: int, conn: WireClient) -> None:
+            for i in range(k, groups, connections):
+                await commit(conn, f"new-{i}")
+
+        rounds = sync_rounds(metrics_port)
+        started = time.perf_counter()
+        await asyncio.gather(*(one_connection(k, conn) for k, conn in enumerate(conns)))
+        elapsed = time.perf_counter() - started
+        rounds = sync_rounds(metrics_port) - rounds
+        for conn in conns:
+            await conn.close()
+    finally:
+        proc.terminate()
+        proc.wait()
+    return {"groups_per_s": groups / elapsed, "rounds_per_group": rounds / groups}
+
+
 def start(args: list[str]) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE)
     line = proc.stdout.readline().decode()
@@ -233,6 +361,8 @@ async def main() -> None:
     ap.add_argument("--fsync", default="always")
     ap.add_argument("--port", type=int, help="drive this running server instead (its pid: --pid)")
     ap.add_argument("--pid", type=int)
+    ap.add_argument("--connections", type=int, default=8, help="committing at once, for the concurrent creation")
+    ap.add_argument("--callgrind", action="store_true", help="also count the server's instructions (slow)")
     ap.add_argument("--serve-replay", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_replay:
@@ -304,6 +434,23 @@ async def main() -> None:
         "groups/s",
         params=shape,
     )
+    together = await concurrent_creation(args.fsync, args.groups, args.connections)
+    print(
+        f"new groups by their first commit from {args.connections} connections at once, fsync {args.fsync}: "
+        f"{together['groups_per_s']:,.0f} groups/s, {together['rounds_per_group']:.2f} sync rounds per group"
+    )
+    figure = f"{args.groups:,} new groups with one commit each from {args.connections} connections at once, fsync {args.fsync}"
+    at_once = {"fsync": args.fsync, "connections": args.connections}
+    record(figure, together["groups_per_s"], "groups/s", params=at_once)
+    record(f"{figure}: sync rounds per group", together["rounds_per_group"], "rounds", params=at_once)
+    if args.callgrind:
+        for workload, n, figure in (
+            ("cycle", 200, f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}"),
+            ("commit10", 300, f"OffsetCommit of 10 partitions by a standalone committer, fsync {args.fsync}"),
+        ):
+            per_op = await callgrind_per_op(args.fsync, workload, n)
+            print(f"{figure}: {per_op:,.0f} instructions per operation in the server (callgrind, {n} operations)")
+            record(f"{figure}: server instructions per operation (callgrind)", per_op, "instructions", params=shape)
 
 
 if __name__ == "__main__":

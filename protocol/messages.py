@@ -238,19 +238,18 @@ def _checked(c: Codec, buf: bytes, pos: int) -> bytes:
     return _without_unknown_tags(buf, edits) if edits else buf
 
 
+class _Parts(list):
+    """What a response writer writes into: its pieces, joined once (writers only call write)."""
+
+    __slots__ = ()
+    write = list.append
+
+
 def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
     """The whole response frame: size, response header, body."""
-    out = io.BytesIO()
-    out.write(b"\x00\x00\x00\x00")  # size, patched below
-    out.write(_INT32.pack(correlation_id))
-    if c.flexible_response:
-        out.write(b"\x00")  # no header tagged fields
+    out = _Parts()
     c.write(out, body)
-    data = out.getbuffer()
-    _INT32.pack_into(data, 0, len(data) - 4)
-    result = bytes(data)
-    del data
-    return result
+    return encode_raw_response(c, correlation_id, b"".join(out))
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
