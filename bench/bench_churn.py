@@ -270,7 +270,7 @@ async def callgrind_per_op(fsync: str, workload: str, n: int) -> float:
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     try:
-        port = int(proc.stdout.readline().decode().strip().rsplit(":", 1)[1])  # type: ignore[union-attr]
+        port = int(proc.stdout.readline().decode().strip().rsplit(":", 1)[1])  # type: ignore[union-attr]  # stdout is a pipe: Popen was given stdout=PIPE
         conn = await WireClient("churn").connect("127.0.0.1", port)
         await conn.create_topics("t", partitions=1)
         await conn.create_topics("t10", partitions=10)

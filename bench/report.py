@@ -22,7 +22,9 @@ SCRIPTS = {
     "bench/bench_wire.py": "ApiVersions and Metadata request rates and latencies over pipelining connections",
     "bench/bench_groups.py": "heartbeat rate, classic rebalance time at 10 / 100 / 500 members, join-sync-leave cycles",
     "bench/bench_churn.py": "consumer churn: server CPU per join-sync-leave cycle of a 1-member group (fsync always) "
-    "and per new group created by its first commit, beside a bare server's",
+    "and per new group created by its first commit, beside a bare server's; new groups from several connections at "
+    "once with the sync rounds they share; with --callgrind, the server's instructions per cycle and per "
+    "10-partition OffsetCommit",
     "bench/bench_consumer_groups.py": "KIP-848 groups: time and server CPU until the group is Stable (assignment "
     "batching on), beside a bare server's; heartbeat rate",
     "bench/bench_commits.py": "durable OffsetCommits per second and server CPU per commit; startup on large logs; "
