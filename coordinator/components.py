@@ -113,7 +113,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         c.group_share_heartbeat_interval_ms,
         c.group_share_max_size,
         c.group_share_record_lock_duration_ms,
-        c.group_share_delivery_attempt_limit,
+        c.group_share_delivery_count_limit,
         c.group_share_partition_max_record_locks,
         c.share_snapshot_update_records,
         c.group_share_max_share_sessions,

@@ -89,8 +89,8 @@ class Config:
     group_share_record_lock_duration_ms: int = _opt(
         30000, "group.share.record.lock.duration.ms: how long a share consumer holds the records it fetched"
     )
-    group_share_delivery_attempt_limit: int = _opt(
-        5, "group.share.delivery.attempt.limit: deliveries of a record before it is archived"
+    group_share_delivery_count_limit: int = _opt(
+        5, "group.share.delivery.count.limit: deliveries of a record before it is archived (2-10)"
     )
     group_share_partition_max_record_locks: int = _opt(
         2000, "group.share.partition.max.record.locks: in-flight records per share-partition"
@@ -106,6 +106,8 @@ class Config:
     group_share_max_heartbeat_interval_ms: int = _opt(15000, "group.share.max.heartbeat.interval.ms")
     group_share_min_record_lock_duration_ms: int = _opt(15000, "group.share.min.record.lock.duration.ms")
     group_share_max_record_lock_duration_ms: int = _opt(60000, "group.share.max.record.lock.duration.ms")
+    group_share_min_delivery_count_limit: int = _opt(2, "group.share.min.delivery.count.limit (2-5)")
+    group_share_max_delivery_count_limit: int = _opt(10, "group.share.max.delivery.count.limit (5-25)")
     group_share_max_share_sessions: int = _opt(
         2000,
         "group.share.max.share.sessions: share sessions (ShareFetch) open at once; more: SHARE_SESSION_LIMIT_REACHED",
@@ -277,6 +279,19 @@ def parse_args(argv: list[str] | None = None) -> Config:
                 f"--group-{group_type}-min-assignment-interval-ms ({least}) and "
                 f"--group-{group_type}-max-assignment-interval-ms ({most})"
             )
+    # ShareGroupConfig's ranges (between(lo, hi)) and its validate(): max >= limit >= min.
+    for bound, lo, hi in (("", 2, 10), ("min_", 2, 5), ("max_", 5, 25)):
+        value = getattr(ns, f"group_share_{bound}delivery_count_limit")
+        if not lo <= value <= hi:
+            parser.error(
+                f"--group-share-{bound.replace('_', '-')}delivery-count-limit: {value}; must be between {lo} and {hi}"
+            )
+    limit, least, most = (getattr(ns, f"group_share_{bound}delivery_count_limit") for bound in ("", "min_", "max_"))
+    if not least <= limit <= most:
+        parser.error(
+            f"--group-share-delivery-count-limit: {limit}; must be between "
+            f"--group-share-min-delivery-count-limit ({least}) and --group-share-max-delivery-count-limit ({most})"
+        )
     for name in sorted(n for n in os.environ if n.startswith("KCOORD_") and n not in known):
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""

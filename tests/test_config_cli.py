@@ -112,3 +112,26 @@ def test_out_of_range_settings(tmp_path, flag, value):
     line = one_error_line(start(flag, value, "--port", "0", "--data-dir", str(tmp_path / "data")))
     assert flag in line and "at least" in line
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("--group-share-delivery-count-limit", "1"),
+            "--group-share-delivery-count-limit: 1; must be between 2 and 10",
+        ),
+        (("--group-share-max-delivery-count-limit", "26"), "must be between 5 and 25"),
+        (("--group-share-min-delivery-count-limit", "6"), "must be between 2 and 5"),
+        (
+            ("--group-share-min-delivery-count-limit", "4", "--group-share-delivery-count-limit", "3"),
+            "--group-share-delivery-count-limit: 3; must be between --group-share-min-delivery-count-limit (4)",
+        ),
+    ],
+)
+def test_share_delivery_count_limits_are_checked_as_kafka(tmp_path, args, message):
+    """ShareGroupConfig's ranges for group.share.{,min.,max.}delivery.count.limit and its check
+    that max >= limit >= min: one line, exit 2, nothing started."""
+    line = one_error_line(start(*args, "--port", "0", "--data-dir", str(tmp_path / "data")))
+    assert message in line
+    assert not (tmp_path / "data").exists()

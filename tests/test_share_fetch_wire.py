@@ -227,7 +227,7 @@ async def test_a_produce_wakes_a_waiting_share_fetch(server):
 
 async def test_lock_expiry_and_the_delivery_limit(server_factory):
     server = server_factory(
-        *NO_BATCHING, "--group-share-record-lock-duration-ms", "200", "--group-share-delivery-attempt-limit", "2"
+        *NO_BATCHING, "--group-share-record-lock-duration-ms", "200", "--group-share-delivery-count-limit", "2"
     )
     conn, tid = await start(server, records=2)
     try:
@@ -239,7 +239,7 @@ async def test_lock_expiry_and_the_delivery_limit(server_factory):
         assert acquired(r) == [(0, 1, 2)]
         r = await conn.request(SACK, 1, sack("g", "a", 2, tid, {0: [(1, 1, [RELEASE])]}))
         assert part(r).error_code == 0
-        # The second delivery was the last (group.share.delivery.attempt.limit=2): released or
+        # The second delivery was the last (group.share.delivery.count.limit=2): released or
         # expired, they are archived, never delivered again.
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 3, tid, max_wait_ms=1000))
         assert acquired(r) == []
@@ -332,6 +332,18 @@ async def test_group_configs_validation(server):
             ({"share.auto.offset.reset": "by_duration:1h"}, 40, None),
             ({"share.isolation.level": "dirty"}, 40, None),
             ({"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "15000"}, 0, None),
+            (
+                {"share.delivery.count.limit": "1"},
+                40,
+                "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2",
+            ),
+            (
+                {"share.delivery.count.limit": "11"},
+                40,
+                "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit",
+            ),
+            ({"share.delivery.count.limit": "three"}, 40, None),
+            ({"share.delivery.count.limit": "3"}, 0, None),
         ]
         for configs, error, message in cases:
             R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
@@ -367,6 +379,7 @@ async def test_group_configs_validation(server):
         assert values["consumer.session.timeout.ms"] == ("50000", 8)  # GROUP_CONFIG
         assert values["share.record.lock.duration.ms"] == ("30000", 5)  # DEFAULT_CONFIG
         assert values["share.auto.offset.reset"] == ("latest", 5)
+        assert values["share.delivery.count.limit"] == ("3", 8)
         # In force at the next heartbeat: the consumer group's and the share group's intervals.
         await conn.create_topics("t", partitions=1)
         joined = await conn.request(

@@ -285,3 +285,32 @@ def test_share_consumer_reads_a_compacted_topic(server_factory):
     finally:
         c.close()
     assert "Traceback" not in server.log_text()
+
+
+def test_group_delivery_count_limit(server):
+    """share.delivery.count.limit set on the group by confluent-kafka's admin (Kafka 4.2's group
+    config, within group.share.min/max.delivery.count.limit): a record released at every
+    delivery is delivered that many times, then archived, never again."""
+    setup(server.bootstrap, "t", "g", 3, share_delivery_count_limit="2")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    from confluent_kafka.admin import ConfigResource
+
+    resource = ConfigResource(ResourceType.GROUP, "g")
+    described = admin.describe_configs([resource])[resource].result(30)
+    assert described["share.delivery.count.limit"].value == "2"
+    c = share_consumer(server.bootstrap, "g", "t", **{"share.acknowledgement.mode": "explicit"})
+    try:
+        seen: dict[int, list[int]] = {}
+
+        def step() -> bool:
+            for m in poll_records(c, 0.5):
+                seen.setdefault(m.offset(), []).append(m.delivery_count())
+                c.acknowledge(m, AcknowledgeType.RELEASE if m.offset() == 1 else AcknowledgeType.ACCEPT)
+            c.commit_sync()
+            return sorted(seen) == [0, 1, 2] and len(seen[1]) >= 2
+
+        wait_for(step, what="offset 1 delivered twice")
+        assert poll_records(c, 1.0) == []  # released at the limit: archived
+        assert seen == {0: [1], 1: [1, 2], 2: [1]}
+    finally:
+        c.close()

@@ -5,8 +5,8 @@ Per group id, overrides of the broker's group settings: `consumer.session.timeou
 `consumer.heartbeat.interval.ms`, `consumer.assignment.interval.ms` (KIP-848 groups; the last
 Kafka 4.3's, at least 0 and used within the broker's min and max), `share.session.timeout.ms`,
 `share.heartbeat.interval.ms`, `share.assignment.interval.ms` (Kafka 4.3's, as its consumer
-twin), `share.record.lock.duration.ms`, `share.auto.offset.reset`, `share.isolation.level`
-(KIP-932). Names, defaults and checks are Kafka 4.2's: an unknown
+twin), `share.record.lock.duration.ms`, `share.delivery.count.limit`, `share.auto.offset.reset`,
+`share.isolation.level` (KIP-932). Names, defaults and checks are Kafka 4.2's: an unknown
 name is INVALID_CONFIG "Unknown group config name: X", a value outside the broker's
 min/max bounds INVALID_CONFIG with GroupConfig.validateValues' message. A group id need not
 exist (Kafka allows configs ahead of the group). Kept in `group-configs.json` in the data
@@ -57,6 +57,9 @@ class Bounds:
     share_assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (KIP-1263)
     share_min_assignment_interval_ms: int = 0
     share_max_assignment_interval_ms: int = 15_000
+    share_delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    share_min_delivery_count_limit: int = 2  # group.share.min.delivery.count.limit
+    share_max_delivery_count_limit: int = 10  # group.share.max.delivery.count.limit
 
 
 # name -> (type, the Bounds field of its default and bounds (None: a string), documentation)
@@ -96,6 +99,11 @@ DEFS: dict[str, tuple[int, str | None, str]] = {
         "share_record_lock_duration_ms",
         "The record acquisition lock duration in milliseconds for share groups.",
     ),
+    "share.delivery.count.limit": (
+        INT,
+        "share_delivery_count_limit",
+        "The maximum number of delivery attempts for a record delivered to a share group.",
+    ),
     "share.auto.offset.reset": (
         STRING,
         None,
@@ -120,6 +128,8 @@ _BROKER_NAMES = {  # the broker config each bound is (for the error messages)
     "share_max_heartbeat_interval_ms": "group.share.max.heartbeat.interval.ms",
     "share_min_record_lock_duration_ms": "group.share.min.record.lock.duration.ms",
     "share_max_record_lock_duration_ms": "group.share.max.record.lock.duration.ms",
+    "share_min_delivery_count_limit": "group.share.min.delivery.count.limit",
+    "share_max_delivery_count_limit": "group.share.max.delivery.count.limit",
 }
 
 
@@ -147,6 +157,9 @@ def group_config_bounds(c: Any) -> Bounds:
         c.group_share_assignment_interval_ms,
         c.group_share_min_assignment_interval_ms,
         c.group_share_max_assignment_interval_ms,
+        c.group_share_delivery_count_limit,
+        c.group_share_min_delivery_count_limit,
+        c.group_share_max_delivery_count_limit,
     )
 
 
@@ -187,6 +200,14 @@ class GroupConfigs:
         )
         own = self.get(group_id, f"{kind}.assignment.interval.ms")
         return min(max(interval if own is None else int(own), least), most)
+
+    def delivery_count_limit(self, group_id: str) -> int:
+        """The group's share.delivery.count.limit, else the broker's, within the broker's min
+        and max (GroupConfigManager clamps a group's value that bounds changed since)."""
+        b = self.bounds
+        own = self.get(group_id, "share.delivery.count.limit")
+        limit = b.share_delivery_count_limit if own is None else int(own)
+        return min(max(limit, b.share_min_delivery_count_limit), b.share_max_delivery_count_limit)
 
     def layer(self, group_id: str) -> dict[str, str]:
         return dict(self.configs.get(group_id, {}))
@@ -236,6 +257,7 @@ class GroupConfigs:
                     raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
                 least = {
                     "share.record.lock.duration.ms": 1000,
+                    "share.delivery.count.limit": 2,
                     "consumer.assignment.interval.ms": 0,
                     "share.assignment.interval.ms": 0,
                 }.get(name, 1)
@@ -254,6 +276,7 @@ class GroupConfigs:
             ("share.heartbeat.interval.ms", "share_min_heartbeat_interval_ms", "share_max_heartbeat_interval_ms"),
             ("share.session.timeout.ms", "share_min_session_timeout_ms", "share_max_session_timeout_ms"),
             ("share.record.lock.duration.ms", "share_min_record_lock_duration_ms", "share_max_record_lock_duration_ms"),
+            ("share.delivery.count.limit", "share_min_delivery_count_limit", "share_max_delivery_count_limit"),
         ):
             if name not in settings:
                 continue  # (the broker's own setting)

@@ -55,7 +55,7 @@ class ShareGroupConfig:
     heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
     max_size: int = 200  # group.share.max.size
     record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
-    delivery_attempt_limit: int = 5  # group.share.delivery.attempt.limit
+    delivery_count_limit: int = 5  # group.share.delivery.count.limit
     partition_max_record_locks: int = 2_000  # group.share.partition.max.record.locks
     snapshot_update_records: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
     max_share_sessions: int = 2_000  # group.share.max.share.sessions

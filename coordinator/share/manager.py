@@ -116,6 +116,18 @@ class SharePartitionManager:
         value = self._setting(group_id, "share.record.lock.duration.ms")
         return self.config.record_lock_duration_ms if value is None else int(value)
 
+    def delivery_count_limit(self, group_id: str) -> int:
+        """The group's share.delivery.count.limit, else the broker's (GroupConfigManager's
+        value within the broker's min and max)."""
+        configs = getattr(self.groups, "group_configs", None)
+        return configs.delivery_count_limit(group_id) if configs is not None else self.config.delivery_count_limit
+
+    def _limited(self, key: Key, sp: SharePartition) -> SharePartition:
+        """The share-partition under its group's delivery count limit as it is now: Kafka's
+        SharePartition reads maxDeliveryCount from the group config at each state change."""
+        sp.max_delivery = self.delivery_count_limit(key[0])
+        return sp
+
     # share-partitions -------------------------------------------------------------------
 
     def _plog(self, topic_id: uuid.UUID, partition: int) -> tuple[int, PartitionLog | None]:
@@ -163,7 +175,7 @@ class SharePartitionManager:
         fut = self.loading[key] = asyncio.get_running_loop().create_future()
         try:
             kw = {
-                "max_delivery": self.config.delivery_attempt_limit,
+                "max_delivery": self.delivery_count_limit(key[0]),
                 "max_in_flight": self.config.partition_max_record_locks,
             }
             stored = self.state.states.get(key)
@@ -277,7 +289,7 @@ class SharePartitionManager:
         sp = self.partitions.get(key)
         if sp is None:
             return
-        changed = sp.release(now=asyncio.get_running_loop().time())
+        changed = self._limited(key, sp).release(now=asyncio.get_running_loop().time())
         if changed:
             log.debug("share-partition %s: %d acquisition locks expired", key, len(changed))
             self._persist_quietly(key, sp, changed)
@@ -370,7 +382,7 @@ class SharePartitionManager:
             sp = self.partitions.get(key)
             if sp is None:
                 continue
-            changed = sp.release(member=session.member_id)
+            changed = self._limited(key, sp).release(member=session.member_id)
             if changed:
                 self._persist_quietly(key, sp, changed)
                 self._wake(key)
@@ -442,7 +454,9 @@ class SharePartitionManager:
                 continue
             try:
                 deadline = asyncio.get_running_loop().time() + self.lock_duration_ms(group_id) / 1000
-                changed = sp.acknowledge(session.member_id, batches, renew_allowed=renew, renew_deadline=deadline)
+                changed = self._limited(key, sp).acknowledge(
+                    session.member_id, batches, renew_allowed=renew, renew_deadline=deadline
+                )
             except AckError as e:
                 results[tp] = (e.code, e.message)
                 continue
@@ -525,7 +539,7 @@ class SharePartitionManager:
             if plog.offline is not None:
                 out[tp] = (E.kafka_storage_error, [], b"")
                 continue
-            ranges, changed = sp.acquire(
+            ranges, changed = self._limited(key, sp).acquire(
                 session.member_id, deadline, left, self._log_batches(plog, sp.end, read_committed), strict=strict
             )
             if changed:

@@ -210,9 +210,10 @@ class ShareOffsetsApis:
         error = await fut
         if error is not None:
             return E.kafka_storage_error, str(error)
-        config = self.shares.config
         self.shares.partitions[key] = SharePartition(
-            offset, max_delivery=config.delivery_attempt_limit, max_in_flight=config.partition_max_record_locks
+            offset,
+            max_delivery=self.shares.delivery_count_limit(key[0]),
+            max_in_flight=self.shares.config.partition_max_record_locks,
         )
         return E.none, None
 

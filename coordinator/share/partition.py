@@ -16,7 +16,7 @@ Acknowledged or Archived, and a delivery count. Below the start every record is 
   / INVALID_REQUEST), and nothing changes.
 - A lock that expires, a member that leaves, a session that closes: its Acquired records
   become Available again, their delivery count kept. A record released or expired that
-  has been delivered group.share.delivery.attempt.limit times is Archived instead.
+  has been delivered share.delivery.count.limit times is Archived instead.
 - The start moves past every leading Acknowledged or Archived record.
 
 Pure state: no I/O and no clock of its own (callers pass `now`). The manager persists
