@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
@@ -176,7 +177,6 @@ _KEY_TYPES: dict[int, type] = {
     7: ConsumerGroupTargetAssignmentMemberKey,
     8: ConsumerGroupCurrentMemberAssignmentKey,
 }
-_KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
 KEY_TYPES = tuple(_KEY_TYPES.values())
 METADATA_KEY = ConsumerGroupMetadataKey  # the group's epoch: a group ends with its tombstone
 
@@ -204,12 +204,20 @@ def read_key(cls: type[GroupKey | MemberKey], r: RecordReader) -> GroupKey | Mem
     return cls(group, r.string()) if issubclass(cls, MemberKey) else cls(group)
 
 
-def encode_key(key: object) -> bytes:
-    return write_key(_KEY_VERSION[type(key)], key)
+def key_codec(key_types: dict[int, type]) -> tuple[Callable[[Any], bytes], Callable[[int, RecordReader], object]]:
+    """(encode_key, decode_key) of a group type's records, given its key classes by key type."""
+    versions = {t: v for v, t in key_types.items()}
+
+    def encode_key(key: Any) -> bytes:
+        return write_key(versions[type(key)], key)
+
+    def decode_key(version: int, r: RecordReader) -> object:
+        return read_key(key_types[version], r)
+
+    return encode_key, decode_key
 
 
-def decode_key(version: int, r: RecordReader) -> object:
-    return read_key(_KEY_TYPES[version], r)
+encode_key, decode_key = key_codec(_KEY_TYPES)
 
 
 # ---------------------------------------------------------------- values

@@ -33,10 +33,9 @@ from .consumer_records import (
     _read_partitions,
     _read_uuid,
     _uuid,
-    read_key,
     read_member_epochs,
     read_target_metadata,
-    write_key,
+    key_codec,
     write_member_epochs,
     write_target_metadata,
 )
@@ -118,7 +117,6 @@ _KEY_TYPES: dict[int, type] = {
     14: ShareGroupCurrentMemberAssignmentKey,
     15: ShareGroupStatePartitionMetadataKey,
 }
-_KEY_VERSION = {t: v for v, t in _KEY_TYPES.items()}
 KEY_TYPES = tuple(_KEY_TYPES.values())
 METADATA_KEY = ShareGroupMetadataKey  # the group's epoch: a group ends with its tombstone
 
@@ -127,12 +125,7 @@ def is_share_key_version(version: int) -> bool:
     return version in _KEY_TYPES
 
 
-def encode_key(key: object) -> bytes:
-    return write_key(_KEY_VERSION[type(key)], key)
-
-
-def decode_key(version: int, r: RecordReader) -> object:
-    return read_key(_KEY_TYPES[version], r)
+encode_key, decode_key = key_codec(_KEY_TYPES)
 
 
 def encode_value(value: object) -> bytes:
