@@ -7,24 +7,28 @@ group told to rejoin only for a newer target (KAFKA-20272)."""
 from __future__ import annotations
 
 import asyncio
-import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.groups.consumer_group import ConsumerGroup
 from protocol import consumer_records as R
-from tests.support.group_harness import MemoryLog
+from tests.support.assignment_batching import (
+    INTERVAL,
+    OPS,
+    ConsumerBatching,
+    check_computation_time_replayed,
+    check_startup_refuses_an_interval_beyond_the_max,
+    run_ops,
+)
 from tests.support.consumer_groups import HB, describe, hb, owned_of
-from tests.support.consumer_harness import GROUP, Harness
+from tests.support.consumer_harness import Harness
 from tests.support.consumer_shard import owned
 from tests.support.groups_wire import HEARTBEAT, JOIN, SYNC, hb_body, join_body, sync_body
 from tests.support.share import set_group_configs
 from tests.support.wire_client import WireClient
 
-INTERVAL = 1000
 MIXED = "mixed"
 
 
@@ -53,51 +57,15 @@ async def quiet_rounds(h: Harness, alive: set[str], rounds: int = 6) -> None:
             no_double_owner(h.group)
 
 
-# op: (kind, member index, subscription or clock advance)
-OPS = st.lists(
-    st.tuples(
-        st.sampled_from(["join", "leave", "hb", "hb", "hb", "wait"]),
-        st.integers(0, 7),
-        st.sampled_from([0, 1, 300, 999, 1000, 1500]),
-    ),
-    min_size=1,
-    max_size=60,
-)
-
-
 @pytest.mark.parametrize("interval", [0, INTERVAL])
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=OPS)
 def test_batching_never_gives_a_partition_to_two_members_and_every_member_converges(interval, ops):
     async def run() -> None:
-        h = Harness(assignment_interval_ms=interval)
+        h = ConsumerBatching(interval)
         h.catalog.add("t", 12)
         h.catalog.add("u", 5)
-        alive: set[str] = set()
-        computed: list[int] = []  # wall times of the target computations
-        for kind, i, arg in ops:
-            m = f"m{i}"
-            if kind == "join" and m not in alive:
-                assert (await h.hb(m, 0, ["t"] if arg % 2 else ["t", "u"])).error == E.none
-                alive.add(m)
-            elif kind == "leave" and m in alive:
-                assert (await h.hb(m, -1, owned=None)).error == E.none
-                alive.discard(m)
-            elif kind == "hb" and m in alive:
-                member = h.group.members[m]
-                assert (await h.hb(m, member.member_epoch, owned=owned(member.assigned))).error == E.none
-            elif kind == "wait":
-                h.clock.advance(arg)
-            if GROUP not in h.shard.groups or type(h.shard.groups[GROUP]) is not ConsumerGroup:
-                continue
-            g = h.group
-            no_double_owner(g)
-            assert g.assignment_epoch <= g.group_epoch
-            assert all(x.member_epoch <= g.assignment_epoch for x in g.members.values())
-            if g.assignment_timestamp and (not computed or computed[-1] != g.assignment_timestamp):
-                computed.append(g.assignment_timestamp)
-        # At most one computation per interval.
-        assert all(b - a >= interval for a, b in zip(computed, computed[1:])), computed
+        alive = await run_ops(h, interval, ops, no_double_owner)
         if not alive:
             return
         # Once the interval has passed, heartbeats bring every member to the target.
@@ -135,38 +103,7 @@ async def test_members_keep_the_last_target_until_the_interval_has_passed():
 
 
 async def test_the_computation_time_is_recorded_and_replayed():
-    h = Harness(assignment_interval_ms=INTERVAL)
-    h.catalog.add("t", 4)
-    await h.hb("a", 0, ["t"])
-    computed_at = h.clock.wall()
-    metas = [v for _, k, v in h.log.all_records() if type(k) is R.ConsumerGroupTargetAssignmentMetadataKey]
-    assert metas[-1] == R.ConsumerGroupTargetAssignmentMetadataValue(1, computed_at)
-    # A new coordinator replays it: the interval still runs from the recorded time.
-    fresh = Harness(MemoryLog(), h.catalog, assignment_interval_ms=INTERVAL)
-    fresh.log.records = h.log.records
-    fresh.runtime.load(h.log.all_records())
-    assert fresh.group.assignment_timestamp == computed_at
-    await fresh.hb("b", 0, ["t"])
-    assert (fresh.group.group_epoch, fresh.group.assignment_epoch) == (2, 1)
-    fresh.clock.advance(INTERVAL)
-    await fresh.hb("b", 1, owned=[])
-    assert fresh.group.assignment_epoch == 2 and fresh.group.assignment_timestamp == fresh.clock.wall()
-
-
-def test_assignment_timestamp_is_kafkas_tagged_field():
-    key = R.ConsumerGroupTargetAssignmentMetadataKey("g")
-    value = R.ConsumerGroupTargetAssignmentMetadataValue(7, 1_764_150_000_123)
-    raw = R.encode_value(value)
-    # version 0, AssignmentEpoch, one tagged field: tag 0, 8 bytes, the int64
-    assert raw == struct.pack(">hi", 0, 7) + bytes([1, 0, 8]) + struct.pack(">q", 1_764_150_000_123)
-    assert R.decode_value(key, raw) == value
-    # At its default (0, an older Kafka's record) no tag is written, and such a record reads as 0.
-    assert R.encode_value(R.ConsumerGroupTargetAssignmentMetadataValue(7)) == struct.pack(">hi", 0, 7) + b"\0"
-    assert R.decode_value(key, struct.pack(">hi", 0, 7) + b"\0").assignment_timestamp == 0
-    # An unknown tag beside it is skipped; a timestamp of the wrong size is refused.
-    assert R.decode_value(key, raw[:6] + bytes([2]) + raw[7:] + bytes([5, 1, 9])) == value
-    with pytest.raises(R.RecordDecodeError):
-        R.decode_value(key, struct.pack(">hi", 0, 7) + bytes([1, 0, 4]) + b"\0\0\0\1")
+    await check_computation_time_replayed(ConsumerBatching, R.ConsumerGroupTargetAssignmentMetadataValue)
 
 
 async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(server_factory):
@@ -287,30 +224,7 @@ async def test_the_broker_interval_is_a_dynamic_config_for_running_groups(server
 
 @pytest.mark.process
 def test_bounds_that_exclude_the_interval_stop_the_server_at_startup(tmp_path):
-    import subprocess
-    import sys
-
-    from tests.support.process import ROOT
-
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "coordinator",
-            "--port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "d"),
-            "--group-consumer-assignment-interval-ms",
-            "20000",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and "--group-consumer-max-assignment-interval-ms" in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr
+    check_startup_refuses_an_interval_beyond_the_max(tmp_path, "consumer")
 
 
 async def test_a_classic_member_of_a_mixed_group_rejoins_only_for_a_newer_target(server):

@@ -209,3 +209,26 @@ def test_share_group_state_partition_metadata_bytes():
     )
     assert decode_record(kb, vb) == (key, value)
     assert decode_record(kb, None) == (key, None)
+
+
+@pytest.mark.parametrize("kind", ["ConsumerGroup", "ShareGroup"])
+def test_assignment_timestamp_is_kafkas_tagged_field(kind):
+    """{Consumer,Share}GroupTargetAssignmentMetadataValue's AssignmentTimestamp (Kafka 4.3,
+    KIP-1263): tagged field 0, written only when not its default 0."""
+    from protocol import consumer_records, share_records
+
+    R = consumer_records if kind == "ConsumerGroup" else share_records
+    key = getattr(R, f"{kind}TargetAssignmentMetadataKey")("g")
+    Value = getattr(R, f"{kind}TargetAssignmentMetadataValue")
+    value = Value(7, 1_764_150_000_123)
+    raw = R.encode_value(value)
+    # version 0, AssignmentEpoch, one tagged field: tag 0, 8 bytes, the int64
+    assert raw == struct.pack(">hi", 0, 7) + bytes([1, 0, 8]) + struct.pack(">q", 1_764_150_000_123)
+    assert R.decode_value(key, raw) == value
+    # At its default (0, an older Kafka's record) no tag is written, and such a record reads as 0.
+    assert R.encode_value(Value(7)) == struct.pack(">hi", 0, 7) + b"\0"
+    assert R.decode_value(key, struct.pack(">hi", 0, 7) + b"\0").assignment_timestamp == 0
+    # An unknown tag beside it is skipped; a timestamp of the wrong size is refused.
+    assert R.decode_value(key, raw[:6] + bytes([2]) + raw[7:] + bytes([5, 1, 9])) == value
+    with pytest.raises(RecordDecodeError):
+        R.decode_value(key, struct.pack(">hi", 0, 7) + bytes([1, 0, 4]) + b"\0\0\0\1")

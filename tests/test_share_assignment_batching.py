@@ -6,66 +6,26 @@ replayed, the group config `share.assignment.interval.ms` and the broker's bound
 from __future__ import annotations
 
 import asyncio
-import struct
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.share_group import ShareGroup
-from coordinator.groups.share_manager import ShareGroupConfig, ShareHeartbeatRequest, ShareHeartbeatResult
 from protocol import share_records as R
-from tests.support.consumer_harness import Harness
-from tests.support.group_harness import MemoryLog, settle
-from tests.support.process import ROOT
+from tests.support.assignment_batching import (
+    INTERVAL,
+    OPS,
+    ShareBatching,
+    check_computation_time_replayed,
+    check_startup_refuses_an_interval_beyond_the_max,
+    run_ops,
+)
 from tests.support.share import SHB, set_group_configs
 from tests.support.wire_client import WireClient, request_class
-
-GROUP = "sg"
-INTERVAL = 1000
-
-
-class ShareHarness(Harness):
-    """The consumer-group harness's runtime, driving the share group `sg` in process."""
-
-    def __init__(self, interval: int, log: MemoryLog | None = None, catalog=None) -> None:
-        super().__init__(log, catalog)
-        self.interval = interval
-        self.runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # Harness's runtime type
-            assignment_interval_ms=interval
-        )
-        self.shard = self.runtime.shard_for(GROUP)
-
-    async def shb(self, member_id: str, epoch: int, topics=None) -> ShareHeartbeatResult:
-        got: list[ShareHeartbeatResult] = []
-        result = self.shard.share.heartbeat(ShareHeartbeatRequest(GROUP, member_id, epoch, None, topics), got.append)
-        if result is None:
-            await settle()
-            result = got[0]
-        return result
-
-    @property
-    def sgroup(self) -> ShareGroup:
-        return self.shard.groups[GROUP]  # type: ignore[return-value]  # the shard's map holds every group type
 
 
 def partitions_of(assignment) -> int:
     return sum(len(ps) for ps in (assignment or {}).values())
-
-
-# op: (kind, member index, subscription choice or clock advance)
-OPS = st.lists(
-    st.tuples(
-        st.sampled_from(["join", "leave", "hb", "hb", "hb", "wait"]),
-        st.integers(0, 7),
-        st.sampled_from([0, 1, 300, 999, 1000, 1500]),
-    ),
-    min_size=1,
-    max_size=60,
-)
 
 
 @pytest.mark.parametrize("interval", [0, INTERVAL])
@@ -73,38 +33,16 @@ OPS = st.lists(
 @given(ops=OPS)
 def test_batching_loses_no_partition_and_every_member_converges(interval, ops):
     async def run() -> None:
-        h = ShareHarness(interval)
+        h = ShareBatching(interval)
         h.catalog.add("t", 12)
         h.catalog.add("u", 5)
-        alive: set[str] = set()
-        computed: list[int] = []  # wall times of the target computations
-        for kind, i, arg in ops:
-            m = f"m{i}"
-            if kind == "join" and m not in alive:
-                assert (await h.shb(m, 0, ["t"] if arg % 2 else ["t", "u"])).error == E.none
-                alive.add(m)
-            elif kind == "leave" and m in alive:
-                assert (await h.shb(m, -1)).error == E.none
-                alive.discard(m)
-            elif kind == "hb" and m in alive:
-                assert (await h.shb(m, h.sgroup.members[m].member_epoch)).error == E.none
-            elif kind == "wait":
-                h.clock.advance(arg)
-            if GROUP not in h.shard.groups:
-                continue
-            g = h.sgroup
-            assert g.assignment_epoch <= g.group_epoch
-            assert all(x.member_epoch <= g.assignment_epoch for x in g.members.values())
-            if g.assignment_timestamp and (not computed or computed[-1] != g.assignment_timestamp):
-                computed.append(g.assignment_timestamp)
-        # At most one computation per interval.
-        assert all(b - a >= interval for a, b in zip(computed, computed[1:])), computed
+        alive = await run_ops(h, interval, ops, lambda g: None)
         if not alive:
             return
         # Once the interval has passed, one heartbeat each brings every member to the target.
         h.clock.advance(interval + 1)
         for m in sorted(alive):
-            assert (await h.shb(m, h.sgroup.members[m].member_epoch)).error == E.none
+            assert (await h.beat(m)).error == E.none
         g = h.sgroup
         assert g.assignment_epoch == g.group_epoch
         assert all(g.members[m].member_epoch == g.assignment_epoch for m in alive)
@@ -120,7 +58,7 @@ def test_batching_loses_no_partition_and_every_member_converges(interval, ops):
 
 
 async def test_members_keep_the_last_target_until_the_interval_has_passed():
-    h = ShareHarness(INTERVAL)
+    h = ShareBatching(INTERVAL)
     h.catalog.add("t", 6)
     a = await h.shb("a", 0, ["t"])
     assert a.member_epoch == 1 and partitions_of(a.assignment) == 6  # the first target: at once
@@ -144,38 +82,7 @@ async def test_members_keep_the_last_target_until_the_interval_has_passed():
 
 
 async def test_the_computation_time_is_recorded_and_replayed():
-    h = ShareHarness(INTERVAL)
-    h.catalog.add("t", 4)
-    await h.shb("a", 0, ["t"])
-    computed_at = h.clock.wall()
-    metas = [v for _, k, v in h.log.all_records() if type(k) is R.ShareGroupTargetAssignmentMetadataKey]
-    assert metas[-1] == R.ShareGroupTargetAssignmentMetadataValue(1, computed_at)
-    # A new coordinator replays it: the interval still runs from the recorded time.
-    fresh = ShareHarness(INTERVAL, MemoryLog(), h.catalog)
-    fresh.log.records = h.log.records
-    fresh.runtime.load(h.log.all_records())
-    assert fresh.sgroup.assignment_timestamp == computed_at
-    await fresh.shb("b", 0, ["t"])
-    assert (fresh.sgroup.group_epoch, fresh.sgroup.assignment_epoch) == (2, 1)
-    fresh.clock.advance(INTERVAL)
-    await fresh.shb("b", 1)
-    assert fresh.sgroup.assignment_epoch == 2 and fresh.sgroup.assignment_timestamp == fresh.clock.wall()
-
-
-def test_assignment_timestamp_is_kafkas_tagged_field():
-    key = R.ShareGroupTargetAssignmentMetadataKey("g")
-    value = R.ShareGroupTargetAssignmentMetadataValue(7, 1_764_150_000_123)
-    raw = R.encode_value(value)
-    # version 0, AssignmentEpoch, one tagged field: tag 0, 8 bytes, the int64
-    assert raw == struct.pack(">hi", 0, 7) + bytes([1, 0, 8]) + struct.pack(">q", 1_764_150_000_123)
-    assert R.decode_value(key, raw) == value
-    # At its default (0, an older Kafka's record) no tag is written, and such a record reads as 0.
-    assert R.encode_value(R.ShareGroupTargetAssignmentMetadataValue(7)) == struct.pack(">hi", 0, 7) + b"\0"
-    assert R.decode_value(key, struct.pack(">hi", 0, 7) + b"\0").assignment_timestamp == 0
-    # An unknown tag beside it is skipped; a timestamp of the wrong size is refused.
-    assert R.decode_value(key, raw[:6] + bytes([2]) + raw[7:] + bytes([5, 1, 9])) == value
-    with pytest.raises(R.RecordDecodeError):
-        R.decode_value(key, struct.pack(">hi", 0, 7) + bytes([1, 0, 4]) + b"\0\0\0\1")
+    await check_computation_time_replayed(ShareBatching, R.ShareGroupTargetAssignmentMetadataValue)
 
 
 def shb(group, member_id, epoch, topics=None):
@@ -209,22 +116,4 @@ async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(serv
 
 @pytest.mark.process
 def test_bounds_that_exclude_the_interval_stop_the_server_at_startup(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "coordinator",
-            "--port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "d"),
-            "--group-share-assignment-interval-ms",
-            "20000",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and "--group-share-max-assignment-interval-ms" in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr
+    check_startup_refuses_an_interval_beyond_the_max(tmp_path, "share")
