@@ -682,3 +682,41 @@ async def test_compacted_gaps_are_acquired_and_acknowledged_as_gap(server_factor
         assert (p.start_offset, p.lag) == (0, 1)
     finally:
         await conn.close()
+
+
+async def test_an_acknowledgement_under_the_old_state_epoch_is_fenced(server):
+    """A member that left its group keeps its share session and may still acknowledge. Its
+    ShareAcknowledge read together with an AlterShareGroupOffsets (pipelined on one connection)
+    reaches the share-partition while the reset's state is being written: its write carries the
+    old state epoch and is refused as Kafka's share coordinator refuses it (FENCED_STATE_EPOCH),
+    nothing of it is kept, and the share-partition is loaded again at the new epoch."""
+    ALTER = 91
+    conn, tid = await start(server, records=3)
+    try:
+        assert acquired(await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))) == [(0, 2, 1)]
+        await conn.request(SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=-1))  # the group is empty
+        T, P = (
+            cls(ALTER, 0, "AlterShareGroupOffsetsRequestTopic"),
+            cls(ALTER, 0, "AlterShareGroupOffsetsRequestPartition"),
+        )
+        alter = cls(ALTER, 0)(
+            group_id="g", topics=(T(topic_name="t", partitions=(P(partition_index=0, start_offset=0),)),)
+        )
+        altered, acked = conn.send_many([(ALTER, 0, alter), (SACK, 1, sack("g", "a", 1, tid, {0: [(0, 2, [ACCEPT])]}))])
+        assert (await altered).responses[0].partitions[0].error_code == 0
+        ack = part(await acked)
+        assert (ack.error_code, ack.error_message) == (
+            124,
+            "The share coordinator rejected the request because the share-group state epoch did not match.",
+        )
+        # Nothing accepted: the records come again from the new start, first deliveries.
+        assert acquired(await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid))) == [(0, 2, 1)]
+    finally:
+        await conn.close()
+    server.restart()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:  # nor on disk: the reset's state, then b's delivery
+        assert acquired(await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid))) == [(0, 2, 2)]
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()

@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode as E
 from ..apis import Registry, RequestContext, ms
 from ..log.partition import PartitionLog, StorageError
 from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition
-from .state_log import Key, ShareStateLog
+from .state_log import FencedStateEpoch, Key, ShareStateLog
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,7 @@ class SharePartitionManager:
             stored = self.state.states.get(key)
             if stored is not None:
                 sp = SharePartition.restored(stored.start, stored.records, **kw)
+                sp.state_epoch = stored.state_epoch
                 if sp.start < plog.log_start_offset:
                     sp.reset(plog.log_start_offset)
             else:
@@ -223,7 +224,14 @@ class SharePartitionManager:
 
         try:
             self.state.write(
-                key, sp.start, runs, int(time.time() * 1000), done, full=full, whole=lambda: list(sp.state_runs())
+                key,
+                sp.start,
+                runs,
+                int(time.time() * 1000),
+                done,
+                full=full,
+                state_epoch=sp.state_epoch,
+                whole=lambda: list(sp.state_runs()),
             )
         except Exception as e:  # (a value the schema cannot hold)
             done(e)
@@ -298,7 +306,9 @@ class SharePartitionManager:
 
     def _persist_quietly(self, key: Key, sp: SharePartition, changed: list[int]) -> None:
         def written(f: asyncio.Future) -> None:
-            if f.exception() is not None:
+            if isinstance(f.exception(), FencedStateEpoch):
+                self._fenced(key)
+            elif f.exception() is not None:
                 log.warning("share-partition %s: its state could not be written: %s", key, f.exception())
 
         self._persist(key, sp, changed).add_done_callback(written)
@@ -468,10 +478,22 @@ class SharePartitionManager:
         for tp, fut in writes:
             try:
                 await fut
+            except FencedStateEpoch as e:
+                self._fenced((group_id, *tp))
+                results[tp] = (E.fenced_state_epoch, str(e))
             except Exception as e:
                 log.warning("share-partition %s-%s: acknowledgement not written: %s", group_id, tp, e)
                 results[tp] = (E.kafka_storage_error if isinstance(e, OSError) else E.unknown_server_error, None)
         return results
+
+    def _fenced(self, key: Key) -> None:
+        """A write of this share-partition was refused for its old state epoch (its offsets
+        were altered meanwhile): it leaves the cache, and the next request loads the state as
+        stored, as Kafka's SharePartitionManager drops a fenced share-partition."""
+        log.info("share-partition %s: state epoch fenced; it is loaded again", key)
+        stale, stored = self.partitions.get(key), self.state.states.get(key)
+        if stale is not None and (stored is None or stale.state_epoch < stored.state_epoch):
+            del self.partitions[key]
 
     def _log_batches(self, plog: PartitionLog, start: int, read_committed: bool) -> Iterator[tuple[int, int, int]]:
         """(base, last, DATA or SKIP) of the log's batches from `start`, up to the high
@@ -543,13 +565,17 @@ class SharePartitionManager:
                 session.member_id, deadline, left, self._log_batches(plog, sp.end, read_committed), strict=strict
             )
             if changed:
-                writes.append(self._persist(key, sp, changed))
+                writes.append((tp, self._persist(key, sp, changed)))
             if ranges:
                 left -= sum(last - first + 1 for first, last, _ in ranges)
                 out[tp] = (E.none, ranges, self._records(plog, ranges))
                 self._schedule_expiry(key, sp)
-        for fut in writes:
-            await fut  # the deliveries are counted on disk before the records go out
+        for tp, fut in writes:
+            try:
+                await fut  # the deliveries are counted on disk before the records go out
+            except FencedStateEpoch:
+                self._fenced((group_id, *tp))
+                out[tp] = (E.fenced_state_epoch, [], b"")
         return out
 
     async def _wait(self, session: ShareSession, timeout: float) -> None:

@@ -210,11 +210,12 @@ class ShareOffsetsApis:
         error = await fut
         if error is not None:
             return E.kafka_storage_error, str(error)
-        self.shares.partitions[key] = SharePartition(
+        sp = self.shares.partitions[key] = SharePartition(
             offset,
             max_delivery=self.shares.delivery_count_limit(key[0]),
             max_in_flight=self.shares.config.partition_max_record_locks,
         )
+        sp.state_epoch = epoch
         return E.none, None
 
     # DeleteShareGroupOffsets ------------------------------------------------------------

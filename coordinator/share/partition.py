@@ -62,6 +62,9 @@ class SharePartition:
         self.max_delivery = max_delivery
         self.max_in_flight = max_in_flight
         self.acquired = 0  # records in the Acquired state (the in-flight gauge)
+        # The state epoch it was loaded or started over under: its writes carry it, and the
+        # share coordinator refuses them once the stored epoch moved on (FENCED_STATE_EPOCH).
+        self.state_epoch = 0
 
     @classmethod
     def restored(cls, start: int, states: dict[int, tuple[int, int]], **kw: int) -> SharePartition:

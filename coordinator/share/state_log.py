@@ -49,6 +49,15 @@ STATE_TOPIC_CONFIG = LogConfig(cleanup_policy="delete", retention_ms=None, segme
 Key = tuple[str, uuid.UUID, int]
 
 
+class FencedStateEpoch(Exception):
+    """A write under an older state epoch than the stored one (Kafka's FENCED_STATE_EPOCH)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The share coordinator rejected the request because the share-group state epoch did not match."
+        )
+
+
 def kafka_uuid(u: uuid.UUID) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, unpadded."""
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
@@ -156,11 +165,19 @@ class ShareStateLog:
         batch of the share-partition now, for when this write is a snapshot. done(None) once
         durable, done(error) if the write failed (nothing of it stays).
 
+        state_epoch: the share-partition's; a write under an older one than the stored (the
+        share-partition was started over since it was loaded) is refused, nothing written:
+        done(FencedStateEpoch()), as Kafka's ShareCoordinatorShard.writeState answers
+        FENCED_STATE_EPOCH. A newer one (AlterShareGroupOffsets' restart) is stored.
+
         What is written is applied to `states` at once, in write order, not when durable: a
         snapshot must hold every update queued before it (an update of the older snapshot
         epoch that lands before it is superseded at replay). A failed write makes the next
         one a snapshot of the live share-partition, which rewrites what the log lost."""
         state = self.states.get(key)
+        if state is not None and state_epoch is not None and state_epoch < state.state_epoch:
+            done(FencedStateEpoch())
+            return
         snapshot = full or state is None or state.updates + 1 >= self.snapshot_every
         if state is None:
             state = self.states[key] = StoredState()
