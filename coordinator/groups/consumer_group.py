@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import consumer_records as R
 
 from .metadata_hash import metadata_hash
-from .group import ExpirationBase
+from .group import ExpirationBase, ModernGroup
 from .reconciliation import Assignment, MemberState
 
 LEAVE_EPOCH = -1
@@ -65,32 +65,20 @@ class ConsumerMember:
         return out
 
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup[ConsumerMember]):
     """Implements group.Group for the `consumer` type."""
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.members: dict[str, ConsumerMember] = {}
+        super().__init__(group_id)
         self.static_members: dict[str, str] = {}  # instance id -> member id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
-        self.assignment_timestamp = 0  # when the target was last computed (wall ms; 0: never)
-        self.target: dict[str, Assignment] = {}  # member id -> its target assignment
         # topic name -> (id, partitions) of the subscribed topics the target was computed from,
-        # and its KIP-1101 hash (the group metadata record's MetadataHash: a group replayed
-        # from a Kafka 4.1+ log knows only the hash until its topics are looked up)
+        # with the KIP-1101 hash kept with it (the group metadata record's MetadataHash: a group
+        # replayed from a Kafka 4.1+ log knows only the hash until its topics are looked up)
         self._subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
-        self.metadata_hash = 0
         # (topic id, partition) -> the member owning it (assigned or pending revocation)
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
-        self.dead = False
         # (topic names, regexes) the members subscribe to; None: to be recomputed
         self._subscriptions: tuple[frozenset[str], frozenset[str]] | None = None
-        # What changed since its records were last handed to the log: the group's own
-        # records (dirty), the members whose records may differ, the members removed.
-        self.dirty = False
-        self.changed_members: set[str] = set()
-        self.removed_members: set[str] = set()
         self.extra_records: list[tuple[Any, Any]] = []  # written first with the next change
         # The classic group this one was upgraded from, until the upgrade is on disk.
         self.converted_from: Any = None
@@ -201,9 +189,6 @@ class ConsumerGroup:
     def protocol_type(self) -> str | None:
         return "consumer"
 
-    def is_empty(self) -> bool:
-        return not self.members
-
     def validate_offset_commit(
         self,
         member_id: str,
@@ -238,22 +223,6 @@ class ConsumerGroup:
 
     def validate_offset_delete(self) -> int:
         return E.none
-
-    def validate_delete_group(self) -> int:
-        if self.dead:
-            return E.group_id_not_found
-        return E.none if not self.members else E.non_empty_group
-
-    def mark_deleting(self) -> Callable[[], None]:
-        self.dead = True
-
-        def undo() -> None:
-            self.dead = False
-
-        return undo
-
-    def is_subscribed_to(self, topic: str) -> bool:
-        return any(topic in m.subscribed_topic_names for m in self.members.values())
 
     def expiration_base(self) -> ExpirationBase | None:
         # Kafka: a consumer group's offsets count from their commit (those of topics a

@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
 from protocol import share_records as R
 
-from .group import ExpirationBase
+from .group import ExpirationBase, ModernGroup
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 LEAVE_EPOCH = -1
@@ -40,19 +40,13 @@ class ShareMember:
     session_timer: Any = None
 
 
-class ShareGroup:
+class ShareGroup(ModernGroup[ShareMember]):
     """Implements group.Group for the `share` type (states Empty, Stable; Dead while deleted)."""
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.members: dict[str, ShareMember] = {}
-        self.group_epoch = 0
-        self.assignment_epoch = 0
-        self.assignment_timestamp = 0  # when the target was last computed (wall ms; 0: never)
-        self.target: dict[str, Assignment] = {}
+        super().__init__(group_id)
         # topic name -> (id, partitions) of the subscribed topics the target was computed from
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
-        self.metadata_hash = 0  # of subscription_metadata, as stored (KIP-1101)
         # Kafka's ShareGroupStatePartitionMetadata: topic id -> (name, partitions) whose
         # share-partition state is being initialized / is initialized, and topic id -> name of
         # those whose state is being deleted; None until the group has the record.
@@ -60,10 +54,6 @@ class ShareGroup:
         self.initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
         self.deleting: dict[uuid.UUID, str] = {}
         self.has_state_metadata = False
-        self.dead = False
-        self.dirty = False  # records to write
-        self.changed_members: set[str] = set()
-        self.removed_members: set[str] = set()
 
     # group.Group ----------------------------------------------------------------------
 
@@ -81,9 +71,6 @@ class ShareGroup:
             return "Dead"
         return "Stable" if self.members else "Empty"
 
-    def is_empty(self) -> bool:
-        return not self.members
-
     def validate_offset_commit(
         self,
         member_id: str,
@@ -98,22 +85,6 @@ class ShareGroup:
 
     def validate_offset_delete(self) -> int:
         return E.group_id_not_found
-
-    def validate_delete_group(self) -> int:
-        if self.dead:
-            return E.group_id_not_found
-        return E.none if not self.members else E.non_empty_group
-
-    def mark_deleting(self) -> Callable[[], None]:
-        self.dead = True
-
-        def undo() -> None:
-            self.dead = False
-
-        return undo
-
-    def is_subscribed_to(self, topic: str) -> bool:
-        return any(topic in m.subscribed_topic_names for m in self.members.values())
 
     def expiration_base(self) -> ExpirationBase | None:
         return None  # a share group commits no offsets
