@@ -43,21 +43,95 @@ def _coordinates_all(ctx: RequestContext, partition: int) -> int:
     return E.none
 
 
-def undescribed_group(ctx: RequestContext, group_id: str, error: int, message: str | None, ops: int) -> Any:
-    """A ConsumerGroupDescribe / ShareGroupDescribe entry for a group that is not described:
-    only its id, the error and the authorized operations."""
+def described_group(
+    ctx: RequestContext,
+    group_id: str,
+    ops: int,
+    group: Any = None,
+    assignor: str = "",
+    members: tuple[Any, ...] = (),
+    error: int = E.none,
+    message: str | None = None,
+) -> Any:
+    """A ConsumerGroupDescribe / ShareGroupDescribe entry: the group, or for one that is not
+    described (no `group`) only its id, the error and the authorized operations."""
     return ctx.nested(
         "DescribedGroup",
         error_code=error,
         error_message=message,
         group_id=group_id,
-        group_state="",
-        group_epoch=0,
-        assignment_epoch=0,
-        assignor_name="",
-        members=(),
+        group_state="" if group is None else group.state_name,
+        group_epoch=0 if group is None else group.group_epoch,
+        assignment_epoch=0 if group is None else group.assignment_epoch,
+        assignor_name=assignor,
+        members=members,
         authorized_operations=ops,
     )
+
+
+def undescribed_group(ctx: RequestContext, group_id: str, error: int, message: str | None, ops: int) -> Any:
+    return described_group(ctx, group_id, ops, error=error, message=message)
+
+
+def assignment_of(ctx: RequestContext, assignment: dict, image: Any = None, drop_empty: bool = False) -> Any:
+    """The Assignment of a {Consumer,Share}GroupHeartbeat answer or a described member: its
+    TopicPartitions in topic id order, each named from `image` (Describe's) when given; a topic
+    with no partition left out if `drop_empty` (share groups)."""
+    named = image is not None
+    return ctx.nested(
+        "Assignment",
+        topic_partitions=tuple(
+            ctx.nested(
+                "TopicPartitions",
+                topic_id=t,
+                partitions=tuple(sorted(ps)),
+                **({"topic_name": image.name_of(t) or ""} if named else {}),
+            )
+            for t, ps in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
+            if ps or not drop_empty
+        ),
+    )
+
+
+def heartbeat_response(ctx: RequestContext, result: HeartbeatResult, drop_empty: bool = False) -> Any:
+    """A {Consumer,Share}GroupHeartbeat answer (the two have the same fields)."""
+    return ctx.response(
+        throttle_time=0,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=result.heartbeat_interval_ms,
+        assignment=None if result.assignment is None else assignment_of(ctx, result.assignment, None, drop_empty),
+    )
+
+
+def run_heartbeat(
+    ctx: RequestContext,
+    routed: tuple[Any, int],
+    heartbeat: Callable[[Any, Callable[[HeartbeatResult], None]], HeartbeatResult | None],
+    respond: Callable[[HeartbeatResult], Any],
+) -> Any:
+    """A valid {Consumer,Share}GroupHeartbeat: the routing error (NOT_COORDINATOR, ...) if
+    `routed` has no shard, else `heartbeat(shard, answer)`'s result now, or LATER and the
+    answer once the group's records are durable."""
+    shard, error = routed
+    if shard is None:
+        return respond(
+            HeartbeatResult(error, "The coordinator is not available." if error == E.not_coordinator else None)
+        )
+    result = heartbeat(shard, lambda result: ctx.answer(respond(result)))
+    return LATER if result is None else respond(result)
+
+
+def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContext, int], int]) -> tuple[Any, int]:
+    """The group's shard and NONE; or None and the error to answer: NOT_COORDINATOR if its
+    partition is offline or another broker coordinates it, COORDINATOR_LOAD_IN_PROGRESS
+    while this one loads it (Kafka's isCoordinatorForGroup / isGroupLoading)."""
+    if shard.offline is not None:
+        return None, E.not_coordinator
+    error = owner(ctx, shard.partition)
+    return (shard, error) if error == E.none else (None, error)
 
 
 class GroupApis:
@@ -123,14 +197,8 @@ class GroupApis:
     # JoinGroup ------------------------------------------------------------------------
 
     def _route(self, ctx: RequestContext, group_id: str) -> tuple[GroupShard | None, int]:
-        """The group's shard and NONE; or None and the error to answer: NOT_COORDINATOR if its
-        partition is offline or another broker coordinates it, COORDINATOR_LOAD_IN_PROGRESS
-        while this one loads it (Kafka's isCoordinatorForGroup / isGroupLoading)."""
-        shard = self.shard_of.get(group_id) or self.shard_for(group_id)
-        if shard.offline is not None:
-            return None, E.not_coordinator
-        error = self.owner(ctx, shard.partition)
-        return (shard, error) if error == E.none else (None, error)
+        """The group's shard and NONE, or None and the error to answer (owning_shard)."""
+        return owning_shard(ctx, self.shard_of.get(group_id) or self.shard_for(group_id), self.owner)
 
     def join_group(self, ctx: RequestContext, req: Any) -> Any:
         shard, error = self._route(ctx, req.group_id)
@@ -677,36 +745,12 @@ class GroupApis:
         try:
             validate_request(r, ctx.version, self.runtime.consumer_config.assignors)
         except ApiError as e:
-            return self._heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
-        shard, error = self._route(ctx, req.group_id)
-        if shard is None:
-            return self._heartbeat_response(
-                ctx, HeartbeatResult(error, "The coordinator is not available." if error == E.not_coordinator else None)
-            )
-        result = shard.consumer.heartbeat(r, lambda result: ctx.answer(self._heartbeat_response(ctx, result)))
-        if result is None:
-            return LATER
-        return self._heartbeat_response(ctx, result)
-
-    @staticmethod
-    def _heartbeat_response(ctx: RequestContext, result: HeartbeatResult) -> Any:
-        assignment = None
-        if result.assignment is not None:
-            assignment = ctx.nested(
-                "Assignment",
-                topic_partitions=tuple(
-                    ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
-                    for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
-                ),
-            )
-        return ctx.response(
-            throttle_time=0,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-            heartbeat_interval=result.heartbeat_interval_ms,
-            assignment=assignment,
+            return heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
+        return run_heartbeat(
+            ctx,
+            self._route(ctx, req.group_id),
+            lambda shard, answer: shard.consumer.heartbeat(r, answer),
+            lambda result: heartbeat_response(ctx, result),
         )
 
     def consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
@@ -736,38 +780,14 @@ class GroupApis:
                     client_host=m.client_host,
                     subscribed_topic_names=m.subscribed_topic_names,
                     subscribed_topic_regex=m.subscribed_topic_regex,
-                    assignment=self._described_assignment(ctx, image, m.assigned),
-                    target_assignment=self._described_assignment(ctx, image, group.target.get(m.member_id, {})),
+                    assignment=assignment_of(ctx, m.assigned, image),
+                    target_assignment=assignment_of(ctx, group.target.get(m.member_id, {}), image),
                     member_type=0 if m.classic is not None else 1,
                 )  # 0: classic, 1: consumer protocol
                 for m in group.members.values()
             )
-            out.append(
-                ctx.nested(
-                    "DescribedGroup",
-                    error_code=E.none,
-                    group_id=group_id,
-                    group_state=group.state_name,
-                    group_epoch=group.group_epoch,
-                    assignment_epoch=group.assignment_epoch,
-                    assignor_name=shard.consumer.assignor_of(group),
-                    members=members,
-                    authorized_operations=ops,
-                )
-            )
+            out.append(described_group(ctx, group_id, ops, group, shard.consumer.assignor_of(group), members))
         return ctx.response(throttle_time=0, groups=tuple(out))
-
-    @staticmethod
-    def _described_assignment(ctx: RequestContext, image: Any, assignment: dict) -> Any:
-        return ctx.nested(
-            "Assignment",
-            topic_partitions=tuple(
-                ctx.nested(
-                    "TopicPartitions", topic_id=t, topic_name=image.name_of(t) or "", partitions=tuple(sorted(ps))
-                )
-                for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
-            ),
-        )
 
 
 def _then(waiter: asyncio.Future, build: Callable[[Any], Any]) -> asyncio.Future:

@@ -11,8 +11,17 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
-from ..apis import LATER, Registry, RequestContext
-from .api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, undescribed_group
+from ..apis import Registry, RequestContext
+from .api import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_OPERATIONS,
+    assignment_of,
+    described_group,
+    heartbeat_response,
+    owning_shard,
+    run_heartbeat,
+    undescribed_group,
+)
 from .consumer_manager import ApiError
 from .runtime import CoordinatorRuntime
 from .share_manager import ASSIGNOR, ShareHeartbeatRequest, ShareHeartbeatResult, validate_request
@@ -32,12 +41,8 @@ class ShareGroupApis:
         registry.add(SHARE_GROUP_DESCRIBE, range(1, 2), self.share_group_describe)
 
     def _route(self, ctx: RequestContext, group_id: str) -> tuple[Any, int]:
-        """The group's shard and NONE, or None and NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
-        shard = self.runtime.shard_for(group_id)
-        if shard.offline is not None:
-            return None, E.not_coordinator
-        error = self.owner(ctx, shard.partition)
-        return (shard, error) if error == E.none else (None, error)
+        """The group's shard and NONE, or None and the error to answer (api.owning_shard)."""
+        return owning_shard(ctx, self.runtime.shard_for(group_id), self.owner)
 
     def share_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         names = req.subscribed_topic_names
@@ -53,40 +58,12 @@ class ShareGroupApis:
         try:
             validate_request(r)
         except ApiError as e:
-            return self._response(ctx, ShareHeartbeatResult(e.code, str(e)))
-        shard, error = self._route(ctx, req.group_id)
-        if shard is None:
-            return self._response(
-                ctx,
-                ShareHeartbeatResult(
-                    error, "The coordinator is not available." if error == E.not_coordinator else None
-                ),
-            )
-        result = shard.share.heartbeat(r, lambda result: ctx.answer(self._response(ctx, result)))
-        if result is None:
-            return LATER
-        return self._response(ctx, result)
-
-    @staticmethod
-    def _response(ctx: RequestContext, result: ShareHeartbeatResult) -> Any:
-        assignment = None
-        if result.assignment is not None:
-            assignment = ctx.nested(
-                "Assignment",
-                topic_partitions=tuple(
-                    ctx.nested("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
-                    for t, ps in sorted(result.assignment.items(), key=lambda kv: kv[0].bytes)
-                    if ps
-                ),
-            )
-        return ctx.response(
-            throttle_time=0,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-            heartbeat_interval=result.heartbeat_interval_ms,
-            assignment=assignment,
+            return heartbeat_response(ctx, ShareHeartbeatResult(e.code, str(e)), drop_empty=True)
+        return run_heartbeat(
+            ctx,
+            self._route(ctx, req.group_id),
+            lambda shard, answer: shard.share.heartbeat(r, answer),
+            lambda result: heartbeat_response(ctx, result, drop_empty=True),
         )
 
     def share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
@@ -111,33 +88,9 @@ class ShareGroupApis:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     subscribed_topic_names=m.subscribed_topic_names,
-                    assignment=ctx.nested(
-                        "Assignment",
-                        topic_partitions=tuple(
-                            ctx.nested(
-                                "TopicPartitions",
-                                topic_id=t,
-                                topic_name=image.name_of(t) or "",
-                                partitions=tuple(sorted(ps)),
-                            )
-                            for t, ps in sorted(m.assigned.items(), key=lambda kv: kv[0].bytes)
-                            if ps
-                        ),
-                    ),
+                    assignment=assignment_of(ctx, m.assigned, image, drop_empty=True),
                 )
                 for m in group.members.values()
             )
-            out.append(
-                ctx.nested(
-                    "DescribedGroup",
-                    error_code=E.none,
-                    group_id=group_id,
-                    group_state=group.state_name,
-                    group_epoch=group.group_epoch,
-                    assignment_epoch=group.assignment_epoch,
-                    assignor_name=ASSIGNOR,
-                    members=members,
-                    authorized_operations=ops,
-                )
-            )
+            out.append(described_group(ctx, group_id, ops, group, ASSIGNOR, members))
         return ctx.response(throttle_time=0, groups=tuple(out))
