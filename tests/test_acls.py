@@ -17,6 +17,17 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from tests.support.acls import (
+    ALL,
+    CLUSTER,
+    CREATE_ACLS,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    create_acls_body,
+)
 from tests.support.process import wait_for
 
 
@@ -187,24 +198,8 @@ async def test_describe_acls_errors_over_raw_frames(server_factory):
 
     s = server_factory("--authorizer")
     c = await WireClient("acl-wire").connect("127.0.0.1", s.port)
-    C = rc(30, 3, "AclCreation")
-    r = await c.request(
-        30,
-        3,
-        rc(30, 3)(
-            creations=(
-                C(  # the cluster named by an ACL: ANONYMOUS no longer passes
-                    resource_type=4,
-                    resource_name="kafka-cluster",
-                    resource_pattern_type=3,
-                    principal="User:ops",
-                    host="*",
-                    operation=8,
-                    permission_type=3,
-                ),
-            )
-        ),
-    )
+    # the cluster named by an ACL (ops may DESCRIBE it): ANONYMOUS no longer passes
+    r = await c.request(CREATE_ACLS, 3, create_acls_body((CLUSTER, "kafka-cluster", "User:ops", DESCRIBE)))
     assert r.results[0].error_code == 0
     assert (await c.request(29, 3, describe_body())).error_code == 31
     await c.close()
@@ -239,38 +234,10 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
         ).topics
         if t.name == "t"
     ]
-    C = rc(30, 3, "AclCreation")
-    names = [(2, "t"), (3, "g"), (5, "tx"), (4, "kafka-cluster")]  # topic, group, transactional id, cluster
-    r = await c.request(
-        30,
-        3,
-        rc(30, 3)(
-            creations=tuple(
-                C(
-                    resource_type=t,
-                    resource_name=n,
-                    resource_pattern_type=3,
-                    principal="User:other",
-                    host="*",
-                    operation=2,
-                    permission_type=3,
-                )
-                for t, n in names
-            )
-            + tuple(
-                C(
-                    resource_type=t,
-                    resource_name=n,
-                    resource_pattern_type=3,
-                    principal="User:ANONYMOUS",
-                    host="*",
-                    operation=3,
-                    permission_type=3,
-                )
-                for t, n in [(3, "g2"), (2, "u")]
-            )
-        ),
-    )  # READ: for the v10 commits below
+    names = [(TOPIC, "t"), (GROUP, "g"), (TRANSACTIONAL_ID, "tx"), (CLUSTER, "kafka-cluster")]
+    acls = [(kind, name, "User:other", ALL) for kind, name in names]
+    acls += [(GROUP, "g2", "User:ANONYMOUS", READ), (TOPIC, "u", "User:ANONYMOUS", READ)]  # for the v10 commits below
+    r = await c.request(CREATE_ACLS, 3, create_acls_body(*acls))
     assert [x.error_code for x in r.results] == [0] * 6
 
     async def call(api, v, **values):

@@ -146,13 +146,7 @@ async def test_the_broker_interval_is_a_dynamic_config_for_running_groups(server
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     from tests.support.configs import BROKER as BROKER_RESOURCE, incremental
-    from tests.support.share import SHB
-    from tests.support.wire_client import request_class
-
-    def shb(group, member_id, epoch, topics=None):
-        return request_class(SHB, 1)(
-            group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics
-        )
+    from tests.support.share import SHB, shb
 
     server = server_factory(
         *("--group-consumer-assignment-interval-ms", "60000", "--group-consumer-max-assignment-interval-ms", "60000"),

@@ -9,7 +9,6 @@ import datetime
 import pytest
 
 from tests.support.consumer_groups import (
-    API_VERSIONS,
     CG_DESCRIBE,
     HB,
     MINUTE,
@@ -33,10 +32,7 @@ def server(server_factory):
 async def test_advertised_and_request_validation(server):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
-        r = await conn.request(
-            API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t", client_software_version="1")
-        )
-        keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+        keys = await conn.api_versions()
         assert keys[HB] == (0, 1) and keys[CG_DESCRIBE] == (0, 1)
         await conn.create_topics("t", partitions=2)
         cases = [
@@ -54,11 +50,7 @@ async def test_advertised_and_request_validation(server):
             (hb("g", "m", 0, None, subscribed_topic_regex="(?=t)t"), 128, None),  # nor lookaround
             (hb("nope", "m", 3), 69, None),  # GROUP_ID_NOT_FOUND: a heartbeat for a group that is not there
         ]
-        for body, error, message in cases:
-            resp = await conn.request(HB, 1, body)
-            assert resp.error_code == error, (body, resp)
-            if message is not None:
-                assert resp.error_message == message
+        await conn.expect_errors(HB, 1, cases)
     finally:
         await conn.close()
 

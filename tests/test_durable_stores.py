@@ -12,6 +12,7 @@ import signal
 
 import pytest
 
+from tests.support.acls import GROUP, READ, create_acls_body
 from tests.support.wire_client import WireClient, request_class as rc
 from coordinator.durable import STEPS, JsonFile
 from tests.support.cli import one_error_line, start
@@ -49,24 +50,7 @@ def create_topic(name: str):
 
 
 def create_acl(group: str):
-    C = rc(CREATE_ACLS, 3, "AclCreation")
-    return (
-        CREATE_ACLS,
-        3,
-        rc(CREATE_ACLS, 3)(
-            creations=(
-                C(
-                    resource_type=3,
-                    resource_name=group,
-                    resource_pattern_type=3,
-                    principal="User:ops",
-                    host="*",
-                    operation=3,
-                    permission_type=3,
-                ),
-            )
-        ),
-    )
+    return CREATE_ACLS, 3, create_acls_body((GROUP, group, "User:ops", READ))
 
 
 def set_retention(ms: int):

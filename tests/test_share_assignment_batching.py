@@ -20,8 +20,8 @@ from tests.support.assignment_batching import (
     check_startup_refuses_an_interval_beyond_the_max,
     run_ops,
 )
-from tests.support.share import SHB, set_group_configs
-from tests.support.wire_client import WireClient, request_class
+from tests.support.share import SHB, set_group_configs, shb
+from tests.support.wire_client import WireClient
 
 
 def partitions_of(assignment) -> int:
@@ -83,10 +83,6 @@ async def test_members_keep_the_last_target_until_the_interval_has_passed():
 
 async def test_the_computation_time_is_recorded_and_replayed():
     await check_computation_time_replayed(ShareBatching, R.ShareGroupTargetAssignmentMetadataValue)
-
-
-def shb(group, member_id, epoch, topics=None):
-    return request_class(SHB, 1)(group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics)
 
 
 async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(server_factory):

@@ -24,6 +24,7 @@ from tests.support.share import (
     RENEW,
     SACK,
     SFETCH,
+    NO_BATCHING,
     SHB,
     acquired,
     build_batch,
@@ -36,9 +37,6 @@ from tests.support.share import (
     start,
 )
 from tests.support.wire_client import WireClient, request_class
-
-
-NO_BATCHING = ("--group-share-assignment-interval-ms", "0")
 
 
 @pytest.fixture

@@ -9,14 +9,13 @@ import datetime
 
 import pytest
 
+from tests.support.acls import ALL, CREATE_ACLS, DESCRIBE as DESCRIBE_ACL, GROUP, TOPIC, create_acls_body
+from tests.support.share import NO_BATCHING, shb
 from tests.support.wire_client import WireClient, request_class
 from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
 
 SHB, SDESCRIBE, CG_HB, API_VERSIONS, OFFSET_DELETE = 76, 77, 68, 18, 47
 MS0 = datetime.timedelta(0)
-
-
-NO_BATCHING = ("--group-share-assignment-interval-ms", "0")
 
 
 @pytest.fixture
@@ -25,12 +24,6 @@ def server(server_factory):
     batching off, as Kafka runs its request tests; tests/test_share_assignment_batching.py
     has it on)."""
     return server_factory(*NO_BATCHING)
-
-
-def shb(group, member_id, epoch, topics=None, **kw):
-    return request_class(SHB, 1)(
-        group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics, **kw
-    )
 
 
 def assigned(resp):
@@ -47,10 +40,7 @@ async def sdescribe(conn, *groups):
 async def test_advertised_and_request_validation(server):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
-        r = await conn.request(
-            API_VERSIONS, 3, request_class(API_VERSIONS, 3)(client_software_name="t", client_software_version="1")
-        )
-        keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+        keys = await conn.api_versions()
         assert keys[SHB] == (1, 1) and keys[SDESCRIBE] == (1, 1)
         await conn.create_topics("t", partitions=2)
         cases = [
@@ -64,11 +54,7 @@ async def test_advertised_and_request_validation(server):
             (shb("nope", "m", 3), 69, "Share group nope not found."),  # GROUP_ID_NOT_FOUND
             (shb("nope", "m", -1), 69, None),
         ]
-        for body, error, message in cases:
-            resp = await conn.request(SHB, 1, body)
-            assert resp.error_code == error, (body, resp)
-            if message is not None:
-                assert resp.error_message == message
+        await conn.expect_errors(SHB, 1, cases)
         assert (await sdescribe(conn, "g"))[0].error_code == 69  # nothing was kept of the refused joins
     finally:
         await conn.close()
@@ -257,24 +243,7 @@ async def test_acls_on_share_group_apis(server_factory):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         await conn.create_topics("t", partitions=1)
-        C = request_class(30, 3, "AclCreation")
-        r = await conn.request(
-            30,
-            3,
-            request_class(30, 3)(
-                creations=(
-                    C(
-                        resource_type=3,
-                        resource_name="g",
-                        resource_pattern_type=3,
-                        principal="User:other",
-                        host="*",
-                        operation=2,
-                        permission_type=3,
-                    ),
-                )
-            ),
-        )
+        r = await conn.request(CREATE_ACLS, 3, create_acls_body((GROUP, "g", "User:other", ALL)))
         assert r.results[0].error_code == 0
 
         async def call(api, v, **values):
@@ -313,32 +282,8 @@ async def test_acls_on_share_group_apis(server_factory):
         # READ on the topic too: a topic we may DESCRIBE (so subscribe to) but not READ is
         # TOPIC_AUTHORIZATION_FAILED for its partitions, the others served.
         await conn.create_topics("secret", partitions=1)
-        r = await conn.request(
-            30,
-            3,
-            request_class(30, 3)(
-                creations=(
-                    C(
-                        resource_type=2,
-                        resource_name="secret",
-                        resource_pattern_type=3,
-                        principal="User:other",
-                        host="*",
-                        operation=2,
-                        permission_type=3,
-                    ),
-                    C(
-                        resource_type=2,
-                        resource_name="secret",
-                        resource_pattern_type=3,
-                        principal="User:ANONYMOUS",
-                        host="*",
-                        operation=8,
-                        permission_type=3,
-                    ),
-                )
-            ),
-        )
+        acls = [(TOPIC, "secret", "User:other", ALL), (TOPIC, "secret", "User:ANONYMOUS", DESCRIBE_ACL)]
+        r = await conn.request(CREATE_ACLS, 3, create_acls_body(*acls))
         assert [x.error_code for x in r.results] == [0, 0]
         hb = await call(SHB, 1, group_id="open", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))
         ids = {t.topic_id for t in hb.assignment.topic_partitions}
@@ -407,24 +352,7 @@ async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
         # both share-partitions get state while nothing is refused
         r = await call(91, 0, group_id="g", topics=(alter_topic("t"), alter_topic("secret")))
         assert [p.error_code for t in r.responses for p in t.partitions] == [0, 0]
-        C = request_class(30, 3, "AclCreation")
-        r = await conn.request(
-            30,
-            3,
-            request_class(30, 3)(
-                creations=(
-                    C(
-                        resource_type=2,
-                        resource_name="secret",
-                        resource_pattern_type=3,
-                        principal="User:other",
-                        host="*",
-                        operation=2,
-                        permission_type=3,
-                    ),
-                )
-            ),
-        )
+        r = await conn.request(CREATE_ACLS, 3, create_acls_body((TOPIC, "secret", "User:other", ALL)))
         assert r.results[0].error_code == 0
 
         hb = await call(SHB, 1, group_id="g", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))

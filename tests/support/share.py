@@ -18,6 +18,18 @@ from tests.support.wire_client import WireClient, request_class
 SFETCH, SACK, SHB, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 78, 79, 76, 44, 32
 MS = datetime.timedelta(milliseconds=1)
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+# A share group's target computed at every change (assignment batching off), for tests that
+# follow each heartbeat's exact answer, as Kafka runs its request tests.
+NO_BATCHING = ("--group-share-assignment-interval-ms", "0")
+
+
+def shb(group, member_id, epoch, topics=None, **kw):
+    """ShareGroupHeartbeat v1's body."""
+    return request_class(SHB, 1)(
+        group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics, **kw
+    )
+
+
 GROUP_RESOURCE = 32
 
 

@@ -67,6 +67,19 @@ class WireClient:
     async def request(self, api_key: int, version: int, body: Any) -> Any:
         return await self.send(api_key, version, body)
 
+    async def api_versions(self) -> dict[int, tuple[int, int]]:
+        """ApiVersions v3: api key -> (min, max) version the broker advertises."""
+        body = request_class(18, 3)(client_software_name="t", client_software_version="1")
+        return {k.api_key: (k.min_version, k.max_version) for k in (await self.request(18, 3, body)).api_keys}
+
+    async def expect_errors(self, api_key: int, version: int, cases: list[tuple[Any, int, str | None]]) -> None:
+        """Each (request body, error code, error message or None for any) is answered so."""
+        for body, error, message in cases:
+            resp = await self.request(api_key, version, body)
+            assert resp.error_code == error, (body, resp)
+            if message is not None:
+                assert resp.error_message == message, (body, resp)
+
     async def create_topics(self, *names: str, partitions: int = 4) -> None:
         """Create topics (existing ones are fine): Kafka refuses commits to unknown topics."""
         import datetime
