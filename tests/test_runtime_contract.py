@@ -239,3 +239,53 @@ async def test_a_failed_share_group_join_does_not_forget_a_member_whose_join_is_
     await settle()
     assert a[0].error == E.none and set(h.shard.groups["sg"].members) == {"a" * 22}
     assert h.restarted().shard.durable_view() == h.shard.durable_view()
+
+
+class _Connection:
+    """What a handler that answers later needs of its connection: somewhere to flush to."""
+
+    def flush_answers(self) -> None:
+        pass
+
+
+async def test_a_share_group_description_waits_for_the_pending_writes():
+    """ShareGroupDescribe, like ConsumerGroupDescribe, writes nothing but describes what the
+    writes in flight on its shard did: it leaves once they are durable, and is read again if
+    one of them fails."""
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+
+    from coordinator.apis import LATER, RequestContext
+    from coordinator.groups.share_api import ShareGroupApis
+    from coordinator.groups.share_manager import ShareHeartbeatRequest
+    from protocol.messages import RequestHeader, codec
+
+    h = Runtime()
+    h.catalog.add("t", 2)
+    apis = ShareGroupApis(h.runtime)
+
+    def describe() -> RequestContext:
+        ctx = RequestContext(RequestHeader(77, 1, 1, "c"), codec(77, 1), "127.0.0.1", _Connection())
+        ctx.body = apis.share_group_describe(
+            ctx, ShareGroupDescribeRequest(group_ids=("sg",), include_authorized_operations=False)
+        )
+        return ctx
+
+    def join(member_id: str) -> list:
+        got: list = []
+        h.shard.share.heartbeat(ShareHeartbeatRequest("sg", member_id, 0, subscribed_topic_names=("t",)), got.append)
+        return got
+
+    join("a" * 22)  # in flight
+    described = describe()
+    assert described.body is LATER
+    h.log.sync()
+    await settle()
+    assert [m.member_id for m in described.body.groups[0].members] == ["a" * 22]
+
+    join("b" * 22)  # in flight, then cut
+    described = describe()
+    assert described.body is LATER
+    h.log.fail_from(0)
+    await settle()
+    assert [m.member_id for m in described.body.groups[0].members] == ["a" * 22]  # read again
+    assert describe().body.groups[0].members[0].member_id == "a" * 22  # nothing pending: at once

@@ -9,6 +9,7 @@ what it says may rest on them.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any, Callable
 
 
@@ -41,6 +42,27 @@ INT64_MAX = 2**63 - 1
 
 def _coordinates_all(ctx: RequestContext, partition: int) -> int:
     return E.none
+
+
+def read_after_pending(ctx: RequestContext, shards: Iterable[GroupShard | None], read: Callable[[], Any]) -> Any:
+    """A description of groups, read now, leaves once the writes pending on their shards
+    (those of the groups it names) are durable, since what it says may rest on them; if one
+    of them fails, it is read again."""
+    response = read()
+    waiting_on = {shard.partition: shard for shard in shards if shard is not None and shard.pending}
+    if not waiting_on:
+        return response
+    state = {"waiting": len(waiting_on), "failed": False}
+
+    def one(error: int) -> None:
+        state["failed"] = state["failed"] or error != E.none
+        state["waiting"] -= 1
+        if state["waiting"] == 0:
+            ctx.answer(read() if state["failed"] else response)
+
+    for shard in waiting_on.values():
+        shard.after_pending(one)
+    return LATER
 
 
 def described_group(
@@ -169,29 +191,6 @@ class GroupApis:
         if not shard.pending:
             return response
         shard.after_pending(lambda error: ctx.answer(response if error == E.none else failed(error)))
-        return LATER
-
-    def _read_after_pending(self, ctx: RequestContext, group_ids: Any, read: Any) -> Any:
-        """A description of groups, read now, leaves once the writes pending on their shards
-        are durable (what it says may rest on them); if one of them fails, it is read again."""
-        response = read()
-        shards = {}
-        for group_id in group_ids:
-            shard, _ = self._route(ctx, group_id)
-            if shard is not None and shard.pending:
-                shards[shard.partition] = shard
-        if not shards:
-            return response
-        state = {"waiting": len(shards), "failed": False}
-
-        def one(error: int) -> None:
-            state["failed"] = state["failed"] or error != E.none
-            state["waiting"] -= 1
-            if state["waiting"] == 0:
-                ctx.answer(read() if state["failed"] else response)
-
-        for shard in shards.values():
-            shard.after_pending(one)
         return LATER
 
     # JoinGroup ------------------------------------------------------------------------
@@ -377,7 +376,9 @@ class GroupApis:
         )
 
     def describe_groups(self, ctx: RequestContext, req: Any) -> Any:
-        return self._read_after_pending(ctx, req.groups, lambda: self._describe_groups(ctx, req))
+        return read_after_pending(
+            ctx, (self._route(ctx, g)[0] for g in req.groups), lambda: self._describe_groups(ctx, req)
+        )
 
     def _describe_groups(self, ctx: RequestContext, req: Any) -> Any:
         include_ops = getattr(req, "include_authorized_operations", False)
@@ -754,7 +755,9 @@ class GroupApis:
         )
 
     def consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
-        return self._read_after_pending(ctx, req.group_ids, lambda: self._consumer_group_describe(ctx, req))
+        return read_after_pending(
+            ctx, (self._route(ctx, g)[0] for g in req.group_ids), lambda: self._consumer_group_describe(ctx, req)
+        )
 
     def _consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
         ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED

@@ -19,6 +19,7 @@ from .api import (
     described_group,
     heartbeat_response,
     owning_shard,
+    read_after_pending,
     run_heartbeat,
     undescribed_group,
 )
@@ -67,6 +68,11 @@ class ShareGroupApis:
         )
 
     def share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
+        return read_after_pending(
+            ctx, (self._route(ctx, g)[0] for g in req.group_ids), lambda: self._share_group_describe(ctx, req)
+        )
+
+    def _share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
         ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         out = []
         for group_id in req.group_ids:
