@@ -21,7 +21,8 @@ from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
 from .classic_group import ClassicGroup, JoinResult, SyncResult
 from .consumer_group import ConsumerGroup
-from .consumer_manager import ApiError, HeartbeatRequest, HeartbeatResult, validate_request
+from .consumer_manager import HeartbeatRequest, validate_request
+from .modern_manager import ApiError, HeartbeatResult
 from ..log.offsets import TOPIC as OFFSETS_TOPIC
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime

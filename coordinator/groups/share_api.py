@@ -23,7 +23,7 @@ from .api import (
     run_heartbeat,
     undescribed_group,
 )
-from .consumer_manager import ApiError
+from .modern_manager import ApiError
 from .runtime import CoordinatorRuntime
 from .share_manager import ASSIGNOR, ShareHeartbeatRequest, ShareHeartbeatResult, validate_request
 

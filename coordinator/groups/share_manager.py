@@ -7,7 +7,7 @@ heartbeat runs in one synchronous section: validate, update the member, bump the
 epoch if what the assignment depends on changed, recompute the target assignment (the
 SimpleAssignor), move the member to its target, and answer once the records that changed
 are durable. Persistence, sessions, subscription metadata and the assignment interval are
-the consumer groups' (ModernGroupManager, consumer_manager.py): records are diffed against
+the consumer groups' (ModernGroupManager, modern_manager.py): records are diffed against
 `written` (durable plus pending), a failed write rebuilds the groups it touched from the
 records written before it (`revert`), and `replay` keeps `stored`, what a restart rebuilds
 (on_loaded).
@@ -26,7 +26,7 @@ from protocol import share_records as R
 
 from . import share_group
 from .clock import Clock
-from .consumer_manager import ApiError, HeartbeatResult, ModernGroupManager
+from .modern_manager import ApiError, HeartbeatResult, ModernGroupManager
 from .metadata_hash import metadata_hash
 from .share_group import (
     LEAVE_EPOCH,
