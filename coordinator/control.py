@@ -1,5 +1,6 @@
 """The test control as JSON over HTTP, for tests written in any language: injected faults
-(`/faults`) and, in a server with several brokers, the cluster's topology (`/cluster`).
+(`/faults`), request tracking (`/requests`) and, in a server with several brokers, the
+cluster's topology (`/cluster`).
 
 Served on the metrics port, and only with `--enable-test-control`: a broker in production
 must never take orders to fail. Every request is handled on the server's event loop, between
@@ -10,6 +11,12 @@ Kafka requests. A bad request (unreadable JSON, an unknown field, a bad value) i
     POST   /faults                          add a rule (a JSON object), or several (a list: all or none)
     DELETE /faults                          clear every rule (stalled requests go on)
     DELETE /faults/{id}                     clear one
+    GET    /requests?api=..&client_id=..&broker=..&group=..&topic=..&transactional_id=..
+                                            the tracked requests (filters optional), and the status
+    DELETE /requests                        forget the tracked requests
+    GET    /requests/tracking               whether requests are tracked, the limit, how many held and dropped
+    POST   /requests/tracking               start tracking ({"limit": n}: optional)
+    DELETE /requests/tracking               stop tracking (what was tracked stays readable)
     GET    /cluster                         the brokers
     GET    /cluster/coordinators/{group_id}  the node id of the group's coordinator
     GET    /cluster/leaders/{topic}/{partition}  the node id of the partition's leader
@@ -31,7 +38,9 @@ import dataclasses
 import json
 import re
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
+
+from .tracking import filters_of_query
 
 JSON = "application/json"
 MAX_BODY_BYTES = 1 << 20
@@ -77,10 +86,12 @@ class TestControl:
         self.server = server
 
     def handles(self, path: str) -> bool:
-        return path == "/faults" or path.startswith(("/faults/", "/cluster"))
+        return path in ("/faults", "/requests") or path.startswith(("/faults/", "/requests/", "/cluster"))
 
-    async def answer(self, method: str, path: str, body: bytes) -> Answer:
+    async def answer(self, method: str, path: str, body: bytes, query: str = "") -> Answer:
         try:
+            if path == "/requests" or path.startswith("/requests/"):
+                return self._requests(method, path, body, query)
             return await self._route(method, path, body)
         except ValueError as e:  # a bad value, said by Faults or ClusterControl
             return bad_request(str(e))
@@ -108,6 +119,30 @@ class TestControl:
             return _json("200 OK", {"cleared": 1})
         if path.startswith("/cluster"):
             return await self._cluster(method, path, body)
+        return not_found(f"no route {path}")
+
+    def _requests(self, method: str, path: str, body: bytes, query: str) -> Answer:
+        tracking = self.server.tracking
+        if path == "/requests":
+            if method == "GET":
+                try:
+                    parsed = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
+                except ValueError:
+                    raise ValueError(f"bad query {query!r}") from None
+                found = tracking.requests(**filters_of_query(parsed))
+                return _json("200 OK", {**tracking.status(), "requests": found})
+            if method == "DELETE":
+                return _json("200 OK", {"cleared": tracking.clear()})
+            return _method_not_allowed("GET, DELETE")
+        if path == "/requests/tracking":
+            if method == "GET":
+                return _json("200 OK", tracking.status())
+            if method == "POST":
+                spec = _fields(_parse(body, empty_ok=True), {"limit"})
+                return _json("200 OK", tracking.start(spec.get("limit")))
+            if method == "DELETE":
+                return _json("200 OK", tracking.stop())
+            return _method_not_allowed("GET, POST, DELETE")
         return not_found(f"no route {path}")
 
     async def _cluster(self, method: str, path: str, body: bytes) -> Answer:
@@ -188,7 +223,8 @@ class TestControl:
         if length > MAX_BODY_BYTES:
             return _json("413 Content Too Large", {"error": f"a body of at most {MAX_BODY_BYTES} bytes"})
         body = await asyncio.wait_for(reader.readexactly(length), READ_TIMEOUT_S) if length else b""
-        return await self.answer(parts[0].decode("latin-1"), request_path(head), body)
+        query = parts[1].partition(b"?")[2].decode("latin-1")
+        return await self.answer(parts[0].decode("latin-1"), request_path(head), body, query)
 
 
 def request_path(head: bytes) -> str:

@@ -114,12 +114,11 @@ class Faults:
     def attach(self, server: Any) -> None:
         """Let `server` consult these rules (its `intercept` is set while any exists)."""
         self._servers.append(server)
-        server.intercept = self if self.rules else None
+        refresh_intercept(server, self)
 
     def _changed(self) -> None:
-        hook = self if self.rules else None
         for server in self._servers:
-            server.intercept = hook
+            refresh_intercept(server, self)
 
     # the rules ----------------------------------------------------------------------------
 
@@ -270,7 +269,7 @@ def _rule(
     (its id is given when it is added)."""
     rule = Rule(
         0,
-        _api_key(api),
+        api_key_of(api),
         _error(error),
         _times(times),
         _probability(probability),
@@ -350,6 +349,18 @@ async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Call
     return result
 
 
+def refresh_intercept(server: Any, faults: Faults | None = None) -> None:
+    """Set the server's request-path hook: its request log while it tracks requests (it
+    hands each on to the rules, coordinator/tracking.py), else the fault rules while any
+    exists, else None (dispatch then checks that one attribute)."""
+    faults = server.faults if faults is None else faults
+    tracking = getattr(server, "tracking", None)
+    if tracking is not None and tracking.active:
+        server.intercept = tracking
+    else:
+        server.intercept = faults if faults.rules else None
+
+
 # what a request names ---------------------------------------------------------------------
 
 
@@ -416,7 +427,7 @@ def _name_of(topic_id: Any, server: Any) -> str | None:
 # validation: one clear message per bad field ---------------------------------------------
 
 
-def _api_key(api: Any) -> int:
+def api_key_of(api: Any) -> int:
     if type(api) is int:
         if api not in API_NAMES:
             raise ValueError(f"api: no Kafka API has key {api}")
@@ -424,7 +435,7 @@ def _api_key(api: Any) -> int:
     if isinstance(api, str):
         key = _API_KEYS_FOLDED.get(api.replace("_", "").replace("-", "").lower())
         if key is None and api.isdigit():
-            return _api_key(int(api))
+            return api_key_of(int(api))
         if key is None:
             raise ValueError(f"api: unknown Kafka API {api!r} (a name like 'OffsetCommit', or its key)")
         return key

@@ -36,6 +36,7 @@ from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
 from .broker.quotas import ConnectionRateQuota, RequestQuota, TimedCoroutine
 from .security.sasl import BEFORE_AUTHENTICATION
+from .tracking import RequestLog
 
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -112,8 +113,10 @@ class Server:
         self.request_quota: RequestQuota | None = None  # request_percentage (coordinator.broker.quotas)
         self.connection_quota: ConnectionRateQuota | None = None  # connection_creation_rate
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
-        # Injected faults (coordinator/faults.py): `intercept` is the Faults while a rule exists
-        self.intercept: Faults | None = None
+        # Injected faults (coordinator/faults.py) and request tracking (coordinator/tracking.py):
+        # `intercept` is the RequestLog while it tracks, else the Faults while a rule exists
+        self.intercept: Faults | RequestLog | None = None
+        self.tracking = RequestLog(self)
         self.faults = Faults(config.fault_seed)
         self.faults.attach(self)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
@@ -478,6 +481,8 @@ class Server:
         api_key, version = _KEY_VERSION.unpack_from(frame, 0)
         route = self.registry.routes.get((api_key, version)) or self.registry.route(api_key, version)
         if route is None:
+            if self.tracking.active:
+                self.tracking.record_unsupported(self, conn, frame)
             if api_key == API_VERSIONS_KEY:
                 return self._unsupported_api_versions(frame)
             raise CloseConnection(f"unsupported api key {api_key} version {version}")
@@ -491,8 +496,8 @@ class Server:
         if quota is not None and api_key not in BEFORE_AUTHENTICATION and quota.enabled():
             ctx.loop_time = 0.0
             started = time.perf_counter()
-        faults = self.intercept  # None unless a fault rule exists (coordinator/faults.py)
-        result = None if faults is None else faults.intercept(self, ctx, body, api.handler)
+        hook = self.intercept  # None unless requests are tracked or a fault rule exists
+        result = None if hook is None else hook.intercept(self, ctx, body, api.handler)
         if result is None:
             gate = self.acl_gate
             result = None if gate is None else gate.check(ctx, body, api.handler)

@@ -363,6 +363,68 @@ class Cluster:
             return self._http("POST", "/faults", spec)
         return self._run(self._server.faults.add_specs, spec)[0]
 
+    # request tracking ---------------------------------------------------------------------
+
+    def start_tracking(self, limit: int | None = None) -> dict:
+        """Record every request the brokers receive from now on, at most `limit` (default
+        10,000; past it the oldest are dropped and counted). Returns the tracking status."""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("POST", "/requests/tracking", {} if limit is None else {"limit": limit})
+        return self._run(self._server.tracking.start, limit)
+
+    def stop_tracking(self) -> dict:
+        """Record no more; what was recorded stays readable (requests()) until cleared."""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("DELETE", "/requests/tracking")
+        return self._run(self._server.tracking.stop)
+
+    def clear_requests(self) -> int:
+        """Forget the recorded requests (tracking goes on if started); how many there were."""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("DELETE", "/requests")["cleared"]
+        return self._run(self._server.tracking.clear)
+
+    def tracking(self) -> dict:
+        """{"tracking": bool, "limit": n, "recorded": n, "dropped": n}"""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("GET", "/requests/tracking")
+        return self._run(self._server.tracking.status)
+
+    def requests(
+        self,
+        api: str | int | None = None,
+        *,
+        client_id: str | None = None,
+        broker: int | None = None,
+        group: str | None = None,
+        topic: str | None = None,
+        transactional_id: str | None = None,
+    ) -> list[dict]:
+        """The recorded requests, oldest first, that match every filter given: each with its
+        broker, api_key, api, api_version, client_id, correlation_id, time_ms, supported (False:
+        a version or API not served), and the groups, transactional_ids and topics it names."""
+        self._require_started()
+        filters = {
+            k: v
+            for k, v in (
+                ("api", api),
+                ("client_id", client_id),
+                ("broker", broker),
+                ("group", group),
+                ("topic", topic),
+                ("transactional_id", transactional_id),
+            )
+            if v is not None
+        }
+        if self._proc is not None:
+            query = "&".join(f"{k}={_q(str(v))}" for k, v in filters.items())
+            return self._http("GET", "/requests" + (f"?{query}" if query else ""))["requests"]
+        return self._run(self._server.tracking.requests, **filters)
+
     # async twins, for tests running an event loop of their own ---------------------------
 
     async def astop_broker(self, node_id: int) -> None:

@@ -9,11 +9,10 @@ import json
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
 
+from tests.support.control_http import http, kcoord
 from tests.support.process import ROOT, free_port
 
 pytestmark = pytest.mark.slow  # a kcoord subprocess per command
@@ -25,31 +24,6 @@ def controlled(server_factory):
     server = server_factory("--metrics-port", str(port), "--enable-test-control")
     server.control = f"127.0.0.1:{port}"
     return server
-
-
-def http(control: str, method: str, path: str, body: bytes | str | None = None) -> tuple[int, object]:
-    data = body.encode() if isinstance(body, str) else body
-    request = urllib.request.Request(f"http://{control}{path}", data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            raw = answer.read()
-            return answer.status, json.loads(raw) if answer.headers["Content-Type"] == "application/json" else raw
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            return e.code, json.loads(raw)
-        except ValueError:
-            return e.code, raw.decode()
-
-
-def kcoord(*args: str, control: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "coordinator.admin", *args, "--control", control],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_http_fault_makes_a_commit_retry(controlled):

@@ -85,6 +85,7 @@ for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups)
     main.add_command(command)
 main.add_command(control_cli.fault)  # the test control of --enable-test-control servers
 main.add_command(control_cli.cluster)
+main.add_command(control_cli.requests_group)
 accept_global_options_anywhere(main)
 
 

@@ -1,10 +1,12 @@
-"""`kcoord fault ...` and `kcoord cluster ...`: the test control of a server started with
+"""`kcoord fault ...`, `kcoord requests ...` and `kcoord cluster ...`: the test control of a server started with
 `--enable-test-control` (coordinator/control.py), over its JSON HTTP API on the metrics port.
 
     kcoord fault add OffsetCommit NOT_COORDINATOR --times 2 --group orders
     kcoord fault add Produce --drop after --topic orders
     kcoord fault list
     kcoord fault clear [ID]
+    kcoord requests start [--limit N] | stop | status | clear
+    kcoord requests list [--api API] [--client-id ID] [--broker ID] [--group G] [--topic T]
     kcoord cluster show | stop ID | start ID [--preferred] | move-coordinator GROUP [--to ID]
     kcoord cluster move-transaction-coordinator TXN_ID [--to ID] | move-leader TOPIC PARTITION [--to ID]
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -246,3 +249,80 @@ def cluster_move_leader(topic: str, partition: int, to: int | None, control: str
     """Move a partition's leadership to another broker."""
     answer = call(control, "POST", "/cluster/leaders/move", {"topic": topic, "partition": partition, "to": to})
     click.echo(f"{topic}-{partition}: leader {answer.get('leader')}")
+
+
+REQUEST_COLUMNS = ["BROKER", "API", "VERSION", "CLIENT_ID", "CORRELATION_ID", "TIME_MS", "GROUPS", "TOPICS"]
+
+
+@click.group("requests")
+def requests_group() -> None:
+    """Request tracking: what the brokers received, for tests to assert on (test servers only)."""
+
+
+def _show_status(status: dict[str, Any]) -> None:
+    click.echo(
+        f"tracking {'on' if status['tracking'] else 'off'}: {status['recorded']} request(s) held "
+        f"(limit {status['limit']}), {status['dropped']} dropped"
+    )
+
+
+@requests_group.command("start")
+@click.option("--limit", type=int, help="hold at most this many requests (default 10000); past it the oldest go")
+@control_option
+def requests_start(limit: int | None, control: str) -> None:
+    """Record every request the brokers receive from now on."""
+    _show_status(call(control, "POST", "/requests/tracking", {} if limit is None else {"limit": limit}))
+
+
+@requests_group.command("stop")
+@control_option
+def requests_stop(control: str) -> None:
+    """Record no more; what was recorded stays listed until cleared."""
+    _show_status(call(control, "DELETE", "/requests/tracking"))
+
+
+@requests_group.command("status")
+@control_option
+def requests_status(control: str) -> None:
+    """Whether requests are tracked, and how many are held and were dropped."""
+    _show_status(call(control, "GET", "/requests/tracking"))
+
+
+@requests_group.command("clear")
+@control_option
+def requests_clear(control: str) -> None:
+    """Forget the recorded requests."""
+    click.echo(f"cleared {call(control, 'DELETE', '/requests')['cleared']} request(s)")
+
+
+@requests_group.command("list")
+@click.option("--api", help="only this API (a name like OffsetCommit, or a key)")
+@click.option("--client-id", help="only requests from this client id")
+@click.option("--broker", type=int, help="only requests to this broker (node id)")
+@click.option("--group", help="only requests naming this group")
+@click.option("--topic", help="only requests naming this topic")
+@click.option("--transactional-id", help="only requests naming this transactional id")
+@control_option
+@click.pass_context
+def requests_list(ctx: click.Context, /, control: str, **filters: Any) -> None:
+    """The recorded requests, oldest first."""
+    query = urllib.parse.urlencode({k: v for k, v in filters.items() if v is not None})
+    answer = call(control, "GET", "/requests" + (f"?{query}" if query else ""))
+    found = answer["requests"]
+    if ctx.obj["output"] == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    rows = [
+        [
+            r["broker"],
+            r["api"],
+            r["api_version"] if r["supported"] else f"{r['api_version']} (unsupported)",
+            r["client_id"],
+            r["correlation_id"],
+            int(r["time_ms"]),
+            ",".join(r["groups"] + r["transactional_ids"]),
+            ",".join(r["topics"]),
+        ]
+        for r in found
+    ]
+    emit(ctx, REQUEST_COLUMNS, rows)

@@ -1,0 +1,179 @@
+"""Request tracking for tests: a bounded log of the requests the brokers received, so that a
+test can assert what its client sent (the retry went to the new coordinator, the producer
+used Produce v9 or later).
+
+What librdkafka's mock cluster gives its users with `rd_kafka_mock_start_request_tracking`,
+`rd_kafka_mock_get_requests` and `rd_kafka_mock_clear_requests`. Off unless started: while
+it tracks, the log is the server's `intercept` (coordinator/faults.py's request-path hook),
+records each request and hands it on to the fault rules.
+
+    tracking.start(limit=1000)
+    ...
+    tracking.requests(api="OffsetCommit", client_id="billing")   # oldest first
+    tracking.stop()                                               # the log stays readable
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Callable
+
+from protocol.messages import RequestHeader, read_request_header
+
+from .apis import RequestContext
+from .faults import API_NAMES, api_key_of, broker_of, groups_of, refresh_intercept, topics_of
+
+DEFAULT_LIMIT = 10_000
+MAX_LIMIT = 1_000_000
+FILTERS = ("api", "client_id", "broker", "group", "topic", "transactional_id")
+FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN = 10, 24
+
+
+class RequestLog:
+    """The requests every broker of one server received while tracking, oldest first; at
+    most `limit` of them: past it the oldest are dropped, and counted."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.active = False
+        self.entries: deque[dict[str, Any]] = deque(maxlen=DEFAULT_LIMIT)
+        self.dropped = 0
+
+    # control ------------------------------------------------------------------------------
+
+    def start(self, limit: int | None = None) -> dict[str, Any]:
+        """Track from now on (again, if stopped: the entries held are kept). `limit`: the
+        entries held; a smaller one drops the oldest held now."""
+        if limit is not None:
+            if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+                raise ValueError(f"limit must be an integer in 1..{MAX_LIMIT}, not {limit!r}")
+            kept = list(self.entries)[-limit:]
+            self.dropped += len(self.entries) - len(kept)
+            self.entries = deque(kept, maxlen=limit)
+        self.active = True
+        refresh_intercept(self.server)
+        return self.status()
+
+    def stop(self) -> dict[str, Any]:
+        """Track no more; what was tracked stays readable until cleared."""
+        self.active = False
+        refresh_intercept(self.server)
+        return self.status()
+
+    def clear(self) -> int:
+        """Forget the entries (and the count of dropped ones); how many there were."""
+        n = len(self.entries)
+        self.entries.clear()
+        self.dropped = 0
+        return n
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "tracking": self.active,
+            "limit": self.entries.maxlen,
+            "recorded": len(self.entries),
+            "dropped": self.dropped,
+        }
+
+    def requests(
+        self,
+        api: str | int | None = None,
+        client_id: str | None = None,
+        broker: int | None = None,
+        group: str | None = None,
+        topic: str | None = None,
+        transactional_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The tracked requests that match every filter given, oldest first. A bad filter
+        raises ValueError."""
+        key = None if api is None else api_key_of(api)
+        if broker is not None and type(broker) is not int:
+            raise ValueError(f"broker must be a node id (an integer), not {broker!r}")
+        for name, value in (("client_id", client_id), ("group", group), ("topic", topic)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, not {value!r}")
+        if transactional_id is not None and not isinstance(transactional_id, str):
+            raise ValueError(f"transactional_id must be a string, not {transactional_id!r}")
+        checks: list[Callable[[dict[str, Any]], bool]] = []
+        if key is not None:
+            checks.append(lambda e: e["api_key"] == key)
+        if client_id is not None:
+            checks.append(lambda e: e["client_id"] == client_id)
+        if broker is not None:
+            checks.append(lambda e: e["broker"] == broker)
+        if group is not None:
+            checks.append(lambda e: group in e["groups"])
+        if topic is not None:
+            checks.append(lambda e: topic in e["topics"])
+        if transactional_id is not None:
+            checks.append(lambda e: transactional_id in e["transactional_ids"])
+        return [dict(e) for e in self.entries if all(check(e) for check in checks)]
+
+    # the request path ----------------------------------------------------------------------
+
+    def intercept(self, server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+        """Record the request, then let the fault rules see it (None: handled as usual)."""
+        self._record(broker_of(server, ctx), ctx.header, request, supported=True)
+        faults = server.faults
+        return faults.intercept(server, ctx, request, handler) if faults.rules else None
+
+    def record_unsupported(self, server: Any, connection: Any, frame: bytes) -> None:
+        """A request of an API or version the brokers do not serve (answered by closing the
+        connection, or for ApiVersions with UNSUPPORTED_VERSION): its header is all there is."""
+        header, _ = read_request_header(frame)
+        node_id = getattr(connection.listener, "node_id", None)
+        self._record(server.config.node_id if node_id is None else node_id, header, None, supported=False)
+
+    def _record(self, broker: int, header: RequestHeader, request: Any, supported: bool) -> None:
+        entries = self.entries
+        if len(entries) == entries.maxlen:
+            self.dropped += 1
+        key = header.api_key
+        entries.append(
+            {
+                "broker": broker,
+                "api_key": key,
+                "api": API_NAMES.get(key, str(key)),
+                "api_version": header.api_version,
+                "client_id": header.client_id,
+                "correlation_id": header.correlation_id,
+                "time_ms": time.time() * 1000,
+                "supported": supported,
+                "groups": [] if request is None else list(groups_of(key, request)),
+                "transactional_ids": [] if request is None else transactional_ids_of(key, request),
+                "topics": [] if request is None else sorted(topics_of(request, self.server)),
+            }
+        )
+
+
+def transactional_ids_of(api_key: int, request: Any) -> list[str]:
+    """The transactional ids a request names (Produce, InitProducerId, AddPartitionsToTxn,
+    AddOffsetsToTxn, EndTxn, TxnOffsetCommit by `transactional_id`; AddPartitionsToTxn v4+
+    by its batch; FindCoordinator for a transaction's coordinator by its keys)."""
+    txn_id = getattr(request, "transactional_id", None)
+    if type(txn_id) is str:
+        return [txn_id]
+    if api_key == ADD_PARTITIONS_TO_TXN:
+        return [t.transactional_id for t in getattr(request, "transactions", None) or ()]
+    if api_key == FIND_COORDINATOR and getattr(request, "key_type", 0) == 1:  # 1: a transaction's coordinator
+        keys = getattr(request, "coordinator_keys", None)
+        return list(keys) if keys else [request.key]
+    return []
+
+
+def filters_of_query(query: dict[str, list[str]]) -> dict[str, Any]:
+    """The filters of GET /requests?api=...&broker=... (each at most once)."""
+    out: dict[str, Any] = {}
+    for name, values in query.items():
+        if name not in FILTERS:
+            raise ValueError(f"unknown filter {name!r}; filters: {', '.join(FILTERS)}")
+        if len(values) != 1:
+            raise ValueError(f"filter {name!r} given {len(values)} times")
+        value: Any = values[0]
+        if name == "broker":
+            if not value.lstrip("-").isdigit():
+                raise ValueError(f"broker must be a node id (an integer), not {value!r}")
+            value = int(value)
+        out[name] = value
+    return out

@@ -1,0 +1,196 @@
+"""Request tracking (coordinator/tracking.py): a test asserts what its client sent, as with
+librdkafka's rd_kafka_mock_start_request_tracking / get_requests. Real clients on a real
+cluster (coordinator.testing, in process); the HTTP and kcoord surfaces in
+test_tracking_control.py."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from coordinator.testing import Cluster, ClusterError
+
+TOPIC = "orders"
+
+
+def create_topic(bootstrap: str, partitions: int = 1, rf: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, partitions, rf)]).values():
+        f.result(30)
+
+
+def confluent_commit(bootstrap: str, group: str, offset: int, client_id: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id, "enable.auto.commit": False}
+    )
+    try:
+        committed = consumer.commit(offsets=[TopicPartition(TOPIC, 0, offset)], asynchronous=False)
+        assert committed[0].error is None
+        assert consumer.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset == offset
+    finally:
+        consumer.close()
+
+
+def test_confluent_commit_goes_to_the_new_coordinator_after_a_move(tmp_path):
+    with Cluster(brokers=3, data_dir=tmp_path / "c") as cluster:
+        create_topic(cluster.bootstrap, rf=3)
+        confluent_commit(cluster.bootstrap, "billing", 3, "before")
+        old = cluster.coordinator_of("billing")
+        new = cluster.move_coordinator("billing")
+        assert new != old
+        cluster.start_tracking()
+        confluent_commit(cluster.bootstrap, "billing", 7, "after")
+        found = cluster.requests(api="FindCoordinator", client_id="after", group="billing")
+        assert found and all(r["groups"] == ["billing"] for r in found)
+        commits = cluster.requests(api="OffsetCommit", client_id="after")
+        assert commits and all(r["broker"] == new and r["groups"] == ["billing"] for r in commits)
+        assert commits[0]["topics"] == [TOPIC] and commits[0]["api"] == "OffsetCommit"
+        assert cluster.requests(api="OffsetCommit", client_id="before") == []  # not tracked then
+
+
+def test_confluent_commit_retried_after_an_injected_not_coordinator(tmp_path):
+    with Cluster(brokers=3, data_dir=tmp_path / "c") as cluster:
+        create_topic(cluster.bootstrap, rf=3)
+        coordinator = cluster.coordinator_of("billing")
+        cluster.start_tracking()
+        cluster.inject("OffsetCommit", "NOT_COORDINATOR", group="billing")
+        confluent_commit(cluster.bootstrap, "billing", 5, "app")
+        sent = [r for r in cluster.requests(client_id="app") if r["api"] in ("OffsetCommit", "FindCoordinator")]
+        apis = [r["api"] for r in sent]
+        first = apis.index("OffsetCommit")
+        # the failed commit, a new look for the coordinator, and the commit again to it
+        assert apis[first:].count("OffsetCommit") == 2 and "FindCoordinator" in apis[first:]
+        assert apis[first:][-1] == "OffsetCommit"
+        assert all(r["broker"] == coordinator for r in sent if r["api"] == "OffsetCommit")
+        retried = [r for r in sent if r["api"] == "OffsetCommit"]
+        assert retried[0]["correlation_id"] < retried[1]["correlation_id"]
+
+
+def test_kafka_python_commit_retried_on_the_new_coordinator(tmp_path):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    with Cluster(brokers=3, data_dir=tmp_path / "c") as cluster:
+        create_topic(cluster.bootstrap, rf=3)
+        consumer = KafkaConsumer(
+            bootstrap_servers=cluster.bootstrap,
+            group_id="ledger",
+            client_id="kp",
+            enable_auto_commit=False,
+            retry_backoff_ms=10,
+        )
+        try:
+            consumer.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(2, "", -1)})
+            old = cluster.coordinator_of("ledger")
+            new = cluster.move_coordinator("ledger")
+            cluster.start_tracking()
+            consumer.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(4, "", -1)})
+            assert consumer.committed(TopicPartition(TOPIC, 0)) == 4
+        finally:
+            consumer.close()
+        commits = cluster.requests(api="OffsetCommit", client_id="kp", group="ledger")
+        # kafka-python still holds the old coordinator: NOT_COORDINATOR there, then the new one
+        assert [r["broker"] for r in commits] == [old, new]
+        between = cluster.requests(api="FindCoordinator", client_id="kp", group="ledger")
+        assert any(commits[0]["time_ms"] <= r["time_ms"] <= commits[1]["time_ms"] for r in between)
+
+
+def test_limit_keeps_the_newest_and_counts_the_dropped(tmp_path):
+    from kafka import KafkaAdminClient
+
+    with Cluster(brokers=2, data_dir=tmp_path / "c") as cluster:
+        assert cluster.tracking() == {"tracking": False, "limit": 10_000, "recorded": 0, "dropped": 0}
+        assert cluster._server.intercept is None  # off: the request path checks one attribute
+        assert cluster.start_tracking(limit=3)["limit"] == 3
+        for _ in range(3):
+            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="adm")
+            admin.list_topics()
+            admin.close()
+        status = cluster.stop_tracking()
+        assert status["tracking"] is False and status["recorded"] == 3 and status["dropped"] > 0
+        held = cluster.requests()
+        assert len(held) == 3 and [r["time_ms"] for r in held] == sorted(r["time_ms"] for r in held)
+        for node_id in cluster.node_ids:
+            assert all(r["broker"] == node_id for r in cluster.requests(broker=node_id))
+        assert cluster._server.intercept is None
+        before = cluster.tracking()
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="late")
+        admin.close()
+        assert cluster.tracking() == before and cluster.requests(client_id="late") == []  # stopped
+        assert cluster.start_tracking(limit=2) == {
+            "tracking": True,
+            "limit": 2,
+            "recorded": 2,
+            "dropped": 1 + before["dropped"],
+        }
+        assert cluster.clear_requests() == 2
+        assert cluster.tracking() == {"tracking": True, "limit": 2, "recorded": 0, "dropped": 0}
+
+
+def test_tracking_and_faults_together(tmp_path):
+    """A request is recorded and then meets the fault rules; stopping either leaves the other."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    with Cluster(brokers=1, data_dir=tmp_path / "c") as cluster:
+        cluster.start_tracking()
+        cluster.inject("CreateTopics", "POLICY_VIOLATION", times=None)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="adm")
+        try:
+            from kafka.admin import NewTopic
+
+            with pytest.raises(KafkaError):
+                admin.create_topics([NewTopic("refused", 1, 1)])
+            cluster.stop_tracking()
+            assert cluster._server.intercept is cluster._server.faults
+            with pytest.raises(KafkaError):
+                admin.create_topics([NewTopic("refused", 1, 1)])
+        finally:
+            admin.close()
+        tracked = cluster.requests(api=19)
+        assert len(tracked) == 1 and tracked[0]["topics"] == ["refused"]
+        cluster.clear_faults()
+        assert cluster._server.intercept is None
+
+
+def test_an_unsupported_version_is_tracked(tmp_path):
+    """A version the brokers do not serve is recorded (supported: false) from its header."""
+    with Cluster(brokers=1, data_dir=tmp_path / "c") as cluster:
+        cluster.start_tracking()
+        host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+        client_id = b"raw"
+        for key, version in ((18, 99), (8, 99)):  # ApiVersions is answered v0; OffsetCommit closes
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
+                header = struct.pack(">hhih", key, version, 41, len(client_id)) + client_id + b"\x00"
+                sock.sendall(struct.pack(">i", len(header)) + header)
+                sock.recv(4096)
+        tracked = cluster.requests(client_id="raw")
+        assert [(r["api"], r["api_version"], r["supported"], r["correlation_id"]) for r in tracked] == [
+            ("ApiVersions", 99, False, 41),
+            ("OffsetCommit", 99, False, 41),
+        ]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda c: c.start_tracking(limit=0), "limit must be an integer in 1..1000000"),
+        (lambda c: c.start_tracking(limit="5"), "limit must be an integer"),
+        (lambda c: c.requests(api="Nope"), "unknown Kafka API 'Nope'"),
+        (lambda c: c.requests(api=999), "no Kafka API has key 999"),
+        (lambda c: c.requests(broker="1"), "broker must be a node id"),
+        (lambda c: c.requests(group=3), "group must be a string"),
+    ],
+)
+def test_bad_tracking_input_is_refused_and_changes_nothing(tmp_path, call, message):
+    with Cluster(brokers=1, data_dir=tmp_path / "c") as cluster:
+        before = cluster.tracking()
+        with pytest.raises(ClusterError, match=message):
+            call(cluster)
+        assert cluster.tracking() == before
