@@ -101,10 +101,10 @@ class Syncer:
         # a getpid() system call. (A round left by a closed loop: tests run several loops.)
         if nxt is None or nxt.get_loop().is_closed():
             loop = asyncio.get_running_loop()
-            nxt = self._next = loop.create_future()
             # Logs report to their own waiters (PartitionLog.when_durable); this future
-            # is for callers that watch a round, and may have none.
-            nxt.add_done_callback(_retrieve)
+            # is for callers that watch a round, and may have none (its error is marked
+            # retrieved when it is set: see _finished).
+            nxt = self._next = loop.create_future()
             self._logs = {}
             if schedule and (self._in_flight is None or self._in_flight_loop is not loop):
                 loop.call_soon(self._run)  # else: started when the round in flight ends
@@ -202,6 +202,8 @@ class Syncer:
         else:
             _mark_synced(work)
         settle(done, error)
+        if error is not None:
+            done.exception()  # (retrieved: a round nobody watches is not an unhandled error)
         if self._next is not None and self._in_flight is None and self._next.get_loop() is done.get_loop():
             self._run()  # what was appended while this round ran
 
@@ -276,11 +278,6 @@ class AioFsync:
                 # until some later fsync finished.
                 if e.args[:1] != (errno.EINTR,):
                     raise
-
-
-def _retrieve(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()
 
 
 def errno_of(res: int) -> int:
