@@ -158,7 +158,7 @@ class ClassicGroupManager:
             if member_id != UNKNOWN_MEMBER_ID:
                 return JoinResult(E.unknown_member_id, member_id)
             group = self.get_or_create(group_id)
-        if group.is_(S.DEAD):
+        if group.state is S.DEAD:
             # The group was deleted under us; the client will find the coordinator again.
             return JoinResult(E.coordinator_not_available, member_id)
         if not group.supports_protocols(protocol_type, protocols):
@@ -186,11 +186,11 @@ class ClassicGroupManager:
         if group.fenced(group_instance_id, member_id):
             return JoinResult(E.fenced_instance_id, member_id)
         member = group.members.get(member_id)
-        if member is None or group.is_(S.EMPTY):
+        if member is None or group.state is S.EMPTY:
             return JoinResult(E.unknown_member_id, member_id)
-        if group.is_(S.PREPARING_REBALANCE):
+        if group.state is S.PREPARING_REBALANCE:
             return self._update_member_and_rebalance(group, member, params)
-        if group.is_(S.COMPLETING_REBALANCE):
+        if group.state is S.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # The member (typically the leader) missed its JoinGroup response: repeat it.
                 return self._join_result(group, member)
@@ -202,7 +202,7 @@ class ClassicGroupManager:
 
     def _accepts(self, group: ClassicGroup, member_id: str) -> bool:
         """Kafka's acceptJoiningMember: existing members may always rejoin."""
-        if group.is_(S.EMPTY) or group.is_(S.DEAD) or member_id in group.members:
+        if group.state is S.EMPTY or group.state is S.DEAD or member_id in group.members:
             return True
         return len(group.members) + len(group.pending_members) < self.config.max_size or (
             member_id in group.pending_members and len(group.members) < self.config.max_size
@@ -234,7 +234,7 @@ class ClassicGroupManager:
             member.client_host,
             f", instance {instance_id}" if instance_id else "",
         )
-        if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
+        if group.state is S.PREPARING_REBALANCE and group.generation_id == 0:
             group.new_member_added = True
         fut = self._await_join(group, member)
         self.schedule_expiry(group, member)
@@ -270,13 +270,13 @@ class ClassicGroupManager:
         # KIP-345: a known static member restarted; it takes over the old member's place.
         old = group.members[old_id]
         protocols = list(params[5])
-        if group.is_(S.STABLE) and group.select_protocol(old, protocols) == group.protocol_name:
+        if group.state is S.STABLE and group.select_protocol(old, protocols) == group.protocol_name:
             return self._static_rejoin_stable(group, old, new_id, params, supports_skip)
         self._replace_static_member(group, old, new_id, params)
         fut = self._await_join(group, old)
-        if group.is_(S.STABLE):
+        if group.state is S.STABLE:
             self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
-        elif group.is_(S.COMPLETING_REBALANCE):
+        elif group.state is S.COMPLETING_REBALANCE:
             # The leader may already hold the old member id in its assignment: rebalance.
             self.prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
         self._try_complete_join(group)
@@ -341,7 +341,7 @@ class ClassicGroupManager:
                 self.resolve(fut, JoinResult(E.unknown_member_id, new_id))  # removed meanwhile
                 return
             self._replace_static_member(group, member, new_id, params)
-            if group.generation_id != generation or not group.is_(S.STABLE):
+            if group.generation_id != generation or group.state is not S.STABLE:
                 self.resolve(fut, JoinResult(E.rebalance_in_progress, new_id))
                 return
             if was_leader and supports_skip:
@@ -404,7 +404,7 @@ class ClassicGroupManager:
 
     def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
-        if group.is_(S.COMPLETING_REBALANCE):
+        if group.state is S.COMPLETING_REBALANCE:
             self._fail_pending_syncs(group, E.rebalance_in_progress)
         if group.sync_timer is not None:
             group.sync_timer.cancel()
@@ -412,7 +412,7 @@ class ClassicGroupManager:
         now = self.clock.now()
         group.join_started = now
         rebalance_ms = group.max_rebalance_timeout_ms()
-        group.initial_delay = group.is_(S.EMPTY) and self.config.initial_rebalance_delay_ms > 0
+        group.initial_delay = group.state is S.EMPTY and self.config.initial_rebalance_delay_ms > 0
         if group.initial_delay:
             # Kafka's InitialDelayedJoin: wait a little for more members, extending the
             # delay while new ones keep arriving, never beyond the rebalance timeout.
@@ -438,7 +438,7 @@ class ClassicGroupManager:
 
     def _on_join_timer(self, group: ClassicGroup, initial: bool) -> None:
         group.join_timer = None
-        if not group.is_(S.PREPARING_REBALANCE):
+        if group.state is not S.PREPARING_REBALANCE:
             return
         now = self.clock.now()
         if initial and group.new_member_added and now < group.join_deadline:
@@ -474,7 +474,7 @@ class ClassicGroupManager:
 
     def _try_complete_join(self, group: ClassicGroup) -> None:
         """Kafka's tryCompleteElseWatch: end the join phase as soon as it can end."""
-        if not group.is_(S.PREPARING_REBALANCE):
+        if group.state is not S.PREPARING_REBALANCE:
             return
         if group.initial_delay:
             return  # the initial delay runs its course
@@ -547,7 +547,7 @@ class ClassicGroupManager:
         group.sync_timer = None
         if group.generation_id != generation or not group.pending_sync:
             return
-        if not (group.is_(S.COMPLETING_REBALANCE) or group.is_(S.STABLE)):
+        if not (group.state is S.COMPLETING_REBALANCE or group.state is S.STABLE):
             return
         missing = [group.members[m] for m in group.pending_sync if m in group.members]
         for member in missing:
@@ -578,7 +578,7 @@ class ClassicGroupManager:
             )
         if group is None:
             return SyncResult(E.unknown_member_id)
-        if group.is_(S.DEAD):
+        if group.state is S.DEAD:
             return SyncResult(E.coordinator_not_available)
         if group.fenced(group_instance_id, member_id):
             return SyncResult(E.fenced_instance_id)
@@ -591,13 +591,13 @@ class ClassicGroupManager:
             protocol_name is not None and protocol_name != group.protocol_name
         ):
             return SyncResult(E.inconsistent_group_protocol)
-        if group.is_(S.EMPTY):
+        if group.state is S.EMPTY:
             return SyncResult(E.unknown_member_id)
-        if group.is_(S.PREPARING_REBALANCE):
+        if group.state is S.PREPARING_REBALANCE:
             return SyncResult(E.rebalance_in_progress)
         group.pending_sync.discard(member_id)
         self._heartbeat_ok(member)
-        if group.is_(S.STABLE):
+        if group.state is S.STABLE:
             return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
         # CompletingRebalance: wait for the leader's assignment.
         fut = asyncio.get_running_loop().create_future()
@@ -614,7 +614,7 @@ class ClassicGroupManager:
         generation = record.generation
 
         def stored(error: int) -> None:
-            if not (group.is_(S.COMPLETING_REBALANCE) and group.generation_id == generation):
+            if not (group.state is S.COMPLETING_REBALANCE and group.generation_id == generation):
                 return  # the group moved on meanwhile (a member left, joined, expired)
             if error != E.none:
                 log.error("group %s: storing generation %d failed (error %d)", group.group_id, generation, error)
@@ -674,7 +674,7 @@ class ClassicGroupManager:
             return self.shard.migration.heartbeat(group, member_id, group_instance_id, generation_id)
         if group is None:
             return E.unknown_member_id
-        if group.is_(S.DEAD):
+        if group.state is S.DEAD:
             return E.coordinator_not_available
         error, member = group.check_member(group_instance_id, member_id, generation_id)
         if member is None:
@@ -744,7 +744,7 @@ class ClassicGroupManager:
             return fut if now is None else now
         if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]
-        if group.is_(S.DEAD):
+        if group.state is S.DEAD:
             return E.coordinator_not_available, []
         results = []
         leaving: list[Member] = []
@@ -825,8 +825,8 @@ class ClassicGroupManager:
 
     def _after_removal(self, group: ClassicGroup, reason: str) -> None:
         """Kafka's removeMemberAndUpdateGroup tail: rebalance, or finish a pending join."""
-        if group.is_(S.STABLE) or group.is_(S.COMPLETING_REBALANCE):
+        if group.state is S.STABLE or group.state is S.COMPLETING_REBALANCE:
             self.prepare_rebalance(group, reason)
             self._try_complete_join(group)
-        elif group.is_(S.PREPARING_REBALANCE):
+        elif group.state is S.PREPARING_REBALANCE:
             self._try_complete_join(group)
