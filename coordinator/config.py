@@ -185,7 +185,8 @@ class Config:
     )
     enable_test_control: bool = _opt(
         False,
-        "serve the test control (fault injection: /faults) as JSON over HTTP on --metrics-port; "
+        "serve the test control as JSON over HTTP on --metrics-port: injected faults (/faults) and, "
+        "with --brokers N, stopping brokers and moving coordinators and leaders (/cluster); "
         "for test clusters only, never in production",
     )
     fault_seed: int | None = _opt(
@@ -261,7 +262,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
                 env_errors.append(f"{env}={raw!r}: {why}")
                 default = f.default
         extra = {"choices": f.metadata["choices"]} if "choices" in f.metadata else {}
-        shown = "" if default is None else " (default: %(default)s)"
+        shown = "" if default in (None, "") else " (default: %(default)s)"
         parser.add_argument(flag, type=typ, default=default, help=f"{f.metadata['help']}{shown} [env {env}]", **extra)
     ns = parser.parse_args(argv)
     if env_errors:

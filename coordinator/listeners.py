@@ -65,6 +65,10 @@ def listeners_of(config: Any) -> list[Listener]:
     if brokers < 1:
         raise ValueError(f"--brokers: {brokers}; at least 1")
     first = _listeners_of_one(config)
+    for one in first:  # the first broker's own ports, named by the flag that gave them
+        for flag, port in (("--port", one.port), ("--advertised-port", one.advertised_port or 0)):
+            if not 0 <= port <= 65535:
+                raise ValueError(f"{flag} {port}: not a port (0-65535)")
     stride = _span([x.port for x in first])
     advertised_stride = _span([x.advertised_port or 0 for x in first])
     out = []

@@ -5,6 +5,7 @@ delegates to (coordinator/faults.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,11 @@ def test_a_subprocess_cluster_is_driven_over_http_and_by_kcoord(tmp_path):
         # kcoord cluster, on the same control port
         control = cluster._control_url.removeprefix("http://")
         shown = kcoord(control, "show")
-        assert shown.returncode == 0 and '"node_id": 3' in shown.stdout
+        header = ["NODE-ID", "HOST", "PORT", "ALIVE", "LISTENERS", "LEADER-OF"]
+        assert shown.returncode == 0 and shown.stdout.split()[:6] == header
+        assert [line.split()[0] for line in shown.stdout.splitlines()[1:]] == ["1", "2", "3"]
+        shown = kcoord(control, "show", "--output", "json")
+        assert [b["node_id"] for b in json.loads(shown.stdout)] == [1, 2, 3]
         moved = kcoord(control, "move-coordinator", "g", "--to", "2")
         assert moved.returncode == 0 and "coordinator 2" in moved.stdout
         assert cluster.coordinator_of("g") == 2

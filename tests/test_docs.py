@@ -95,3 +95,64 @@ def test_flag_tables_say_what_the_server_takes(page, flags, defaults):
             continue
         expect = Path(value) if isinstance(default, Path) else type(default)(value)
         assert expect == default, f"{page.name}: {flag} defaults to {default!r}, not {value!r}"
+
+
+SH_BLOCK = re.compile(r"^```(?:sh|bash|console)\n(.*?)^```", re.S | re.M)
+
+
+def shell_lines():
+    """The commands of the pages' shell blocks: continuation lines joined, comments dropped."""
+    for page in PAGES:
+        for block in SH_BLOCK.findall(page.read_text()):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip()
+                if line:
+                    yield page, line
+
+
+def kcoord_lines():
+    for page, line in shell_lines():
+        for command in re.split(r"[|;]|&&", line):
+            words = command.split()
+            if "kcoord" in words:
+                yield pytest.param(page, words[words.index("kcoord") + 1 :], id=f"{page.name}:{command.strip()}")
+
+
+@pytest.mark.parametrize(("page", "words"), list(kcoord_lines()))
+def test_kcoord_lines_name_its_commands_and_options(page, words):
+    """Every `kcoord ...` a page shows names a subcommand kcoord has, with options it takes."""
+    import click
+
+    from coordinator.admin.cli import main
+
+    command, unknown, value_next = main, [], False
+    for word in words:
+        if value_next:
+            value_next = False
+        elif isinstance(command, click.Group) and not word.startswith(("-", "[")):
+            assert word in command.commands, f"{page.name}: kcoord has no subcommand {word!r} here: {words}"
+            command = command.commands[word]
+        elif word.strip("[").startswith("--"):  # (an option goes to the (sub)command it follows)
+            flag = word.strip("[]").split("=")[0]
+            option = next((p for p in command.params if flag in p.opts + p.secondary_opts), None)
+            if option is None:
+                unknown.append(flag)
+            value_next = option is not None and not getattr(option, "is_flag", False) and "=" not in word
+    assert not isinstance(command, click.Group) or words == [], f"{page.name}: kcoord {' '.join(words)}: no command"
+    assert not unknown, f"{page.name}: kcoord {' '.join(words)}: no such options {unknown}"
+
+
+def server_lines():
+    for page, line in shell_lines():
+        found = re.search(r"-m coordinator(\s.*)?$", line)
+        if found:
+            yield pytest.param(page, (found.group(1) or "").split(), id=f"{page.name}:{line}")
+
+
+@pytest.mark.parametrize(("page", "words"), list(server_lines()))
+def test_server_lines_name_its_flags(page, words):
+    """Every `python -m coordinator ...` a page shows names flags the server takes."""
+    config = {"--" + f.name.replace("_", "-") for f in fields(Config)} | {"--help", "-h"}
+    config |= {"--no-" + f.name.replace("_", "-") for f in fields(Config) if isinstance(f.default, bool)}
+    flags = {w.strip("[]").split("=")[0] for w in words if w.strip("[").startswith("--")}
+    assert not flags - config, f"{page.name}: python -m coordinator takes no {sorted(flags - config)}"

@@ -260,7 +260,9 @@ def test_security_startup_errors_are_one_line(tmp_path, certs):
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         return r.stderr
 
-    assert "needs --ssl-certfile" in start("--security-protocol", "SSL")
+    assert "--security-protocol SSL needs --ssl-certfile" in start("--security-protocol", "SSL")
+    listeners = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
+    assert "an SSL or SASL_SSL listener needs --ssl-certfile" in start("--listeners", listeners)
     assert "needs --sasl-users" in start("--security-protocol", "SASL_PLAINTEXT")
     assert "No such file" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(tmp_path / "none"))
     bad = tmp_path / "bad-users"

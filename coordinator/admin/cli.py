@@ -42,10 +42,18 @@ from .topics_cli import topics
     envvar="KCOORD_BOOTSTRAP_SERVER",
     help="HOST:PORT of any broker of the cluster",
 )
-@click.option("--output", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option(
+    "--output",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="a table to read, or json or csv for scripts",
+)
 @click.pass_context
 def main(ctx: click.Context, bootstrap_server: str, output: str) -> None:
-    """Consumer groups, offsets and topics of a Kafka-compatible cluster."""
+    """Topics, records, consumer and share groups and their offsets of a Kafka-compatible
+    cluster, in the manner of kafka-topics, kafka-consumer-groups and kcat; `fault` and
+    `cluster` steer a test server (--enable-test-control)."""
     ctx.obj = {"bootstrap": bootstrap_server, "output": output}
 
 
@@ -57,20 +65,24 @@ def _set_global(name: str) -> Callable[[click.Context, click.Parameter, Any], No
     return callback
 
 
-def accept_global_options_anywhere(group: click.Group) -> None:
+def accept_global_options_anywhere(group: click.Group, bootstrap: bool = True) -> None:
     """Give every subcommand --bootstrap-server and --output too, so that `kcoord groups list
-    --output json` works as `kcoord --output json groups list` does."""
+    --output json` works as `kcoord --output json groups list` does. The test control's
+    commands (`fault`, `cluster`) speak HTTP to --control, so they take no --bootstrap-server."""
     for command in group.commands.values():
         if isinstance(command, click.Group):
-            accept_global_options_anywhere(command)
+            accept_global_options_anywhere(command, bootstrap and command not in CONTROL_GROUPS)
             continue
+        if bootstrap:
+            command.params.append(
+                click.Option(
+                    ["--bootstrap-server"],
+                    expose_value=False,
+                    callback=_set_global("bootstrap"),
+                    help="HOST:PORT of any broker (also before the subcommand)",
+                )
+            )
         command.params += [
-            click.Option(
-                ["--bootstrap-server"],
-                expose_value=False,
-                callback=_set_global("bootstrap"),
-                help="HOST:PORT of any broker (also before the subcommand)",
-            ),
             click.Option(
                 ["--output"],
                 type=click.Choice(["table", "json", "csv"]),
@@ -83,9 +95,10 @@ def accept_global_options_anywhere(group: click.Group) -> None:
 
 for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups):
     main.add_command(command)
-main.add_command(control_cli.fault)  # the test control of --enable-test-control servers
-main.add_command(control_cli.cluster)
-main.add_command(control_cli.requests_group)
+# the test control of --enable-test-control servers
+CONTROL_GROUPS = (control_cli.fault, control_cli.cluster, control_cli.requests_group)
+for command in CONTROL_GROUPS:
+    main.add_command(command)
 accept_global_options_anywhere(main)
 
 

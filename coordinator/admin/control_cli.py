@@ -194,9 +194,16 @@ def cluster() -> None:
 
 @cluster.command("show")
 @control_option
-def cluster_show(control: str) -> None:
-    """The cluster's brokers."""
-    click.echo(json.dumps(call(control, "GET", "/cluster"), indent=2))
+@click.pass_context
+def cluster_show(ctx: click.Context, control: str) -> None:
+    """The cluster's brokers: address, listeners, whether running, and how many partitions
+    each leads."""
+    brokers = call(control, "GET", "/cluster")["brokers"]
+    if ctx.obj["output"] == "json":
+        click.echo(json.dumps(brokers, indent=2))
+        return
+    rows = [[b["node_id"], b["host"], b["port"], b["alive"], ",".join(b["listeners"]), b["leader_of"]] for b in brokers]
+    emit(ctx, ["NODE-ID", "HOST", "PORT", "ALIVE", "LISTENERS", "LEADER-OF"], rows)
 
 
 @cluster.command("stop")

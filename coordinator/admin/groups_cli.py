@@ -168,6 +168,7 @@ def groups() -> None:
 @click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
 @click.pass_context
 def groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
+    """Every group of the cluster, of any type, with its state (kafka-groups --list)."""
     rows = [[g.group_id, state, g.protocol_type] for g, state in listed_groups(ctx, states)]
     emit(ctx, ["GROUP", "STATE", "PROTOCOL-TYPE"], sorted(rows))
 

@@ -49,6 +49,7 @@ def share_groups() -> None:
 @click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
 @click.pass_context
 def share_groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
+    """Share groups with their state (kafka-share-groups --list)."""
     rows = [[g.group_id, state] for g, state in listed_groups(ctx, states) if g.protocol_type == "share"]
     emit(ctx, ["GROUP", "STATE"], sorted(rows))
 

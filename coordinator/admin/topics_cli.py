@@ -35,6 +35,7 @@ def topics() -> None:
 @click.option("--internal", is_flag=True, help="also internal topics (__consumer_offsets)")
 @click.pass_context
 def topics_list(ctx: click.Context, internal: bool) -> None:
+    """Topics and their partition counts (kafka-topics --list)."""
     r = cluster_of(ctx).refresh(None)
     emit(
         ctx,
@@ -47,6 +48,7 @@ def topics_list(ctx: click.Context, internal: bool) -> None:
 @click.argument("names", nargs=-1, required=True)
 @click.pass_context
 def topics_describe(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Per partition: leader, replicas, ISR and offline replicas (kafka-topics --describe)."""
     cluster = cluster_of(ctx)
     r = cluster.refresh(list(names))
     rows, offline = [], []
@@ -117,6 +119,7 @@ def topics_create(
     configs: tuple[str, ...],
     if_not_exists: bool,
 ) -> None:
+    """Create a topic (kafka-topics --create); a name taken is a failure unless --if-not-exists."""
     pairs = []
     for c in configs:
         key, sep, value = c.partition("=")
@@ -157,6 +160,7 @@ def topics_create(
 @execute_option("delete the topics and their records")
 @click.pass_context
 def topics_delete(ctx: click.Context, names: tuple[str, ...], execute: bool) -> None:
+    """Delete topics and their records; without --execute, show what would be deleted."""
     if not execute:
         found = topic_partitions(cluster_of(ctx), list(names))  # an unknown topic fails here
         click.echo(f"would delete {', '.join(f'{t} ({len(found[t])} partitions)' for t in names)}", err=True)

@@ -16,7 +16,9 @@ class TlsConfigError(ValueError):
 def server_context(config: Any) -> ssl.SSLContext:
     """Raises TlsConfigError with one line for the operator."""
     if not config.ssl_certfile:
-        raise TlsConfigError(f"--security-protocol {config.security_protocol} needs --ssl-certfile (and --ssl-keyfile)")
+        # (with --listeners, --security-protocol is not what asked for TLS: a listener is)
+        what = "an SSL or SASL_SSL listener" if config.listeners else f"--security-protocol {config.security_protocol}"
+        raise TlsConfigError(f"{what} needs --ssl-certfile (and --ssl-keyfile)")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
