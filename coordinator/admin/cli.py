@@ -68,7 +68,7 @@ def _set_global(name: str) -> Callable[[click.Context, click.Parameter, Any], No
 def accept_global_options_anywhere(group: click.Group, bootstrap: bool = True) -> None:
     """Give every subcommand --bootstrap-server and --output too, so that `kcoord groups list
     --output json` works as `kcoord --output json groups list` does. The test control's
-    commands (`fault`, `cluster`) speak HTTP to --control, so they take no --bootstrap-server."""
+    commands (`fault`, `cluster`, `requests`) speak HTTP to --control, so they take no --bootstrap-server."""
     for command in group.commands.values():
         if isinstance(command, click.Group):
             accept_global_options_anywhere(command, bootstrap and command not in CONTROL_GROUPS)
