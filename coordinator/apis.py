@@ -34,16 +34,31 @@ class Api:
 
 class Registry:
     def __init__(self) -> None:
+        # What is advertised in ApiVersions and accepted: what each API serves, unless a test
+        # narrowed its range (narrow(), coordinator/api_version_limits.py)
         self.apis: dict[int, Api] = {}
+        self.served: dict[int, Api] = {}  # the full ranges, as registered
         # (api key, version) -> (api, codec), once seen: one lookup per request
         self.routes: dict[tuple[int, int], tuple[Api, Codec]] = {}
+        # bodies built from the advertised ranges (ApiVersions answers, by version), until they change
+        self.answers: dict[int, Any] = {}
 
     def add(self, key: int, versions: range, handler: Callable[..., Any], *, cancel_on_close: bool = False) -> None:
         missing = [v for v in versions if not has_codec(key, v)]
         if missing:  # fail at startup, not at the first request
             raise ValueError(f"no codec for api key {key} versions {missing}")
-        self.apis[key] = Api(key, versions.start, versions.stop - 1, handler, cancel_on_close)
+        self.apis[key] = self.served[key] = Api(key, versions.start, versions.stop - 1, handler, cancel_on_close)
+        self._changed()
+
+    def narrow(self, key: int, min_version: int, max_version: int) -> None:
+        """Advertise and accept only min_version..max_version of a served API (within its
+        served range: the caller checks); its full range again if that is the range given."""
+        self.apis[key] = replace(self.served[key], min_version=min_version, max_version=max_version)
+        self._changed()
+
+    def _changed(self) -> None:
         self.routes.clear()
+        self.answers.clear()
 
     def find(self, key: int, version: int) -> Api | None:
         api = self.apis.get(key)

@@ -1,6 +1,6 @@
 """The test control as JSON over HTTP, for tests written in any language: injected faults
-(`/faults`), request tracking (`/requests`) and, in a server with several brokers, the
-cluster's topology (`/cluster`).
+(`/faults`), request tracking (`/requests`), narrowed API version ranges (`/api-versions`)
+and, in a server with several brokers, the cluster's topology (`/cluster`).
 
 Served on the metrics port, and only with `--enable-test-control`: a broker in production
 must never take orders to fail. Every request is handled on the server's event loop, between
@@ -17,6 +17,11 @@ Kafka requests. A bad request (unreadable JSON, an unknown field, a bad value) i
     GET    /requests/tracking               whether requests are tracked, the limit, how many held and dropped
     POST   /requests/tracking               start tracking ({"limit": n}: optional)
     DELETE /requests/tracking               stop tracking (what was tracked stays readable)
+    GET    /api-versions                    every served API's advertised and served ranges
+    POST   /api-versions                    narrow ranges: {"api": "Fetch", "min_version": 4, "max_version": 11},
+                                            or a list (all or none)
+    DELETE /api-versions                    the full ranges again
+    DELETE /api-versions/{api}              the full range of one API again
     GET    /cluster                         the brokers
     GET    /cluster/coordinators/{group_id}  the node id of the group's coordinator
     GET    /cluster/leaders/{topic}/{partition}  the node id of the partition's leader
@@ -86,12 +91,16 @@ class TestControl:
         self.server = server
 
     def handles(self, path: str) -> bool:
-        return path in ("/faults", "/requests") or path.startswith(("/faults/", "/requests/", "/cluster"))
+        return path in ("/faults", "/requests", "/api-versions") or path.startswith(
+            ("/faults/", "/requests/", "/api-versions/", "/cluster")
+        )
 
     async def answer(self, method: str, path: str, body: bytes, query: str = "") -> Answer:
         try:
             if path == "/requests" or path.startswith("/requests/"):
                 return self._requests(method, path, body, query)
+            if path == "/api-versions" or path.startswith("/api-versions/"):
+                return self._api_versions(method, path, body)
             return await self._route(method, path, body)
         except ValueError as e:  # a bad value, said by Faults or ClusterControl
             return bad_request(str(e))
@@ -144,6 +153,23 @@ class TestControl:
                 return _json("200 OK", tracking.stop())
             return _method_not_allowed("GET, POST, DELETE")
         return not_found(f"no route {path}")
+
+    def _api_versions(self, method: str, path: str, body: bytes) -> Answer:
+        limits = self.server.api_version_limits
+        if path == "/api-versions":
+            if method == "GET":
+                return _json("200 OK", limits.ranges())
+            if method == "POST":
+                spec = _parse(body)
+                ranges = limits.set_specs(spec)
+                return _json("200 OK", ranges[0] if isinstance(spec, dict) else ranges)
+            if method == "DELETE":
+                return _json("200 OK", {"reset": limits.reset()})
+            return _method_not_allowed("GET, POST, DELETE")
+        if method != "DELETE":
+            return _method_not_allowed("DELETE")
+        api = unquote(path.removeprefix("/api-versions/"))
+        return _json("200 OK", {"reset": limits.reset(int(api) if api.isdigit() else api)})
 
     async def _cluster(self, method: str, path: str, body: bytes) -> Answer:
         cluster = getattr(self.server, "cluster_control", None)

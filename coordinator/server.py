@@ -25,6 +25,7 @@ from protocol.messages import (
 )
 from protocol.wire import MalformedRequest
 
+from .api_version_limits import ApiVersionLimits
 from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext
 from .config import Config
 from .connection import Connection
@@ -96,7 +97,6 @@ class Server:
         self.connections: set[Connection] = set()
         self._servers: dict[int, list[asyncio.base_events.Server]] = {}  # by broker node id
         self.listeners: list[Listener] = []
-        self._api_versions_cache: dict[int, bytes] = {}
         self.components: list[Any] = []
         self.topics: Any = None
         self.groups: Any = None
@@ -117,6 +117,7 @@ class Server:
         # `intercept` is the RequestLog while it tracks, else the Faults while a rule exists
         self.intercept: Faults | RequestLog | None = None
         self.tracking = RequestLog(self)
+        self.api_version_limits = ApiVersionLimits(self.registry)  # narrowed ranges (tests)
         self.faults = Faults(config.fault_seed)
         self.faults.attach(self)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
@@ -537,10 +538,10 @@ class Server:
             and _SOFTWARE.fullmatch(request.client_software_version or "")
         ):
             return ctx.response(error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=0)
-        body = self._api_versions_cache.get(ctx.version)
+        body = self.registry.answers.get(ctx.version)
         if body is None:
             body = Raw(encode_body(ctx.codec, self._api_versions_response(ctx)))
-            self._api_versions_cache[ctx.version] = body
+            self.registry.answers[ctx.version] = body
         return body
 
     def _api_versions_response(self, ctx: RequestContext, error: ErrorCode = ErrorCode.none) -> Any:
@@ -552,7 +553,8 @@ class Server:
         return ctx.response(error_code=error, api_keys=keys, throttle_time=0)
 
     def _unsupported_api_versions(self, frame: bytes) -> bytes:
-        """A version of ApiVersions we do not know: answer v0 so the client can downgrade.
+        """A version of ApiVersions we do not serve (or a test narrowed away): answer v0 so
+        the client can downgrade.
 
         As Kafka does (KIP-511), the v0 body carries UNSUPPORTED_VERSION and our
         ApiVersions range, and the response header is v0.

@@ -425,6 +425,34 @@ class Cluster:
             return self._http("GET", "/requests" + (f"?{query}" if query else ""))["requests"]
         return self._run(self._server.tracking.requests, **filters)
 
+    # narrowed API versions --------------------------------------------------------------
+
+    def set_api_version(self, api: str | int, min_version: int | None = None, max_version: int | None = None) -> dict:
+        """The brokers advertise in ApiVersions and accept only min_version..max_version of
+        `api` (a name, "Fetch", or a key, 1; a bound left out: the one served), so that a client
+        falls back to older versions. Returns the API's ranges."""
+        self._require_started()
+        spec = {"api": api, "min_version": min_version, "max_version": max_version}
+        if self._proc is not None:
+            return self._http("POST", "/api-versions", spec)
+        return self._run(self._server.api_version_limits.set_specs, spec)[0]
+
+    def api_versions(self, narrowed: bool = False) -> list[dict]:
+        """Every served API (or only the narrowed ones): api, api_key, min_version and
+        max_version advertised, served_min_version and served_max_version, narrowed."""
+        self._require_started()
+        if self._proc is not None:
+            found = self._http("GET", "/api-versions")
+            return [e for e in found if e["narrowed"]] if narrowed else found
+        return self._run(self._server.api_version_limits.ranges, narrowed)
+
+    def reset_api_versions(self, api: str | int | None = None) -> int:
+        """The full served ranges again (of one API, or all); how many were narrowed."""
+        self._require_started()
+        if self._proc is not None:
+            return self._http("DELETE", "/api-versions" if api is None else f"/api-versions/{_q(str(api))}")["reset"]
+        return self._run(self._server.api_version_limits.reset, api)
+
     # async twins, for tests running an event loop of their own ---------------------------
 
     async def astop_broker(self, node_id: int) -> None:

@@ -68,7 +68,8 @@ def _set_global(name: str) -> Callable[[click.Context, click.Parameter, Any], No
 def accept_global_options_anywhere(group: click.Group, bootstrap: bool = True) -> None:
     """Give every subcommand --bootstrap-server and --output too, so that `kcoord groups list
     --output json` works as `kcoord --output json groups list` does. The test control's
-    commands (`fault`, `cluster`, `requests`) speak HTTP to --control, so they take no --bootstrap-server."""
+    commands (`fault`, `cluster`, `requests`, `api-versions`) speak HTTP to --control, so
+    they take no --bootstrap-server."""
     for command in group.commands.values():
         if isinstance(command, click.Group):
             accept_global_options_anywhere(command, bootstrap and command not in CONTROL_GROUPS)
@@ -96,7 +97,7 @@ def accept_global_options_anywhere(group: click.Group, bootstrap: bool = True) -
 for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups):
     main.add_command(command)
 # the test control of --enable-test-control servers
-CONTROL_GROUPS = (control_cli.fault, control_cli.cluster, control_cli.requests_group)
+CONTROL_GROUPS = (control_cli.fault, control_cli.cluster, control_cli.requests_group, control_cli.api_versions)
 for command in CONTROL_GROUPS:
     main.add_command(command)
 accept_global_options_anywhere(main)

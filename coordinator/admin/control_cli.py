@@ -1,5 +1,6 @@
-"""`kcoord fault ...`, `kcoord requests ...` and `kcoord cluster ...`: the test control of a server started with
-`--enable-test-control` (coordinator/control.py), over its JSON HTTP API on the metrics port.
+"""`kcoord fault ...`, `kcoord requests ...`, `kcoord api-versions ...` and `kcoord cluster ...`:
+the test control of a server started with `--enable-test-control` (coordinator/control.py),
+over its JSON HTTP API on the metrics port.
 
     kcoord fault add OffsetCommit NOT_COORDINATOR --times 2 --group orders
     kcoord fault add Produce --drop after --topic orders
@@ -7,6 +8,7 @@
     kcoord fault clear [ID]
     kcoord requests start [--limit N] | stop | status | clear
     kcoord requests list [--api API] [--client-id ID] [--broker ID] [--group G] [--topic T]
+    kcoord api-versions list [--narrowed] | set API [--min N] [--max N] | reset [API]
     kcoord cluster show | stop ID | start ID [--preferred] | move-coordinator GROUP [--to ID]
     kcoord cluster move-transaction-coordinator TXN_ID [--to ID] | move-leader TOPIC PARTITION [--to ID]
 
@@ -333,3 +335,52 @@ def requests_list(ctx: click.Context, /, control: str, **filters: Any) -> None:
         for r in found
     ]
     emit(ctx, REQUEST_COLUMNS, rows)
+
+
+VERSION_COLUMNS = ["API", "KEY", "MIN", "MAX", "SERVED_MIN", "SERVED_MAX", "NARROWED"]
+VERSION_KEYS = ["api", "api_key", "min_version", "max_version", "served_min_version", "served_max_version", "narrowed"]
+
+
+def show_versions(ctx: click.Context, ranges: list[dict[str, Any]]) -> None:
+    if ctx.obj["output"] == "json":
+        click.echo(json.dumps(ranges, indent=2))
+        return
+    emit(ctx, VERSION_COLUMNS, [[r.get(k) for k in VERSION_KEYS] for r in ranges])
+
+
+@click.group("api-versions")
+def api_versions() -> None:
+    """Narrowed API version ranges: what the brokers advertise and accept (test servers only)."""
+
+
+@api_versions.command("list")
+@click.option("--narrowed", is_flag=True, help="only the APIs whose range is narrowed")
+@control_option
+@click.pass_context
+def api_versions_list(ctx: click.Context, narrowed: bool, control: str) -> None:
+    """Every served API: the versions advertised, and those served."""
+    ranges = call(control, "GET", "/api-versions")
+    show_versions(ctx, [r for r in ranges if r["narrowed"]] if narrowed else ranges)
+
+
+@api_versions.command("set")
+@click.argument("api")
+@click.option("--min", "min_version", type=int, help="the lowest version to advertise (default: the lowest served)")
+@click.option("--max", "max_version", type=int, help="the highest version to advertise (default: the highest served)")
+@control_option
+@click.pass_context
+def api_versions_set(
+    ctx: click.Context, api: str, min_version: int | None, max_version: int | None, control: str
+) -> None:
+    """Advertise and accept only a range of API's versions (a name like Fetch, or a key)."""
+    spec = {"api": int(api) if api.isdigit() else api, "min_version": min_version, "max_version": max_version}
+    show_versions(ctx, [call(control, "POST", "/api-versions", spec)])
+
+
+@api_versions.command("reset")
+@click.argument("api", required=False)
+@control_option
+def api_versions_reset(api: str | None, control: str) -> None:
+    """The full served ranges again, of API or of all."""
+    path = "/api-versions" if api is None else f"/api-versions/{urllib.parse.quote(api, safe='')}"
+    click.echo(f"reset {call(control, 'DELETE', path)['reset']} api(s)")
