@@ -185,8 +185,9 @@ class Config:
     )
     enable_test_control: bool = _opt(
         False,
-        "serve the test control as JSON over HTTP on --metrics-port: injected faults (/faults) and, "
-        "with --brokers N, stopping brokers and moving coordinators and leaders (/cluster); "
+        "serve the test control as JSON over HTTP on --metrics-port: injected faults (/faults), "
+        "request tracking (/requests), narrowed API versions (/api-versions) and, with --brokers N, "
+        "stopping brokers and moving coordinators and leaders (/cluster); "
         "for test clusters only, never in production",
     )
     fault_seed: int | None = _opt(
