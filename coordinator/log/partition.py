@@ -358,9 +358,11 @@ class PartitionLog:
             done(failure, None)
 
     def synced_to(self, offset: int) -> None:
-        self._durable_offset = max(self._durable_offset, offset)
+        durable = self._durable_offset
+        if offset > durable:
+            durable = self._durable_offset = offset
         waiters = self._durable_waiters
-        while waiters and waiters[0][0] <= self._durable_offset:
+        while waiters and waiters[0][0] <= durable:
             waiters.popleft()[1](None, None)
 
     def _cut_back(self, offset: int) -> None:

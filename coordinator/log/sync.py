@@ -28,10 +28,10 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..futures import settle
 from .segment import Segment, fsync_dir
 
 log = logging.getLogger(__name__)
@@ -77,9 +77,9 @@ Work = list[tuple[SyncedLog, list[Segment], bool, int]]
 class Syncer:
     def __init__(self, use_aio: bool = True) -> None:
         self._logs: dict[SyncedLog, None] = {}  # an ordered set: written since the last round began
-        self._next: asyncio.Future[None] | None = None  # settled by the round that will sync them
-        self._in_flight: object | None = None  # the round running beside the loop now, if any
-        self._in_flight_loop: asyncio.AbstractEventLoop | None = None
+        # The loop of the round requested for them (None: none requested since the last began)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._in_flight: _Round | None = None  # the round running beside the loop now, if any
         self._aio: AioFsync | bool | None = None if use_aio else False  # None: not tried yet
         self._thread: ThreadPoolExecutor | None = None  # runs the syncfs of rounds of many files
         self.rounds = 0  # sync rounds run so far (tests and benchmarks count them)
@@ -92,76 +92,69 @@ class Syncer:
             self._aio = AioFsync.create() or False
         return bool(self._aio)
 
-    def request(self, plog: SyncedLog, schedule: bool = True) -> asyncio.Future[None]:
-        """A future settled once everything appended to `plog` so far is on disk (or
-        failed with the OSError of the sync). schedule=False: the caller calls
-        start_now() itself."""
-        nxt = self._next
+    def request(self, plog: SyncedLog, schedule: bool = True) -> None:
+        """Have the next round make everything appended to `plog` so far durable; the round
+        reports to the log (SyncedLog.synced_to / sync_failed). schedule=False: the caller
+        calls start_now() itself."""
+        loop = self._loop
         # The running loop is looked up only for a new round: on Python 3.11 each lookup is
         # a getpid() system call. (A round left by a closed loop: tests run several loops.)
-        if nxt is None or nxt.get_loop().is_closed():
-            loop = asyncio.get_running_loop()
-            # Logs report to their own waiters (PartitionLog.when_durable); this future
-            # is for callers that watch a round, and may have none (its error is marked
-            # retrieved when it is set: see _finished).
-            nxt = self._next = loop.create_future()
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
             self._logs = {}
-            if schedule and (self._in_flight is None or self._in_flight_loop is not loop):
+            in_flight = self._in_flight
+            if schedule and (in_flight is None or in_flight.loop is not loop):
                 loop.call_soon(self._run)  # else: started when the round in flight ends
         self._logs[plog] = None
-        return nxt
 
     def start_now(self) -> None:
         """Start the requested round now rather than on the loop's next turn. For a
         caller that itself ran on a later turn than the I/O that made its appends (a
         deferred batch writer): waiting one more turn would gather nothing but cost a loop
         iteration per round."""
-        if self._next is not None and self._in_flight is None:
+        if self._loop is not None and self._in_flight is None:
             self._run()
 
     def _run(self) -> None:
-        done, logs = self._next, list(self._logs)
-        self._next, self._logs = None, {}
-        if done is None:
+        loop, logs = self._loop, self._logs
+        if loop is None:
             return
+        self._loop, self._logs = None, {}
         self.rounds += 1
-        work: Work = [(plog, *plog.take_unsynced()) for plog in logs]
-        files = [seg for _, segs, _, _ in work for seg in segs if seg.fd >= 0]  # (dropped segments: closed)
-        dirs = [plog.directory for plog, _, dir_dirty, _ in work if dir_dirty]  # entries created or deleted
-        token = object()
-        timer = self.round_timer
-        started = time.perf_counter()
-
-        def finish(error: OSError | None) -> None:
-            took = time.perf_counter() - started
-            if timer is not None:
-                timer(took)
-            if took >= SLOW_SYNC_S:
-                log.warning("slow fsync: %d files of %d logs took %.2f s", len(files) + len(dirs), len(work), took)
-            self._finished(token, done, work, error)
-
+        work: Work = []
+        files: list[Segment] = []
+        dirs: list[Path] = []  # entries created or deleted
+        for plog in logs:
+            segs, dir_dirty, target = plog.take_unsynced()
+            work.append((plog, segs, dir_dirty, target))
+            for seg in segs:
+                if seg.fd >= 0:  # (dropped segments: closed)
+                    files.append(seg)
+            if dir_dirty:
+                dirs.append(plog.directory)
+        sync_round = _Round(self, loop, work, len(files) + len(dirs))
         try:
-            if _syncfs is not None and len(files) + len(dirs) >= SYNCFS_FROM_FILES:
-                self._syncfs_in_thread(files, dirs, finish)
+            if _syncfs is not None and sync_round.files >= SYNCFS_FROM_FILES:
+                self._syncfs_in_thread(files, dirs, sync_round.end)
             elif self.uses_aio:
                 for d in dirs:  # (rare: a segment was created or deleted)
                     fsync_dir(d)
                 try:
-                    self._aio.fsync_all([seg.fd for seg in files], finish, done.get_loop())  # type: ignore[union-attr]  # uses_aio is true only once _aio holds an AioFsync
+                    self._aio.fsync_all([seg.fd for seg in files], sync_round.end, loop)  # type: ignore[union-attr]  # uses_aio is true only once _aio holds an AioFsync
                 except OSError:
                     raise
                 except Exception as e:  # the kernel refused it: rounds of a few files on the loop from now on
                     log.warning("AIO fsync refused (%r): syncing on the event loop from now on", e)
                     self._aio = False
                     sync_files(files, dirs)
-                    finish(None)
+                    sync_round.end(None)
             else:
                 sync_files(files, dirs)
-                finish(None)
+                sync_round.end(None)
         except OSError as e:
-            finish(e)
-        if not done.done():  # beside the loop: the next round starts when this one ends
-            self._in_flight, self._in_flight_loop = token, done.get_loop()
+            sync_round.end(e)
+        if not sync_round.ended:  # beside the loop: the next round starts when this one ends
+            self._in_flight = sync_round
 
     def _syncfs_in_thread(
         self, files: list[Segment], dirs: list[Path], finish: Callable[[OSError | None], None]
@@ -192,20 +185,41 @@ class Syncer:
             )
         )
 
-    def _finished(self, token: object, done: asyncio.Future[None], work: Work, error: OSError | None) -> None:
-        if self._in_flight is token:
+    def _finished(self, sync_round: _Round, error: OSError | None) -> None:
+        if self._in_flight is sync_round:
             self._in_flight = None
-        if done.get_loop().is_closed():  # a round left behind by a loop that ended
+        loop = sync_round.loop
+        if loop.is_closed():  # a round left behind by a loop that ended
             return
         if error is not None:
-            _failed(work, error)
+            _failed(sync_round.work, error)
         else:
-            _mark_synced(work)
-        settle(done, error)
-        if error is not None:
-            done.exception()  # (retrieved: a round nobody watches is not an unhandled error)
-        if self._next is not None and self._in_flight is None and self._next.get_loop() is done.get_loop():
+            _mark_synced(sync_round.work)
+        if self._loop is loop and self._in_flight is None:
             self._run()  # what was appended while this round ran
+
+
+class _Round:
+    """One sync round: the logs it covers (what each is to be told), the loop it reports
+    on, and whether it has ended (AIO and syncfs rounds end on a later loop turn)."""
+
+    __slots__ = ("syncer", "loop", "work", "files", "started", "ended")
+
+    def __init__(self, syncer: Syncer, loop: asyncio.AbstractEventLoop, work: Work, files: int) -> None:
+        self.syncer, self.loop, self.work, self.files = syncer, loop, work, files
+        self.started = time.perf_counter()
+        self.ended = False
+
+    def end(self, error: OSError | None) -> None:
+        """The files are durable (error None) or the sync failed."""
+        self.ended = True
+        syncer = self.syncer
+        took = time.perf_counter() - self.started
+        if syncer.round_timer is not None:
+            syncer.round_timer(took)
+        if took >= SLOW_SYNC_S:
+            log.warning("slow fsync: %d files of %d logs took %.2f s", self.files, len(self.work), took)
+        syncer._finished(self, error)
 
 
 class AioFsync:
@@ -236,17 +250,9 @@ class AioFsync:
         if self._loop is not loop:
             loop.add_reader(self._context.fileno, self._on_events)
             self._loop = loop
-        left = len(fds)
-        errors: list[int] = []
-
-        def one(res: int) -> None:
-            nonlocal left
-            left -= 1
-            if err := errno_of(res):
-                errors.append(err)
-            if left == 0:
-                done(OSError(errors[0], f"fsync: {os.strerror(errors[0])}") if errors else None)
-
+        # The usual round is one log's active segment: its completion reports straight to
+        # `done`; a round of several counts them down first.
+        one = partial(_fsynced, done) if len(fds) == 1 else _Countdown(len(fds), done)
         ops = [self._fsync(fd) for fd in fds]
         for op in ops:
             op.set_callback(one)
@@ -285,6 +291,33 @@ def errno_of(res: int) -> int:
     if res >= 1 << 63:
         res -= 1 << 64
     return -res if res < 0 else 0
+
+
+def _fsync_error(res: int) -> OSError | None:
+    err = errno_of(res)
+    return OSError(err, f"fsync: {os.strerror(err)}") if err else None
+
+
+def _fsynced(done: Callable[[OSError | None], None], res: int) -> None:
+    """The AIO completion of a round's only fsync."""
+    done(_fsync_error(res) if res else None)
+
+
+class _Countdown:
+    """The AIO completions of a round's fsyncs: done(the first error or None) after the last."""
+
+    __slots__ = ("left", "error", "done")
+
+    def __init__(self, left: int, done: Callable[[OSError | None], None]) -> None:
+        self.left, self.done = left, done
+        self.error: OSError | None = None
+
+    def __call__(self, res: int) -> None:
+        self.left -= 1
+        if res and self.error is None:
+            self.error = _fsync_error(res)
+        if self.left == 0:
+            self.done(self.error)
 
 
 def sync_logs(logs: list[SyncedLog]) -> None:
