@@ -209,8 +209,14 @@ class Config:
 
 
 # Settings a value below which would break the server (a quota rate over no sample, a cleaner
-# that never sleeps): Kafka's ConfigDef bounds of the same names.
+# that never sleeps, a group hashed onto no partition): Kafka's ConfigDef bounds of the same names.
 _AT_LEAST = {
+    "offsets_partitions": 1,  # offsets.topic.num.partitions (GroupCoordinatorConfig)
+    "transaction_partitions": 1,  # transaction.state.log.num.partitions
+    "share_partitions": 1,  # share.coordinator.state.topic.num.partitions
+    "num_partitions": 1,
+    "offsets_retention_minutes": 1,
+    "offsets_retention_check_interval_ms": 1,
     "quota_window_num": 1,
     "quota_window_size_seconds": 1,
     "log_cleaner_backoff_ms": 0,

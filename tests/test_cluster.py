@@ -526,6 +526,8 @@ def test_bad_brokers_flag_is_one_line_and_exit_2(tmp_path):
         (["--port", "99999"], "--port 99999: not a port (0-65535)"),
         (["--port", "-1"], "--port -1: not a port (0-65535)"),
         (["--advertised-port", "70000"], "--advertised-port 70000: not a port (0-65535)"),
+        (["--offsets-partitions", "0"], "--offsets-partitions: 0; at least 1"),
+        (["--num-partitions", "-1"], "--num-partitions: -1; at least 1"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "coordinator", "--data-dir", str(tmp_path / "d"), *args],
