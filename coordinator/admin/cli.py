@@ -52,8 +52,8 @@ from .topics_cli import topics
 @click.pass_context
 def main(ctx: click.Context, bootstrap_server: str, output: str) -> None:
     """Topics, records, consumer and share groups and their offsets of a Kafka-compatible
-    cluster, in the manner of kafka-topics, kafka-consumer-groups and kcat; `fault` and
-    `cluster` steer a test server (--enable-test-control)."""
+    cluster, in the manner of kafka-topics, kafka-consumer-groups and kcat; `fault`,
+    `cluster`, `requests` and `api-versions` steer a test server (--enable-test-control)."""
     ctx.obj = {"bootstrap": bootstrap_server, "output": output}
 
 
