@@ -156,3 +156,22 @@ def test_server_lines_name_its_flags(page, words):
     config |= {"--no-" + f.name.replace("_", "-") for f in fields(Config) if isinstance(f.default, bool)}
     flags = {w.strip("[]").split("=")[0] for w in words if w.strip("[").startswith("--")}
     assert not flags - config, f"{page.name}: python -m coordinator takes no {sorted(flags - config)}"
+
+
+def test_every_kcoord_command_and_option_says_what_it_does():
+    """`kcoord ... --help` is the manual at hand: every command and option has a help line."""
+    import click
+
+    from coordinator.admin.cli import main
+
+    silent, stack = [], [(["kcoord"], main)]
+    while stack:
+        path, command = stack.pop()
+        if not (command.help or "").strip():
+            silent.append(" ".join(path))
+        for p in command.params:
+            if isinstance(p, click.Option) and not (p.help or "").strip():
+                silent.append(f"{' '.join(path)} {p.opts[0]}")
+        if isinstance(command, click.Group):
+            stack += [([*path, name], sub) for name, sub in command.commands.items()]
+    assert silent == []
