@@ -194,3 +194,15 @@ def test_bad_tracking_input_is_refused_and_changes_nothing(tmp_path, call, messa
         with pytest.raises(ClusterError, match=message):
             call(cluster)
         assert cluster.tracking() == before
+
+
+@pytest.mark.kafka_cluster(brokers=1)
+def test_the_pytest_fixture_tracks_and_narrows(kafka_cluster):
+    """The plugin's kafka_cluster is the Cluster: both controls are there, nothing to add."""
+    from kafka import KafkaAdminClient
+
+    kafka_cluster.start_tracking(limit=100)
+    kafka_cluster.set_api_version("Metadata", max_version=8)
+    KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap, client_id="fixture").close()
+    metadata = kafka_cluster.requests(api="Metadata", client_id="fixture")
+    assert metadata and all(r["api_version"] <= 8 for r in metadata)
