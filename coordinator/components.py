@@ -12,8 +12,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.errors import ErrorCode as E
-
 from .apis import Registry, RequestContext
 from .broker.admin import TopicAdmin
 from .broker.config_apis import ConfigApis
@@ -34,6 +32,7 @@ from .broker.quotas import (
 from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
+from .errors import E
 from .groups.api import GroupApis
 from .groups.classic_manager import GroupConfig
 from .groups.clock import LoopClock

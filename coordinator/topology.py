@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kio.schema.errors import ErrorCode as E
-
 from .durable import JsonFile
+from .errors import E
 from .listeners import Listener
 from .log.offsets import TOPIC as OFFSETS_TOPIC, partition_for
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ..errors import E
 from .group import ExpirationBase
 from .records import GroupMetadataValue
-from .state import VALID_PREVIOUS, GroupState, IllegalStateTransition
+from .state import VALID_PREVIOUS, GroupState, IllegalStateTransition, States
 from .subscription import subscribed_topics as topics_of
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class ClassicGroup:
 
     def __init__(self, group_id: str, now_wall_ms: int) -> None:
         self.group_id = group_id
-        self.state = GroupState.EMPTY
+        self.state = States.EMPTY
         self.state_timestamp = now_wall_ms
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -132,7 +132,7 @@ class ClassicGroup:
             )
         group.leader_id = record.leader if record.leader in group.members else next(iter(group.members), None)
         if group.members:
-            group.state = GroupState.STABLE
+            group.state = States.STABLE
         return group
 
     # the Group interface --------------------------------------------------------------
@@ -155,37 +155,37 @@ class ClassicGroup:
     ) -> int:
         """Kafka's ClassicGroup.validateOffsetCommit, in its order. A commit counts as a heartbeat."""
         state = self.state
-        if state is GroupState.DEAD:
+        if state is States.DEAD:
             return E.coordinator_not_available
-        if generation < 0 and state is GroupState.EMPTY:
+        if generation < 0 and state is States.EMPTY:
             return E.none  # an admin or a consumer without group management
         if generation >= 0 or member_id or instance_id is not None:
             error, member = self.check_member(instance_id, member_id, generation)
             if member is None:
                 return error
-            if state is GroupState.COMPLETING_REBALANCE:
+            if state is States.COMPLETING_REBALANCE:
                 return E.rebalance_in_progress
             member.deadline = now_ms + member.session_timeout_ms
             return E.none
         return E.unknown_member_id  # no member id: only an Empty group takes it
 
     def validate_offset_delete(self) -> int:
-        if self.state is GroupState.DEAD:
+        if self.state is States.DEAD:
             return E.group_id_not_found
-        if self.state is not GroupState.EMPTY and self.protocol_type != "consumer":
+        if self.state is not States.EMPTY and self.protocol_type != "consumer":
             return E.non_empty_group
         return E.none
 
     def validate_delete_group(self) -> int:
-        if self.state is GroupState.DEAD:
+        if self.state is States.DEAD:
             return E.group_id_not_found
-        if self.state is not GroupState.EMPTY:
+        if self.state is not States.EMPTY:
             return E.non_empty_group
         return E.none
 
     def mark_deleting(self) -> Callable[[], None]:
         previous, since = self.state, self.state_timestamp
-        self.state = GroupState.DEAD  # (a group that is Empty may go Dead)
+        self.state = States.DEAD  # (a group that is Empty may go Dead)
 
         def undo() -> None:
             self.state, self.state_timestamp = previous, since  # a revert, not a transition
@@ -212,10 +212,10 @@ class ClassicGroup:
         standalone committer's from their commit."""
         if self.protocol_type is None:
             return _commit_time
-        if self.state is GroupState.EMPTY:
+        if self.state is States.EMPTY:
             since = self.state_timestamp
             return (lambda value: since) if since >= 0 else _commit_time
-        if self.protocol_type == "consumer" and self.state is GroupState.STABLE and self.members:
+        if self.protocol_type == "consumer" and self.state is States.STABLE and self.members:
             return _commit_time
         return None
 
@@ -242,7 +242,7 @@ class ClassicGroup:
         self.state_timestamp = now_wall_ms
 
     def can_rebalance(self) -> bool:
-        return GroupState.PREPARING_REBALANCE in _NEXT[self.state]
+        return States.PREPARING_REBALANCE in _NEXT[self.state]
 
     # members --------------------------------------------------------------------------
 
