@@ -64,6 +64,7 @@ class Connection(asyncio.Protocol):
         # the port it came in by: its protocol, and the address clients are told (Metadata)
         self.listener = listener or server.listeners[0]
         self.decoder = FrameDecoder(server.config.socket_request_max_bytes)
+        self.budget = server.config.connection_max_queued_bytes  # of answers queued unsent
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
@@ -104,7 +105,7 @@ class Connection(asyncio.Protocol):
             return
         # The budget of queued answers: past it the transport calls pause_writing, and
         # this connection builds no more answers and reads no more requests.
-        transport.set_write_buffer_limits(high=self.server.config.connection_max_queued_bytes)  # type: ignore[attr-defined]  # set_write_buffer_limits is on Transport, which a stream server's transport is
+        transport.set_write_buffer_limits(high=self.budget)  # type: ignore[attr-defined]  # set_write_buffer_limits is on Transport, which a stream server's transport is
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -150,7 +151,7 @@ class Connection(asyncio.Protocol):
         # send() each: pipelining clients put dozens of requests in a chunk.
         ready: list[bytes] = []
         ready_bytes = 0
-        budget = self.server.config.connection_max_queued_bytes
+        budget = self.budget
         pending, popleft, dispatch = self.pending, backlog.popleft, self.server.dispatch  # (per frame: locals)
         try:
             while backlog:
@@ -190,7 +191,11 @@ class Connection(asyncio.Protocol):
         if self.eof and not self.pending and not backlog and not self.closed:
             self.transport.close()  # type: ignore[union-attr]  # set in connection_made, before any data arrives
             return
-        self._update_reading()
+        # Reading pauses while frames wait, and resumes once they are handled; the other
+        # reasons to pause (writing paused, in-flight limit, throttling, draining) update
+        # it where they arise.
+        if backlog or self.reading_paused:
+            self._update_reading()
 
     def _write_ready(self, ready: list[bytes]) -> None:
         if ready and not self.closed:

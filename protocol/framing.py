@@ -37,20 +37,19 @@ class FrameDecoder:
         self._filled = 0
 
     def feed(self, data: bytes) -> list[bytes]:
-        frames: list = []
-        if self._large is not None:
-            large, filled = self._large, self._filled
-            n = min(len(data), len(large) - filled)
-            large[filled : filled + n] = memoryview(data)[:n]
-            self._filled = filled + n
-            if self._filled < len(large):
-                return frames
-            frames.append(large)
-            self._large = None
-            if n == len(data):
-                return frames
-            data = bytes(memoryview(data)[n:])
-        frames.extend(self._cut(data))
+        large = self._large
+        if large is None:  # (the usual case)
+            return self._cut(data)
+        filled = self._filled
+        n = min(len(data), len(large) - filled)
+        large[filled : filled + n] = memoryview(data)[:n]
+        self._filled = filled + n
+        if self._filled < len(large):
+            return []
+        self._large = None
+        frames: list = [large]  # (a bytearray, handed out as it is)
+        if n < len(data):
+            frames += self._cut(bytes(memoryview(data)[n:]))
         return frames
 
     def _cut(self, data: bytes) -> list[bytes]:
