@@ -38,20 +38,35 @@ def confluent_commit(bootstrap: str, group: str, offset: int, client_id: str) ->
 
 
 def test_confluent_commit_goes_to_the_new_coordinator_after_a_move(tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+
     with Cluster(brokers=3, data_dir=tmp_path / "c") as cluster:
         create_topic(cluster.bootstrap, rf=3)
-        confluent_commit(cluster.bootstrap, "billing", 3, "before")
-        old = cluster.coordinator_of("billing")
-        new = cluster.move_coordinator("billing")
-        assert new != old
-        cluster.start_tracking()
-        confluent_commit(cluster.bootstrap, "billing", 7, "after")
-        found = cluster.requests(api="FindCoordinator", client_id="after", group="billing")
-        assert found and all(r["groups"] == ["billing"] for r in found)
-        commits = cluster.requests(api="OffsetCommit", client_id="after")
-        assert commits and all(r["broker"] == new and r["groups"] == ["billing"] for r in commits)
-        assert commits[0]["topics"] == [TOPIC] and commits[0]["api"] == "OffsetCommit"
-        assert cluster.requests(api="OffsetCommit", client_id="before") == []  # not tracked then
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "billing",
+                "client.id": "app",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            consumer.commit(offsets=[TopicPartition(TOPIC, 0, 3)], asynchronous=False)
+            old = cluster.coordinator_of("billing")
+            new = cluster.move_coordinator("billing")
+            assert new != old
+            cluster.start_tracking()
+            committed = consumer.commit(offsets=[TopicPartition(TOPIC, 0, 7)], asynchronous=False)
+            assert committed[0].error is None
+            assert consumer.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset == 7
+        finally:
+            consumer.close()
+        commits = cluster.requests(api="OffsetCommit", client_id="app")
+        assert commits and all(r["groups"] == ["billing"] and r["topics"] == [TOPIC] for r in commits)
+        # the client still held the old coordinator: NOT_COORDINATOR there, then the new one
+        assert [r["broker"] for r in commits] == [old, new]
+        found = cluster.requests(api="FindCoordinator", client_id="app", group="billing")
+        assert any(commits[0]["time_ms"] <= r["time_ms"] <= commits[1]["time_ms"] for r in found)
 
 
 def test_confluent_commit_retried_after_an_injected_not_coordinator(tmp_path):
