@@ -40,6 +40,7 @@ from .topics_cli import topics
     default="127.0.0.1:9092",
     show_default=True,
     envvar="KCOORD_BOOTSTRAP_SERVER",
+    show_envvar=True,
     help="HOST:PORT of any broker of the cluster",
 )
 @click.option(

@@ -65,6 +65,7 @@ def control_option(f: Any) -> Any:
         default="127.0.0.1:9308",
         show_default=True,
         envvar="KCOORD_CONTROL",
+        show_envvar=True,
         help="HOST:PORT of the server's metrics port (started with --enable-test-control)",
     )(f)
 
