@@ -175,3 +175,12 @@ def test_every_kcoord_command_and_option_says_what_it_does():
         if isinstance(command, click.Group):
             stack += [([*path, name], sub) for name, sub in command.commands.items()]
     assert silent == []
+
+
+def test_make_targets_named_are_the_makefiles():
+    """Every `make TARGET` the manual names (in code, or a shell line of its own) is a target
+    of this repository's Makefile."""
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), re.M))
+    named = {(page.name, t) for page in PAGES for t in re.findall(r"`make ([a-z][a-z-]*)", page.read_text())}
+    named |= {(page.name, line.split()[1]) for page, line in shell_lines() if re.match(r"make [a-z]", line)}
+    assert sorted(n for n in named if n[1] not in targets) == []
