@@ -227,6 +227,9 @@ _AT_LEAST = {
 }
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # a boolean KCOORD_ variable's values
+
+
 def _env_name(name: str) -> str:
     return "KCOORD_" + name.upper()
 
@@ -253,9 +256,17 @@ def parse_args(argv: list[str] | None = None) -> Config:
         )
         raw = os.environ.get(env)
         if str(f.type) == "bool":
-            default = f.default if raw is None else raw.lower() in ("1", "true", "yes")
+            default = f.default
+            if raw is not None and raw.lower() in _TRUE + _FALSE:
+                default = raw.lower() in _TRUE
+            elif raw is not None:
+                env_errors.append(f"{env}={raw!r}: not one of {', '.join(_TRUE + _FALSE)}")
+            shown = f" (default: {'on' if f.default else 'off'})"
             parser.add_argument(
-                flag, default=default, action=argparse.BooleanOptionalAction, help=f"{f.metadata['help']} [env {env}]"
+                flag,
+                default=default,
+                action=argparse.BooleanOptionalAction,
+                help=f"{f.metadata['help']}{shown} [env {env}]",
             )
             continue
         default = f.default

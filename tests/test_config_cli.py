@@ -43,6 +43,7 @@ def test_data_dir_under_a_file(tmp_path):
     [
         ("KCOORD_PORT", "abc", "not a valid int"),
         ("KCOORD_FSYNC", "sometimes", "not one of always, interval, never"),
+        ("KCOORD_AUTO_CREATE_TOPICS", "flase", "not one of 1, true, yes, on, 0, false, no, off"),
     ],
 )
 def test_bad_environment_values(tmp_path, name, value, says):
