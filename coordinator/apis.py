@@ -190,18 +190,17 @@ def _to_error(v: Any) -> Any:
 
 
 @cache
-def _coercers(cls: type) -> dict[str, Any]:
-    """Per field: how to turn the plain ints handlers use into kio's typed values."""
-    out: dict[str, Any] = {}
+def _fields(cls: type) -> tuple[frozenset[str], tuple[tuple[str, Callable[[Any], Any]], ...]]:
+    """The fields of kio entity `cls`, and those handlers give as plain ints that kio wants
+    typed (timedeltas, ErrorCode), each with its conversion."""
+    coercers: list[tuple[str, Callable[[Any], Any]]] = []
     for f in fields(cls):
         kind = f.metadata.get("kafka_type")
         if kind in ("timedelta_i32", "timedelta_i64"):
-            out[f.name] = _to_timedelta
+            coercers.append((f.name, _to_timedelta))
         elif kind == "error_code":
-            out[f.name] = _to_error
-        else:
-            out[f.name] = None
-    return out
+            coercers.append((f.name, _to_error))
+    return frozenset(f.name for f in fields(cls)), tuple(coercers)
 
 
 def build(cls: type, values: dict[str, Any]) -> Any:
@@ -211,12 +210,12 @@ def build(cls: type, values: dict[str, Any]) -> Any:
     (e.g. throttle_time_ms before v1) are simply not sent, as in Kafka's own code.
     Fields the version has but the handler did not give take the schema default.
     """
-    co = _coercers(cls)
-    kw = {}
-    for k, v in values.items():
-        if k in co:
-            c = co[k]
-            kw[k] = c(v) if c is not None else v
+    names, coercers = _fields(cls)
+    # (one C-level check and copy for the usual case, every value a field of this version)
+    kw = dict(values) if names.issuperset(values) else {k: v for k, v in values.items() if k in names}
+    for name, coerce in coercers:
+        if name in kw:
+            kw[name] = coerce(kw[name])
     return cls(**kw)
 
 
