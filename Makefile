@@ -12,7 +12,7 @@ WORKERS ?= 3
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report lint test test-fast install install-test install-pipeline clients java-clients go-clients bench report clean
+.PHONY: run stop reset-data bench-report lint test test-fast install install-test install-pipeline clients java-clients go-clients js-clients bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,13 +67,16 @@ reset-data:
 	  echo "the server on port $(PORT) is running: make stop first"; exit 1; fi
 	rm -rf $(DATA) ./out
 
-# The Java and Go reference clients (tests/clients/): built when their sources change. Maven and
-# Go fetch their dependencies from Maven Central and the Go module proxy the first time; Maven
-# runs offline once it has. Without mvn or go their tests are skipped.
+# The Java, Go and JavaScript reference clients (tests/clients/): built when their sources change.
+# Maven, Go and npm fetch their dependencies from Maven Central, the Go module proxy and the npm
+# registry the first time; Maven runs offline once it has. Without mvn, go or node/npm their
+# tests are skipped.
 JAVA_CLIENTS := tests/clients/java
 JAVA_JAR     := $(JAVA_CLIENTS)/target/kcoord-java-clients-1.jar
 GO_CLIENTS   := tests/clients/go
 GO_BIN       := $(GO_CLIENTS)/build/kclients
+JS_CLIENTS   := tests/clients/js
+JS_MODULES   := $(JS_CLIENTS)/node_modules/.package-lock.json
 
 $(JAVA_JAR): $(JAVA_CLIENTS)/pom.xml $(shell find $(JAVA_CLIENTS)/src -name '*.java')
 	@if ! command -v mvn >/dev/null 2>&1; then echo "mvn not installed: the Java client tests will be skipped"; \
@@ -84,9 +87,17 @@ $(GO_BIN): $(GO_CLIENTS)/go.mod $(GO_CLIENTS)/go.sum $(wildcard $(GO_CLIENTS)/*.
 	@if ! command -v go >/dev/null 2>&1; then echo "go not installed: the Go client tests will be skipped"; \
 	else cd $(GO_CLIENTS) && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o build/kclients .; fi
 
+# npm ci installs exactly package-lock.json's versions (node_modules/.package-lock.json is its
+# record of them, newer than the lock file once installed).
+$(JS_MODULES): $(JS_CLIENTS)/package.json $(JS_CLIENTS)/package-lock.json
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "node/npm not installed: the JavaScript client tests will be skipped"; \
+	else cd $(JS_CLIENTS) && npm ci --no-audit --no-fund --loglevel=error; fi
+
 java-clients: $(JAVA_JAR)
 go-clients: $(GO_BIN)
-clients: java-clients go-clients
+js-clients: $(JS_MODULES)
+clients: java-clients go-clients js-clients
 
 ## ruff over the tree and mypy over protocol/ and coordinator/ (settings in pyproject.toml).
 lint: $(VENV)/.installed-dev

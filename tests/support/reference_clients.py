@@ -1,6 +1,6 @@
-"""Drive the Java and Go reference client programs (tests/clients/) against a real server.
+"""Drive the Java, Go and JavaScript reference client programs (tests/clients/) against a real server.
 
-`make clients` builds them (Maven and the Go toolchain fetch what they need the first time);
+`make clients` builds them (Maven, the Go toolchain and npm fetch what they need the first time);
 the session fixture runs it, which is quick when nothing changed. A program prints one JSON
 line {"result": {...}}; on {"event": NAME, "target": ...} the driver acts (restart-server
 restarts the server; against a cluster, see cluster_actions) and answers one line on stdin."""
@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_DIR = ROOT / "tests" / "clients" / "java"
 GO_BIN = ROOT / "tests" / "clients" / "go" / "build" / "kclients"
+JS_MAIN = ROOT / "tests" / "clients" / "js" / "main.js"
 # Fast JVM start for short programs: C1 only, the class-data archive, a small serial heap.
 JVM_FLAGS = [
     "-XX:TieredStopAtLevel=1",
@@ -93,6 +94,10 @@ def java_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
 
 def go_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
     return [str(GO_BIN), scenario, bootstrap, *args]
+
+
+def js_command(scenario: str, bootstrap: str, *args: str) -> list[str]:
+    return ["node", str(JS_MAIN), scenario, bootstrap, *args]
 
 
 def cluster_actions(cluster) -> dict:
