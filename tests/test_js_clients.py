@@ -1,5 +1,5 @@
 """kafkajs (tests/clients/js/, pinned in its package-lock.json), Node.js's common client, through
-a classic group's life cycle (members joining and leaving, a new member resuming from the
+a classic group's life cycle (members joining and leaving, a member restarting and resuming from the
 committed offsets, the group described and its offsets fetched through kafkajs's admin), its
 idempotent and transactional producers (transaction(), sendOffsets, commit and abort, read back
 read_committed and read_uncommitted), and a group across a coordinator move and the stop of its
@@ -43,7 +43,7 @@ def assert_ledger(result: dict) -> None:
 
 @pytest.mark.timeout(300)
 def test_kafkajs_group_lifecycle(server_factory, tmp_path):
-    """Two members join, a third joins, one leaves, all leave, a new one resumes at the committed
+    """Two members join, a third joins, one leaves, all leave, one restarts and resumes at the committed
     offsets; after each step every record is delivered and describeGroups matches the members."""
     server = proxied_server(server_factory)
     result = run_program(js_command("lifecycle", server.proxy_bootstrap), server, log=tmp_path / "js-lifecycle.log")
