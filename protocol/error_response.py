@@ -11,7 +11,8 @@ things, which this does generically:
   resource), so a client can match each error to what it asked for;
 - everything else is "nothing known": -1 for offsets, epochs, ids, node ids, ports and
   timestamps (Kafka's INVALID_OFFSET, UNKNOWN_GENERATION_ID, NO_PRODUCER_ID, ...), empty
-  strings, bytes and lists, the schema's default where it has one.
+  strings, bytes and lists, the schema's default where it has one;
+- the error messages hold what that API's getErrorResponse writes there (`_MESSAGE_OF`).
 
 Where a request class departs from that, the departure is in `_SPECIAL` below. Sans-IO.
 """
@@ -29,12 +30,66 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .error_messages import default_message
 from .messages import _strip_optional, codec, encode_body
 from .wire import Raw
 from .offset_commit import OffsetCommitRequest, write_response_to
 
 PRODUCE, FETCH, OFFSET_COMMIT, API_VERSIONS = 0, 1, 8, 18
-DESCRIBE_CLIENT_QUOTAS, ALTER_USER_SCRAM_CREDENTIALS = 48, 51
+DESCRIBE_CLIENT_QUOTAS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_QUORUM = 48, 51, 55
+DESCRIBE_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 92
+
+# What each request class's getErrorResponse(throttleTimeMs, Throwable e) writes into the
+# response's error_message fields (all of them: top level and per entry, as that API has
+# them); an API not named leaves them null.
+# - "api_error": ApiError.fromThrowable(e).message(): the exception's own message, but null
+#   when it is the error's default one (a bare Errors.X.exception()) or the error is
+#   UNKNOWN_SERVER_ERROR (so as not to leak server internals).
+# - "default": Errors.forException(e).message(): the error's default message, whatever the
+#   exception said (FindCoordinatorResponse.prepareErrorResponse, DescribeConfigs, ...).
+# - "exception": e.getMessage(), the default message for UNKNOWN_SERVER_ERROR
+#   (DescribeShareGroupOffsetsResponse's all-groups constructor).
+_MESSAGE_OF = {
+    **dict.fromkeys(
+        (
+            0,  # Produce: each partition
+            19,  # CreateTopics: each topic
+            29,  # DescribeAcls: top level
+            30,  # CreateAcls: each creation
+            31,  # DeleteAcls: each filter
+            33,  # AlterConfigs: each resource
+            36,  # SaslAuthenticate: top level
+            37,  # CreatePartitions: each topic
+            43,  # ElectLeaders: each partition
+            44,  # IncrementalAlterConfigs: each resource
+            45,  # AlterPartitionReassignments: top level and each partition
+            46,  # ListPartitionReassignments: top level
+            48,  # DescribeClientQuotas: top level
+            50,  # DescribeUserScramCredentials: top level and each user
+            51,  # AlterUserScramCredentials: each user
+            57,  # UpdateFeatures: top level
+            60,  # DescribeCluster: top level
+        ),
+        "api_error",
+    ),
+    **dict.fromkeys(
+        (
+            10,  # FindCoordinator: top level (v1-3), each coordinator key (v4+)
+            32,  # DescribeConfigs: each resource
+            49,  # AlterClientQuotas: each entry
+            55,  # DescribeQuorum: top level
+            70,  # ControllerRegistration
+            80,  # AddRaftVoter
+            81,  # RemoveRaftVoter
+            84,  # ReadShareGroupState: each partition
+            85,  # WriteShareGroupState: each partition
+            87,  # ReadShareGroupStateSummary: each partition
+            92,  # DeleteShareGroupOffsets: top level
+        ),
+        "default",
+    ),
+    90: "exception",  # DescribeShareGroupOffsets: each group
+}
 
 # Response arrays and the request arrays they answer entry by entry, where the names differ
 # (same-named arrays always pair up): response field -> request fields, first present wins.
@@ -88,10 +143,13 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 def error_response(
     api_key: int, version: int, response_type: type, request: Any, error: int, message: str | None = None
 ) -> Any:
-    """The response body that fails `request` with `error` everywhere it can carry one (and
-    `message` in every error message, as Kafka's ApiError.message()): a kio object, or the
-    encoded body (Raw) for OffsetCommit, whose codec is hand-written, and ApiVersions."""
+    """The response body that fails `request` with `error` everywhere it can carry one: a kio
+    object, or the encoded body (Raw) for OffsetCommit, whose codec is hand-written, and
+    ApiVersions. `message` is the message of the exception Kafka would fail the request with
+    (None for a bare `Errors.X.exception()`); the error messages carry what the API's
+    getErrorResponse makes of it (`_MESSAGE_OF`)."""
     error = ErrorCode(error)
+    message = error_message(api_key, error, message)
     if api_key == OFFSET_COMMIT and type(request) is OffsetCommitRequest:
         # OffsetCommitRequest.getErrorResponse: every partition committed, with the error
         return write_response_to(request, version, [error] * len(request.partitions))
@@ -123,7 +181,43 @@ def _alter_user_scram_credentials(version: int, request: Any) -> Any:
     return types.SimpleNamespace(results=sorted({u.name for u in (*request.deletions, *request.upsertions)}))
 
 
-_SPECIAL = {FETCH: _fetch, ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials}
+def _top_level_only(version: int, request: Any) -> Any:
+    """DescribeQuorumRequest.getErrorResponse (getTopLevelErrorResponse) and
+    DeleteShareGroupOffsetsRequest's: the top-level error alone, none of the topics named."""
+    return dataclasses.replace(request, topics=())
+
+
+def _describe_share_group_offsets(version: int, request: Any) -> Any:
+    """DescribeShareGroupOffsetsRequest.getErrorResponse: each group named, with no topics."""
+    return dataclasses.replace(request, groups=tuple(dataclasses.replace(g, topics=()) for g in request.groups))
+
+
+_SPECIAL = {
+    FETCH: _fetch,
+    ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    DESCRIBE_QUORUM: _top_level_only,
+    DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    DELETE_SHARE_GROUP_OFFSETS: _top_level_only,
+}
+
+
+def error_message(api_key: int, error: int, message: str | None = None) -> str | None:
+    """What getErrorResponse of API `api_key` writes into its error_message fields when it
+    fails a request with an exception of error `error` and message `message` (None: the
+    error's default message, as `Errors.X.exception()` carries)."""
+    how = _MESSAGE_OF.get(api_key)
+    if how is None:
+        return None
+    default = default_message(error)
+    if how == "default":
+        return default
+    if error == ErrorCode.unknown_server_error:
+        # ApiError.fromThrowable hides the message of an unexpected error; the all-groups
+        # DescribeShareGroupOffsetsResponse writes the default one instead
+        return default if how == "exception" else None
+    if how == "exception":
+        return default if message is None else message
+    return None if message == default else message  # ApiError.fromThrowable
 
 
 def _build(cls: type, source: Any, error: ErrorCode, message: str | None) -> Any:
@@ -143,7 +237,7 @@ def _value(f: dataclasses.Field, source: Any, error: ErrorCode, message: str | N
     if kind == "error_code":
         return error
     if f.name == "error_message" and message is not None:
-        return message
+        return message  # (None: as any other field, null where allowed, else empty)
     tp = _strip_optional(f.type)
     nullable = tp is not f.type
     if typing.get_origin(tp) is tuple:

@@ -22,7 +22,8 @@ from kio.static.primitive import Records
 
 from coordinator.config import parse_args
 from coordinator.server import Server
-from protocol.error_response import error_response
+from protocol.error_messages import DEFAULT_MESSAGES
+from protocol.error_response import error_message, error_response
 from protocol.legacy import LEGACY
 from protocol.messages import _strip_optional, codec, decode_body, encode_body
 
@@ -257,7 +258,8 @@ def test_client_quota_and_scram_requests_answer_as_kafka_does():
     altered = acq.AlterClientQuotasRequest(entries=(acq.EntryData(entity=(entity,), ops=()),), validate_only=False)
     (entry,) = error_response(49, 1, codec(49, 1).response_type, altered, ERROR).entries
     assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("client-id", "app")]
-    assert (entry.error_code, entry.error_message) == (ERROR, None)
+    # AlterClientQuotasRequest.getErrorResponse: Errors.forException(e).message(), the default
+    assert (entry.error_code, entry.error_message) == (ERROR, "This is not the correct coordinator.")
 
     upsert = scram.ScramCredentialUpsertion(name="bob", mechanism=1, iterations=4096, salt=b"s", salted_password=b"p")
     request = scram.AlterUserScramCredentialsRequest(
@@ -269,3 +271,156 @@ def test_client_quota_and_scram_requests_answer_as_kafka_does():
         ("bob", ERROR, "why"),
         ("carol", ERROR, "why"),
     ]
+
+
+def error_messages(value: Any, path: str, out: list) -> list:
+    """(path, value) of every error_message field in a response, at any depth."""
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if f.name == "error_message":
+                out.append((f"{path}.{f.name}", v))
+            else:
+                error_messages(v, f"{path}.{f.name}", out)
+    elif isinstance(value, tuple):
+        for i, v in enumerate(value):
+            error_messages(v, f"{path}[{i}]", out)
+    return out
+
+
+def answered(api_key: int, version: int, error: int, message: str | None) -> list:
+    """The error messages of the error answer to a sample request, as a client decodes them."""
+    c = codec(api_key, version)
+    request = sample(c.request_type, [0])
+    body = error_response(api_key, version, c.response_type, request, error, message)
+    response, _ = entity_reader(c.response_type)(encode_body(c, body), 0)
+    return error_messages(response, "", [])
+
+
+WHY = "Topic orders has only 3 brokers to place it on."  # a message of the exception's own
+
+# api key, version, where its getErrorResponse writes an error message (the fields of the
+# answer that carry one), and how: "api_error" ApiError.fromThrowable(e).message(), "default"
+# Errors.forException(e).message(), "exception" e.getMessage(), None: left null
+WHERE_KAFKA_PUTS_IT = [
+    (19, 7, {".topics[0].error_message", ".topics[1].error_message"}, "api_error"),  # CreateTopics
+    (20, 6, {".responses[0].error_message", ".responses[1].error_message"}, None),  # DeleteTopics
+    (37, 3, {".results[0].error_message", ".results[1].error_message"}, "api_error"),  # CreatePartitions
+    (32, 4, {".results[0].error_message", ".results[1].error_message"}, "default"),  # DescribeConfigs
+    (33, 2, {".responses[0].error_message", ".responses[1].error_message"}, "api_error"),  # AlterConfigs
+    (44, 1, {".responses[0].error_message", ".responses[1].error_message"}, "api_error"),  # IncrementalAlterConfigs
+    (30, 3, {".results[0].error_message", ".results[1].error_message"}, "api_error"),  # CreateAcls
+    (29, 3, {".error_message"}, "api_error"),  # DescribeAcls
+    (31, 3, {".filter_results[0].error_message", ".filter_results[1].error_message"}, "api_error"),  # DeleteAcls
+    (
+        45,
+        0,
+        {".error_message", *(f".responses[{t}].partitions[{p}].error_message" for t in (0, 1) for p in (0, 1))},
+        "api_error",
+    ),  # AlterPartitionReassignments
+    (46, 0, {".error_message"}, "api_error"),  # ListPartitionReassignments
+    (50, 0, {".error_message", ".results[0].error_message", ".results[1].error_message"}, "api_error"),
+    (60, 1, {".error_message"}, "api_error"),  # DescribeCluster
+    (10, 3, {".error_message"}, "default"),  # FindCoordinator, one key
+    (10, 4, {".coordinators[0].error_message", ".coordinators[1].error_message"}, "default"),  # batched
+    (90, 0, {".groups[0].error_message", ".groups[1].error_message"}, "exception"),  # DescribeShareGroupOffsets
+    (92, 0, {".error_message"}, "default"),  # DeleteShareGroupOffsets: the top level alone
+    (68, 0, {".error_message"}, None),  # ConsumerGroupHeartbeat
+    (76, 1, {".error_message"}, None),  # ShareGroupHeartbeat
+    (69, 0, {".groups[0].error_message", ".groups[1].error_message"}, None),  # ConsumerGroupDescribe
+    (8, 9, set(), None),  # OffsetCommit: no error message anywhere
+    (11, 9, set(), None),  # JoinGroup
+    (22, 5, set(), None),  # InitProducerId
+]
+
+
+@pytest.mark.parametrize("api_key, version, fields, how", WHERE_KAFKA_PUTS_IT)
+def test_error_message_is_where_kafka_puts_it(api_key, version, fields, how):
+    """Each API's getErrorResponse writes the message (or not) where Kafka's request class
+    does: for a bare Errors.X.exception(), for an exception with a message of its own, for one
+    whose message is the default, and for UNKNOWN_SERVER_ERROR, which fromThrowable hides."""
+    default = DEFAULT_MESSAGES[ERROR]
+    unknown = ErrorCode.unknown_server_error
+    expected = {
+        "api_error": {(ERROR, None): None, (ERROR, WHY): WHY, (ERROR, default): None, (unknown, WHY): None},
+        "default": {(ERROR, None): default, (ERROR, WHY): default, (ERROR, default): default},
+        "exception": {(ERROR, None): default, (ERROR, WHY): WHY, (unknown, WHY): DEFAULT_MESSAGES[-1]},
+        None: {(ERROR, None): None, (ERROR, WHY): None, (unknown, WHY): None},
+    }[how]
+    if how == "default":
+        expected[unknown, WHY] = DEFAULT_MESSAGES[-1]
+    for (error, message), want in expected.items():
+        got = answered(api_key, version, error, message)
+        assert {path for path, _ in got} == fields, (api_key, version)
+        assert all(value == want for _, value in got), (api_key, version, error, message, got)
+        if fields:
+            assert error_message(api_key, error, message) == want
+
+
+def test_default_messages_are_kafkas():
+    """A few of Errors.java's strings, character for character, and every code kio knows
+    that Kafka's Errors enum names has its message (NONE none)."""
+    assert DEFAULT_MESSAGES[-1] == "The server experienced an unexpected error when processing the request."
+    assert DEFAULT_MESSAGES[0] is None
+    assert DEFAULT_MESSAGES[14] == "The coordinator is loading and hence can't process requests."
+    assert DEFAULT_MESSAGES[31] == "Cluster authorization failed."
+    assert DEFAULT_MESSAGES[41] == "This is not the correct controller for this cluster."
+    assert sorted(DEFAULT_MESSAGES) == list(range(-1, 129))
+    assert all(isinstance(m, str) and m for c, m in DEFAULT_MESSAGES.items() if c != 0)
+
+
+def test_confluent_admin_shows_the_message_kafka_sends():
+    """Through librdkafka: an injected DescribeConfigs error surfaces Kafka's default message,
+    which DescribeConfigsRequest.getErrorResponse writes for each resource; an injected
+    CreateTopics error carries none (ApiError.fromThrowable of a bare exception), so the client
+    shows its own name for the error, as it would against Kafka."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    from coordinator.testing import Cluster
+
+    with Cluster(1) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
+
+        cluster.inject("DescribeConfigs", "POLICY_VIOLATION")
+        (future,) = admin.describe_configs([ConfigResource("topic", "orders")]).values()
+        with pytest.raises(KafkaException) as raised:
+            future.result(30)
+        error = raised.value.args[0]
+        assert (error.code(), error.str()) == (44, "Request parameters do not satisfy the configured policy.")
+
+        cluster.inject("CreateTopics", "POLICY_VIOLATION")
+        with pytest.raises(KafkaException) as raised:
+            admin.create_topics([NewTopic("audit", 1, 1)])["audit"].result(30)
+        error = raised.value.args[0]
+        assert (error.code(), error.str()) == (44, "Broker: Policy violation")
+
+
+async def test_acl_denial_carries_the_message_kafka_sends(server_factory):
+    """A principal without the cluster's ACLs, on the wire: AlterClientQuotas answers each entry
+    with CLUSTER_AUTHORIZATION_FAILED's default message (Errors.forException(e).message() in
+    its getErrorResponse); DescribeUserScramCredentials with none (ApiError.fromThrowable of the
+    bare exception KafkaApis fails it with)."""
+    from kio.schema.alter_client_quotas.v1 import request as acq
+    from kio.schema.describe_user_scram_credentials.v0 import request as dus
+
+    from tests.support.acls import CLUSTER, CREATE_ACLS, DESCRIBE, create_acls_body
+    from tests.support.wire_client import WireClient
+
+    server = server_factory("--authorizer")
+    client = await WireClient("denied").connect("127.0.0.1", server.port)
+    try:
+        # an ACL naming the cluster, so that allow.everyone.if.no.acl.found no longer applies
+        r = await client.request(CREATE_ACLS, 3, create_acls_body((CLUSTER, "kafka-cluster", "User:ops", DESCRIBE)))
+        assert r.results[0].error_code == 0
+        entity = acq.EntityData(entity_type="client-id", entity_name="app")
+        altered = acq.AlterClientQuotasRequest(entries=(acq.EntryData(entity=(entity,), ops=()),), validate_only=False)
+        (entry,) = (await client.request(49, 1, altered)).entries
+        assert (entry.error_code, entry.error_message) == (31, "Cluster authorization failed.")
+        described = await client.request(
+            50, 0, dus.DescribeUserScramCredentialsRequest(users=(dus.UserName(name="bob"),))
+        )
+        assert (described.error_code, described.error_message) == (31, None)
+    finally:
+        await client.close()

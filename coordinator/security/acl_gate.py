@@ -53,9 +53,8 @@ TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
 )
 
 # A request refused on the cluster is answered with its error response (Kafka's
-# getErrorResponse), which carries Errors.CLUSTER_AUTHORIZATION_FAILED's message for these
-# (DescribeAcls, ElectLeaders, DescribeUserScramCredentials, DescribeCluster)...
-_CLUSTER_MESSAGE = {k: "Cluster authorization failed." for k in (29, 43, 50, 60)}
+# getErrorResponse with Errors.CLUSTER_AUTHORIZATION_FAILED's bare exception, whose default
+# message ApiError.fromThrowable leaves out of the error messages)...
 # ... and, for these, differs from the generic one as follows (fields of the answer's version).
 _CLUSTER_DENIED_DEPARTS: dict[int, Callable[[Any], dict[str, Any]]] = {
     45: lambda req: {"allow_replication_factor_change": getattr(req, "allow_replication_factor_change", True)},
@@ -431,9 +430,7 @@ class AclGate:
             if self.can(ctx, operation, CLUSTER, CLUSTER_NAME):
                 return None
             key = ctx.header.api_key
-            body = error_response(
-                key, ctx.version, ctx.codec.response_type, req, CLUSTER_DENIED, _CLUSTER_MESSAGE.get(key)
-            )
+            body = error_response(key, ctx.version, ctx.codec.response_type, req, CLUSTER_DENIED)
             departure = _CLUSTER_DENIED_DEPARTS.get(key)
             if departure is None:
                 return body
