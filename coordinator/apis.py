@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import ipaddress
 import sys
 from dataclasses import dataclass, fields, replace
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
@@ -110,6 +111,24 @@ def answers_end() -> None:
         connection.flush_answers()
 
 
+@lru_cache(maxsize=4096)
+def inet_address_string(host: str) -> str:
+    """java.net.InetAddress.toString() of a connection's peer, whose name is never looked up:
+    "/" and the address; IPv6 as Inet6Address.getHostAddress writes it (eight groups, no "::"),
+    and an IPv4-mapped IPv6 address as the IPv4 address (Java makes it an Inet4Address)."""
+    address, _, scope = host.partition("%")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return "/" + host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"/{ip.ipv4_mapped}"
+        groups = ":".join(f"{int(g, 16):x}" for g in ip.exploded.split(":"))
+        return f"/{groups}%{scope}" if scope else f"/{groups}"
+    return f"/{ip}"
+
+
 @dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
@@ -135,6 +154,13 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def client_address(self) -> str:
+        """The client's address as Kafka's RequestContext.clientAddress.toString() gives it: the
+        host a group member is kept and described with (JoinGroup, ConsumerGroupHeartbeat,
+        ShareGroupHeartbeat), e.g. "/127.0.0.1"."""
+        return inet_address_string(self.client_host)
 
     def response(self, **values: Any) -> Any:
         """Build this request's response class from the values that exist in its version."""

@@ -83,6 +83,7 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
             "uniform",
         )
         assert {m.member_id for m in d.members} == {"a", "b"}
+        assert {m.client_host for m in d.members} == {"/127.0.0.1"}  # InetAddress.toString(), as Kafka's
         assert {tp.topic_name for m in d.members for tp in m.assignment.topic_partitions} == {"t"}
         (missing,) = await describe(conn, "no-such-group")
         assert missing.error_code == 69

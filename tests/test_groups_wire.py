@@ -119,6 +119,21 @@ async def test_leave_versions(conn):
     assert [m.error_code for m in r.members] == [0, 25, 25]
 
 
+@pytest.mark.parametrize(
+    ("peer", "host"),
+    [
+        ("127.0.0.1", "/127.0.0.1"),
+        ("::1", "/0:0:0:0:0:0:0:1"),  # Inet6Address.getHostAddress: eight groups, no "::"
+        ("2001:db8::a0", "/2001:db8:0:0:0:0:0:a0"),
+        ("::ffff:10.0.0.7", "/10.0.0.7"),  # Java's InetAddress makes it an Inet4Address
+    ],
+)
+def test_member_host_is_written_as_java_inet_address(peer, host):
+    from coordinator.apis import inet_address_string
+
+    assert inet_address_string(peer) == host
+
+
 async def test_describe_and_list(conn):
     member, gen = await form(conn, "g-desc")
     r = await conn.request(
@@ -128,7 +143,8 @@ async def test_describe_and_list(conn):
     assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
     assert g.authorized_operations == INT32_MIN
     (m,) = g.members
-    assert m.member_id == member and m.client_id == "wire-test" and m.client_host.endswith("127.0.0.1")
+    # The host is Kafka's RequestContext.clientAddress.toString() (java.net.InetAddress): "/" first.
+    assert (m.member_id, m.client_id, m.client_host) == (member, "wire-test", "/127.0.0.1")
     assert m.member_metadata == SUB_T and m.member_assignment == b"assignment"
     assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", ())
     r = await conn.request(LIST, 4, cls(LIST, 4)(states_filter=("stable",)))

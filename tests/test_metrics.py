@@ -80,7 +80,7 @@ def test_lag_of_a_stopped_consumer_grows_in_messages_and_seconds(metrics_server)
     assert value(samples, "kafka_consumergroup_group_sum_lag", group="billing") == 5
     assert value(samples, "kafka_partition_latest_offset", topic="orders", partition="0") == 15
     owner = labels_of(samples, "kafka_consumergroup_group_lag", **p0)
-    assert (owner["consumer_id"], owner["member_host"], owner["client_id"]) == (member_id, "127.0.0.1", "billing-app")
+    assert (owner["consumer_id"], owner["member_host"], owner["client_id"]) == (member_id, "/127.0.0.1", "billing-app")
     assert value(samples, "kcoord_group_state", group="billing", state="Stable") == 1
     assert value(samples, "kcoord_group_members", group="billing") == 1
     first = value(samples, "kafka_consumergroup_group_lag_seconds", **p0)

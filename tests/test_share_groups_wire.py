@@ -91,6 +91,7 @@ async def test_membership_assignment_describe_and_other_group_types(server):
         assert sorted(m.member_id for m in d.members) == ["a", "b", "c"]
         a_desc = next(m for m in d.members if m.member_id == "a")
         assert a_desc.member_epoch == 3 and a_desc.subscribed_topic_names == ("one",)
+        assert a_desc.client_host == "/127.0.0.1"  # InetAddress.toString(), as Kafka's
         assert [(tp.topic_name, tp.partitions) for tp in a_desc.assignment.topic_partitions] == [("one", (0,))]
 
         # Two members on two partitions: one each; a third member shares one of them.

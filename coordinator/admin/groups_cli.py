@@ -211,7 +211,7 @@ def groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
         emit(
             ctx,
             ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
-            [[group, m.member_id, f"/{m.client_host}", m.client_id, count.get(m.member_id, 0)] for m in d.members],
+            [[group, m.member_id, m.client_host, m.client_id, count.get(m.member_id, 0)] for m in d.members],
         )
         return
     offsets = committed(conn, group)
@@ -233,7 +233,7 @@ def groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
                 end,
                 lag,
                 m.member_id if m else None,
-                f"/{m.client_host}" if m else None,
+                m.client_host if m else None,
                 m.client_id if m else None,
             ]
         )

@@ -213,7 +213,7 @@ class GroupApis:
             req.member_id,
             getattr(req, "group_instance_id", None),
             ctx.header.client_id or "",
-            ctx.client_host,
+            ctx.client_address,
             session_ms,
             rebalance_ms,
             req.protocol_type,
@@ -742,7 +742,7 @@ class GroupApis:
             req.server_assignor,
             None if req.topic_partitions is None else [(t.topic_id, list(t.partitions)) for t in req.topic_partitions],
             ctx.header.client_id or "",
-            ctx.client_host,
+            ctx.client_address,
         )
         try:
             validate_request(r, ctx.version, self.runtime.consumer_config.assignors)

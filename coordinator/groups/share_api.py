@@ -54,7 +54,7 @@ class ShareGroupApis:
             req.rack_id,
             None if names is None else tuple(names),
             ctx.header.client_id or "",
-            ctx.client_host,
+            ctx.client_address,
         )
         try:
             validate_request(r)

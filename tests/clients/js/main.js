@@ -243,6 +243,8 @@ class Lifecycle {
       const described = sorted((decoded && decoded.assignment[this.topic]) || [])
       const m = Object.values(this.members).find(x => x.clientId === member.clientId)
       if (!m) return `unknown member ${member.clientId}`
+      // Kafka describes a member's host as java.net.InetAddress.toString(): "/" and the address.
+      if (!member.clientHost.startsWith('/')) return `${m.name} described at host ${member.clientHost}`
       if (!same(described, m.own)) return `${m.name} owns ${m.own}, described ${described}`
       seen.push(...described)
     }
