@@ -36,7 +36,8 @@ from .wire import Raw
 from .offset_commit import OffsetCommitRequest, write_response_to
 
 PRODUCE, FETCH, OFFSET_COMMIT, API_VERSIONS = 0, 1, 8, 18
-DESCRIBE_CLIENT_QUOTAS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_QUORUM = 48, 51, 55
+DESCRIBE_CLIENT_QUOTAS, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 48, 50, 51
+DESCRIBE_QUORUM = 55
 DESCRIBE_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 92
 
 # What each request class's getErrorResponse(throttleTimeMs, Throwable e) writes into the
@@ -181,6 +182,12 @@ def _alter_user_scram_credentials(version: int, request: Any) -> Any:
     return types.SimpleNamespace(results=sorted({u.name for u in (*request.deletions, *request.upsertions)}))
 
 
+def _describe_user_scram_credentials(version: int, request: Any) -> Any:
+    """DescribeUserScramCredentialsRequest.getErrorResponse: a result per user asked for
+    (none for a null list, all users), with the error but not the user's name."""
+    return types.SimpleNamespace(results=[types.SimpleNamespace()] * len(request.users or ()))
+
+
 def _top_level_only(version: int, request: Any) -> Any:
     """DescribeQuorumRequest.getErrorResponse (getTopLevelErrorResponse) and
     DeleteShareGroupOffsetsRequest's: the top-level error alone, none of the topics named."""
@@ -194,6 +201,7 @@ def _describe_share_group_offsets(version: int, request: Any) -> Any:
 
 _SPECIAL = {
     FETCH: _fetch,
+    DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
     DESCRIBE_QUORUM: _top_level_only,
     DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,

@@ -59,7 +59,6 @@ TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
 _CLUSTER_DENIED_DEPARTS: dict[int, Callable[[Any], dict[str, Any]]] = {
     45: lambda req: {"allow_replication_factor_change": getattr(req, "allow_replication_factor_change", True)},
     46: lambda req: {"topics": ()},  # ListPartitionReassignments: no topic named back
-    50: lambda req: {"results": ()},  # DescribeUserScramCredentials: the top-level error only
     60: lambda req: {"endpoint_type": getattr(req, "endpoint_type", 1)},  # DescribeCluster
 }
 
