@@ -99,6 +99,20 @@ class Ledger {
   missing() {
     return [...this.produced].filter(k => !this.delivered.has(k))
   }
+  /** Partitions whose acknowledged commit is short of what was produced: {p: [acked, end]}. */
+  uncommitted() {
+    const ends = {}
+    for (const k of this.produced) {
+      const [p, o] = k.split(':').map(Number)
+      ends[p] = Math.max(ends[p] || 0, o + 1)
+    }
+    const out = {}
+    for (const [p, end] of Object.entries(ends)) {
+      const acked = this.acked.get(Number(p)) || 0
+      if (acked < end) out[p] = [acked, end]
+    }
+    return out
+  }
 }
 
 function client(clientId, bootstrap) {
@@ -205,10 +219,14 @@ class Lifecycle {
     }
   }
 
-  /** Wait until everything produced is delivered and the describe matches the members. */
+  /** Wait until everything produced is delivered, and committed by a commit the broker
+   * acknowledged (a member that crashed and restarted reads again from the last commit), and
+   * the describe matches the members. */
   async step(name, expected) {
     const delivered = await until(() => this.ledger.missing().length === 0)
     this.res.check(`${name} delivered`, delivered, `missing ${this.ledger.missing()}`)
+    const committed = await until(() => Object.keys(this.ledger.uncommitted()).length === 0)
+    this.res.check(`${name} committed`, committed, this.ledger.uncommitted())
     let last = ''
     const ok = await until(async () => {
       last = await this.describeMismatch(expected)
@@ -225,9 +243,7 @@ class Lifecycle {
   async describeMismatch(expected) {
     let group
     try {
-      ;({
-        groups: [group],
-      } = await this.admin.describeGroups([this.group]))
+      group = (await this.admin.describeGroups([this.group])).groups[0]
     } catch (e) {
       return `describeGroups: ${e.message}`
     }
