@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from .apis import Registry
-from .faults import API_NAMES, api_key_of
+from .faults import API_NAMES, api_key_of, parse_specs
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +43,7 @@ class ApiVersionLimits:
     def set_specs(self, specs: Any) -> list[dict[str, Any]]:
         """Ranges from JSON objects (the HTTP control), with the fields of set(): all of them,
         or, if any is bad, none (ValueError naming the first bad one)."""
-        if isinstance(specs, dict):
-            specs = [specs]
-        if not isinstance(specs, list) or not specs:
-            raise ValueError("a version range is a JSON object (or a non-empty list of them)")
-        ranges = []
-        for i, spec in enumerate(specs):
-            try:
-                ranges.append(self._of_spec(spec))
-            except ValueError as e:
-                raise ValueError(f"range {i + 1} of {len(specs)}: {e}" if len(specs) > 1 else str(e)) from None
-        return self._apply(ranges)
+        return self._apply(parse_specs(specs, "version range", self._of_spec))
 
     def reset(self, api: str | int | None = None) -> int:
         """The full served range again for `api`, or for every API; how many were narrowed."""

@@ -21,7 +21,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from types import CoroutineType
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
@@ -55,6 +55,25 @@ FIELDS = (
     "broker",
     "seed",
 )
+
+
+T = TypeVar("T")
+
+
+def parse_specs(specs: Any, noun: str, parse: Callable[[Any], T]) -> list[T]:
+    """JSON objects of the HTTP control (one, or a non-empty list), each parsed: all of them,
+    or, if any is bad, ValueError naming the first bad one (so nothing is half applied)."""
+    if isinstance(specs, dict):
+        specs = [specs]
+    if not isinstance(specs, list) or not specs:
+        raise ValueError(f"a {noun} is a JSON object (or a non-empty list of them)")
+    parsed = []
+    for i, spec in enumerate(specs):
+        try:
+            parsed.append(parse(spec))
+        except ValueError as e:
+            raise ValueError(f"{noun} {i + 1} of {len(specs)}: {e}" if len(specs) > 1 else str(e)) from None
+    return parsed
 
 
 @dataclass
@@ -162,17 +181,7 @@ class Faults:
     def add_specs(self, specs: Any) -> list[dict[str, Any]]:
         """Rules from JSON objects (the HTTP control), with the fields of add(): all of them,
         or, if any is bad, none (ValueError naming the first bad one)."""
-        if isinstance(specs, dict):
-            specs = [specs]
-        if not isinstance(specs, list) or not specs:
-            raise ValueError("a fault is a JSON object (or a non-empty list of them)")
-        rules = []
-        for i, spec in enumerate(specs):
-            try:
-                rules.append(_rule_of_spec(spec))
-            except ValueError as e:
-                raise ValueError(f"fault {i + 1} of {len(specs)}: {e}" if len(specs) > 1 else str(e)) from None
-        return self._install(rules)
+        return self._install(parse_specs(specs, "fault", _rule_of_spec))
 
     def _install(self, rules: list[Rule]) -> list[dict[str, Any]]:
         for rule in rules:

@@ -27,21 +27,6 @@ import click
 
 from .common import Failure, emit
 
-FAULT_COLUMNS = [
-    "ID",
-    "API",
-    "ERROR",
-    "TIMES",
-    "PROBABILITY",
-    "DELAY_MS",
-    "DROP",
-    "STALL",
-    "CLIENT_ID",
-    "GROUP",
-    "TOPIC",
-    "BROKER",
-    "FIRED",
-]
 FAULT_KEYS = [
     "id",
     "api",
@@ -57,6 +42,7 @@ FAULT_KEYS = [
     "broker",
     "fired",
 ]
+FAULT_COLUMNS = [key.upper() for key in FAULT_KEYS]
 
 
 def control_option(f: Any) -> Any:
