@@ -90,70 +90,29 @@ final class ConsumerLifecycle {
 
     void run() throws Exception {
         if (cluster) {
-            runCluster();
-            return;
+            withClients((short) 3, this::clusterSteps);
+        } else {
+            withClients((short) 1, this::lifeCycleSteps);
         }
+    }
+
+    /** What a scenario's steps use: an admin client and an idempotent producer. */
+    private interface Steps {
+        void run(Admin admin, KafkaProducer<String, String> producer) throws Exception;
+    }
+
+    /**
+     * Creates the topic and runs the steps; whatever happens, closes the members that are left
+     * and reports the ledger.
+     */
+    private void withClients(short replicationFactor, Steps steps) throws Exception {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap));
              KafkaProducer<String, String> producer = new KafkaProducer<>(Map.of(
                      "bootstrap.servers", bootstrap, "enable.idempotence", "true", "acks", "all",
                      "key.serializer", "org.apache.kafka.common.serialization.StringSerializer",
                      "value.serializer", "org.apache.kafka.common.serialization.StringSerializer"))) {
-            admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1))).all().get();
-            produce(producer);
-            start("c1", null);
-            start("c2", null);
-            step(admin, "join", 2);
-
-            start("c3", "static-3");
-            produce(producer);
-            step(admin, "member-joins", 3);
-
-            stop("c1");
-            produce(producer);
-            step(admin, "member-leaves", 2);
-
-            // KIP-345: the static member's next incarnation takes its place and its partitions
-            // without a rebalance, so the other member is not called back.
-            Set<Integer> before = members.get("c3").owned;
-            int otherCallbacks = members.get("c2").callbacks.get();
-            stop("c3");
-            start("c3", "static-3");
-            produce(producer);
-            step(admin, "static-restart", 2);
-            result.check("static-restart keeps partitions", members.get("c3").owned.equals(before),
-                    before + " then " + members.get("c3").owned);
-            result.check("static-restart without rebalance",
-                    members.get("c2").callbacks.get() == otherCallbacks,
-                    "c2 called back " + (members.get("c2").callbacks.get() - otherCallbacks) + " times");
-
-            Main.event("restart-server");
-            produce(producer);
-            step(admin, "server-restart", 2);
-
-            // All leave, the static member too (KIP-1092 LEAVE_GROUP): the group is Empty.
-            for (String name : List.copyOf(members.keySet())) {
-                stop(name, true);
-            }
-            Map<Integer, Long> committed = committed(admin);
-            Map<Integer, Long> ends = endOffsets(admin);
-            result.check("committed = log end after close", committed.equals(ends),
-                    "committed " + committed + " end " + ends);
-
-            // A new member resumes where the group committed: it sees only the new batch.
-            produce(producer);
-            Member resumed = start("c4", null);
-            step(admin, "resume", 1);
-            Map<Integer, Long> first = resumed.firstOffsets();
-            for (Map.Entry<Integer, Long> e : first.entrySet()) {
-                result.check("resume p" + e.getKey(), e.getValue().equals(committed.get(e.getKey())),
-                        "first offset " + e.getValue() + ", committed " + committed.get(e.getKey()));
-            }
-            stop("c4");
-            Map<Integer, Long> finalCommitted = committed(admin);
-            Map<Integer, Long> finalEnds = endOffsets(admin);
-            result.check("committed = log end at the end", finalCommitted.equals(finalEnds),
-                    "committed " + finalCommitted + " end " + finalEnds);
-            result.put("committed", finalCommitted);
+            admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, replicationFactor))).all().get();
+            steps.run(admin, producer);
         } finally {
             for (Member m : members.values()) {
                 m.close(true);
@@ -165,45 +124,90 @@ final class ConsumerLifecycle {
         }
     }
 
+    private void lifeCycleSteps(Admin admin, KafkaProducer<String, String> producer) throws Exception {
+        produce(producer);
+        start("c1", null);
+        start("c2", null);
+        step(admin, "join", 2);
+
+        start("c3", "static-3");
+        produce(producer);
+        step(admin, "member-joins", 3);
+
+        stop("c1");
+        produce(producer);
+        step(admin, "member-leaves", 2);
+
+        // KIP-345: the static member's next incarnation takes its place and its partitions
+        // without a rebalance, so the other member is not called back.
+        Set<Integer> before = members.get("c3").owned;
+        int otherCallbacks = members.get("c2").callbacks.get();
+        stop("c3");
+        start("c3", "static-3");
+        produce(producer);
+        step(admin, "static-restart", 2);
+        result.check("static-restart keeps partitions", members.get("c3").owned.equals(before),
+                before + " then " + members.get("c3").owned);
+        result.check("static-restart without rebalance",
+                members.get("c2").callbacks.get() == otherCallbacks,
+                "c2 called back " + (members.get("c2").callbacks.get() - otherCallbacks) + " times");
+
+        Main.event("restart-server");
+        produce(producer);
+        step(admin, "server-restart", 2);
+
+        leaveAll(); // the group is Empty
+        Map<Integer, Long> committed = committedAtLogEnd(admin, "after close");
+
+        // A new member resumes where the group committed: it sees only the new batch.
+        produce(producer);
+        Member resumed = start("c4", null);
+        step(admin, "resume", 1);
+        Map<Integer, Long> first = resumed.firstOffsets();
+        for (Map.Entry<Integer, Long> e : first.entrySet()) {
+            result.check("resume p" + e.getKey(), e.getValue().equals(committed.get(e.getKey())),
+                    "first offset " + e.getValue() + ", committed " + committed.get(e.getKey()));
+        }
+        stop("c4");
+        result.put("committed", committedAtLogEnd(admin, "at the end"));
+    }
+
     /**
      * Against three brokers: the group's coordinator moves (NOT_COORDINATOR, then the new one
      * loads the group from its __consumer_offsets partition), then the broker now coordinating
      * it stops (its partitions' leadership moves too); the members carry on through both.
      */
-    private void runCluster() throws Exception {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap));
-             KafkaProducer<String, String> producer = new KafkaProducer<>(Map.of(
-                     "bootstrap.servers", bootstrap, "enable.idempotence", "true", "acks", "all",
-                     "key.serializer", "org.apache.kafka.common.serialization.StringSerializer",
-                     "value.serializer", "org.apache.kafka.common.serialization.StringSerializer"))) {
-            admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 3))).all().get();
-            produce(producer);
-            start("c1", null);
-            start("c2", null);
-            step(admin, "join", 2);
-            Main.event("move-coordinator", group);
-            produce(producer);
-            step(admin, "coordinator-move", 2);
-            Main.event("stop-coordinator", group);
-            produce(producer);
-            step(admin, "broker-stop", 2);
-            for (String name : List.copyOf(members.keySet())) {
-                stop(name, true);
-            }
-            Map<Integer, Long> committed = committed(admin);
-            Map<Integer, Long> ends = endOffsets(admin);
-            result.check("committed = log end after close", committed.equals(ends),
-                    "committed " + committed + " end " + ends);
-            result.put("committed", committed);
-        } finally {
-            for (Member m : members.values()) {
-                m.close(true);
-            }
-            result.put("produced", ledger.producedCount());
-            result.put("missing", new TreeSet<>(ledger.missing()));
-            result.put("redelivered", ledger.redelivered());
-            result.put("violations", ledger.violations());
+    private void clusterSteps(Admin admin, KafkaProducer<String, String> producer) throws Exception {
+        produce(producer);
+        start("c1", null);
+        start("c2", null);
+        step(admin, "join", 2);
+        Main.event("move-coordinator", group);
+        produce(producer);
+        step(admin, "coordinator-move", 2);
+        Main.event("stop-coordinator", group);
+        produce(producer);
+        step(admin, "broker-stop", 2);
+        leaveAll();
+        Map<Integer, Long> committed = committedAtLogEnd(admin, "after close");
+        result.put("committed", committed);
+    }
+
+    /** Every member left leaves the group, a static one too (KIP-1092's LEAVE_GROUP). */
+    private void leaveAll() throws InterruptedException {
+        for (String name : List.copyOf(members.keySet())) {
+            stop(name, true);
         }
+    }
+
+    /** The group's committed offsets, checked to be the log end (`when` names the check). */
+    private Map<Integer, Long> committedAtLogEnd(Admin admin, String when)
+            throws ExecutionException, InterruptedException {
+        Map<Integer, Long> committed = committed(admin);
+        Map<Integer, Long> ends = endOffsets(admin);
+        result.check("committed = log end " + when, committed.equals(ends),
+                "committed " + committed + " end " + ends);
+        return committed;
     }
 
     private Member start(String name, String instanceId) {
