@@ -215,18 +215,24 @@ def _to_error(v: Any) -> Any:
     return _ERROR_CODES[v] if type(v) is int else v  # (KeyError: not a Kafka error code, a bug)
 
 
-@cache
-def _fields(cls: type) -> tuple[frozenset[str], tuple[tuple[str, Callable[[Any], Any]], ...]]:
+_Fields = tuple[frozenset[str], tuple[tuple[str, Callable[[Any], Any]], ...]]
+_FIELDS: dict[type, _Fields] = {}
+
+
+def _fields(cls: type) -> _Fields:
     """The fields of kio entity `cls`, and those handlers give as plain ints that kio wants
-    typed (timedeltas, ErrorCode), each with its conversion."""
+    typed (ErrorCode; tagged millisecond fields, which kio's own writer writes), each with
+    its conversion. Untagged millisecond fields stay ints: protocol.compiled_writer writes
+    them as they are."""
     coercers: list[tuple[str, Callable[[Any], Any]]] = []
     for f in fields(cls):
         kind = f.metadata.get("kafka_type")
-        if kind in ("timedelta_i32", "timedelta_i64"):
+        if kind in ("timedelta_i32", "timedelta_i64") and "tag" in f.metadata:
             coercers.append((f.name, _to_timedelta))
         elif kind == "error_code":
             coercers.append((f.name, _to_error))
-    return frozenset(f.name for f in fields(cls)), tuple(coercers)
+    found = _FIELDS[cls] = (frozenset(f.name for f in fields(cls)), tuple(coercers))
+    return found
 
 
 def build(cls: type, values: dict[str, Any]) -> Any:
@@ -236,7 +242,7 @@ def build(cls: type, values: dict[str, Any]) -> Any:
     (e.g. throttle_time_ms before v1) are simply not sent, as in Kafka's own code.
     Fields the version has but the handler did not give take the schema default.
     """
-    names, coercers = _fields(cls)
+    names, coercers = _FIELDS.get(cls) or _fields(cls)
     # (one C-level check and copy for the usual case, every value a field of this version)
     kw = dict(values) if names.issuperset(values) else {k: v for k, v in values.items() if k in names}
     for name, coerce in coercers:

@@ -5,7 +5,8 @@ kio's writer calls one function per field and per array element, each writing to
 and checking the value's phantom type. Every answer the server sends goes through it; the
 generated function instead packs each run of fixed-width fields with one precompiled
 struct, reads each attribute once and writes an entity without tagged field values as its
-single zero count byte. Tagged fields that hold a value are written by kio's own field
+single zero count byte. A millisecond field (kio types it as a timedelta) also takes the int
+milliseconds handlers give. Tagged fields that hold a value are written by kio's own field
 writers (Kafka's `_writeTaggedFields` order: by tag), so the rare case stays kio's code.
 
 The equivalence with kio's writer over every response schema is property-tested
@@ -48,8 +49,9 @@ _FIXED = {
     "float64": ("d", "{v}"),
     "bool": ("?", "{v}"),
     "error_code": ("h", "{v}"),  # (kio's ErrorCode is an IntEnum: packed as the int it is)
-    "timedelta_i32": ("i", "round({v}.total_seconds() * 1000)"),
-    "timedelta_i64": ("q", "round({v}.total_seconds() * 1000)"),
+    # (a timedelta as kio decodes it, or the int milliseconds handlers give: no timedelta built per answer)
+    "timedelta_i32": ("i", "({v} if {v}.__class__ is int else round({v}.total_seconds() * 1000))"),
+    "timedelta_i64": ("q", "({v} if {v}.__class__ is int else round({v}.total_seconds() * 1000))"),
     "datetime_i64": ("q", "round({v}.timestamp() * 1000)"),
 }
 _UVARINT_1 = [bytes((n,)) for n in range(128)]
@@ -291,16 +293,26 @@ def _tag_writer(tagged: list[tuple[Any, Field, Any, Any]]) -> Callable[[Any, Par
     return write_tags
 
 
-def compiled_writer(entity_type: type) -> Callable[[Any, Any], None]:
-    """A drop-in for kio's `entity_writer(entity_type)`: write(out, entity)."""
-    enc = _encoder(entity_type)
+class CompiledWriter:
+    """A drop-in for kio's `entity_writer(entity_type)`: write(out, entity); and encode(entity),
+    the bytes themselves (a response is framed from them without an intermediate stream)."""
 
-    def write(out: Any, entity: Any) -> None:
+    __slots__ = ("_enc",)
+
+    def __init__(self, entity_type: type) -> None:
+        self._enc = _encoder(entity_type)
+
+    def __call__(self, out: Any, entity: Any) -> None:
+        out.write(self.encode(entity))
+
+    def encode(self, entity: Any) -> bytes:
         parts: list[bytes] = []
-        enc(entity, parts.append)
-        out.write(b"".join(parts))
+        self._enc(entity, parts.append)
+        return b"".join(parts)
 
-    return write
+
+def compiled_writer(entity_type: type) -> CompiledWriter:
+    return CompiledWriter(entity_type)
 
 
 def encode(entity_type: type, entity: Any) -> bytes:

@@ -151,7 +151,7 @@ def _describe_configs_v0_read(buf: bytes, pos: int):
 
 def _describe_configs_v0_write(out: Any, response: Any) -> None:
     """v1's answer in v0's shape: is_default instead of config_source, no synonyms."""
-    out.write(struct.pack(">ii", int(response.throttle_time.total_seconds() * 1000), len(response.results)))
+    out.write(struct.pack(">ii", _ms(response.throttle_time), len(response.results)))
     for r in response.results:
         out.write(
             struct.pack(">h", r.error_code)
@@ -222,7 +222,7 @@ def _describe_acls_v0_read(buf: bytes, pos: int):
 def _describe_acls_v0_write(out: Any, response: Any) -> None:
     """v1's answer without the pattern types (a v0 filter only matches LITERAL ACLs)."""
     out.write(
-        struct.pack(">ih", int(response.throttle_time.total_seconds() * 1000), response.error_code)
+        struct.pack(">ih", _ms(response.throttle_time), response.error_code)
         + _string(response.error_message)
         + struct.pack(">i", len(response.resources))
     )
@@ -243,7 +243,7 @@ def _delete_acls_v0_read(buf: bytes, pos: int):
 
 
 def _delete_acls_v0_write(out: Any, response: Any) -> None:
-    out.write(struct.pack(">ii", int(response.throttle_time.total_seconds() * 1000), len(response.filter_results)))
+    out.write(struct.pack(">ii", _ms(response.throttle_time), len(response.filter_results)))
     for f in response.filter_results:
         out.write(struct.pack(">h", f.error_code) + _string(f.error_message) + struct.pack(">i", len(f.matching_acls)))
         for a in f.matching_acls:
@@ -386,8 +386,9 @@ def _offset_for_leader_epoch_write(version: int) -> Callable[[Any, Any], None]:
     return write
 
 
-def _ms(td: datetime.timedelta) -> int:
-    return int(td.total_seconds() * 1000)
+def _ms(td: datetime.timedelta | int) -> int:
+    """A millisecond field: kio's timedelta, or the int milliseconds handlers give."""
+    return td if isinstance(td, int) else int(td.total_seconds() * 1000)
 
 
 def _string(value: str | None) -> bytes:

@@ -14,7 +14,7 @@ import struct
 import types
 import typing
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 from kio.index import load_payload_module
@@ -23,7 +23,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from . import offset_commit, produce
-from .compiled_writer import compiled_writer
+from .compiled_writer import CompiledWriter, compiled_writer
 from .framing import frame
 from .legacy import LEGACY
 from .wire import MalformedRequest, encode_uvarint, read_uvarint, skip_tagged_fields
@@ -62,6 +62,8 @@ class Codec:
     flexible_response: bool  # response header v1 (tagged fields) instead of v0
     check: Any = None  # flexible requests: array-length bounds check run before kio (see below)
     check_first: bool = True  # False: the schema has no array, run the check only if kio fails
+    nulls: Any = None  # the null-array check of request_type (see _null_checker); None: nothing to check
+    encode: Any = None  # body -> bytes, as `write` writes it
 
 
 def has_codec(api_key: int, api_version: int) -> bool:
@@ -79,7 +81,9 @@ def codec(api_key: int, api_version: int) -> Codec:
         c = dataclasses.replace(c, read=offset_commit.reader(api_version), check=None)
     elif api_key == 0 and api_version >= 3:  # Produce: record batches as views of the frame, not copies
         c = dataclasses.replace(c, read=produce.reader(c.request_type, c.flexible_request), check=None)
-    return c
+    write = c.write
+    encode = write.encode if type(write) is CompiledWriter else partial(_encode_with, write)
+    return dataclasses.replace(c, nulls=_null_checker(c.request_type), encode=encode)
 
 
 def _library_codec(api_key: int, api_version: int) -> Codec:
@@ -181,7 +185,8 @@ def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
         # No array to fear: kio read it first. It refuses unknown tagged fields, which
         # Kafka skips: cut them out (the check raises if the body is really bad) and retry.
         return decode_body(dataclasses.replace(c, check_first=True), buf, pos)
-    check_nulls = _null_checker(type(body))  # (hand-written readers build their own types)
+    # (hand-written readers may build their own types)
+    check_nulls = c.nulls if type(body) is c.request_type else _null_checker(type(body))
     if check_nulls is not None:
         check_nulls(body)
     return body
@@ -245,11 +250,15 @@ class _Parts(list):
     write = list.append
 
 
+def _encode_with(write: Any, body: Any) -> bytes:
+    out = _Parts()
+    write(out, body)
+    return b"".join(out)
+
+
 def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
     """The whole response frame: size, response header, body."""
-    out = _Parts()
-    c.write(out, body)
-    return encode_raw_response(c, correlation_id, b"".join(out))
+    return encode_raw_response(c, correlation_id, c.encode(body))
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
@@ -291,9 +300,7 @@ def encode_raw_response(c: Codec, correlation_id: int, body: bytes) -> bytes:
 
 
 def encode_body(c: Codec, body: Any) -> bytes:
-    out = io.BytesIO()
-    c.write(out, body)
-    return out.getvalue()
+    return c.encode(body)
 
 
 # Bounds check of flexible request bodies -------------------------------------------------

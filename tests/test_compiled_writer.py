@@ -3,8 +3,11 @@ entity_writer does: random bodies of every response schema kio has, both writers
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import io
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -50,3 +53,35 @@ def test_response_bytes_match_kio(api_key: int, version: int, data: st.DataObjec
     out = io.BytesIO()
     compiled_writer(entity_type)(out, body)
     assert out.getvalue() == expected
+
+
+def with_int_milliseconds(value: Any) -> Any:
+    """`value` with every untagged millisecond field (a timedelta in kio) given as the int
+    milliseconds handlers give, at any depth."""
+    if isinstance(value, tuple):
+        return tuple(with_int_milliseconds(v) for v in value)
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    changes = {}
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        if isinstance(v, datetime.timedelta) and "tag" not in f.metadata:
+            changes[f.name] = round(v.total_seconds() * 1000)
+        elif isinstance(v, tuple) or dataclasses.is_dataclass(v):
+            changes[f.name] = with_int_milliseconds(v)
+    return dataclasses.replace(value, **changes)
+
+
+@pytest.mark.parametrize(("api_key", "version"), RESPONSES)
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_millisecond_fields_given_as_ints(api_key: int, version: int, data: st.DataObject) -> None:
+    """Handlers give millisecond fields (throttle_time_ms...) as ints: the bytes are those of the
+    timedelta kio would be given."""
+    entity_type = _entity(load_payload_module(api_key, version, EntityType.response), "Response")
+    body = data.draw(st.from_type(entity_type))
+    try:
+        expected = kio_bytes(entity_type, body)
+    except REFUSED:
+        return
+    assert compiled_writer(entity_type).encode(with_int_milliseconds(body)) == expected

@@ -110,7 +110,8 @@ class QuotaStore:
     def __init__(self, data_dir: Path | None) -> None:
         self.file = None if data_dir is None else JsonFile(data_dir / QUOTAS_FILE)
         self.quotas: dict[Entity, dict[str, float]] = {} if self.file is None else self.file.load({}, parse=_stored)
-        self.changes = 0  # bumped on each change: the enforcers' caches follow it
+        # The quota keys some entity sets (most brokers: none): the enforcers of the others skip all.
+        self.keys = _keys(self.quotas)
 
     def get(self, entity: Entity, key: str) -> float | None:
         values = self.quotas.get(entity)
@@ -133,7 +134,7 @@ class QuotaStore:
 
             def install() -> None:
                 self.quotas = quotas
-                self.changes += 1
+                self.keys = _keys(quotas)
 
             rows = [
                 {"entity": dict(entity), "quotas": values}
@@ -145,6 +146,10 @@ class QuotaStore:
             commit()[1]()
         else:
             await self.file.update(commit)
+
+
+def _keys(quotas: dict[Entity, dict[str, float]]) -> frozenset[str]:
+    return frozenset(key for values in quotas.values() for key in values)
 
 
 def _stored(rows: list) -> dict[Entity, dict[str, float]]:
@@ -374,15 +379,10 @@ class ByteRateQuota:
         self.store, self.key = store, key
         self.samples, self.window_ms = samples, window_seconds * 1000
         self.rates: dict[tuple[str, str], Rate] = {}
-        self._seen_changes = -1
-        self._any = False
 
     def enabled(self) -> bool:
         """Whether any entity sets this quota (most brokers: none, and requests skip it all)."""
-        if self._seen_changes != self.store.changes:
-            self._seen_changes = self.store.changes
-            self._any = any(self.key in values for values in self.store.quotas.values())
-        return self._any
+        return self.key in self.store.keys
 
     def quota(self, user: str, client_id: str) -> tuple[tuple[str, str], float] | None:
         """The rate's key (user and client-id tags as Kafka's quotaMetricTags give them) and
@@ -523,8 +523,10 @@ class RequestQuota(ByteRateQuota):
                 return Raw(_INT32.pack(throttle) + body[4:])
             return body
         current = getattr(body, "throttle_time", None)  # (None: a version without the field)
-        if isinstance(current, datetime.timedelta) and current < datetime.timedelta(milliseconds=throttle):
-            return dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle))
+        if isinstance(current, datetime.timedelta):
+            current = current // datetime.timedelta(milliseconds=1)
+        if type(current) is int and current < throttle:  # (a handler's int milliseconds, or kio's timedelta)
+            return dataclasses.replace(body, throttle_time=throttle)
         return body
 
 
@@ -564,16 +566,11 @@ class ConnectionRateQuota:
     def __init__(self, store: QuotaStore, samples: int = 11, window_seconds: int = 1) -> None:
         self.store, self.samples, self.window_ms = store, samples, window_seconds * 1000
         self.rates: dict[str | None, Rate] = {}
-        self._seen_changes = -1
-        self._any = False
 
     def throttle_time(self, host: str, now: int) -> int:
         """Count a new connection from `host`; the time (ms) to hold it before closing it if
         that took the rate over the quota (the connection is then not counted), else 0."""
-        if self._seen_changes != self.store.changes:
-            self._seen_changes = self.store.changes
-            self._any = any(CONNECTION_CREATION_RATE in values for values in self.store.quotas.values())
-        if not self._any:
+        if CONNECTION_CREATION_RATE not in self.store.keys:
             return 0
         # (an ip entity names an address here, where Kafka resolves a host name to one)
         bound = self.store.get(((IP, host),), CONNECTION_CREATION_RATE)
