@@ -128,7 +128,7 @@ class ClassicGroupManager:
             # tombstones are durable, the join runs again against no group at all.
             if getattr(group, "dead", False):
                 return JoinResult(E.coordinator_not_available, member_id)
-            fut = asyncio.get_running_loop().create_future()
+            fut = self.shard.loop().create_future()
 
             def converted(error: int) -> None:
                 if error != E.none:
@@ -258,7 +258,7 @@ class ClassicGroupManager:
             self.resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
         else:
             group.awaiting_join_count += 1
-        member.join_waiter = asyncio.get_running_loop().create_future()
+        member.join_waiter = self.shard.loop().create_future()
         return member.join_waiter
 
     def _static_join(
@@ -314,7 +314,7 @@ class ClassicGroupManager:
             members=tuple(replaced if m.member_id == old_id else m for m in record.members),
             current_state_timestamp=record.current_state_timestamp,
         )
-        fut = asyncio.get_running_loop().create_future()
+        fut = self.shard.loop().create_future()
 
         def stored(error: int) -> None:
             if error != E.none:
@@ -600,7 +600,7 @@ class ClassicGroupManager:
         if group.state is S.STABLE:
             return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
         # CompletingRebalance: wait for the leader's assignment.
-        fut = asyncio.get_running_loop().create_future()
+        fut = self.shard.loop().create_future()
         self.resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
         member.sync_waiter = fut
         if member_id == group.leader_id:
@@ -739,7 +739,7 @@ class ClassicGroupManager:
         if type(group) is ShareGroup:
             return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
-            fut = asyncio.get_running_loop().create_future()
+            fut = self.shard.loop().create_future()
             now = self.shard.migration.leave(group, members, lambda r: self.resolve(fut, r))
             return fut if now is None else now
         if group is None:
@@ -787,7 +787,7 @@ class ClassicGroupManager:
             members=(),
             current_state_timestamp=self.clock.wall(),
         )
-        fut = asyncio.get_running_loop().create_future()
+        fut = self.shard.loop().create_future()
 
         def stored(error: int) -> None:
             if error != E.none:

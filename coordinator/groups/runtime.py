@@ -258,4 +258,4 @@ def _written(shard: GroupShard, w: PendingWrite, error: BaseException | None, _f
         # one go (one sync round) is replayed and answered in one pass, one socket write per
         # connection for all their answers and those queued behind them.
         shard.drain_scheduled = True
-        asyncio.get_running_loop().call_soon(shard.drain)
+        shard.loop().call_soon(shard.drain)

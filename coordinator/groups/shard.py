@@ -15,6 +15,7 @@ deferred-event queue. `revert` undoes the effect of failed writes on live state.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -120,6 +121,15 @@ class GroupShard:
         )
         self.pending: deque[PendingWrite] = deque()  # not yet answered, in the order written
         self.drain_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the shard serves on (its waiters' futures, its drain), looked up
+        once: on Python 3.11 each asyncio.get_running_loop() is a getpid() system call."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def write(self, records: list[Event], complete: Complete) -> None:
         """Append the records to this shard's partition; replay them once durable, then

@@ -10,6 +10,7 @@ no shard, and the shard the managers.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Callable, Protocol
 
 from .classic_group import ClassicGroup, SyncResult
@@ -102,6 +103,10 @@ class ShardContext(Protocol):
 
     @property
     def migration(self) -> Migration: ...
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the shard serves on (futures of answers given later)."""
+        ...
 
     def write(self, records: list[Event], complete: Complete) -> None: ...
 

@@ -226,7 +226,7 @@ class OffsetsLog:
                 _fail(queue, e)
                 continue
             if plog.config.fsync == "always":
-                plog.when_durable(partial(_wake_when_durable, queue, firsts), schedule_sync=False)
+                plog.when_durable(partial(_wake_when_durable, queue, firsts), schedule_sync=False, loop=self._loop)
             else:
                 _wake(queue, firsts)
         partition_module.SYNCER.start_now()  # this already ran a turn after the appends' I/O

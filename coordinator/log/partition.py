@@ -311,17 +311,20 @@ class PartitionLog:
         self.when_durable(done)
         await fut
 
-    def when_durable(self, done: Done, schedule_sync: bool = True) -> None:
+    def when_durable(
+        self, done: Done, schedule_sync: bool = True, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
         """done(None, None) once everything appended so far is on disk, or
         done(StorageError, None) if a sync failed first (with fsync=always the bytes it
         covered are then cut from the log: none of them was ever acknowledged).
-        schedule_sync=False: the caller starts the sync round (SYNCER.start_now())."""
+        schedule_sync=False: the caller starts the sync round (SYNCER.start_now()).
+        `loop`: the running loop, if the caller knows it (Syncer.request)."""
         target = self._next_offset
         if self._durable_offset >= target and not (self._dir_dirty and not self.closed):
             done(None, None)
             return
         self._durable_waiters.append((target, done))
-        SYNCER.request(self, schedule_sync)
+        SYNCER.request(self, schedule_sync, loop)
 
     def take_unsynced(self) -> tuple[list[Segment], bool, int]:
         """For the syncer (sync.SyncedLog): the segments and directory entries to make durable, and the

@@ -92,15 +92,16 @@ class Syncer:
             self._aio = AioFsync.create() or False
         return bool(self._aio)
 
-    def request(self, plog: SyncedLog, schedule: bool = True) -> None:
+    def request(self, plog: SyncedLog, schedule: bool = True, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Have the next round make everything appended to `plog` so far durable; the round
         reports to the log (SyncedLog.synced_to / sync_failed). schedule=False: the caller
-        calls start_now() itself."""
-        loop = self._loop
-        # The running loop is looked up only for a new round: on Python 3.11 each lookup is
-        # a getpid() system call. (A round left by a closed loop: tests run several loops.)
-        if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.get_running_loop()
+        calls start_now() itself. `loop`: the running loop, if the caller knows it."""
+        current = self._loop
+        # The running loop is looked up only for a new round, and not when the caller
+        # gives it: on Python 3.11 each lookup is a getpid() system call. (A round left by
+        # a closed loop: tests run several loops.)
+        if current is None or current.is_closed():
+            loop = self._loop = loop or asyncio.get_running_loop()
             self._logs = {}
             in_flight = self._in_flight
             if schedule and (in_flight is None or in_flight.loop is not loop):
@@ -136,11 +137,11 @@ class Syncer:
         try:
             if _syncfs is not None and sync_round.files >= SYNCFS_FROM_FILES:
                 self._syncfs_in_thread(files, dirs, sync_round.end)
-            elif self.uses_aio:
+            elif self._aio or (self._aio is None and self.uses_aio):  # (the property: the first round only)
                 for d in dirs:  # (rare: a segment was created or deleted)
                     fsync_dir(d)
                 try:
-                    self._aio.fsync_all([seg.fd for seg in files], sync_round.end, loop)  # type: ignore[union-attr]  # uses_aio is true only once _aio holds an AioFsync
+                    self._aio.fsync_all([seg.fd for seg in files], sync_round.end, loop)  # type: ignore[union-attr]  # true only once _aio holds an AioFsync
                 except OSError:
                     raise
                 except Exception as e:  # the kernel refused it: rounds of a few files on the loop from now on
