@@ -231,8 +231,8 @@ class GroupApis:
             )
         return self._join_later(ctx, result)
 
-    def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> asyncio.Future:
-        return _then(waiter, lambda r: self._join_response(ctx, r))
+    def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
+        return _answer_when_done(ctx, waiter, lambda r: self._join_response(ctx, r))
 
     @staticmethod
     def _join_response(ctx: RequestContext, r: JoinResult) -> Any:
@@ -276,8 +276,8 @@ class GroupApis:
             )
         return self._sync_later(ctx, result)
 
-    def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> asyncio.Future:
-        return _then(waiter, lambda r: self._sync_response(ctx, r))
+    def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
+        return _answer_when_done(ctx, waiter, lambda r: self._sync_response(ctx, r))
 
     @staticmethod
     def _sync_response(ctx: RequestContext, r: SyncResult) -> Any:
@@ -794,26 +794,11 @@ class GroupApis:
         return ctx.response(throttle_time=0, groups=tuple(out))
 
 
-def _then(waiter: asyncio.Future, build: Callable[[Any], Any]) -> asyncio.Future:
-    """The answer build(waiter's result), as a future settled from the waiter's done callback:
-    a JoinGroup or SyncGroup that waits (for the join phase, for the leader's assignment) costs
-    no Task and no coroutine."""
-    out = waiter.get_loop().create_future()
-
-    def done(f: asyncio.Future) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-            return
-        error = f.exception()
-        if error is not None:
-            out.set_exception(error)
-            return
-        try:
-            out.set_result(build(f.result()))
-        except Exception as e:  # (reported as the handler's failure, not lost in a callback)
-            out.set_exception(e)
-
-    waiter.add_done_callback(done)
-    return out
+def _answer_when_done(ctx: RequestContext, waiter: asyncio.Future, build: Callable[[Any], Any]) -> Any:
+    """The answer build(waiter's result): now if the waiter is settled already (a join phase
+    the request itself completed), else LATER and ctx.answer() from the waiter's done
+    callback, which runs on the loop's next turn (no second future, no Task)."""
+    if waiter.done():
+        return build(waiter.result())
+    waiter.add_done_callback(lambda f: ctx.answer(build(f.result())))
+    return LATER

@@ -307,6 +307,10 @@ class ClassicGroup:
             return protocols if m is changed and protocols is not None else m.protocols
 
         n = len(self.members)
+        if n == 1:  # every protocol of the only member is supported by all: its first wins the vote
+            first_choice = protocols_of(next(iter(self.members.values())))
+            if first_choice:
+                return first_choice[0][0]
         counts = self.supported_protocols
         if changed is not None:
             counts = {}
