@@ -131,6 +131,8 @@ def _string16(s: str) -> bytes:
 
 
 _V1_KEY = _H.pack(OFFSET_COMMIT_KEY_VERSION)
+_GROUP_V3 = _H.pack(3)
+_TIMESTAMP_AND_COUNT = struct.Struct(">qi")  # GroupMetadataValue v3: currentStateTimestamp, then the member count
 
 
 def _string16_nullable(s: str | None) -> bytes:
@@ -166,6 +168,8 @@ def _member_v3(m: MemberMetadata) -> bytes:
 
 
 _commit_keys: dict[OffsetCommitKey, bytes] = {}  # members commit the same partitions again and again
+_group_keys: dict[str, bytes] = {}  # group id -> its GroupMetadataKey
+_V2_KEY = _H.pack(GROUP_METADATA_KEY_VERSION)
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
@@ -177,18 +181,21 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
                 _commit_keys.clear()
             _commit_keys[key] = raw
         return raw
-    if type(key) is GroupMetadataKey:
-        w = RecordWriter(GROUP_METADATA_KEY_VERSION, False)
-        w.string(key.group)
-    elif type(key) is UnknownKey:
+    if type(key) is GroupMetadataKey:  # every write of a classic group
+        raw = _group_keys.get(key.group)
+        if raw is None:
+            raw = _V2_KEY + _string16(key.group)
+            if len(_group_keys) >= 100_000:
+                _group_keys.clear()
+            _group_keys[key.group] = raw
+        return raw
+    if type(key) is UnknownKey:
         return _H.pack(key.version) + key.data
-    elif type(key) in consumer_records.KEY_TYPES:
+    if type(key) in consumer_records.KEY_TYPES:
         return consumer_records.encode_key(key)
-    elif type(key) in share_records.KEY_TYPES:
+    if type(key) in share_records.KEY_TYPES:
         return share_records.encode_key(key)
-    else:
-        raise TypeError(f"not a __consumer_offsets key: {key!r}")
-    return bytes(w.out)
+    raise TypeError(f"not a __consumer_offsets key: {key!r}")
 
 
 def default_version(value: Value) -> int:
@@ -233,13 +240,12 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         members = g.members
         return b"".join(
             (
-                _H.pack(3),
+                _GROUP_V3,
                 _string16_nullable(g.protocol_type),
                 _I.pack(g.generation),
                 _string16_nullable(g.protocol),
                 _string16_nullable(g.leader),
-                _Q.pack(g.current_state_timestamp),
-                _I.pack(len(members)),
+                _TIMESTAMP_AND_COUNT.pack(g.current_state_timestamp, len(members)),
                 *map(_member_v3, members),
             )
         )

@@ -319,17 +319,22 @@ class GroupApis:
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
             return self._leave_response(ctx, error, [])
+
+        # Answered once the group's empty generation is stored, when the leave empties it.
+        def answer(result: Any) -> None:
+            ctx.answer(self._leave_response(ctx, *result))
+
         if ctx.version < 3:
-            result = shard.classic.leave(req.group_id, [(req.member_id, None)])
+            result = shard.classic.leave(req.group_id, [(req.member_id, None)], answer=answer)
         else:
             reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
             result = shard.classic.leave(
                 req.group_id,
                 [(m.member_id, m.group_instance_id) for m in req.members],
                 reason="; ".join(sorted(reasons)) or None,
+                answer=answer,
             )
-        if isinstance(result, asyncio.Future):  # answered once the group's empty generation is stored
-            result.add_done_callback(lambda f: ctx.answer(self._leave_response(ctx, *f.result())))
+        if result is None:
             return LATER
         return self._after_pending(
             ctx, shard, self._leave_response(ctx, *result), lambda error: self._leave_response(ctx, error, [])

@@ -19,7 +19,8 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 
 from ..errors import E
@@ -34,6 +35,9 @@ from .shard_context import ShardContext
 log = logging.getLogger(__name__)
 
 UNKNOWN_MEMBER_ID = ""
+
+# LeaveGroup's outcome: (top-level error, [(member id, group instance id, error)])
+LeaveResult = tuple[int, list[tuple[str, str | None, int]]]
 
 
 @dataclass
@@ -727,18 +731,26 @@ class ClassicGroupManager:
     # LeaveGroup -----------------------------------------------------------------------
 
     def leave(
-        self, group_id: str, members: list[tuple[str, str | None]], reason: str | None = None
-    ) -> tuple[int, list[tuple[str, str | None, int]]] | asyncio.Future:
+        self,
+        group_id: str,
+        members: list[tuple[str, str | None]],
+        reason: str | None = None,
+        answer: Callable[[LeaveResult], None] | None = None,
+    ) -> LeaveResult | asyncio.Future | None:
         """(top-level error, [(member id, instance id, error)]) — Kafka's v3+ shape — now,
-        or a future of it when the leave empties the group: then the empty generation is
-        stored first and the members leave once it is on disk (if it cannot be stored, the
-        answer is the storage error and the group is as it was)."""
+        or later when the leave empties the group: then the empty generation is stored
+        first and the members leave once it is on disk (if it cannot be stored, the answer
+        is the storage error and the group is as it was). Later is `answer(result)` (None is
+        returned) when given, run as the write completes with the answers released with it,
+        else a future of the result."""
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
         if type(group) is ShareGroup:
             return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
+            if answer is not None:
+                return self.shard.migration.leave(group, members, answer)
             fut = self.shard.loop().create_future()
             now = self.shard.migration.leave(group, members, lambda r: self.resolve(fut, r))
             return fut if now is None else now
@@ -787,17 +799,20 @@ class ClassicGroupManager:
             members=(),
             current_state_timestamp=self.clock.wall(),
         )
-        fut = self.shard.loop().create_future()
+        later: asyncio.Future | None = None
+        if answer is None:
+            later = self.shard.loop().create_future()
+            answer = partial(self.resolve, later)
 
         def stored(error: int) -> None:
             if error != E.none:
-                self.resolve(fut, (error, []))
+                answer((error, []))
                 return
             self._remove_leaving(group, [m for m in leaving if group.members.get(m.member_id) is m], pending, reason)
-            self.resolve(fut, (E.none, results))
+            answer((E.none, results))
 
         self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
-        return fut
+        return later
 
     def _remove_leaving(
         self, group: ClassicGroup, leaving: list[Member], pending: list[str], reason: str | None
