@@ -330,7 +330,11 @@ class ClassicGroup:
         return max(candidates, key=lambda p: (votes.get(p, 0), -order.get(p, 0)))
 
     def max_rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        longest = 0  # (a loop: no generator for the few members of most groups)
+        for m in self.members.values():
+            if m.rebalance_timeout_ms > longest:
+                longest = m.rebalance_timeout_ms
+        return longest
 
     def check_member(
         self, group_instance_id: str | None, member_id: str, generation_id: int

@@ -249,7 +249,7 @@ class OffsetsLog:
                 count += 1
                 size += len(k) + (len(v) if v is not None else 0)
         batches.append(finish_batch(builder))
-        base = plog.append(b"".join(batches))
+        base = plog.append(batches[0] if len(batches) == 1 else b"".join(batches), verify_crc=False)
         return [base + f for f in firsts]
 
     def replay(self, partition: int, from_offset: int = 0) -> Iterator[OffsetsRecord]:

@@ -201,8 +201,9 @@ class PartitionLog:
 
     # ------------------------------------------------------------ appending
 
-    def append(self, batches: bytes | bytearray | memoryview) -> int:
+    def append(self, batches: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> int:
         """Validate one or more whole batches, assign their offsets, write them.
+        verify_crc=False: batches this process just built (their CRC was just computed).
 
         Returns the base offset assigned to the first batch. Not yet durable: see flush().
         """
@@ -219,7 +220,7 @@ class PartitionLog:
         epoch = self.leader_epoch
         try:
             while pos < end:
-                h = parse_header(buf, pos)
+                h = parse_header(buf, pos, verify_crc=verify_crc)
                 if h.record_count != h.last_offset_delta + 1:
                     raise InvalidBatch(
                         f"record count {h.record_count} does not match offset delta {h.last_offset_delta}"
