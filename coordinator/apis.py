@@ -171,6 +171,26 @@ class RequestContext:
         return build(nested_type(self.codec.response_type, entity), values)
 
 
+_new_object = object.__new__
+
+
+def new_context(header: RequestHeader, codec: Codec, client_host: str, connection: Any, size: int) -> RequestContext:
+    """RequestContext(header, codec, client_host, connection, size=size), one per request:
+    its slots set directly, without the dataclass __init__ (a Python call through the type's
+    init slot, the dearer way to call Python code)."""
+    ctx = _new_object(RequestContext)
+    ctx.header = header
+    ctx.codec = codec
+    ctx.client_host = client_host
+    ctx.connection = connection
+    ctx.waiting = None
+    ctx.body = UNANSWERED
+    ctx.started = 0.0
+    ctx.size = size
+    ctx.loop_time = -1.0
+    return ctx
+
+
 class CaughtAnswer:
     """Stands in for the connection of a handler run inside another (the ACL gate's partial
     answers, a fault's held request): catches ctx.answer(); everything else the handler reads
@@ -211,43 +231,43 @@ _ERROR_CODES: dict[int, ErrorCode] = {
 }  # (a dict lookup, not Enum's call, per answer)
 
 
-def _to_error(v: Any) -> Any:
-    return _ERROR_CODES[v] if type(v) is int else v  # (KeyError: not a Kafka error code, a bug)
-
-
-_Fields = tuple[frozenset[str], tuple[tuple[str, Callable[[Any], Any]], ...]]
+_Fields = tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]
 _FIELDS: dict[type, _Fields] = {}
 
 
 def _fields(cls: type) -> _Fields:
     """The fields of kio entity `cls`, and those handlers give as plain ints that kio wants
-    typed (ErrorCode; tagged millisecond fields, which kio's own writer writes), each with
-    its conversion. Untagged millisecond fields stay ints: protocol.compiled_writer writes
-    them as they are."""
-    coercers: list[tuple[str, Callable[[Any], Any]]] = []
-    for f in fields(cls):
-        kind = f.metadata.get("kafka_type")
-        if kind in ("timedelta_i32", "timedelta_i64") and "tag" in f.metadata:
-            coercers.append((f.name, _to_timedelta))
-        elif kind == "error_code":
-            coercers.append((f.name, _to_error))
-    found = _FIELDS[cls] = (frozenset(f.name for f in fields(cls)), tuple(coercers))
+    typed: error codes (ErrorCode) and tagged millisecond fields (timedeltas: kio's own
+    writer writes tagged fields). Untagged millisecond fields stay ints:
+    protocol.compiled_writer writes them as they are."""
+    errors = tuple(f.name for f in fields(cls) if f.metadata.get("kafka_type") == "error_code")
+    tagged_ms = tuple(
+        f.name
+        for f in fields(cls)
+        if f.metadata.get("kafka_type") in ("timedelta_i32", "timedelta_i64") and "tag" in f.metadata
+    )
+    found = _FIELDS[cls] = (frozenset(f.name for f in fields(cls)), errors, tagged_ms)
     return found
 
 
 def build(cls: type, values: dict[str, Any]) -> Any:
-    """Construct kio entity `cls`, dropping values its version does not have.
+    """Construct kio entity `cls` from `values` (a dict of the caller's own, which this may
+    change), dropping values its version does not have.
 
     Handlers describe a response once for all versions; fields that a version lacks
     (e.g. throttle_time_ms before v1) are simply not sent, as in Kafka's own code.
     Fields the version has but the handler did not give take the schema default.
     """
-    names, coercers = _FIELDS.get(cls) or _fields(cls)
-    # (one C-level check and copy for the usual case, every value a field of this version)
-    kw = dict(values) if names.issuperset(values) else {k: v for k, v in values.items() if k in names}
-    for name, coerce in coercers:
+    names, errors, tagged_ms = _FIELDS.get(cls) or _fields(cls)
+    # (one C-level check for the usual case, every value a field of this version)
+    kw = values if names.issuperset(values) else {k: v for k, v in values.items() if k in names}
+    for name in errors:
+        v = kw.get(name)
+        if type(v) is int:
+            kw[name] = _ERROR_CODES[v]  # (KeyError: not a Kafka error code, a bug)
+    for name in tagged_ms:
         if name in kw:
-            kw[name] = coerce(kw[name])
+            kw[name] = _to_timedelta(kw[name])
     return cls(**kw)
 
 

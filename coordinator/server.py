@@ -26,7 +26,7 @@ from protocol.messages import (
 from protocol.wire import MalformedRequest
 
 from .api_version_limits import ApiVersionLimits
-from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext
+from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext, new_context
 from .config import Config
 from .connection import Connection
 from .data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
@@ -492,7 +492,7 @@ class Server:
             raise CloseConnection(f"api key {api_key} before SASL authentication")  # as Kafka
         header, pos = read_request_header(frame, flexible=c.flexible_request)
         body = decode_body(c, frame, pos)
-        ctx = RequestContext(header, c, conn.client_host, conn, size=len(frame))
+        ctx = new_context(header, c, conn.client_host, conn, len(frame))
         quota = self.request_quota  # request_percentage: the handler's time on the loop counts
         # (quota.enabled() without its call: most brokers set no quota)
         if quota is not None and quota.key in quota.store.keys and api_key not in BEFORE_AUTHENTICATION:

@@ -37,22 +37,9 @@ class FrameDecoder:
         self._filled = 0
 
     def feed(self, data: bytes) -> list[bytes]:
-        large = self._large
-        if large is None:  # (the usual case)
-            return self._cut(data)
-        filled = self._filled
-        n = min(len(data), len(large) - filled)
-        large[filled : filled + n] = memoryview(data)[:n]
-        self._filled = filled + n
-        if self._filled < len(large):
-            return []
-        self._large = None
-        frames: list = [large]  # (a bytearray, handed out as it is)
-        if n < len(data):
-            frames += self._cut(bytes(memoryview(data)[n:]))
-        return frames
-
-    def _cut(self, data: bytes) -> list[bytes]:
+        """The frames `data` completes, in order."""
+        if self._large is not None:
+            return self._fill(data)
         buf = self._buf
         if buf:
             buf += data
@@ -83,6 +70,22 @@ class FrameDecoder:
                 return frames
             buf += memoryview(data)[pos:]
             self._wanted = 4 + size if end - pos >= 4 else 4
+        return frames
+
+    def _fill(self, data: bytes) -> list[bytes]:
+        """Bytes of the large Produce frame being read, and the frames after it."""
+        large = self._large
+        assert large is not None
+        filled = self._filled
+        n = min(len(data), len(large) - filled)
+        large[filled : filled + n] = memoryview(data)[:n]
+        self._filled = filled + n
+        if self._filled < len(large):
+            return []
+        self._large = None
+        frames: list = [large]  # (a bytearray, handed out as it is)
+        if n < len(data):
+            frames += self.feed(bytes(memoryview(data)[n:]))
         return frames
 
     @property

@@ -258,7 +258,10 @@ def _encode_with(write: Any, body: Any) -> bytes:
 
 def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
     """The whole response frame: size, response header, body."""
-    return encode_raw_response(c, correlation_id, c.encode(body))
+    raw = c.encode(body)
+    if c.flexible_response:  # (encode_raw_response, inline: every answer comes here)
+        return _SIZE_ID_NO_TAGS.pack(len(raw) + 5, correlation_id, 0) + raw
+    return _SIZE_ID.pack(len(raw) + 4, correlation_id) + raw
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:

@@ -23,10 +23,11 @@ from kafka.protocol.metadata import (
     MetadataResponse as KpMetadataResponse,
 )
 
-from coordinator.apis import build, nested_type
+from coordinator.apis import RequestContext, build, nested_type, new_context
 from protocol.framing import FrameDecoder, FrameError, frame
 from protocol.messages import (
     MalformedRequest,
+    RequestHeader,
     UnknownApi,
     codec,
     decode_request,
@@ -337,6 +338,13 @@ def test_our_find_coordinator_request_read_by_kafka_python(v):
 
 
 # --- responses: we encode, kafka-python decodes ------------------------------------------------
+
+
+def test_new_context_is_the_dataclass_built_with_its_defaults():
+    header = RequestHeader(3, 12, 7, "client")
+    c = codec(METADATA, 12)
+    made = new_context(header, c, "127.0.0.1", None, 42)
+    assert made == RequestContext(header, c, "127.0.0.1", None, size=42)  # (every field compared: none left unset)
 
 
 def our_metadata_response(v: int):
