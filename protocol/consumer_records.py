@@ -233,13 +233,25 @@ def _read_uuid(r: RecordReader) -> uuid.UUID:
     return uuid.UUID(bytes=r.take(16))
 
 
+def _int32s(w: RecordWriter, ns: tuple[int, ...]) -> None:
+    """A compact []int32 (Partitions, AssignmentEpochs): its length, then every element
+    packed at once (an assignment holds thousands)."""
+    w.array_len(len(ns))
+    w.out += struct.pack(f">{len(ns)}i", *ns)
+
+
+def _read_int32s(r: RecordReader, n: int) -> tuple[int, ...]:
+    """`n` int32s (n from the array length before them; a null array reads as none)."""
+    if n <= 0:
+        return ()
+    return struct.unpack(f">{n}i", r.take(4 * n))
+
+
 def _partitions(w: RecordWriter, parts: Partitions) -> None:
     w.array_len(len(parts))
     for topic_id, ps in parts:
         _uuid(w, topic_id)
-        w.array_len(len(ps))
-        for p in ps:
-            w.int32(p)
+        _int32s(w, ps)
         w.tags()
 
 
@@ -247,7 +259,7 @@ def _read_partitions(r: RecordReader) -> Partitions:
     out = []
     for _ in range(r.array_len()):
         topic_id = _read_uuid(r)
-        ps = tuple(r.int32() for _ in range(r.array_len()))
+        ps = _read_int32s(r, r.array_len())
         r.skip_tags()
         out.append((topic_id, ps))
     return tuple(out)
@@ -259,18 +271,14 @@ def _epoch_partitions(w: RecordWriter, parts: Partitions, epochs: Epochs) -> Non
     w.array_len(len(parts))
     for i, (topic_id, ps) in enumerate(parts):
         _uuid(w, topic_id)
-        w.array_len(len(ps))
-        for p in ps:
-            w.int32(p)
+        _int32s(w, ps)
         these = epochs[i] if i < len(epochs) else None
         if these is None:
             w.tags()
             continue
         inner = RecordWriter(0, True)
         inner.out = bytearray()
-        inner.array_len(len(these))
-        for e in these:
-            inner.int32(e)
+        _int32s(inner, these)
         w.uvarint(1)  # one tagged field
         w.uvarint(0)  # its tag
         w.uvarint(len(inner.out))
@@ -282,7 +290,7 @@ def _read_epoch_partitions(r: RecordReader) -> tuple[Partitions, Epochs]:
     epochs: list[tuple[int, ...] | None] = []
     for _ in range(r.array_len()):
         topic_id = _read_uuid(r)
-        ps = tuple(r.int32() for _ in range(r.array_len()))
+        ps = _read_int32s(r, r.array_len())
         these = None
         for _ in range(r.uvarint()):
             tag = r.uvarint()
@@ -295,7 +303,7 @@ def _read_epoch_partitions(r: RecordReader) -> tuple[Partitions, Epochs]:
             if n >= 0:
                 if n != len(ps):
                     raise r.fail(f"{n} assignment epochs for {len(ps)} partitions")
-                these = tuple(t.int32() for _ in range(n))
+                these = _read_int32s(t, n)
             t.end()
         out.append((topic_id, ps))
         epochs.append(these)
