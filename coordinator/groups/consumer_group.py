@@ -41,9 +41,10 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
-    # (topic id, partition) -> the member epoch at which it got the partition, for every
-    # partition it owns (KIP-1251: a commit at an epoch since then is its own)
-    assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    # topic id -> partition -> the member epoch at which it got the partition, for every
+    # partition it owns (KIP-1251: a commit at an epoch since then is its own). Keyed by
+    # topic first, as `owners`: a topic id hashes in Python, a partition number in C.
+    assignment_epochs: dict[uuid.UUID, dict[int, int]] = field(default_factory=dict)
     session_deadline: float = 0.0
     session_timer: Any = None
     revocation_deadline: float | None = None  # when it must have revoked by (rebalance timeout)
@@ -65,6 +66,14 @@ class ConsumerMember:
         return out
 
 
+def _release(of_topic: dict[int, str] | None, partitions: frozenset[int], member_id: str) -> None:
+    """The member no longer owns these partitions of one topic (`of_topic`: partition -> owner)."""
+    if of_topic:
+        for p in partitions:
+            if of_topic.get(p) == member_id:
+                del of_topic[p]
+
+
 class ConsumerGroup(ModernGroup[ConsumerMember]):
     """Implements group.Group for the `consumer` type."""
 
@@ -75,8 +84,8 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
         # with the KIP-1101 hash kept with it (the group metadata record's MetadataHash: a group
         # replayed from a Kafka 4.1+ log knows only the hash until its topics are looked up)
         self._subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
-        # (topic id, partition) -> the member owning it (assigned or pending revocation)
-        self.owners: dict[tuple[uuid.UUID, int], str] = {}
+        # topic id -> partition -> the member owning it (assigned or pending revocation)
+        self.owners: dict[uuid.UUID, dict[int, str]] = {}
         # (topic names, regexes) the members subscribe to; None: to be recomputed
         self._subscriptions: tuple[frozenset[str], frozenset[str]] | None = None
         self.extra_records: list[tuple[Any, Any]] = []  # written first with the next change
@@ -101,26 +110,39 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
 
     def set_owned(self, member: ConsumerMember, assigned: Assignment, pending: Assignment) -> None:
         """The member now owns these; a partition it did not own before is assigned at its
-        current epoch, one it keeps keeps its assignment epoch (Kafka's CurrentAssignmentBuilder)."""
+        current epoch, one it keeps keeps its assignment epoch (Kafka's CurrentAssignmentBuilder).
+        Only the topics whose partitions changed are walked: a member revoking most of what it
+        owns still owns it (pending revocation), so nothing moves until it acknowledges."""
         owners = self.owners
         member_id = member.member_id
-        for t, ps in member.owns().items():
-            for p in ps:
-                if owners.get((t, p)) == member_id:
-                    del owners[(t, p)]
+        before = member.owns()
         member.assigned, member.pending_revocation = assigned, pending
+        after = member.owns()
+        for t, was in before.items():
+            if t not in after:
+                _release(owners.get(t), was, member_id)
         old = member.assignment_epochs
         epochs = {}
         epoch = max(member.member_epoch, 0)
-        for t, ps in member.owns().items():
-            for p in ps:
-                owners[(t, p)] = member_id
-                epochs[(t, p)] = old.get((t, p), epoch)
+        for t, ps in after.items():
+            was = before.get(t, frozenset())
+            kept = old.get(t)
+            if ps == was and kept is not None:
+                epochs[t] = kept  # (never changed in place: shared with the member's past self)
+                continue
+            _release(owners.get(t), was - ps, member_id)
+            of_topic = owners.get(t)
+            if of_topic is None:
+                of_topic = owners[t] = {}
+            for p in ps - was:
+                of_topic[p] = member_id
+            kept = kept or {}
+            epochs[t] = {p: kept.get(p, epoch) for p in ps}
         member.assignment_epochs = epochs
 
     def owned_elsewhere(self, member_id: str) -> Callable[[uuid.UUID, int], bool]:
         owners = self.owners
-        return lambda t, p: owners.get((t, p), member_id) != member_id
+        return lambda t, p: owners.get(t, {}).get(p, member_id) != member_id
 
     def remove_member(self, member: ConsumerMember) -> None:
         self.removed_members.add(member.member_id)
@@ -250,7 +272,7 @@ def _commit_epoch_check(member: ConsumerMember, epoch: int) -> Any:
     epochs = member.assignment_epochs
 
     def check(topic_id: Any, partition: int) -> int:
-        assigned_at = epochs.get((topic_id, partition))
+        assigned_at = epochs.get(topic_id, {}).get(partition)
         return E.none if assigned_at is not None and assigned_at <= epoch else E.stale_member_epoch
 
     return check
@@ -279,19 +301,24 @@ def _assignment(parts: R.Partitions) -> Assignment:
     return {t: frozenset(ps) for t, ps in parts if ps}
 
 
-def _epochs_of(parts: R.Partitions, epochs: dict[tuple[uuid.UUID, int], int], default: int) -> R.Epochs:
+def _epochs_of(parts: R.Partitions, epochs: dict[uuid.UUID, dict[int, int]], default: int) -> R.Epochs:
     """The assignment epochs aligned with `parts` (KIP-1251's AssignmentEpochs)."""
-    return tuple(tuple(epochs.get((t, p), default) for p in ps) for t, ps in parts)
+    out = []
+    for t, ps in parts:
+        of_topic = epochs.get(t, {})
+        out.append(tuple(of_topic.get(p, default) for p in ps))
+    return tuple(out)
 
 
-def _read_epochs(parts: R.Partitions, epochs: R.Epochs, default: int) -> dict[tuple[uuid.UUID, int], int]:
-    """A record's assignment epochs; a partition written without one (before Kafka 4.3)
-    counts as assigned at the member's epoch, as Kafka reads such records."""
-    out = {}
+def _read_epochs(
+    out: dict[uuid.UUID, dict[int, int]], parts: R.Partitions, epochs: R.Epochs, default: int
+) -> dict[uuid.UUID, dict[int, int]]:
+    """A record's assignment epochs added to `out`; a partition written without one (before
+    Kafka 4.3) counts as assigned at the member's epoch, as Kafka reads such records."""
     for i, (t, ps) in enumerate(parts):
         these = epochs[i] if i < len(epochs) else None
-        for j, p in enumerate(ps):
-            out[(t, p)] = these[j] if these is not None else default
+        of_topic = out.setdefault(t, {})
+        of_topic.update(zip(ps, these) if these is not None else dict.fromkeys(ps, default))
     return out
 
 
@@ -387,9 +414,11 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
             m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
             m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
             default = max(m.member_epoch, 0)
-            m.assignment_epochs = {
-                **_read_epochs(value.assigned_partitions, value.assigned_epochs, default),
-                **_read_epochs(value.partitions_pending_revocation, value.pending_revocation_epochs, default),
-            }
+            m.assignment_epochs = _read_epochs(
+                _read_epochs({}, value.assigned_partitions, value.assigned_epochs, default),
+                value.partitions_pending_revocation,
+                value.pending_revocation_epochs,
+                default,
+            )
             group.set_owned(m, _assignment(value.assigned_partitions), _assignment(value.partitions_pending_revocation))
     return group

@@ -617,7 +617,8 @@ class ConsumerGroupManager(ModernGroupManager):
             group.assignment_epoch,
             target,
             owned,
-            group.owned_elsewhere(member.member_id),
+            group.owners,
+            member.member_id,
         )
         if out.state is MemberState.UNREVOKED_PARTITIONS and member.state is not MemberState.UNREVOKED_PARTITIONS:
             # It must revoke within its rebalance timeout, or it is fenced (its partitions freed).

@@ -13,9 +13,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
+from typing import Mapping
 
 Assignment = dict[uuid.UUID, frozenset[int]]
+# topic id -> partition -> the member owning it (ConsumerGroup.owners)
+Owners = Mapping[uuid.UUID, Mapping[int, str]]
 
 
 class MemberState(Enum):
@@ -65,11 +67,12 @@ def reconcile(
     target_epoch: int,
     target: Assignment,
     owned: list[tuple[uuid.UUID, list[int]]] | None,
-    owner_elsewhere: Callable[[uuid.UUID, int], bool],
+    owners: Owners,
+    member_id: str,
 ) -> Reconciled:
     """The member's next state. `owned`: the partitions its heartbeat lists (None if it
-    did not send them); `owner_elsewhere(topic, partition)`: whether another member
-    still owns the partition."""
+    did not send them); `owners`: who owns each partition now (a partition owned by a
+    member other than `member_id` is not yet free)."""
     if state is MemberState.UNREVOKED_PARTITIONS:
         # It may move on only once it no longer lists anything it was told to revoke.
         if owns_any(owned, pending):
@@ -79,7 +82,7 @@ def reconcile(
     if state is MemberState.STABLE and member_epoch == target_epoch:
         return Reconciled(state, member_epoch, previous_epoch, assigned, pending)
     if state is MemberState.UNRELEASED_PARTITIONS and member_epoch == target_epoch:
-        return _assign(member_epoch, previous_epoch, assigned, target, owner_elsewhere)
+        return _assign(member_epoch, previous_epoch, assigned, target, owners, member_id)
     # A new target: revoke first, or take what is free.
     keep = _and(assigned, target)
     revoke = _minus(assigned, target)
@@ -87,7 +90,7 @@ def reconcile(
         return Reconciled(MemberState.UNREVOKED_PARTITIONS, member_epoch, previous_epoch, keep, revoke)
     # Nothing to revoke that its heartbeat still lists (e.g. the partitions of a deleted
     # topic, which the client dropped itself): straight to the target's epoch, as Kafka.
-    return _assign(target_epoch, member_epoch, keep, target, owner_elsewhere)
+    return _assign(target_epoch, member_epoch, keep, target, owners, member_id)
 
 
 def _assign(
@@ -95,17 +98,25 @@ def _assign(
     previous_epoch: int,
     keep: Assignment,
     target: Assignment,
-    owner_elsewhere: Callable[[uuid.UUID, int], bool],
+    owners: Owners,
+    member_id: str,
 ) -> Reconciled:
-    assigned = {t: set(ps) for t, ps in keep.items()}
+    """`keep` and every partition of `target` no other member owns; UNRELEASED_PARTITIONS
+    if some are still owned by others."""
+    assigned = dict(keep)
     unreleased = False
     for t, ps in target.items():
-        for p in ps:
-            if p in assigned.get(t, ()):
-                continue
-            if owner_elsewhere(t, p):
+        have = assigned.get(t, frozenset())
+        wanted = ps - have
+        if not wanted:
+            continue
+        of_topic = owners.get(t)
+        if of_topic:
+            taken = [p for p in wanted if of_topic.get(p, member_id) != member_id]
+            if taken:
                 unreleased = True
-            else:
-                assigned.setdefault(t, set()).add(p)
+                wanted = wanted.difference(taken)
+        if wanted:
+            assigned[t] = have | wanted
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return Reconciled(state, epoch, previous_epoch, {t: frozenset(ps) for t, ps in assigned.items() if ps})
+    return Reconciled(state, epoch, previous_epoch, {t: ps for t, ps in assigned.items() if ps})
