@@ -139,6 +139,19 @@ def _string16_nullable(s: str | None) -> bytes:
     return b"\xff\xff" if s is None else _string16(s)
 
 
+_names: dict[str | None, bytes] = {}  # protocol types and names, client ids and hosts: a few, written again and again
+
+
+def _name16(s: str | None) -> bytes:
+    raw = _names.get(s)
+    if raw is None:
+        raw = _string16_nullable(s)
+        if len(_names) >= 10_000:
+            _names.clear()
+        _names[s] = raw
+    return raw
+
+
 # A member's part of a GroupMetadataValue v3: a group writes every member again with each
 # generation and each member's assignment, mostly the same bytes as last time.
 _members_v3: dict[MemberMetadata, bytes] = {}
@@ -151,8 +164,8 @@ def _member_v3(m: MemberMetadata) -> bytes:
             (
                 _string16(m.member_id),
                 _string16_nullable(m.group_instance_id),
-                _string16(m.client_id),
-                _string16(m.client_host),
+                _name16(m.client_id),
+                _name16(m.client_host),
                 _I.pack(m.rebalance_timeout),
                 _I.pack(m.session_timeout),
                 _I.pack(len(m.subscription)),
@@ -241,9 +254,9 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         return b"".join(
             (
                 _GROUP_V3,
-                _string16_nullable(g.protocol_type),
+                _name16(g.protocol_type),
                 _I.pack(g.generation),
-                _string16_nullable(g.protocol),
+                _name16(g.protocol),
                 _string16_nullable(g.leader),
                 _TIMESTAMP_AND_COUNT.pack(g.current_state_timestamp, len(members)),
                 *map(_member_v3, members),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode as E
@@ -341,6 +342,18 @@ async def test_old_versions_never_get_member_id_required():
     fut = h.join(v4=False)
     r = result(fut)
     assert r.error == E.none and r.member_id.startswith("client-")
+
+
+async def test_member_ids_are_the_client_id_and_a_random_uuid():
+    # Kafka: clientId + "-" + UUID.randomUUID().toString(), a version 4 UUID in lowercase hex.
+    h = Harness()
+    ids = [h.join().member_id for _ in range(600)]  # (more than one 4 KiB read of random bytes)
+    assert len(set(ids)) == len(ids)
+    for member_id in ids:
+        client, _, tail = member_id.partition("-")
+        parsed = uuid.UUID(tail)
+        assert client == "client" and str(parsed) == tail
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
 
 
 async def test_protocol_is_chosen_by_vote():

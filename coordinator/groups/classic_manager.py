@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
+import os
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -35,6 +35,25 @@ from .shard_context import ShardContext
 log = logging.getLogger(__name__)
 
 UNKNOWN_MEMBER_ID = ""
+
+_random = b""  # random bytes for member ids, 16 taken per id from _random_at
+_random_at = 0
+
+
+def random_uuid() -> str:
+    """A random (version 4) UUID as Java's UUID.randomUUID().toString() writes it, the tail
+    of Kafka's member ids. Its bytes come from os.urandom read 4 KiB at a time: uuid.uuid4()
+    makes a getrandom() system call and a 128-bit integer for every id."""
+    global _random, _random_at
+    if _random_at + 16 > len(_random):
+        _random, _random_at = os.urandom(4096), 0
+    b = bytearray(_random[_random_at : _random_at + 16])
+    _random_at += 16
+    b[6] = b[6] & 0x0F | 0x40  # version 4
+    b[8] = b[8] & 0x3F | 0x80  # the IETF variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
 
 # LeaveGroup's outcome: (top-level error, [(member id, group instance id, error)])
 LeaveResult = tuple[int, list[tuple[str, str | None, int]]]
@@ -171,7 +190,7 @@ class ClassicGroupManager:
             return JoinResult(E.group_max_size_reached, member_id)
         params = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
         if member_id == UNKNOWN_MEMBER_ID:
-            new_id = f"{client_id}-{uuid.uuid4()}"
+            new_id = f"{client_id}-{random_uuid()}"
             if group_instance_id is not None:
                 return self._static_join(group, group_instance_id, new_id, params, supports_skip_assignment)
             if require_known_member_id:
@@ -833,8 +852,10 @@ class ClassicGroupManager:
             self._after_removal(group, "members left")
 
     def _remove_member(self, group: ClassicGroup, member: Member) -> None:
-        self.resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
-        self.resolve(member.sync_waiter, SyncResult(E.unknown_member_id))
+        if member.join_waiter is not None:
+            self.resolve(member.join_waiter, JoinResult(E.unknown_member_id, member.member_id))
+        if member.sync_waiter is not None:
+            self.resolve(member.sync_waiter, SyncResult(E.unknown_member_id))
         group.remove(member.member_id)
         member.join_waiter = member.sync_waiter = None
 
