@@ -214,23 +214,24 @@ class PartitionLog:
         if self._cut_pending is not None:
             self._cut_back(self._cut_pending)
         buf = bytearray(batches)
-        headers: list[tuple[int, BatchHeader]] = []
+        # (position, size, header as stored: its new base offset and epoch, next offset) per batch
+        headers: list[tuple[int, int, BatchHeader, int]] = []
         pos, end = 0, len(buf)
         next_offset = self._next_offset
         epoch = self.leader_epoch
         try:
             while pos < end:
                 h = parse_header(buf, pos, verify_crc=verify_crc)
-                if h.record_count != h.last_offset_delta + 1:
-                    raise InvalidBatch(
-                        f"record count {h.record_count} does not match offset delta {h.last_offset_delta}"
-                    )
+                count = h.record_count
+                if count != h.last_offset_delta + 1:
+                    raise InvalidBatch(f"record count {count} does not match offset delta {h.last_offset_delta}")
                 set_base_offset(buf, pos, next_offset)
                 set_partition_leader_epoch(buf, pos, epoch)
-                # h as stored: its new base offset and epoch
-                headers.append((pos, tuple.__new__(BatchHeader, (next_offset, h[1], epoch, *h[3:]))))
-                next_offset += h.record_count
-                pos += h.size
+                size = h.batch_length + LOG_OVERHEAD
+                stored = tuple.__new__(BatchHeader, (next_offset, h[1], epoch, *h[3:]))
+                next_offset += count
+                headers.append((pos, size, stored, next_offset))
+                pos += size
         except (TruncatedBatch, ValueError) as e:
             raise InvalidBatch(str(e)) from e
         if not headers:
@@ -241,12 +242,12 @@ class PartitionLog:
         timer = APPEND_TIMER
         started = time.perf_counter() if timer is not None else 0.0
         try:
-            for pos, h in headers:
-                self._maybe_roll(h.size, t)
+            for pos, size, h, after in headers:
+                self._maybe_roll(size, t)  # (a new segment starts at self._next_offset)
                 seg = self.segments[-1]
-                seg.write(view[pos : pos + h.size], h, t)
+                seg.write(view[pos : pos + size], h, t, size, after)
                 self._unsynced[seg.fd] = seg
-                self._next_offset = h.next_offset
+                self._next_offset = after
         except OSError as e:
             # All or nothing: batches of this call already written, and a torn tail, go.
             self._cut_back(first)

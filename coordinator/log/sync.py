@@ -254,7 +254,7 @@ class AioFsync:
         # The usual round is one log's active segment: its completion reports straight to
         # `done`; a round of several counts them down first.
         one = partial(_fsynced, done) if len(fds) == 1 else _Countdown(len(fds), done)
-        ops = [self._fsync(fd) for fd in fds]
+        ops = list(map(self._fsync, fds))
         for op in ops:
             op.set_callback(one)
         submitted = self._context.submit(*ops)
