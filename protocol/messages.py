@@ -23,7 +23,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from . import offset_commit, produce
-from .compiled_writer import CompiledWriter, compiled_writer
+from .compiled_writer import compiled_writer
 from .framing import frame
 from .legacy import LEGACY
 from .wire import MalformedRequest, encode_uvarint, read_uvarint, skip_tagged_fields
@@ -81,9 +81,7 @@ def codec(api_key: int, api_version: int) -> Codec:
         c = dataclasses.replace(c, read=offset_commit.reader(api_version), check=None)
     elif api_key == 0 and api_version >= 3:  # Produce: record batches as views of the frame, not copies
         c = dataclasses.replace(c, read=produce.reader(c.request_type, c.flexible_request), check=None)
-    write = c.write
-    encode = write.encode if type(write) is CompiledWriter else partial(_encode_with, write)
-    return dataclasses.replace(c, nulls=_null_checker(c.request_type), encode=encode)
+    return c
 
 
 def _library_codec(api_key: int, api_version: int) -> Codec:
@@ -92,18 +90,27 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
         stand_in, reader, writer = legacy
         c = _library_codec(api_key, stand_in)
         # The stand-in's pre-decode size check knows only its own layout.
-        return dataclasses.replace(c, read=reader or c.read, write=writer or c.write, check=None if reader else c.check)
+        return dataclasses.replace(
+            c,
+            read=reader or c.read,
+            write=writer or c.write,
+            encode=partial(_encode_with, writer) if writer else c.encode,
+            check=None if reader else c.check,
+        )
     try:
         req = _entity(load_payload_module(api_key, api_version, EntityType.request), "Request")
         resp = _entity(load_payload_module(api_key, api_version, EntityType.response), "Response")
     except Exception as e:  # kio raises its own index errors and ImportErrors
         raise UnknownApi(f"no codec for api key {api_key} version {api_version}") from e
     flexible = bool(req.__flexible__)
+    write = compiled_writer(resp)  # kio's bytes, without its per-field calls
     return Codec(
         request_type=req,
         response_type=resp,
         read=entity_reader(req),
-        write=compiled_writer(resp),  # kio's bytes, without its per-field calls
+        write=write,
+        encode=write.encode,
+        nulls=_null_checker(req),
         flexible_request=flexible,
         # ApiVersions responses always use header v0 so that a client that does not
         # yet know our versions can still read the correlation id (KIP-511).
