@@ -23,7 +23,6 @@ allows, so a member joining or leaving moves as few partitions as possible.
 from __future__ import annotations
 
 import heapq
-import itertools
 import uuid
 from typing import Callable, Mapping
 
@@ -100,10 +99,22 @@ def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Ass
     order = sorted(members)
     if not subscribed or not order:
         return {m: {} for m in members}
-    kept_anywhere = {(t, p) for _, previous, _ in members.values() for t, ps in previous.items() for p in ps}
-    unassigned = [
-        (t, p) for t in sorted(subscribed, key=lambda u: u.int) for p in range(topics[t]) if (t, p) not in kept_anywhere
-    ]
+    # (Partitions are gathered per topic: a topic id hashes in Python, a partition number in C.)
+    kept_anywhere: dict[uuid.UUID, set[int]] = {}
+    for _, previous, _ in members.values():
+        for t, ps in previous.items():
+            kept = kept_anywhere.get(t)
+            if kept is None:
+                kept_anywhere[t] = set(ps)
+            else:
+                kept.update(ps)
+    # The partitions to hand out, in order, as runs of one topic's partitions.
+    unassigned: list[tuple[uuid.UUID, list[int]]] = []
+    for t in sorted(subscribed, key=lambda u: u.int):
+        kept = kept_anywhere.get(t, set())
+        free = [p for p in range(topics[t]) if p not in kept]
+        if free:
+            unassigned.append((t, free))
     total = sum(topics[t] for t in subscribed)
     quota_base, extra = divmod(total, len(order))
     owned: dict[str, dict[uuid.UUID, set[int]]] = {}
@@ -114,19 +125,31 @@ def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Ass
         for t, ps in sorted(members[m][1].items(), key=lambda kv: kv[0].int):
             if t not in subscribed:
                 continue
-            ps = sorted(p for p in ps if p < topics[t])
+            count = topics[t]
+            ps = sorted(p for p in ps if p < count)
             keep, revoke = ps[: max(quota, 0)], ps[max(quota, 0) :]
             if keep:
                 mine[t] = set(keep)
             quota -= len(keep)
-            unassigned.extend((t, p) for p in revoke)
+            if revoke:
+                unassigned.append((t, revoke))
         owned[m] = mine
         if quota > 0:
             unfilled.append((m, quota))
-    free = iter(unassigned)
+    run, at = 0, 0  # the next free partition: unassigned[run][1][at]
     for m, quota in unfilled:
-        for t, p in itertools.islice(free, quota):
-            owned[m].setdefault(t, set()).add(p)
+        mine = owned[m]
+        while quota > 0 and run < len(unassigned):
+            t, ps = unassigned[run]
+            taken = ps[at : at + quota]
+            if t in mine:
+                mine[t].update(taken)
+            else:
+                mine[t] = set(taken)
+            quota -= len(taken)
+            at += len(taken)
+            if at == len(ps):
+                run, at = run + 1, 0
     return _freeze(owned)
 
 
