@@ -14,8 +14,9 @@ import asyncio
 import datetime
 import ipaddress
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from functools import cache, lru_cache
+from types import MemberDescriptorType
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
@@ -231,44 +232,53 @@ _ERROR_CODES: dict[int, ErrorCode] = {
 }  # (a dict lookup, not Enum's call, per answer)
 
 
-_Fields = tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]
-_FIELDS: dict[type, _Fields] = {}
+_MAKERS: dict[type, Callable[[dict[str, Any]], Any]] = {}
 
 
-def _fields(cls: type) -> _Fields:
-    """The fields of kio entity `cls`, and those handlers give as plain ints that kio wants
-    typed: error codes (ErrorCode) and tagged millisecond fields (timedeltas: kio's own
-    writer writes tagged fields). Untagged millisecond fields stay ints:
-    protocol.compiled_writer writes them as they are."""
-    errors = tuple(f.name for f in fields(cls) if f.metadata.get("kafka_type") == "error_code")
-    tagged_ms = tuple(
-        f.name
-        for f in fields(cls)
-        if f.metadata.get("kafka_type") in ("timedelta_i32", "timedelta_i64") and "tag" in f.metadata
-    )
-    found = _FIELDS[cls] = (frozenset(f.name for f in fields(cls)), errors, tagged_ms)
-    return found
+def _maker(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """make(values) -> an instance of kio entity `cls`, generated once per class: each slot
+    set from `values` or the field's default, without the frozen dataclass __init__ (a call
+    through the type's init slot, then object.__setattr__ per field). Values handlers give
+    as plain ints that kio types are converted: error codes (ErrorCode) and tagged
+    millisecond fields (timedeltas: kio's own writer writes tagged fields); untagged
+    millisecond fields stay ints, which protocol.compiled_writer writes as they are."""
+    env: dict[str, Any] = {"_new": _new_object, "_cls": cls, "_E": _ERROR_CODES, "_td": _to_timedelta}
+    lines = ["def make(kw):", "    get = kw.get", "    e = _new(_cls)"]
+    for i, f in enumerate(fields(cls)):
+        slot = getattr(cls, f.name)
+        if type(slot) is not MemberDescriptorType:
+            raise TypeError(f"{cls.__name__}.{f.name} is not a slot")  # (kio entities are slotted dataclasses)
+        env[f"_s{i}"] = slot.__set__
+        if f.default is not MISSING:
+            env[f"_d{i}"] = f.default
+            value = f"get({f.name!r}, _d{i})"
+        elif f.default_factory is not MISSING:
+            env[f"_f{i}"] = f.default_factory
+            value = f"kw[{f.name!r}] if {f.name!r} in kw else _f{i}()"
+        else:
+            value = f"kw[{f.name!r}]"  # (KeyError: a handler left out a required field, a bug)
+        kind = f.metadata.get("kafka_type")
+        if kind == "error_code":
+            lines += [f"    v = {value}", f"    _s{i}(e, _E[v] if v.__class__ is int else v)"]
+        elif kind in ("timedelta_i32", "timedelta_i64") and "tag" in f.metadata:
+            lines.append(f"    _s{i}(e, _td({value}))")
+        else:
+            lines.append(f"    _s{i}(e, {value})")
+    lines.append("    return e")
+    exec("\n".join(lines), env)  # noqa: S102  # (source built above from the class's fields)
+    make: Callable[[dict[str, Any]], Any] = env["make"]
+    _MAKERS[cls] = make
+    return make
 
 
 def build(cls: type, values: dict[str, Any]) -> Any:
-    """Construct kio entity `cls` from `values` (a dict of the caller's own, which this may
-    change), dropping values its version does not have.
+    """Construct kio entity `cls` from `values`, ignoring values its version does not have.
 
     Handlers describe a response once for all versions; fields that a version lacks
     (e.g. throttle_time_ms before v1) are simply not sent, as in Kafka's own code.
     Fields the version has but the handler did not give take the schema default.
     """
-    names, errors, tagged_ms = _FIELDS.get(cls) or _fields(cls)
-    # (one C-level check for the usual case, every value a field of this version)
-    kw = values if names.issuperset(values) else {k: v for k, v in values.items() if k in names}
-    for name in errors:
-        v = kw.get(name)
-        if type(v) is int:
-            kw[name] = _ERROR_CODES[v]  # (KeyError: not a Kafka error code, a bug)
-    for name in tagged_ms:
-        if name in kw:
-            kw[name] = _to_timedelta(kw[name])
-    return cls(**kw)
+    return (_MAKERS.get(cls) or _maker(cls))(values)
 
 
 def ms(td: datetime.timedelta) -> int:

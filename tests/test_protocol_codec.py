@@ -347,6 +347,50 @@ def test_new_context_is_the_dataclass_built_with_its_defaults():
     assert made == RequestContext(header, c, "127.0.0.1", None, size=42)  # (every field compared: none left unset)
 
 
+def _response_entities() -> list[type]:
+    """Every response class kio has, with its nested entity classes."""
+    from kio.index import load_payload_module
+    from kio.schema.index import api_key_map, schema_name_map
+    from kio.static.constants import EntityType
+
+    out = []
+    for key, name in sorted(api_key_map.items()):
+        for version in sorted(schema_name_map.get(name, {})):
+            module = load_payload_module(key, version, EntityType.response)
+            out += [v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "__dataclass_fields__")]
+    return out
+
+
+@pytest.mark.slow  # hypothesis values for every response class of every version
+@pytest.mark.parametrize(
+    "cls", _response_entities(), ids=lambda c: ".".join([*c.__module__.split(".")[2:4], c.__name__])
+)
+@settings(max_examples=3, deadline=None)
+@given(data=st.data())
+def test_build_makes_the_entity_its_constructor_makes(cls, data):
+    """build() sets the slots itself: the same entity as the dataclass constructor, with the
+    defaults of the fields left out and error codes given as ints typed."""
+    import dataclasses
+
+    from kio.static.primitive import Records
+
+    st.register_type_strategy(Records, st.none() | st.binary(max_size=8))  # (kio registers none for record sets)
+    entity = data.draw(st.from_type(cls))
+    values = {f.name: getattr(entity, f.name) for f in dataclasses.fields(cls)}
+    given_fields = {
+        k: v
+        for k, v in values.items()
+        if data.draw(st.booleans()) or cls.__dataclass_fields__[k].default is dataclasses.MISSING
+    }
+    as_ints = {
+        k: int(v) if cls.__dataclass_fields__[k].metadata.get("kafka_type") == "error_code" else v
+        for k, v in given_fields.items()
+    }
+    built = build(cls, {**as_ints, "not_a_field": 1})
+    assert built == cls(**given_fields)
+    assert type(built) is cls
+
+
 def our_metadata_response(v: int):
     c = codec(METADATA, v)
     R = c.response_type
