@@ -41,7 +41,7 @@ from .clock import Clock
 from .consumer_manager import ConsumerGroupConfig
 from .group import Group
 from .records import Event, TxnMarkerKey, TxnOffsetCommitKey
-from .shard import DURABLE, FAILED, Complete, GroupShard, OffsetConfig, PendingWrite
+from .shard import DURABLE, FAILED, PENDING, Complete, GroupShard, OffsetConfig, PendingWrite
 from .topic_image import TopicImage
 
 log = logging.getLogger(__name__)
@@ -254,8 +254,24 @@ def _written(shard: GroupShard, w: PendingWrite, error: BaseException | None, _f
         return
     w.state = DURABLE
     if shard.pending[0] is w and not shard.drain_scheduled:
+        if _nothing_pending_after(shard, w):
+            # Every write on the shard is durable: no later report can join the pass, so
+            # it runs now rather than on the loop's next turn.
+            shard.drain()
+            return
         # Drained on the loop's next turn, so that every write the log reports durable in
         # one go (one sync round) is replayed and answered in one pass, one socket write per
         # connection for all their answers and those queued behind them.
         shard.drain_scheduled = True
         shard.loop().call_soon(shard.drain)
+
+
+def _nothing_pending_after(shard: GroupShard, w: PendingWrite) -> bool:
+    """No write queued on the shard after `w` awaits its report (behind it: answers only,
+    or writes reported durable already)."""
+    for later in reversed(shard.pending):
+        if later is w:
+            return True
+        if later.state is PENDING:
+            return False
+    return True
