@@ -17,7 +17,7 @@ newer Kafka's records still load.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import consumer_records, share_records
@@ -88,8 +88,7 @@ class TxnMarkerKey(NamedTuple):
     commit: bool
 
 
-@dataclass(frozen=True, slots=True)
-class MemberMetadata:
+class MemberMetadata(NamedTuple):  # tuples: every classic group write builds them
     member_id: str
     client_id: str
     client_host: str
@@ -100,13 +99,12 @@ class MemberMetadata:
     group_instance_id: str | None = None  # v3+
 
 
-@dataclass(frozen=True, slots=True)
-class GroupMetadataValue:
+class GroupMetadataValue(NamedTuple):
     protocol_type: str
     generation: int
     protocol: str | None
     leader: str | None
-    members: tuple[MemberMetadata, ...] = field(default=())
+    members: tuple[MemberMetadata, ...] = ()
     current_state_timestamp: int = -1  # v2+
 
 
