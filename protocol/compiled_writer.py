@@ -144,6 +144,30 @@ def _variable(kafka_type: str, flexible: bool, optional: bool) -> Callable[[Part
     raise NotImplementedError(f"no writer for {kafka_type!r} field {flexible=} {optional=}")
 
 
+def _inline_variable(kafka_type: str, flexible: bool, optional: bool) -> list[str] | None:
+    """The lines writing a string or bytes field held in `v` as _variable's writer does (the
+    same bytes and the same refusals), for generated code; None for other types."""
+    if kafka_type not in ("string", "bytes", "records"):
+        return None
+    if flexible:
+        body = [
+            "b = v.encode() if isinstance(v, str) else v",
+            "n = len(b) + 1",
+            "a(_UV[n] if n < 128 else _uvarint(n))",
+            "a(b)",
+        ]
+        null = "a(b'\\x00')"
+    elif kafka_type == "string":
+        body, null = ["b = v.encode()", "a(_P16(len(b)))", "a(b)"], "a(_NULL16)"
+    else:
+        body, null = ["a(_P32(len(v)))", "a(v)"], "a(_NULL32)"
+    if optional:
+        return ["if v is None:", f"    {null}", "else:", *(f"    {line}" for line in body)]
+    if kafka_type == "string" and not flexible:
+        return body  # (None: AttributeError on .encode, as _legacy_string)
+    return ["if v is None:", "    raise TypeError('Unexpectedly received None value')", *body]
+
+
 def _primitive_item(kafka_type: str, flexible: bool) -> Callable[[Parts, Any], None]:
     """A writer of one element of a primitive array."""
     fixed = _FIXED.get(kafka_type)
@@ -197,6 +221,12 @@ def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
         "_NULL8": _NULL8,
         "_NOT_NULL8": _NOT_NULL8,
         "_pack": struct.pack,
+        "_NULL16": _NULL16,
+        "_NULL32": _NULL32,
+        "_P16": _I16.pack,
+        "_P32": _I32.pack,
+        "_UV": _UVARINT_1,
+        "_uvarint": uvarint,
     }
     lines: list[str] = []
     run_codes: list[str] = []
@@ -228,6 +258,10 @@ def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
                 run_values.append(fixed[1].format(v=value))
                 continue
             flush_run()
+            inline = _inline_variable(kafka_type, flexible, optional)
+            if inline is not None:  # (strings and bytes: written in place, not by a call each)
+                lines += [f"v = {value}", *inline]
+                continue
             env[f"_w{i}"] = _variable(kafka_type, flexible, optional)
             lines.append(f"_w{i}(a, {value})")
             continue

@@ -381,6 +381,21 @@ def _field_skipper(field: dataclasses.Field) -> Any:
     tp = _strip_optional(field.type)
     if typing.get_origin(tp) is tuple:
         inner = _strip_optional(typing.get_args(tp)[0])
+        size = None if dataclasses.is_dataclass(inner) else _FIXED_SIZES.get(field.metadata.get("kafka_type"))
+        if size is not None:  # (partition indexes and the like: skipped in one step, not per element)
+
+            def skip_fixed_array(buf: bytes, pos: int, end: int, edits: list) -> int:
+                n, pos = read_uvarint(buf, pos, end)
+                n -= 1  # 0 encodes null
+                if n > end - pos:
+                    raise MalformedRequest(f"array of {n} elements in {end - pos} bytes")
+                if n > 0:
+                    pos += n * size
+                    if pos > end:
+                        raise MalformedRequest("truncated body")
+                return pos
+
+            return skip_fixed_array
         element = (
             _entity_skipper(inner)
             if dataclasses.is_dataclass(inner)
