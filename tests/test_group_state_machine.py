@@ -272,6 +272,47 @@ async def test_member_not_syncing_is_removed():
     assert follower not in h.group().members and h.group().is_(S.PREPARING_REBALANCE)
 
 
+async def test_sync_timeout_of_each_generation_fires_at_its_own_deadline():
+    # The group's sync timer is lazy: armed for generation 1's longer timeout, it must still
+    # remove a member that does not sync within generation 2's shorter one, and not before.
+    h = Harness()
+    slow, quick = SESSION - 1000, SESSION // 4
+    (a, b), (fa, fb) = at_once(h, 2, rebalance=slow)
+    leader = result(fa).leader_id
+    follower = b if leader == a else a
+    h.sync(follower, 1)
+    h.sync(leader, 1, {a: b"A", b: b"B"})
+    await settle()
+    assert h.group().is_(S.STABLE)
+    h.c.leave("g", [(follower, None)])  # leaves the leader alone: it must rejoin
+    rejoined = h.join(leader, rebalance=quick)
+    assert result(rejoined).generation_id == 2
+    h.clock.advance(quick - 1)
+    assert h.group().is_(S.COMPLETING_REBALANCE) and leader in h.group().members
+    h.clock.advance(1)  # no SyncGroup in generation 2's rebalance timeout
+    assert leader not in h.group().members and h.group().is_(S.EMPTY)
+    h.clock.advance(slow)  # generation 1's deadline passes: nothing more happens
+    assert h.group().is_(S.EMPTY) and h.group().generation_id == 3
+
+
+async def test_pending_member_ids_expire_at_their_own_session_timeouts():
+    h = Harness(min_session_timeout_ms=1000)
+    late = h.join(session=SESSION).member_id  # handed out first, expires last
+    h.clock.advance(1000)
+    early = h.join(session=SESSION // 2).member_id
+    assert set(h.group().pending_members) == {late, early}
+    h.clock.advance(SESSION // 2 - 1)
+    assert set(h.group().pending_members) == {late, early}
+    h.clock.advance(1)
+    assert set(h.group().pending_members) == {late}
+    assert h.join(early).error == E.unknown_member_id  # its id is no longer valid
+    h.clock.advance(SESSION - 1000 - SESSION // 2 - 1)
+    assert set(h.group().pending_members) == {late}
+    h.clock.advance(1)
+    assert not h.group().pending_members
+    assert h.join(late).error == E.unknown_member_id
+
+
 async def test_expiry_in_empty_and_preparing_states():
     h = Harness()
     a, fa = h.new_member()

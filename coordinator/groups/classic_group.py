@@ -98,7 +98,11 @@ class ClassicGroup:
         self.join_started = 0.0  # when the current join phase began (ms)
         self.join_deadline = 0.0  # hard limit of the current join phase (ms)
         self.initial_delay = False  # the join phase is in group.initial.rebalance.delay.ms
-        self.sync_timer: Any = None
+        self.sync_timer: Any = None  # fires by sync_timer_at; lazy (classic_manager._arm_sync_timer)
+        self.sync_timer_at = 0.0
+        self.sync_deadline: float | None = None  # when this generation's missing SyncGroups time out
+        self.pending_timer: Any = None  # expires pending_members; fires by pending_timer_at
+        self.pending_timer_at = 0.0
         # The group's last GroupMetadata record that is on disk: set by replay only, and
         # what a restart brings back. The fields above are the live group, which runs
         # ahead of it during a rebalance.

@@ -199,7 +199,7 @@ class ClassicGroupManager:
                 group.pending_members[new_id] = expiry
                 if group.initial_delay:  # a member is arriving: the initial delay waits for it too
                     group.new_member_added = True
-                self.clock.call_at(expiry, self._expire_pending, group, new_id)
+                self._expire_pending_at(group, expiry)
                 return JoinResult(E.member_id_required, new_id)
             return self._add_member_and_rebalance(group, new_id, group_instance_id, params)
         # A known member id.
@@ -429,9 +429,7 @@ class ClassicGroupManager:
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
         if group.state is S.COMPLETING_REBALANCE:
             self._fail_pending_syncs(group, E.rebalance_in_progress)
-        if group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
+        group.sync_deadline = None  # (its timer, if armed, fires to no effect)
         now = self.clock.now()
         group.join_started = now
         rebalance_ms = group.max_rebalance_timeout_ms()
@@ -562,13 +560,31 @@ class ClassicGroupManager:
             self._heartbeat_ok(member)
         group.awaiting_join_count = 0
         # Members that never send SyncGroup are removed after the rebalance timeout.
-        group.sync_timer = self.clock.call_at(
-            self.clock.now() + group.max_rebalance_timeout_ms(), self._on_sync_timeout, group, group.generation_id
-        )
+        group.sync_deadline = deadline = self.clock.now() + group.max_rebalance_timeout_ms()
+        self._arm_sync_timer(group, deadline)
 
-    def _on_sync_timeout(self, group: ClassicGroup, generation: int) -> None:
+    def _arm_sync_timer(self, group: ClassicGroup, deadline: float) -> None:
+        """The group's one sync timer fires by `deadline`. Lazy, as members' session timers
+        are: a timer armed for an earlier generation's deadline is kept, and moves itself
+        to the current one when it fires, rather than being cancelled and armed again with
+        every generation."""
+        if group.sync_timer is not None:
+            if group.sync_timer_at <= deadline:
+                return
+            group.sync_timer.cancel()
+        group.sync_timer = self.clock.call_at(deadline, self._on_sync_timeout, group)
+        group.sync_timer_at = deadline
+
+    def _on_sync_timeout(self, group: ClassicGroup) -> None:
         group.sync_timer = None
-        if group.generation_id != generation or not group.pending_sync:
+        deadline = group.sync_deadline
+        if deadline is None:
+            return  # no generation awaits its SyncGroups (a rebalance began since)
+        if self.clock.now() < deadline:  # armed for an earlier generation
+            self._arm_sync_timer(group, deadline)
+            return
+        group.sync_deadline = None
+        if not group.pending_sync:
             return
         if not (group.state is S.COMPLETING_REBALANCE or group.state is S.STABLE):
             return
@@ -740,11 +756,27 @@ class ClassicGroupManager:
         self._remove_member(group, member)
         self._after_removal(group, f"member {member.member_id} session expired")
 
-    def _expire_pending(self, group: ClassicGroup, member_id: str) -> None:
-        expiry = group.pending_members.get(member_id)
-        if expiry is not None and self.clock.now() >= expiry:
+    def _expire_pending_at(self, group: ClassicGroup, expiry: float) -> None:
+        """The group's one timer for its KIP-394 pending member ids fires by `expiry` (Kafka
+        arms one per id; ids are mostly used within milliseconds, and the timer armed for
+        an earlier id's expiry serves the later ones)."""
+        if group.pending_timer is not None:
+            if group.pending_timer_at <= expiry:
+                return
+            group.pending_timer.cancel()
+        group.pending_timer = self.clock.call_at(expiry, self._expire_pending, group)
+        group.pending_timer_at = expiry
+
+    def _expire_pending(self, group: ClassicGroup) -> None:
+        group.pending_timer = None
+        now = self.clock.now()
+        expired = [member_id for member_id, expiry in group.pending_members.items() if expiry <= now]
+        for member_id in expired:
             del group.pending_members[member_id]
             log.info("group %s: pending member %s never rejoined", group.group_id, member_id)
+        if group.pending_members:
+            self._expire_pending_at(group, min(group.pending_members.values()))
+        if expired:
             self._try_complete_join(group)
 
     # LeaveGroup -----------------------------------------------------------------------
