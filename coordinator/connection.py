@@ -182,8 +182,8 @@ class Connection(asyncio.Protocol):
                     if ready_bytes >= budget:
                         self._write_ready(ready)  # (may pause writing: the loop then stops)
                         ready_bytes = 0
-            if ready:
-                self._write_ready(ready)
+            if ready and not self.closed:  # (_write_ready, inline)
+                self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))  # type: ignore[union-attr]  # set in connection_made, before any data arrives
         finally:
             self._handling = False
         if self.eof:

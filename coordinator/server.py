@@ -7,7 +7,6 @@ import gc
 import logging
 import re
 import socket
-import struct
 import time
 from types import CoroutineType
 from typing import Any
@@ -23,7 +22,7 @@ from protocol.messages import (
     encode_response,
     read_request_header,
 )
-from protocol.wire import MalformedRequest
+from protocol.wire import skip_tagged_fields
 
 from .api_version_limits import ApiVersionLimits
 from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext, new_context
@@ -43,7 +42,6 @@ GC_YOUNG_THRESHOLD = 10_000
 
 log = logging.getLogger(__name__)
 
-_KEY_VERSION = struct.Struct(">hh")
 
 # KIP-511: client software name and version must look like this.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -477,9 +475,10 @@ class Server:
         sasl = conn.sasl
         if sasl is not None and sasl.raw:  # a bare SASL token after SaslHandshake v0
             return self.sasl.raw_token(conn, frame)
-        if len(frame) < 10:
-            raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a header")
-        api_key, version = _KEY_VERSION.unpack_from(frame, 0)
+        # The header up to the client id, which every version has (MalformedRequest: too short,
+        # a bad client id); a flexible version's tagged fields are skipped once it is known.
+        header, pos = read_request_header(frame)
+        api_key, version = header[0], header[1]
         route = self.registry.routes.get((api_key, version)) or self.registry.route(api_key, version)
         if route is None:
             if self.tracking.active:
@@ -490,7 +489,8 @@ class Server:
         api, c = route
         if sasl is not None and sasl.user is None and api_key not in BEFORE_AUTHENTICATION:
             raise CloseConnection(f"api key {api_key} before SASL authentication")  # as Kafka
-        header, pos = read_request_header(frame, flexible=c.flexible_request)
+        if c.flexible_request:
+            pos = skip_tagged_fields(frame, pos)
         body = decode_body(c, frame, pos)
         ctx = new_context(header, c, conn.client_host, conn, len(frame))
         quota = self.request_quota  # request_percentage: the handler's time on the loop counts

@@ -138,7 +138,7 @@ def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[Re
     enough to answer or reject a request whose version we do not know.
     """
     if len(buf) < 10:
-        raise MalformedRequest(f"request header needs 10 bytes, got {len(buf)}")
+        raise MalformedRequest(f"request of {len(buf)} bytes is shorter than a header")
     api_key, api_version, correlation_id, n = _HEADER_V1.unpack_from(buf, 0)
     pos = 10
     client_id = None
