@@ -188,6 +188,19 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
     def subscriptions_changed(self) -> None:
         self._subscriptions = None
 
+    def subscriptions_added(self, member: ConsumerMember) -> None:
+        """A member joined: its subscription joins the cached union (members joining at once
+        would otherwise each walk every member)."""
+        if self._subscriptions is None:
+            return
+        names, regexes = self._subscriptions
+        regex = member.subscribed_topic_regex
+        if not names.issuperset(member.subscribed_topic_names):
+            names = names.union(member.subscribed_topic_names)
+        if regex and regex not in regexes:
+            regexes = regexes | {regex}
+        self._subscriptions = (names, regexes)
+
     # the Group interface --------------------------------------------------------------
 
     @property

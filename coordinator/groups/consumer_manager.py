@@ -350,14 +350,14 @@ class ConsumerGroupManager(ModernGroupManager):
         """After a member's subscription was updated (bump: it changed): add it if new, bump
         the group epoch if what the assignment depends on changed, recompute the target,
         move the member towards it. Whether its epoch or partitions changed."""
-        if bump:
-            group.subscriptions_changed()
         if member.member_id not in group.members:
-            group.subscriptions_changed()
             group.members[member.member_id] = member
+            group.subscriptions_added(member)
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
             bump = True
+        elif bump:
+            group.subscriptions_changed()
         if group.subscriptions()[1]:
             self._maybe_resolve_regexes(group)
         metadata = self.subscription_metadata(group)
