@@ -331,7 +331,7 @@ class GroupApis:
             result = shard.classic.leave(
                 req.group_id,
                 [(m.member_id, m.group_instance_id) for m in req.members],
-                reason="; ".join(sorted(reasons)) or None,
+                reason="; ".join(sorted(reasons)) if reasons else None,
                 answer=answer,
             )
         if result is None:

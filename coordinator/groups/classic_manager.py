@@ -78,9 +78,6 @@ class ClassicGroupManager:
 
     # helpers --------------------------------------------------------------------------
 
-    def _transition(self, group: ClassicGroup, state: S) -> None:
-        group.transition(state, self.clock.wall())
-
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)
         return group if type(group) is ClassicGroup else None
@@ -440,11 +437,11 @@ class ClassicGroupManager:
             group.new_member_added = False
             group.join_deadline = now + rebalance_ms
             delay = min(self.config.initial_rebalance_delay_ms, rebalance_ms)
-            self._transition(group, S.PREPARING_REBALANCE)
+            group.transition(S.PREPARING_REBALANCE, self.clock.wall())
             self._arm_join_timer(group, now + delay, initial=True)
             return
         group.join_deadline = now + rebalance_ms
-        self._transition(group, S.PREPARING_REBALANCE)
+        group.transition(S.PREPARING_REBALANCE, self.clock.wall())
         # Kafka's tryCompleteElseWatch: a join phase every member has already joined ends
         # now (a one-member group's rejoin), with no timer armed and cancelled for it.
         if self._join_ready(group, now):
@@ -510,16 +507,17 @@ class ClassicGroupManager:
         if group.join_timer is not None:
             group.join_timer.cancel()
             group.join_timer = None
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
-            log.info("group %s: removing member %s, which did not rejoin in time", group.group_id, member.member_id)
-            self._remove_member(group, member)
+        if not group.has_all_members_joined():
+            for member in [m for m in group.members.values() if not m.awaiting_join]:
+                log.info("group %s: removing member %s, which did not rejoin in time", group.group_id, member.member_id)
+                self._remove_member(group, member)
         if group.leader_id is not None and not group.members[group.leader_id].awaiting_join:
             group.leader_id = next((m.member_id for m in group.members.values() if m.awaiting_join), None)
         group.generation_id += 1
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
-            self._transition(group, S.EMPTY)
+            group.transition(S.EMPTY, self.clock.wall())
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
             stored = group.stored
             if stored is not None and stored.generation == group.generation_id and not stored.members:
@@ -541,7 +539,7 @@ class ClassicGroupManager:
             )
             return
         group.protocol_name = group.select_protocol()
-        self._transition(group, S.COMPLETING_REBALANCE)
+        group.transition(S.COMPLETING_REBALANCE, self.clock.wall())
         STATS.rebalances += 1
         STATS.rebalance_seconds.observe((self.clock.now() - group.join_started) / 1000)
         log.info(
@@ -666,7 +664,7 @@ class ClassicGroupManager:
             for member in group.members.values():
                 fut, member.sync_waiter = member.sync_waiter, None
                 self.resolve(fut, SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment))
-            self._transition(group, S.STABLE)
+            group.transition(S.STABLE, self.clock.wall())
 
         self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
 
@@ -837,7 +835,7 @@ class ClassicGroupManager:
         empties = (
             len(leaving) == len(group.members) > 0
             and not group.initial_delay
-            and not group.pending_members.keys() - set(pending)
+            and not (group.pending_members and group.pending_members.keys() - set(pending))
         )
         if not empties:
             self._remove_leaving(group, leaving, pending, reason)
