@@ -164,12 +164,19 @@ class RequestContext:
         return inet_address_string(self.client_host)
 
     def response(self, **values: Any) -> Any:
-        """Build this request's response class from the values that exist in its version."""
-        return build(self.codec.response_type, values)
+        """Build this request's response class from the values that exist in its version
+        (build(), inline: every answer built comes here)."""
+        cls = self.codec.response_type
+        return (_MAKERS.get(cls) or _maker(cls))(values)
 
     def nested(self, entity: str, /, **values: Any) -> Any:
         """Build a nested entity (e.g. JoinGroupResponseMember) of the response's version."""
-        return build(nested_type(self.codec.response_type, entity), values)
+        key = (self.codec.response_type, entity)
+        make = _NESTED_MAKERS.get(key)
+        if make is None:
+            cls = nested_type(*key)
+            make = _NESTED_MAKERS[key] = _MAKERS.get(cls) or _maker(cls)
+        return make(values)
 
 
 _new_object = object.__new__
@@ -233,6 +240,7 @@ _ERROR_CODES: dict[int, ErrorCode] = {
 
 
 _MAKERS: dict[type, Callable[[dict[str, Any]], Any]] = {}
+_NESTED_MAKERS: dict[tuple[type, str], Callable[[dict[str, Any]], Any]] = {}  # (response class, entity name)
 
 
 def _maker(cls: type) -> Callable[[dict[str, Any]], Any]:
