@@ -209,6 +209,21 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
     raise TypeError(f"not a __consumer_offsets key: {key!r}")
 
 
+def _group_metadata_v3(g: GroupMetadataValue) -> bytes:
+    members = g.members
+    return b"".join(
+        (
+            _GROUP_V3,
+            _name16(g.protocol_type),
+            _I.pack(g.generation),
+            _name16(g.protocol),
+            _string16_nullable(g.leader),
+            _TIMESTAMP_AND_COUNT.pack(g.current_state_timestamp, len(members)),
+            *map(_member_v3, members),
+        )
+    )
+
+
 def default_version(value: Value) -> int:
     if type(value) is OffsetCommitValue:
         return 1 if value.expire_timestamp != -1 else 3
@@ -228,6 +243,8 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         if len(m) > 0x7FFF:
             raise ValueError(f"string of {len(m)} bytes is too long for an int16 length")
         return b"".join((_V3_HEAD.pack(3, offset, leader_epoch, len(m)), m, _Q.pack(commit_timestamp)))
+    if type(value) is GroupMetadataValue and (version is None or version == 3):
+        return _group_metadata_v3(value)  # what every classic group writes (default_version, inline)
     if type(value) not in (OffsetCommitValue, GroupMetadataValue):
         if type(value).__module__ == share_records.__name__:
             return share_records.encode_value(value)
@@ -246,20 +263,8 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         if version == 1:
             w.int64(value.expire_timestamp)
         w.tags()
-    elif type(value) is GroupMetadataValue and version == 3:  # what every classic group writes
-        g: GroupMetadataValue = value
-        members = g.members
-        return b"".join(
-            (
-                _GROUP_V3,
-                _name16(g.protocol_type),
-                _I.pack(g.generation),
-                _name16(g.protocol),
-                _string16_nullable(g.leader),
-                _TIMESTAMP_AND_COUNT.pack(g.current_state_timestamp, len(members)),
-                *map(_member_v3, members),
-            )
-        )
+    elif type(value) is GroupMetadataValue and version == 3:
+        return _group_metadata_v3(value)
     elif type(value) is GroupMetadataValue:
         if not 0 <= version <= GROUP_METADATA_VALUE_MAX:
             raise ValueError(f"GroupMetadataValue has no version {version}")

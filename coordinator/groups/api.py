@@ -236,9 +236,13 @@ class GroupApis:
 
     @staticmethod
     def _join_response(ctx: RequestContext, r: JoinResult) -> Any:
-        members = tuple(
-            ctx.nested("JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=meta)
-            for m, i, meta in r.members
+        members = (
+            tuple(
+                ctx.nested("JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=meta)
+                for m, i, meta in r.members
+            )
+            if r.members  # (the leader's only)
+            else ()
         )
         error = r.error
         if error == E.fenced_instance_id and ctx.version < 5:

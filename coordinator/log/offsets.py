@@ -218,7 +218,7 @@ class OffsetsLog:
         for p, queue in queued.items():
             plog = self.logs[p]
             try:
-                firsts = self._append_merged(plog, queue)
+                base, firsts = self._append_merged(plog, queue)
             except Exception as e:
                 if self._warned.get(p, 0.0) + 1.0 <= time.monotonic():  # a full disk fails every append
                     self._warned[p] = time.monotonic()
@@ -226,14 +226,17 @@ class OffsetsLog:
                 _fail(queue, e)
                 continue
             if plog.config.fsync == "always":
-                plog.when_durable(partial(_wake_when_durable, queue, firsts), schedule_sync=False, loop=self._loop)
+                plog.when_durable(
+                    partial(_wake_when_durable, queue, base, firsts), schedule_sync=False, loop=self._loop
+                )
             else:
-                _wake(queue, firsts)
+                _wake(queue, base, firsts)
         partition_module.SYNCER.start_now()  # this already ran a turn after the appends' I/O
 
     @staticmethod
-    def _append_merged(plog: PartitionLog, queue: list) -> list[int]:
-        """Append the queued records as few batches as possible; each caller's first offset."""
+    def _append_merged(plog: PartitionLog, queue: list) -> tuple[int, list[int]]:
+        """Append the queued records as few batches as possible: the base offset, and each
+        caller's first offset relative to it."""
         batches: list[bytes] = []
         firsts: list[int] = []
         builder = new_batch_builder()
@@ -250,7 +253,7 @@ class OffsetsLog:
                 size += len(k) + (len(v) if v is not None else 0)
         batches.append(finish_batch(builder))
         base = plog.append(batches[0] if len(batches) == 1 else b"".join(batches), verify_crc=False)
-        return [base + f for f in firsts]
+        return base, firsts
 
     def replay(self, partition: int, from_offset: int = 0) -> Iterator[OffsetsRecord]:
         """Decoded records of one partition in log order (startup loading).
@@ -422,16 +425,16 @@ def _position(chunk: bytes, batches: int) -> int:
     return pos
 
 
-def _wake_when_durable(queue: list, firsts: list[int], error: BaseException | None, _: object) -> None:
+def _wake_when_durable(queue: list, base: int, firsts: list[int], error: BaseException | None, _: object) -> None:
     if error is not None:
         _fail(queue, error)
     else:
-        _wake(queue, firsts)
+        _wake(queue, base, firsts)
 
 
-def _wake(queue: list, firsts: list[int]) -> None:
+def _wake(queue: list, base: int, firsts: list[int]) -> None:
     for (_, _, done), first in zip(queue, firsts):
-        done(None, first)
+        done(None, base + first)
 
 
 def _fail(queue: list, e: BaseException) -> None:

@@ -254,7 +254,8 @@ class PartitionLog:
             raise StorageError(e.errno or errno.EIO, f"{self.directory}: append failed: {e.strerror or e}") from e
         if timer is not None:
             timer(time.perf_counter() - started)
-        self.wake_listeners()
+        if self.append_listeners:
+            self.wake_listeners()
         return first
 
     def wake_listeners(self) -> None:

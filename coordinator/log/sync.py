@@ -124,6 +124,7 @@ class Syncer:
         self.rounds += 1
         work: Work = []
         files: list[Segment] = []
+        fds: list[int] = []  # theirs
         dirs: list[Path] = []  # entries created or deleted
         for plog in logs:
             segs, dir_dirty, target = plog.take_unsynced()
@@ -131,6 +132,7 @@ class Syncer:
             for seg in segs:
                 if seg.fd >= 0:  # (dropped segments: closed)
                     files.append(seg)
+                    fds.append(seg.fd)
             if dir_dirty:
                 dirs.append(plog.directory)
         sync_round = _Round(self, loop, work, len(files) + len(dirs))
@@ -141,7 +143,7 @@ class Syncer:
                 for d in dirs:  # (rare: a segment was created or deleted)
                     fsync_dir(d)
                 try:
-                    self._aio.fsync_all([seg.fd for seg in files], sync_round.end, loop)  # type: ignore[union-attr]  # true only once _aio holds an AioFsync
+                    self._aio.fsync_all(fds, sync_round.end, loop)  # type: ignore[union-attr]  # true only once _aio holds an AioFsync
                 except OSError:
                     raise
                 except Exception as e:  # the kernel refused it: rounds of a few files on the loop from now on
