@@ -137,6 +137,20 @@ def test_frame_decoder_large_frame_in_chunks_then_more_frames():
     assert d.feed(frame(b"last")[3:]) == [b"last"] and d.buffered == 0
 
 
+def test_frame_decoder_large_produce_frame_read_in_place_then_more_frames():
+    """A Produce frame of a MiB or more arriving in parts is filled in place (handed out as
+    the bytearray it was read into); the frames after it in its last chunk follow it."""
+    d = FrameDecoder()
+    big = b"\x00\x00" + bytes(range(256)) * 4096  # api key 0: Produce
+    data = frame(big) + frame(b"after") + frame(b"last")[:3]
+    out = []
+    for i in range(0, len(data), 1000):
+        out += d.feed(data[i : i + 1000])
+    assert out == [big, b"after"] and type(out[0]) is bytearray
+    assert d.buffered == 3
+    assert d.feed(frame(b"last")[3:]) == [b"last"] and d.buffered == 0
+
+
 @given(st.lists(st.binary(max_size=40), max_size=8), st.lists(st.integers(0, 400), max_size=10))
 def test_frame_decoder_any_split_gives_the_same_frames(payloads, cuts):
     data = b"".join(frame(p) for p in payloads)
