@@ -25,6 +25,21 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
+class _Built:
+    """A member's (or a group's) records as last built, each with what it was built from: a
+    record whose inputs compare equal is the same record, so the value already built (and
+    written: changed_records then finds it identical to the written one) is returned again
+    rather than built and compared field by field at every write of the group."""
+
+    __slots__ = ("keys", "metadata", "target", "current")
+
+    def __init__(self) -> None:
+        self.keys: Any = None
+        self.metadata: tuple[Any, Any] = ((), None)
+        self.target: tuple[Any, Any] = ((), None)
+        self.current: tuple[Any, Any] = ((), None)
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -54,6 +69,8 @@ class ConsumerMember:
     # A classic member must send JoinGroup (after REBALANCE_IN_PROGRESS) or SyncGroup (after
     # its join) by this time (its rebalance timeout), or it is fenced, as Kafka's join/sync timeouts.
     classic_deadline: float | None = None
+    # Its records as last built (records_of), reused while what they are built from is unchanged.
+    built: _Built = field(default_factory=lambda: _Built(), compare=False, repr=False)
 
     @property
     def session_timeout_ms(self) -> int | None:
@@ -96,6 +113,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
         self.resolved_regexes: dict[str, frozenset[str]] = {}
         self.regex_version: Any = None
         self.regex_refresh: Any = None
+        self.built = _Built()  # (keys: its two group-level keys; metadata: both values)
 
     @property
     def subscription_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
@@ -347,17 +365,28 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
     """The records that describe the group now (only those of `member_ids` if given):
     what a restart must replay to rebuild it."""
     g = group.group_id
-    out: dict[Any, Any] = {
-        R.ConsumerGroupMetadataKey(g): R.ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash),
-        R.ConsumerGroupTargetAssignmentMetadataKey(g): R.ConsumerGroupTargetAssignmentMetadataValue(
-            group.assignment_epoch, group.assignment_timestamp
-        ),
-    }
+    built = group.built
+    if built.keys is None:
+        built.keys = (R.ConsumerGroupMetadataKey(g), R.ConsumerGroupTargetAssignmentMetadataKey(g))
+    epochs = (group.group_epoch, group.metadata_hash, group.assignment_epoch, group.assignment_timestamp)
+    if built.metadata[0] != epochs:
+        built.metadata = (
+            epochs,
+            (
+                R.ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash),
+                R.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch, group.assignment_timestamp),
+            ),
+        )
+    out: dict[Any, Any] = dict(zip(built.keys, built.metadata[1]))
     members = (
         group.members.values() if member_ids is None else [group.members[i] for i in member_ids if i in group.members]
     )
     for m in members:
-        out[R.ConsumerGroupMemberMetadataKey(g, m.member_id)] = R.ConsumerGroupMemberMetadataValue(
+        mine = m.built
+        if mine.keys is None:
+            mine.keys = member_keys(g, m.member_id)
+        metadata_key, target_key, current_key = mine.keys
+        subscription = (
             m.instance_id,
             m.rack_id,
             m.client_id,
@@ -368,21 +397,30 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
             m.server_assignor,
             m.classic,
         )
+        if mine.metadata[0] != subscription:
+            mine.metadata = subscription, R.ConsumerGroupMemberMetadataValue(*subscription)
+        out[metadata_key] = mine.metadata[1]
         target = group.target.get(m.member_id)
         if target is not None:  # (a member that joined since the last target has none yet, as in Kafka)
-            out[R.ConsumerGroupTargetAssignmentMemberKey(g, m.member_id)] = R.ConsumerGroupTargetAssignmentMemberValue(
-                _parts(target)
+            if mine.target[0] != (target,):
+                mine.target = (target,), R.ConsumerGroupTargetAssignmentMemberValue(_parts(target))
+            out[target_key] = mine.target[1]
+        current = (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
+        if mine.current[0] != current + (m.assignment_epochs,):
+            assigned, pending, default = _parts(m.assigned), _parts(m.pending_revocation), max(m.member_epoch, 0)
+            mine.current = (
+                current + (m.assignment_epochs,),
+                R.ConsumerGroupCurrentMemberAssignmentValue(
+                    m.member_epoch,
+                    m.previous_member_epoch,
+                    _STATE_BYTE[m.state],
+                    assigned,
+                    pending,
+                    _epochs_of(assigned, m.assignment_epochs, default),
+                    _epochs_of(pending, m.assignment_epochs, default),
+                ),
             )
-        assigned, pending, default = _parts(m.assigned), _parts(m.pending_revocation), max(m.member_epoch, 0)
-        out[R.ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id)] = R.ConsumerGroupCurrentMemberAssignmentValue(
-            m.member_epoch,
-            m.previous_member_epoch,
-            _STATE_BYTE[m.state],
-            assigned,
-            pending,
-            _epochs_of(assigned, m.assignment_epochs, default),
-            _epochs_of(pending, m.assignment_epochs, default),
-        )
+        out[current_key] = mine.current[1]
     return out
 
 

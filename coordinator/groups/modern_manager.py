@@ -190,7 +190,8 @@ class ModernGroupManager:
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
-        return [(k, None) for k in gone] + [(k, v) for k, v in now.items() if written.get(k) != v]
+        # (A record built again from unchanged inputs is the written value itself: `is` settles it.)
+        return [(k, None) for k in gone] + [(k, v) for k, v in now.items() if (w := written.get(k)) is not v and w != v]
 
     def stale_keys(self, group: Any, written: dict[Any, Any]) -> list[Any]:
         """Written records of the group that nothing writes again and that go (none here)."""
