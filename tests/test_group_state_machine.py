@@ -245,6 +245,34 @@ async def test_session_expiry_in_stable_triggers_rebalance():
     assert result(fa).generation_id == gen + 1 and g.is_(S.COMPLETING_REBALANCE)
 
 
+async def test_each_member_session_expires_at_its_own_deadline():
+    # The group's one session timer, armed for a's deadline, moves earlier for b's shorter
+    # session; a member waiting in JoinGroup is alive past its deadline.
+    h = Harness(min_session_timeout_ms=1000)
+    a = result(h.join(v4=False)).member_id  # generation 1, alone
+    fb = h.join(v4=False, session=SESSION // 4)  # b joins: a must rejoin
+    fa = h.join(a)
+    gen = result(fa).generation_id
+    b = result(fb).member_id
+    h.sync(b, gen)
+    h.sync(a, gen, {a: b"A", b: b"B"})
+    await settle()
+    assert h.group().is_(S.STABLE)
+    h.clock.advance(SESSION // 4 - 1)
+    assert b in h.group().members
+    h.clock.advance(1)  # neither heartbeats: b's session ends first
+    assert list(h.group().members) == [a] and h.group().is_(S.PREPARING_REBALANCE)
+    h.clock.advance(SESSION - SESSION // 4 - 1)
+    assert a in h.group().members
+    h.clock.advance(1)
+    assert not h.group().members and h.group().is_(S.EMPTY)
+    result(h.join(v4=False))  # c, alone
+    fd = h.join(v4=False)  # d waits in JoinGroup for c, which never rejoins
+    h.clock.advance(SESSION)  # both sessions end: c's expires; d, still waiting, is alive
+    d = result(fd).member_id
+    assert list(h.group().members) == [d] and h.group().is_(S.COMPLETING_REBALANCE)
+
+
 async def test_member_not_rejoining_is_removed_at_rebalance_timeout():
     h = Harness()
     (a, b), gen = await form_group(h, 2)

@@ -57,7 +57,6 @@ class Member:
     join_waiter: asyncio.Future | None = None  # set while its JoinGroup awaits the join phase
     sync_waiter: asyncio.Future | None = None  # set while its SyncGroup awaits the leader
     deadline: float = 0.0  # session expiry (ms, monotonic); moved by every heartbeat
-    timer: Any = None  # lazy expiry timer, fires at some deadline <= the current one
 
     @property
     def awaiting_join(self) -> bool:
@@ -98,10 +97,13 @@ class ClassicGroup:
         self.join_started = 0.0  # when the current join phase began (ms)
         self.join_deadline = 0.0  # hard limit of the current join phase (ms)
         self.initial_delay = False  # the join phase is in group.initial.rebalance.delay.ms
-        self.sync_timer: Any = None  # fires by sync_timer_at; lazy (classic_manager._arm_sync_timer)
+        # The group's lazy timers (classic_manager): each fires by its `_at` and moves itself on.
+        self.session_timer: Any = None  # members' sessions
+        self.session_timer_at = 0.0
+        self.sync_timer: Any = None  # this generation's SyncGroups
         self.sync_timer_at = 0.0
         self.sync_deadline: float | None = None  # when this generation's missing SyncGroups time out
-        self.pending_timer: Any = None  # expires pending_members; fires by pending_timer_at
+        self.pending_timer: Any = None  # pending_members' ids
         self.pending_timer_at = 0.0
         # The group's last GroupMetadata record that is on disk: set by replay only, and
         # what a restart brings back. The fields above are the live group, which runs
@@ -270,8 +272,6 @@ class ClassicGroup:
         if member.awaiting_join:
             self.awaiting_join_count -= 1
         self.pending_sync.discard(member_id)
-        if member.timer is not None:
-            member.timer.cancel()
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member

@@ -719,7 +719,7 @@ class ClassicGroupManager:
         state = group.state
         if state is S.EMPTY:
             return E.unknown_member_id
-        member.deadline = self.clock.now() + member.session_timeout_ms  # O(1): the timer re-arms lazily
+        member.deadline = self.clock.now() + member.session_timeout_ms  # O(1): the group's timer re-arms lazily
         if state is S.PREPARING_REBALANCE:
             return E.rebalance_in_progress
         return E.none
@@ -728,31 +728,52 @@ class ClassicGroupManager:
         member.deadline = self.clock.now() + member.session_timeout_ms
 
     def schedule_expiry(self, group: ClassicGroup, member: Member) -> None:
+        """The member's session starts now; the group's session timer fires by its deadline."""
         self._heartbeat_ok(member)
-        member.timer = self.clock.call_at(member.deadline, self._on_expiry_timer, group, member)
+        self._expire_sessions_at(group, member.deadline)
 
-    def _on_expiry_timer(self, group: ClassicGroup, member: Member) -> None:
-        if group.members.get(member.member_id) is not member:
-            return
+    def _expire_sessions_at(self, group: ClassicGroup, when: float) -> None:
+        """The group's one session timer fires by `when`. Lazy (like Kafka's purgatory): a
+        heartbeat only moves its member's deadline, and the timer, when it fires, expires
+        the members past theirs and moves itself to the earliest remaining one."""
+        if group.session_timer is not None:
+            if group.session_timer_at <= when:
+                return
+            group.session_timer.cancel()
+        group.session_timer = self.clock.call_at(when, self._on_session_timer, group)
+        group.session_timer_at = when
+
+    def _on_session_timer(self, group: ClassicGroup) -> None:
+        group.session_timer = None
         now = self.clock.now()
-        # Members blocked in JoinGroup or SyncGroup are alive: their request is the heartbeat.
-        if member.awaiting_join or member.sync_waiter is not None:
-            member.deadline = now + member.session_timeout_ms
-        if now < member.deadline:
-            member.timer = self.clock.call_at(member.deadline, self._on_expiry_timer, group, member)
-            return
-        member.timer = None
-        STATS.expired_members += 1
-        log.info(
-            "group %s: member %s session expired (client %s, host %s, session timeout %d ms)",
-            group.group_id,
-            member.member_id,
-            member.client_id,
-            member.client_host,
-            member.session_timeout_ms,
-        )
-        self._remove_member(group, member)
-        self._after_removal(group, f"member {member.member_id} session expired")
+        expired: list[Member] = []
+        earliest: float | None = None
+        for member in group.members.values():
+            if member.deadline <= now:
+                # Members blocked in JoinGroup or SyncGroup are alive: their request is the heartbeat.
+                if member.awaiting_join or member.sync_waiter is not None:
+                    member.deadline = now + member.session_timeout_ms
+                else:
+                    expired.append(member)
+                    continue
+            if earliest is None or member.deadline < earliest:
+                earliest = member.deadline
+        if earliest is not None:
+            self._expire_sessions_at(group, earliest)
+        for member in expired:
+            if group.members.get(member.member_id) is not member:
+                continue  # (removed meanwhile, by the removal of another)
+            STATS.expired_members += 1
+            log.info(
+                "group %s: member %s session expired (client %s, host %s, session timeout %d ms)",
+                group.group_id,
+                member.member_id,
+                member.client_id,
+                member.client_host,
+                member.session_timeout_ms,
+            )
+            self._remove_member(group, member)
+            self._after_removal(group, f"member {member.member_id} session expired")
 
     def _expire_pending_at(self, group: ClassicGroup, expiry: float) -> None:
         """The group's one timer for its KIP-394 pending member ids fires by `expiry` (Kafka

@@ -152,10 +152,10 @@ class GroupMigration:
             self.classic.resolve(m.sync_waiter, SyncResult(E.rebalance_in_progress))
             m.join_waiter = m.sync_waiter = None
             classic.remove(m.member_id)
-        for timer in (classic.join_timer, classic.sync_timer):
+        for timer in (classic.join_timer, classic.sync_timer, classic.session_timer, classic.pending_timer):
             if timer is not None:
                 timer.cancel()
-        classic.join_timer = classic.sync_timer = None
+        classic.join_timer = classic.sync_timer = classic.session_timer = classic.pending_timer = None
         classic.transition(GroupState.DEAD, self.clock.wall())
 
     def undo_upgrade(self, group: ConsumerGroup) -> None:
