@@ -18,7 +18,6 @@ from protocol.messages import (
     codec,
     decode_body,
     encode_body,
-    encode_raw_response,
     encode_response,
     read_request_header,
 )
@@ -527,8 +526,6 @@ class Server:
             result = self.request_quota.throttle_answer(ctx, result)
         if result is None:
             return None
-        if type(result) is Raw:
-            return encode_raw_response(ctx.codec, ctx.header.correlation_id, result)
         return encode_response(ctx.codec, ctx.header.correlation_id, result)
 
     # ApiVersions ----------------------------------------------------------------------

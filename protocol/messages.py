@@ -26,7 +26,7 @@ from . import offset_commit, produce
 from .compiled_writer import compiled_writer
 from .framing import frame
 from .legacy import LEGACY
-from .wire import MalformedRequest, encode_uvarint, read_uvarint, skip_tagged_fields
+from .wire import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
 _HEADER = struct.Struct(">hhi")
 _HEADER_V1 = struct.Struct(">hhih")  # api key, version, correlation id, client id length
@@ -263,9 +263,9 @@ def _encode_with(write: Any, body: Any) -> bytes:
 
 
 def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
-    """The whole response frame: size, response header, body."""
-    raw = c.encode(body)
-    if c.flexible_response:  # (encode_raw_response, inline: every answer comes here)
+    """The whole response frame: size, response header, body (Raw: already encoded)."""
+    raw = body if type(body) is Raw else c.encode(body)
+    if c.flexible_response:  # response header v1: no tagged fields
         return _SIZE_ID_NO_TAGS.pack(len(raw) + 5, correlation_id, 0) + raw
     return _SIZE_ID.pack(len(raw) + 4, correlation_id) + raw
 
@@ -299,13 +299,6 @@ def decode_response(api_key: int, api_version: int, buf: bytes) -> tuple[int, An
             pos += size
     body, _ = entity_reader(c.response_type)(buf, pos)
     return correlation_id, body
-
-
-def encode_raw_response(c: Codec, correlation_id: int, body: bytes) -> bytes:
-    """Like encode_response for a body that is already encoded (cached constant answers)."""
-    if c.flexible_response:  # response header v1: no tagged fields
-        return _SIZE_ID_NO_TAGS.pack(len(body) + 5, correlation_id, 0) + body
-    return _SIZE_ID.pack(len(body) + 4, correlation_id) + body
 
 
 def encode_body(c: Codec, body: Any) -> bytes:
