@@ -638,7 +638,8 @@ class ClassicGroupManager:
             return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
         # CompletingRebalance: wait for the leader's assignment.
         fut = self.shard.loop().create_future()
-        self.resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
+        if member.sync_waiter is not None:  # a second SyncGroup replaces the first
+            self.resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
         member.sync_waiter = fut
         if member_id == group.leader_id:
             self._store_assignment(group, self.group_record(group, assignments))
