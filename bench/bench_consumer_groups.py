@@ -9,7 +9,14 @@ CPU of a bare uvloop server answering as many heartbeats (the floor). Then heart
 the stable members and the server's CPU per heartbeat; then the same with every member also
 committing an offset (OffsetCommit v9 at its epoch) beside each heartbeat, so heartbeats meet pending writes on their shard.
 
+With --in-process, the same convergence without sockets or disk: the group shard driven in
+this process over an in-memory log that encodes every record, on a manual clock (the
+assignment interval passes after 8 idle rounds): the coordinator's own work, CPU per
+convergence (median of --repeat); with --callgrind as well, its instructions per
+convergence (callgrind over runs of 1 and 3 convergences, the difference halved).
+
     python -m bench.bench_consumer_groups --members 10,100,500 --partitions 1000
+    python -m bench.bench_consumer_groups --members 100,500 --partitions 3000 --in-process --callgrind
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import argparse
 import asyncio
 import datetime
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -271,6 +280,110 @@ async def steady(
     return done / elapsed, (cpu_seconds(pid) - cpu) / done * 1e6
 
 
+IDLE_ROUNDS = 8  # (in process: the rounds before the manual clock passes the assignment interval)
+
+
+async def converge_in_process(members: int, partitions: int) -> tuple[float, int]:
+    """(CPU seconds, rounds) of one convergence of the bench's shape on a fresh in-process shard."""
+    from coordinator.groups.consumer_manager import HeartbeatRequest
+    from protocol import consumer_records as R
+    from tests.support.consumer_harness import Harness
+    from tests.support.group_harness import MemoryLog, settle
+
+    class EncodingLog(MemoryLog):
+        """Encodes each record as the real log does before keeping it."""
+
+        def append_to(self, p, records, done):
+            for k, v in records:
+                R.encode_key(k)
+                if v is not None:
+                    R.encode_value(v)
+            super().append_to(p, records, done)
+
+    h = Harness(EncodingLog(), assignment_interval_ms=1000)
+    h.catalog.add("bench-topic", partitions)
+    ids = [f"m{i}" for i in range(members)]
+    state = {m: (0, []) for m in ids}
+    heartbeat = h.shard.consumer.heartbeat
+    started = time.process_time()
+    rounds = 0
+    while True:
+        rounds += 1
+        got = {}
+        for m in ids:
+            epoch, owned = state[m]
+            request = HeartbeatRequest(
+                "bench",
+                m,
+                epoch,
+                rebalance_timeout_ms=60_000 if epoch == 0 else -1,
+                subscribed_topic_names=["bench-topic"] if rounds == 1 else None,
+                owned=owned,
+            )
+            now = heartbeat(request, lambda r, m=m, got=got: got.__setitem__(m, r))
+            if now is not None:
+                got[m] = now
+        await settle()
+        changed = False
+        for m in ids:
+            r = got[m]
+            assert r.error == 0, r
+            owned = state[m][1] if r.assignment is None else [(t, sorted(ps)) for t, ps in r.assignment.items()]
+            changed |= owned != state[m][1] or r.member_epoch != state[m][0]
+            state[m] = (r.member_epoch, owned)
+        if not changed:
+            if h.shard.groups["bench"].state_name == "Stable":
+                return time.process_time() - started, rounds
+            if rounds == IDLE_ROUNDS:
+                h.clock.advance(1000)
+
+
+def callgrind_instructions(members: int, partitions: int, repeat: int) -> int:
+    """Instructions of this script run --in-process for `repeat` convergences, under callgrind."""
+    out = Path(tempfile.mkdtemp()) / "callgrind.out"
+    subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--in-process",
+            "--members",
+            str(members),
+            "--partitions",
+            str(partitions),
+            "--repeat",
+            str(repeat),
+        ],
+        capture_output=True,
+        check=True,
+        env={**os.environ, "BENCH_RESULTS_DIR": ""},
+    )
+    for line in out.read_text().splitlines():
+        if line.startswith("summary:") or line.startswith("totals:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no instruction count in {out}")
+
+
+async def in_process(args) -> None:
+    for n in args.members:
+        runs = [await converge_in_process(n, args.partitions) for _ in range(args.repeat)]
+        cpu = statistics.median(c for c, _ in runs) * 1000
+        shape = {"members": n, "partitions": args.partitions, "heartbeat_rounds": runs[0][1], "repeat": args.repeat}
+        what = (
+            f"KIP-848 group of {n} members joining at once, {args.partitions:,} partitions, assignment interval "
+            f"1000 ms, in process (no sockets, no disk): coordinator CPU to the group Stable"
+        )
+        line = f"{n:>8} members: {cpu:.1f} ms CPU per convergence (median of {args.repeat}), {runs[0][1]} rounds"
+        record(what, cpu, "ms", params=shape)
+        if args.callgrind:
+            per = (callgrind_instructions(n, args.partitions, 3) - callgrind_instructions(n, args.partitions, 1)) // 2
+            line += f", {per:,} instructions per convergence (callgrind)"
+            record(f"{what}: instructions (callgrind)", per, "instructions", params=shape)
+        print(line)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--members", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 500])
@@ -288,4 +401,8 @@ if __name__ == "__main__":
         default=100,
         help="pause after a round in which nothing changed, before the group is Stable",
     )
-    asyncio.run(main(p.parse_args()))
+    p.add_argument("--in-process", action="store_true", help="the convergence in process, without sockets or disk")
+    p.add_argument("--repeat", type=int, default=5, help="--in-process: convergences per member count")
+    p.add_argument("--callgrind", action="store_true", help="--in-process: also count instructions (slow)")
+    args = p.parse_args()
+    asyncio.run(in_process(args) if args.in_process else main(args))
