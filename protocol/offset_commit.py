@@ -32,6 +32,11 @@ _I64 = struct.Struct(">q")
 _I32_I64 = struct.Struct(">iq")
 _I32_I64_I32 = struct.Struct(">iqi")
 _PARTITION_ERROR = struct.Struct(">ih")
+# A v8+ request partition with empty metadata (length byte 1) and no tagged fields (0):
+# partition index, committed offset, leader epoch, then the two bytes _read_compact checks.
+_PLAIN_PARTITION = struct.Struct(">iqi2x")
+_ONES = [b"\1" * n for n in range(127)]
+_ZEROS = [bytes(n) for n in range(127)]
 
 # Named tuples built per request skip their generated __new__ (half the cost of building
 # one: a Python-level call) and are made as tuples of their class.
@@ -219,7 +224,20 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
             if not 0 <= n_partitions < 127:
                 return None
             pos += 1
-            for _ in range(n_partitions):
+            end = pos + 18 * n_partitions
+            if buf[pos + 16 : end : 18] == _ONES[n_partitions] and buf[pos + 17 : end : 18] == _ZEROS[n_partitions]:
+                # Every partition's metadata empty and none with tagged fields, as clients
+                # commit: fixed 18-byte entries, read in one pass (a truncated run is a
+                # shorter slice, so it fails the check above and is read below).
+                partitions += [
+                    _new(PartitionCommit, (name, partition, offset, epoch, ""))
+                    for partition, offset, epoch in _PLAIN_PARTITION.iter_unpack(buf[pos:end])
+                ]
+                pos = end
+                unread = 0
+            else:
+                unread = n_partitions
+            for _ in range(unread):
                 partition, offset, epoch = _I32_I64_I32.unpack_from(buf, pos)
                 n = buf[pos + 16] - 1  # metadata, nullable
                 pos += 17

@@ -122,6 +122,42 @@ def test_compact_fast_path_reads_what_the_general_reader_reads(group, generation
             assert fast == _read(body + tail, 0, version)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    topics=st.lists(
+        st.tuples(
+            st.text(max_size=20),  # one-byte lengths: the compact reader's case
+            st.lists(
+                st.tuples(
+                    st.integers(0, 2**31 - 1),
+                    st.integers(-1, 2**63 - 1),
+                    st.integers(-1, 2**31 - 1),
+                    st.just("") | st.just("") | st.none() | st.just("m"),
+                ),
+                max_size=12,
+            ),
+        ),
+        max_size=3,
+    )
+)
+def test_compact_reader_runs_of_empty_metadata(topics):
+    """A topic whose partitions all have empty metadata and no tagged fields (what clients
+    send) is read as one run of fixed-size entries; a topic with any other partition, a cut
+    body and a body with a tagged field on its last partition are read as _read() reads them."""
+    for version in (8, 9):
+        body = kio_body(version, "g", -1, "", None, -1, topics)
+        assert _read_compact(body, 0) == _read(body, 0, version)
+        for cut in range(len(body)):
+            assert _read_compact(body[:cut], 0) is None
+    if topics and topics[-1][1]:
+        body = kio_body(9, "g", -1, "", None, -1, topics)
+        # The last partition's tagged fields (then the topic's, then the request's) end the
+        # body: give it one tagged field (tag 0, one byte) instead of none.
+        tagged = body[:-3] + bytes((1, 0, 1, 7)) + body[-2:]
+        assert _read_compact(tagged, 0) is None  # left to _read, which skips it
+        assert _read(tagged, 0, 9).partitions == _read(body, 0, 9).partitions
+
+
 def test_reads_retired_v0_and_v1():
     body = OffsetCommitRequest_v0("g", [("t", [(0, 42, "zk"), (3, 7, None)])]).encode()
     req = read_offset_commit(body, 0, 0)
