@@ -26,7 +26,7 @@ from typing import Any, Callable
 from ..errors import E
 from ..metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
-from .clock import Clock
+from .clock import Clock, fire_by
 from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from .share_group import ShareGroup
 from .state import States as S
@@ -566,12 +566,9 @@ class ClassicGroupManager:
         are: a timer armed for an earlier generation's deadline is kept, and moves itself
         to the current one when it fires, rather than being cancelled and armed again with
         every generation."""
-        if group.sync_timer is not None:
-            if group.sync_timer_at <= deadline:
-                return
-            group.sync_timer.cancel()
-        group.sync_timer = self.clock.call_at(deadline, self._on_sync_timeout, group)
-        group.sync_timer_at = deadline
+        group.sync_timer, group.sync_timer_at = fire_by(
+            self.clock, group.sync_timer, group.sync_timer_at, deadline, self._on_sync_timeout, group
+        )
 
     def _on_sync_timeout(self, group: ClassicGroup) -> None:
         group.sync_timer = None
@@ -737,12 +734,9 @@ class ClassicGroupManager:
         """The group's one session timer fires by `when`. Lazy (like Kafka's purgatory): a
         heartbeat only moves its member's deadline, and the timer, when it fires, expires
         the members past theirs and moves itself to the earliest remaining one."""
-        if group.session_timer is not None:
-            if group.session_timer_at <= when:
-                return
-            group.session_timer.cancel()
-        group.session_timer = self.clock.call_at(when, self._on_session_timer, group)
-        group.session_timer_at = when
+        group.session_timer, group.session_timer_at = fire_by(
+            self.clock, group.session_timer, group.session_timer_at, when, self._on_session_timer, group
+        )
 
     def _on_session_timer(self, group: ClassicGroup) -> None:
         group.session_timer = None
@@ -780,12 +774,9 @@ class ClassicGroupManager:
         """The group's one timer for its KIP-394 pending member ids fires by `expiry` (Kafka
         arms one per id; ids are mostly used within milliseconds, and the timer armed for
         an earlier id's expiry serves the later ones)."""
-        if group.pending_timer is not None:
-            if group.pending_timer_at <= expiry:
-                return
-            group.pending_timer.cancel()
-        group.pending_timer = self.clock.call_at(expiry, self._expire_pending, group)
-        group.pending_timer_at = expiry
+        group.pending_timer, group.pending_timer_at = fire_by(
+            self.clock, group.pending_timer, group.pending_timer_at, expiry, self._expire_pending, group
+        )
 
     def _expire_pending(self, group: ClassicGroup) -> None:
         group.pending_timer = None

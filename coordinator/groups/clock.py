@@ -28,6 +28,19 @@ class Clock(Protocol):
     def call_at(self, when_ms: float, fn: Callable[..., Any], *args: Any) -> TimerHandle: ...
 
 
+def fire_by(
+    clock: Clock, timer: TimerHandle | None, at: float, when: float, fn: Callable[..., Any], *args: Any
+) -> tuple[TimerHandle, float]:
+    """(timer, its time) for a lazy timer that must fire by `when`: `timer`, armed for `at`,
+    if it fires no later, else a new one (the old one cancelled). A timer that fires early
+    finds its deadline moved on and arms itself again, so one timer serves many deadlines."""
+    if timer is not None:
+        if at <= when:
+            return timer, at
+        timer.cancel()
+    return clock.call_at(when, fn, *args), when
+
+
 class LoopClock:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop or asyncio.get_running_loop()
