@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from .apis import Registry
-from .faults import API_NAMES, api_key_of, parse_specs
+from .faults import API_NAMES, api_key_of, check_spec, parse_specs
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +82,7 @@ class ApiVersionLimits:
         }
 
     def _of_spec(self, spec: Any) -> tuple[int, int, int]:
-        if not isinstance(spec, dict):
-            raise ValueError(f"a version range is a JSON object, not {type(spec).__name__}")
-        unknown = sorted(set(spec) - set(FIELDS))
-        if unknown:
-            raise ValueError(f"unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
-        if "api" not in spec:
-            raise ValueError("field 'api' is required")
+        spec = check_spec(spec, "version range", FIELDS)
         return self._checked(spec["api"], spec.get("min_version"), spec.get("max_version"))
 
     def _served_key(self, api: Any) -> int:

@@ -76,6 +76,18 @@ def parse_specs(specs: Any, noun: str, parse: Callable[[Any], T]) -> list[T]:
     return parsed
 
 
+def check_spec(spec: Any, noun: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """`spec` if it is a JSON object of known `fields` naming its "api"; else ValueError."""
+    if not isinstance(spec, dict):
+        raise ValueError(f"a {noun} is a JSON object, not {type(spec).__name__}")
+    unknown = sorted(set(spec) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r}; fields: {', '.join(fields)}")
+    if "api" not in spec:
+        raise ValueError("field 'api' is required")
+    return spec
+
+
 @dataclass
 class Rule:
     """One fault: what it matches, what it does, how many more times."""
@@ -300,14 +312,7 @@ def _rule(
 
 
 def _rule_of_spec(spec: Any) -> Rule:
-    if not isinstance(spec, dict):
-        raise ValueError(f"a fault is a JSON object, not {type(spec).__name__}")
-    unknown = sorted(set(spec) - set(FIELDS))
-    if unknown:
-        raise ValueError(f"unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
-    if "api" not in spec:
-        raise ValueError("field 'api' is required")
-    return _rule(**spec)
+    return _rule(**check_spec(spec, "fault", FIELDS))
 
 
 def _failed(ctx: RequestContext, request: Any, rule_id: int, error: ErrorCode) -> Any:
