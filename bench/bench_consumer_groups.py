@@ -285,7 +285,7 @@ IDLE_ROUNDS = 8  # (in process: the rounds before the manual clock passes the as
 
 async def converge_in_process(members: int, partitions: int) -> tuple[float, int]:
     """(CPU seconds, rounds) of one convergence of the bench's shape on a fresh in-process shard."""
-    from coordinator.groups.consumer_manager import HeartbeatRequest
+    from coordinator.groups.modern.consumer.consumer_manager import HeartbeatRequest
     from protocol import consumer_records as R
     from tests.support.consumer_harness import Harness
     from tests.support.group_harness import MemoryLog, settle

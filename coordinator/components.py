@@ -34,14 +34,14 @@ from .cluster import Cluster
 from .config import Config
 from .errors import E
 from .groups.api import GroupApis
-from .groups.classic_manager import GroupConfig
+from .groups.classic.classic_manager import GroupConfig
 from .groups.clock import LoopClock
-from .groups.consumer_manager import consumer_group_config
+from .groups.modern.consumer.consumer_manager import consumer_group_config
 from .groups.topic_image import TopicImage
 from .groups.runtime import CoordinatorRuntime
 from .groups.group_configs import GroupConfigs, group_config_bounds
-from .groups.share_api import ShareGroupApis
-from .groups.share_manager import ShareGroupConfig
+from .groups.modern.share.share_api import ShareGroupApis
+from .groups.modern.share.share_manager import ShareGroupConfig
 from .groups.shard import OffsetConfig
 from .share.manager import SharePartitionManager
 from .share.offsets_api import ShareOffsetsApis

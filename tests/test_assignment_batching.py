@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.consumer_group import ConsumerGroup
+from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup
 from protocol import consumer_records as R
 from tests.support.assignment_batching import (
     INTERVAL,

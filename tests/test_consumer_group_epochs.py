@@ -7,7 +7,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.consumer_group import records_of
+from coordinator.groups.modern.consumer.consumer_group import records_of
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
 from tests.support.group_harness import settle

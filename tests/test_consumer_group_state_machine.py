@@ -7,9 +7,9 @@ import uuid
 
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.assignors import range_, uniform
-from coordinator.groups.consumer_group import ConsumerGroup
-from coordinator.groups.reconciliation import MemberState
+from coordinator.groups.modern.assignors import range_, uniform
+from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup
+from coordinator.groups.modern.reconciliation import MemberState
 from tests.support.group_harness import settle
 from tests.support.consumer_shard import (
     owned,

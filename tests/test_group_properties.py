@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.classic_group import ClassicGroup, JoinResult, SyncResult
-from coordinator.groups.classic_manager import GroupConfig
+from coordinator.groups.classic.classic_group import ClassicGroup, JoinResult, SyncResult
+from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import VALID_PREVIOUS, GroupState as S

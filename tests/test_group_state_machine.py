@@ -8,8 +8,8 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.classic_group import ClassicGroup, JoinResult, SyncResult
-from coordinator.groups.classic_manager import GroupConfig
+from coordinator.groups.classic.classic_group import ClassicGroup, JoinResult, SyncResult
+from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import GroupState as S

@@ -8,11 +8,11 @@ import asyncio
 
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.classic_group import JoinResult
-from coordinator.groups.classic_manager import GroupConfig
+from coordinator.groups.classic.classic_group import JoinResult
+from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
-from coordinator.groups.consumer_group import ConsumerGroup, records_of
-from coordinator.groups.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup, records_of
+from coordinator.groups.modern.consumer.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
@@ -218,7 +218,7 @@ async def test_a_consumer_group_stays_until_its_conversion_to_classic_is_durable
 
 
 async def test_a_failed_share_group_join_does_not_forget_a_member_whose_join_is_not_yet_durable():
-    from coordinator.groups.share_manager import ShareHeartbeatRequest
+    from coordinator.groups.modern.share.share_manager import ShareHeartbeatRequest
 
     h = Runtime()
     h.catalog.add("t", 2)
@@ -255,8 +255,8 @@ async def test_a_share_group_description_waits_for_the_pending_writes():
     from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 
     from coordinator.apis import LATER, RequestContext
-    from coordinator.groups.share_api import ShareGroupApis
-    from coordinator.groups.share_manager import ShareHeartbeatRequest
+    from coordinator.groups.modern.share.share_api import ShareGroupApis
+    from coordinator.groups.modern.share.share_manager import ShareHeartbeatRequest
     from protocol.messages import RequestHeader, codec
 
     h = Runtime()

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.classic_group import ClassicGroup, JoinResult, SyncResult
-from coordinator.groups.classic_manager import GroupConfig
+from coordinator.groups.classic.classic_group import ClassicGroup, JoinResult, SyncResult
+from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
-from coordinator.groups.consumer_group import ConsumerGroup, group_from_records, records_of
-from coordinator.groups.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup, group_from_records, records_of
+from coordinator.groups.modern.consumer.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage

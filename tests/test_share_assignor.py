@@ -18,7 +18,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups.share_group import simple_assign
+from coordinator.groups.modern.share.share_group import simple_assign
 
 TOPICS = [uuid.UUID(int=i + 1) for i in range(4)]
 

@@ -19,10 +19,10 @@ from protocol.offset_commit import OffsetCommitRequest, resolve_topic_ids, write
 from ..errors import E
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
-from .classic_group import ClassicGroup, JoinResult, SyncResult
-from .consumer_group import ConsumerGroup
-from .consumer_manager import HeartbeatRequest, validate_request
-from .modern_manager import ApiError, HeartbeatResult
+from .classic.classic_group import ClassicGroup, JoinResult, SyncResult
+from .modern.consumer.consumer_group import ConsumerGroup
+from .modern.consumer.consumer_manager import HeartbeatRequest, validate_request
+from .modern.modern_manager import ApiError, HeartbeatResult
 from ..log.offsets import TOPIC as OFFSETS_TOPIC
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime

@@ -1,15 +1,13 @@
 """What every group type offers the rest of the coordinator (Kafka's `Group` interface).
 
 The offset manager, DescribeGroups/ListGroups and group deletion speak to groups only
-through this, so a second type (KIP-848 consumer groups) plugs in beside ClassicGroup.
+through this, so every type (classic/, modern/consumer/, modern/share/, and streams/ to
+come) plugs in beside the others.
 """
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, Callable, Generic, Protocol, TypeVar
-
-from kio.schema.errors import ErrorCode as E
+from typing import Any, Callable, Protocol
 
 from .records import OffsetCommitValue
 
@@ -65,51 +63,3 @@ class Group(Protocol):
 
     def expiration_base(self) -> ExpirationBase | None:
         """How retention counts for this group's offsets now; None: none expire now."""
-
-
-class SubscribedMember(Protocol):
-    subscribed_topic_names: tuple[str, ...]
-
-
-Member = TypeVar("Member", bound=SubscribedMember)
-
-
-class ModernGroup(Generic[Member]):
-    """What KIP-848 consumer groups and KIP-932 share groups have in common (Kafka's
-    ModernGroup): members with epochs, a target assignment computed for the group epoch, what
-    changed since the group's records were last handed to the log, and the Group answers that
-    are the same for both."""
-
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.members: dict[str, Member] = {}
-        self.group_epoch = 0
-        self.assignment_epoch = 0
-        self.assignment_timestamp = 0  # when the target was last computed (wall ms; 0: never)
-        self.target: dict[str, dict[uuid.UUID, frozenset[int]]] = {}  # member id -> its target
-        self.metadata_hash = 0  # of the subscribed topics' metadata (KIP-1101)
-        self.dead = False
-        # What changed since its records were last handed to the log: the group's own
-        # records (dirty), the members whose records may differ, the members removed.
-        self.dirty = False
-        self.changed_members: set[str] = set()
-        self.removed_members: set[str] = set()
-
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def validate_delete_group(self) -> int:
-        if self.dead:
-            return E.group_id_not_found
-        return E.none if not self.members else E.non_empty_group
-
-    def mark_deleting(self) -> Callable[[], None]:
-        self.dead = True
-
-        def undo() -> None:
-            self.dead = False
-
-        return undo
-
-    def is_subscribed_to(self, topic: str) -> bool:
-        return any(topic in m.subscribed_topic_names for m in self.members.values())

@@ -36,9 +36,9 @@ from typing import Any, Callable, Protocol
 from ..errors import E
 
 from ..futures import Done
-from .classic_manager import GroupConfig
+from .classic.classic_manager import GroupConfig
 from .clock import Clock
-from .consumer_manager import ConsumerGroupConfig
+from .modern.consumer.consumer_manager import ConsumerGroupConfig
 from .group import Group
 from .records import Event, TxnMarkerKey, TxnOffsetCommitKey
 from .shard import DURABLE, FAILED, PENDING, Complete, GroupShard, OffsetConfig, PendingWrite

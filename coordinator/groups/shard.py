@@ -25,11 +25,11 @@ from ..errors import E
 
 from ..apis import answers_begin, answers_end
 
-from .classic_group import ClassicGroup, JoinResult, SyncResult
-from .classic_manager import ClassicGroupManager, GroupConfig
+from .classic.classic_group import ClassicGroup, JoinResult, SyncResult
+from .classic.classic_manager import ClassicGroupManager, GroupConfig
 from .clock import Clock, TimerHandle
-from .consumer_group import ConsumerGroup
-from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
+from .modern.consumer.consumer_group import ConsumerGroup
+from .modern.consumer.consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
 from .group import Group
 from .offset_manager import OffsetManager
 from .offset_store import OffsetStore
@@ -45,9 +45,9 @@ from .records import (
 from .state import GroupState
 from protocol.consumer_records import KEY_TYPES
 from protocol.share_records import KEY_TYPES as SHARE_KEYS
-from .share_group import ShareGroup
-from .share_manager import ShareGroupManager
-from .migration import GroupMigration
+from .modern.share.share_group import ShareGroup
+from .modern.share.share_manager import ShareGroupManager
+from .modern.consumer.migration import GroupMigration
 from .shard_context import Complete
 from .topic_image import TopicImage
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Protocol
 
-from .classic_group import ClassicGroup, SyncResult
+from .classic.classic_group import ClassicGroup, SyncResult
 from .clock import Clock
-from .consumer_group import ConsumerGroup, ConsumerMember
+from .modern.consumer.consumer_group import ConsumerGroup, ConsumerMember
 from .group import Group
 from .offset_store import OffsetStore
 from .records import Event

@@ -25,7 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
-from ..groups.share_group import ShareGroup
+from ..groups.modern.share.share_group import ShareGroup
 from .manager import SharePartitionManager
 from .partition import SharePartition
 

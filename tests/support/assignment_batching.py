@@ -12,9 +12,9 @@ from typing import Any, Callable
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.consumer_group import ConsumerGroup
-from coordinator.groups.share_group import ShareGroup
-from coordinator.groups.share_manager import ShareGroupConfig, ShareHeartbeatRequest, ShareHeartbeatResult
+from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup
+from coordinator.groups.modern.share.share_group import ShareGroup
+from coordinator.groups.modern.share.share_manager import ShareGroupConfig, ShareHeartbeatRequest, ShareHeartbeatResult
 from protocol.consumer_records import TargetAssignmentMetadata
 from tests.support.consumer_harness import GROUP, Harness
 from tests.support.consumer_shard import owned

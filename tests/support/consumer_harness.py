@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from coordinator.groups.classic_manager import GroupConfig
+from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
-from coordinator.groups.consumer_group import ConsumerGroup
-from coordinator.groups.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
-from coordinator.groups.modern_manager import HeartbeatResult
+from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup
+from coordinator.groups.modern.consumer.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.groups.modern.modern_manager import HeartbeatResult
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage

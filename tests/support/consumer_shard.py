@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from coordinator.groups.modern_manager import HeartbeatResult
+from coordinator.groups.modern.modern_manager import HeartbeatResult
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 
-from coordinator.groups.classic_manager import GroupConfig
+from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig

@@ -18,9 +18,9 @@ from typing import Any, Callable
 import re2
 from kio.schema.errors import ErrorCode as E
 
-from .assignors import ASSIGNORS, DEFAULT_ASSIGNORS
-from .classic_group import ClassicGroup
-from .clock import Clock
+from ..assignors import ASSIGNORS, DEFAULT_ASSIGNORS
+from ...classic.classic_group import ClassicGroup
+from ...clock import Clock
 from protocol import consumer_records as R
 
 from . import consumer_group
@@ -31,11 +31,11 @@ from .consumer_group import (
     ConsumerGroup,
     ConsumerMember,
 )
-from .metadata_hash import metadata_hash
-from .reconciliation import MemberState, reconcile
-from .modern_manager import ApiError, HeartbeatResult, ModernGroupManager
-from .topic_image import TopicImage
-from .shard_context import ShardContext
+from ...metadata_hash import metadata_hash
+from ..reconciliation import MemberState, reconcile
+from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
+from ...topic_image import TopicImage
+from ...shard_context import ShardContext
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode as E
 
-from .clock import Clock
-from .group import ModernGroup
-from .shard_context import ShardContext
-from .topic_image import TopicImage
+from ..clock import Clock
+from .modern_group import ModernGroup
+from ..shard_context import ShardContext
+from ..topic_image import TopicImage
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
-from ..errors import E
-from .group import ExpirationBase
-from .records import GroupMetadataValue
-from .state import VALID_PREVIOUS, GroupState, IllegalStateTransition, States
+from ...errors import E
+from ..group import ExpirationBase
+from ..records import GroupMetadataValue
+from ..state import VALID_PREVIOUS, GroupState, IllegalStateTransition, States
 from .subscription import subscribed_topics as topics_of
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,10 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol import consumer_records as R
 
-from .metadata_hash import metadata_hash
-from .group import ExpirationBase, ModernGroup
-from .reconciliation import Assignment, MemberState
+from ...metadata_hash import metadata_hash
+from ...group import ExpirationBase
+from ..modern_group import ModernGroup
+from ..reconciliation import Assignment, MemberState
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2

@@ -23,14 +23,14 @@ from functools import partial
 from typing import Any, Callable
 
 
-from ..errors import E
-from ..metrics.stats import STATS
+from ...errors import E
+from ...metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
-from .clock import Clock, fire_by
-from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
-from .share_group import ShareGroup
-from .state import States as S
-from .shard_context import ShardContext
+from ..clock import Clock, fire_by
+from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from ..modern.share.share_group import ShareGroup
+from ..state import States as S
+from ..shard_context import ShardContext
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
-from ..apis import Registry, RequestContext
-from .api import (
+from ....apis import Registry, RequestContext
+from ...api import (
     AUTHORIZED_OPERATIONS_OMITTED,
     GROUP_OPERATIONS,
     assignment_of,
@@ -23,8 +23,8 @@ from .api import (
     run_heartbeat,
     undescribed_group,
 )
-from .modern_manager import ApiError
-from .runtime import CoordinatorRuntime
+from ..modern_manager import ApiError
+from ...runtime import CoordinatorRuntime
 from .share_manager import ASSIGNOR, ShareHeartbeatRequest, ShareHeartbeatResult, validate_request
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77

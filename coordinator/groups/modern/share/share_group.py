@@ -18,7 +18,8 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol import share_records as R
 
-from .group import ExpirationBase, ModernGroup
+from ...group import ExpirationBase
+from ..modern_group import ModernGroup
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 LEAVE_EPOCH = -1

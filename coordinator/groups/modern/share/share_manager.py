@@ -25,9 +25,9 @@ from kio.schema.errors import ErrorCode as E
 from protocol import share_records as R
 
 from . import share_group
-from .clock import Clock
-from .modern_manager import ApiError, HeartbeatResult, ModernGroupManager
-from .metadata_hash import metadata_hash
+from ...clock import Clock
+from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
+from ...metadata_hash import metadata_hash
 from .share_group import (
     LEAVE_EPOCH,
     ShareGroup,
@@ -37,8 +37,8 @@ from .share_group import (
     initialize_subscribed,
     simple_assign,
 )
-from .topic_image import TopicImage
-from .shard_context import ShardContext
+from ...topic_image import TopicImage
+from ...shard_context import ShardContext
 
 log = logging.getLogger(__name__)
 

@@ -39,14 +39,14 @@ from protocol.consumer_protocol import (
     write_assignment,
 )
 
-from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
-from .classic_manager import ClassicGroupManager
+from ...classic.classic_group import ClassicGroup, JoinResult, Member, SyncResult
+from ...classic.classic_manager import ClassicGroupManager
 from .consumer_group import ConsumerGroup, ConsumerMember
 from .consumer_manager import ConsumerGroupManager
-from .reconciliation import MemberState
-from .records import GroupMetadataKey
-from .shard_context import ShardContext
-from .state import GroupState
+from ..reconciliation import MemberState
+from ...records import GroupMetadataKey
+from ...shard_context import ShardContext
+from ...state import GroupState
 
 log = logging.getLogger(__name__)
 
