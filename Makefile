@@ -12,7 +12,7 @@ WORKERS ?= 3
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report lint test test-fast install install-test install-pipeline clients java-clients go-clients js-clients bench report clean
+.PHONY: run stop reset-data bench-report lint test test-fast install install-test test-tools install-pipeline clients java-clients go-clients js-clients bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 install-pipeline: $(VENV)/.installed-pipeline
 
 install-test: $(VENV)/.installed-test
+
+# kcat and chromium (Debian's packages) serve only slow tests (kcat's round trip, the report in
+# a browser), so `make test` installs them and `make test-fast` does not.
+test-tools:
 	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || \
 	  { (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 || \
 	    echo "kcat could not be installed; its tests will be skipped"; }
@@ -110,7 +114,7 @@ test-fast: install-test
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile -m "not slow" --durations=15
 
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
-test: install-test clients
+test: install-test test-tools clients
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=15
 
 bench: install-test

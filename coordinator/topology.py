@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .durable import JsonFile
@@ -142,6 +142,10 @@ class Topology:
         # Reassignments in progress (coordinator.broker.partition_admin drives them).
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.placement = JsonFile(Path(data_dir) / PLACEMENT_FILE) if data_dir is not None else None
+        # Leader epochs of the partitions whose leader changed, by log directory, until
+        # save_placement keeps them (Kafka's leader-epoch-checkpoint).
+        self.epochs_to_save: dict[Path, list[tuple[int, int]]] = {}
+        self._epoch_files: dict[Path, JsonFile] = {}
         if self.placement is not None:
             self.placement.load(parse=self._restore)
         # The leader of each __consumer_offsets partition: every group request checks it.
@@ -260,6 +264,15 @@ class Topology:
     async def save_placement(self) -> None:
         """Keep the placement as it is now (after every leader or replica change, which are
         rare): the document is built when its write starts, so it has every change before it."""
+        # Each moved partition's leader epochs first (what a restarted leader answers
+        # OffsetForLeaderEpoch from), through the durable helper, off the loop.
+        while self.epochs_to_save:
+            directory, epochs = self.epochs_to_save.popitem()
+            store = self._epoch_files.setdefault(directory, JsonFile(directory / EPOCHS_FILE))
+            try:
+                await store.update(epochs_change(epochs))
+            except OSError as e:
+                log.warning("%s: cannot keep the leader epochs: %s", directory, e.strerror or e)
         if self.placement is not None:
             await self.placement.update(lambda: (self.placement_document(), None))
 
@@ -338,7 +351,7 @@ class Topology:
         plog = self._log_of(topic, partition)
         st.epochs.append((st.epoch, plog.log_end_offset if plog is not None else 0))
         if plog is not None:
-            write_epochs(plog.directory, st.epochs)
+            self.epochs_to_save[plog.directory] = list(st.epochs)  # kept by save_placement
             plog.leader_epoch = st.epoch  # stamped on the batches it appends from now on
             plog.wake_listeners()  # (fetches waiting on the old leader answer NOT_LEADER_OR_FOLLOWER now)
         st.isr = [n for n in st.replicas if self.brokers[n].alive]
@@ -402,18 +415,10 @@ def read_epochs(directory: Path) -> list[tuple[int, int]] | None:
     return epochs or None
 
 
-def write_epochs(directory: Path, epochs: list[tuple[int, int]]) -> None:
-    """Keep the epochs for the next run (on every leader change, which is rare): a restarted
-    server keeps answering OffsetForLeaderEpoch for the epochs its batches carry."""
-    tmp = directory / (EPOCHS_FILE + ".tmp")
-    try:
-        with open(tmp, "w") as f:
-            f.write(f"0\n{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / EPOCHS_FILE)
-    except OSError as e:
-        log.warning("%s: cannot keep the leader epochs: %s", directory, e.strerror or e)
+def epochs_change(epochs: list[tuple[int, int]]) -> Callable[[], tuple[bytes, None]]:
+    """The leader-epoch-checkpoint document of epochs, as a JsonFile.update change."""
+    data = (f"0\n{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs)).encode()
+    return lambda: (data, None)
 
 
 class ShardMover(Protocol):

@@ -23,6 +23,18 @@ def create_topic(bootstrap: str, partitions: int = 1, rf: int = 1) -> None:
         f.result(30)
 
 
+def moved_between(commits: list[dict], found: list[dict], old: int, new: int) -> None:
+    """The commits went to the old coordinator, then to the new one, with a FindCoordinator
+    between the last to the old and the first to the new. A loaded machine may add retries on
+    either side (a request timed out, COORDINATOR_LOAD_IN_PROGRESS): what is asserted is the
+    order, not the count."""
+    brokers = [r["broker"] for r in commits]
+    assert brokers[0] == old and brokers[-1] == new, brokers
+    switch = brokers.index(new)
+    assert set(brokers[:switch]) == {old} and set(brokers[switch:]) == {new}, brokers
+    assert any(commits[switch - 1]["time_ms"] <= r["time_ms"] <= commits[switch]["time_ms"] for r in found)
+
+
 def confluent_commit(bootstrap: str, group: str, offset: int, client_id: str) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -64,9 +76,8 @@ def test_confluent_commit_goes_to_the_new_coordinator_after_a_move(tmp_path):
         commits = cluster.requests(api="OffsetCommit", client_id="app")
         assert commits and all(r["groups"] == ["billing"] and r["topics"] == [TOPIC] for r in commits)
         # the client still held the old coordinator: NOT_COORDINATOR there, then the new one
-        assert [r["broker"] for r in commits] == [old, new]
         found = cluster.requests(api="FindCoordinator", client_id="app", group="billing")
-        assert any(commits[0]["time_ms"] <= r["time_ms"] <= commits[1]["time_ms"] for r in found)
+        moved_between(commits, found, old, new)
 
 
 def test_confluent_commit_retried_after_an_injected_not_coordinator(tmp_path):
@@ -79,12 +90,14 @@ def test_confluent_commit_retried_after_an_injected_not_coordinator(tmp_path):
         sent = [r for r in cluster.requests(client_id="app") if r["api"] in ("OffsetCommit", "FindCoordinator")]
         apis = [r["api"] for r in sent]
         first = apis.index("OffsetCommit")
-        # the failed commit, a new look for the coordinator, and the commit again to it
-        assert apis[first:].count("OffsetCommit") == 2 and "FindCoordinator" in apis[first:]
+        # the failed commit, a new look for the coordinator, and the commit again to it (a
+        # loaded machine may add a retry: the order is asserted, not the count)
+        assert apis[first:].count("OffsetCommit") >= 2
+        assert "FindCoordinator" in apis[first : first + apis[first + 1 :].index("OffsetCommit") + 1]
         assert apis[first:][-1] == "OffsetCommit"
         assert all(r["broker"] == coordinator for r in sent if r["api"] == "OffsetCommit")
-        retried = [r for r in sent if r["api"] == "OffsetCommit"]
-        assert retried[0]["correlation_id"] < retried[1]["correlation_id"]
+        retried = [r["correlation_id"] for r in sent if r["api"] == "OffsetCommit"]
+        assert retried == sorted(retried)
 
 
 def test_kafka_python_commit_retried_on_the_new_coordinator(tmp_path):
@@ -111,9 +124,8 @@ def test_kafka_python_commit_retried_on_the_new_coordinator(tmp_path):
             consumer.close()
         commits = cluster.requests(api="OffsetCommit", client_id="kp", group="ledger")
         # kafka-python still holds the old coordinator: NOT_COORDINATOR there, then the new one
-        assert [r["broker"] for r in commits] == [old, new]
-        between = cluster.requests(api="FindCoordinator", client_id="kp", group="ledger")
-        assert any(commits[0]["time_ms"] <= r["time_ms"] <= commits[1]["time_ms"] for r in between)
+        found = cluster.requests(api="FindCoordinator", client_id="kp", group="ledger")
+        moved_between(commits, found, old, new)
 
 
 def test_limit_keeps_the_newest_and_counts_the_dropped(tmp_path):

@@ -145,8 +145,10 @@ def _files(path: Path, group: str | None) -> list[Path] | str:
 
 
 def repair(directory: Path) -> int:
-    """Cut a partition log from its first bad batch (and drop the segments after it),
-    keeping a copy of it as it was under <data dir>/.corrupt/. Run with the server stopped."""
+    """Remove the corrupt bytes of a partition log and nothing else: every valid batch after
+    them stays, at its offsets (a torn tail with no valid batch after it is cut, as a start
+    cuts it). A copy of the partition as it was is kept under <data dir>/.corrupt/. Run with
+    the server stopped."""
     from ..data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
 
     if not directory.is_dir() or not any(directory.glob("*.log")):
@@ -198,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     d.add_argument("--no-records", action="store_true", help="batch headers only")
     d.add_argument("--group", help="only this group's records (finds its __consumer_offsets partition)")
-    r = sub.add_parser("repair", help="cut a partition log from its first corrupt batch (keeps a copy)")
+    r = sub.add_parser(
+        "repair", help="remove the corrupt bytes of a partition log, keeping every valid batch after them (and a copy)"
+    )
     r.add_argument("path", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "repair":
