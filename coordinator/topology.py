@@ -509,6 +509,8 @@ class ClusterControl:
             if t.live() == [node_id]:
                 raise ControlError(f"broker {node_id} is the last one running; it cannot be stopped")
             self.switch.close_broker(node_id)
+            if self.shares is not None:
+                self.shares.broker_stopped(node_id)
             moved = t.broker_stopped(node_id)
             log.info("broker %d stopped: %d partition leaders moved", node_id, len(moved))
             await self._coordinators_moved(moved)

@@ -104,3 +104,44 @@ def test_share_consumer_across_a_broker_stop_never_gets_an_accepted_record_again
         consumer.close()
     assert accepted == set(range(60))
     assert again == []
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+async def test_a_member_keeps_one_share_session_per_broker(kafka_cluster):
+    """Kafka keeps a ShareSessionCache per broker: a member fetching from partitions led by
+    three brokers has a session with each. Opening one on a second broker leaves the first
+    broker's session, its epoch and the records acquired there as they were."""
+    from tests.support.data_plane import produce
+    from tests.support.share import build_batch
+
+    conns = {}
+    for b in kafka_cluster.brokers():
+        conns[b["node_id"]] = await WireClient("share-cluster").connect(b["host"], b["port"])
+    try:
+        await conns[1].create_topics("t3", partitions=3)
+        assert (await set_group_configs(conns[1], "g3", share_auto_offset_reset="earliest")).error_code == 0
+        leaders = {p: kafka_cluster.leader_of("t3", p) for p in range(3)}
+        assert sorted(leaders.values()) == [1, 2, 3]  # (every broker leads one)
+        for p, leader in leaders.items():
+            batch = build_batch([(None, b"p%d-%d" % (p, i)) for i in range(2)])
+            assert (await produce(conns[leader], "t3", batch, partition=p))[0] == 0
+        hb = await conns[kafka_cluster.coordinator_of("g3")].request(
+            SHB, 1, cls(SHB, 1)(group_id="g3", member_id="a", member_epoch=0, subscribed_topic_names=("t3",))
+        )
+        tid = hb.assignment.topic_partitions[0].topic_id
+        for p, leader in sorted(leaders.items()):  # a session with each broker, each acquiring its partition
+            r = await conns[leader].request(SFETCH, 1, sfetch("g3", "a", 0, tid, partitions=(p,)))
+            assert acquired(r, p) == [(0, 1, 1)], (p, r)
+        for p, leader in sorted(leaders.items()):  # each session is at its epoch 1, its records still a's
+            r = await conns[leader].request(SACK, 1, sack("g3", "a", 1, tid, {p: [(0, 1, [ACCEPT])]}))
+            assert r.error_code == E.none and part(r, p).error_code == E.none, (p, r)
+        # A new session on broker 2 (epoch 0) leaves broker 1's at its epoch 2.
+        p2 = next(p for p, leader in leaders.items() if leader == 2)
+        p1 = next(p for p, leader in leaders.items() if leader == 1)
+        r = await conns[2].request(SFETCH, 1, sfetch("g3", "a", 0, tid, partitions=(p2,)))
+        assert r.error_code == E.none
+        r = await conns[1].request(SFETCH, 1, sfetch("g3", "a", 2, tid, partitions=(p1,)))
+        assert r.error_code == E.none and part(r, p1).error_code == E.none
+    finally:
+        for c in conns.values():
+            await c.close()

@@ -1,8 +1,10 @@
 """ShareFetch (78) and ShareAcknowledge (79): Kafka's SharePartitionManager, the share
 sessions (ShareSessionCache) and the wire handlers.
 
-A member's share session (group id, member id) holds the partitions it fetches from and an
-epoch: 0 opens one (replacing the member's old one), -1 closes it (acknowledgements only),
+A member's share session with a broker (broker, group id, member id: Kafka keeps a
+ShareSessionCache per broker, and a share consumer one session with each broker it fetches
+from) holds the partitions it fetches from there and an epoch: 0 opens one (replacing the
+member's old one with that broker), -1 closes it (acknowledgements only),
 any other epoch must be the session's (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH)
 and moves it on by one. A request's acknowledgements are applied first, then records are
 acquired from the session's partitions, long-polling up to max_wait for some. Every state
@@ -46,12 +48,18 @@ RECORD_LIMIT = 1  # ShareFetch v2 share_acquire_mode: never more than max_record
 
 @dataclass
 class ShareSession:
-    """Kafka's ShareSession: the partitions a member fetches from, and the next epoch."""
+    """Kafka's ShareSession: the partitions a member fetches from on one broker, and the next
+    epoch."""
 
+    node_id: int
     group_id: str
     member_id: str
     epoch: int = 1
     partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+
+    @property
+    def key(self) -> tuple[int, str, str]:
+        return (self.node_id, self.group_id, self.member_id)
 
 
 class RequestError(Exception):
@@ -92,7 +100,9 @@ class SharePartitionManager:
         self.config = config  # ShareGroupConfig
         self.node_id = node_id
         self.partitions: dict[Key, SharePartition] = {}
-        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # (broker, group id, member id): each broker has its own sessions, as each Kafka broker
+        # its own ShareSessionCache; a member fetching from three brokers has three.
+        self.sessions: dict[tuple[int, str, str], ShareSession] = {}
         self.waiters: dict[Key, set[asyncio.Future]] = {}
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
@@ -348,11 +358,17 @@ class SharePartitionManager:
         return len(keys)
 
     def member_fenced(self, group_id: str, member_id: str) -> None:
-        """The member's group session expired (Kafka's ShareGroupListener): its share
-        session goes and its acquired records are released."""
-        session = self.sessions.pop((group_id, member_id), None)
-        if session is not None:
+        """The member's group session expired (Kafka's ShareGroupListener, on every broker):
+        its share sessions go and its acquired records are released."""
+        for key in [k for k in self.sessions if k[1] == group_id and k[2] == member_id]:
+            session = self.sessions.pop(key)
             self._release(session, session.partitions)
+
+    def broker_stopped(self, node_id: int) -> None:
+        """A stopped broker's share sessions go with it (its share-partitions moved to their
+        new leaders, which load them from `__share_group_state`)."""
+        for key in [k for k in self.sessions if k[0] == node_id]:
+            del self.sessions[key]
 
     async def forget(self, group_id: str, topic_id: uuid.UUID) -> tuple[int, str | None]:
         """The group's state of every partition of the topic goes (DeleteShareGroupOffsets):
@@ -412,22 +428,26 @@ class SharePartitionManager:
                 )
         return out
 
-    def _session(self, group_id: str | None, member_id: str | None, epoch: int, has_acks: bool) -> ShareSession:
-        """Kafka's ShareSessionCache / SharePartitionManager.newContext checks."""
+    def _session(
+        self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, has_acks: bool
+    ) -> ShareSession:
+        """Kafka's ShareSessionCache / SharePartitionManager.newContext checks, in the cache of
+        the broker the request reached."""
         if not group_id:
             raise RequestError(E.invalid_group_id, "The group id must not be empty.")
         if not member_id:
             raise RequestError(E.invalid_request, "The member id must not be empty.")
-        key = (group_id, member_id)
+        node_id = ctx.connection.listener.node_id
+        key = (node_id, group_id, member_id)
         if epoch == INITIAL_EPOCH:
             if has_acks:
                 raise RequestError(E.invalid_request, "Acknowledge data present on initial share session request.")
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release(old, old.partitions)
-            elif len(self.sessions) >= self.config.max_share_sessions:
+            elif sum(1 for k in self.sessions if k[0] == node_id) >= self.config.max_share_sessions:
                 raise RequestError(E.share_session_limit_reached, "The limit of share sessions has been reached.")
-            new = self.sessions[key] = ShareSession(group_id, member_id)
+            new = self.sessions[key] = ShareSession(node_id, group_id, member_id)
             return new
         session = self.sessions.get(key)
         if session is None:
@@ -608,7 +628,7 @@ class SharePartitionManager:
         acks = self._merged(req.topics)
         renew = bool(getattr(req, "is_renew_ack", False))
         try:
-            session = self._session(req.group_id, req.member_id, req.share_session_epoch, any(acks.values()))
+            session = self._session(ctx, req.group_id, req.member_id, req.share_session_epoch, any(acks.values()))
         except RequestError as e:
             return ctx.response(
                 throttle_time=0,
@@ -631,7 +651,7 @@ class SharePartitionManager:
                 self._release(session, forgotten)
         fetched: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
         if final:
-            self.sessions.pop((session.group_id, session.member_id), None)
+            self.sessions.pop(session.key, None)
             self._release(session, session.partitions)
         elif req.max_records > 0 and not renew:
             strict = getattr(req, "share_acquire_mode", 0) == RECORD_LIMIT
@@ -640,7 +660,7 @@ class SharePartitionManager:
             end = asyncio.get_running_loop().time() + wait
             while not any(ranges for _, ranges, _ in fetched.values()) and not self.data_plane.draining:
                 left = end - asyncio.get_running_loop().time()
-                if left <= 0 or self.sessions.get((session.group_id, session.member_id)) is not session:
+                if left <= 0 or self.sessions.get(session.key) is not session:
                     break
                 await self._wait(session, left)
                 fetched = await self._acquire(ctx, session, req.max_records, strict)
@@ -688,7 +708,7 @@ class SharePartitionManager:
                 raise RequestError(
                     E.invalid_share_session_epoch, "Share session epoch 0 is not allowed for ShareAcknowledge."
                 )
-            session = self._session(req.group_id, req.member_id, req.share_session_epoch, False)
+            session = self._session(ctx, req.group_id, req.member_id, req.share_session_epoch, False)
         except RequestError as e:
             return ctx.response(
                 throttle_time=0,
@@ -700,7 +720,7 @@ class SharePartitionManager:
             )
         results = await self._acknowledge(ctx, session, acks, bool(getattr(req, "is_renew_ack", False)))
         if req.share_session_epoch == FINAL_EPOCH:
-            self.sessions.pop((session.group_id, session.member_id), None)
+            self.sessions.pop(session.key, None)
             self._release(session, session.partitions)
         by_topic: dict[uuid.UUID, list] = {}
         errors: list[tuple[tuple[uuid.UUID, int], int]] = []
