@@ -12,7 +12,7 @@ WORKERS ?= 3
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report lint test test-fast install install-test test-tools install-pipeline clients java-clients go-clients js-clients bench report clean
+.PHONY: run stop reset-data bench-report lint test test-fast install install-test test-tools install-pipeline clients java-clients go-clients js-clients oracle bench report clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,21 @@ $(JS_MODULES): $(JS_CLIENTS)/package.json $(JS_CLIENTS)/package-lock.json
 	  echo "node/npm not installed: the JavaScript client tests will be skipped"; \
 	else cd $(JS_CLIENTS) && npm ci --no-audit --no-fund --loglevel=error; fi
 
+# Apache Kafka 4.4 itself, the differential suite's oracle (tests/test_kafka_oracle.py): its
+# broker and tools jars in tests/oracle/target/lib, and our launcher that runs many tool
+# invocations in one JVM. Maven fetches them the first time, offline after; without java or
+# mvn the suite is skipped and says why.
+ORACLE     := tests/oracle
+ORACLE_JAR := $(ORACLE)/target/kcoord-kafka-oracle-1.jar
+
+$(ORACLE_JAR): $(ORACLE)/pom.xml $(shell find $(ORACLE)/src -type f)
+	@if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then \
+	  echo "java or mvn not installed: the Kafka 4.4 differential suite will be skipped"; \
+	elif [ -f $(ORACLE)/target/.fetched ]; then cd $(ORACLE) && mvn -q -B -o package; \
+	else cd $(ORACLE) && mvn -q -B package && touch target/.fetched; fi
+
+oracle: $(ORACLE_JAR)
+
 java-clients: $(JAVA_JAR)
 go-clients: $(GO_BIN)
 js-clients: $(JS_MODULES)
@@ -114,7 +129,7 @@ test-fast: install-test
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile -m "not slow" --durations=15
 
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
-test: install-test test-tools clients
+test: install-test test-tools clients oracle
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=15
 
 bench: install-test

@@ -18,6 +18,16 @@ settings.register_profile("suite", deadline=None, suppress_health_check=[HealthC
 settings.load_profile("suite")
 
 
+# Modules that run long on their own, started first so that the other workers share out the
+# rest meanwhile (pytest-xdist --dist loadfile hands out modules in collection order): the
+# differential suite runs one Kafka node for its whole module.
+FIRST = ("test_kafka_oracle.py",)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in FIRST)
+
+
 @pytest.fixture
 def server_factory(tmp_path, request):
     kind = ServerProcess if request.node.get_closest_marker("process") else InProcessServer

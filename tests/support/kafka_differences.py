@@ -1,0 +1,389 @@
+"""Where this server answers differently from Apache Kafka 4.4: the table the differential suite
+(tests/test_kafka_oracle.py) holds its observations to, and docs/kafka-differences.md, its
+rendering.
+
+Each difference the suite can observe has a stable key, `<level>/<scenario>` (level: wire,
+client or tools). A test of the suite compares Kafka's answers with ours for the keys it
+checks; it fails when one differs and is not in DIFFERENCES (add an entry: its failure
+message prints one to paste), and when one is in DIFFERENCES but no longer differs (delete
+that entry). After editing the table, regenerate the page:
+
+    python -m tests.support.kafka_differences --write
+
+(tests/test_kafka_differences_page.py checks that the committed page is the rendering)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import enum
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tests.support.process import ROOT
+
+PAGE = ROOT / "docs" / "kafka-differences.md"
+
+GAP = "gap"  # to fix: Kafka 4.4's behaviour is the target
+DELIBERATE = "deliberate"  # kept on purpose, for the reason given
+
+PARITY = "not implemented yet (Kafka 4.4 parity)"
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: str  # `<level>/<scenario>`, as the suite names what it compares
+    what: str  # what differs, in a sentence: Kafka's answer, then ours
+    reason: str  # why: the missing piece for a gap, the argument for a deliberate one
+    kind: Literal["gap", "deliberate"] = GAP
+
+
+def _d(key: str, what: str, reason: str = PARITY, kind: Literal["gap", "deliberate"] = GAP) -> Difference:
+    return Difference(key, what, reason, kind)
+
+
+# Reasons several entries share.
+KIP896 = (
+    "Kafka 4 removed the versions below its minimum (KIP-896); this server still serves them for old"
+    " clients: a gap until `--kafka-version` 4.4 answers as Kafka 4.4 does (3.9 keeps them)"
+)
+NEWER = "the newer versions are not implemented yet (Kafka 4.4 parity)"
+NEWER_AND_KIP896 = (
+    "the newer versions are not implemented yet, and the versions Kafka 4 removed (KIP-896) are still"
+    " served (Kafka 4.4 parity, `--kafka-version`)"
+)
+INTERBROKER = (
+    "an inter-broker or controller API: this server runs no separate brokers, controllers or share-state"
+    " coordinators that would call it"
+)
+SASL = "this server lists the SASL APIs only when a listener takes SASL; Kafka lists them on every listener"
+NO_SCHEMA = "an API new in Kafka 4.4 that kio 0.6.5 has no schema for; not implemented"
+FEATURES = "ApiVersions carries no supported or finalized features (Kafka 4.4 parity: features)"
+ERROR_CHOICE = "a different error chosen for the same bad request (Kafka 4.4 parity: error paths)"
+MESSAGE = "the error message differs from Kafka's (Kafka 4.4 parity: error texts)"
+
+
+# One entry per difference, sorted by key within each level. Keep `what` to what a user sees.
+DIFFERENCES: tuple[Difference, ...] = (
+    # -- wire: ApiVersions
+    _d(
+        "wire/ApiVersions/features",
+        "Kafka lists its supported and finalized features and their epoch; here none",
+        FEATURES,
+    ),
+    _d("wire/ApiVersions/range/93", "Kafka serves v0; here not served", NO_SCHEMA),
+    _d("wire/ApiVersions/range/94", "Kafka serves v0; here not served", NO_SCHEMA),
+    _d("wire/ApiVersions/range/AddRaftVoter", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
+    _d("wire/ApiVersions/range/AlterReplicaLogDirs", "Kafka serves v1-2; here not served"),
+    _d("wire/ApiVersions/range/ApiVersions", "Kafka's highest version is v5, here v4", NEWER),
+    _d("wire/ApiVersions/range/CreateAcls", "Kafka's lowest version is v1, here v0", KIP896),
+    _d("wire/ApiVersions/range/CreateDelegationToken", "Kafka serves v1-3; here not served"),
+    _d("wire/ApiVersions/range/CreateTopics", "Kafka's lowest version is v2, here v0", KIP896),
+    _d("wire/ApiVersions/range/DeleteAcls", "Kafka's lowest version is v1, here v0", KIP896),
+    _d("wire/ApiVersions/range/DeleteGroups", "Kafka's highest version is v3, here v2", NEWER),
+    _d("wire/ApiVersions/range/DeleteShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
+    _d("wire/ApiVersions/range/DeleteTopics", "Kafka's lowest version is v1, here v0", KIP896),
+    _d("wire/ApiVersions/range/DescribeAcls", "Kafka's lowest version is v1, here v0", KIP896),
+    _d("wire/ApiVersions/range/DescribeConfigs", "Kafka's lowest version is v1, here v0", KIP896),
+    _d("wire/ApiVersions/range/DescribeDelegationToken", "Kafka serves v1-3; here not served"),
+    _d("wire/ApiVersions/range/DescribeLogDirs", "Kafka serves v1-5; here not served"),
+    _d("wire/ApiVersions/range/DescribeProducers", "Kafka serves v0; here not served"),
+    _d("wire/ApiVersions/range/DescribeQuorum", "Kafka serves v0-2; here not served"),
+    _d("wire/ApiVersions/range/DescribeTopicPartitions", "Kafka serves v0; here not served"),
+    _d("wire/ApiVersions/range/ExpireDelegationToken", "Kafka serves v1-2; here not served"),
+    _d("wire/ApiVersions/range/Fetch", "Kafka serves v4-18, here v0-17", NEWER_AND_KIP896),
+    _d("wire/ApiVersions/range/InitializeShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
+    _d("wire/ApiVersions/range/ListConfigResources", "Kafka serves v0-1; here not served"),
+    _d("wire/ApiVersions/range/ListOffsets", "Kafka serves v1-11, here v0-10", NEWER_AND_KIP896),
+    _d("wire/ApiVersions/range/ListTransactions", "Kafka's highest version is v2, here v1", NEWER),
+    _d("wire/ApiVersions/range/Metadata", "Kafka's highest version is v13, here v12", NEWER),
+    _d("wire/ApiVersions/range/OffsetCommit", "Kafka's lowest version is v2, here v0", KIP896),
+    _d("wire/ApiVersions/range/OffsetFetch", "Kafka's lowest version is v1, here v0", KIP896),
+    _d("wire/ApiVersions/range/OffsetForLeaderEpoch", "Kafka's lowest version is v2, here v0", KIP896),
+    _d("wire/ApiVersions/range/Produce", "Kafka's highest version is v13, here v11", NEWER),
+    _d("wire/ApiVersions/range/ReadShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
+    _d(
+        "wire/ApiVersions/range/ReadShareGroupStateSummary",
+        "Kafka serves v0-1; here not served",
+        INTERBROKER,
+        DELIBERATE,
+    ),
+    _d("wire/ApiVersions/range/RemoveRaftVoter", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
+    _d("wire/ApiVersions/range/RenewDelegationToken", "Kafka serves v1-2; here not served"),
+    _d("wire/ApiVersions/range/SaslAuthenticate", "Kafka serves v0-2 on a plaintext listener; here not listed", SASL),
+    _d("wire/ApiVersions/range/SaslHandshake", "Kafka serves v0-1 on a plaintext listener; here not listed", SASL),
+    _d("wire/ApiVersions/range/StreamsGroupDescribe", "Kafka serves v0-1; here not served"),
+    _d("wire/ApiVersions/range/StreamsGroupHeartbeat", "Kafka serves v0-1; here not served"),
+    _d("wire/ApiVersions/range/TxnOffsetCommit", "Kafka's highest version is v6, here v5", NEWER),
+    _d("wire/ApiVersions/range/UnregisterBroker", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
+    _d("wire/ApiVersions/range/UpdateFeatures", "Kafka serves v0-2; here not served"),
+    _d("wire/ApiVersions/range/WriteShareGroupState", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
+    _d("wire/ApiVersions/range/WriteTxnMarkers", "Kafka serves v1-2; here not served", INTERBROKER, DELIBERATE),
+    # -- wire: a request of every API with every field at its default or zero
+    _d("wire/AddOffsetsToTxn/empty-request", "Kafka answers INVALID_REQUEST, here INVALID_GROUP_ID", ERROR_CHOICE),
+    _d(
+        "wire/AlterPartitionReassignments/empty-request",
+        "Kafka's error message is an empty string, here null",
+        MESSAGE,
+    ),
+    _d("wire/AlterShareGroupOffsets/empty-request", "Kafka says 'The group id is invalid.', here no message", MESSAGE),
+    _d("wire/DeleteShareGroupOffsets/empty-request", "Kafka says 'The group id is invalid.', here no message", MESSAGE),
+    _d(
+        "wire/DescribeAcls/empty-request",
+        "Kafka closes the connection on the UNKNOWN resource type filter; here SECURITY_DISABLED",
+        ERROR_CHOICE,
+    ),
+    _d("wire/DescribeClientQuotas/empty-request", "Kafka's error message is an empty string, here null", MESSAGE),
+    _d(
+        "wire/DescribeUserScramCredentials/empty-request",
+        "Kafka's error message is an empty string, here null",
+        MESSAGE,
+    ),
+    _d("wire/EndTxn/empty-request", "Kafka answers INVALID_REQUEST, here INVALID_PRODUCER_ID_MAPPING", ERROR_CHOICE),
+    _d(
+        "wire/FindCoordinator/empty-request",
+        "Kafka finds a coordinator for the empty key, here INVALID_REQUEST",
+        ERROR_CHOICE,
+    ),
+    _d(
+        "wire/Metadata/empty-request",
+        "v0 (all topics): Kafka lists __consumer_offsets and __transaction_state, here __consumer_offsets only",
+        "__transaction_state is not a topic of this server's metadata (Kafka 4.4 parity: internal topics)",
+    ),
+    _d(
+        "wire/OffsetFetch/empty-request",
+        "Kafka answers the empty group id with no offsets, here INVALID_GROUP_ID",
+        ERROR_CHOICE,
+    ),
+    _d(
+        "wire/ShareAcknowledge/empty-request",
+        "Kafka answers INVALID_REQUEST, here INVALID_SHARE_SESSION_EPOCH with a message",
+        ERROR_CHOICE,
+    ),
+    _d(
+        "wire/ShareFetch/empty-request",
+        "Kafka answers INVALID_REQUEST with lock timeout 0, here INVALID_GROUP_ID with a message and 30000",
+        ERROR_CHOICE,
+    ),
+    _d("wire/ShareGroupHeartbeat/empty-request", "Kafka gives no message, here 'GroupId can't be empty.'", MESSAGE),
+    _d(
+        "wire/SyncGroup/empty-request",
+        "v5: Kafka answers INCONSISTENT_GROUP_PROTOCOL, here INVALID_GROUP_ID",
+        ERROR_CHOICE,
+    ),
+    # -- tools
+    _d(
+        "tools/kafka-features/describe",
+        "Kafka prints its seven features and their levels; here nothing",
+        FEATURES,
+    ),
+    _d(
+        "tools/kafka-topics/list-fresh",
+        "on a fresh broker Kafka lists no topic, here __consumer_offsets",
+        "this server creates __consumer_offsets at start, Kafka at its first use (Kafka 4.4 parity: internal topics)",
+    ),
+)
+
+
+KNOWN: dict[str, Difference] = {d.key: d for d in DIFFERENCES}
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing answers
+
+
+# Fields whose values must differ between two brokers (ids drawn at random, addresses, clocks,
+# allocation counters): compared only as "set" or "unset".
+MASKED_FIELDS = {
+    "cluster_id",
+    "topic_id",
+    "host",
+    "port",
+    "member_id",
+    "leader_id_and_epoch",
+    "producer_id",
+    "session_id",
+    "log_dir",
+    "finalized_features_epoch",
+    "transaction_start_time_ms",
+    "last_timestamp",
+    "log_append_time_ms",
+    "timestamp",
+    "epoch",
+}
+DROPPED_FIELDS = {"throttle_time_ms", "throttle_time"}
+UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def plain(value: Any, field: str = "") -> Any:
+    """A kio entity (or anything in one) as JSON-like data, with what must differ masked."""
+    if field in DROPPED_FIELDS:
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: plain(getattr(value, f.name), f.name)
+            for f in dataclasses.fields(value)
+            if f.name not in DROPPED_FIELDS
+        }
+    if isinstance(value, tuple | list):
+        return [plain(v, field) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, datetime.timedelta):
+        value = value // datetime.timedelta(milliseconds=1)
+    if isinstance(value, uuid.UUID):
+        value = str(value) if value.int else ""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<{len(value)} bytes>"
+    if field in MASKED_FIELDS and value not in (None, "", -1, 0):
+        return "<set>"
+    if isinstance(value, str):
+        return UUID_TEXT.sub("<uuid>", value)
+    return value
+
+
+def diff(kafka: Any, ours: Any, path: str = "") -> list[str]:
+    """Where two plain values differ, one line per leaf: `path: kafka=… ours=…`."""
+    if isinstance(kafka, dict) and isinstance(ours, dict):
+        lines = []
+        for k in [*kafka, *(k for k in ours if k not in kafka)]:
+            lines += diff(kafka.get(k, "<absent>"), ours.get(k, "<absent>"), f"{path}.{k}" if path else str(k))
+        return lines
+    if isinstance(kafka, list) and isinstance(ours, list) and len(kafka) == len(ours):
+        lines = []
+        for i, (a, b) in enumerate(zip(kafka, ours, strict=True)):
+            lines += diff(a, b, f"{path}[{i}]")
+        return lines
+    if kafka != ours:
+        return [f"{path or '.'}: kafka={_short(kafka)} ours={_short(ours)}"]
+    return []
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class Observations:
+    """What one test of the suite compared: the keys it checked and, per key, where the two
+    brokers differed."""
+
+    def __init__(self) -> None:
+        self.checked: list[str] = []
+        self.differing: dict[str, list[str]] = {}
+
+    def compare(self, key: str, kafka: Any, ours: Any, where: str = "") -> None:
+        if key not in self.checked:
+            self.checked.append(key)
+        lines = diff(kafka, ours, where)
+        if lines:
+            self.differing.setdefault(key, []).extend(lines)
+
+    def problems(self) -> list[str]:
+        found = []
+        for key in self.checked:
+            lines = self.differing.get(key)
+            if lines and key not in KNOWN:
+                shown = "\n      ".join(lines[:25]) + (f"\n      … {len(lines) - 25} more" if len(lines) > 25 else "")
+                found.append(
+                    f"{key}: Kafka 4.4 and this server differ, and tests/support/kafka_differences.py does not"
+                    f" list it. Fix the server, or add to DIFFERENCES\n"
+                    f"    _d({key!r}, 'Kafka …; here …'),\n"
+                    f"  and run `python -m tests.support.kafka_differences --write`. Where:\n      {shown}"
+                )
+            elif not lines and key in KNOWN:
+                found.append(
+                    f"{key}: listed in tests/support/kafka_differences.py but Kafka 4.4 and this server now"
+                    " answer the same: delete its entry and run `python -m tests.support.kafka_differences --write`"
+                )
+        return found
+
+    def check(self) -> None:
+        dump = os.environ.get("KAFKA_ORACLE_DUMP")
+        if dump:  # (a maintainer's aid: every difference seen, to write entries from)
+            with open(dump, "a") as f:
+                for key in self.checked:
+                    f.write(json.dumps({"key": key, "lines": self.differing.get(key, [])}) + "\n")
+        problems = self.problems()
+        assert not problems, "\n\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
+
+HEADER = """\
+# Differences from Apache Kafka 4.4
+
+<!-- Generated from tests/support/kafka_differences.py by
+     `python -m tests.support.kafka_differences --write`: edit the table there, not this page. -->
+
+The differential suite (`tests/test_kafka_oracle.py`) starts one real Apache Kafka 4.4 node
+(KRaft, broker and controller in one process) and one of this server, runs the same scenarios
+against both and compares their answers field by field, after masking only what must differ
+between two brokers (cluster and topic ids, member and producer ids, host names, ports,
+timestamps, data paths, throttle times). It runs at three levels:
+
+- **wire**: raw requests of every API both serve, at every version both serve, built and read
+  with kio, including error paths;
+- **client**: confluent-kafka's and kafka-python's admin calls and group life cycles, as their
+  describe calls report them;
+- **tools**: Kafka 4.4's own command-line tools (kafka-topics, kafka-configs, kafka-features,
+  …), run in one JVM by `tests/oracle`'s launcher, their outputs compared after the same
+  masking.
+
+Every difference it observes is listed below with its reason: a **gap** is to be fixed (Kafka
+4.4's answer is the target), a **deliberate** one is kept on purpose. The suite fails on a
+difference that is not listed and on a listed one that no longer occurs, so this page stays
+true. To update it, edit `DIFFERENCES` in `tests/support/kafka_differences.py` (one entry per
+key; a failing test prints the entry to add or names the one to delete), then run
+`python -m tests.support.kafka_differences --write`.
+
+Running it: `make oracle` resolves Kafka 4.4's jars with Maven (`tests/oracle/pom.xml`; the first
+run downloads them, later runs are offline) and `make test` runs it; it needs Java 17 and Maven,
+and is skipped, saying why, without them. One file:
+`.venv/bin/python -m pytest tests/test_kafka_oracle.py -q`.
+"""
+
+LEVELS = (
+    ("wire", "Wire level"),
+    ("client", "Client level"),
+    ("tools", "Command-line tools"),
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render() -> str:
+    out = [HEADER]
+    gaps = sum(d.kind == GAP for d in DIFFERENCES)
+    out.append(f"{len(DIFFERENCES)} differences: {gaps} gaps, {len(DIFFERENCES) - gaps} deliberate.\n")
+    for level, title in LEVELS:
+        rows = sorted((d for d in DIFFERENCES if d.key.split("/", 1)[0] == level), key=lambda d: d.key)
+        out.append(f"\n## {title}\n")
+        if not rows:
+            out.append("\nNone observed.\n")
+            continue
+        out.append("\n| key | what differs | kind | reason |\n|---|---|---|---|\n")
+        out += [f"| `{d.key}` | {_cell(d.what)} | {d.kind} | {_cell(d.reason)} |\n" for d in rows]
+    return "".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="render docs/kafka-differences.md from DIFFERENCES")
+    parser.add_argument("--write", action="store_true", help="write the page (default: print it)")
+    args = parser.parse_args()
+    if args.write:
+        PAGE.write_text(render())
+    else:
+        print(render(), end="")
+
+
+if __name__ == "__main__":
+    main()
