@@ -116,9 +116,11 @@ class Model:
         self.advance()
 
     def restart(self) -> None:
+        # A restart ends every lock; one that ends at the delivery limit archives its record.
         for r in self.rec.values():
             if r[0] == ACQUIRED:
-                r[0], r[2] = AVAILABLE, None
+                r[0], r[2] = ARCHIVED if r[1] >= MAX_DELIVERY else AVAILABLE, None
+        self.advance()
         # Offsets past the last one written are read from the log again.
         self.end = max([o + 1 for o in self.rec] + [self.start])
 
@@ -229,7 +231,24 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.sp = SharePartition.restored(
             self.stored.start, self.stored.records, max_delivery=MAX_DELIVERY, max_in_flight=LIMIT
         )
+        self.persist(self.sp.archived_at_load)  # (the manager writes them before serving)
         self.model.restart()
+
+    @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 5), data=st.data())
+    def failed_write(self, member: str, max_records: int, data: st.DataObject) -> None:
+        """A fetch or an acknowledgement whose state write fails is undone: the share-partition
+        is as it was (the model does not move), and so is what a restart rebuilds."""
+        self.sp.track()
+        held = sorted((r.member, o) for o, r in self.sp.records.items() if r.state == ACQUIRED)
+        if held and data.draw(st.booleans()):
+            holder, offset = data.draw(st.sampled_from(held))
+            kind = data.draw(st.sampled_from((ACCEPT, RELEASE, REJECT, RENEW)))
+            self.sp.acknowledge(holder, [(offset, offset, (kind,))], renew_allowed=True)
+        else:
+            self.sp.acquire(member, self.now + LOCK, max_records, self.batches)
+        undo = self.sp.tracked()
+        if undo is not None:
+            self.sp.undo(undo)
 
     @invariant()
     def same_state(self) -> None:

@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext, ms
 from ..log.partition import PartitionLog, StorageError
-from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition
+from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition, Undo
 from .state_log import FencedStateEpoch, Key, ShareStateLog
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,9 @@ class SharePartitionManager:
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.loading: dict[Key, asyncio.Future] = {}
+        # Per share-partition, the undo of each operation whose write is not durable yet, in
+        # write order: a failed write undoes its own and every later one (they fail with it).
+        self.unwritten: dict[Key, list[Undo]] = {}
         self._tasks: set[asyncio.Task] = set()
         for shard in groups.shards:
             shard.share.member_fenced.append(self.member_fenced)
@@ -194,6 +197,8 @@ class SharePartitionManager:
                 sp.state_epoch = stored.state_epoch
                 if sp.start < plog.log_start_offset:
                     sp.reset(plog.log_start_offset)
+                if sp.archived_at_load:  # records at their delivery limit: written archived first
+                    await self._persist(key, sp, sp.archived_at_load)
             else:
                 sp = SharePartition(self._reset_offset(key[0], plog), **kw)
                 await self._persist(key, sp, None, full=True)
@@ -218,13 +223,21 @@ class SharePartitionManager:
             return found[0] if found is not None else plog.high_watermark
         return plog.high_watermark
 
-    def _persist(self, key: Key, sp: SharePartition, changed: list[int] | None, full: bool = False) -> asyncio.Future:
+    def _persist(
+        self, key: Key, sp: SharePartition, changed: list[int] | None, full: bool = False, undo: Undo | None = None
+    ) -> asyncio.Future:
         """Write the share-partition's change (the changed offsets' state batches and its
-        start); the future is done once durable (or fails with the write's error)."""
+        start); the future is done once durable (or fails with the write's error). With
+        `undo`, a write that fails first undoes the change (and any later one still on its
+        way), so that memory is again what a restart rebuilds."""
         fut = asyncio.get_running_loop().create_future()
         runs = list(sp.state_runs(None if full else changed))
+        if undo is not None:
+            self.unwritten.setdefault(key, []).append(undo)
 
         def done(error: BaseException | None) -> None:
+            if undo is not None:
+                self._written(key, sp, undo, error)
             if fut.done():
                 return
             if error is None:
@@ -246,6 +259,24 @@ class SharePartitionManager:
         except Exception as e:  # (a value the schema cannot hold)
             done(e)
         return fut
+
+    def _written(self, key: Key, sp: SharePartition, undo: Undo, error: BaseException | None) -> None:
+        pending = self.unwritten.get(key)
+        if pending is None or undo not in pending:
+            return  # (undone already, with an earlier write that failed)
+        i = pending.index(undo)
+        if error is None:
+            del pending[i]
+        else:
+            # The log keeps none of the writes after a failed one that were queued before its
+            # failure was known: each of them is undone, the last first.
+            for later in reversed(pending[i:]):
+                sp.undo(later)
+            del pending[i:]
+            self.state.resync(key, sp.start, list(sp.state_runs()))
+            self._wake(key)  # (records Available again)
+        if not pending:
+            del self.unwritten[key]
 
     # views (DescribeShareGroupOffsets, metrics) -----------------------------------------
 
@@ -482,6 +513,7 @@ class SharePartitionManager:
             if sp is None:
                 results[tp] = (E.invalid_record_state, "The share-partition has no acquired records.")
                 continue
+            sp.track()
             try:
                 deadline = asyncio.get_running_loop().time() + self.lock_duration_ms(group_id) / 1000
                 changed = self._limited(key, sp).acknowledge(
@@ -490,9 +522,11 @@ class SharePartitionManager:
             except AckError as e:
                 results[tp] = (e.code, e.message)
                 continue
+            finally:
+                undo = sp.tracked()
             results[tp] = (E.none, None)
             if changed:
-                writes.append((tp, self._persist(key, sp, changed)))
+                writes.append((tp, self._persist(key, sp, changed, undo=undo)))
                 self._wake(key)
             self._schedule_expiry(key, sp)
         for tp, fut in writes:
@@ -502,8 +536,13 @@ class SharePartitionManager:
                 self._fenced((group_id, *tp))
                 results[tp] = (E.fenced_state_epoch, str(e))
             except Exception as e:
-                log.warning("share-partition %s-%s: acknowledgement not written: %s", group_id, tp, e)
-                results[tp] = (E.kafka_storage_error if isinstance(e, OSError) else E.unknown_server_error, None)
+                # Undone (the records are the member's again, under their locks): Kafka's
+                # answer when its share coordinator cannot write the state.
+                log.warning("share-partition %s-%s: acknowledgement not written, undone: %s", group_id, tp, e)
+                results[tp] = (E.coordinator_not_available, f"Unable to write share group state: {e}")
+                sp = self.partitions.get((group_id, *tp))
+                if sp is not None:
+                    self._schedule_expiry((group_id, *tp), sp)
         return results
 
     def _fenced(self, key: Key) -> None:
@@ -581,11 +620,15 @@ class SharePartitionManager:
             if plog.offline is not None:
                 out[tp] = (E.kafka_storage_error, [], b"")
                 continue
-            ranges, changed = self._limited(key, sp).acquire(
-                session.member_id, deadline, left, self._log_batches(plog, sp.end, read_committed), strict=strict
-            )
+            sp.track()
+            try:
+                ranges, changed = self._limited(key, sp).acquire(
+                    session.member_id, deadline, left, self._log_batches(plog, sp.end, read_committed), strict=strict
+                )
+            finally:
+                undo = sp.tracked()
             if changed:
-                writes.append((tp, self._persist(key, sp, changed)))
+                writes.append((tp, self._persist(key, sp, changed, undo=undo)))
             if ranges:
                 left -= sum(last - first + 1 for first, last, _ in ranges)
                 out[tp] = (E.none, ranges, self._records(plog, ranges))
@@ -596,6 +639,11 @@ class SharePartitionManager:
             except FencedStateEpoch:
                 self._fenced((group_id, *tp))
                 out[tp] = (E.fenced_state_epoch, [], b"")
+            except Exception as e:
+                # Undone: nothing acquired, nothing handed out; the partition's error is the one
+                # Kafka gives when its share coordinator cannot write the state.
+                log.warning("share-partition %s-%s: acquisition not written, undone: %s", group_id, tp, e)
+                out[tp] = (E.coordinator_not_available, [], b"")
         return out
 
     async def _wait(self, session: ShareSession, timeout: float) -> None:

@@ -18,6 +18,7 @@ with the share coordinator's state (kafka-share-groups.sh --describe / --reset-o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from typing import Any
@@ -198,6 +199,8 @@ class ShareOffsetsApis:
         """The share-partition starts over at `offset` under a new state epoch."""
         stored = self.shares.state.states.get(key)
         epoch = (stored.state_epoch + 1) if stored is not None else 0
+        # What the state log's view held, put back if the write fails (it applies a write at once).
+        before = None if stored is None else dataclasses.replace(stored, records=dict(stored.records))
         fut = asyncio.get_running_loop().create_future()
 
         def done(error: BaseException | None) -> None:
@@ -209,6 +212,8 @@ class ShareOffsetsApis:
         )
         error = await fut
         if error is not None:
+            if before is not None:
+                self.shares.state.states[key] = before
             return E.kafka_storage_error, str(error)
         sp = self.shares.partitions[key] = SharePartition(
             offset,

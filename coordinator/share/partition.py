@@ -49,6 +49,16 @@ class InFlight:
 
 
 @dataclass(frozen=True)
+class Undo:
+    """What one operation changed: the window's bounds before it, and each record it touched
+    as it was (state, count, member, deadline; None: not in the window)."""
+
+    start: int
+    end: int
+    records: dict[int, tuple[int, int, str | None, float] | None]
+
+
+@dataclass(frozen=True)
 class AckError(Exception):
     code: int
     message: str
@@ -65,19 +75,69 @@ class SharePartition:
         # The state epoch it was loaded or started over under: its writes carry it, and the
         # share coordinator refuses them once the stored epoch moved on (FENCED_STATE_EPOCH).
         self.state_epoch = 0
+        # While an operation runs (track() .. tracked()), what each record it touches was before
+        # (None: it was not in the window), so that a write that fails can be undone.
+        self._journal: dict[int, tuple[int, int, str | None, float] | None] | None = None
+        self._journal_bounds = (start, start)
+        self.archived_at_load: list[int] = []
 
     @classmethod
     def restored(cls, start: int, states: dict[int, tuple[int, int]], **kw: int) -> SharePartition:
-        """From persisted state: offset -> (state, delivery count), offsets >= start."""
+        """From persisted state: offset -> (state, delivery count), offsets >= start. A record
+        Available with deliveries up to the limit was Acquired when the server stopped (an
+        acquisition is written with its count as Available, a lock not outliving the server):
+        the stop ended its lock, and a lock that ends at the delivery limit archives the record,
+        as Kafka's acquisition-lock timeout does, so a restart never hands out a record past
+        its limit. `archived_at_load` lists them (the caller writes them)."""
         sp = cls(start, **kw)
         for offset in sorted(states):
             if offset >= start:
                 state, count = states[offset]
                 # Acquired is never persisted (a lock does not survive the server).
+                if state in (AVAILABLE, ACQUIRED) and count >= sp.max_delivery:
+                    state = ARCHIVED
+                    sp.archived_at_load.append(offset)
                 sp.records[offset] = InFlight(AVAILABLE if state == ACQUIRED else state, count)
                 sp.end = offset + 1
         sp.advance_start()
         return sp
+
+    # undoing a failed write ---------------------------------------------------------------
+
+    def track(self) -> None:
+        """Start recording what the next operation changes (tracked() hands it over)."""
+        self._journal = {}
+        self._journal_bounds = (self.start, self.end)
+
+    def tracked(self) -> Undo | None:
+        journal, self._journal = self._journal, None
+        if not journal:
+            return None
+        return Undo(*self._journal_bounds, journal)
+
+    def _touch(self, offset: int, r: InFlight | None) -> None:
+        journal = self._journal
+        if journal is not None and offset not in journal:
+            journal[offset] = None if r is None else (r.state, r.count, r.member, r.deadline)
+
+    def undo(self, undo: Undo) -> None:
+        """Put back every record the operation changed, and the window's bounds, as they were
+        before it (its write failed: Kafka's SharePartition.rollbackOrProcessStateUpdates)."""
+        for offset, before in undo.records.items():
+            r = self.records.get(offset)
+            if r is not None and r.state == ACQUIRED:
+                self.acquired -= 1
+            if before is None:
+                self.records.pop(offset, None)
+                continue
+            if r is None:
+                r = self.records[offset] = InFlight(before[0], before[1])
+            r.state, r.count, r.member, r.deadline = before
+            if r.state == ACQUIRED:
+                self.acquired += 1
+        self.start = min(self.start, undo.start)
+        self.end = undo.end
+        self.advance_start()
 
     # views ------------------------------------------------------------------------------
 
@@ -115,7 +175,9 @@ class SharePartition:
         for offset in sorted(o for o, r in self.records.items() if r.state == AVAILABLE):
             if len(got) >= max_records:
                 break
-            self._take(offset, self.records[offset], member, deadline)
+            r = self.records[offset]
+            self._touch(offset, r)
+            self._take(offset, r, member, deadline)
             got.append(offset)
         changed.extend(got)
         if len(got) < max_records and not self.window_full():
@@ -133,6 +195,7 @@ class SharePartition:
                     is_data = gap or kind == DATA
                     if strict and is_data and len(got) >= max_records:
                         break
+                    self._touch(offset, None)
                     r = self.records[offset] = InFlight(AVAILABLE if is_data else ARCHIVED, 0)
                     if is_data:
                         self._take(offset, r, member, deadline)
@@ -208,6 +271,7 @@ class SharePartition:
         changed = []
         for offset, kind in plan:
             r = self.records[offset]
+            self._touch(offset, r)
             if kind == RENEW:
                 r.deadline = renew_deadline
                 continue
@@ -250,6 +314,8 @@ class SharePartition:
             r = records.get(start)
             if r is not None and r.state not in (ACKNOWLEDGED, ARCHIVED):
                 break
+            if self._journal is not None:
+                self._touch(start, r)
             records.pop(start, None)
             start += 1
         self.start = start

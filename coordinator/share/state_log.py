@@ -179,6 +179,7 @@ class ShareStateLog:
             done(FencedStateEpoch())
             return
         snapshot = full or state is None or state.updates + 1 >= self.snapshot_every
+        created = state is None
         if state is None:
             state = self.states[key] = StoredState()
         if restart:
@@ -214,12 +215,23 @@ class ShareStateLog:
         def written(error: BaseException | None, first: int | None) -> None:
             if error is not None:
                 state.updates = self.snapshot_every  # the next write: a snapshot of the live state
+                if created and self.states.get(key) is state:
+                    del self.states[key]  # (its first snapshot: it was never started)
             elif snapshot and first is not None:
                 state.snapshot_offset = first
                 self._prune(p)
             done(error)
 
         self.log.append_to(p, [(record_key, encode_state_value(value))], written, now_ms)
+
+    def resync(self, key: Key, start: int, runs: list[tuple[int, int, int, int]]) -> None:
+        """The share-partition's writes that failed were undone: what this view holds of it is
+        its live state again (the next write is a snapshot of it, rewriting what the log lost)."""
+        state = self.states.get(key)
+        if state is not None:
+            state.start = start
+            state.records = {}
+            state.apply(-1, tuple(StateBatch(*run) for run in runs))
 
     def delete(self, key: Key, done: Callable[[BaseException | None], None]) -> None:
         """DeleteShareGroupOffsets: the share-partition's state goes (tombstones)."""

@@ -1,0 +1,226 @@
+"""Share-partition state under the write contract: a state write to `__share_group_state` that
+fails (ENOSPC, from an in-process writer made to fail) is undone, as Kafka's
+SharePartition.rollbackOrProcessStateUpdates undoes it, and answered with Kafka's error: no
+traceback, no closed connection, nothing left acquired, and what memory holds is what a
+restart rebuilds. One test per operation: a fetch's acquisition, an acknowledgement (accept,
+release, reject), a lock that expires, AlterShareGroupOffsets and DeleteShareGroupOffsets.
+And the delivery count limit across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+
+import pytest
+from kio.schema.errors import ErrorCode as E
+
+from coordinator.share.manager import SharePartitionManager
+from coordinator.share.partition import ACQUIRED, AVAILABLE
+from tests.support.share import (
+    ACCEPT,
+    NO_BATCHING,
+    REJECT,
+    RELEASE,
+    SACK,
+    SFETCH,
+    SHB,
+    acquired,
+    cls,
+    part,
+    sack,
+    sfetch,
+    start,
+)
+from tests.support.wire_client import WireClient
+
+ALTER, DELETE_OFFSETS = 91, 92
+
+
+@pytest.fixture
+def server(server_factory):
+    return server_factory(*NO_BATCHING)
+
+
+def shares(server) -> SharePartitionManager:
+    return next(c for c in server._server.components if isinstance(c, SharePartitionManager))
+
+
+class FailingWrites:
+    """While on, every append to `__share_group_state` fails as a full disk makes it fail
+    (reported later, as the log reports a failed sync), and nothing of it reaches the log."""
+
+    def __init__(self, server) -> None:
+        self.log = shares(server).state.log
+        self.real = self.log.append_to
+        self.failed = 0
+
+    def __enter__(self) -> FailingWrites:
+        def fail(p, records, done=None, timestamp_ms=None):
+            self.failed += 1
+            asyncio.get_running_loop().call_soon(done, OSError(errno.ENOSPC, "No space left on device"), None)
+
+        self.log.append_to = fail
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.log.append_to = self.real
+
+
+def live(server, group="g", partition=0):
+    """The share-partition as memory holds it, as a restart would see it: start, and per offset
+    (state, delivery count) with Acquired as Available (a lock does not outlive the server)."""
+    m = shares(server)
+    key = next(k for k in m.partitions if k[0] == group and k[2] == partition)
+    sp = m.partitions[key]
+    return sp.start, {o: (AVAILABLE if r.state == ACQUIRED else r.state, r.count) for o, r in sp.records.items()}
+
+
+def rebuilt(server, group="g", partition=0):
+    """What a restart rebuilds from `__share_group_state`."""
+    server.restart()
+    m = shares(server)
+    key = next(k for k in m.state.states if k[0] == group and k[2] == partition)
+    stored = m.state.states[key]
+    return stored.start, {o: s for o, s in stored.records.items() if o >= stored.start}
+
+
+async def test_a_fetch_whose_acquisition_is_not_written_acquires_nothing(server):
+    conn, tid = await start(server)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 9, 1)]
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid, acks={0: [(0, 9, [RELEASE])]}, max_records=0))
+        assert part(r).acknowledge_error_code == E.none
+        with FailingWrites(server) as writes:
+            r = await conn.request(SFETCH, 1, sfetch("g", "a", 2, tid))
+            assert writes.failed == 1
+        # Answered (the connection lives on): the partition's error, no records.
+        assert r.error_code == E.none and part(r).error_code == E.coordinator_not_available
+        assert acquired(r) == [] and part(r).records in (b"", None)
+        assert shares(server).partitions[next(iter(shares(server).partitions))].acquired == 0
+        memory = live(server)
+        assert memory == (0, {o: (AVAILABLE, 1) for o in range(10)})  # the delivery was not counted
+        # The next fetch gets them, as their second delivery.
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 3, tid))
+        assert acquired(r) == [(0, 9, 2)]
+        memory = live(server)
+    finally:
+        await conn.close()
+    assert rebuilt(server) == memory
+    assert "Traceback" not in server.log_text()
+
+
+@pytest.mark.parametrize("kind", [ACCEPT, RELEASE, REJECT])
+async def test_an_acknowledgement_not_written_is_undone(server, kind):
+    conn, tid = await start(server)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 9, 1)]
+        before = live(server)
+        with FailingWrites(server):
+            r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 2, [kind])]}))
+        assert r.error_code == E.none and part(r).error_code == E.coordinator_not_available
+        sp = next(iter(shares(server).partitions.values()))
+        assert live(server) == before and sp.start == 0
+        assert [sp.records[o].member for o in range(3)] == ["a"] * 3 and sp.acquired == 10  # still a's
+        # The client's retry applies it once.
+        r = await conn.request(SACK, 1, sack("g", "a", 2, tid, {0: [(0, 2, [kind])]}))
+        assert part(r).error_code == E.none
+        assert sp.start == (0 if kind == RELEASE else 3)
+        memory = live(server)
+    finally:
+        await conn.close()
+    assert rebuilt(server) == memory
+    assert "Traceback" not in server.log_text()
+
+
+async def test_a_lock_that_expires_while_writes_fail_leaves_what_a_restart_rebuilds(server):
+    conn, tid = await start(server)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 9, 1)]
+        m = shares(server)
+        key = next(iter(m.partitions))
+
+        async def expire() -> None:
+            for r in m.partitions[key].records.values():
+                r.deadline = 0.0  # (the lock ran out)
+            m._expire(key)
+            await asyncio.sleep(0)  # (the failure is reported on the next turn)
+            await asyncio.sleep(0)
+
+        with FailingWrites(server) as writes:
+            server._call(expire())
+            assert writes.failed == 1
+        assert m.partitions[key].acquired == 0
+        memory = live(server)
+        assert memory == (0, {o: (AVAILABLE, 1) for o in range(10)})
+    finally:
+        await conn.close()
+    assert rebuilt(server) == memory
+
+
+async def alter(conn, offset):
+    T, P = cls(ALTER, 0, "AlterShareGroupOffsetsRequestTopic"), cls(ALTER, 0, "AlterShareGroupOffsetsRequestPartition")
+    body = cls(ALTER, 0)(
+        group_id="g", topics=(T(topic_name="t", partitions=(P(partition_index=0, start_offset=offset),)),)
+    )
+    return await conn.request(ALTER, 0, body)
+
+
+async def test_offsets_altered_or_deleted_while_writes_fail_change_nothing(server):
+    conn, tid = await start(server)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", -1, tid, acks={0: [(0, 3, [ACCEPT])]}, partitions=()))
+        assert part(r).acknowledge_error_code == E.none
+        await conn.request(SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=-1))
+        m = shares(server)
+        key = next(iter(m.partitions))
+        before = live(server), m.state.states[key].state_epoch
+        with FailingWrites(server):
+            r = await alter(conn, 7)
+            assert r.error_code == E.none and r.responses[0].partitions[0].error_code == E.kafka_storage_error
+            D = cls(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic")
+            r = await conn.request(DELETE_OFFSETS, 0, cls(DELETE_OFFSETS, 0)(group_id="g", topics=(D(topic_name="t"),)))
+            assert r.responses[0].error_code == E.kafka_storage_error
+        assert (live(server), m.state.states[key].state_epoch) == before
+        memory = live(server)
+        # The connection lives on.
+        assert (await alter(conn, 7)).responses[0].partitions[0].error_code == E.none
+    finally:
+        await conn.close()
+    assert memory == (4, {o: (AVAILABLE, 1) for o in range(4, 10)})
+    assert rebuilt(server) == (7, {})
+
+
+async def test_a_record_at_its_delivery_limit_when_the_server_stops_is_archived(server):
+    """share.delivery.count.limit 2: records 0-4 released once (delivery 1), then acquired again
+    (delivery 2, the limit) when the server stops. A stop ends every lock, and a lock that ends
+    at the limit archives its record, as Kafka's lock timeout does: after the restart they are
+    never delivered again. Records 5-9, acquired once, come back with their second delivery."""
+    conn, tid = await start(server, share_delivery_count_limit="2")
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=5, v=2, share_acquire_mode=1))
+        assert acquired(r) == [(0, 4, 1)]
+        r = await conn.request(
+            SFETCH, 1, sfetch("g", "a", 1, tid, acks={0: [(0, 4, [RELEASE])]}, max_records=5, v=2, share_acquire_mode=1)
+        )
+        assert acquired(r) == [(0, 4, 2)]
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 2, tid, max_records=5, v=2, share_acquire_mode=1))
+        assert acquired(r) == [(5, 9, 1)]
+    finally:
+        await conn.close()
+    server.restart()
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.request(
+            SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
+        )
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(5, 9, 2)]
+        memory = live(server)
+        assert memory[0] == 5
+    finally:
+        await conn.close()
+    assert rebuilt(server) == memory
