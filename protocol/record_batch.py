@@ -325,6 +325,15 @@ def marker_type(key: bytes | None) -> int | None:
     return kind if kind in (ABORT_MARKER, COMMIT_MARKER) else None
 
 
+def control_batch_coordinator_epoch(batch) -> int:
+    """The coordinator epoch a transaction marker batch carries (-1 if it says none)."""
+    for r in iter_batch_records(batch):
+        if r.value is not None and len(r.value) >= _MARKER_VALUE.size:
+            return _MARKER_VALUE.unpack_from(r.value)[1]
+        break
+    return -1
+
+
 def control_batch_marker(batch) -> int | None:
     """The marker type of a whole control batch (its first record's key)."""
     for r in iter_batch_records(batch):

@@ -40,6 +40,10 @@ from tests.support.transactions_wire import (
     describe,
     describe_unknown,
     wait_for_state,
+    describe_producers,
+    write_marker,
+    set_broker_config,
+    TXN_COORDINATOR_FENCED,
 )
 
 
@@ -293,3 +297,60 @@ def test_transaction_log_value_codec():
     assert decode_value(v1) == TransactionLogValue(7, 3, 1000, 1, {"t": [0, 4]}, 11, 9)
     with pytest.raises(RecordDecodeError):
         decode_key(b"\x00\x01\x00\x00")
+
+
+async def test_describe_producers_write_txn_markers_and_verification(server):
+    """DescribeProducers (KIP-664) as the partition's producer state; WriteTxnMarkers as the
+    admin's abortTransaction sends it, refused for an old producer or coordinator epoch;
+    transaction.partition.verification.enable off lets a batch of no transaction in (a
+    hanging transaction), which a marker then ends; producer.id.expiration.ms forgets the
+    producers with no transaction open."""
+    conn = await WireClient("txn-producers").connect("127.0.0.1", server.port)
+    await conn.create_topics("dp", partitions=1)
+    try:
+        assert await describe_producers(conn, "dp") == (E_NONE, {})
+        assert (await describe_producers(conn, "nope"))[0] == UNKNOWN_TOPIC
+        error, pid, epoch = await init_pid(conn, "d1")
+        # verification on (Kafka's default): a partition never added takes nothing
+        assert (await produce_txn(conn, "d1", "dp", 0, pid, epoch, 0))[0] == INVALID_TXN_STATE
+        assert await latest(conn, "dp", 0) == 0 and await describe_producers(conn, "dp") == (E_NONE, {})
+        assert await add_partitions(conn, "d1", pid, epoch, [("dp", 0)]) == {("dp", 0): E_NONE}
+        assert await produce_txn(conn, "d1", "dp", 0, pid, epoch, 0) == (E_NONE, 0)
+        assert await describe_producers(conn, "dp") == (E_NONE, {pid: (epoch, 1, 1_700_000_000_000, -1, 0)})
+        assert await end_txn(conn, "d1", pid, epoch, True) == E_NONE
+        await wait_for_state(conn, "d1", "CompleteCommit")
+        ((_, state),) = [await describe_producers(conn, "dp")]
+        assert state[pid][:2] == (epoch, 1) and state[pid][3:] == (0, -1)  # the marker's coordinator epoch
+        assert state[pid][2] > 1_700_000_000_000  # the marker's time
+        # verification off: a transactional batch nobody added is written (and hangs)
+        await set_broker_config(conn, "transaction.partition.verification.enable", "false")
+        assert await produce_txn(conn, "ghost", "dp", 0, 4242, 3, 0) == (E_NONE, 3)
+        assert (await describe_producers(conn, "dp"))[1][4242] == (3, 1, 1_700_000_000_000, -1, 3)
+        assert await latest(conn, "dp", 1) == 3  # the LSO waits for it
+        # markers older than the producer's epoch, or than the last marker's coordinator epoch
+        assert await write_marker(conn, 4242, 2, False, [("dp", 0), ("nope", 0)]) == {
+            ("dp", 0): INVALID_PRODUCER_EPOCH,
+            ("nope", 0): UNKNOWN_TOPIC,
+        }
+        assert await write_marker(conn, 4242, 3, False, [("dp", 0)], coordinator_epoch=5) == {("dp", 0): E_NONE}
+        assert await latest(conn, "dp", 1) == 6 == await latest(conn, "dp", 0)
+        assert (await describe_producers(conn, "dp"))[1][4242][3:] == (5, -1)
+        assert await write_marker(conn, 4242, 3, False, [("dp", 0)], coordinator_epoch=4) == {
+            ("dp", 0): TXN_COORDINATOR_FENCED
+        }
+        # transactions v2 markers carry a bumped epoch: the same epoch is refused
+        assert await write_marker(conn, 4242, 3, False, [("dp", 0)], 5, v=2, transaction_version=2) == {
+            ("dp", 0): INVALID_PRODUCER_EPOCH
+        }
+        assert await write_marker(conn, 4242, 4, False, [("dp", 0)], 5, v=2, transaction_version=2) == {
+            ("dp", 0): E_NONE
+        }
+        assert (await describe_producers(conn, "dp"))[1][4242][0] == 4
+        assert await latest(conn, "dp", 0) == 7
+        # producer.id.expiration.ms: only the producer with a transaction open stays
+        assert await add_partitions(conn, "d1", pid, epoch, [("dp", 0)]) == {("dp", 0): E_NONE}
+        assert await produce_txn(conn, "d1", "dp", 0, pid, epoch, 2) == (E_NONE, 7)
+        await set_broker_config(conn, "producer.id.expiration.ms", "1")
+        assert await describe_producers(conn, "dp") == (E_NONE, {pid: (epoch, 3, 1_700_000_000_000, 0, 7)})
+    finally:
+        await conn.close()

@@ -54,6 +54,8 @@ from .transactions import PartitionTxns
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 22, 23
+DESCRIBE_PRODUCERS = 61
+PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # producer.id.expiration.check.interval.ms
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
@@ -113,6 +115,7 @@ class DataPlane:
         registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
         registry.add(OFFSET_FOR_LEADER_EPOCH, range(0, 5), self.offset_for_leader_epoch)
+        registry.add(DESCRIBE_PRODUCERS, range(0, 1), self.describe_producers)
 
     # Produce ----------------------------------------------------------------------------
 
@@ -205,19 +208,19 @@ class DataPlane:
             if not transactional_id or h.producer_id < 0:
                 return E.invalid_record, -1, "transactional records need a transactional id and producer id", -1
             # KIP-890 part 1: only a partition added to the producer's ongoing transaction
-            # (same producer id and epoch) takes its batches, so no transaction is left hanging.
-            error = self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
-            if error != E.none:
-                return error, -1, None, -1
+            # (same producer id and epoch) takes its batches, so no transaction is left hanging
+            # (transaction.partition.verification.enable, on by default).
+            if self.topics.broker_configs.value("transaction.partition.verification.enable"):
+                error = self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
+                if error != E.none:
+                    return error, -1, None, -1
         try:  # (before the sequence checks, as Kafka's LogValidator runs before the producer state)
             _validate_records(info, f"{topic}-{partition}", records, h)
         except CorruptBatch as e:
             return E.corrupt_message, -1, str(e), -1
         state = None
         if h.producer_id >= 0 and h.base_sequence >= 0:  # idempotent producer
-            state = self.producers.get(plog)
-            if state is None or state.cuts != plog.cuts:  # (a failed sync cut batches it knew)
-                state = self.producers[plog] = PartitionProducers.from_log(plog)
+            state = self.producer_state(plog)
             error, duplicate_of = state.check(h)
             if error != E.none:
                 return error, -1, None, -1
@@ -392,11 +395,14 @@ class DataPlane:
         coordinator_epoch: int,
         commit: bool,
         partitions: list[tuple[str, int]],
+        transaction_version: int = 0,
     ) -> dict[tuple[str, int], E]:
         """End a transaction on its topic partitions: a commit or abort marker (a control
         batch) appended to each, durable per the fsync policy; the LSO moves past it and
         the producer's older epochs are fenced there. Per partition: NONE, or the error (a
-        deleted topic: UNKNOWN_TOPIC_OR_PARTITION, the coordinator drops it; a failed
+        deleted topic: UNKNOWN_TOPIC_OR_PARTITION, the coordinator drops it; a marker older
+        than the producer's epoch or the last marker's coordinator epoch:
+        INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED, nothing written; a failed
         write: KAFKA_STORAGE_ERROR, nothing of it stays and the coordinator retries)."""
         results: dict[tuple[str, int], E] = {}
         now = int(time.time() * 1000)
@@ -406,20 +412,84 @@ class DataPlane:
             if plog is None:
                 results[tp] = E.unknown_topic_or_partition
                 continue
+            producers = self.producer_state(plog)
+            error = producers.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
+            if error != E.none:
+                results[tp] = error
+                continue
             try:
                 base = plog.append(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
             except StorageError:
                 results[tp] = E.kafka_storage_error
                 continue
             self.txn_state(plog).on_marker(producer_id, commit, base)
-            producers = self.producers.get(plog)
-            if producers is not None:
-                producers.fence(producer_id, producer_epoch)
+            producers.on_marker(producer_id, producer_epoch, coordinator_epoch, now)
             written.add(tp)
             results[tp] = E.none
         for tp in await self._durable(written):
             results[tp] = E.kafka_storage_error
         return results
+
+    def producer_state(self, plog: PartitionLog) -> PartitionProducers:
+        """The partition's producers; those past producer.id.expiration.ms are swept out
+        every producer.id.expiration.check.interval.ms, as Kafka's background check does."""
+        state = self.producers.get(plog)
+        if state is None or state.cuts != plog.cuts:  # (a failed sync cut batches it knew)
+            state = self.producers[plog] = PartitionProducers.from_log(plog)
+            state.swept_ms = int(time.time() * 1000)  # (the first sweep one interval after loading)
+        now = int(time.time() * 1000)
+        if now - state.swept_ms >= PRODUCER_ID_EXPIRATION_CHECK_MS:
+            state.swept_ms = now
+            state.expire(now, self.producer_id_expiration_ms(), self.txn_state(plog).ongoing)
+        return state
+
+    def producer_id_expiration_ms(self) -> int:
+        return int(self.topics.broker_configs.value("producer.id.expiration.ms"))
+
+    def describe_producers(self, ctx: RequestContext, req: Any) -> Any:
+        """DescribeProducers (KIP-664): each partition's active producers as its leader keeps
+        them, with the first offset of the transaction each has open there (-1: none)."""
+        now = int(time.time() * 1000)
+        expiration = self.producer_id_expiration_ms()
+        topics = []
+        for t in req.topics:
+            parts = []
+            for index in t.partition_indexes:
+                plog = self.topics.partition_log(t.name, index)
+                error, active = E.none, ()
+                if plog is None:
+                    error = E.unknown_topic_or_partition
+                elif (error := self.leader_error(ctx, t.name, index)) != E.none:
+                    pass
+                elif plog.offline is not None:
+                    error = E.kafka_storage_error
+                else:
+                    open_txns = self.txn_state(plog).ongoing
+                    state = self.producer_state(plog)
+                    state.expire(now, expiration, open_txns)
+                    active = tuple(
+                        ctx.nested(
+                            "ProducerState",
+                            producer_id=pid,
+                            producer_epoch=entry.epoch,
+                            last_sequence=entry.last_seq,
+                            last_timestamp=entry.last_timestamp,
+                            coordinator_epoch=entry.coordinator_epoch,
+                            current_txn_start_offset=open_txns.get(pid, -1),
+                        )
+                        for pid, entry in sorted(state.entries.items())
+                    )
+                parts.append(
+                    ctx.nested(
+                        "PartitionResponse",
+                        partition_index=index,
+                        error_code=error,
+                        error_message=None,
+                        active_producers=active,
+                    )
+                )
+            topics.append(ctx.nested("TopicResponse", name=t.name, partitions=tuple(parts)))
+        return ctx.response(throttle_time=0, topics=tuple(topics))
 
     # Fetch ------------------------------------------------------------------------------
 

@@ -4,6 +4,11 @@ Kafka keeps, per partition and producer, the epoch and the last five batches'
 sequence ranges: a retried batch is recognised and answered with the offset it got the
 first time; a gap in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER. The state is
 rebuilt from the batch headers in the log the first time a partition sees a producer.
+Transaction markers raise a producer's epoch and record the coordinator epoch that wrote
+them; a marker older than either is refused (ProducerAppendInfo.appendEndTxnMarker).
+What DescribeProducers reports (Kafka's ProducerStateManager.activeProducers) is this
+state. A producer idle for producer.id.expiration.ms with no transaction open is
+forgotten (removeExpiredProducers).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode as E
 
-from protocol.record_batch import BatchHeader
+from protocol.record_batch import BatchHeader, control_batch_coordinator_epoch
 
 from ..durable import JsonFile
 from ..log.partition import PartitionLog
@@ -29,6 +34,8 @@ class ProducerEntry:
     epoch: int
     last_seq: int = -1
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))  # (first, last, base offset)
+    last_timestamp: int = -1  # the last batch's max timestamp, or the last marker's
+    coordinator_epoch: int = -1  # of the last marker written for it here
 
 
 def next_seq(seq: int, count: int) -> int:
@@ -40,12 +47,18 @@ class PartitionProducers:
     def __init__(self, cuts: int = 0) -> None:
         self.entries: dict[int, ProducerEntry] = {}
         self.cuts = cuts  # the log's cut count this state was built at: a cut may remove recorded batches
+        self.swept_ms = 0  # when expired producers were last removed
 
     @classmethod
     def from_log(cls, plog: PartitionLog) -> "PartitionProducers":
         state = cls(plog.cuts)
-        for h, _ in plog.batches():
-            if h.producer_id >= 0 and h.base_sequence >= 0:
+        for h, data in plog.batches():
+            if h.is_control:
+                if h.producer_id >= 0:
+                    state.on_marker(
+                        h.producer_id, h.producer_epoch, control_batch_coordinator_epoch(data), h.max_timestamp
+                    )
+            elif h.producer_id >= 0 and h.base_sequence >= 0:
                 state.record(h, h.base_offset)
         return state
 
@@ -66,11 +79,35 @@ class PartitionProducers:
             return E.out_of_order_sequence_number, None
         return E.none, None
 
-    def fence(self, producer_id: int, epoch: int) -> None:
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, transaction_version: int) -> E:
+        """A marker's epoch may not be older than the producer's here (under transactions v2,
+        whose markers carry the epoch bumped at the end of each transaction, not even the
+        same), nor its coordinator epoch older than the last marker's."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return E.none
+        if epoch < entry.epoch or (transaction_version >= 2 and epoch == entry.epoch):
+            return E.invalid_producer_epoch
+        if coordinator_epoch < entry.coordinator_epoch:
+            return E.transaction_coordinator_fenced
+        return E.none
+
+    def on_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, timestamp: int) -> None:
         """A transaction marker of this epoch was written: older epochs are refused here."""
         entry = self.entries.get(producer_id)
-        if entry is not None and epoch > entry.epoch:
-            self.entries[producer_id] = ProducerEntry(epoch)
+        if entry is None or epoch > entry.epoch:
+            entry = self.entries[producer_id] = ProducerEntry(epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+
+    def expire(self, now_ms: int, expiration_ms: int, open_txns: dict[int, int]) -> None:
+        """Forget the producers idle for expiration_ms with no transaction open here."""
+        for pid in [
+            pid
+            for pid, entry in self.entries.items()
+            if pid not in open_txns and now_ms - entry.last_timestamp >= expiration_ms
+        ]:
+            del self.entries[pid]
 
     def record(self, h: BatchHeader, base_offset: int) -> None:
         entry = self.entries.get(h.producer_id)
@@ -78,6 +115,7 @@ class PartitionProducers:
             entry = self.entries[h.producer_id] = ProducerEntry(h.producer_epoch)
         entry.last_seq = next_seq(h.base_sequence, h.last_offset_delta)
         entry.recent.append((h.base_sequence, entry.last_seq, base_offset))
+        entry.last_timestamp = h.max_timestamp
 
 
 def _next_block(doc: dict) -> int:

@@ -29,6 +29,7 @@ from .acls import (
     ALTER,
     ALTER_CONFIGS,
     CLUSTER,
+    CLUSTER_ACTION,
     CLUSTER_NAME,
     CREATE,
     DELETE,
@@ -140,6 +141,7 @@ class AclGate:
             24: self.add_partitions,
             25: self.add_offsets,
             26: self._txn_write,
+            27: self._cluster(CLUSTER_ACTION),  # WriteTxnMarkers: brokers' and the admin's abortTransaction
             28: self.txn_offset_commit,
             29: self._cluster(DESCRIBE),
             30: self._cluster(ALTER),
@@ -160,6 +162,7 @@ class AclGate:
             44: self._configs(ALTER_CONFIGS),
             47: self.offset_delete,
             60: self._cluster(DESCRIBE),
+            61: self.describe_producers,
             65: self.describe_transactions,
             66: self.list_transactions,
             69: self.group_describe,
@@ -983,6 +986,38 @@ class AclGate:
             "transaction_states",
             lambda t: self.can(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id),
         )
+
+    def describe_producers(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """READ on each topic, else TOPIC_AUTHORIZATION_FAILED in each of its partitions."""
+        denied = {t.name for t in req.topics if not self.can(ctx, READ, TOPIC, t.name)}
+        if not denied:
+            return None
+
+        def refused(t: Any) -> Any:
+            return ctx.nested(
+                "TopicResponse",
+                name=t.name,
+                partitions=tuple(
+                    ctx.nested(
+                        "PartitionResponse",
+                        partition_index=p,
+                        error_code=TOPIC_DENIED,
+                        error_message=None,
+                        active_producers=(),
+                    )
+                    for p in t.partition_indexes
+                ),
+            )
+
+        async def merged() -> Any:
+            allowed = tuple(t for t in req.topics if t.name not in denied)
+            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed)) if allowed else None
+            served = iter(body.topics if body is not None else ())
+            return ctx.response(
+                throttle_time=0, topics=tuple(refused(t) if t.name in denied else next(served) for t in req.topics)
+            )
+
+        return merged()
 
     def add_partitions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if ctx.version >= 4:

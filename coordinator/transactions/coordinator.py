@@ -52,7 +52,7 @@ from ..log.offsets import TOPIC as OFFSETS_TOPIC, OffsetsLog
 log = logging.getLogger(__name__)
 
 TOPIC = "__transaction_state"
-ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 26, 27
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 MAX_EPOCH = 32767  # Short.MaxValue: at MAX_EPOCH - 1 a producer gets a new id instead of an epoch
 RETRY_MARKERS_S = 1.0
@@ -128,6 +128,7 @@ class TransactionCoordinator:
         registry.add(ADD_PARTITIONS_TO_TXN, range(0, 6), self.add_partitions_to_txn)
         registry.add(ADD_OFFSETS_TO_TXN, range(0, 5), self.add_offsets_to_txn)
         registry.add(END_TXN, range(0, 6), self.end_txn)
+        registry.add(WRITE_TXN_MARKERS, range(1, 3), self.write_txn_markers)
         registry.add(DESCRIBE_TRANSACTIONS, range(0, 1), self.describe_transactions)
         registry.add(LIST_TRANSACTIONS, range(0, 2), self.list_transactions)
 
@@ -486,7 +487,14 @@ class TransactionCoordinator:
                 else {}
             )
             for tp, error in results.items():
-                if error in (E.none, E.unknown_topic_or_partition):
+                # (a partition that refuses the marker as fenced will refuse it again, as
+                # Kafka's marker channel gives up on those)
+                if error in (
+                    E.none,
+                    E.unknown_topic_or_partition,
+                    E.invalid_producer_epoch,
+                    E.transaction_coordinator_fenced,
+                ):
                     left.discard(tp)
             for tp in [tp for tp in left if tp[0] == OFFSETS_TOPIC]:
                 fut, done = future_and_callback()
@@ -508,6 +516,60 @@ class TransactionCoordinator:
             != E.none
         ):
             await asyncio.sleep(RETRY_MARKERS_S)
+
+    # WriteTxnMarkers --------------------------------------------------------------------
+
+    async def write_txn_markers(self, ctx: RequestContext, req: Any) -> Any:
+        """WriteTxnMarkers as a partition leader serves it (a coordinator's markers, or the
+        admin client's abortTransaction for a hanging transaction, KIP-664): each marker on
+        each partition named, refused there if older than the producer's epoch or the last
+        marker's coordinator epoch; the pending offsets of __consumer_offsets partitions are
+        applied or dropped by the group coordinator."""
+        out = []
+        for m in req.markers:
+            version = getattr(m, "transaction_version", 0)
+            results: dict[tuple[str, int], int] = {}
+            to_write = []
+            for t in m.topics:
+                for p in t.partition_indexes:
+                    tp = (t.name, p)
+                    if t.name == OFFSETS_TOPIC:
+                        results[tp] = E.unknown_topic_or_partition if not 0 <= p < len(self.groups.shards) else E.none
+                    elif self.data_plane.topics.partition_log(*tp) is None:
+                        results[tp] = E.unknown_topic_or_partition
+                    else:
+                        results[tp] = self.data_plane.leader_error(ctx, *tp)
+                        if results[tp] == E.none:
+                            to_write.append(tp)
+            if to_write:
+                results.update(
+                    await self.data_plane.write_txn_markers(
+                        m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, to_write, version
+                    )
+                )
+            for tp in [tp for tp, error in results.items() if tp[0] == OFFSETS_TOPIC and error == E.none]:
+                fut, done = future_and_callback()
+                self.groups.shards[tp[1]].write_marker(
+                    m.producer_id, m.producer_epoch, m.transaction_result, lambda error, done=done: done(None, error)
+                )
+                error = await fut
+                results[tp] = E.not_leader_or_follower if error == E.not_coordinator else error
+            by_topic: dict[str, list] = {}
+            for (topic, partition), error in results.items():
+                by_topic.setdefault(topic, []).append(
+                    ctx.nested("WritableTxnMarkerPartitionResult", partition_index=partition, error_code=error)
+                )
+            out.append(
+                ctx.nested(
+                    "WritableTxnMarkerResult",
+                    producer_id=m.producer_id,
+                    topics=tuple(
+                        ctx.nested("WritableTxnMarkerTopicResult", name=name, partitions=tuple(parts))
+                        for name, parts in by_topic.items()
+                    ),
+                )
+            )
+        return ctx.response(markers=tuple(out))
 
     # timeouts ---------------------------------------------------------------------------
 

@@ -214,3 +214,67 @@ async def wait_for_state(conn, txn_id, state, timeout=10.0):
     while (await describe(conn, txn_id)).transaction_state != state:
         assert asyncio.get_running_loop().time() < deadline, f"{txn_id} never reached {state}"
         await asyncio.sleep(0.02)
+
+
+DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS, INCREMENTAL_ALTER_CONFIGS = 61, 27, 44
+TXN_COORDINATOR_FENCED = 52
+
+
+async def describe_producers(conn, topic, partition=0):
+    """(error, {producer id: (epoch, last sequence, last timestamp, coordinator epoch,
+    current transaction's first offset)}) of one partition."""
+    T = cls(DESCRIBE_PRODUCERS, 0, "TopicRequest")
+    r = await conn.request(
+        DESCRIBE_PRODUCERS, 0, cls(DESCRIBE_PRODUCERS, 0)(topics=(T(name=topic, partition_indexes=(partition,)),))
+    )
+    p = r.topics[0].partitions[0]
+    return p.error_code, {
+        s.producer_id: (
+            s.producer_epoch,
+            s.last_sequence,
+            s.last_timestamp,
+            s.coordinator_epoch,
+            s.current_txn_start_offset,
+        )
+        for s in p.active_producers
+    }
+
+
+async def write_marker(conn, pid, epoch, commit, parts, coordinator_epoch=0, v=1, transaction_version=0):
+    """WriteTxnMarkers with one marker: {(topic, partition): error}."""
+    M, T = cls(WRITE_TXN_MARKERS, v, "WritableTxnMarker"), cls(WRITE_TXN_MARKERS, v, "WritableTxnMarkerTopic")
+    topics = {}
+    for t, p in parts:
+        topics.setdefault(t, []).append(p)
+    extra = {"transaction_version": transaction_version} if v >= 2 else {}
+    r = await conn.request(
+        WRITE_TXN_MARKERS,
+        v,
+        cls(WRITE_TXN_MARKERS, v)(
+            markers=(
+                M(
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    transaction_result=commit,
+                    topics=tuple(T(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()),
+                    coordinator_epoch=coordinator_epoch,
+                    **extra,
+                ),
+            )
+        ),
+    )
+    return {(t.name, p.partition_index): p.error_code for t in r.markers[0].topics for p in t.partitions}
+
+
+async def set_broker_config(conn, name, value):
+    R = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterConfigsResource")
+    C = cls(INCREMENTAL_ALTER_CONFIGS, 1, "AlterableConfig")
+    r = await conn.request(
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        cls(INCREMENTAL_ALTER_CONFIGS, 1)(
+            resources=(R(resource_type=4, resource_name="", configs=(C(name=name, config_operation=0, value=value),)),),
+            validate_only=False,
+        ),
+    )
+    assert r.responses[0].error_code == 0, r

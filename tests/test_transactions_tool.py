@@ -1,0 +1,107 @@
+"""Kafka 4.4's `kafka-transactions` tool (org.apache.kafka.tools.TransactionsCommand, built
+with the Java clients) against the server: list, describe, describe-producers, and a hanging
+transaction (a transactional batch no coordinator knows of, older than the tool's
+--max-transaction-timeout) found by find-hanging and aborted by abort (WriteTxnMarkers)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+
+import pytest
+
+from tests.support.reference_clients import JAVA_DIR, JVM_FLAGS, build
+from tests.support.transactions_wire import (
+    E_NONE,
+    add_partitions,
+    describe_producers,
+    init_pid,
+    latest,
+    produce_txn,
+    set_broker_config,
+)
+from tests.support.wire_client import WireClient
+
+pytestmark = [pytest.mark.slow]  # a JVM per tool invocation
+
+
+@pytest.fixture(scope="module", autouse=True)
+def java_clients():
+    build("java-clients", ("java", "mvn"))
+
+
+def tool(bootstrap: str, *args: str) -> tuple[int, list[list[str]], str]:
+    """(exit code, the printed table's rows split on tabs and stripped, stderr)."""
+    classpath = (JAVA_DIR / "target" / "classpath.txt").read_text().strip()
+    run = subprocess.run(
+        ["java", *JVM_FLAGS, "-cp", classpath, "org.apache.kafka.tools.TransactionsCommand"]
+        + ["--bootstrap-server", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"},
+    )
+    rows = [[cell.strip() for cell in line.split("\t")[:-1]] for line in run.stdout.splitlines() if "\t" in line]
+    return run.returncode, rows, run.stderr
+
+
+async def _setup(port: int) -> tuple[int, int]:
+    """A live transaction (its partition added) and a hanging one (no transactional id, written
+    with verification off); both batches carry a timestamp of 2023, older than any timeout."""
+    conn = await WireClient("txn-tool").connect("127.0.0.1", port)
+    try:
+        await conn.create_topics("hang", partitions=1)
+        await set_broker_config(conn, "transaction.partition.verification.enable", "false")
+        assert await produce_txn(conn, "ghost", "hang", 0, 4242, 3, 0) == (E_NONE, 0)
+        error, pid, epoch = await init_pid(conn, "live")
+        assert await add_partitions(conn, "live", pid, epoch, [("hang", 0)]) == {("hang", 0): E_NONE}
+        assert await produce_txn(conn, "live", "hang", 0, pid, epoch, 0) == (E_NONE, 2)
+        return pid, epoch
+    finally:
+        await conn.close()
+
+
+async def _state(port: int) -> tuple[int, dict]:
+    conn = await WireClient("txn-tool").connect("127.0.0.1", port)
+    try:
+        return await latest(conn, "hang", 1), (await describe_producers(conn, "hang"))[1]
+    finally:
+        await conn.close()
+
+
+def test_kafka_transactions_tool(server):
+    pid, epoch = asyncio.run(_setup(server.port))
+    b = server.bootstrap
+    assert tool(b, "list")[1] == [
+        ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
+        ["live", "1", str(pid), "Ongoing"],
+    ]
+    rc, rows, _ = tool(b, "describe", "--transactional-id", "live")
+    assert rc == 0 and rows[0][0] == "CoordinatorId" and len(rows) == 2
+    assert rows[1][:6] == ["1", "live", str(pid), str(epoch), "Ongoing", "60000"] and rows[1][8] == "hang-0"
+    assert tool(b, "describe-producers", "--topic", "hang", "--partition", "0")[1] == [
+        [
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ],
+        [str(pid), str(epoch), "-1", "1", "1700000000000", "2"],
+        ["4242", "3", "-1", "1", "1700000000000", "0"],
+    ]
+    # the live transaction is its coordinator's; the other hangs
+    rc, rows, _ = tool(b, "find-hanging", "--broker-id", "1")
+    assert rc == 0 and [r[:6] for r in rows[1:]] == [["hang", "0", "4242", "3", "-1", "0"]]
+    assert tool(b, "find-hanging", "--topic", "hang", "--partition", "0")[1][1:] == rows[1:]
+    assert asyncio.run(_state(server.port))[0] == 0  # the LSO held by the hanging transaction
+    rc, _, err = tool(b, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0")
+    assert rc == 0, err
+    lso, producers = asyncio.run(_state(server.port))
+    assert lso == 2 and producers[4242][3:] == (0, -1)  # only the live transaction holds it now
+    rc, rows, _ = tool(b, "find-hanging", "--broker-id", "1")
+    assert rc == 0 and rows[1:] == []
+    rc, _, err = tool(b, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "7")
+    assert rc == 1 and "Could not find any open transactions starting at offset 7" in err
