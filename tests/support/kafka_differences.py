@@ -92,7 +92,6 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/DescribeConfigs", "Kafka's lowest version is v1, here v0", KIP896),
     _d("wire/ApiVersions/range/DescribeDelegationToken", "Kafka serves v1-3; here not served"),
     _d("wire/ApiVersions/range/DescribeLogDirs", "Kafka serves v1-5; here not served"),
-    _d("wire/ApiVersions/range/DescribeProducers", "Kafka serves v0; here not served"),
     _d("wire/ApiVersions/range/DescribeQuorum", "Kafka serves v0-2; here not served"),
     _d("wire/ApiVersions/range/DescribeTopicPartitions", "Kafka serves v0; here not served"),
     _d("wire/ApiVersions/range/ExpireDelegationToken", "Kafka serves v1-2; here not served"),
@@ -123,7 +122,6 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/UnregisterBroker", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/UpdateFeatures", "Kafka serves v0-2; here not served"),
     _d("wire/ApiVersions/range/WriteShareGroupState", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
-    _d("wire/ApiVersions/range/WriteTxnMarkers", "Kafka serves v1-2; here not served", INTERBROKER, DELIBERATE),
     # -- wire: a request of every API with every field at its default or zero
     _d("wire/AddOffsetsToTxn/empty-request", "Kafka answers INVALID_REQUEST, here INVALID_GROUP_ID", ERROR_CHOICE),
     _d(
