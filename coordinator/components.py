@@ -15,7 +15,7 @@ from typing import Any
 from .apis import Registry, RequestContext
 from .broker.admin import TopicAdmin
 from .broker.config_apis import ConfigApis
-from .broker.configs import BrokerConfigs, static_broker_configs
+from .broker.configs import BrokerConfigs, live_broker_configs, static_broker_configs
 from .broker.data import DataPlane
 from .broker.partition_admin import PartitionAdminApis
 from .broker.producers import ProducerIds
@@ -67,7 +67,9 @@ class Parts:
 
 async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
     """Create, load and register every part."""
-    broker_configs = BrokerConfigs(c.data_dir, c.node_id, static_broker_configs(c))
+    broker_configs = BrokerConfigs(
+        c.data_dir, c.node_id, static_broker_configs(c), c.kafka_version, live_broker_configs(c, listeners)
+    )
     broker_configs.node_ids = {str(c.node_id + i) for i in range(c.brokers)}
     backoff = broker_configs.value("log.cleaner.backoff.ms")  # (a dynamic value saved earlier wins)
     internal = dataclasses.replace(
@@ -137,7 +139,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     config_apis.register(registry)
     data_plane.register(registry)
     runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]  # set here, after the runtime is built: group configs live in the config APIs
-        c.data_dir, group_config_bounds(c)
+        c.data_dir, group_config_bounds(c), c.kafka_version
     )
     apply_assignment_intervals(broker_configs, runtime.group_configs)  # type: ignore[attr-defined]  # set just above
     broker_configs.listeners.append(lambda: apply_assignment_intervals(broker_configs, runtime.group_configs))  # type: ignore[attr-defined]  # set just above

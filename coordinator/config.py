@@ -29,6 +29,12 @@ class Config:
         "(ports --port and up, or every port of --listeners / --advertised-listeners and up)",
     )
     cluster_id: str = _opt("kafka-coordinator-local", "cluster id reported in Metadata")
+    kafka_version: str = _opt(
+        "4.4",
+        "the Kafka release to behave as: its API version ranges and configs (3.9 also serves the "
+        "request versions Kafka 4 removed, for old clients)",
+        choices=("3.9", "4.4"),
+    )
     data_dir: Path = _opt(Path("data"), "directory for __consumer_offsets and topic logs")
     offsets_partitions: int = _opt(50, "partitions of __consumer_offsets (offsets.topic.num.partitions)")
     # Limits on what one client can make the server hold (see README, "Hostile clients").

@@ -75,7 +75,9 @@ async def test_describe_and_alter_over_the_wire(server):
 
     # the broker: its configs, then a dynamic default that topics without their own value follow
     b = by_name(await describe(conn, BROKER, "1"))
-    assert b["log.retention.hours"].value == "168" and b["log.retention.hours"].read_only is False
+    # (log.retention.hours is static in Kafka 4: log.retention.ms is the dynamic one)
+    assert b["log.retention.hours"].value == "168" and b["log.retention.hours"].read_only is True
+    assert b["log.retention.ms"].value is None and b["log.retention.ms"].read_only is False
     assert b["group.initial.rebalance.delay.ms"].read_only is True
     assert b["group.initial.rebalance.delay.ms"].config_source == STATIC  # ours is 0, Kafka's 3000
     assert (await incremental(conn, BROKER, "1", [("log.retention.ms", 0, "7200000")]))[0] == 0
@@ -93,7 +95,8 @@ async def test_describe_and_alter_over_the_wire(server):
     )
     d = await describe(conn, BROKER, "")
     assert [(x.name, x.value, x.config_source) for x in d.configs] == [
-        ("log.cleaner.min.cleanable.ratio", "0.7", DYNAMIC_DEFAULT)
+        ("log.cleaner.min.cleanable.ratio", "0.7", DYNAMIC_DEFAULT),
+        ("min.insync.replicas", "1", DYNAMIC_DEFAULT),  # (set when Kafka 4 formats its storage)
     ]
     # not dynamic: INVALID_REQUEST, as Kafka's ConfigAdminManager.validateBrokerConfigChange (KAFKA-13609)
     assert (await incremental(conn, BROKER, "1", [("group.max.size", 0, "5")]))[0] == 42

@@ -6,6 +6,8 @@ Requests are built and responses decoded by aiokafka's independent protocol clas
 
 from __future__ import annotations
 
+import pytest
+
 
 from aiokafka.protocol.admin import (
     CreateTopicsRequest_v0,
@@ -18,6 +20,13 @@ from aiokafka.protocol.admin import (
 
 from protocol.messages import MalformedRequest, codec, decode_body
 from tests.support.legacy import roundtrip
+
+
+@pytest.fixture
+def server(server_factory):
+    """A server that behaves as Kafka 3.9: the request versions and message formats Kafka 4
+    removed are what these tests are about."""
+    return server_factory("--kafka-version", "3.9")
 
 
 def test_create_topics_v0_v1_delete_topics_v0(server):

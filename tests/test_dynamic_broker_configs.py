@@ -50,26 +50,26 @@ async def test_dynamic_names_accepted_others_refused(server):
     assert by_name(await describe(conn, TOPIC, "t"))["max.message.bytes"].value == "2000000"
 
     refused = [
-        ("1", "group.max.size", "5", "Cannot update these configs dynamically: Set(group.max.size)"),
+        ("1", "group.max.size", "5", "Cannot update these configs dynamically: [group.max.size]"),
         (
             "1",
             "auto.create.topics.enable",
             "false",
-            "Cannot update these configs dynamically: Set(auto.create.topics.enable)",
+            "Cannot update these configs dynamically: [auto.create.topics.enable]",
         ),
         (
             "1",
             "ssl.keystore.location",
             "/tmp/ks.jks",
             "These security configs can be dynamically updated only "
-            "per-listener using the listener prefix: Set(ssl.keystore.location)",
+            "per-listener using the listener prefix: [ssl.keystore.location]",
         ),
         (
             "",
             "sasl.kerberos.min.time.before.relogin",
             "1",
             "Cannot update these configs at default cluster level, "
-            "broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)",
+            "broker id must be specified: [sasl.kerberos.min.time.before.relogin]",
         ),
         (
             "1",

@@ -6,6 +6,8 @@ protocol and legacy-record classes, over a raw socket."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import struct
 
@@ -26,6 +28,13 @@ from protocol.messages import MalformedRequest, codec, decode_body
 from protocol.record_batch import GZIP, ZSTD, build_batch, iter_batches
 from tests.support.data_plane import FETCH, create, fetch_body, produce
 from tests.support.legacy import roundtrip
+
+
+@pytest.fixture
+def server(server_factory):
+    """A server that behaves as Kafka 3.9: the request versions and message formats Kafka 4
+    removed are what these tests are about."""
+    return server_factory("--kafka-version", "3.9")
 
 
 def message_set(magic: int, values: list[bytes], compression: int = 0, timestamp: int = 1_700_000_000_000) -> bytes:

@@ -6,6 +6,8 @@ socket; responses are decoded by them too.
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 
 from aiokafka.protocol.commit import (
@@ -23,6 +25,13 @@ from tests.support.legacy import (
     roundtrip,
 )
 from tests.support.process import create_topics
+
+
+@pytest.fixture
+def server(server_factory):
+    """A server that behaves as Kafka 3.9: the request versions and message formats Kafka 4
+    removed are what these tests are about."""
+    return server_factory("--kafka-version", "3.9")
 
 
 def test_offset_commit_v0_v1_and_fetch_v0(server):

@@ -9,7 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
-from .config_defs import BROKER_LOG_CONFIG_DEFS, LIST, TOPIC_CONFIG_DEFS, ConfigError, parse, to_string
+from .config_defs import LIST, ConfigError, parse, to_string
 from .configs import describe_topic
 from .topics import TopicError, Topics, validate_configs, validate_name
 
@@ -185,9 +185,9 @@ class ConfigApis:
         if dupes:
             raise ConfigError(f"Error due to duplicate config keys : {', '.join(dupes)}", E.invalid_request)
         _refuse_null_values([c for c in r.configs if c.config_operation != DELETE])
-        defs = TOPIC_CONFIG_DEFS if r.resource_type == TOPIC else BROKER_LOG_CONFIG_DEFS
+        defs = self.broker.topic_defs if r.resource_type == TOPIC else {}
         if r.resource_type == GROUP:
-            defs = {}  # (no group config is a list: APPEND and SUBTRACT are refused below)
+            defs = self.group_configs.defs()
         settings: dict[str, str | None] = dict(current)
         for c in r.configs:
             op = c.config_operation
@@ -197,20 +197,11 @@ class ConfigApis:
                 settings.pop(c.name, None)
             elif op in (APPEND, SUBTRACT):
                 d = defs.get(c.name) or (self.broker.definition(c.name) if r.resource_type == BROKER else None)
-                if d is None and r.resource_type == GROUP:
-                    raise ConfigError(
-                        f"Config value append is not allowed for config key: {c.name}"
-                        if op == APPEND
-                        else f"Config value subtract is not allowed for config key: {c.name}"
-                    )
-                if d is None:
+                controller = r.resource_type != BROKER and self.broker.release >= "4"
+                if d is None and not controller:  # (Kafka 4's controller: "not LIST" for an unknown name too)
                     raise ConfigError(f"Unknown config name: {c.name}")
-                if d.type != LIST:
-                    raise ConfigError(
-                        f"Config value append is not allowed for config key: {c.name}"
-                        if op == APPEND
-                        else f"Config value subtract is not allowed for config key: {c.name}"
-                    )
+                if d is None or d.type != LIST or r.resource_type == GROUP:  # (Kafka types no group config LIST)
+                    raise ConfigError(_not_a_list(r.resource_type, op, c.name, self.broker.release))
                 if c.name in current:
                     items = parse(d, current[c.name])
                 elif r.resource_type == TOPIC:
@@ -262,6 +253,14 @@ class ConfigApis:
             if req.include_cluster_authorized_operations
             else NOT_ASKED,
         )
+
+
+def _not_a_list(resource_type: int, op: int, name: str, release: str) -> str:
+    """Kafka's refusal of APPEND or SUBTRACT on a config that is not a list: the controller's
+    (topics and groups, Kafka 4) or the broker's words."""
+    if resource_type != BROKER and release >= "4":
+        return f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {name} because its type is not LIST."
+    return f"Config value {'append' if op == APPEND else 'subtract'} is not allowed for config key: {name}"
 
 
 def _refuse_null_values(configs: Any) -> None:

@@ -1,16 +1,23 @@
-"""Kafka's topic configs (and the broker configs that stand behind them): one table with
-each config's type, default, valid values, broker synonyms and a short description.
+"""Kafka's configs: the topic configs (with the broker configs that stand behind them) and
+every broker config, each with its type, default, valid values, synonyms and documentation.
 
 It is what CreateTopics, AlterConfigs and IncrementalAlterConfigs validate against and what
-DescribeConfigs answers from. The set is Kafka 3.9's (which still has the configs 4.0
-removed, such as message.format.version, that older tools send). Values are kept as the
-strings clients send; `parse` turns one into its typed value.
+DescribeConfigs answers from. Names, types, defaults and documentation are Kafka's own, from
+kafka_configs.json (written from a real Kafka 4.4 broker's DescribeConfigs answers by
+tests/support/kafka_config_table.py); the validators are written here. The release the server
+behaves as (--kafka-version) picks the set: 4.4's, or 3.9's, which still has the configs
+Kafka 4.0 removed (message.format.version and its like, that older tools send) and no
+one-hour limit on future timestamps. Values are kept as the strings clients send; `parse`
+turns one into its typed value.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
@@ -127,19 +134,66 @@ def to_string(d: ConfigDef, value: Any) -> str | None:
     if d.type == BOOLEAN:
         return "true" if value else "false"
     if d.type == LIST:
-        return ",".join(value)
+        return ",".join(value) if isinstance(value, (list, tuple)) else str(value)
+    if d.type == DOUBLE:
+        return java_double(float(value))
     return str(value)
+
+
+def java_double(v: float) -> str:
+    """Java's Double.toString: the shortest repr, in scientific notation (1.0E7) outside
+    [1e-3, 1e7)."""
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0 or 1e-3 <= abs(v) < 1e7:
+        return repr(v)
+    exponent = int(f"{v:e}".partition("e")[2])
+    # repr's shortest digits (those that read back as v), placed as d.dddE<exponent>
+    digits = repr(abs(v)).partition("e")[0].replace(".", "").strip("0") or "0"
+    return f"{'-' if v < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
 def _t(name, type_, default, doc, validator=None, *synonyms) -> ConfigDef:
     return ConfigDef(name, type_, default, doc, validator, tuple(synonyms))
 
 
-# Kafka 3.9's topic configs (LogConfig), with the broker configs they default to
-# (ServerTopicConfigSynonyms), in Kafka's order of precedence.
-TOPIC_CONFIG_DEFS: dict[str, ConfigDef] = {
+# Every release's topic configs (LogConfig), with the broker configs they default to
+# (ServerTopicConfigSynonyms), in Kafka's order of precedence; topic_defs() picks a release's.
+_TOPIC_DEFS: dict[str, ConfigDef] = {
     d.name: d
     for d in (
+        _t(
+            "errors.deadletterqueue.group.enable",
+            BOOLEAN,
+            False,
+            "Whether share groups may use this topic as their dead-letter queue.",
+        ),
+        _t(
+            "max.decompressed.message.bytes",
+            INT,
+            INT_MAX - 8,
+            "Largest decompressed record accepted.",
+            at_least(1),
+            "max.decompressed.message.bytes",
+        ),
+        _t(
+            "remote.copy.lag.bytes",
+            LONG,
+            -1,
+            "Bytes of newer data after which a segment may be copied to tiered storage.",
+            at_least(-1),
+            "log.remote.copy.lag.bytes",
+        ),
+        _t(
+            "remote.copy.lag.ms",
+            LONG,
+            0,
+            "Age after which a segment may be copied to tiered storage.",
+            at_least(-1),
+            "log.remote.copy.lag.ms",
+        ),
         _t(
             "cleanup.policy",
             LIST,
@@ -432,10 +486,17 @@ BROKER_LOG_CONFIG_DEFS: dict[str, ConfigDef] = {
         _b("log.local.retention.ms", LONG, -2, "Default local.retention.ms.", at_least(-2)),
         _b("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, "Default max.compaction.lag.ms.", at_least(1)),
         _b("message.max.bytes", INT, 1_048_588, "Default max.message.bytes.", at_least(0)),
+        _b("max.decompressed.message.bytes", INT, INT_MAX - 8, "Default max.decompressed.message.bytes.", at_least(1)),
+        _b("log.remote.copy.lag.bytes", LONG, -1, "Default remote.copy.lag.bytes.", at_least(-1)),
+        _b("log.remote.copy.lag.ms", LONG, 0, "Default remote.copy.lag.ms.", at_least(-1)),
         _b("log.message.downconversion.enable", BOOLEAN, True, "Default message.downconversion.enable."),
         _b("log.message.format.version", STRING, "3.0-IV1", "Default message.format.version.", _message_format),
         _b(
-            "log.message.timestamp.after.max.ms", LONG, LONG_MAX, "Default message.timestamp.after.max.ms.", at_least(0)
+            "log.message.timestamp.after.max.ms",
+            LONG,
+            3_600_000,
+            "Default message.timestamp.after.max.ms.",
+            at_least(0),
         ),
         _b(
             "log.message.timestamp.before.max.ms",
@@ -476,9 +537,57 @@ BROKER_LOG_CONFIG_DEFS: dict[str, ConfigDef] = {
     )
 }
 
-# Kafka's dynamic per-broker / cluster-default log configs (DynamicLogConfig's set, minus
-# the ones above that it leaves static).
-DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_LOG_CONFIG_DEFS) - {"log.message.format.version"}
+# The releases --kafka-version may name: what each changed in the configs.
+RELEASES = ("3.9", "4.4")
+DEFAULT_RELEASE = "4.4"
+# Topic configs (and their broker synonyms) Kafka 4.0 removed (KIP-724's message formats,
+# KIP-937's timestamp difference), and those 3.9 did not have yet.
+REMOVED_IN_4 = ("message.downconversion.enable", "message.format.version", "message.timestamp.difference.max.ms")
+BROKER_REMOVED_IN_4 = tuple(_TOPIC_DEFS[n].synonyms[0] for n in REMOVED_IN_4)
+NEW_SINCE_3_9 = (
+    "errors.deadletterqueue.group.enable",
+    "max.decompressed.message.bytes",
+    "remote.copy.lag.bytes",
+    "remote.copy.lag.ms",
+)
+BROKER_NEW_SINCE_3_9 = ("max.decompressed.message.bytes", "log.remote.copy.lag.bytes", "log.remote.copy.lag.ms")
+# Kafka 4.0 made message.timestamp.after.max.ms one hour (KIP-1075's default); 3.9 took any.
+AFTER_MAX_MS = {"3.9": LONG_MAX, "4.4": 3_600_000}
+
+
+@cache
+def kafka_table() -> dict[str, Any]:
+    """Kafka 4.4's configs as its broker describes them (kafka_configs.json): rows of
+    [name, type, default, ...]; see tests/support/kafka_config_table.py."""
+    return json.loads((Path(__file__).with_name("kafka_configs.json")).read_text())
+
+
+def typed(type_: int, text: str | None) -> Any:
+    """A default as the table writes it, typed (no validator: it is Kafka's own)."""
+    if text is None:
+        return None
+    return parse(ConfigDef("default", type_, None, ""), text)
+
+
+def _with_kafka_doc(d: ConfigDef, row: list | None) -> ConfigDef:
+    """d with Kafka's default and documentation (a row of the table), where Kafka has it."""
+    if row is None:
+        return d
+    return replace(d, default=typed(row[1], row[2]), doc=row[-1] or d.doc)
+
+
+@cache
+def topic_defs(release: str = DEFAULT_RELEASE) -> dict[str, ConfigDef]:
+    """The topic configs of a release, by name, in Kafka's order of precedence of synonyms."""
+    rows = {r[0]: r for r in kafka_table()["topic"]}
+    gone = REMOVED_IN_4 if release >= "4" else NEW_SINCE_3_9
+    out = {n: _with_kafka_doc(d, rows.get(n)) for n, d in _TOPIC_DEFS.items() if n not in gone}
+    after = out["message.timestamp.after.max.ms"]
+    out["message.timestamp.after.max.ms"] = replace(after, default=AFTER_MAX_MS[release])
+    return out
+
+
+TOPIC_CONFIG_DEFS = topic_defs()
 
 # Units of broker synonyms that are not in milliseconds (log.retention.hours -> retention.ms).
 _UNIT_MS = {

@@ -10,29 +10,36 @@ DescribeConfigs' entries with sources and synonyms as Kafka builds them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
 from .config_defs import (
+    AFTER_MAX_MS,
     BROKER_LOG_CONFIG_DEFS,
+    BROKER_NEW_SINCE_3_9,
+    BROKER_REMOVED_IN_4,
     DEFAULT_CONFIG,
+    DEFAULT_RELEASE,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     LONG_MAX,
     PASSWORD,
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIG,
-    TOPIC_CONFIG_DEFS,
     UNKNOWN,
     ConfigDef,
     ConfigError,
     check_topic_configs,
+    kafka_table,
     parse,
     synonym_as_topic_value,
     to_string,
+    topic_defs,
+    typed,
 )
 from ..durable import JsonFile
 from ..log.config import LogConfig
@@ -46,6 +53,34 @@ from .dynamic_configs import (
 )
 
 BROKER_CONFIGS_FILE = "broker-configs.json"
+# What Kafka's storage format step writes as the cluster's first dynamic default (4.0 on):
+# DescribeConfigs then shows min.insync.replicas as a DYNAMIC_DEFAULT_BROKER_CONFIG.
+FORMATTED_CLUSTER_DEFAULTS = {"min.insync.replicas": "1"}
+
+
+@cache
+def broker_defs(release: str = DEFAULT_RELEASE) -> tuple[dict[str, ConfigDef], frozenset[str]]:
+    """Every broker config of a release (Kafka's names, types, defaults and documentation,
+    with this server's validators where it has one), and the names of the dynamic ones."""
+    ours = {**DYNAMIC_DEFS, **BROKER_LOG_CONFIG_DEFS}
+    defs: dict[str, ConfigDef] = {}
+    dynamic = set()
+    for name, type_, default, is_dynamic, doc in kafka_table()["broker"]:
+        mine = ours.get(name)
+        defs[name] = ConfigDef(name, type_, typed(type_, default), doc or "", mine.validator if mine else None)
+        if is_dynamic:
+            dynamic.add(name)
+    if release < "4":
+        for name in BROKER_NEW_SINCE_3_9:
+            defs.pop(name, None)
+            dynamic.discard(name)
+        for name in BROKER_REMOVED_IN_4:
+            defs[name] = BROKER_LOG_CONFIG_DEFS[name]
+            if name != "log.message.format.version":
+                dynamic.add(name)
+    after = "log.message.timestamp.after.max.ms"
+    defs[after] = replace(defs[after], default=AFTER_MAX_MS[release])
+    return defs, frozenset(dynamic)
 
 
 @dataclass(frozen=True)
@@ -63,9 +98,22 @@ class Entry:
 
 
 class BrokerConfigs:
-    def __init__(self, data_dir: Path | None, node_id: int, static: dict[str, tuple[ConfigDef, Any]]) -> None:
+    def __init__(
+        self,
+        data_dir: Path | None,
+        node_id: int,
+        static: dict[str, tuple[ConfigDef, Any]],
+        release: str = DEFAULT_RELEASE,
+        live: Callable[[str, str], Any] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.node_id = node_id
+        self.release = release
+        self.defs, self.dynamic_names = broker_defs(release)
+        self.topic_defs = topic_defs(release)
+        # (name, node id) -> a static value known only once the server runs (the listeners'
+        # bound ports), or None: the server's, read when described
+        self.live = live
         # The node ids whose broker resource this is: with --brokers N, every broker of the
         # process (they share one set of configs).
         self.node_ids = {str(node_id)}
@@ -77,8 +125,11 @@ class BrokerConfigs:
         self.changes = 0
         self.listeners: list = []  # called after each change: the components whose settings are dynamic
         self.file = JsonFile(data_dir / BROKER_CONFIGS_FILE) if data_dir is not None else None
+        first = release >= "4" and (self.file is None or not self.file.path.exists())
         if self.file is not None:
             self.dynamic_broker, self.dynamic_default = self.file.load(({}, {}), parse=self._layers)
+        if first:  # a new data dir is formatted as Kafka 4's storage tool formats one
+            self.dynamic_default = dict(FORMATTED_CLUSTER_DEFAULTS)
 
     def _layers(self, doc: dict) -> tuple[dict[str, str], dict[str, str]]:
         """(this broker's dynamic configs, the cluster defaults) from the stored document;
@@ -96,7 +147,7 @@ class BrokerConfigs:
     def definition(self, name: str) -> ConfigDef | None:
         """Kafka's definition of a broker config (a listener override: its base config's);
         None for a name Kafka does not know (a custom config)."""
-        d = BROKER_LOG_CONFIG_DEFS.get(name) or DYNAMIC_DEFS.get(name) or self.static_defs.get(name)
+        d = self.defs.get(name) or DYNAMIC_DEFS.get(name) or self.static_defs.get(name)
         if d is None and listener_base(name) is not None:
             base = self.definition(listener_base(name))
             d = None if base is None else ConfigDef(name, base.type, None, base.doc, base.validator)
@@ -104,7 +155,20 @@ class BrokerConfigs:
 
     def is_dynamic(self, name: str) -> bool:
         """Whether AlterConfigs may set it (DynamicConfig.Broker: every name but Kafka's static ones)."""
-        return name not in STATIC_ONLY and not (name in self.static_defs and name not in DYNAMIC_DEFS)
+        if name in self.defs:
+            return name in self.dynamic_names
+        if name in self.static_defs:
+            return name in DYNAMIC_DEFS
+        # a name Kafka does not know: a custom config (3.9's static ones it had are refused)
+        return self.release >= "4" or name not in STATIC_ONLY
+
+    def _static(self, name: str, node: str) -> Any:
+        """The server's own setting of `name` (None: Kafka's default applies)."""
+        if self.live is not None:
+            value = self.live(name, node)
+            if value is not None:
+                return value
+        return self.static.get(name)
 
     def value(self, name: str) -> Any:
         """The typed value in force (None: unset with no default, or a custom config)."""
@@ -114,11 +178,10 @@ class BrokerConfigs:
         for layer in (self.dynamic_broker, self.dynamic_default):
             if name in layer:
                 return parse(d, layer[name])
-        if name in self.static:
-            return self.static[name]
-        return d.default
+        static = self._static(name, str(self.node_id))
+        return d.default if static is None else static
 
-    def _sources(self, name: str) -> list[tuple[str, str | None, int]]:
+    def _sources(self, name: str, node: str | None = None) -> list[tuple[str, str | None, int]]:
         """Every place a value for `name` is set, most important first."""
         d = self.definition(name)
         out = []
@@ -126,8 +189,9 @@ class BrokerConfigs:
             out.append((name, self.dynamic_broker[name], DYNAMIC_BROKER_CONFIG))
         if name in self.dynamic_default:
             out.append((name, self.dynamic_default[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-        if name in self.static:
-            out.append((name, to_string(d, self.static[name]), STATIC_BROKER_CONFIG))
+        static = self._static(name, node or str(self.node_id))
+        if static is not None:
+            out.append((name, to_string(d, static) if d is not None else str(static), STATIC_BROKER_CONFIG))
         if d is not None and d.default is not None:
             out.append((name, to_string(d, d.default), DEFAULT_CONFIG))
         return out
@@ -170,8 +234,9 @@ class BrokerConfigs:
         message (ConfigAdminManager.validateBrokerConfigChange)."""
 
         def refuse(names: list[str], why: str) -> None:
-            if names:
-                raise ConfigError(f"{why}: Set({', '.join(sorted(names))})", E.invalid_request)
+            if names:  # (Kafka 4 writes a Java set, 3.9 a Scala one)
+                shown = f"[{', '.join(sorted(names))}]" if self.release >= "4" else f"Set({', '.join(sorted(names))})"
+                raise ConfigError(f"{why}: {shown}", E.invalid_request)
 
         refuse([n for n in values if not self.is_dynamic(n)], "Cannot update these configs dynamically")
         refuse(
@@ -228,13 +293,7 @@ class BrokerConfigs:
         names = (
             sorted(layer)
             if resource_name == ""
-            else sorted(
-                set(BROKER_LOG_CONFIG_DEFS)
-                | set(DYNAMIC_DEFS)
-                | set(self.static_defs)
-                | set(self.dynamic_broker)
-                | set(self.dynamic_default)
-            )
+            else sorted(set(self.defs) | set(self.static_defs) | set(self.dynamic_broker) | set(self.dynamic_default))
         )
         out = []
         for name in names:
@@ -242,13 +301,13 @@ class BrokerConfigs:
             if resource_name == "":
                 syns = [(name, layer[name], DYNAMIC_DEFAULT_BROKER_CONFIG)]
             else:
-                syns = self._sources(name)
+                syns = self._sources(name, resource_name)
             source = syns[0][2] if syns else DEFAULT_CONFIG
             if d is None:  # a custom config: Kafka knows no type, so treats it as sensitive
                 value = syns[0][1] if syns else None
                 out.append(Entry(name, value, source, True, UNKNOWN, None, tuple(syns), sensitive=True))
                 continue
-            value = layer[name] if resource_name == "" else to_string(d, self.value(name))
+            value = layer[name] if resource_name == "" else (syns[0][1] if syns else None)
             out.append(
                 Entry(
                     name,
@@ -264,23 +323,24 @@ class BrokerConfigs:
         return out
 
 
-def validate_topic_configs(values: dict[str, str | None]) -> dict[str, Any]:
+def validate_topic_configs(values: dict[str, str | None], defs: dict[str, ConfigDef] | None = None) -> dict[str, Any]:
     """Parse a topic's own settings (None values are skipped); ConfigError if any is bad."""
-    typed = {}
+    defs = topic_defs() if defs is None else defs
+    out = {}
     for name, raw in values.items():
-        d = TOPIC_CONFIG_DEFS.get(name)
+        d = defs.get(name)
         if d is None:
             raise ConfigError(f"Unknown topic config name: {name}")
         if raw is not None:
-            typed[name] = parse(d, raw)
-    return typed
+            out[name] = parse(d, raw)
+    return out
 
 
 def resolve(overrides: dict[str, str], broker: BrokerConfigs) -> dict[str, Any]:
     """Every topic config's typed value in force: the topic's own, else the first of its
     broker synonyms that has one, else the topic default."""
     values = {}
-    for name, d in TOPIC_CONFIG_DEFS.items():
+    for name, d in broker.topic_defs.items():
         if name in overrides:
             values[name] = parse(d, overrides[name])
             continue
@@ -298,7 +358,7 @@ def resolve(overrides: dict[str, str], broker: BrokerConfigs) -> dict[str, Any]:
 def describe_topic(overrides: dict[str, str], broker: BrokerConfigs) -> list[Entry]:
     values = resolve(overrides, broker)
     out = []
-    for name, d in TOPIC_CONFIG_DEFS.items():
+    for name, d in broker.topic_defs.items():
         syns = broker.synonyms(d.synonyms) if d.synonyms else []
         if name in overrides:
             syns.insert(0, (name, overrides[name], TOPIC_CONFIG))
@@ -334,11 +394,9 @@ def log_config(base: LogConfig, values: dict[str, Any]) -> LogConfig:
 def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
     """This server's settings under Kafka's broker config names (read-only in
     DescribeConfigs); a setting equal to Kafka's default is reported as DEFAULT_CONFIG."""
-    from .config_defs import BOOLEAN, INT, LIST, LONG
+    from .config_defs import BOOLEAN, INT, LIST, LONG, SHORT
 
     rows = [
-        ("node.id", INT, None, c.node_id, "This broker's id."),
-        ("broker.id", INT, -1, c.node_id, "This broker's id."),
         (
             "auto.create.topics.enable",
             BOOLEAN,
@@ -440,8 +498,49 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
         rows.append(
             ("max.incremental.fetch.session.cache.slots", INT, 1000, slots, "Most incremental fetch sessions kept.")
         )
+    rows.append(("process.roles", LIST, None, ["broker", "controller"], "This node's roles: a combined node."))
+    # The internal topics are kept once and reported with as many replicas as there are
+    # brokers, up to Kafka's 3, with Kafka's min.isr of 2 where there are two.
+    replicas, isr = min(c.brokers, 3), min(c.brokers, 2)
+    for prefix, least in (
+        ("offsets.topic", None),
+        ("transaction.state.log", isr),
+        ("share.coordinator.state.topic", isr),
+    ):
+        short = SHORT if prefix != "transaction.state.log" else INT
+        rows.append((f"{prefix}.replication.factor", SHORT, 3, replicas, "Replication factor of the internal topic."))
+        if least is not None:
+            rows.append((f"{prefix}.min.isr", short, 2, least, "min.insync.replicas of the internal topic."))
     out = {}
     for name, type_, default, value, doc in rows:
+        if type_ == LIST:  # (a flag's comma-separated string, as a list)
+            default, value = (
+                [item.strip() for item in v.split(",") if item.strip()] if isinstance(v, str) else v
+                for v in (default, value)
+            )
         d = ConfigDef(name, type_, default, doc)
         out[name] = (d, value if value != default else None)
     return out
+
+
+def live_broker_configs(c: Any, listeners: list[Any]) -> Callable[[str, str], Any]:
+    """The static configs whose value is known only once the server runs, per broker node:
+    its id and the listeners it really serves (their bound ports; advertised ones only when
+    given, as Kafka shows advertised.listeners only when set)."""
+    advertised = bool(c.advertised_listeners or c.advertised_host or c.advertised_port)
+
+    def value(name: str, node: str) -> Any:
+        if name in ("node.id", "broker.id"):
+            return int(node) if node.isdigit() else None
+        mine = [x for x in listeners if str(x.node_id) == node]
+        if name == "listeners" and mine:
+            return [f"{x.protocol}://{_host(x.host)}:{x.port}" for x in mine]
+        if name == "advertised.listeners" and mine and advertised:
+            return [f"{x.protocol}://{_host(x.advertised[0])}:{x.advertised[1]}" for x in mine]
+        return None
+
+    return value
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -935,8 +935,10 @@ def _validate_records(info: Any, partition: str, records: bytes, h: Any) -> None
     compacted = "compact" in v["cleanup.policy"]
     before = after = LONG_MAX
     if not info.log_append_time:
-        before = min(v["message.timestamp.before.max.ms"], v["message.timestamp.difference.max.ms"])
-        after = min(v["message.timestamp.after.max.ms"], v["message.timestamp.difference.max.ms"])
+        # (message.timestamp.difference.max.ms: 3.9's, gone in Kafka 4)
+        difference = v.get("message.timestamp.difference.max.ms", LONG_MAX)
+        before = min(v["message.timestamp.before.max.ms"], difference)
+        after = min(v["message.timestamp.after.max.ms"], difference)
     if not compacted and before == after == LONG_MAX:
         return  # nothing to check: the records are not decoded
     now = int(time.time() * 1000)

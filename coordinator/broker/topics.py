@@ -74,9 +74,10 @@ def validate_name(name: str | None) -> None:
 def validate_configs(configs: dict[str, str | None], broker: BrokerConfigs | None = None) -> None:
     """Kafka's checks of a topic's own settings: known names, types, ranges, and across
     configs (min.compaction.lag.ms <= max.compaction.lag.ms)."""
+    broker = broker or BrokerConfigs(None, 0, {})
     try:
-        validate_topic_configs(configs)
-        resolve({k: v for k, v in configs.items() if v is not None}, broker or BrokerConfigs(None, 0, {}))
+        validate_topic_configs(configs, broker.topic_defs)
+        resolve({k: v for k, v in configs.items() if v is not None}, broker)
     except ConfigError as e:
         raise TopicError(e.code, str(e)) from None
 

@@ -1,29 +1,29 @@
 """Group configs: the GROUP config resource (type 32) of DescribeConfigs and
 IncrementalAlterConfigs / AlterConfigs, as Kafka's GroupConfig and GroupConfigManager.
 
-Per group id, overrides of the broker's group settings: `consumer.session.timeout.ms`,
-`consumer.heartbeat.interval.ms`, `consumer.assignment.interval.ms` (KIP-848 groups; the last
-Kafka 4.3's, at least 0 and used within the broker's min and max), `share.session.timeout.ms`,
-`share.heartbeat.interval.ms`, `share.assignment.interval.ms` (Kafka 4.3's, as its consumer
-twin), `share.record.lock.duration.ms`, `share.delivery.count.limit`, `share.auto.offset.reset`,
-`share.isolation.level` (KIP-932). Names, defaults and checks are Kafka 4.2's: an unknown
-name is INVALID_CONFIG "Unknown group config name: X", a value outside the broker's
-min/max bounds INVALID_CONFIG with GroupConfig.validateValues' message. A group id need not
-exist (Kafka allows configs ahead of the group). Kept in `group-configs.json` in the data
-dir (coordinator.durable: a change takes effect once durable), where Kafka keeps them in
-its metadata log.
+Per group id, overrides of the broker's group settings: Kafka 4.4's 21 group configs
+(`consumer.*` for KIP-848 groups, `share.*` for KIP-932 share groups, `streams.*` for KIP-1071
+streams groups, and the dead-letter-queue ones), with Kafka's names, types, defaults (the broker
+config each stands for, its synonym) and checks: an unknown name is INVALID_CONFIG "Unknown
+group config name: X", a value of the wrong type or below its least INVALID_CONFIG with
+ConfigDef's words, one outside the broker's min/max INVALID_CONFIG with GroupConfig's. With
+--kafka-version 3.9, 3.9's six and its words. A group id need not exist (Kafka allows configs
+ahead of the group). Kept in `group-configs.json` in the data dir (coordinator.durable: a
+change takes effect once durable), where Kafka keeps them in its metadata log. `value()` is
+what the coordinators read: a group's own setting, else the broker's.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
-from ..broker.config_defs import INT, STRING, ConfigError
+from ..broker.config_defs import BOOLEAN, INT, LIST, STRING, ConfigDef, ConfigError, kafka_table, parse, to_string
 from ..broker.configs import Entry
 from ..durable import JsonFile
 
@@ -60,107 +60,115 @@ class Bounds:
     share_delivery_count_limit: int = 5  # group.share.delivery.count.limit
     share_min_delivery_count_limit: int = 2  # group.share.min.delivery.count.limit
     share_max_delivery_count_limit: int = 10  # group.share.max.delivery.count.limit
+    share_partition_max_record_locks: int = 2_000  # group.share.partition.max.record.locks
+    share_min_partition_max_record_locks: int = 100  # group.share.min.partition.max.record.locks
+    share_max_partition_max_record_locks: int = 4_000  # group.share.max.partition.max.record.locks
+    # Streams groups (KIP-1071): group.streams.*, as Kafka 4.4 defines and bounds them
+    streams_session_timeout_ms: int = 45_000
+    streams_min_session_timeout_ms: int = 45_000
+    streams_max_session_timeout_ms: int = 60_000
+    streams_heartbeat_interval_ms: int = 5_000
+    streams_min_heartbeat_interval_ms: int = 5_000
+    streams_max_heartbeat_interval_ms: int = 15_000
+    streams_assignment_interval_ms: int = 1_000
+    streams_min_assignment_interval_ms: int = 0
+    streams_max_assignment_interval_ms: int = 15_000
+    streams_num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    streams_max_standby_replicas: int = 2  # group.streams.max.standby.replicas
+    streams_initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
 
 
-# name -> (type, the Bounds field of its default and bounds (None: a string), documentation)
-DEFS: dict[str, tuple[int, str | None, str]] = {
-    "consumer.session.timeout.ms": (
+@dataclass(frozen=True)
+class GroupConfigDef:
+    """One group config: Kafka's name, type, the broker config that gives its default (its
+    synonym in DescribeConfigs), the Bounds field holding that default (None: a fixed
+    default), the least value its type takes, and the Bounds fields of the broker's range."""
+
+    name: str
+    type: int
+    broker: str
+    field: str | None = None
+    default: str | None = None
+    least: int | None = None
+    low: str | None = None
+    high: str | None = None
+
+
+def _ranged(kind: str, what: str, least: int, broker_what: str | None = None) -> GroupConfigDef:
+    """A config kept within the broker's group.<kind>.min/max.<what> (an int)."""
+    f = what.replace(".", "_")
+    return GroupConfigDef(
+        f"{kind}.{what}", INT, f"group.{kind}.{broker_what or what}", f"{kind}_{f}", None, least,
+        f"{kind}_min_{f}", f"{kind}_max_{f}",
+    )  # fmt: skip
+
+
+# Kafka 4.4's group configs (GroupConfig), in the order its validateValues checks them.
+DEFINITIONS: tuple[GroupConfigDef, ...] = (
+    _ranged("consumer", "session.timeout.ms", 1),
+    _ranged("consumer", "heartbeat.interval.ms", 1),
+    _ranged("consumer", "assignment.interval.ms", 0),
+    _ranged("share", "session.timeout.ms", 1),
+    _ranged("share", "heartbeat.interval.ms", 1),
+    _ranged("share", "assignment.interval.ms", 0),
+    _ranged("share", "record.lock.duration.ms", 1000),
+    _ranged("share", "delivery.count.limit", 2),
+    _ranged("share", "partition.max.record.locks", 100),
+    GroupConfigDef("share.auto.offset.reset", STRING, "share.auto.offset.reset", default="latest"),
+    GroupConfigDef("share.isolation.level", STRING, "share.isolation.level", default="read_uncommitted"),
+    GroupConfigDef("share.renew.acknowledge.enable", BOOLEAN, "share.renew.acknowledge.enable", default="true"),
+    _ranged("streams", "session.timeout.ms", 1),
+    _ranged("streams", "heartbeat.interval.ms", 1),
+    _ranged("streams", "assignment.interval.ms", 0),
+    GroupConfigDef(
+        "streams.num.standby.replicas",
         INT,
-        "consumer_session_timeout_ms",
-        "The timeout to detect client failures when using the consumer group protocol.",
-    ),
-    "consumer.heartbeat.interval.ms": (
+        "group.streams.num.standby.replicas",
+        "streams_num_standby_replicas",
+        least=0,
+        high="streams_max_standby_replicas",
+    ),  # fmt: skip
+    GroupConfigDef(
+        "streams.initial.rebalance.delay.ms",
         INT,
-        "consumer_heartbeat_interval_ms",
-        "The heartbeat interval given to the members of a consumer group.",
-    ),
-    "consumer.assignment.interval.ms": (
-        INT,
-        "consumer_assignment_interval_ms",
-        "The interval between assignment updates for a consumer group.",
-    ),
-    "share.session.timeout.ms": (
-        INT,
-        "share_session_timeout_ms",
-        "The timeout to detect client failures when using the share group protocol.",
-    ),
-    "share.heartbeat.interval.ms": (
-        INT,
-        "share_heartbeat_interval_ms",
-        "The heartbeat interval given to the members of a share group.",
-    ),
-    "share.assignment.interval.ms": (
-        INT,
-        "share_assignment_interval_ms",
-        "The interval between assignment updates for a share group.",
-    ),
-    "share.record.lock.duration.ms": (
-        INT,
-        "share_record_lock_duration_ms",
-        "The record acquisition lock duration in milliseconds for share groups.",
-    ),
-    "share.delivery.count.limit": (
-        INT,
-        "share_delivery_count_limit",
-        "The maximum number of delivery attempts for a record delivered to a share group.",
-    ),
-    "share.auto.offset.reset": (
-        STRING,
-        None,
-        "The strategy to initialize the share-partition start offset: "
-        "earliest, latest or by_duration:<ISO-8601 duration>.",
-    ),
-    "share.isolation.level": (
-        STRING,
-        None,
-        "Controls how to read records written transactionally: read_committed or read_uncommitted.",
-    ),
-}
-STRING_DEFAULTS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
-_BROKER_NAMES = {  # the broker config each bound is (for the error messages)
-    "consumer_min_session_timeout_ms": "group.consumer.min.session.timeout.ms",
-    "consumer_max_session_timeout_ms": "group.consumer.max.session.timeout.ms",
-    "consumer_min_heartbeat_interval_ms": "group.consumer.min.heartbeat.interval.ms",
-    "consumer_max_heartbeat_interval_ms": "group.consumer.max.heartbeat.interval.ms",
-    "share_min_session_timeout_ms": "group.share.min.session.timeout.ms",
-    "share_max_session_timeout_ms": "group.share.max.session.timeout.ms",
-    "share_min_heartbeat_interval_ms": "group.share.min.heartbeat.interval.ms",
-    "share_max_heartbeat_interval_ms": "group.share.max.heartbeat.interval.ms",
-    "share_min_record_lock_duration_ms": "group.share.min.record.lock.duration.ms",
-    "share_max_record_lock_duration_ms": "group.share.max.record.lock.duration.ms",
-    "share_min_delivery_count_limit": "group.share.min.delivery.count.limit",
-    "share_max_delivery_count_limit": "group.share.max.delivery.count.limit",
-}
+        "group.streams.initial.rebalance.delay.ms",
+        "streams_initial_rebalance_delay_ms",
+        least=0,
+    ),  # fmt: skip
+    GroupConfigDef("streams.assignor.name", STRING, "group.streams.assignors", default="sticky"),
+    GroupConfigDef("streams.rack.aware.assignment.tags", LIST, "group.streams.rack.aware.assignment.tags", default=""),
+    GroupConfigDef("errors.deadletterqueue.topic.name", STRING, "errors.deadletterqueue.topic.name", default=""),
+    GroupConfigDef(
+        "errors.deadletterqueue.copy.record.enable",
+        BOOLEAN,
+        "errors.deadletterqueue.copy.record.enable",
+        default="false",
+    ),  # fmt: skip
+)
+DEFS: dict[str, GroupConfigDef] = {d.name: d for d in DEFINITIONS}
+# Kafka 3.9's group configs (a 3.9 server lists and takes only these).
+IN_3_9 = frozenset(
+    {
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+        "share.session.timeout.ms",
+        "share.heartbeat.interval.ms",
+        "share.record.lock.duration.ms",
+        "share.auto.offset.reset",
+    }
+)
+STREAMS_ASSIGNORS = ("sticky",)
+
+
+@cache
+def _docs() -> dict[str, str]:
+    return {row[0]: row[-1] for row in kafka_table()["group"]}
 
 
 def group_config_bounds(c: Any) -> Bounds:
-    """From the server's flags."""
-    return Bounds(
-        c.group_consumer_session_timeout_ms,
-        c.group_consumer_min_session_timeout_ms,
-        c.group_consumer_max_session_timeout_ms,
-        c.group_consumer_heartbeat_interval_ms,
-        c.group_consumer_min_heartbeat_interval_ms,
-        c.group_consumer_max_heartbeat_interval_ms,
-        c.group_share_session_timeout_ms,
-        c.group_share_min_session_timeout_ms,
-        c.group_share_max_session_timeout_ms,
-        c.group_share_heartbeat_interval_ms,
-        c.group_share_min_heartbeat_interval_ms,
-        c.group_share_max_heartbeat_interval_ms,
-        c.group_share_record_lock_duration_ms,
-        c.group_share_min_record_lock_duration_ms,
-        c.group_share_max_record_lock_duration_ms,
-        c.group_consumer_assignment_interval_ms,
-        c.group_consumer_min_assignment_interval_ms,
-        c.group_consumer_max_assignment_interval_ms,
-        c.group_share_assignment_interval_ms,
-        c.group_share_min_assignment_interval_ms,
-        c.group_share_max_assignment_interval_ms,
-        c.group_share_delivery_count_limit,
-        c.group_share_min_delivery_count_limit,
-        c.group_share_max_delivery_count_limit,
-    )
+    """From the server's flags (the streams bounds are Kafka's defaults: no flag sets them)."""
+    names = {f.name for f in fields(Bounds)}
+    return Bounds(**{n: getattr(c, f"group_{n}") for n in names if hasattr(c, f"group_{n}")})
 
 
 def valid_auto_offset_reset(value: str) -> bool:
@@ -176,20 +184,54 @@ def _stored(doc: dict) -> dict[str, dict[str, str]]:
         for name, value in settings.items():
             if type(value) is not str:
                 raise ValueError(f"{name}: {value!r} is not a string")
-            if DEFS.get(name, (STRING,))[0] == INT:
+            if name in DEFS and DEFS[name].type == INT:
                 int(value)  # (ValueError: the group's timeouts are read as numbers)
     return configs
 
 
+def _bound_name(d: GroupConfigDef, which: str) -> str:
+    """The broker config of d's min or max: group.consumer.min.session.timeout.ms."""
+    kind = d.name.split(".")[0]
+    return d.broker.replace(f"{kind}.", f"{kind}.{which}.", 1)
+
+
+def _typed(d: GroupConfigDef, raw: str) -> Any:
+    """raw as d's type (ConfigError with Kafka's words if it is not one), at least d.least."""
+    value = parse(ConfigDef(d.name, d.type, None, ""), raw)
+    if d.least is not None and value < d.least:
+        raise ConfigError(f"Invalid value {raw} for configuration {d.name}: Value must be at least {d.least}")
+    return value
+
+
 class GroupConfigs:
-    def __init__(self, data_dir: Path | None, bounds: Bounds | None = None) -> None:
+    def __init__(self, data_dir: Path | None, bounds: Bounds | None = None, release: str = "4.4") -> None:
         self.bounds = bounds or Bounds()
+        self.release = release
         self.file = JsonFile(data_dir / FILE) if data_dir is not None else None
         self.configs: dict[str, dict[str, str]] = {} if self.file is None else self.file.load({}, parse=_stored)
+
+    def definitions(self) -> list[GroupConfigDef]:
+        """The group configs of the release this server behaves as."""
+        return [d for d in DEFINITIONS if self.release >= "4" or d.name in IN_3_9]
+
+    def defs(self) -> dict[str, ConfigDef]:
+        """The group configs as config definitions (names and types: APPEND/SUBTRACT look them up)."""
+        return {d.name: ConfigDef(d.name, d.type, None, "") for d in self.definitions()}
 
     def get(self, group_id: str, name: str) -> str | None:
         """The group's own setting, or None (the broker's applies)."""
         return self.configs.get(group_id, {}).get(name)
+
+    def default(self, d: GroupConfigDef) -> str:
+        """The broker's value a group config defaults to, as DescribeConfigs shows it."""
+        return str(getattr(self.bounds, d.field)) if d.field is not None else d.default or ""
+
+    def value(self, group_id: str, name: str) -> Any:
+        """A group config's typed value in force for the group: its own, else the broker's
+        (what the coordinators read; streams.* included for streams groups)."""
+        d = DEFS[name]
+        own = self.get(group_id, name)
+        return parse(ConfigDef(name, d.type, None, ""), self.default(d) if own is None else own)
 
     def assignment_interval_ms(self, group_id: str, kind: str = "consumer") -> int:
         """The group's consumer.assignment.interval.ms (kind "share": share.assignment.interval.ms),
@@ -212,100 +254,96 @@ class GroupConfigs:
     def layer(self, group_id: str) -> dict[str, str]:
         return dict(self.configs.get(group_id, {}))
 
-    def describe(self, group_id: str) -> list[Entry]:
+    def _check_id(self, group_id: str) -> None:
         if not group_id:
-            raise ConfigError("Group id must not be empty.", E.invalid_request)
+            raise ConfigError(
+                "Default group resources are not allowed." if self.release >= "4" else "Group id must not be empty.",
+                E.invalid_request,
+            )
+
+    def describe(self, group_id: str) -> list[Entry]:
+        self._check_id(group_id)
         own = self.configs.get(group_id, {})
+        docs = _docs()
         out = []
-        for name, (kind, field_name, doc) in DEFS.items():
-            default = STRING_DEFAULTS[name] if field_name is None else str(getattr(self.bounds, field_name))
-            if name in own:
-                out.append(
-                    Entry(
-                        name,
-                        own[name],
-                        GROUP_CONFIG,
-                        False,
-                        kind,
-                        doc,
-                        ((name, own[name], GROUP_CONFIG), (name, default, DEFAULT_CONFIG)),
-                    )
-                )
-            else:
-                out.append(Entry(name, default, DEFAULT_CONFIG, False, kind, doc, ((name, default, DEFAULT_CONFIG),)))
+        for d in self.definitions():
+            default = self.default(d)
+            synonyms: tuple[tuple[str, str | None, int], ...] = ((d.broker, default, DEFAULT_CONFIG),)
+            value: str | None = default
+            source = DEFAULT_CONFIG
+            if d.name in own:
+                try:  # (shown as Kafka shows it: parsed and written again, "a, b" as "a,b")
+                    value = to_string(ConfigDef(d.name, d.type, None, ""), _typed(d, own[d.name]))
+                except ConfigError:
+                    value = own[d.name]
+                source = GROUP_CONFIG
+                synonyms = ((d.name, value, GROUP_CONFIG), *synonyms)
+            out.append(Entry(d.name, value, source, False, d.type, docs.get(d.name), synonyms))
         return out
 
     def validate(self, settings: dict[str, str | None]) -> None:
-        """Kafka's GroupConfig.validate: names, types, then validateValues against the broker's bounds."""
+        """Kafka's GroupConfig.validate: names, types and least values, then validateValues:
+        each value within the broker's range, and the cross-config rules."""
+        known = {d.name for d in self.definitions()}
         for name in settings:
-            if name not in DEFS:
+            if name not in known:
                 raise ConfigError(f"Unknown group config name: {name}")
         values: dict[str, Any] = {}
-        for name, (kind, field_name, _) in DEFS.items():
-            raw = settings.get(name)
-            if raw is None:
-                values[name] = STRING_DEFAULTS[name] if field_name is None else getattr(self.bounds, field_name)
-                continue
-            if kind == INT:
-                try:
-                    values[name] = int(raw.strip())
-                except ValueError:
-                    raise ConfigError(
-                        f"Invalid value {raw} for configuration {name}: Not a number of type INT"
-                    ) from None
-                if not -(2**31) <= values[name] < 2**31:
-                    raise ConfigError(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
-                least = {
-                    "share.record.lock.duration.ms": 1000,
-                    "share.delivery.count.limit": 2,
-                    "consumer.assignment.interval.ms": 0,
-                    "share.assignment.interval.ms": 0,
-                }.get(name, 1)
-                if values[name] < least:
-                    raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be at least {least}")
+        for d in self.definitions():
+            raw = settings.get(d.name)
+            if raw is None:  # the broker's own value (its flags may go below Kafka's least: tests do)
+                values[d.name] = parse(ConfigDef(d.name, d.type, None, ""), self.default(d))
             else:
-                values[name] = raw
+                values[d.name] = _typed(d, raw)
         b = self.bounds
-        for name, lo, hi in (
-            (
-                "consumer.heartbeat.interval.ms",
-                "consumer_min_heartbeat_interval_ms",
-                "consumer_max_heartbeat_interval_ms",
-            ),
-            ("consumer.session.timeout.ms", "consumer_min_session_timeout_ms", "consumer_max_session_timeout_ms"),
-            ("share.heartbeat.interval.ms", "share_min_heartbeat_interval_ms", "share_max_heartbeat_interval_ms"),
-            ("share.session.timeout.ms", "share_min_session_timeout_ms", "share_max_session_timeout_ms"),
-            ("share.record.lock.duration.ms", "share_min_record_lock_duration_ms", "share_max_record_lock_duration_ms"),
-            ("share.delivery.count.limit", "share_min_delivery_count_limit", "share_max_delivery_count_limit"),
-        ):
-            if name not in settings:
+        for d in self.definitions():
+            if d.name not in settings:
                 continue  # (the broker's own setting)
-            if values[name] < getattr(b, lo):
-                raise ConfigError(f"{name} must be greater than or equal to {_BROKER_NAMES[lo]}")
-            if values[name] > getattr(b, hi):
-                raise ConfigError(f"{name} must be less than or equal to {_BROKER_NAMES[hi]}")
-        if values["consumer.session.timeout.ms"] <= values["consumer.heartbeat.interval.ms"]:
-            raise ConfigError("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")
-        if values["share.session.timeout.ms"] <= values["share.heartbeat.interval.ms"]:
-            raise ConfigError("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
+            v = values[d.name]
+            if d.low is not None and d.high is not None:
+                lo, hi = getattr(b, d.low), getattr(b, d.high)
+                if not lo <= v <= hi:
+                    raise ConfigError(
+                        f"{d.name} must be in the range {lo} to {hi} inclusive."
+                        if self.release >= "4"
+                        else f"{d.name} must be {'greater' if v < lo else 'less'} than or equal to "
+                        + _bound_name(d, "min" if v < lo else "max")
+                    )
+            elif d.high is not None and v > getattr(b, d.high):
+                raise ConfigError(f"{d.name} must be less than or equal to {getattr(b, d.high)}")
+        for kind in ("consumer", "share"):
+            if values[f"{kind}.session.timeout.ms"] <= values[f"{kind}.heartbeat.interval.ms"]:
+                raise ConfigError(f"{kind}.session.timeout.ms must be greater than {kind}.heartbeat.interval.ms")
         reset = values["share.auto.offset.reset"]
         if not valid_auto_offset_reset(reset):
             raise ConfigError(
-                f"Invalid value {reset} for configuration share.auto.offset.reset: the value must be "
-                "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'."
+                f"Invalid value {reset} for configuration share.auto.offset.reset: Invalid value `{reset}` for "
+                "configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the "
+                "format 'by_duration:<PnDTnHnMn.nS>'."
             )
-        level = values["share.isolation.level"]
+        level = values.get("share.isolation.level", "read_uncommitted")
         if level not in ("read_committed", "read_uncommitted"):
             raise ConfigError(
                 f"Invalid value {level} for configuration share.isolation.level: String must be one "
                 "of: read_committed, read_uncommitted"
             )
+        if self.release < "4":
+            return
+        assignor = values["streams.assignor.name"]
+        if assignor not in STREAMS_ASSIGNORS:
+            raise ConfigError(
+                f"streams.assignor.name '{assignor}' is not a registered task assignor. "
+                f"Registered assignors are: [{', '.join(STREAMS_ASSIGNORS)}]."
+            )
+        if any(not tag for tag in values["streams.rack.aware.assignment.tags"]):
+            raise ConfigError("Configuration 'streams.rack.aware.assignment.tags' values must not be empty.")
+        if values["errors.deadletterqueue.topic.name"].startswith("__"):
+            raise ConfigError("errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'")
 
     async def replace(self, group_id: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
         """The group's configs become settings(the ones in force), once durable. OSError if
         the disk refused, or what settings() raised (its validation): nothing changed."""
-        if not group_id:
-            raise ConfigError("Group id must not be empty.", E.invalid_request)
+        self._check_id(group_id)
 
         def commit() -> tuple[Any, Callable[[], None]]:
             values = settings(self.layer(group_id))
