@@ -118,8 +118,9 @@ go-clients: $(GO_BIN)
 js-clients: $(JS_MODULES)
 clients: java-clients go-clients js-clients
 
-## ruff over the tree and mypy over protocol/ and coordinator/ (settings in pyproject.toml).
-lint: $(VENV)/.installed-dev
+## ruff over the tree and mypy over protocol/, coordinator/ and pipeline/ (settings in pyproject.toml;
+## the pipeline extra is installed for pyspark's types).
+lint: $(VENV)/.installed-dev $(VENV)/.installed-pipeline
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy

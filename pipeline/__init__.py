@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -44,7 +45,7 @@ def read_offsets(
     return _load(spark, "kafka-offsets", data_dir, partitions, **options)
 
 
-def offsets_table(data_dir: str):
+def offsets_table(data_dir: str) -> pa.Table:
     """`__consumer_offsets` decoded here, in one pass, as an Arrow table (no Spark needed)."""
     import pyarrow as pa
 

@@ -4,7 +4,7 @@ Input: the `kafka-offsets` rows and the topic logs' batch headers."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from .segments import OFFSETS_TOPIC, batch_times, log_end_offset, partition_dirs
@@ -233,7 +233,7 @@ def lag_history(commits: DataFrame, batches: DataFrame) -> DataFrame:
         .select("group", *tp, "log_offset", "message_timestamp")
     )
     lag = F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0))
-    columns = [
+    columns: list[Column | str] = [
         "group",
         *tp,
         F.timestamp_millis("commit_timestamp").alias("commit_time"),
@@ -265,7 +265,7 @@ def lag_history(commits: DataFrame, batches: DataFrame) -> DataFrame:
     return with_log.unionByName(without_log)
 
 
-def _verdict(status: str, rule: str):
+def _verdict(status: str, rule: str) -> Column:
     return F.struct(F.lit(status).alias("status"), F.lit(rule).alias("rule"))
 
 

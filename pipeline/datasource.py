@@ -14,9 +14,16 @@ task per small file would be slow. Rows reach Spark as Arrow batches unless `arr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.streaming.datasource import ReadLimit
+    from pyspark.sql.types import StructType
 
 from .segments import (
     OFFSETS_TOPIC,
@@ -71,11 +78,11 @@ def _error_row(seg: SegmentFile, bad: BadBatch) -> tuple:
     )
 
 
-def raw_rows(files: list[SegmentFile]):
+def raw_rows(files: list[SegmentFile]) -> Iterator[tuple]:
     """Tuples in RAW_SCHEMA order; a bad batch is one row with `error` set."""
     for seg in files:
         for item in read_segment(seg):
-            if type(item) is BadBatch:
+            if isinstance(item, BadBatch):
                 yield _error_row(seg, item)
                 continue
             h, records = item
@@ -97,7 +104,7 @@ def raw_rows(files: list[SegmentFile]):
                 )
 
 
-def error_rows(files: list[SegmentFile]):
+def error_rows(files: list[SegmentFile]) -> Iterator[tuple]:
     """Only the bad-batch rows (RAW_SCHEMA): CRC and framing checked, records not decoded."""
     for seg in files:
         for item in batches(Path(seg.path).read_bytes()):
@@ -105,7 +112,7 @@ def error_rows(files: list[SegmentFile]):
                 yield _error_row(seg, item)
 
 
-def _raw_arrow_schema():
+def _raw_arrow_schema() -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema(
@@ -127,7 +134,7 @@ def _raw_arrow_schema():
     )
 
 
-def raw_batches(files: list[SegmentFile], batch_rows: int = BATCH_ROWS):
+def raw_batches(files: list[SegmentFile], batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
     schema = _raw_arrow_schema()
@@ -151,18 +158,24 @@ class _Reader(DataSourceReader):
         return [FilesPartition(b) for b in pack(segment_files(self.path, self.topics), self.n)] or [FilesPartition([])]
 
 
+def files_of(partition: InputPartition) -> list[SegmentFile]:
+    assert isinstance(partition, FilesPartition)  # (what partitions() handed Spark)
+    return partition.files
+
+
 class KafkaLogReader(_Reader):
-    def read(self, partition: FilesPartition):
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        files = files_of(partition)
         if self.errors_only:
-            return error_rows(partition.files)
-        return raw_batches(partition.files) if self.arrow else raw_rows(partition.files)
+            return error_rows(files)
+        return raw_batches(files) if self.arrow else raw_rows(files)
 
 
 class ConsumerOffsetsReader(_Reader):
-    def read(self, partition: FilesPartition):
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         from .decode import decode_segments
 
-        return decode_segments(partition.files)  # Arrow only: its decoder builds columns
+        return decode_segments(files_of(partition))  # Arrow only: its decoder builds columns
 
 
 class _Source(DataSource):
@@ -171,10 +184,10 @@ class _Source(DataSource):
     tuples instead of Arrow batches, for comparison; errorsOnly=true: only bad-batch rows, from
     a CRC and framing check without decoding records)."""
 
-    reader_class = KafkaLogReader
+    reader_class: type[_Reader] = KafkaLogReader
     fixed_topics: set[str] | None = None
 
-    def reader(self, schema) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         topics = self.options.get("topics")
         return self.reader_class(
             self.options["path"],
@@ -201,14 +214,14 @@ class ConsumerOffsetsDataSource(_Source):
     def name(cls) -> str:
         return "kafka-offsets"
 
-    def schema(self):
+    def schema(self) -> StructType:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from .decode import SCHEMA
 
         return from_arrow_schema(SCHEMA)
 
-    def streamReader(self, schema):
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return ConsumerOffsetsStreamReader(self.options["path"], int(self.options.get("partitions", 2)))
 
 
@@ -225,7 +238,7 @@ class ConsumerOffsetsStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {}
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         """{segment path: end of its whole batches}; `start` (Spark >= 4.2) is where the
         last micro-batch ended: headers are read from there on."""
         start = start or {}
@@ -247,10 +260,10 @@ class ConsumerOffsetsStreamReader(DataSourceStreamReader):
                     pass  # deleted by retention meanwhile: what it held is gone from the log too
         return [FilesPartition(files) for files in pack(ranges, self.n)] or [FilesPartition([])]
 
-    def read(self, partition: FilesPartition):
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         from .decode import decode_segments
 
-        return decode_segments(partition.files)
+        return decode_segments(files_of(partition))
 
     def commit(self, end: dict) -> None:
         pass  # nothing to release: the files stay the server's

@@ -26,20 +26,27 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, cast
 
 import pyarrow as pa
 
 from protocol.consumer_protocol import ConsumerProtocolError, read_assignment
 from protocol.consumer_records import (
     ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
     ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
 )
 from protocol.group_records import (
     GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
     OffsetCommitKey,
+    OffsetCommitValue,
     RecordDecodeError,
     decode_key,
     decode_value,
@@ -140,12 +147,12 @@ def commit_value_fields(key: OffsetCommitKey, data: bytes) -> tuple:
                 )
             except UnicodeDecodeError:
                 pass  # the codec reports it
-    v = decode_value(key, data)
+    v = cast(OffsetCommitValue, decode_value(key, data))
     return v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
 
 
-_NO_GROUP = ("classic",) + (None,) * 5 + (0, [], True)
-_NO_CONSUMER_GROUP = ("consumer",) + (None,) * 5 + (0, [], True)
+_NO_GROUP: tuple = ("classic",) + (None,) * 5 + (0, [], True)
+_NO_CONSUMER_GROUP: tuple = ("consumer",) + (None,) * 5 + (0, [], True)
 
 
 def _assigned(protocol_type: str | None, assignment: bytes) -> list[dict]:
@@ -159,7 +166,7 @@ def _assigned(protocol_type: str | None, assignment: bytes) -> list[dict]:
         return []
 
 
-def _member(m, protocol_type: str | None) -> dict:
+def _member(m: MemberMetadata, protocol_type: str | None) -> dict:
     return {
         "member_id": m.member_id,
         "group_instance_id": m.group_instance_id,
@@ -173,7 +180,7 @@ def _member(m, protocol_type: str | None) -> dict:
     }
 
 
-def _consumer_member(member_id: str, m) -> dict:
+def _consumer_member(member_id: str, m: ConsumerGroupMemberMetadataValue) -> dict:
     classic = m.classic_member_metadata
     return {
         "member_id": member_id,
@@ -213,7 +220,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     nearly all of the rows, go straight into column lists; the rare group and error rows
     are kept as tuples."""
     keys: dict[bytes, object] = {}
-    commits = {name: [] for name in COMMIT_COLUMNS}
+    commits: dict[str, list] = {name: [] for name in COMMIT_COLUMNS}
     (
         c_group,
         c_topic,
@@ -240,19 +247,19 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     for seg in files:
         lp = seg.partition
         for item in read_segment(seg, markers=True):
-            if type(item) is BadBatch:
+            if isinstance(item, BadBatch):
                 errors.append((lp, item.base_offset, seg.path, item.position, item.end, item.describe()))
                 continue
-            h = item[0]
+            h, records = item
             if h.is_control:
                 rows = pending.pop((lp, h.producer_id), None)
-                if rows and item[1] and marker_type(item[1][0].key) == COMMIT_MARKER:
+                if rows and records and marker_type(records[0].key) == COMMIT_MARKER:
                     for row in rows:
-                        for column, value in zip(COMMIT_COLUMNS, row):
-                            commits[column].append(value)
+                        for name, value in zip(COMMIT_COLUMNS, row):
+                            commits[name].append(value)
                 continue
             txn_rows = pending.setdefault((lp, h.producer_id), []) if h.is_transactional else None
-            for r in item[1]:
+            for r in records:
                 raw = r.key
                 if raw is None:
                     continue
@@ -298,19 +305,19 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         c_batch(h.base_offset)
                         c_ts(r.timestamp)
                     elif type(k) is GroupMetadataKey:
-                        v = decode_value(k, r.value)
+                        g = cast("GroupMetadataValue | None", decode_value(k, r.value))
                         tail = (
                             _NO_GROUP
-                            if v is None
+                            if g is None
                             else (
                                 "classic",
-                                v.generation,
-                                v.protocol_type,
-                                v.protocol,
-                                v.leader,
-                                v.current_state_timestamp,
-                                len(v.members),
-                                [_member(m, v.protocol_type) for m in v.members],
+                                g.generation,
+                                g.protocol_type,
+                                g.protocol,
+                                g.leader,
+                                g.current_state_timestamp,
+                                len(g.members),
+                                [_member(m, g.protocol_type) for m in g.members],
                                 False,
                             )
                         )
@@ -320,22 +327,26 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         if r.value is None:
                             members.pop(k.member_id, None)
                         else:
-                            members[k.member_id] = _consumer_member(k.member_id, decode_value(k, r.value))
+                            members[k.member_id] = _consumer_member(
+                                k.member_id, cast(ConsumerGroupMemberMetadataValue, decode_value(k, r.value))
+                            )
                     elif type(k) is ConsumerGroupTargetAssignmentMemberKey:
                         targets = consumer_targets.setdefault(k.group, {})
                         if r.value is None:
                             targets.pop(k.member_id, None)
                         else:
-                            targets[k.member_id] = decode_value(k, r.value).topic_partitions
+                            targets[k.member_id] = cast(
+                                ConsumerGroupTargetAssignmentMemberValue, decode_value(k, r.value)
+                            ).topic_partitions
                     elif type(k) is ConsumerGroupPartitionMetadataKey:
-                        v = decode_value(k, r.value)
-                        consumer_topics[k.group] = {} if v is None else {t.topic_id: t.topic_name for t in v.topics}
+                        pm = cast("ConsumerGroupPartitionMetadataValue | None", decode_value(k, r.value))
+                        consumer_topics[k.group] = {} if pm is None else {t.topic_id: t.topic_name for t in pm.topics}
                     elif type(k) is ConsumerGroupMetadataKey:
-                        v = decode_value(k, r.value)
-                        if v is None:
+                        gm = cast("ConsumerGroupMetadataValue | None", decode_value(k, r.value))
+                        if gm is None:
                             consumer_members.pop(k.group, None)
                             consumer_targets.pop(k.group, None)
-                        epochs.append((k.group, v and v.epoch, lp, r.offset, h.base_offset, r.timestamp))
+                        epochs.append((k.group, gm and gm.epoch, lp, r.offset, h.base_offset, r.timestamp))
                     # else the other KIP-848 records (assignments) or an UnknownKey
                 except RecordDecodeError as e:
                     errors.append((lp, r.offset, seg.path, None, None, f"record at offset {r.offset}: {e}"))
@@ -348,7 +359,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                     catalog = catalogs.get(data_dir)
                     if catalog is None:
                         catalog = catalogs[data_dir] = topic_names(data_dir)
-                    members = [
+                    member_rows = [
                         {
                             **m,
                             "partitions": [
@@ -360,7 +371,19 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
                         for m in consumer_members.get(group, {}).values()
                     ]
                     groups.append(
-                        (group, "consumer", epoch, "consumer", None, None, -1, len(members), members, False, *where)
+                        (
+                            group,
+                            "consumer",
+                            epoch,
+                            "consumer",
+                            None,
+                            None,
+                            -1,
+                            len(member_rows),
+                            member_rows,
+                            False,
+                            *where,
+                        )
                     )
             epochs.clear()
             if len(commits["group"]) >= batch_rows:

@@ -18,6 +18,10 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a rejected archive must not print on the job's output
 DUMP_TIMEOUT_S = 180.0
@@ -66,7 +70,7 @@ class Archive:
         except OSError:  # no writable cache dir: run without an archive
             self.dumping, self.options = None, ""
 
-    def stop(self, spark) -> None:
+    def stop(self, spark: SparkSession) -> None:
         """Stop the session; if this run writes the archive, let the JVM exit (it dumps its
         classes then) and put the archive in place."""
         spark.stop()
@@ -77,12 +81,12 @@ class Archive:
         gateway = SparkContext._gateway
         proc = getattr(gateway, "proc", None)
         try:
-            if proc is None:
+            if proc is None or gateway is None:
                 return
             gateway.shutdown()  # the JVM exits when its stdin closes (PythonGatewayServer)
             SparkContext._gateway = SparkContext._jvm = None
             proc.stdin.close()
-            if proc.wait(timeout=DUMP_TIMEOUT_S) == 0 and self.dumping.exists():
+            if proc.wait(timeout=DUMP_TIMEOUT_S) == 0 and self.path is not None and self.dumping.exists():
                 os.replace(self.dumping, self.path)
         except Exception:  # the archive is only an optimisation: a failed dump must not fail the job
             pass

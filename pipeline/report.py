@@ -6,8 +6,10 @@ from __future__ import annotations
 import functools
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+from markupsafe import Markup, escape
 
 TOP = 10  # groups charted per section
 ROWS = 200  # rows per table; the Parquet outputs have them all
@@ -23,18 +25,14 @@ SECTIONS = [
 ]
 
 
-def _table(df: pd.DataFrame, limit: int = ROWS):
-    from markupsafe import Markup
-
+def _table(df: pd.DataFrame, limit: int = ROWS) -> Markup:
     if not len(df):
         return Markup("<p>None.</p>")
     more = f"<p>{len(df) - limit} more rows in the Parquet output.</p>" if len(df) > limit else ""
     return Markup(df.head(limit).to_html(index=False, border=0, classes="t", escape=True) + more)
 
 
-def _status_table(df: pd.DataFrame):
-    from markupsafe import Markup, escape
-
+def _status_table(df: pd.DataFrame) -> Markup:
     if not len(df):
         return Markup("<p>None.</p>")
     head = "".join(f"<th>{escape(c)}</th>" for c in df.columns)
@@ -56,11 +54,10 @@ def _template() -> dict:
     return pio.templates["plotly"].to_plotly_json()
 
 
-def _chart(traces: list[dict], title: str, x: str, y: str, height: int = 360, **layout):
+def _chart(traces: list[dict], title: str, x: str, y: str, height: int = 360, **layout: Any) -> Markup:
     """A plotly figure from plain dicts, not validated: building graph objects for a few
     thousand traces, each property checked, would cost the job seconds."""
     import plotly.io as pio
-    from markupsafe import Markup
 
     figure = {
         "data": traces,
@@ -184,9 +181,7 @@ def ownership_charts(owners: pd.DataFrame, end: pd.Timestamp | None) -> list:
     return out
 
 
-def rate_chart(rate: pd.DataFrame):
-    from markupsafe import Markup
-
+def rate_chart(rate: pd.DataFrame) -> Markup:
     if not len(rate):
         return Markup("<p>No commits.</p>")
     minutes = sorted(rate["minute"].unique())
@@ -221,8 +216,6 @@ def write_html(
 ) -> None:
     import jinja2
     from plotly.offline import get_plotlyjs
-
-    from markupsafe import Markup
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),

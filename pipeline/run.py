@@ -18,8 +18,17 @@ import tempfile
 import threading
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (read as untyped: see pyproject's mypy settings)
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from pipeline.jvm_archive import Archive
 
 SMALL_INPUT_BYTES = 4 << 20  # segment bytes up to which the job reads the files on the driver
 WRITERS = 3  # a small input's outputs written at once
@@ -40,7 +49,7 @@ OUTPUTS = (
 )
 
 
-def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True):
+def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True) -> SparkSession:
     """A session on `master` (default local[*]); stop it with `stop_session`."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -68,18 +77,30 @@ def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master("local[*]")
     session = builder.getOrCreate()
-    session._kcoord_jvm_archive = archive
+    if archive is not None:
+        _archives[id(session)] = archive
     return session
 
 
-def stop_session(spark) -> None:
+def first_value(df: DataFrame) -> Any:
+    """The first column of df's first row (None for no rows)."""
+    row = df.first()
+    return None if row is None else row[0]
+
+
+def stop_session(spark: SparkSession) -> None:
     """Stop a session from `spark_session` (the first run on a machine then writes the JVM's
     class archive for the next ones, see pipeline/jvm_archive.py)."""
-    archive = getattr(spark, "_kcoord_jvm_archive", None)
+    archive = _archives.pop(id(spark), None)
     archive.stop(spark) if archive is not None else spark.stop()
 
 
-def ship_code(spark) -> str:
+# The class archive of each session spark_session made (by id: a session is one per JVM, and
+# stop_session forgets it), which its stop writes on a machine's first run.
+_archives: dict[int, Archive] = {}
+
+
+def ship_code(spark: SparkSession) -> str:
     """Zip the `pipeline` and `protocol` packages and add them to every executor's Python path
     (what `--py-files` would do). Executors still need aiokafka, crc32c, cramjam, pyarrow."""
     root = Path(__file__).resolve().parent.parent
@@ -97,7 +118,7 @@ class Outputs:
     """Where the outputs go: a local dir, a file:// URI, or any Hadoop FS URI (hdfs://,
     s3a://, ...) that Spark can write; report.html goes beside the Parquet outputs."""
 
-    def __init__(self, spark, out: str) -> None:
+    def __init__(self, spark: SparkSession, out: str) -> None:
         self.spark = spark
         self.uri = out.rstrip("/") or out
         if out.startswith("file://"):
@@ -110,7 +131,7 @@ class Outputs:
     def of(self, name: str) -> str:
         return str(self.local / name) if self.local is not None else f"{self.uri}/{name}"
 
-    def write_file(self, name: str, write) -> str:
+    def write_file(self, name: str, write: Callable[[Path], object]) -> str:
         """write(path) makes the file locally; on a Hadoop FS it is then copied there."""
         if self.local is not None:
             write(self.local / name)
@@ -118,6 +139,7 @@ class Outputs:
         with tempfile.TemporaryDirectory() as tmp:
             write(Path(tmp) / name)
             jvm = self.spark._jvm
+            assert jvm is not None  # (a live session's gateway)
             target = jvm.org.apache.hadoop.fs.Path(self.of(name))
             fs = target.getFileSystem(self.spark._jsc.hadoopConfiguration())
             fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(Path(tmp) / name)), target)
@@ -137,7 +159,7 @@ def check_data_dir(data_dir: str) -> tuple[str | None, bool]:
 
 
 class Progress:
-    def __init__(self, steps: int, log) -> None:
+    def __init__(self, steps: int, log: Callable[[str], object]) -> None:
         self.steps, self.done, self.log, self.t0 = steps, 0, log, time.perf_counter()
         self.lock = threading.Lock()
 
@@ -156,15 +178,15 @@ def is_small(data_dir: str) -> bool:
 
 
 def run(
-    spark,
+    spark: SparkSession,
     data_dir: str,
     out: str,
     storm_threshold: int = 10,
     storm_window_minutes: int = 5,
     verify_topics: bool = False,
-    log=print,
+    log: Callable[[str], object] = print,
     lag_window: int = 10,
-    offsets=None,
+    offsets: DataFrame | None = None,
 ) -> dict[str, object]:
     """Write every output and the report; returns the summary shown at the end.
 
@@ -204,25 +226,25 @@ def run(
     writers = ThreadPoolExecutor(WRITERS if small else 1, thread_name_prefix="output-writer")
     writes = []
 
-    def write(df, name: str) -> None:
-        if kept is None:
+    def write(df: DataFrame, name: str) -> None:
+        if kept is None or outputs.local is None:
             df.write.mode("overwrite").parquet(outputs.of(name))
         else:
             kept[name] = write_parquet_dir(df.toArrow(), outputs.local / name)
 
-    def save(df, name: str) -> None:
+    def save(df: DataFrame, name: str) -> None:
         writes.append(writers.submit(write, df, name))
 
     cached = []
 
-    def cache(df):
+    def cache(df: DataFrame) -> DataFrame:
         cached.append(df.cache())
         return df
 
     # Making a DataFrame is a round trip to the JVM per column expression and an analysis of
     # the plan so far: the outputs that need nothing from the jobs below are made by other
     # threads, beside those jobs and the main thread's work.
-    def membership(commits, groups) -> None:
+    def membership(commits: DataFrame, groups: DataFrame) -> None:
         step("ownership, rebalance timeline and storms, commit rate")
         save(analytics.ownership(groups).orderBy("group", "generation", "topic", "partition"), "ownership")
         timeline = cache(analytics.rebalance_timeline(groups, storm_window_minutes, storm_threshold))
@@ -230,13 +252,13 @@ def run(
         save(analytics.rebalance_summary(timeline).orderBy("group"), "rebalance_summary")
         save(analytics.commit_rate(commits).orderBy("group", "minute"), "commit_rate")
 
-    def lag_over_time(commits):
+    def lag_over_time(commits: DataFrame) -> tuple[DataFrame, DataFrame, Future[Any]]:
         step("lag over time (topic log batch times)")
         batches = cache(analytics.log_batches(spark, data_dir, small))
         history = cache(analytics.lag_history(commits, batches))
         save(history.drop("log_offset").orderBy("group", "topic", "partition", "commit_time"), "lag_history")
         as_of = analytics.as_of(batches, commits)
-        return history, as_of, writers.submit(lambda: as_of.first()[0])  # (the report's as-of time)
+        return history, as_of, writers.submit(lambda: first_value(as_of))  # (the report's as-of time)
 
     planners = ThreadPoolExecutor(2, thread_name_prefix="output-planner")
     try:
@@ -270,7 +292,7 @@ def run(
         # Rows that a bad range may have made stale are flagged `suspect` (none without bad ranges).
         affected = cache(analytics.affected_by_bad_batches(bad, commits, groups)) if bad_rows else None
 
-        def flagged(df):
+        def flagged(df: DataFrame) -> DataFrame:
             if affected is None:
                 return df.withColumn("suspect", F.lit(False))
             return analytics.flag_suspect(df, affected)
@@ -337,7 +359,7 @@ def run(
     return summary
 
 
-def write_parquet_dir(table, path: Path):
+def write_parquet_dir(table: pa.Table, path: Path) -> pa.Table:
     """What Spark's overwrite would leave: `path` holding one Parquet file and _SUCCESS."""
     import pyarrow.parquet as pq
 
@@ -359,7 +381,7 @@ REPORT_OUTPUTS = (
 )
 
 
-def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dict:
+def report_frames(spark: SparkSession, outputs: Outputs, kept: dict | None, lag_totals: DataFrame) -> dict:
     """The pandas frames the report shows: whole small outputs, and of the large ones what the
     report charts (its TOP groups, the latest ROWS rebalances). `kept`: the outputs' Arrow
     tables when they were written on the driver, else they are read back from `outputs`."""
@@ -370,7 +392,7 @@ def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dic
 
     if kept is not None:
 
-        def naive(table):  # as Spark's toPandas gives them: UTC wall times, no zone
+        def naive(table: pa.Table) -> Any:  # as Spark's toPandas gives them: UTC wall times, no zone
             return table.cast(
                 pa.schema(
                     [
@@ -390,7 +412,10 @@ def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dic
             naive(kept["rebalance_timeline"]).sort_values("time", ascending=False).head(report.ROWS)
         )
         return frames
-    read = lambda name: spark.read.parquet(outputs.of(name))  # noqa: E731
+
+    def read(name: str) -> DataFrame:
+        return spark.read.parquet(outputs.of(name))
+
     frames = {name: read(name).toPandas() for name in REPORT_OUTPUTS}
     top_lag = [r.group for r in lag_totals.orderBy(F.desc("total_lag")).limit(report.TOP).collect()]
     frames["lag_history"] = read("lag_history").where(F.col("group").isin(top_lag)).toPandas()
@@ -408,7 +433,9 @@ def report_frames(spark, outputs: Outputs, kept: dict | None, lag_totals) -> dic
     return frames
 
 
-def follow(spark, data_dir: str, out: str, interval_seconds: float = 10.0, **job_options):
+def follow(
+    spark: SparkSession, data_dir: str, out: str, interval_seconds: float = 10.0, **job_options: Any
+) -> StreamingQuery:
     """`--follow`: start (and return) a Structured Streaming query over the growing log.
 
     Each trigger gets the `__consumer_offsets` batches appended since the last one
@@ -425,7 +452,7 @@ def follow(spark, data_dir: str, out: str, interval_seconds: float = 10.0, **job
     outputs = Outputs(spark, out)
     decoded = outputs.of("_decoded")
 
-    def process(rows, batch_id: int) -> None:
+    def process(rows: DataFrame, batch_id: int) -> None:
         rows.write.mode("overwrite").parquet(f"{decoded}/batch={batch_id}")
         everything = spark.read.option("basePath", decoded).parquet(decoded).drop("batch")
         run(spark, data_dir, out, offsets=everything, **job_options)

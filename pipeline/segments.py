@@ -133,7 +133,7 @@ def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[Batc
     except FileNotFoundError:
         return  # deleted by the server's retention since it was listed: gone from the log too
     for item in batches(data, seg.start, seg.end):
-        if type(item) is BadBatch:
+        if isinstance(item, BadBatch):
             yield item
             continue
         pos, h, batch = item

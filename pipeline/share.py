@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocol.record_batch import iter_batch_records, iter_batches
-from protocol.share_records import ACKNOWLEDGED, ARCHIVED, decode_state_key, decode_state_value
+from protocol.share_records import ACKNOWLEDGED, ARCHIVED, ShareSnapshotValue, decode_state_key, decode_state_value
 
 from .segments import segment_files, topic_names
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 STATE_TOPIC = "__share_group_state"
@@ -54,7 +55,7 @@ def replay(data_dir: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]:
                     states.pop(key, None)
                     continue
                 v = decode_state_value(k, r.value)
-                if k.snapshot:
+                if isinstance(v, ShareSnapshotValue):  # (k.snapshot)
                     states[key] = {
                         "epoch": v.snapshot_epoch,
                         "state_epoch": v.state_epoch,
@@ -92,7 +93,7 @@ def _apply(state: dict[str, Any], start: int, batches: Any) -> None:
             state["records"][offset] = (b.delivery_state, b.delivery_count)
 
 
-def share_state_table(data_dir: str | Path):
+def share_state_table(data_dir: str | Path) -> pa.Table:
     """The share-partitions' state now, as an Arrow table (COLUMNS)."""
     import pyarrow as pa
 

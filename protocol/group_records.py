@@ -330,7 +330,7 @@ def decode_key(data: bytes) -> Key:
     return key
 
 
-def decode_value(key: Key, data: bytes | None) -> object:
+def decode_value(key: object, data: bytes | None) -> object:
     """Decode the value belonging to `key` (the key's type says which schema: a classic value, or a
     KIP-848 or KIP-932 record's); None = tombstone."""
     if data is None:

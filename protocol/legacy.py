@@ -28,6 +28,7 @@ from kio.schema.offset_for_leader_epoch.v2 import request as olep_v2
 from kio.schema.produce.v3 import request as produce_v3
 from kio.schema.list_offsets.v1 import request as list_offsets_v1
 from kio.serial import readers as _kio
+from kio.static.primitive import i8, i32, i32Timedelta
 
 
 def _at(reader: Callable[[bytes, int], tuple[Any, int]]) -> Callable[[bytes, int], tuple[Any, int]]:
@@ -62,16 +63,16 @@ def _array(buf: bytes, pos: int, item: Callable[[bytes, int], tuple[Any, int]]) 
     return tuple(items), pos
 
 
-def _list_offsets_v0_read(buf: bytes, pos: int):
+def _list_offsets_v0_read(buf: bytes, pos: int) -> tuple[Any, int]:
     """ListOffsets v0 (Burrow, sarama): like v1 plus a max_num_offsets we answer with one."""
 
-    def partition(buf: bytes, pos: int):
+    def partition(buf: bytes, pos: int) -> tuple[Any, int]:
         index, pos = read_int32(buf, pos)
         timestamp, pos = read_int64(buf, pos)
         _max_offsets, pos = read_int32(buf, pos)
         return list_offsets_v1.ListOffsetsPartition(partition_index=index, timestamp=timestamp), pos
 
-    def topic(buf: bytes, pos: int):
+    def topic(buf: bytes, pos: int) -> tuple[Any, int]:
         name, pos = read_legacy_string(buf, pos)
         partitions, pos = _array(buf, pos, partition)
         return list_offsets_v1.ListOffsetsTopic(name=name, partitions=partitions), pos
@@ -94,20 +95,20 @@ def _list_offsets_v0_write(out: Any, response: Any) -> None:
             out.write(b"".join(struct.pack(">q", o) for o in offsets))
 
 
-def _create_topics_v0_read(buf: bytes, pos: int):
+def _create_topics_v0_read(buf: bytes, pos: int) -> tuple[Any, int]:
     """CreateTopics v0 (kafka-go, old sarama): v1/v2's layout without validate_only."""
 
-    def assignment(buf: bytes, pos: int):
+    def assignment(buf: bytes, pos: int) -> tuple[Any, int]:
         index, pos = read_int32(buf, pos)
         brokers, pos = _array(buf, pos, read_int32)
         return create_topics_v2.CreatableReplicaAssignment(partition_index=index, broker_ids=brokers), pos
 
-    def config(buf: bytes, pos: int):
+    def config(buf: bytes, pos: int) -> tuple[Any, int]:
         name, pos = read_legacy_string(buf, pos)
         value, pos = read_nullable_legacy_string(buf, pos)
         return create_topics_v2.CreatableTopicConfig(name=name, value=value), pos
 
-    def topic(buf: bytes, pos: int):
+    def topic(buf: bytes, pos: int) -> tuple[Any, int]:
         name, pos = read_legacy_string(buf, pos)
         partitions, pos = read_int32(buf, pos)
         replication, pos = read_int16(buf, pos)
@@ -125,14 +126,14 @@ def _create_topics_v0_read(buf: bytes, pos: int):
     topics, pos = _array(buf, pos, topic)
     timeout, pos = read_int32(buf, pos)
     return create_topics_v2.CreateTopicsRequest(
-        topics=topics, timeout=datetime.timedelta(milliseconds=timeout), validate_only=False
+        topics=topics, timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout)), validate_only=False
     ), pos - start
 
 
-def _describe_configs_v0_read(buf: bytes, pos: int):
+def _describe_configs_v0_read(buf: bytes, pos: int) -> tuple[Any, int]:
     """DescribeConfigs v0: v1's request without include_synonyms."""
 
-    def resource(buf: bytes, pos: int):
+    def resource(buf: bytes, pos: int) -> tuple[Any, int]:
         kind, pos = _at(_kio.read_int8)(buf, pos)
         name, pos = read_legacy_string(buf, pos)
         n, _ = read_legacy_array_length(buf, pos)
@@ -183,13 +184,13 @@ def _acl_fields_v0(buf: bytes, pos: int, string: Callable) -> tuple[tuple, int]:
     return (kind, name, principal, host, operation, permission), pos
 
 
-def _create_acls_v0_read(buf: bytes, pos: int):
-    def creation(buf: bytes, pos: int):
+def _create_acls_v0_read(buf: bytes, pos: int) -> tuple[Any, int]:
+    def creation(buf: bytes, pos: int) -> tuple[Any, int]:
         (kind, name, principal, host, operation, permission), pos = _acl_fields_v0(buf, pos, read_legacy_string)
         return create_acls_v1.AclCreation(
             resource_type=kind,
             resource_name=name,
-            resource_pattern_type=LITERAL,
+            resource_pattern_type=i8.parse(LITERAL),
             principal=principal,
             host=host,
             operation=operation,
@@ -214,7 +215,7 @@ def _acl_filter_v0(buf: bytes, pos: int) -> tuple[dict, int]:
     ), pos
 
 
-def _describe_acls_v0_read(buf: bytes, pos: int):
+def _describe_acls_v0_read(buf: bytes, pos: int) -> tuple[Any, int]:
     values, end = _acl_filter_v0(buf, pos)
     return describe_acls_v1.DescribeAclsRequest(**values), end - pos
 
@@ -232,8 +233,8 @@ def _describe_acls_v0_write(out: Any, response: Any) -> None:
             out.write(_string(a.principal) + _string(a.host) + struct.pack(">bb", a.operation, a.permission_type))
 
 
-def _delete_acls_v0_read(buf: bytes, pos: int):
-    def one(buf: bytes, pos: int):
+def _delete_acls_v0_read(buf: bytes, pos: int) -> tuple[Any, int]:
+    def one(buf: bytes, pos: int) -> tuple[Any, int]:
         values, pos = _acl_filter_v0(buf, pos)
         return delete_acls_v1.DeleteAclsFilter(**values), pos
 
@@ -258,15 +259,15 @@ def _delete_acls_v0_write(out: Any, response: Any) -> None:
             )
 
 
-def _produce_v0_2_read(buf: bytes, pos: int):
+def _produce_v0_2_read(buf: bytes, pos: int) -> tuple[Any, int]:
     """Produce v0-2: v3's request without transactional_id (message sets of format v0/v1)."""
 
-    def partition(buf: bytes, pos: int):
+    def partition(buf: bytes, pos: int) -> tuple[Any, int]:
         index, pos = read_int32(buf, pos)
         records, pos = read_nullable_legacy_bytes(buf, pos)
         return produce_v3.PartitionProduceData(index=index, records=records), pos
 
-    def topic(buf: bytes, pos: int):
+    def topic(buf: bytes, pos: int) -> tuple[Any, int]:
         name, pos = read_legacy_string(buf, pos)
         partitions, pos = _array(buf, pos, partition)
         return produce_v3.TopicProduceData(name=name, partition_data=partitions), pos
@@ -276,7 +277,10 @@ def _produce_v0_2_read(buf: bytes, pos: int):
     timeout, pos = read_int32(buf, pos)
     topics, pos = _array(buf, pos, topic)
     return produce_v3.ProduceRequest(
-        transactional_id=None, acks=acks, timeout=datetime.timedelta(milliseconds=timeout), topic_data=topics
+        transactional_id=None,
+        acks=acks,
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout)),
+        topic_data=topics,
     ), pos - start
 
 
@@ -302,18 +306,18 @@ def _produce_write(version: int) -> Callable[[Any, Any], None]:
 def _fetch_v0_3_read(version: int) -> Callable[[bytes, int], tuple[Any, int]]:
     """Fetch v0-3: v4's request without isolation_level (and before v3, max_bytes)."""
 
-    def partition(buf: bytes, pos: int):
+    def partition(buf: bytes, pos: int) -> tuple[Any, int]:
         index, pos = read_int32(buf, pos)
         offset, pos = read_int64(buf, pos)
         max_bytes, pos = read_int32(buf, pos)
         return fetch_v4.FetchPartition(partition=index, fetch_offset=offset, partition_max_bytes=max_bytes), pos
 
-    def topic(buf: bytes, pos: int):
+    def topic(buf: bytes, pos: int) -> tuple[Any, int]:
         name, pos = read_legacy_string(buf, pos)
         partitions, pos = _array(buf, pos, partition)
         return fetch_v4.FetchTopic(topic=name, partitions=partitions), pos
 
-    def read(buf: bytes, pos: int):
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
         start = pos
         replica_id, pos = read_int32(buf, pos)
         max_wait, pos = read_int32(buf, pos)
@@ -324,10 +328,10 @@ def _fetch_v0_3_read(version: int) -> Callable[[bytes, int], tuple[Any, int]]:
         topics, pos = _array(buf, pos, topic)
         return fetch_v4.FetchRequest(
             replica_id=replica_id,
-            max_wait=datetime.timedelta(milliseconds=max_wait),
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait)),
             min_bytes=min_bytes,
-            max_bytes=max_bytes,
-            isolation_level=0,
+            max_bytes=i32.parse(max_bytes),
+            isolation_level=i8.parse(0),
             topics=topics,
         ), pos - start
 
@@ -352,15 +356,17 @@ def _fetch_write(version: int) -> Callable[[Any, Any], None]:
     return write
 
 
-def _offset_for_leader_epoch_v0_1_read(buf: bytes, pos: int):
+def _offset_for_leader_epoch_v0_1_read(buf: bytes, pos: int) -> tuple[Any, int]:
     """OffsetForLeaderEpoch v0/v1: v2's request without current_leader_epoch."""
 
-    def partition(buf: bytes, pos: int):
+    def partition(buf: bytes, pos: int) -> tuple[Any, int]:
         index, pos = read_int32(buf, pos)
         epoch, pos = read_int32(buf, pos)
-        return olep_v2.OffsetForLeaderPartition(partition=index, current_leader_epoch=-1, leader_epoch=epoch), pos
+        return olep_v2.OffsetForLeaderPartition(
+            partition=index, current_leader_epoch=i32.parse(-1), leader_epoch=epoch
+        ), pos
 
-    def topic(buf: bytes, pos: int):
+    def topic(buf: bytes, pos: int) -> tuple[Any, int]:
         name, pos = read_legacy_string(buf, pos)
         partitions, pos = _array(buf, pos, partition)
         return olep_v2.OffsetForLeaderTopic(topic=name, partitions=partitions), pos

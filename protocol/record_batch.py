@@ -14,9 +14,10 @@ Record encoding and compression are delegated to aiokafka's (Cython) implementat
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
@@ -29,6 +30,9 @@ ATTRIBUTES_OFFSET = 21  # CRC covers from here to the end of the batch
 MAX_TIMESTAMP_OFFSET = 35
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49: a batch with zero records
 MAGIC = 2
+
+# What a batch is read from: a segment's bytes, a frame's view, a buffer being filled.
+Buffer: TypeAlias = bytes | bytearray | memoryview
 
 _new = tuple.__new__
 _BASE_AND_LENGTH = struct.Struct(">qi")
@@ -108,7 +112,7 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_MASK)
 
 
-def parse_header(buf, pos: int = 0, *, verify_crc: bool = True) -> BatchHeader:
+def parse_header(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> BatchHeader:
     """Parse and validate the batch starting at buf[pos]; the whole batch must be in buf.
 
     Raises TruncatedBatch if buf ends before the batch does, CorruptBatch otherwise.
@@ -139,7 +143,7 @@ def parse_header(buf, pos: int = 0, *, verify_crc: bool = True) -> BatchHeader:
     return h
 
 
-def iter_batches(buf, pos: int = 0, *, verify_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+def iter_batches(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each whole batch in buf; raise on a bad or partial one."""
     end = len(buf)
     while pos < end:
@@ -148,7 +152,7 @@ def iter_batches(buf, pos: int = 0, *, verify_crc: bool = True) -> Iterator[tupl
         pos += h.batch_length + LOG_OVERHEAD
 
 
-def next_valid_batch(buf, pos: int) -> int | None:
+def next_valid_batch(buf: bytes | bytearray | mmap.mmap, pos: int) -> int | None:
     """The position of the first whole batch at or after `pos` whose magic, length and CRC
     are right, or None: where reading resumes after corrupt bytes. The server names the
     corrupt range with it (and repair keeps what follows); the pipeline skips exactly that
@@ -167,16 +171,16 @@ def next_valid_batch(buf, pos: int) -> int | None:
         pos += 1
 
 
-def set_base_offset(buf, pos: int, offset: int) -> None:
+def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
     """Assign offsets to the batch at buf[pos] (a writable buffer); the CRC stays valid."""
     _INT64.pack_into(buf, pos, offset)
 
 
-def set_partition_leader_epoch(buf, pos: int, epoch: int) -> None:
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + 12, epoch)
 
 
-def stamp_log_append_time(batch, now_ms: int) -> bytes:
+def stamp_log_append_time(batch: Buffer, now_ms: int) -> bytes:
     """The one batch with the broker's time (message.timestamp.type=LogAppendTime): the
     timestamp-type bit set and max timestamp = now_ms, CRC recomputed; readers give every
     record that time (Kafka's setMaxTimestamp(LOG_APPEND_TIME, now))."""
@@ -268,7 +272,7 @@ def build_batch_from(
     return bytes(buf)
 
 
-def iter_batch_records(batch, h: BatchHeader | None = None) -> Iterator[Record]:
+def iter_batch_records(batch: Buffer, h: BatchHeader | None = None) -> Iterator[Record]:
     """Records of exactly one whole batch (bytes-like, starting at its base offset)."""
     if h is None:
         h = parse_header(batch)
@@ -280,7 +284,7 @@ def iter_batch_records(batch, h: BatchHeader | None = None) -> Iterator[Record]:
         raise CorruptBatch(f"batch at base offset {h.base_offset}: {e}") from e
 
 
-def iter_records(buf, *, verify_crc: bool = True) -> Iterator[Record]:
+def iter_records(buf: Buffer, *, verify_crc: bool = True) -> Iterator[Record]:
     """Every record of every whole batch in buf, in order."""
     view = memoryview(buf)
     for pos, h in iter_batches(view, verify_crc=verify_crc):
@@ -325,16 +329,16 @@ def marker_type(key: bytes | None) -> int | None:
     return kind if kind in (ABORT_MARKER, COMMIT_MARKER) else None
 
 
-def control_batch_coordinator_epoch(batch) -> int:
+def control_batch_coordinator_epoch(batch: Buffer) -> int:
     """The coordinator epoch a transaction marker batch carries (-1 if it says none)."""
     for r in iter_batch_records(batch):
         if r.value is not None and len(r.value) >= _MARKER_VALUE.size:
-            return _MARKER_VALUE.unpack_from(r.value)[1]
+            return int(_MARKER_VALUE.unpack_from(r.value)[1])
         break
     return -1
 
 
-def control_batch_marker(batch) -> int | None:
+def control_batch_marker(batch: Buffer) -> int | None:
     """The marker type of a whole control batch (its first record's key)."""
     for r in iter_batch_records(batch):
         return marker_type(r.key)
