@@ -16,13 +16,21 @@ import argparse
 import mmap
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from protocol.group_records import RecordDecodeError, decode_record
 from protocol.share_records import decode_state_key, decode_state_value
 from protocol.transaction_records import STATE_NAMES, decode_key as decode_txn_key, decode_value as decode_txn_value
 
 from .offsets import partition_for
-from protocol.record_batch import COMMIT_MARKER, CorruptBatch, iter_batch_records, marker_type, parse_header
+from protocol.record_batch import (
+    COMMIT_MARKER,
+    BatchHeader,
+    CorruptBatch,
+    iter_batch_records,
+    marker_type,
+    parse_header,
+)
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -67,7 +75,7 @@ def _describe(key: bytes | None, value: bytes | None, control: bool, decoder: st
         return f" undecodable: {e} key: {_show(key)}"
 
 
-def dump_file(path: Path, out, decoder: str | None, records: bool, group: str | None = None) -> bool:
+def dump_file(path: Path, out: TextIO, decoder: str | None, records: bool, group: str | None = None) -> bool:
     """decoder: "offsets", "transactions", "share-state" or None (keys and values as text)."""
     print(f"Dumping {path}", file=out)
     size = path.stat().st_size
@@ -112,7 +120,7 @@ def dump_file(path: Path, out, decoder: str | None, records: bool, group: str | 
             view.release()
 
 
-def _print_group_records(batch, h, kind: str, group: str, out) -> None:
+def _print_group_records(batch: memoryview, h: BatchHeader, kind: str, group: str, out: TextIO) -> None:
     if h.is_control:
         return
     for r in iter_batch_records(batch, h):

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.record_batch import build_batch_from, iter_batch_records
+from protocol.record_batch import BatchHeader, build_batch_from, iter_batch_records
 
 from .segment import SUFFIX, Segment, fsync_dir, segment_path
 
@@ -118,7 +118,7 @@ def rewrite(
     return plan
 
 
-def _clean_batch(h, data: bytes, latest: dict[bytes, int], horizon: int, st: Stats) -> bytes | None:
+def _clean_batch(h: BatchHeader, data: bytes, latest: dict[bytes, int], horizon: int, st: Stats) -> bytes | None:
     if h.is_control:
         return data
     records = list(iter_batch_records(data, h))

@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..futures import Done, future_and_callback
 
@@ -41,7 +42,7 @@ from .loader import (
     replace_file,
     say_offline,
 )
-from .sync import SYNCER
+from .sync import SYNCER as SYNCER  # (coordinator.log.offsets shares it)
 from .segment import (
     NO_TIMESTAMP,
     Segment,
@@ -264,7 +265,10 @@ class PartitionLog:
             listener()
 
     def append_records(
-        self, records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None, **batch_options
+        self,
+        records: Iterable[tuple[bytes | None, bytes | None]],
+        timestamp_ms: int | None = None,
+        **batch_options: Any,
     ) -> int:
         """Build one batch from (key, value) pairs and append it."""
         ts = now_ms() if timestamp_ms is None else timestamp_ms
@@ -278,7 +282,10 @@ class PartitionLog:
         return base
 
     async def append_durable_records(
-        self, records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None, **batch_options
+        self,
+        records: Iterable[tuple[bytes | None, bytes | None]],
+        timestamp_ms: int | None = None,
+        **batch_options: Any,
     ) -> int:
         base = self.append_records(records, timestamp_ms, **batch_options)
         if self.config.fsync == "always":
@@ -733,8 +740,10 @@ class PartitionLog:
             return plan.stats
 
     async def _checkpointer(self) -> None:
+        interval = self.config.checkpoint_interval_ms
+        assert interval is not None  # (started only with one)
         while True:
-            await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
+            await asyncio.sleep(interval / 1000)
             if self._checkpointed_offset == self._next_offset:
                 continue
             try:
@@ -749,7 +758,7 @@ class PartitionLog:
         backoff (cleaner_reconfigured) has the cleaner look at once, then at the new period."""
         loop = asyncio.get_running_loop()
         next_clean = loop.time() + self.config.cleaner_backoff_ms / 1000
-        next_retention = loop.time() + self.config.maintenance_interval_ms / 1000
+        next_retention = loop.time() + (self.config.maintenance_interval_ms or 30_000) / 1000
         while True:
             self._maintainer_wake = wake = loop.create_future()
             await asyncio.wait((wake,), timeout=max(0.0, min(next_clean, next_retention) - loop.time()))

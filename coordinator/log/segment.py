@@ -62,7 +62,13 @@ def splice_out(path: Path, start: int, end: int) -> None:
 
 
 def _misfit(
-    buf, before: tuple[int, int, int, int], pos: int, stop: int, base: int, lod: int, ceiling: int
+    buf: bytes | mmap.mmap | memoryview,
+    before: tuple[int, int, int, int],
+    pos: int,
+    stop: int,
+    base: int,
+    lod: int,
+    ceiling: int,
 ) -> tuple[int, int, int, str]:
     """(position, end, base offset, why) of the batch to blame when the batch at `pos`
     (base, lod; whole, CRC right) does not fit after the one taken before it: itself, or
@@ -344,7 +350,9 @@ class Segment:
         self.size = pos + size
         self.batches += 1
 
-    def write(self, data, h: BatchHeader, now_ms: int, size: int, next_offset: int) -> None:
+    def write(
+        self, data: bytes | bytearray | memoryview, h: BatchHeader, now_ms: int, size: int, next_offset: int
+    ) -> None:
         """Append one whole batch (already offset-assigned) at the end of the file: `size`
         bytes (h.size), offsets up to `next_offset` (h.next_offset)."""
         pos = self.size
@@ -370,7 +378,14 @@ class Segment:
         for at, h in kept:
             self._note(at, h.base_offset, h.next_offset, h.max_timestamp, h.size)
 
-    def _scan(self, buf, min_offset: int, verify_crc: bool, start: int = 0, limit: int | None = None) -> ScanResult:
+    def _scan(
+        self,
+        buf: mmap.mmap | bytes | memoryview,
+        min_offset: int,
+        verify_crc: bool,
+        start: int = 0,
+        limit: int | None = None,
+    ) -> ScanResult:
         # One tight loop: recovery of millions of batches is bound by this.
         view = memoryview(buf)
         try:

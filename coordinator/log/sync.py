@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from .segment import Segment, fsync_dir
 
@@ -41,7 +41,7 @@ SLOW_SYNC_S = 1.0  # a sync round this long is logged: the disk, not the server,
 AIO_MAX_IN_FLIGHT = 256  # fsyncs one round can hand to the kernel; more are done on the loop
 
 
-def _load_syncfs():
+def _load_syncfs() -> Callable[[int], int] | None:
     try:
         fn = ctypes.CDLL(None, use_errno=True).syncfs
     except (OSError, AttributeError):  # not Linux
@@ -228,7 +228,7 @@ class _Round:
 class AioFsync:
     """fsync many files in parallel through Linux native AIO, completion on the event loop."""
 
-    def __init__(self, context, operation) -> None:
+    def __init__(self, context: Any, operation: Any) -> None:  # caio's Context and Operation class
         self._context = context
         self._fsync = operation.fsync
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -353,6 +353,7 @@ def sync_files(files: list[Segment], dirs: list[Path]) -> None:
 
 
 def _checked_syncfs(fd: int) -> None:
+    assert _syncfs is not None  # (chosen only where syncfs exists)
     if _syncfs(fd) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"syncfs: {os.strerror(err)}")
