@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from protocol.record_batch import build_batch
 from tests.support import kafka_oracle
 from tests.support.kafka_differences import Observations, plain
 from tests.support.oracle_wire import NAMES, Conn, api_ranges, common_versions
@@ -213,4 +215,577 @@ def test_every_api_answers_an_empty_request_as_kafka(warm):
     finally:
         for c in conns:
             c.close()
+    obs.check()
+
+
+# ---------------------------------------------------------------------------------------------
+# Wire: error paths and first steps, each at every version both serve
+
+TOPIC, COMPACTED, SMALL = "oracle-t", "oracle-compacted", "oracle-small"
+MISSING_ID = uuid.UUID("0b4f1b53-63f2-4c5e-9f1e-3c3c9a1b2d7e")  # no topic has it on either broker
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Side:
+    """One broker of a comparison: its connection and the ids it gave the suite's topics."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.conn = Conn(server.port)
+        self.topic_ids: dict[str, uuid.UUID] = {}
+
+    def call(self, api: int, version: int, values: dict[str, Any]) -> Any:
+        return self.conn.call(api, version, values)
+
+    def learn_topic_ids(self) -> None:
+        body = self.call(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+        self.topic_ids = {t.name: t.topic_id for t in body.topics}
+
+    def tid(self, name: str) -> uuid.UUID:
+        return self.topic_ids.get(name, MISSING_ID)
+
+
+@pytest.fixture(scope="module")
+def sides(warm):
+    """Both brokers with the suite's topics: a plain one of three partitions, a compacted one
+    and one whose records may be at most 1000 bytes."""
+    pair = [Side(warm.kafka), Side(warm.ours)]
+    for side in pair:
+        answer = side.call(
+            19,
+            7,
+            {
+                "timeout": 30000,
+                "topics": [
+                    {"name": TOPIC, "num_partitions": 3, "replication_factor": 1},
+                    {
+                        "name": COMPACTED,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "configs": [{"name": "cleanup.policy", "value": "compact"}],
+                    },
+                    {
+                        "name": SMALL,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "configs": [{"name": "max.message.bytes", "value": "1000"}],
+                    },
+                ],
+            },
+        )
+        assert [t.error_code for t in answer.topics] == [0, 0, 0], answer
+        side.learn_topic_ids()
+    yield pair
+    for side in pair:
+        side.conn.close()
+
+
+def compare_at_every_version(obs: Observations, sides, key: str, api: int, values, ranges, versions=None) -> None:
+    """`values(side, version)` -> the request's values, sent to both brokers at every version
+    both serve (or those of `versions` among them)."""
+    kafka_ranges, our_ranges = ranges
+    for v in common_versions(kafka_ranges, our_ranges, api):
+        if versions is not None and v not in versions:
+            continue
+        answers = [plain(side.call(api, v, values(side, v))) for side in sides]
+        obs.compare(key, *answers, f"v{v}")
+
+
+def batch(records, ts: int | None = None) -> bytes:
+    return build_batch(records, timestamp_ms=now_ms() if ts is None else ts)
+
+
+def produce_values(topic: str, records: bytes, partition: int = 0):
+    def values(side: Side, v: int) -> dict[str, Any]:
+        return {
+            "acks": -1,
+            "timeout": 5000,
+            "topic_data": [
+                {
+                    "name": topic,
+                    "topic_id": side.tid(topic),
+                    "partition_data": [{"index": partition, "records": records}],
+                }
+            ],
+        }
+
+    return values
+
+
+def test_produce_error_paths(warm, sides):
+    obs = Observations()
+    hour = 3_600_000
+    cases = {
+        "unknown-topic": produce_values("oracle-no-such-topic", batch([(b"k", b"v")])),
+        "unknown-partition": produce_values(TOPIC, batch([(b"k", b"v")]), partition=99),
+        "timestamp-2h-ahead": produce_values(TOPIC, batch([(b"k", b"v")], now_ms() + 2 * hour)),
+        "keyless-on-compacted": produce_values(COMPACTED, batch([(None, b"v")])),
+        "oversized-batch": produce_values(SMALL, batch([(b"k", b"x" * 2000)])),
+        "accepted": produce_values(TOPIC, batch([(b"k", b"v"), (b"k2", b"v2")]), partition=1),
+    }
+    for case, values in cases.items():
+        compare_at_every_version(obs, sides, f"wire/Produce/{case}", 0, values, warm.ranges)
+    obs.check()
+
+
+def fetch_values(topic: str, offset: int, partition: int = 0):
+    def values(side: Side, v: int) -> dict[str, Any]:
+        return {
+            "replica_id": -1,
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "topic_id": side.tid(topic),
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "fetch_offset": offset,
+                            "current_leader_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+        }
+
+    return values
+
+
+def list_offsets_values(topic: str, timestamp: int, partition: int = 0):
+    def values(side: Side, v: int) -> dict[str, Any]:
+        return {
+            "replica_id": -1,
+            "timeout": 5000,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "timestamp": timestamp, "current_leader_epoch": -1}],
+                }
+            ],
+        }
+
+    return values
+
+
+def test_fetch_and_list_offsets_error_paths(warm, sides):
+    obs = Observations()
+    fetches = {
+        "unknown-topic": fetch_values("oracle-no-such-topic", 0),
+        "unknown-partition": fetch_values(TOPIC, 0, partition=99),
+        "offset-out-of-range": fetch_values(TOPIC, 1000, partition=2),
+        "empty-partition": fetch_values(TOPIC, 0, partition=2),
+    }
+    for case, values in fetches.items():
+        compare_at_every_version(obs, sides, f"wire/Fetch/{case}", 1, values, warm.ranges)
+    listings = {
+        "unknown-topic": list_offsets_values("oracle-no-such-topic", -1),
+        "unknown-partition": list_offsets_values(TOPIC, -1, partition=99),
+        "latest": list_offsets_values(TOPIC, -1, partition=2),
+        "earliest": list_offsets_values(TOPIC, -2, partition=2),
+        "max-timestamp": list_offsets_values(TOPIC, -3, partition=2),
+        "bad-timestamp": list_offsets_values(TOPIC, -7, partition=2),
+    }
+    for case, values in listings.items():
+        compare_at_every_version(obs, sides, f"wire/ListOffsets/{case}", 2, values, warm.ranges)
+    obs.check()
+
+
+def fixed(values: dict[str, Any]):
+    return lambda side, v: values
+
+
+def test_topic_admin_error_paths(warm, sides):
+    obs = Observations()
+
+    def create(name: str, partitions: int = 1, rf: int = 1, configs=(), validate_only: bool = True):
+        return fixed(
+            {
+                "timeout": 5000,
+                "validate_only": validate_only,
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": rf,
+                        "configs": [{"name": k, "value": val} for k, val in configs],
+                    }
+                ],
+            }
+        )
+
+    creates = {
+        "exists": create(TOPIC),
+        "bad-name": create("bad name!"),
+        "zero-partitions": create("oracle-new", partitions=0),
+        "replication-factor-above-brokers": create("oracle-new", rf=3),
+        "invalid-config-value": create("oracle-new", configs=[("cleanup.policy", "bogus")]),
+        "unknown-config": create("oracle-new", configs=[("no.such.config", "1")]),
+        "validate-only": create("oracle-new", partitions=2),
+    }
+    for case, values in creates.items():
+        compare_at_every_version(obs, sides, f"wire/CreateTopics/{case}", 19, values, warm.ranges)
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/DeleteTopics/unknown-topic",
+        20,
+        lambda side, v: {
+            "timeout": 5000,
+            "topic_names": ["oracle-no-such-topic"],
+            "topics": [{"name": "oracle-no-such-topic", "topic_id": uuid.UUID(int=0)}],
+        },
+        warm.ranges,
+    )
+    for case, topic, count in (("fewer", TOPIC, 2), ("unknown-topic", "oracle-no-such-topic", 4)):
+        compare_at_every_version(
+            obs,
+            sides,
+            f"wire/CreatePartitions/{case}",
+            37,
+            fixed({"timeout": 5000, "validate_only": True, "topics": [{"name": topic, "count": count}]}),
+            warm.ranges,
+        )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/Metadata/unknown-topic",
+        3,
+        fixed({"topics": [{"name": "oracle-no-such-topic"}], "allow_auto_topic_creation": False}),
+        warm.ranges,
+        versions=range(4, 99),
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/DeleteRecords/error-paths",
+        21,
+        fixed(
+            {
+                "timeout": 5000,
+                "topics": [
+                    {"name": TOPIC, "partitions": [{"partition_index": 2, "offset": 50}]},
+                    {"name": "oracle-no-such-topic", "partitions": [{"partition_index": 0, "offset": 0}]},
+                ],
+            }
+        ),
+        warm.ranges,
+    )
+    obs.check()
+
+
+def test_config_error_paths(warm, sides):
+    obs = Observations()
+    describe = {
+        "unknown-topic": [{"resource_type": 2, "resource_name": "oracle-no-such-topic"}],
+        "unknown-broker": [{"resource_type": 4, "resource_name": "7"}],
+        "topic": [{"resource_type": 2, "resource_name": COMPACTED}],
+    }
+    for case, resources in describe.items():
+        compare_at_every_version(
+            obs,
+            sides,
+            f"wire/DescribeConfigs/{case}",
+            32,
+            fixed({"resources": resources, "include_synonyms": True}),
+            warm.ranges,
+        )
+    alters = {
+        "invalid-value": [{"name": "cleanup.policy", "config_operation": 0, "value": "bogus"}],
+        "unknown-key": [{"name": "no.such.config", "config_operation": 0, "value": "1"}],
+        "valid": [{"name": "retention.ms", "config_operation": 0, "value": "600000"}],
+    }
+    for case, configs in alters.items():
+        compare_at_every_version(
+            obs,
+            sides,
+            f"wire/IncrementalAlterConfigs/{case}",
+            44,
+            fixed(
+                {
+                    "validate_only": True,
+                    "resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": configs}],
+                }
+            ),
+            warm.ranges,
+        )
+    obs.check()
+
+
+def test_classic_group_error_paths(warm, sides):
+    obs = Observations()
+    group = "oracle-classic-unknown"
+    member = {"group_id": group, "member_id": "oracle-no-such-member", "generation_id": 1}
+    compare_at_every_version(obs, sides, "wire/Heartbeat/unknown-group", 12, fixed(member), warm.ranges)
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/SyncGroup/unknown-group",
+        14,
+        fixed({**member, "protocol_type": "consumer", "protocol_name": "range"}),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/LeaveGroup/unknown-group",
+        13,
+        fixed({"group_id": group, "member_id": "oracle-no-such-member", "members": [{"member_id": "m"}]}),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/JoinGroup/unknown-member",
+        11,
+        fixed(
+            {
+                "group_id": group,
+                "member_id": "oracle-no-such-member",
+                "session_timeout": 30000,
+                "rebalance_timeout": 30000,
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            }
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/JoinGroup/session-timeout-too-small",
+        11,
+        fixed(
+            {
+                "group_id": group,
+                "member_id": "",
+                "session_timeout": 1,
+                "rebalance_timeout": 30000,
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            }
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs, sides, "wire/DescribeGroups/unknown-group", 15, fixed({"groups": [group]}), warm.ranges
+    )
+    compare_at_every_version(
+        obs, sides, "wire/DeleteGroups/unknown-group", 42, fixed({"groups_names": [group]}), warm.ranges
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/OffsetFetch/unknown-group",
+        9,
+        fixed(
+            {
+                "group_id": group,
+                "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+                "groups": [{"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}],
+            }
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/OffsetCommit/unknown-topic",
+        8,
+        fixed(
+            {
+                "group_id": "oracle-simple",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "retention_time_ms": -1,
+                "topics": [
+                    {
+                        "name": "oracle-no-such-topic",
+                        "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1}],
+                    }
+                ],
+            }
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/OffsetCommit/unknown-generation",
+        8,
+        fixed(
+            {
+                "group_id": "oracle-simple",
+                "generation_id_or_member_epoch": 5,
+                "member_id": "oracle-no-such-member",
+                "retention_time_ms": -1,
+                "topics": [
+                    {
+                        "name": TOPIC,
+                        "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1}],
+                    }
+                ],
+            }
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/OffsetDelete/unknown-group",
+        47,
+        fixed({"group_id": group, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]}),
+        warm.ranges,
+    )
+    obs.check()
+
+
+def consumer_heartbeat(side: Side, v: int, group: str, member: str, epoch: int, topics=None) -> Any:
+    return side.call(
+        68,
+        v,
+        {
+            "group_id": group,
+            "member_id": member,
+            "member_epoch": epoch,
+            "rebalance_timeout": 30000,
+            "subscribed_topic_names": topics,
+            "server_assignor": None,
+            "topic_partitions": [] if epoch == 0 else None,
+        },
+    )
+
+
+def test_consumer_group_heartbeat_life_cycle(warm, sides):
+    """A KIP-848 member joins alone, heartbeats, then wrong member ids and stale and future
+    epochs, then leaves: at each version both serve, each answer compared."""
+    obs = Observations()
+    kafka_ranges, our_ranges = warm.ranges
+    for v in common_versions(kafka_ranges, our_ranges, 68):
+        group = f"oracle-consumer-v{v}"
+        member = str(uuid.uuid4())
+        steps: list[list[Any]] = [[], []]
+        for i, side in enumerate(sides):
+            joined = consumer_heartbeat(side, v, group, member if v >= 1 else "", 0, [TOPIC])
+            steps[i].append(("join", plain(joined)))
+            mid = joined.member_id or member
+            epoch = joined.member_epoch
+            steps[i].append(("heartbeat", plain(consumer_heartbeat(side, v, group, mid, epoch))))
+            steps[i].append(("unknown-member", plain(consumer_heartbeat(side, v, group, str(uuid.uuid4()), epoch))))
+            steps[i].append(("stale-epoch", plain(consumer_heartbeat(side, v, group, mid, max(epoch - 1, 1)))))
+            steps[i].append(("future-epoch", plain(consumer_heartbeat(side, v, group, mid, epoch + 5))))
+            described = side.call(69, 0, {"group_ids": [group], "include_authorized_operations": False})
+            steps[i].append(("describe", plain(described)))
+            steps[i].append(("leave", plain(consumer_heartbeat(side, v, group, mid, -1))))
+        for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
+            obs.compare(f"wire/ConsumerGroupHeartbeat/{name}", kafka, ours, f"v{v}")
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/ConsumerGroupDescribe/unknown-group",
+        69,
+        fixed({"group_ids": ["oracle-no-such-group"], "include_authorized_operations": False}),
+        warm.ranges,
+    )
+    obs.check()
+
+
+def without_assignment(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_assignment(v) for k, v in value.items() if k != "assignment"}
+    if isinstance(value, list):
+        return [without_assignment(v) for v in value]
+    return value
+
+
+def test_share_group_heartbeat_life_cycle(warm, sides):
+    obs = Observations()
+    kafka_ranges, our_ranges = warm.ranges
+    for v in common_versions(kafka_ranges, our_ranges, 76):
+        group = f"oracle-share-v{v}"
+        member = str(uuid.uuid4())
+        steps: list[list[Any]] = [[], []]
+        for i, side in enumerate(sides):
+
+            def beat(mid: str, epoch: int, topics=None, side=side, v=v, group=group) -> Any:
+                return side.call(
+                    76,
+                    v,
+                    {"group_id": group, "member_id": mid, "member_epoch": epoch, "subscribed_topic_names": topics},
+                )
+
+            joined = beat(member, 0, [TOPIC])
+            # (Kafka assigns a share partition only once its share state is initialised, in the
+            # background: when is a matter of timing, so assignments are not compared here.)
+            steps[i].append(("join", without_assignment(plain(joined))))
+            mid, epoch = joined.member_id or member, joined.member_epoch
+            steps[i].append(("heartbeat", without_assignment(plain(beat(mid, epoch)))))
+            steps[i].append(("unknown-member", plain(beat(str(uuid.uuid4()), epoch))))
+            steps[i].append(("future-epoch", plain(beat(mid, epoch + 5))))
+            described = side.call(77, 1, {"group_ids": [group], "include_authorized_operations": False})
+            steps[i].append(("describe", without_assignment(plain(described))))
+            steps[i].append(("leave", plain(beat(mid, -1))))
+        for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
+            obs.compare(f"wire/ShareGroupHeartbeat/{name}", kafka, ours, f"v{v}")
+    obs.check()
+
+
+def test_transaction_error_paths(warm, sides):
+    obs = Observations()
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/InitProducerId/timeout-above-max",
+        22,
+        fixed(
+            {
+                "transactional_id": "oracle-txn",
+                "transaction_timeout": 3_600_000_000 // 1000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/AddPartitionsToTxn/unknown-producer",
+        24,
+        fixed(
+            {
+                "v3_and_below_transactional_id": "oracle-txn-unknown",
+                "v3_and_below_producer_id": 123456,
+                "v3_and_below_producer_epoch": 0,
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}],
+            }
+        ),
+        warm.ranges,
+        versions=range(0, 4),
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/EndTxn/unknown-producer",
+        26,
+        fixed(
+            {"transactional_id": "oracle-txn-unknown", "producer_id": 123456, "producer_epoch": 0, "committed": True}
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/DescribeTransactions/unknown",
+        65,
+        fixed({"transactional_ids": ["oracle-txn-unknown"]}),
+        warm.ranges,
+    )
     obs.check()

@@ -66,6 +66,12 @@ NO_SCHEMA = "an API new in Kafka 4.4 that kio 0.6.5 has no schema for; not imple
 FEATURES = "ApiVersions carries no supported or finalized features (Kafka 4.4 parity: features)"
 ERROR_CHOICE = "a different error chosen for the same bad request (Kafka 4.4 parity: error paths)"
 MESSAGE = "the error message differs from Kafka's (Kafka 4.4 parity: error texts)"
+ERROR_FIELDS = "an error answer's other fields are not filled as Kafka fills them (Kafka 4.4 parity: error paths)"
+EPOCHS = (
+    "Kafka bumps the group epoch when a member joins and again when its subscribed topics' metadata is"
+    " first seen; here once (Kafka 4.4 parity: epochs)"
+)
+CONFIGS = "config listings are not Kafka 4.4's names, defaults, sources and synonyms yet (Kafka 4.4 parity: configs)"
 
 
 # One entry per difference, sorted by key within each level. Keep `what` to what a user sees.
@@ -149,6 +155,11 @@ DIFFERENCES: tuple[Difference, ...] = (
         ERROR_CHOICE,
     ),
     _d(
+        "wire/ElectLeaders/empty-request",
+        "all partitions: Kafka lists __consumer_offsets and __transaction_state, here __consumer_offsets only",
+        "__transaction_state is not a topic here (Kafka 4.4 parity: internal topics)",
+    ),
+    _d(
         "wire/Metadata/empty-request",
         "v0 (all topics): Kafka lists __consumer_offsets and __transaction_state, here __consumer_offsets only",
         "__transaction_state is not a topic of this server's metadata (Kafka 4.4 parity: internal topics)",
@@ -174,6 +185,134 @@ DIFFERENCES: tuple[Difference, ...] = (
         "v5: Kafka answers INCONSISTENT_GROUP_PROTOCOL, here INVALID_GROUP_ID",
         ERROR_CHOICE,
     ),
+    # -- wire: error paths and first steps
+    _d(
+        "wire/ConsumerGroupHeartbeat/describe",
+        "after one member joined alone: Kafka describes group, assignment and member epoch 2, here 1;"
+        " an unset subscribed regex is an empty string at Kafka, null here",
+        EPOCHS,
+    ),
+    _d(
+        "wire/ConsumerGroupHeartbeat/future-epoch",
+        "FENCED_MEMBER_EPOCH at both; the message names the group's epoch, 2 at Kafka and 1 here",
+        EPOCHS,
+    ),
+    _d("wire/ConsumerGroupHeartbeat/heartbeat", "Kafka's member epoch is 2, here 1", EPOCHS),
+    _d("wire/ConsumerGroupHeartbeat/join", "a member joining alone: Kafka answers member epoch 2, here 1", EPOCHS),
+    _d(
+        "wire/ConsumerGroupHeartbeat/stale-epoch",
+        "the member's epoch minus one: FENCED_MEMBER_EPOCH at Kafka (epoch 2 - 1), accepted here (epoch 1 is the"
+        " floor of the scenario)",
+        EPOCHS,
+    ),
+    _d("wire/CreatePartitions/fewer", "INVALID_PARTITIONS at both; the message differs from Kafka's", MESSAGE),
+    _d(
+        "wire/CreatePartitions/unknown-topic",
+        "UNKNOWN_TOPIC_OR_PARTITION at both; Kafka gives no message, here one",
+        MESSAGE,
+    ),
+    _d("wire/CreateTopics/bad-name", "INVALID_TOPIC_EXCEPTION at both; the message differs from Kafka's", MESSAGE),
+    _d(
+        "wire/CreateTopics/exists",
+        "TOPIC_ALREADY_EXISTS at both; Kafka says \"Topic 'x' already exists.\", here \"topic 'x' already exists\"",
+        MESSAGE,
+    ),
+    _d(
+        "wire/CreateTopics/invalid-config-value",
+        "INVALID_CONFIG at both; here the message repeats 'Invalid value bogus for configuration'",
+        MESSAGE,
+    ),
+    _d(
+        "wire/CreateTopics/replication-factor-above-brokers",
+        "INVALID_REPLICATION_FACTOR at both; Kafka's message adds 'or some brokers have all their log directories"
+        " cordoned.', and from v5 Kafka answers configs [] where here null",
+        MESSAGE,
+    ),
+    _d(
+        "wire/CreateTopics/unknown-config",
+        "v5+: Kafka answers configs [] for the failed topic, here null",
+        ERROR_FIELDS,
+    ),
+    _d(
+        "wire/CreateTopics/validate-only",
+        "v5+: Kafka lists the would-be topic's configs in a validate-only answer, here none",
+        CONFIGS,
+    ),
+    _d(
+        "wire/CreateTopics/zero-partitions",
+        "INVALID_PARTITIONS at both; the message differs from Kafka's",
+        MESSAGE,
+    ),
+    _d(
+        "wire/DeleteTopics/unknown-topic",
+        "UNKNOWN_TOPIC_OR_PARTITION at both; Kafka says 'This server does not host this topic-partition.', here"
+        " another message",
+        MESSAGE,
+    ),
+    _d(
+        "wire/DescribeConfigs/topic",
+        "a compacted topic's configs: names, values, sources, synonyms and documentation differ from Kafka's;"
+        " Kafka's error message is an empty string, here null",
+        CONFIGS,
+    ),
+    _d(
+        "wire/DescribeConfigs/unknown-topic",
+        "UNKNOWN_TOPIC_OR_PARTITION at both; Kafka's message is empty, here 'Topic x does not exist'",
+        MESSAGE,
+    ),
+    _d(
+        "wire/DescribeTransactions/unknown",
+        "TRANSACTIONAL_ID_NOT_FOUND: Kafka fills the state with zeros (producer id 0, start time 0); here -1,"
+        " which kio cannot even read as a start time",
+        ERROR_FIELDS,
+    ),
+    _d(
+        "wire/Fetch/offset-out-of-range",
+        "OFFSET_OUT_OF_RANGE at both; from v5 Kafka's log start offset is -1, here 0",
+        ERROR_FIELDS,
+    ),
+    _d("wire/Fetch/unknown-partition", "Kafka answers aborted_transactions [], here null", ERROR_FIELDS),
+    _d("wire/Fetch/unknown-topic", "Kafka answers aborted_transactions [], here null", ERROR_FIELDS),
+    _d(
+        "wire/IncrementalAlterConfigs/invalid-value",
+        "INVALID_CONFIG at both; here the message repeats 'Invalid value bogus for configuration'",
+        MESSAGE,
+    ),
+    _d(
+        "wire/ListOffsets/bad-timestamp",
+        "timestamp -7: Kafka answers UNSUPPORTED_VERSION below v10 and leader epoch -1; here offsets as for a"
+        " timestamp",
+        ERROR_CHOICE,
+    ),
+    _d(
+        "wire/ListOffsets/max-timestamp",
+        "MAX_TIMESTAMP (-3) below v7: Kafka answers UNSUPPORTED_VERSION, here an offset; from v9 Kafka's"
+        " leader epoch for an empty partition is -1, here 0",
+        ERROR_CHOICE,
+    ),
+    _d(
+        "wire/Produce/oversized-batch",
+        "MESSAGE_TOO_LARGE at both; from v5 Kafka's log start offset is -1, here 0, and here v8+ add a message",
+        ERROR_FIELDS,
+    ),
+    _d(
+        "wire/Produce/timestamp-2h-ahead",
+        "a record stamped 2 h ahead: Kafka refuses it with INVALID_TIMESTAMP and per-record errors"
+        " (message.timestamp.after.max.ms = 3600000), here it is appended",
+        "message.timestamp.after.max.ms is unbounded here (Kafka 4.4 parity: timestamps)",
+    ),
+    _d(
+        "wire/ShareGroupHeartbeat/describe",
+        "after one member joined alone: Kafka describes group, assignment and member epoch 2, here 1",
+        EPOCHS,
+    ),
+    _d(
+        "wire/ShareGroupHeartbeat/future-epoch",
+        "FENCED_MEMBER_EPOCH at both; the message names the group's epoch, 2 at Kafka and 1 here",
+        EPOCHS,
+    ),
+    _d("wire/ShareGroupHeartbeat/heartbeat", "Kafka's member epoch is 2, here 1", EPOCHS),
+    _d("wire/ShareGroupHeartbeat/join", "a member joining alone: Kafka answers member epoch 2, here 1", EPOCHS),
     # -- tools
     _d(
         "tools/kafka-features/describe",
@@ -209,6 +348,7 @@ MASKED_FIELDS = {
     "log_dir",
     "finalized_features_epoch",
     "transaction_start_time_ms",
+    "transaction_start_time",
     "last_timestamp",
     "log_append_time_ms",
     "timestamp",
@@ -252,6 +392,8 @@ def diff(kafka: Any, ours: Any, path: str = "") -> list[str]:
         for k in [*kafka, *(k for k in ours if k not in kafka)]:
             lines += diff(kafka.get(k, "<absent>"), ours.get(k, "<absent>"), f"{path}.{k}" if path else str(k))
         return lines
+    if _named(kafka) and _named(ours):  # configs and the like: matched by name, in any order
+        return diff({e["name"]: e for e in kafka}, {e["name"]: e for e in ours}, path)
     if isinstance(kafka, list) and isinstance(ours, list) and len(kafka) == len(ours):
         lines = []
         for i, (a, b) in enumerate(zip(kafka, ours, strict=True)):
@@ -260,6 +402,15 @@ def diff(kafka: Any, ours: Any, path: str = "") -> list[str]:
     if kafka != ours:
         return [f"{path or '.'}: kafka={_short(kafka)} ours={_short(ours)}"]
     return []
+
+
+def _named(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(e, dict) and isinstance(e.get("name"), str) for e in value)
+        and len({e["name"] for e in value}) == len(value)
+    )
 
 
 def _short(value: Any, limit: int = 300) -> str:
