@@ -718,3 +718,28 @@ async def test_an_acknowledgement_under_the_old_state_epoch_is_fenced(server):
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_share_fetch_honours_max_bytes(server):
+    """As Kafka's share fetch reads the log: at most max_bytes in all, shared uniformly among
+    the session's partitions, whole batches; the first batch of the first partition with
+    records even when it alone is over the limits (a client never gets an answer it cannot
+    take, and a large batch is still delivered)."""
+    conn, tid = await start(server, records=10, per_batch=1, partitions=2)
+    try:
+        for i in range(10):
+            assert (await produce(conn, "t", build_batch([(None, b"w%d" % i)]), partition=1))[0] == 0
+        one = len(part((await conn.request(SFETCH, 1, sfetch("g", "z", 0, tid, max_records=1))), 0).records)
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, partitions=(0, 1), max_bytes=1))
+        assert acquired(r, 0) == [(1, 1, 1)] and acquired(r, 1) == []  # one batch, over the limit
+        # Four batches' worth: two per partition.
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid, partitions=(0, 1), max_bytes=4 * one))
+        assert acquired(r, 0) == [(2, 3, 1)] and acquired(r, 1) == [(0, 1, 1)]
+        assert len(part(r, 0).records) + len(part(r, 1).records) <= 4 * one
+        # Records released back into the window are read within the limit too.
+        r = await conn.request(
+            SFETCH, 1, sfetch("g", "a", 2, tid, partitions=(0, 1), acks={1: [(0, 1, [RELEASE])]}, max_bytes=2 * one)
+        )
+        assert acquired(r, 0) == [(4, 4, 1)] and acquired(r, 1) == [(0, 0, 2)]
+    finally:
+        await conn.close()

@@ -591,12 +591,37 @@ class SharePartitionManager:
                 out.append(data)
         return b"".join(out)
 
+    @staticmethod
+    def _read_limit(plog: PartitionLog, sp: SharePartition, limit: int, min_one: bool) -> int | None:
+        """The last offset a log read from the share-partition's next fetch offset returns
+        within `limit` bytes, whole batches, as Kafka's ReplicaManager.readFromLog reads for a
+        share fetch: the first batch even past the limit when nothing was read yet (min_one),
+        so that a batch larger than the limits is still delivered. Not past the in-flight
+        window's reach. None: the whole log is within the limit (no need to read it here)."""
+        if plog.size_bytes <= limit:
+            return None
+        first = sp.next_fetch_offset()
+        upto, used, reach = first - 1, 0, sp.start + sp.max_in_flight
+        for h, data in plog.batches(first):
+            used += len(data)
+            if used > limit and not (min_one and upto < first):
+                break
+            upto = h.last_offset
+            if used >= limit or upto >= reach:
+                break
+        return upto
+
     async def _acquire(
-        self, ctx: RequestContext, session: ShareSession, max_records: int, strict: bool
+        self, ctx: RequestContext, session: ShareSession, max_records: int, strict: bool, max_bytes: int
     ) -> dict[tuple[uuid.UUID, int], tuple[int, list, bytes]]:
-        """Acquire from the session's partitions, up to max_records in all; (error,
-        ranges, records) per partition that has records or an error."""
+        """Acquire from the session's partitions, up to max_records and max_bytes in all;
+        (error, ranges, records) per partition that has records or an error. As Kafka's
+        DelayedShareFetch: each partition reads at most max_bytes shared uniformly among the
+        session's partitions (PartitionMaxBytesStrategy UNIFORM), the whole read at most
+        max_bytes, and only the first partition with records gets a batch over those limits."""
         out: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
+        bytes_left = max_bytes
+        partition_max_bytes = max_bytes // max(len(session.partitions), 1)
         group_id = session.group_id
         read_committed = self._setting(group_id, "share.isolation.level") == "read_committed"
         loop = asyncio.get_running_loop()
@@ -620,10 +645,16 @@ class SharePartitionManager:
             if plog.offline is not None:
                 out[tp] = (E.kafka_storage_error, [], b"")
                 continue
+            upto = self._read_limit(plog, sp, min(partition_max_bytes, bytes_left), min_one=bytes_left == max_bytes)
             sp.track()
             try:
                 ranges, changed = self._limited(key, sp).acquire(
-                    session.member_id, deadline, left, self._log_batches(plog, sp.end, read_committed), strict=strict
+                    session.member_id,
+                    deadline,
+                    left,
+                    self._log_batches(plog, sp.end, read_committed),
+                    strict=strict,
+                    upto=upto,
                 )
             finally:
                 undo = sp.tracked()
@@ -631,7 +662,9 @@ class SharePartitionManager:
                 writes.append((tp, self._persist(key, sp, changed, undo=undo)))
             if ranges:
                 left -= sum(last - first + 1 for first, last, _ in ranges)
-                out[tp] = (E.none, ranges, self._records(plog, ranges))
+                records = self._records(plog, ranges)
+                bytes_left = max(bytes_left - len(records), 0)
+                out[tp] = (E.none, ranges, records)
                 self._schedule_expiry(key, sp)
         for tp, fut in writes:
             try:
@@ -703,7 +736,7 @@ class SharePartitionManager:
             self._release(session, session.partitions)
         elif req.max_records > 0 and not renew:
             strict = getattr(req, "share_acquire_mode", 0) == RECORD_LIMIT
-            fetched = await self._acquire(ctx, session, req.max_records, strict)
+            fetched = await self._acquire(ctx, session, req.max_records, strict, req.max_bytes)
             wait = min(ms(req.max_wait), self.data_plane.fetch_max_wait_ms) / 1000
             end = asyncio.get_running_loop().time() + wait
             while not any(ranges for _, ranges, _ in fetched.values()) and not self.data_plane.draining:
@@ -711,7 +744,7 @@ class SharePartitionManager:
                 if left <= 0 or self.sessions.get(session.key) is not session:
                     break
                 await self._wait(session, left)
-                fetched = await self._acquire(ctx, session, req.max_records, strict)
+                fetched = await self._acquire(ctx, session, req.max_records, strict, req.max_bytes)
         listed = set(acks) if req.share_session_epoch != INITIAL_EPOCH else set(acks) | session.partitions
         by_topic: dict[uuid.UUID, list] = {}
         errors: list[tuple[tuple[uuid.UUID, int], int]] = []

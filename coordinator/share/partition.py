@@ -147,6 +147,11 @@ class SharePartition:
     def has_available(self) -> bool:
         return any(r.state == AVAILABLE for r in self.records.values())
 
+    def next_fetch_offset(self) -> int:
+        """Where a fetch reads the log from: the first Available record, else the end (Kafka's
+        nextFetchOffset)."""
+        return min((o for o, r in self.records.items() if r.state == AVAILABLE), default=self.end)
+
     def state_of(self, offset: int) -> tuple[int, int] | None:
         r = self.records.get(offset)
         return None if r is None else (r.state, r.count)
@@ -164,16 +169,18 @@ class SharePartition:
         batches: Iterable[tuple[int, int, int]] = (),
         *,
         strict: bool = False,
+        upto: int | None = None,
     ) -> tuple[list[tuple[int, int, int]], list[int]]:
         """Acquire up to max_records for `member` until `deadline`; a log batch is taken
         whole (Kafka's batch-optimized mode) unless `strict` (record-limit mode, ShareFetch
         v2). batches: (base offset, last offset, DATA or SKIP) of the log from `end` on, read
-        lazily. Returns the acquired ranges (first, last, delivery count) and the offsets
-        whose state changed."""
+        lazily. upto: the last offset the fetch's byte limits let it read (Kafka acquires
+        from what its log read returned). Returns the acquired ranges (first, last, delivery
+        count) and the offsets whose state changed."""
         got: list[int] = []
         changed: list[int] = []
         for offset in sorted(o for o, r in self.records.items() if r.state == AVAILABLE):
-            if len(got) >= max_records:
+            if len(got) >= max_records or (upto is not None and offset > upto):
                 break
             r = self.records[offset]
             self._touch(offset, r)
@@ -185,6 +192,8 @@ class SharePartition:
             for base, last, kind in batches:
                 if last < self.end:
                     continue
+                if upto is not None and base > upto:
+                    break
                 # Kafka's acquireNewBatchRecords takes one range from the first batch read to the
                 # last, so offsets that compaction removed between two batches are acquired too
                 # (the client acknowledges them as GAP); a gap before the first batch read is not.

@@ -47,7 +47,18 @@ def acks_of(batches, v):
 
 
 def sfetch(
-    group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=500, max_wait_ms=0, v=1, forget=(), **kw
+    group,
+    member,
+    epoch,
+    topic_id,
+    partitions=(0,),
+    acks=None,
+    max_records=500,
+    max_wait_ms=0,
+    v=1,
+    forget=(),
+    max_bytes=1 << 20,
+    **kw,
 ):
     """acks: {partition: [(first, last, [types])]}"""
     acks = acks or {}
@@ -63,7 +74,7 @@ def sfetch(
         share_session_epoch=epoch,
         max_wait=max_wait_ms * MS,
         min_bytes=1,
-        max_bytes=1 << 20,
+        max_bytes=max_bytes,
         max_records=max_records,
         batch_size=500,
         topics=(T(topic_id=topic_id, partitions=parts),) if parts else (),
