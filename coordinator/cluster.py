@@ -15,7 +15,9 @@ from kio.schema.errors import ErrorCode
 
 from protocol.messages import encode_body
 
-from .apis import Raw, RequestContext
+from protocol.wire import Raw
+
+from .apis import RequestContext
 from .log.partition import PartitionLog
 
 if TYPE_CHECKING:

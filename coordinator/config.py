@@ -7,12 +7,14 @@ import difflib
 import os
 import sys
 from dataclasses import dataclass, field, fields
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 from .profiles import PROFILES, apply_profile
 
 
-def _opt(default, help: str, env: str | None = None, **kw):
+def _opt(default: Any, help: str, env: str | None = None, **kw: Any) -> Any:
     return field(default=default, metadata={"help": help, "env": env, **kw})
 
 
@@ -249,7 +251,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         description="Kafka-wire-protocol consumer-group coordinator and stand-in broker. "
         "Every flag can also be set by the environment variable shown.",
     )
-    parser.error = _one_line_error(parser)  # type: ignore[method-assign]  # argparse's documented way to change how usage errors are reported
+    parser.error = _one_line_error(parser)  # type: ignore[method-assign,assignment]  # argparse's documented way to change how usage errors are reported
     known = set()
     env_errors = []
     for f in fields(Config):
@@ -336,8 +338,8 @@ def _explicit(argv: list[str]) -> set[str]:
     return out
 
 
-def _one_line_error(parser: argparse.ArgumentParser):
-    def error(message: str) -> None:
+def _one_line_error(parser: argparse.ArgumentParser) -> Callable[[str], NoReturn]:
+    def error(message: str) -> NoReturn:
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
 

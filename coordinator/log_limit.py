@@ -21,7 +21,7 @@ class RateLimitedLog:
         self._in_window = 0
         self._suppressed = 0
 
-    def __call__(self, msg: str, *args: object, exc_info: object = None) -> None:
+    def __call__(self, msg: str, *args: object, exc_info: BaseException | bool | None = None) -> None:
         now = time.monotonic()
         if now - self._window_start >= self.period:
             self._window_start = now

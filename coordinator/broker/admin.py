@@ -180,7 +180,7 @@ class TopicAdmin:
     async def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
         results = []
         too_many = self._too_many_partitions(
-            [t.count - (self.topics.get(t.name).partitions if self.topics.get(t.name) else 0) for t in req.topics]
+            [t.count - (info.partitions if (info := self.topics.get(t.name)) else 0) for t in req.topics]
         )
         for t in req.topics:
             error, message = E.none, None

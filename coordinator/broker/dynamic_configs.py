@@ -14,6 +14,8 @@ defaults) take effect at once.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from .config_defs import (
     BOOLEAN,
@@ -36,7 +38,9 @@ INT_MAX = 2**31 - 1
 DOUBLE_MAX = 1.7976931348623157e308
 
 
-def _d(name, type_, default, doc, validator=None) -> ConfigDef:
+def _d(
+    name: str, type_: int, default: Any, doc: str, validator: Callable[[Any], str | None] | None = None
+) -> ConfigDef:
     return ConfigDef(name, type_, default, doc, validator)
 
 

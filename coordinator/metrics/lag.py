@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any, Iterator, NamedTuple
 
 from kio.serial import entity_reader
+from kio.serial.readers import Reader
 
 from protocol.record_batch import iter_batch_records, parse_header
 
@@ -91,7 +92,7 @@ def group_status(statuses: list[str]) -> str:
 
 
 @lru_cache(maxsize=None)
-def _assignment_reader(version: int):
+def _assignment_reader(version: int) -> Reader[Any]:
     module = __import__(f"kio.schema.consumer_protocol_assignment.v{version}.data", fromlist=["x"])
     return entity_reader(module.ConsumerProtocolAssignment)
 
@@ -207,7 +208,7 @@ class LagMonitor:
                     member.member_id if member else "",
                     member.client_host if member else "",
                     member.client_id if member else "",
-                    partition_status(self.windows.get((group_id, topic, partition), ()), lag, now_ms),
+                    partition_status(self.windows.get((group_id, topic, partition)) or [], lag, now_ms),
                 )
             )
         return out

@@ -183,7 +183,8 @@ class AclApis:
                     for _ in req.creations
                 ),
             )
-        results, new = [], []
+        results: list[tuple[E, str | None]] = []
+        new = []
         for c in req.creations:
             acl = Acl(
                 c.resource_type,

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -50,7 +51,7 @@ def matches(credential: ScramCredential, password: str) -> bool:
 
 
 def _attributes(message: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for part in message.split(","):
         key, sep, value = part.partition("=")
         if not sep or len(key) != 1:
@@ -68,7 +69,7 @@ def _username(saslname: str) -> str:
 class ScramExchange:
     """One authentication: client-first -> server-first, client-final -> server-final."""
 
-    def __init__(self, mechanism: str, lookup) -> None:
+    def __init__(self, mechanism: str, lookup: Callable[[str], dict[str, ScramCredential] | None]) -> None:
         self.hash_name = HASHES[mechanism]
         self.lookup = lookup  # user name -> {mechanism: ScramCredential} or None
         self.mechanism = mechanism

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from kio.serial import entity_reader
+from kio.serial.readers import Reader
 
 
 @lru_cache(maxsize=None)
-def _reader(version: int):
+def _reader(version: int) -> Reader[Any]:
     module = __import__(f"kio.schema.consumer_protocol_subscription.v{version}.data", fromlist=["x"])
     return entity_reader(module.ConsumerProtocolSubscription)
 

@@ -126,8 +126,8 @@ def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Ass
             if t not in subscribed:
                 continue
             count = topics[t]
-            ps = sorted(p for p in ps if p < count)
-            keep, revoke = ps[: max(quota, 0)], ps[max(quota, 0) :]
+            valid = sorted(p for p in ps if p < count)
+            keep, revoke = valid[: max(quota, 0)], valid[max(quota, 0) :]
             if keep:
                 mine[t] = set(keep)
             quota -= len(keep)
@@ -140,15 +140,15 @@ def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Ass
     for m, quota in unfilled:
         mine = owned[m]
         while quota > 0 and run < len(unassigned):
-            t, ps = unassigned[run]
-            taken = ps[at : at + quota]
+            t, free = unassigned[run]
+            taken = free[at : at + quota]
             if t in mine:
                 mine[t].update(taken)
             else:
                 mine[t] = set(taken)
             quota -= len(taken)
             at += len(taken)
-            if at == len(ps):
+            if at == len(free):
                 run, at = run + 1, 0
     return _freeze(owned)
 
