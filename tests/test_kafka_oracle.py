@@ -9,6 +9,7 @@ Needs Java 17 and `make oracle` (Kafka's jars from Maven); skipped, saying why, 
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -111,6 +112,21 @@ def warm(oracle):
     return oracle
 
 
+def wait_for_partitions(port: int, topic: str, count: int) -> None:
+    """Kafka's CreateTopics and CreatePartitions answer once its controller committed them; its
+    broker serves the topic a moment later. Tools run next would see it half made."""
+    conn = Conn(port)
+    try:
+        for _ in range(300):
+            body = conn.call(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+            if body.topics[0].error_code == 0 and len(body.topics[0].partitions) == count:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{topic} never had {count} partitions on port {port}")
+    finally:
+        conn.close()
+
+
 def both(oracle) -> list[Any]:
     return [oracle.kafka, oracle.ours]
 
@@ -122,6 +138,8 @@ TOPIC_ID = re.compile(r"\b[A-Za-z0-9_-]{22}\b")
 
 
 def tool_text(text: str, server) -> str:
+    data = getattr(server, "log_dir", None) or server.data_dir
+    text = text.replace(str(data), "<data>")
     text = text.replace(server.bootstrap, "<bootstrap>")
     text = re.sub(r"127\.0\.0\.1:\d+", "<host:port>", text)
     text = re.sub(r"(localhost|127\.0\.0\.1)", "<host>", text)
@@ -135,7 +153,10 @@ def run_tool(oracle, obs: Observations, key: str, main: str, *args: str, lines: 
     where the tool's order is not defined)."""
     results = []
     for server in both(oracle):
-        r = oracle.tools.run(main, "--bootstrap-server", server.bootstrap, *args)
+        if any("{bootstrap}" in a for a in args):
+            r = oracle.tools.run(main, *(a.replace("{bootstrap}", server.bootstrap) for a in args))
+        else:
+            r = oracle.tools.run(main, "--bootstrap-server", server.bootstrap, *args)
         out, err = tool_text(r.out, server), tool_text(r.err, server)
         results.append(
             {
@@ -147,8 +168,9 @@ def run_tool(oracle, obs: Observations, key: str, main: str, *args: str, lines: 
     obs.compare(key, *results)
 
 
-TOPICS = "org.apache.kafka.tools.TopicCommand"
-FEATURES = "org.apache.kafka.tools.FeatureCommand"
+TOOLS = "org.apache.kafka.tools."
+TOPICS = TOOLS + "TopicCommand"
+FEATURES = TOOLS + "FeatureCommand"
 
 
 def test_tools_before_first_use(oracle):
@@ -277,6 +299,8 @@ def sides(warm):
             },
         )
         assert [t.error_code for t in answer.topics] == [0, 0, 0], answer
+        for topic, count in ((TOPIC, 3), (COMPACTED, 1), (SMALL, 1)):
+            wait_for_partitions(side.server.port, topic, count)
         side.learn_topic_ids()
     yield pair
     for side in pair:
@@ -788,4 +812,234 @@ def test_transaction_error_paths(warm, sides):
         fixed({"transactional_ids": ["oracle-txn-unknown"]}),
         warm.ranges,
     )
+    obs.check()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tools: Kafka 4.4's command-line tools, in the order a user would run them
+
+TOOL_TOPIC, TOOL_GROUP = "oracle-tools", "oracle-tools-group"
+
+
+def commit_offsets(port: int, group: str, topic: str, offsets: dict[int, int]) -> None:
+    conn = Conn(port)
+    try:
+        answer = conn.call(
+            8,
+            9,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1}
+                            for p, o in offsets.items()
+                        ],
+                    }
+                ],
+            },
+        )
+        assert all(p.error_code == 0 for t in answer.topics for p in t.partitions), answer
+    finally:
+        conn.close()
+
+
+def produce_records(port: int, topic: str, partition: int, count: int) -> None:
+    conn = Conn(port)
+    try:
+        answer = conn.call(
+            0,
+            9,
+            {
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [
+                            {"index": partition, "records": batch([(b"k%d" % i, b"v") for i in range(count)])}
+                        ],
+                    }
+                ],
+            },
+        )
+        assert answer.responses[0].partition_responses[0].error_code == 0, answer
+    finally:
+        conn.close()
+
+
+def test_tools_topics_configs_offsets_and_groups(warm, tmp_path):
+    obs = Observations()
+    t = TOOL_TOPIC
+
+    def tool(key: str, main: str, *args: str, lines: bool = False) -> None:
+        run_tool(warm, obs, f"tools/{key}", main, *args, lines=lines)
+
+    tool("kafka-topics/create", TOPICS, "--create", "--topic", t, "--partitions", "2")
+    for server in both(warm):
+        wait_for_partitions(server.port, t, 2)
+    tool("kafka-topics/create-exists", TOPICS, "--create", "--topic", t, "--partitions", "2")
+    tool("kafka-topics/alter-partitions", TOPICS, "--alter", "--topic", t, "--partitions", "3")
+    for server in both(warm):
+        wait_for_partitions(server.port, t, 3)
+    tool("kafka-topics/describe", TOPICS, "--describe", "--topic", t)
+    tool("kafka-topics/describe-unknown", TOPICS, "--describe", "--topic", "oracle-no-such-topic")
+    tool("kafka-topics/delete-unknown", TOPICS, "--delete", "--topic", "oracle-no-such-topic")
+    for server in both(warm):
+        produce_records(server.port, t, 0, 5)
+        commit_offsets(server.port, TOOL_GROUP, t, {0: 3})
+    configs = TOOLS + "ConfigCommand"
+    tool(
+        "kafka-configs/alter-topic",
+        configs,
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        t,
+        "--add-config",
+        "retention.ms=600000",
+    )
+    tool("kafka-configs/describe-topic", configs, "--describe", "--entity-type", "topics", "--entity-name", t)
+    tool(
+        "kafka-configs/describe-topic-all",
+        configs,
+        "--describe",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        t,
+        "--all",
+        lines=True,
+    )
+    tool("kafka-configs/describe-broker", configs, "--describe", "--entity-type", "brokers", "--entity-name", "1")
+    tool(
+        "kafka-configs/describe-broker-all",
+        configs,
+        "--describe",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "1",
+        "--all",
+        lines=True,
+    )
+    tool(
+        "kafka-configs/describe-group-all",
+        configs,
+        "--describe",
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        TOOL_GROUP,
+        "--all",
+        lines=True,
+    )
+    tool(
+        "kafka-configs/alter-invalid",
+        configs,
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        t,
+        "--add-config",
+        "cleanup.policy=bogus",
+    )
+    tool("kafka-get-offsets/topic", TOOLS + "GetOffsetShell", "--topic", t)
+    tool("kafka-get-offsets/earliest", TOOLS + "GetOffsetShell", "--topic", t, "--time", "-2")
+    groups = TOOLS + "consumer.group.ConsumerGroupCommand"
+    tool("kafka-consumer-groups/list", groups, "--list", lines=True)
+    tool("kafka-consumer-groups/describe", groups, "--describe", "--group", TOOL_GROUP)
+    tool("kafka-consumer-groups/describe-state", groups, "--describe", "--group", TOOL_GROUP, "--state")
+    tool("kafka-consumer-groups/describe-unknown", groups, "--describe", "--group", "oracle-no-such-group")
+    tool(
+        "kafka-consumer-groups/reset-dry-run",
+        groups,
+        "--reset-offsets",
+        "--group",
+        TOOL_GROUP,
+        "--topic",
+        t,
+        "--to-earliest",
+        "--dry-run",
+    )
+    tool(
+        "kafka-consumer-groups/reset-execute",
+        groups,
+        "--reset-offsets",
+        "--group",
+        TOOL_GROUP,
+        "--topic",
+        f"{t}:0",
+        "--to-offset",
+        "1",
+        "--execute",
+    )
+    tool("kafka-consumer-groups/delete-offsets", groups, "--delete-offsets", "--group", TOOL_GROUP, "--topic", t)
+    tool("kafka-consumer-groups/delete", groups, "--delete", "--group", TOOL_GROUP)
+    records = tmp_path / "delete-records.json"
+    records.write_text(json.dumps({"version": 1, "partitions": [{"topic": t, "partition": 0, "offset": 2}]}))
+    tool("kafka-delete-records/delete", TOOLS + "DeleteRecordsCommand", "--offset-json-file", str(records))
+    tool(
+        "kafka-leader-election/preferred",
+        TOOLS + "LeaderElectionCommand",
+        "--election-type",
+        "preferred",
+        "--all-topic-partitions",
+    )
+    reassign = TOOLS + "reassign.ReassignPartitionsCommand"
+    topics_json = tmp_path / "topics.json"
+    topics_json.write_text(json.dumps({"version": 1, "topics": [{"topic": t}]}))
+    tool("kafka-reassign-partitions/list", reassign, "--list")
+    tool(
+        "kafka-reassign-partitions/generate",
+        reassign,
+        "--generate",
+        "--topics-to-move-json-file",
+        str(topics_json),
+        "--broker-list",
+        "1",
+    )
+    tool("kafka-log-dirs/describe", TOOLS + "LogDirsCommand", "--describe", "--topic-list", t)
+    tool("kafka-acls/list", TOOLS + "AclCommand", "--list")
+    tool("kafka-transactions/list", TOOLS + "TransactionsCommand", "--bootstrap-server", "{bootstrap}", "list")
+    tool(
+        "kafka-transactions/describe-producers",
+        TOOLS + "TransactionsCommand",
+        "--bootstrap-server",
+        "{bootstrap}",
+        "describe-producers",
+        "--topic",
+        t,
+        "--partition",
+        "0",
+    )
+    tool(
+        "kafka-transactions/find-hanging",
+        TOOLS + "TransactionsCommand",
+        "--bootstrap-server",
+        "{bootstrap}",
+        "find-hanging",
+        "--broker-id",
+        "1",
+    )
+    shares = TOOLS + "consumer.group.ShareGroupCommand"
+    tool("kafka-share-groups/list", shares, "--list")
+    tool("kafka-share-groups/describe-unknown", shares, "--describe", "--group", "oracle-no-such-group")
+    tool("kafka-cluster/cluster-id", TOOLS + "ClusterTool", "cluster-id", "--bootstrap-server", "{bootstrap}")
+    tool("kafka-client-metrics/list", TOOLS + "ClientMetricsCommand", "--list")
+    tool(
+        "kafka-metadata-quorum/describe-status",
+        TOOLS + "MetadataQuorumCommand",
+        "--bootstrap-server",
+        "{bootstrap}",
+        "describe",
+        "--status",
+    )
+    tool("kafka-broker-api-versions/list", TOOLS + "BrokerApiVersionsCommand", lines=True)
+    tool("kafka-topics/list", TOPICS, "--list", lines=True)
     obs.check()

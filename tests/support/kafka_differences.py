@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import datetime
 import enum
 import json
@@ -315,6 +316,70 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ShareGroupHeartbeat/join", "a member joining alone: Kafka answers member epoch 2, here 1", EPOCHS),
     # -- tools
     _d(
+        "tools/kafka-acls/list",
+        "without an authorizer both refuse; Kafka says 'No Authorizer is configured on the broker', here"
+        " 'no authorizer is configured'",
+        MESSAGE,
+    ),
+    _d(
+        "tools/kafka-broker-api-versions/list",
+        "the API lines differ as ApiVersions' ranges do (wire/ApiVersions/range/*)",
+        "as the ApiVersions ranges above",
+    ),
+    _d(
+        "tools/kafka-client-metrics/list",
+        "Kafka lists no client metrics resources; here the tool fails: no ListConfigResources",
+        "ListConfigResources (74) and client-metrics config resources are not served (Kafka 4.4 parity: new APIs)",
+    ),
+    _d(
+        "tools/kafka-cluster/cluster-id",
+        "Kafka prints its 22-character base64 cluster id, here 'kafka-coordinator-local'",
+        "the default --cluster-id is not in Kafka's format (Kafka 4.4 parity)",
+    ),
+    _d(
+        "tools/kafka-configs/alter-invalid",
+        "both refuse cleanup.policy=bogus; here the message repeats 'Invalid value bogus for configuration'",
+        MESSAGE,
+    ),
+    _d(
+        "tools/kafka-configs/describe-broker-all",
+        "advertised.listeners, controller.listener.names, controller.quorum.voters and"
+        " inter.broker.listener.name: Kafka shows its static values, here null or empty",
+        CONFIGS,
+    ),
+    _d(
+        "tools/kafka-log-dirs/describe",
+        "Kafka prints its log dir with each partition's size; here the tool fails: no DescribeLogDirs",
+        "DescribeLogDirs (35) is not served (Kafka 4.4 parity: new APIs)",
+    ),
+    _d(
+        "tools/kafka-metadata-quorum/describe-status",
+        "Kafka prints its one-voter quorum; here the tool fails: no DescribeQuorum",
+        "DescribeQuorum (55) is not served (Kafka 4.4 parity: new APIs)",
+    ),
+    _d(
+        "tools/kafka-reassign-partitions/generate",
+        "Kafka prints the current and proposed assignments; here the tool fails: no DescribeLogDirs",
+        "DescribeLogDirs (35) is not served (Kafka 4.4 parity: new APIs)",
+    ),
+    _d(
+        "tools/kafka-topics/create-exists",
+        "Kafka says \"Topic 'x' already exists.\", here \"topic 'x' already exists\"",
+        MESSAGE,
+    ),
+    _d(
+        "tools/kafka-topics/describe",
+        "Kafka prints empty Elr and LastKnownElr lists, here N/A: no DescribeTopicPartitions",
+        "DescribeTopicPartitions (75) is not served (Kafka 4.4 parity: new APIs)",
+    ),
+    _d(
+        "tools/kafka-topics/list",
+        "after groups, transactions and share groups were used: Kafka lists __share_group_state and"
+        " __transaction_state, here neither",
+        "the transaction and share-group state are kept elsewhere here, and not shown as topics (Kafka 4.4"
+        " parity: internal topics)",
+    ),
+    _d(
         "tools/kafka-features/describe",
         "Kafka prints its seven features and their levels; here nothing",
         FEATURES,
@@ -392,6 +457,9 @@ def diff(kafka: Any, ours: Any, path: str = "") -> list[str]:
         for k in [*kafka, *(k for k in ours if k not in kafka)]:
             lines += diff(kafka.get(k, "<absent>"), ours.get(k, "<absent>"), f"{path}.{k}" if path else str(k))
         return lines
+    if _lines(kafka) and _lines(ours) and kafka != ours:  # a tool's output: which lines differ
+        changed = [d for d in difflib.ndiff(kafka, ours) if d[:1] in "-+"]
+        return [f"{path}: {'kafka' if d[0] == '-' else 'ours '} {d[2:]}" for d in changed]
     if _named(kafka) and _named(ours):  # configs and the like: matched by name, in any order
         return diff({e["name"]: e for e in kafka}, {e["name"]: e for e in ours}, path)
     if isinstance(kafka, list) and isinstance(ours, list) and len(kafka) == len(ours):
@@ -402,6 +470,10 @@ def diff(kafka: Any, ours: Any, path: str = "") -> list[str]:
     if kafka != ours:
         return [f"{path or '.'}: kafka={_short(kafka)} ours={_short(ours)}"]
     return []
+
+
+def _lines(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(e, str) for e in value)
 
 
 def _named(value: Any) -> bool:
