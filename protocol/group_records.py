@@ -3,7 +3,8 @@
 Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey
 (same layout), 2 is GroupMetadataKey; 3-8 are KIP-848 consumer-group records
 (protocol/consumer_records.py); 10-15 are KIP-932 share-group records
-(protocol/share_records.py); other numbers (streams groups, share type 9) we do
+(protocol/share_records.py); 17 and 19-23 are KIP-1071 streams-group records
+(protocol/streams_records.py); other numbers (streams type 18, share type 9) we do
 not interpret (decode_key returns UnknownKey so a log written by Kafka still replays).
 Every value starts with its own int16 schema version; a null value is a tombstone.
 
@@ -20,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from . import consumer_records, share_records
+from . import consumer_records, share_records, streams_records
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
 
 __all__ = [
@@ -206,6 +207,8 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
         return consumer_records.encode_key(key)
     if type(key) in share_records.KEY_TYPES:
         return share_records.encode_key(key)
+    if type(key) in streams_records.KEY_TYPES:
+        return streams_records.encode_key(key)
     raise TypeError(f"not a __consumer_offsets key: {key!r}")
 
 
@@ -248,6 +251,8 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
     if type(value) not in (OffsetCommitValue, GroupMetadataValue):
         if type(value).__module__ == share_records.__name__:
             return share_records.encode_value(value)
+        if type(value).__module__ == streams_records.__name__:
+            return streams_records.encode_value(value)
         return consumer_records.encode_value(value)
     if version is None:
         version = default_version(value)
@@ -322,6 +327,8 @@ def decode_key(data: bytes) -> Key:
         key = consumer_records.decode_key(version, r)
     elif share_records.is_share_key_version(version):
         key = share_records.decode_key(version, r)
+    elif streams_records.is_streams_key_version(version):
+        key = streams_records.decode_key(version, r)
     elif version > 2:
         return UnknownKey(version, bytes(data[2:]))
     else:
@@ -343,6 +350,8 @@ def decode_value(key: object, data: bytes | None) -> object:
         return consumer_records.decode_value(key, data)
     if type(key) in share_records.KEY_TYPES:
         return share_records.decode_value(key, data)
+    if type(key) in streams_records.KEY_TYPES:
+        return streams_records.decode_value(key, data)
     raise RecordDecodeError(f"no value schema for {key!r}")
 
 
