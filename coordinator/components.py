@@ -41,6 +41,8 @@ from .groups.topic_image import TopicImage
 from .groups.runtime import CoordinatorRuntime
 from .groups.group_configs import GroupConfigs, group_config_bounds
 from .groups.modern.share.share_api import ShareGroupApis
+from .groups.streams.streams_api import StreamsGroupApis
+from .groups.streams.streams_manager import StreamsGroupConfig
 from .groups.modern.share.share_manager import ShareGroupConfig
 from .groups.shard import OffsetConfig
 from .share.manager import SharePartitionManager
@@ -122,6 +124,16 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         c.group_share_min_assignment_interval_ms,
         c.group_share_max_assignment_interval_ms,
     )
+    runtime.streams_config = StreamsGroupConfig(  # type: ignore[attr-defined]  # as share_config above
+        session_timeout_ms=c.group_streams_session_timeout_ms,
+        heartbeat_interval_ms=c.group_streams_heartbeat_interval_ms,
+        max_size=c.group_streams_max_size,
+        num_standby_replicas=c.group_streams_num_standby_replicas,
+        initial_rebalance_delay_ms=c.group_streams_initial_rebalance_delay_ms,
+        assignment_interval_ms=c.group_streams_assignment_interval_ms,
+        num_warmup_replicas=c.group_streams_num_warmup_replicas,
+        acceptable_recovery_lag=c.group_streams_acceptable_recovery_lag,
+    )
     cluster = Cluster(c, topics, runtime, topology)
     cluster.register(registry)
     data_plane = DataPlane(
@@ -160,6 +172,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     owner = _everything if topology.single else coordinates
     GroupApis(runtime, owner).register(registry)
     ShareGroupApis(runtime, owner).register(registry)
+    StreamsGroupApis(runtime, owner).register(registry)
     transactions = TransactionCoordinator(
         txn_log,
         data_plane,

@@ -103,6 +103,29 @@ class Config:
     group_share_partition_max_record_locks: int = _opt(
         2000, "group.share.partition.max.record.locks: in-flight records per share-partition"
     )
+    # KIP-1071 streams groups.
+    group_streams_session_timeout_ms: int = _opt(45000, "group.streams.session.timeout.ms")
+    group_streams_heartbeat_interval_ms: int = _opt(5000, "group.streams.heartbeat.interval.ms")
+    group_streams_max_size: int = _opt(2**31 - 1, "group.streams.max.size")
+    group_streams_num_standby_replicas: int = _opt(
+        0, "group.streams.num.standby.replicas: standby copies of each stateful task a streams group runs"
+    )
+    group_streams_initial_rebalance_delay_ms: int = _opt(
+        3000,
+        "group.streams.initial.rebalance.delay.ms: how long the first member of an empty streams group "
+        "waits for others before tasks are assigned",
+    )
+    group_streams_assignment_interval_ms: int = _opt(
+        1000,
+        "group.streams.assignment.interval.ms: a streams group's target assignment is computed again at "
+        "most once per interval; 0 = at every change",
+    )
+    group_streams_num_warmup_replicas: int = _opt(
+        2, "group.streams.num.warmup.replicas: warm-up tasks a streams group runs at a time"
+    )
+    group_streams_acceptable_recovery_lag: int = _opt(
+        10000, "group.streams.acceptable.recovery.lag: the lag at which a warm-up task is caught up"
+    )
     # Bounds on the GROUP config resource's settings (Kafka's names and defaults).
     group_consumer_min_session_timeout_ms: int = _opt(45000, "group.consumer.min.session.timeout.ms")
     group_consumer_max_session_timeout_ms: int = _opt(60000, "group.consumer.max.session.timeout.ms")

@@ -9,6 +9,7 @@ class to use and is on the hot path. Sans-IO: no sockets.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io
 import struct
 import types
@@ -66,9 +67,17 @@ class Codec:
     encode: Any = None  # body -> bytes, as `write` writes it
 
 
+# Versions Kafka 4.4 serves that kio 0.6.5 lacks: (api key, version) -> the protocol module
+# holding kio-style entities written from Kafka's schemas (its Request and Response classes).
+NEWER = {
+    (88, 1): "protocol.streams_heartbeat_v1",
+    (89, 1): "protocol.streams_describe_v1",
+}
+
+
 def has_codec(api_key: int, api_version: int) -> bool:
     """Whether a codec exists, without importing it (startup stays fast)."""
-    if (api_key, api_version) in LEGACY:
+    if (api_key, api_version) in LEGACY or (api_key, api_version) in NEWER:
         return True
     name = api_key_map.get(api_key)
     return name is not None and api_version in schema_name_map.get(name, {})
@@ -98,8 +107,13 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
             check=None if reader else c.check,
         )
     try:
-        req = _entity(load_payload_module(api_key, api_version, EntityType.request), "Request")
-        resp = _entity(load_payload_module(api_key, api_version, EntityType.response), "Response")
+        newer = NEWER.get((api_key, api_version))
+        if newer is not None:
+            module = importlib.import_module(newer)
+            req, resp = _entity(module, "Request"), _entity(module, "Response")
+        else:
+            req = _entity(load_payload_module(api_key, api_version, EntityType.request), "Request")
+            resp = _entity(load_payload_module(api_key, api_version, EntityType.response), "Response")
     except Exception as e:  # kio raises its own index errors and ImportErrors
         raise UnknownApi(f"no codec for api key {api_key} version {api_version}") from e
     flexible = bool(req.__flexible__)
@@ -405,7 +419,23 @@ def _field_skipper(field: dataclasses.Field) -> Any:
 
         return skip_array
     if dataclasses.is_dataclass(tp):
-        return _entity_skipper(tp)
+        if tp is field.type:
+            return _entity_skipper(tp)
+        entity = _entity_skipper(tp)
+
+        def skip_nullable_entity(buf: bytes, pos: int, end: int, edits: list) -> int:
+            # KIP-893: a nullable struct starts with an int8, -1 for null (e.g. the topology
+            # and the user endpoint of StreamsGroupHeartbeat)
+            if pos >= end:
+                raise MalformedRequest("truncated body")
+            marker = buf[pos]
+            if marker == 0xFF:
+                return pos + 1
+            if marker != 1:
+                raise MalformedRequest(f"nullable struct marker {marker}")
+            return entity(buf, pos + 1, end, edits)
+
+        return skip_nullable_entity
     return _primitive_skipper(field.metadata.get("kafka_type"))
 
 

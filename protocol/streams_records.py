@@ -178,7 +178,7 @@ def _key_values(w: RecordWriter, kvs: KeyValues) -> None:
 def _read_key_values(r: RecordReader) -> KeyValues:
     out = []
     for _ in range(r.array_len()):
-        k, v = r.string(), r.string()
+        k, v = r.string() or "", r.string() or ""
         r.skip_tags()
         out.append((k, v))
     return tuple(out)

@@ -23,6 +23,7 @@ from .classic.classic_group import ClassicGroup, JoinResult, SyncResult
 from .modern.consumer.consumer_group import ConsumerGroup
 from .modern.consumer.consumer_manager import HeartbeatRequest, validate_request
 from .modern.modern_manager import ApiError, HeartbeatResult
+from .streams.streams_group import StreamsGroup
 from ..log.offsets import TOPIC as OFFSETS_TOPIC
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
@@ -692,8 +693,8 @@ class GroupApis:
                 wanted = [(t.name, list(t.partition_indexes)) for t in g.topics]
             # (the coordinator check first: a group being loaded or moved away is not looked at)
             group = self.runtime.group(g.group_id) if g.group_id and self._route(ctx, g.group_id)[0] else None
-            if type(group) is ConsumerGroup:
-                # v9+: a consumer-protocol member fetches with its id and epoch (Kafka checks them).
+            if type(group) is ConsumerGroup or type(group) is StreamsGroup:
+                # v9+: a consumer-protocol or streams member fetches with its id and epoch (Kafka checks them).
                 error = group.validate_offset_fetch(getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
                 if error != E.none:
                     groups.append(

@@ -47,6 +47,9 @@ from protocol.consumer_records import KEY_TYPES
 from protocol.share_records import KEY_TYPES as SHARE_KEYS
 from .modern.share.share_group import ShareGroup
 from .modern.share.share_manager import ShareGroupManager
+from protocol.streams_records import KEY_TYPES as STREAMS_KEYS
+from .streams.streams_group import StreamsGroup
+from .streams.streams_manager import StreamsGroupManager
 from .modern.consumer.migration import GroupMigration
 from .shard_context import Complete
 from .topic_image import TopicImage
@@ -59,6 +62,7 @@ log = logging.getLogger(__name__)
 
 CONSUMER_KEYS = frozenset(KEY_TYPES)
 SHARE_KEY_TYPES = frozenset(SHARE_KEYS)
+STREAMS_KEY_TYPES = frozenset(STREAMS_KEYS)
 
 PENDING, DURABLE, FAILED = "pending", "durable", "failed"
 
@@ -115,6 +119,7 @@ class GroupShard:
         self.classic = ClassicGroupManager(self, clock, config)
         self.consumer = ConsumerGroupManager(self, clock, consumer or ConsumerGroupConfig(), image or TopicImage())
         self.share = ShareGroupManager(self, clock, image or TopicImage())
+        self.streams = StreamsGroupManager(self, clock, image or TopicImage())
         self.migration = GroupMigration(self, self.classic, self.consumer)
         self.offset_manager = OffsetManager(
             self, offsets.metadata_max_bytes, offsets.retention_ms, offsets.existing_partitions
@@ -167,6 +172,8 @@ class GroupShard:
                 self.consumer.written_record(key, value)
             elif t in SHARE_KEY_TYPES:
                 self.share.written_record(key, value)
+            elif t in STREAMS_KEY_TYPES:
+                self.streams.written_record(key, value)
         return w
 
     def drain(self) -> None:
@@ -217,17 +224,22 @@ class GroupShard:
         group's record and offsets are replayed only once durable: nothing to undo)."""
         groups: dict[str, None] = {}
         shares: dict[str, None] = {}
+        streams: dict[str, None] = {}
         for w in failed:
             for key, _ in w.records or ():
                 if type(key) in CONSUMER_KEYS or type(key) is GroupMetadataKey:
                     groups[key.group] = None
                 elif type(key) in SHARE_KEY_TYPES:
                     shares[key.group] = None
+                elif type(key) in STREAMS_KEY_TYPES:
+                    streams[key.group] = None
         still_pending = [w.records for w in self.pending if w.records is not None]
         if groups:
             self.consumer.revert(list(groups), still_pending)
         if shares:
             self.share.revert(list(shares), still_pending)
+        if streams:
+            self.streams.revert(list(streams), still_pending)
 
     # replay ---------------------------------------------------------------------------
 
@@ -257,6 +269,8 @@ class GroupShard:
             self.consumer.replay(key, value)
         elif type(key) in SHARE_KEYS:
             self.share.replay(key, value)
+        elif type(key) in STREAMS_KEY_TYPES:
+            self.streams.replay(key, value)
         elif type(key) is TxnOffsetCommitKey:
             commit = key.key
             if commit.group not in self.groups:
@@ -264,7 +278,7 @@ class GroupShard:
             self.offsets.put_pending(key.producer_id, commit.group, commit.topic, commit.partition, value)  # type: ignore[arg-type]  # an OffsetCommitKey's record is an OffsetCommitValue or a tombstone
         elif type(key) is TxnMarkerKey:
             self.offsets.complete(key.producer_id, key.commit)
-        # Other record types (streams groups) are kept in the log, not interpreted.
+        # Other record types (streams type 18, share type 9) are kept in the log, not interpreted.
 
     def _remove_group(self, group_id: str) -> None:
         group = self.groups.pop(group_id)
@@ -278,6 +292,7 @@ class GroupShard:
                 self.classic.on_loaded(loaded)
         self.consumer.on_loaded()
         self.share.on_loaded()
+        self.streams.on_loaded()
 
     def on_unloaded(self) -> None:
         """Kafka's GroupCoordinatorShard.onUnloaded: the partition moved away. Members
@@ -305,13 +320,14 @@ class GroupShard:
         dict[int, dict[Any, Any]],
     ]:
         """What replay has built, for every group type: each classic group's stored record,
-        each consumer and share group's records, the committed offsets and the transactional offsets
+        each consumer, share and streams group's records, the committed offsets and the transactional offsets
         pending their marker (a fresh shard that replays the same log has the same view)."""
         stored = {
             g: grp.stored for g, grp in self.groups.items() if type(grp) is ClassicGroup and grp.stored is not None
         }
         consumer = {g: dict(records) for g, records in self.consumer.stored.items()}
         consumer.update((g, dict(records)) for g, records in self.share.stored.items())
+        consumer.update((g, dict(records)) for g, records in self.streams.stored.items())
         pending = {pid: dict(offsets) for pid, offsets in self.offsets.pending.items() if offsets}
         return stored, consumer, self.offsets.snapshot(), pending
 
@@ -346,6 +362,8 @@ class GroupShard:
                 return records
         if type(group) is ShareGroup:
             return self.share.delete_records(group.group_id)
+        if type(group) is StreamsGroup:
+            return self.streams.delete_records(group.group_id)
         return [(GroupMetadataKey(group.group_id), None)]
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group]:

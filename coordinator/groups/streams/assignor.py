@@ -74,9 +74,9 @@ def sticky_assign(
     processes: dict[str, _Process] = {}
     member_process: dict[str, _Process] = {}
     for member_id in sorted(members):
-        p = processes.setdefault(members[member_id].process_id, _Process(members[member_id].process_id))
-        p.members.append(member_id)
-        member_process[member_id] = p
+        proc = processes.setdefault(members[member_id].process_id, _Process(members[member_id].process_id))
+        proc.members.append(member_id)
+        member_process[member_id] = proc
     tasks = [(s, i) for s in sorted(subtopologies) for i in range(subtopologies[s][0])]
     stateful = [t for t in tasks if subtopologies[t[0]][1]]
     n = len(members)
@@ -86,15 +86,15 @@ def sticky_assign(
     prev_active: dict[TaskId, str] = {}
     prev_standby: dict[TaskId, list[tuple[int, int, str]]] = {}  # task -> (rank, -offset sum, member)
     for member_id in sorted(members):
-        m = members[member_id]
-        for s, ps in m.active.items():
-            for p in ps:
-                prev_active[(s, p)] = member_id
-        for rank, held in ((0, m.standby), (0, m.warmup)):
+        am = members[member_id]
+        for s, ps in am.active.items():
+            for i in ps:
+                prev_active[(s, i)] = member_id
+        for rank, held in ((0, am.standby), (0, am.warmup)):
             for s, ps in held.items():
-                for p in ps:
-                    prev_standby.setdefault((s, p), []).append((rank, -m.task_offsets.get((s, p), 0), member_id))
-        for task, offset in m.task_offsets.items():
+                for i in ps:
+                    prev_standby.setdefault((s, i), []).append((rank, -am.task_offsets.get((s, i), 0), member_id))
+        for task, offset in am.task_offsets.items():
             if task not in prev_active or prev_active[task] != member_id:
                 if not any(x[2] == member_id for x in prev_standby.get(task, ())):
                     prev_standby.setdefault(task, []).append((1, -offset, member_id))
@@ -146,11 +146,11 @@ def sticky_assign(
         for task in stateful:
             for _ in range(num_standby_replicas):
                 placed = False
-                for _, _, m in prev_standby.get(task, ()):
-                    p = member_process.get(m)
-                    if p is None or task in p.held or p.count(m) >= total_quota:
+                for _, _, holder in prev_standby.get(task, ()):
+                    hp = member_process.get(holder)
+                    if hp is None or task in hp.held or hp.count(holder) >= total_quota:
                         continue
-                    add_standby(m, task)
+                    add_standby(holder, task)
                     placed = True
                     break
                 if placed:
@@ -166,8 +166,8 @@ def sticky_assign(
                         f"{task[0]}_{task[1]}",
                     )
                     break
-                p = min(free, key=lambda p: (p.load(), p.process_id))
-                add_standby(p.least_loaded_member(), task)
+                chosen = min(free, key=lambda x: (x.load(), x.process_id))
+                add_standby(chosen.least_loaded_member(), task)
 
     out: dict[str, tuple[Tasks, Tasks]] = {}
     for member_id in members:
@@ -196,9 +196,9 @@ def refine_warmups(
     end offset) stays with its current owner for now, and the new owner gets it as a warm-up
     task to restore the state in the background; at most `num_warmup_replicas` such tasks
     at a time. Once caught up, the next assignment moves it. Held in memory only, as Kafka's."""
-    out = {m: (dict(a), dict(s), {}) for m, (a, s) in target.items()}
+    out: dict[str, tuple[Tasks, Tasks, Tasks]] = {m: (dict(a), dict(s), {}) for m, (a, s) in target.items()}
     if num_warmup_replicas <= 0:
-        return out  # type: ignore[return-value]  # (the empty dict is a Tasks)
+        return out
     owner: dict[TaskId, str] = {}
     for member_id, m in members.items():
         for s, ps in m.active.items():
@@ -236,6 +236,6 @@ def refine_warmups(
                     if not cur_standby[s]:
                         del cur_standby[s]
                 warm = out[member_id][2]
-                warm[s] = warm.get(s, frozenset()) | {p}  # type: ignore[index]  # (a Tasks)
+                warm[s] = warm.get(s, frozenset()) | {p}
                 budget -= 1
-    return out  # type: ignore[return-value]  # (the empty dicts are Tasks)
+    return out

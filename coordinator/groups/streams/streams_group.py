@@ -18,7 +18,8 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol import streams_records as R
 
-from ..group import ExpirationBase, ModernGroup
+from ..group import ExpirationBase
+from ..modern.modern_group import ModernGroup
 from .topology import ConfiguredTopology
 
 # subtopology id -> partitions
@@ -43,7 +44,11 @@ class TasksTuple:
     def contains_any(self, other: TasksTuple) -> bool:
         return any(
             mine.get(s, frozenset()) & ps
-            for mine, theirs in ((self.active, other.active), (self.standby, other.standby), (self.warmup, other.warmup))
+            for mine, theirs in (
+                (self.active, other.active),
+                (self.standby, other.standby),
+                (self.warmup, other.warmup),
+            )
             for s, ps in theirs.items()
         )
 
@@ -100,6 +105,7 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         self.failed_description_epoch = -1
         # the time before which no target is computed for a new group (streams.initial.rebalance.delay.ms)
         self.initial_delay_until = 0.0
+        self.extra_records: list[tuple[Any, Any]] = []  # the tombstone of the classic group it replaces
 
     # group.Group ----------------------------------------------------------------------
 
@@ -139,8 +145,6 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         # admin (kafka-streams-groups --reset-offsets) on an empty group.
         if self.dead:
             return E.coordinator_not_available
-        if generation < 0 and not member_id and not self.members:
-            return E.none
         if generation < 0 and not self.members:
             return E.none
         member = self.members.get(member_id)
@@ -157,7 +161,7 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         # KIP-1251: an older epoch commits the partitions of the tasks the member still runs
         # and got at or before it (a commit racing the heartbeat that moved it on).
         def check(topic_id: Any, partition: int) -> int:
-            for (s, p), assigned_at in epochs.items():
+            for (_subtopology, p), assigned_at in epochs.items():
                 if p == partition and assigned_at <= generation:
                     return E.none
             return E.stale_member_epoch
@@ -203,7 +207,9 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         self.removed_members.add(member.member_id)
         self.changed_members.discard(member.member_id)
 
-    def owners(self) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], set[str]], dict[tuple[str, int], set[str]]]:
+    def owners(
+        self,
+    ) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], set[str]], dict[tuple[str, int], set[str]]]:
         """Which process holds each task now, as active (assigned or still to revoke), and
         which processes hold it as standby and as warm-up (StreamsGroup's
         currentActiveTaskProcessId and currentStandby/WarmupTaskProcessIds)."""

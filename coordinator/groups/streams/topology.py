@@ -150,7 +150,15 @@ def _summarize(topics: list[str] | set[str]) -> str:
 def configure_topics(topology: StreamsGroupTopologyValue, partitions_of: PartitionCount) -> ConfiguredTopology:
     """InternalTopicManager.configureTopics: the topology against the topics that exist."""
     try:
-        missing = sorted({t for s in topology.subtopologies for t in s.source_topics if partitions_of(t) is None})
+        internal = {t.name for s in topology.subtopologies for t in s.repartition_source_topics}
+        missing = sorted(
+            {
+                t
+                for s in topology.subtopologies
+                for t in s.source_topics
+                if t not in internal and partitions_of(t) is None
+            }
+        )
         if missing:
             raise TopologyError(MISSING_SOURCE_TOPICS, f"Source topics {_summarize(missing)} are missing.")
         decided = _decide_partition_counts(topology, partitions_of)
@@ -236,7 +244,7 @@ def _decide_partition_counts(topology: StreamsGroupTopologyValue, partitions_of:
             if not group:
                 continue
             flexible = [t for t in group if t in repartition and t not in fixed]
-            external = {t: count(t) for t in group if t not in repartition}
+            external = {name: count(name) or 0 for name in group if name not in repartition}
             if external:
                 counts = set(external.values())
                 if len(counts) > 1:
@@ -252,14 +260,14 @@ def _decide_partition_counts(topology: StreamsGroupTopologyValue, partitions_of:
                         f"Following topics do not have the same number of partitions: [{{{shown}}}]",
                     )
                 target = next(iter(pinned.values())) if pinned else max(decided[t] for t in group)
-            for t in flexible:
-                decided[t] = target  # type: ignore[assignment]  # (external counts exist: checked above)
-            for t in group:
-                if t in repartition and decided[t] != target:
+            for name in flexible:
+                decided[name] = target
+            for name in group:
+                if name in repartition and decided[name] != target:
                     raise TopologyError(
                         INCORRECTLY_PARTITIONED_TOPICS,
-                        f"Number of partitions [{decided[t]}] of repartition topic [{t}] doesn't match number of "
-                        f"partitions [{target}] of the source topic.",
+                        f"Number of partitions [{decided[name]}] of repartition topic [{name}] doesn't match number "
+                        f"of partitions [{target}] of the source topic.",
                     )
     return decided
 
