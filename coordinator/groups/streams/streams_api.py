@@ -170,7 +170,11 @@ class StreamsGroupApis:
                 acceptable_recovery_lag=0 if ctx.version == 0 else -1,
                 task_offset_interval=0,
                 status=None,
+                active_tasks=None,
+                standby_tasks=None,
+                warmup_tasks=None,
                 endpoint_information_epoch=0,
+                partitions_by_user_endpoint=None,
             )
         return ctx.response(
             throttle_time=0,
