@@ -288,7 +288,7 @@ async def converge_in_process(members: int, partitions: int) -> tuple[float, int
     from coordinator.groups.modern.consumer.consumer_manager import HeartbeatRequest
     from protocol import consumer_records as R
     from tests.support.consumer_harness import Harness
-    from tests.support.group_harness import MemoryLog, settle
+    from tests.support.group_harness import MemoryLog, respond, settle
 
     class EncodingLog(MemoryLog):
         """Encodes each record as the real log does before keeping it."""
@@ -320,7 +320,7 @@ async def converge_in_process(members: int, partitions: int) -> tuple[float, int
                 subscribed_topic_names=["bench-topic"] if rounds == 1 else None,
                 owned=owned,
             )
-            now = heartbeat(request, lambda r, m=m, got=got: got.__setitem__(m, r))
+            now = respond(h.shard, heartbeat(request), lambda r, m=m, got=got: got.__setitem__(m, r))
             if now is not None:
                 got[m] = now
         await settle()

@@ -10,20 +10,16 @@ from kio.schema.errors import ErrorCode as E
 from coordinator.groups.modern.consumer.consumer_group import records_of
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
-from tests.support.group_harness import settle
+from tests.support.group_harness import answered, commit_failed
 from tests.support.consumer_harness import GROUP, Harness, flat
 from tests.support.consumer_shard import owned
 
 
 async def commit_errors(h: Harness, member_id: str, epoch: int, *partitions: tuple[str, int]) -> list[int]:
-    got: list = []
-    errors = h.shard.offset_manager.commit_nowait(
-        GROUP, epoch, member_id, None, [PartitionCommit(t, p, 1, -1, "") for t, p in partitions], got.append
+    result = h.shard.offset_manager.commit(
+        GROUP, epoch, member_id, None, [PartitionCommit(t, p, 1, -1, "") for t, p in partitions]
     )
-    if errors is not None:
-        return errors
-    await settle()
-    return got[0]
+    return await answered(h.shard, result, commit_failed(result))
 
 
 async def test_an_empty_regex_is_no_regex_and_a_resent_subscription_bumps_nothing():

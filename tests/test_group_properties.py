@@ -19,7 +19,7 @@ from coordinator.groups.clock import ManualClock
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import VALID_PREVIOUS, GroupState as S
 from protocol.offset_commit import PartitionCommit
-from tests.support.group_harness import MemoryLog, new_runtime
+from tests.support.group_harness import MemoryLog, Operations, commit_failed, new_runtime, respond
 
 GROUPS = ["alpha", "beta", "gamma"]
 CLIENTS = range(4)
@@ -64,7 +64,7 @@ class GroupMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(step())
 
     def manager(self, group_id: str):
-        return self.runtime.shard_for(group_id).classic
+        return Operations(self.runtime.shard_for(group_id))
 
     def collect(self) -> None:
         """Take in the answers that arrived."""
@@ -158,14 +158,11 @@ class GroupMachine(RuleBasedStateMachine):
                 self.acked[key] = offset
 
         def go():
-            errors = self.runtime.shard_for(group).offset_manager.commit_nowait(
-                group,
-                client.generation,
-                client.member_id,
-                None,
-                [PartitionCommit("t", partition, offset, -1, "")],
-                done,
+            shard = self.runtime.shard_for(group)
+            result = shard.offset_manager.commit(
+                group, client.generation, client.member_id, None, [PartitionCommit("t", partition, offset, -1, "")]
             )
+            errors = respond(shard, result, done, commit_failed(result))
             if errors is not None:
                 done(errors)
 

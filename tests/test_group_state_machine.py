@@ -15,7 +15,7 @@ from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.state import GroupState as S
 from coordinator.groups.state import IllegalStateTransition
 from protocol.offset_commit import PartitionCommit as OffsetRequest
-from tests.support.group_harness import MemoryLog, new_runtime, settle
+from tests.support.group_harness import MemoryLog, Operations, answered, commit_failed, new_runtime, settle
 
 SESSION, REBALANCE = 10_000, 30_000
 
@@ -26,7 +26,7 @@ class Harness:
         self.memory = MemoryLog(1)
         self.runtime = new_runtime(self.memory, self.clock, GroupConfig(**config), offsets)
         self.shard = self.runtime.shards[0]
-        self.c = self.shard.classic
+        self.c = Operations(self.shard)
 
     @property
     def log(self) -> list:
@@ -34,17 +34,14 @@ class Harness:
         return self.memory.records[0]
 
     async def commit(self, gid, gen, member, instance, parts, version=8) -> list[int]:
-        fut = asyncio.get_running_loop().create_future()
-        errors = self.shard.offset_manager.commit_nowait(gid, gen, member, instance, parts, fut.set_result, -1, version)
-        return errors if errors is not None else await fut
+        result = self.shard.offset_manager.commit(gid, gen, member, instance, parts, -1, version)
+        return await answered(self.shard, result, commit_failed(result))
 
     def fetch(self, gid, wanted):
         return self.shard.offset_manager.fetch(gid, wanted)
 
     async def delete_group(self, gid) -> int:
-        fut = asyncio.get_running_loop().create_future()
-        self.shard.delete_group(gid, fut.set_result)
-        return await fut
+        return await answered(self.shard, self.shard.delete_group(gid))
 
     def group(self, gid: str = "g") -> ClassicGroup:
         return self.c.groups[gid]
@@ -606,9 +603,9 @@ async def test_offset_retention_with_injected_clock():
     h = Harness(OffsetConfig(retention_ms=60_000))
     await h.commit("solo", -1, "", None, [OffsetRequest("t", 0, 1, -1, "")])
     h.clock.advance(59_000)
-    assert h.shard.offset_manager.expire() == 0
+    assert h.runtime.expire_offsets() == 0
     h.clock.advance(2_000)
-    assert h.shard.offset_manager.expire() == 1
+    assert h.runtime.expire_offsets() == 1
     await settle()
     assert "solo" not in h.c.groups  # Empty with no offsets left: Dead and removed
 

@@ -87,3 +87,47 @@ def test_every_type_ignore_says_why():
         if re.search(r"#\s*type:\s*ignore(\[[^\]]*\])?\s*$", line)
     ]
     assert bare == []
+
+
+# The group managers (one package per group type, and the offsets') only compute: an
+# operation returns a CoordinatorResult and the runtime (groups/runtime.py, shard.py) is the
+# only code that appends, replays, answers and undoes. These names are the write path.
+WRITE_PATH = {
+    "write",
+    "write_txn",
+    "write_marker",
+    "after_pending",
+    "append_to",
+    "append_txn_to",
+    "append_marker_to",
+    "apply",
+    "respond",
+    "answer",
+}
+LOG_MODULES = (
+    "coordinator.log",
+    "coordinator.groups.runtime",
+    "coordinator.groups.shard",
+    "coordinator.share.state_log",
+)
+
+
+def test_no_group_manager_touches_the_log():
+    groups = ROOT / "coordinator" / "groups"
+    managers = [
+        *(p for top in ("classic", "modern", "streams") for p in sorted((groups / top).rglob("*.py"))),
+        groups / "offset_manager.py",
+    ]
+    edges = import_graph.module_graph()
+    found = []
+    for path in managers:
+        if path.name.endswith("_api.py"):
+            continue  # (a group type's wire mapping: it answers through the runtime, as api.py does)
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITE_PATH:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} calls .{node.func.attr}()")
+        for target in edges.get(module, ()):
+            if any(target == m or target.startswith(m + ".") for m in LOG_MODULES):
+                found.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert found == []

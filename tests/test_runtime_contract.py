@@ -17,7 +17,8 @@ from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
 from protocol.offset_commit import PartitionCommit
-from tests.support.group_harness import ControlledLog, settle
+from coordinator.groups.modern.modern_manager import ModernGroupManager
+from tests.support.group_harness import ControlledLog, Operations, commit_failed, respond, settle
 from tests.support.consumer_shard import Catalog, owned
 
 GROUP = "cg"
@@ -51,16 +52,17 @@ class Runtime:
             owned=None if owned_ is None else list(owned_),
         )
         got: list = []
-        now = self.runtime.shard_for(group).consumer.heartbeat(r, got.append)
+        shard = self.runtime.shard_for(group)
+        now = respond(shard, shard.consumer.heartbeat(r), got.append, ModernGroupManager.write_failed)
         if now is not None:
             got.append(now)
         return got
 
     def commit(self, group: str, partition: int, offset: int) -> list:
         got: list = []
-        errors = self.runtime.shard_for(group).offset_manager.commit_nowait(
-            group, -1, "", None, [PartitionCommit("t", partition, offset, -1, "")], got.append
-        )
+        shard = self.runtime.shard_for(group)
+        result = shard.offset_manager.commit(group, -1, "", None, [PartitionCommit("t", partition, offset, -1, "")])
+        errors = respond(shard, result, got.append, commit_failed(result))
         if errors is not None:
             got.append(errors)
         return got
@@ -184,7 +186,7 @@ async def test_a_consumer_group_stays_until_its_conversion_to_classic_is_durable
     assert left[0].error == E.none and a[0].error == E.none and h.group.state_name == "Empty"
 
     def classic_join():
-        return h.shard.classic.join(
+        return Operations(h.shard).join(
             GROUP,
             "",
             None,
@@ -226,7 +228,8 @@ async def test_a_failed_share_group_join_does_not_forget_a_member_whose_join_is_
 
     def hb(member_id: str) -> list:
         got: list = []
-        now = share.heartbeat(ShareHeartbeatRequest("sg", member_id, 0, subscribed_topic_names=("t",)), got.append)
+        request = ShareHeartbeatRequest("sg", member_id, 0, subscribed_topic_names=("t",))
+        now = respond(h.shard, share.heartbeat(request), got.append, ModernGroupManager.write_failed)
         return got if now is None else [now]
 
     a = hb("a" * 22)  # in flight
@@ -272,8 +275,9 @@ async def test_a_share_group_description_waits_for_the_pending_writes():
 
     def join(member_id: str) -> list:
         got: list = []
-        h.shard.share.heartbeat(ShareHeartbeatRequest("sg", member_id, 0, subscribed_topic_names=("t",)), got.append)
-        return got
+        request = ShareHeartbeatRequest("sg", member_id, 0, subscribed_topic_names=("t",))
+        now = respond(h.shard, h.shard.share.heartbeat(request), got.append, ModernGroupManager.write_failed)
+        return got if now is None else [now]
 
     join("a" * 22)  # in flight
     described = describe()

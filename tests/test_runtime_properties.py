@@ -30,7 +30,8 @@ from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
-from tests.support.group_harness import ControlledLog
+from coordinator.groups.modern.modern_manager import ModernGroupManager
+from tests.support.group_harness import ControlledLog, Operations, commit_failed, respond
 from tests.support.consumer_shard import Catalog
 
 CG, CLASSIC = "cg", "classic"
@@ -132,7 +133,12 @@ class RuntimeMachine(RuleBasedStateMachine):
         )
 
         def go():
-            now = self.shard.consumer.heartbeat(r, lambda result: self.told(m, epoch, result))
+            now = respond(
+                self.shard,
+                self.shard.consumer.heartbeat(r),
+                lambda result: self.told(m, epoch, result),
+                ModernGroupManager.write_failed,
+            )
             if now is not None:
                 self.told(m, epoch, now)
 
@@ -171,7 +177,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         self.run(
             lambda: self.classic_later(
                 c,
-                self.shard.classic.join(
+                Operations(self.shard).join(
                     CLASSIC,
                     client.member_id,
                     None,
@@ -194,7 +200,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         self.run(
             lambda: self.classic_later(
                 c,
-                self.shard.classic.sync(CLASSIC, client.member_id, None, generation, "consumer", None, assignments),
+                Operations(self.shard).sync(CLASSIC, client.member_id, None, generation, "consumer", None, assignments),
                 generation,
             )
         )
@@ -202,7 +208,7 @@ class RuntimeMachine(RuleBasedStateMachine):
     @rule(c=st.sampled_from(list(CLASSIC_CLIENTS)))
     def classic_leave(self, c):
         client = self.classics[c]
-        self.run(self.shard.classic.leave, CLASSIC, [(client.member_id, None)])
+        self.run(Operations(self.shard).leave, CLASSIC, [(client.member_id, None)])
         client.member_id, client.generation = "", -1
 
     # commits -------------------------------------------------------------------------------
@@ -223,14 +229,12 @@ class RuntimeMachine(RuleBasedStateMachine):
                 assert value is not None and value.offset == offset, "a commit answered ahead of the log"
 
         def go():
-            errors = self.shard.offset_manager.commit_nowait(
-                group, epoch, member_id, None, [PartitionCommit("t", partition, offset, -1, "")], done
+            result = self.shard.offset_manager.commit(
+                group, epoch, member_id, None, [PartitionCommit("t", partition, offset, -1, "")]
             )
+            errors = respond(self.shard, result, done, commit_failed(result))
             if errors is not None:
-                if self.shard.pending:
-                    self.shard.after_pending(lambda error: done(errors) if error == E.none else None)
-                else:
-                    done(errors)
+                done(errors)
 
         self.run(go)
 

@@ -1,9 +1,11 @@
 """Wire handlers of the group and offset APIs: kio requests in, kio responses out.
 
 Each request goes to its group's shard (runtime.py); the logic lives in the shard's
-managers, and this module only maps versions and fields. An answer given at once by an
-operation that wrote nothing waits for the shard's pending writes (`_after_pending`):
-what it says may rest on them.
+managers, which return a CoordinatorResult, and this module only maps versions and fields.
+Every operation is answered one way, by the runtime (`CoordinatorRuntime.answer`): once its
+records, and every write before them on the shard, are durable; an operation that wrote
+nothing waits for the shard's pending writes all the same, since what it says may rest on
+them. Descriptions are reads, answered by `read_after_pending`.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from ..futures import future_and_callback
 from .classic.classic_group import ClassicGroup, JoinResult, SyncResult
 from .modern.consumer.consumer_group import ConsumerGroup
 from .modern.consumer.consumer_manager import HeartbeatRequest, validate_request
-from .modern.modern_manager import ApiError, HeartbeatResult
+from .modern.modern_manager import ApiError, HeartbeatResult, ModernGroupManager
 from .streams.streams_group import StreamsGroup
 from ..log.offsets import TOPIC as OFFSETS_TOPIC
 from .offset_manager import NO_OFFSET
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
+from .shard_context import CoordinatorResult
 from .state import States as S
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 11, 12, 13, 14, 15, 16, 42
@@ -132,20 +135,19 @@ def heartbeat_response(ctx: RequestContext, result: HeartbeatResult, drop_empty:
 
 def run_heartbeat(
     ctx: RequestContext,
+    runtime: CoordinatorRuntime,
     routed: tuple[Any, int],
-    heartbeat: Callable[[Any, Callable[[HeartbeatResult], None]], HeartbeatResult | None],
+    heartbeat: Callable[[Any], Any],
     respond: Callable[[HeartbeatResult], Any],
 ) -> Any:
     """A valid {Consumer,Share}GroupHeartbeat: the routing error (NOT_COORDINATOR, ...) if
-    `routed` has no shard, else `heartbeat(shard, answer)`'s result now, or LATER and the
-    answer once the group's records are durable."""
+    `routed` has no shard, else the answer of heartbeat(shard)'s result."""
     shard, error = routed
     if shard is None:
         return respond(
             HeartbeatResult(error, "The coordinator is not available." if error == E.not_coordinator else None)
         )
-    result = heartbeat(shard, lambda result: ctx.answer(respond(result)))
-    return LATER if result is None else respond(result)
+    return runtime.answer(ctx, shard, heartbeat(shard), respond, ModernGroupManager.write_failed)
 
 
 def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContext, int], int]) -> tuple[Any, int]:
@@ -169,6 +171,7 @@ class GroupApis:
         self.owner = owner
         self.shard_for = runtime.shard_for
         self.shard_of = runtime.shard_of
+        self.answer = runtime.answer
         self._heartbeat_bodies: dict[tuple[int, int], Raw] = {}
 
     def register(self, registry: Registry) -> None:
@@ -185,15 +188,6 @@ class GroupApis:
         registry.add(TXN_OFFSET_COMMIT, range(0, 6), self.txn_offset_commit)
         registry.add(CONSUMER_GROUP_HEARTBEAT, range(0, 2), self.consumer_group_heartbeat)
         registry.add(CONSUMER_GROUP_DESCRIBE, range(0, 2), self.consumer_group_describe)
-
-    @staticmethod
-    def _after_pending(ctx: RequestContext, shard: GroupShard, response: Any, failed: Any) -> Any:
-        """`response` now if the shard has no write pending, else LATER and the response
-        once those writes are durable (failed(error) if one of them fails)."""
-        if not shard.pending:
-            return response
-        shard.after_pending(lambda error: ctx.answer(response if error == E.none else failed(error)))
-        return LATER
 
     # JoinGroup ------------------------------------------------------------------------
 
@@ -223,17 +217,9 @@ class GroupApis:
             supports_skip_assignment=ctx.version >= 9,
             reason=getattr(req, "reason", None),
         )
-        if isinstance(result, JoinResult):
-            return self._after_pending(
-                ctx,
-                shard,
-                self._join_response(ctx, result),
-                lambda error: self._join_response(ctx, JoinResult(error, req.member_id)),
-            )
-        return self._join_later(ctx, result)
-
-    def _join_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
-        return _answer_when_done(ctx, waiter, lambda r: self._join_response(ctx, r))
+        return self.answer(
+            ctx, shard, result, lambda r: self._join_response(ctx, r), lambda error: JoinResult(error, req.member_id)
+        )
 
     @staticmethod
     def _join_response(ctx: RequestContext, r: JoinResult) -> Any:
@@ -275,14 +261,7 @@ class GroupApis:
             getattr(req, "protocol_name", None),
             {a.member_id: a.assignment for a in req.assignments},
         )
-        if isinstance(result, SyncResult):
-            return self._after_pending(
-                ctx, shard, self._sync_response(ctx, result), lambda error: self._sync_response(ctx, SyncResult(error))
-            )
-        return self._sync_later(ctx, result)
-
-    def _sync_later(self, ctx: RequestContext, waiter: asyncio.Future) -> Any:
-        return _answer_when_done(ctx, waiter, lambda r: self._sync_response(ctx, r))
+        return self.answer(ctx, shard, result, lambda r: self._sync_response(ctx, r), SyncResult)
 
     @staticmethod
     def _sync_response(ctx: RequestContext, r: SyncResult) -> Any:
@@ -302,10 +281,8 @@ class GroupApis:
             error = shard.classic.heartbeat(
                 req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
             )
-        if shard is not None and shard.pending:
-            return self._after_pending(
-                ctx, shard, self._heartbeat_body(ctx, error), lambda failed: self._heartbeat_body(ctx, failed)
-            )
+        if shard is not None and shard.pending:  # (else answered now: the heartbeat's one check)
+            return self.answer(ctx, shard, CoordinatorResult(error), lambda e: self._heartbeat_body(ctx, e), int)
         return self._heartbeat_body(ctx, error)
 
     def _heartbeat_body(self, ctx: RequestContext, error: int) -> Raw:
@@ -324,26 +301,16 @@ class GroupApis:
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
             return self._leave_response(ctx, error, [])
-
-        # Answered once the group's empty generation is stored, when the leave empties it.
-        def answer(result: Any) -> None:
-            ctx.answer(self._leave_response(ctx, *result))
-
         if ctx.version < 3:
-            result = shard.classic.leave(req.group_id, [(req.member_id, None)], answer=answer)
+            result = shard.classic.leave(req.group_id, [(req.member_id, None)])
         else:
             reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
             result = shard.classic.leave(
                 req.group_id,
                 [(m.member_id, m.group_instance_id) for m in req.members],
                 reason="; ".join(sorted(reasons)) if reasons else None,
-                answer=answer,
             )
-        if result is None:
-            return LATER
-        return self._after_pending(
-            ctx, shard, self._leave_response(ctx, *result), lambda error: self._leave_response(ctx, error, [])
-        )
+        return self.answer(ctx, shard, result, lambda r: self._leave_response(ctx, *r), lambda error: (error, []))
 
     @staticmethod
     def _leave_response(ctx: RequestContext, top: int, results: list) -> Any:
@@ -465,10 +432,12 @@ class GroupApis:
         for group_id in req.groups_names:
             fut, done = future_and_callback()
             shard, error = self._route(ctx, group_id)
-            if shard is None:
+            if shard is not None:
+                error = self.runtime.respond(
+                    shard, shard.delete_group(group_id), int, lambda error, done=done: done(None, error)
+                )
+            if error is not LATER:
                 done(None, error)
-            else:
-                shard.delete_group(group_id, lambda error, done=done: done(None, error))
             waits.append(fut)
         errors = await asyncio.gather(*waits)
         return ctx.response(
@@ -496,24 +465,12 @@ class GroupApis:
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
             return write_response_to(req, version, [error] * len(req.partitions))
-        errors = shard.offset_manager.commit_nowait(
-            req.group_id,
-            req.generation,
-            req.member_id,
-            req.instance_id,
-            req.partitions,
-            lambda errors: ctx.answer(write_response_to(req, version, errors)),
-            expire,
-            version,
+        result = shard.offset_manager.commit(
+            req.group_id, req.generation, req.member_id, req.instance_id, req.partitions, expire, version
         )
-        if errors is not None:
-            return self._after_pending(
-                ctx,
-                shard,
-                write_response_to(req, version, errors),
-                lambda error: write_response_to(req, version, [error] * len(req.partitions)),
-            )
-        return LATER
+        return self.answer(
+            ctx, shard, result, lambda errors: write_response_to(req, version, errors), _commit_failed(result)
+        )
 
     def _commit_some(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
         """v10 with topic ids no topic has: those partitions are answered UNKNOWN_TOPIC_ID
@@ -532,19 +489,12 @@ class GroupApis:
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
             return merged([error] * len(known))
-        errors = shard.offset_manager.commit_nowait(
-            req.group_id,
-            req.generation,
-            req.member_id,
-            req.instance_id,
-            known,
-            lambda errors: ctx.answer(merged(errors)),
-            -1,
-            version,
+        result = shard.offset_manager.commit(
+            req.group_id, req.generation, req.member_id, req.instance_id, known, -1, version
         )
-        return LATER if errors is None else merged(errors)
+        return self.answer(ctx, shard, result, merged, _commit_failed(result))
 
-    async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
+    def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
         partitions = [
             (
                 t.name,
@@ -556,6 +506,21 @@ class GroupApis:
             for t in req.topics
             for p in t.partitions
         ]
+
+        def respond(errors: list[int]) -> Any:
+            by_topic: dict[str, list] = {}
+            for (topic, partition, *_), error in zip(partitions, errors):
+                by_topic.setdefault(topic, []).append(
+                    ctx.nested("TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error)
+                )
+            return ctx.response(
+                throttle_time=0,
+                topics=tuple(
+                    ctx.nested("TxnOffsetCommitResponseTopic", name=t, partitions=tuple(ps))
+                    for t, ps in by_topic.items()
+                ),
+            )
+
         shard, error = self._route(ctx, req.group_id)
         transactions = self.runtime.transactions
         if shard is None:
@@ -573,8 +538,7 @@ class GroupApis:
             if error != E.none:
                 errors = [error] * len(partitions)
             else:
-                fut, done = future_and_callback()
-                errors = shard.offset_manager.txn_commit(
+                result = shard.offset_manager.txn_commit(
                     req.group_id,
                     req.producer_id,
                     req.producer_epoch,
@@ -582,21 +546,9 @@ class GroupApis:
                     getattr(req, "member_id", ""),
                     getattr(req, "group_instance_id", None),
                     partitions,
-                    lambda errors: done(None, errors),
                 )
-                if errors is None:
-                    errors = await fut
-        by_topic: dict[str, list] = {}
-        for (topic, partition, *_), error in zip(partitions, errors):
-            by_topic.setdefault(topic, []).append(
-                ctx.nested("TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error)
-            )
-        return ctx.response(
-            throttle_time=0,
-            topics=tuple(
-                ctx.nested("TxnOffsetCommitResponseTopic", name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
-            ),
-        )
+                return self.answer(ctx, shard, result, respond, _commit_failed(result))
+        return respond(errors)
 
     def _fetched_topics(
         self, ctx: RequestContext, topics: list, suffix: str, unstable: set[tuple[str, int]] | None = None
@@ -713,29 +665,32 @@ class GroupApis:
             )
         return ctx.response(throttle_time=0, groups=tuple(groups))
 
-    async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
+    def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
         wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+
+        def respond(outcome: tuple[int, list]) -> Any:
+            error, results = outcome
+            return ctx.response(
+                throttle_time=0,
+                error_code=error,
+                topics=tuple(
+                    ctx.nested(
+                        "OffsetDeleteResponseTopic",
+                        name=name,
+                        partitions=tuple(
+                            ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e)
+                            for p, e in rows
+                        ),
+                    )
+                    for name, rows in results
+                ),
+            )
+
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            results = []
-        else:
-            fut, done = future_and_callback()
-            shard.offset_manager.delete(req.group_id, wanted, lambda error, results: done(None, (error, results)))
-            error, results = await fut
-        return ctx.response(
-            throttle_time=0,
-            error_code=error,
-            topics=tuple(
-                ctx.nested(
-                    "OffsetDeleteResponseTopic",
-                    name=name,
-                    partitions=tuple(
-                        ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e) for p, e in rows
-                    ),
-                )
-                for name, rows in results
-            ),
-        )
+            return respond((error, []))
+        result = shard.offset_manager.delete(req.group_id, wanted)
+        return self.answer(ctx, shard, result, respond, lambda error: (error, []))
 
     # ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
 
@@ -760,8 +715,9 @@ class GroupApis:
             return heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
         return run_heartbeat(
             ctx,
+            self.runtime,
             self._route(ctx, req.group_id),
-            lambda shard, answer: shard.consumer.heartbeat(r, answer),
+            lambda shard: shard.consumer.heartbeat(r),
             lambda result: heartbeat_response(ctx, result),
         )
 
@@ -804,11 +760,12 @@ class GroupApis:
         return ctx.response(throttle_time=0, groups=tuple(out))
 
 
-def _answer_when_done(ctx: RequestContext, waiter: asyncio.Future, build: Callable[[Any], Any]) -> Any:
-    """The answer build(waiter's result): now if the waiter is settled already (a join phase
-    the request itself completed), else LATER and ctx.answer() from the waiter's done
-    callback, which runs on the loop's next turn (no second future, no Task)."""
-    if waiter.done():
-        return build(waiter.result())
-    waiter.add_done_callback(lambda f: ctx.answer(build(f.result())))
-    return LATER
+def _commit_failed(result: CoordinatorResult | list[int]) -> Callable[[int], list[int]]:
+    """A commit's errors when a write fails: each partition it wrote carries the write's
+    error; a commit that wrote nothing gets it on every partition."""
+    if not isinstance(result, CoordinatorResult):
+        return lambda error: [error] * len(result)  # (answered at once: never called)
+    errors = result.response
+    if result.writes:
+        return lambda error: [error if e == E.none else e for e in errors]
+    return lambda error: [error] * len(errors)

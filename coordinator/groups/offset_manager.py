@@ -14,7 +14,7 @@ from ..errors import E
 from protocol.offset_commit import PartitionCommit
 
 from .records import Event, OffsetCommitKey, OffsetCommitValue
-from .shard_context import ShardContext
+from .shard_context import CoordinatorResult, ShardContext
 
 _new = tuple.__new__
 
@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 NO_OFFSET = -1
 _NONE, _METADATA_TOO_LARGE, _UNKNOWN_PARTITION = E.none, E.offset_metadata_too_large, E.unknown_topic_or_partition
 DEAD = "Dead"
+
+# OffsetDelete's outcome: (group error, [(topic, [(partition, error)])])
+OffsetDeleteResult = tuple[int, list[tuple[str, list[tuple[int, int]]]]]
 
 
 class OffsetManager:
@@ -43,21 +46,19 @@ class OffsetManager:
 
     # OffsetCommit ---------------------------------------------------------------------
 
-    def commit_nowait(
+    def commit(
         self,
         group_id: str,
         generation: int,
         member_id: str,
         instance_id: str | None,
         partitions: list[PartitionCommit],
-        on_done: Callable[[list[int]], None],
         expire_timestamp: int = -1,
         version: int = 9,
-    ) -> list[int] | None:
-        """One error per requested partition, in request order: at once if nothing is to
-        be written, else None, and on_done(errors) once the records are durable and
-        replayed (or could not be written: then every partition carries that error).
-        No coroutine: this runs for every commit of every consumer.
+    ) -> CoordinatorResult:
+        """The response is one error per requested partition, in request order; the records
+        are the offsets to write (none: the commit is refused). If they cannot be written,
+        each partition the commit would have written carries that error.
 
         Kafka's order: partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION
         first (the broker's check); the group's error, if any, goes to the others; then
@@ -69,7 +70,8 @@ class OffsetManager:
                 if (p[0], p[1]) not in existing:
                     unknown = [(q[0], q[1]) not in existing for q in partitions]
                     if False not in unknown:
-                        return [_UNKNOWN_PARTITION] * len(partitions)  # nothing reaches the coordinator
+                        # nothing reaches the coordinator
+                        return CoordinatorResult([_UNKNOWN_PARTITION] * len(partitions))
                     break
         if not group_id:
             error = E.invalid_group_id
@@ -86,8 +88,8 @@ class OffsetManager:
             check, error = self._by_name(error), _NONE
         if error != _NONE:
             if unknown is None:
-                return [error] * len(partitions)
-            return [_UNKNOWN_PARTITION if u else error for u in unknown]
+                return CoordinatorResult([error] * len(partitions))
+            return CoordinatorResult([_UNKNOWN_PARTITION if u else error for u in unknown])
         now = self.clock.wall()
         errors: list[int] = []
         records: list[Event] = []
@@ -109,17 +111,10 @@ class OffsetManager:
                         _new(OffsetCommitValue, (offset, metadata, now, leader_epoch, expire_timestamp)),
                     )
                 )
-        if not records:
-            return errors
-
-        def written(error: int) -> None:
-            if error == _NONE:
-                on_done(errors)
-            else:
-                on_done([error if e == _NONE else e for e in errors])
-
-        self.shard.write(records, written)
-        return None
+        result = CoordinatorResult(errors)
+        if records:
+            result.add(records)  # (offsets change only at replay: nothing to do once durable)
+        return result
 
     # TxnOffsetCommit ------------------------------------------------------------------
 
@@ -132,11 +127,10 @@ class OffsetManager:
         member_id: str,
         instance_id: str | None,
         partitions: list[tuple[str, int, int, int, str | None]],
-        on_done: Callable[[list[int]], None],
-    ) -> list[int] | None:
+    ) -> list[int] | CoordinatorResult:
         """Offsets committed inside a transaction: written as a transactional batch of the
         producer, pending until its marker (applied on commit, dropped on abort). Errors per
-        partition as commit_nowait(); the group checks are Kafka's for transactional commits
+        partition as commit(), answered at once if nothing is written; the group checks are Kafka's for transactional commits
         (KIP-447: a member id and generation are checked when given; no rebalance check)."""
         existing = self.existing_partitions
         unknown = [existing is not None and (t, p) not in existing for t, p, *_ in partitions]
@@ -181,13 +175,9 @@ class OffsetManager:
                 )
         if not records:
             return errors
-        self.shard.write_txn(
-            producer_id,
-            producer_epoch,
-            records,
-            lambda e: on_done(errors if e == _NONE else [e if x == _NONE else x for x in errors]),
-        )
-        return None
+        result = CoordinatorResult(errors)
+        result.add_txn(producer_id, producer_epoch, records, None)
+        return result
 
     def _by_name(self, check: Callable[[Any, int], int]) -> Callable[[str, int], int]:
         """A group's per-partition commit check (by topic id) for partitions named by topic."""
@@ -220,28 +210,24 @@ class OffsetManager:
 
     # OffsetDelete ---------------------------------------------------------------------
 
-    def delete(
-        self,
-        group_id: str,
-        wanted: list[tuple[str, list[int]]],
-        on_done: Callable[[int, list[tuple[str, list[tuple[int, int]]]]], None],
-    ) -> None:
-        """on_done(group error, [(topic, [(partition, error)])]) once any tombstones are durable."""
+    def delete(self, group_id: str, wanted: list[tuple[str, list[int]]]) -> OffsetDeleteResult | CoordinatorResult:
+        """(group error, [(topic, [(partition, error)])]): at once if nothing is deleted, else
+        the response of the tombstones' result."""
         if not group_id:
-            return on_done(E.invalid_group_id, [])
+            return E.invalid_group_id, []
         group = self.groups.get(group_id)
         if group is None:
-            return on_done(E.group_id_not_found, [])
+            return E.group_id_not_found, []
         error = group.validate_offset_delete()
         if error != _NONE:
-            return on_done(error, [])
+            return error, []
         offsets = self.store.of(group_id)
         existing = self.existing_partitions
-        results = []
+        results: list[tuple[str, list[tuple[int, int]]]] = []
         records: list[Event] = []
         for topic, parts in wanted:
             subscribed = group.is_subscribed_to(topic)
-            row = []
+            row: list[tuple[int, int]] = []
             for p in parts:
                 if existing is not None and (topic, p) not in existing:
                     row.append((p, _UNKNOWN_PARTITION))  # (the broker's check, as for commits)
@@ -253,8 +239,10 @@ class OffsetManager:
                         records.append((OffsetCommitKey(group_id, topic, p), None))
             results.append((topic, row))
         if not records:
-            return on_done(_NONE, results)
-        self.shard.write(records, lambda error: on_done(error, results if error == _NONE else []))
+            return _NONE, results
+        result = CoordinatorResult((_NONE, results))
+        result.add(records)
+        return result
 
     # retention (KIP-211) --------------------------------------------------------------
 
@@ -279,9 +267,9 @@ class OffsetManager:
                 out.append(key)
         return out
 
-    def expire(self, on_done: Callable[[int], None] | None = None) -> int:
-        """Write tombstones for the shard's expired offsets, and for Empty groups left
-        with none (Kafka's cleanupGroupMetadata); returns how many offsets expire."""
+    def expire(self) -> CoordinatorResult:
+        """Tombstones for the shard's expired offsets, and for Empty groups left with none
+        (Kafka's cleanupGroupMetadata); the response is how many offsets expire."""
         now = self.clock.wall()
         records: list[Event] = []
         undo: list[Callable[[], None]] = []
@@ -309,9 +297,10 @@ class OffsetManager:
                     error,
                 )
 
+        result = CoordinatorResult(expired)
         if records:
-            self.shard.write(records, written)
-        return expired
+            result.add(records, written)
+        return result
 
 
 def _commit_time(value: OffsetCommitValue) -> int:

@@ -1,10 +1,13 @@
 """CoordinatorRuntime: the shards of `__consumer_offsets` and the one path every write takes
 (Kafka's CoordinatorRuntime).
 
-An operation validates against a shard's state and returns its records and a
-continuation (its response). The runtime appends the records to the shard's partition;
-once they are durable it replays them into the shard (the same `replay` that loads the
-log at startup) and runs the continuation, which answers.
+An operation validates against a shard's state and returns a CoordinatorResult: its
+records, what it does once they are durable or failed, and its response. It never touches
+the log. The runtime (`apply`) appends the records to the shard's partition; once they are
+durable it replays them into the shard (the same `replay` that loads the log at startup),
+runs the operation's continuations and answers (`respond`, `answer`: the one way every
+group and offset operation is answered). A timer (the shard's clock) and a continuation
+are operations too: what they return is written the same way.
 
 Every write, and every answer of an operation that wrote nothing, waits in the shard's
 queue of pending writes (Kafka's deferred-event queue, keyed by the last written offset):
@@ -33,6 +36,7 @@ from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, Callable, Protocol
 
+from ..apis import LATER, RequestContext
 from ..errors import E
 
 from ..futures import Done
@@ -42,6 +46,7 @@ from .modern.consumer.consumer_manager import ConsumerGroupConfig
 from .group import Group
 from .records import Event, TxnMarkerKey, TxnOffsetCommitKey
 from .shard import DURABLE, FAILED, PENDING, Complete, GroupShard, OffsetConfig, PendingWrite
+from .shard_context import CoordinatorResult
 from .topic_image import TopicImage
 
 log = logging.getLogger(__name__)
@@ -119,9 +124,93 @@ class CoordinatorRuntime:
 
     # the write path -------------------------------------------------------------------
 
+    def apply(self, shard: GroupShard, result: CoordinatorResult) -> Any:
+        """Write an operation's result: each of its writes appended in order (a wait queued
+        behind those before it); returns its response."""
+        for records, then, txn in result.writes:
+            if records is None:
+                shard.after_pending(then)
+            elif txn is None:
+                self.write(shard, records, then or _nothing)
+            else:
+                self.write_txn(shard, txn[0], txn[1], records, then or _nothing)
+        return result.response
+
+    def respond(
+        self,
+        shard: GroupShard,
+        result: CoordinatorResult | Any,
+        failed: Callable[[int], Any],
+        later: Callable[[Any], None],
+    ) -> Any:
+        """Write the result and settle its response: returned now if it is settled already
+        (nothing pending on the shard, or a future already done), else LATER and later(it)
+        once its writes, and every write before them on the shard, are durable; failed(the
+        error) instead if one of them fails. A response that is a future (a join phase, the
+        leader's assignment: the continuations settle it) is given when it settles. A
+        response given without a CoordinatorResult (a request refused before anything was
+        read that a pending write could change) is returned as it is."""
+        if type(result) is not CoordinatorResult:
+            return result
+        response = result.response
+        if isinstance(response, asyncio.Future):
+            self.apply(shard, result)
+            if response.done():
+                return response.result()
+            response.add_done_callback(lambda f: later(f.result()))
+            return LATER
+        settled: list[Any] = []
+        waiting = False
+
+        def done(error: int) -> None:
+            final = response if error == E.none else failed(error)
+            if waiting:
+                later(final)
+            else:
+                settled.append(final)
+
+        writes = result.writes
+        if writes and writes[-1][0] is not None:
+            # The answer rides on the operation's last write (the last queued on the shard,
+            # so everything before it is durable when it is) rather than a wait of its own.
+            records, then, txn = writes[-1]
+            if then is None:
+                writes[-1] = (records, done, txn)
+            else:
+
+                def then_answer(error: int, then: Complete = then) -> object:
+                    follow_up = then(error)
+                    done(error)
+                    return follow_up
+
+                writes[-1] = (records, then_answer, txn)
+            self.apply(shard, result)
+        else:
+            self.apply(shard, result)
+            if not shard.pending:
+                return response
+            shard.after_pending(done)
+        if settled:
+            return settled[0]
+        waiting = True
+        return LATER
+
+    def answer(
+        self,
+        ctx: RequestContext,
+        shard: GroupShard,
+        result: CoordinatorResult | Any,
+        build: Callable[[Any], Any],
+        failed: Callable[[int], Any],
+    ) -> Any:
+        """The one way a group or offset request is answered: `respond`, with the response
+        body build(response) (its error's, failed(error), if a write fails)."""
+        response = self.respond(shard, result, failed, lambda r: ctx.answer(build(r)))
+        return LATER if response is LATER else build(response)
+
     def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None:
         if shard.unloaded:  # its partition moved: the new coordinator owns it now
-            complete(E.not_coordinator)
+            shard.settle(complete, E.not_coordinator)
             return
         w = shard.queue_write(records, complete)
         try:
@@ -135,7 +224,7 @@ class CoordinatorRuntime:
         self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event], complete: Complete
     ) -> None:
         if shard.unloaded:
-            complete(E.not_coordinator)
+            shard.settle(complete, E.not_coordinator)
             return
         events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]  # transactional offsets are OffsetCommitKey records; Event's key union is wider
         w = shard.queue_write(events, complete)
@@ -150,7 +239,7 @@ class CoordinatorRuntime:
         self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool, complete: Complete
     ) -> None:
         if shard.unloaded:  # (the transaction coordinator retries on the partition's new shard)
-            complete(E.not_coordinator)
+            shard.settle(complete, E.not_coordinator)
             return
         w = shard.queue_write([(TxnMarkerKey(producer_id, commit), None)], complete)
         self.writer.append_marker_to(shard.partition, producer_id, producer_epoch, commit, partial(_written, shard, w))
@@ -224,7 +313,7 @@ class CoordinatorRuntime:
     # offset retention -----------------------------------------------------------------
 
     def expire_offsets(self) -> int:
-        return sum(shard.offset_manager.expire() for shard in self.shards)
+        return sum(self.apply(shard, shard.offset_manager.expire()) for shard in self.shards)
 
     def start_offset_expiry(self, interval_ms: int) -> None:
         """offsets.retention.check.interval.ms"""
@@ -240,6 +329,10 @@ class CoordinatorRuntime:
     async def close(self) -> None:
         if self._expiry is not None:
             self._expiry.cancel()
+
+
+def _nothing(_error: int) -> None:
+    """The continuation of a write whose operation does nothing more once it is durable."""
 
 
 def _written(shard: GroupShard, w: PendingWrite, error: BaseException | None, _first: object) -> None:

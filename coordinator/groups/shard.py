@@ -51,7 +51,7 @@ from protocol.streams_records import KEY_TYPES as STREAMS_KEYS
 from .streams.streams_group import StreamsGroup
 from .streams.streams_manager import StreamsGroupManager
 from .modern.consumer.migration import GroupMigration
-from .shard_context import Complete
+from .shard_context import Complete, CoordinatorResult
 from .topic_image import TopicImage
 
 
@@ -83,11 +83,7 @@ class ShardRuntime(Protocol):
     """What a shard needs of the runtime that owns it (CoordinatorRuntime): the one write
     path of the partition's log, which replays each write once it is durable."""
 
-    def write(self, shard: GroupShard, records: list[Event], complete: Complete) -> None: ...
-
-    def write_txn(
-        self, shard: GroupShard, producer_id: int, producer_epoch: int, records: list[Event], complete: Complete
-    ) -> None: ...
+    def apply(self, shard: GroupShard, result: CoordinatorResult) -> Any: ...
 
     def write_marker(
         self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool, complete: Complete
@@ -113,7 +109,7 @@ class GroupShard:
         # Set once the shard is unloaded (its partition moved to another broker): its timers
         # no longer fire and it writes nothing more; a new shard loads the partition.
         self.unloaded = False
-        self.clock = clock = _ShardClock(clock)
+        self.clock = clock = _ShardClock(clock, self)
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.classic = ClassicGroupManager(self, clock, config)
@@ -136,16 +132,6 @@ class GroupShard:
             loop = self._loop = asyncio.get_running_loop()
         return loop
 
-    def write(self, records: list[Event], complete: Complete) -> None:
-        """Append the records to this shard's partition; replay them once durable, then
-        complete(NONE); if the append fails, complete(the client's error) and nothing changes."""
-        self.runtime.write(self, records, complete)
-
-    def write_txn(self, producer_id: int, producer_epoch: int, records: list[Event], complete: Complete) -> None:
-        """The same for a transactional offset commit: one transactional batch of this
-        producer; replayed as pending offsets."""
-        self.runtime.write_txn(self, producer_id, producer_epoch, records, complete)
-
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, complete: Complete) -> None:
         """The producer's transaction marker: its pending offsets here applied or dropped."""
         self.runtime.write_marker(self, producer_id, producer_epoch, commit, complete)
@@ -155,7 +141,7 @@ class GroupShard:
         if none is), or complete(the error) if one of them fails: the answer of an
         operation that wrote nothing never runs ahead of the log."""
         if not self.pending:
-            complete(E.none)
+            self.settle(complete, E.none)
         else:
             self.pending.append(PendingWrite(None, complete, DURABLE))
 
@@ -194,7 +180,7 @@ class GroupShard:
                     except Exception:  # a bug: the records are on disk, so the answer must not hang
                         log.exception("partition %d: replaying a write failed", self.partition)
                         error = E.unknown_server_error
-                w.complete(error)
+                self.settle(w.complete, error)
         finally:
             answers_end()
 
@@ -214,9 +200,16 @@ class GroupShard:
         answers_begin()
         try:
             for x in failed:
-                x.complete(error)
+                self.settle(x.complete, error)
         finally:
             answers_end()
+
+    def settle(self, complete: Complete, error: int) -> None:
+        """Run a write's continuation; what it returns, if a CoordinatorResult (a follow-up
+        operation: a rebalance the outcome starts, a join run again), the runtime writes."""
+        follow_up = complete(error)
+        if type(follow_up) is CoordinatorResult:
+            self.runtime.apply(self, follow_up)
 
     def revert(self, failed: list[PendingWrite]) -> None:
         """Undo exactly the failed writes: the consumer groups they wrote come back as the
@@ -333,16 +326,17 @@ class GroupShard:
 
     # groups of every type -------------------------------------------------------------
 
-    def delete_group(self, group_id: str, on_done: Callable[[int], None]) -> None:
-        """DeleteGroups for one group: Empty groups only; its offsets go with it."""
+    def delete_group(self, group_id: str) -> CoordinatorResult:
+        """DeleteGroups for one group: Empty groups only; its offsets go with it. The
+        response is the group's error code."""
         group = self.groups.get(group_id)
         if not group_id:
-            return on_done(E.invalid_group_id)
+            return CoordinatorResult(E.invalid_group_id)
         if group is None:
-            return on_done(E.group_id_not_found)
+            return CoordinatorResult(E.group_id_not_found)
         error = group.validate_delete_group()
         if error != E.none:
-            return on_done(error)
+            return CoordinatorResult(error)
         records: list[Event] = [(OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of(group_id)]
         records += self.group_tombstones(group)
         undo = group.mark_deleting()  # refuses joins and commits while the tombstones are written
@@ -350,9 +344,10 @@ class GroupShard:
         def written(error: int) -> None:
             if error != E.none:
                 undo()
-            on_done(error)
 
-        self.write(records, written)
+        result = CoordinatorResult(E.none)
+        result.add(records, written)
+        return result
 
     def group_tombstones(self, group: Group) -> list[Event]:
         """The records that delete the group itself (its offsets aside)."""
@@ -377,11 +372,13 @@ class GroupShard:
 
 
 class _ShardClock:
-    """The runtime's clock, whose timers do nothing once the shard is unloaded (Kafka
-    cancels an unloaded shard's CoordinatorTimer)."""
+    """The runtime's clock for one shard (Kafka's CoordinatorTimer): a timer is an operation
+    too, and the CoordinatorResult it returns is written by the runtime; its timers do
+    nothing once the shard is unloaded (Kafka cancels an unloaded shard's timers)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, shard: GroupShard) -> None:
         self.clock = clock
+        self.shard = shard
         self.fenced = False
         self.now, self.wall = clock.now, clock.wall
 
@@ -390,7 +387,9 @@ class _ShardClock:
 
     def _fire(self, fn: Callable[..., object], args: tuple) -> None:
         if not self.fenced:
-            fn(*args)
+            result = fn(*args)
+            if type(result) is CoordinatorResult:
+                self.shard.runtime.apply(self.shard, result)
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,13 @@
 
 A shard (Kafka's GroupCoordinatorShard) builds its managers (classic, consumer, share,
 migration, offsets) and passes itself; a manager sees it only through ShardContext: the
-groups of the partition, the clock, the write path of the partition's log, and the other
-managers' operations it hands work to (a classic member of a consumer group is served by
-the migration, a downgrade converts back through the consumer manager). So managers import
-no shard, and the shard the managers.
+groups of the partition, the clock, and the other managers' operations it hands work to (a
+classic member of a consumer group is served by the migration, a downgrade converts back
+through the consumer manager). So managers import no shard, and the shard the managers.
+
+A manager never writes: an operation returns a CoordinatorResult, its records and its
+response, and the runtime appends, replays, answers and undoes (runtime.py). ShardContext
+has no write path on purpose (tests/test_layout.py keeps managers off the log).
 """
 
 from __future__ import annotations
@@ -21,8 +24,43 @@ from .offset_store import OffsetStore
 from .records import Event
 from .topic_image import TopicImage
 
-# Called once a write is durable (NONE) or failed (the client's error code).
+# Called once a write is durable (NONE) or failed (the client's error code). What it returns,
+# if a CoordinatorResult, is a follow-up operation: the runtime appends its records too.
 Complete = Callable[[int], object]
+
+
+class CoordinatorResult:
+    """What an operation returns (Kafka's CoordinatorResult): its writes and its response.
+
+    Each write is records plus `then(error)`, what the operation does once they are durable
+    and replayed (NONE) or could not be written (the client's error): live state that waits
+    for the disk (a classic group going Stable, a static member's new id) and futures it
+    settles. A wait (`wait`) is a `then` with no records: it runs once every write queued
+    before it on the shard is durable. The runtime appends the writes in order, each its own
+    append (a later one fails with an earlier one), and answers `response` once they are all
+    durable; a response that is a future (a join phase, the leader's assignment) is answered
+    when it settles. An operation with nothing to write returns a result without writes: its
+    answer still waits for the shard's pending writes.
+    """
+
+    __slots__ = ("writes", "response")
+
+    def __init__(self, response: Any = None) -> None:
+        # (records, then, (producer id, producer epoch) of a transactional write or None);
+        # records None: a wait
+        self.writes: list[tuple[list[Event] | None, Complete | None, tuple[int, int] | None]] = []
+        self.response = response
+
+    def add(self, records: list[Event], then: Complete | None = None) -> None:
+        self.writes.append((records, then, None))
+
+    def add_txn(self, producer_id: int, producer_epoch: int, records: list[Event], then: Complete | None) -> None:
+        """Transactional offsets: one transactional batch of this producer, replayed as
+        pending offsets until its marker."""
+        self.writes.append((records, then, (producer_id, producer_epoch)))
+
+    def wait(self, then: Complete) -> None:
+        self.writes.append((None, then, None))
 
 
 class Migration(Protocol):
@@ -30,6 +68,7 @@ class Migration(Protocol):
 
     def join(
         self,
+        out: CoordinatorResult,
         group: ConsumerGroup,
         member_id: str,
         instance_id: str | None,
@@ -54,9 +93,7 @@ class Migration(Protocol):
 
     def heartbeat(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int) -> int: ...
 
-    def leave(
-        self, group: ConsumerGroup, members: list[tuple[str, str | None]], answer: Callable[[Any], None]
-    ) -> Any: ...
+    def leave(self, out: CoordinatorResult, group: ConsumerGroup, members: list[tuple[str, str | None]]) -> Any: ...
 
     def upgrade(self, classic: ClassicGroup) -> ConsumerGroup | None: ...
 
@@ -66,7 +103,7 @@ class Migration(Protocol):
 
     def can_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember) -> bool: ...
 
-    def downgrade(self, group: ConsumerGroup, leaving: ConsumerMember, done: Callable[[int], None]) -> None: ...
+    def downgrade(self, out: CoordinatorResult, group: ConsumerGroup, leaving: ConsumerMember) -> None: ...
 
 
 class ConsumerGroups(Protocol):
@@ -75,7 +112,7 @@ class ConsumerGroups(Protocol):
     @property
     def image(self) -> TopicImage: ...
 
-    def convert_to_classic(self, group: ConsumerGroup, then: Callable[[int], None]) -> None: ...
+    def convert_to_classic(self, out: CoordinatorResult, group: ConsumerGroup, then: Complete) -> None: ...
 
 
 class ShardContext(Protocol):
@@ -107,11 +144,5 @@ class ShardContext(Protocol):
     def loop(self) -> asyncio.AbstractEventLoop:
         """The event loop the shard serves on (futures of answers given later)."""
         ...
-
-    def write(self, records: list[Event], complete: Complete) -> None: ...
-
-    def write_txn(self, producer_id: int, producer_epoch: int, records: list[Event], complete: Complete) -> None: ...
-
-    def after_pending(self, complete: Complete) -> None: ...
 
     def group_tombstones(self, group: Group) -> list[Event]: ...

@@ -25,7 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..apis import Registry, RequestContext
+from ..apis import LATER, Registry, RequestContext
 from ..groups.modern.share.share_group import ShareGroup
 from .manager import SharePartitionManager
 from .partition import SharePartition
@@ -174,26 +174,18 @@ class ShareOffsetsApis:
                 )
             )
         if altered:  # the partitions are initialized in the group's ShareGroupStatePartitionMetadata
-            error = await self._group_write(
-                lambda done: self.runtime.shard_for(req.group_id).share.initialize_partitions(
-                    req.group_id, altered, done
-                )
-            )
+            shard = self.runtime.shard_for(req.group_id)
+            error = await self._group_write(shard, shard.share.initialize_partitions(req.group_id, altered))
             if error != E.none:
                 return ctx.response(throttle_time=0, error_code=error, error_message=None, responses=())
         return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))
 
-    @staticmethod
-    async def _group_write(write: Any) -> int:
-        """Run a group-record write (write(done)) and wait until it is durable: its error code."""
+    async def _group_write(self, shard: Any, result: Any) -> int:
+        """Have the runtime write a share group's records (a CoordinatorResult whose response
+        is NONE) and wait until they are durable: NONE, or the write's error code."""
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-        def done(error: int) -> None:
-            if not fut.done():
-                fut.set_result(error)
-
-        write(done)
-        return await fut
+        now = self.runtime.respond(shard, result, int, fut.set_result)
+        return now if now is not LATER else await fut
 
     async def _reset(self, key: Any, offset: int) -> tuple[int, str | None]:
         """The share-partition starts over at `offset` under a new state epoch."""
@@ -257,9 +249,8 @@ class ShareOffsetsApis:
                 )
             )
         if forgotten:  # the topics leave the group's ShareGroupStatePartitionMetadata
-            error = await self._group_write(
-                lambda done: self.runtime.shard_for(req.group_id).share.forget_topics(req.group_id, forgotten, done)
-            )
+            shard = self.runtime.shard_for(req.group_id)
+            error = await self._group_write(shard, shard.share.forget_topics(req.group_id, forgotten))
             if error != E.none:
                 return ctx.response(throttle_time=0, error_code=error, error_message=None, responses=())
         return ctx.response(throttle_time=0, error_code=E.none, responses=tuple(rows))

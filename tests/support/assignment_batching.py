@@ -18,7 +18,8 @@ from coordinator.groups.modern.share.share_manager import ShareGroupConfig, Shar
 from protocol.consumer_records import TargetAssignmentMetadata
 from tests.support.consumer_harness import GROUP, Harness
 from tests.support.consumer_shard import owned
-from tests.support.group_harness import MemoryLog, settle
+from coordinator.groups.modern.modern_manager import ModernGroupManager
+from tests.support.group_harness import MemoryLog, respond, settle
 from tests.support.process import ROOT
 
 INTERVAL = 1000
@@ -72,7 +73,7 @@ class ShareBatching(Harness):
     async def shb(self, member_id: str, epoch: int, topics: list[str] | None = None) -> ShareHeartbeatResult:
         got: list[ShareHeartbeatResult] = []
         request = ShareHeartbeatRequest(SHARE_GROUP, member_id, epoch, None, topics)
-        result = self.shard.share.heartbeat(request, got.append)
+        result = respond(self.shard, self.shard.share.heartbeat(request), got.append, ModernGroupManager.write_failed)
         if result is None:
             await settle()
             result = got[0]

@@ -6,11 +6,11 @@ from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup
 from coordinator.groups.modern.consumer.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
-from coordinator.groups.modern.modern_manager import HeartbeatResult
+from coordinator.groups.modern.modern_manager import HeartbeatResult, ModernGroupManager
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
-from tests.support.group_harness import MemoryLog, settle
+from tests.support.group_harness import MemoryLog, respond, settle
 from tests.support.consumer_shard import (
     Catalog,
 )
@@ -43,7 +43,7 @@ class Harness:
             **kw,
         )
         got: list[HeartbeatResult] = []
-        result = self.shard.consumer.heartbeat(r, got.append)
+        result = respond(self.shard, self.shard.consumer.heartbeat(r), got.append, ModernGroupManager.write_failed)
         if result is None:
             await settle()
             result = got[0]

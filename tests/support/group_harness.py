@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import errno
 
+from coordinator.apis import LATER
 from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
+from coordinator.groups.shard_context import CoordinatorResult
 from coordinator.log.offsets import partition_for
 from coordinator.log.partition import StorageError
 
@@ -107,3 +109,53 @@ async def settle() -> None:
     """Let appends complete and their continuations run."""
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+def respond(shard, result, later, failed=lambda error: error):
+    """An operation's result run as the wire layer runs it (CoordinatorRuntime.respond): its
+    response now, or None and later(response) once its writes and those before them are
+    durable (later(failed(error)) if one fails)."""
+    now = shard.runtime.respond(shard, result, failed, later)
+    return None if now is LATER else now
+
+
+def commit_failed(result):
+    """A commit's errors once its write failed: each partition it wrote carries the error."""
+    if not isinstance(result, CoordinatorResult):
+        return lambda error: error
+    errors = result.response
+    if result.writes:
+        return lambda error: [error if e == 0 else e for e in errors]
+    return lambda error: [error] * len(errors)
+
+
+async def answered(shard, result, failed=lambda error: error):
+    """The response of an operation's result once the runtime gives it."""
+    fut = asyncio.get_running_loop().create_future()
+    now = respond(shard, result, lambda r: fut.done() or fut.set_result(r), failed)
+    return now if now is not None else await fut
+
+
+class Operations:
+    """A shard's classic-group manager whose operations the runtime writes as the wire layer
+    has it write them: join and sync give their response (a value, or a future the
+    continuations settle), leave its answer now or a future of it once written."""
+
+    def __init__(self, shard) -> None:
+        self.shard = shard
+        self.manager = shard.classic
+        self.groups = shard.classic.groups
+
+    def __getattr__(self, name):
+        return getattr(self.manager, name)
+
+    def join(self, *args, **kwargs):
+        return self.shard.runtime.apply(self.shard, self.manager.join(*args, **kwargs))
+
+    def sync(self, *args, **kwargs):
+        return self.shard.runtime.apply(self.shard, self.manager.sync(*args, **kwargs))
+
+    def leave(self, *args, **kwargs):
+        fut = self.shard.loop().create_future()
+        now = respond(self.shard, self.manager.leave(*args, **kwargs), fut.set_result, lambda error: (error, []))
+        return fut if now is None else now

@@ -18,7 +18,7 @@ from coordinator.groups.streams.streams_manager import (
 from coordinator.groups.topic_image import TopicImage
 from protocol import streams_records as R
 from tests.support.consumer_shard import Catalog
-from tests.support.group_harness import MemoryLog, settle
+from tests.support.group_harness import MemoryLog, respond, settle
 
 GROUP = "app"
 
@@ -99,7 +99,9 @@ class Harness:
             kw.pop("group", GROUP), member_id, epoch, topology=topology, active=owned, owned_given=given, **kw
         )
         got: list[StreamsHeartbeatResult] = []
-        result = self.shard.streams.heartbeat(r, got.append)
+        result = respond(
+            self.shard, self.shard.streams.heartbeat(r), got.append, self.shard.streams.heartbeat_failed(r.member_id)
+        )
         if result is None:
             await settle()
             result = got[0]

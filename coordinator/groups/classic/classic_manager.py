@@ -6,11 +6,13 @@ are serialized exactly as an actor would; the only waits (a durable write, the j
 phase, the leader's assignment) happen outside those sections, and their continuations
 re-check the group's generation and state, as Kafka's callbacks do.
 
-Writes go through the shard: an operation hands it records and a continuation; the
+An operation never writes: it returns a CoordinatorResult, records and a continuation
+(helpers add to the operation's `out`, as Kafka's pass their list of records); the
 runtime appends them, replays them into the shard once durable (replay sets only what a
 restart brings back, `ClassicGroup.stored`), then runs the continuation with the outcome.
 Answering members, completing a join phase and moving to Stable are the continuation's,
-and a failed write changes nothing but what the continuation does about it.
+and a failed write changes nothing but what the continuation does about it. Timers are
+operations too: what they return the runtime writes.
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 
 from ...errors import E
@@ -30,7 +31,7 @@ from ..clock import Clock, fire_by
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from ..modern.share.share_group import ShareGroup
 from ..state import States as S
-from ..shard_context import ShardContext
+from ..shard_context import CoordinatorResult, ShardContext
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,43 @@ class ClassicGroupManager:
         require_known_member_id: bool,
         supports_skip_assignment: bool = False,
         reason: str | None = None,
+    ) -> CoordinatorResult:
+        """JoinGroup. The response is a JoinResult now, or a future resolved when the join
+        phase ends."""
+        out = CoordinatorResult()
+        out.response = self._join(
+            out,
+            group_id,
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+            require_known_member_id,
+            supports_skip_assignment,
+            reason,
+        )
+        return out
+
+    def _join(
+        self,
+        out: CoordinatorResult,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        supports_skip_assignment: bool = False,
+        reason: str | None = None,
     ) -> JoinResult | asyncio.Future:
-        """Answer now (a JoinResult) or later (a future resolved when the join phase ends)."""
         if not group_id:
             return JoinResult(E.invalid_group_id, member_id)
         group = self.groups.get(group_id)
@@ -125,6 +161,7 @@ class ClassicGroupManager:
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
             return self.shard.migration.join(
+                out,
                 group,
                 member_id,
                 group_instance_id,
@@ -150,10 +187,10 @@ class ClassicGroupManager:
                 return JoinResult(E.coordinator_not_available, member_id)
             fut = self.shard.loop().create_future()
 
-            def converted(error: int) -> None:
+            def converted(error: int) -> CoordinatorResult | None:
                 if error != E.none:
                     self.resolve(fut, JoinResult(error, member_id))
-                    return
+                    return None
                 again = self.join(
                     group_id,
                     member_id,
@@ -167,12 +204,14 @@ class ClassicGroupManager:
                     require_known_member_id,
                     supports_skip_assignment,
                 )
-                if isinstance(again, JoinResult):
-                    self.resolve(fut, again)
+                joined = again.response
+                if isinstance(joined, JoinResult):
+                    self.resolve(fut, joined)
                 else:
-                    again.add_done_callback(lambda f: self.resolve(fut, f.result()))
+                    joined.add_done_callback(lambda f: self.resolve(fut, f.result()))
+                return again  # (written by the runtime, as a follow-up of the conversion)
 
-            self.shard.consumer.convert_to_classic(group, converted)
+            self.shard.consumer.convert_to_classic(out, group, converted)
             return fut
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
@@ -189,7 +228,7 @@ class ClassicGroupManager:
         if member_id == UNKNOWN_MEMBER_ID:
             new_id = f"{client_id}-{random_uuid()}"
             if group_instance_id is not None:
-                return self._static_join(group, group_instance_id, new_id, params, supports_skip_assignment)
+                return self._static_join(out, group, group_instance_id, new_id, params, supports_skip_assignment)
             if require_known_member_id:
                 # KIP-394: hand out the id first; the member must come back with it.
                 expiry = self.clock.now() + session_timeout_ms
@@ -198,26 +237,26 @@ class ClassicGroupManager:
                     group.new_member_added = True
                 self._expire_pending_at(group, expiry)
                 return JoinResult(E.member_id_required, new_id)
-            return self._add_member_and_rebalance(group, new_id, group_instance_id, params)
+            return self._add_member_and_rebalance(out, group, new_id, group_instance_id, params)
         # A known member id.
         if member_id in group.pending_members:
             del group.pending_members[member_id]
-            return self._add_member_and_rebalance(group, member_id, group_instance_id, params)
+            return self._add_member_and_rebalance(out, group, member_id, group_instance_id, params)
         if group.fenced(group_instance_id, member_id):
             return JoinResult(E.fenced_instance_id, member_id)
         member = group.members.get(member_id)
         if member is None or group.state is S.EMPTY:
             return JoinResult(E.unknown_member_id, member_id)
         if group.state is S.PREPARING_REBALANCE:
-            return self._update_member_and_rebalance(group, member, params)
+            return self._update_member_and_rebalance(out, group, member, params)
         if group.state is S.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # The member (typically the leader) missed its JoinGroup response: repeat it.
                 return self._join_result(group, member)
-            return self._update_member_and_rebalance(group, member, params)
+            return self._update_member_and_rebalance(out, group, member, params)
         # Stable
         if member_id == group.leader_id or not member.matches(protocols):
-            return self._update_member_and_rebalance(group, member, params)
+            return self._update_member_and_rebalance(out, group, member, params)
         return self._join_result(group, member)
 
     def _accepts(self, group: ClassicGroup, member_id: str) -> bool:
@@ -242,7 +281,7 @@ class ClassicGroupManager:
         )
 
     def _add_member_and_rebalance(
-        self, group: ClassicGroup, member_id: str, instance_id: str | None, params: tuple
+        self, out: CoordinatorResult, group: ClassicGroup, member_id: str, instance_id: str | None, params: tuple
     ) -> asyncio.Future:
         member = self._new_member(member_id, instance_id, params)
         group.add(member)
@@ -258,17 +297,19 @@ class ClassicGroupManager:
             group.new_member_added = True
         fut = self._await_join(group, member)
         self.schedule_expiry(group, member)
-        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
-        self._try_complete_join(group)
+        self._maybe_prepare_rebalance(out, group, f"member {member_id} joined")
+        self._try_complete_join(out, group)
         return fut
 
-    def _update_member_and_rebalance(self, group: ClassicGroup, member: Member, params: tuple) -> asyncio.Future:
+    def _update_member_and_rebalance(
+        self, out: CoordinatorResult, group: ClassicGroup, member: Member, params: tuple
+    ) -> asyncio.Future:
         _client_id, _host, session_ms, rebalance_ms, _ptype, protocols = params
         group.update_protocols(member, list(protocols))
         member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
         fut = self._await_join(group, member)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined with new metadata or as leader")
-        self._try_complete_join(group)
+        self._maybe_prepare_rebalance(out, group, f"member {member.member_id} rejoined with new metadata or as leader")
+        self._try_complete_join(out, group)
         return fut
 
     def _await_join(self, group: ClassicGroup, member: Member) -> asyncio.Future:
@@ -282,28 +323,34 @@ class ClassicGroupManager:
         return member.join_waiter
 
     def _static_join(
-        self, group: ClassicGroup, instance_id: str, new_id: str, params: tuple, supports_skip: bool
+        self,
+        out: CoordinatorResult,
+        group: ClassicGroup,
+        instance_id: str,
+        new_id: str,
+        params: tuple,
+        supports_skip: bool,
     ) -> JoinResult | asyncio.Future:
         old_id = group.static_members.get(instance_id)
         if old_id is None:
-            return self._add_member_and_rebalance(group, new_id, instance_id, params)
+            return self._add_member_and_rebalance(out, group, new_id, instance_id, params)
         # KIP-345: a known static member restarted; it takes over the old member's place.
         old = group.members[old_id]
         protocols = list(params[5])
         if group.state is S.STABLE and group.select_protocol(old, protocols) == group.protocol_name:
-            return self._static_rejoin_stable(group, old, new_id, params, supports_skip)
+            return self._static_rejoin_stable(out, group, old, new_id, params, supports_skip)
         self._replace_static_member(group, old, new_id, params)
         fut = self._await_join(group, old)
         if group.state is S.STABLE:
-            self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
+            self._maybe_prepare_rebalance(out, group, f"static member {instance_id} changed protocols")
         elif group.state is S.COMPLETING_REBALANCE:
             # The leader may already hold the old member id in its assignment: rebalance.
-            self.prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
-        self._try_complete_join(group)
+            self.prepare_rebalance(out, group, f"static member {instance_id} rejoined during CompletingRebalance")
+        self._try_complete_join(out, group)
         return fut
 
     def _static_rejoin_stable(
-        self, group: ClassicGroup, old: Member, new_id: str, params: tuple, supports_skip: bool
+        self, out: CoordinatorResult, group: ClassicGroup, old: Member, new_id: str, params: tuple, supports_skip: bool
     ) -> asyncio.Future:
         """Same metadata in a Stable group: no rebalance. The new member id is stored
         first and takes the old one's place only once on disk; the member is answered as
@@ -372,7 +419,7 @@ class ClassicGroupManager:
                 result.leader_id = current_leader or ""
             self.resolve(fut, result)
 
-        self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
+        out.add([(GroupMetadataKey(group.group_id), record)], stored)
         return fut
 
     def _replace_static_member(self, group: ClassicGroup, old: Member, new_id: str, params: tuple) -> None:
@@ -418,11 +465,11 @@ class ClassicGroupManager:
 
     # the join phase -------------------------------------------------------------------
 
-    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+    def _maybe_prepare_rebalance(self, out: CoordinatorResult, group: ClassicGroup, reason: str) -> None:
         if group.can_rebalance():
-            self.prepare_rebalance(group, reason)
+            self.prepare_rebalance(out, group, reason)
 
-    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+    def prepare_rebalance(self, out: CoordinatorResult, group: ClassicGroup, reason: str) -> None:
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
         if group.state is S.COMPLETING_REBALANCE:
             self._fail_pending_syncs(group, E.rebalance_in_progress)
@@ -445,7 +492,7 @@ class ClassicGroupManager:
         # Kafka's tryCompleteElseWatch: a join phase every member has already joined ends
         # now (a one-member group's rejoin), with no timer armed and cancelled for it.
         if self._join_ready(group, now):
-            self._complete_join(group)
+            self._complete_join(out, group)
         else:
             self._arm_join_timer(group, self._next_join_check(group, now), initial=False)
 
@@ -454,10 +501,15 @@ class ClassicGroupManager:
             group.join_timer.cancel()
         group.join_timer = self.clock.call_at(when, self._on_join_timer, group, initial)
 
-    def _on_join_timer(self, group: ClassicGroup, initial: bool) -> None:
+    def _on_join_timer(self, group: ClassicGroup, initial: bool) -> CoordinatorResult | None:
         group.join_timer = None
         if group.state is not S.PREPARING_REBALANCE:
-            return
+            return None
+        out = CoordinatorResult()
+        self._join_phase_timer(out, group, initial)
+        return out
+
+    def _join_phase_timer(self, out: CoordinatorResult, group: ClassicGroup, initial: bool) -> None:
         now = self.clock.now()
         if initial and group.new_member_added and now < group.join_deadline:
             group.new_member_added = False
@@ -468,12 +520,12 @@ class ClassicGroupManager:
             # The initial delay is over: from here on it is an ordinary delayed join.
             group.initial_delay = False
             if self._join_ready(group, now):
-                self._complete_join(group)
+                self._complete_join(out, group)
             else:
                 self._arm_join_timer(group, self._next_join_check(group, now), initial=False)
             return
         if now >= group.join_deadline or self._join_ready(group, now):
-            self._complete_join(group)
+            self._complete_join(out, group)
         else:
             self._arm_join_timer(group, self._next_join_check(group, now), initial=False)
 
@@ -490,7 +542,7 @@ class ClassicGroupManager:
             return True
         return now >= group.join_started + self.config.pending_member_join_grace_ms
 
-    def _try_complete_join(self, group: ClassicGroup) -> None:
+    def _try_complete_join(self, out: CoordinatorResult, group: ClassicGroup) -> None:
         """Kafka's tryCompleteElseWatch: end the join phase as soon as it can end."""
         if group.state is not S.PREPARING_REBALANCE:
             return
@@ -498,11 +550,11 @@ class ClassicGroupManager:
             return  # the initial delay runs its course
         now = self.clock.now()
         if self._join_ready(group, now):
-            self._complete_join(group)
+            self._complete_join(out, group)
         elif group.has_all_members_joined() and group.pending_members:
             self._arm_join_timer(group, self._next_join_check(group, now), initial=False)
 
-    def _complete_join(self, group: ClassicGroup) -> None:
+    def _complete_join(self, out: CoordinatorResult, group: ClassicGroup) -> None:
         """Kafka's onCompleteJoin: drop members that did not rejoin, start the next generation."""
         if group.join_timer is not None:
             group.join_timer.cancel()
@@ -525,7 +577,7 @@ class ClassicGroupManager:
             # Members that expired are gone whatever the disk says: if this fails, as in
             # Kafka, the last stored generation stays on disk, and its members, loaded
             # back after a restart, expire there.
-            self.shard.write(
+            out.add(
                 [(GroupMetadataKey(group.group_id), self.group_record(group))],
                 lambda error: (
                     error == E.none
@@ -570,29 +622,50 @@ class ClassicGroupManager:
             self.clock, group.sync_timer, group.sync_timer_at, deadline, self._on_sync_timeout, group
         )
 
-    def _on_sync_timeout(self, group: ClassicGroup) -> None:
+    def _on_sync_timeout(self, group: ClassicGroup) -> CoordinatorResult | None:
         group.sync_timer = None
         deadline = group.sync_deadline
         if deadline is None:
-            return  # no generation awaits its SyncGroups (a rebalance began since)
+            return None  # no generation awaits its SyncGroups (a rebalance began since)
         if self.clock.now() < deadline:  # armed for an earlier generation
             self._arm_sync_timer(group, deadline)
-            return
+            return None
         group.sync_deadline = None
         if not group.pending_sync:
-            return
+            return None
         if not (group.state is S.COMPLETING_REBALANCE or group.state is S.STABLE):
-            return
+            return None
+        out = CoordinatorResult()
         missing = [group.members[m] for m in group.pending_sync if m in group.members]
         for member in missing:
             log.info("group %s: removing member %s, which sent no SyncGroup", group.group_id, member.member_id)
             self._remove_member(group, member)
-        self._after_removal(group, "members did not sync")
+        self._after_removal(out, group, "members did not sync")
+        return out
 
     # SyncGroup ------------------------------------------------------------------------
 
     def sync(
         self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> CoordinatorResult:
+        """SyncGroup. The response is a SyncResult now, or a future resolved once the
+        leader's assignment is stored."""
+        out = CoordinatorResult()
+        out.response = self._sync(
+            out, group_id, member_id, group_instance_id, generation_id, protocol_type, protocol_name, assignments
+        )
+        return out
+
+    def _sync(
+        self,
+        out: CoordinatorResult,
         group_id: str,
         member_id: str,
         group_instance_id: str | None,
@@ -639,23 +712,24 @@ class ClassicGroupManager:
             self.resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
         member.sync_waiter = fut
         if member_id == group.leader_id:
-            self._store_assignment(group, self.group_record(group, assignments))
+            self._store_assignment(out, group, self.group_record(group, assignments))
         return fut
 
-    def _store_assignment(self, group: ClassicGroup, record: GroupMetadataValue) -> None:
+    def _store_assignment(self, out: CoordinatorResult, group: ClassicGroup, record: GroupMetadataValue) -> None:
         """The leader's assignment: on disk first, then handed to every member (Stable).
         If it cannot be stored, the members are told so and must rejoin (Kafka's
         resetAndPropagateAssignmentWithError, then a rebalance)."""
         generation = record.generation
 
-        def stored(error: int) -> None:
+        def stored(error: int) -> CoordinatorResult | None:
             if not (group.state is S.COMPLETING_REBALANCE and group.generation_id == generation):
-                return  # the group moved on meanwhile (a member left, joined, expired)
+                return None  # the group moved on meanwhile (a member left, joined, expired)
             if error != E.none:
                 log.error("group %s: storing generation %d failed (error %d)", group.group_id, generation, error)
                 self._fail_pending_syncs(group, error)
-                self.prepare_rebalance(group, "storing the assignment failed")
-                return
+                follow_up = CoordinatorResult()
+                self.prepare_rebalance(follow_up, group, "storing the assignment failed")
+                return follow_up
             by_id = {m.member_id: m.assignment for m in record.members}
             for member in group.members.values():
                 member.assignment = by_id.get(member.member_id, b"")
@@ -663,8 +737,9 @@ class ClassicGroupManager:
                 fut, member.sync_waiter = member.sync_waiter, None
                 self.resolve(fut, SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment))
             group.transition(S.STABLE, self.clock.wall())
+            return None
 
-        self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
+        out.add([(GroupMetadataKey(group.group_id), record)], stored)
 
     def group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
         protocol = group.protocol_name
@@ -738,7 +813,7 @@ class ClassicGroupManager:
             self.clock, group.session_timer, group.session_timer_at, when, self._on_session_timer, group
         )
 
-    def _on_session_timer(self, group: ClassicGroup) -> None:
+    def _on_session_timer(self, group: ClassicGroup) -> CoordinatorResult | None:
         group.session_timer = None
         now = self.clock.now()
         expired: list[Member] = []
@@ -755,6 +830,9 @@ class ClassicGroupManager:
                 earliest = member.deadline
         if earliest is not None:
             self._expire_sessions_at(group, earliest)
+        if not expired:
+            return None
+        out = CoordinatorResult()
         for member in expired:
             if group.members.get(member.member_id) is not member:
                 continue  # (removed meanwhile, by the removal of another)
@@ -768,7 +846,8 @@ class ClassicGroupManager:
                 member.session_timeout_ms,
             )
             self._remove_member(group, member)
-            self._after_removal(group, f"member {member.member_id} session expired")
+            self._after_removal(out, group, f"member {member.member_id} session expired")
+        return out
 
     def _expire_pending_at(self, group: ClassicGroup, expiry: float) -> None:
         """The group's one timer for its KIP-394 pending member ids fires by `expiry` (Kafka
@@ -778,7 +857,7 @@ class ClassicGroupManager:
             self.clock, group.pending_timer, group.pending_timer_at, expiry, self._expire_pending, group
         )
 
-    def _expire_pending(self, group: ClassicGroup) -> None:
+    def _expire_pending(self, group: ClassicGroup) -> CoordinatorResult | None:
         group.pending_timer = None
         now = self.clock.now()
         expired = [member_id for member_id, expiry in group.pending_members.items() if expiry <= now]
@@ -787,35 +866,35 @@ class ClassicGroupManager:
             log.info("group %s: pending member %s never rejoined", group.group_id, member_id)
         if group.pending_members:
             self._expire_pending_at(group, min(group.pending_members.values()))
-        if expired:
-            self._try_complete_join(group)
+        if not expired:
+            return None
+        out = CoordinatorResult()
+        self._try_complete_join(out, group)
+        return out
 
     # LeaveGroup -----------------------------------------------------------------------
 
     def leave(
-        self,
-        group_id: str,
-        members: list[tuple[str, str | None]],
-        reason: str | None = None,
-        answer: Callable[[LeaveResult], None] | None = None,
-    ) -> LeaveResult | asyncio.Future | None:
-        """(top-level error, [(member id, instance id, error)]) — Kafka's v3+ shape — now,
-        or later when the leave empties the group: then the empty generation is stored
-        first and the members leave once it is on disk (if it cannot be stored, the answer
-        is the storage error and the group is as it was). Later is `answer(result)` (None is
-        returned) when given, run as the write completes with the answers released with it,
-        else a future of the result."""
+        self, group_id: str, members: list[tuple[str, str | None]], reason: str | None = None
+    ) -> CoordinatorResult:
+        """LeaveGroup. The response is (top-level error, [(member id, instance id, error)]),
+        Kafka's v3+ shape. A leave that empties the group stores the empty generation first,
+        and the members leave once it is on disk (if it cannot be stored, the answer is the
+        storage error and the group is as it was)."""
+        out = CoordinatorResult()
+        out.response = self._leave(out, group_id, members, reason)
+        return out
+
+    def _leave(
+        self, out: CoordinatorResult, group_id: str, members: list[tuple[str, str | None]], reason: str | None
+    ) -> LeaveResult:
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
         if type(group) is ShareGroup:
             return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
-            if answer is not None:
-                return self.shard.migration.leave(group, members, answer)
-            fut = self.shard.loop().create_future()
-            now = self.shard.migration.leave(group, members, lambda r: self.resolve(fut, r))
-            return fut if now is None else now
+            return self.shard.migration.leave(out, group, members)
         if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]
         if group.state is S.DEAD:
@@ -851,7 +930,7 @@ class ClassicGroupManager:
             and not (group.pending_members and group.pending_members.keys() - set(pending))
         )
         if not empties:
-            self._remove_leaving(group, leaving, pending, reason)
+            self._remove_leaving(out, group, leaving, pending, reason)
             return E.none, results
         record = GroupMetadataValue(
             protocol_type=group.protocol_type or "",
@@ -861,23 +940,21 @@ class ClassicGroupManager:
             members=(),
             current_state_timestamp=self.clock.wall(),
         )
-        later: asyncio.Future | None = None
-        if answer is None:
-            later = self.shard.loop().create_future()
-            answer = partial(self.resolve, later)
 
-        def stored(error: int) -> None:
+        def stored(error: int) -> CoordinatorResult | None:
             if error != E.none:
-                answer((error, []))
-                return
-            self._remove_leaving(group, [m for m in leaving if group.members.get(m.member_id) is m], pending, reason)
-            answer((E.none, results))
+                return None  # (answered with the error: the members stay)
+            follow_up = CoordinatorResult()
+            self._remove_leaving(
+                follow_up, group, [m for m in leaving if group.members.get(m.member_id) is m], pending, reason
+            )
+            return follow_up
 
-        self.shard.write([(GroupMetadataKey(group.group_id), record)], stored)
-        return later
+        out.add([(GroupMetadataKey(group.group_id), record)], stored)
+        return E.none, results
 
     def _remove_leaving(
-        self, group: ClassicGroup, leaving: list[Member], pending: list[str], reason: str | None
+        self, out: CoordinatorResult, group: ClassicGroup, leaving: list[Member], pending: list[str], reason: str | None
     ) -> None:
         for member_id in pending:
             group.pending_members.pop(member_id, None)
@@ -892,7 +969,7 @@ class ClassicGroupManager:
             )
             self._remove_member(group, member)
         if leaving or pending:
-            self._after_removal(group, "members left")
+            self._after_removal(out, group, "members left")
 
     def _remove_member(self, group: ClassicGroup, member: Member) -> None:
         if member.join_waiter is not None:
@@ -902,10 +979,10 @@ class ClassicGroupManager:
         group.remove(member.member_id)
         member.join_waiter = member.sync_waiter = None
 
-    def _after_removal(self, group: ClassicGroup, reason: str) -> None:
+    def _after_removal(self, out: CoordinatorResult, group: ClassicGroup, reason: str) -> None:
         """Kafka's removeMemberAndUpdateGroup tail: rebalance, or finish a pending join."""
         if group.state is S.STABLE or group.state is S.COMPLETING_REBALANCE:
-            self.prepare_rebalance(group, reason)
-            self._try_complete_join(group)
+            self.prepare_rebalance(out, group, reason)
+            self._try_complete_join(out, group)
         elif group.state is S.PREPARING_REBALANCE:
-            self._try_complete_join(group)
+            self._try_complete_join(out, group)

@@ -2,10 +2,11 @@
 KIP-848 consumer groups (consumer_manager.py) and KIP-932 share groups (share_manager.py).
 
 Persistence (Kafka's runtime contract, runtime.py): a heartbeat (or a leave, an expiry)
-changes the live group, and the records that differ from what was written so far
-(`written`: the durable records plus those of the shard's pending writes) are appended;
-the answer waits until they, and every write before them, are durable. An answer that
-writes nothing waits for the shard's pending writes all the same.
+changes the live group, and returns the records that differ from what was written so far
+(`written`: the durable records plus those of the shard's pending writes) in its
+CoordinatorResult; the runtime appends them and answers once they, and every write before
+them, are durable. An answer that writes nothing waits for the shard's pending writes all
+the same.
 
 Live state is what its records say. If a write fails, the runtime fails it and every
 write after it, and `revert` rebuilds each group they touched from the records still
@@ -23,13 +24,13 @@ import logging
 import uuid
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode as E
 
 from ..clock import Clock
 from .modern_group import ModernGroup
-from ..shard_context import ShardContext
+from ..shard_context import Complete, CoordinatorResult, ShardContext
 from ..topic_image import TopicImage
 
 log = logging.getLogger(__name__)
@@ -165,14 +166,15 @@ class ModernGroupManager:
         if self.groups.get(group_id) is group:
             del self.groups[group_id]
 
-    def persist(self, group: Any, done: Callable[[int], None]) -> None:
-        """Append what changed; done(error) once durable (NONE) or refused (the error; the
-        runtime has reverted the group)."""
+    def persist(self, out: CoordinatorResult, group: Any, done: Complete | None = None) -> None:
+        """What changed, into the operation's result; done(error) once durable (NONE) or
+        refused (the error; the runtime has reverted the group), or once the writes before
+        it are if nothing changed."""
         records = self.changed_records(group, self.written.get(group.group_id, {}))
-        if not records:
-            self.shard.after_pending(done)
-            return
-        self.shard.write(records, done)
+        if records:
+            out.add(records, done)
+        elif done is not None:
+            out.wait(done)
 
     def changed_records(self, group: Any, written: dict[Any, Any]) -> list[tuple[Any, Any]]:
         """The group's records that differ from `written`: tombstones of what its removed
@@ -206,33 +208,9 @@ class ModernGroupManager:
     # answers --------------------------------------------------------------------------
 
     @staticmethod
-    def _write_failed(error: int) -> HeartbeatResult:
+    def write_failed(error: int) -> HeartbeatResult:
+        """The heartbeat's answer when the group's records could not be written."""
         return HeartbeatResult(error, "The group's records could not be written.")
-
-    @staticmethod
-    def answer_when_written(
-        write: Callable[[Callable[[int], None]], None],
-        result: Any,
-        failed: Callable[[int], Any],
-        answer: Callable[[Any], None],
-    ) -> Any:
-        """`result` once `write(done)` is durable (or failed(error)): returned at once if the
-        write completes synchronously (nothing to write), else None and answer(it) later."""
-        answered: list[Any] = []
-        later = False
-
-        def done(error: int) -> None:
-            final = result if error == E.none else failed(error)
-            if later:
-                answer(final)
-            else:
-                answered.append(final)
-
-        write(done)
-        if answered:
-            return answered[0]
-        later = True
-        return None
 
     # sessions -------------------------------------------------------------------------
 
@@ -252,16 +230,18 @@ class ModernGroupManager:
         if member.session_timer is None:
             member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
 
-    def _on_session_timer(self, group: Any, member: Any) -> None:
+    def _on_session_timer(self, group: Any, member: Any) -> CoordinatorResult | None:
         if group.members.get(member.member_id) is not member or self.groups.get(group.group_id) is not group:
-            return
+            return None
         if self.clock.now() < member.session_deadline:
             member.session_timer = self.clock.call_at(member.session_deadline, self._on_session_timer, group, member)
-            return
+            return None
         member.session_timer = None
-        self.fence(group, member, "session expired")
+        return self.fence(group, member, "session expired")
 
-    def fence(self, group: Any, member: Any, why: str) -> None:
+    def fence(self, group: Any, member: Any, why: str) -> CoordinatorResult:
+        """The member is removed (its session expired, a deadline passed): the operation
+        that writes it."""
         raise NotImplementedError
 
     # assignment -----------------------------------------------------------------------

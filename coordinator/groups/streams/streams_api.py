@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol import streams_records as R
 
-from ...apis import LATER, Registry, RequestContext
+from ...apis import Registry, RequestContext
 from ..api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, owning_shard, read_after_pending
 from ..modern.modern_manager import ApiError
 from ..runtime import CoordinatorRuntime
@@ -128,8 +128,13 @@ class StreamsGroupApis:
         if shard is None:
             message = "The coordinator is not available." if error == E.not_coordinator else None
             return self._response(ctx, StreamsHeartbeatResult(error, message, r.member_id, r.member_epoch))
-        result = shard.streams.heartbeat(r, lambda result: ctx.answer(self._response(ctx, result)))
-        return LATER if result is None else self._response(ctx, result)
+        return self.runtime.answer(
+            ctx,
+            shard,
+            shard.streams.heartbeat(r),
+            lambda result: self._response(ctx, result),
+            shard.streams.heartbeat_failed(r.member_id),
+        )
 
     @staticmethod
     def _task_ids(ctx: RequestContext, tasks: Tasks) -> tuple[Any, ...]:

@@ -32,7 +32,7 @@ from ..classic.classic_group import ClassicGroup
 from ..clock import Clock
 from ..metadata_hash import metadata_hash
 from ..modern.modern_manager import ApiError, ModernGroupManager
-from ..shard_context import ShardContext
+from ..shard_context import Complete, CoordinatorResult, ShardContext
 from ..topic_image import TopicImage
 from . import streams_group
 from .assignor import AssignorMember, refine_warmups, sticky_assign
@@ -187,13 +187,13 @@ class StreamsGroupManager(ModernGroupManager):
         if group.topology is not None:
             group.configured = configure_topics(group.topology, self._partitions_of)
 
-    def persist(self, group: StreamsGroup, done: Callable[[int], None]) -> None:
+    def persist(self, out: CoordinatorResult, group: StreamsGroup, done: Complete | None = None) -> None:
         records = group.extra_records + self.changed_records(group, self.written.get(group.group_id, {}))
         group.extra_records = []
-        if not records:
-            self.shard.after_pending(done)
-            return
-        self.shard.write(records, done)
+        if records:
+            out.add(records, done)
+        elif done is not None:
+            out.wait(done)
 
     def stale_keys(self, group: StreamsGroup, written: dict[Any, Any]) -> list[Any]:
         # A member back with no target yet: its old target record goes.
@@ -210,11 +210,9 @@ class StreamsGroupManager(ModernGroupManager):
 
     # the heartbeat --------------------------------------------------------------------
 
-    def heartbeat(
-        self, r: StreamsHeartbeatRequest, answer: Callable[[StreamsHeartbeatResult], None]
-    ) -> StreamsHeartbeatResult | None:
-        """The answer now (an error, or nothing to write), or None and answer(result) once
-        the group's new records are durable."""
+    def heartbeat(self, r: StreamsHeartbeatRequest) -> StreamsHeartbeatResult | CoordinatorResult:
+        """StreamsGroupHeartbeat: a result answered at once (a request refused), or the result
+        of the group's new records, answered once they are durable (write_failed if not)."""
         created = False
         try:
             if r.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
@@ -225,13 +223,15 @@ class StreamsGroupManager(ModernGroupManager):
             return StreamsHeartbeatResult(e.code, str(e), r.member_id, r.member_epoch)
         if result.to_create:
             self.create_internal_topics(result.to_create)
+        out = CoordinatorResult(result)
+        if group.dirty:
+            self.persist(out, group)
+        return out
 
-        def failed(error: int) -> StreamsHeartbeatResult:
-            return StreamsHeartbeatResult(error, "The group's records could not be written.", r.member_id)
-
-        if not group.dirty:
-            return self.answer_when_written(self.shard.after_pending, result, failed, answer)
-        return self.answer_when_written(lambda done: self.persist(group, done), result, failed, answer)
+    @staticmethod
+    def heartbeat_failed(member_id: str) -> Callable[[int], StreamsHeartbeatResult]:
+        """The heartbeat's answer when the group's records could not be written."""
+        return lambda error: StreamsHeartbeatResult(error, "The group's records could not be written.", member_id)
 
     def _group(self, group_id: str, create: bool) -> StreamsGroup:
         """getOrMaybeCreatePersistedStreamsGroup: an empty classic group becomes a streams group;
@@ -563,16 +563,19 @@ class StreamsGroupManager(ModernGroupManager):
     def _initial_delay_pending(self, group: StreamsGroup) -> bool:
         return group.initial_delay_until > self.clock.now()
 
-    def _delayed_assignment(self, group: StreamsGroup) -> None:
+    def _delayed_assignment(self, group: StreamsGroup) -> CoordinatorResult | None:
         """computeDelayedTargetAssignment: the delay is over, the target is computed for
         everyone who joined meanwhile (members learn it at their next heartbeat)."""
         if self.groups.get(group.group_id) is not group or not group.members:
-            return
+            return None
         if self._initial_delay_pending(group):  # moved later since: its own timer comes
-            return
-        if group.group_epoch > group.assignment_epoch:
-            self.compute_target(group)
-            self.persist(group, lambda error: None)
+            return None
+        if group.group_epoch <= group.assignment_epoch:
+            return None
+        self.compute_target(group)
+        out = CoordinatorResult()
+        self.persist(out, group)
+        return out
 
     # leaving and expiry ----------------------------------------------------------------
 
@@ -615,10 +618,12 @@ class StreamsGroupManager(ModernGroupManager):
         self.maybe_compute_target(group)
         group.dirty = True
 
-    def fence(self, group: StreamsGroup, member: StreamsMember, why: str) -> None:
+    def fence(self, group: StreamsGroup, member: StreamsMember, why: str) -> CoordinatorResult:
         log.info("group %s: streams member %s fenced: %s", group.group_id, member.member_id, why)
         self.remove(group, member)
-        self.persist(group, lambda error: None)
+        out = CoordinatorResult()
+        self.persist(out, group)
+        return out
 
     def _arm_rebalance_timeout(self, group: StreamsGroup, member: StreamsMember, epoch_before: int) -> None:
         """A member asked to revoke tasks must do so within its rebalance timeout, or it is
@@ -633,7 +638,7 @@ class StreamsGroupManager(ModernGroupManager):
             self.clock.now() + max(member.rebalance_timeout_ms, 0), self._on_rebalance_timeout, group, member, epoch
         )
 
-    def _on_rebalance_timeout(self, group: StreamsGroup, member: StreamsMember, epoch: int) -> None:
+    def _on_rebalance_timeout(self, group: StreamsGroup, member: StreamsMember, epoch: int) -> CoordinatorResult | None:
         member.rebalance_timer = None
         if (
             self.groups.get(group.group_id) is group
@@ -641,7 +646,8 @@ class StreamsGroupManager(ModernGroupManager):
             and member.state == streams_group.UNREVOKED_TASKS
             and member.member_epoch == epoch
         ):
-            self.fence(group, member, "did not revoke its tasks within the rebalance timeout")
+            return self.fence(group, member, "did not revoke its tasks within the rebalance timeout")
+        return None
 
     def session_timeout_ms(self, group: Any, member: Any) -> int:
         return self.setting(group.group_id, "session_timeout_ms")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import re2
 from kio.schema.errors import ErrorCode as E
@@ -35,7 +35,7 @@ from ...metadata_hash import metadata_hash
 from ..reconciliation import MemberState, reconcile
 from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
 from ...topic_image import TopicImage
-from ...shard_context import ShardContext
+from ...shard_context import Complete, CoordinatorResult, ShardContext
 
 log = logging.getLogger(__name__)
 
@@ -217,24 +217,25 @@ class ConsumerGroupManager(ModernGroupManager):
             gone.append(legacy)
         return gone
 
-    def persist(self, group: ConsumerGroup, done: Callable[[int], None]) -> None:
-        """Append what changed; done(error) once durable (NONE) or refused (the error; the
-        runtime has reverted the group). A classic group's tombstone comes first if it just
-        became this group."""
+    def persist(self, out: CoordinatorResult, group: ConsumerGroup, done: Complete | None = None) -> None:
+        """What changed, into the operation's result; done(error) once durable (NONE) or
+        refused (the error; the runtime has reverted the group). A classic group's tombstone
+        comes first if it just became this group."""
         records = group.extra_records + self.changed_records(group, self.written.get(group.group_id, {}))
         group.extra_records = []
         if not records:
-            self.shard.after_pending(done)
+            if done is not None:
+                out.wait(done)
             return
 
-        def on_written(error: int) -> None:
+        def on_written(error: int) -> object:
             if error == E.none:
                 group.converted_from = None
-            done(error)
+            return done(error) if done is not None else None
 
-        self.shard.write(records, on_written)
+        out.add(records, on_written)
 
-    def convert_to_classic(self, group: ConsumerGroup, then: Callable[[int], None]) -> None:
+    def convert_to_classic(self, out: CoordinatorResult, group: ConsumerGroup, then: Complete) -> None:
         """An Empty consumer group that a classic member joins: its records go (tombstones),
         and once they are durable the group id is free for the classic group: then(NONE),
         or then(error) with the consumer group still there. Its committed offsets stay."""
@@ -242,25 +243,25 @@ class ConsumerGroupManager(ModernGroupManager):
         group.dead = True  # no member joins it while its tombstones are written
         if not records:
             self.drop(group)
-            then(E.none)
+            out.wait(then)  # (nothing of its own to write: once what is pending is)
             return
-        self.shard.write(records, then)
+        out.add(records, then)
 
     # the heartbeat --------------------------------------------------------------------
 
-    def heartbeat(self, r: HeartbeatRequest, answer: Callable[[HeartbeatResult], None]) -> HeartbeatResult | None:
-        """The answer now (an error, or nothing to write), or None and answer(result)
-        once the group's new records are durable."""
+    def heartbeat(self, r: HeartbeatRequest) -> HeartbeatResult | CoordinatorResult:
+        """ConsumerGroupHeartbeat: a HeartbeatResult answered at once (a request refused), or
+        the result of the group's new records, answered once they are durable (write_failed
+        if they cannot be written)."""
         try:
             if r.member_epoch == LEAVE_EPOCH:
                 leaving = self._downgrading_member(r.group_id, r.member_id)
                 if leaving is not None:
                     # The last consumer-protocol member leaves a group of classic members:
                     # it becomes a classic group (Kafka's online downgrade).
-                    left = HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0)
-                    return self.answer_when_written(
-                        lambda done: self.shard.migration.downgrade(*leaving, done), left, self._write_failed, answer
-                    )
+                    out = CoordinatorResult(HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0))
+                    self.shard.migration.downgrade(out, *leaving)
+                    return out
             if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 result, group = self._leave(r)
             else:
@@ -272,9 +273,10 @@ class ConsumerGroupManager(ModernGroupManager):
             elif type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return HeartbeatResult(e.code, str(e))
-        if not group.dirty:
-            return self.answer_when_written(self.shard.after_pending, result, self._write_failed, answer)
-        return self.answer_when_written(lambda done: self.persist(group, done), result, self._write_failed, answer)
+        out = CoordinatorResult(result)
+        if group.dirty:
+            self.persist(out, group)
+        return out
 
     def _downgrading_member(self, group_id: str, member_id: str) -> tuple[ConsumerGroup, ConsumerMember] | None:
         group = self.groups.get(group_id)
@@ -501,22 +503,27 @@ class ConsumerGroupManager(ModernGroupManager):
         """A classic member's own session timeout, else the group's."""
         return member.session_timeout_ms or super().session_timeout_ms(group, member)
 
-    def _on_revocation_timer(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
+    def _on_revocation_timer(
+        self, group: ConsumerGroup, member: ConsumerMember, deadline: float
+    ) -> CoordinatorResult | None:
         if (
             self.groups.get(group.group_id) is group
             and group.members.get(member.member_id) is member
             and member.state is MemberState.UNREVOKED_PARTITIONS
             and member.revocation_deadline == deadline
         ):
-            self.fence(group, member, "did not revoke its partitions within the rebalance timeout")
+            return self.fence(group, member, "did not revoke its partitions within the rebalance timeout")
+        return None
 
-    def fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> CoordinatorResult:
         log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
+        out = CoordinatorResult()
         if self.shard.migration.can_downgrade(group, member):
-            self.shard.migration.downgrade(group, member, lambda error: None)
-            return
+            self.shard.migration.downgrade(out, group, member)
+            return out
         self.remove(group, member)
-        self.persist(group, lambda error: None)
+        self.persist(out, group)
+        return out
 
     # regular expressions (Kafka resolves them apart from the heartbeat) ----------------
 
@@ -545,13 +552,13 @@ class ConsumerGroupManager(ModernGroupManager):
         group.resolved_regexes = resolved
         return True
 
-    def _resolve_regexes(self, group: ConsumerGroup) -> None:
+    def _resolve_regexes(self, group: ConsumerGroup) -> CoordinatorResult | None:
         group.regex_refresh = None
         if self.groups.get(group.group_id) is not group or group.dead or not self.resolve_regexes(group):
-            return
+            return None
         metadata = self.subscription_metadata(group)
         if metadata == group.subscription_metadata:
-            return
+            return None
         log.info(
             "group %s: its regular expressions now match %s",
             group.group_id,
@@ -561,7 +568,9 @@ class ConsumerGroupManager(ModernGroupManager):
         group.group_epoch += 1
         group.dirty = True
         self.maybe_compute_target(group)
-        self.persist(group, lambda error: None)
+        out = CoordinatorResult()
+        self.persist(out, group)
+        return out
 
     # assignment -----------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
@@ -45,7 +45,7 @@ from .consumer_group import ConsumerGroup, ConsumerMember
 from .consumer_manager import ConsumerGroupManager
 from ..reconciliation import MemberState
 from ...records import GroupMetadataKey
-from ...shard_context import ShardContext
+from ...shard_context import CoordinatorResult, ShardContext
 from ...state import GroupState
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,7 @@ class GroupMigration:
 
     def join(
         self,
+        out: CoordinatorResult,
         group: ConsumerGroup,
         member_id: str,
         instance_id: str | None,
@@ -246,7 +247,7 @@ class GroupMigration:
             if not fut.done():
                 fut.set_result(result if error == E.none else JoinResult(error, member.member_id))
 
-        self.consumer.persist(group, done)
+        self.consumer.persist(out, group, done)
         return fut
 
     def _member(
@@ -330,9 +331,9 @@ class GroupMigration:
                 return True
         return False
 
-    def leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]], answer: Callable[[Any], None]) -> Any:
-        """LeaveGroup: (top-level error, [(member id, instance id, error)]) now, or None and
-        answer(it) once the members' tombstones are written."""
+    def leave(self, out: CoordinatorResult, group: ConsumerGroup, members: list[tuple[str, str | None]]) -> Any:
+        """LeaveGroup: (top-level error, [(member id, instance id, error)]), answered once the
+        members' tombstones are written."""
         results = []
         leaving: list[ConsumerMember] = []
         for member_id, instance_id in members:
@@ -355,9 +356,8 @@ class GroupMigration:
         for member in leaving:
             group.remove_member(member)
         self.consumer.after_removal(group)
-        return self.consumer.answer_when_written(
-            lambda done: self.consumer.persist(group, done), (E.none, results), lambda error: (error, []), answer
-        )
+        self.consumer.persist(out, group)
+        return E.none, results
 
     # timers: a classic member must rejoin / sync within its rebalance timeout ----------
 
@@ -369,13 +369,16 @@ class GroupMigration:
         member.classic_deadline = deadline = self.clock.now() + timeout_ms
         self.clock.call_at(deadline, self._on_deadline, group, member, deadline)
 
-    def _on_deadline(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> None:
+    def _on_deadline(self, group: ConsumerGroup, member: ConsumerMember, deadline: float) -> CoordinatorResult | None:
         if (
             self.groups.get(group.group_id) is group
             and group.members.get(member.member_id) is member
             and member.classic_deadline == deadline
         ):
-            self.consumer.fence(group, member, "the classic member did not rejoin or sync within its rebalance timeout")
+            return self.consumer.fence(
+                group, member, "the classic member did not rejoin or sync within its rebalance timeout"
+            )
+        return None
 
     # downgrade ------------------------------------------------------------------------
 
@@ -392,9 +395,9 @@ class GroupMigration:
             return False
         return len(group.members) - 1 <= self.classic.config.max_size
 
-    def downgrade(self, group: ConsumerGroup, leaving: ConsumerMember, done: Callable[[int], None]) -> None:
+    def downgrade(self, out: CoordinatorResult, group: ConsumerGroup, leaving: ConsumerMember) -> None:
         """`leaving` (the last consumer-protocol member) goes; the others form a classic group
-        with their target partitions, which rebalances. done(error) once written."""
+        with their target partitions, which rebalances."""
         group_id = group.group_id
         classic = ClassicGroup(group_id, self.clock.wall())
         classic.generation_id = group.group_epoch
@@ -434,8 +437,8 @@ class GroupMigration:
         self.groups[group_id] = classic
         for cm in classic.members.values():
             self.classic.schedule_expiry(classic, cm)
-        self.classic.prepare_rebalance(classic, f"downgrade of group {group_id} from consumer to classic")
+        self.classic.prepare_rebalance(out, classic, f"downgrade of group {group_id} from consumer to classic")
 
         # If this cannot be written, the runtime's revert brings the consumer group back
         # (its records are still the written ones) and retires the classic group.
-        self.shard.write(records, done)
+        out.add(records)

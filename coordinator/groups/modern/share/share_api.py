@@ -62,8 +62,9 @@ class ShareGroupApis:
             return heartbeat_response(ctx, ShareHeartbeatResult(e.code, str(e)), drop_empty=True)
         return run_heartbeat(
             ctx,
+            self.runtime,
             self._route(ctx, req.group_id),
-            lambda shard, answer: shard.share.heartbeat(r, answer),
+            lambda shard: shard.share.heartbeat(r),
             lambda result: heartbeat_response(ctx, result, drop_empty=True),
         )
 

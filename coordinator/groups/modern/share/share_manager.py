@@ -38,7 +38,7 @@ from .share_group import (
     simple_assign,
 )
 from ...topic_image import TopicImage
-from ...shard_context import ShardContext
+from ...shard_context import CoordinatorResult, ShardContext
 
 log = logging.getLogger(__name__)
 
@@ -131,24 +131,24 @@ class ShareGroupManager(ModernGroupManager):
         return {t for t in (*group.initializing, *group.initialized, *group.deleting) if self.image.name_of(t) is None}
 
     def initialize_partitions(
-        self, group_id: str, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]], done: Callable[[int], None]
-    ) -> None:
+        self, group_id: str, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]]
+    ) -> CoordinatorResult:
         """AlterShareGroupOffsets started these partitions' state afresh: they are initialized in
-        the group's ShareGroupStatePartitionMetadata; done(error) once that is durable."""
+        the group's ShareGroupStatePartitionMetadata (the response NONE once that is durable)."""
+        out = CoordinatorResult(E.none)
         group = self.groups.get(group_id)
         if type(group) is ShareGroup and initialize_partitions(group, partitions):
-            self.persist(group, done)
-        else:
-            self.shard.after_pending(done)
+            self.persist(out, group)
+        return out
 
-    def forget_topics(self, group_id: str, topic_ids: set[uuid.UUID], done: Callable[[int], None]) -> None:
+    def forget_topics(self, group_id: str, topic_ids: set[uuid.UUID]) -> CoordinatorResult:
         """The share-partition state of these topics is gone (DeleteShareGroupOffsets): they
-        leave the group's ShareGroupStatePartitionMetadata; done(error) once that is durable."""
+        leave the group's ShareGroupStatePartitionMetadata (the response NONE once durable)."""
+        out = CoordinatorResult(E.none)
         group = self.groups.get(group_id)
         if type(group) is ShareGroup and forget_topics(group, topic_ids):
-            self.persist(group, done)
-        else:
-            self.shard.after_pending(done)
+            self.persist(out, group)
+        return out
 
     def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:
         """DeleteGroups: tombstones of every record of the (empty) group, its epoch last (the
@@ -157,11 +157,9 @@ class ShareGroupManager(ModernGroupManager):
 
     # the heartbeat --------------------------------------------------------------------
 
-    def heartbeat(
-        self, r: ShareHeartbeatRequest, answer: Callable[[ShareHeartbeatResult], None]
-    ) -> ShareHeartbeatResult | None:
-        """The answer now (an error, or nothing to write), or None and answer(result)
-        once the group's new records are durable."""
+    def heartbeat(self, r: ShareHeartbeatRequest) -> ShareHeartbeatResult | CoordinatorResult:
+        """ShareGroupHeartbeat: a result answered at once (a request refused), or the result
+        of the group's new records, answered once they are durable."""
         try:
             if r.member_epoch == LEAVE_EPOCH:
                 result, group = self._leave(r)
@@ -172,9 +170,10 @@ class ShareGroupManager(ModernGroupManager):
             if type(new) is ShareGroup and new.group_epoch == 0 and not new.members:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return ShareHeartbeatResult(e.code, str(e))
-        if not group.dirty:
-            return self.answer_when_written(self.shard.after_pending, result, self._write_failed, answer)
-        return self.answer_when_written(lambda done: self.persist(group, done), result, self._write_failed, answer)
+        out = CoordinatorResult(result)
+        if group.dirty:
+            self.persist(out, group)
+        return out
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
         """Kafka's getOrMaybeCreatePersistedShareGroup: another type's group id is
@@ -299,10 +298,12 @@ class ShareGroupManager(ModernGroupManager):
             for listener in self.member_fenced:
                 listener(group.group_id, member.member_id)
 
-    def fence(self, group: ShareGroup, member: ShareMember, why: str) -> None:
+    def fence(self, group: ShareGroup, member: ShareMember, why: str) -> CoordinatorResult:
         log.info("group %s: share member %s fenced: %s", group.group_id, member.member_id, why)
         self.remove(group, member, fenced=True)
-        self.persist(group, lambda error: None)
+        out = CoordinatorResult()
+        self.persist(out, group)
+        return out
 
     # assignment -----------------------------------------------------------------------
 

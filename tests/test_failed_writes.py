@@ -1,0 +1,230 @@
+"""A write refused by the disk (ENOSPC), for each group type and for offsets: the request
+gets Kafka's error, and memory is what a restart rebuilds from the log. Operations run as
+the wire layer runs them (the runtime writes their CoordinatorResult and answers), over a
+log whose appends the test refuses at will."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode as E
+
+from coordinator.groups.classic.classic_group import ClassicGroup
+from coordinator.groups.classic.classic_manager import GroupConfig
+from coordinator.groups.clock import ManualClock
+from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup, records_of
+from coordinator.groups.modern.consumer.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.groups.modern.modern_manager import ModernGroupManager
+from coordinator.groups.runtime import CoordinatorRuntime
+from coordinator.groups.shard import OffsetConfig
+from coordinator.groups.topic_image import TopicImage
+from protocol.offset_commit import PartitionCommit
+from tests.support.consumer_shard import Catalog, owned
+from tests.support.group_harness import ControlledLog, Operations, answered, commit_failed, settle
+
+SESSION = 10_000
+
+
+class Node:
+    """One coordinator over a ControlledLog; `restarted()` is a fresh one that loads what is
+    durable, as after kill -9."""
+
+    def __init__(self, log: ControlledLog | None = None, catalog: Catalog | None = None) -> None:
+        self.log = log or ControlledLog()
+        self.catalog = catalog or Catalog()
+        self.clock = ManualClock()
+        self.runtime = CoordinatorRuntime(
+            self.log,
+            self.clock,
+            GroupConfig(),
+            OffsetConfig(),
+            ConsumerGroupConfig(assignment_interval_ms=0),
+            TopicImage(self.catalog),
+        )
+        self.runtime.load(self.log.all_records())
+        self.shard = self.runtime.shards[0]
+        self.classic = Operations(self.shard)
+
+    def restarted(self) -> Node:
+        durable = ControlledLog(self.log.partitions)
+        durable.records = [list(r) for r in self.log.records]
+        return Node(durable, self.catalog)
+
+    async def durable(self) -> None:
+        """Every append in flight becomes durable and its answers leave."""
+        await settle()
+        self.log.sync()
+        await settle()
+
+    def rebuilt_alike(self) -> Node:
+        """Memory is what a restart rebuilds: the same durable view (classic groups' stored
+        records, consumer groups' records, offsets, pending transactional offsets) and each
+        consumer group live as its records say."""
+        fresh = self.restarted()
+        assert fresh.shard.durable_view() == self.shard.durable_view()
+        for group_id, group in self.shard.groups.items():
+            if type(group) is ConsumerGroup:
+                again = fresh.shard.groups[group_id]
+                assert type(again) is ConsumerGroup and records_of(again) == records_of(group)
+        return fresh
+
+    async def hb(self, member_id: str, epoch: int, topics=None, owned_=()) -> object:
+        r = HeartbeatRequest(
+            "cg",
+            member_id,
+            epoch,
+            rebalance_timeout_ms=60_000 if epoch == 0 else -1,
+            subscribed_topic_names=topics,
+            owned=None if owned_ is None else list(owned_),
+        )
+        return await self.settled(self.shard.consumer.heartbeat(r), ModernGroupManager.write_failed)
+
+    async def settled(self, result, failed=lambda error: error):
+        """The response of an operation's result, the log made durable meanwhile."""
+        import asyncio
+
+        task = asyncio.ensure_future(answered(self.shard, result, failed))
+        await settle()
+        if not task.done():
+            await self.durable()
+        return await task
+
+    def join(self, member_id: str = "", instance: str | None = None):
+        return self.classic.join(
+            "g",
+            member_id,
+            instance,
+            "client",
+            "/127.0.0.1",
+            SESSION,
+            30_000,
+            "consumer",
+            [("range", b"")],
+            require_known_member_id=False,
+        )
+
+
+def classic_view(group: ClassicGroup) -> tuple:
+    return (
+        group.state_name,
+        group.generation_id,
+        group.leader_id,
+        group.protocol_name,
+        {m.member_id: (m.group_instance_id, m.assignment) for m in group.members.values()},
+    )
+
+
+async def stable_classic_group(node: Node) -> tuple[str, str]:
+    """Two members, the static one the leader, Stable at generation 2 and stored."""
+    a = node.join(instance="static-a")
+    await settle()
+    a_id = a.result().member_id
+    b = node.join()  # a rebalance: a rejoins
+    a = node.join(a_id, instance="static-a")
+    await node.durable()
+    b_id = b.result().member_id
+    assert a.result().leader_id == a_id and a.result().generation_id == 2
+    synced = node.classic.sync("g", a_id, None, 2, None, None, {a_id: b"A", b_id: b"B"})
+    node.classic.sync("g", b_id, None, 2, None, None, {})
+    await node.durable()
+    assert synced.result().error == E.none and node.shard.groups["g"].state_name == "Stable"
+    return a_id, b_id
+
+
+async def test_a_classic_group_is_what_a_restart_rebuilds_after_each_failed_write():
+    node = Node()
+    a_id, b_id = await stable_classic_group(node)
+    group = node.shard.groups["g"]
+    assert isinstance(group, ClassicGroup)
+    before = classic_view(group)
+    assert classic_view(node.rebuilt_alike().shard.groups["g"]) == before  # (the same fresh start)
+
+    node.log.refusing = True  # the disk is full from here on
+    # A static member's rejoin under a new id: the new id is kept only once stored.
+    rejoined = node.join(instance="static-a")
+    await settle()
+    assert rejoined.result().error == E.not_coordinator
+    assert classic_view(group) == before
+    assert classic_view(node.rebuilt_alike().shard.groups["g"]) == before
+
+    # The leave that empties the group: its empty generation cannot be stored, so nobody leaves.
+    left = node.classic.leave("g", [(a_id, None), (b_id, None)])
+    await settle()
+    assert left.result() == (E.not_coordinator, [])
+    assert classic_view(group) == before
+    node.rebuilt_alike()
+
+    # A rebalance whose assignment cannot be stored: the members are told, and rejoin.
+    node.classic.leave("g", [(b_id, None)])  # a rebalance, nothing to store yet
+    rejoin = node.join(a_id, instance="static-a")
+    await settle()
+    assert rejoin.result().generation_id == 3
+    synced = node.classic.sync("g", a_id, None, 3, None, None, {a_id: b"A2"})
+    await settle()
+    assert synced.result().error == E.not_coordinator
+    assert group.state_name == "PreparingRebalance" and group.stored is not None and group.stored.generation == 2
+    node.rebuilt_alike()
+
+    node.log.refusing = False  # room again: the group moves on and what it stores is what comes back
+    again = node.join(a_id, instance="static-a")
+    await node.durable()
+    generation = again.result().generation_id
+    synced = node.classic.sync("g", a_id, None, generation, None, None, {a_id: b"A3"})
+    await node.durable()
+    assert synced.result().error == E.none and group.state_name == "Stable"
+    assert classic_view(node.rebuilt_alike().shard.groups["g"]) == classic_view(group)
+
+
+async def test_a_consumer_group_is_what_a_restart_rebuilds_after_each_failed_write():
+    node = Node()
+    node.catalog.add("t", 4)
+    a = await node.hb("a", 0, ["t"])
+    assert a.error == E.none
+    node.rebuilt_alike()
+
+    node.log.refusing = True
+    joined = await node.hb("b", 0, ["t"])  # a join that cannot be written
+    assert joined.error == E.not_coordinator
+    group = node.shard.groups["cg"]
+    assert isinstance(group, ConsumerGroup) and set(group.members) == {"a"}
+    node.rebuilt_alike()
+
+    left = await node.hb("a", -1, owned_=None)  # a leave that cannot be written: the member stays
+    assert left.error == E.not_coordinator
+    assert set(node.shard.groups["cg"].members) == {"a"}  # (rebuilt from its records: a new object)
+    node.rebuilt_alike()
+
+    # A session that expires while the disk is full: the fencing cannot be written, so the
+    # group stays what its records say (the member back, with a fresh session).
+    node.clock.advance(60_000)
+    await settle()
+    group = node.shard.groups["cg"]
+    assert isinstance(group, ConsumerGroup) and set(group.members) == {"a"}
+    node.rebuilt_alike()
+
+    node.log.refusing = False
+    beat = await node.hb("a", a.member_epoch, owned_=owned(a))
+    assert beat.error == E.none
+    node.rebuilt_alike()
+
+
+async def test_offsets_and_transactional_offsets_are_what_a_restart_rebuilds_after_a_failed_write():
+    node = Node()
+    commit = [PartitionCommit("t", 0, 5, -1, "")]
+    result = node.shard.offset_manager.commit("x", -1, "", None, commit)
+    assert await node.settled(result, commit_failed(result)) == [E.none]
+
+    node.log.refusing = True
+    result = node.shard.offset_manager.commit("x", -1, "", None, [PartitionCommit("t", 0, 9, -1, "")])
+    assert await node.settled(result, commit_failed(result)) == [E.not_coordinator]
+    assert node.shard.offsets.of("x")[("t", 0)].offset == 5
+    node.rebuilt_alike()
+
+    result = node.shard.offset_manager.txn_commit("x", 7, 0, -1, "", None, [("t", 1, 3, -1, "")])
+    assert await node.settled(result, commit_failed(result)) == [E.not_coordinator]
+    assert not node.shard.offsets.pending.get(7)
+    node.rebuilt_alike()
+
+    node.log.refusing = False
+    result = node.shard.offset_manager.txn_commit("x", 7, 0, -1, "", None, [("t", 1, 3, -1, "")])
+    assert await node.settled(result, commit_failed(result)) == [E.none]
+    assert node.shard.offsets.pending.get(7)
+    node.rebuilt_alike()
