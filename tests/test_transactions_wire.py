@@ -41,6 +41,7 @@ from tests.support.transactions_wire import (
     describe_unknown,
     wait_for_state,
     describe_producers,
+    end_txn_v5,
     write_marker,
     set_broker_config,
     TXN_COORDINATOR_FENCED,
@@ -274,8 +275,9 @@ async def test_unused_transactional_ids_expire(server_factory):
 
 
 def test_transaction_log_value_codec():
-    """TransactionLogValue: v0 round trip; v1 (flexible, tagged ClientTransactionVersion), as
-    Kafka 4 writes for transactions v2, read; a bad key version refused."""
+    """TransactionLogValue: v0 round trip; v1 (flexible, tagged ClientTransactionVersion and
+    producer ids), as Kafka 4 writes for transactions v2, read and written; a bad key version
+    refused."""
     import pytest
 
     from protocol.group_records import RecordDecodeError
@@ -294,7 +296,10 @@ def test_transaction_log_value_codec():
         + bytes([1, 2, 2])
         + struct.pack(">h", 2)
     )
-    assert decode_value(v1) == TransactionLogValue(7, 3, 1000, 1, {"t": [0, 4]}, 11, 9)
+    expected = TransactionLogValue(7, 3, 1000, 1, {"t": [0, 4]}, 11, 9, client_transaction_version=2)
+    assert decode_value(v1) == expected and encode_value(expected) == v1
+    rotated = expected._replace(previous_producer_id=6, next_producer_id=8)
+    assert decode_value(encode_value(rotated)) == rotated
     with pytest.raises(RecordDecodeError):
         decode_key(b"\x00\x01\x00\x00")
 
@@ -354,3 +359,78 @@ async def test_describe_producers_write_txn_markers_and_verification(server):
         assert await describe_producers(conn, "dp") == (E_NONE, {pid: (epoch, 3, 1_700_000_000_000, 0, 7)})
     finally:
         await conn.close()
+
+
+async def test_transactions_v2(server):
+    """KIP-890 part 2 over raw frames: Produce v12 and TxnOffsetCommit v5 add their partition
+    and group themselves; EndTxn v5 bumps the epoch and answers it (retries of it answered
+    alike), the old epoch is fenced everywhere (a zombie's batch: INVALID_PRODUCER_EPOCH,
+    nothing written); an abort with nothing added still bumps; at the exhausted epoch the
+    producer moves to a new id; the state survives a restart."""
+    from coordinator.transactions.coordinator import MAX_EPOCH, TransactionCoordinator
+
+    conn = await WireClient("txn-v2").connect("127.0.0.1", server.port)
+    await conn.create_topics("v2", partitions=1)
+    try:
+        error, pid, epoch = await init_pid(conn, "tv2", v=5)
+        assert (error, epoch) == (E_NONE, 0)
+        # Produce v12 adds the partition, TxnOffsetCommit v5 the group: no AddPartitions/AddOffsets
+        assert await produce_txn(conn, "tv2", "v2", 0, pid, 0, 0, v=12) == (E_NONE, 0)
+        assert await txn_commit(conn, "tv2", "g2", pid, 0, "v2", 2, v=5) == E_NONE
+        d = await describe(conn, "tv2")
+        assert d.transaction_state == "Ongoing"
+        assert sorted(t.topic for t in d.topics for p in t.partitions) == ["__consumer_offsets", "v2"]
+        assert await end_txn_v5(conn, "tv2", pid, 0, True) == (E_NONE, pid, 1)
+        await wait_for_state(conn, "tv2", "CompleteCommit")
+        assert await end_txn_v5(conn, "tv2", pid, 0, True) == (E_NONE, pid, 1)  # a retry: the same answer
+        assert await offset_fetch(conn, "g2", "v2", True) == (E_NONE, 2)
+        assert await latest(conn, "v2", 1) == 3  # the marker (written under epoch 1) at offset 2
+        assert (await describe_producers(conn, "v2"))[1][pid][:2] == (1, -1)
+        # the zombie (epoch 0) is fenced: nothing of it is written
+        assert (await produce_txn(conn, "tv2", "v2", 0, pid, 0, 2, v=12))[0] == INVALID_PRODUCER_EPOCH
+        assert (await produce_txn(conn, "tv2", "v2", 0, pid, 0, 2, v=9))[0] == INVALID_PRODUCER_EPOCH
+        assert await txn_commit(conn, "tv2", "g2", pid, 0, "v2", 9, v=5) == PRODUCER_FENCED
+        # (epoch 0 is the bumped-from epoch: a retry that asks the other outcome)
+        assert await end_txn_v5(conn, "tv2", pid, 0, False) == (INVALID_TXN_STATE, -1, -1)
+        assert await end_txn_v5(conn, "tv2", pid + 100, 1, False) == (INVALID_PID_MAPPING, -1, -1)
+        assert await end_txn_v5(conn, "", pid, 1, False) == (42, -1, -1)  # INVALID_REQUEST
+        assert await latest(conn, "v2", 0) == 3
+        # the next transaction, aborted under epoch 1 -> 2
+        assert await produce_txn(conn, "tv2", "v2", 0, pid, 1, 0, v=12) == (E_NONE, 3)
+        assert await end_txn_v5(conn, "tv2", pid, 1, False) == (E_NONE, pid, 2)
+        await wait_for_state(conn, "tv2", "CompleteAbort")
+        assert await end_txn_v5(conn, "tv2", pid, 0, False) == (PRODUCER_FENCED, -1, -1)
+        # an abort with nothing added bumps too; a commit of nothing is refused
+        assert await end_txn_v5(conn, "tv2", pid, 2, True) == (INVALID_TXN_STATE, -1, -1)
+        assert await end_txn_v5(conn, "tv2", pid, 2, False) == (E_NONE, pid, 3)
+        await wait_for_state(conn, "tv2", "CompleteAbort")
+        # a transaction that reaches the last epoch ends under a new producer id
+        coordinator = next(c for c in server._server.components if isinstance(c, TransactionCoordinator))
+        server._call(_set_epoch(coordinator, "tv2", MAX_EPOCH - 2))
+        assert await produce_txn(conn, "tv2", "v2", 0, pid, MAX_EPOCH - 2, 0, v=12) == (E_NONE, 6)
+        assert await end_txn_v5(conn, "tv2", pid, MAX_EPOCH - 2, True) == (E_NONE, pid, MAX_EPOCH - 1)
+        await wait_for_state(conn, "tv2", "CompleteCommit")
+        assert await produce_txn(conn, "tv2", "v2", 0, pid, MAX_EPOCH - 1, 0, v=12) == (E_NONE, 9)
+        error, new_pid, new_epoch = await end_txn_v5(conn, "tv2", pid, MAX_EPOCH - 1, True)
+        assert error == E_NONE and new_pid != pid and new_epoch == 0
+        await wait_for_state(conn, "tv2", "CompleteCommit")
+        assert await end_txn_v5(conn, "tv2", pid, MAX_EPOCH - 1, True) == (E_NONE, new_pid, 0)  # its retry
+        assert (await describe_producers(conn, "v2"))[1][pid][0] == MAX_EPOCH  # the markers' epoch
+        assert await produce_txn(conn, "tv2", "v2", 0, new_pid, 0, 0, v=12) == (E_NONE, 12)
+        await conn.close()
+        server.restart()  # the v1 records of __transaction_state bring it all back
+        conn = await WireClient("txn-v2").connect("127.0.0.1", server.port)
+        d = await describe(conn, "tv2")
+        assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("Ongoing", new_pid, 0)
+        assert await end_txn_v5(conn, "tv2", new_pid, 0, True) == (E_NONE, new_pid, 1)
+        await wait_for_state(conn, "tv2", "CompleteCommit")
+        assert await end_txn_v5(conn, "tv2", pid, MAX_EPOCH - 1, True) == (INVALID_PID_MAPPING, -1, -1)
+    finally:
+        await conn.close()
+
+
+async def _set_epoch(coordinator, txn_id, epoch):
+    """Move an idle transactional id to a late epoch (a state 32,000 transactions would reach)."""
+    meta = coordinator.txns[txn_id]
+    async with meta.lock:
+        await coordinator._write(meta, {"producer_epoch": epoch})

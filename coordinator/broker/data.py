@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 22, 23
 DESCRIBE_PRODUCERS = 61
+# add.partitions.to.txn.retry.backoff.ms / .max.ms: a Produce v12+ whose implicit add finds the
+# previous transaction still completing retries for this long before answering
+ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # producer.id.expiration.check.interval.ms
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 ACKS = (0, 1, -1)
@@ -110,7 +113,7 @@ class DataPlane:
         self.fetch_quota: ByteRateQuota | None = None
 
     def register(self, registry: Registry) -> None:
-        registry.add(PRODUCE, range(0, 12), self.produce)
+        registry.add(PRODUCE, range(0, 13), self.produce)
         registry.add(FETCH, range(0, 18), self.fetch, cancel_on_close=True)
         registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
@@ -209,11 +212,13 @@ class DataPlane:
                 return E.invalid_record, -1, "transactional records need a transactional id and producer id", -1
             # KIP-890 part 1: only a partition added to the producer's ongoing transaction
             # (same producer id and epoch) takes its batches, so no transaction is left hanging
-            # (transaction.partition.verification.enable, on by default).
-            if self.topics.broker_configs.value("transaction.partition.verification.enable"):
+            # (transaction.partition.verification.enable, on by default; Produce v12+ added it
+            # just before, KIP-890 part 2).
+            if version >= 12 or self.topics.broker_configs.value("transaction.partition.verification.enable"):
                 error = self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
                 if error != E.none:
-                    return error, -1, None, -1
+                    code, message = produce_verification_error(error, version)
+                    return code, -1, message, -1
         try:  # (before the sequence checks, as Kafka's LogValidator runs before the producer state)
             _validate_records(info, f"{topic}-{partition}", records, h)
         except CorruptBatch as e:
@@ -294,6 +299,9 @@ class DataPlane:
 
     async def _produce(self, ctx: RequestContext, req: Any) -> Any:
         transactional_id = getattr(req, "transactional_id", None)
+        refused: dict[tuple[str, int], tuple[E, str | None]] = {}
+        if transactional_id and self.transactions is not None and ctx.version >= 12 and req.acks in ACKS:
+            refused = await self._add_to_transaction(ctx, req, transactional_id)
         if (transactional_id and self.transactions is None) or req.acks not in ACKS:
             error, message = (
                 (E.transactional_id_authorization_failed, "transactions are not supported")
@@ -303,7 +311,9 @@ class DataPlane:
             results = [(t.name, p.index, error, -1, message, -1, []) for t in req.topic_data for p in t.partition_data]
         else:
             results = [
-                (t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id, ctx))
+                (t.name, p.index, refused[(t.name, p.index)][0], -1, refused[(t.name, p.index)][1], -1, [])
+                if (t.name, p.index) in refused
+                else (t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id, ctx))
                 for t in req.topic_data
                 for p in t.partition_data
             ]
@@ -355,6 +365,56 @@ class DataPlane:
                 for name, parts in by_topic.items()
             ),
         )
+
+    async def _add_to_transaction(
+        self, ctx: RequestContext, req: Any, transactional_id: str
+    ) -> dict[tuple[str, int], tuple[E, str | None]]:
+        """Produce v12+ (transactions v2, KIP-890 part 2): the partitions of the request's
+        transactional batches not yet in the producer's transaction are added to it, as
+        Kafka's leader does with AddPartitionsToTxn; a transaction still being completed is
+        waited for a little (Kafka's add.partitions.to.txn.retry.backoff.*). The partitions
+        refused, with their error (base offset -1) and message."""
+        wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for t in req.topic_data:
+            for p in t.partition_data:
+                plog = self.topics.partition_log(t.name, p.index)
+                if plog is None or not p.records or len(p.records) < 61:
+                    continue  # (refused as usual by the append)
+                try:
+                    h = parse_header(p.records, 0, verify_crc=False)
+                except CorruptBatch:
+                    continue
+                if not h.is_transactional or h.is_control or h.producer_id < 0:
+                    continue
+                state = self.producers.get(plog)
+                entry = state.entries.get(h.producer_id) if state is not None else None
+                if (
+                    entry is not None
+                    and entry.epoch == h.producer_epoch
+                    and h.producer_id in self.txn_state(plog).ongoing
+                ):
+                    continue  # already in this transaction here: its first batch was verified
+                wanted.setdefault((h.producer_id, h.producer_epoch), []).append((t.name, p.index))
+        refused: dict[tuple[str, int], tuple[E, str | None]] = {}
+        if len(wanted) > 1:  # as Kafka: one producer per request
+            for tps in wanted.values():
+                for tp in tps:
+                    refused[tp] = (
+                        E.invalid_producer_id_mapping,
+                        "Transactional records contained more than one producer ID",
+                    )
+            return refused
+        for (pid, epoch), tps in wanted.items():
+            deadline = time.monotonic() + ADD_RETRY_MAX_S
+            while True:
+                results = await self.transactions.add_implicitly(transactional_id, pid, epoch, tps)
+                if time.monotonic() >= deadline or not any(e == E.concurrent_transactions for e in results.values()):
+                    break
+                await asyncio.sleep(ADD_RETRY_BACKOFF_S)
+            for tp, error in results.items():
+                if error != E.none:
+                    refused[tp] = produce_verification_error(error, ctx.version)
+        return refused
 
     def _produce_throttle(self, ctx: RequestContext) -> int:
         """Kafka's produce quota: the request's bytes count against producer_byte_rate of its
@@ -923,6 +983,31 @@ class DataPlane:
 
     async def close(self) -> None:
         self.drain()
+
+
+def produce_verification_error(error: int, version: int) -> tuple[E, str | None]:
+    """The Produce error (and message) for the coordinator's verdict on a transactional batch
+    (Kafka's AddPartitionsToTxnManager and ReplicaManager.handleProduceAppend): a fenced epoch
+    is INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE reaches only Produce v11 clients (older
+    ones and v12+ get INVALID_TXN_STATE); a coordinator busy or away is NOT_ENOUGH_REPLICAS,
+    which every client retries without a metadata refresh."""
+    if error == E.producer_fenced:
+        return E.invalid_producer_epoch, None
+    if error == E.transaction_abortable and version != 11:
+        error = E.invalid_txn_state
+    if error == E.invalid_txn_state:
+        return E.invalid_txn_state, "Partition was not added to the transaction"
+    if error in (
+        E.concurrent_transactions,
+        E.coordinator_load_in_progress,
+        E.coordinator_not_available,
+        E.not_coordinator,
+    ):
+        return (
+            E.not_enough_replicas,
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {E(error).name.upper()}",
+        )
+    return E(error), None
 
 
 def _validate_records(info: Any, partition: str, records: bytes, h: Any) -> None:

@@ -529,12 +529,20 @@ class GroupApis:
             errors = [E.transactional_id_authorization_failed] * len(partitions)
         else:
             # The producer must have added the group's partition to its ongoing transaction
-            # (AddOffsetsToTxn), under its current epoch (KIP-890 verification).
-            error = transactions.verify(
-                req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, shard.partition
-            )
-            if error == E.invalid_producer_epoch and ctx.version >= 3:
-                error = E.producer_fenced
+            # (AddOffsetsToTxn), under its current epoch (KIP-890 verification); from v5
+            # (transactions v2, KIP-890 part 2) the commit adds it itself.
+            tp = (OFFSETS_TOPIC, shard.partition)
+            error = E.none
+            if ctx.version >= 5:
+                error = (
+                    await transactions.add_implicitly(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+                )[tp]
+            if error == E.none:
+                error = transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch, *tp)
+            if error == E.producer_fenced and ctx.version < 3:
+                error = E.invalid_producer_epoch  # (PRODUCER_FENCED is KIP-588, v3+ here)
+            elif error == E.transaction_abortable and ctx.version < 4:
+                error = E.invalid_txn_state  # (TRANSACTION_ABORTABLE came with v4)
             if error != E.none:
                 errors = [error] * len(partitions)
             else:

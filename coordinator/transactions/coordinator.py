@@ -79,6 +79,12 @@ class TransactionMetadata:
     last_update_ms: int = 0
     last_producer_id: int = -1  # before the last epoch bump (KIP-360: a producer may retry InitProducerId)
     last_producer_epoch: int = -1
+    # Transactions v2 (KIP-890 part 2): the client's transaction version (2: an EndTxn v5 or an
+    # add by Produce v12 / TxnOffsetCommit v5), the id a transaction ending at an exhausted
+    # epoch moves to, and the id before that move (an EndTxn retry may still name it).
+    client_tv: int = 0
+    next_producer_id: int = -1
+    previous_producer_id: int = -1
     # Its partition of __transaction_state moved to another coordinator: this copy is stale.
     unloaded: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
@@ -95,6 +101,9 @@ class TransactionMetadata:
             by_topic,
             self.last_update_ms,
             self.start_ms,
+            self.previous_producer_id,
+            self.next_producer_id,
+            self.client_tv,
         )
 
 
@@ -164,6 +173,9 @@ class TransactionCoordinator:
                     {(t, p) for t, ps in v.partitions.items() for p in ps},
                     v.start_ms,
                     v.last_update_ms,
+                    client_tv=v.client_transaction_version,
+                    next_producer_id=v.next_producer_id,
+                    previous_producer_id=v.previous_producer_id,
                 )
         self.txns.update(loaded)
         for meta in loaded.values():
@@ -342,7 +354,13 @@ class TransactionCoordinator:
         return error if current is meta or error != E.none else E.invalid_producer_id_mapping
 
     async def _add(
-        self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]], version_fenced: bool
+        self,
+        txn_id: str,
+        pid: int,
+        epoch: int,
+        partitions: list[tuple[str, int]],
+        version_fenced: bool,
+        client_tv: int = 0,
     ) -> dict[tuple[str, int], int]:
         unknown = [
             tp for tp in partitions if tp[0] != OFFSETS_TOPIC and self.data_plane.topics.partition_log(*tp) is None
@@ -356,20 +374,30 @@ class TransactionCoordinator:
             async with meta.lock:
                 error = self._recheck(meta, pid, epoch, version_fenced)
                 if error == E.none:
-                    error = await self._add_locked(meta, partitions)
+                    error = await self._add_locked(meta, partitions, client_tv)
         return {tp: error for tp in partitions}
 
-    async def _add_locked(self, meta: TransactionMetadata, partitions: list[tuple[str, int]]) -> int:
+    async def _add_locked(self, meta: TransactionMetadata, partitions: list[tuple[str, int]], client_tv: int) -> int:
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
             return E.concurrent_transactions
         if meta.state == DEAD:
             return E.invalid_txn_state
         if meta.state == ONGOING and set(partitions) <= meta.partitions:
             return E.none  # already in: nothing to write
-        changes: dict[str, Any] = {"state": ONGOING, "partitions": meta.partitions | set(partitions)}
+        changes: dict[str, Any] = {
+            "state": ONGOING,
+            "partitions": meta.partitions | set(partitions),
+            "client_tv": client_tv,
+        }
         if meta.state != ONGOING:
             changes["start_ms"] = _now()
         return await self._write(meta, changes)
+
+    async def add_implicitly(self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> dict:
+        """KIP-890 part 2: a transactions v2 producer's Produce v12+ or TxnOffsetCommit v5+ adds
+        its partition (or its group's) to the ongoing transaction, as the partition leader's
+        AddPartitionsToTxn v5 does in Kafka; per partition, the coordinator's error."""
+        return await self._add(txn_id, pid, epoch, partitions, True, client_tv=2)
 
     async def add_partitions_to_txn(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 4:
@@ -395,7 +423,14 @@ class TransactionCoordinator:
                     tp: self.verify(t.transactional_id, t.producer_id, t.producer_epoch, *tp) for tp in partitions
                 }
             else:
-                results = await self._add(t.transactional_id, t.producer_id, t.producer_epoch, partitions, True)
+                results = await self._add(
+                    t.transactional_id,
+                    t.producer_id,
+                    t.producer_epoch,
+                    partitions,
+                    True,
+                    client_tv=2 if ctx.version >= 5 else 0,
+                )
             out.append(
                 ctx.nested(
                     "AddPartitionsToTxnResult",
@@ -428,35 +463,87 @@ class TransactionCoordinator:
         return ctx.response(throttle_time=0, error_code=results[tp])
 
     def verify(self, txn_id: str, pid: int, epoch: int, topic: str, partition: int) -> int:
-        """For a transactional Produce (KIP-890 part 1): the partition must be in the
-        producer's ongoing transaction, under its current epoch."""
-        meta = self.txns.get(txn_id)
+        """KIP-890 part 1, the coordinator's answer to a leader verifying a transactional write
+        (handleVerifyPartitionsInTransaction): the partition must be in the producer's
+        transaction, under its current epoch; a transaction being completed is
+        CONCURRENT_TRANSACTIONS, a partition not in it TRANSACTION_ABORTABLE (the leader
+        maps these for its client's version)."""
+        meta = self.txns.get(txn_id) if txn_id else None
         if meta is None or meta.producer_id != pid:
             return E.invalid_producer_id_mapping
         if epoch != meta.producer_epoch:
-            return E.invalid_producer_epoch
-        if meta.state != ONGOING or (topic, partition) not in meta.partitions:
-            return E.invalid_txn_state
-        return E.none
+            return E.producer_fenced
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return E.concurrent_transactions
+        return E.none if (topic, partition) in meta.partitions else E.transaction_abortable
 
     # EndTxn -----------------------------------------------------------------------------
 
     async def end_txn(self, ctx: RequestContext, req: Any) -> Any:
+        """EndTxn; v5 (transactions v2, KIP-890 part 2) bumps the producer epoch at the end of
+        every transaction and answers the producer id and epoch to use next (a new producer id
+        once the epoch is exhausted)."""
         error = self._not_here(ctx, req.transactional_id)
+        pid, epoch = -1, -1
         if error != E.none:
-            return ctx.response(throttle_time=0, error_code=error, producer_id=-1, producer_epoch=-1)
-        error, meta = self._check(req.transactional_id, req.producer_id, req.producer_epoch, ctx.version >= 2)
-        if meta is not None:
+            pass
+        elif not req.transactional_id:
+            error = E.invalid_request
+        elif (meta := self.txns.get(req.transactional_id)) is None:
+            error = E.invalid_producer_id_mapping
+        else:
             async with meta.lock:
-                error = self._recheck(meta, req.producer_id, req.producer_epoch, ctx.version >= 2)
-                if error == E.none:
-                    error = await self._end(meta, req.committed)
-        pid, epoch = (meta.producer_id, meta.producer_epoch) if meta is not None and error == E.none else (-1, -1)
+                if meta.unloaded:
+                    error = E.not_coordinator
+                elif self.txns.get(meta.transactional_id) is not meta:  # expired while we waited
+                    error = E.invalid_producer_id_mapping
+                else:
+                    error = await self._end(
+                        meta, req.producer_id, req.producer_epoch, req.committed, 2 if ctx.version >= 5 else 0
+                    )
+                    if error == E.none:
+                        pid, epoch = meta.producer_id, meta.producer_epoch
+                        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and meta.next_producer_id >= 0:
+                            pid, epoch = meta.next_producer_id, 0  # (what the transaction completes into)
+        if error == E.producer_fenced and ctx.version < 2:
+            error = E.invalid_producer_epoch  # (PRODUCER_FENCED is KIP-588, v2+)
         return ctx.response(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
 
-    async def _end(self, meta: TransactionMetadata, commit: bool) -> int:
-        if meta.state == ONGOING:
-            error = await self._write(meta, {"state": PREPARE_COMMIT if commit else PREPARE_ABORT})
+    async def _end(self, meta: TransactionMetadata, pid: int, epoch: int, commit: bool, client_tv: int) -> int:
+        """Kafka's endTransaction checks and transition, under meta.lock. A transactions v2
+        transaction's epoch was bumped when it ended, so a retry of that EndTxn names the
+        epoch before (or, across a new producer id, the old id at the exhausted epoch)."""
+        v2 = meta.client_tv >= 2
+        retry_on_bump = v2 and meta.producer_epoch == epoch + 1
+        retry_on_overflow = (
+            v2 and meta.previous_producer_id == pid and epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0
+        )
+        if not v2 or meta.state in (ONGOING, EMPTY, DEAD, PREPARE_EPOCH_FENCE):
+            valid = epoch == meta.producer_epoch
+        elif meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            valid = retry_on_bump
+        else:  # (the same epoch after a completed one: the next transaction, with nothing added)
+            valid = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        if meta.producer_id != pid and not retry_on_overflow:
+            return E.invalid_producer_id_mapping
+        if not valid:
+            return E.producer_fenced
+        nothing_added = meta.state == EMPTY or (
+            v2 and meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT) and epoch == meta.producer_epoch
+        )
+        if nothing_added and commit:
+            return E.invalid_txn_state  # no transaction to commit
+        if meta.state == ONGOING or (nothing_added and client_tv >= 2):
+            # (transactions v2: an abort with nothing added still bumps the epoch, as a
+            # producer whose first write failed may not know whether its partition was added)
+            changes: dict[str, Any] = {"state": PREPARE_COMMIT if commit else PREPARE_ABORT, "client_tv": client_tv}
+            if client_tv >= 2:
+                if meta.producer_epoch >= MAX_EPOCH - 1:
+                    error, changes["next_producer_id"] = await self._new_producer_id()
+                    if error != E.none:
+                        return error
+                changes["producer_epoch"] = meta.producer_epoch + 1
+            error = await self._write(meta, changes)
             if error == E.none:
                 self._spawn(self._complete(meta))
             return error
@@ -482,7 +569,9 @@ class TransactionCoordinator:
         while left:
             topics = [tp for tp in left if tp[0] != OFFSETS_TOPIC]
             results = (
-                await self.data_plane.write_txn_markers(meta.producer_id, meta.producer_epoch, 0, commit, topics)
+                await self.data_plane.write_txn_markers(
+                    meta.producer_id, meta.producer_epoch, 0, commit, topics, meta.client_tv
+                )
                 if topics
                 else {}
             )
@@ -511,10 +600,15 @@ class TransactionCoordinator:
                     len(left),
                 )
                 await asyncio.sleep(RETRY_MARKERS_S)
-        while (
-            await self._write(meta, {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT, "partitions": set()})
-            != E.none
-        ):
+        complete: dict[str, Any] = {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT, "partitions": set()}
+        if meta.next_producer_id >= 0:  # the epoch is exhausted: the producer goes on under a new id
+            complete.update(
+                producer_id=meta.next_producer_id,
+                producer_epoch=0,
+                previous_producer_id=meta.producer_id,
+                next_producer_id=-1,
+            )
+        while await self._write(meta, complete) != E.none:
             await asyncio.sleep(RETRY_MARKERS_S)
 
     # WriteTxnMarkers --------------------------------------------------------------------

@@ -63,7 +63,15 @@ async def end_txn(conn, txn_id, pid, epoch, commit, v=3):
     return r.error_code
 
 
-async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2):
+async def end_txn_v5(conn, txn_id, pid, epoch, commit):
+    """EndTxn v5 (transactions v2): (error, the producer id and epoch to go on with)."""
+    r = await conn.request(
+        END_TXN, 5, cls(END_TXN, 5)(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit)
+    )
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2, v=9):
     records = build_batch(
         [(b"k", b"v%d" % i) for i in range(n)],
         timestamp_ms=1_700_000_000_000,
@@ -72,11 +80,11 @@ async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2):
         base_sequence=seq,
         transactional=True,
     )
-    P, T = cls(PRODUCE, 9, "PartitionProduceData"), cls(PRODUCE, 9, "TopicProduceData")
+    P, T = cls(PRODUCE, v, "PartitionProduceData"), cls(PRODUCE, v, "TopicProduceData")
     r = await conn.request(
         PRODUCE,
-        9,
-        cls(PRODUCE, 9)(
+        v,
+        cls(PRODUCE, v)(
             transactional_id=txn_id,
             acks=-1,
             timeout=5000 * MS,

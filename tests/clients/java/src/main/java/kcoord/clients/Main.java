@@ -38,6 +38,7 @@ public final class Main {
                 case "admin" -> new AdminScenario(bootstrap, result).run();
                 case "streams" -> new StreamsWordCount(bootstrap, result).run();
                 case "share" -> new ShareScenario(bootstrap, result).run();
+                case "txn-v2" -> new TransactionsV2Scenario(bootstrap, result).run();
                 default -> {
                     System.err.println("unknown scenario " + args[0]);
                     System.exit(2);
