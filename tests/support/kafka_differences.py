@@ -111,7 +111,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/OffsetCommit", "Kafka's lowest version is v2, here v0", KIP896),
     _d("wire/ApiVersions/range/OffsetFetch", "Kafka's lowest version is v1, here v0", KIP896),
     _d("wire/ApiVersions/range/OffsetForLeaderEpoch", "Kafka's lowest version is v2, here v0", KIP896),
-    _d("wire/ApiVersions/range/Produce", "Kafka's highest version is v13, here v11", NEWER),
+    _d("wire/ApiVersions/range/Produce", "Kafka's highest version is v13, here v12", NEWER),
     _d("wire/ApiVersions/range/ReadShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d(
         "wire/ApiVersions/range/ReadShareGroupStateSummary",
@@ -149,7 +149,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "Kafka's error message is an empty string, here null",
         MESSAGE,
     ),
-    _d("wire/EndTxn/empty-request", "Kafka answers INVALID_REQUEST, here INVALID_PRODUCER_ID_MAPPING", ERROR_CHOICE),
     _d(
         "wire/FindCoordinator/empty-request",
         "Kafka finds a coordinator for the empty key, here INVALID_REQUEST",
