@@ -21,7 +21,7 @@ from protocol.offset_commit import OffsetCommitRequest, resolve_topic_ids, write
 from ..errors import E
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
-from .classic.classic_group import ClassicGroup, JoinResult, SyncResult
+from .classic.classic_group import ClassicGroup, JoinRequest, JoinResult, SyncResult
 from .modern.consumer.consumer_group import ConsumerGroup
 from .modern.consumer.consumer_manager import HeartbeatRequest, validate_request
 from .modern.modern_manager import ApiError, HeartbeatResult, ModernGroupManager
@@ -204,18 +204,20 @@ class GroupApis:
         rebalance_ms = ms(rebalance) if rebalance is not None else session_ms  # v0 has none
         protocols = [(p.name, p.metadata) for p in req.protocols]
         result = shard.classic.join(
-            req.group_id,
-            req.member_id,
-            getattr(req, "group_instance_id", None),
-            ctx.header.client_id or "",
-            ctx.client_address,
-            session_ms,
-            rebalance_ms,
-            req.protocol_type,
-            protocols,
-            require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
-            supports_skip_assignment=ctx.version >= 9,
-            reason=getattr(req, "reason", None),
+            JoinRequest(
+                req.group_id,
+                req.member_id,
+                getattr(req, "group_instance_id", None),
+                ctx.header.client_id or "",
+                ctx.client_address,
+                session_ms,
+                rebalance_ms,
+                req.protocol_type,
+                protocols,
+                require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
+                supports_skip_assignment=ctx.version >= 9,
+                reason=getattr(req, "reason", None),
+            )
         )
         return self.answer(
             ctx, shard, result, lambda r: self._join_response(ctx, r), lambda error: JoinResult(error, req.member_id)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Protocol
 
-from .classic.classic_group import ClassicGroup, SyncResult
+from .classic.classic_group import ClassicGroup, JoinRequest, SyncResult
 from .clock import Clock
 from .modern.consumer.consumer_group import ConsumerGroup, ConsumerMember
 from .group import Group
@@ -66,20 +66,7 @@ class CoordinatorResult:
 class Migration(Protocol):
     """Classic members in consumer groups, and groups changing protocol (GroupMigration)."""
 
-    def join(
-        self,
-        out: CoordinatorResult,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-    ) -> Any: ...
+    def join(self, out: CoordinatorResult, group: ConsumerGroup, r: JoinRequest) -> Any: ...
 
     def sync(
         self,

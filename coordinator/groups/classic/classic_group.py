@@ -23,6 +23,26 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
+class JoinRequest:
+    """A JoinGroup as the coordinator reads it (Kafka's JoinGroupRequestData, with what its
+    version decides resolved: whether a new member must come back with its id, KIP-394, and
+    may skip the assignment, KIP-814)."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool
+    supports_skip_assignment: bool = False
+    reason: str | None = None
+
+
+@dataclass(slots=True)
 class JoinResult:
     error: int
     member_id: str = ""

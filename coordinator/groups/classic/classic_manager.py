@@ -18,6 +18,7 @@ operations too: what they return the runtime writes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 
 from ...errors import E
 from ...metrics.stats import STATS
-from .classic_group import ClassicGroup, JoinResult, Member, SyncResult
+from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncResult
 from ..clock import Clock, fire_by
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from ..modern.share.share_group import ShareGroup
@@ -102,57 +103,17 @@ class ClassicGroupManager:
 
     # JoinGroup ------------------------------------------------------------------------
 
-    def join(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-        supports_skip_assignment: bool = False,
-        reason: str | None = None,
-    ) -> CoordinatorResult:
+    def join(self, r: JoinRequest) -> CoordinatorResult:
         """JoinGroup. The response is a JoinResult now, or a future resolved when the join
         phase ends."""
         out = CoordinatorResult()
-        out.response = self._join(
-            out,
-            group_id,
-            member_id,
-            group_instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            protocol_type,
-            protocols,
-            require_known_member_id,
-            supports_skip_assignment,
-            reason,
-        )
+        out.response = self._join(out, r)
         return out
 
-    def _join(
-        self,
-        out: CoordinatorResult,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-        supports_skip_assignment: bool = False,
-        reason: str | None = None,
-    ) -> JoinResult | asyncio.Future:
+    def _join(self, out: CoordinatorResult, r: JoinRequest) -> JoinResult | asyncio.Future:
+        group_id, member_id, group_instance_id, client_id = r.group_id, r.member_id, r.group_instance_id, r.client_id
+        protocol_type, protocols = r.protocol_type, r.protocols
+        session_timeout_ms, rebalance_timeout_ms = r.session_timeout_ms, r.rebalance_timeout_ms
         if not group_id:
             return JoinResult(E.invalid_group_id, member_id)
         group = self.groups.get(group_id)
@@ -160,26 +121,14 @@ class ClassicGroupManager:
             return JoinResult(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)  # as Kafka's classicGroupJoin
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
-            return self.shard.migration.join(
-                out,
-                group,
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                protocols,
-                require_known_member_id and group_instance_id is None,
-            )
+            return self.shard.migration.join(out, group, r)
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(E.invalid_session_timeout, member_id)
         if rebalance_timeout_ms <= 0:
             return JoinResult(E.invalid_request, member_id)
-        if reason:
-            log.info("group %s: member %r joins: %s", group_id, member_id or client_id, reason)
+        if r.reason:
+            log.info("group %s: member %r joins: %s", group_id, member_id or client_id, r.reason)
         if group is not None and type(group) is not ClassicGroup:
             # An Empty consumer group becomes a classic one, as Kafka converts it: once its
             # tombstones are durable, the join runs again against no group at all.
@@ -191,19 +140,7 @@ class ClassicGroupManager:
                 if error != E.none:
                     self.resolve(fut, JoinResult(error, member_id))
                     return None
-                again = self.join(
-                    group_id,
-                    member_id,
-                    group_instance_id,
-                    client_id,
-                    client_host,
-                    session_timeout_ms,
-                    rebalance_timeout_ms,
-                    protocol_type,
-                    protocols,
-                    require_known_member_id,
-                    supports_skip_assignment,
-                )
+                again = self.join(dataclasses.replace(r, reason=None))
                 joined = again.response
                 if isinstance(joined, JoinResult):
                     self.resolve(fut, joined)
@@ -224,12 +161,12 @@ class ClassicGroupManager:
             return JoinResult(E.inconsistent_group_protocol, member_id)
         if not self._accepts(group, member_id):
             return JoinResult(E.group_max_size_reached, member_id)
-        params = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+        params = (client_id, r.client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
         if member_id == UNKNOWN_MEMBER_ID:
             new_id = f"{client_id}-{random_uuid()}"
             if group_instance_id is not None:
-                return self._static_join(out, group, group_instance_id, new_id, params, supports_skip_assignment)
-            if require_known_member_id:
+                return self._static_join(out, group, group_instance_id, new_id, params, r.supports_skip_assignment)
+            if r.require_known_member_id:
                 # KIP-394: hand out the id first; the member must come back with it.
                 expiry = self.clock.now() + session_timeout_ms
                 group.pending_members[new_id] = expiry

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Generic, Protocol, TypeVar
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
 
@@ -35,6 +35,8 @@ class ModernGroup(Generic[Member]):
         self.dirty = False
         self.changed_members: set[str] = set()
         self.removed_members: set[str] = set()
+        # written first with the next change: the tombstone of the classic group it replaces
+        self.extra_records: list[tuple[Any, Any]] = []
 
     def is_empty(self) -> bool:
         return not self.members

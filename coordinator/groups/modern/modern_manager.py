@@ -167,14 +167,33 @@ class ModernGroupManager:
             del self.groups[group_id]
 
     def persist(self, out: CoordinatorResult, group: Any, done: Complete | None = None) -> None:
-        """What changed, into the operation's result; done(error) once durable (NONE) or
-        refused (the error; the runtime has reverted the group), or once the writes before
-        it are if nothing changed."""
-        records = self.changed_records(group, self.written.get(group.group_id, {}))
-        if records:
-            out.add(records, done)
-        elif done is not None:
-            out.wait(done)
+        """What changed, into the operation's result (a classic group's tombstone first if it
+        just became this group); done(error) once durable (NONE) or refused (the error; the
+        runtime has reverted the group), or once the writes before it are if nothing changed."""
+        records = group.extra_records + self.changed_records(group, self.written.get(group.group_id, {}))
+        group.extra_records = []
+        if not records:
+            if done is not None:
+                out.wait(done)
+            return
+
+        def then(error: int) -> object:
+            if error == E.none:
+                self.durable(group)
+            return done(error) if done is not None else None
+
+        out.add(records, then)
+
+    def durable(self, group: Any) -> None:
+        """The group's records just written are durable (nothing to do here)."""
+
+    def result_of(self, response: Any, group: Any) -> CoordinatorResult:
+        """A heartbeat's result: its response, answered once what it changed in the group
+        (if anything) is durable."""
+        out = CoordinatorResult(response)
+        if group.dirty:
+            self.persist(out, group)
+        return out
 
     def changed_records(self, group: Any, written: dict[Any, Any]) -> list[tuple[Any, Any]]:
         """The group's records that differ from `written`: tombstones of what its removed

@@ -105,7 +105,6 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         self.failed_description_epoch = -1
         # the time before which no target is computed for a new group (streams.initial.rebalance.delay.ms)
         self.initial_delay_until = 0.0
-        self.extra_records: list[tuple[Any, Any]] = []  # the tombstone of the classic group it replaces
 
     # group.Group ----------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from ..classic.classic_group import ClassicGroup
 from ..clock import Clock
 from ..metadata_hash import metadata_hash
 from ..modern.modern_manager import ApiError, ModernGroupManager
-from ..shard_context import Complete, CoordinatorResult, ShardContext
+from ..shard_context import CoordinatorResult, ShardContext
 from ..topic_image import TopicImage
 from . import streams_group
 from .assignor import AssignorMember, refine_warmups, sticky_assign
@@ -187,14 +187,6 @@ class StreamsGroupManager(ModernGroupManager):
         if group.topology is not None:
             group.configured = configure_topics(group.topology, self._partitions_of)
 
-    def persist(self, out: CoordinatorResult, group: StreamsGroup, done: Complete | None = None) -> None:
-        records = group.extra_records + self.changed_records(group, self.written.get(group.group_id, {}))
-        group.extra_records = []
-        if records:
-            out.add(records, done)
-        elif done is not None:
-            out.wait(done)
-
     def stale_keys(self, group: StreamsGroup, written: dict[Any, Any]) -> list[Any]:
         # A member back with no target yet: its old target record goes.
         return [
@@ -223,10 +215,7 @@ class StreamsGroupManager(ModernGroupManager):
             return StreamsHeartbeatResult(e.code, str(e), r.member_id, r.member_epoch)
         if result.to_create:
             self.create_internal_topics(result.to_create)
-        out = CoordinatorResult(result)
-        if group.dirty:
-            self.persist(out, group)
-        return out
+        return self.result_of(result, group)
 
     @staticmethod
     def heartbeat_failed(member_id: str) -> Callable[[int], StreamsHeartbeatResult]:

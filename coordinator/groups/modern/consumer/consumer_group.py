@@ -106,7 +106,6 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
         self.owners: dict[uuid.UUID, dict[int, str]] = {}
         # (topic names, regexes) the members subscribe to; None: to be recomputed
         self._subscriptions: tuple[frozenset[str], frozenset[str]] | None = None
-        self.extra_records: list[tuple[Any, Any]] = []  # written first with the next change
         # The classic group this one was upgraded from, until the upgrade is on disk.
         self.converted_from: Any = None
         # regex -> the topic names it matched when last resolved; the topic image's version

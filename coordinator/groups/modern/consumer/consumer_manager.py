@@ -217,23 +217,10 @@ class ConsumerGroupManager(ModernGroupManager):
             gone.append(legacy)
         return gone
 
-    def persist(self, out: CoordinatorResult, group: ConsumerGroup, done: Complete | None = None) -> None:
-        """What changed, into the operation's result; done(error) once durable (NONE) or
-        refused (the error; the runtime has reverted the group). A classic group's tombstone
-        comes first if it just became this group."""
-        records = group.extra_records + self.changed_records(group, self.written.get(group.group_id, {}))
-        group.extra_records = []
-        if not records:
-            if done is not None:
-                out.wait(done)
-            return
-
-        def on_written(error: int) -> object:
-            if error == E.none:
-                group.converted_from = None
-            return done(error) if done is not None else None
-
-        out.add(records, on_written)
+    def durable(self, group: ConsumerGroup) -> None:
+        """A group converted from a classic one is that no more once its records are durable
+        (nothing to put back if a later write fails)."""
+        group.converted_from = None
 
     def convert_to_classic(self, out: CoordinatorResult, group: ConsumerGroup, then: Complete) -> None:
         """An Empty consumer group that a classic member joins: its records go (tombstones),
@@ -273,10 +260,7 @@ class ConsumerGroupManager(ModernGroupManager):
             elif type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return HeartbeatResult(e.code, str(e))
-        out = CoordinatorResult(result)
-        if group.dirty:
-            self.persist(out, group)
-        return out
+        return self.result_of(result, group)
 
     def _downgrading_member(self, group_id: str, member_id: str) -> tuple[ConsumerGroup, ConsumerMember] | None:
         group = self.groups.get(group_id)

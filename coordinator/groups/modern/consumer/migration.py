@@ -39,7 +39,7 @@ from protocol.consumer_protocol import (
     write_assignment,
 )
 
-from ...classic.classic_group import ClassicGroup, JoinResult, Member, SyncResult
+from ...classic.classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncResult
 from ...classic.classic_manager import ClassicGroupManager
 from .consumer_group import ConsumerGroup, ConsumerMember
 from .consumer_manager import ConsumerGroupManager
@@ -169,21 +169,17 @@ class GroupMigration:
 
     # the classic protocol's requests for a consumer group -----------------------------
 
-    def join(
-        self,
-        out: CoordinatorResult,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-    ) -> Any:
+    def join(self, out: CoordinatorResult, group: ConsumerGroup, r: JoinRequest) -> Any:
         """A JoinGroup: a JoinResult now, or a future of it once the member's records are written."""
+        member_id, instance_id, protocol_type, protocols = (
+            r.member_id,
+            r.group_instance_id,
+            r.protocol_type,
+            r.protocols,
+        )
+        rebalance_timeout_ms = r.rebalance_timeout_ms
+        # (a static member's id is the one it had: it need not come back for one)
+        require_known_member_id = r.require_known_member_id and instance_id is None
         unknown = member_id == ""
         if unknown:
             member_id = str(uuid.uuid4())
@@ -222,8 +218,8 @@ class GroupMigration:
         if subscription.rack_id is not None:
             member.rack_id = subscription.rack_id
         member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.client_id, member.client_host = client_id, client_host
-        classic = R.ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+        member.client_id, member.client_host = r.client_id, r.client_host
+        classic = R.ClassicMemberMetadata(r.session_timeout_ms, tuple(protocols))
         if classic != member.classic:
             member.classic = classic
             group.dirty = True

@@ -170,10 +170,7 @@ class ShareGroupManager(ModernGroupManager):
             if type(new) is ShareGroup and new.group_epoch == 0 and not new.members:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return ShareHeartbeatResult(e.code, str(e))
-        out = CoordinatorResult(result)
-        if group.dirty:
-            self.persist(out, group)
-        return out
+        return self.result_of(result, group)
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
         """Kafka's getOrMaybeCreatePersistedShareGroup: another type's group id is
