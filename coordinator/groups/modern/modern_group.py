@@ -54,5 +54,54 @@ class ModernGroup(Generic[Member]):
 
         return undo
 
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        now_ms: float,
+        version: int = 9,
+        transactional: bool = False,
+    ) -> Any:
+        """Kafka's {Consumer,Streams}Group.validateOffsetCommit: a commit with a negative
+        epoch and no member comes from an admin client or a consumer without group
+        management, allowed while the group is empty; a member's is checked against its
+        epoch (`commit_epoch_check`)."""
+        if self.dead:
+            return E.coordinator_not_available
+        if generation < 0 and not self.members:
+            return E.none
+        member = self.members.get(member_id)
+        if member is None:
+            return E.unknown_member_id
+        if not transactional and version < 9 and not self.commits_before_v9(member):
+            return E.unsupported_version  # members of the new protocols commit with v9+
+        return self.commit_epoch_check(member, generation)
+
+    def commits_before_v9(self, member: Member) -> bool:
+        """Whether the member may commit with OffsetCommit before v9 (a classic member)."""
+        return False
+
+    def commit_epoch_check(self, member: Member, epoch: int) -> Any:
+        """NONE, the error, or a PartitionCheck for a commit in this epoch (KIP-1251)."""
+        raise NotImplementedError
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        if self.dead:
+            return E.coordinator_not_available
+        if member_epoch < 0 and not member_id:
+            return E.none  # an admin or a consumer outside group management
+        member = self.members.get(member_id or "")
+        if member is None:
+            return E.unknown_member_id
+        return self.fetch_epoch_error(member, member_epoch)
+
+    def fetch_epoch_error(self, member: Member, epoch: int) -> int:
+        """The error for an OffsetFetch in this epoch, or NONE."""
+        raise NotImplementedError
+
+    def validate_offset_delete(self) -> int:
+        return E.none
+
     def is_subscribed_to(self, topic: str) -> bool:
         return any(topic in m.subscribed_topic_names for m in self.members.values())

@@ -131,26 +131,9 @@ class StreamsGroup(ModernGroup[StreamsMember]):
                 return "Reconciling"
         return "Stable"
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        now_ms: float,
-        version: int = 9,
-        transactional: bool = False,
-    ) -> Any:
-        # Kafka's StreamsGroup.validateOffsetCommit: a negative epoch without a member is an
-        # admin (kafka-streams-groups --reset-offsets) on an empty group.
-        if self.dead:
-            return E.coordinator_not_available
-        if generation < 0 and not self.members:
-            return E.none
-        member = self.members.get(member_id)
-        if member is None:
-            return E.unknown_member_id
-        if not transactional and version < 9:
-            return E.unsupported_version  # streams members commit with v9+
+    def commit_epoch_check(self, member: StreamsMember, generation: int) -> Any:
+        # Kafka's StreamsGroup.validateOffsetCommit (a negative epoch without a member is an
+        # admin, kafka-streams-groups --reset-offsets, on an empty group: ModernGroup's)
         if generation == member.member_epoch:
             return E.none
         if generation > member.member_epoch:
@@ -167,18 +150,8 @@ class StreamsGroup(ModernGroup[StreamsMember]):
 
         return check
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        if self.dead:
-            return E.coordinator_not_available
-        if member_epoch < 0 and not member_id:
-            return E.none
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        return E.none if member_epoch == member.member_epoch else E.stale_member_epoch
-
-    def validate_offset_delete(self) -> int:
-        return E.none
+    def fetch_epoch_error(self, member: StreamsMember, epoch: int) -> int:
+        return E.none if epoch == member.member_epoch else E.stale_member_epoch
 
     def expiration_base(self) -> ExpirationBase | None:
         return _commit_time if not self.members else None

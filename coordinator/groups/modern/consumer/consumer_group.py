@@ -242,40 +242,14 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
     def protocol_type(self) -> str | None:
         return "consumer"
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        now_ms: float,
-        version: int = 9,
-        transactional: bool = False,
-    ) -> Any:
-        # Kafka: a commit with a negative epoch comes from an admin client or a consumer
-        # without group management, allowed while the group is empty.
-        if self.dead:
-            return E.coordinator_not_available
-        if generation < 0 and not self.members:
-            return E.none
-        member = self.members.get(member_id)
-        if member is None:
-            return E.unknown_member_id
-        if not transactional and member.classic is None and version < 9:
-            return E.unsupported_version  # consumer-protocol members commit with v9+
-        return _commit_epoch_check(member, generation)
+    def commits_before_v9(self, member: ConsumerMember) -> bool:
+        return member.classic is not None
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        if self.dead:
-            return E.coordinator_not_available
-        if member_epoch < 0 and not member_id:
-            return E.none  # an admin or a consumer outside group management
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        return _epoch_error(member, member_epoch)
+    def commit_epoch_check(self, member: ConsumerMember, epoch: int) -> Any:
+        return _commit_epoch_check(member, epoch)
 
-    def validate_offset_delete(self) -> int:
-        return E.none
+    def fetch_epoch_error(self, member: ConsumerMember, epoch: int) -> int:
+        return _epoch_error(member, epoch)
 
     def expiration_base(self) -> ExpirationBase | None:
         # Kafka: a consumer group's offsets count from their commit (those of topics a

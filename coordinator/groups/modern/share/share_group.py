@@ -72,15 +72,7 @@ class ShareGroup(ModernGroup[ShareMember]):
             return "Dead"
         return "Stable" if self.members else "Empty"
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        now_ms: float,
-        version: int = 9,
-        transactional: bool = False,
-    ) -> int:
+    def validate_offset_commit(self, *_request: Any, **_options: Any) -> int:
         # Kafka's ShareGroup.validateOffsetCommit: "Group X is not a consumer group."
         return E.group_id_not_found
 
