@@ -496,7 +496,7 @@ class GroupApis:
         )
         return self.answer(ctx, shard, result, merged, _commit_failed(result))
 
-    def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
+    async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
         partitions = [
             (
                 t.name,
@@ -557,7 +557,11 @@ class GroupApis:
                     getattr(req, "group_instance_id", None),
                     partitions,
                 )
-                return self.answer(ctx, shard, result, respond, _commit_failed(result))
+                # (a coroutine since v5 waits to add the partition: the runtime's answer awaited)
+                written, done = future_and_callback()
+                errors = self.runtime.respond(shard, result, _commit_failed(result), lambda e: done(None, e))
+                if errors is LATER:
+                    errors = await written
         return respond(errors)
 
     def _fetched_topics(
