@@ -164,3 +164,24 @@ def test_across_a_coordinator_move_a_broker_stop_and_a_leader_move(tmp_path):
         assert results[name]["missing"] == [] and results[name]["violations"] == {}, results[name]
         assert results[name]["produced"] == 3 * 60
     assert results["producer"]["leader move records"] == 200
+
+
+@pytest.mark.timeout(400)
+def test_kafka_streams_on_the_streams_protocol(server_factory, tmp_path):
+    """Kafka Streams 4.4 with group.protocol=streams (KIP-1071): the coordinator validates the
+    topology, creates the repartition and changelog topics and assigns the tasks (Kafka's 3 s
+    initial rebalance delay included). An exactly-once word count with two instances, then a
+    third joining, then one stopped and started again with an empty state dir: after each step
+    the group is Stable with every member running active tasks (Admin.describeStreamsGroups),
+    and each word's output is exactly 1..n. On a server of its own, apart from the scenarios
+    above (one more JVM beside them starves their timing)."""
+    server = proxied_server(server_factory, *SERVER_ARGS)
+    results = run_parallel(
+        {"streams-protocol": (java_command("streams-protocol", server.proxy_bootstrap), server, tmp_path / "java.log")}
+    )
+    result = results["streams-protocol"]
+    assert result["failures"] == [], result
+    assert result["ok"], result
+    assert result["lines"] == 240 and result["final counts"] == result["expected"]
+    picked = picked_versions({"streams": server}, lambda c: c != "rdkafka")
+    print("\n[api versions] Kafka Streams on the streams protocol:", picked)

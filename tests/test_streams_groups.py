@@ -203,7 +203,7 @@ async def test_first_member_initializes_topology_and_waits_for_internal_topics()
     h = Harness(num_warmup_replicas=0)
     await ready(h)
     a = await h.hb("a", 0)
-    assert a.error == NONE and a.member_epoch == 1
+    assert a.error == NONE and a.member_epoch == 2  # (a streams group starts at epoch 1, as Kafka's)
     assert a.status == [
         (MISSING_INTERNAL_TOPICS, "Internal topics are missing: app-count-changelog, app-count-repartition")
     ]
@@ -214,8 +214,8 @@ async def test_first_member_initializes_topology_and_waits_for_internal_topics()
     ]
     assert h.group.state_name == "NotReady"
     # the topics now exist: the next heartbeat gets every task
-    a = await h.hb("a", 1, owned=tasks())
-    assert a.status is None and a.member_epoch == 2
+    a = await h.hb("a", 2, owned=tasks())
+    assert a.status is None and a.member_epoch == 3
     assert flat(a.assignment) == {(s, p) for s in "01" for p in range(4)}
     assert h.group.state_name == "Stable"
 
@@ -223,27 +223,28 @@ async def test_first_member_initializes_topology_and_waits_for_internal_topics()
 async def test_reconciliation_waits_for_revocation():
     h = Harness(num_warmup_replicas=0)
     await ready(h, 2)
-    await h.hb("a", 0)
-    a = await h.hb("a", 1, owned=tasks())
+    a = await h.hb("a", 0)
+    a = await h.hb("a", a.member_epoch, owned=tasks())
     everything = flat(a.assignment)
     assert len(everything) == 4
     b = await h.hb("b", 0)
     # b's tasks are still a's: b waits for them (UNRELEASED), at the new epoch
-    assert b.member_epoch == 3 and flat(b.assignment) == set()
+    assert b.member_epoch == a.member_epoch + 1 and flat(b.assignment) == set()
+    ea, eb = a.member_epoch, b.member_epoch
     assert h.group.members["b"].state == UNRELEASED_TASKS
     target_b = flat(h.group.target_tuples["b"])
     assert len(target_b) == 2
     # a is asked to revoke them: it keeps its epoch until it does
     owned_all = tasks({"0": [0, 1], "1": [0, 1]})
-    a = await h.hb("a", 2, owned=owned_all)
-    assert a.member_epoch == 2 and flat(a.assignment) == everything - target_b
+    a = await h.hb("a", ea, owned=owned_all)
+    assert a.member_epoch == ea and flat(a.assignment) == everything - target_b
     assert h.group.members["a"].state == UNREVOKED_TASKS
-    a = await h.hb("a", 2, owned=owned_all)  # still reports them: nothing moves
+    a = await h.hb("a", ea, owned=owned_all)  # still reports them: nothing moves
     assert h.group.members["a"].state == UNREVOKED_TASKS
     still_a = {s: [p for p in range(2) if (s, p) in everything - target_b] for s in "01"}
-    a = await h.hb("a", 2, owned=tasks(still_a))
-    assert a.member_epoch == 3 and h.group.members["a"].state == STABLE
-    b = await h.hb("b", 3, owned=tasks())
+    a = await h.hb("a", ea, owned=tasks(still_a))
+    assert a.member_epoch == eb and h.group.members["a"].state == STABLE
+    b = await h.hb("b", eb, owned=tasks())
     assert flat(b.assignment) == target_b and h.group.members["b"].state == STABLE
     assert h.group.state_name == "Stable"
 
@@ -251,8 +252,8 @@ async def test_reconciliation_waits_for_revocation():
 async def test_standby_replicas_and_warmups():
     h = Harness(num_standby_replicas=1)
     await ready(h, 2)
-    await h.hb("a", 0)
-    a = await h.hb("a", 1, owned=tasks())
+    a = await h.hb("a", 0)
+    a = await h.hb("a", a.member_epoch, owned=tasks())
     assert flat(a.assignment, "standby") == set()  # one process: nowhere for a standby
     b = await h.hb("b", 0)
     # b's process has no state of a's stateful tasks: the one moving to it stays active on a
@@ -283,18 +284,20 @@ async def test_standby_replicas_and_warmups():
 async def test_refused_heartbeats_change_nothing():
     h = Harness(num_warmup_replicas=0)
     await ready(h)
-    await h.hb("a", 0)
-    await h.hb("a", 1, owned=tasks())
+    a = await h.hb("a", 0)
+    a = await h.hb("a", a.member_epoch, owned=tasks())
+    e = a.member_epoch
     before = (list(h.log.records[0]), dict(h.shard.streams.written[GROUP]))
     other = word_count(epoch=1)
     other = R.StreamsGroupTopologyValue(1, other.subtopologies[:1])
     cases = [
-        (h.hb("a", 7, owned=tasks()), FENCED_MEMBER_EPOCH),  # ahead of the member's epoch
-        (h.hb("a", 1, owned=tasks()), NONE),  # its previous epoch is still accepted
-        (h.hb("nobody", 2, owned=tasks()), UNKNOWN_MEMBER_ID),
+        (h.hb("a", e + 5, owned=tasks()), FENCED_MEMBER_EPOCH),  # ahead of the member's epoch
+        (h.hb("a", e - 1, owned=tasks()), NONE),  # its previous epoch is still accepted
+        (h.hb("a", e - 2, owned=tasks()), FENCED_MEMBER_EPOCH),  # behind, and not the previous one
+        (h.hb("nobody", e, owned=tasks()), UNKNOWN_MEMBER_ID),
         (h.hb("b", 0, topology=other), INVALID_REQUEST),  # "Topology updates are not supported yet."
-        (h.hb("a", 2, owned=tasks({"9": [0]})), INVALID_REQUEST),  # "Subtopology 9 does not exist in the topology."
-        (h.hb("a", 2, owned=tasks({"0": [4]})), INVALID_REQUEST),  # task 4 of 4
+        (h.hb("a", e, owned=tasks({"9": [0]})), INVALID_REQUEST),  # "Subtopology 9 does not exist in the topology."
+        (h.hb("a", e, owned=tasks({"0": [4]})), INVALID_REQUEST),  # task 4 of 4
         (h.hb("x", 3, group="nope"), 69),  # GROUP_ID_NOT_FOUND
     ]
     for call, code in cases:
@@ -307,11 +310,11 @@ async def test_refused_heartbeats_change_nothing():
 async def test_static_member_leaves_temporarily_and_its_successor_takes_its_tasks():
     h = Harness(num_warmup_replicas=0)
     await ready(h, 2)
-    await h.hb("a", 0, instance_id="i1")
-    a = await h.hb("a", 1, owned=tasks(), instance_id="i1")
+    a = await h.hb("a", 0, instance_id="i1")
+    a = await h.hb("a", a.member_epoch, owned=tasks(), instance_id="i1")
     held = flat(a.assignment)
     assert (await h.hb("other", 0, instance_id="i1")).error == UNRELEASED_INSTANCE_ID
-    assert (await h.hb("other", 2, instance_id="i1", owned=tasks())).error == FENCED_INSTANCE_ID
+    assert (await h.hb("other", a.member_epoch, instance_id="i1", owned=tasks())).error == FENCED_INSTANCE_ID
     left = await h.hb("a", -2, instance_id="i1")
     assert left.error == NONE and left.member_epoch == -2
     epoch = h.group.group_epoch
@@ -323,8 +326,8 @@ async def test_static_member_leaves_temporarily_and_its_successor_takes_its_task
 async def test_session_expiry_and_leave_free_the_tasks():
     h = Harness(num_warmup_replicas=0, session_timeout_ms=45_000)
     await ready(h, 2)
-    await h.hb("a", 0)
-    await h.hb("a", 1, owned=tasks())
+    a = await h.hb("a", 0)
+    await h.hb("a", a.member_epoch, owned=tasks())
     await h.hb("b", 0)
     h.clock.advance(46_000)  # neither heartbeats: both expire
     await settle()
@@ -341,9 +344,11 @@ async def test_initial_rebalance_delay_waits_for_the_others():
     h.catalog.add("app-count-changelog", 2)
     h.catalog.add("app-count-repartition", 2)
     a = await h.hb("a", 0)
-    assert flat(a.assignment) == set() and h.group.assignment_epoch == 0
+    # (answered epoch 1, the new group's target epoch, with no tasks and ASSIGNMENT_DELAYED)
+    assert (a.member_epoch, flat(a.assignment), h.group.assignment_epoch) == (1, set(), 1)
+    assert a.status == [(5, "Assignment delayed due to the configured initial rebalance delay.")]
     b = await h.hb("b", 0)
-    assert flat(b.assignment) == set() and h.group.assignment_epoch == 0
+    assert flat(b.assignment) == set() and h.group.assignment_epoch == 1
     h.clock.advance(3000)
     await settle()
     # the delay is over: one target for both
@@ -354,8 +359,8 @@ async def test_initial_rebalance_delay_waits_for_the_others():
 async def test_failed_write_is_undone_and_restart_rebuilds_the_group():
     h = Harness(num_standby_replicas=1, num_warmup_replicas=0)
     await ready(h, 2)
-    await h.hb("a", 0)
-    await h.hb("a", 1, owned=tasks())
+    a = await h.hb("a", 0)
+    await h.hb("a", a.member_epoch, owned=tasks())
     await h.hb("b", 0, user_endpoint=("host-b", 8080))
     written = dict(h.shard.streams.written[GROUP])
     members_before = set(h.group.members)

@@ -93,6 +93,11 @@ class StreamsGroup(ModernGroup[StreamsMember]):
 
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
+        # Kafka 4.4 starts a streams group at group epoch 1 with a target at epoch 1
+        # (TargetAssignmentMetadata.INITIAL): a first member waiting out the initial rebalance
+        # delay is answered epoch 1 with no tasks, not 0 (which its client would take for a
+        # join it need not repeat).
+        self.group_epoch = self.assignment_epoch = 1
         self.topology: R.StreamsGroupTopologyValue | None = None
         self.configured: ConfiguredTopology | None = None  # in memory only, as Kafka's
         self.validated_topology_epoch = -1

@@ -711,7 +711,14 @@ class StreamsGroupManager(ModernGroupManager):
         except RuntimeError:
             self._creating.difference_update(t.name for t in wanted)
             return
-        loop.create_task(self._create(broker_topics, wanted))
+        task = loop.create_task(self._create(broker_topics, wanted))
+        # Registered with the broker's topic creations, which its close waits for (a creation
+        # finishing after the close would open logs then).
+        creating = getattr(broker_topics, "auto_creating", None)
+        if creating is not None:
+            key = f"streams internal topics {' '.join(t.name for t in wanted)}"
+            creating[key] = task
+            task.add_done_callback(lambda _, key=key: creating.pop(key, None))
 
     async def _create(self, broker_topics: Any, wanted: list[InternalTopic]) -> None:
         for t in wanted:
