@@ -714,11 +714,15 @@ class StreamsGroupManager(ModernGroupManager):
         task = loop.create_task(self._create(broker_topics, wanted))
         # Registered with the broker's topic creations, which its close waits for (a creation
         # finishing after the close would open logs then).
-        creating = getattr(broker_topics, "auto_creating", None)
+        creating: dict[str, Any] | None = getattr(broker_topics, "auto_creating", None)
         if creating is not None:
             key = f"streams internal topics {' '.join(t.name for t in wanted)}"
             creating[key] = task
-            task.add_done_callback(lambda _, key=key: creating.pop(key, None))
+
+            def done(_: object) -> None:
+                creating.pop(key, None)
+
+            task.add_done_callback(done)
 
     async def _create(self, broker_topics: Any, wanted: list[InternalTopic]) -> None:
         for t in wanted:
