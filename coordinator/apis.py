@@ -44,6 +44,9 @@ class Registry:
         self.routes: dict[tuple[int, int], tuple[Api, Codec]] = {}
         # bodies built from the advertised ranges (ApiVersions answers, by version), until they change
         self.answers: dict[int, Any] = {}
+        # api key -> the lowest version ApiVersions lists where it is below the lowest served
+        # (coordinator/releases.py: Kafka 4's Produce)
+        self.advertised_min: dict[int, int] = {}
 
     def add(self, key: int, versions: range, handler: Callable[..., Any], *, cancel_on_close: bool = False) -> None:
         missing = [v for v in versions if not has_codec(key, v)]
@@ -57,6 +60,19 @@ class Registry:
         served range: the caller checks); its full range again if that is the range given."""
         self.apis[key] = replace(self.served[key], min_version=min_version, max_version=max_version)
         self._changed()
+
+    def withdraw(self, key: int) -> None:
+        """No longer serve an API (a release without it: coordinator/releases.py)."""
+        self.apis.pop(key, None)
+        self.served.pop(key, None)
+        self.advertised_min.pop(key, None)
+        self._changed()
+
+    def advertised_min_version(self, api: Api) -> int:
+        """The lowest version ApiVersions lists for a served API (a narrowed one: its own)."""
+        if api != self.served[api.key]:
+            return api.min_version
+        return self.advertised_min.get(api.key, api.min_version)
 
     def _changed(self) -> None:
         self.routes.clear()

@@ -31,6 +31,7 @@ from .data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
 from .durable import StoreError
 from .faults import Faults
 from .listeners import Listener, listeners_of
+from .releases import apply_release
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
 from .broker.quotas import ConnectionRateQuota, RequestQuota, TimedCoroutine
@@ -199,6 +200,7 @@ class Server:
         finally:
             if self.own_process:
                 gc.enable()
+        apply_release(self.registry, self.config.kafka_version)  # (every API is registered by now)
         self.components = parts.components
         self.topics, self.groups, self.offsets_log = parts.topics, parts.groups, parts.offsets_log
         self.topology, self.control = parts.topology, parts.control
@@ -544,7 +546,12 @@ class Server:
 
     def _api_versions_response(self, ctx: RequestContext, error: ErrorCode = ErrorCode.none) -> Any:
         keys = tuple(
-            ctx.nested("ApiVersion", api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            ctx.nested(
+                "ApiVersion",
+                api_key=a.key,
+                min_version=self.registry.advertised_min_version(a),
+                max_version=a.max_version,
+            )
             for a in sorted(self.registry.apis.values(), key=lambda a: a.key)
         )
         # Optional tagged fields (features) are left out: Debian's kcat cannot read them.

@@ -397,11 +397,11 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
 
 def test_acl_apis_v0_for_older_admin_clients(server_factory):
     """CreateAcls / DescribeAcls / DeleteAcls v0 (v1 without pattern types; Kafka 4 dropped
-    them, older admin clients still send them), over raw frames."""
+    them, older admin clients still send them: a server that behaves as Kafka 3.9), over raw frames."""
     import socket
     import struct
 
-    s = server_factory("--authorizer")
+    s = server_factory("--authorizer", "--kafka-version", "3.9")
 
     def string(v):
         return struct.pack(">h", -1) if v is None else struct.pack(">h", len(v)) + v.encode()

@@ -154,7 +154,7 @@ def test_a_version_outside_the_narrowed_range_is_answered_as_never_served(tmp_pa
             assert raw_request(cluster.bootstrap, header(8, version, flexible=flexible) + b"\x00" * 8) == b""
         # ApiVersions v3: UNSUPPORTED_VERSION in the v0 layout, naming the narrowed range
         assert advertised(cluster.bootstrap, version=3) == (35, {18: (0, 2)})
-        assert advertised(cluster.bootstrap, version=2 - 2)[1][8] == (0, 6)
+        assert advertised(cluster.bootstrap, version=2 - 2)[1][8] == (2, 6)  # (Kafka 4 serves v2 up)
         tracked = cluster.requests(client_id="raw")
         assert [(r["api"], r["api_version"], r["supported"]) for r in tracked] == [
             ("OffsetCommit", 8, False),
@@ -165,14 +165,14 @@ def test_a_version_outside_the_narrowed_range_is_answered_as_never_served(tmp_pa
         ]
         assert cluster.reset_api_versions("OffsetCommit") == 1
         assert cluster.reset_api_versions("OffsetCommit") == 0
-        assert advertised(cluster.bootstrap)[1][8] == (0, 10)
+        assert advertised(cluster.bootstrap)[1][8] == (2, 10)
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (("OffsetCommit", 5, 3), "OffsetCommit: versions 5..3 is an empty range"),
-        (("OffsetCommit", 0, 99), "versions 0..99 are not within 0..10, the versions this server serves"),
+        (("OffsetCommit", 0, 99), "versions 0..99 are not within 2..10, the versions this server serves"),
         (("OffsetCommit", -1, None), "versions -1..10 are not within"),
         (("Nope", 0, 1), "unknown Kafka API 'Nope'"),
         ((34, 0, 1), r"this server does not serve AlterReplicaLogDirs \(key 34\)"),
@@ -227,7 +227,7 @@ def test_http_and_kcoord(controlled):
     "method, path, body, status, message",
     [
         ("POST", "/api-versions", '{"api": "Fetch", "min_version": 9, "max_version": 2}', 400, "empty range"),
-        ("POST", "/api-versions", '{"api": "Fetch", "max_version": 99}', 400, "not within 0..17"),
+        ("POST", "/api-versions", '{"api": "Fetch", "max_version": 99}', 400, "not within 4..17"),
         ("POST", "/api-versions", '[{"api": "Fetch", "max_version": 5}, {"api": "Nope"}]', 400, "range 2 of 2:"),
         ("POST", "/api-versions", '{"api": "Fetch", "max": 5}', 400, "unknown field 'max'"),
         ("POST", "/api-versions", '{"max_version": 5}', 400, "field 'api' is required"),
