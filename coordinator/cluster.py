@@ -18,6 +18,7 @@ from protocol.messages import encode_body
 from protocol.wire import Raw
 
 from .apis import RequestContext
+from .log.offsets import TOPIC as OFFSETS_TOPIC
 from .log.partition import PartitionLog
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 FIND_COORDINATOR, METADATA = 10, 3
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 NO_TOPIC_ID = uuid.UUID(int=0)
+TRANSACTION_TOPIC = "__transaction_state"
 
 
 # AclOperation codes (Kafka's): the operations each resource type supports.
@@ -73,11 +75,13 @@ class Cluster:
             if runtime is not None and runtime.shard_for(key).offline is not None:
                 # Its __consumer_offsets partition is offline (corrupt): no coordinator for now.
                 return ErrorCode.coordinator_not_available, "the group's partition is offline", -1, "", -1
+            self.topics.create_internal(OFFSETS_TOPIC)  # (Kafka creates it at its first use)
             node = self.topology.coordinator_of(key)
             return ErrorCode.none, None, node, *self.topology.endpoint(node, protocol)
         if key_type == KEY_TYPE_TRANSACTION:
             if not key:
                 return ErrorCode.invalid_request, "transactional id must not be empty", -1, "", -1
+            self.topics.create_internal(TRANSACTION_TOPIC)
             node = self.topology.transaction_coordinator_of(key)
             return ErrorCode.none, None, node, *self.topology.endpoint(node, protocol)
         return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}", -1, "", -1

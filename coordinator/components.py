@@ -47,7 +47,7 @@ from .groups.modern.share.share_manager import ShareGroupConfig
 from .groups.shard import OffsetConfig
 from .share.manager import SharePartitionManager
 from .share.offsets_api import ShareOffsetsApis
-from .share.state_log import ShareStateLog
+from .share.state_log import TOPIC as SHARE_STATE_TOPIC, ShareStateLog
 from .listeners import Listener
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
@@ -93,6 +93,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         broker_configs=broker_configs,
         brokers=c.brokers,
     )
+    topics.add_internal(TRANSACTION_TOPIC, txn_log.logs, 2)
     apply_dynamic_broker_configs(c, topics, offsets_log)
     broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(c, topics, offsets_log))
     topology = Topology(listeners, topics, offsets_log.partitions, txn_log.logs, c.data_dir)
@@ -193,6 +194,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         c.data_dir, c.share_partitions, c.fsync, c.fsync_interval_ms, c.share_snapshot_update_records
     )
     share_state.load()
+    topics.add_internal(SHARE_STATE_TOPIC, share_state.log.logs, 3)
+    share_state.first_write = lambda: topics.create_internal(SHARE_STATE_TOPIC)
     shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)  # type: ignore[attr-defined]  # set on the runtime just above
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)

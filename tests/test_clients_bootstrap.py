@@ -52,8 +52,9 @@ def test_kafka_python_admin_and_consumer(proxied):
         assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [
             (1, "127.0.0.1", proxied.proxy_port)
         ]
-        assert "__consumer_offsets" in admin.list_topics()
+        assert "__consumer_offsets" not in admin.list_topics()  # (created at its first use, as on Kafka)
         assert admin._manager.run(admin._find_coordinator_id, GROUP) == 1
+        assert "__consumer_offsets" in admin.list_topics()
     finally:
         admin.close()
 
@@ -114,7 +115,9 @@ def test_confluent_admin_list_topics(proxied):
     md = admin.list_topics(timeout=15)
     assert [(b.id, b.host, b.port) for b in md.brokers.values()] == [(1, "127.0.0.1", proxied.proxy_port)]
     assert md.cluster_id == "kafka-coordinator-local"
-    assert "__consumer_offsets" in md.topics and len(md.topics["__consumer_offsets"].partitions) == 50
+    assert "__consumer_offsets" not in md.topics  # (created at its first use, as on Kafka)
+    md = admin.list_topics("__consumer_offsets", timeout=15)  # a Metadata naming it creates it
+    assert len(md.topics["__consumer_offsets"].partitions) == 50
 
     ranges = advertised_api_keys(proxied.port)
     if 15 in ranges and 16 in ranges:  # DescribeGroups/ListGroups come with the group coordinator

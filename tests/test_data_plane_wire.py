@@ -22,6 +22,7 @@ from tests.support.data_plane import (
     cls,
     create,
     fetch_body,
+    first_group_use,
     produce,
 )
 from tests.support.wire_client import WireClient
@@ -54,6 +55,7 @@ async def test_create_topics_errors(conn):
     )
     assert [x.error_code for x in r.responses] == [0, 3]
     P = cls(CREATE_PARTITIONS, 3, "CreatePartitionsTopic")
+    await first_group_use(conn)  # (__consumer_offsets exists from a group's first use, as on Kafka)
     r = await conn.request(
         CREATE_PARTITIONS,
         3,
@@ -72,6 +74,7 @@ async def test_create_topics_errors(conn):
 
 async def test_produce_errors(server, conn):
     await create(conn, "t", partitions=1)
+    await first_group_use(conn)
     assert await produce(conn, "__consumer_offsets", batch()) == (17, -1)  # internal topic
     corrupt = bytearray(batch())
     corrupt[CRC_OFFSET] ^= 0xFF
@@ -302,6 +305,7 @@ async def test_fetch_of_offsets_topic_wakes_on_group_commit(server, conn):
 
     await create(conn, "c", partitions=1)
     await produce(conn, "c", batch(1))
+    await first_group_use(conn, "wakers")
     part = partition_for("wakers")
     r = await conn.request(
         LIST_OFFSETS,

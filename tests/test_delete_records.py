@@ -7,7 +7,7 @@ import datetime
 
 from tests.support.wire_client import WireClient
 from tests.support.process import create_topics
-from tests.support.data_plane import FETCH, batch, cls, create, fetch_body, produce
+from tests.support.data_plane import FETCH, batch, cls, create, fetch_body, first_group_use, produce
 
 DELETE_RECORDS = 21
 
@@ -42,6 +42,7 @@ async def test_delete_records_over_the_wire(server):
     assert (await delete(conn, "t", 0, -7))[0] == 1
     assert (await delete(conn, "t", 3, 1))[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert (await delete(conn, "nope", 0, 1))[0] == 3
+    await first_group_use(conn)
     assert (await delete(conn, "__consumer_offsets", 0, 0))[0] == 17  # INVALID_TOPIC_EXCEPTION
     await create(conn, "compacted", partitions=1, configs=[("cleanup.policy", "compact")])
     await create(conn, "both", partitions=1, configs=[("cleanup.policy", "compact,delete")])

@@ -279,6 +279,7 @@ def test_find_coordinator_transaction_key_type_names_this_broker(server, wire):
 
 def test_metadata_every_version(server, wire):
     w = wire()
+    w.call(10, 4, key_type=0, coordinator_keys=["g"])  # (__consumer_offsets exists from a group's first use)
     for version in range(0, 13):
         body = w.call(METADATA, version, topics=() if version == 0 else None, **NO_AUTH_OPS)
         assert [(b.node_id, b.host, b.port) for b in body.brokers] == [(1, "127.0.0.1", server.port)], version
@@ -329,6 +330,7 @@ def test_env_vars_configure_the_server(server_factory, monkeypatch):
     server = server_factory()
     w = Wire(server.port)
     try:
+        w.call(10, 4, key_type=0, coordinator_keys=["g"])  # (creates __consumer_offsets)
         meta = w.call(METADATA, 9, topics=None, **NO_AUTH_OPS)
         assert [(b.host, b.port) for b in meta.brokers] == [("env.example", 29092)]
         assert meta.cluster_id == "env-cluster"

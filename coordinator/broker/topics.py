@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 CATALOG_FILE = "topics.json"
+INTERNAL_TOPICS_FILE = "internal-topics.json"  # the internal topics created (at their first use)
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -48,6 +49,17 @@ def _catalog(doc: dict) -> list[TopicInfo]:
             TopicInfo(name, partitions, uuid.UUID(entry["topic_id"]), configs, replication_factor=replication_factor)
         )
     return out
+
+
+def _names(doc: Any) -> list[str]:
+    if not isinstance(doc, list) or not all(isinstance(n, str) for n in doc):
+        raise ValueError("not a list of topic names")
+    return doc
+
+
+def _log_failure(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("could not keep the internal topics created: %s", task.exception())
 
 
 def _entry(info: TopicInfo) -> dict[str, Any]:
@@ -122,27 +134,19 @@ class Topics:
         self.broker_configs = broker_configs or BrokerConfigs(None, 0, {})
         self.auto_create = auto_create
         self.default_partitions = default_partitions
-        self.topics: dict[str, TopicInfo] = {
-            OFFSETS_TOPIC: TopicInfo(
-                OFFSETS_TOPIC,
-                len(offsets_logs),
-                uuid.UUID(int=1),
-                {"cleanup.policy": "compact"},
-                internal=True,
-                logs=offsets_logs,
-            ),
-        }
-        offsets = self.topics[OFFSETS_TOPIC]
-        offsets.values = resolve(
-            {**offsets.configs, "segment.bytes": str(offsets_logs[0].config.segment_bytes)}
-            if offsets_logs
-            else offsets.configs,
-            self.broker_configs,
-        )
-        self.by_id: dict[uuid.UUID, TopicInfo] = {t.topic_id: t for t in self.topics.values()}
+        self.topics: dict[str, TopicInfo] = {}
+        self.by_id: dict[uuid.UUID, TopicInfo] = {}
         # Every (topic, partition) that exists: checked by each offset commit, one set lookup.
         self.partition_keys: set[tuple[str, int]] = {(OFFSETS_TOPIC, p) for p in range(len(offsets_logs))}
+        # The internal topics (__consumer_offsets, __transaction_state, __share_group_state):
+        # their logs are open from the start, but as in Kafka a topic exists (is listed,
+        # described, fetched from) only once its coordinator first needs it: until then it
+        # waits here. The names created are kept in the data dir.
+        self.internal_pending: dict[str, TopicInfo] = {}
+        self.internal_file = JsonFile(self.data_dir / INTERNAL_TOPICS_FILE)
+        self.internal_created: set[str] = set(self.internal_file.load([], parse=_names))
         self.changes = 0  # bumped on every catalog change (Metadata caches by it)
+        self.add_internal(OFFSETS_TOPIC, offsets_logs, 1)
         # Topics whose deletion is still closing and removing files: their name cannot be
         # created again until it is done (Kafka: "marked for deletion").
         self.deleting: set[str] = set()
@@ -153,6 +157,38 @@ class Topics:
         # Auto-creations under way (name -> task): a Metadata naming one waits for it, so the
         # next request finds the topic.
         self.auto_creating: dict[str, asyncio.Task] = {}
+
+    # internal topics --------------------------------------------------------------------
+
+    def add_internal(self, name: str, logs: list[PartitionLog], id_number: int) -> None:
+        """An internal topic's logs: the topic exists if it was created before (or, in a
+        data dir from before this was kept, holds records), else once create_internal()."""
+        info = TopicInfo(name, len(logs), uuid.UUID(int=id_number), {"cleanup.policy": "compact"}, internal=True)
+        info.logs = logs
+        info.values = resolve(
+            {**info.configs, "segment.bytes": str(logs[0].config.segment_bytes)} if logs else info.configs,
+            self.broker_configs,
+        )
+        if name in self.internal_created or any(plog.log_end_offset > 0 for plog in logs):
+            self._add(info)
+        else:
+            self.internal_pending[name] = info
+
+    def create_internal(self, name: str) -> None:
+        """The internal topic exists from now on, as Kafka creates it at its first use
+        (a FindCoordinator of its key type, a Metadata naming it, the first share-partition
+        state): listed, described and readable. The name is kept in the data dir in the
+        background (should that fail, the topic is found again by its records)."""
+        info = self.internal_pending.pop(name, None)
+        if info is None:
+            return
+        self._add(info)
+        self.changes += 1
+        self.internal_created.add(name)
+        log.info("created internal topic %s with %d partitions", name, info.partitions)
+        names = sorted(self.internal_created)
+        task = asyncio.ensure_future(self.internal_file.save(names))
+        task.add_done_callback(_log_failure)
 
     # persistence ------------------------------------------------------------------------
 
@@ -262,8 +298,10 @@ class Topics:
     ) -> TopicInfo:
         """CreateTopics' checks, and the topic it would create (no files yet)."""
         validate_name(name)
+        if name in self.internal_pending:  # (created as Kafka would at its first use: it exists now)
+            self.create_internal(name)
         if name in self.topics:
-            raise TopicError(E.topic_already_exists, f"topic {name!r} already exists")
+            raise TopicError(E.topic_already_exists, f"Topic '{name}' already exists.")
         if name in self.deleting:
             raise TopicError(E.topic_already_exists, f"topic {name!r} is marked for deletion")
         clash = self._collision(name)
@@ -393,6 +431,8 @@ class Topics:
             return list(self.topics.items())
         out = []
         for name in names:
+            if name in self.internal_pending:  # (Kafka creates an internal topic a Metadata names)
+                self.create_internal(name)
             info = self.topics.get(name)
             if info is None and auto_create and self.auto_create and name is not None:
                 error = E.unknown_topic_or_partition

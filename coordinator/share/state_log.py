@@ -90,6 +90,9 @@ class ShareStateLog:
         self.snapshot_every = snapshot_every
         self.states: dict[Key, StoredState] = {}
         self._pruning: set[asyncio.Task] = set()
+        # called before each write: the topic comes into existence at its first (Kafka's share
+        # coordinator creates __share_group_state when a share-partition's state is first written)
+        self.first_write: Callable[[], None] = lambda: None
 
     @classmethod
     async def open(
@@ -222,6 +225,7 @@ class ShareStateLog:
                 self._prune(p)
             done(error)
 
+        self.first_write()
         self.log.append_to(p, [(record_key, encode_state_value(value))], written, now_ms)
 
     def resync(self, key: Key, start: int, runs: list[tuple[int, int, int, int]]) -> None:

@@ -89,3 +89,9 @@ async def create(conn, name, partitions=3, rf=-1, configs=(), validate_only=Fals
         ),
     )
     return r.topics[0].error_code
+
+
+async def first_group_use(conn, group: str = "first-use") -> None:
+    """A group's FindCoordinator: what makes __consumer_offsets exist, as on Kafka."""
+    body = cls(10, 4)(key_type=0, coordinator_keys=(group,))
+    assert (await conn.request(10, 4, body)).coordinators[0].error_code == 0

@@ -49,15 +49,7 @@ def _d(key: str, what: str, reason: str = PARITY, kind: Literal["gap", "delibera
 
 
 # Reasons several entries share.
-KIP896 = (
-    "Kafka 4 removed the versions below its minimum (KIP-896); this server still serves them for old"
-    " clients: a gap until `--kafka-version` 4.4 answers as Kafka 4.4 does (3.9 keeps them)"
-)
 NEWER = "the newer versions are not implemented yet (Kafka 4.4 parity)"
-NEWER_AND_KIP896 = (
-    "the newer versions are not implemented yet, and the versions Kafka 4 removed (KIP-896) are still"
-    " served (Kafka 4.4 parity, `--kafka-version`)"
-)
 INTERBROKER = (
     "an inter-broker or controller API: this server runs no separate brokers, controllers or share-state"
     " coordinators that would call it"
@@ -88,29 +80,20 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/AddRaftVoter", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/AlterReplicaLogDirs", "Kafka serves v1-2; here not served"),
     _d("wire/ApiVersions/range/ApiVersions", "Kafka's highest version is v5, here v4", NEWER),
-    _d("wire/ApiVersions/range/CreateAcls", "Kafka's lowest version is v1, here v0", KIP896),
     _d("wire/ApiVersions/range/CreateDelegationToken", "Kafka serves v1-3; here not served"),
-    _d("wire/ApiVersions/range/CreateTopics", "Kafka's lowest version is v2, here v0", KIP896),
-    _d("wire/ApiVersions/range/DeleteAcls", "Kafka's lowest version is v1, here v0", KIP896),
     _d("wire/ApiVersions/range/DeleteGroups", "Kafka's highest version is v3, here v2", NEWER),
     _d("wire/ApiVersions/range/DeleteShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
-    _d("wire/ApiVersions/range/DeleteTopics", "Kafka's lowest version is v1, here v0", KIP896),
-    _d("wire/ApiVersions/range/DescribeAcls", "Kafka's lowest version is v1, here v0", KIP896),
-    _d("wire/ApiVersions/range/DescribeConfigs", "Kafka's lowest version is v1, here v0", KIP896),
     _d("wire/ApiVersions/range/DescribeDelegationToken", "Kafka serves v1-3; here not served"),
     _d("wire/ApiVersions/range/DescribeLogDirs", "Kafka serves v1-5; here not served"),
     _d("wire/ApiVersions/range/DescribeQuorum", "Kafka serves v0-2; here not served"),
     _d("wire/ApiVersions/range/DescribeTopicPartitions", "Kafka serves v0; here not served"),
     _d("wire/ApiVersions/range/ExpireDelegationToken", "Kafka serves v1-2; here not served"),
-    _d("wire/ApiVersions/range/Fetch", "Kafka serves v4-18, here v0-17", NEWER_AND_KIP896),
+    _d("wire/ApiVersions/range/Fetch", "Kafka's highest version is v18, here v17", NEWER),
     _d("wire/ApiVersions/range/InitializeShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/ListConfigResources", "Kafka serves v0-1; here not served"),
-    _d("wire/ApiVersions/range/ListOffsets", "Kafka serves v1-11, here v0-10", NEWER_AND_KIP896),
+    _d("wire/ApiVersions/range/ListOffsets", "Kafka's highest version is v11, here v10", NEWER),
     _d("wire/ApiVersions/range/ListTransactions", "Kafka's highest version is v2, here v1", NEWER),
     _d("wire/ApiVersions/range/Metadata", "Kafka's highest version is v13, here v12", NEWER),
-    _d("wire/ApiVersions/range/OffsetCommit", "Kafka's lowest version is v2, here v0", KIP896),
-    _d("wire/ApiVersions/range/OffsetFetch", "Kafka's lowest version is v1, here v0", KIP896),
-    _d("wire/ApiVersions/range/OffsetForLeaderEpoch", "Kafka's lowest version is v2, here v0", KIP896),
     _d("wire/ApiVersions/range/Produce", "Kafka's highest version is v13, here v12", NEWER),
     _d("wire/ApiVersions/range/ReadShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d(
@@ -153,16 +136,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "wire/FindCoordinator/empty-request",
         "Kafka finds a coordinator for the empty key, here INVALID_REQUEST",
         ERROR_CHOICE,
-    ),
-    _d(
-        "wire/ElectLeaders/empty-request",
-        "all partitions: Kafka lists __consumer_offsets and __transaction_state, here __consumer_offsets only",
-        "__transaction_state is not a topic here (Kafka 4.4 parity: internal topics)",
-    ),
-    _d(
-        "wire/Metadata/empty-request",
-        "v0 (all topics): Kafka lists __consumer_offsets and __transaction_state, here __consumer_offsets only",
-        "__transaction_state is not a topic of this server's metadata (Kafka 4.4 parity: internal topics)",
     ),
     _d(
         "wire/OffsetFetch/empty-request",
@@ -362,31 +335,14 @@ DIFFERENCES: tuple[Difference, ...] = (
         "DescribeLogDirs (35) is not served (Kafka 4.4 parity: new APIs)",
     ),
     _d(
-        "tools/kafka-topics/create-exists",
-        "Kafka says \"Topic 'x' already exists.\", here \"topic 'x' already exists\"",
-        MESSAGE,
-    ),
-    _d(
         "tools/kafka-topics/describe",
         "Kafka prints empty Elr and LastKnownElr lists, here N/A: no DescribeTopicPartitions",
         "DescribeTopicPartitions (75) is not served (Kafka 4.4 parity: new APIs)",
     ),
     _d(
-        "tools/kafka-topics/list",
-        "after groups, transactions and share groups were used: Kafka lists __share_group_state and"
-        " __transaction_state, here neither",
-        "the transaction and share-group state are kept elsewhere here, and not shown as topics (Kafka 4.4"
-        " parity: internal topics)",
-    ),
-    _d(
         "tools/kafka-features/describe",
         "Kafka prints its seven features and their levels; here nothing",
         FEATURES,
-    ),
-    _d(
-        "tools/kafka-topics/list-fresh",
-        "on a fresh broker Kafka lists no topic, here __consumer_offsets",
-        "this server creates __consumer_offsets at start, Kafka at its first use (Kafka 4.4 parity: internal topics)",
     ),
 )
 
