@@ -172,7 +172,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
 
     owner = _everything if topology.single else coordinates
     GroupApis(runtime, owner).register(registry)
-    ShareGroupApis(runtime, owner).register(registry)
+    share_apis = ShareGroupApis(runtime, owner)
+    share_apis.register(registry)
     StreamsGroupApis(runtime, owner).register(registry)
     transactions = TransactionCoordinator(
         txn_log,
@@ -195,7 +196,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     )
     share_state.load()
     topics.add_internal(SHARE_STATE_TOPIC, share_state.log.logs, 3)
-    share_state.first_write = lambda: topics.create_internal(SHARE_STATE_TOPIC)
+    share_state.first_write = share_apis.subscribed = lambda: topics.create_internal(SHARE_STATE_TOPIC)
     shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)  # type: ignore[attr-defined]  # set on the runtime just above
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)

@@ -1,6 +1,6 @@
 """The internal topics as Kafka 4.4 lists and creates them: none on a fresh broker;
 __consumer_offsets at the first FindCoordinator of a group, __transaction_state at the first of a
-transactional id, __share_group_state at the first share-partition state written; each then
+transactional id, __share_group_state when a share group member first subscribes; each then
 listed (internal, all its partitions) and kept across a restart. And CreateTopics' words for a
 name taken."""
 
@@ -46,13 +46,15 @@ async def test_internal_topics_appear_at_their_first_use(server):
     await conn.close()
 
 
-async def test_share_group_state_topic_appears_with_the_first_state(server_factory):
+async def test_share_group_state_topic_appears_when_a_share_group_subscribes(server_factory):
     server = server_factory(*NO_BATCHING)
-    conn, tid = await start(server, records=3)
+    conn = await WireClient().connect("127.0.0.1", server.port)
     assert "__share_group_state" not in await listed(conn)
-    r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
-    assert acquired(r)  # records acquired: their state is written
+    await conn.close()
+    conn, tid = await start(server, records=3)  # a member subscribes: its share-partitions are initialized
     assert (await listed(conn))["__share_group_state"] == (True, 50)
+    r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+    assert acquired(r)  # (and their state is written there)
     await conn.close()
 
 

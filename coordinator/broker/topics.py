@@ -176,8 +176,8 @@ class Topics:
 
     def create_internal(self, name: str) -> None:
         """The internal topic exists from now on, as Kafka creates it at its first use
-        (a FindCoordinator of its key type, a Metadata naming it, the first share-partition
-        state): listed, described and readable. The name is kept in the data dir in the
+        (a FindCoordinator of its key type, a Metadata naming it, a share group's first
+        subscription or share-partition state): listed, described and readable. The name is kept in the data dir in the
         background (should that fail, the topic is found again by its records)."""
         info = self.internal_pending.pop(name, None)
         if info is None:

@@ -36,6 +36,9 @@ class ShareGroupApis:
     ) -> None:
         self.runtime = runtime
         self.owner = owner  # the topology's coordinator check (coordinator.groups.api.GroupApis.owner)
+        # called when a member subscribes to topics: Kafka's group coordinator then initializes
+        # the share-partitions' state, which creates __share_group_state at its first use
+        self.subscribed: Callable[[], None] = lambda: None
 
     def register(self, registry: Registry) -> None:
         registry.add(SHARE_GROUP_HEARTBEAT, range(1, 2), self.share_group_heartbeat)
@@ -60,6 +63,8 @@ class ShareGroupApis:
             validate_request(r)
         except ApiError as e:
             return heartbeat_response(ctx, ShareHeartbeatResult(e.code, str(e)), drop_empty=True)
+        if names:
+            self.subscribed()
         return run_heartbeat(
             ctx,
             self.runtime,
