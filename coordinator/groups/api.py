@@ -100,6 +100,35 @@ def undescribed_group(ctx: RequestContext, group_id: str, error: int, message: s
     return described_group(ctx, group_id, ops, error=error, message=message)
 
 
+def describe_modern_groups(
+    ctx: RequestContext,
+    group_ids: Iterable[str],
+    include_operations: bool,
+    route: Callable[[RequestContext, str], tuple[Any, int]],
+    manager: Callable[[Any], Any],
+    entry: Callable[[Any, Any, int], Any],
+    undescribed: Callable[[RequestContext, str, int, str | None, int], Any] = undescribed_group,
+) -> Any:
+    """{Consumer,Share,Streams}GroupDescribe: each group as its shard's manager describes it,
+    read once the writes pending on those shards are durable (read_after_pending): entry(shard,
+    group, authorized operations), or for a group not described (not coordinated here, not
+    found, another type) undescribed(ctx, group id, error, message, operations)."""
+    ids = list(group_ids)
+
+    def read() -> Any:
+        ops = GROUP_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED
+        out = []
+        for group_id in ids:
+            shard, error = route(ctx, group_id)
+            message, group = None, None
+            if shard is not None:
+                error, message, group = manager(shard).describe(group_id)
+            out.append(undescribed(ctx, group_id, error, message, ops) if group is None else entry(shard, group, ops))
+        return ctx.response(throttle_time=0, groups=tuple(out))
+
+    return read_after_pending(ctx, (route(ctx, g)[0] for g in ids), read)
+
+
 def assignment_of(ctx: RequestContext, assignment: dict, image: Any = None, drop_empty: bool = False) -> Any:
     """The Assignment of a {Consumer,Share}GroupHeartbeat answer or a described member: its
     TopicPartitions in topic id order, each named from `image` (Describe's) when given; a topic
@@ -736,22 +765,7 @@ class GroupApis:
         )
 
     def consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
-        return read_after_pending(
-            ctx, (self._route(ctx, g)[0] for g in req.group_ids), lambda: self._consumer_group_describe(ctx, req)
-        )
-
-    def _consumer_group_describe(self, ctx: RequestContext, req: Any) -> Any:
-        ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-        out = []
-        for group_id in req.group_ids:
-            shard, error = self._route(ctx, group_id)
-            if shard is None:
-                out.append(undescribed_group(ctx, group_id, error, None, ops))
-                continue
-            error, message, group = shard.consumer.describe(group_id)
-            if group is None:
-                out.append(undescribed_group(ctx, group_id, error, message, ops))
-                continue
+        def entry(shard: GroupShard, group: Any, ops: int) -> Any:
             image = shard.consumer.image
             members = tuple(
                 ctx.nested(
@@ -770,8 +784,11 @@ class GroupApis:
                 )  # 0: classic, 1: consumer protocol
                 for m in group.members.values()
             )
-            out.append(described_group(ctx, group_id, ops, group, shard.consumer.assignor_of(group), members))
-        return ctx.response(throttle_time=0, groups=tuple(out))
+            return described_group(ctx, group.group_id, ops, group, shard.consumer.assignor_of(group), members)
+
+        return describe_modern_groups(
+            ctx, req.group_ids, req.include_authorized_operations, self._route, lambda shard: shard.consumer, entry
+        )
 
 
 def _commit_failed(result: CoordinatorResult | list[int]) -> Callable[[int], list[int]]:

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ...apis import Registry, RequestContext
-from ..api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, owning_shard, read_after_pending
+from ..api import describe_modern_groups, owning_shard
 from ..modern.modern_manager import ApiError
 from ..runtime import CoordinatorRuntime
 from .streams_group import StreamsGroup, StreamsMember, Tasks, TasksTuple
@@ -205,53 +205,48 @@ class StreamsGroupApis:
     # StreamsGroupDescribe ---------------------------------------------------------------
 
     def streams_group_describe(self, ctx: RequestContext, req: Any) -> Any:
-        return read_after_pending(
-            ctx, (self._route(ctx, g)[0] for g in req.group_ids), lambda: self._describe(ctx, req)
-        )
-
-    def _describe(self, ctx: RequestContext, req: Any) -> Any:
-        ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         wants_description = getattr(req, "include_topology_description", False)
-        out = []
-        for group_id in req.group_ids:
-            shard, error = self._route(ctx, group_id)
-            message, group = None, None
-            if shard is not None:
-                error, message, group = shard.streams.describe(group_id)
-            if group is None:
-                out.append(
-                    ctx.nested(
-                        "DescribedGroup",
-                        error_code=error,
-                        error_message=message,
-                        group_id=group_id,
-                        group_state="",
-                        group_epoch=0,
-                        assignment_epoch=0,
-                        topology=None,
-                        members=(),
-                        authorized_operations=ops,
-                    )
-                )
-                continue
-            out.append(
-                ctx.nested(
-                    "DescribedGroup",
-                    error_code=E.none,
-                    error_message=None,
-                    group_id=group_id,
-                    group_state=group.state_name,
-                    group_epoch=group.group_epoch,
-                    assignment_epoch=group.assignment_epoch,
-                    topology=self._topology(ctx, group),
-                    members=tuple(self._member(ctx, group, m) for m in group.members.values()),
-                    authorized_operations=ops,
-                    topology_description=None,
-                    topology_description_status=NOT_STORED if wants_description else NOT_REQUESTED,
-                    assignor_name=ASSIGNOR,
-                )
+
+        def undescribed(ctx: RequestContext, group_id: str, error: int, message: str | None, ops: int) -> Any:
+            return ctx.nested(
+                "DescribedGroup",
+                error_code=error,
+                error_message=message,
+                group_id=group_id,
+                group_state="",
+                group_epoch=0,
+                assignment_epoch=0,
+                topology=None,
+                members=(),
+                authorized_operations=ops,
             )
-        return ctx.response(throttle_time=0, groups=tuple(out))
+
+        def entry(shard: Any, group: StreamsGroup, ops: int) -> Any:
+            return ctx.nested(
+                "DescribedGroup",
+                error_code=E.none,
+                error_message=None,
+                group_id=group.group_id,
+                group_state=group.state_name,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                topology=self._topology(ctx, group),
+                members=tuple(self._member(ctx, group, m) for m in group.members.values()),
+                authorized_operations=ops,
+                topology_description=None,
+                topology_description_status=NOT_STORED if wants_description else NOT_REQUESTED,
+                assignor_name=ASSIGNOR,
+            )
+
+        return describe_modern_groups(
+            ctx,
+            req.group_ids,
+            req.include_authorized_operations,
+            self._route,
+            lambda shard: shard.streams,
+            entry,
+            undescribed,
+        )
 
     @staticmethod
     def _topology(ctx: RequestContext, group: StreamsGroup) -> Any:

@@ -13,15 +13,12 @@ from kio.schema.errors import ErrorCode as E
 
 from ....apis import Registry, RequestContext
 from ...api import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    GROUP_OPERATIONS,
     assignment_of,
     described_group,
+    describe_modern_groups,
     heartbeat_response,
     owning_shard,
-    read_after_pending,
     run_heartbeat,
-    undescribed_group,
 )
 from ..modern_manager import ApiError
 from ...runtime import CoordinatorRuntime
@@ -74,22 +71,7 @@ class ShareGroupApis:
         )
 
     def share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
-        return read_after_pending(
-            ctx, (self._route(ctx, g)[0] for g in req.group_ids), lambda: self._share_group_describe(ctx, req)
-        )
-
-    def _share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
-        ops = GROUP_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-        out = []
-        for group_id in req.group_ids:
-            shard, error = self._route(ctx, group_id)
-            if shard is None:
-                message, group = None, None
-            else:
-                error, message, group = shard.share.describe(group_id)
-            if group is None:
-                out.append(undescribed_group(ctx, group_id, error, message, ops))
-                continue
+        def entry(shard: Any, group: Any, ops: int) -> Any:
             image = shard.share.image
             members = tuple(
                 ctx.nested(
@@ -104,5 +86,8 @@ class ShareGroupApis:
                 )
                 for m in group.members.values()
             )
-            out.append(described_group(ctx, group_id, ops, group, ASSIGNOR, members))
-        return ctx.response(throttle_time=0, groups=tuple(out))
+            return described_group(ctx, group.group_id, ops, group, ASSIGNOR, members)
+
+        return describe_modern_groups(
+            ctx, req.group_ids, req.include_authorized_operations, self._route, lambda shard: shard.share, entry
+        )
