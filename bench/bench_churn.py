@@ -9,12 +9,17 @@ member), sequentially; then from --connections connections at once, with the syn
 per group the server counted (its metrics): first commits that arrive while a round runs
 share the next one.
 
+The server runs at --log-level (default INFO, the server's own default) and writes its log
+to a file in its data dir, as a deployment writes it to disk; the log's bytes per cycle are
+printed beside the CPU.
+
 With --callgrind, also the instructions the server process executes per cycle and per
 OffsetCommit of 10 partitions (a standalone committer's, over the socket): counted by
 valgrind's callgrind over the measured requests only (instrumentation switched on after
-start-up and warm-up), so the figure repeats on a loaded machine.
+start-up and warm-up), so the figure repeats on a loaded machine. The cycle is counted at
+INFO and at WARNING too, and the difference is logging's share of a cycle at INFO.
 
-    python bench/bench_churn.py [--seconds 5] [--groups 1000] [--fsync always] [--callgrind]
+    python bench/bench_churn.py [--seconds 5] [--groups 1000] [--fsync always] [--log-level INFO] [--callgrind]
     python bench/bench_churn.py --port 9092   # drive a server already running (e.g. under a profiler)
 """
 
@@ -249,11 +254,12 @@ def commit10_body() -> object:
     )
 
 
-async def callgrind_per_op(fsync: str, workload: str, n: int) -> float:
+async def callgrind_per_op(fsync: str, workload: str, n: int, log_level: str = "WARNING") -> float:
     """Instructions the server executes per operation (workload "cycle" or "commit10"),
     counted by callgrind from after the warm-up to the end of the n operations."""
     data = Path(tempfile.mkdtemp(prefix="bench-churn-cg-"))
     out = data / "callgrind.out"
+    log = open(data / "server.log", "wb")  # noqa: SIM115  # (handed to the child, closed once it started)
     proc = subprocess.Popen(
         [
             "valgrind",
@@ -261,14 +267,15 @@ async def callgrind_per_op(fsync: str, workload: str, n: int) -> float:
             "--instr-atstart=no",
             f"--callgrind-out-file={out}",
             sys.executable,
-            *("-m", "coordinator", "--port", "0", "--data-dir", str(data / "d"), "--log-level", "WARNING"),
+            *("-m", "coordinator", "--port", "0", "--data-dir", str(data / "d"), "--log-level", log_level),
             *("--fsync", fsync, "--group-initial-rebalance-delay-ms", "0"),
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=log,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
+    log.close()
     try:
         port = int(proc.stdout.readline().decode().strip().rsplit(":", 1)[1])  # type: ignore[union-attr]  # stdout is a pipe: Popen was given stdout=PIPE
         conn = await WireClient("churn").connect("127.0.0.1", port)
@@ -348,8 +355,12 @@ async def concurrent_creation(fsync: str, groups: int, connections: int) -> dict
     return {"groups_per_s": groups / elapsed, "rounds_per_group": rounds / groups}
 
 
-def start(args: list[str]) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE)
+def start(args: list[str], log: Path | None = None) -> tuple[subprocess.Popen, int]:
+    """A child process (its stderr: the file `log`, or ours) and the port its ready line names."""
+    stderr = open(log, "wb") if log is not None else None  # noqa: SIM115  # (the child holds it)
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr)
+    if stderr is not None:
+        stderr.close()
     line = proc.stdout.readline().decode()
     return proc, int(line.strip().rsplit(":", 1)[1])
 
@@ -359,6 +370,7 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--fsync", default="always")
+    ap.add_argument("--log-level", default="INFO", help="the server's (default INFO, its own default)")
     ap.add_argument("--port", type=int, help="drive this running server instead (its pid: --pid)")
     ap.add_argument("--pid", type=int)
     ap.add_argument("--connections", type=int, default=8, help="committing at once, for the concurrent creation")
@@ -381,19 +393,23 @@ async def main() -> None:
             "--data-dir",
             data,
             "--log-level",
-            "WARNING",
+            args.log_level,
             "--fsync",
             args.fsync,
             "--group-initial-rebalance-delay-ms",
             "0",
-        ]
+        ],
+        log=Path(data) / "server.log",
     )
     try:
+        logged = (Path(data) / "server.log").stat().st_size
         ours = await measure(proc.pid, port, args.seconds, args.groups, "a")
         answers = await raw_answers(port)
     finally:
         proc.terminate()
         proc.wait()
+    # (the whole run's log over its cycles: the 1,000 commits log nothing, the warm-up's 20 cycles little)
+    log_bytes = ((Path(data) / "server.log").stat().st_size - logged) / (ours["cycles"] + 20)
     answers_file = Path(data) / "answers.json"
     answers_file.write_text(json.dumps({k: v.hex() for k, v in answers.items()}))
     floor, floor_port = start([__file__, "--serve-replay", str(answers_file)])
@@ -404,21 +420,29 @@ async def main() -> None:
         floor.wait()
     peer = "a bare uvloop server replaying recorded answers"
     print(
-        f"join-sync-leave cycle, 1 member, fsync {args.fsync}: server CPU {ours['cycle_us']:,.0f} us per cycle "
-        f"({ours['cycles']} cycles; floor {bare['cycle_us']:,.0f} us)"
+        f"join-sync-leave cycle, 1 member, fsync {args.fsync}, log level {args.log_level}: server CPU "
+        f"{ours['cycle_us']:,.0f} us per cycle ({ours['cycles']} cycles; floor {bare['cycle_us']:,.0f} us); "
+        f"{log_bytes:,.0f} bytes of log per cycle"
     )
     print(
         f"new group by its first commit: server CPU {ours['create_us']:,.0f} us per group, "
         f"{ours['groups_per_s']:,.0f} groups/s (floor {bare['create_us']:,.0f} us)"
     )
-    shape = {"fsync": args.fsync}
+    shape = {"fsync": args.fsync, "log_level": args.log_level}
+    at_level = f", log level {args.log_level}"
     record(
-        f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}: server CPU per cycle",
+        f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}{at_level}: server CPU per cycle",
         ours["cycle_us"],
         "us",
         params=shape,
         peer=peer,
         peer_value=bare["cycle_us"],
+    )
+    record(
+        f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}{at_level}: log written per cycle",
+        log_bytes,
+        "bytes",
+        params=shape,
     )
     record(
         f"{args.groups:,} new groups with one commit each, fsync {args.fsync}: server CPU per group",
@@ -448,9 +472,28 @@ async def main() -> None:
             ("cycle", 200, f"join-sync-leave cycle of a 1-member classic group, fsync {args.fsync}"),
             ("commit10", 300, f"OffsetCommit of 10 partitions by a standalone committer, fsync {args.fsync}"),
         ):
-            per_op = await callgrind_per_op(args.fsync, workload, n)
-            print(f"{figure}: {per_op:,.0f} instructions per operation in the server (callgrind, {n} operations)")
-            record(f"{figure}: server instructions per operation (callgrind)", per_op, "instructions", params=shape)
+            per_op = await callgrind_per_op(args.fsync, workload, n, args.log_level)
+            print(
+                f"{figure}{at_level}: {per_op:,.0f} instructions per operation in the server (callgrind, {n} operations)"
+            )
+            record(
+                f"{figure}{at_level}: server instructions per operation (callgrind)",
+                per_op,
+                "instructions",
+                params=shape,
+            )
+            if workload == "cycle" and args.log_level == "INFO":
+                quiet = await callgrind_per_op(args.fsync, workload, n, "WARNING")
+                share = (per_op - quiet) / per_op * 100
+                print(f"{figure}: {quiet:,.0f} instructions at WARNING; logging's share at INFO {share:.1f}%")
+                record(
+                    f"{figure}: logging's share of the server's instructions per cycle at INFO (callgrind, against WARNING)",
+                    share,
+                    "%",
+                    params=shape,
+                    peer="the same cycle at log level WARNING",
+                    peer_value=quiet,
+                )
 
 
 if __name__ == "__main__":

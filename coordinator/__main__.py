@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
-import json
 import logging
 import signal
 import sys
@@ -18,35 +16,12 @@ sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # None in 
 
 from .config import parse_args  # noqa: E402
 from .server import Server, StartupError  # noqa: E402
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time (ISO 8601, UTC), level, logger, message (and the
-    exception, if any)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(
-                timespec="milliseconds"
-            ),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line)
+from .server_log import configure as configure_logging  # noqa: E402
 
 
 async def serve(argv: list[str] | None = None) -> None:
     config = parse_args(argv)
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        JsonFormatter()
-        if config.log_format == "json"
-        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    )
-    logging.basicConfig(level=config.log_level.upper(), handlers=[handler])
+    configure_logging(config.log_level, config.log_format)
     server = Server(config)
     try:
         await server.start()

@@ -17,13 +17,13 @@ routed like any other, so the request path costs nothing more.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from . import server_log
 from .apis import Registry
 from .faults import API_NAMES, api_key_of, check_spec, parse_specs
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 FIELDS = ("api", "min_version", "max_version")
 

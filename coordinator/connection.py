@@ -9,7 +9,6 @@ connection has been written.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections import deque
 from typing import Any, Callable, Protocol
@@ -18,12 +17,13 @@ from protocol.framing import FrameDecoder, FrameError
 from protocol.messages import UnknownApi
 from protocol.wire import MalformedRequest
 
+from . import server_log
 from .apis import LATER, UNANSWERED, CloseConnection, RequestContext
 from .config import Config
 from .listeners import Listener
 from .security.sasl import SaslSession
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 MAX_IN_FLIGHT = 512  # requests per connection before we stop reading (back-pressure)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import random
 from dataclasses import dataclass, field
 from types import CoroutineType
@@ -28,9 +27,10 @@ from kio.schema.index import api_key_map
 
 from protocol.error_response import error_response
 
+from . import server_log
 from .apis import LATER, UNANSWERED, CloseConnection, RequestContext, inner_context
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 # API names as Kafka writes them (OffsetCommit), and their keys
 API_KEYS: dict[str, int] = {"".join(w.capitalize() for w in n.split("_")): k for k, n in api_key_map.items()}

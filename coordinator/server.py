@@ -23,6 +23,7 @@ from protocol.messages import (
 )
 from protocol.wire import skip_tagged_fields
 
+from . import server_log
 from .api_version_limits import ApiVersionLimits
 from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext, new_context
 from .config import Config
@@ -40,7 +41,7 @@ from .tracking import RequestLog
 
 GC_YOUNG_THRESHOLD = 10_000
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 
 # KIP-511: client software name and version must look like this.

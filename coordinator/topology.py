@@ -29,19 +29,19 @@ leadership or a group's coordinator. The HTTP test control (coordinator/control.
 from __future__ import annotations
 
 import asyncio
-import logging
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from . import server_log
 from .durable import JsonFile
 from .errors import E
 from .listeners import Listener
 from .log.offsets import TOPIC as OFFSETS_TOPIC, partition_for
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 TRANSACTION_TOPIC = "__transaction_state"
 PLACEMENT_FILE = "partition-placement.json"

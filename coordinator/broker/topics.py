@@ -8,7 +8,6 @@ does not own).
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import shutil
 import uuid
@@ -18,13 +17,14 @@ from typing import Any, Iterable
 
 from kio.schema.errors import ErrorCode as E
 
+from .. import server_log
 from ..durable import JsonFile
 from ..log.config import LogConfig
 from .configs import BrokerConfigs, log_config, resolve, validate_topic_configs
 from .config_defs import ConfigError
 from ..log.partition import PartitionLog
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 CATALOG_FILE = "topics.json"

@@ -29,13 +29,13 @@ rebuilt from their records, which are their snapshot.
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 import time
 from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, Callable, Protocol
 
+from .. import server_log
 from ..apis import LATER, RequestContext
 from ..errors import E
 
@@ -49,7 +49,7 @@ from .shard import DURABLE, FAILED, PENDING, Complete, GroupShard, OffsetConfig,
 from .shard_context import CoordinatorResult
 from .topic_image import TopicImage
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 LOAD_SLICE = 2000  # records a moved partition's load replays between turns of the event loop
 

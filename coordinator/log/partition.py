@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import logging
 import time
 from bisect import bisect_right
 from collections import deque
@@ -17,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import server_log
 from ..futures import Done, future_and_callback
 
 from protocol.record_batch import (
@@ -49,7 +49,7 @@ from .segment import (
     encode_checkpoint,
 )
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 # A partition's leader epoch until its leadership first moves (coordinator.topology): every
 # appended batch is stamped with the log's current one, as Kafka's leader does (the field

@@ -12,15 +12,15 @@ connection, as Kafka 3 did.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
+from .. import server_log
 from ..apis import CloseConnection
 from .scram import HASHES, AuthenticationFailed, ScramCredential, ScramExchange, derive, matches
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 BEFORE_AUTHENTICATION = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))

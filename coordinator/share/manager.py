@@ -17,7 +17,6 @@ the deliveries it has had.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import time
 import uuid
@@ -27,12 +26,13 @@ from typing import Any, Iterator
 
 from kio.schema.errors import ErrorCode as E
 
+from .. import server_log
 from ..apis import Registry, RequestContext, ms
 from ..log.partition import PartitionLog, StorageError
 from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition, Undo
 from .state_log import FencedStateEpoch, Key, ShareStateLog
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 
 def _by_topic_id(tp: tuple[uuid.UUID | None, int]) -> tuple[bytes, int]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-import logging
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +36,11 @@ from protocol.share_records import (
     encode_state_value,
 )
 
+from .. import server_log
 from ..log.config import LogConfig
 from ..log.offsets import OffsetsLog, partition_for
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 TOPIC = "__share_group_state"
 STATE_TOPIC_CONFIG = LogConfig(cleanup_policy="delete", retention_ms=None, segment_ms=None)

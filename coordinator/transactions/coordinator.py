@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,11 +44,12 @@ from protocol.transaction_records import (
     encode_value,
 )
 
+from .. import server_log
 from ..apis import Registry, RequestContext, ms
 from ..futures import future_and_callback
 from ..log.offsets import TOPIC as OFFSETS_TOPIC, OffsetsLog
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 TOPIC = "__transaction_state"
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 26, 27

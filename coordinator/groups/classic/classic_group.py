@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
+from ... import server_log
 from ...errors import E
 from ..group import ExpirationBase
 from ..records import GroupMetadataValue
 from ..state import VALID_PREVIOUS, GroupState, IllegalStateTransition, States
 from .subscription import subscribed_topics as topics_of
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 
 @dataclass(slots=True)
@@ -115,6 +116,7 @@ class ClassicGroup:
         self.new_member_added = False  # during the initial delayed join
         self.join_timer: Any = None
         self.join_started = 0.0  # when the current join phase began (ms)
+        self.rebalance_reason = ""  # why the current join phase began (said by its log lines)
         self.join_deadline = 0.0  # hard limit of the current join phase (ms)
         self.initial_delay = False  # the join phase is in group.initial.rebalance.delay.ms
         # The group's lazy timers (classic_manager): each fires by its `_at` and moves itself on.
@@ -255,8 +257,10 @@ class ClassicGroup:
             raise IllegalStateTransition(
                 f"group {self.group_id!r}: illegal transition {self.state.value} -> {target.value}"
             )
-        if log.isEnabledFor(logging.INFO):  # (every join, sync and leave passes here)
-            log.info(
+        # DEBUG, as Kafka's ClassicGroup.transitionTo logs nothing: every join, sync and leave
+        # passes here, and the manager's INFO lines already say what the group did.
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
                 "group %s: %s -> %s (generation %d, %d members)",
                 self.group_id,
                 self.state.value,

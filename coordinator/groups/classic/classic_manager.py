@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 
 
+from ... import server_log
 from ...errors import E
 from ...metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncResult
@@ -34,7 +34,7 @@ from ..modern.share.share_group import ShareGroup
 from ..state import States as S
 from ..shard_context import CoordinatorResult, ShardContext
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 UNKNOWN_MEMBER_ID = ""
 
@@ -407,7 +407,10 @@ class ClassicGroupManager:
             self.prepare_rebalance(out, group, reason)
 
     def prepare_rebalance(self, out: CoordinatorResult, group: ClassicGroup, reason: str) -> None:
-        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
+        # Kafka's "Preparing to rebalance" line is written for a join phase that waits; one
+        # that ends at once (a lone member joining or leaving: the churn of a test suite)
+        # is said by its generation's line alone, with this reason in it.
+        group.rebalance_reason = reason
         if group.state is S.COMPLETING_REBALANCE:
             self._fail_pending_syncs(group, E.rebalance_in_progress)
         group.sync_deadline = None  # (its timer, if armed, fires to no effect)
@@ -421,6 +424,7 @@ class ClassicGroupManager:
             group.new_member_added = False
             group.join_deadline = now + rebalance_ms
             delay = min(self.config.initial_rebalance_delay_ms, rebalance_ms)
+            self._log_preparing(group)
             group.transition(S.PREPARING_REBALANCE, self.clock.wall())
             self._arm_join_timer(group, now + delay, initial=True)
             return
@@ -431,7 +435,17 @@ class ClassicGroupManager:
         if self._join_ready(group, now):
             self._complete_join(out, group)
         else:
+            self._log_preparing(group)
             self._arm_join_timer(group, self._next_join_check(group, now), initial=False)
+
+    @staticmethod
+    def _log_preparing(group: ClassicGroup) -> None:
+        log.info(
+            "group %s: preparing to rebalance (generation %d): %s",
+            group.group_id,
+            group.generation_id,
+            group.rebalance_reason,
+        )
 
     def _arm_join_timer(self, group: ClassicGroup, when: float, initial: bool) -> None:
         if group.join_timer is not None:
@@ -507,7 +521,9 @@ class ClassicGroupManager:
             group.protocol_name = None
             group.leader_id = None
             group.transition(S.EMPTY, self.clock.wall())
-            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            log.info(
+                "group %s: generation %d is empty (%s)", group.group_id, group.generation_id, group.rebalance_reason
+            )
             stored = group.stored
             if stored is not None and stored.generation == group.generation_id and not stored.members:
                 return  # stored before the last members left (leave())
@@ -532,12 +548,13 @@ class ClassicGroupManager:
         STATS.rebalances += 1
         STATS.rebalance_seconds.observe((self.clock.now() - group.join_started) / 1000)
         log.info(
-            "group %s: generation %d with %d members, protocol %s, leader %s",
+            "group %s: generation %d with %d members, protocol %s, leader %s (%s)",
             group.group_id,
             group.generation_id,
             len(group.members),
             group.protocol_name,
             group.leader_id,
+            group.rebalance_reason,
         )
         group.pending_sync = set(group.members)
         for member in group.members.values():

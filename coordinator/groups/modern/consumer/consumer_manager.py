@@ -10,7 +10,6 @@ The records are kept and written as ModernGroupManager (modern_manager.py) keeps
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import re2
 from kio.schema.errors import ErrorCode as E
 
+from .... import server_log
 from ..assignors import ASSIGNORS, DEFAULT_ASSIGNORS
 from ...classic.classic_group import ClassicGroup
 from ...clock import Clock
@@ -37,7 +37,7 @@ from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
 from ...topic_image import TopicImage
 from ...shard_context import Complete, CoordinatorResult, ShardContext
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 Owned = list[tuple[uuid.UUID, list[int]]]
 

@@ -24,7 +24,6 @@ convertToConsumerGroup, convertToClassicGroup).
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from typing import Any
 
@@ -39,6 +38,7 @@ from protocol.consumer_protocol import (
     write_assignment,
 )
 
+from .... import server_log
 from ...classic.classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncResult
 from ...classic.classic_manager import ClassicGroupManager
 from .consumer_group import ConsumerGroup, ConsumerMember
@@ -48,7 +48,7 @@ from ...records import GroupMetadataKey
 from ...shard_context import CoordinatorResult, ShardContext
 from ...state import GroupState
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 PROTOCOL_TYPE = "consumer"
 

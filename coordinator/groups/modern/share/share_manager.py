@@ -15,7 +15,6 @@ records written before it (`revert`), and `replay` keeps `stored`, what a restar
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -24,6 +23,7 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol import share_records as R
 
+from .... import server_log
 from . import share_group
 from ...clock import Clock
 from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
@@ -40,7 +40,7 @@ from .share_group import (
 from ...topic_image import TopicImage
 from ...shard_context import CoordinatorResult, ShardContext
 
-log = logging.getLogger(__name__)
+log = server_log.get(__name__)
 
 ASSIGNOR = "simple"
 MAX_MEMBER_ID_LENGTH = 36  # a UUID's text, as KIP-1082 client-generated member ids are

@@ -1,0 +1,206 @@
+"""The server's log: Kafka's INFO lines for group life cycles, at a cost a churning test suite
+does not notice.
+
+A join-sync-leave cycle logs about six INFO lines, as Kafka's coordinator does. Through the
+standard library each line costs a LogRecord, a walk of the stack for the caller, a walk of
+the logger tree, a strftime and a write system call, together more than the rest of the
+cycle. So in the server process (configure(), called by `python -m coordinator`):
+- INFO lines of a `Log` (the modules' loggers) go straight to the sink: the line is formatted
+  from the message, its arguments and strings made once per logger and once per second (the
+  timestamp), with no LogRecord; below the logger's level nothing is built at all;
+- every line, the standard library's too, is buffered and written in batches
+  (FLUSH_DELAY later; at once from WARNING up, or with no loop running): one write for many
+  requests' lines;
+- records carry no caller, thread or process (logging's documented optimisations): the line
+  formats use none of them.
+Everywhere else (the library in a test process, coordinator.testing) a `Log` is a plain
+logging.Logger's front: records go wherever the application's logging sends them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["JsonFormatter", "Log", "LineSink", "TextFormatter", "configure", "get"]
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+FLUSH_DELAY = 0.1  # seconds: INFO lines are written together, this long after the first
+_MS = tuple(f",{ms:03d}" for ms in range(1000))  # the timestamp's milliseconds, text lines'
+_ISO_MS = tuple(f".{ms:03d}" for ms in range(1000))  # JSON lines'
+
+
+class _Stamps:
+    """The timestamp's text of the current second, made once per second (strftime and
+    localtime are most of a formatted line's cost)."""
+
+    __slots__ = ("second", "text", "iso")
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.text = ""
+        self.iso = ""
+
+    def update(self, second: int) -> None:
+        self.second = second
+        self.text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        self.iso = datetime.datetime.fromtimestamp(second, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+class TextFormatter(logging.Formatter):
+    """`TEXT_FORMAT`'s lines, with the timestamp's text made once per second."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._stamps = _Stamps()
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info or record.exc_text or record.stack_info:
+            return super().format(record)
+        second = int(record.created)
+        if second != self._stamps.second:
+            self._stamps.update(second)
+        return f"{self._stamps.text},{int(record.msecs):03d} {record.levelname} {record.name}: {record.getMessage()}"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (ISO 8601, UTC), level, logger, message (and the
+    exception, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+class LineSink(logging.Handler):
+    """Formatted lines buffered and written together at most FLUSH_DELAY later: many
+    requests' lines cost one write system call, not one each. WARNING and above, and lines
+    logged with no loop running in their thread, are written at once (with everything
+    buffered before them, in order); logging.shutdown() at exit writes what is left. A
+    process killed outright loses at most FLUSH_DELAY of INFO lines."""
+
+    def __init__(self, stream: TextIO, json_lines: bool = False) -> None:
+        super().__init__()
+        self.stream = stream
+        self.json_lines = json_lines
+        self.setFormatter(JsonFormatter() if json_lines else TextFormatter())
+        self.lines: list[str] = []
+        self.pending = False  # a flush is scheduled on the loop
+        self.stamps = _Stamps()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        self.lines.append(line)
+        if record.levelno >= logging.WARNING:
+            self.flush()
+        elif not self.pending:
+            self.schedule()
+
+    def schedule(self) -> None:
+        """Write the buffered lines FLUSH_DELAY from now (now, with no loop in this thread)."""
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            self.flush()
+        else:
+            self.pending = True
+            loop.call_later(FLUSH_DELAY, self.flush)
+
+    def flush(self) -> None:
+        self.acquire()
+        try:
+            self.pending = False
+            if self.lines:
+                text = "\n".join(self.lines) + "\n"
+                self.lines.clear()
+                self.stream.write(text)
+                self.stream.flush()
+        except (OSError, ValueError):  # (a closed or broken stderr: the lines are lost, the server goes on)
+            pass
+        finally:
+            self.release()
+
+
+_info_sink: LineSink | None = None  # set by configure() at INFO and below: the server's INFO lines go straight there
+_time = time.time
+
+
+class Log:
+    """A module's logger (`log = server_log.get(__name__)`): logging.Logger's methods, with
+    INFO lines written straight to the server's sink once configure() has set one up
+    (the server sets its levels once, at start).
+    The message is formatted (`msg % args`) only when the line is written."""
+
+    __slots__ = ("logger", "text_info", "json_info", "debug", "warning", "error", "exception", "isEnabledFor")
+
+    def __init__(self, name: str) -> None:
+        self.logger = logger = logging.getLogger(name)
+        # (the line's parts after the timestamp, made once)
+        self.text_info = f" INFO {name}: "
+        self.json_info = f'+00:00", "level": "INFO", "logger": {json.dumps(name)}, "message": '
+        self.debug = logger.debug
+        self.warning = logger.warning
+        self.error = logger.error
+        self.exception = logger.exception
+        self.isEnabledFor = logger.isEnabledFor
+
+    def info(self, msg: str, *args: Any) -> None:
+        sink = _info_sink
+        if sink is None:  # (not the server, or INFO off: logging decides, as for the other levels)
+            if self.logger.isEnabledFor(20):
+                self.logger.info(msg, *args, stacklevel=2)
+            return
+        # The line emit() would write for this record, made without one: the timestamp's
+        # text is the second's (made once a second) and its milliseconds' (made once).
+        now = _time()
+        second = int(now)
+        stamps = sink.stamps
+        if second != stamps.second:
+            stamps.update(second)
+        if sink.json_lines:
+            message = json.dumps(msg % args if args else msg)
+            line = f'{{"time": "{stamps.iso}{_ISO_MS[int((now - second) * 1000)]}{self.json_info}{message}}}'
+        else:
+            line = f"{stamps.text}{_MS[int((now - second) * 1000)]}{self.text_info}{msg % args if args else msg}"
+        sink.lines.append(line)
+        if not sink.pending:
+            sink.schedule()
+
+
+def get(name: str) -> Log:
+    return Log(name)
+
+
+def configure(level: str, log_format: str = "text", stream: TextIO | None = None) -> LineSink:
+    """Set up the process's logging for the server: one sink on stderr (or `stream`) at
+    `level`, lines as text or JSON. For `python -m coordinator` alone: it takes over the
+    process's logging (a library user's process keeps its own), and its levels are not
+    changed afterwards."""
+    global _info_sink
+    # Logging's documented optimisations (the HOWTO's "Optimization"): no caller lookup (a
+    # walk of the stack per record), no thread or process names; no format uses them.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    sink = LineSink(sys.stderr if stream is None else stream, json_lines=log_format == "json")
+    logging.basicConfig(level=level.upper(), handlers=[sink], force=True)
+    _info_sink = sink if logging.getLogger("coordinator").isEnabledFor(logging.INFO) else None
+    return sink
