@@ -22,9 +22,9 @@ SCRIPTS = {
     "bench/bench_wire.py": "ApiVersions and Metadata request rates and latencies over pipelining connections",
     "bench/bench_groups.py": "heartbeat rate, classic rebalance time at 10 / 100 / 500 members, join-sync-leave cycles",
     "bench/bench_churn.py": "consumer churn: server CPU per join-sync-leave cycle of a 1-member group (fsync always) "
-    "and per new group created by its first commit, beside a bare server's; new groups from several connections at "
-    "once with the sync rounds they share; with --callgrind, the server's instructions per cycle and per "
-    "10-partition OffsetCommit",
+    "and per new group created by its first commit, beside a bare server's, and the log written per cycle; new "
+    "groups from several connections at once with the sync rounds they share; with --callgrind, the server's "
+    "instructions per cycle and per 10-partition OffsetCommit, and logging's share of a cycle at INFO",
     "bench/bench_consumer_groups.py": "KIP-848 groups: time and server CPU until the group is Stable (assignment "
     "batching on), beside a bare server's; heartbeat rate",
     "bench/bench_commits.py": "durable OffsetCommits per second and server CPU per commit; startup on large logs; "
@@ -36,6 +36,9 @@ SCRIPTS = {
     "bench/bench_produce_consume.py": "produce and consume throughput and end-to-end latency, with a peer broker beside it",
     "bench/bench_hostile.py": "the server's memory under hostile clients (slowloris, abandoned long polls, unread fetches)",
     "bench/bench_pipeline.py": "the analytics pipeline's decode rate and whole-job time",
+    "bench/bench_client_waits.py": "how long real clients wait on group timing: a third KIP-848 member to a "
+    "stable assignment, two share consumers to their first records, the Java consumer to its first assignment; "
+    "this server with --profile test and with its defaults, Kafka 4.4 with its defaults",
     "bench/bench_cluster.py": "several brokers in one process: start time for 1 and 3 brokers, moving a loaded "
     "coordinator, heartbeats and commits through 3 brokers against 1",
 }

@@ -230,7 +230,8 @@ class Config:
         None,
         "a set of settings for one use, under the flags given explicitly: client-suite (what client "
         "libraries' integration suites expect: a SASL listener on the next port, the authorizer, ...; see "
-        "docs/client-suites.md)",
+        "docs/client-suites.md); test (what tests want: no rebalance or assignment delays, short KIP-848 and "
+        "share heartbeat intervals, low minimums, fsync never; see docs/operations.md)",
         choices=tuple(PROFILES),
     )
     log_level: str = _opt("INFO", "logging level: DEBUG, INFO, WARNING or ERROR")

@@ -5,8 +5,16 @@ client-suite: what the integration suites of client libraries expect of the brok
 against (librdkafka's tests/, kafka-go's docker-compose): a SASL_PLAINTEXT listener beside the
 plaintext one (the port after it), SASL PLAIN and SCRAM with the suites' users, the authorizer
 on and open to everyone no ACL names, auto-created topics, a log cleaner that looks at
-compacted logs every second, and KIP-848 groups allowed short session timeouts.
-docs/client-suites.md says which suite needs what.
+compacted logs every second, KIP-848 groups allowed short session timeouts, and share groups
+the 1000 ms record locks librdkafka's CI allows its brokers. docs/client-suites.md says which
+suite needs what.
+
+test: a server for tests (coordinator.testing and the pytest fixtures use it): nothing waits on
+a production default. Groups rebalance and assign at once (initial delay 0, assignment
+intervals 0), KIP-848 and share members heartbeat every TEST_HEARTBEAT_INTERVAL_MS so they learn
+a new target within a fraction of a second, the minimums a test may set through group configs
+are lowered (heartbeat intervals, session timeouts, record locks), and appends are not fsynced.
+docs/operations.md lists the settings.
 """
 
 from __future__ import annotations
@@ -35,10 +43,44 @@ def _client_suite(values: dict[str, Any]) -> dict[str, Any]:
         # (librdkafka's trivup scenario: its KIP-848 tests give groups short session timeouts)
         "group_consumer_min_session_timeout_ms": 1,
         "group_consumer_min_heartbeat_interval_ms": 1,
+        # (librdkafka's CI brokers: group.share.min.record.lock.duration.ms=1000, Kafka's least)
+        "group_share_min_record_lock_duration_ms": 1000,
     }
 
 
-PROFILES = {"client-suite": _client_suite}
+TEST_HEARTBEAT_INTERVAL_MS = 250  # KIP-848 and share members: a new target reaches them this fast
+
+
+def _test(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "fsync": "never",
+        "group_initial_rebalance_delay_ms": 0,
+        "group_min_session_timeout_ms": 1,  # classic groups: a test's short session.timeout.ms
+        "group_consumer_assignment_interval_ms": 0,
+        "group_consumer_heartbeat_interval_ms": TEST_HEARTBEAT_INTERVAL_MS,
+        "group_consumer_min_heartbeat_interval_ms": 1,
+        "group_consumer_min_session_timeout_ms": 1,
+        "group_share_assignment_interval_ms": 0,
+        "group_share_heartbeat_interval_ms": TEST_HEARTBEAT_INTERVAL_MS,
+        "group_share_min_heartbeat_interval_ms": 1,
+        "group_share_min_session_timeout_ms": 1,
+        "group_share_min_record_lock_duration_ms": 1000,  # Kafka's least, what librdkafka's CI sets
+        # Streams groups (KIP-1071) alike, from when the server has their settings:
+        **{
+            name: value
+            for name, value in (
+                ("group_streams_initial_rebalance_delay_ms", 0),
+                ("group_streams_assignment_interval_ms", 0),
+                ("group_streams_heartbeat_interval_ms", TEST_HEARTBEAT_INTERVAL_MS),
+                ("group_streams_min_heartbeat_interval_ms", 1),
+                ("group_streams_min_session_timeout_ms", 1),
+            )
+            if name in values
+        },
+    }
+
+
+PROFILES = {"client-suite": _client_suite, "test": _test}
 
 
 def apply_profile(values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:

@@ -10,8 +10,9 @@ project that installs this package has them without importing anything.
 
     def test_shared(kafka_cluster_session): ...   # one cluster for the whole session
 
-`kafka_cluster` is a `coordinator.testing.Cluster` (started, in-process); the marker's
-arguments are Cluster's. `--kafka-brokers N` sets the default number of brokers,
+`kafka_cluster` is a `coordinator.testing.Cluster` (started, in-process, with the `test`
+profile's settings: no rebalance delays, short heartbeat intervals); the marker's arguments
+are Cluster's and override the profile's. `--kafka-brokers N` sets the default number of brokers,
 `--kafka-subprocess` runs every cluster as a child process.
 """
 

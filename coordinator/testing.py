@@ -10,6 +10,9 @@ on demand.
         cluster.stop_broker(cluster.leader_of("orders", 0))  # its partitions get new leaders
         cluster.inject("OffsetCommit", "NOT_COORDINATOR", times=2)
 
+The server runs with `--profile test` (docs/operations.md, "The test profile"): nothing
+waits on a production default, and every setting can be overridden by keyword.
+
 In-process by default: the server runs on its own thread and event loop, on free ports,
 with a temporary data dir, so a cluster starts in a fraction of a second. With
 `subprocess=True` it is `python -m coordinator` in a child process, driven through its
@@ -61,7 +64,9 @@ def _flags(config: dict[str, Any]) -> list[str]:
 
 class Cluster:
     """`brokers` brokers in one server; `config`: server settings by their flag names
-    (`fsync="never"`, `group_initial_rebalance_delay_ms=0`, ...)."""
+    (`group_consumer_heartbeat_interval_ms=1000`, `fsync="always"`, ...), each over the
+    `test` profile's (`profile=None`: the server's own defaults, `profile="client-suite"`:
+    that one's)."""
 
     def __init__(
         self,
@@ -77,7 +82,9 @@ class Cluster:
         self.brokers_count = brokers
         self.subprocess = subprocess
         self.host = host
-        self.config = {"fsync": "never", "group_initial_rebalance_delay_ms": 0, **config}
+        # The test profile (docs/operations.md): no rebalance or assignment delays, short KIP-848
+        # and share heartbeat intervals, fsync never; each of its settings overridable here.
+        self.config = {"profile": "test", **config}
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._server: Any = None

@@ -447,6 +447,32 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
             "Session timeout of consumer-protocol members.",
         ),
         ("group.consumer.max.size", INT, 2**31 - 1, c.group_consumer_max_size, "Most members of a consumer group."),
+        # The bounds of group configs (and the share groups' settings), as --profile test
+        # lowers them: DescribeConfigs shows what the server really uses.
+        *(
+            (
+                f"group.{kind}.{setting.replace('_', '.')}.ms",
+                INT,
+                default,
+                getattr(c, f"group_{kind}_{setting}_ms"),
+                f"{what} of {kind} groups.",
+            )
+            for kind, setting, default, what in (
+                ("consumer", "min_session_timeout", 45000, "The shortest session timeout"),
+                ("consumer", "max_session_timeout", 60000, "The longest session timeout"),
+                ("consumer", "min_heartbeat_interval", 5000, "The shortest heartbeat interval"),
+                ("consumer", "max_heartbeat_interval", 15000, "The longest heartbeat interval"),
+                ("share", "heartbeat_interval", 5000, "The heartbeat interval"),
+                ("share", "session_timeout", 45000, "The session timeout"),
+                ("share", "min_session_timeout", 45000, "The shortest session timeout"),
+                ("share", "max_session_timeout", 60000, "The longest session timeout"),
+                ("share", "min_heartbeat_interval", 5000, "The shortest heartbeat interval"),
+                ("share", "max_heartbeat_interval", 15000, "The longest heartbeat interval"),
+                ("share", "record_lock_duration", 30000, "The record lock duration"),
+                ("share", "min_record_lock_duration", 15000, "The shortest record lock duration"),
+                ("share", "max_record_lock_duration", 60000, "The longest record lock duration"),
+            )
+        ),
         *(
             (
                 f"group.{kind}.{bound}assignment.interval.ms",
