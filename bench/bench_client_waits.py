@@ -213,7 +213,10 @@ def main() -> None:
     ap.add_argument("--no-java", action="store_true", help="skip the Java consumer (needs make oracle)")
     args = ap.parse_args()
     scenarios: dict[str, tuple[str, Callable[[str], float]]] = {
-        "third": ("a third confluent-kafka KIP-848 member: subscribe to a stable assignment of all three", third_member),
+        "third": (
+            "a third confluent-kafka KIP-848 member: subscribe to a stable assignment of all three",
+            third_member,
+        ),
         "share": ("two confluent-kafka share consumers: subscribe to both receiving records", share_pair),
     }
     if not args.no_java:

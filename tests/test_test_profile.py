@@ -51,7 +51,9 @@ def test_the_clusters_settings_read_back():
 
 
 def test_each_setting_overridable():
-    with Cluster(brokers=1, group_consumer_heartbeat_interval_ms=1000, group_share_min_record_lock_duration_ms=15000) as c:
+    with Cluster(
+        brokers=1, group_consumer_heartbeat_interval_ms=1000, group_share_min_record_lock_duration_ms=15000
+    ) as c:
         values, locks = asyncio.run(_described(c.bootstrap))
     assert values == {
         **TEST_PROFILE,
