@@ -75,3 +75,9 @@ def test_client_suite_profile_allows_librdkafkas_record_locks():
     assert parse_args(["--profile", "client-suite"]).group_share_min_record_lock_duration_ms == 1000
     assert parse_args(["--profile", "test", "--fsync", "always"]).fsync == "always"
     assert parse_args(["--profile", "test"]).fsync == "never"
+    streams = parse_args(["--profile", "test"])
+    assert (
+        streams.group_streams_heartbeat_interval_ms,
+        streams.group_streams_assignment_interval_ms,
+        streams.group_streams_initial_rebalance_delay_ms,
+    ) == (TEST_HEARTBEAT_INTERVAL_MS, 0, 0)
