@@ -1043,3 +1043,279 @@ def test_tools_topics_configs_offsets_and_groups(warm, tmp_path):
     tool("kafka-broker-api-versions/list", TOOLS + "BrokerApiVersionsCommand", lines=True)
     tool("kafka-topics/list", TOPICS, "--list", lines=True)
     obs.check()
+
+
+# ---------------------------------------------------------------------------------------------
+# Clients: confluent-kafka's and kafka-python's admin calls and the three group types' life
+# cycles, as their describe calls (and Kafka's own tools) report them
+
+CLIENT_TOPIC = "oracle-clients"
+
+
+def enum_name(value: Any) -> Any:
+    return getattr(value, "name", value)
+
+
+def confluent_group(admin, group: str) -> dict[str, Any]:
+    d = admin.describe_consumer_groups([group])[group].result(15)
+    return {
+        "state": enum_name(d.state),
+        "type": enum_name(d.type),
+        "simple": d.is_simple_consumer_group,
+        "assignor": d.partition_assignor,
+        "coordinator": d.coordinator.id,
+        "members": sorted(
+            (
+                m.client_id,
+                sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions),
+                sorted((tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions)
+                if m.target_assignment is not None
+                else None,
+            )
+            for m in d.members
+        ),
+    }
+
+
+def confluent_offsets(admin, group: str) -> list[Any]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
+    return sorted((tp.topic, tp.partition, tp.offset) for tp in answer.topic_partitions)
+
+
+def until(what: str, predicate, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def consume(consumer, count: int) -> list[tuple[int, int]]:
+    seen: list[tuple[int, int]] = []
+
+    def more() -> bool:
+        m = consumer.poll(0.2)
+        if m is not None and m.error() is None:
+            seen.append((m.partition(), m.offset()))
+        return len(seen) >= count
+
+    until(f"{count} records", more)
+    return sorted(seen)
+
+
+def group_life_cycle(server, protocol: str, group: str) -> list[tuple[str, Any]]:
+    """One member of a classic or KIP-848 group reads what was produced, commits and leaves;
+    what confluent-kafka's admin and the group's own describe API report at each step."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    steps: list[tuple[str, Any]] = []
+    c = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "client.id": "oracle-member",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe([CLIENT_TOPIC])
+        steps.append(("consumed", consume(c, 4)))
+        c.commit(asynchronous=False)
+        until("a stable group", lambda: confluent_group(admin, group)["state"] == "STABLE")
+        steps.append(("describe-stable", confluent_group(admin, group)))
+        steps.append(("offsets", confluent_offsets(admin, group)))
+        if protocol == "consumer":
+            conn = Conn(server.port)
+            body = conn.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})
+            conn.close()
+            steps.append(("wire-describe-stable", plain(body)))
+    finally:
+        c.close()
+    steps.append(("describe-after-close", confluent_group(admin, group)))
+    return steps
+
+
+def prepare_client_topic(server) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic(CLIENT_TOPIC, 2, 1)])[CLIENT_TOPIC].result(15)
+    wait_for_partitions(server.port, CLIENT_TOPIC, 2)
+    p = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+    for i in range(4):
+        p.produce(CLIENT_TOPIC, b"v%d" % i, key=b"k%d" % i, partition=i % 2)
+    assert p.flush(15) == 0
+
+
+@pytest.fixture(scope="module")
+def client_topic(warm):
+    """Both brokers with CLIENT_TOPIC: two partitions, two records in each."""
+    for server in both(warm):
+        prepare_client_topic(server)
+    return CLIENT_TOPIC
+
+
+def test_client_confluent_admin_and_group_life_cycles(warm, client_topic):
+    obs = Observations()
+    for protocol, group in (("classic", "oracle-classic"), ("consumer", "oracle-kip848")):
+        runs = [group_life_cycle(server, protocol, group) for server in both(warm)]
+        for (step, kafka), (_, ours) in zip(*runs, strict=True):
+            obs.compare(f"client/confluent/{protocol}-group/{step}", kafka, ours)
+    obs.check()
+
+
+def test_client_confluent_admin_calls(warm, sides, client_topic):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    obs = Observations()
+    answers: list[dict[str, Any]] = []
+    for server in both(warm):
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        a: dict[str, Any] = {}
+        md = admin.list_topics(timeout=15)
+        a["list-topics"] = sorted(
+            (name, len(t.partitions)) for name, t in md.topics.items() if name.startswith("oracle")
+        )
+        cluster = admin.describe_cluster().result(15)
+        a["describe-cluster"] = {
+            "controller": cluster.controller.id if cluster.controller else None,
+            "nodes": sorted(n.id for n in cluster.nodes),
+        }
+        try:
+            admin.create_topics([NewTopic(TOPIC, 3, 1)])[TOPIC].result(15)
+            a["create-topic-exists"] = "created"
+        except KafkaException as e:
+            a["create-topic-exists"] = [e.args[0].name(), e.args[0].str()]
+        res = ConfigResource("TOPIC", COMPACTED)
+        configs = admin.describe_configs([res])[res].result(15)
+        a["describe-configs-topic"] = {k: [v.value, enum_name(v.source), v.is_read_only] for k, v in configs.items()}
+        a["list-groups"] = sorted(
+            (g.group_id, enum_name(g.type))
+            for g in admin.list_consumer_groups().result(15).valid
+            if g.group_id.startswith("oracle-")
+        )
+        try:
+            admin.describe_acls(_any_acl_filter()).result(15)
+            a["describe-acls"] = "answered"
+        except KafkaException as e:
+            a["describe-acls"] = [e.args[0].name(), e.args[0].str()]
+        answers.append(a)
+    for key in answers[0]:
+        obs.compare(f"client/confluent/admin/{key}", answers[0][key], answers[1][key])
+    obs.check()
+
+
+def _any_acl_filter():
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    return AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+
+
+def test_client_kafka_python_admin_calls(warm, sides, client_topic):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    obs = Observations()
+    calls = {
+        "list-groups": lambda admin: sorted(
+            (g for g in plain(admin.list_groups()) if "oracle" in json.dumps(g)), key=json.dumps
+        ),
+        "describe-groups": lambda admin: plain(admin.describe_groups(["oracle-classic"])),
+        "describe-configs-topic": lambda admin: plain(
+            admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, COMPACTED)])
+        ),
+        "describe-features": lambda admin: plain(admin.describe_features()),
+        "describe-cluster": lambda admin: plain(admin.describe_cluster()),
+        "describe-topics": lambda admin: plain(admin.describe_topics([CLIENT_TOPIC])),
+    }
+    answers: list[dict[str, Any]] = []
+    for server in both(warm):
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=15000)
+        a: dict[str, Any] = {}
+        try:
+            for key, call in calls.items():
+                try:
+                    a[key] = call(admin)
+                except Exception as e:  # (a client error is an answer to compare too)
+                    a[key] = f"{type(e).__name__}: {e}"
+        finally:
+            admin.close()
+        answers.append(a)
+    for key in calls:
+        obs.compare(f"client/kafka-python/admin/{key}", answers[0][key], answers[1][key])
+    obs.check()
+
+
+def test_client_share_group_life_cycle(warm, client_topic):
+    """A confluent-kafka ShareConsumer reads the topic (share.auto.offset.reset=earliest set with
+    kafka-configs) and leaves; the share group as the wire describe and kafka-share-groups show it."""
+    import confluent_kafka
+
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer")
+    from confluent_kafka import ShareConsumer
+
+    obs = Observations()
+    group = "oracle-share-clients"
+    run_tool(
+        warm,
+        obs,
+        "tools/kafka-configs/alter-share-group",
+        TOOLS + "ConfigCommand",
+        "--alter",
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        group,
+        "--add-config",
+        "share.auto.offset.reset=earliest",
+    )
+    steps: list[list[tuple[str, Any]]] = [[], []]
+    for i, server in enumerate(both(warm)):
+        c = ShareConsumer({"bootstrap.servers": server.bootstrap, "group.id": group, "client.id": "oracle-share"})
+        seen: list[tuple[int, int]] = []
+        try:
+            c.subscribe([CLIENT_TOPIC])
+
+            def more(c=c, seen=seen) -> bool:
+                for m in c.poll(0.5):
+                    if m.error() is None:
+                        seen.append((m.partition(), m.offset()))
+                return len(seen) >= 4
+
+            until("4 shared records", more)
+            # Every record accepted, and the broker's answer awaited: the describes below then
+            # read settled share-partition state at both brokers.
+            c.commit_sync(15)
+            steps[i].append(("consumed", sorted(seen)))
+            conn = Conn(server.port)
+            body = conn.call(77, 1, {"group_ids": [group], "include_authorized_operations": False})
+            conn.close()
+            steps[i].append(("wire-describe", plain(body)))
+        finally:
+            c.close()
+    for (step, kafka), (_, ours) in zip(*steps, strict=True):
+        obs.compare(f"client/confluent/share-group/{step}", kafka, ours)
+    shares = TOOLS + "consumer.group.ShareGroupCommand"
+    run_tool(warm, obs, "tools/kafka-share-groups/describe-offsets", shares, "--describe", "--group", group)
+    run_tool(warm, obs, "tools/kafka-share-groups/describe-state", shares, "--describe", "--group", group, "--state")
+    run_tool(warm, obs, "tools/kafka-share-groups/list-after-use", shares, "--list")
+    obs.check()
