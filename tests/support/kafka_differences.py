@@ -280,11 +280,6 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ShareGroupHeartbeat/join", "a member joining alone: Kafka answers member epoch 2, here 1", EPOCHS),
     # -- client
     _d(
-        "client/confluent/admin/create-topic-exists",
-        "TOPIC_ALREADY_EXISTS at both; Kafka says \"Topic 'x' already exists.\", here \"topic 'x' already exists\"",
-        MESSAGE,
-    ),
-    _d(
         "client/confluent/consumer-group/wire-describe-stable",
         "one confluent-kafka member (group.protocol=consumer) settled: Kafka's group, assignment and member epochs"
         " are 2, here 1; an unset subscribed regex is an empty string at Kafka, null here",
