@@ -35,6 +35,7 @@ from protocol.record_batch import (
     stamp_log_append_time,
 )
 
+from ..futures import LongPolls
 from ..apis import BuiltWhenSent, CloseConnection, Registry, RequestContext, ms
 from ..log.partition import LEADER_EPOCH, InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .config_defs import LONG_MAX
@@ -105,7 +106,7 @@ class DataPlane:
         # The transaction coordinator (coordinator.transactions), set when it is wired in:
         # it serves transactional InitProducerId and verifies transactional batches.
         self.transactions: Any = None
-        self.waiters: dict[PartitionLog, set[asyncio.Future]] = {}
+        self.waiters: LongPolls[PartitionLog] = LongPolls()
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.draining = False
         # producer_byte_rate / consumer_byte_rate enforcement (coordinator.broker.quotas), when wired in
@@ -562,9 +563,8 @@ class DataPlane:
             plog.append_listeners.append(lambda: self._wake(ref()))
 
     def _wake(self, plog: PartitionLog | None) -> None:
-        for fut in self.waiters.pop(plog, ()):
-            if not fut.done():
-                fut.set_result(None)
+        if plog is not None:
+            self.waiters.wake(plog)
 
     def _targets(self, ctx: RequestContext, topics: Any) -> list[CachedPartition]:
         """The partitions a Fetch request lists, with their fetch state."""
@@ -839,25 +839,13 @@ class DataPlane:
 
     async def _wait_for_data(self, targets: list[CachedPartition], timeout: float) -> None:
         """Long-poll: sleep until a produce to one of the partitions, or the timeout."""
-        fut = asyncio.get_running_loop().create_future()
         logs = []
         for target in targets:
             plog = self.topics.partition_log(target.topic, target.partition) if target.topic is not None else None
             if plog is not None:
                 self._watch(plog)
-                self.waiters.setdefault(plog, set()).add(fut)
                 logs.append(plog)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for plog in logs:
-                waiting = self.waiters.get(plog)
-                if waiting is not None:
-                    waiting.discard(fut)
-                    if not waiting:
-                        del self.waiters[plog]
+        await self.waiters.wait(logs, timeout)
 
     # ListOffsets ------------------------------------------------------------------------
 
@@ -976,10 +964,7 @@ class DataPlane:
     def drain(self) -> None:
         """The server is stopping: long-polling fetches answer now with what they have."""
         self.draining = True
-        for futs in self.waiters.values():
-            for fut in futs:
-                if not fut.done():
-                    fut.set_result(None)
+        self.waiters.wake_all()
 
     async def close(self) -> None:
         self.drain()

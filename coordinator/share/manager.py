@@ -27,6 +27,7 @@ from typing import Any, Iterator
 from kio.schema.errors import ErrorCode as E
 
 from .. import server_log
+from ..futures import LongPolls
 from ..apis import Registry, RequestContext, ms
 from ..log.partition import PartitionLog, StorageError
 from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition, Undo
@@ -103,7 +104,7 @@ class SharePartitionManager:
         # (broker, group id, member id): each broker has its own sessions, as each Kafka broker
         # its own ShareSessionCache; a member fetching from three brokers has three.
         self.sessions: dict[tuple[int, str, str], ShareSession] = {}
-        self.waiters: dict[Key, set[asyncio.Future]] = {}
+        self.waiters: LongPolls[Key] = LongPolls()
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.loading: dict[Key, asyncio.Future] = {}
@@ -355,9 +356,7 @@ class SharePartitionManager:
         self._persist(key, sp, changed).add_done_callback(written)
 
     def _wake(self, key: Key) -> None:
-        for fut in self.waiters.pop(key, ()):
-            if not fut.done():
-                fut.set_result(None)
+        self.waiters.wake(key)
 
     def _watch(self, plog: PartitionLog, tp: tuple[uuid.UUID, int]) -> None:
         """Produced records wake the share fetches (of any group) waiting on the partition;
@@ -367,7 +366,7 @@ class SharePartitionManager:
             plog.append_listeners.append(lambda: self._wake_partition(tp))
 
     def _wake_partition(self, tp: tuple[uuid.UUID, int]) -> None:
-        for key in [k for k in self.waiters if k[1:] == tp]:
+        for key in [k for k in self.waiters.by_key if k[1:] == tp]:
             self._wake(key)
 
     def partition_moved(self, topic: str, partition: int) -> int:
@@ -680,27 +679,14 @@ class SharePartitionManager:
         return out
 
     async def _wait(self, session: ShareSession, timeout: float) -> None:
-        fut = asyncio.get_running_loop().create_future()
         keys = []
         for tp in session.partitions:
             error, plog = self._plog(*tp)
             if plog is None:
                 continue
-            key = (session.group_id, *tp)
             self._watch(plog, tp)
-            self.waiters.setdefault(key, set()).add(fut)
-            keys.append(key)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for key in keys:
-                waiting = self.waiters.get(key)
-                if waiting is not None:
-                    waiting.discard(fut)
-                    if not waiting:
-                        del self.waiters[key]
+            keys.append((session.group_id, *tp))
+        await self.waiters.wait(keys, timeout)
 
     # ShareFetch -------------------------------------------------------------------------
 
@@ -830,8 +816,7 @@ class SharePartitionManager:
 
     def drain(self) -> None:
         """The server is stopping: long-polling share fetches answer now with what they have."""
-        for key in list(self.waiters):
-            self._wake(key)
+        self.waiters.wake_all()
 
     async def close(self) -> None:
         for _, handle in self.timers.values():
