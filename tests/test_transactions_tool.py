@@ -1,17 +1,20 @@
-"""Kafka 4.4's `kafka-transactions` tool (org.apache.kafka.tools.TransactionsCommand, built
-with the Java clients) against the server: list, describe, describe-producers, and a hanging
+"""Kafka 4.4's `kafka-transactions` tool (org.apache.kafka.tools.TransactionsCommand, run in
+one JVM by the differential suite's launcher, `make oracle`) against the server: list, describe, describe-producers, and a hanging
 transaction (a transactional batch no coordinator knows of, older than the tool's
---max-transaction-timeout) found by find-hanging and aborted by abort (WriteTxnMarkers)."""
+--max-transaction-timeout) found by find-hanging and aborted by abort (WriteTxnMarkers);
+`kcoord transactions` shows the same."""
 
 from __future__ import annotations
 
 import asyncio
-import os
+import json
 import subprocess
+import sys
 
 import pytest
 
-from tests.support.reference_clients import JAVA_DIR, JVM_FLAGS, build
+from tests.support.kafka_oracle import Tools, unavailable
+from tests.support.process import ROOT
 from tests.support.transactions_wire import (
     E_NONE,
     add_partitions,
@@ -23,27 +26,26 @@ from tests.support.transactions_wire import (
 )
 from tests.support.wire_client import WireClient
 
-pytestmark = [pytest.mark.slow]  # a JVM per tool invocation
+pytestmark = [pytest.mark.slow]  # Kafka's tool in a JVM
+
+MAIN = "org.apache.kafka.tools.TransactionsCommand"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def java_clients():
-    build("java-clients", ("java", "mvn"))
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory):
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    t = Tools(tmp_path_factory.mktemp("tools") / "launcher.log")
+    yield t
+    t.close()
 
 
-def tool(bootstrap: str, *args: str) -> tuple[int, list[list[str]], str]:
+def tool(tools: Tools, bootstrap: str, *args: str) -> tuple[int, list[list[str]], str]:
     """(exit code, the printed table's rows split on tabs and stripped, stderr)."""
-    classpath = (JAVA_DIR / "target" / "classpath.txt").read_text().strip()
-    run = subprocess.run(
-        ["java", *JVM_FLAGS, "-cp", classpath, "org.apache.kafka.tools.TransactionsCommand"]
-        + ["--bootstrap-server", bootstrap, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"},
-    )
-    rows = [[cell.strip() for cell in line.split("\t")[:-1]] for line in run.stdout.splitlines() if "\t" in line]
-    return run.returncode, rows, run.stderr
+    run = tools.run(MAIN, "--bootstrap-server", bootstrap, *args)
+    rows = [[cell.strip() for cell in line.split("\t")[:-1]] for line in run.out.splitlines() if "\t" in line]
+    return run.code, rows, run.err
 
 
 async def _setup(port: int) -> tuple[int, int]:
@@ -70,17 +72,24 @@ async def _state(port: int) -> tuple[int, dict]:
         await conn.close()
 
 
-def test_kafka_transactions_tool(server):
+def kcoord(server, *args: str) -> list[dict]:
+    cmd = [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap, "--output", "json"]
+    run = subprocess.run([*cmd, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_kafka_transactions_tool(server, tools):
     pid, epoch = asyncio.run(_setup(server.port))
     b = server.bootstrap
-    assert tool(b, "list")[1] == [
+    assert tool(tools, b, "list")[1] == [
         ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
         ["live", "1", str(pid), "Ongoing"],
     ]
-    rc, rows, _ = tool(b, "describe", "--transactional-id", "live")
+    rc, rows, _ = tool(tools, b, "describe", "--transactional-id", "live")
     assert rc == 0 and rows[0][0] == "CoordinatorId" and len(rows) == 2
     assert rows[1][:6] == ["1", "live", str(pid), str(epoch), "Ongoing", "60000"] and rows[1][8] == "hang-0"
-    assert tool(b, "describe-producers", "--topic", "hang", "--partition", "0")[1] == [
+    assert tool(tools, b, "describe-producers", "--topic", "hang", "--partition", "0")[1] == [
         [
             "ProducerId",
             "ProducerEpoch",
@@ -92,16 +101,25 @@ def test_kafka_transactions_tool(server):
         [str(pid), str(epoch), "-1", "1", "1700000000000", "2"],
         ["4242", "3", "-1", "1", "1700000000000", "0"],
     ]
+    assert kcoord(server, "transactions", "list") == [
+        {"TRANSACTIONAL_ID": "live", "COORDINATOR": 1, "PRODUCER_ID": pid, "STATE": "Ongoing"}
+    ]
+    (described,) = kcoord(server, "transactions", "describe", "live")
+    assert (described["STATE"], described["EPOCH"], described["PARTITIONS"]) == ("Ongoing", epoch, "hang-0")
+    assert [(p["PRODUCER_ID"], p["TXN_START_OFFSET"]) for p in kcoord(server, "transactions", "producers", "hang")] == [
+        (pid, 2),
+        (4242, 0),
+    ]
     # the live transaction is its coordinator's; the other hangs
-    rc, rows, _ = tool(b, "find-hanging", "--broker-id", "1")
+    rc, rows, _ = tool(tools, b, "find-hanging", "--broker-id", "1")
     assert rc == 0 and [r[:6] for r in rows[1:]] == [["hang", "0", "4242", "3", "-1", "0"]]
-    assert tool(b, "find-hanging", "--topic", "hang", "--partition", "0")[1][1:] == rows[1:]
+    assert tool(tools, b, "find-hanging", "--topic", "hang", "--partition", "0")[1][1:] == rows[1:]
     assert asyncio.run(_state(server.port))[0] == 0  # the LSO held by the hanging transaction
-    rc, _, err = tool(b, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0")
+    rc, _, err = tool(tools, b, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0")
     assert rc == 0, err
     lso, producers = asyncio.run(_state(server.port))
     assert lso == 2 and producers[4242][3:] == (0, -1)  # only the live transaction holds it now
-    rc, rows, _ = tool(b, "find-hanging", "--broker-id", "1")
+    rc, rows, _ = tool(tools, b, "find-hanging", "--broker-id", "1")
     assert rc == 0 and rows[1:] == []
-    rc, _, err = tool(b, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "7")
+    rc, _, err = tool(tools, b, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "7")
     assert rc == 1 and "Could not find any open transactions starting at offset 7" in err

@@ -5,6 +5,7 @@
     kcoord offsets reset GROUP --topic orders --to-earliest --execute
     kcoord topics create orders --partitions 3
     kcoord share-groups describe workers
+    kcoord transactions producers orders
 
 Conventions are Kafka's tools': --bootstrap-server HOST:PORT (default 127.0.0.1:9092), a
 dry run unless --execute (or --yes) for every command that changes or deletes offsets, groups
@@ -15,7 +16,8 @@ status 1 (2 for a usage error), never a traceback.
 
 This module is the root command; each command group is a module of its own, as Kafka's tools
 are scripts of their own: groups_cli (groups, offsets: kafka-consumer-groups), topics_cli
-(kafka-topics), console_cli (produce, consume), share_cli (kafka-share-groups), control_cli
+(kafka-topics), console_cli (produce, consume), share_cli (kafka-share-groups), transactions_cli
+(kafka-transactions), control_cli
 (the test control), all on common (output, failures, the requests they share).
 """
 
@@ -32,6 +34,7 @@ from .console_cli import consume_cmd, produce_cmd
 from .groups_cli import groups, offsets
 from .share_cli import share_groups
 from .topics_cli import topics
+from .transactions_cli import transactions
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -95,7 +98,7 @@ def accept_global_options_anywhere(group: click.Group, bootstrap: bool = True) -
         ]
 
 
-for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups):
+for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups, transactions):
     main.add_command(command)
 # the test control of --enable-test-control servers
 CONTROL_GROUPS = (control_cli.fault, control_cli.cluster, control_cli.requests_group, control_cli.api_versions)

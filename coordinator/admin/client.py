@@ -35,6 +35,9 @@ SPOKEN = {
     32: (1, 4),  # DescribeConfigs (log.dirs, to say where an offline partition's files are)
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions
     77: (1, 1),  # ShareGroupDescribe
     90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
     91: (0, 0),  # AlterShareGroupOffsets
