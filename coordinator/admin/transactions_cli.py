@@ -37,7 +37,7 @@ def _coordinator(cluster: Cluster, txn_id: str) -> Connection:
 
 def _listed(cluster: Cluster, states: tuple[str, ...]) -> list[tuple[Any, int]]:
     """(ListTransactions' entry, the broker that coordinates it) from every broker."""
-    out = []
+    out: list[tuple[Any, int]] = []
     for node_id in sorted(cluster.brokers):
         r = cluster.node(node_id).request(
             LIST_TRANSACTIONS, state_filters=states, producer_id_filters=(), duration_filter=-1
