@@ -19,7 +19,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .record_codec import RecordDecodeError, RecordReader, RecordWriter
+from .record_codec import (
+    RecordDecodeError,
+    RecordReader,
+    RecordWriter,
+    read_epochs_tag,
+    read_int32s,
+    write_epochs_tag,
+    write_int32s,
+)
 
 # topic id -> partitions, sorted by topic id when written
 Partitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
@@ -233,25 +241,11 @@ def _read_uuid(r: RecordReader) -> uuid.UUID:
     return uuid.UUID(bytes=r.take(16))
 
 
-def _int32s(w: RecordWriter, ns: tuple[int, ...]) -> None:
-    """A compact []int32 (Partitions, AssignmentEpochs): its length, then every element
-    packed at once (an assignment holds thousands)."""
-    w.array_len(len(ns))
-    w.out += struct.pack(f">{len(ns)}i", *ns)
-
-
-def _read_int32s(r: RecordReader, n: int) -> tuple[int, ...]:
-    """`n` int32s (n from the array length before them; a null array reads as none)."""
-    if n <= 0:
-        return ()
-    return struct.unpack(f">{n}i", r.take(4 * n))
-
-
 def _partitions(w: RecordWriter, parts: Partitions) -> None:
     w.array_len(len(parts))
     for topic_id, ps in parts:
         _uuid(w, topic_id)
-        _int32s(w, ps)
+        write_int32s(w, ps)
         w.tags()
 
 
@@ -259,30 +253,19 @@ def _read_partitions(r: RecordReader) -> Partitions:
     out = []
     for _ in range(r.array_len()):
         topic_id = _read_uuid(r)
-        ps = _read_int32s(r, r.array_len())
+        ps = read_int32s(r, r.array_len())
         r.skip_tags()
         out.append((topic_id, ps))
     return tuple(out)
 
 
 def _epoch_partitions(w: RecordWriter, parts: Partitions, epochs: Epochs) -> None:
-    """TopicPartitions of the current assignment, each with its AssignmentEpochs (tag 0,
-    a nullable []int32 aligned with Partitions) when known; Kafka before 4.3 skips the tag."""
+    """TopicPartitions of the current assignment, each with its AssignmentEpochs when known."""
     w.array_len(len(parts))
     for i, (topic_id, ps) in enumerate(parts):
         _uuid(w, topic_id)
-        _int32s(w, ps)
-        these = epochs[i] if i < len(epochs) else None
-        if these is None:
-            w.tags()
-            continue
-        inner = RecordWriter(0, True)
-        inner.out = bytearray()
-        _int32s(inner, these)
-        w.uvarint(1)  # one tagged field
-        w.uvarint(0)  # its tag
-        w.uvarint(len(inner.out))
-        w.out += inner.out
+        write_int32s(w, ps)
+        write_epochs_tag(w, epochs[i] if i < len(epochs) else None)
 
 
 def _read_epoch_partitions(r: RecordReader) -> tuple[Partitions, Epochs]:
@@ -290,23 +273,9 @@ def _read_epoch_partitions(r: RecordReader) -> tuple[Partitions, Epochs]:
     epochs: list[tuple[int, ...] | None] = []
     for _ in range(r.array_len()):
         topic_id = _read_uuid(r)
-        ps = _read_int32s(r, r.array_len())
-        these = None
-        for _ in range(r.uvarint()):
-            tag = r.uvarint()
-            data = r.take(r.uvarint())
-            if tag != 0:
-                continue
-            t = RecordReader(data, "AssignmentEpochs")
-            t.flexible = True
-            n = t.uvarint() - 1
-            if n >= 0:
-                if n != len(ps):
-                    raise r.fail(f"{n} assignment epochs for {len(ps)} partitions")
-                these = _read_int32s(t, n)
-            t.end()
+        ps = read_int32s(r, r.array_len())
         out.append((topic_id, ps))
-        epochs.append(these)
+        epochs.append(read_epochs_tag(r, len(ps)))
     return tuple(out), (tuple(epochs) if any(e is not None for e in epochs) else ())
 
 

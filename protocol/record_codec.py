@@ -158,3 +158,53 @@ class RecordReader:
     def end(self) -> None:
         if self.pos != len(self.buf):
             raise self.fail(f"{len(self.buf) - self.pos} trailing bytes")
+
+
+def write_int32s(w: RecordWriter, ns: tuple[int, ...]) -> None:
+    """A compact []int32 (Partitions, AssignmentEpochs): its length, then every element
+    packed at once (an assignment holds thousands)."""
+    w.array_len(len(ns))
+    w.out += struct.pack(f">{len(ns)}i", *ns)
+
+
+def read_int32s(r: RecordReader, n: int) -> tuple[int, ...]:
+    """`n` int32s (n from the array length before them; a null array reads as none)."""
+    if n <= 0:
+        return ()
+    return struct.unpack(f">{n}i", r.take(4 * n))
+
+
+def write_epochs_tag(w: RecordWriter, epochs: tuple[int, ...] | None) -> None:
+    """The tagged fields of an assignment's entry (a topic's partitions, a subtopology's
+    tasks): AssignmentEpochs (tag 0, KIP-1251, a nullable []int32 aligned with the entry's
+    partitions) when known; none when not, as Kafka before 4.3 writes it."""
+    if epochs is None:
+        w.tags()
+        return
+    inner = RecordWriter(0, True)
+    inner.out = bytearray()
+    write_int32s(inner, epochs)
+    w.uvarint(1)  # one tagged field
+    w.uvarint(0)  # its tag
+    w.uvarint(len(inner.out))
+    w.out += inner.out
+
+
+def read_epochs_tag(r: RecordReader, partitions: int) -> tuple[int, ...] | None:
+    """The entry's AssignmentEpochs (one per partition), or None if it has none; other
+    tagged fields are skipped."""
+    epochs = None
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        data = r.take(r.uvarint())
+        if tag != 0:
+            continue
+        t = RecordReader(data, "AssignmentEpochs")
+        t.flexible = True
+        n = t.uvarint() - 1
+        if n >= 0:
+            if n != partitions:
+                raise r.fail(f"{n} assignment epochs for {partitions} partitions")
+            epochs = read_int32s(t, n)
+        t.end()
+    return epochs

@@ -25,7 +25,7 @@ from .consumer_records import (
     read_target_metadata,
     write_target_metadata,
 )
-from .record_codec import RecordDecodeError, RecordReader, RecordWriter
+from .record_codec import RecordDecodeError, RecordReader, RecordWriter, read_epochs_tag, write_epochs_tag
 
 # (subtopology id, partitions) per subtopology with tasks, sorted by subtopology id
 Tasks = tuple[tuple[str, tuple[int, ...]], ...]
@@ -215,23 +215,13 @@ def _read_int16s(r: RecordReader) -> tuple[int, ...]:
 
 
 def _tasks(w: RecordWriter, tasks: Tasks, epochs: TaskEpochs = ()) -> None:
-    """[]TaskIds: subtopology id, partitions, and (tag 0) the partitions' AssignmentEpochs
-    when known (current assignments' active tasks only)."""
+    """[]TaskIds: subtopology id, partitions, and their AssignmentEpochs when known (current
+    assignments' active tasks only)."""
     w.array_len(len(tasks))
     for i, (subtopology, partitions) in enumerate(tasks):
         w.string(subtopology)
         _int32s(w, partitions)
-        these = epochs[i] if i < len(epochs) else None
-        if these is None:
-            w.tags()
-            continue
-        inner = RecordWriter(0, True)
-        inner.out = bytearray()
-        _int32s(inner, these)
-        w.uvarint(1)  # one tagged field
-        w.uvarint(0)  # its tag
-        w.uvarint(len(inner.out))
-        w.out += inner.out
+        write_epochs_tag(w, epochs[i] if i < len(epochs) else None)
 
 
 def _read_tasks(r: RecordReader) -> tuple[Tasks, TaskEpochs]:
@@ -240,22 +230,8 @@ def _read_tasks(r: RecordReader) -> tuple[Tasks, TaskEpochs]:
     for _ in range(r.array_len()):
         subtopology = r.string() or ""
         partitions = _read_int32s(r)
-        these = None
-        for _ in range(r.uvarint()):
-            tag = r.uvarint()
-            data = r.take(r.uvarint())
-            if tag != 0:
-                continue
-            t = RecordReader(data, "AssignmentEpochs")
-            t.flexible = True
-            n = t.uvarint() - 1
-            if n >= 0:
-                if n != len(partitions):
-                    raise r.fail(f"{n} assignment epochs for {len(partitions)} partitions")
-                these = tuple(t.int32() for _ in range(n))
-            t.end()
         out.append((subtopology, partitions))
-        epochs.append(these)
+        epochs.append(read_epochs_tag(r, len(partitions)))
     return tuple(out), (tuple(epochs) if any(e is not None for e in epochs) else ())
 
 
