@@ -689,69 +689,76 @@ class AclGate:
             return self._name_by_id(t.topic_id) or ""
         return t.topic
 
-    def fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        split = self._split(ctx, req.topics, lambda t: self._topic_name(ctx, t), READ)
+    def _denied_after(
+        self,
+        ctx: RequestContext,
+        req: Any,
+        handler: Callable,
+        field: str,
+        out_field: str,
+        name_of: Callable[[Any], str],
+        operation: int,
+        denied_row: Callable[[Any], Any],
+    ) -> Any:
+        """Kafka's shape for Fetch and ListOffsets: the topics of req.<field> the principal may
+        not <operation> are left out of the handler's request, and come back after the ones it
+        served in response.<out_field>, each as denied_row(topic)."""
+        split = self._split(ctx, getattr(req, field), name_of, operation)
         if split is None:
             return None
         allowed, denied = split
 
         async def merged() -> Any:
-            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
-            rows = list(body.responses) + [
-                ctx.nested(
-                    "FetchableTopicResponse",
-                    topic=t.topic,
-                    topic_id=getattr(t, "topic_id", None),
-                    partitions=tuple(
-                        ctx.nested(
-                            "PartitionData",
-                            partition_index=p.partition,
-                            error_code=TOPIC_DENIED,
-                            high_watermark=-1,
-                            last_stable_offset=-1,
-                            log_start_offset=-1,
-                            aborted_transactions=None,
-                            preferred_read_replica=-1,
-                            records=b"",
-                        )
-                        for p in t.partitions
-                    ),
-                )
-                for t in denied
-            ]
-            return dataclasses.replace(body, responses=tuple(rows))
+            body = await _body_of(handler, ctx, dataclasses.replace(req, **{field: allowed}))
+            rows = (*getattr(body, out_field), *(denied_row(t) for t in denied))
+            return dataclasses.replace(body, **{out_field: rows})
 
         return merged()
+
+    def fetch(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        def denied(t: Any) -> Any:
+            return ctx.nested(
+                "FetchableTopicResponse",
+                topic=t.topic,
+                topic_id=getattr(t, "topic_id", None),
+                partitions=tuple(
+                    ctx.nested(
+                        "PartitionData",
+                        partition_index=p.partition,
+                        error_code=TOPIC_DENIED,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=b"",
+                    )
+                    for p in t.partitions
+                ),
+            )
+
+        name = lambda t: self._topic_name(ctx, t)  # noqa: E731
+        return self._denied_after(ctx, req, handler, "topics", "responses", name, READ, denied)
 
     def list_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
-        split = self._split(ctx, req.topics, lambda t: t.name, DESCRIBE)
-        if split is None:
-            return None
-        allowed, denied = split
+        def denied(t: Any) -> Any:
+            return ctx.nested(
+                "ListOffsetsTopicResponse",
+                name=t.name,
+                partitions=tuple(
+                    ctx.nested(
+                        "ListOffsetsPartitionResponse",
+                        partition_index=p.partition_index,
+                        error_code=TOPIC_DENIED,
+                        timestamp=-1,
+                        offset=-1,
+                        leader_epoch=-1,
+                    )
+                    for p in t.partitions
+                ),
+            )
 
-        async def merged() -> Any:
-            body = await _body_of(handler, ctx, dataclasses.replace(req, topics=allowed))
-            rows = list(body.topics) + [
-                ctx.nested(
-                    "ListOffsetsTopicResponse",
-                    name=t.name,
-                    partitions=tuple(
-                        ctx.nested(
-                            "ListOffsetsPartitionResponse",
-                            partition_index=p.partition_index,
-                            error_code=TOPIC_DENIED,
-                            timestamp=-1,
-                            offset=-1,
-                            leader_epoch=-1,
-                        )
-                        for p in t.partitions
-                    ),
-                )
-                for t in denied
-            ]
-            return dataclasses.replace(body, topics=tuple(rows))
-
-        return merged()
+        return self._denied_after(ctx, req, handler, "topics", "topics", lambda t: t.name, DESCRIBE, denied)
 
     def metadata(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         async def filtered() -> Any:
