@@ -6,6 +6,7 @@
     kcoord topics create orders --partitions 3
     kcoord share-groups describe workers
     kcoord transactions producers orders
+    kcoord streams-groups describe wordcount --members
 
 Conventions are Kafka's tools': --bootstrap-server HOST:PORT (default 127.0.0.1:9092), a
 dry run unless --execute (or --yes) for every command that changes or deletes offsets, groups
@@ -16,9 +17,9 @@ status 1 (2 for a usage error), never a traceback.
 
 This module is the root command; each command group is a module of its own, as Kafka's tools
 are scripts of their own: groups_cli (groups, offsets: kafka-consumer-groups), topics_cli
-(kafka-topics), console_cli (produce, consume), share_cli (kafka-share-groups), transactions_cli
-(kafka-transactions), control_cli
-(the test control), all on common (output, failures, the requests they share).
+(kafka-topics), console_cli (produce, consume), share_cli (kafka-share-groups), streams_cli
+(kafka-streams-groups), transactions_cli (kafka-transactions), control_cli (the test control),
+all on common (output, failures, the requests they share).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from . import control_cli
 from .console_cli import consume_cmd, produce_cmd
 from .groups_cli import groups, offsets
 from .share_cli import share_groups
+from .streams_cli import streams_groups
 from .topics_cli import topics
 from .transactions_cli import transactions
 
@@ -98,7 +100,7 @@ def accept_global_options_anywhere(group: click.Group, bootstrap: bool = True) -
         ]
 
 
-for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups, transactions):
+for command in (groups, offsets, topics, produce_cmd, consume_cmd, share_groups, streams_groups, transactions):
     main.add_command(command)
 # the test control of --enable-test-control servers
 CONTROL_GROUPS = (control_cli.fault, control_cli.cluster, control_cli.requests_group, control_cli.api_versions)

@@ -39,6 +39,7 @@ SPOKEN = {
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions
     77: (1, 1),  # ShareGroupDescribe
+    89: (0, 0),  # StreamsGroupDescribe (kio has version 0)
     90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
     91: (0, 0),  # AlterShareGroupOffsets
 }

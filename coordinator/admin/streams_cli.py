@@ -1,0 +1,118 @@
+"""`kcoord streams-groups`: kafka-streams-groups.sh's verbs for KIP-1071 streams groups.
+
+    kcoord streams-groups list [--state Stable]
+    kcoord streams-groups describe GROUP [--members | --state]
+    kcoord streams-groups delete GROUP --execute
+
+As Kafka's tool: describe shows, per partition of the topics the group reads (its input and
+repartition topics), the committed offset, the log end offset and the lag; --members each
+member's process and its active, standby and warm-up tasks; --state the coordinator, the
+assignor, the state and the epochs (StreamsGroupDescribe). Delete is DeleteGroups, for a group
+without members.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .client import Cluster, Connection
+from .common import Failure, cluster_of, emit, error_name, execute_option, list_offsets, topic_partitions
+from .groups_cli import committed, delete_groups, describe_views, listed_groups
+
+STREAMS_GROUP_DESCRIBE = 89
+LATEST = -1
+
+
+def describe(cluster: Cluster, group: str) -> tuple[Connection, Any]:
+    """(coordinator, StreamsGroupDescribe's group); a group of another type is a failure."""
+    conn = cluster.coordinator(group)
+    d = conn.request(STREAMS_GROUP_DESCRIBE, group_ids=(group,), include_authorized_operations=False).groups[0]
+    if d.error_code:
+        raise Failure(f"streams group {group!r}: {d.error_message or error_name(d.error_code)}")
+    return conn, d
+
+
+def tasks(ids: Any) -> str:
+    return "; ".join(f"{t.subtopology_id}:[{','.join(map(str, t.partitions))}]" for t in ids)
+
+
+@click.group("streams-groups")
+def streams_groups() -> None:
+    """List, describe and delete streams groups (KIP-1071, Kafka Streams' group.protocol=streams)."""
+
+
+@streams_groups.command("list")
+@click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
+@click.pass_context
+def streams_groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
+    """Streams groups with their state (kafka-streams-groups --list)."""
+    rows = [[g.group_id, state] for g, state in listed_groups(ctx, states) if g.protocol_type == "streams"]
+    emit(ctx, ["GROUP", "STATE"], sorted(rows))
+
+
+@streams_groups.command("describe")
+@describe_views("the group's state, assignor, epochs and coordinator")
+def streams_groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
+    """Per partition the group reads: committed offset, log end offset and lag
+    (kafka-streams-groups --describe)."""
+    cluster = cluster_of(ctx)
+    conn, d = describe(cluster, group)
+    if view == "state":
+        emit(
+            ctx,
+            ["GROUP", "COORDINATOR", "ASSIGNOR", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+            [[group, conn.address, "sticky", d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)]],
+        )
+        return
+    if view == "members":
+        emit(
+            ctx,
+            ["GROUP", "MEMBER", "MEMBER-EPOCH", "PROCESS", "CLIENT-ID", "ACTIVE", "STANDBY", "WARMUP"],
+            [
+                [
+                    group,
+                    m.member_id,
+                    m.member_epoch,
+                    m.process_id,
+                    m.client_id,
+                    tasks(m.assignment.active_tasks),
+                    tasks(m.assignment.standby_tasks),
+                    tasks(m.assignment.warmup_tasks),
+                ]
+                for m in d.members
+            ],
+        )
+        return
+    offsets = committed(conn, group)
+    read: set[str] = set()
+    if d.topology is not None and d.topology.subtopologies is not None:
+        for s in d.topology.subtopologies:
+            read.update(s.source_topics)
+            read.update(t.name for t in s.repartition_source_topics)
+    parts = topic_partitions(cluster, sorted(read | {t for t, _ in offsets})) if read or offsets else {}
+    partitions = sorted({(t, p) for t, ps in parts.items() if t in read for p in ps} | set(offsets))
+    ends = list_offsets(cluster, {tp: LATEST for tp in partitions}, parts) if partitions else {}
+    rows = []
+    for tp in partitions:
+        current, end = offsets.get(tp), ends.get(tp)
+        rows.append(
+            [group, tp[0], tp[1], current, end, end - current if current is not None and end is not None else None]
+        )
+    emit(ctx, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"], rows)
+
+
+@streams_groups.command("delete")
+@click.argument("group_ids", nargs=-1, required=True)
+@execute_option("delete the streams groups and their committed offsets")
+@click.pass_context
+def streams_groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
+    """Delete streams groups that have no members (Kafka refuses others: NON_EMPTY_GROUP)."""
+
+    def verdict(cluster: Cluster, group: str) -> tuple[int, str]:
+        members = describe(cluster, group)[1].members
+        code = 0 if not members else 68  # NON_EMPTY_GROUP
+        return code, "would be deleted" if not code else f"{error_name(code)} (the group has {len(members)} members)"
+
+    delete_groups(ctx, group_ids, execute, verdict)
