@@ -166,3 +166,63 @@ async def share_start(conn, group: str, topic: str) -> int:
     p = g.topics[0].partitions[0]
     assert p.error_code == E.none, p
     return p.start_offset
+
+
+@pytest.mark.kafka_cluster(
+    brokers=3,
+    group_streams_assignment_interval_ms=0,
+    group_streams_initial_rebalance_delay_ms=0,
+    group_streams_num_warmup_replicas=0,
+)
+async def test_a_streams_group_comes_back_whole_on_its_new_coordinator(kafka_cluster):
+    """A KIP-1071 streams group across a coordinator move: the new coordinator rebuilds it from
+    its records (topology, epochs, members and their tasks) and the members carry on."""
+    import asyncio
+
+    from tests.support.streams import SDESCRIBE as STREAMS_DESCRIBE, SHB as STREAMS_HB, active_of, describe_body, shb
+    from tests.support.streams import word_count
+
+    conns = await connect(kafka_cluster)
+    try:
+        assert await create_topic(conns[1], "words", 2, 3) == E.none
+        # (a client finds its coordinator first, which creates __consumer_offsets, as Kafka)
+        found = await conns[1].request(10, 4, request_class(10, 4)(key_type=0, coordinator_keys=("cg-wc",)))
+        old = found.coordinators[0].node_id
+        assert old == kafka_cluster.coordinator_of("cg-wc")
+        c = conns[old]
+        a = await c.request(STREAMS_HB, 1, shb("cg-wc", "a", 0, word_count("cg-wc")))
+        for _ in range(100):  # the coordinator creates the internal topics meanwhile
+            a = await c.request(STREAMS_HB, 1, shb("cg-wc", "a", a.member_epoch, active={}))
+            if a.status is None:
+                break
+            await asyncio.sleep(0.02)
+        a_owned = active_of(a)
+        assert a_owned == {"0": [0, 1], "1": [0, 1]}
+        b = await c.request(STREAMS_HB, 1, shb("cg-wc", "b", 0, word_count("cg-wc")))
+        assert b.error_code == E.none
+        # a is asked to revoke tasks for b: the revocation crosses the move
+        a = await c.request(STREAMS_HB, 1, shb("cg-wc", "a", a.member_epoch, active=a_owned))
+        r = await c.request(COMMIT, 9, commit_body(9, "cg-wc", "a", a.member_epoch, [("words", 0, 3)]))
+        assert r.topics[0].partitions[0].error_code == E.none
+        before = (await c.request(STREAMS_DESCRIBE, 1, describe_body("cg-wc"))).groups[0]
+        new = await kafka_cluster.amove_coordinator("cg-wc")
+        assert new != old
+        gone = (await conns[old].request(STREAMS_DESCRIBE, 1, describe_body("cg-wc"))).groups[0]
+        assert gone.error_code == E.not_coordinator
+        after = (await conns[new].request(STREAMS_DESCRIBE, 1, describe_body("cg-wc"))).groups[0]
+        assert after.error_code == E.none
+        assert (after.group_state, after.group_epoch, after.assignment_epoch, after.topology) == (
+            before.group_state,
+            before.group_epoch,
+            before.assignment_epoch,
+            before.topology,
+        )
+        assert sorted(
+            (m.member_id, m.member_epoch, m.assignment, m.target_assignment) for m in after.members
+        ) == sorted((m.member_id, m.member_epoch, m.assignment, m.target_assignment) for m in before.members)
+        again = await conns[new].request(STREAMS_HB, 1, shb("cg-wc", "a", a.member_epoch, active=active_of(a)))
+        assert again.error_code == E.none and again.member_epoch >= a.member_epoch
+        stale = await conns[old].request(STREAMS_HB, 1, shb("cg-wc", "b", b.member_epoch, active={}))
+        assert stale.error_code == E.not_coordinator
+    finally:
+        await close(conns)
