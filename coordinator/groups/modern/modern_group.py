@@ -54,6 +54,17 @@ class ModernGroup(Generic[Member]):
 
         return undo
 
+    def epoch_state(self, stable: object) -> str:
+        """The state of a group with members, by its epochs (Kafka's ModernGroup states):
+        Assigning while its target lags the group epoch, Reconciling while a member is not
+        at the target's epoch or its state is not `stable`, else Stable."""
+        if self.group_epoch != self.assignment_epoch:
+            return "Assigning"
+        for m in self.members.values():
+            if m.member_epoch != self.assignment_epoch or m.state != stable:  # type: ignore[attr-defined]  # every modern member has an epoch and a state
+                return "Reconciling"
+        return "Stable"
+
     def validate_offset_commit(
         self,
         member_id: str,
@@ -105,3 +116,20 @@ class ModernGroup(Generic[Member]):
 
     def is_subscribed_to(self, topic: str) -> bool:
         return any(topic in m.subscribed_topic_names for m in self.members.values())
+
+
+G = TypeVar("G", bound=ModernGroup[Any])
+
+
+def rebuilt(group_type: type[G], group_id: str, stored: dict[Any, Any], metadata: Any, target: Any) -> tuple[G, Any]:
+    """A group rebuilt from its replayed records, its epochs set: the group epoch from its
+    metadata record `stored[metadata]`, its target's epoch and time from `stored[target]`
+    (a record it may not have yet); and that metadata record, for the rest of it."""
+    meta = stored[metadata]
+    group = group_type(group_id)
+    group.group_epoch = meta.epoch
+    target_meta = stored.get(target)
+    if target_meta is not None:
+        group.assignment_epoch = target_meta.assignment_epoch
+        group.assignment_timestamp = target_meta.assignment_timestamp
+    return group, meta

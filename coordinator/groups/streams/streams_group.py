@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ..group import ExpirationBase
-from ..modern.modern_group import ModernGroup
+from ..modern.modern_group import ModernGroup, rebuilt
 from .topology import ConfiguredTopology
 
 # subtopology id -> partitions
@@ -129,12 +129,7 @@ class StreamsGroup(ModernGroup[StreamsMember]):
             return "Empty"
         if self.topology is None or self.configured is None or not self.configured.is_ready():
             return "NotReady"
-        if self.group_epoch != self.assignment_epoch:
-            return "Assigning"
-        for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.state != STABLE:
-                return "Reconciling"
-        return "Stable"
+        return self.epoch_state(STABLE)
 
     def commit_epoch_check(self, member: StreamsMember, generation: int) -> Any:
         # Kafka's StreamsGroup.validateOffsetCommit (a negative epoch without a member is an
@@ -411,20 +406,15 @@ def records_of(group: StreamsGroup, member_ids: Any = None) -> dict[Any, Any]:
 
 def group_from_records(group_id: str, stored: dict[Any, Any]) -> StreamsGroup | None:
     """Rebuild a group from its replayed records (None if they hold no group epoch)."""
-    meta = stored.get(R.StreamsGroupMetadataKey(group_id))
-    if meta is None:
+    key = R.StreamsGroupMetadataKey(group_id)
+    if key not in stored:
         return None
-    group = StreamsGroup(group_id)
-    group.group_epoch = meta.epoch
+    group, meta = rebuilt(StreamsGroup, group_id, stored, key, R.StreamsGroupTargetAssignmentMetadataKey(group_id))
     group.metadata_hash = meta.metadata_hash
     group.validated_topology_epoch = meta.validated_topology_epoch
     group.last_assignment_configs = meta.last_assignment_configs
     group.stored_description_epoch = meta.stored_description_topology_epoch
     group.failed_description_epoch = meta.failed_description_topology_epoch
-    target_meta = stored.get(R.StreamsGroupTargetAssignmentMetadataKey(group_id))
-    if target_meta is not None:
-        group.assignment_epoch = target_meta.assignment_epoch
-        group.assignment_timestamp = target_meta.assignment_timestamp
     group.topology = stored.get(R.StreamsGroupTopologyKey(group_id))
     for key, value in stored.items():
         if type(key) is R.StreamsGroupMemberMetadataKey:

@@ -19,7 +19,7 @@ from protocol import consumer_records as R
 
 from ...metadata_hash import metadata_hash
 from ...group import ExpirationBase
-from ..modern_group import ModernGroup
+from ..modern_group import ModernGroup, rebuilt
 from ..reconciliation import Assignment, MemberState
 
 LEAVE_EPOCH = -1
@@ -231,12 +231,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
             return "Dead"
         if not self.members:
             return "Empty"
-        if self.group_epoch != self.assignment_epoch:
-            return "Assigning"
-        for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
-                return "Reconciling"
-        return "Stable"
+        return self.epoch_state(MemberState.STABLE)
 
     @property
     def protocol_type(self) -> str | None:
@@ -400,15 +395,10 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
 
 def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup | None:
     """Rebuild a group from its replayed records (None if they hold no group epoch)."""
-    meta = stored.get(R.ConsumerGroupMetadataKey(group_id))
-    if meta is None:
+    key = R.ConsumerGroupMetadataKey(group_id)
+    if key not in stored:
         return None
-    group = ConsumerGroup(group_id)
-    group.group_epoch = meta.epoch
-    target_meta = stored.get(R.ConsumerGroupTargetAssignmentMetadataKey(group_id))
-    if target_meta is not None:
-        group.assignment_epoch = target_meta.assignment_epoch
-        group.assignment_timestamp = target_meta.assignment_timestamp
+    group, meta = rebuilt(ConsumerGroup, group_id, stored, key, R.ConsumerGroupTargetAssignmentMetadataKey(group_id))
     partitions = stored.get(R.ConsumerGroupPartitionMetadataKey(group_id))
     if partitions is not None:  # a log written before Kafka 4.1 (KIP-1101) names the topics
         group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in partitions.topics}

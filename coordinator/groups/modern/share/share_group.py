@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import share_records as R
 
 from ...group import ExpirationBase
-from ..modern_group import ModernGroup
+from ..modern_group import ModernGroup, rebuilt
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 LEAVE_EPOCH = -1
@@ -336,16 +336,11 @@ def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
 
 def group_from_records(group_id: str, stored: dict[Any, Any]) -> ShareGroup | None:
     """Rebuild a group from its replayed records (None if they hold no group epoch)."""
-    meta = stored.get(R.ShareGroupMetadataKey(group_id))
-    if meta is None:
+    key = R.ShareGroupMetadataKey(group_id)
+    if key not in stored:
         return None
-    group = ShareGroup(group_id)
-    group.group_epoch = meta.epoch
+    group, meta = rebuilt(ShareGroup, group_id, stored, key, R.ShareGroupTargetAssignmentMetadataKey(group_id))
     group.metadata_hash = meta.metadata_hash
-    target_meta = stored.get(R.ShareGroupTargetAssignmentMetadataKey(group_id))
-    if target_meta is not None:
-        group.assignment_epoch = target_meta.assignment_epoch
-        group.assignment_timestamp = target_meta.assignment_timestamp
     states = stored.get(R.ShareGroupStatePartitionMetadataKey(group_id))
     if states is not None:
         group.has_state_metadata = True
