@@ -33,6 +33,16 @@ async def test_internal_topics_appear_at_their_first_use(server):
     r = await conn.request(19, 7, cls(19, 7)(topics=(again,), timeout=5000 * MS, validate_only=False))
     assert (r.topics[0].error_code, r.topics[0].error_message) == (36, "Topic 't' already exists.")
     assert set(await listed(conn)) == {"t"}
+    for name, partitions, code, message in (
+        ("bad name!", 1, 17, "Topic name is invalid: 'bad name!' contains one or more characters other than ASCII "
+         "alphanumerics, '.', '_' and '-'"),
+        ("..", 1, 17, "Topic name is invalid: '..' is not allowed"),
+        ("", 1, 17, "Topic name is invalid: the empty string is not allowed"),
+        ("zero", 0, 37, "Number of partitions was set to an invalid non-positive value."),
+    ):  # fmt: skip
+        bad = C(name=name, num_partitions=partitions, replication_factor=-1, assignments=(), configs=())
+        r = await conn.request(19, 7, cls(19, 7)(topics=(bad,), timeout=5000 * MS, validate_only=False))
+        assert (r.topics[0].error_code, r.topics[0].error_message, r.topics[0].configs) == (code, message, ())
 
     assert await find(conn, GROUP, "g") == 0
     assert await listed(conn) == {"t": (False, 1), "__consumer_offsets": (True, 50)}

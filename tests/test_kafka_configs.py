@@ -108,6 +108,15 @@ async def test_topic_and_group_listings_are_kafka_44s(server):
         INVALID_CONFIG,
         "Can't APPEND to key retention.ms because its type is not LIST.",
     )
+    # invalid values in Kafka's words: the item a list refuses, a double as Java writes it
+    for name, value, shown, why in (
+        ("cleanup.policy", "compact,bogus", "bogus", "String must be one of: compact, delete"),
+        ("min.cleanable.dirty.ratio", "2", "2.0", "Value must be no more than 1"),
+        ("compression.gzip.level", "10", "10", "Value must be between 1 and 9 or equal to -1"),
+    ):
+        message = f"Invalid value {shown} for configuration {name}: {why}"
+        assert await incremental(conn, TOPIC, "t", [(name, SET, value)]) == (INVALID_CONFIG, message)
+    assert by_name(await describe(conn, TOPIC, "t"))["cleanup.policy"].value == "delete"  # nothing changed
 
     g = by_name(await describe(conn, GROUP, "g", docs=True))
     assert set(g) == {row[0] for row in kafka_table()["group"]} and len(g) == 21

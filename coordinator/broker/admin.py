@@ -8,6 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
+from .configs import describe_topic
 from .quotas import ControllerMutationQuota, quota_user
 from .topics import TopicError, Topics
 
@@ -143,10 +144,27 @@ class TopicAdmin:
                     topic_config_error_code=0,
                     num_partitions=info.partitions if info else -1,
                     replication_factor=info.replication_factor if info else -1,
-                    configs=() if info else None,
+                    configs=self._configs_of(ctx, info),
                 )
             )
         return ctx.response(throttle_time=self._throttle(ctx), topics=tuple(results))
+
+    def _configs_of(self, ctx: RequestContext, info: Any) -> tuple:
+        """v5+: the configs of the topic created (or that would be), as Kafka's controller lists
+        them; none for a topic that failed."""
+        if info is None or ctx.version < 5:
+            return ()
+        return tuple(
+            ctx.nested(
+                "CreatableTopicConfigs",
+                name=e.name,
+                value=None if e.sensitive else e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_sensitive=e.sensitive,
+            )
+            for e in describe_topic(info.configs, self.topics.broker_configs)
+        )
 
     async def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version >= 6:
@@ -192,8 +210,8 @@ class TopicAdmin:
                     existing = self.topics.get(t.name)
                     self._charge(ctx, t.count - (existing.partitions if existing else 0))
                     await self.topics.add_partitions(t.name, t.count)
-            except TopicError as e:
-                error, message = e.code, str(e)
+            except TopicError as e:  # (Kafka's controller names no unknown topic)
+                error, message = e.code, None if e.code == E.unknown_topic_or_partition else str(e)
             results.append(
                 ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=error, error_message=message)
             )

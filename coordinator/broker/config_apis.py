@@ -39,11 +39,11 @@ class ConfigApis:
         docs = getattr(req, "include_documentation", False)
         results = []
         for r in req.resources:
-            error, message, entries = E.none, None, []
+            error, message, entries = E.none, "", []  # (Kafka 4 answers "" where there is nothing to say)
             try:
                 entries = self._entries(r.resource_type, r.resource_name)
             except (TopicError, ConfigError) as e:
-                error, message = e.code, str(e)
+                error, message = e.code, "" if e.code == E.unknown_topic_or_partition else str(e)
             keys = r.configuration_keys
             configs = tuple(
                 ctx.nested(

@@ -47,23 +47,29 @@ def at_least(n: float) -> Callable[[Any], str | None]:
 
 
 def between(lo: float, hi: float) -> Callable[[Any], str | None]:
-    return lambda v: None if lo <= v <= hi else f"Value must be no less than {lo} and no more than {hi}"
+    """Kafka's Range.between: its message names the bound passed."""
+    return lambda v: (
+        None if lo <= v <= hi else (f"Value must be at least {lo}" if v < lo else f"Value must be no more than {hi}")
+    )
 
 
 def one_of(*allowed: str) -> Callable[[Any], str | None]:
     return lambda v: None if v in allowed else f"String must be one of: {', '.join(allowed)}"
 
 
-def each_of(*allowed: str) -> Callable[[Any], str | None]:
-    def check(items: list[str]) -> str | None:
+def each_of(*allowed: str) -> Callable[[Any], Any]:
+    """Kafka's ValidList: the first item not allowed is the value its message names."""
+
+    def check(items: list[str]) -> tuple[str, str] | None:
         bad = [i for i in items if i not in allowed]
-        return f"Invalid value {bad[0]} for configuration: String must be one of: {', '.join(allowed)}" if bad else None
+        return (bad[0], f"String must be one of: {', '.join(allowed)}") if bad else None
 
     return check
 
 
 def _level(lo: int, hi: int, default_ok: int | None = None) -> Callable[[Any], str | None]:
-    return lambda v: None if lo <= v <= hi or v == default_ok else f"Value must be between {lo} and {hi}"
+    also = "" if default_ok is None else f" or equal to {default_ok}"
+    return lambda v: None if lo <= v <= hi or v == default_ok else f"Value must be between {lo} and {hi}{also}"
 
 
 _THROTTLED = re.compile(r"\d+:\d+")
@@ -88,7 +94,7 @@ class ConfigDef:
     type: int
     default: Any  # typed; None: no default
     doc: str
-    validator: Callable[[Any], str | None] | None = None
+    validator: Callable[[Any], Any] | None = None  # why a value is refused (or (item, why)), or None
     synonyms: tuple[str, ...] = ()  # broker configs standing behind a topic config, in precedence order
 
 
@@ -123,7 +129,9 @@ def parse(d: ConfigDef, raw: str) -> Any:
         raise ConfigError(f"Invalid value {raw} for configuration {d.name}: {kind}") from None
     why = d.validator(value) if d.validator else None
     if why:
-        raise ConfigError(f"Invalid value {raw} for configuration {d.name}: {why}")
+        # Kafka names the parsed value (2.0 for a double's "2"), or the item a list refused
+        shown, why = why if isinstance(why, tuple) else (raw if d.type == LIST else to_string(d, value), why)
+        raise ConfigError(f"Invalid value {shown} for configuration {d.name}: {why}")
     return value
 
 

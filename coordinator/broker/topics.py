@@ -77,10 +77,18 @@ class TopicError(Exception):
 
 
 def validate_name(name: str | None) -> None:
-    if not name or name in (".", "..") or len(name) > MAX_NAME_LENGTH or not _LEGAL.fullmatch(name):
-        raise TopicError(
-            E.invalid_topic_exception, f"topic name {name!r} is illegal: 1-249 of [a-zA-Z0-9._-], not '.' or '..'"
-        )
+    """Kafka's Topic.validate, in its controller's words."""
+    if not name:
+        why = "the empty string is not allowed"
+    elif name in (".", ".."):
+        why = f"'{name}' is not allowed"
+    elif len(name) > MAX_NAME_LENGTH:
+        why = f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
+    elif not _LEGAL.fullmatch(name):
+        why = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return
+    raise TopicError(E.invalid_topic_exception, f"Topic name is invalid: {why}")
 
 
 def validate_configs(configs: dict[str, str | None], broker: BrokerConfigs | None = None) -> None:
@@ -310,7 +318,7 @@ class Topics:
         if partitions == -1:
             partitions = self.default_partitions
         if partitions <= 0:
-            raise TopicError(E.invalid_partitions, f"number of partitions must be at least 1, not {partitions}")
+            raise TopicError(E.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
         if replication_factor == -1:
             replication_factor = 1  # default.replication.factor
         if replication_factor <= 0:
@@ -320,7 +328,7 @@ class Topics:
                 E.invalid_replication_factor,
                 f"Unable to replicate the partition {replication_factor} time(s): The target "
                 f"replication factor of {replication_factor} cannot be reached because only "
-                f"{self.brokers} broker(s) are registered.",
+                f"{self.brokers} broker(s) are registered or some brokers have all their log directories cordoned.",
             )
         configs = dict(configs or {})
         validate_configs(configs, self.broker_configs)
