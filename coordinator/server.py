@@ -121,9 +121,9 @@ class Server:
         self.faults.attach(self)
         self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
-        self.warn_closing = RateLimitedLog(log, logging.WARNING, burst=50)
-        self._warn_refused = RateLimitedLog(log, logging.WARNING, burst=1)
-        self._log_failure = RateLimitedLog(log, logging.ERROR)
+        self.warn_closing = RateLimitedLog(log.logger, logging.WARNING, burst=50)
+        self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
+        self._log_failure = RateLimitedLog(log.logger, logging.ERROR)
         self._idle_sweeper: asyncio.Task | None = None
         self._data_dir_lock: Any = None  # the key of this process's lock on the data dir, once taken
 
