@@ -29,6 +29,15 @@ from tests.support.share import setup  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
 
 SHORT_LOCKS = ("--group-share-min-record-lock-duration-ms", "1000")
+# The test profile (docs/operations.md): members heartbeat every 250 ms, so they get their
+# partitions and records within a fraction of a second rather than at the next 5 s heartbeat;
+# a flag a test gives (an assignment interval, the authorizer) still wins.
+TEST = ("--profile", "test")
+
+
+@pytest.fixture
+def server(server_factory):
+    return server_factory(*TEST)
 
 
 def share_consumer(bootstrap: str, group: str, topic: str, **conf: str) -> ShareConsumer:
@@ -56,7 +65,7 @@ def test_consumers_joining_with_assignment_batching(server_factory, assignment_i
     """The later joiners get partitions only at the next target computation (batching on).
     A member whose assignment shrinks acknowledges what it had of the partitions it forgets
     in the same ShareFetch: every record is still delivered once."""
-    server = server_factory("--group-share-assignment-interval-ms", assignment_interval_ms)
+    server = server_factory(*TEST, "--group-share-assignment-interval-ms", assignment_interval_ms)
     offsets = three_consumers_read(server, partitions=4)
     assert sorted(offsets) == sorted((i % 4, i // 4) for i in range(300))
 
@@ -131,7 +140,7 @@ KILLED_CONSUMER = textwrap.dedent("""
 
 
 def test_killed_consumer_records_come_back_after_the_lock(server_factory):
-    server = server_factory(*SHORT_LOCKS)
+    server = server_factory(*TEST, *SHORT_LOCKS)
     setup(server.bootstrap, "t", "g", 20, share_record_lock_duration_ms="1000")
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_CONSUMER, server.bootstrap, "g", "t"],
@@ -199,7 +208,7 @@ def test_share_consumer_refused_a_topic_it_may_not_describe(server_factory):
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType
 
-    server = server_factory("--authorizer")
+    server = server_factory(*TEST, "--authorizer")
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     admin.create_topics([NewTopic("secret", 1, 1)])["secret"].result(30)
     acl = AclBinding(
@@ -237,7 +246,7 @@ def test_share_consumer_reads_a_compacted_topic(server_factory):
 
     from tests.support.wire_client import WireClient, request_class
 
-    server = server_factory("--log-cleaner-backoff-ms", "10")
+    server = server_factory(*TEST, "--log-cleaner-backoff-ms", "10")
     setup(server.bootstrap, "warmup", "g", 0)  # (the group's share.auto.offset.reset: earliest)
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     compacted = {"cleanup.policy": "compact", "segment.bytes": "100", "min.cleanable.dirty.ratio": "0"}
