@@ -148,7 +148,18 @@ class Log:
     (the server sets its levels once, at start).
     The message is formatted (`msg % args`) only when the line is written."""
 
-    __slots__ = ("logger", "text_info", "json_info", "debug", "warning", "error", "exception", "isEnabledFor")
+    __slots__ = (
+        "logger",
+        "text_info",
+        "json_info",
+        "debug",
+        "warning",
+        "error",
+        "exception",
+        "critical",
+        "log",
+        "isEnabledFor",
+    )
 
     def __init__(self, name: str) -> None:
         self.logger = logger = logging.getLogger(name)
@@ -159,6 +170,8 @@ class Log:
         self.warning = logger.warning
         self.error = logger.error
         self.exception = logger.exception
+        self.critical = logger.critical
+        self.log = logger.log
         self.isEnabledFor = logger.isEnabledFor
 
     def info(self, msg: str, *args: Any) -> None:

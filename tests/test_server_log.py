@@ -50,7 +50,7 @@ def test_text_lines_read_as_the_standard_librarys(restore_logging):
         log.info("group %s: generation %d", "g", 3)  # the fast path, buffered for the loop
         log.info("plain")
         assert out.getvalue() == ""  # (written together, later)
-        log.warning("careful %s", "now")  # the standard library's path: written at once, in order
+        log.log(logging.WARNING, "careful %s", "now")  # the standard library's path: written at once, in order
         lines = out.getvalue().splitlines()
         assert [TEXT_LINE.fullmatch(x).groups() for x in lines] == [  # type: ignore[union-attr]  # a mismatch fails the test either way
             ("INFO", "group g: generation 3"),
