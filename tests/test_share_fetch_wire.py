@@ -444,7 +444,7 @@ async def test_read_committed_skips_aborted_transactions(server):
 
 
 @pytest.mark.process  # killed (SIGKILL) or read by pid: needs a real process
-async def test_crash_keeps_acknowledgements_and_delivery_counts(server):
+async def test_crash_keeps_acknowledgements(server):
     conn, tid = await start(server)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -458,8 +458,9 @@ async def test_crash_keeps_acknowledgements_and_delivery_counts(server):
     conn = await WireClient().connect("127.0.0.1", server.port)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "b", 0, tid))
-        # Nothing acknowledged comes back; what a held is Available again, with its delivery.
-        assert acquired(r) == [(6, 9, 2)]
+        # Nothing acknowledged comes back; what a held is Available again. As in Kafka, an
+        # acquisition is not written: the delivery the crash interrupted is not counted.
+        assert acquired(r) == [(6, 9, 1)]
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
@@ -490,11 +491,12 @@ async def test_describe_alter_delete_share_group_offsets(server):
         d = await describe("g")
         assert d.error_code == 0 and [(t.topic_name, t.topic_id) for t in d.topics] == [("t", tid)]
         p = d.topics[0].partitions[0]
-        # start 2 (0-1 accepted); 8 records from it to the end, 3 of them done: lag 7
-        assert (p.partition_index, p.start_offset, p.lag, p.error_code) == (0, 2, 7, 0)
+        # As Kafka's share coordinator holds it: start 0 (the acknowledgement was written before
+        # the start moved past 0-1), 10 records from it, 3 of them done: lag 7.
+        assert (p.partition_index, p.start_offset, p.lag, p.error_code) == (0, 0, 7, 0)
         d = await describe("g", {"t": [0], "nope": [0]}, v=0)
         assert [(t.topic_name, [(x.start_offset, x.error_code) for x in t.partitions]) for t in d.topics] == [
-            ("t", [(2, 0)]),
+            ("t", [(0, 0)]),
             ("nope", [(-1, 3)]),
         ]
         assert (await describe("other", {"t": [0]})).topics[0].partitions[0].start_offset == -1  # never started
@@ -713,8 +715,8 @@ async def test_an_acknowledgement_under_the_old_state_epoch_is_fenced(server):
         await conn.close()
     server.restart()
     conn = await WireClient().connect("127.0.0.1", server.port)
-    try:  # nor on disk: the reset's state, then b's delivery
-        assert acquired(await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid))) == [(0, 2, 2)]
+    try:  # nor on disk: the reset's state (b's delivery was not written: an acquisition is not)
+        assert acquired(await conn.request(SFETCH, 1, sfetch("g", "c", 0, tid))) == [(0, 2, 1)]
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
@@ -741,5 +743,33 @@ async def test_share_fetch_honours_max_bytes(server):
             SFETCH, 1, sfetch("g", "a", 2, tid, partitions=(0, 1), acks={1: [(0, 1, [RELEASE])]}, max_bytes=2 * one)
         )
         assert acquired(r, 0) == [(4, 4, 1)] and acquired(r, 1) == [(0, 0, 2)]
+    finally:
+        await conn.close()
+
+
+async def test_describe_share_group_offsets_reports_the_stored_state_as_kafka(server):
+    """The answers a real Kafka 4.4 gave for the same steps (a topic of two partitions, 100
+    records on partition 0, one member): every partition of the subscribed topic at start -1
+    (`-` in kafka-share-groups) until a record's state is written, a fetch writing nothing, and
+    each acknowledgement written with the start it had before it."""
+    DESCRIBE = 90
+    conn, tid = await start(server, records=100, per_batch=100, partitions=2)
+
+    async def offsets():
+        G = cls(DESCRIBE, 1, "DescribeShareGroupOffsetsRequestGroup")
+        r = await conn.request(DESCRIBE, 1, cls(DESCRIBE, 1)(groups=(G(group_id="g", topics=None),)))
+        return [
+            (p.partition_index, p.start_offset, p.lag, p.leader_epoch) for t in r.groups[0].topics for p in t.partitions
+        ]
+
+    try:
+        assert await offsets() == [(0, -1, -1, 0), (1, -1, -1, 0)]
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, partitions=(0, 1)))
+        assert acquired(r, 0) == [(0, 99, 1)] and acquired(r, 1) == []
+        assert await offsets() == [(0, -1, -1, 0), (1, -1, -1, 0)]
+        await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 49, [ACCEPT])]}))
+        assert await offsets() == [(0, 0, 50, 0), (1, -1, -1, 0)]
+        await conn.request(SACK, 1, sack("g", "a", 2, tid, {0: [(50, 99, [ACCEPT])]}))
+        assert await offsets() == [(0, 50, 0, 0), (1, -1, -1, 0)]
     finally:
         await conn.close()

@@ -59,7 +59,7 @@ class Model:
                 break
             if last < self.end:
                 continue
-            for o in range(base, last + 1):
+            for o in range(max(base, self.end), last + 1):
                 if kind == SKIP:
                     self.rec[o] = [ARCHIVED, 0, None, 0.0]
                 else:
@@ -115,12 +115,18 @@ class Model:
                 r[2] = None
         self.advance()
 
-    def restart(self) -> None:
-        # A restart ends every lock; one that ends at the delivery limit archives its record.
-        for r in self.rec.values():
-            if r[0] == ACQUIRED:
-                r[0], r[2] = ARCHIVED if r[1] >= MAX_DELIVERY else AVAILABLE, None
-        self.advance()
+    def restart(self, sp) -> None:
+        """What a restart rebuilds (the written state) becomes the model's, once checked: an
+        acquisition is never written, so the checks are that nothing finished comes back and
+        that what was in flight comes back Available with at most the deliveries it had."""
+        for o, r in sp.records.items():
+            before = self.rec.get(o)
+            assert o >= self.start or before is None
+            if before is not None:
+                assert not (self.done(o) and r.state == AVAILABLE)
+                assert r.count <= before[1]
+        self.rec = {o: [r.state, r.count, None, 0.0] for o, r in sp.records.items()}
+        self.start, self.end = sp.start, sp.end
         # Offsets past the last one written are read from the log again.
         self.end = max([o + 1 for o in self.rec] + [self.start])
 
@@ -143,14 +149,15 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.stored = StoredState()
         self.now = 0.0
 
-    def persist(self, changed: list[int]) -> None:
-        runs = tuple(StateBatch(*r) for r in self.sp.state_runs(changed))
-        self.stored.apply(self.sp.start, runs)
+    def persist(self, changed: list[int], op) -> None:
+        """What the manager writes for an operation: its changed records (those it finished
+        included) and the start as it was before it."""
+        runs = tuple(StateBatch(*r) for r in self.sp.changed_runs(changed, op.finished))
+        self.stored.apply(op.start, runs)
 
     @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 5))
     def fetch(self, member: str, max_records: int) -> None:
         ranges, changed = self.sp.acquire(member, self.now + LOCK, max_records, self.batches)
-        self.persist(changed)
         got = [o for first, last, _ in ranges for o in range(first, last + 1)]
         assert got == self.model.fetch(member, max_records, self.now)
         assert all(count == self.model.rec[o][1] for first, last, count in ranges for o in range(first, last + 1))
@@ -164,6 +171,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def acknowledge(self, member: str, first: int, length: int, kind: int) -> None:
         last = first + length
         before = {o: (r.state, r.count, r.member) for o, r in self.sp.records.items()}
+        self.sp.track()
         try:
             changed = self.sp.acknowledge(
                 member, [(first, last, (kind,))], renew_allowed=True, renew_deadline=self.now + LOCK
@@ -171,13 +179,15 @@ class SharePartitionMachine(RuleBasedStateMachine):
             allowed = True
         except AckError:
             allowed = False
+        op = self.sp.tracked()
+        if not allowed:
             assert {o: (r.state, r.count, r.member) for o, r in self.sp.records.items()} == before  # nothing changed
         assert allowed == self.model.ack(member, first, last, kind)
         if kind == RENEW and allowed:
             for o in range(max(first, self.model.start), last + 1):
                 self.model.rec[o][3] = self.now + LOCK
         if allowed:
-            self.persist(changed)
+            self.persist(changed, op)
 
     @rule(
         member=st.sampled_from(MEMBERS),
@@ -193,15 +203,18 @@ class SharePartitionMachine(RuleBasedStateMachine):
         second = first + lengths[0] + gap
         batches = [(first, first + lengths[0], kinds[0]), (second, second + lengths[1], kinds[1])]
         before = {o: (r.state, r.count, r.member) for o, r in self.sp.records.items()}
+        self.sp.track()
         try:
             changed = self.sp.acknowledge(member, [(f, last, (k,)) for f, last, k in batches])
             allowed = True
         except AckError:
             allowed = False
+        op = self.sp.tracked()
+        if not allowed:
             assert {o: (r.state, r.count, r.member) for o, r in self.sp.records.items()} == before  # nothing changed
         assert allowed == self.model.ack_all(member, batches)
         if allowed:
-            self.persist(changed)
+            self.persist(changed, op)
 
     @rule(data=st.data(), kind=st.sampled_from((GAP, ACCEPT, RELEASE, RELEASE, REJECT, RENEW)))
     def acknowledge_held(self, data: st.DataObject, kind: int) -> None:
@@ -218,12 +231,16 @@ class SharePartitionMachine(RuleBasedStateMachine):
     @rule(seconds=st.floats(0, 15))
     def time_passes(self, seconds: float) -> None:
         self.now += seconds
-        self.persist(self.sp.release(now=self.now))
+        self.sp.track()
+        changed = self.sp.release(now=self.now)
+        self.persist(changed, self.sp.tracked())
         self.model.let_go(None, self.now)
 
     @rule(member=st.sampled_from(MEMBERS))
     def member_leaves(self, member: str) -> None:
-        self.persist(self.sp.release(member=member))
+        self.sp.track()
+        changed = self.sp.release(member=member)
+        self.persist(changed, self.sp.tracked())
         self.model.let_go(member, None)
 
     @rule()
@@ -231,8 +248,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.sp = SharePartition.restored(
             self.stored.start, self.stored.records, max_delivery=MAX_DELIVERY, max_in_flight=LIMIT
         )
-        self.persist(self.sp.archived_at_load)  # (the manager writes them before serving)
-        self.model.restart()
+        self.model.restart(self.sp)
 
     @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 5), data=st.data())
     def failed_write(self, member: str, max_records: int, data: st.DataObject) -> None:
@@ -246,9 +262,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             self.sp.acknowledge(holder, [(offset, offset, (kind,))], renew_allowed=True)
         else:
             self.sp.acquire(member, self.now + LOCK, max_records, self.batches)
-        undo = self.sp.tracked()
-        if undo is not None:
-            self.sp.undo(undo)
+        self.sp.undo(self.sp.tracked())
 
     @invariant()
     def same_state(self) -> None:

@@ -2,9 +2,9 @@
 fails (ENOSPC, from an in-process writer made to fail) is undone, as Kafka's
 SharePartition.rollbackOrProcessStateUpdates undoes it, and answered with Kafka's error: no
 traceback, no closed connection, nothing left acquired, and what memory holds is what a
-restart rebuilds. One test per operation: a fetch's acquisition, an acknowledgement (accept,
-release, reject), a lock that expires, AlterShareGroupOffsets and DeleteShareGroupOffsets.
-And the delivery count limit across a restart."""
+restart rebuilds. One test per operation: a fetch (it writes nothing, as in Kafka), an
+acknowledgement (accept, release, reject), a lock that expires, AlterShareGroupOffsets and
+DeleteShareGroupOffsets. And the delivery count limit across a restart."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.share.manager import SharePartitionManager
-from coordinator.share.partition import ACQUIRED, AVAILABLE
+from coordinator.share.partition import ACQUIRED, AVAILABLE, SharePartition
 from tests.support.share import (
     ACCEPT,
     NO_BATCHING,
@@ -67,12 +67,19 @@ class FailingWrites:
 
 
 def live(server, group="g", partition=0):
-    """The share-partition as memory holds it, as a restart would see it: start, and per offset
-    (state, delivery count) with Acquired as Available (a lock does not outlive the server)."""
+    """The share-partition in memory, as a restart would see it: an acquisition is never
+    written (as in Kafka), so an Acquired record counts one delivery less, and one never
+    delivered before is not there at all."""
     m = shares(server)
     key = next(k for k in m.partitions if k[0] == group and k[2] == partition)
     sp = m.partitions[key]
-    return sp.start, {o: (AVAILABLE if r.state == ACQUIRED else r.state, r.count) for o, r in sp.records.items()}
+    view = {}
+    for o, r in sp.records.items():
+        if r.state != ACQUIRED:
+            view[o] = (r.state, r.count)
+        elif r.count > 1:
+            view[o] = (AVAILABLE, r.count - 1)
+    return sp.start, view
 
 
 def rebuilt(server, group="g", partition=0):
@@ -81,29 +88,25 @@ def rebuilt(server, group="g", partition=0):
     m = shares(server)
     key = next(k for k in m.state.states if k[0] == group and k[2] == partition)
     stored = m.state.states[key]
-    return stored.start, {o: s for o, s in stored.records.items() if o >= stored.start}
+    sp = SharePartition.restored(stored.start, stored.records)
+    return sp.start, {o: (r.state, r.count) for o, r in sp.records.items()}
 
 
-async def test_a_fetch_whose_acquisition_is_not_written_acquires_nothing(server):
+async def test_a_fetch_writes_nothing_so_it_is_served_while_writes_fail(server):
+    """An acquisition is not written, as Kafka's SharePartition.acquire writes nothing: a
+    fetch is served whatever the state log does."""
     conn, tid = await start(server)
     try:
-        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
-        assert acquired(r) == [(0, 9, 1)]
+        with FailingWrites(server) as writes:
+            r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+            assert acquired(r) == [(0, 9, 1)] and writes.failed == 0
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid, acks={0: [(0, 9, [RELEASE])]}, max_records=0))
         assert part(r).acknowledge_error_code == E.none
         with FailingWrites(server) as writes:
             r = await conn.request(SFETCH, 1, sfetch("g", "a", 2, tid))
-            assert writes.failed == 1
-        # Answered (the connection lives on): the partition's error, no records.
-        assert r.error_code == E.none and part(r).error_code == E.coordinator_not_available
-        assert acquired(r) == [] and part(r).records in (b"", None)
-        assert shares(server).partitions[next(iter(shares(server).partitions))].acquired == 0
+            assert acquired(r) == [(0, 9, 2)] and writes.failed == 0
         memory = live(server)
-        assert memory == (0, {o: (AVAILABLE, 1) for o in range(10)})  # the delivery was not counted
-        # The next fetch gets them, as their second delivery.
-        r = await conn.request(SFETCH, 1, sfetch("g", "a", 3, tid))
-        assert acquired(r) == [(0, 9, 2)]
-        memory = live(server)
+        assert memory == (0, {o: (AVAILABLE, 1) for o in range(10)})
     finally:
         await conn.close()
     assert rebuilt(server) == memory
@@ -117,8 +120,10 @@ async def test_an_acknowledgement_not_written_is_undone(server, kind):
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
         assert acquired(r) == [(0, 9, 1)]
         before = live(server)
-        with FailingWrites(server):
+        with FailingWrites(server) as writes:
             r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 2, [kind])]}))
+            assert writes.failed == 1
+        # Answered (the connection lives on) with Kafka's error, and nothing changed.
         assert r.error_code == E.none and part(r).error_code == E.coordinator_not_available
         sp = next(iter(shares(server).partitions.values()))
         assert live(server) == before and sp.start == 0
@@ -134,7 +139,9 @@ async def test_an_acknowledgement_not_written_is_undone(server, kind):
     assert "Traceback" not in server.log_text()
 
 
-async def test_a_lock_that_expires_while_writes_fail_leaves_what_a_restart_rebuilds(server):
+async def test_a_lock_that_expires_while_writes_fail(server):
+    """Kafka keeps an expired lock's release when its write fails (it logs the failure): the
+    records are Available, nothing is left acquired, and the next written change carries them."""
     conn, tid = await start(server)
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -152,12 +159,18 @@ async def test_a_lock_that_expires_while_writes_fail_leaves_what_a_restart_rebui
         with FailingWrites(server) as writes:
             server._call(expire())
             assert writes.failed == 1
-        assert m.partitions[key].acquired == 0
+        sp = m.partitions[key]
+        assert sp.acquired == 0 and {(r.state, r.count) for r in sp.records.values()} == {(AVAILABLE, 1)}
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid))
+        assert acquired(r) == [(0, 9, 2)]
+        r = await conn.request(SACK, 1, sack("g", "a", 2, tid, {0: [(0, 9, [ACCEPT])]}))
+        assert part(r).error_code == E.none
         memory = live(server)
-        assert memory == (0, {o: (AVAILABLE, 1) for o in range(10)})
+        assert memory == (10, {})
     finally:
         await conn.close()
     assert rebuilt(server) == memory
+    assert "Traceback" not in server.log_text()
 
 
 async def alter(conn, offset):
@@ -194,11 +207,12 @@ async def test_offsets_altered_or_deleted_while_writes_fail_change_nothing(serve
     assert rebuilt(server) == (7, {})
 
 
-async def test_a_record_at_its_delivery_limit_when_the_server_stops_is_archived(server):
-    """share.delivery.count.limit 2: records 0-4 released once (delivery 1), then acquired again
-    (delivery 2, the limit) when the server stops. A stop ends every lock, and a lock that ends
-    at the limit archives its record, as Kafka's lock timeout does: after the restart they are
-    never delivered again. Records 5-9, acquired once, come back with their second delivery."""
+async def test_a_record_in_flight_when_the_server_stops_is_delivered_with_the_count_it_had(server):
+    """share.delivery.count.limit 2: records 0-4 released once (delivery 1, written), then
+    acquired again (delivery 2, not written) when the server stops; 5-9 acquired once. As in
+    Kafka, the restart rebuilds what was written: 0-4 come back as their second delivery (the
+    one the stop interrupted) and 5-9 as their first, so no delivery count passes the limit;
+    released at the limit, 0-4 are archived."""
     conn, tid = await start(server, share_delivery_count_limit="2")
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, max_records=5, v=2, share_acquire_mode=1))
@@ -218,9 +232,11 @@ async def test_a_record_at_its_delivery_limit_when_the_server_stops_is_archived(
             SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
         )
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
-        assert acquired(r) == [(5, 9, 2)]
+        assert acquired(r) == [(0, 4, 2), (5, 9, 1)]
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 4, [RELEASE])]}))
+        assert part(r).error_code == E.none
         memory = live(server)
-        assert memory[0] == 5
+        assert memory == (5, {})  # 0-4 archived at the limit
     finally:
         await conn.close()
     assert rebuilt(server) == memory

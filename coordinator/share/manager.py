@@ -198,11 +198,10 @@ class SharePartitionManager:
                 sp.state_epoch = stored.state_epoch
                 if sp.start < plog.log_start_offset:
                     sp.reset(plog.log_start_offset)
-                if sp.archived_at_load:  # records at their delivery limit: written archived first
-                    await self._persist(key, sp, sp.archived_at_load)
             else:
+                # Nothing is written until a record's state changes, as Kafka writes nothing when
+                # it starts a share-partition: its stored start stays unknown (-1) until then.
                 sp = SharePartition(self._reset_offset(key[0], plog), **kw)
-                await self._persist(key, sp, None, full=True)
             self.partitions[key] = sp
             fut.set_result(None)
             return sp
@@ -225,20 +224,22 @@ class SharePartitionManager:
         return plog.high_watermark
 
     def _persist(
-        self, key: Key, sp: SharePartition, changed: list[int] | None, full: bool = False, undo: Undo | None = None
+        self, key: Key, sp: SharePartition, changed: list[int], op: Undo, undoable: bool = False
     ) -> asyncio.Future:
-        """Write the share-partition's change (the changed offsets' state batches and its
-        start); the future is done once durable (or fails with the write's error). With
-        `undo`, a write that fails first undoes the change (and any later one still on its
-        way), so that memory is again what a restart rebuilds."""
+        """Write an operation's change: the changed offsets' state batches (those it finished
+        included) and the start as it was before the operation, as Kafka's SharePartition
+        writes its state before it moves its start offset. The future is done once durable
+        (or fails with the write's error). `undoable`: a write that fails first undoes the
+        change (and any later one still on its way), so that memory is again what a restart
+        rebuilds."""
         fut = asyncio.get_running_loop().create_future()
-        runs = list(sp.state_runs(None if full else changed))
-        if undo is not None:
-            self.unwritten.setdefault(key, []).append(undo)
+        runs = sp.changed_runs(changed, op.finished)
+        if undoable:
+            self.unwritten.setdefault(key, []).append(op)
 
         def done(error: BaseException | None) -> None:
-            if undo is not None:
-                self._written(key, sp, undo, error)
+            if undoable:
+                self._written(key, sp, op, error)
             if fut.done():
                 return
             if error is None:
@@ -249,13 +250,12 @@ class SharePartitionManager:
         try:
             self.state.write(
                 key,
-                sp.start,
+                op.start,
                 runs,
                 int(time.time() * 1000),
                 done,
-                full=full,
                 state_epoch=sp.state_epoch,
-                whole=lambda: list(sp.state_runs()),
+                whole=lambda: sp.whole_runs(op.finished),
             )
         except Exception as e:  # (a value the schema cannot hold)
             done(e)
@@ -274,7 +274,7 @@ class SharePartitionManager:
             for later in reversed(pending[i:]):
                 sp.undo(later)
             del pending[i:]
-            self.state.resync(key, sp.start, list(sp.state_runs()))
+            self.state.resync(key, min(sp.start, undo.start), sp.whole_runs({}))
             self._wake(key)  # (records Available again)
         if not pending:
             del self.unwritten[key]
@@ -314,6 +314,22 @@ class SharePartitionManager:
         pending = sum(1 for o, s in states if start <= o < hw and s not in (ACKNOWLEDGED, ARCHIVED))
         return pending + max(hw - max(end, start), 0)
 
+    def stored_offsets(self, key: Key) -> tuple[int, int]:
+        """(start offset, lag) as the share coordinator holds them, which is what Kafka's
+        DescribeShareGroupOffsets reports (ReadShareGroupStateSummary): the start as last
+        written (Kafka writes a change before it moves its start) and the high watermark less
+        that start less the records written Acknowledged or Archived past it (KIP-1226). (-1, -1)
+        while nothing was written (Kafka initializes a partition's state at -1)."""
+        stored = self.state.states.get(key)
+        _, plog = self._plog(key[1], key[2])
+        if stored is None or plog is None:
+            return -1, -1
+        hw = plog.high_watermark
+        done = sum(
+            1 for o, (s, _) in stored.records.items() if stored.start <= o < hw and s in (ACKNOWLEDGED, ARCHIVED)
+        )
+        return stored.start, max(hw - stored.start - done, 0)
+
     def keys(self) -> list[Key]:
         """Every share-partition started, loaded or not."""
         return sorted({*self.partitions, *self.state.states}, key=lambda k: (k[0], k[1].bytes, k[2]))
@@ -339,21 +355,26 @@ class SharePartitionManager:
         sp = self.partitions.get(key)
         if sp is None:
             return
+        sp.track()
         changed = self._limited(key, sp).release(now=asyncio.get_running_loop().time())
+        op = sp.tracked()
         if changed:
             log.debug("share-partition %s: %d acquisition locks expired", key, len(changed))
-            self._persist_quietly(key, sp, changed)
+            self._persist_quietly(key, sp, changed, op)
             self._wake(key)
         self._schedule_expiry(key, sp)
 
-    def _persist_quietly(self, key: Key, sp: SharePartition, changed: list[int]) -> None:
+    def _persist_quietly(self, key: Key, sp: SharePartition, changed: list[int], op: Undo) -> None:
+        """A release or an expired lock: kept if its write fails, since a restart rebuilds the
+        same (Acquired is never written: the records are Available there too)."""
+
         def written(f: asyncio.Future) -> None:
             if isinstance(f.exception(), FencedStateEpoch):
                 self._fenced(key)
             elif f.exception() is not None:
                 log.warning("share-partition %s: its state could not be written: %s", key, f.exception())
 
-        self._persist(key, sp, changed).add_done_callback(written)
+        self._persist(key, sp, changed, op).add_done_callback(written)
 
     def _wake(self, key: Key) -> None:
         self.waiters.wake(key)
@@ -438,9 +459,11 @@ class SharePartitionManager:
             sp = self.partitions.get(key)
             if sp is None:
                 continue
+            sp.track()
             changed = self._limited(key, sp).release(member=session.member_id)
+            op = sp.tracked()
             if changed:
-                self._persist_quietly(key, sp, changed)
+                self._persist_quietly(key, sp, changed, op)
                 self._wake(key)
 
     # requests ---------------------------------------------------------------------------
@@ -525,7 +548,7 @@ class SharePartitionManager:
                 undo = sp.tracked()
             results[tp] = (E.none, None)
             if changed:
-                writes.append((tp, self._persist(key, sp, changed, undo=undo)))
+                writes.append((tp, self._persist(key, sp, changed, undo, undoable=True)))
                 self._wake(key)
             self._schedule_expiry(key, sp)
         for tp, fut in writes:
@@ -625,7 +648,6 @@ class SharePartitionManager:
         read_committed = self._setting(group_id, "share.isolation.level") == "read_committed"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.lock_duration_ms(group_id) / 1000
-        writes = []
         left = max_records
         for tp in sorted(session.partitions, key=_by_topic_id):
             error, plog = self._served(ctx, tp)
@@ -645,37 +667,23 @@ class SharePartitionManager:
                 out[tp] = (E.kafka_storage_error, [], b"")
                 continue
             upto = self._read_limit(plog, sp, min(partition_max_bytes, bytes_left), min_one=bytes_left == max_bytes)
-            sp.track()
-            try:
-                ranges, changed = self._limited(key, sp).acquire(
-                    session.member_id,
-                    deadline,
-                    left,
-                    self._log_batches(plog, sp.end, read_committed),
-                    strict=strict,
-                    upto=upto,
-                )
-            finally:
-                undo = sp.tracked()
-            if changed:
-                writes.append((tp, self._persist(key, sp, changed, undo=undo)))
+            # An acquisition is not written, as Kafka's SharePartition.acquire writes nothing:
+            # after a restart, a record acquired then is Available with the delivery count its
+            # last written change gave it.
+            ranges, _ = self._limited(key, sp).acquire(
+                session.member_id,
+                deadline,
+                left,
+                self._log_batches(plog, sp.end, read_committed),
+                strict=strict,
+                upto=upto,
+            )
             if ranges:
                 left -= sum(last - first + 1 for first, last, _ in ranges)
                 records = self._records(plog, ranges)
                 bytes_left = max(bytes_left - len(records), 0)
                 out[tp] = (E.none, ranges, records)
                 self._schedule_expiry(key, sp)
-        for tp, fut in writes:
-            try:
-                await fut  # the deliveries are counted on disk before the records go out
-            except FencedStateEpoch:
-                self._fenced((group_id, *tp))
-                out[tp] = (E.fenced_state_epoch, [], b"")
-            except Exception as e:
-                # Undone: nothing acquired, nothing handed out; the partition's error is the one
-                # Kafka gives when its share coordinator cannot write the state.
-                log.warning("share-partition %s-%s: acquisition not written, undone: %s", group_id, tp, e)
-                out[tp] = (E.coordinator_not_available, [], b"")
         return out
 
     async def _wait(self, session: ShareSession, timeout: float) -> None:

@@ -75,8 +75,13 @@ class ShareOffsetsApis:
                 )
                 continue
             if g.topics is None:
+                # Every partition whose state is initialized in the group (Kafka initializes
+                # each partition of a subscribed topic at -1), and every one with state.
+                group = self.runtime.shard_for(g.group_id).groups.get(g.group_id)
+                initialized = getattr(group, "initialized", {})
                 keys = sorted(
-                    {k for k in (*self.shares.partitions, *self.shares.state.states) if k[0] == g.group_id},
+                    {k for k in self.shares.state.states if k[0] == g.group_id}
+                    | {(g.group_id, t, p) for t, (_, ps) in initialized.items() for p in ps},
                     key=lambda k: (k[1].bytes, k[2]),
                 )
                 wanted: dict[str, list[int]] = {}
@@ -104,15 +109,14 @@ class ShareOffsetsApis:
                             )
                         )
                         continue
-                    key = (g.group_id, info.topic_id, p)
-                    start = self.shares.start_of(key)
+                    start, lag = self.shares.stored_offsets((g.group_id, info.topic_id, p))
                     parts.append(
                         ctx.nested(
                             "DescribeShareGroupOffsetsResponsePartition",
                             partition_index=p,
-                            start_offset=-1 if start is None else start,
-                            leader_epoch=0 if start is not None else -1,
-                            lag=-1 if start is None else self.shares.lag(key, start),
+                            start_offset=start,
+                            leader_epoch=0,
+                            lag=lag,
                             error_code=E.none,
                         )
                     )
@@ -190,7 +194,12 @@ class ShareOffsetsApis:
     async def _reset(self, key: Any, offset: int) -> tuple[int, str | None]:
         """The share-partition starts over at `offset` under a new state epoch."""
         stored = self.shares.state.states.get(key)
-        epoch = (stored.state_epoch + 1) if stored is not None else 0
+        live = self.shares.partitions.get(key)
+        # A new state epoch, past the stored one and the one the share-partition in memory was
+        # started under (nothing may be stored yet: nothing is written before a state change).
+        epoch = max(
+            stored.state_epoch + 1 if stored is not None else 0, live.state_epoch + 1 if live is not None else 0
+        )
         # What the state log's view held, put back if the write fails (it applies a write at once).
         before = None if stored is None else dataclasses.replace(stored, records=dict(stored.records))
         fut = asyncio.get_running_loop().create_future()

@@ -26,7 +26,7 @@ what `acknowledge` / `acquire` / `expire` report as changed (state_log.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from kio.schema.errors import ErrorCode as E
 
@@ -56,6 +56,10 @@ class Undo:
     start: int
     end: int
     records: dict[int, tuple[int, int, str | None, float] | None]
+    # Records the operation finished and the start moved past: (state, delivery count). Its
+    # write carries them and the start as it was before, as Kafka's SharePartition writes its
+    # state before it moves its start offset.
+    finished: dict[int, tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -79,24 +83,19 @@ class SharePartition:
         # (None: it was not in the window), so that a write that fails can be undone.
         self._journal: dict[int, tuple[int, int, str | None, float] | None] | None = None
         self._journal_bounds = (start, start)
-        self.archived_at_load: list[int] = []
+        self._finished: dict[int, tuple[int, int]] = {}
 
     @classmethod
     def restored(cls, start: int, states: dict[int, tuple[int, int]], **kw: int) -> SharePartition:
-        """From persisted state: offset -> (state, delivery count), offsets >= start. A record
-        Available with deliveries up to the limit was Acquired when the server stopped (an
-        acquisition is written with its count as Available, a lock not outliving the server):
-        the stop ended its lock, and a lock that ends at the delivery limit archives the record,
-        as Kafka's acquisition-lock timeout does, so a restart never hands out a record past
-        its limit. `archived_at_load` lists them (the caller writes them)."""
+        """From persisted state: offset -> (state, delivery count), offsets >= start, as
+        Kafka's SharePartition.maybeInitialize rebuilds its in-flight batches. An acquisition is
+        never written (nor is Acquired), so a record acquired when the server stopped is
+        Available with the count of its last written change: its next delivery counts as the
+        one the stop interrupted, and no delivery count goes past the limit."""
         sp = cls(start, **kw)
         for offset in sorted(states):
             if offset >= start:
                 state, count = states[offset]
-                # Acquired is never persisted (a lock does not survive the server).
-                if state in (AVAILABLE, ACQUIRED) and count >= sp.max_delivery:
-                    state = ARCHIVED
-                    sp.archived_at_load.append(offset)
                 sp.records[offset] = InFlight(AVAILABLE if state == ACQUIRED else state, count)
                 sp.end = offset + 1
         sp.advance_start()
@@ -107,13 +106,34 @@ class SharePartition:
     def track(self) -> None:
         """Start recording what the next operation changes (tracked() hands it over)."""
         self._journal = {}
+        self._finished = {}
         self._journal_bounds = (self.start, self.end)
 
-    def tracked(self) -> Undo | None:
+    def tracked(self) -> Undo:
         journal, self._journal = self._journal, None
-        if not journal:
-            return None
-        return Undo(*self._journal_bounds, journal)
+        return Undo(*self._journal_bounds, journal or {}, self._finished)
+
+    def changed_runs(
+        self, offsets: Iterable[int], finished: dict[int, tuple[int, int]]
+    ) -> list[tuple[int, int, int, int]]:
+        """State batches of the changed offsets, those the start moved past included."""
+        entries = dict(finished)
+        for offset in offsets:
+            r = self.records.get(offset)
+            if r is not None:
+                written = _as_written(r)
+                if written is not None:
+                    entries[offset] = written
+        return runs_of(entries)
+
+    def whole_runs(self, finished: dict[int, tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+        """Every state batch of the window, and the records the operation finished."""
+        entries = dict(finished)
+        for offset, r in self.records.items():
+            written = _as_written(r)
+            if written is not None:
+                entries[offset] = written
+        return runs_of(entries)
 
     def _touch(self, offset: int, r: InFlight | None) -> None:
         journal = self._journal
@@ -325,6 +345,8 @@ class SharePartition:
                 break
             if self._journal is not None:
                 self._touch(start, r)
+                if r is not None:
+                    self._finished[start] = (r.state, r.count)
             records.pop(start, None)
             start += 1
         self.start = start
@@ -338,22 +360,22 @@ class SharePartition:
         self.end = max(self.end, start)
         self.advance_start()
 
-    # persistence ------------------------------------------------------------------------
 
-    def state_runs(self, offsets: Iterable[int] | None = None) -> Iterator[tuple[int, int, int, int]]:
-        """(first, last, state, delivery count) runs of the given offsets (default: the whole
-        window), as ShareSnapshot/ShareUpdate state batches: Acquired is written as
-        Available, since a lock does not survive a restart."""
-        chosen = sorted(self.records) if offsets is None else sorted(o for o in set(offsets) if o in self.records)
-        run: list[int] | None = None
-        for offset in chosen:
-            r = self.records[offset]
-            state = AVAILABLE if r.state == ACQUIRED else r.state
-            if run is not None and run[1] == offset - 1 and run[2] == state and run[3] == r.count:
-                run[1] = offset
-            else:
-                if run is not None:
-                    yield tuple(run)  # type: ignore[misc]  # a run is [first, last, state, count]: the 4-tuple the signature names
-                run = [offset, offset, state, r.count]
-        if run is not None:
-            yield tuple(run)  # type: ignore[misc]  # a run is [first, last, state, count]: the 4-tuple the signature names
+def _as_written(r: InFlight) -> tuple[int, int] | None:
+    """A record as its last write left it: an acquisition is never written (as in Kafka), so an
+    Acquired record is Available with one delivery less, or was never written at all."""
+    if r.state != ACQUIRED:
+        return r.state, r.count
+    return (AVAILABLE, r.count - 1) if r.count > 1 else None
+
+
+def runs_of(entries: dict[int, tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """(first, last, state, delivery count) runs of offset -> (state, count)."""
+    out: list[tuple[int, int, int, int]] = []
+    for offset in sorted(entries):
+        state, count = entries[offset]
+        if out and out[-1][1] == offset - 1 and out[-1][2] == state and out[-1][3] == count:
+            out[-1] = (out[-1][0], offset, state, count)
+        else:
+            out.append((offset, offset, state, count))
+    return out
