@@ -145,3 +145,79 @@ async def test_a_member_keeps_one_share_session_per_broker(kafka_cluster):
     finally:
         for c in conns.values():
             await c.close()
+
+
+@pytest.mark.slow
+@pytest.mark.kafka_cluster(brokers=3)
+def test_share_consumers_on_partitions_led_by_every_broker(kafka_cluster):
+    """confluent-kafka's ShareConsumer on three brokers, a partition led by each: every record is
+    delivered once to three consumers (implicit acknowledgement), and with explicit
+    acknowledgement a released record comes back once more, the others never (each consumer
+    holds a share session with every broker it fetches from)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer (2.16+)")
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    from tests.support.process import wait_for
+    from tests.support.share import setup
+
+    bootstrap = kafka_cluster.bootstrap
+    setup(bootstrap, "every", "spread", 0, partitions=3, replication_factor=3)
+    assert sorted(kafka_cluster.leader_of("every", p) for p in range(3)) == [1, 2, 3]
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(90):
+        producer.produce("every", value=b"v%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+
+    consumers = [ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "spread"}) for _ in range(3)]
+    for c in consumers:
+        c.subscribe(["every"])
+    got: list[tuple[int, int]] = []
+    try:
+        wait_for(
+            lambda: (
+                [got.extend((m.partition(), m.offset()) for m in c.poll(0.2) if m.error() is None) for c in consumers]
+                and len(got) >= 90
+            ),
+            timeout=60,
+            what="every record",
+        )
+        for c in consumers:  # (the last polls' records accepted)
+            c.poll(0.2)
+    finally:
+        for c in consumers:
+            c.close()
+    assert sorted(got) == sorted((p, o) for p in range(3) for o in range(30))
+
+    explicit = ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": "spread-x", "share.acknowledgement.mode": "explicit"}
+    )
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.GROUP, "spread-x", incremental_configs=[entry])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # (kept: a destroyed handle fails its futures)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    explicit.subscribe(["every"])
+    seen: dict[tuple[int, int], list[int]] = {}
+    try:
+
+        def step() -> bool:
+            for m in explicit.poll(0.3):
+                if m.error() is not None:
+                    continue
+                key = (m.partition(), m.offset())
+                seen.setdefault(key, []).append(m.delivery_count())
+                release = m.offset() == 0 and len(seen[key]) == 1
+                explicit.acknowledge(m, AcknowledgeType.RELEASE if release else AcknowledgeType.ACCEPT)
+            explicit.commit_sync()
+            return len(seen) == 90 and all(len(seen[(p, 0)]) == 2 for p in range(3))
+
+        wait_for(step, timeout=60, what="every record, the released ones twice")
+        for _ in range(3):
+            step()
+    finally:
+        explicit.close()
+    assert {k: v for k, v in seen.items() if k[1] == 0} == {(p, 0): [1, 2] for p in range(3)}
+    assert all(v == [1] for k, v in seen.items() if k[1] != 0)
