@@ -761,6 +761,66 @@ def test_share_group_heartbeat_life_cycle(warm, sides):
     obs.check()
 
 
+def streams_heartbeat(side: Side, v: int, group: str, member: str, epoch: int, topology: Any = None, **kw: Any) -> Any:
+    joining = epoch == 0
+    values = {
+        "group_id": group,
+        "member_id": member,
+        "member_epoch": epoch,
+        "endpoint_information_epoch": 0,
+        "rebalance_timeout": 30000 if joining else -1,
+        "topology": topology,
+        "active_tasks": [] if joining else None,
+        "standby_tasks": [] if joining else None,
+        "warmup_tasks": [] if joining else None,
+        "process_id": "oracle-process" if joining else None,
+    }
+    values.update(kw)
+    return side.call(88, v, values)
+
+
+def stateless_topology(**subtopology: Any) -> dict[str, Any]:
+    """One subtopology reading TOPIC, no state: nothing for the coordinator to create."""
+    return {"epoch": 1, "subtopologies": [{"subtopology_id": "0", "source_topics": [TOPIC], **subtopology}]}
+
+
+def test_streams_group_heartbeat_life_cycle(warm, sides):
+    """A KIP-1071 member joins alone with a stateless topology (Kafka's 3 s initial rebalance
+    delay: the join is answered before any task is assigned), heartbeats, then an unknown
+    member, a future epoch, a topology where only a join may send one, malformed topologies,
+    a join without a topology; describe at every version; leave. Each answer compared."""
+    obs = Observations()
+    kafka_ranges, our_ranges = warm.ranges
+    for v in common_versions(kafka_ranges, our_ranges, 88):
+        group = f"oracle-streams-v{v}"
+        member = str(uuid.uuid4())
+        steps: list[list[Any]] = [[], []]
+        for i, side in enumerate(sides):
+            joined = streams_heartbeat(side, v, group, member, 0, stateless_topology())
+            steps[i].append(("join", plain(joined)))
+            epoch = joined.member_epoch
+            steps[i].append(("heartbeat", plain(streams_heartbeat(side, v, group, member, epoch))))
+            steps[i].append(("unknown-member", plain(streams_heartbeat(side, v, group, str(uuid.uuid4()), epoch))))
+            steps[i].append(("future-epoch", plain(streams_heartbeat(side, v, group, member, epoch + 5))))
+            steps[i].append(
+                ("topology-not-joining", plain(streams_heartbeat(side, v, group, member, epoch, stateless_topology())))
+            )
+            bad = stateless_topology(state_changelog_topics=[{"name": "c", "partitions": 3, "replication_factor": 0}])
+            steps[i].append(("changelog-partitions", plain(streams_heartbeat(side, v, f"{group}-x", "m", 0, bad))))
+            steps[i].append(("no-topology", plain(streams_heartbeat(side, v, f"{group}-x", "m", 0, None))))
+            regex = {"epoch": 1, "subtopologies": [{"subtopology_id": "0", "source_topic_regex": ["oracle-.*"]}]}
+            steps[i].append(("regex", plain(streams_heartbeat(side, v, f"{group}-x", "m", 0, regex))))
+            for dv in common_versions(kafka_ranges, our_ranges, 89):
+                described = side.call(
+                    89, dv, {"group_ids": [group, f"{group}-x"], "include_authorized_operations": False}
+                )
+                steps[i].append((f"describe-v{dv}", plain(described)))
+            steps[i].append(("leave", plain(streams_heartbeat(side, v, group, member, -1))))
+        for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
+            obs.compare(f"wire/StreamsGroupHeartbeat/{name}", kafka, ours, f"v{v}")
+    obs.check()
+
+
 def test_transaction_error_paths(warm, sides):
     obs = Observations()
     compare_at_every_version(

@@ -165,16 +165,17 @@ class StreamsGroupApis:
                 for (host, port), active, standby in r.partitions_by_endpoint
             )
         if r.error != E.none:
+            # Kafka answers an error with a fresh response: no member id, epoch 0, no status
             return ctx.response(
                 throttle_time=0,
                 error_code=r.error,
                 error_message=r.message,
-                member_id=r.member_id,
-                member_epoch=r.member_epoch,
+                member_id="",
+                member_epoch=0,
                 heartbeat_interval=0,
                 acceptable_recovery_lag=0 if ctx.version == 0 else -1,
                 task_offset_interval=0,
-                status=None,
+                status=(),
                 active_tasks=None,
                 standby_tasks=None,
                 warmup_tasks=None,
@@ -188,10 +189,8 @@ class StreamsGroupApis:
             member_id=r.member_id,
             member_epoch=r.member_epoch,
             heartbeat_interval=r.heartbeat_interval_ms,
-            # v0: an int32 (AcceptableRecoveryLagLegacy); v1: an int64
-            acceptable_recovery_lag=min(r.acceptable_recovery_lag, 2**31 - 1)
-            if ctx.version == 0
-            else r.acceptable_recovery_lag,
+            # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 leaves it 0; v1's AcceptableRecoveryLag
+            acceptable_recovery_lag=0 if ctx.version == 0 else r.acceptable_recovery_lag,
             task_offset_interval=r.task_offset_interval_ms,
             status=status,
             active_tasks=None if a is None else self._task_ids(ctx, a.active),

@@ -588,7 +588,7 @@ class StreamsGroupManager(ModernGroupManager):
                 member.member_epoch = LEAVE_STATIC_EPOCH
                 group.dirty = True
                 group.changed_members.add(member.member_id)
-                return StreamsHeartbeatResult(E.none, None, r.member_id, LEAVE_STATIC_EPOCH), group
+                return StreamsHeartbeatResult(E.none, None, r.member_id, LEAVE_STATIC_EPOCH, status=[]), group
         else:
             found = group.members.get(r.member_id)
             if found is None:
@@ -596,7 +596,8 @@ class StreamsGroupManager(ModernGroupManager):
             member = found
         log.info("group %s: member %s left the streams group", group.group_id, member.member_id)
         self.remove(group, member)
-        return StreamsHeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH), group
+        # (Kafka's answer to a leave carries an empty status list, not a null one)
+        return StreamsHeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, status=[]), group
 
     def remove(self, group: StreamsGroup, member: StreamsMember) -> None:
         """A member leaves or is fenced: the others are assigned anew at the next epoch."""
