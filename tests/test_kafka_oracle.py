@@ -1379,3 +1379,83 @@ def test_client_share_group_life_cycle(warm, client_topic):
     run_tool(warm, obs, "tools/kafka-share-groups/describe-state", shares, "--describe", "--group", group, "--state")
     run_tool(warm, obs, "tools/kafka-share-groups/list-after-use", shares, "--list")
     obs.check()
+
+
+VERIFIABLE_TOPIC = "oracle-verifiable"
+# Figures of a run rather than of a broker: when, how fast, how long.
+EVENT_NOISE = {"timestamp", "avg_throughput", "target_throughput", "elapsed_time_ms", "avg_latency"}
+
+
+def events(text: str) -> list[Any]:
+    """VerifiableProducer's or VerifiableConsumer's JSON events, without their figures of the
+    run; consecutive records_consumed events summed (how a poll splits records is timing)."""
+    out: list[Any] = []
+    for line in text.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        e = {k: v for k, v in e.items() if k not in EVENT_NOISE}
+        if e.get("name") == "records_consumed" and out and isinstance(out[-1], dict):
+            if out[-1].get("name") == "records_consumed":
+                out[-1]["count"] += e["count"]
+                continue
+        out.append(e)
+    return out
+
+
+def test_tools_verifiable_producer_and_consumers(warm):
+    """VerifiableProducer writes five records; VerifiableConsumer reads them in a classic and in a
+    KIP-848 group: their event streams (assignments, records, commits) compared."""
+    obs = Observations()
+    results: list[dict[str, Any]] = []
+    for server in both(warm):
+        conn = Conn(server.port)
+        conn.call(
+            19,
+            7,
+            {"timeout": 15000, "topics": [{"name": VERIFIABLE_TOPIC, "num_partitions": 1, "replication_factor": 1}]},
+        )
+        conn.close()
+        wait_for_partitions(server.port, VERIFIABLE_TOPIC, 1)
+        r: dict[str, Any] = {}
+        produced = warm.tools.run(
+            TOOLS + "VerifiableProducer",
+            "--bootstrap-server",
+            server.bootstrap,
+            "--topic",
+            VERIFIABLE_TOPIC,
+            "--max-messages",
+            "5",
+            "--acks",
+            "-1",
+        )
+        r["producer"] = {"exit": produced.code, "events": events(produced.out)}
+        for protocol in ("classic", "consumer"):
+            consumed = warm.tools.run(
+                TOOLS + "VerifiableConsumer",
+                "--bootstrap-server",
+                server.bootstrap,
+                "--topic",
+                VERIFIABLE_TOPIC,
+                "--group-id",
+                f"oracle-verifiable-{protocol}",
+                "--group-protocol",
+                protocol,
+                "--max-messages",
+                "5",
+                "--reset-policy",
+                "earliest",
+            )
+            r[f"consumer-{protocol}"] = {"exit": consumed.code, "events": events(consumed.out)}
+        results.append(r)
+    # The scenario did what it says at Kafka (an empty run on both would compare equal too).
+    kafka_events = results[0]
+    assert [e.get("name") for e in kafka_events["producer"]["events"]].count("producer_send_success") == 5
+    for protocol in ("classic", "consumer"):
+        consumed = [e for e in kafka_events[f"consumer-{protocol}"]["events"] if e.get("name") == "records_consumed"]
+        assert sum(e["count"] for e in consumed) == 5, kafka_events
+    for key in results[0]:
+        obs.compare(f"tools/verifiable/{key}", results[0][key], results[1][key])
+    obs.check()

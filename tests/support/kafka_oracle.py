@@ -63,6 +63,8 @@ def _java(*args: str, heap: str) -> list[str]:
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
         "-Djava.awt.headless=true",
+        "-Djava.security.manager=allow",  # (the tool launcher keeps tools from calling System.exit)
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",  # (and runs the shutdown hooks they leave)
         "-cp",
         classpath(),
         *args,

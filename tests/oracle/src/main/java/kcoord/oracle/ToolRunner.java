@@ -58,9 +58,12 @@ public final class ToolRunner {
             FIRST_EXIT.compareAndSet(Integer.MIN_VALUE, code);
             throw new ToolExit(code);
         });
-        // Shutdown hooks (VerifiableConsumer's, VerifiableProducer's) would run at this JVM's end,
-        // long after their invocation: not registered.
-        Exit.setShutdownHookAdder((name, runnable) -> { });
+        // A tool that calls System.exit itself (argparse4j's help screens do) would end this JVM:
+        // refused, and ended like a call of Exit. (Deprecated, but Java 17 still honours it.)
+        installExitGuard();
+        // Shutdown hooks (VerifiableProducer's closes its producer, and so prints its last
+        // events) run when their invocation ends, as they would when its own JVM ends.
+        Exit.setShutdownHookAdder((name, runnable) -> HOOKS.add(runnable));
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         realOut.print("@@ready\n");
         realOut.flush();
@@ -96,7 +99,52 @@ public final class ToolRunner {
             realOut.flush();
         }
         realOut.flush();
+        quitting = true;
         Runtime.getRuntime().halt(0);
+    }
+
+    static volatile boolean quitting;
+
+    /** The JVM's registered shutdown hooks (java.lang.ApplicationShutdownHooks, opened to us). */
+    @SuppressWarnings("unchecked")
+    static java.util.Set<Thread> jvmHooks() {
+        try {
+            Class<?> c = Class.forName("java.lang.ApplicationShutdownHooks");
+            java.lang.reflect.Field f = c.getDeclaredField("hooks");
+            f.setAccessible(true);
+            synchronized (c) {
+                java.util.Map<Thread, Thread> hooks = (java.util.Map<Thread, Thread>) f.get(null);
+                return hooks == null ? java.util.Set.of() : new java.util.HashSet<>(hooks.keySet());
+            }
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return java.util.Set.of();
+        }
+    }
+
+    /** The shutdown hooks the running invocation registered. */
+    static final java.util.List<Runnable> HOOKS = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    @SuppressWarnings("removal")
+    static void installExitGuard() {
+        System.setSecurityManager(new SecurityManager() {
+            @Override
+            public void checkExit(int status) {
+                if (!quitting) {
+                    FIRST_EXIT.compareAndSet(Integer.MIN_VALUE, status);
+                    throw new ToolExit(status);
+                }
+            }
+
+            @Override
+            public void checkPermission(java.security.Permission perm) {
+                // everything else allowed
+            }
+
+            @Override
+            public void checkPermission(java.security.Permission perm, Object context) {
+                // everything else allowed
+            }
+        });
     }
 
     static int run(String mainClass, String[] args, long timeoutMs, OutputStream out, OutputStream err)
@@ -108,6 +156,8 @@ public final class ToolRunner {
         PrintStream capturedErr = new PrintStream(err, true, StandardCharsets.UTF_8);
         AtomicInteger code = new AtomicInteger(0);
         FIRST_EXIT.set(Integer.MIN_VALUE);
+        HOOKS.clear();
+        java.util.Set<Thread> jvmHooksBefore = jvmHooks();
         System.setOut(capturedOut);
         System.setErr(capturedErr);
         System.setIn(new ByteArrayInputStream(new byte[0]));
@@ -145,6 +195,28 @@ public final class ToolRunner {
             t.interrupt();
             t.join(2000);
             code.set(-2);
+        }
+        for (Runnable hook : HOOKS) {
+            Thread h = new Thread(() -> {
+                try {
+                    hook.run();
+                } catch (Throwable ex) {
+                    // a hook's failure is the tool's business, as at a JVM's end
+                }
+            }, "tool-hook");
+            h.setDaemon(true);
+            h.start();
+            h.join(30_000);
+        }
+        HOOKS.clear();
+        // Hooks a tool gave the Runtime itself (VerifiableProducer closes its producer in one):
+        // run now, with the invocation's output still captured, as its own JVM's end would.
+        for (Thread hook : jvmHooks()) {
+            if (!jvmHooksBefore.contains(hook) && Runtime.getRuntime().removeShutdownHook(hook)) {
+                hook.setDaemon(true);
+                hook.start();
+                hook.join(30_000);
+            }
         }
         capturedOut.flush();
         capturedErr.flush();
