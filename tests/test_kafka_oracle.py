@@ -1397,6 +1397,8 @@ def events(text: str) -> list[Any]:
             out.append(line)
             continue
         e = {k: v for k, v in e.items() if k not in EVENT_NOISE}
+        if e.get("name") in ("partitions_assigned", "partitions_revoked") and not e.get("partitions"):
+            continue  # (whether a KIP-848 member's first heartbeat already carries its partitions is timing)
         if e.get("name") == "records_consumed" and out and isinstance(out[-1], dict):
             if out[-1].get("name") == "records_consumed":
                 out[-1]["count"] += e["count"]

@@ -288,13 +288,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "DescribeLogDirs (35) is not served (Kafka 4.4 parity: new APIs)",
     ),
     _d(
-        "tools/kafka-share-groups/describe-offsets",
-        "after a share consumer accepted every record: Kafka prints START-OFFSET 0 (and lag 0), here the"
-        " share-partition start offset 2",
-        "the start offset shown is the share-partition's own, where Kafka 4.4 shows another"
-        " (Kafka 4.4 parity: share start offsets)",
-    ),
-    _d(
         "tools/kafka-topics/describe",
         "Kafka prints empty Elr and LastKnownElr lists, here N/A: no DescribeTopicPartitions",
         "DescribeTopicPartitions (75) is not served (Kafka 4.4 parity: new APIs)",
