@@ -143,11 +143,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "Kafka answers INVALID_REQUEST with lock timeout 0, here INVALID_GROUP_ID with a message and 30000",
         ERROR_CHOICE,
     ),
-    _d(
-        "wire/StreamsGroupHeartbeat/empty-request",
-        "the error answer to an empty request: Kafka's status list is empty, here null",
-        ERROR_FIELDS,
-    ),
     _d("wire/ShareGroupHeartbeat/empty-request", "Kafka gives no message, here 'GroupId can't be empty.'", MESSAGE),
     # -- wire: error paths and first steps
     _d(
