@@ -545,29 +545,21 @@ BROKER_LOG_CONFIG_DEFS: dict[str, ConfigDef] = {
     )
 }
 
-# The releases --kafka-version may name: what each changed in the configs.
+# The releases --kafka-version may name, each with its broker's table (kafka_table): Kafka 4.0
+# removed message.format.version and its like (KIP-724) and message.timestamp.difference.max.ms
+# (KIP-937), and made message.timestamp.after.max.ms one hour; 4.x added the dead-letter queue,
+# remote copy lag and decompressed size configs.
 RELEASES = ("3.9", "4.4")
 DEFAULT_RELEASE = "4.4"
-# Topic configs (and their broker synonyms) Kafka 4.0 removed (KIP-724's message formats,
-# KIP-937's timestamp difference), and those 3.9 did not have yet.
-REMOVED_IN_4 = ("message.downconversion.enable", "message.format.version", "message.timestamp.difference.max.ms")
-BROKER_REMOVED_IN_4 = tuple(_TOPIC_DEFS[n].synonyms[0] for n in REMOVED_IN_4)
-NEW_SINCE_3_9 = (
-    "errors.deadletterqueue.group.enable",
-    "max.decompressed.message.bytes",
-    "remote.copy.lag.bytes",
-    "remote.copy.lag.ms",
-)
-BROKER_NEW_SINCE_3_9 = ("max.decompressed.message.bytes", "log.remote.copy.lag.bytes", "log.remote.copy.lag.ms")
-# Kafka 4.0 made message.timestamp.after.max.ms one hour (KIP-1075's default); 3.9 took any.
-AFTER_MAX_MS = {"3.9": LONG_MAX, "4.4": 3_600_000}
 
 
 @cache
-def kafka_table() -> dict[str, Any]:
-    """Kafka 4.4's configs as its broker describes them (kafka_configs.json): rows of
-    [name, type, default, ...]; see tests/support/kafka_config_table.py."""
-    return json.loads((Path(__file__).with_name("kafka_configs.json")).read_text())
+def kafka_table(release: str = DEFAULT_RELEASE) -> dict[str, Any]:
+    """A release's configs as its broker describes them (kafka_configs.json for 4.4,
+    kafka_configs_3.9.json for 3.9): rows of [name, type, default, ...]; see
+    tests/support/kafka_config_table.py."""
+    name = "kafka_configs.json" if release == DEFAULT_RELEASE else f"kafka_configs_{release}.json"
+    return json.loads((Path(__file__).with_name(name)).read_text())
 
 
 def typed(type_: int, text: str | None) -> Any:
@@ -587,12 +579,8 @@ def _with_kafka_doc(d: ConfigDef, row: list | None) -> ConfigDef:
 @cache
 def topic_defs(release: str = DEFAULT_RELEASE) -> dict[str, ConfigDef]:
     """The topic configs of a release, by name, in Kafka's order of precedence of synonyms."""
-    rows = {r[0]: r for r in kafka_table()["topic"]}
-    gone = REMOVED_IN_4 if release >= "4" else NEW_SINCE_3_9
-    out = {n: _with_kafka_doc(d, rows.get(n)) for n, d in _TOPIC_DEFS.items() if n not in gone}
-    after = out["message.timestamp.after.max.ms"]
-    out["message.timestamp.after.max.ms"] = replace(after, default=AFTER_MAX_MS[release])
-    return out
+    rows = {r[0]: r for r in kafka_table(release)["topic"]}
+    return {n: _with_kafka_doc(d, rows[n]) for n, d in _TOPIC_DEFS.items() if n in rows}
 
 
 TOPIC_CONFIG_DEFS = topic_defs()

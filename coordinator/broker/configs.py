@@ -10,7 +10,7 @@ DescribeConfigs' entries with sources and synonyms as Kafka builds them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from .config_defs import (
-    AFTER_MAX_MS,
     BROKER_LOG_CONFIG_DEFS,
-    BROKER_NEW_SINCE_3_9,
-    BROKER_REMOVED_IN_4,
     DEFAULT_CONFIG,
     DEFAULT_RELEASE,
     DYNAMIC_BROKER_CONFIG,
@@ -65,21 +62,11 @@ def broker_defs(release: str = DEFAULT_RELEASE) -> tuple[dict[str, ConfigDef], f
     ours = {**DYNAMIC_DEFS, **BROKER_LOG_CONFIG_DEFS}
     defs: dict[str, ConfigDef] = {}
     dynamic = set()
-    for name, type_, default, is_dynamic, doc in kafka_table()["broker"]:
+    for name, type_, default, is_dynamic, doc in kafka_table(release)["broker"]:
         mine = ours.get(name)
         defs[name] = ConfigDef(name, type_, typed(type_, default), doc or "", mine.validator if mine else None)
         if is_dynamic:
             dynamic.add(name)
-    if release < "4":
-        for name in BROKER_NEW_SINCE_3_9:
-            defs.pop(name, None)
-            dynamic.discard(name)
-        for name in BROKER_REMOVED_IN_4:
-            defs[name] = BROKER_LOG_CONFIG_DEFS[name]
-            if name != "log.message.format.version":
-                dynamic.add(name)
-    after = "log.message.timestamp.after.max.ms"
-    defs[after] = replace(defs[after], default=AFTER_MAX_MS[release])
     return defs, frozenset(dynamic)
 
 
@@ -293,7 +280,8 @@ class BrokerConfigs:
         names = (
             sorted(layer)
             if resource_name == ""
-            else sorted(set(self.defs) | set(self.static_defs) | set(self.dynamic_broker) | set(self.dynamic_default))
+            # (this server's own settings under a name the release does not have are not listed)
+            else sorted(set(self.defs) | set(self.dynamic_broker) | set(self.dynamic_default))
         )
         out = []
         for name in names:

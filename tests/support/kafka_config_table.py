@@ -5,6 +5,9 @@ types, defaults and documentation.
 
     python -m tests.support.kafka_config_table --port 9092 [--topic T] [--version 4.4]
 
+(--version 3.9, against a Kafka 3.9 broker, writes kafka_configs_3.9.json, what
+--kafka-version 3.9 lists.)
+
 The broker is one with no dynamic config set and a topic with no override (created first
 unless --topic names one). The defaults come from each config's DEFAULT_CONFIG synonym, so the
 broker's own static settings (listeners, log.dirs, replication factors) do not leak into the
@@ -23,7 +26,14 @@ from tests.support import configs as C
 from tests.support.data_plane import create
 from tests.support.wire_client import WireClient
 
-OUT = Path(__file__).resolve().parents[2] / "coordinator" / "broker" / "kafka_configs.json"
+TABLES = Path(__file__).resolve().parents[2] / "coordinator" / "broker"
+
+
+def out_path(version: str) -> Path:
+    """4.4's table is kafka_configs.json; an older release's kafka_configs_<version>.json."""
+    return TABLES / ("kafka_configs.json" if version == "4.4" else f"kafka_configs_{version}.json")
+
+
 GROUP = 32
 
 
@@ -64,7 +74,8 @@ def main() -> None:
     p.add_argument("--version", default="4.4")
     a = p.parse_args()
     data = asyncio.run(table(a.port, a.topic, a.version))
-    with OUT.open("w") as f:  # one config a line: a new Kafka's table reads as a short diff
+    out = out_path(a.version)
+    with out.open("w") as f:  # one config a line: a new Kafka's table reads as a short diff
         f.write("{\n")
         for i, key in enumerate(("kafka", "broker", "topic", "group")):
             value = data[key]
@@ -75,7 +86,7 @@ def main() -> None:
                 f.write(json.dumps(value))
             f.write(",\n" if i < 3 else "\n")
         f.write("}\n")
-    print(f"{OUT}: {len(data['broker'])} broker, {len(data['topic'])} topic, {len(data['group'])} group configs")
+    print(f"{out}: {len(data['broker'])} broker, {len(data['topic'])} topic, {len(data['group'])} group configs")
 
 
 if __name__ == "__main__":
