@@ -119,7 +119,7 @@ class KafkaNode:
             timeout=timeout,
         )
         if fmt.returncode != 0:
-            raise RuntimeError(f"kafka storage format failed:\n{self.log_text()}")
+            raise RuntimeError(f"kafka storage format exited with {fmt.returncode}:\n{self.log_text()}")
         self.proc = subprocess.Popen(
             _java("kafka.Kafka", str(props), heap="768m"), stdout=log, stderr=subprocess.STDOUT, cwd=self.directory
         )
