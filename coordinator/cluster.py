@@ -56,7 +56,7 @@ class Cluster:
 
     def register(self, registry: Registry) -> None:
         registry.add(FIND_COORDINATOR, range(0, 7), self.find_coordinator)
-        registry.add(METADATA, range(0, 13), self.metadata)
+        registry.add(METADATA, range(0, 14), self.metadata)
 
     def brokers(self, ctx: RequestContext) -> list[tuple[int, str, int]]:
         """(node id, host, port) of the live brokers, as clients of this listener reach them."""
@@ -238,6 +238,7 @@ class Cluster:
             controller_id=self.topology.controller(),
             topics=tuple(answer),
             cluster_authorized_operations=CLUSTER_OPERATIONS if cluster_ops else NOT_ASKED,
+            error_code=0,  # v13 (KIP-1102): a broker sets REBOOTSTRAP_REQUIRED there; it never needs to here
         )
 
 

@@ -33,6 +33,7 @@ from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
 from .errors import E
+from .features import FeatureApis, Features, gate_apis
 from .groups.api import GroupApis
 from .groups.classic.classic_manager import GroupConfig
 from .groups.clock import LoopClock
@@ -65,6 +66,7 @@ class Parts:
     components: list[Any] = field(default_factory=list)  # started in this order, closed in reverse
     request_quota: RequestQuota | None = None  # request_percentage, measured by the server's dispatch
     connection_quota: ConnectionRateQuota | None = None  # connection_creation_rate, checked on accept
+    features: Features | None = None  # the finalized feature levels (ApiVersions, UpdateFeatures)
 
 
 async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
@@ -203,6 +205,9 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     control = ClusterControl(topology, runtime, switch, transactions)
     control.shares = shares
     PartitionAdminApis(topics, topology, control).register(registry)
+    features = Features(c.data_dir, c.node_id)
+    FeatureApis(features).register(registry)
+    gate_apis(registry, features)
     return Parts(
         topics,
         runtime,
@@ -212,6 +217,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares],
         request_quota=request_quota,
         connection_quota=ConnectionRateQuota(quotas, c.quota_window_num, c.quota_window_size_seconds),
+        features=features,
     )
 
 

@@ -119,7 +119,8 @@ class Server:
         self.api_version_limits = ApiVersionLimits(self.registry)  # narrowed ranges (tests)
         self.faults = Faults(config.fault_seed)
         self.faults.attach(self)
-        self.registry.add(API_VERSIONS_KEY, range(0, 5), self.api_versions)
+        self.registry.add(API_VERSIONS_KEY, range(0, 6), self.api_versions)
+        self.features: Any = None  # coordinator.features.Features, once loaded
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self.warn_closing = RateLimitedLog(log.logger, logging.WARNING, burst=50)
         self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
@@ -206,6 +207,9 @@ class Server:
         self.topics, self.groups, self.offsets_log = parts.topics, parts.groups, parts.offsets_log
         self.topology, self.control = parts.topology, parts.control
         self.request_quota, self.connection_quota = parts.request_quota, parts.connection_quota
+        self.features = parts.features
+        if parts.features is not None:
+            parts.features.listeners.append(self.registry.answers.clear)  # (the cached ApiVersions answers)
         if self.config.brokers > 1:  # what the HTTP test control's /cluster routes drive
             self.cluster_control = parts.control
         if acls is not None:
@@ -534,15 +538,26 @@ class Server:
     # ApiVersions ----------------------------------------------------------------------
 
     def api_versions(self, ctx: RequestContext, request: Any) -> Any:
-        if ctx.version >= 3 and not (
+        version = ctx.version
+        if version >= 3 and not (
             _SOFTWARE.fullmatch(request.client_software_name or "")
             and _SOFTWARE.fullmatch(request.client_software_version or "")
         ):
             return ctx.response(error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=0)
-        body = self.registry.answers.get(ctx.version)
+        if version >= 5:
+            # KIP-1242: a client names the cluster and node it meant to reach, both or neither
+            # (ApiVersionsRequest.isValid); the wrong ones get REBOOTSTRAP_REQUIRED, so that the
+            # client looks its brokers up again (KafkaApis.clusterIdOrNodeIdIsInvalid).
+            if (request.cluster_id is None) != (request.node_id == -1):
+                return ctx.response(error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=0)
+            if request.cluster_id is not None and (
+                request.cluster_id != self.config.cluster_id or request.node_id != ctx.connection.listener.node_id
+            ):
+                return ctx.response(error_code=ErrorCode.rebootstrap_required, api_keys=(), throttle_time=0)
+        body = self.registry.answers.get(version)
         if body is None:
             body = Raw(encode_body(ctx.codec, self._api_versions_response(ctx)))
-            self.registry.answers[ctx.version] = body
+            self.registry.answers[version] = body
         return body
 
     def _api_versions_response(self, ctx: RequestContext, error: ErrorCode = ErrorCode.none) -> Any:
@@ -555,8 +570,27 @@ class Server:
             )
             for a in sorted(self.registry.apis.values(), key=lambda a: a.key)
         )
-        # Optional tagged fields (features) are left out: Debian's kcat cannot read them.
-        return ctx.response(error_code=error, api_keys=keys, throttle_time=0)
+        features = self.features
+        if features is None or ctx.version < 3:  # (features are tagged fields: v3+)
+            return ctx.response(error_code=error, api_keys=keys, throttle_time=0)
+        # As Kafka's ApiVersionsResponse: before v4, a supported range starting at 0 is left out
+        # (older clients refuse it, KAFKA-17011); the finalized levels and their epoch always.
+        supported = tuple(
+            ctx.nested("SupportedFeatureKey", name=name, min_version=low, max_version=high)
+            for name, low, high in features.supported(without_level_0=ctx.version < 4)
+        )
+        finalized = tuple(
+            ctx.nested("FinalizedFeatureKey", name=name, max_version_level=level, min_version_level=level)
+            for name, level in features.finalized()
+        )
+        return ctx.response(
+            error_code=error,
+            api_keys=keys,
+            throttle_time=0,
+            supported_features=supported,
+            finalized_features_epoch=features.epoch,
+            finalized_features=finalized,
+        )
 
     def _unsupported_api_versions(self, frame: bytes) -> bytes:
         """A version of ApiVersions we do not serve (or a test narrowed away): answer v0 so

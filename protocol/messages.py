@@ -26,6 +26,7 @@ from kio.static.constants import EntityType
 from . import offset_commit, produce
 from .compiled_writer import compiled_writer
 from .framing import frame
+from .ahead import AHEAD
 from .legacy import LEGACY
 from .wire import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
@@ -77,7 +78,7 @@ NEWER = {
 
 def has_codec(api_key: int, api_version: int) -> bool:
     """Whether a codec exists, without importing it (startup stays fast)."""
-    if (api_key, api_version) in LEGACY or (api_key, api_version) in NEWER:
+    if (api_key, api_version) in LEGACY or (api_key, api_version) in NEWER or (api_key, api_version) in AHEAD:
         return True
     name = api_key_map.get(api_key)
     return name is not None and api_version in schema_name_map.get(name, {})
@@ -94,7 +95,7 @@ def codec(api_key: int, api_version: int) -> Codec:
 
 
 def _library_codec(api_key: int, api_version: int) -> Codec:
-    legacy = LEGACY.get((api_key, api_version))
+    legacy = LEGACY.get((api_key, api_version)) or AHEAD.get((api_key, api_version))
     if legacy is not None:
         stand_in, reader, writer = legacy
         c = _library_codec(api_key, stand_in)

@@ -227,7 +227,7 @@ def test_http_and_kcoord(controlled):
     "method, path, body, status, message",
     [
         ("POST", "/api-versions", '{"api": "Fetch", "min_version": 9, "max_version": 2}', 400, "empty range"),
-        ("POST", "/api-versions", '{"api": "Fetch", "max_version": 99}', 400, "not within 4..17"),
+        ("POST", "/api-versions", '{"api": "Fetch", "max_version": 99}', 400, "not within 4..18"),
         ("POST", "/api-versions", '[{"api": "Fetch", "max_version": 5}, {"api": "Nope"}]', 400, "range 2 of 2:"),
         ("POST", "/api-versions", '{"api": "Fetch", "max": 5}', 400, "unknown field 'max'"),
         ("POST", "/api-versions", '{"max_version": 5}', 400, "field 'api' is required"),

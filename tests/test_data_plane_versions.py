@@ -94,14 +94,14 @@ async def test_every_produce_fetch_list_offsets_version(conn):
         assert p.error_code == 0, (v, p)
         offsets.append(p.base_offset)
     assert offsets == list(range(0, 18, 2))
-    for v in range(4, 18):
+    for v in range(4, 19):
         r = await conn.request(FETCH, v, fetch_request(v, "v", tid, 4))
         t = r.responses[0]
         assert (t.topic_id if v >= 13 else t.topic) == (tid if v >= 13 else "v")
         p = t.partitions[0]
         assert (p.error_code, p.high_watermark) == (0, 18), v
         assert int.from_bytes(p.records[:8], "big") == 4, v  # the batch holding offset 4
-    for v in range(1, 11):
+    for v in range(1, 12):
         r = await conn.request(LIST_OFFSETS, v, list_offsets_request(v, "v", -1))
         p = r.topics[0].partitions[0]
         assert (p.error_code, p.offset) == (0, 18), v

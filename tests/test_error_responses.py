@@ -24,6 +24,7 @@ from coordinator.config import parse_args
 from coordinator.server import Server
 from protocol.error_messages import DEFAULT_MESSAGES
 from protocol.error_response import error_message, error_response
+from protocol.ahead import AHEAD
 from protocol.legacy import LEGACY
 from protocol.messages import _strip_optional, codec, decode_body, encode_body
 
@@ -132,7 +133,7 @@ def test_error_response_for_every_api_and_version(served):
 def check_error_response(api_key: int, version: int) -> None:
     c = codec(api_key, version)
     request = sample(c.request_type, [0])
-    if (api_key, version) not in LEGACY:
+    if (api_key, version) not in LEGACY and (api_key, version) not in AHEAD:
         # what the server's handlers see: the request as the server's codec decodes it
         out = io.BytesIO()
         entity_writer(c.request_type)(out, request)
@@ -147,8 +148,8 @@ def check_error_response(api_key: int, version: int) -> None:
         except Exception as e:
             raise AssertionError(f"kafka-python cannot read the answer to api {api_key} v{version}: {e!r}") from e
 
-    if (api_key, version) in LEGACY and LEGACY[api_key, version][2] is not None:
-        return  # written by a hand-made writer for a retired layout: kio cannot read it back
+    if (LEGACY.get((api_key, version)) or AHEAD.get((api_key, version)) or (0, None, None))[2] is not None:
+        return  # written by a hand-made writer for a layout kio does not know: it cannot read it back
     if api_key == 18:
         c = codec(18, 0)  # an ApiVersions error is answered in the v0 layout, as Kafka does
     response, size = entity_reader(c.response_type)(encoded, 0)

@@ -48,7 +48,7 @@ pytestmark = [
 def assert_serving(port: int) -> None:
     w = Wire(port)
     try:
-        assert api_ranges(w.call(API_VERSIONS, 0, corr=5))[API_VERSIONS] == (0, 4)
+        assert api_ranges(w.call(API_VERSIONS, 0, corr=5))[API_VERSIONS] == (0, 5)
     finally:
         w.close()
 
@@ -148,7 +148,7 @@ def test_max_connections_refused_cleanly_and_logged(server_factory):
     held = [Wire(server.port) for _ in range(3)]
     try:
         for w in held:
-            assert api_ranges(w.call(API_VERSIONS, 0, corr=1))[API_VERSIONS] == (0, 4)
+            assert api_ranges(w.call(API_VERSIONS, 0, corr=1))[API_VERSIONS] == (0, 5)
         extra = Wire(server.port)
         assert extra.read_frame() is None  # closed at once, no answer
         extra.close()

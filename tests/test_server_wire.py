@@ -29,7 +29,7 @@ from tests.support.raw_wire import (
     api_ranges,
 )
 
-OUR_RANGES = {API_VERSIONS: (0, 4), METADATA: (0, 12), FIND_COORDINATOR: (0, 6)}
+OUR_RANGES = {API_VERSIONS: (0, 5), METADATA: (0, 13), FIND_COORDINATOR: (0, 6)}
 UNSUPPORTED_VERSION, INVALID_REQUEST = 35, 42
 NO_AUTH_OPS = {"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
 
@@ -81,9 +81,9 @@ def test_api_versions_unsupported_version_answers_v0_with_our_range(wire):
         corr, body = decode_response(API_VERSIONS, 0, data)
         assert corr == 4242
         assert body.error_code == UNSUPPORTED_VERSION
-        assert api_ranges(body) == {API_VERSIONS: (0, 4)}
+        assert api_ranges(body) == {API_VERSIONS: (0, 5)}
         # the connection stays usable: the client retries with a version we know
-        assert api_ranges(w.call(API_VERSIONS, 4, corr=5, **av_fields(4)))[API_VERSIONS] == (0, 4)
+        assert api_ranges(w.call(API_VERSIONS, 4, corr=5, **av_fields(4)))[API_VERSIONS] == (0, 5)
 
 
 def test_api_versions_v3_invalid_software_name(wire):
@@ -130,7 +130,7 @@ def test_pipelined_requests_answered_in_order(wire):
 
 
 def assert_still_serving(server, wire) -> None:
-    assert api_ranges(wire().call(API_VERSIONS, 0, corr=77))[API_VERSIONS] == (0, 4)
+    assert api_ranges(wire().call(API_VERSIONS, 0, corr=77))[API_VERSIONS] == (0, 5)
 
 
 def count_in_log(server, text: str) -> int:
@@ -213,7 +213,7 @@ def test_bad_input_gets_a_clean_close(server_factory):
         assert server.proc.poll() is None, f"{case}: the server died"
         w2 = Wire(server.port)
         try:
-            assert api_ranges(w2.call(API_VERSIONS, 0, corr=1))[API_VERSIONS] == (0, 4), case
+            assert api_ranges(w2.call(API_VERSIONS, 0, corr=1))[API_VERSIONS] == (0, 5), case
         finally:
             w2.close()
 

@@ -12,7 +12,7 @@ import datetime
 import logging
 import time
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from functools import partial
 from typing import Any
 
@@ -60,7 +60,17 @@ DESCRIBE_PRODUCERS = 61
 # previous transaction still completing retries for this long before answering
 ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # producer.id.expiration.check.interval.ms
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
+# The first ListOffsets version that may ask each special timestamp (ReplicaManager's
+# timestampMinSupportedVersion); any other negative one, or an older version, is UNSUPPORTED_VERSION
+SPECIAL_TIMESTAMP_VERSIONS = {
+    EARLIEST: 1,
+    LATEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
 READ_COMMITTED = 1
@@ -115,8 +125,8 @@ class DataPlane:
 
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(0, 13), self.produce)
-        registry.add(FETCH, range(0, 18), self.fetch, cancel_on_close=True)
-        registry.add(LIST_OFFSETS, range(0, 11), self.list_offsets)
+        registry.add(FETCH, range(0, 19), self.fetch, cancel_on_close=True)
+        registry.add(LIST_OFFSETS, range(0, 12), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
         registry.add(OFFSET_FOR_LEADER_EPOCH, range(0, 5), self.offset_for_leader_epoch)
         registry.add(DESCRIBE_PRODUCERS, range(0, 1), self.describe_producers)
@@ -851,12 +861,24 @@ class DataPlane:
 
     def list_offsets(self, ctx: RequestContext, req: Any) -> Any:
         topics = []
+        version = max(ctx.version, 1)  # (v0, for old clients, asks what v1 asks)
+        asked = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        duplicated = {tp for tp, n in Counter(asked).items() if n > 1} if len(asked) > 1 else set()
+        answered: set[tuple[str, int]] = set()
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 plog = self.topics.partition_log(t.name, p.partition_index)
                 error, offset, timestamp = E.none, -1, -1
-                if plog is None:
+                if duplicated and (t.name, p.partition_index) in duplicated:
+                    # answered once, INVALID_REQUEST (Kafka's answer is a map by partition)
+                    if (t.name, p.partition_index) in answered:
+                        continue
+                    answered.add((t.name, p.partition_index))
+                    plog, error = None, E.invalid_request
+                elif p.timestamp < 0 and version < SPECIAL_TIMESTAMP_VERSIONS.get(p.timestamp, 99):
+                    plog, error = None, E.unsupported_version
+                elif plog is None:
                     error = E.unknown_topic_or_partition
                 elif (
                     error := self.leader_error(ctx, t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
@@ -866,8 +888,8 @@ class DataPlane:
                     error = E.kafka_storage_error
                 elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: all is local
                     offset = plog.log_start_offset
-                elif p.timestamp == LATEST_TIERED:
-                    pass  # nothing is tiered: offset -1, as Kafka without remote storage
+                elif p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+                    pass  # nothing is tiered: offset and epoch -1, as Kafka without remote storage
                 elif p.timestamp == LATEST:
                     offset = (
                         self.last_stable_offset(plog)
@@ -892,7 +914,7 @@ class DataPlane:
                         error_code=error,
                         timestamp=timestamp,
                         offset=offset,
-                        leader_epoch=plog.leader_epoch if plog and error == E.none else -1,
+                        leader_epoch=plog.leader_epoch if plog and error == E.none and offset >= 0 else -1,
                     )
                 )
             topics.append(ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))

@@ -210,7 +210,7 @@ class GroupApis:
         registry.add(LEAVE_GROUP, range(0, 6), self.leave_group)
         registry.add(LIST_GROUPS, range(0, 6), self.list_groups)
         registry.add(DESCRIBE_GROUPS, range(0, 7), self.describe_groups)
-        registry.add(DELETE_GROUPS, range(0, 3), self.delete_groups)
+        registry.add(DELETE_GROUPS, range(0, 4), self.delete_groups)
         registry.add(OFFSET_COMMIT, range(0, 11), self.offset_commit)
         registry.add(OFFSET_FETCH, range(0, 11), self.offset_fetch)
         registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
@@ -460,9 +460,11 @@ class GroupApis:
 
     async def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
         waits = []
-        for group_id in req.groups_names:
+        names = list(dict.fromkeys(req.groups_names))  # (a group named twice: one result, as Kafka's)
+        for group_id in names:
             fut, done = future_and_callback()
-            shard, error = self._route(ctx, group_id)
+            # ("": no such group, Kafka's coordinator answers; only null is INVALID_GROUP_ID)
+            shard, error = self._route(ctx, group_id) if group_id else (None, E.group_id_not_found)
             if shard is not None:
                 error = self.runtime.respond(
                     shard, shard.delete_group(group_id), int, lambda error, done=done: done(None, error)
@@ -475,7 +477,7 @@ class GroupApis:
             throttle_time=0,
             results=tuple(
                 ctx.nested("DeletableGroupResult", group_id=group_id, error_code=error)
-                for group_id, error in zip(req.groups_names, errors)
+                for group_id, error in zip(names, errors)
             ),
         )
 

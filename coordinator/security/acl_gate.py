@@ -154,6 +154,7 @@ class AclGate:
             49: self._cluster(ALTER_CONFIGS),
             50: self._cluster(DESCRIBE),
             51: self._cluster(ALTER),
+            57: self._cluster(ALTER),  # UpdateFeatures (ControllerApis.handleUpdateFeatures)
             68: self._group_read,
             21: self.delete_records,
             32: self._configs(DESCRIBE_CONFIGS),

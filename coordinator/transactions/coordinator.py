@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import re2
+
 from kio.schema.errors import ErrorCode as E
 
 from protocol.record_batch import iter_batch_records
@@ -50,6 +52,8 @@ from ..futures import future_and_callback
 from ..log.offsets import TOPIC as OFFSETS_TOPIC, OffsetsLog
 
 log = server_log.get(__name__)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the client's INVALID_REGULAR_EXPRESSION, not a log line
 
 TOPIC = "__transaction_state"
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 26, 27
@@ -139,7 +143,7 @@ class TransactionCoordinator:
         registry.add(END_TXN, range(0, 6), self.end_txn)
         registry.add(WRITE_TXN_MARKERS, range(1, 3), self.write_txn_markers)
         registry.add(DESCRIBE_TRANSACTIONS, range(0, 1), self.describe_transactions)
-        registry.add(LIST_TRANSACTIONS, range(0, 2), self.list_transactions)
+        registry.add(LIST_TRANSACTIONS, range(0, 3), self.list_transactions)
 
     # loading ----------------------------------------------------------------------------
 
@@ -765,6 +769,18 @@ class TransactionCoordinator:
         return ctx.response(throttle_time=0, transaction_states=tuple(states))
 
     def list_transactions(self, ctx: RequestContext, req: Any) -> Any:
+        pattern = getattr(req, "transactional_id_pattern", None)  # v2 (KIP-1152)
+        matcher = None
+        if pattern:  # (null or empty: no filter)
+            try:  # RE2 syntax, matched against the whole id, as Kafka's RE2/J Pattern.matches()
+                matcher = re2.compile(pattern, _RE2_OPTIONS).fullmatch
+            except re2.error:
+                return ctx.response(
+                    throttle_time=0,
+                    error_code=E.invalid_regular_expression,
+                    unknown_state_filters=(),
+                    transaction_states=(),
+                )
         wanted = set(req.state_filters)
         unknown = tuple(s for s in req.state_filters if s not in STATE_NAMES)
         pids = set(req.producer_id_filters)
@@ -775,6 +791,8 @@ class TransactionCoordinator:
             if wanted and STATE_NAMES[meta.state] not in wanted or pids and meta.producer_id not in pids:
                 continue
             if min_duration >= 0 and (meta.state != ONGOING or now - meta.start_ms < min_duration):
+                continue
+            if matcher is not None and matcher(meta.transactional_id) is None:
                 continue
             if self._not_here(ctx, meta.transactional_id) != E.none:
                 continue  # (each broker lists the ids it coordinates; the admin client asks them all)
