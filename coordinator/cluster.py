@@ -8,6 +8,7 @@ the addresses of the listener protocol the client came in by.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from protocol.messages import encode_body
 from protocol.wire import Raw
 
 from .apis import RequestContext
+from .broker.topics import TopicError, validate_name
 from .log.offsets import TOPIC as OFFSETS_TOPIC
 from .log.partition import PartitionLog
 
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
     from .config import Config
     from .topology import Topology
 
-FIND_COORDINATOR, METADATA = 10, 3
+FIND_COORDINATOR, METADATA, DESCRIBE_TOPIC_PARTITIONS, DESCRIBE_QUORUM = 10, 3, 75, 55
+METADATA_TOPIC = "__cluster_metadata"  # the KRaft log DescribeQuorum describes
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 NO_TOPIC_ID = uuid.UUID(int=0)
 TRANSACTION_TOPIC = "__transaction_state"
@@ -43,6 +46,8 @@ CLUSTER_OPERATIONS = sum(
     for op in (_CREATE, _ALTER, _DESCRIBE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE)
 )
 NOT_ASKED = -(2**31)
+# Kafka's Topic.isInternal: what every describe marks internal, whether this server has it or not
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class Cluster:
@@ -57,6 +62,8 @@ class Cluster:
     def register(self, registry: Registry) -> None:
         registry.add(FIND_COORDINATOR, range(0, 7), self.find_coordinator)
         registry.add(METADATA, range(0, 14), self.metadata)
+        registry.add(DESCRIBE_TOPIC_PARTITIONS, range(0, 1), self.describe_topic_partitions)
+        registry.add(DESCRIBE_QUORUM, range(0, 3), self.describe_quorum)
 
     def brokers(self, ctx: RequestContext) -> list[tuple[int, str, int]]:
         """(node id, host, port) of the live brokers, as clients of this listener reach them."""
@@ -151,6 +158,192 @@ class Cluster:
     async def _after(tasks: list, body: Any) -> Any:
         await asyncio.wait(tasks)
         return body
+
+    # DescribeQuorum ---------------------------------------------------------------------
+
+    def describe_quorum(self, ctx: RequestContext, req: Any) -> Any:
+        """The KRaft quorum as a combined broker-and-controller node describes it
+        (KafkaRaftClient.handleDescribeQuorumRequest): one voter, the controller, leader at
+        epoch 1 of `__cluster_metadata`, caught up now; the other brokers of `--brokers N` as
+        observers. The high watermark counts the catalog's changes (this server keeps no
+        metadata log). Anything but exactly `__cluster_metadata` partition 0:
+        UNKNOWN_TOPIC_OR_PARTITION for each partition named."""
+        asked = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
+        if len(req.topics) != 1 or asked != [(METADATA_TOPIC, 0)]:
+            message = "This server does not host this topic-partition."
+            return ctx.response(
+                error_code=ErrorCode.none,
+                error_message="",
+                topics=tuple(
+                    ctx.nested(
+                        "TopicData",
+                        topic_name=t.topic_name,
+                        partitions=tuple(
+                            ctx.nested(
+                                "PartitionData",
+                                partition_index=p.partition_index,
+                                error_code=ErrorCode.unknown_topic_or_partition,
+                                error_message=message,
+                                leader_id=0,
+                                leader_epoch=0,
+                                high_watermark=0,
+                                current_voters=(),
+                                observers=(),
+                            )
+                            for p in t.partitions
+                        ),
+                    )
+                    for t in req.topics
+                ),
+                nodes=(),
+            )
+        leader = self.topology.controller()
+        offset = self.topics.changes
+        now = int(time.time() * 1000)
+
+        def replica(node: int) -> Any:
+            return ctx.nested(
+                "ReplicaState",
+                replica_id=node,
+                replica_directory_id=NO_TOPIC_ID,  # (none known: a static quorum, kraft.version 0)
+                log_end_offset=offset,
+                last_fetch_timestamp=now,
+                last_caught_up_timestamp=now,
+            )
+
+        partition = ctx.nested(
+            "PartitionData",
+            partition_index=0,
+            error_code=ErrorCode.none,
+            error_message="",
+            leader_id=leader,
+            leader_epoch=1,
+            high_watermark=offset,
+            current_voters=(replica(leader),),
+            observers=tuple(replica(n) for n in self.topology.live() if n != leader),
+        )
+        nodes: tuple = ()
+        if ctx.version >= 2:
+            host, port = self.topology.endpoint(leader, ctx.connection.listener.protocol)
+            # (no controller listener of its own: the voter is reached where its broker is)
+            listener = ctx.nested("Listener", name="CONTROLLER", host=host, port=port)
+            nodes = (ctx.nested("Node", node_id=leader, listeners=(listener,)),)
+        return ctx.response(
+            error_code=ErrorCode.none,
+            error_message="",
+            topics=(ctx.nested("TopicData", topic_name=METADATA_TOPIC, partitions=(partition,)),),
+            nodes=nodes,
+        )
+
+    # DescribeTopicPartitions ------------------------------------------------------------
+
+    def describe_topic_partitions(self, ctx: RequestContext, req: Any) -> Any:
+        """KIP-966's paginated describe, as Kafka's DescribeTopicPartitionsRequestHandler and
+        KRaftMetadataCache.describeTopicResponse: the topics named (none: every topic) from the
+        cursor's on, in name order, at most `response_partition_limit` partitions in all (capped
+        by max.request.partition.size.limit), and a next cursor where it stopped. A named topic
+        that does not exist is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal
+        name); with all topics asked, only existing ones are listed. ELR lists are empty: the
+        data is stored once, so no replica is ever an eligible leader outside the ISR."""
+        cursor = req.cursor
+        start_name = cursor.topic_name if cursor is not None else ""
+        fetch_all = not req.topics
+        topics = self.topics.topics
+        if fetch_all:
+            names = sorted(n for n in topics if n >= start_name)
+        else:
+            names = sorted({t.name for t in req.topics if t.name >= start_name})
+            if cursor is not None and cursor.topic_name not in names:
+                return self._describe_topic_partitions_failed(ctx, req)  # (Kafka's InvalidRequestException)
+        if cursor is not None and cursor.partition_index < 0:
+            return self._describe_topic_partitions_failed(ctx, req)
+        limit = self.topics.broker_configs.value("max.request.partition.size.limit")
+        remaining = max(min(limit, req.response_partition_limit), 1)
+        state = self.topology.state
+        answer = []
+        next_cursor = None
+        for name in names:
+            if remaining <= 0:  # (the limit was reached exactly at the previous topic's end)
+                next_cursor = ctx.nested("Cursor", topic_name=name, partition_index=0)
+                break
+            info = topics.get(name)
+            if info is None:
+                if fetch_all:
+                    continue
+                try:
+                    validate_name(name)
+                    error = ErrorCode.unknown_topic_or_partition
+                except TopicError:
+                    error = ErrorCode.invalid_topic_exception
+                answer.append(
+                    ctx.nested(
+                        "DescribeTopicPartitionsResponseTopic",
+                        error_code=error,
+                        name=name,
+                        topic_id=NO_TOPIC_ID,
+                        is_internal=name in KAFKA_INTERNAL_TOPICS,
+                        partitions=(),
+                        topic_authorized_operations=TOPIC_OPERATIONS,  # (Kafka sets it on every row it describes)
+                    )
+                )
+                continue
+            first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+            end = min(info.partitions, first + remaining)
+            partitions = []
+            for p in range(first, end):
+                st = state(name, p)
+                partitions.append(
+                    ctx.nested(
+                        "DescribeTopicPartitionsResponsePartition",
+                        error_code=ErrorCode.none,
+                        partition_index=p,
+                        leader_id=st.leader,
+                        leader_epoch=st.epoch,
+                        replica_nodes=tuple(st.replicas),
+                        isr_nodes=tuple(st.isr),
+                        eligible_leader_replicas=(),
+                        last_known_elr=(),
+                        offline_replicas=tuple(st.replicas)
+                        if info.logs and info.logs[p].offline
+                        else tuple(n for n in st.replicas if n not in st.isr),
+                    )
+                )
+            answer.append(
+                ctx.nested(
+                    "DescribeTopicPartitionsResponseTopic",
+                    error_code=ErrorCode.none,
+                    name=name,
+                    topic_id=info.topic_id,
+                    is_internal=name in KAFKA_INTERNAL_TOPICS,
+                    partitions=tuple(partitions),
+                    topic_authorized_operations=TOPIC_OPERATIONS,
+                )
+            )
+            if end < info.partitions:
+                next_cursor = ctx.nested("Cursor", topic_name=name, partition_index=end)
+                break
+            remaining -= len(partitions)
+        return ctx.response(throttle_time=0, topics=tuple(answer), next_cursor=next_cursor)
+
+    @staticmethod
+    def _describe_topic_partitions_failed(ctx: RequestContext, req: Any) -> Any:
+        """INVALID_REQUEST for each topic named, as DescribeTopicPartitionsRequest.getErrorResponse."""
+        return ctx.response(
+            throttle_time=0,
+            topics=tuple(
+                ctx.nested(
+                    "DescribeTopicPartitionsResponseTopic",
+                    error_code=ErrorCode.invalid_request,
+                    name=t.name,
+                    topic_id=NO_TOPIC_ID,
+                    is_internal=False,
+                    partitions=(),
+                    topic_authorized_operations=NOT_ASKED,
+                )
+                for t in req.topics
+            ),
+            next_cursor=None,
+        )
 
     def _requested_topics(self, topics: Any) -> tuple[list[str], tuple]:
         """(names, ids that name no topic). v10+ may name a topic by id only; an id we do not

@@ -17,6 +17,7 @@ from .broker.admin import TopicAdmin
 from .broker.config_apis import ConfigApis
 from .broker.configs import BrokerConfigs, live_broker_configs, static_broker_configs
 from .broker.data import DataPlane
+from .broker.log_dirs import LogDirApis
 from .broker.partition_admin import PartitionAdminApis
 from .broker.producers import ProducerIds
 from .broker.quotas import (
@@ -149,6 +150,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         topology=topology,
     )
     topic_admin = TopicAdmin(topics, data_plane.leader_error)
+    topic_admin.topology = topology
     topic_admin.register(registry)
     config_apis = ConfigApis(topics, cluster)
     config_apis.register(registry)
@@ -205,6 +207,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     control = ClusterControl(topology, runtime, switch, transactions)
     control.shares = shares
     PartitionAdminApis(topics, topology, control).register(registry)
+    LogDirApis(topics, topology, c.data_dir).register(registry)
     features = Features(c.data_dir, c.node_id)
     FeatureApis(features).register(registry)
     gate_apis(registry, features)

@@ -276,6 +276,39 @@ class Topology:
         if self.placement is not None:
             await self.placement.update(lambda: (self.placement_document(), None))
 
+    def check_manual_assignment(self, replicas: list[int], replication_factor: int | None = None) -> str | None:
+        """Why Kafka's controller refuses a manual assignment of one partition
+        (ReplicationControlManager.validateManualPartitionAssignment, its message), or None."""
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        previous = None
+        for node_id in sorted(replicas):
+            if node_id not in self.brokers:
+                return f"The manual partition assignment includes broker {node_id}, but no such broker is registered."
+            if node_id == previous:
+                return f"The manual partition assignment includes the broker {node_id} more than once."
+            previous = node_id
+        if replication_factor is not None and len(replicas) != replication_factor:
+            return (
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is"
+                f" not consistent with previous partitions, which have {replication_factor} replica(s)."
+            )
+        return None
+
+    def any_alive(self, replicas: list[int]) -> bool:
+        return any(self.brokers[n].alive for n in replicas if n in self.brokers)
+
+    async def assign(self, topic: str, first: int, assignments: list[list[int]]) -> None:
+        """Place new partitions `first`, `first + 1`, ... of a topic on the replicas given (a
+        CreateTopics or CreatePartitions with a manual assignment): the live ones in the ISR,
+        the first live one leading, as Kafka's buildPartitionRegistration; kept durably."""
+        for i, replicas in enumerate(assignments):
+            live = [n for n in replicas if self.brokers[n].alive]
+            plog = self._log_of(topic, first + i)
+            self.partitions[(topic, first + i)] = PartitionState(list(replicas), live, live[0], log=plog)
+        self.version += 1
+        await self.save_placement()
+
     def _live_from(self, start: int, count: int) -> list[int]:
         ids = self.node_ids
         order = [ids[(start + i) % len(ids)] for i in range(len(ids))]

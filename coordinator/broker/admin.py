@@ -30,6 +30,8 @@ class TopicAdmin:
         self.leader_error = leader_error
         # controller_mutation_rate enforcement (coordinator.broker.quotas), when wired in
         self.mutation_quota: ControllerMutationQuota | None = None
+        # the brokers and their placements (coordinator.topology.Topology): manual assignments
+        self.topology: Any = None
 
     def register(self, registry: Registry) -> None:
         registry.add(CREATE_TOPICS, range(0, 8), self.create_topics)
@@ -121,10 +123,9 @@ class TopicAdmin:
                 if t.name in seen:
                     raise TopicError(E.invalid_request, f"topic {t.name!r} is listed twice")
                 seen.add(t.name)
-                if t.assignments:
-                    if t.num_partitions != -1 or t.replication_factor != -1:
-                        raise TopicError(E.invalid_request, "both assignments and partitions/replication given")
-                    partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+                assignments = self._manual_assignment(t) if t.assignments else None
+                if assignments is not None:
+                    partitions, rf = len(assignments), len(assignments[0])
                 else:
                     partitions, rf = t.num_partitions, t.replication_factor
                 configs = {c.name: c.value for c in t.configs}
@@ -132,6 +133,8 @@ class TopicAdmin:
                 if not req.validate_only:  # (as Kafka, a validation does not count against the quota)
                     self._charge(ctx, info.partitions)
                     info = await self.topics.create(t.name, partitions, rf, configs)
+                    if assignments is not None and self.topology is not None:
+                        await self.topology.assign(t.name, 0, assignments)
             except TopicError as e:
                 error, message, info = e.code, str(e), None
             results.append(
@@ -165,6 +168,48 @@ class TopicAdmin:
             )
             for e in describe_topic(info.configs, self.topics.broker_configs)
         )
+
+    def _manual_assignment(self, t: Any) -> list[list[int]]:
+        """A CreateTopics topic's replica assignment, by partition, checked as Kafka's
+        controller checks it (ReplicationControlManager.createTopic)."""
+        if t.replication_factor != -1:
+            raise TopicError(
+                E.invalid_request,
+                "A manual partition assignment was specified, but replication factor was not set to -1.",
+            )
+        if t.num_partitions != -1:
+            raise TopicError(
+                E.invalid_request, "A manual partition assignment was specified, but numPartitions was not set to -1."
+            )
+        by_partition: dict[int, list[int]] = {}
+        rf = None
+        for a in t.assignments:
+            if a.partition_index in by_partition:
+                raise TopicError(
+                    E.invalid_replica_assignment,
+                    f"Found multiple manual partition assignments for partition {a.partition_index}",
+                )
+            self._check_assignment(list(a.broker_ids), rf, a.partition_index)
+            rf = len(a.broker_ids)
+            by_partition[a.partition_index] = list(a.broker_ids)
+        if sorted(by_partition) != list(range(len(by_partition))):
+            raise TopicError(
+                E.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence"
+            )
+        return [by_partition[p] for p in range(len(by_partition))]
+
+    def _check_assignment(self, replicas: list[int], rf: int | None, partition: int) -> None:
+        topology = self.topology
+        if topology is None:  # (no topology: one broker, node 1, as the tests' bare TopicAdmin)
+            return
+        refused = topology.check_manual_assignment(replicas, rf)
+        if refused is None and not topology.any_alive(replicas):
+            refused = (
+                f"All brokers specified in the manual partition assignment for partition {partition} are fenced"
+                " or in controlled shutdown."
+            )
+        if refused is not None:
+            raise TopicError(E.invalid_replica_assignment, refused)
 
     async def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version >= 6:
@@ -206,10 +251,25 @@ class TopicAdmin:
                 if too_many:
                     raise TopicError(E.policy_violation, "Excessively large number of partitions per request.")
                 await self.topics.add_partitions(t.name, t.count, validate_only=True)
+                existing = self.topics.get(t.name)
+                first = existing.partitions if existing else 0
+                assignments = None
+                if t.assignments is not None:  # (null: placed as the brokers' default)
+                    if len(t.assignments) != t.count - first:
+                        raise TopicError(
+                            E.invalid_replica_assignment,
+                            f"Attempted to add {t.count - first} additional partition(s), but only"
+                            f" {len(t.assignments)} assignment(s) were specified.",
+                        )
+                    rf = self.topology.state(t.name, 0).replicas if self.topology is not None else [1]
+                    assignments = [list(a.broker_ids) for a in t.assignments]
+                    for i, replicas in enumerate(assignments):
+                        self._check_assignment(replicas, len(rf), first + i)
                 if not req.validate_only:
-                    existing = self.topics.get(t.name)
-                    self._charge(ctx, t.count - (existing.partitions if existing else 0))
+                    self._charge(ctx, t.count - first)
                     await self.topics.add_partitions(t.name, t.count)
+                    if assignments is not None and self.topology is not None:
+                        await self.topology.assign(t.name, first, assignments)
             except TopicError as e:  # (Kafka's controller names no unknown topic)
                 error, message = e.code, None if e.code == E.unknown_topic_or_partition else str(e)
             results.append(

@@ -169,23 +169,9 @@ class PartitionAdminApis:
         )
 
     async def _reassign(self, topic: str, partition: int, target: list[int], allow_rf_change: bool) -> None:
-        if not target:
-            raise PartitionError(
-                E.invalid_replica_assignment, "The manual partition assignment includes an empty replica list."
-            )
-        previous = None
-        for node_id in sorted(target):  # (Kafka's validateManualPartitionAssignment, in its order)
-            if node_id not in self.topology.brokers:
-                raise PartitionError(
-                    E.invalid_replica_assignment,
-                    f"The manual partition assignment includes broker {node_id}, but no such broker is registered.",
-                )
-            if node_id == previous:
-                raise PartitionError(
-                    E.invalid_replica_assignment,
-                    f"The manual partition assignment includes the broker {node_id} more than once.",
-                )
-            previous = node_id
+        refused = self.topology.check_manual_assignment(target)
+        if refused is not None:
+            raise PartitionError(E.invalid_replica_assignment, refused)
         st = self.topology.state(topic, partition)
         key = (topic, partition)
         current = self.ongoing[key].original if key in self.ongoing else list(st.replicas)

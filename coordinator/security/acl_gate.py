@@ -24,7 +24,7 @@ from protocol.error_response import error_response
 from protocol.wire import Raw
 from protocol.offset_commit import resolve_topic_ids, write_response_to
 
-from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context
+from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context, nested_type
 from .acls import (
     ALTER,
     ALTER_CONFIGS,
@@ -155,6 +155,9 @@ class AclGate:
             50: self._cluster(DESCRIBE),
             51: self._cluster(ALTER),
             57: self._cluster(ALTER),  # UpdateFeatures (ControllerApis.handleUpdateFeatures)
+            75: self.describe_topic_partitions,
+            35: self.describe_log_dirs,
+            55: self._cluster(DESCRIBE),  # DescribeQuorum (ControllerApis.handleDescribeQuorum)
             68: self._group_read,
             21: self.delete_records,
             32: self._configs(DESCRIBE_CONFIGS),
@@ -441,6 +444,52 @@ class AclGate:
             return dataclasses.replace(body, **values)
 
         return check
+
+    def describe_log_dirs(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """DESCRIBE on the cluster, else no log dir and (v3+) CLUSTER_AUTHORIZATION_FAILED, as
+        KafkaApis.handleDescribeLogDirsRequest answers (not its getErrorResponse)."""
+        if self.can(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+            return None
+        return ctx.response(throttle_time=0, error_code=CLUSTER_DENIED, results=())
+
+    def describe_topic_partitions(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """DESCRIBE on each topic from the cursor's on, as DescribeTopicPartitionsRequestHandler:
+        with all topics asked, those it may not see are left out before the page is cut; a named
+        one it may not see is left out of the page and answered after it, TOPIC_AUTHORIZATION_FAILED."""
+        cursor = req.cursor
+        start = cursor.topic_name if cursor is not None else ""
+        names = sorted(self.topics.topics) if not req.topics else sorted({t.name for t in req.topics})
+        if req.topics and cursor is not None and cursor.topic_name not in names:
+            return None  # (the handler refuses the request as a whole)
+        names = [n for n in names if n >= start]
+        allowed = [n for n in names if self.can(ctx, DESCRIBE, TOPIC, n)]
+        if len(allowed) == len(names):
+            return None
+        denied = [] if not req.topics else [n for n in names if n not in allowed]
+        if cursor is not None and cursor.topic_name not in allowed:
+            cursor = None  # (the page starts at the next topic it may see)
+        make = nested_type(ctx.codec.request_type, "TopicRequest")
+        narrowed = dataclasses.replace(req, topics=tuple(make(name=n) for n in allowed), cursor=cursor)
+
+        def row(name: str) -> Any:
+            return ctx.nested(
+                "DescribeTopicPartitionsResponseTopic",
+                error_code=TOPIC_DENIED,
+                name=name,
+                topic_id=ZERO_UUID,
+                is_internal=False,
+                partitions=(),
+                topic_authorized_operations=-(2**31),
+            )
+
+        async def merged() -> Any:
+            if allowed:
+                body = await _body_of(handler, ctx, narrowed)
+            else:
+                body = ctx.response(throttle_time=0, topics=(), next_cursor=None)
+            return dataclasses.replace(body, topics=tuple(body.topics) + tuple(row(n) for n in denied))
+
+        return merged()
 
     def _txn_write(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         """EndTxn (and the start of the other transactional requests): WRITE on the id."""
