@@ -11,7 +11,7 @@ from tests.support.acls import DESCRIBE, TOPIC, create_acls_body
 from tests.support.data_plane import batch, create, produce
 from tests.support.wire_client import WireClient, request_class
 
-DESCRIBE_TOPIC_PARTITIONS, CREATE_ACLS, DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM = 75, 30, 35, 55
+DESCRIBE_TOPIC_PARTITIONS, CREATE_ACLS, DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM, FIND_COORDINATOR = 75, 30, 35, 55, 10
 NONE, UNKNOWN_TOPIC, INVALID_TOPIC, TOPIC_DENIED, CLUSTER_DENIED, INVALID_REQUEST = 0, 3, 17, 29, 31, 42
 ALL_TOPIC_OPERATIONS, NOT_ASKED = 3576, -(2**31)
 
@@ -31,6 +31,12 @@ def _dtp(names: tuple[str, ...], limit: int = 2000, cursor: tuple[str, int] | No
         response_partition_limit=limit,
         cursor=None if cursor is None else make_cursor(topic_name=cursor[0], partition_index=cursor[1]),
     )
+
+
+async def _use_groups(conn) -> None:
+    """Find a group coordinator: __consumer_offsets exists from then on, as at Kafka."""
+    find = request_class(FIND_COORDINATOR, 3)
+    assert (await conn.request(FIND_COORDINATOR, 3, find(key="g", key_type=0))).error_code == NONE
 
 
 async def _page(conn, names: tuple[str, ...], limit: int = 2000, cursor: tuple[str, int] | None = None):
@@ -58,6 +64,8 @@ async def test_describe_topic_partitions_pages_as_kafka(conn):
     rows, nxt, _ = await _page(conn, ("dtp-a",), limit=0)  # (at least one partition a page)
     assert (rows, nxt) == ([("dtp-a", NONE, [0])], ("dtp-a", 1))
     # all topics (none named): every topic that exists, __consumer_offsets (internal) first
+    assert [n for n, _, _ in (await _page(conn, ()))[0]] == ["dtp-a", "dtp-b"]  # (none until a group is used)
+    await _use_groups(conn)
     rows, nxt, r = await _page(conn, ())
     assert [n for n, _, _ in rows] == ["__consumer_offsets", "dtp-a", "dtp-b"] and nxt is None
     assert r.topics[0].is_internal and len(rows[0][2]) == 50
@@ -93,6 +101,7 @@ async def test_describe_topic_partitions_checks_describe_on_each_topic(server_fa
         # only bob may describe "secret"; this connection is User:ANONYMOUS
         r = await conn.request(CREATE_ACLS, 3, create_acls_body((TOPIC, "secret", "User:bob", DESCRIBE)))
         assert r.results[0].error_code == NONE
+        await _use_groups(conn)
         rows, nxt, _ = await _page(conn, ())
         assert [n for n, _, _ in rows] == ["__consumer_offsets", "dtp-a", "dtp-b"] and nxt is None
         rows, nxt, r = await _page(conn, ("secret", "dtp-b", "dtp-a"), limit=1)
@@ -135,6 +144,7 @@ async def test_describe_log_dirs_every_version(server):
             if v >= 5:
                 assert result.is_cordoned is False
         # null: every partition, __consumer_offsets' too
+        await _use_groups(conn)
         r = await conn.request(DESCRIBE_LOG_DIRS, 5, _log_dirs(5, None))
         assert [t.name for t in r.results[0].topics] == ["__consumer_offsets", "ld"]
         assert len(r.results[0].topics[0].partitions) == 50
