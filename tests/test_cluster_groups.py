@@ -195,7 +195,7 @@ async def test_a_streams_group_comes_back_whole_on_its_new_coordinator(kafka_clu
         a = await c.request(STREAMS_HB, 1, shb("cg-wc", "a", 0, word_count("cg-wc")))
         for _ in range(100):  # the coordinator creates the internal topics meanwhile
             a = await c.request(STREAMS_HB, 1, shb("cg-wc", "a", a.member_epoch, active={}))
-            if a.status is None:
+            if not a.status:
                 break
             await asyncio.sleep(0.02)
         a_owned = active_of(a)

@@ -821,6 +821,55 @@ def test_streams_group_heartbeat_life_cycle(warm, sides):
     obs.check()
 
 
+def test_streams_group_word_count_topology_and_internal_topics(warm, sides):
+    """The same word-count topology given to both (a repartition topic and a compacted
+    changelog that the coordinator creates): the heartbeats until the member runs its tasks,
+    then StreamsGroupDescribe (the configured topology with its partition counts, the member
+    and its tasks), compared."""
+    obs = Observations()
+    kafka_ranges, our_ranges = warm.ranges
+    v = max(common_versions(kafka_ranges, our_ranges, 88))
+    app = "oracle-wc"
+    rep, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
+    topology = {
+        "epoch": 1,
+        "subtopologies": [
+            {"subtopology_id": "0", "source_topics": [TOPIC], "repartition_sink_topics": [rep]},
+            {
+                "subtopology_id": "1",
+                "state_changelog_topics": [
+                    {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+                ],
+                "repartition_source_topics": [
+                    {"name": rep, "topic_configs": [{"key": "cleanup.policy", "value": "delete"}]}
+                ],
+            },
+        ],
+    }
+    answers: list[list[Any]] = [[], []]
+    for i, side in enumerate(sides):
+        member = str(uuid.uuid4())
+        joined = streams_heartbeat(side, v, app, member, 0, topology)
+        answers[i].append(("join", plain(joined)))
+        epoch, tasks = joined.member_epoch, None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the internal topics appear, the initial delay passes
+            beat = streams_heartbeat(side, v, app, member, epoch, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+            epoch = beat.member_epoch
+            if beat.active_tasks:
+                tasks = plain(beat.active_tasks)
+            if not beat.status and tasks:
+                break
+            time.sleep(0.2)
+        answers[i].append(("tasks", tasks))
+        described = side.call(89, 1, {"group_ids": [app], "include_authorized_operations": False})
+        answers[i].append(("describe", plain(described)))
+        streams_heartbeat(side, v, app, member, -1)
+    for (name, kafka), (_, ours) in zip(answers[0], answers[1], strict=True):
+        obs.compare(f"wire/StreamsGroupHeartbeat/word-count-{name}", kafka, ours, f"v{v}")
+    obs.check()
+
+
 def test_transaction_error_paths(warm, sides):
     obs = Observations()
     compare_at_every_version(

@@ -27,7 +27,7 @@ async def test_streams_groups_cli_and_metrics(server_factory):
         a = await conn.request(SHB, 1, shb("wc", "a", 0, word_count("wc")))
         for _ in range(100):  # until the coordinator has created the internal topics
             a = await conn.request(SHB, 1, shb("wc", "a", a.member_epoch, active={}))
-            if a.status is None:
+            if not a.status:
                 break
             await asyncio.sleep(0.02)
         assert active_of(a) == {"0": [0, 1], "1": [0, 1]}

@@ -330,6 +330,9 @@ class StreamsGroupManager(ModernGroupManager):
         send = r.member_epoch == 0 or before[1] != member.assigned
         if send and member.user_endpoint is not None:
             group.endpoint_information_epoch += 1
+        # (Kafka's order: the topology's epoch, the assignment's delay, the topics, a shutdown)
+        if self._initial_delay_pending(group) and group.assignment_epoch < group.group_epoch:
+            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
         if configured.status is not None:
             status.append(configured.status)
         if group.shutdown_request_member_id is not None:
@@ -340,8 +343,6 @@ class StreamsGroupManager(ModernGroupManager):
                     "requested a shutdown for the entire application.",
                 )
             )
-        if self._initial_delay_pending(group) and group.assignment_epoch < group.group_epoch:
-            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
         result = StreamsHeartbeatResult(
             E.none,
             None,
@@ -350,7 +351,7 @@ class StreamsGroupManager(ModernGroupManager):
             self.setting(r.group_id, "heartbeat_interval_ms"),
             self.setting(r.group_id, "acceptable_recovery_lag"),
             self.setting(r.group_id, "task_offset_interval_ms"),
-            status or None,
+            status,  # (Kafka answers an empty list when there is none)
             member.assigned if send else None,
             group.endpoint_information_epoch,
             self.endpoints(group) if group.endpoint_information_epoch != r.endpoint_information_epoch else None,
