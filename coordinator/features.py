@@ -5,7 +5,7 @@ Each feature's supported range ends at the level this server really implements: 
 a finalized level as a promise (a Kafka 4 producer uses transactions v2 when
 `transaction.version` is 2, a consumer the KIP-848 protocol when `group.version` is 1), so a
 level is declared here only once what it means is served. Raise a feature's `implemented` below
-when its work lands (transactions v2, KIP-1071 streams groups): it becomes the top of the
+when its work lands (transactions v2): it becomes the top of the
 supported range and the level a new data dir finalizes, and UpdateFeatures can then upgrade an
 existing one to it.
 
@@ -52,8 +52,8 @@ KRAFT_VERSION = Feature("kraft.version", 0, 1)
 # Transactions v1 only: the log is written in TransactionLogValue v0 and KIP-890 part 2 is not
 # served. Raise to 2 when transactions v2 land.
 TRANSACTION_VERSION = Feature("transaction.version", 0, 0)
-# No KIP-1071 streams groups yet. Raise to 1 when StreamsGroupHeartbeat/Describe land.
-STREAMS_VERSION = Feature("streams.version", 0, 0)
+# KIP-1071 streams groups: StreamsGroupHeartbeat/StreamsGroupDescribe (coordinator/groups/streams/)
+STREAMS_VERSION = Feature("streams.version", 0, 1)
 
 FEATURES = (
     METADATA_VERSION,

@@ -20,7 +20,7 @@ UPGRADE, SAFE_DOWNGRADE = 1, 2
 FAILED = "The update failed for all features since the following feature had an error: "
 
 # What this server serves (coordinator/features.py): Kafka 4.4's table, except the levels not
-# implemented here (share.version 2, transaction.version 1-2, streams.version 1)
+# implemented here (share.version 2, transaction.version 1-2)
 SUPPORTED = {
     "metadata.version": (7, 33),
     "group.version": (0, 1),
@@ -28,9 +28,15 @@ SUPPORTED = {
     "eligible.leader.replicas.version": (0, 1),
     "kraft.version": (0, 1),
     "transaction.version": (0, 0),
-    "streams.version": (0, 0),
+    "streams.version": (0, 1),
 }
-FINALIZED = {"metadata.version": 33, "group.version": 1, "share.version": 1, "eligible.leader.replicas.version": 1}
+FINALIZED = {
+    "metadata.version": 33,
+    "group.version": 1,
+    "share.version": 1,
+    "eligible.leader.replicas.version": 1,
+    "streams.version": 1,
+}
 
 
 def _features(body):
@@ -108,7 +114,7 @@ def test_update_features_refuses_what_kafka_refuses_and_what_is_not_implemented(
     try:
         refused = [
             (("transaction.version", 2, UPGRADE), "Local controller 1 does not support this feature."),
-            (("streams.version", 1, UPGRADE), "Local controller 1 does not support this feature."),
+            (("streams.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
             (("share.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
             (("group.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
             (("metadata.version", 34, UPGRADE), "Local controller 1 only supports versions 7-33"),
