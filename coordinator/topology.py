@@ -166,7 +166,12 @@ class Topology:
     def _log_of(self, topic: str, partition: int) -> Any:
         if topic == TRANSACTION_TOPIC:
             return self.txn_logs[partition] if 0 <= partition < len(self.txn_logs) else None
-        return self.topics.partition_log(topic, partition)
+        found = self.topics.partition_log(topic, partition)
+        if found is None:  # an internal topic not used yet: not listed, but its partitions lead all the same
+            info = getattr(self.topics, "internal_pending", {}).get(topic)
+            if info is not None and 0 <= partition < info.partitions:
+                return info.logs[partition]
+        return found
 
     def exists(self, topic: str, partition: int) -> bool:
         return self._log_of(topic, partition) is not None
