@@ -307,6 +307,15 @@ async def test_refused_heartbeats_change_nothing():
     assert set(h.group.members) == {"a"}
 
 
+async def test_a_full_group_refuses_a_member():
+    h = Harness(num_warmup_replicas=0, max_size=1)
+    await ready(h)
+    assert (await h.hb("a", 0)).error == NONE
+    b = await h.hb("b", 0)
+    assert (b.error, b.message) == (81, "The streams group has reached its maximum capacity of 1 members.")
+    assert set(h.group.members) == {"a"}  # GROUP_MAX_SIZE_REACHED, nothing kept
+
+
 async def test_static_member_leaves_temporarily_and_its_successor_takes_its_tasks():
     h = Harness(num_warmup_replicas=0)
     await ready(h, 2)

@@ -154,7 +154,9 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         return E.none if epoch == member.member_epoch else E.stale_member_epoch
 
     def expiration_base(self) -> ExpirationBase | None:
-        return _commit_time if not self.members else None
+        # Kafka's StreamsGroup: offsets count from their commit (those of topics the group
+        # reads while it has members are kept: is_subscribed_to)
+        return _commit_time
 
     def is_subscribed_to(self, topic: str) -> bool:
         # Kafka's StreamsGroup.isSubscribedToTopic: a topic the configured topology reads
