@@ -134,7 +134,9 @@ def both(oracle) -> list[Any]:
 # ---------------------------------------------------------------------------------------------
 # Tools: output text, with what must differ masked
 
-TOPIC_ID = re.compile(r"\b[A-Za-z0-9_-]{22}\b")
+# Kafka's ids as tools print them: 16 bytes in base64 without padding (topic and cluster ids
+# url-safe, librdkafka's KIP-848 member ids standard).
+TOPIC_ID = re.compile(r"(?<![A-Za-z0-9_+/-])[A-Za-z0-9_+/-]{22}(?![A-Za-z0-9_+/-])")
 
 
 def tool_text(text: str, server) -> str:
@@ -143,9 +145,9 @@ def tool_text(text: str, server) -> str:
     text = text.replace(server.bootstrap, "<bootstrap>")
     text = re.sub(r"127\.0\.0\.1:\d+", "<host:port>", text)
     text = re.sub(r"(localhost|127\.0\.0\.1)", "<host>", text)
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>", text)
     text = TOPIC_ID.sub("<id>", text)
-    text = re.sub(r"\bEpoch: \d+", "Epoch: <n>", text)
-    return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>", text)
+    return re.sub(r"\bEpoch: \d+", "Epoch: <n>", text)
 
 
 def run_tool(oracle, obs: Observations, key: str, main: str, *args: str, lines: bool = False) -> None:
@@ -1217,7 +1219,17 @@ def consume(consumer, count: int) -> list[tuple[int, int]]:
     return sorted(seen)
 
 
-def group_life_cycle(server, protocol: str, group: str) -> list[tuple[str, Any]]:
+def group_tool(tools, server, *args: str) -> dict[str, Any]:
+    """kafka-consumer-groups against one broker, its output masked as run_tool masks it."""
+    r = tools.run(TOOLS + "consumer.group.ConsumerGroupCommand", "--bootstrap-server", server.bootstrap, *args)
+    return {
+        "exit": r.code,
+        "out": tool_text(r.out, server).splitlines(),
+        "err": tool_text(r.err, server).splitlines()[:3],
+    }
+
+
+def group_life_cycle(server, protocol: str, group: str, tools=None) -> list[tuple[str, Any]]:
     """One member of a classic or KIP-848 group reads what was produced, commits and leaves;
     what confluent-kafka's admin and the group's own describe API report at each step."""
     from confluent_kafka import Consumer
@@ -1242,6 +1254,9 @@ def group_life_cycle(server, protocol: str, group: str) -> list[tuple[str, Any]]
         until("a stable group", lambda: confluent_group(admin, group)["state"] == "STABLE")
         steps.append(("describe-stable", confluent_group(admin, group)))
         steps.append(("offsets", confluent_offsets(admin, group)))
+        if tools is not None:  # kafka-consumer-groups on the live group: members, offsets, state
+            for view in ("--members", "--offsets", "--state"):
+                steps.append((f"tool-describe{view}", group_tool(tools, server, "--describe", "--group", group, view)))
         if protocol == "consumer":
             conn = Conn(server.port)
             body = conn.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})
@@ -1277,7 +1292,7 @@ def client_topic(warm):
 def test_client_confluent_admin_and_group_life_cycles(warm, client_topic):
     obs = Observations()
     for protocol, group in (("classic", "oracle-classic"), ("consumer", "oracle-kip848")):
-        runs = [group_life_cycle(server, protocol, group) for server in both(warm)]
+        runs = [group_life_cycle(server, protocol, group, warm.tools) for server in both(warm)]
         for (step, kafka), (_, ours) in zip(*runs, strict=True):
             obs.compare(f"client/confluent/{protocol}-group/{step}", kafka, ours)
     obs.check()
