@@ -13,6 +13,9 @@ from coordinator.groups.clock import ManualClock
 from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup, records_of
 from coordinator.groups.modern.consumer.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.groups.modern.modern_manager import ModernGroupManager
+from coordinator.groups.modern.share import share_group
+from coordinator.groups.modern.share.share_group import ShareGroup
+from coordinator.groups.modern.share.share_manager import ShareHeartbeatRequest
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.topic_image import TopicImage
@@ -64,6 +67,10 @@ class Node:
             if type(group) is ConsumerGroup:
                 again = fresh.shard.groups[group_id]
                 assert type(again) is ConsumerGroup and records_of(again) == records_of(group)
+            elif type(group) is ShareGroup:
+                again = fresh.shard.groups[group_id]
+                assert type(again) is ShareGroup
+                assert share_group.records_of(again) == share_group.records_of(group)
         return fresh
 
     async def hb(self, member_id: str, epoch: int, topics=None, owned_=()) -> object:
@@ -76,6 +83,10 @@ class Node:
             owned=None if owned_ is None else list(owned_),
         )
         return await self.settled(self.shard.consumer.heartbeat(r), ModernGroupManager.write_failed)
+
+    async def shb(self, member_id: str, epoch: int, topics=("t",)) -> object:
+        r = ShareHeartbeatRequest("sg", member_id, epoch, subscribed_topic_names=topics if epoch == 0 else None)
+        return await self.settled(self.shard.share.heartbeat(r), ModernGroupManager.write_failed)
 
     async def settled(self, result, failed=lambda error: error):
         """The response of an operation's result, the log made durable meanwhile."""
@@ -202,6 +213,36 @@ async def test_a_consumer_group_is_what_a_restart_rebuilds_after_each_failed_wri
 
     node.log.refusing = False
     beat = await node.hb("a", a.member_epoch, owned_=owned(a))
+    assert beat.error == E.none
+    node.rebuilt_alike()
+
+
+async def test_a_share_group_is_what_a_restart_rebuilds_after_each_failed_write():
+    node = Node()
+    node.catalog.add("t", 2)
+    a_id = "a" * 22
+    a = await node.shb(a_id, 0)
+    assert a.error == E.none
+    node.rebuilt_alike()
+
+    node.log.refusing = True
+    joined = await node.shb("b" * 22, 0)  # a join that cannot be written
+    assert joined.error == E.not_coordinator
+    assert set(node.shard.groups["sg"].members) == {a_id}
+    node.rebuilt_alike()
+
+    left = await node.shb(a_id, -1)  # a leave that cannot be written: the member stays
+    assert left.error == E.not_coordinator
+    assert set(node.shard.groups["sg"].members) == {a_id}
+    node.rebuilt_alike()
+
+    node.clock.advance(60_000)  # its session expires, the fencing cannot be written
+    await settle()
+    assert set(node.shard.groups["sg"].members) == {a_id}
+    node.rebuilt_alike()
+
+    node.log.refusing = False
+    beat = await node.shb(a_id, a.member_epoch)
     assert beat.error == E.none
     node.rebuilt_alike()
 
