@@ -1,7 +1,7 @@
 """The Kafka 4.4 APIs this server added for the admin tools, over real sockets (in-process
 server), bad input included: DescribeTopicPartitions (75) with its cursor, pages and ELR fields,
 DescribeLogDirs (35) per data dir with partition sizes, DescribeQuorum (55) as a combined node
-answers, and their ACL checks."""
+answers, ListConfigResources (74), and their ACL checks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,16 @@ from tests.support.data_plane import batch, create, produce
 from tests.support.wire_client import WireClient, request_class
 
 DESCRIBE_TOPIC_PARTITIONS, CREATE_ACLS, DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM, FIND_COORDINATOR = 75, 30, 35, 55, 10
-NONE, UNKNOWN_TOPIC, INVALID_TOPIC, TOPIC_DENIED, CLUSTER_DENIED, INVALID_REQUEST = 0, 3, 17, 29, 31, 42
+LIST_CONFIG_RESOURCES = 74
+NONE, UNKNOWN_TOPIC, INVALID_TOPIC, TOPIC_DENIED, CLUSTER_DENIED, UNSUPPORTED_VERSION, INVALID_REQUEST = (
+    0,
+    3,
+    17,
+    29,
+    31,
+    35,
+    42,
+)
 ALL_TOPIC_OPERATIONS, NOT_ASKED = 3576, -(2**31)
 
 
@@ -206,5 +215,37 @@ async def test_describe_quorum_one_voter_every_version(server):
             assert rows == [(n, i, UNKNOWN_TOPIC, message) for n, i in asks] and r.nodes == ()
         r = await conn.request(DESCRIBE_QUORUM, 2, _quorum(2))
         assert (r.error_code, r.topics) == (NONE, ())
+    finally:
+        await conn.close()
+
+
+async def test_list_config_resources_v0_and_v1(server_factory):
+    server = server_factory("--brokers", "3")
+    conn = await WireClient("list-configs").connect("127.0.0.1", server.port)
+    try:
+        await create(conn, "lc", partitions=1)
+
+        async def listed(v: int, *types: int):
+            body = request_class(LIST_CONFIG_RESOURCES, v)(**({"resource_types": types} if v else {}))
+            r = await conn.request(LIST_CONFIG_RESOURCES, v, body)
+            return r.error_code, [(c.resource_name, getattr(c, "resource_type", 16)) for c in r.config_resources]
+
+        assert await listed(0) == (NONE, [])  # v0: client-metrics resources only (none kept here)
+        brokers = [("1", 4), ("2", 4), ("3", 4)]
+        assert await listed(1) == (NONE, [(n, 8) for n, _ in brokers] + brokers + [("lc", 2)])
+        assert await listed(1, 2) == (NONE, [("lc", 2)])
+        assert await listed(1, 16, 32) == (NONE, [])
+        assert await listed(1, 1) == (UNSUPPORTED_VERSION, [])  # (a type it does not list)
+        assert await listed(1, 2, 64) == (UNSUPPORTED_VERSION, [])
+    finally:
+        await conn.close()
+
+
+async def test_list_config_resources_needs_describe_configs_on_the_cluster(server_factory):
+    server = server_factory("--authorizer", "--no-allow-everyone-if-no-acl-found")
+    conn = await WireClient("list-configs-acl").connect("127.0.0.1", server.port)
+    try:
+        r = await conn.request(LIST_CONFIG_RESOURCES, 1, request_class(LIST_CONFIG_RESOURCES, 1)(resource_types=()))
+        assert (r.error_code, r.config_resources) == (CLUSTER_DENIED, ())
     finally:
         await conn.close()

@@ -14,7 +14,8 @@ from .configs import describe_topic
 from .topics import TopicError, Topics, validate_configs, validate_name
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 33, 44, 60
-TOPIC, BROKER, GROUP = 2, 4, 32  # resource types
+LIST_CONFIG_RESOURCES = 74
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # resource types
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 ENDPOINT_BROKERS = 1
 INVALID_REQUEST_MESSAGE = (
@@ -35,6 +36,37 @@ class ConfigApis:
         registry.add(ALTER_CONFIGS, range(0, 3), self.alter_configs)
         registry.add(INCREMENTAL_ALTER_CONFIGS, range(0, 2), self.incremental_alter_configs)
         registry.add(DESCRIBE_CLUSTER, range(0, 3), self.describe_cluster)
+        registry.add(LIST_CONFIG_RESOURCES, range(0, 2), self.list_config_resources)
+
+    # ListConfigResources ----------------------------------------------------------------
+
+    def list_config_resources(self, ctx: RequestContext, req: Any) -> Any:
+        """KIP-1142's listing, as KafkaApis.handleListConfigResources: v0 lists client-metrics
+        resources only; v1 the types asked (none: every type it knows), in Kafka's order: groups
+        with configs of their own, client-metrics resources, broker loggers and brokers (the live
+        ones), topics. A type it does not list is UNSUPPORTED_VERSION. No client-metrics
+        subscription is kept here (KIP-714 telemetry is not served), so none is ever listed."""
+        known = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC) if ctx.version >= 1 else (CLIENT_METRICS,)
+        wanted = set(getattr(req, "resource_types", ()) or known)
+        if not wanted <= set(known):
+            return ctx.response(throttle_time=0, error_code=E.unsupported_version, config_resources=())
+        rows: list[tuple[str, int]] = []
+        if GROUP in wanted and self.group_configs is not None:
+            rows += [(g, GROUP) for g, own in self.group_configs.configs.items() if own]
+        nodes = [str(n) for n, _, _ in self.cluster.brokers(ctx)]
+        if BROKER_LOGGER in wanted:
+            rows += [(n, BROKER_LOGGER) for n in nodes]
+        if BROKER in wanted:
+            rows += [(n, BROKER) for n in nodes]
+        if TOPIC in wanted:
+            rows += [(t, TOPIC) for t in self.topics.topics]
+        return ctx.response(
+            throttle_time=0,
+            error_code=E.none,
+            config_resources=tuple(
+                ctx.nested("ConfigResource", resource_name=name, resource_type=kind) for name, kind in rows
+            ),
+        )
 
     # DescribeConfigs --------------------------------------------------------------------
 

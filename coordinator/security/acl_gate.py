@@ -158,6 +158,7 @@ class AclGate:
             75: self.describe_topic_partitions,
             35: self.describe_log_dirs,
             55: self._cluster(DESCRIBE),  # DescribeQuorum (ControllerApis.handleDescribeQuorum)
+            74: self._cluster(DESCRIBE_CONFIGS),  # ListConfigResources
             68: self._group_read,
             21: self.delete_records,
             32: self._configs(DESCRIBE_CONFIGS),

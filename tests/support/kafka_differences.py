@@ -87,7 +87,6 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/DescribeDelegationToken", "Kafka serves v1-3; here not served"),
     _d("wire/ApiVersions/range/ExpireDelegationToken", "Kafka serves v1-2; here not served"),
     _d("wire/ApiVersions/range/InitializeShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
-    _d("wire/ApiVersions/range/ListConfigResources", "Kafka serves v0-1; here not served"),
     _d("wire/ApiVersions/range/Produce", "Kafka's highest version is v13, here v12", NEWER),
     _d("wire/ApiVersions/range/ReadShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d(
@@ -237,11 +236,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "tools/kafka-broker-api-versions/list",
         "the API lines differ as ApiVersions' ranges do (wire/ApiVersions/range/*)",
         "as the ApiVersions ranges above",
-    ),
-    _d(
-        "tools/kafka-client-metrics/list",
-        "Kafka lists no client metrics resources; here the tool fails: no ListConfigResources",
-        "ListConfigResources (74) and client-metrics config resources are not served (Kafka 4.4 parity: new APIs)",
     ),
     _d(
         "tools/kafka-cluster/cluster-id",
