@@ -185,3 +185,30 @@ def test_kafka_streams_on_the_streams_protocol(server_factory, tmp_path):
     assert result["lines"] == 240 and result["final counts"] == result["expected"]
     picked = picked_versions({"streams": server}, lambda c: c != "rdkafka")
     print("\n[api versions] Kafka Streams on the streams protocol:", picked)
+
+
+@pytest.mark.timeout(400)
+def test_kafka_streams_on_the_streams_protocol_across_a_coordinator_move(tmp_path):
+    """The same KIP-1071 word count on three brokers (coordinator.testing.Cluster): after the
+    third instance joins, the group's coordinator moves to another broker; the new one loads
+    the group from `__consumer_offsets` and the instances carry on, counts exact."""
+    from coordinator.testing import Cluster
+
+    cluster = Cluster(brokers=3, subprocess=True).start()
+    try:
+        results = run_parallel(
+            {
+                "streams-protocol-cluster": (
+                    java_command("streams-protocol-cluster", cluster.bootstrap),
+                    None,
+                    tmp_path / "java-streams-cluster.log",
+                    cluster_actions(cluster),
+                )
+            }
+        )
+    finally:
+        cluster.close()
+    result = results["streams-protocol-cluster"]
+    assert result["failures"] == [], result
+    assert result["ok"], result
+    assert result["lines"] == 300 and result["final counts"] == result["expected"]

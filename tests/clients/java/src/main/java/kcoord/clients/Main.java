@@ -37,7 +37,8 @@ public final class Main {
                 case "producer" -> new ProducerScenario(bootstrap, result).run();
                 case "admin" -> new AdminScenario(bootstrap, result).run();
                 case "streams" -> new StreamsWordCount(bootstrap, result).run();
-                case "streams-protocol" -> new StreamsProtocolWordCount(bootstrap, result).run();
+                case "streams-protocol" -> new StreamsProtocolWordCount(bootstrap, result, false).run();
+                case "streams-protocol-cluster" -> new StreamsProtocolWordCount(bootstrap, result, true).run();
                 case "share" -> new ShareScenario(bootstrap, result).run();
                 case "txn-v2" -> new TransactionsV2Scenario(bootstrap, result).run();
                 default -> {

@@ -48,13 +48,15 @@ final class StreamsProtocolWordCount {
 
     private final String bootstrap;
     private final Main.Result result;
+    private final boolean cluster; // three brokers: the group's coordinator moves mid-run
     private final Map<String, Integer> expected = new TreeMap<>();
     private final Map<String, List<Long>> output = new TreeMap<>();
     private int lines;
 
-    StreamsProtocolWordCount(String bootstrap, Main.Result result) {
+    StreamsProtocolWordCount(String bootstrap, Main.Result result, boolean cluster) {
         this.bootstrap = bootstrap;
         this.result = result;
+        this.cluster = cluster;
     }
 
     private KafkaStreams instance(String name, Path stateDir) {
@@ -122,6 +124,13 @@ final class StreamsProtocolWordCount {
                         a.state() + " " + b.state() + " " + third.state());
                 batch(producer, reader, "a third instance joined");
                 members(admin, "three instances", 3);
+                if (cluster) {
+                    // The group's __consumer_offsets partition moves to another broker: the new
+                    // coordinator loads the group from its records and the members find it.
+                    Main.event("move-coordinator", APP);
+                    batch(producer, reader, "after a coordinator move");
+                    members(admin, "after the coordinator move", 3);
+                }
 
                 // b stops and starts again from an empty state directory: its stores are
                 // restored from the changelog topics the coordinator created.
