@@ -171,11 +171,13 @@ def test_kafka_streams_on_the_streams_protocol(server_factory, tmp_path):
     """Kafka Streams 4.4 with group.protocol=streams (KIP-1071): the coordinator validates the
     topology, creates the repartition and changelog topics and assigns the tasks (Kafka's 3 s
     initial rebalance delay included). An exactly-once word count with two instances, then a
-    third joining, then one stopped and started again with an empty state dir: after each step
-    the group is Stable with every member running active tasks (Admin.describeStreamsGroups),
+    third joining, then one stopped and started again with an empty state dir, with a standby
+    replica of each stateful task: after each step the group is Stable with every member running
+    active tasks and the standbys placed (Admin.describeStreamsGroups),
     and each word's output is exactly 1..n. On a server of its own, apart from the scenarios
     above (one more JVM beside them starves their timing)."""
-    server = proxied_server(server_factory, *SERVER_ARGS)
+    # One standby replica of each stateful task (group.streams.num.standby.replicas)
+    server = proxied_server(server_factory, *SERVER_ARGS, "--group-streams-num-standby-replicas", "1")
     results = run_parallel(
         {"streams-protocol": (java_command("streams-protocol", server.proxy_bootstrap), server, tmp_path / "java.log")}
     )
@@ -183,6 +185,7 @@ def test_kafka_streams_on_the_streams_protocol(server_factory, tmp_path):
     assert result["failures"] == [], result
     assert result["ok"], result
     assert result["lines"] == 240 and result["final counts"] == result["expected"]
+    assert result["three instances: members with standby tasks"] >= 1  # (subtopology 1 is stateful)
     picked = picked_versions({"streams": server}, lambda c: c != "rdkafka")
     print("\n[api versions] Kafka Streams on the streams protocol:", picked)
 

@@ -175,10 +175,14 @@ final class StreamsProtocolWordCount {
                 StreamsGroupDescription d = admin.describeStreamsGroups(List.of(APP)).all().get().get(APP);
                 seen[0] = d.groupState() + " " + d.members().size() + " members";
                 if (d.members().size() != n || d.groupState() != GroupState.STABLE) return false;
+                int standbys = 0;
                 for (var m : d.members()) {
                     Collection<?> active = m.assignment().activeTasks();
                     if (active.isEmpty()) return false;
+                    standbys += m.assignment().standbyTasks().size();
                 }
+                seen[0] += ", " + standbys + " subtopologies with standby tasks";
+                result.put(name + ": members with standby tasks", standbys);
                 return true;
             } catch (Exception e) {
                 seen[0] = e.toString();
