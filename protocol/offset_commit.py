@@ -19,7 +19,8 @@ from __future__ import annotations
 import operator
 import struct
 import uuid
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Literal, NamedTuple, cast, overload
 
 from .wire import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
@@ -63,11 +64,12 @@ class OffsetCommitRequest(NamedTuple):
     topic_ids: list[uuid.UUID] | None  # v10, once resolved: each topic's id as sent, for the response
 
 
-def resolve_topic_ids(request: OffsetCommitRequest, name_of) -> OffsetCommitRequest:
+def resolve_topic_ids(request: OffsetCommitRequest, name_of: Callable[[uuid.UUID], str | None]) -> OffsetCommitRequest:
     """A v10 request with topic names where `name_of(topic id)` knows them; an unknown id
     stays in place of its name (its partitions are answered UNKNOWN_TOPIC_ID)."""
-    ids = [t for t, _ in request.topics]
-    names = {t: name_of(t) or t for t in ids}
+    # Unresolved, a v10 request's topic "names" are the ids _read() put there.
+    ids = cast("list[uuid.UUID]", [t for t, _ in request.topics])
+    names: dict[str | uuid.UUID, str] = {t: name_of(t) or cast("str", t) for t in ids}  # an unknown id stays
     return request._replace(
         partitions=[p._replace(topic=names[p.topic]) for p in request.partitions],
         topics=[(names[t], n) for t, n in request.topics],
@@ -86,6 +88,10 @@ def _length(buf: bytes, pos: int, flexible: bool, fixed: struct.Struct) -> tuple
     return fixed.unpack_from(buf, pos)[0], pos + fixed.size
 
 
+@overload
+def _string(buf: bytes, pos: int, flexible: bool, nullable: Literal[False] = False) -> tuple[str, int]: ...
+@overload
+def _string(buf: bytes, pos: int, flexible: bool, nullable: Literal[True]) -> tuple[str | None, int]: ...
 def _string(buf: bytes, pos: int, flexible: bool, nullable: bool = False) -> tuple[str | None, int]:
     if flexible and buf[pos] < 0x80:  # a compact string shorter than 127 bytes, inline
         n = buf[pos] - 1
@@ -131,7 +137,8 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
     # Straight-line code with tuple returns: a cursor object's method calls cost twice as much.
     flexible = version >= 8
     group_id, pos = _string(buf, pos, flexible)
-    generation, member_id, instance_id, retention_ms = -1, "", None, -1
+    generation, member_id, retention_ms = -1, "", -1
+    instance_id: str | None = None
     if version >= 1:
         generation = _I32.unpack_from(buf, pos)[0]
         member_id, pos = _string(buf, pos + 4, flexible)
@@ -142,14 +149,16 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
         pos += 8
     with_epoch = version >= 6
     by_id = version >= 10
-    topics = []
+    topics: list[tuple[str, int]] = []
     partitions: list[PartitionCommit] = []
+    metadata: str | None
     n_topics, pos = _count(buf, pos, flexible)
     for _ in range(n_topics):
         if by_id:
             if pos + 16 > len(buf):
                 raise MalformedRequest("OffsetCommit request: truncated topic id")
-            name, pos = uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
+            # the id stands where the name goes until resolve_topic_ids() (PartitionCommit.topic)
+            name, pos = cast("str", uuid.UUID(bytes=bytes(buf[pos : pos + 16]))), pos + 16
         else:
             name, pos = _string(buf, pos, flexible)
         n_partitions, pos = _count(buf, pos, flexible)
@@ -263,7 +272,7 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
     return _new(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, partitions, topics, None))
 
 
-def reader(version: int):
+def reader(version: int) -> Callable[[bytes, int], tuple[OffsetCommitRequest, None]]:
     """A codec-style reader, (buf, pos) -> (request, None), for protocol.messages."""
 
     def read(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, None]:
@@ -291,8 +300,10 @@ def write_response_to(request: OffsetCommitRequest, version: int, errors: list[i
     body = _responses.get(key)
     if body is None:
         at = 0
-        topics = []
-        names = request.topic_ids if version >= 10 and request.topic_ids is not None else [t for t, _ in request.topics]
+        topics: list[tuple[str | uuid.UUID, list[tuple[int, int]]]] = []
+        names: Sequence[str | uuid.UUID] = (
+            request.topic_ids if version >= 10 and request.topic_ids is not None else [t for t, _ in request.topics]
+        )
         for name, (_, n) in zip(names, request.topics):
             topics.append(
                 (name, [(p.partition, e) for p, e in zip(request.partitions[at : at + n], errors[at : at + n])])
@@ -305,7 +316,9 @@ def write_response_to(request: OffsetCommitRequest, version: int, errors: list[i
     return body
 
 
-def write_offset_commit_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
+def write_offset_commit_response(
+    version: int, topics: Sequence[tuple[str | uuid.UUID, list[tuple[int, int]]]]
+) -> bytes:
     """The response body: (topic, [(partition, error code)]) in request order.
     v0-v2: topics; v3+: throttle time first; v8+: flexible; v10: topics by id (a UUID)."""
     out = bytearray(b"\0\0\0\0" if version >= 3 else b"")  # throttle_time_ms = 0
@@ -313,9 +326,9 @@ def write_offset_commit_response(version: int, topics: list[tuple[str, list[tupl
         out += _compact_length(len(topics))
         for name, partitions in topics:
             if version >= 10:
-                out += name.bytes
+                out += cast("uuid.UUID", name).bytes  # v10 names topics by id
             else:
-                raw = name.encode()
+                raw = cast("str", name).encode()
                 out += _compact_length(len(raw))
                 out += raw
             out += _compact_length(len(partitions))
@@ -326,7 +339,7 @@ def write_offset_commit_response(version: int, topics: list[tuple[str, list[tupl
     else:
         out += _I32.pack(len(topics))
         for name, partitions in topics:
-            raw = name.encode()
+            raw = cast("str", name).encode()  # by name before v10
             out += _I16.pack(len(raw))
             out += raw
             out += _I32.pack(len(partitions))

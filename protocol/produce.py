@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+from collections.abc import Callable
 from typing import Any
 
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
@@ -77,7 +78,7 @@ class _Reader:
                 raise ValueError("truncated tagged fields")
 
 
-def reader(request_type: type, flexible: bool):
+def reader(request_type: type, flexible: bool) -> Callable[[Any, int], tuple[Any, int]]:
     """A codec reader (buf, pos) -> (request, end) for one Produce version's kio classes."""
     import sys
 
@@ -89,25 +90,25 @@ def reader(request_type: type, flexible: bool):
         transactional_id = r.string(nullable=True)
         acks, timeout = _HEAD.unpack_from(r.buf, r.pos)
         r.pos += _HEAD.size
-        topics = None
+        topics: tuple[Any, ...] | None = None
         n_topics = r.count()
         if n_topics >= 0:
-            topics = []
+            topic_list = []
             for _ in range(n_topics):
                 name = r.string()
-                partitions = None
+                partitions: tuple[Any, ...] | None = None
                 n = r.count()
                 if n >= 0:
-                    partitions = []
+                    partition_list = []
                     for _ in range(n):
                         index = _I32.unpack_from(r.buf, r.pos)[0]
                         r.pos += 4
-                        partitions.append(partition_type(index=index, records=r.blob(_I32)))
+                        partition_list.append(partition_type(index=index, records=r.blob(_I32)))
                         r.skip_tags()
-                    partitions = tuple(partitions)
+                    partitions = tuple(partition_list)
                 r.skip_tags()
-                topics.append(topic_type(name=name, partition_data=partitions))
-            topics = tuple(topics)
+                topic_list.append(topic_type(name=name, partition_data=partitions))
+            topics = tuple(topic_list)
         r.skip_tags()
         return request_type(
             transactional_id=transactional_id,
