@@ -215,3 +215,23 @@ def test_kafka_streams_on_the_streams_protocol_across_a_coordinator_move(tmp_pat
     assert result["failures"] == [], result
     assert result["ok"], result
     assert result["lines"] == 300 and result["final counts"] == result["expected"]
+
+
+@pytest.mark.timeout(300)
+def test_share_consumer_on_three_brokers(tmp_path):
+    """Kafka's KafkaShareConsumer on three brokers with a partition led by each: three
+    consumers get every record once, and with explicit acknowledgement a released record comes
+    back once more and the acknowledged ones never (a share session with every broker)."""
+    from coordinator.testing import Cluster
+
+    cluster = Cluster(brokers=3, subprocess=True).start()
+    try:
+        results = run_parallel(
+            {"share-cluster": (java_command("share-cluster", cluster.bootstrap), None, tmp_path / "java-share.log")}
+        )
+        assert sorted(cluster.leader_of("spread", p) for p in range(3)) == [1, 2, 3]
+    finally:
+        cluster.close()
+    result = results["share-cluster"]
+    assert result["failures"] == [], result
+    assert result["ok"], result

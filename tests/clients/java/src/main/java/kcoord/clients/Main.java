@@ -40,6 +40,7 @@ public final class Main {
                 case "streams-protocol" -> new StreamsProtocolWordCount(bootstrap, result, false).run();
                 case "streams-protocol-cluster" -> new StreamsProtocolWordCount(bootstrap, result, true).run();
                 case "share" -> new ShareScenario(bootstrap, result).run();
+                case "share-cluster" -> new ShareScenario(bootstrap, result).runCluster();
                 case "txn-v2" -> new TransactionsV2Scenario(bootstrap, result).run();
                 default -> {
                     System.err.println("unknown scenario " + args[0]);

@@ -188,6 +188,75 @@ final class ShareScenario {
         result.check("accepted records stay accepted across a server restart", after.equals(want), after);
     }
 
+    /**
+     * Three brokers, a partition led by each (the cluster's placement): three consumers get
+     * every record once, and with explicit acknowledgement a released record comes back once
+     * more, the others never. A consumer holds a share session with every broker it fetches from.
+     */
+    void runCluster() throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            admin.createTopics(List.of(new NewTopic("spread", 3, (short) 3))).all().get();
+            for (String group : List.of("spreaders", "spread-explicit")) {
+                admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), List.of(
+                        new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                AlterConfigOp.OpType.SET)))).all().get();
+            }
+        }
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(Map.of("bootstrap.servers", bootstrap,
+                "key.serializer", "org.apache.kafka.common.serialization.StringSerializer",
+                "value.serializer", "org.apache.kafka.common.serialization.StringSerializer"))) {
+            for (int i = 0; i < 90; i++) producer.send(new ProducerRecord<>("spread", i % 3, null, "v" + i));
+            producer.flush();
+        }
+        ConcurrentLinkedQueue<String> got = new ConcurrentLinkedQueue<>();
+        AtomicBoolean done = new AtomicBoolean();
+        List<Thread> threads = new ArrayList<>();
+        for (int n = 0; n < 3; n++) {
+            Thread t = new Thread(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer("spreaders", "spread", false)) {
+                    while (!done.get()) {
+                        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                            got.add(r.partition() + ":" + r.offset());
+                        }
+                    }
+                }
+            });
+            t.start();
+            threads.add(t);
+        }
+        boolean all = Main.await(() -> got.size() >= 90, 60_000);
+        done.set(true);
+        for (Thread t : threads) t.join(60_000);
+        Set<String> distinct = new TreeSet<>(got);
+        result.check("three brokers, three consumers: every record to one consumer, once",
+                all && got.size() == 90 && distinct.size() == 90, got.size() + " deliveries, " + distinct.size() + " distinct");
+
+        Map<String, List<Short>> seen = new TreeMap<>();
+        try (KafkaShareConsumer<String, String> c = consumer("spread-explicit", "spread", true)) {
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (System.currentTimeMillis() < deadline && !(seen.size() == 90
+                    && seen.get("0:0") != null && seen.get("0:0").size() >= 2
+                    && seen.get("1:0") != null && seen.get("1:0").size() >= 2
+                    && seen.get("2:0") != null && seen.get("2:0").size() >= 2)) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(300))) {
+                    String key = r.partition() + ":" + r.offset();
+                    short count = r.deliveryCount().orElse((short) -1);
+                    seen.computeIfAbsent(key, k -> new ArrayList<>()).add(count);
+                    c.acknowledge(r, r.offset() == 0 && count == 1 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+            int more = c.poll(Duration.ofSeconds(1)).count();
+            boolean ok = seen.size() == 90 && more == 0;
+            for (Map.Entry<String, List<Short>> e : seen.entrySet()) {
+                List<Short> want = e.getKey().endsWith(":0") ? List.of((short) 1, (short) 2) : List.of((short) 1);
+                if (!want.equals(e.getValue())) ok = false;
+            }
+            result.check("three brokers: a released record comes back once, acknowledgements kept", ok,
+                    seen + " then " + more + " more");
+        }
+    }
+
     private static Set<Long> range(int n) {
         Set<Long> s = new TreeSet<>();
         for (long o = 0; o < n; o++) s.add(o);
