@@ -21,7 +21,7 @@ from .server_log import configure as configure_logging  # noqa: E402
 
 async def serve(argv: list[str] | None = None) -> None:
     config = parse_args(argv)
-    configure_logging(config.log_level, config.log_format)
+    sink = configure_logging(config.log_level, config.log_format)
     server = Server(config)
     try:
         await server.start()
@@ -37,6 +37,7 @@ async def serve(argv: list[str] | None = None) -> None:
     first = {x.node_id: x for x in reversed(server.listeners)}
     # With --enable-test-control, a word that says where it listens (the metrics port).
     control = f" control={config.metrics_port}" if config.enable_test_control else ""
+    sink.flush()  # (the start-up lines are on disk before anyone reads the ready line)
     print(
         "ready " + ",".join(f"{x.host}:{x.port}" for x in sorted(first.values(), key=lambda x: x.node_id)) + control,
         flush=True,
