@@ -309,6 +309,76 @@ async def callgrind_per_op(fsync: str, workload: str, n: int, log_level: str = "
     return total / n
 
 
+# The INFO lines a churn cycle writes (classic_manager's join, generation, leave and empty
+# lines, with the shapes of the ids the bench's client gets): logged through the server's own
+# sink, alone, so that their instructions are counted without a whole server's noise.
+CYCLE_LINES = (
+    (
+        "group %s: member %s joins (client %s, host %s%s)",
+        ("cg-1", "churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1", "churn", "/127.0.0.1", ""),
+    ),
+    (
+        "group %s: generation %d with %d members, protocol %s, leader %s (%s)",
+        (
+            "cg-1",
+            3,
+            1,
+            "range",
+            "churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1",
+            "member churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1 joined",
+        ),
+    ),
+    (
+        "group %s: member %s leaves (client %s, host %s)",
+        ("cg-1", "churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1", "churn", "/127.0.0.1"),
+    ),
+    ("group %s: generation %d is empty (%s)", ("cg-1", 4, "members left")),
+)
+FLUSH_EVERY = 100  # cycles per write: the sink writes every 100 ms, 100 cycles at 1,000 cycles/s
+
+
+async def log_lines(cycles: int) -> None:
+    """--log-lines: the cycle's INFO lines, `cycles` times, through the server's sink into a file."""
+    from coordinator import server_log
+
+    with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "server.log", "w") as out:
+        sink = server_log.configure("INFO", "text", out)
+        log = server_log.get("coordinator.groups.classic.classic_manager")
+        sink.pending = True  # (written below, every FLUSH_EVERY cycles, not by the loop's timer)
+        for i in range(cycles):
+            for msg, args in CYCLE_LINES:
+                log.info(msg, *args)
+            if i % FLUSH_EVERY == FLUSH_EVERY - 1:
+                sink.flush()
+                sink.pending = True
+
+
+def callgrind_log_lines(cycles: int) -> float:
+    """Instructions of one cycle's INFO lines: callgrind's totals of --log-lines with `cycles`
+    cycles against none (the interpreter's start-up)."""
+
+    def total(n: int) -> int:
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                sys.executable,
+                __file__,
+                "--log-lines",
+                str(n),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+        )
+        return int(next(x for x in done.stderr.splitlines() if "Collected" in x).split()[-1])
+
+    return (total(cycles) - total(0)) / cycles
+
+
 def sync_rounds(metrics_port: int) -> float:
     """Sync rounds the server has run: the count of its kcoord_log_sync_seconds histogram."""
     import urllib.request
@@ -378,9 +448,12 @@ async def main() -> None:
     ap.add_argument("--callgrind", action="store_true", help="also count the server's instructions (slow)")
     ap.add_argument("--callgrind-runs", type=int, default=3, help="counts at each log level, for logging's share")
     ap.add_argument("--serve-replay", help=argparse.SUPPRESS)
+    ap.add_argument("--log-lines", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_replay:
         return await serve_replay(args.serve_replay)
+    if args.log_lines is not None:
+        return await log_lines(args.log_lines)
     if args.port:
         figures = await measure(args.pid, args.port, args.seconds, args.groups, str(time.time()))
         print(figures)
@@ -499,14 +572,26 @@ async def main() -> None:
                     f"{sorted(round(x) for x in counts['INFO'])}, {quiet:,.0f} at WARNING "
                     f"{sorted(round(x) for x in counts['WARNING'])}; logging's share at INFO {share:.1f}%"
                 )
+                lines = callgrind_log_lines(1000)
+                alone = lines / (quiet + lines) * 100
+                print(
+                    f"{figure}: its {len(CYCLE_LINES)} INFO lines alone: {lines:,.0f} instructions (written every "
+                    f"{FLUSH_EVERY} cycles), {alone:.1f}% of a cycle at INFO"
+                )
+                what = f"{figure}: its {len(CYCLE_LINES)} INFO lines alone, written every {FLUSH_EVERY} cycles"
+                record(f"{what}: instructions (callgrind)", lines, "instructions", params=shape)
+                record(
+                    f"{what}: share of the cycle at INFO (against the cycle's median at WARNING)",
+                    alone,
+                    "%",
+                    params={**shape, "warning_median": quiet},
+                )
                 record(
                     f"{figure}: logging's share of the server's instructions per cycle at INFO "
                     f"(callgrind, against WARNING, medians of {args.callgrind_runs})",
                     share,
                     "%",
-                    params={**shape, "info": counts["INFO"], "warning": counts["WARNING"]},
-                    peer="the same cycle at log level WARNING",
-                    peer_value=quiet,
+                    params={**shape, "info": counts["INFO"], "warning": counts["WARNING"], "warning_median": quiet},
                 )
 
 
