@@ -1,7 +1,7 @@
 """The Kafka 4.4 APIs this server added for the admin tools, over real sockets (in-process
 server), bad input included: DescribeTopicPartitions (75) with its cursor, pages and ELR fields,
 DescribeLogDirs (35) per data dir with partition sizes, DescribeQuorum (55) as a combined node
-answers, ListConfigResources (74), and their ACL checks."""
+answers, ListConfigResources (74) and client-metrics config resources, and their ACL checks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from tests.support.data_plane import batch, create, produce
 from tests.support.wire_client import WireClient, request_class
 
 DESCRIBE_TOPIC_PARTITIONS, CREATE_ACLS, DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM, FIND_COORDINATOR = 75, 30, 35, 55, 10
-LIST_CONFIG_RESOURCES = 74
+LIST_CONFIG_RESOURCES, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CLIENT_METRICS = 74, 32, 44, 16
+INVALID_CONFIG = 40
 NONE, UNKNOWN_TOPIC, INVALID_TOPIC, TOPIC_DENIED, CLUSTER_DENIED, UNSUPPORTED_VERSION, INVALID_REQUEST = (
     0,
     3,
@@ -247,5 +248,94 @@ async def test_list_config_resources_needs_describe_configs_on_the_cluster(serve
     try:
         r = await conn.request(LIST_CONFIG_RESOURCES, 1, request_class(LIST_CONFIG_RESOURCES, 1)(resource_types=()))
         assert (r.error_code, r.config_resources) == (CLUSTER_DENIED, ())
+    finally:
+        await conn.close()
+
+
+async def test_client_metrics_subscriptions_kept_described_and_listed(server_factory, tmp_path):
+    server = server_factory(data_dir=tmp_path / "cm")
+    conn = await WireClient("client-metrics").connect("127.0.0.1", server.port)
+    alter, resource, op = (
+        request_class(INCREMENTAL_ALTER_CONFIGS, 1, n) for n in (None, "AlterConfigsResource", "AlterableConfig")
+    )
+    describe, asked = request_class(DESCRIBE_CONFIGS, 4), request_class(DESCRIBE_CONFIGS, 4, "DescribeConfigsResource")
+
+    async def set_(name: str, *configs: tuple[str, int, str | None], validate_only: bool = False):
+        r = await conn.request(
+            INCREMENTAL_ALTER_CONFIGS,
+            1,
+            alter(
+                resources=(
+                    resource(
+                        resource_type=CLIENT_METRICS,
+                        resource_name=name,
+                        configs=tuple(op(name=k, config_operation=o, value=v) for k, o, v in configs),
+                    ),
+                ),
+                validate_only=validate_only,
+            ),
+        )
+        return r.responses[0].error_code, r.responses[0].error_message
+
+    async def described(name: str):
+        r = await conn.request(
+            DESCRIBE_CONFIGS,
+            4,
+            describe(
+                resources=(asked(resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=None),),
+                include_synonyms=False,
+                include_documentation=False,
+            ),
+        )
+        result = r.results[0]
+        return result.error_code, result.error_message, [(c.name, c.value, c.config_source) for c in result.configs]
+
+    async def listed():
+        r = await conn.request(LIST_CONFIG_RESOURCES, 0, request_class(LIST_CONFIG_RESOURCES, 0)())
+        return [c.resource_name for c in r.config_resources]
+
+    try:
+        defaults = [("interval.ms", "300000", 5), ("match", "", 5), ("metrics", "", 5)]
+        assert await described("cm") == (NONE, "", defaults)  # (an unknown one: the defaults, as Kafka)
+        assert await set_(
+            "cm", ("interval.ms", 0, "1000"), ("metrics", 0, "org.a,org.b"), ("match", 0, "client_id=x.*")
+        ) == (NONE, None)
+        assert await described("cm") == (
+            NONE,
+            "",
+            [("interval.ms", "1000", 7), ("match", "client_id=x.*", 7), ("metrics", "org.a,org.b", 7)],
+        )
+        assert await listed() == ["cm"]
+        # bad input: Kafka's ClientMetricsConfigs errors, nothing changed
+        for configs, error, message in (
+            (
+                (("interval.ms", 0, "abc"),),
+                INVALID_CONFIG,
+                "Invalid value abc for configuration interval.ms: Not a number of type INT",
+            ),
+            (
+                (("interval.ms", 0, "50"),),
+                INVALID_REQUEST,
+                "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)",
+            ),
+            ((("foo", 0, "1"),), INVALID_REQUEST, "Unknown client metrics configuration: foo"),
+            ((("match", 0, "client_id=["),), INVALID_CONFIG, "Illegal client matching pattern: client_id=["),
+            ((("match", 0, "user=x"),), INVALID_CONFIG, "Illegal client matching pattern: user=x"),
+            ((("metrics", 2, "x"),), INVALID_CONFIG, "Can't APPEND to key metrics because its type is not LIST."),
+        ):
+            assert await set_("cm", *configs) == (error, message), configs
+        assert await set_("", ("interval.ms", 0, "1000")) == (INVALID_REQUEST, "Subscription name can't be empty")
+        assert (await described(""))[:2] == (INVALID_REQUEST, "Client metrics subscription name must not be empty")
+        assert await set_("other", ("interval.ms", 0, "1000"), validate_only=True) == (NONE, None)
+        assert await listed() == ["cm"]
+    finally:
+        await conn.close()
+    server.close()  # kept across a restart; deleting every setting removes the subscription
+    server = server_factory(data_dir=tmp_path / "cm")
+    conn = await WireClient("client-metrics").connect("127.0.0.1", server.port)
+    try:
+        assert (await described("cm"))[2][0] == ("interval.ms", "1000", 7)
+        assert await set_("cm", ("interval.ms", 1, None), ("metrics", 1, None), ("match", 1, None)) == (NONE, None)
+        assert await listed() == []
     finally:
         await conn.close()

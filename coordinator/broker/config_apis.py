@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode as E
 from ..apis import Registry, RequestContext
 from .config_defs import LIST, ConfigError, parse, to_string
 from .configs import describe_topic
+from .client_metrics import ClientMetricsConfigs
 from .topics import TopicError, Topics, validate_configs, validate_name
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 33, 44, 60
@@ -30,6 +31,8 @@ class ConfigApis:
         self.broker = topics.broker_configs
         self.cluster = cluster  # coordinator.cluster.Cluster: brokers and authorized operations
         self.group_configs: Any = None  # coordinator.groups.group_configs.GroupConfigs, when wired in
+        # KIP-714 subscriptions (resource type 16), kept and described only
+        self.client_metrics = ClientMetricsConfigs(topics.data_dir) if self.broker.release >= "4" else None
 
     def register(self, registry: Registry) -> None:
         registry.add(DESCRIBE_CONFIGS, range(0, 5), self.describe_configs)
@@ -44,8 +47,7 @@ class ConfigApis:
         """KIP-1142's listing, as KafkaApis.handleListConfigResources: v0 lists client-metrics
         resources only; v1 the types asked (none: every type it knows), in Kafka's order: groups
         with configs of their own, client-metrics resources, broker loggers and brokers (the live
-        ones), topics. A type it does not list is UNSUPPORTED_VERSION. No client-metrics
-        subscription is kept here (KIP-714 telemetry is not served), so none is ever listed."""
+        ones), topics. A type it does not list is UNSUPPORTED_VERSION."""
         known = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC) if ctx.version >= 1 else (CLIENT_METRICS,)
         wanted = set(getattr(req, "resource_types", ()) or known)
         if not wanted <= set(known):
@@ -53,6 +55,8 @@ class ConfigApis:
         rows: list[tuple[str, int]] = []
         if GROUP in wanted and self.group_configs is not None:
             rows += [(g, GROUP) for g, own in self.group_configs.configs.items() if own]
+        if CLIENT_METRICS in wanted and self.client_metrics is not None:
+            rows += [(name, CLIENT_METRICS) for name in self.client_metrics.names()]
         nodes = [str(n) for n, _, _ in self.cluster.brokers(ctx)]
         if BROKER_LOGGER in wanted:
             rows += [(n, BROKER_LOGGER) for n in nodes]
@@ -120,6 +124,8 @@ class ConfigApis:
             return self.broker.describe_broker(name)
         if resource_type == GROUP and self._groups():
             return self.group_configs.describe(name)
+        if resource_type == CLIENT_METRICS and self.client_metrics is not None:
+            return self.client_metrics.describe(name)
         raise self._unsupported(resource_type)
 
     def _groups(self) -> bool:
@@ -219,6 +225,18 @@ class ConfigApis:
                 group_settings(self.group_configs.layer(r.resource_name))
             else:
                 await self.group_configs.replace(r.resource_name, group_settings)
+        elif r.resource_type == CLIENT_METRICS and self.client_metrics is not None:
+            metrics = self.client_metrics
+
+            def subscription_settings(current: dict[str, str]) -> dict[str, str]:
+                settings = new_settings(dict(current), r)
+                metrics.validate(r.resource_name, settings)
+                return {k: v for k, v in settings.items() if v is not None}
+
+            if validate_only:
+                subscription_settings(metrics.layer(r.resource_name))
+            else:
+                await metrics.replace(r.resource_name, subscription_settings)
         else:
             raise self._unsupported(r.resource_type)
 

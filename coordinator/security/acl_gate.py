@@ -43,7 +43,7 @@ from .acls import (
     Authorizer,
 )
 
-CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # DescribeConfigs / AlterConfigs resource types
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_CLIENT_METRICS = 2, 4, 16  # DescribeConfigs / AlterConfigs resource types
 ZERO_UUID = uuid.UUID(int=0)
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
@@ -914,7 +914,9 @@ class AclGate:
             def denied(r: Any) -> Any | None:
                 if r.resource_type == CONFIG_TOPIC and not self.can(ctx, operation, TOPIC, r.resource_name):
                     error = TOPIC_DENIED
-                elif r.resource_type == CONFIG_BROKER and not self.can(ctx, operation, CLUSTER, CLUSTER_NAME):
+                elif r.resource_type in (CONFIG_BROKER, CONFIG_CLIENT_METRICS) and not self.can(
+                    ctx, operation, CLUSTER, CLUSTER_NAME
+                ):  # (a client-metrics subscription is the cluster's, as ConfigAdminManager checks it)
                     error = CLUSTER_DENIED
                 else:
                     return None
