@@ -33,12 +33,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(UNAVAILABLE is not None, reas
 def oracle(tmp_path_factory):
     """Kafka 4.4, the tool launcher and this server, started side by side."""
     base = tmp_path_factory.mktemp("oracle")
-    kafka = kafka_oracle.KafkaNode(base / "kafka")
+    nodes: list[kafka_oracle.KafkaNode] = []
     errors: list[BaseException] = []
 
     def start() -> None:
         try:
-            kafka.start()
+            nodes.append(kafka_oracle.start_node(base))
         except BaseException as e:  # (re-raised in the test's thread below)
             errors.append(e)
 
@@ -52,6 +52,7 @@ def oracle(tmp_path_factory):
         started.join()
         if errors:
             raise errors[0]
+        kafka = nodes[0]
         kafka_ranges, kafka_versions = api_ranges(kafka.port)
         our_ranges, our_versions = api_ranges(ours.port)
         yield SimpleNamespace(
@@ -67,7 +68,8 @@ def oracle(tmp_path_factory):
             tools.close()
         if ours is not None:
             ours.close()
-        kafka.close()
+        for node in nodes:
+            node.close()
 
 
 def warm_up(port: int) -> None:

@@ -163,6 +163,22 @@ class KafkaNode:
         self.proc = None
 
 
+def start_node(base: Path, attempts: int = 3) -> KafkaNode:
+    """A started node in a new directory under `base`. The ports free_port found can be taken
+    by another process before Kafka binds them (a busy CI machine runs many servers): a start
+    that fails is retried on new ports."""
+    failures = []
+    for attempt in range(attempts):
+        node = KafkaNode(base / f"kafka-{attempt}")
+        try:
+            node.start()
+            return node
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            node.close()
+            failures.append(f"attempt {attempt + 1}: {str(e)[-2000:]}")
+    raise RuntimeError("Kafka 4.4 did not start:\n" + "\n".join(failures))
+
+
 class ToolResult(NamedTuple):
     code: int
     out: str
