@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from .record_codec import (
     RecordDecodeError,
@@ -371,16 +371,20 @@ def encode_value(value: object) -> bytes:
     w = RecordWriter(0, True)
     t = type(value)
     if t is ConsumerGroupMetadataValue:
-        w.int32(value.epoch)
-        if value.metadata_hash:  # (a tagged field at its default is not written)
+        g = cast("ConsumerGroupMetadataValue", value)  # the `t is` check above says which value it is
+        w.int32(g.epoch)
+        if g.metadata_hash:  # (a tagged field at its default is not written)
             w.uvarint(1)  # one tagged field
             w.uvarint(0)  # its tag: MetadataHash
             w.uvarint(8)
-            w.int64(value.metadata_hash)
+            w.int64(g.metadata_hash)
             return bytes(w.out)
     elif t is ConsumerGroupPartitionMetadataValue:
-        w.array_len(len(value.topics))
-        for tm in value.topics:
+        topics = cast(
+            "ConsumerGroupPartitionMetadataValue", value
+        ).topics  # the `t is` check above says which value it is
+        w.array_len(len(topics))
+        for tm in topics:
             _uuid(w, tm.topic_id)
             w.string(tm.topic_name)
             w.int32(tm.num_partitions)
@@ -402,9 +406,13 @@ def encode_value(value: object) -> bytes:
             _classic_tag(w, v.classic_member_metadata)
             return bytes(w.out)
     elif t is ConsumerGroupTargetAssignmentMetadataValue:
-        return write_target_metadata(w, value)
+        return write_target_metadata(
+            w, cast("ConsumerGroupTargetAssignmentMetadataValue", value)
+        )  # the `t is` check above says which value it is
     elif t is ConsumerGroupTargetAssignmentMemberValue:
-        _partitions(w, value.topic_partitions)
+        _partitions(
+            w, cast("ConsumerGroupTargetAssignmentMemberValue", value).topic_partitions
+        )  # the `t is` check above says which value it is
     elif t is ConsumerGroupCurrentMemberAssignmentValue:
         c: ConsumerGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         write_member_epochs(w, c)

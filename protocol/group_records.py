@@ -184,7 +184,7 @@ _group_keys: dict[str, bytes] = {}  # group id -> its GroupMetadataKey
 _V2_KEY = _H.pack(GROUP_METADATA_KEY_VERSION)
 
 
-def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
+def encode_key(key: object) -> bytes:
     if type(key) is OffsetCommitKey:  # one per commit: no RecordWriter
         raw = _commit_keys.get(key)
         if raw is None:
@@ -281,17 +281,17 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
         if version >= 2:
             w.int64(value.current_state_timestamp)
         w.array_len(len(value.members))
-        for m in value.members:
-            w.string(m.member_id)
+        for member in value.members:
+            w.string(member.member_id)
             if version >= 3:
-                w.string(m.group_instance_id)
-            w.string(m.client_id)
-            w.string(m.client_host)
+                w.string(member.group_instance_id)
+            w.string(member.client_id)
+            w.string(member.client_host)
             if version >= 1:
-                w.int32(m.rebalance_timeout)
-            w.int32(m.session_timeout)
-            w.bytes_(m.subscription)
-            w.bytes_(m.assignment)
+                w.int32(member.rebalance_timeout)
+            w.int32(member.session_timeout)
+            w.bytes_(member.subscription)
+            w.bytes_(member.assignment)
             w.tags()
         w.tags()
     else:

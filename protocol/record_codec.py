@@ -8,6 +8,7 @@ codecs (group_records, consumer_records, share_records, transaction_records) bui
 from __future__ import annotations
 
 import struct
+from typing import Literal, overload
 
 __all__ = ["RecordDecodeError", "RecordWriter", "RecordReader"]
 
@@ -126,6 +127,10 @@ class RecordReader:
             if shift > 28:
                 raise self.fail("varint longer than 5 bytes")
 
+    @overload
+    def string(self, nullable: Literal[False] = False) -> str: ...
+    @overload
+    def string(self, nullable: Literal[True]) -> str | None: ...
     def string(self, nullable: bool = False) -> str | None:
         n = self.uvarint() - 1 if self.flexible else self.int16()
         if n < 0:

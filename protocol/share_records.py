@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import cast
 
 from .consumer_records import (
     GroupEpochValue,
@@ -132,8 +133,9 @@ def encode_value(value: object) -> bytes:
     w = RecordWriter(0, True)
     t = type(value)
     if t is ShareGroupMetadataValue:
-        w.int32(value.epoch)
-        w.int64(value.metadata_hash)
+        g = cast("ShareGroupMetadataValue", value)  # the `t is` check above says which value it is
+        w.int32(g.epoch)
+        w.int64(g.metadata_hash)
     elif t is ShareGroupMemberMetadataValue:
         v: ShareGroupMemberMetadataValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         w.string(v.rack_id)
@@ -143,9 +145,13 @@ def encode_value(value: object) -> bytes:
         for name in v.subscribed_topic_names:
             w.string(name)
     elif t is ShareGroupTargetAssignmentMetadataValue:
-        return write_target_metadata(w, value)
+        return write_target_metadata(
+            w, cast("ShareGroupTargetAssignmentMetadataValue", value)
+        )  # the `t is` check above says which value it is
     elif t is ShareGroupTargetAssignmentMemberValue:
-        _partitions(w, value.topic_partitions)
+        _partitions(
+            w, cast("ShareGroupTargetAssignmentMemberValue", value).topic_partitions
+        )  # the `t is` check above says which value it is
     elif t is ShareGroupCurrentMemberAssignmentValue:
         c: ShareGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         write_member_epochs(w, c)

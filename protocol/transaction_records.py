@@ -57,7 +57,7 @@ def decode_key(data: bytes) -> str:
         raise r.fail(f"version {version}")
     txn_id = r.string()
     r.end()
-    return txn_id  # type: ignore[return-value]  # the key's id is non-nullable in Kafka's schema; r.string() types every string as nullable
+    return txn_id
 
 
 TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID, TAG_CLIENT_TRANSACTION_VERSION, TAG_NEXT_PRODUCER_EPOCH = 0, 1, 2, 3
@@ -112,7 +112,7 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
     else:
         for _ in range(r.array_len()):
             topic = r.string()
-            partitions[topic] = [r.int32() for _ in range(r.array_len())]  # type: ignore[index]  # topic names are non-nullable in Kafka's schema; r.string() types every string as nullable
+            partitions[topic] = [r.int32() for _ in range(r.array_len())]
             r.skip_tags()
     last_update, start = r.int64(), r.int64()
     previous = next_pid = -1
