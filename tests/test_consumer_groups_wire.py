@@ -229,6 +229,24 @@ async def test_a_regex_beside_a_topic_name_is_assigned_in_a_later_epoch(server):
         await conn.close()
 
 
+async def test_a_regex_matches_internal_topics_as_kafkas_resolution_does(server):
+    """Kafka 4.4's TopicRegexResolver matches every topic of its metadata image, internal
+    ones too: a regex naming __consumer_offsets gets its partitions."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("plain", partitions=1)
+        # (Kafka creates __consumer_offsets when a client first looks a group's coordinator up)
+        found = await conn.request(10, 1, request_class(10, 1)(key="g7", key_type=0))
+        assert found.error_code == 0
+        a = await conn.request(HB, 1, hb("g7", "a", 0, None, subscribed_topic_regex="__consumer_offsets|plain"))
+        a2 = await conn.request(HB, 1, hb("g7", "a", a.member_epoch, owned=owned_of(a)))
+        (d,) = await describe(conn, "g7")
+        names = {tp.topic_name for m in d.members for tp in m.assignment.topic_partitions}
+        assert a2.error_code == 0 and names == {"__consumer_offsets", "plain"}
+    finally:
+        await conn.close()
+
+
 async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch(server):
     """A subscribed topic is deleted: the target drops its partitions, the member (which
     dropped them itself) lists only what it keeps, and is at the new epoch from then on."""

@@ -19,7 +19,7 @@ class TopicImage:
         if self.topics is None:
             return None
         info = self.topics.get(name)
-        if info is None or info.error or info.internal:
+        if info is None or info.error:  # (an internal topic too, as Kafka's image has it)
             return None
         return info.topic_id, info.partitions
 
@@ -34,7 +34,9 @@ class TopicImage:
         return getattr(self.topics, "changes", None)
 
     def names(self) -> list[str]:
-        """Every topic a regex subscription may match (internal topics never do)."""
+        """Every topic a regex subscription may match: internal ones too, as Kafka 4.4's
+        TopicRegexResolver matches every name of its metadata image (then keeps those the
+        member may describe)."""
         if self.topics is None:
             return []
-        return [name for name, info in self.topics.topics.items() if not info.internal]
+        return list(self.topics.topics)
