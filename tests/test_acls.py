@@ -309,6 +309,14 @@ async def test_every_checked_api_answers_its_error_on_the_wire(server_factory):
     assert r.error_code == 31
     r = await call(69, 1, group_ids=("g",), include_authorized_operations=False)
     assert r.groups[0].error_code == 30
+    from tests.support.streams import describe_body, shb, subtopology, topology
+
+    r = await c.request(88, 1, shb("g", "m", 0, topology(subtopology("0", sources=("u",)))))
+    assert (r.error_code, r.member_id, r.status) == (30, "", ())  # READ on the group
+    r = await c.request(88, 1, shb("g2", "m", 0, topology(subtopology("0", sources=("t",)))))
+    assert r.error_code == 29  # DESCRIBE on the topology's topics
+    r = await c.request(89, 1, describe_body("g"))
+    assert r.groups[0].error_code == 30
     r = await call(10, 4, key_type=0, coordinator_keys=("g",))
     assert r.coordinators[0].error_code == 30
     r = await call(10, 4, key_type=1, coordinator_keys=("tx",))

@@ -179,6 +179,9 @@ class AclGate:
             90: self.describe_share_group_offsets,
             91: self.share_group_offsets(READ),
             92: self.share_group_offsets(DELETE),
+            # KIP-1071 streams groups: READ on the group, DESCRIBE on the topology's topics; DESCRIBE to describe
+            88: self.streams_group_heartbeat,
+            89: self.group_describe,
         }
 
     def check(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
@@ -294,6 +297,39 @@ class AclGate:
             member_epoch=0,
             heartbeat_interval=0,
             assignment=None,
+        )
+
+    def streams_group_heartbeat(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
+        """READ on the group (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every topic a joining
+        member's topology reads or writes (TOPIC_AUTHORIZATION_FAILED), as
+        KafkaApis.handleStreamsGroupHeartbeat; the answer is otherwise empty, as Kafka's error
+        answers are."""
+        if not self.can(ctx, READ, GROUP, req.group_id):
+            error = GROUP_DENIED
+        else:
+            names: set[str] = set()
+            for s in req.topology.subtopologies if req.topology is not None else ():
+                names.update(s.source_topics)
+                names.update(s.repartition_sink_topics)
+                names.update(t.name for t in (*s.repartition_source_topics, *s.state_changelog_topics))
+            if all(self.can(ctx, DESCRIBE, TOPIC, n) for n in names):
+                return None
+            error = TOPIC_DENIED
+        return ctx.response(
+            throttle_time=0,
+            error_code=error,
+            error_message=None,
+            member_id="",
+            member_epoch=0,
+            heartbeat_interval=0,
+            acceptable_recovery_lag=0 if ctx.version == 0 else -1,
+            task_offset_interval=0,
+            status=(),
+            active_tasks=None,
+            standby_tasks=None,
+            warmup_tasks=None,
+            endpoint_information_epoch=0,
+            partitions_by_user_endpoint=None,
         )
 
     def describe_share_group_offsets(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
