@@ -1,4 +1,4 @@
-"""Produce v3-v11 requests read by hand, so that the record batches, nearly all of a
+"""Produce v3-v13 requests read by hand, so that the record batches, nearly all of a
 large request's bytes, are memoryview slices of the frame instead of copies: a 100 MiB
 Produce is held once, not twice (kio copies every bytes field). Same objects as kio's
 reader (property-tested against it in tests/test_protocol_codec.py)."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -84,6 +85,7 @@ def reader(request_type: type, flexible: bool) -> Callable[[Any, int], tuple[Any
 
     module = sys.modules[request_type.__module__]
     topic_type, partition_type = module.TopicProduceData, module.PartitionProduceData
+    by_id = "topic_id" in topic_type.__dataclass_fields__  # v13 (KIP-516): topics by id
 
     def read(buf: Any, pos: int) -> tuple[Any, int]:
         r = _Reader(buf, pos, flexible)
@@ -95,7 +97,16 @@ def reader(request_type: type, flexible: bool) -> Callable[[Any, int], tuple[Any
         if n_topics >= 0:
             topic_list = []
             for _ in range(n_topics):
-                name = r.string()
+                topic_id: Any = None
+                name: str | None = None
+                if by_id:
+                    if r.pos + 16 > len(r.buf):
+                        raise ValueError("truncated topic id")
+                    raw = bytes(r.buf[r.pos : r.pos + 16])
+                    r.pos += 16
+                    topic_id = uuid.UUID(bytes=raw) if any(raw) else None  # (kio: the zero uuid is None)
+                else:
+                    name = r.string()
                 partitions: tuple[Any, ...] | None = None
                 n = r.count()
                 if n >= 0:
@@ -107,7 +118,11 @@ def reader(request_type: type, flexible: bool) -> Callable[[Any, int], tuple[Any
                         r.skip_tags()
                     partitions = tuple(partition_list)
                 r.skip_tags()
-                topic_list.append(topic_type(name=name, partition_data=partitions))
+                topic_list.append(
+                    topic_type(topic_id=topic_id, partition_data=partitions)
+                    if by_id
+                    else topic_type(name=name, partition_data=partitions)
+                )
             topics = tuple(topic_list)
         r.skip_tags()
         return request_type(

@@ -876,7 +876,7 @@ def _with_bytes(request):
 
 
 def test_produce_hand_reader_equals_kio():
-    """protocol/produce.py reads every Produce version it serves (v3-v11) as kio does, on
+    """protocol/produce.py reads every Produce version it serves (v3-v13) as kio does, on
     requests hypothesis builds from the schema, and refuses what kio refuses."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
@@ -897,7 +897,7 @@ def test_produce_hand_reader_equals_kio():
         )
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(st.sampled_from(range(3, 12)).flatmap(case))
+    @given(st.sampled_from(range(3, 14)).flatmap(case))
     def check(example):
         version, request, edits = example
         try:

@@ -10,7 +10,9 @@ import asyncio
 import struct
 import subprocess
 import sys
+import uuid
 
+from tests.support.consumer_groups import topic_ids
 from tests.support.wire_client import WireClient
 from protocol.record_batch import iter_batches
 
@@ -417,6 +419,11 @@ async def test_transactions_v2(server):
         assert await end_txn_v5(conn, "tv2", pid, MAX_EPOCH - 1, True) == (E_NONE, new_pid, 0)  # its retry
         assert (await describe_producers(conn, "v2"))[1][pid][0] == MAX_EPOCH  # the markers' epoch
         assert await produce_txn(conn, "tv2", "v2", 0, new_pid, 0, 0, v=12) == (E_NONE, 12)
+        # Produce v13 names the topic by id (an unknown id: UNKNOWN_TOPIC_ID, nothing written)
+        (topic_id,) = (await topic_ids(conn, "v2")).values()
+        assert await produce_txn(conn, "tv2", "v2", 0, new_pid, 0, 2, v=13, topic_id=topic_id) == (E_NONE, 14)
+        assert (await produce_txn(conn, "tv2", "", 0, new_pid, 0, 4, v=13, topic_id=uuid.uuid4()))[0] == 100
+        assert await latest(conn, "v2", 0) == 16
         await conn.close()
         server.restart()  # the v1 records of __transaction_state bring it all back
         conn = await WireClient("txn-v2").connect("127.0.0.1", server.port)

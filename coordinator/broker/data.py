@@ -14,7 +14,7 @@ import time
 import weakref
 from collections import Counter, OrderedDict
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode as E
 
@@ -124,7 +124,7 @@ class DataPlane:
         self.fetch_quota: ByteRateQuota | None = None
 
     def register(self, registry: Registry) -> None:
-        registry.add(PRODUCE, range(0, 13), self.produce)
+        registry.add(PRODUCE, range(0, 14), self.produce)
         registry.add(FETCH, range(0, 19), self.fetch, cancel_on_close=True)
         registry.add(LIST_OFFSETS, range(0, 12), self.list_offsets)
         registry.add(INIT_PRODUCER_ID, range(0, 6), self.init_producer_id)
@@ -310,22 +310,31 @@ class DataPlane:
 
     async def _produce(self, ctx: RequestContext, req: Any) -> Any:
         transactional_id = getattr(req, "transactional_id", None)
+        topic_data: Any = req.topic_data
+        ids: dict[str, Any] = {}  # v13: the id each topic name was asked by, for the answer
+        if ctx.version >= 13:  # (KIP-516: topics by id; an unknown id is a name no topic has)
+            topic_data = []
+            for t in req.topic_data:
+                info = self.topics.by_id.get(t.topic_id) if t.topic_id is not None else None
+                name = info.name if info is not None else f"\0{t.topic_id}"
+                ids[name] = t.topic_id
+                topic_data.append(_NamedTopic(name, t.partition_data))
         refused: dict[tuple[str, int], tuple[E, str | None]] = {}
         if transactional_id and self.transactions is not None and ctx.version >= 12 and req.acks in ACKS:
-            refused = await self._add_to_transaction(ctx, req, transactional_id)
+            refused = await self._add_to_transaction(ctx, topic_data, transactional_id)
         if (transactional_id and self.transactions is None) or req.acks not in ACKS:
             error, message = (
                 (E.transactional_id_authorization_failed, "transactions are not supported")
                 if req.acks in ACKS
                 else (E.invalid_required_acks, "acks must be 0, 1 or -1")
             )
-            results = [(t.name, p.index, error, -1, message, -1, []) for t in req.topic_data for p in t.partition_data]
+            results = [(t.name, p.index, error, -1, message, -1, []) for t in topic_data for p in t.partition_data]
         else:
             results = [
                 (t.name, p.index, refused[(t.name, p.index)][0], -1, refused[(t.name, p.index)][1], -1, [])
                 if (t.name, p.index) in refused
                 else (t.name, p.index, *self._append(ctx.version, t.name, p.index, p.records, transactional_id, ctx))
-                for t in req.topic_data
+                for t in topic_data
                 for p in t.partition_data
             ]
         if req.acks == -1:
@@ -346,6 +355,8 @@ class DataPlane:
         leaders: set[int] = set()
         for topic, partition, error, base, message, append_time, record_errors in results:
             plog = self.topics.partition_log(topic, partition)
+            if ids and error == E.unknown_topic_or_partition and topic.startswith("\0"):
+                error, message = E.unknown_topic_id, None
             hint = {}
             if error == E.not_leader_or_follower and ctx.version >= 10:
                 hint["current_leader"] = leader = self.current_leader(ctx, topic, partition)
@@ -372,13 +383,15 @@ class DataPlane:
             throttle_time=throttle,
             node_endpoints=self.node_endpoints(ctx, leaders) if leaders else (),
             responses=tuple(
-                ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
+                ctx.nested("TopicProduceResponse", topic_id=ids[name], partition_responses=tuple(parts))
+                if ids
+                else ctx.nested("TopicProduceResponse", name=name, partition_responses=tuple(parts))
                 for name, parts in by_topic.items()
             ),
         )
 
     async def _add_to_transaction(
-        self, ctx: RequestContext, req: Any, transactional_id: str
+        self, ctx: RequestContext, topic_data: Any, transactional_id: str
     ) -> dict[tuple[str, int], tuple[E, str | None]]:
         """Produce v12+ (transactions v2, KIP-890 part 2): the partitions of the request's
         transactional batches not yet in the producer's transaction are added to it, as
@@ -386,7 +399,7 @@ class DataPlane:
         waited for a little (Kafka's add.partitions.to.txn.retry.backoff.*). The partitions
         refused, with their error (base offset -1) and message."""
         wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
-        for t in req.topic_data:
+        for t in topic_data:
             for p in t.partition_data:
                 plog = self.topics.partition_log(t.name, p.index)
                 if plog is None or not p.records or len(p.records) < 61:
@@ -990,6 +1003,13 @@ class DataPlane:
 
     async def close(self) -> None:
         self.drain()
+
+
+class _NamedTopic(NamedTuple):
+    """A Produce v13 topic entry once its id is resolved to a name."""
+
+    name: str
+    partition_data: Any
 
 
 def produce_verification_error(error: int, version: int) -> tuple[E, str | None]:

@@ -726,7 +726,7 @@ class AclGate:
                 responses=tuple(
                     ctx.nested(
                         "TopicProduceResponse",
-                        name=t.name,
+                        **self._produce_topic(ctx, t),
                         partition_responses=tuple(
                             self._produce_error(ctx, p.index, TXN_DENIED) for p in t.partition_data
                         ),
@@ -734,7 +734,18 @@ class AclGate:
                     for t in req.topic_data
                 ),
             )
-        split = self._split(ctx, req.topic_data, lambda t: t.name, WRITE)
+        # (v13 names topics by id; an unknown id is the handler's UNKNOWN_TOPIC_ID)
+        split = self._split(
+            ctx,
+            req.topic_data,
+            (lambda t: self._name_by_id(t.topic_id) or "") if ctx.version >= 13 else (lambda t: t.name),
+            WRITE,
+        )
+        if split is not None and ctx.version >= 13:
+            unknown = tuple(t for t in split[1] if self._name_by_id(t.topic_id) is None)
+            split = (split[0] + unknown, tuple(t for t in split[1] if t not in unknown))
+            if not split[1]:
+                split = None
         if split is None:
             return None
         allowed, denied = split
@@ -747,7 +758,7 @@ class AclGate:
             rows += [
                 ctx.nested(
                     "TopicProduceResponse",
-                    name=t.name,
+                    **self._produce_topic(ctx, t),
                     partition_responses=tuple(
                         self._produce_error(ctx, p.index, TOPIC_DENIED) for p in t.partition_data
                     ),
@@ -757,6 +768,11 @@ class AclGate:
             return ctx.response(throttle_time=body.throttle_time if body is not None else 0, responses=tuple(rows))
 
         return merged()
+
+    @staticmethod
+    def _produce_topic(ctx: RequestContext, t: Any) -> dict[str, Any]:
+        """A Produce answer's topic as the request named it: by id from v13."""
+        return {"topic_id": t.topic_id} if ctx.version >= 13 else {"name": t.name}
 
     @staticmethod
     def _produce_error(ctx: RequestContext, partition: int, error: int) -> Any:

@@ -71,7 +71,8 @@ async def end_txn_v5(conn, txn_id, pid, epoch, commit):
     return r.error_code, r.producer_id, r.producer_epoch
 
 
-async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2, v=9):
+async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2, v=9, topic_id=None):
+    """(error, base offset) of one transactional batch; v13 names the topic by topic_id."""
     records = build_batch(
         [(b"k", b"v%d" % i) for i in range(n)],
         timestamp_ms=1_700_000_000_000,
@@ -88,7 +89,11 @@ async def produce_txn(conn, txn_id, topic, partition, pid, epoch, seq, n=2, v=9)
             transactional_id=txn_id,
             acks=-1,
             timeout=5000 * MS,
-            topic_data=(T(name=topic, partition_data=(P(index=partition, records=records),)),),
+            topic_data=(
+                T(topic_id=topic_id, partition_data=(P(index=partition, records=records),))
+                if v >= 13
+                else T(name=topic, partition_data=(P(index=partition, records=records),)),
+            ),
         ),
     )
     p = r.responses[0].partition_responses[0]
