@@ -87,7 +87,6 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/DescribeDelegationToken", "Kafka serves v1-3; here not served"),
     _d("wire/ApiVersions/range/ExpireDelegationToken", "Kafka serves v1-2; here not served"),
     _d("wire/ApiVersions/range/InitializeShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
-    _d("wire/ApiVersions/range/Produce", "Kafka's highest version is v13, here v12", NEWER),
     _d("wire/ApiVersions/range/ReadShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d(
         "wire/ApiVersions/range/ReadShareGroupStateSummary",
