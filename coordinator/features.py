@@ -49,9 +49,9 @@ GROUP_VERSION = Feature("group.version", 0, 1)
 SHARE_VERSION = Feature("share.version", 0, 1)  # 2 (dead-letter queues) not served
 ELIGIBLE_LEADER_REPLICAS_VERSION = Feature("eligible.leader.replicas.version", 0, 1)
 KRAFT_VERSION = Feature("kraft.version", 0, 1)
-# Transactions v1 only: the log is written in TransactionLogValue v0 and KIP-890 part 2 is not
-# served. Raise to 2 when transactions v2 land.
-TRANSACTION_VERSION = Feature("transaction.version", 0, 0)
+# Transactions v2 (KIP-890 part 2): EndTxn v5's epoch bump, Produce v12 / TxnOffsetCommit v5
+# adding their partitions; a v2 transaction is kept in TransactionLogValue v1.
+TRANSACTION_VERSION = Feature("transaction.version", 0, 2)
 # KIP-1071 streams groups: StreamsGroupHeartbeat/StreamsGroupDescribe (coordinator/groups/streams/)
 STREAMS_VERSION = Feature("streams.version", 0, 1)
 

@@ -20,14 +20,14 @@ UPGRADE, SAFE_DOWNGRADE = 1, 2
 FAILED = "The update failed for all features since the following feature had an error: "
 
 # What this server serves (coordinator/features.py): Kafka 4.4's table, except the levels not
-# implemented here (share.version 2, transaction.version 1-2)
+# implemented here (share.version 2)
 SUPPORTED = {
     "metadata.version": (7, 33),
     "group.version": (0, 1),
     "share.version": (0, 1),
     "eligible.leader.replicas.version": (0, 1),
     "kraft.version": (0, 1),
-    "transaction.version": (0, 0),
+    "transaction.version": (0, 2),
     "streams.version": (0, 1),
 }
 FINALIZED = {
@@ -35,6 +35,7 @@ FINALIZED = {
     "group.version": 1,
     "share.version": 1,
     "eligible.leader.replicas.version": 1,
+    "transaction.version": 2,
     "streams.version": 1,
 }
 
@@ -113,7 +114,7 @@ def test_update_features_refuses_what_kafka_refuses_and_what_is_not_implemented(
     w = Wire(server.port)
     try:
         refused = [
-            (("transaction.version", 2, UPGRADE), "Local controller 1 does not support this feature."),
+            (("transaction.version", 3, UPGRADE), "Local controller 1 only supports versions 0-2"),
             (("streams.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
             (("share.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
             (("group.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),

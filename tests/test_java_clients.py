@@ -235,3 +235,60 @@ def test_share_consumer_on_three_brokers(tmp_path):
     result = results["share-cluster"]
     assert result["failures"] == [], result
     assert result["ok"], result
+
+
+def _downgrade_transaction_version(port: int) -> None:
+    """UpdateFeatures: transaction.version 2 -> 1 (a safe downgrade, as kafka-features does)."""
+    import asyncio
+    import datetime
+
+    from tests.support.wire_client import WireClient, request_class
+
+    async def downgrade() -> None:
+        conn = await WireClient("features").connect("127.0.0.1", port)
+        key = request_class(57, 1, "FeatureUpdateKey")
+        r = await conn.request(
+            57,
+            1,
+            request_class(57, 1)(
+                timeout=datetime.timedelta(seconds=5),
+                feature_updates=(key(feature="transaction.version", max_version_level=1, upgrade_type=2),),
+                validate_only=False,
+            ),
+        )
+        await conn.close()
+        assert r.error_code == 0, r
+
+    asyncio.run(downgrade())
+
+
+@pytest.mark.timeout(400)
+def test_transactions_v2_and_v1(server_factory, tmp_path):
+    """KafkaProducer 4.4 against the server as formatted (transaction.version 2) and after a
+    downgrade to 1: 20 transactions (every fourth aborted) with sendOffsetsToTransaction; the
+    epoch DescribeProducers reports rises 1..20 under v2 (EndTxn v5, no AddPartitionsToTxn or
+    AddOffsetsToTxn) and stays 0 under v1; a read_committed reader sees exactly the committed
+    records, the group's offset is the last committed transaction's, a zombie is fenced."""
+    servers = {tv: proxied_server(server_factory, *SERVER_ARGS) for tv in (2, 1)}
+    _downgrade_transaction_version(servers[1].port)
+    results = run_parallel(
+        {
+            tv: (java_command("txn-v2", srv.proxy_bootstrap, str(tv)), srv, tmp_path / f"java-txn-v{tv}.log")
+            for tv, srv in servers.items()
+        }
+    )
+    for tv, result in results.items():
+        assert result["failures"] == [], (tv, result)
+        assert result["committed records"] == 15 * 5
+        assert result["group offset"] == result["expected group offset"] == 95
+        assert result["zombie topic"] == ["first", "second"]
+        assert result["zombie"] in ("ProducerFencedException", "InvalidProducerEpochException"), result
+    assert results[2]["epochs"] == list(range(1, 21))
+    assert results[1]["epochs"] == [0] * 20
+    versions = {tv: servers[tv].proxy.versions(lambda c: c is not None and "producer-java-v2" in c) for tv in servers}
+    for server in servers.values():
+        server.proxy.close()
+    assert "AddPartitionsToTxn" not in versions[2] and "AddOffsetsToTxn" not in versions[2], versions[2]
+    assert versions[2]["EndTxn"] == [5] and max(versions[2]["Produce"]) >= 12, versions[2]
+    assert "AddPartitionsToTxn" in versions[1] and max(versions[1]["EndTxn"]) <= 4, versions[1]
+    print("\n[api versions] kafka-clients transactional producer, v2 and v1:", versions)

@@ -57,8 +57,8 @@ INTERBROKER = (
 SASL = "this server lists the SASL APIs only when a listener takes SASL; Kafka lists them on every listener"
 NO_SCHEMA = "an API new in Kafka 4.4 that kio 0.6.5 has no schema for; not implemented"
 FEATURES = (
-    "a level is advertised only once this server implements it (coordinator/features.py): transactions v2"
-    " (KIP-890 part 2) and share-group dead-letter queues not yet"
+    "a level is advertised only once this server implements it (coordinator/features.py): share-group"
+    " dead-letter queues not yet"
 )
 ERROR_CHOICE = "a different error chosen for the same bad request (Kafka 4.4 parity: error paths)"
 MESSAGE = "the error message differs from Kafka's (Kafka 4.4 parity: error texts)"
@@ -74,8 +74,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     # -- wire: ApiVersions
     _d(
         "wire/ApiVersions/features",
-        "Kafka supports transaction.version 0-2 and share.version 0-2 and finalizes them at 2 and 2; here"
-        " 0-0 and 0-1, finalized at 0 and 1",
+        "Kafka supports share.version 0-2 and finalizes it at 2; here 0-1, finalized at 1",
         FEATURES,
     ),
     _d("wire/ApiVersions/range/93", "Kafka serves v0; here not served", NO_SCHEMA),
@@ -260,7 +259,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     _d(
         "tools/kafka-features/describe",
-        "the share.version and transaction.version rows differ as wire/ApiVersions/features says",
+        "the share.version row differs as wire/ApiVersions/features says",
         FEATURES,
     ),
 )
