@@ -178,12 +178,14 @@ final class ProducerScenario {
                     producer.beginTransaction();
                     producer.send(new ProducerRecord<>("txn-out", 0, "fenced", "fenced")).get();
                     producer.commitTransaction();
-                } catch (ProducerFencedException e) {
-                    fenced = true;
-                } catch (java.util.concurrent.ExecutionException e) {
-                    fenced = e.getCause() instanceof ProducerFencedException;
-                } catch (org.apache.kafka.common.KafkaException e) {
-                    fenced = e.getCause() instanceof ProducerFencedException || e instanceof ProducerFencedException;
+                } catch (Exception e) {
+                    // Under transactions v2 the old epoch's first write is refused by its leader
+                    // with INVALID_PRODUCER_EPOCH (as Kafka's AddPartitionsToTxnManager maps the
+                    // coordinator's PRODUCER_FENCED); under v1 the coordinator's PRODUCER_FENCED.
+                    for (Throwable c = e; c != null && !fenced; c = c.getCause()) {
+                        fenced = c instanceof ProducerFencedException
+                                || c instanceof org.apache.kafka.common.errors.InvalidProducerEpochException;
+                    }
                 }
                 result.check("fenced by a new instance", fenced, "the first producer committed after being fenced");
             }
