@@ -22,7 +22,7 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode
 
 from protocol.messages import Codec, RequestHeader, codec, has_codec
-from protocol.wire import Raw  # noqa: F401 (Raw: handlers import it here)
+from protocol.wire import Raw as Raw  # re-exported: handlers import it from here
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,7 +163,14 @@ def java_double(v: float) -> str:
     return f"{'-' if v < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
-def _t(name, type_, default, doc, validator=None, *synonyms) -> ConfigDef:
+def _t(
+    name: str,
+    type_: int,
+    default: Any,
+    doc: str,
+    validator: Callable[[Any], Any] | None = None,
+    *synonyms: str,
+) -> ConfigDef:
     return ConfigDef(name, type_, default, doc, validator, tuple(synonyms))
 
 
@@ -463,7 +470,7 @@ _TOPIC_DEFS: dict[str, ConfigDef] = {
 }
 
 
-def _b(name, type_, default, doc, validator=None) -> ConfigDef:
+def _b(name: str, type_: int, default: Any, doc: str, validator: Callable[[Any], Any] | None = None) -> ConfigDef:
     return ConfigDef(name, type_, default, doc, validator)
 
 

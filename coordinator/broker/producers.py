@@ -13,6 +13,7 @@ forgotten (removeExpiredProducers).
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +140,7 @@ class ProducerIds:
         """A new producer id. OSError if the next block cannot be made durable."""
         while self.next_id >= self.block_end:
             end = self.next_id + ID_BLOCK
-            await self.file.save({"next_block": end}, then=lambda end=end: self._claimed(end))
+            await self.file.save({"next_block": end}, then=functools.partial(self._claimed, end))
         pid = self.next_id
         self.next_id += 1
         return pid

@@ -449,7 +449,11 @@ class Topics:
                     if name not in self.auto_creating:
                         task = asyncio.ensure_future(self._auto_create(name))
                         self.auto_creating[name] = task
-                        task.add_done_callback(lambda _, name=name: self.auto_creating.pop(name, None))
+
+                        def created(_: object, name: str = name) -> None:
+                            self.auto_creating.pop(name, None)
+
+                        task.add_done_callback(created)
                 except TopicError as e:
                     if e.code == E.invalid_topic_exception:
                         error = e.code

@@ -11,6 +11,7 @@ them. Descriptions are reads, answered by `read_after_pending`.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterable
 from typing import Any, Callable
 
@@ -466,9 +467,7 @@ class GroupApis:
             # ("": no such group, Kafka's coordinator answers; only null is INVALID_GROUP_ID)
             shard, error = self._route(ctx, group_id) if group_id else (None, E.group_id_not_found)
             if shard is not None:
-                error = self.runtime.respond(
-                    shard, shard.delete_group(group_id), int, lambda error, done=done: done(None, error)
-                )
+                error = self.runtime.respond(shard, shard.delete_group(group_id), int, functools.partial(done, None))
             if error is not LATER:
                 done(None, error)
             waits.append(fut)

@@ -73,6 +73,7 @@ class OffsetManager:
                         # nothing reaches the coordinator
                         return CoordinatorResult([_UNKNOWN_PARTITION] * len(partitions))
                     break
+        error: int | Callable[[Any, int], int]  # a callable: KIP-1251's per-partition epoch check
         if not group_id:
             error = E.invalid_group_id
         else:
@@ -135,6 +136,7 @@ class OffsetManager:
         existing = self.existing_partitions
         unknown = [existing is not None and (t, p) not in existing for t, p, *_ in partitions]
         group = self.groups.get(group_id) if group_id else None
+        error: int | Callable[[Any, int], int]  # a callable: KIP-1251's per-partition epoch check
         if not group_id:
             error = E.invalid_group_id
         elif group is None:

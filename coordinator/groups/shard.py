@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Container, Protocol
+from typing import Any, Callable, Container, Protocol, cast
 
 from ..errors import E
 
@@ -255,9 +255,11 @@ class GroupShard:
                 return
             if type(group) is ConsumerGroup:
                 return  # a classic group's record from before it became a consumer group
+            # A GroupMetadata record is a classic group's (a consumer group's stale ones end above).
+            stored = cast("GroupMetadataValue", value)
             if group is None:
-                group = self.groups[key.group] = ClassicGroup(key.group, value.current_state_timestamp)
-            group.stored = value
+                group = self.groups[key.group] = ClassicGroup(key.group, stored.current_state_timestamp)
+            cast("ClassicGroup", group).stored = stored
         elif type(key) in CONSUMER_KEYS:
             self.consumer.replay(key, value)
         elif type(key) in SHARE_KEYS:

@@ -69,8 +69,8 @@ def _describe(key: bytes | None, value: bytes | None, control: bool, decoder: st
             sk = decode_state_key(key)
             sv = None if value is None else decode_state_value(sk, value)
             return f" key: {sk} payload: {'<DELETE>' if sv is None else sv}"
-        k, v = decode_record(key, value)
-        return f" key: {k} payload: {'<DELETE>' if v is None else v}"
+        record_key, record_value = decode_record(key, value)
+        return f" key: {record_key} payload: {'<DELETE>' if record_value is None else record_value}"
     except (RecordDecodeError, IndexError) as e:
         return f" undecodable: {e} key: {_show(key)}"
 

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 
 from ... import server_log
@@ -33,6 +33,9 @@ from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from ..modern.share.share_group import ShareGroup
 from ..state import States as S
 from ..shard_context import CoordinatorResult, ShardContext
+
+if TYPE_CHECKING:
+    from ..modern.consumer.consumer_group import ConsumerGroup
 
 log = server_log.get(__name__)
 
@@ -88,7 +91,7 @@ class ClassicGroupManager:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ClassicGroup(group_id, self.clock.wall())
-        return group
+        return cast("ClassicGroup", group)  # its caller asks only for an id no group has yet
 
     @staticmethod
     def resolve(fut: asyncio.Future | None, value: Any) -> None:
@@ -121,7 +124,9 @@ class ClassicGroupManager:
             return JoinResult(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)  # as Kafka's classicGroupJoin
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
-            return self.shard.migration.join(out, group, r)
+            return self.shard.migration.join(
+                out, cast("ConsumerGroup", group), r
+            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(E.invalid_session_timeout, member_id)
@@ -148,7 +153,9 @@ class ClassicGroupManager:
                     joined.add_done_callback(lambda f: self.resolve(fut, f.result()))
                 return again  # (written by the runtime, as a follow-up of the conversion)
 
-            self.shard.consumer.convert_to_classic(out, group, converted)
+            self.shard.consumer.convert_to_classic(
+                out, cast("ConsumerGroup", group), converted
+            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
             return fut
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
@@ -294,7 +301,8 @@ class ClassicGroupManager:
         of the current generation, and a static leader learns the members but skips
         assignment (KIP-814). If the write fails, the old id stays, as Kafka's
         "reverting to old member id", and the member gets the storage error."""
-        old_id, instance_id = old.member_id, old.group_instance_id
+        old_id = old.member_id
+        instance_id = cast("str", old.group_instance_id)  # `old` is a static member: it has one
         protocols = list(params[5])
         was_leader = group.leader_id == old_id
         current_leader = group.leader_id
@@ -635,7 +643,14 @@ class ClassicGroupManager:
             return SyncResult(E.unknown_member_id)
         if group is not None and type(group) is not ClassicGroup:
             return self.shard.migration.sync(
-                group, member_id, group_instance_id, generation_id, protocol_type, protocol_name
+                cast(
+                    "ConsumerGroup", group
+                ),  # a group a classic request reaches here that is neither classic nor share is a consumer group
+                member_id,
+                group_instance_id,
+                generation_id,
+                protocol_type,
+                protocol_name,
             )
         if group is None:
             return SyncResult(E.unknown_member_id)
@@ -735,7 +750,9 @@ class ClassicGroupManager:
         if type(group) is ShareGroup:
             return E.unknown_member_id
         if group is not None and type(group) is not ClassicGroup:
-            return self.shard.migration.heartbeat(group, member_id, group_instance_id, generation_id)
+            return self.shard.migration.heartbeat(
+                cast("ConsumerGroup", group), member_id, group_instance_id, generation_id
+            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
         if group is None:
             return E.unknown_member_id
         if group.state is S.DEAD:
@@ -848,12 +865,14 @@ class ClassicGroupManager:
         if type(group) is ShareGroup:
             return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
-            return self.shard.migration.leave(out, group, members)
+            return self.shard.migration.leave(
+                out, cast("ConsumerGroup", group), members
+            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
         if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]
         if group.state is S.DEAD:
             return E.coordinator_not_available, []
-        results = []
+        results: list[tuple[str, str | None, int]] = []
         leaving: list[Member] = []
         pending: list[str] = []
         for member_id, instance_id in members:

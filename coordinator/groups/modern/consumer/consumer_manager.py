@@ -292,6 +292,7 @@ class ConsumerGroupManager(ModernGroupManager):
     def _heartbeat(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, ConsumerGroup]:
         group = self._group(r.group_id, r.member_epoch == 0)
         full = r.member_epoch == 0
+        member: ConsumerMember | None
         if r.member_epoch == 0:
             member = self._joining_member(group, r)
         else:

@@ -330,7 +330,7 @@ class GroupMigration:
     def leave(self, out: CoordinatorResult, group: ConsumerGroup, members: list[tuple[str, str | None]]) -> Any:
         """LeaveGroup: (top-level error, [(member id, instance id, error)]), answered once the
         members' tombstones are written."""
-        results = []
+        results: list[tuple[str, str | None, int]] = []
         leaving: list[ConsumerMember] = []
         for member_id, instance_id in members:
             if instance_id is None:

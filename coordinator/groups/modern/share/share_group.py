@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from protocol import share_records as R
+from protocol.consumer_records import Partitions
 
 from ...group import ExpirationBase
 from ..modern_group import ModernGroup, rebuilt
@@ -289,11 +290,11 @@ def _state_metadata(group: ShareGroup) -> R.ShareGroupStatePartitionMetadataValu
 # persistence: the group as Kafka's records, and back --------------------------------
 
 
-def _parts(a: Assignment) -> R.Partitions:
+def _parts(a: Assignment) -> Partitions:
     return tuple((t, tuple(sorted(ps))) for t, ps in sorted(a.items(), key=lambda kv: kv[0].bytes) if ps)
 
 
-def _assignment(parts: R.Partitions) -> Assignment:
+def _assignment(parts: Partitions) -> Assignment:
     return {t: frozenset(ps) for t, ps in parts if ps}
 
 
