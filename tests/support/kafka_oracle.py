@@ -176,6 +176,9 @@ def start_node(base: Path, attempts: int = 3) -> KafkaNode:
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
             node.close()
             failures.append(f"attempt {attempt + 1}: {str(e)[-2000:]}")
+        except BaseException:
+            node.close()  # (no JVM outlives a start that failed otherwise)
+            raise
     raise RuntimeError("Kafka 4.4 did not start:\n" + "\n".join(failures))
 
 
