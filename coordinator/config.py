@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from .profiles import PROFILES, apply_profile
 
@@ -48,7 +48,7 @@ class Config:
     )
     fetch_max_wait_ms: int = _opt(30_000, "cap on a Fetch's max_wait (a consumer's fetch.max.wait.ms)")
     fetch_max_bytes: int = _opt(57_671_680, "cap on a Fetch's max_bytes (fetch.max.bytes)")
-    fsync: str = _opt(
+    fsync: Literal["always", "interval", "never"] = _opt(
         "always", "when appends reach the disk: always | interval | never", choices=("always", "interval", "never")
     )
     fsync_interval_ms: int = _opt(1000, "fsync period with --fsync=interval")

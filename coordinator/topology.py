@@ -465,7 +465,7 @@ class ShardMover(Protocol):
 
     async def unload(self, partition: int) -> None: ...
 
-    async def load_partition(self, partition: int) -> None: ...
+    async def load_partition(self, partition: int) -> object: ...  # (the runtime's: the records replayed)
 
 
 class BrokerSwitch(Protocol):

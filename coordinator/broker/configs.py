@@ -135,8 +135,9 @@ class BrokerConfigs:
         """Kafka's definition of a broker config (a listener override: its base config's);
         None for a name Kafka does not know (a custom config)."""
         d = self.defs.get(name) or DYNAMIC_DEFS.get(name) or self.static_defs.get(name)
-        if d is None and listener_base(name) is not None:
-            base = self.definition(listener_base(name))
+        base_name = listener_base(name) if d is None else None
+        if base_name is not None:
+            base = self.definition(base_name)
             d = None if base is None else ConfigDef(name, base.type, None, base.doc, base.validator)
         return d
 
@@ -171,7 +172,7 @@ class BrokerConfigs:
     def _sources(self, name: str, node: str | None = None) -> list[tuple[str, str | None, int]]:
         """Every place a value for `name` is set, most important first."""
         d = self.definition(name)
-        out = []
+        out: list[tuple[str, str | None, int]] = []
         if name in self.dynamic_broker:
             out.append((name, self.dynamic_broker[name], DYNAMIC_BROKER_CONFIG))
         if name in self.dynamic_default:
@@ -286,6 +287,7 @@ class BrokerConfigs:
         out = []
         for name in names:
             d = self.definition(name)
+            syns: list[tuple[str, str | None, int]]
             if resource_name == "":
                 syns = [(name, layer[name], DYNAMIC_DEFAULT_BROKER_CONFIG)]
             else:

@@ -45,8 +45,8 @@ from .clock import Clock
 from .modern.consumer.consumer_manager import ConsumerGroupConfig
 from .group import Group
 from .records import Event, TxnMarkerKey, TxnOffsetCommitKey
-from .shard import DURABLE, FAILED, PENDING, Complete, GroupShard, OffsetConfig, PendingWrite
-from .shard_context import CoordinatorResult
+from .shard import DURABLE, FAILED, PENDING, GroupShard, OffsetConfig, PendingWrite
+from .shard_context import Complete, CoordinatorResult
 from .topic_image import TopicImage
 
 log = server_log.get(__name__)
@@ -62,11 +62,27 @@ class PartitionWriter(Protocol):
 
     def partition_for(self, group_id: str) -> int: ...
 
-    def append_to(self, partition: int, records: list[Event], done: Done) -> None:
+    def append_to(self, partition: int, records: list[Event], done: Done, /) -> object:
         """done(None, first offset) once durable, or done(error, None) with nothing left
         in the log, neither of this append nor of any append made to the partition after it
         and before its failure was reported (those fail too): a sync failure cuts everything
         past the durable offset, a refused append fails its whole round."""
+
+    def append_txn_to(
+        self, partition: int, records: list[Event], producer_id: int, producer_epoch: int, done: Done, /
+    ) -> None:
+        """append_to(), as one transactional batch of the producer: pending offsets until its marker."""
+
+    def append_marker_to(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool, done: Done, /
+    ) -> None:
+        """The producer's commit or abort marker (a control batch), durable as append_to()."""
+
+    def partition_records(self, partition: int, /) -> Iterable[tuple[int, Any, Any]]:
+        """(offset, key, value) of the partition's latest records, in log order: what a load replays."""
+
+    def offline(self) -> dict[int, str]:
+        """The partitions that could not be read, and why: their shards refuse every request."""
 
 
 def write_error(error: BaseException) -> int:
@@ -129,7 +145,7 @@ class CoordinatorRuntime:
         behind those before it); returns its response."""
         for records, then, txn in result.writes:
             if records is None:
-                shard.after_pending(then)
+                shard.after_pending(then)  # type: ignore[arg-type]  # wait(), the one records-less write, always has a `then`
             elif txn is None:
                 self.write(shard, records, then or _nothing)
             else:
@@ -226,7 +242,7 @@ class CoordinatorRuntime:
         if shard.unloaded:
             shard.settle(complete, E.not_coordinator)
             return
-        events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[misc]  # transactional offsets are OffsetCommitKey records; Event's key union is wider
+        events: list[Event] = [(TxnOffsetCommitKey(producer_id, k), v) for k, v in records]  # type: ignore[arg-type, misc]  # transactional offsets are OffsetCommitKey records; Event's key union is wider
         w = shard.queue_write(events, complete)
         try:
             self.writer.append_txn_to(
@@ -241,7 +257,8 @@ class CoordinatorRuntime:
         if shard.unloaded:  # (the transaction coordinator retries on the partition's new shard)
             shard.settle(complete, E.not_coordinator)
             return
-        w = shard.queue_write([(TxnMarkerKey(producer_id, commit), None)], complete)
+        marker = [(TxnMarkerKey(producer_id, commit), None)]
+        w = shard.queue_write(marker, complete)  # type: ignore[arg-type]  # a marker waits in the queue as records do; Event does not name its key
         self.writer.append_marker_to(shard.partition, producer_id, producer_epoch, commit, partial(_written, shard, w))
 
     # moving a partition to another broker ---------------------------------------------
@@ -255,7 +272,12 @@ class CoordinatorRuntime:
         self.shard_of.clear()
         if shard.pending:
             settled = asyncio.get_running_loop().create_future()
-            shard.after_pending(lambda _error: settled.done() or settled.set_result(None))
+
+            def settle(_error: int) -> None:
+                if not settled.done():
+                    settled.set_result(None)
+
+            shard.after_pending(settle)
             await settled
 
     async def load_partition(self, partition: int) -> int:
