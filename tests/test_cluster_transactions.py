@@ -3,7 +3,8 @@ TransactionStateManager emigration and immigration), over the wire on an in-proc
 3-broker cluster: the old broker answers NOT_COORDINATOR, the new one
 COORDINATOR_LOAD_IN_PROGRESS until it has loaded the partition from the log; an ongoing
 transaction comes back with its partitions, timeout and start time; one left in
-PrepareCommit is completed by the new coordinator (its markers written)."""
+PrepareCommit is completed by the new coordinator (its markers written); a transactions v2
+transaction moved mid-way ends there with its epoch bump."""
 
 from __future__ import annotations
 
@@ -143,5 +144,41 @@ async def test_list_transactions_on_each_broker_lists_the_ids_it_coordinates(kaf
         assert {n: await listed(n) for n in conns} == {n: (["listed"] if n == coordinator else []) for n in conns}
         new = await kafka_cluster.amove_transaction_coordinator("listed")
         assert {n: await listed(n) for n in conns} == {n: (["listed"] if n == new else []) for n in conns}
+    finally:
+        await close(conns)
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+async def test_a_transactions_v2_transaction_moves_mid_way(kafka_cluster):
+    """Transactions v2 on three brokers: a transaction begun by Produce v12 (its partition added
+    by the leader) moves with its coordinator; the new one, loading TransactionLogValue v1,
+    knows it is v2: EndTxn v5 there bumps the epoch, the committed records appear once, the
+    next transaction goes on under the new epoch and the old epoch is fenced."""
+    from tests.support.transactions_wire import end_txn_v5
+
+    conns = await connect(kafka_cluster)
+    try:
+        assert await create_topic(conns[1], "tt", 1, 3) == E.none
+        old = kafka_cluster.transaction_coordinator_of("v2-mover")
+        error, pid, epoch = await init_pid(conns[old], "v2-mover", v=5)
+        leader = conns[kafka_cluster.leader_of("tt", 0)]
+        assert await produce_txn(leader, "v2-mover", "tt", 0, pid, epoch, 0, v=12) == (E.none, 0)
+        new = await kafka_cluster.amove_transaction_coordinator("v2-mover")
+        assert new != old
+        assert await end_txn_v5(conns[old], "v2-mover", pid, epoch, True) == (E.not_coordinator, -1, -1)
+        deadline = time.monotonic() + 30
+        while (answer := await end_txn_v5(conns[new], "v2-mover", pid, epoch, True))[0] != E.none:
+            assert answer[0] == E.coordinator_load_in_progress and time.monotonic() < deadline, answer
+            await asyncio.sleep(0.02)
+        assert answer == (E.none, pid, epoch + 1)
+        await wait_for_state(conns[new], "v2-mover", "CompleteCommit")
+        assert await committed_records(leader) == [False, True]
+        assert (await produce_txn(leader, "v2-mover", "tt", 0, pid, epoch, 2, v=12))[0] == E.invalid_producer_epoch
+        assert await produce_txn(leader, "v2-mover", "tt", 0, pid, epoch + 1, 0, v=12) == (E.none, 3)
+        assert await end_txn_v5(conns[new], "v2-mover", pid, epoch + 1, False) == (E.none, pid, epoch + 2)
+        await wait_for_state(conns[new], "v2-mover", "CompleteAbort")
+        data = await fetch(leader, "tt", 0, isolation=1)  # (the aborted batch, listed as aborted)
+        assert [h.is_control for _, h in iter_batches(data.records)] == [False, True, False, True]
+        assert [(a.producer_id, a.first_offset) for a in data.aborted_transactions] == [(pid, 3)]
     finally:
         await close(conns)
