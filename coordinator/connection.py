@@ -45,7 +45,9 @@ class ConnectionHost(Protocol):
     config: Config
     listeners: list[Listener]
     connections: set[Connection]
-    warn_closing: Callable[..., None]  # rate-limited: a closing storm must not flood the log
+
+    @property
+    def warn_closing(self) -> Callable[..., None]: ...  # rate-limited: a closing storm must not flood the log
 
     def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool | float: ...
 
@@ -177,8 +179,8 @@ class Connection(asyncio.Protocol):
                         ready_bytes = 0
                     self._queue(result)
                 elif result is not None:
-                    ready.append(result)
-                    ready_bytes += len(result)
+                    ready.append(result)  # type: ignore[arg-type]  # bytes: the branch above takes a RequestContext
+                    ready_bytes += len(result)  # type: ignore[arg-type]  # (the same)
                     if ready_bytes >= budget:
                         self._write_ready(ready)  # (may pause writing: the loop then stops)
                         ready_bytes = 0

@@ -8,8 +8,9 @@ import logging
 import re
 import socket
 import time
+from pathlib import Path
 from types import CoroutineType
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -308,7 +309,12 @@ class Server:
             if self.config.sasl_users is None and passwords is None:
                 raise StartupError(f"--security-protocol {protocol} needs --sasl-users FILE (user:password lines)")
             try:
-                users = credentials_of(passwords) if passwords is not None else load_users(self.config.sasl_users)
+                # (no passwords: --sasl-users was given, or the check above refused to start)
+                users = (
+                    credentials_of(passwords)
+                    if passwords is not None
+                    else load_users(cast("Path", self.config.sasl_users))
+                )
             except UsersFileError as e:
                 raise StartupError(str(e)) from None
             self._sasl_users = users
@@ -603,10 +609,13 @@ class Server:
         c = codec(API_VERSIONS_KEY, 0)
         api = self.registry.apis[API_VERSIONS_KEY]
         from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+        from kio.static.primitive import i16
 
         body = ApiVersionsResponse(
             error_code=ErrorCode.unsupported_version,
-            api_keys=(ApiVersion(api_key=api.key, min_version=api.min_version, max_version=api.max_version),),
+            api_keys=(
+                ApiVersion(api_key=i16(api.key), min_version=i16(api.min_version), max_version=i16(api.max_version)),
+            ),
         )
         return encode_response(c, header.correlation_id, body)
 
