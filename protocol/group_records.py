@@ -227,13 +227,13 @@ def _group_metadata_v3(g: GroupMetadataValue) -> bytes:
     )
 
 
-def default_version(value: Value) -> int:
+def default_version(value: object) -> int:
     if type(value) is OffsetCommitValue:
         return 1 if value.expire_timestamp != -1 else 3
     return 3
 
 
-def encode_value(value: Value | None, version: int | None = None) -> bytes | None:
+def encode_value(value: object, version: int | None = None) -> bytes | None:
     """Serialize at `version` (default: what current Kafka writes). None stays a tombstone."""
     if value is None:
         return None

@@ -74,7 +74,7 @@ class OffsetsRecord(NamedTuple):
     offset: int
     timestamp: int
     key: Key
-    value: Value | bytes | None  # None: tombstone; bytes: value of an UnknownKey record
+    value: object  # a record value of the key's type; None: tombstone; bytes: value of an UnknownKey record
 
 
 MAX_MERGED_BATCH_BYTES = 1 << 20  # appends merged into one batch stop growing it past this
@@ -93,7 +93,7 @@ class OffsetsLog:
         self._queued: dict[int, list[tuple[list, int, Done]]] = {}  # partition -> (records, time, done)
         self._warned: dict[int, float] = {}  # partition -> when its last append failure was logged
         # partition -> producer id -> its transactional records with no marker yet (set by latest())
-        self._undecided: dict[int, dict[int, list[tuple[Key, Value | None]]]] = {}
+        self._undecided: dict[int, dict[int, list[tuple[Key, object]]]] = {}
 
     @classmethod
     async def open(
@@ -358,11 +358,10 @@ class OffsetsLog:
                 say_offline(plog.directory, plog.offline)
                 raise StorageError(errno.EIO, f"offline: {plog.offline}") from e
         out: dict[Key, OffsetsRecord] = {}
-        for raw, (offset, ts, value) in last.items():
-            key = decode_key(raw)
-            if type(key) is not UnknownKey:
-                value = decode_value(key, value)
-            out[key] = OffsetsRecord(partition, offset, ts, key, value)
+        for raw, (offset, ts, raw_value) in last.items():
+            record_key = decode_key(raw)  # (not `key`: the batches' raw keys above)
+            value = raw_value if type(record_key) is UnknownKey else decode_value(record_key, raw_value)
+            out[record_key] = OffsetsRecord(partition, offset, ts, record_key, value)
         self._undecided[partition] = {
             pid: [_decoded(raw, value) for raw, (_, _, value) in records.items()]
             for pid, records in pending.items()
@@ -374,13 +373,13 @@ class OffsetsLog:
         """Partitions that may not be used, and why."""
         return {p: plog.offline for p, plog in enumerate(self.logs) if plog.offline is not None}
 
-    def latest_records(self) -> Iterator[tuple[int, Key, Value | bytes | None]]:
+    def latest_records(self) -> Iterator[tuple[int, Key | TxnOffsetCommitKey, object]]:
         """(partition, key, value) of the last record of every key, each partition in log
         order: what replaying the whole log gives, without decoding superseded values."""
         for p in range(len(self.logs)):
             yield from self.partition_records(p)
 
-    def partition_records(self, p: int) -> Iterator[tuple[int, Key, Value | bytes | None]]:
+    def partition_records(self, p: int) -> Iterator[tuple[int, Key | TxnOffsetCommitKey, object]]:
         """The same for one partition (what its new coordinator loads)."""
         try:
             latest = self.latest(p)
