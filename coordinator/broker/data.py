@@ -876,7 +876,9 @@ class DataPlane:
         topics = []
         version = max(ctx.version, 1)  # (v0, for old clients, asks what v1 asks)
         asked = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-        duplicated = {tp for tp, n in Counter(asked).items() if n > 1} if len(asked) > 1 else set()
+        # v1+ refuses a partition asked twice; v0 (Kafka 3.9's handleListOffsetRequestV0, for
+        # old clients) answers each entry as asked.
+        duplicated = {tp for tp, n in Counter(asked).items() if n > 1} if len(asked) > 1 and ctx.version else set()
         answered: set[tuple[str, int]] = set()
         for t in req.topics:
             parts = []
