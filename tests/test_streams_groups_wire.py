@@ -10,7 +10,20 @@ import datetime
 
 import pytest
 
-from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, LIST, commit_body
+from tests.support.groups_wire import (
+    COMMIT,
+    DELETE,
+    DESCRIBE,
+    FETCH,
+    HEARTBEAT,
+    JOIN,
+    LIST,
+    SYNC,
+    commit_body,
+    hb_body,
+    join_body,
+    sync_body,
+)
 from tests.support.streams import (
     NO_DELAY,
     SDESCRIBE,
@@ -28,6 +41,7 @@ from tests.support.wire_client import WireClient, request_class
 CG_HB = 68
 INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 42, 69, 25, 110
 STREAMS_INVALID_TOPOLOGY, STALE_MEMBER_EPOCH, NON_EMPTY_GROUP = 130, 113, 68
+INCONSISTENT_GROUP_PROTOCOL = 23
 
 
 @pytest.fixture
@@ -176,6 +190,11 @@ async def test_word_count_group_life_cycle(server):
             topic_partitions=(),
         )
         assert (await conn.request(CG_HB, 1, cg)).error_code == GROUP_ID_NOT_FOUND
+        # classic calls on its id: refused as Kafka refuses them on a group of another type,
+        # never taken for a consumer group's migration
+        assert (await conn.request(JOIN, 5, join_body(5, "app"))).error_code == INCONSISTENT_GROUP_PROTOCOL
+        assert (await conn.request(SYNC, 3, sync_body(3, "app", "a", 1))).error_code == UNKNOWN_MEMBER_ID
+        assert (await conn.request(HEARTBEAT, 3, hb_body(3, "app", "a", 1))).error_code == UNKNOWN_MEMBER_ID
         # offsets: a member commits with its epoch (v9+), a newer one is stale
         ok = await conn.request(COMMIT, 9, commit_body(9, "app", "a", epoch, [("words", 0, 5)]))
         assert ok.topics[0].partitions[0].error_code == 0

@@ -31,6 +31,7 @@ from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncRe
 from ..clock import Clock, fire_by
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from ..modern.share.share_group import ShareGroup
+from ..streams.streams_group import StreamsGroup
 from ..state import States as S
 from ..shard_context import CoordinatorResult, ShardContext
 
@@ -43,6 +44,10 @@ UNKNOWN_MEMBER_ID = ""
 
 _random = b""  # random bytes for member ids, 16 taken per id from _random_at
 _random_at = 0
+
+# Groups a classic request never joins or converts (Kafka's classicGroupJoin answers them
+# INCONSISTENT_GROUP_PROTOCOL): a consumer group is the only other type classic members reach.
+NOT_CLASSIC_OR_CONSUMER = (ShareGroup, StreamsGroup)
 
 
 def random_uuid() -> str:
@@ -120,13 +125,13 @@ class ClassicGroupManager:
         if not group_id:
             return JoinResult(E.invalid_group_id, member_id)
         group = self.groups.get(group_id)
-        if type(group) is ShareGroup:
+        if type(group) in NOT_CLASSIC_OR_CONSUMER:
             return JoinResult(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)  # as Kafka's classicGroupJoin
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
             return self.shard.migration.join(
                 out, cast("ConsumerGroup", group), r
-            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
+            )  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(E.invalid_session_timeout, member_id)
@@ -155,7 +160,7 @@ class ClassicGroupManager:
 
             self.shard.consumer.convert_to_classic(
                 out, cast("ConsumerGroup", group), converted
-            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
+            )  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
             return fut
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
@@ -639,13 +644,13 @@ class ClassicGroupManager:
         if not group_id:
             return SyncResult(E.invalid_group_id)
         group = self.groups.get(group_id)
-        if type(group) is ShareGroup:
+        if type(group) in NOT_CLASSIC_OR_CONSUMER:
             return SyncResult(E.unknown_member_id)
         if group is not None and type(group) is not ClassicGroup:
             return self.shard.migration.sync(
                 cast(
                     "ConsumerGroup", group
-                ),  # a group a classic request reaches here that is neither classic nor share is a consumer group
+                ),  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
                 member_id,
                 group_instance_id,
                 generation_id,
@@ -747,12 +752,12 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id
         group = self.groups.get(group_id)
-        if type(group) is ShareGroup:
+        if type(group) in NOT_CLASSIC_OR_CONSUMER:
             return E.unknown_member_id
         if group is not None and type(group) is not ClassicGroup:
             return self.shard.migration.heartbeat(
                 cast("ConsumerGroup", group), member_id, group_instance_id, generation_id
-            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
+            )  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
         if group is None:
             return E.unknown_member_id
         if group.state is S.DEAD:
@@ -862,12 +867,12 @@ class ClassicGroupManager:
         if not group_id:
             return E.invalid_group_id, []
         group = self.groups.get(group_id)
-        if type(group) is ShareGroup:
+        if type(group) in NOT_CLASSIC_OR_CONSUMER:
             return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
             return self.shard.migration.leave(
                 out, cast("ConsumerGroup", group), members
-            )  # a group a classic request reaches here that is neither classic nor share is a consumer group
+            )  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
         if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]
         if group.state is S.DEAD:
