@@ -18,14 +18,28 @@ settings.register_profile("suite", deadline=None, suppress_health_check=[HealthC
 settings.load_profile("suite")
 
 
-# Modules that run long on their own, started first so that the other workers share out the
-# rest meanwhile (pytest-xdist --dist loadfile hands out modules in collection order): the
-# differential suite runs one Kafka node for its whole module.
-FIRST = ("test_kafka_oracle.py",)
+# Modules that run long on their own, started first, longest first, so that the other workers
+# share out the short rest meanwhile and no worker is left with a long module at the end
+# (pytest-xdist --dist loadfile hands out modules in collection order): the differential suite
+# runs one Kafka node for its whole module; Spark's and the client programs' modules start JVMs.
+FIRST = (
+    "test_kafka_oracle.py",
+    "test_pipeline.py",
+    "test_follow.py",
+    "test_jvm_archive.py",
+    "test_go_clients.py",
+    "test_java_clients.py",
+    "test_lag.py",
+    "test_restart_clients.py",
+    "test_admin_cli.py",
+    "test_report.py",
+    "test_js_clients.py",
+)
+_ORDER = {name: i for i, name in enumerate(FIRST)}
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.path.name not in FIRST)
+    items.sort(key=lambda item: _ORDER.get(item.path.name, len(FIRST)))
 
 
 @pytest.fixture

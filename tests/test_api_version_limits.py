@@ -208,7 +208,7 @@ def test_http_and_kcoord(controlled):
     status, both = http(c, "POST", "/api-versions", '[{"api": 8, "max_version": 7}, {"api": "Produce"}]')
     assert status == 200 and [(e["api"], e["max_version"], e["narrowed"]) for e in both] == [
         ("OffsetCommit", 7, True),
-        ("Produce", 12, False),  # its full range: not narrowed
+        ("Produce", 13, False),  # its full range: not narrowed
     ]
     assert advertised(controlled.bootstrap)[1][1] == (4, 11)
     assert [e["api"] for e in http(c, "GET", "/api-versions")[1] if e["narrowed"]] == ["Fetch", "OffsetCommit"]
