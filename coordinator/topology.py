@@ -341,7 +341,7 @@ class Topology:
 
     # the checks every request for a partition or a group passes -------------------------
 
-    def leader_error(self, node_id: int, topic: str, partition: int, current_epoch: int = -1) -> int:
+    def leader_error(self, node_id: int, topic: str, partition: int, current_epoch: int = -1) -> E:
         """Kafka's ReplicaManager checks for a partition request that reached broker node_id:
         NOT_LEADER_OR_FOLLOWER if it does not lead the partition; with a current leader epoch
         (KIP-320), FENCED_LEADER_EPOCH if the client's is older, UNKNOWN_LEADER_EPOCH if newer."""

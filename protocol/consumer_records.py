@@ -177,7 +177,7 @@ class ConsumerGroupCurrentMemberAssignmentValue(MemberAssignment):
     pending_revocation_epochs: Epochs = ()
 
 
-_KEY_TYPES: dict[int, type] = {
+_KEY_TYPES: dict[int, type[GroupKey | MemberKey]] = {
     3: ConsumerGroupMetadataKey,
     4: ConsumerGroupPartitionMetadataKey,
     5: ConsumerGroupMemberMetadataKey,
@@ -212,14 +212,16 @@ def read_key(cls: type[GroupKey | MemberKey], r: RecordReader) -> GroupKey | Mem
     return cls(group, r.string()) if issubclass(cls, MemberKey) else cls(group)
 
 
-def key_codec(key_types: dict[int, type]) -> tuple[Callable[[Any], bytes], Callable[[int, RecordReader], object]]:
+def key_codec(
+    key_types: dict[int, type[GroupKey | MemberKey]],
+) -> tuple[Callable[[Any], bytes], Callable[[int, RecordReader], GroupKey | MemberKey]]:
     """(encode_key, decode_key) of a group type's records, given its key classes by key type."""
     versions = {t: v for v, t in key_types.items()}
 
     def encode_key(key: Any) -> bytes:
         return write_key(versions[type(key)], key)
 
-    def decode_key(version: int, r: RecordReader) -> object:
+    def decode_key(version: int, r: RecordReader) -> GroupKey | MemberKey:
         return read_key(key_types[version], r)
 
     return encode_key, decode_key

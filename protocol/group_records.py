@@ -109,7 +109,8 @@ class GroupMetadataValue(NamedTuple):
     current_state_timestamp: int = -1  # v2+
 
 
-Key = OffsetCommitKey | GroupMetadataKey | UnknownKey
+# The consumer, share and streams group types' keys are GroupKey / MemberKey subclasses.
+Key = OffsetCommitKey | GroupMetadataKey | UnknownKey | consumer_records.GroupKey | consumer_records.MemberKey
 Value = OffsetCommitValue | GroupMetadataValue
 
 
@@ -319,6 +320,7 @@ def decode_key(data: bytes) -> Key:
                     pass  # the generic reader reports it
     r = RecordReader(data, "key")
     version = r.int16()
+    key: Key
     if version in (0, 1):
         key = OffsetCommitKey(r.string(), r.string(), r.int32())
     elif version == 2:

@@ -15,13 +15,15 @@ import struct
 import types
 import typing
 from dataclasses import dataclass
+from collections.abc import Callable
 from functools import cache, partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from kio.index import load_payload_module
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from kio.static.protocol import Payload
 
 from . import offset_commit, produce
 from .compiled_writer import compiled_writer
@@ -56,8 +58,8 @@ class RequestHeader(NamedTuple):  # a tuple: one is built per request
 class Codec:
     """Everything needed to read one request version and write its response."""
 
-    request_type: type
-    response_type: type
+    request_type: type[Payload]
+    response_type: type[Payload]
     read: Any
     write: Any
     flexible_request: bool  # request header v2 (tagged fields) instead of v1
@@ -135,13 +137,13 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
     )
 
 
-def _entity(module: Any, suffix: str) -> type:
+def _is_payload(value: object) -> TypeGuard[type[Payload]]:
+    return isinstance(value, type) and getattr(value, "__type__", None) in (EntityType.request, EntityType.response)
+
+
+def _entity(module: Any, suffix: str) -> type[Payload]:
     for name, value in vars(module).items():
-        if (
-            name.endswith(suffix)
-            and isinstance(value, type)
-            and getattr(value, "__type__", None) in (EntityType.request, EntityType.response)
-        ):
+        if name.endswith(suffix) and _is_payload(value):
             return value
     raise UnknownApi(f"{module.__name__} has no top-level {suffix}")
 
@@ -214,7 +216,29 @@ def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
     return body
 
 
-@cache
+_R = TypeVar("_R")
+
+
+def _per_class(fn: Callable[[type], _R]) -> Callable[[type], _R]:
+    """functools.cache for a function of a class (mypy does not take a class for Hashable)."""
+    memo: dict[type, _R] = {}
+
+    def cached(cls: type) -> _R:
+        try:
+            return memo[cls]
+        except KeyError:
+            result = memo[cls] = fn(cls)
+            return result
+
+    return cached
+
+
+def _is_entity(tp: object) -> TypeGuard[type]:
+    """A kio entity class (a dataclass), as a field's type names it."""
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+@_per_class
 def _null_checker(cls: type) -> Any:
     """A check that no array the schema declares non-nullable decoded as null (count -1).
 
@@ -222,7 +246,7 @@ def _null_checker(cls: type) -> Any:
     whatever the schema says; handlers then fail iterating it. None if `cls` has no such
     array at any depth (most hot-path requests), so those pay nothing.
     """
-    if not dataclasses.is_dataclass(cls):
+    if not _is_entity(cls):
         return None
     checks: list[Any] = []
     for f in dataclasses.fields(cls):
@@ -230,9 +254,9 @@ def _null_checker(cls: type) -> Any:
         tp = _strip_optional(f.type)
         if typing.get_origin(tp) is tuple:
             inner = _strip_optional(typing.get_args(tp)[0])
-            nested = _null_checker(inner) if dataclasses.is_dataclass(inner) else None
+            nested = _null_checker(inner) if _is_entity(inner) else None
             checks.append((f.name, not nullable, nested, True))
-        elif dataclasses.is_dataclass(tp):
+        elif _is_entity(tp):
             nested = _null_checker(tp)
             if nested is not None:
                 checks.append((f.name, False, nested, False))
@@ -329,7 +353,7 @@ def encode_body(c: Codec, body: Any) -> bytes:
 # as MalformedRequest before kio sees the body. Legacy (int32-counted) arrays are not
 # affected. Only lengths are followed; values are not built.
 
-_FIXED_SIZES = {
+_FIXED_SIZES: dict[str | None, int] = {  # by a field's kafka_type (None: not a primitive)
     "bool": 1,
     "int8": 1,
     "int16": 2,
@@ -343,13 +367,13 @@ _FIXED_SIZES = {
 }
 
 
-@cache
+@_per_class
 def _has_array(cls: type) -> bool:
     """Whether an entity has an array field, at any depth: only arrays need the check first
     (kio reads a string or bytes whose declared length exceeds the body as BufferUnderflow)."""
     for f in dataclasses.fields(cls):
         tp = _strip_optional(f.type)
-        if typing.get_origin(tp) is tuple or (dataclasses.is_dataclass(tp) and _has_array(tp)):
+        if typing.get_origin(tp) is tuple or (_is_entity(tp) and _has_array(tp)):
             return True
     return False
 
@@ -388,7 +412,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
     tp = _strip_optional(field.type)
     if typing.get_origin(tp) is tuple:
         inner = _strip_optional(typing.get_args(tp)[0])
-        size = None if dataclasses.is_dataclass(inner) else _FIXED_SIZES.get(field.metadata.get("kafka_type"))
+        size = None if _is_entity(inner) else _FIXED_SIZES.get(field.metadata.get("kafka_type"))
         if size is not None:  # (partition indexes and the like: skipped in one step, not per element)
 
             def skip_fixed_array(buf: bytes, pos: int, end: int, edits: list) -> int:
@@ -403,11 +427,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
                 return pos
 
             return skip_fixed_array
-        element = (
-            _entity_skipper(inner)
-            if dataclasses.is_dataclass(inner)
-            else _primitive_skipper(field.metadata.get("kafka_type"))
-        )
+        element = _entity_skipper(inner) if _is_entity(inner) else _primitive_skipper(field.metadata.get("kafka_type"))
 
         def skip_array(buf: bytes, pos: int, end: int, edits: list) -> int:
             n, pos = read_uvarint(buf, pos, end)
@@ -419,10 +439,10 @@ def _field_skipper(field: dataclasses.Field) -> Any:
             return pos
 
         return skip_array
-    if dataclasses.is_dataclass(tp):
-        if tp is field.type:
-            return _entity_skipper(tp)
+    if _is_entity(tp):
         entity = _entity_skipper(tp)
+        if tp is field.type:
+            return entity
 
         def skip_nullable_entity(buf: bytes, pos: int, end: int, edits: list) -> int:
             # KIP-893: a nullable struct starts with an int8, -1 for null (e.g. the topology
@@ -440,7 +460,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
     return _primitive_skipper(field.metadata.get("kafka_type"))
 
 
-@cache
+@_per_class
 def _entity_skipper(cls: type) -> Any:
     positional = []
     tagged = {}

@@ -110,7 +110,7 @@ class ShareGroupStatePartitionMetadataValue:
     deleting_topics: TopicInfo = ()
 
 
-_KEY_TYPES: dict[int, type] = {
+_KEY_TYPES: dict[int, type[GroupKey | MemberKey]] = {
     10: ShareGroupMemberMetadataKey,
     11: ShareGroupMetadataKey,
     12: ShareGroupTargetAssignmentMetadataKey,

@@ -145,7 +145,7 @@ class StreamsGroupTopologyValue:
     subtopologies: tuple[Subtopology, ...] = ()
 
 
-_KEY_TYPES: dict[int, type] = {
+_KEY_TYPES: dict[int, type[GroupKey | MemberKey]] = {
     17: StreamsGroupMetadataKey,
     19: StreamsGroupMemberMetadataKey,
     20: StreamsGroupTargetAssignmentMetadataKey,

@@ -77,6 +77,9 @@ READ_COMMITTED = 1
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record the producer gave no timestamp
 # compression.type -> the codec stored batches get (producer: none, keep the producer's)
 CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+# One partition's Produce outcome: (topic, partition, error, base offset, error message,
+# log append time or -1, record errors as (batch index, message)).
+_Produced = tuple[str, int, E, int, str | None, int, list[tuple[int, str]]]
 
 
 class RecordErrors(Exception):
@@ -133,7 +136,7 @@ class DataPlane:
 
     # Produce ----------------------------------------------------------------------------
 
-    def leader_error(self, ctx: RequestContext, topic: str, partition: int, current_epoch: int = -1) -> int:
+    def leader_error(self, ctx: RequestContext, topic: str, partition: int, current_epoch: int = -1) -> E:
         """NOT_LEADER_OR_FOLLOWER (or a fenced / unknown leader epoch) for a partition the
         broker this request reached does not lead; NONE if it does. The partition exists."""
         if self.topology is None:
@@ -322,6 +325,8 @@ class DataPlane:
         refused: dict[tuple[str, int], tuple[E, str | None]] = {}
         if transactional_id and self.transactions is not None and ctx.version >= 12 and req.acks in ACKS:
             refused = await self._add_to_transaction(ctx, topic_data, transactional_id)
+        results: list[_Produced]
+        message: str | None
         if (transactional_id and self.transactions is None) or req.acks not in ACKS:
             error, message = (
                 (E.transactional_id_authorization_failed, "transactions are not supported")
@@ -347,9 +352,9 @@ class DataPlane:
                 ]
         throttle = self._produce_throttle(ctx)
         if req.acks == 0:
-            failed = [(t, p, err) for t, p, err, *_ in results if err != E.none]
-            if failed:  # as Kafka: no answer to carry the error, so the client must reconnect
-                raise CloseConnection(f"acks=0 produce failed: {failed[0][0]}-{failed[0][1]} {failed[0][2].name}")
+            errors = [(t, p, err) for t, p, err, *_ in results if err != E.none]
+            if errors:  # as Kafka: no answer to carry the error, so the client must reconnect
+                raise CloseConnection(f"acks=0 produce failed: {errors[0][0]}-{errors[0][1]} {errors[0][2].name}")
             return None
         by_topic: dict[str, list] = {}
         leaders: set[int] = set()
@@ -455,11 +460,9 @@ class DataPlane:
     async def _durable(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
         """acks=-1: wait for the fsync policy (with fsync=always: on disk); the partitions
         whose sync failed (their appends were cut), with why."""
-        tps = [tp for tp in partitions if self.topics.partition_log(*tp) is not None]
-        outcomes = await asyncio.gather(
-            *(_policy_flush(self.topics.partition_log(*tp)) for tp in tps), return_exceptions=True
-        )
-        return {tp: str(o) for tp, o in zip(tps, outcomes) if isinstance(o, StorageError)}
+        logs = {tp: plog for tp in partitions if (plog := self.topics.partition_log(*tp)) is not None}
+        outcomes = await asyncio.gather(*map(_policy_flush, logs.values()), return_exceptions=True)
+        return {tp: str(o) for tp, o in zip(logs, outcomes) if isinstance(o, StorageError)}
 
     # Transactions -----------------------------------------------------------------------
 
@@ -622,7 +625,7 @@ class DataPlane:
             info = self.topics.get(target.topic) if target.topic is not None else None
             if ctx.version >= 13 and info is not None and info.topic_id != target.topic_id:
                 info = None  # (re-created under the same name: another topic)
-            if info is None:
+            if info is None or target.topic is None:
                 error = E.unknown_topic_id if ctx.version >= 13 else E.unknown_topic_or_partition
             elif not 0 <= target.partition < info.partitions:
                 error = E.unknown_topic_or_partition
@@ -654,7 +657,7 @@ class DataPlane:
                 txns = self.txn_state(plog) if read_committed else self.txns.get(plog)
                 if txns is not None and txns.cuts == plog.cuts:
                     lso = txns.last_stable_offset(hw)
-                if read_committed:
+                if read_committed and txns is not None:  # (txn_state always builds one)
                     records, end = _below(records, lso)
                     aborted = tuple(
                         ctx.nested("AbortedTransaction", producer_id=pid, first_offset=first)
@@ -748,17 +751,17 @@ class DataPlane:
     def _fetch_response(
         self, ctx: RequestContext, req: Any, targets: list[CachedPartition], session: FetchSession | None, epoch: int
     ) -> Any:
-        quota = self.fetch_quota
+        quota = self.fetch_quota if self.fetch_quota is not None and self.fetch_quota.enabled() else None
         user, client_id = "", ctx.header.client_id or ""
         max_bytes = min(req.max_bytes, self.fetch_max_bytes)
         window = None
-        if quota is not None and quota.enabled():
+        if quota is not None:
             user = quota_user(ctx.connection)
             window = quota.max_value_in_window(user, client_id)
             if window is not None:  # as Kafka: no answer larger than the quota's window holds
                 max_bytes = min(max_bytes, window)
         answer, size = self._read(ctx, targets, max_bytes, getattr(req, "isolation_level", 0) == READ_COMMITTED)
-        if window is not None:
+        if quota is not None and window is not None:
             # Kafka's fetch quota: the answer's bytes count against consumer_byte_rate; over it,
             # the client gets an empty answer with the throttle time (the bytes are taken back)
             # and its connection is muted that long.
@@ -842,6 +845,7 @@ class DataPlane:
             info = self.topics.get(target.topic) if target.topic is not None else None
             if (
                 info is None
+                or target.topic is None
                 or (ctx.version >= 13 and info.topic_id != target.topic_id)
                 or not 0 <= target.partition < info.partitions
                 or self.leader_error(ctx, target.topic, target.partition, target.leader_epoch) != E.none

@@ -7,6 +7,7 @@ None is a tombstone.
 
 from __future__ import annotations
 
+from protocol.consumer_records import GroupKey, MemberKey
 from protocol.group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -17,7 +18,8 @@ from protocol.group_records import (
     TxnOffsetCommitKey,
 )
 
-Key = OffsetCommitKey | GroupMetadataKey
+# (the consumer, share and streams groups' keys too: protocol.consumer_records' GroupKey / MemberKey)
+Key = OffsetCommitKey | GroupMetadataKey | GroupKey | MemberKey
 Event = tuple[Key, OffsetCommitValue | GroupMetadataValue | None]
 
 __all__ = [
