@@ -39,6 +39,9 @@ SCRIPTS = {
     "bench/bench_client_waits.py": "how long real clients wait on group timing: a third KIP-848 member to a "
     "stable assignment, two share consumers to their first records, the Java consumer to its first assignment; "
     "this server with --profile test and with its defaults, Kafka 4.4 with its defaults",
+    "bench/bench_kfake.py": "per core against kfake (franz-go's fake Kafka, built from bench/kfake): server CPU per "
+    "join-sync-leave cycle (initial delay 0) and per 10-partition OffsetCommit, fsync never and always, "
+    "interleaved in one run; medians of the rounds with their range in brackets",
     "bench/bench_cluster.py": "several brokers in one process: start time for 1 and 3 brokers, moving a loaded "
     "coordinator, heartbeats and commits through 3 brokers against 1",
 }
@@ -92,6 +95,11 @@ def number(value: float | None) -> str:
     return f"{value:,.3g}" if abs(value) < 10 else f"{value:,.1f}"
 
 
+def spread(bounds: list[float] | None) -> str:
+    """A median's range over its runs, where the script recorded one (params "range")."""
+    return f" ({number(bounds[0])}-{number(bounds[1])})" if bounds else ""
+
+
 def machine_key(m: dict[str, Any]) -> tuple:
     return (m.get("cpu"), m.get("cores"), m.get("python"))
 
@@ -126,10 +134,15 @@ def render(rows: list[dict[str, Any]]) -> str:
         out.append("| figure | value | " + ("peer, same run | " if with_peer else "") + "machine | date |\n")
         out.append("|---|---|" + ("---|" if with_peer else "") + "---|---|\n")
         for row in figures:
-            cells = [row["figure"], f"{number(row['value'])} {row['unit']}"]
+            params = row.get("params") or {}
+            cells = [row["figure"], f"{number(row['value'])} {row['unit']}{spread(params.get('range'))}"]
             if with_peer:
                 peer = row.get("peer")
-                cells.append(f"{peer['name']}: {number(peer['value'])} {row['unit']}" if peer else "")
+                cells.append(
+                    f"{peer['name']}: {number(peer['value'])} {row['unit']}{spread(params.get('peer_range'))}"
+                    if peer
+                    else ""
+                )
             cells += [machines[machine_key(row["machine"])], row["date"][:10]]
             out.append("| " + " | ".join(cells) + " |\n")
     return "".join(out)
