@@ -75,6 +75,7 @@ class Codec:
 NEWER = {
     (88, 1): "protocol.streams_heartbeat_v1",
     (89, 1): "protocol.streams_describe_v1",
+    (28, 6): "protocol.txn_offset_commit_v6",
 }
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import uuid
 
-from tests.support.consumer_groups import topic_ids
+from tests.support.consumer_groups import hb, topic_ids
 from tests.support.wire_client import WireClient
 from protocol.record_batch import iter_batches
 
@@ -441,3 +441,32 @@ async def _set_epoch(coordinator, txn_id, epoch):
     meta = coordinator.txns[txn_id]
     async with meta.lock:
         await coordinator._write(meta, {"producer_epoch": epoch})
+
+
+async def test_txn_offset_commit_v6(server):
+    """TxnOffsetCommit v6 (KIP-1319) names topics by id, in the request and the answer: an id
+    no topic has is UNKNOWN_TOPIC_ID, nothing committed. Of a group, an unknown group asked
+    with a generation is GROUP_ID_NOT_FOUND and a member's newer epoch STALE_MEMBER_EPOCH,
+    where v5 answers both ILLEGAL_GENERATION (Kafka's OffsetMetadataManager)."""
+    conn = await WireClient("txn-v6").connect("127.0.0.1", server.port)
+    await conn.create_topics("t6", partitions=1)
+    try:
+        (topic_id,) = (await topic_ids(conn, "t6")).values()
+        error, pid, epoch = await init_pid(conn, "tv6", v=5)
+        assert await txn_commit(conn, "tv6", "g6", pid, epoch, "", 7, v=6, topic_id=topic_id) == E_NONE
+        assert await txn_commit(conn, "tv6", "g6", pid, epoch, "", 8, v=6, topic_id=uuid.uuid4()) == 100
+        assert await txn_commit(conn, "tv6", "none", pid, epoch, "", 8, v=6, generation=3, topic_id=topic_id) == 69
+        assert await txn_commit(conn, "tv6", "none", pid, epoch, "t6", 8, v=5, generation=3) == 22
+        # a consumer-protocol member at epoch 1, committing as epoch 2
+        r = await conn.request(68, 1, hb("g6m", "m", 0, ["t6"]))
+        assert (r.error_code, r.member_epoch) == (E_NONE, 1)
+        args = ("tv6", "g6m", pid, epoch)
+        assert await txn_commit(conn, *args, "", 8, v=6, generation=2, member="m", topic_id=topic_id) == 113
+        assert await txn_commit(conn, *args, "t6", 8, v=5, generation=2, member="m") == 22
+        assert await txn_commit(conn, *args, "", 9, v=6, generation=1, member="m", topic_id=topic_id) == E_NONE
+        assert await end_txn_v5(conn, "tv6", pid, epoch, True) == (E_NONE, pid, epoch + 1)
+        await wait_for_state(conn, "tv6", "CompleteCommit")
+        assert await offset_fetch(conn, "g6", "t6", True) == (E_NONE, 7)
+        assert await offset_fetch(conn, "g6m", "t6", True) == (E_NONE, 9)
+    finally:
+        await conn.close()

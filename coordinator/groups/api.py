@@ -215,7 +215,7 @@ class GroupApis:
         registry.add(OFFSET_COMMIT, range(0, 11), self.offset_commit)
         registry.add(OFFSET_FETCH, range(0, 11), self.offset_fetch)
         registry.add(OFFSET_DELETE, range(0, 1), self.offset_delete)
-        registry.add(TXN_OFFSET_COMMIT, range(0, 6), self.txn_offset_commit)
+        registry.add(TXN_OFFSET_COMMIT, range(0, 7), self.txn_offset_commit)
         registry.add(CONSUMER_GROUP_HEARTBEAT, range(0, 2), self.consumer_group_heartbeat)
         registry.add(CONSUMER_GROUP_DESCRIBE, range(0, 2), self.consumer_group_describe)
 
@@ -527,32 +527,48 @@ class GroupApis:
         return self.answer(ctx, shard, result, merged, _commit_failed(result))
 
     async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
+        # v6 names topics by id (KIP-1319): an id no topic has is answered UNKNOWN_TOPIC_ID
+        # before anything else is checked, as Kafka's handler does; the rest go on by name.
+        by_id = ctx.version >= 6
+        name_of = self.runtime.image.name_of
+        keys = [t.topic_id if by_id else t.name for t in req.topics]  # each topic as the answer names it
+        names = [(name_of(t.topic_id) if t.topic_id is not None else None) if by_id else t.name for t in req.topics]
         partitions = [
             (
-                t.name,
+                name,
                 p.partition_index,
                 p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata,
             )
-            for t in req.topics
+            for t, name in zip(req.topics, names)
+            if name is not None
             for p in t.partitions
         ]
 
         def respond(errors: list[int]) -> Any:
-            by_topic: dict[str, list] = {}
-            for (topic, partition, *_), error in zip(partitions, errors):
-                by_topic.setdefault(topic, []).append(
-                    ctx.nested("TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error)
+            it = iter(errors)
+            by_topic: dict[Any, list] = {}
+            for t, key, name in zip(req.topics, keys, names):
+                by_topic.setdefault(key, []).extend(
+                    ctx.nested(
+                        "TxnOffsetCommitResponsePartition",
+                        partition_index=p.partition_index,
+                        error_code=E.unknown_topic_id if name is None else next(it),
+                    )
+                    for p in t.partitions
                 )
+            field = "topic_id" if by_id else "name"
             return ctx.response(
                 throttle_time=0,
                 topics=tuple(
-                    ctx.nested("TxnOffsetCommitResponseTopic", name=t, partitions=tuple(ps))
-                    for t, ps in by_topic.items()
+                    ctx.nested("TxnOffsetCommitResponseTopic", **{field: k}, partitions=tuple(ps))
+                    for k, ps in by_topic.items()
                 ),
             )
 
+        if not partitions:
+            return respond([])
         shard, error = self._route(ctx, req.group_id)
         transactions = self.runtime.transactions
         if shard is None:
@@ -586,6 +602,7 @@ class GroupApis:
                     getattr(req, "member_id", ""),
                     getattr(req, "group_instance_id", None),
                     partitions,
+                    ctx.version,
                 )
                 # (a coroutine since v5 waits to add the partition: the runtime's answer awaited)
                 written, done = future_and_callback()

@@ -128,11 +128,15 @@ class OffsetManager:
         member_id: str,
         instance_id: str | None,
         partitions: list[tuple[str, int, int, int, str | None]],
+        version: int = 5,
     ) -> list[int] | CoordinatorResult:
         """Offsets committed inside a transaction: written as a transactional batch of the
         producer, pending until its marker (applied on commit, dropped on abort). Errors per
         partition as commit(), answered at once if nothing is written; the group checks are Kafka's for transactional commits
-        (KIP-447: a member id and generation are checked when given; no rebalance check)."""
+        (KIP-447: a member id and generation are checked when given; no rebalance check).
+        A failed member epoch check fails the whole request, as Kafka's validator throws;
+        GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH are answered from version 6 (KIP-1319),
+        ILLEGAL_GENERATION before."""
         existing = self.existing_partitions
         unknown = [existing is not None and (t, p) not in existing for t, p, *_ in partitions]
         group = self.groups.get(group_id) if group_id else None
@@ -140,7 +144,7 @@ class OffsetManager:
         if not group_id:
             error = E.invalid_group_id
         elif group is None:
-            error = _NONE if generation < 0 else E.illegal_generation
+            error = _NONE if generation < 0 else E.group_id_not_found if version >= 6 else E.illegal_generation
         elif group.state_name == DEAD:
             error = E.coordinator_not_available
         elif generation < 0 and not member_id and instance_id is None:
@@ -151,9 +155,20 @@ class OffsetManager:
             error = group.validate_offset_commit(
                 member_id, instance_id, generation, self.clock.now(), transactional=True
             )
-        check = None
-        if callable(error):  # KIP-1251: an older epoch, checked per partition
-            check, error = self._by_name(error), _NONE
+        if callable(error):  # KIP-1251: an older epoch, checked per partition; one refused refuses all
+            check = self._by_name(error)
+            error = next(
+                (
+                    stale
+                    for (topic, partition, _, _, metadata), missing in zip(partitions, unknown)
+                    if not missing
+                    and len((metadata or "").encode()) <= self.metadata_max_bytes
+                    and (stale := check(topic, partition)) != _NONE
+                ),
+                _NONE,
+            )
+        if error == E.stale_member_epoch and version < 6:
+            error = E.illegal_generation
         now = self.clock.wall()
         errors: list[int] = []
         records: list[Event] = []
@@ -163,8 +178,6 @@ class OffsetManager:
                 errors.append(_UNKNOWN_PARTITION)
             elif error != _NONE:
                 errors.append(error)
-            elif check is not None and (stale := check(topic, partition)) != _NONE:
-                errors.append(stale)
             elif len(metadata.encode()) > self.metadata_max_bytes:
                 errors.append(_METADATA_TOO_LARGE)
             else:

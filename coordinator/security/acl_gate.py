@@ -1165,32 +1165,39 @@ class AclGate:
 
     def txn_offset_commit(self, ctx: RequestContext, req: Any, handler: Callable) -> Any:
         if not self.can(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
-            error_of: Callable[[str], int] = lambda _: TXN_DENIED
+            error_of: Callable[[Any], int] = lambda _: TXN_DENIED
         elif not self.can(ctx, READ, GROUP, req.group_id):
             error_of = lambda _: GROUP_DENIED
         else:
-            denied = {t.name for t in req.topics if not self.can(ctx, READ, TOPIC, t.name)}
+            # (v6 names topics by id: an id no topic has is not denied; the handler answers it
+            # UNKNOWN_TOPIC_ID, as Kafka does before authorizing)
+            denied = [
+                t
+                for t in req.topics
+                if (name := self._offsets_topic_name(t)) is not None and not self.can(ctx, READ, TOPIC, name)
+            ]
             if not denied:
                 return None
-            error_of = lambda name: TOPIC_DENIED if name in denied else E.none
-            allowed = dataclasses.replace(req, topics=tuple(t for t in req.topics if t.name not in denied))
+            error_of = lambda t: TOPIC_DENIED if any(t is d for d in denied) else E.none
+            allowed = dataclasses.replace(req, topics=tuple(t for t in req.topics if all(t is not d for d in denied)))
 
             async def merged() -> Any:
                 body = await _body_of(handler, ctx, allowed) if allowed.topics else None
                 rows = list(body.topics) if body is not None else []
-                rows += [self._txn_commit_rows(ctx, t, TOPIC_DENIED) for t in req.topics if t.name in denied]
+                rows += [self._txn_commit_rows(ctx, t, TOPIC_DENIED) for t in denied]
                 return ctx.response(throttle_time=0, topics=tuple(rows))
 
             return merged()
         return ctx.response(
-            throttle_time=0, topics=tuple(self._txn_commit_rows(ctx, t, error_of(t.name)) for t in req.topics)
+            throttle_time=0, topics=tuple(self._txn_commit_rows(ctx, t, error_of(t)) for t in req.topics)
         )
 
     @staticmethod
     def _txn_commit_rows(ctx: RequestContext, t: Any, error: int) -> Any:
+        key = {"topic_id": t.topic_id} if ctx.version >= 6 else {"name": t.name}
         return ctx.nested(
             "TxnOffsetCommitResponseTopic",
-            name=t.name,
+            **key,
             partitions=tuple(
                 ctx.nested("TxnOffsetCommitResponsePartition", partition_index=p.partition_index, error_code=error)
                 for p in t.partitions

@@ -97,7 +97,6 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/RenewDelegationToken", "Kafka serves v1-2; here not served"),
     _d("wire/ApiVersions/range/SaslAuthenticate", "Kafka serves v0-2 on a plaintext listener; here not listed", SASL),
     _d("wire/ApiVersions/range/SaslHandshake", "Kafka serves v0-1 on a plaintext listener; here not listed", SASL),
-    _d("wire/ApiVersions/range/TxnOffsetCommit", "Kafka's highest version is v6, here v5", NEWER),
     _d("wire/ApiVersions/range/UnregisterBroker", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/WriteShareGroupState", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
     # -- wire: a request of every API with every field at its default or zero

@@ -149,7 +149,8 @@ async def latest(conn, topic, isolation):
     return r.topics[0].partitions[0].offset
 
 
-async def txn_commit(conn, txn_id, group, pid, epoch, topic, offset, v=3, generation=-1, member=""):
+async def txn_commit(conn, txn_id, group, pid, epoch, topic, offset, v=3, generation=-1, member="", topic_id=None):
+    """The partition's error; v6 names the topic by topic_id."""
     T, P = (
         cls(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitRequestTopic"),
         cls(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitRequestPartition"),
@@ -171,7 +172,7 @@ async def txn_commit(conn, txn_id, group, pid, epoch, topic, offset, v=3, genera
                     build(
                         T,
                         dict(
-                            name=topic,
+                            **({"topic_id": topic_id} if v >= 6 else {"name": topic}),
                             partitions=(
                                 build(
                                     P,

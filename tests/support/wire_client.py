@@ -7,6 +7,7 @@ requests by correlation id, so any number can be in flight on one connection.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import os
 import struct
@@ -17,12 +18,13 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from protocol.messages import decode_response, encode_request
+from protocol.messages import NEWER, decode_response, encode_request
 
 
 def request_class(api_key: int, version: int, name: str | None = None) -> Any:
     """The kio request class (or a nested class by name) of one api version."""
-    module = load_payload_module(api_key, version, EntityType.request)
+    newer = NEWER.get((api_key, version))  # (a version kio lacks: our own module)
+    module = importlib.import_module(newer) if newer else load_payload_module(api_key, version, EntityType.request)
     if name is not None:
         return getattr(module, name)
     return next(
