@@ -190,6 +190,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     )
     if not topology.single:
         transactions.owner = lambda ctx, txn_id: topology.txn_coordinator_error(ctx.connection.listener.node_id, txn_id)
+        transactions.leader_epoch = lambda partition: topology.state(TRANSACTION_TOPIC, partition).epoch
     transactions.register(registry)
     data_plane.transactions = transactions
     runtime.transactions = transactions

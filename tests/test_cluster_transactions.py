@@ -3,7 +3,8 @@ TransactionStateManager emigration and immigration), over the wire on an in-proc
 3-broker cluster: the old broker answers NOT_COORDINATOR, the new one
 COORDINATOR_LOAD_IN_PROGRESS until it has loaded the partition from the log; an ongoing
 transaction comes back with its partitions, timeout and start time; one left in
-PrepareCommit is completed by the new coordinator (its markers written); a transactions v2
+PrepareCommit is completed by the new coordinator (its markers written, under its coordinator
+epoch: the partition's leader epoch, risen with the move); a transactions v2
 transaction moved mid-way ends there with its epoch bump."""
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from tests.support.cluster_wire import close, connect, create_topic
 from tests.support.transactions_wire import (
     add_partitions,
     describe,
+    describe_producers,
     describe_unknown,
     end_txn,
     fetch,
     init_pid,
     produce_txn,
     wait_for_state,
+    write_marker,
 )
 from protocol.record_batch import iter_batches
 
@@ -120,9 +123,16 @@ async def test_a_prepared_transaction_is_completed_by_the_new_coordinator(kafka_
         new = await kafka_cluster.amove_transaction_coordinator("prepared")
         assert new != old
         await wait_for_state(conns[new], "prepared", "CompleteCommit")
-        assert await committed_records(conns[kafka_cluster.leader_of("tt", 0)]) == [False, True]
+        leader = conns[kafka_cluster.leader_of("tt", 0)]
+        assert await committed_records(leader) == [False, True]
         # a retry of the EndTxn the old coordinator had taken: the same outcome, from the new one
         assert await end_txn(conns[new], "prepared", pid, epoch, True) == E.none
+        # The new coordinator's epoch is its __transaction_state partition's leader epoch, one
+        # above the old one's: its markers carry it, a marker of the old epoch is fenced.
+        assert (await describe_producers(leader, "tt"))[1][pid][3] == 1
+        assert await write_marker(leader, pid, epoch + 1, False, [("tt", 0)], coordinator_epoch=0) == {
+            ("tt", 0): E.transaction_coordinator_fenced
+        }
     finally:
         await close(conns)
 

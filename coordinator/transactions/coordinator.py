@@ -136,6 +136,12 @@ class TransactionCoordinator:
         # owner(ctx, transactional_id): NONE if the broker the request reached coordinates the
         # id, else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (the topology's check).
         self.owner: Any = None
+        # The coordinator epoch is the leader epoch of the id's __transaction_state partition
+        # when this coordinator loaded it (Kafka's TransactionStateManager): it rises with
+        # every move, and every marker carries it, so a partition leader refuses the markers
+        # of a coordinator that has been replaced (TRANSACTION_COORDINATOR_FENCED).
+        self.leader_epoch: Any = lambda partition: 0  # (the topology's, with several brokers)
+        self.coordinator_epochs: dict[int, int] = {}
 
     def register(self, registry: Registry) -> None:
         registry.add(ADD_PARTITIONS_TO_TXN, range(0, 6), self.add_partitions_to_txn)
@@ -158,6 +164,7 @@ class TransactionCoordinator:
         TransactionStateManager.loadTransactionsForTxnTopicPartition, then the coordinator's
         completion of the pending ones on immigration). An ongoing transaction comes back
         with its partitions and its start time, so its timeout runs on."""
+        self.coordinator_epochs[partition] = self.leader_epoch(partition)
         loaded: dict[str, TransactionMetadata] = {}
         for _, data in self.log.logs[partition].batches():
             for r in iter_batch_records(data):
@@ -569,12 +576,13 @@ class TransactionCoordinator:
         """Write the markers until every partition has one (a failed write is retried; a
         deleted topic is skipped), then CompleteCommit / CompleteAbort. Held under meta.lock."""
         commit = meta.state == PREPARE_COMMIT
+        coordinator_epoch = self.coordinator_epochs.get(self.log.partition_for(meta.transactional_id), 0)
         left = set(meta.partitions)
         while left:
             topics = [tp for tp in left if tp[0] != OFFSETS_TOPIC]
             results = (
                 await self.data_plane.write_txn_markers(
-                    meta.producer_id, meta.producer_epoch, 0, commit, topics, meta.client_tv
+                    meta.producer_id, meta.producer_epoch, coordinator_epoch, commit, topics, meta.client_tv
                 )
                 if topics
                 else {}
