@@ -441,3 +441,90 @@ def test_acl_apis_v0_for_older_admin_clients(server_factory):
     assert (n, error) == (1, 0) and struct.unpack_from(">i", body, 12)[0] == 1  # one ACL deleted
     body = call(29, acl_filter)
     assert struct.unpack_from(">ihhi", body) == (0, 0, -1, 0)  # none left
+
+
+async def test_denied_entries_answered_beside_the_served_ones(server_factory):
+    """Where a request names several topics, the denied ones are left out of what the handler
+    serves and answered TOPIC_AUTHORIZATION_FAILED where Kafka puts them: after the served ones
+    (Produce, Fetch, DeleteTopics, TxnOffsetCommit) or in the request's order (DescribeProducers)."""
+    import datetime
+
+    from coordinator.apis import build
+    from tests.support.wire_client import WireClient, request_class as rc
+
+    s = server_factory("--authorizer")
+    c = await WireClient("acl-merge").connect("127.0.0.1", s.port)
+    await c.create_topics("t", "u", partitions=1)
+    r = await c.request(CREATE_ACLS, 3, create_acls_body((TOPIC, "t", "User:other", ALL)))
+    assert [x.error_code for x in r.results] == [0]  # ("u" no ACL names: open)
+
+    async def call(api, v, **values):
+        return await c.request(api, v, build(rc(api, v), values))
+
+    def nested(api, v, entity, /, **values):
+        return build(rc(api, v, entity), values)
+
+    ms = datetime.timedelta(milliseconds=1)
+    r = await call(
+        0,
+        9,
+        transactional_id=None,
+        acks=1,
+        timeout=1000 * ms,
+        topic_data=tuple(
+            nested(
+                0,
+                9,
+                "TopicProduceData",
+                name=n,
+                partition_data=(nested(0, 9, "PartitionProduceData", index=0, records=None),),
+            )
+            for n in ("t", "u")
+        ),
+    )
+    assert [(t.name, t.partition_responses[0].error_code == 29) for t in r.responses] == [("u", False), ("t", True)]
+    r = await call(
+        1,
+        12,
+        replica_id=-1,
+        max_wait=0 * ms,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=tuple(
+            nested(
+                1,
+                12,
+                "FetchTopic",
+                topic=n,
+                partitions=(
+                    nested(
+                        1,
+                        12,
+                        "FetchPartition",
+                        partition=0,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=1024,
+                    ),
+                ),
+            )
+            for n in ("t", "u")
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    assert [(t.topic, t.partitions[0].error_code) for t in r.responses] == [("u", 0), ("t", 29)]
+    r = await call(
+        61,
+        0,
+        topics=tuple(nested(61, 0, "TopicRequest", name=n, partition_indexes=(0,)) for n in ("t", "u")),
+    )
+    assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("t", 29), ("u", 0)]
+    r = await call(20, 4, topic_names=("t", "nowhere"), timeout=1000 * ms)
+    assert [(t.name, t.error_code) for t in r.responses] == [("nowhere", 3), ("t", 29)]
+    r = await call(3, 1, topics=(nested(3, 1, "MetadataRequestTopic", name="t"),))
+    assert [(t.name, t.error_code) for t in r.topics] == [("t", 29)]  # not deleted
+    await c.close()
