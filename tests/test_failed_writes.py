@@ -18,10 +18,14 @@ from coordinator.groups.modern.share.share_group import ShareGroup
 from coordinator.groups.modern.share.share_manager import ShareHeartbeatRequest
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
+from coordinator.groups.streams import streams_group
+from coordinator.groups.streams.streams_group import StreamsGroup, TasksTuple
+from coordinator.groups.streams.streams_manager import StreamsGroupConfig, StreamsHeartbeatRequest
 from coordinator.groups.topic_image import TopicImage
 from protocol.offset_commit import PartitionCommit
-from tests.support.consumer_shard import Catalog, owned
+from tests.support.consumer_shard import owned
 from tests.support.group_harness import ControlledLog, Operations, answered, commit_failed, settle
+from tests.support.streams_harness import StreamsCatalog, word_count
 
 SESSION = 10_000
 
@@ -30,9 +34,9 @@ class Node:
     """One coordinator over a ControlledLog; `restarted()` is a fresh one that loads what is
     durable, as after kill -9."""
 
-    def __init__(self, log: ControlledLog | None = None, catalog: Catalog | None = None) -> None:
+    def __init__(self, log: ControlledLog | None = None, catalog: StreamsCatalog | None = None) -> None:
         self.log = log or ControlledLog()
-        self.catalog = catalog or Catalog()
+        self.catalog = catalog or StreamsCatalog()  # (a streams group's coordinator creates topics in it)
         self.clock = ManualClock()
         self.runtime = CoordinatorRuntime(
             self.log,
@@ -41,6 +45,9 @@ class Node:
             OffsetConfig(),
             ConsumerGroupConfig(assignment_interval_ms=0),
             TopicImage(self.catalog),
+        )
+        self.runtime.streams_config = StreamsGroupConfig(  # type: ignore[attr-defined]  # as components.py sets it
+            assignment_interval_ms=0, initial_rebalance_delay_ms=0, num_warmup_replicas=0, num_standby_replicas=1
         )
         self.runtime.load(self.log.all_records())
         self.shard = self.runtime.shards[0]
@@ -71,6 +78,10 @@ class Node:
                 again = fresh.shard.groups[group_id]
                 assert type(again) is ShareGroup
                 assert share_group.records_of(again) == share_group.records_of(group)
+            elif type(group) is StreamsGroup:
+                again = fresh.shard.groups[group_id]
+                assert type(again) is StreamsGroup
+                assert streams_group.records_of(again) == streams_group.records_of(group)
         return fresh
 
     async def hb(self, member_id: str, epoch: int, topics=None, owned_=()) -> object:
@@ -87,6 +98,20 @@ class Node:
     async def shb(self, member_id: str, epoch: int, topics=("t",)) -> object:
         r = ShareHeartbeatRequest("sg", member_id, epoch, subscribed_topic_names=topics if epoch == 0 else None)
         return await self.settled(self.shard.share.heartbeat(r), ModernGroupManager.write_failed)
+
+    async def streams_hb(self, member_id: str, epoch: int, owned: TasksTuple | None = None) -> object:
+        joining = epoch == 0
+        r = StreamsHeartbeatRequest(
+            "app",
+            member_id,
+            epoch,
+            rebalance_timeout_ms=60_000 if joining else -1,
+            topology=word_count() if joining else None,
+            process_id=f"p-{member_id}" if joining else None,
+            active=TasksTuple() if joining else owned,
+            owned_given=(joining or owned is not None,) * 3,
+        )
+        return await self.settled(self.shard.streams.heartbeat(r), self.shard.streams.heartbeat_failed(member_id))
 
     async def settled(self, result, failed=lambda error: error):
         """The response of an operation's result, the log made durable meanwhile."""
@@ -244,6 +269,46 @@ async def test_a_share_group_is_what_a_restart_rebuilds_after_each_failed_write(
     node.log.refusing = False
     beat = await node.shb(a_id, a.member_epoch)
     assert beat.error == E.none
+    node.rebuilt_alike()
+
+
+async def test_a_streams_group_is_what_a_restart_rebuilds_after_each_failed_write():
+    node = Node()
+    node.catalog.add("words", 2)
+    a = await node.streams_hb("a", 0)  # the coordinator creates the internal topics meanwhile
+    assert a.error == E.none
+    await node.durable()
+    a = await node.streams_hb("a", a.member_epoch, TasksTuple())
+    assert a.error == E.none and not a.status and a.assignment.active  # ready: a runs every task
+    a = await node.streams_hb("a", a.member_epoch, a.assignment)
+    node.rebuilt_alike()
+    group = node.shard.groups["app"]
+    assert isinstance(group, StreamsGroup)
+    before = streams_group.records_of(group)
+
+    node.log.refusing = True
+    joined = await node.streams_hb("b", 0)  # a join (a new target, standbys moving) that cannot be written
+    assert joined.error == E.not_coordinator
+    group = node.shard.groups["app"]
+    assert isinstance(group, StreamsGroup) and set(group.members) == {"a"}
+    assert streams_group.records_of(group) == before
+    node.rebuilt_alike()
+
+    left = await node.streams_hb("a", -1)  # a leave that cannot be written: the member stays
+    assert left.error == E.not_coordinator
+    assert streams_group.records_of(node.shard.groups["app"]) == before
+    node.rebuilt_alike()
+
+    node.clock.advance(60_000)  # its session expires, the fencing cannot be written
+    await settle()
+    assert streams_group.records_of(node.shard.groups["app"]) == before
+    node.rebuilt_alike()
+
+    node.log.refusing = False
+    beat = await node.streams_hb("a", a.member_epoch, a.assignment)
+    assert beat.error == E.none
+    b = await node.streams_hb("b", 0)  # the join again, written this time
+    assert b.error == E.none and set(node.shard.groups["app"].members) == {"a", "b"}
     node.rebuilt_alike()
 
 
