@@ -33,6 +33,7 @@ from typing import Any
 from protocol.error_response import error_response
 
 from .durable import JsonFile
+from .java_order import java_hash_order
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +69,6 @@ BY_NAME = {f.name: f for f in FEATURES}
 # Finalized at first start (Kafka's StorageTool format with its defaults): the implemented level,
 # except kraft.version, which a node formatted with static voters keeps at 0.
 DEFAULTS = {f.name: (0 if f is KRAFT_VERSION else f.implemented) for f in FEATURES}
-
-
-def java_hash_order(names: list[str]) -> list[str]:
-    """The order a Java HashMap of at most 12 strings iterates them (16 buckets, String.hashCode
-    spread by h ^ h >>> 16): Kafka lists its supported features in it."""
-
-    def bucket(name: str) -> int:
-        h = 0
-        for ch in name:
-            h = (31 * h + ord(ch)) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & 15
-
-    return sorted(names, key=bucket)  # (stable: one bucket keeps insertion order)
 
 
 SUPPORTED_ORDER = java_hash_order([f.name for f in FEATURES])

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from protocol.record_batch import build_batch
-from tests.support import kafka_oracle
+from tests.support import kafka_oracle, streams_assignor_cases
 from tests.support.kafka_differences import Observations, plain
 from tests.support.oracle_wire import NAMES, Conn, api_ranges, common_versions
 from tests.support.process import InProcessServer
@@ -872,6 +872,28 @@ def test_streams_group_word_count_topology_and_internal_topics(warm, sides):
     for (name, kafka), (_, ours) in zip(answers[0], answers[1], strict=True):
         obs.compare(f"wire/StreamsGroupHeartbeat/word-count-{name}", kafka, ours, f"v{v}")
     obs.check()
+
+
+def test_streams_sticky_task_assignor_assigns_as_kafkas(oracle, tmp_path):
+    """Kafka 4.4's StickyTaskAssignor itself (kcoord.oracle.StickyTaskAssignorCheck) and this
+    server's on the same generated groups (tests/support/streams_assignor_cases.py: members
+    on shared processes, stateful and stateless subtopologies, standbys, earlier assignments
+    with members gone and come, stale holdings, reported task offsets): every member's active
+    and standby tasks equal, tie-breaks included."""
+    cases = streams_assignor_cases.generate(seed=44, count=600)
+    path = tmp_path / "assignor-cases.txt"
+    path.write_text(streams_assignor_cases.cases_text(cases))
+    r = oracle.tools.run("kcoord.oracle.StickyTaskAssignorCheck", str(path))
+    assert r.code == 0, r.err[-2000:]
+    kafka = r.out.split("case ")[1:]
+    ours = streams_assignor_cases.ours_text(cases).split("case ")[1:]
+    assert len(kafka) == len(ours) == len(cases)
+    differ = [i for i, (k, o) in enumerate(zip(kafka, ours, strict=True)) if k != o]
+    assert not differ, (
+        f"{len(differ)} of {len(cases)} differ; the first:\n"
+        + streams_assignor_cases.cases_text([cases[differ[0]]])
+        + f"Kafka: {kafka[differ[0]]}ours:  {ours[differ[0]]}"
+    )
 
 
 def test_transaction_error_paths(warm, sides):

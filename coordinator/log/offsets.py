@@ -42,6 +42,7 @@ from ..futures import Done, future_and_callback
 from .config import OFFSETS_TOPIC_CONFIG, LogConfig
 from . import partition as partition_module
 from .loader import say_offline
+from ..java_order import java_string_hashcode
 from .partition import InvalidBatch, PartitionLog, StorageError, now_ms
 from .segment import Segment
 
@@ -49,15 +50,6 @@ log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
 DEFAULT_PARTITIONS = 50  # offsets.topic.num.partitions
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, wrapping at 32 bits (signed)."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def kafka_abs(n: int) -> int:
