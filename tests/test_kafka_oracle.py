@@ -874,6 +874,100 @@ def test_streams_group_word_count_topology_and_internal_topics(warm, sides):
     obs.check()
 
 
+STREAMS_GROUPS = TOOLS + "streams.StreamsGroupCommand"
+
+
+def streams_member_running(side: Side, v: int, app: str, topology: Any) -> tuple[str, int]:
+    """A member that joined with `topology` and heartbeats until it runs tasks (the internal
+    topics created, the initial rebalance delay over): its id and epoch."""
+    member = str(uuid.uuid4())
+    epoch = streams_heartbeat(side, v, app, member, 0, topology).member_epoch
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        beat = streams_heartbeat(side, v, app, member, epoch, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+        epoch = beat.member_epoch
+        if not beat.status and beat.active_tasks:
+            return member, epoch
+        time.sleep(0.2)
+    raise AssertionError(f"{app}: no tasks within 30 s")
+
+
+def test_kafka_streams_groups_tool(warm, sides):
+    """Kafka 4.4's kafka-streams-groups (StreamsGroupCommand) against both, after the same
+    steps: a streams group with a word-count topology (a repartition topic, a changelog), its
+    member running every task, an offset committed on the input topic; --list, --describe with
+    --members, --offsets and --state (and --verbose), --delete refused while the member is in;
+    then the member leaves: --reset-offsets (dry run, then executed, which deletes the
+    internal topics), --describe, --delete. Outputs compared as text, ids and hosts masked."""
+    obs = Observations()
+    v = max(common_versions(*warm.ranges, 88))
+    app, source = "oracle-tool-app", "oracle-tool-in"
+    rep, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
+    topology = {
+        "epoch": 1,
+        "subtopologies": [
+            {"subtopology_id": "0", "source_topics": [source], "repartition_sink_topics": [rep]},
+            {
+                "subtopology_id": "1",
+                "state_changelog_topics": [
+                    {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+                ],
+                "repartition_source_topics": [{"name": rep}],
+            },
+        ],
+    }
+    members = []
+    for side in sides:
+        answer = side.call(
+            19, 7, {"timeout": 30000, "topics": [{"name": source, "num_partitions": 2, "replication_factor": 1}]}
+        )
+        assert [t.error_code for t in answer.topics] == [0], answer
+        wait_for_partitions(side.server.port, source, 2)
+        produce_records(side.server.port, source, 0, 5)
+        member, epoch = streams_member_running(side, v, app, topology)
+        committed = side.call(
+            8,
+            9,
+            {
+                "group_id": app,
+                "generation_id_or_member_epoch": epoch,
+                "member_id": member,
+                "topics": [
+                    {
+                        "name": source,
+                        "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1}],
+                    }
+                ],
+            },
+        )
+        assert all(p.error_code == 0 for t in committed.topics for p in t.partitions), committed
+        members.append((member, epoch))
+
+    def tool(key: str, *args: str, lines: bool = False) -> None:
+        run_tool(warm, obs, f"tools/kafka-streams-groups/{key}", STREAMS_GROUPS, *args, lines=lines)
+
+    tool("list", "--list", lines=True)
+    tool("list-state", "--list", "--state", lines=True)
+    tool("describe", "--describe", "--group", app)
+    tool("describe-members", "--describe", "--group", app, "--members")
+    tool("describe-members-verbose", "--describe", "--group", app, "--members", "--verbose")
+    tool("describe-state", "--describe", "--group", app, "--state")
+    tool("describe-state-verbose", "--describe", "--group", app, "--state", "--verbose")
+    tool("describe-offsets", "--describe", "--group", app, "--offsets")
+    tool("describe-offsets-verbose", "--describe", "--group", app, "--offsets", "--verbose")
+    tool("describe-unknown", "--describe", "--group", "oracle-no-such-group")
+    tool("delete-non-empty", "--delete", "--group", app)
+    for side, (member, _) in zip(sides, members, strict=True):
+        assert streams_heartbeat(side, v, app, member, -1).error_code == 0
+    tool("describe-empty", "--describe", "--group", app, "--state")
+    tool("reset-dry-run", "--reset-offsets", "--group", app, "--input-topic", source, "--to-earliest", "--dry-run")
+    tool("reset-execute", "--reset-offsets", "--group", app, "--all-input-topics", "--to-offset", "1", "--execute")
+    tool("describe-after-reset", "--describe", "--group", app, "--offsets")
+    tool("delete", "--delete", "--group", app)
+    tool("describe-deleted", "--describe", "--group", app)
+    obs.check()
+
+
 def test_streams_sticky_task_assignor_assigns_as_kafkas(oracle, tmp_path):
     """Kafka 4.4's StickyTaskAssignor itself (kcoord.oracle.StickyTaskAssignorCheck) and this
     server's on the same generated groups (tests/support/streams_assignor_cases.py: members

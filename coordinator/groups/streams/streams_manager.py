@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -236,8 +237,14 @@ class StreamsGroupManager(ModernGroupManager):
             raise ApiError(E.group_id_not_found, f"Streams group {group_id} not found.")
         raise ApiError(E.group_id_not_found, f"Group {group_id} is not a streams group.")
 
+    def _lookup(self, topic: str) -> tuple[uuid.UUID, int] | None:
+        """The topic as the broker has it, but none while the coordinator is creating the batch
+        of internal topics it is in: Kafka creates a batch in one controller write, so a group
+        sees all of it or none, and its epoch moves once (not once per topic)."""
+        return None if topic in self._creating else self.image.lookup(topic)
+
     def _partitions_of(self, topic: str) -> int | None:
-        found = self.image.lookup(topic)
+        found = self._lookup(topic)
         return None if found is None else found[1]
 
     def _heartbeat(self, r: StreamsHeartbeatRequest) -> tuple[StreamsHeartbeatResult, StreamsGroup, bool]:
@@ -259,9 +266,7 @@ class StreamsGroupManager(ModernGroupManager):
                 raise ApiError(E.invalid_request, "Topology updates are not supported yet.")
         assert topology is not None  # (a joining member brings one; an existing group has one)
         # 3. the topology's topics as the broker has them
-        digest = metadata_hash(
-            {t: found for t in required_topics(topology) if (found := self.image.lookup(t)) is not None}
-        )
+        digest = metadata_hash({t: found for t in required_topics(topology) if (found := self._lookup(t)) is not None})
         configured = group.configured
         if set_topology or configured is None or digest != group.metadata_hash:
             configured = configure_topics(topology, self._partitions_of)
@@ -727,16 +732,17 @@ class StreamsGroupManager(ModernGroupManager):
             task.add_done_callback(done)
 
     async def _create(self, broker_topics: Any, wanted: list[InternalTopic]) -> None:
-        for t in wanted:
-            try:
-                if broker_topics.get(t.name) is None:
-                    await broker_topics.create(t.name, t.partitions, t.replication_factor, dict(t.configs))
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # another creator won, a bad config: the next heartbeat reports it
-                log.info("streams internal topic %s not created: %s", t.name, e)
-            finally:
-                self._creating.discard(t.name)
+        try:
+            for t in wanted:
+                try:
+                    if broker_topics.get(t.name) is None:
+                        await broker_topics.create(t.name, t.partitions, t.replication_factor, dict(t.configs))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # another creator won, a bad config: the next heartbeat reports it
+                    log.info("streams internal topic %s not created: %s", t.name, e)
+        finally:  # (the whole batch appears at once: _lookup)
+            self._creating.difference_update(t.name for t in wanted)
 
     # StreamsGroupDescribe and the IQ endpoints --------------------------------------------
 
