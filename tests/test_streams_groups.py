@@ -97,7 +97,9 @@ def test_copartitioned_sources_must_agree_and_fix_repartition_topics():
     assert c.to_create["rep"].partitions == 2 and c.subtopologies["1"].number_of_tasks == 2
 
 
-def test_malformed_topologies_are_refused():
+def malformed_topologies() -> tuple[R.StreamsGroupTopologyValue, ...]:
+    """A changelog with a partition count, a source regex, a copartition group naming a topic
+    its subtopology lacks, a subtopology id twice."""
     bad_changelog = R.StreamsGroupTopologyValue(
         1, (R.Subtopology("0", ("t",), state_changelog_topics=(R.TopicInfo("c", 3),)),)
     )
@@ -106,6 +108,11 @@ def test_malformed_topologies_are_refused():
         1, (R.Subtopology("0", ("t",), copartition_groups=(R.CopartitionGroup((5,)),)),)
     )
     twice = R.StreamsGroupTopologyValue(1, (R.Subtopology("0", ("t",)), R.Subtopology("0", ("u",))))
+    return bad_changelog, regex, bad_index, twice
+
+
+def test_malformed_topologies_are_refused():
+    bad_changelog, regex, bad_index, twice = malformed_topologies()
     for topology, code in (
         (bad_changelog, STREAMS_INVALID_TOPOLOGY),
         (regex, INVALID_REQUEST),
@@ -296,6 +303,7 @@ async def test_refused_heartbeats_change_nothing():
     before = (list(h.log.records[0]), dict(h.shard.streams.written[GROUP]))
     other = word_count(epoch=1)
     other = R.StreamsGroupTopologyValue(1, other.subtopologies[:1])
+    bad_changelog, regex, bad_index, twice = malformed_topologies()
     cases = [
         (h.hb("a", e + 5, owned=tasks()), FENCED_MEMBER_EPOCH),  # ahead of the member's epoch
         (h.hb("a", e - 1, owned=tasks()), NONE),  # its previous epoch is still accepted
@@ -305,6 +313,16 @@ async def test_refused_heartbeats_change_nothing():
         (h.hb("a", e, owned=tasks({"9": [0]})), INVALID_REQUEST),  # "Subtopology 9 does not exist in the topology."
         (h.hb("a", e, owned=tasks({"0": [4]})), INVALID_REQUEST),  # task 4 of 4
         (h.hb("x", 3, group="nope"), 69),  # GROUP_ID_NOT_FOUND
+        (h.hb("nobody", -1), UNKNOWN_MEMBER_ID),  # a leave of a member it does not have
+        (h.hb("z", -2, instance_id="nope"), UNKNOWN_MEMBER_ID),  # "Instance id nope is unknown."
+        (h.hb("a", e, topology=word_count(), owned=tasks()), INVALID_REQUEST),  # only a join brings one
+        # malformed topologies in a join: refused before the group is looked at
+        (h.hb("b", 0, topology=bad_changelog), STREAMS_INVALID_TOPOLOGY),
+        (h.hb("b", 0, topology=twice), STREAMS_INVALID_TOPOLOGY),
+        (h.hb("b", 0, topology=bad_index), STREAMS_INVALID_TOPOLOGY),
+        (h.hb("b", 0, topology=regex), INVALID_REQUEST),
+        (h.hb("b", 0, owned=tasks({"0": [1]})), INVALID_REQUEST),  # "ActiveTasks must be empty when (re-)joining."
+        (h.hb("b", 0, rebalance_timeout_ms=-1), INVALID_REQUEST),
     ]
     for call, code in cases:
         r = await call
@@ -314,12 +332,19 @@ async def test_refused_heartbeats_change_nothing():
 
 
 async def test_a_full_group_refuses_a_member():
-    h = Harness(num_warmup_replicas=0, max_size=1)
+    h = Harness(num_warmup_replicas=0, max_size=2)  # group.streams.max.size
     await ready(h)
     assert (await h.hb("a", 0)).error == NONE
-    b = await h.hb("b", 0)
-    assert (b.error, b.message) == (81, "The streams group has reached its maximum capacity of 1 members.")
-    assert set(h.group.members) == {"a"}  # GROUP_MAX_SIZE_REACHED, nothing kept
+    assert (await h.hb("b", 0)).error == NONE
+    before = (list(h.log.records[0]), dict(h.shard.streams.written[GROUP]), h.group.group_epoch)
+    c = await h.hb("c", 0)
+    assert (c.error, c.message) == (81, "The streams group has reached its maximum capacity of 2 members.")
+    # GROUP_MAX_SIZE_REACHED, nothing kept: no record, the same epoch, the same members
+    assert (list(h.log.records[0]), dict(h.shard.streams.written[GROUP]), h.group.group_epoch) == before
+    assert set(h.group.members) == {"a", "b"}
+    a = h.group.members["a"]
+    assert (await h.hb("a", 0)).error == NONE  # a member that is in may join again
+    assert set(h.group.members) == {"a", "b"} and h.group.members["a"].process_id == a.process_id
 
 
 async def test_static_member_leaves_temporarily_and_its_successor_takes_its_tasks():

@@ -7,6 +7,7 @@ from typing import Any
 
 from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
+from coordinator.groups.modern.modern_manager import ApiError
 from coordinator.groups.runtime import CoordinatorRuntime
 from coordinator.groups.shard import OffsetConfig
 from coordinator.groups.streams.streams_group import StreamsGroup, TasksTuple
@@ -14,6 +15,7 @@ from coordinator.groups.streams.streams_manager import (
     StreamsGroupConfig,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResult,
+    validate_request,
 )
 from coordinator.groups.topic_image import TopicImage
 from protocol import streams_records as R
@@ -98,6 +100,10 @@ class Harness:
         r = StreamsHeartbeatRequest(
             kw.pop("group", GROUP), member_id, epoch, topology=topology, active=owned, owned_given=given, **kw
         )
+        try:  # checked first, as the wire layer does (streams_api.py)
+            validate_request(r)
+        except ApiError as e:
+            return StreamsHeartbeatResult(e.code, str(e), r.member_id, r.member_epoch)
         got: list[StreamsHeartbeatResult] = []
         result = respond(
             self.shard, self.shard.streams.heartbeat(r), got.append, self.shard.streams.heartbeat_failed(r.member_id)
