@@ -121,10 +121,12 @@ class Config:
         "most once per interval; 0 = at every change",
     )
     group_streams_num_warmup_replicas: int = _opt(
-        2, "group.streams.num.warmup.replicas: warm-up tasks a streams group runs at a time"
+        2,
+        "group.streams.num.warmup.replicas: accepted, without effect: Kafka 4.4 assigns no warm-up tasks, nor does this",
     )
     group_streams_acceptable_recovery_lag: int = _opt(
-        10000, "group.streams.acceptable.recovery.lag: the lag at which a warm-up task is caught up"
+        10000,
+        "group.streams.acceptable.recovery.lag: the lag at which a task's state counts as caught up (sent to members)",
     )
     # Bounds on the GROUP config resource's settings (Kafka's names and defaults).
     group_consumer_min_session_timeout_ms: int = _opt(45000, "group.consumer.min.session.timeout.ms")

@@ -1,9 +1,9 @@
 """KIP-1071 streams groups in process (a GroupShard, a manual clock, a topic catalog): the
 topology's validation against the topics (Kafka's statuses, the internal topics the
 coordinator creates), the sticky task assignor's properties, reconciliation (a task moves
-only once its owner revoked it), warm-up tasks, static members, session expiry, the initial
-rebalance delay, refused heartbeats changing nothing, a failed write undone, and a restart
-rebuilding the group from its records."""
+only once its owner revoked it), standby tasks and no warm-ups (as Kafka 4.4), static
+members, session expiry, the initial rebalance delay, refused heartbeats changing nothing, a
+failed write undone, and a restart rebuilding the group from its records."""
 
 from __future__ import annotations
 
@@ -262,36 +262,22 @@ async def test_reconciliation_waits_for_revocation():
     assert h.group.state_name == "Stable"
 
 
-async def test_standby_replicas_and_warmups():
-    h = Harness(num_standby_replicas=1)
+async def test_standby_replicas_and_no_warmups():
+    h = Harness(num_standby_replicas=1)  # (group.streams.num.warmup.replicas left at 2)
     await ready(h, 2)
     a = await h.hb("a", 0)
     a = await h.hb("a", a.member_epoch, owned=tasks())
     assert flat(a.assignment, "standby") == set()  # one process: nowhere for a standby
-    b = await h.hb("b", 0)
-    # b's process has no state of a's stateful tasks: the one moving to it stays active on a
-    # for now and b warms it up (group.streams.num.warmup.replicas = 2)
-    target_b = h.group.target_tuples["b"]
-    assert flat(target_b, "warmup") and not (flat(target_b) & {("1", 0), ("1", 1)} - flat(target_b))
-    for t in flat(target_b, "warmup"):
-        assert t in flat(h.group.target_tuples["a"])
-    # standbys: never on the process running the task active
-    for m, t in h.group.target_tuples.items():
-        other = "b" if m == "a" else "a"
-        assert not flat(t, "standby") & flat(h.group.target_tuples[other], "standby") - flat(
-            h.group.target_tuples[other]
-        )
-        assert not flat(t, "standby") & flat(t)
-    # the warm-up catches up (offsets within the acceptable lag): the task moves over
-    warm = flat(target_b, "warmup")
-    b = await h.hb(
-        "b",
-        b.member_epoch,
-        owned=tasks(),
-        task_offsets={t: 100 for t in warm},
-        task_end_offsets={t: 100 for t in warm},
-    )
-    assert warm <= flat(h.group.target_tuples["b"]) and not flat(h.group.target_tuples["b"], "warmup")
+    await h.hb("b", 0)
+    # b's process has no state of a's stateful tasks, yet the ones for b go to b at once: Kafka
+    # 4.4's AssignmentRefiner keeps the assignor's target, with no warm-up tasks
+    target_a, target_b = h.group.target_tuples["a"], h.group.target_tuples["b"]
+    assert not flat(target_a, "warmup") and not flat(target_b, "warmup")
+    assert flat(target_a) | flat(target_b) == {(s, p) for s in "01" for p in range(2)}
+    assert flat(target_b) and not flat(target_a) & flat(target_b)
+    # standbys: each stateful task once, on the other process (never beside its active task)
+    assert flat(target_a, "standby") == flat(target_b) & {("1", 0), ("1", 1)}
+    assert flat(target_b, "standby") == flat(target_a) & {("1", 0), ("1", 1)}
 
 
 async def test_refused_heartbeats_change_nothing():

@@ -1,5 +1,6 @@
 """Kafka 4.4's StickyTaskAssignor (group/streams/assignor), the streams groups' default
-task assignor, and the warm-up refinement in front of the reconciliation (AssignmentRefiner).
+task assignor. (Kafka 4.4's AssignmentRefiner, in front of the reconciliation, keeps its
+target as it is: no warm-up tasks.)
 
 A task is (subtopology id, partition); a subtopology has as many tasks as its largest
 source topic has partitions. Members belong to processes (a Kafka Streams instance runs one
@@ -299,61 +300,3 @@ def _compact(tasks: set[TaskId]) -> Tasks:
     for s, i in tasks:
         out.setdefault(s, set()).add(i)
     return {s: frozenset(ps) for s, ps in out.items()}
-
-
-def refine_warmups(
-    members: dict[str, AssignorMember],
-    target: dict[str, tuple[Tasks, Tasks]],
-    stateful: set[str],
-    num_warmup_replicas: int,
-    acceptable_recovery_lag: int,
-    end_offsets: dict[TaskId, int],
-) -> dict[str, tuple[Tasks, Tasks, Tasks]]:
-    """AssignmentRefiner: a stateful active task that moves to a process that does not hold
-    its state caught up (its reported offset within `acceptable_recovery_lag` of the task's
-    end offset) stays with its current owner for now, and the new owner gets it as a warm-up
-    task to restore the state in the background; at most `num_warmup_replicas` such tasks
-    at a time. Once caught up, the next assignment moves it. Held in memory only, as Kafka's."""
-    out: dict[str, tuple[Tasks, Tasks, Tasks]] = {m: (dict(a), dict(s), {}) for m, (a, s) in target.items()}
-    if num_warmup_replicas <= 0:
-        return out
-    owner: dict[TaskId, str] = {}
-    for member_id, m in members.items():
-        for s, ps in m.active.items():
-            for p in ps:
-                owner[(s, p)] = member_id
-    budget = num_warmup_replicas
-    for member_id in sorted(target):
-        active = out[member_id][0]
-        for s in sorted(active):
-            if s not in stateful:
-                continue
-            for p in sorted(active[s]):
-                task = (s, p)
-                current = owner.get(task)
-                if current is None or current == member_id or current not in out or budget <= 0:
-                    continue
-                me = members.get(member_id)
-                if me is None or (
-                    current in members and members[current].process_id == me.process_id
-                ):  # the same process holds the state
-                    continue
-                offset = me.task_offsets.get(task)
-                end = end_offsets.get(task)
-                if offset is not None and end is not None and end - offset <= acceptable_recovery_lag:
-                    continue  # caught up: it may move
-                # keep it active where it is, warm it up where it goes
-                active[s] = active[s] - {p}
-                if not active[s]:
-                    del active[s]
-                cur_active = out[current][0]
-                cur_active[s] = cur_active.get(s, frozenset()) | {p}
-                cur_standby = out[current][1]
-                if p in cur_standby.get(s, frozenset()):
-                    cur_standby[s] = cur_standby[s] - {p}
-                    if not cur_standby[s]:
-                        del cur_standby[s]
-                warm = out[member_id][2]
-                warm[s] = warm.get(s, frozenset()) | {p}
-                budget -= 1
-    return out

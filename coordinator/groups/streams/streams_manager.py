@@ -36,7 +36,7 @@ from ..modern.modern_manager import ApiError, ModernGroupManager
 from ..shard_context import CoordinatorResult, ShardContext
 from ..topic_image import TopicImage
 from . import streams_group
-from .assignor import AssignorMember, refine_warmups, sticky_assign
+from .assignor import AssignorMember, sticky_assign
 from .streams_group import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
@@ -301,8 +301,6 @@ class StreamsGroupManager(ModernGroupManager):
         if configs != group.last_assignment_configs:
             group.last_assignment_configs = configs
             bump = True
-        if r.task_offsets is not None and self._warmup_caught_up(group, member):
-            bump = True  # a warm-up task caught up: the next target moves its task over
         was_empty = not (set(group.members) - {member.member_id})
         if bump:
             group.group_epoch += 1
@@ -529,21 +527,6 @@ class StreamsGroupManager(ModernGroupManager):
             return True
         return stored.get(R.StreamsGroupMemberMetadataKey(group.group_id, member.member_id)) != member_metadata(member)
 
-    def _warmup_caught_up(self, group: StreamsGroup, member: StreamsMember) -> bool:
-        """Whether one of the member's warm-up tasks now lags its end offset by at most
-        streams.acceptable.recovery.lag (its active task may then move to it)."""
-        warm = group.target_tuples.get(member.member_id)
-        if warm is None or not warm.warmup:
-            return False
-        lag = self.setting(group.group_id, "acceptable_recovery_lag")
-        for s, ps in warm.warmup.items():
-            for p in ps:
-                offset = member.task_offsets.get((s, p))
-                end = member.task_end_offsets.get((s, p))
-                if offset is not None and end is not None and end - offset <= lag:
-                    return True
-        return False
-
     # the initial rebalance delay --------------------------------------------------------
 
     def _maybe_delay_initial_assignment(self, group: StreamsGroup) -> None:
@@ -676,20 +659,11 @@ class StreamsGroupManager(ModernGroupManager):
         }
         standbys = self.setting(group.group_id, "num_standby_replicas")
         target = sticky_assign(members, subtopologies, standbys)
-        end_offsets: dict[tuple[str, int], int] = {}
-        for m in group.members.values():
-            for task, offset in m.task_end_offsets.items():
-                end_offsets[task] = max(end_offsets.get(task, offset), offset)
-        refined = refine_warmups(
-            members,
-            target,
-            {s for s, (_, stateful) in subtopologies.items() if stateful},
-            self.setting(group.group_id, "num_warmup_replicas"),
-            self.setting(group.group_id, "acceptable_recovery_lag"),
-            end_offsets,
-        )
+        # (Kafka 4.4's AssignmentRefiner, which would hold a moving stateful task back as a
+        # warm-up task, keeps the assignor's target as it is: no warm-up tasks are assigned,
+        # whatever group.streams.num.warmup.replicas says.)
         previous = group.target_tuples
-        group.target_tuples = {m: TasksTuple(a, s, w) for m, (a, s, w) in refined.items()}
+        group.target_tuples = {m: TasksTuple(a, s, {}) for m, (a, s) in target.items()}
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp = self.clock.wall()
         group.dirty = True
