@@ -29,6 +29,7 @@ from tests.support.transactions_wire import (
     TXN_ID_NOT_FOUND,
     OPERATION_NOT_ATTEMPTED,
     UNSTABLE,
+    CONCURRENT,
     PRODUCER_FENCED,
     cls,
     init_pid,
@@ -468,5 +469,39 @@ async def test_txn_offset_commit_v6(server):
         await wait_for_state(conn, "tv6", "CompleteCommit")
         assert await offset_fetch(conn, "g6", "t6", True) == (E_NONE, 7)
         assert await offset_fetch(conn, "g6m", "t6", True) == (E_NONE, 9)
+    finally:
+        await conn.close()
+
+
+async def test_bad_input_is_refused_with_nothing_written(server):
+    """Kafka's error for each bad transactional request, and nothing of it written: a batch or a
+    transactional commit of an unknown producer id (INVALID_PRODUCER_ID_MAPPING), of an old
+    epoch (INVALID_PRODUCER_EPOCH on Produce, PRODUCER_FENCED on the coordinator's APIs).
+    InitProducerId from a new instance while a transaction is open fences the old one and
+    answers CONCURRENT_TRANSACTIONS once the abort is decided (Kafka's PrepareEpochFence);
+    its retry gets the epoch after the fencing one."""
+    conn = await WireClient("txn-bad").connect("127.0.0.1", server.port)
+    await conn.create_topics("bi", partitions=1)
+    try:
+        error, pid, epoch = await init_pid(conn, "t-bad")
+        assert await add_partitions(conn, "t-bad", pid, epoch, [("bi", 0)]) == {("bi", 0): E_NONE}
+        assert await produce_txn(conn, "t-bad", "bi", 0, pid, epoch, 0) == (E_NONE, 0)
+        assert (await produce_txn(conn, "t-bad", "bi", 0, pid + 100, epoch, 0))[0] == INVALID_PID_MAPPING
+        assert (await produce_txn(conn, "t-bad", "bi", 0, pid, epoch + 1, 0))[0] == INVALID_PRODUCER_EPOCH
+        assert await txn_commit(conn, "t-bad", "gb", pid + 100, epoch, "bi", 1) == INVALID_PID_MAPPING
+        assert await offset_fetch(conn, "gb", "bi", True) == (E_NONE, -1)  # nothing pending
+        assert await latest(conn, "bi", 0) == 2
+        # a new instance: the open transaction is aborted under epoch + 1
+        assert await init_pid(conn, "t-bad") == (CONCURRENT, -1, -1)
+        await wait_for_state(conn, "t-bad", "CompleteAbort")
+        assert (await describe(conn, "t-bad")).producer_epoch == epoch + 1
+        assert await init_pid(conn, "t-bad") == (E_NONE, pid, epoch + 2)
+        # the fenced instance: refused everywhere, nothing written
+        assert (await produce_txn(conn, "t-bad", "bi", 0, pid, epoch, 2))[0] == INVALID_PRODUCER_EPOCH
+        assert await add_partitions(conn, "t-bad", pid, epoch, [("bi", 0)]) == {("bi", 0): PRODUCER_FENCED}
+        assert await txn_commit(conn, "t-bad", "gb", pid, epoch, "bi", 1) == PRODUCER_FENCED
+        assert await end_txn(conn, "t-bad", pid, epoch, True) == PRODUCER_FENCED
+        assert await latest(conn, "bi", 0) == 3 == await latest(conn, "bi", 1)  # 2 records and the abort marker
+        assert (await fetch(conn, "bi", 0, isolation=1)).aborted_transactions[0].producer_id == pid
     finally:
         await conn.close()

@@ -296,19 +296,26 @@ class TransactionCoordinator:
                 return E.not_coordinator, -1, -1
             if self.txns.get(txn_id) is not meta:  # expired while we waited: start afresh
                 return await self._init(txn_id, timeout_ms, pid, epoch)
-            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
-                return E.concurrent_transactions, -1, -1
             if pid >= 0:  # KIP-360: the producer says who it was
                 retry = pid == meta.last_producer_id and epoch == meta.last_producer_epoch
                 if not retry and (pid != meta.producer_id or epoch != meta.producer_epoch):
                     return E.producer_fenced, -1, -1
-                if retry:  # its earlier InitProducerId went through: the same answer
-                    return E.none, meta.producer_id, meta.producer_epoch
+                if retry and meta.state not in (PREPARE_COMMIT, PREPARE_ABORT, ONGOING):
+                    return E.none, meta.producer_id, meta.producer_epoch  # its earlier one went through
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+                return E.concurrent_transactions, -1, -1
             if meta.state == ONGOING:
-                # A new producer instance: the one before it is fenced and its transaction aborted.
-                error = await self._fence_and_abort(meta)
+                # A new producer instance: the one before it is fenced (the epoch bumped) and its
+                # transaction aborted; as Kafka's coordinator, the answer is CONCURRENT_TRANSACTIONS
+                # once PrepareAbort is durable, and the producer's retry finds it completed.
+                epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else meta.producer_epoch
+                error = await self._write(
+                    meta, {"state": PREPARE_ABORT, "producer_epoch": epoch, "last_producer_epoch": -1}
+                )
                 if error != E.none:
                     return error, -1, -1
+                self._spawn(self._complete(meta))
+                return E.concurrent_transactions, -1, -1
             if meta.producer_epoch >= MAX_EPOCH - 1:
                 error, new_pid = await self._new_producer_id()
                 if error != E.none:
