@@ -968,6 +968,91 @@ def test_kafka_streams_groups_tool(warm, sides):
     obs.check()
 
 
+def test_streams_group_members_get_kafkas_tasks(warm, sides):
+    """Three members on two processes join a word-count streams group one after another, with
+    a standby replica of each stateful task (the GROUP config streams.num.standby.replicas);
+    after each join every member heartbeats what it owns until the group is Stable. Each
+    member's tasks and target (StreamsGroupDescribe) compared with Kafka's after every step:
+    the assignor's choices, its inputs (the tasks members hold) and the reconciliation.
+    (Member and process ids fall in distinct buckets of Kafka's hash maps, so that the order
+    Kafka's own group iterates its members in cannot matter.)"""
+    obs = Observations()
+    v = max(common_versions(*warm.ranges, 88))
+    app, source = "oracle-sticky", "oracle-sticky-in"
+    rep, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
+    topology = {
+        "epoch": 1,
+        "subtopologies": [
+            {"subtopology_id": "0", "source_topics": [source], "repartition_sink_topics": [rep]},
+            {
+                "subtopology_id": "1",
+                "state_changelog_topics": [
+                    {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+                ],
+                "repartition_source_topics": [{"name": rep}],
+            },
+        ],
+    }
+    joins = [("sticky-a", "process-1"), ("sticky-b", "process-2"), ("sticky-c", "process-2")]
+
+    def tasks(answer_tasks: Any) -> list[dict[str, Any]]:
+        return [{"subtopology_id": t.subtopology_id, "partitions": sorted(t.partitions)} for t in answer_tasks]
+
+    steps: list[list[Any]] = [[], []]
+    for i, side in enumerate(sides):
+        answer = side.call(
+            19, 7, {"timeout": 30000, "topics": [{"name": source, "num_partitions": 4, "replication_factor": 1}]}
+        )
+        assert [t.error_code for t in answer.topics] == [0], answer
+        wait_for_partitions(side.server.port, source, 4)
+        standby = {
+            "resource_type": 32,
+            "resource_name": app,
+            "configs": [{"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"}],
+        }
+        altered = side.call(44, 1, {"validate_only": False, "resources": [standby]})
+        assert [r.error_code for r in altered.responses] == [0], altered
+        owned: dict[str, dict[str, Any]] = {}
+        epochs: dict[str, int] = {}
+        for member, process in joins:
+            joined = streams_heartbeat(side, v, app, member, 0, topology, process_id=process)
+            assert joined.error_code == 0, joined
+            epochs[member] = joined.member_epoch
+            owned[member] = {"active_tasks": [], "standby_tasks": [], "warmup_tasks": []}
+            deadline = time.monotonic() + 30
+            while True:  # every member heartbeats what it owns until the group is Stable
+                for m in owned:
+                    beat = streams_heartbeat(side, v, app, m, epochs[m], **owned[m])
+                    assert beat.error_code == 0, beat
+                    epochs[m] = beat.member_epoch
+                    for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):
+                        if getattr(beat, kind) is not None:
+                            owned[m][kind] = tasks(getattr(beat, kind))
+                group = side.call(89, 1, {"group_ids": [app], "include_authorized_operations": False}).groups[0]
+                if (
+                    group.group_state == "Stable"
+                    and all(x.member_epoch == group.assignment_epoch for x in group.members)
+                    and len(group.members) == len(owned)
+                ):
+                    break
+                assert time.monotonic() < deadline, f"{app} not Stable within 30 s: {group}"
+                time.sleep(0.2)
+            steps[i].append(
+                (
+                    f"after-{member}-joined",
+                    sorted(
+                        (x.member_id, x.process_id, plain(x.assignment), plain(x.target_assignment))
+                        for x in group.members
+                    ),
+                )
+            )
+        for m in owned:
+            streams_heartbeat(side, v, app, m, -1)
+    for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
+        obs.compare(f"wire/StreamsGroupDescribe/sticky-{name}", kafka, ours, f"v{v}")
+    obs.check()
+
+
 def test_streams_sticky_task_assignor_assigns_as_kafkas(oracle, tmp_path):
     """Kafka 4.4's StickyTaskAssignor itself (kcoord.oracle.StickyTaskAssignorCheck) and this
     server's on the same generated groups (tests/support/streams_assignor_cases.py: members
