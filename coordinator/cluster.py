@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from protocol.error_messages import default_message
 from protocol.messages import encode_body
 
 from protocol.wire import Raw
@@ -72,40 +73,38 @@ class Cluster:
 
     # FindCoordinator ------------------------------------------------------------------
 
-    def _coordinator(self, ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
-        """(error, message, node, host, port) for one coordinator key."""
+    def _coordinator(self, ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, int, str, int]:
+        """(error, node, host, port) for one coordinator key. As Kafka's getCoordinator, an empty
+        key is a key like any other (it hashes to a partition of the internal topic)."""
         protocol = ctx.connection.listener.protocol
         if key_type == KEY_TYPE_GROUP:
-            if not key:
-                return ErrorCode.invalid_request, "group id must not be empty", -1, "", -1
             runtime = self.groups
             if runtime is not None and runtime.shard_for(key).offline is not None:
                 # Its __consumer_offsets partition is offline (corrupt): no coordinator for now.
-                return ErrorCode.coordinator_not_available, "the group's partition is offline", -1, "", -1
+                return ErrorCode.coordinator_not_available, -1, "", -1
             self.topics.create_internal(OFFSETS_TOPIC)  # (Kafka creates it at its first use)
             node = self.topology.coordinator_of(key)
-            return ErrorCode.none, None, node, *self.topology.endpoint(node, protocol)
+            return ErrorCode.none, node, *self.topology.endpoint(node, protocol)
         if key_type == KEY_TYPE_TRANSACTION:
-            if not key:
-                return ErrorCode.invalid_request, "transactional id must not be empty", -1, "", -1
             self.topics.create_internal(TRANSACTION_TOPIC)
             node = self.topology.transaction_coordinator_of(key)
-            return ErrorCode.none, None, node, *self.topology.endpoint(node, protocol)
-        return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}", -1, "", -1
+            return ErrorCode.none, node, *self.topology.endpoint(node, protocol)
+        # The share-state coordinator's key type (2), which only brokers ask for, and unknown ones.
+        return ErrorCode.invalid_request, -1, "", -1
 
     def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
         if ctx.version < 4:
+            # Kafka's answer carries Errors.message(): "NONE" when found, else the error's default text.
             key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
-            err, msg, node, host, port = self._coordinator(ctx, req.key, key_type)
+            err, node, host, port = self._coordinator(ctx, req.key, key_type)
+            msg = default_message(err.value) if err != ErrorCode.none else "NONE"
             return ctx.response(throttle_time=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)
         key_type = req.key_type
         coordinators = []
-        for key in req.coordinator_keys:
-            err, msg, node, host, port = self._coordinator(ctx, key, key_type)
+        for key in req.coordinator_keys:  # (v4+: Kafka leaves each message at its default, "")
+            err, node, host, port = self._coordinator(ctx, key, key_type)
             coordinators.append(
-                ctx.nested(
-                    "Coordinator", key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg
-                )
+                ctx.nested("Coordinator", key=key, node_id=node, host=host, port=port, error_code=err, error_message="")
             )
         return ctx.response(throttle_time=0, coordinators=tuple(coordinators))
 

@@ -96,7 +96,7 @@ async def test_transaction_error_paths_and_abort(server):
             3,
             cls(ADD_OFFSETS, 3)(transactional_id="t1", producer_id=pid, producer_epoch=epoch, group_id=""),
         )
-        assert r.error_code == 24  # INVALID_GROUP_ID
+        assert r.error_code == E_NONE  # as at Kafka: "" names a __consumer_offsets partition as any group id does
         assert await txn_commit(conn, "t1", "tg", pid, epoch, "tw", 2) == E_NONE
         assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2) == PRODUCER_FENCED
         assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2, v=2) == INVALID_PRODUCER_EPOCH
@@ -105,7 +105,7 @@ async def test_transaction_error_paths_and_abort(server):
         state = await describe(conn, "t1")
         assert state.transaction_state == "Ongoing" and state.producer_id == pid
         topics = {t.topic: tuple(t.partitions) for t in state.topics}
-        assert topics["tw"] == (0,) and len(topics["__consumer_offsets"]) == 1
+        assert topics["tw"] == (0,) and len(topics["__consumer_offsets"]) == 2  # tg's and ""'s
         assert await describe_unknown(server.port, "unknown") == TXN_ID_NOT_FOUND
         r = await conn.request(
             LIST_TXNS,

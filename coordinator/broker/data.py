@@ -81,6 +81,22 @@ CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zst
 # log append time or -1, record errors as (batch index, message)).
 _Produced = tuple[str, int, E, int, str | None, int, list[tuple[int, str]]]
 
+# Errors Kafka's ReplicaManager answers a produced partition with "unknown log append info": no
+# log start offset (-1) and no message, where a refused record (INVALID_RECORD, INVALID_TIMESTAMP)
+# or any other failure carries the log's start offset.
+NO_LOG_INFO = frozenset(
+    {
+        E.invalid_topic_exception,  # (an internal topic: refused before its log is looked up)
+        E.unknown_topic_or_partition,
+        E.unknown_topic_id,
+        E.not_leader_or_follower,
+        E.message_too_large,
+        E.record_list_too_large,
+        E.corrupt_message,
+        E.kafka_storage_error,
+    }
+)
+
 
 class RecordErrors(Exception):
     """Kafka's RecordValidationException: a batch refused for some of its records, each named
@@ -362,6 +378,8 @@ class DataPlane:
             plog = self.topics.partition_log(topic, partition)
             if ids and error == E.unknown_topic_or_partition and topic.startswith("\0"):
                 error, message = E.unknown_topic_id, None
+            if error in NO_LOG_INFO:
+                plog, message = None, None
             hint = {}
             if error == E.not_leader_or_follower and ctx.version >= 10:
                 hint["current_leader"] = leader = self.current_leader(ctx, topic, partition)
@@ -650,7 +668,10 @@ class DataPlane:
                 except StorageError:  # offline (corrupt): as Kafka's offline log dir
                     error = E.kafka_storage_error
             hw = plog.high_watermark if plog and error == E.none else -1
-            lso, aborted = hw, None
+            # As Kafka: a partition its KafkaApis refuses (unknown topic or partition) is answered
+            # with an empty aborted list, one its log read refuses (offset out of range, ...) with
+            # none, and either without a log start offset.
+            lso, aborted = hw, (() if info is None or error == E.unknown_topic_or_partition else None)
             if plog is not None and error == E.none and plog.offline is None:
                 # Only a read_committed fetch builds a partition's transaction state (a scan of
                 # its log, once); others report the LSO if the state is known, else the HW.
@@ -674,7 +695,7 @@ class DataPlane:
                         error_code=error,
                         high_watermark=hw,
                         last_stable_offset=lso,
-                        log_start_offset=plog.log_start_offset if plog else -1,
+                        log_start_offset=plog.log_start_offset if plog and error == E.none else -1,
                         aborted_transactions=aborted,
                         preferred_read_replica=-1,
                         records=records,

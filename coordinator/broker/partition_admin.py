@@ -164,7 +164,7 @@ class PartitionAdminApis:
             throttle_time=0,
             allow_replication_factor_change=allow_rf_change,
             error_code=E.none,
-            error_message=None,
+            error_message=None if req.topics else "",  # (as Kafka's: "" only when nothing was asked)
             responses=tuple(topics),
         )
 
@@ -187,7 +187,7 @@ class PartitionAdminApis:
     async def _cancel(self, topic: str, partition: int) -> None:
         ongoing = self.ongoing.pop((topic, partition), None)
         if ongoing is None:
-            raise PartitionError(E.no_reassignment_in_progress, "No partition reassignment is in progress.")
+            raise PartitionError(E.no_reassignment_in_progress, None)  # (Kafka's answer has no message)
         await self._install(topic, partition, ongoing.original)
 
     async def _progress(self, topic: str, partition: int) -> None:

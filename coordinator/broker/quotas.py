@@ -201,7 +201,7 @@ class ClientQuotaApis:
                     values=tuple(ctx.nested("ValueData", key=k, value=v) for k, v in sorted(values.items())),
                 )
             )
-        return ctx.response(throttle_time=0, error_code=E.none, error_message=None, entries=tuple(entries))
+        return ctx.response(throttle_time=0, error_code=E.none, error_message="", entries=tuple(entries))  # (Kafka's)
 
     @staticmethod
     def _filter(components: Any) -> tuple[dict[str, str | None], set[str]]:

@@ -377,10 +377,12 @@ class Topics:
             raise TopicError(E.unknown_topic_or_partition, f"topic {name!r} does not exist")
         if info.internal:
             raise TopicError(E.invalid_request, f"cannot change the partitions of internal topic {name}")
-        if count <= info.partitions:
+        if count == info.partitions:  # (Kafka's texts, from its controller's ReplicationControlManager)
+            raise TopicError(E.invalid_partitions, f"Topic already has {count} partition(s).")
+        if count < info.partitions:
             raise TopicError(
                 E.invalid_partitions,
-                f"topic {name} has {info.partitions} partitions; the new count {count} must be larger",
+                f"The topic {name} currently has {info.partitions} partition(s); {count} would not be an increase.",
             )
         return info
 
@@ -407,8 +409,8 @@ class Topics:
     async def delete(self, name: str) -> TopicInfo:
         async with self._changing:
             info = self.topics.get(name)
-            if info is None:
-                raise TopicError(E.unknown_topic_or_partition, f"topic {name!r} does not exist")
+            if info is None:  # (Kafka's answer: the error's default message)
+                raise TopicError(E.unknown_topic_or_partition, "This server does not host this topic-partition.")
             if info.internal:
                 raise TopicError(E.invalid_request, f"cannot delete internal topic {name}")
 

@@ -281,6 +281,9 @@ class GroupApis:
     # SyncGroup ------------------------------------------------------------------------
 
     def sync_group(self, ctx: RequestContext, req: Any) -> Any:
+        if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+            # From v5 both are mandatory: Kafka's KafkaApis refuses their absence before anything else.
+            return self._sync_response(ctx, SyncResult(E.inconsistent_group_protocol))
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
             return self._sync_response(ctx, SyncResult(error))
@@ -773,7 +776,7 @@ class GroupApis:
         try:
             validate_request(r, ctx.version, self.runtime.consumer_config.assignors)
         except ApiError as e:
-            return heartbeat_response(ctx, HeartbeatResult(e.code, str(e)))
+            return heartbeat_response(ctx, HeartbeatResult(e.code, e.message))
         return run_heartbeat(
             ctx,
             self.runtime,

@@ -209,9 +209,8 @@ class OffsetManager:
     def fetch(
         self, group_id: str, wanted: list[tuple[str, list[int]]] | None
     ) -> tuple[int, list[tuple[str, list[tuple[int, OffsetCommitValue | None]]]]]:
-        """(group error, [(topic, [(partition, offset or None)])]); wanted=None means all."""
-        if not group_id:
-            return E.invalid_group_id, []
+        """(group error, [(topic, [(partition, offset or None)])]); wanted=None means all. An
+        empty group id is a group like any other, as at Kafka 4.4."""
         group = self.groups.get(group_id)
         if group is not None and group.group_type == "share":
             return E.group_id_not_found, []  # Kafka's ShareGroup.validateOffsetFetch: no committed offsets

@@ -18,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..apis import CloseConnection
 from ..durable import JsonFile
 
 CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = 30, 29, 31
@@ -30,6 +31,7 @@ ANY_PATTERN, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
 ANY_OP, ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 1, 2, 3, 4, 5, 6, 7, 8
 CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS = range(9, 15)
 ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
+UNKNOWN = 0  # (each of these enums' UNKNOWN)
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
 # an ALLOW of the key also allows these (Kafka's AclEntry implied operations)
@@ -161,6 +163,18 @@ class Authorizer:
         return any(a.permission == ALLOW and a.operation in allowing for a in mine)
 
 
+FILTER_ENUMS = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
+
+
+def refuse_unknown(entries: Any, *enums: str) -> None:
+    """Kafka's ACL requests refuse an UNKNOWN (0) resource type, pattern type, operation or
+    permission type when they are parsed (their validate() throws): the connection is
+    closed, authorizer or not. (v0 has no pattern type: LITERAL.)"""
+    for entry in entries:
+        if any(getattr(entry, name, LITERAL) == UNKNOWN for name in enums):
+            raise CloseConnection
+
+
 class AclApis:
     """CreateAcls / DescribeAcls / DeleteAcls (CLUSTER ALTER / DESCRIBE, checked by the gate)."""
 
@@ -173,12 +187,15 @@ class AclApis:
         registry.add(DELETE_ACLS, range(0, 4), self.delete_acls)
 
     async def create_acls(self, ctx: Any, req: Any) -> Any:
+        refuse_unknown(req.creations, "resource_type", "resource_pattern_type", "operation", "permission_type")
         if self.store is None:
             return ctx.response(
                 throttle_time=0,
                 results=tuple(
                     ctx.nested(
-                        "AclCreationResult", error_code=E.security_disabled, error_message="no authorizer is configured"
+                        "AclCreationResult",
+                        error_code=E.security_disabled,
+                        error_message="No Authorizer is configured.",
                     )
                     for _ in req.creations
                 ),
@@ -222,11 +239,12 @@ class AclApis:
         )
 
     def describe_acls(self, ctx: Any, req: Any) -> Any:
+        refuse_unknown((req,), *FILTER_ENUMS)
         if self.store is None:
             return ctx.response(
                 throttle_time=0,
                 error_code=E.security_disabled,
-                error_message="no authorizer is configured",
+                error_message="No Authorizer is configured on the broker",
                 resources=(),
             )
         f = self._filter(req)
@@ -260,6 +278,7 @@ class AclApis:
         )
 
     async def delete_acls(self, ctx: Any, req: Any) -> Any:
+        refuse_unknown(req.filters, *FILTER_ENUMS)
         if self.store is None:
             return ctx.response(
                 throttle_time=0,
@@ -267,7 +286,7 @@ class AclApis:
                     ctx.nested(
                         "DeleteAclsFilterResult",
                         error_code=E.security_disabled,
-                        error_message="no authorizer is configured",
+                        error_message="No Authorizer is configured.",
                         matching_acls=(),
                     )
                     for _ in req.filters

@@ -87,10 +87,12 @@ class CredentialStore:
                     user=name,
                     credential_infos=infos,
                     error_code=E.none if found else E.resource_not_found,
-                    error_message=None if found else "Attempt to describe a user credential that does not exist",
+                    error_message=None
+                    if found
+                    else f"Attempt to describe a user credential that does not exist: {name}",
                 )
             )
-        return ctx.response(throttle_time=0, error_code=E.none, error_message=None, results=tuple(results))
+        return ctx.response(throttle_time=0, error_code=E.none, error_message="", results=tuple(results))
 
     async def alter(self, ctx: Any, req: Any) -> Any:
         errors: dict[str, tuple[E, str]] = {}  # the first error per user

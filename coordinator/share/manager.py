@@ -486,10 +486,8 @@ class SharePartitionManager:
     ) -> ShareSession:
         """Kafka's ShareSessionCache / SharePartitionManager.newContext checks, in the cache of
         the broker the request reached."""
-        if not group_id:
-            raise RequestError(E.invalid_group_id, "The group id must not be empty.")
-        if not member_id:
-            raise RequestError(E.invalid_request, "The member id must not be empty.")
+        if group_id is None or not member_id:  # (an empty group id is a group id, as at Kafka)
+            raise RequestError(E.invalid_request, "The group and member ids are mandatory.")
         node_id = ctx.connection.listener.node_id
         key = (node_id, group_id, member_id)
         if epoch == INITIAL_EPOCH:
@@ -696,6 +694,15 @@ class SharePartitionManager:
             keys.append((session.group_id, *tp))
         await self.waiters.wait(keys, timeout)
 
+    @staticmethod
+    def _refused(ctx: RequestContext, e: RequestError) -> Any:
+        """A ShareFetch or ShareAcknowledge refused as a whole, as Kafka's getErrorResponse
+        answers it: the error alone, no message, the other fields at their defaults (the lock
+        timeout 0). (e.message is for this server's log and tests, not the wire.)"""
+        return ctx.response(
+            throttle_time=0, error_code=e.code, acquisition_lock_timeout=0, responses=(), node_endpoints=()
+        )
+
     # ShareFetch -------------------------------------------------------------------------
 
     async def share_fetch(self, ctx: RequestContext, req: Any) -> Any:
@@ -705,14 +712,7 @@ class SharePartitionManager:
         try:
             session = self._session(ctx, req.group_id, req.member_id, req.share_session_epoch, any(acks.values()))
         except RequestError as e:
-            return ctx.response(
-                throttle_time=0,
-                error_code=e.code,
-                error_message=e.message,
-                acquisition_lock_timeout=lock_ms,
-                responses=(),
-                node_endpoints=(),
-            )
+            return self._refused(ctx, e)
         final = req.share_session_epoch == FINAL_EPOCH
         if not final:
             session.partitions.update(acks)
@@ -778,21 +778,14 @@ class SharePartitionManager:
         lock_ms = self.lock_duration_ms(req.group_id or "")
         acks = self._merged(req.topics)
         try:
-            if req.share_session_epoch == INITIAL_EPOCH:
+            if req.share_session_epoch == INITIAL_EPOCH and req.group_id is not None and req.member_id:
                 # Kafka: a ShareAcknowledge cannot open a session.
                 raise RequestError(
                     E.invalid_share_session_epoch, "Share session epoch 0 is not allowed for ShareAcknowledge."
                 )
             session = self._session(ctx, req.group_id, req.member_id, req.share_session_epoch, False)
         except RequestError as e:
-            return ctx.response(
-                throttle_time=0,
-                error_code=e.code,
-                error_message=e.message,
-                acquisition_lock_timeout=lock_ms,
-                responses=(),
-                node_endpoints=(),
-            )
+            return self._refused(ctx, e)
         results = await self._acknowledge(ctx, session, acks, bool(getattr(req, "is_renew_ack", False)))
         if req.share_session_epoch == FINAL_EPOCH:
             self.sessions.pop(session.key, None)

@@ -44,8 +44,10 @@ class ShareOffsetsApis:
         registry.add(DELETE, range(0, 1), self.delete)
 
     def _group_error(self, group_id: str, must_be_empty: bool) -> tuple[int, str | None]:
-        if not group_id:
-            return E.invalid_group_id, None
+        """Kafka refuses an empty group id where offsets would change (Alter, Delete); a
+        Describe of it describes a group that does not exist."""
+        if not group_id and must_be_empty:
+            return E.invalid_group_id, "The group id is invalid."
         shard = self.runtime.shard_for(group_id)
         if shard.offline is not None:
             return E.not_coordinator, None

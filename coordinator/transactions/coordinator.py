@@ -354,7 +354,9 @@ class TransactionCoordinator:
 
     def _check(self, txn_id: str, pid: int, epoch: int, version_fenced: bool) -> tuple[int, TransactionMetadata | None]:
         """Kafka's checks shared by AddPartitions, AddOffsets and EndTxn."""
-        meta = self.txns.get(txn_id) if txn_id else None
+        if not txn_id:
+            return E.invalid_request, None
+        meta = self.txns.get(txn_id)
         if meta is not None and meta.unloaded:
             return E.not_coordinator, None
         if meta is None or meta.producer_id != pid:
@@ -474,8 +476,7 @@ class TransactionCoordinator:
         error = self._not_here(ctx, req.transactional_id)
         if error != E.none:
             return ctx.response(throttle_time=0, error_code=error)
-        if not req.group_id:
-            return ctx.response(throttle_time=0, error_code=E.invalid_group_id)
+        # (an empty group id is a key like any other at Kafka: it names a __consumer_offsets partition)
         tp = (OFFSETS_TOPIC, self.groups.writer.partition_for(req.group_id))
         results = await self._add(req.transactional_id, req.producer_id, req.producer_epoch, [tp], ctx.version >= 2)
         return ctx.response(throttle_time=0, error_code=results[tp])
@@ -754,13 +755,14 @@ class TransactionCoordinator:
                 states.append(
                     ctx.nested(
                         "TransactionState",
+                        # (as Kafka: every other field at its zero)
                         error_code=error or E.transactional_id_not_found,
                         transactional_id=txn_id,
                         transaction_state="",
                         transaction_timeout=0,
-                        transaction_start_time=millis_datetime(-1),
-                        producer_id=-1,
-                        producer_epoch=-1,
+                        transaction_start_time=millis_datetime(0),
+                        producer_id=0,
+                        producer_epoch=0,
                         topics=(),
                     )
                 )

@@ -47,9 +47,10 @@ class HeartbeatResult:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str | None) -> None:
         super().__init__(message)
         self.code = code
+        self.message = message  # (None: Kafka answers the error without one)
 
 
 def assignment_due(last_computed_ms: int, interval_ms: int, now_ms: int) -> bool:

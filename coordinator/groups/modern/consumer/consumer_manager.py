@@ -259,7 +259,7 @@ class ConsumerGroupManager(ModernGroupManager):
                 self.shard.migration.undo_upgrade(new)  # converted for a member that could not join
             elif type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
-            return HeartbeatResult(e.code, str(e))
+            return HeartbeatResult(e.code, e.message)
         return self.result_of(result, group)
 
     def _downgrading_member(self, group_id: str, member_id: str) -> tuple[ConsumerGroup, ConsumerMember] | None:

@@ -59,7 +59,7 @@ class ShareGroupApis:
         try:
             validate_request(r)
         except ApiError as e:
-            return heartbeat_response(ctx, ShareHeartbeatResult(e.code, str(e)), drop_empty=True)
+            return heartbeat_response(ctx, ShareHeartbeatResult(e.code, e.message), drop_empty=True)
         if names:
             self.subscribed()
         return run_heartbeat(

@@ -80,15 +80,14 @@ ShareHeartbeatResult = HeartbeatResult
 
 
 def validate_request(r: ShareHeartbeatRequest) -> None:
-    """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid (v1: the client names itself)."""
+    """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid (v1: the client names itself). Kafka
+    4.4 refuses a missing or over-long member id before that, without a message."""
+    if r.member_id == "" or len(r.member_id) > MAX_MEMBER_ID_LENGTH:
+        raise ApiError(E.invalid_request, None)
     if r.group_id == "":
         raise ApiError(E.invalid_request, "GroupId can't be empty.")
     if r.rack_id == "":
         raise ApiError(E.invalid_request, "RackId can't be empty.")
-    if r.member_id == "":
-        raise ApiError(E.invalid_request, "MemberId can't be empty.")
-    if len(r.member_id) > MAX_MEMBER_ID_LENGTH:
-        raise ApiError(E.invalid_request, f"MemberId can't be longer than {MAX_MEMBER_ID_LENGTH} characters.")
     if r.member_epoch == 0:
         if not r.subscribed_topic_names:
             raise ApiError(E.invalid_request, "SubscribedTopicNames must be set in first request.")
@@ -169,7 +168,7 @@ class ShareGroupManager(ModernGroupManager):
             new = self.groups.get(r.group_id)
             if type(new) is ShareGroup and new.group_epoch == 0 and not new.members:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
-            return ShareHeartbeatResult(e.code, str(e))
+            return ShareHeartbeatResult(e.code, e.message)
         return self.result_of(result, group)
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
