@@ -791,8 +791,9 @@ def stateless_topology(**subtopology: Any) -> dict[str, Any]:
 def test_streams_group_heartbeat_life_cycle(warm, sides):
     """A KIP-1071 member joins alone with a stateless topology (Kafka's 3 s initial rebalance
     delay: the join is answered before any task is assigned), heartbeats, then an unknown
-    member, a future epoch, a topology where only a join may send one, malformed topologies,
-    a join without a topology; describe at every version; leave. Each answer compared."""
+    member, a future epoch, leaves of an unknown member and of an unknown instance, a topology
+    where only a join may send one, malformed topologies, a join without a topology; describe at
+    every version; leave. Each answer compared."""
     obs = Observations()
     kafka_ranges, our_ranges = warm.ranges
     for v in common_versions(kafka_ranges, our_ranges, 88):
@@ -806,6 +807,13 @@ def test_streams_group_heartbeat_life_cycle(warm, sides):
             steps[i].append(("heartbeat", plain(streams_heartbeat(side, v, group, member, epoch))))
             steps[i].append(("unknown-member", plain(streams_heartbeat(side, v, group, str(uuid.uuid4()), epoch))))
             steps[i].append(("future-epoch", plain(streams_heartbeat(side, v, group, member, epoch + 5))))
+            steps[i].append(("unknown-member-leave", plain(streams_heartbeat(side, v, group, str(uuid.uuid4()), -1))))
+            steps[i].append(
+                (
+                    "unknown-instance-leave",
+                    plain(streams_heartbeat(side, v, group, str(uuid.uuid4()), -2, instance_id="oracle-nobody")),
+                )
+            )
             steps[i].append(
                 ("topology-not-joining", plain(streams_heartbeat(side, v, group, member, epoch, stateless_topology())))
             )
