@@ -187,6 +187,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         max_timeout_ms=c.transaction_max_timeout_ms,
         abort_check_interval_ms=c.transaction_abort_check_interval_ms,
         id_expiration_ms=c.transactional_id_expiration_ms,
+        remove_expired_interval_ms=c.transaction_remove_expired_interval_ms,
     )
     if not topology.single:
         transactions.owner = lambda ctx, txn_id: topology.txn_coordinator_error(ctx.connection.listener.node_id, txn_id)

@@ -163,6 +163,11 @@ class Config:
     transactional_id_expiration_ms: int = _opt(
         604_800_000, "transactional.id.expiration.ms: an unused transactional id is forgotten after this long"
     )
+    transaction_remove_expired_interval_ms: int = _opt(
+        3_600_000,
+        "how often transactional ids unused for transactional.id.expiration.ms are removed "
+        "(transaction.remove.expired.transaction.cleanup.interval.ms)",
+    )
     # Data plane.
     auto_create_topics: bool = _opt(True, "auto.create.topics.enable")
     num_partitions: int = _opt(1, "partitions of auto-created topics (num.partitions)")

@@ -259,22 +259,53 @@ async def test_a_transaction_prepared_before_a_crash_completes_at_startup(server
 
 
 async def test_unused_transactional_ids_expire(server_factory):
-    """transactional.id.expiration.ms: an id left Empty or Complete that long is removed
-    (a tombstone in __transaction_state), also after a restart; using it again starts afresh."""
-    server = server_factory("--transactional-id-expiration-ms", "300", "--transaction-abort-check-interval-ms", "100")
+    """transactional.id.expiration.ms, as Kafka's TransactionStateManager: an id left Empty,
+    CompleteCommit or CompleteAbort that long is removed at the next sweep
+    (transaction.remove.expired.transaction.cleanup.interval.ms): a tombstone in
+    __transaction_state, then DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND and
+    ListTransactions leaves it out; an Ongoing one stays. Used again, it starts afresh under a
+    new producer id."""
+    from coordinator.transactions.coordinator import TransactionCoordinator
+
+    server = server_factory(
+        "--transactional-id-expiration-ms", "300", "--transaction-remove-expired-interval-ms", "100"
+    )
     conn = await WireClient("txn-wire").connect("127.0.0.1", server.port)
+    await conn.create_topics("ex", partitions=1)
     try:
         error, pid, _ = await init_pid(conn, "short-lived")
         assert error == E_NONE
+        _, cpid, cepoch = await init_pid(conn, "committed")
+        assert await add_partitions(conn, "committed", cpid, cepoch, [("ex", 0)]) == {("ex", 0): E_NONE}
+        assert await end_txn(conn, "committed", cpid, cepoch, True) == E_NONE
+        _, opid, oepoch = await init_pid(conn, "open")
+        assert await add_partitions(conn, "open", opid, oepoch, [("ex", 0)]) == {("ex", 0): E_NONE}
         deadline = asyncio.get_running_loop().time() + 10
-        while await describe_unknown(server.port, "short-lived") != TXN_ID_NOT_FOUND:
+        while {await describe_unknown(server.port, t) for t in ("short-lived", "committed")} != {TXN_ID_NOT_FOUND}:
             assert asyncio.get_running_loop().time() < deadline, "never expired"
             await asyncio.sleep(0.05)
+        assert (await describe(conn, "open")).transaction_state == "Ongoing"
+        r = await conn.request(
+            LIST_TXNS, 1, cls(LIST_TXNS, 1)(state_filters=(), producer_id_filters=(), duration_filter=-1)
+        )
+        assert [s.transactional_id for s in r.transaction_states] == ["open"]
+        coordinator = next(c for c in server._server.components if isinstance(c, TransactionCoordinator))
+        assert server._call(_last_record_is_tombstone(coordinator, "short-lived"))
+        assert server._call(_last_record_is_tombstone(coordinator, "committed"))
         error, pid2, epoch2 = await init_pid(conn, "short-lived")
         assert error == E_NONE and pid2 != pid and epoch2 == 0  # a new producer id: the old one is forgotten
     finally:
         await conn.close()
     assert "transactional id short-lived expired" in server.log_text()
+
+
+async def _last_record_is_tombstone(coordinator, txn_id):
+    from protocol.record_batch import iter_batch_records
+    from protocol.transaction_records import decode_key
+
+    plog = coordinator.log.logs[coordinator.log.partition_for(txn_id)]
+    values = [r.value for _, data in plog.batches() for r in iter_batch_records(data) if decode_key(r.key) == txn_id]
+    return len(values) > 1 and values[-1] is None
 
 
 def test_transaction_log_value_codec():

@@ -122,6 +122,7 @@ class TransactionCoordinator:
         max_timeout_ms: int = 900_000,
         abort_check_interval_ms: int = 10_000,
         id_expiration_ms: int = 604_800_000,
+        remove_expired_interval_ms: int = 3_600_000,
     ) -> None:
         self.log = txn_log
         self.data_plane = data_plane
@@ -130,9 +131,10 @@ class TransactionCoordinator:
         self.max_timeout_ms = max_timeout_ms  # transaction.max.timeout.ms
         self.abort_check_interval_ms = abort_check_interval_ms
         self.id_expiration_ms = id_expiration_ms  # transactional.id.expiration.ms
+        self.remove_expired_interval_ms = remove_expired_interval_ms
         self.txns: dict[str, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task] = set()
-        self._timer: asyncio.Task | None = None
+        self._timers: list[asyncio.Task] = []
         # owner(ctx, transactional_id): NONE if the broker the request reached coordinates the
         # id, else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (the topology's check).
         self.owner: Any = None
@@ -211,11 +213,16 @@ class TransactionCoordinator:
         return len(gone)
 
     def start(self) -> None:
-        self._timer = asyncio.get_running_loop().create_task(self._abort_timed_out_every())
+        # Two sweeps, as Kafka's two schedules (transaction-abort every 10 s, transactionalId-expiration hourly).
+        loop = asyncio.get_running_loop()
+        self._timers = [
+            loop.create_task(self._every(self.abort_check_interval_ms, self.abort_timed_out)),
+            loop.create_task(self._every(self.remove_expired_interval_ms, self.expire_ids)),
+        ]
 
     async def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in self._timers:
+            timer.cancel()
         for task in list(self._tasks):
             task.cancel()
 
@@ -687,22 +694,24 @@ class TransactionCoordinator:
 
     # timeouts ---------------------------------------------------------------------------
 
-    async def _abort_timed_out_every(self) -> None:
+    @staticmethod
+    async def _every(interval_ms: int, sweep: Any) -> None:
         while True:
-            await asyncio.sleep(self.abort_check_interval_ms / 1000)
-            self.abort_timed_out()
-            self.expire_ids()
+            await asyncio.sleep(interval_ms / 1000)
+            sweep()
 
     def expire_ids(self) -> None:
-        """transactional.id.expiration.ms: an id with no transaction open that has not been
-        used for that long becomes Dead and is removed (a tombstone in the log), as Kafka's
-        removal of expired transactional ids."""
+        """transactional.id.expiration.ms: an id with no transaction open (Empty, CompleteCommit,
+        CompleteAbort: Kafka's expiration-allowed states) and nothing pending whose last update is
+        that old is removed: a tombstone in the log, then gone from memory, so DescribeTransactions
+        answers TRANSACTIONAL_ID_NOT_FOUND, ListTransactions leaves it out and InitProducerId
+        starts it afresh under a new producer id (TransactionStateManager.removeExpiredTransactionalIds)."""
         now = _now()
         for meta in list(self.txns.values()):
             if (
                 meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
                 and not meta.lock.locked()
-                and meta.last_update_ms + self.id_expiration_ms < now
+                and meta.last_update_ms <= now - self.id_expiration_ms
             ):
                 self._spawn(self._expire(meta))
 
@@ -710,6 +719,7 @@ class TransactionCoordinator:
         async with meta.lock:
             if (
                 meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+                or meta.last_update_ms > _now() - self.id_expiration_ms  # (used while we waited)
                 or self.txns.get(meta.transactional_id) is not meta
                 or meta.unloaded
             ):
