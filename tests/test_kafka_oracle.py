@@ -969,8 +969,10 @@ def test_kafka_streams_groups_tool(warm, sides):
         assert streams_heartbeat(side, v, app, member, -1).error_code == 0
     tool("describe-empty", "--describe", "--group", app, "--state")
     tool("reset-dry-run", "--reset-offsets", "--group", app, "--input-topic", source, "--to-earliest", "--dry-run")
+    tool("reset-dry-run-all", "--reset-offsets", "--group", app, "--all-input-topics", "--to-latest", "--dry-run")
     tool("reset-execute", "--reset-offsets", "--group", app, "--all-input-topics", "--to-offset", "1", "--execute")
     tool("describe-after-reset", "--describe", "--group", app, "--offsets")
+    tool("delete-offsets", "--delete-offsets", "--group", app, "--all-input-topics")
     tool("delete", "--delete", "--group", app)
     tool("describe-deleted", "--describe", "--group", app)
     obs.check()
@@ -1170,25 +1172,34 @@ def commit_offsets(port: int, group: str, topic: str, offsets: dict[int, int]) -
 
 
 def produce_records(port: int, topic: str, partition: int, count: int) -> None:
+    """`count` records, sent again while the partition is just created and its leader not yet
+    serving (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment after its metadata shows it)."""
     conn = Conn(port)
     try:
-        answer = conn.call(
-            0,
-            9,
-            {
-                "acks": -1,
-                "timeout": 5000,
-                "topic_data": [
-                    {
-                        "name": topic,
-                        "partition_data": [
-                            {"index": partition, "records": batch([(b"k%d" % i, b"v") for i in range(count)])}
-                        ],
-                    }
-                ],
-            },
-        )
-        assert answer.responses[0].partition_responses[0].error_code == 0, answer
+        deadline = time.monotonic() + 15
+        while True:
+            answer = conn.call(
+                0,
+                9,
+                {
+                    "acks": -1,
+                    "timeout": 5000,
+                    "topic_data": [
+                        {
+                            "name": topic,
+                            "partition_data": [
+                                {"index": partition, "records": batch([(b"k%d" % i, b"v") for i in range(count)])}
+                            ],
+                        }
+                    ],
+                },
+            )
+            error = answer.responses[0].partition_responses[0].error_code
+            if error in (3, 6) and time.monotonic() < deadline:  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
+                time.sleep(0.1)
+                continue
+            assert error == 0, answer
+            return
     finally:
         conn.close()
 
