@@ -896,7 +896,7 @@ def streams_member_running(side: Side, v: int, app: str, topology: Any) -> tuple
         epoch = beat.member_epoch
         if not beat.status and beat.active_tasks:
             return member, epoch
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError(f"{app}: no tasks within 30 s")
 
 
@@ -932,6 +932,13 @@ def test_kafka_streams_groups_tool(warm, sides):
         assert [t.error_code for t in answer.topics] == [0], answer
         wait_for_partitions(side.server.port, source, 2)
         produce_records(side.server.port, source, 0, 5)
+        no_delay = {"name": "streams.initial.rebalance.delay.ms", "config_operation": 0, "value": "0"}
+        altered = side.call(
+            44,
+            1,
+            {"validate_only": False, "resources": [{"resource_type": 32, "resource_name": app, "configs": [no_delay]}]},
+        )
+        assert [r.error_code for r in altered.responses] == [0], altered
         member, epoch = streams_member_running(side, v, app, topology)
         committed = side.call(
             8,
@@ -1018,7 +1025,11 @@ def test_streams_group_members_get_kafkas_tasks(warm, sides):
         standby = {
             "resource_type": 32,
             "resource_name": app,
-            "configs": [{"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"}],
+            "configs": [
+                {"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"},
+                # (no initial rebalance delay: a step waits for the heartbeats only, not 3 s)
+                {"name": "streams.initial.rebalance.delay.ms", "config_operation": 0, "value": "0"},
+            ],
         }
         altered = side.call(44, 1, {"validate_only": False, "resources": [standby]})
         assert [r.error_code for r in altered.responses] == [0], altered
@@ -1046,7 +1057,7 @@ def test_streams_group_members_get_kafkas_tasks(warm, sides):
                 ):
                     break
                 assert time.monotonic() < deadline, f"{app} not Stable within 30 s: {group}"
-                time.sleep(0.2)
+                time.sleep(0.05)
             steps[i].append(
                 (
                     f"after-{member}-joined",
