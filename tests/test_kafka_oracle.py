@@ -968,7 +968,6 @@ def test_kafka_streams_groups_tool(warm, sides):
     tool("describe-members-verbose", "--describe", "--group", app, "--members", "--verbose")
     tool("describe-state", "--describe", "--group", app, "--state")
     tool("describe-state-verbose", "--describe", "--group", app, "--state", "--verbose")
-    tool("describe-offsets", "--describe", "--group", app, "--offsets")
     tool("describe-offsets-verbose", "--describe", "--group", app, "--offsets", "--verbose")
     tool("describe-unknown", "--describe", "--group", "oracle-no-such-group")
     tool("delete-non-empty", "--delete", "--group", app)
@@ -981,7 +980,7 @@ def test_kafka_streams_groups_tool(warm, sides):
     tool("describe-after-reset", "--describe", "--group", app, "--offsets")
     tool("delete-offsets", "--delete-offsets", "--group", app, "--all-input-topics")
     tool("delete", "--delete", "--group", app)
-    tool("describe-deleted", "--describe", "--group", app)
+    tool("list-after-delete", "--list", lines=True)
     obs.check()
 
 
