@@ -84,20 +84,20 @@ async def test_members_keep_the_last_target_until_the_interval_has_passed():
     h = Harness(assignment_interval_ms=INTERVAL)
     h.catalog.add("t", 6)
     a = await h.hb("a", 0, ["t"])
-    assert a.member_epoch == 1 and len(owned(a)[0][1]) == 6  # the first target: at once
+    assert a.member_epoch == 2 and len(owned(a)[0][1]) == 6  # the first target: at once
     b = await h.hb("b", 0, ["t"])
     c = await h.hb("c", 0, ["t"])
     g = h.group
     # Two joins, one computation: the group epoch moves on, the target stays a's.
-    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (3, 1, "Assigning")
-    assert b.member_epoch == c.member_epoch == 1 and not owned(b) and not owned(c)
-    a2 = await h.hb("a", 1, owned=owned(a))
-    assert a2.member_epoch == 1 and a2.assignment is None  # nothing new for a either
+    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (4, 2, "Assigning")
+    assert b.member_epoch == c.member_epoch == 2 and not owned(b) and not owned(c)
+    a2 = await h.hb("a", 2, owned=owned(a))
+    assert a2.member_epoch == 2 and a2.assignment is None  # nothing new for a either
     h.clock.advance(INTERVAL)
-    a3 = await h.hb("a", 1, owned=owned(a))  # the heartbeat after the interval computes it
-    assert (g.group_epoch, g.assignment_epoch) == (3, 3)
+    a3 = await h.hb("a", 2, owned=owned(a))  # the heartbeat after the interval computes it
+    assert (g.group_epoch, g.assignment_epoch) == (4, 4)
     assert all(len({p for ps in g.target[m].values() for p in ps}) == 2 for m in "abc")
-    assert a3.member_epoch == 1 and len(owned(a3)[0][1]) == 2  # a revokes four first
+    assert a3.member_epoch == 2 and len(owned(a3)[0][1]) == 2  # a revokes four first
     await quiet_rounds(h, {"a", "b", "c"})
     assert g.state_name == "Stable"
 
@@ -122,17 +122,17 @@ async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(serv
         a = await conn.request(HB, 1, hb("g", "a", 0, ["t"]))
         b = await conn.request(HB, 1, hb("g", "b", 0, ["t"]))
         (d,) = await describe(conn, "g")
-        assert (d.group_epoch, d.assignment_epoch, d.group_state) == (2, 1, "Assigning")
-        assert b.member_epoch == 1 and owned_of(b) == []
+        assert (d.group_epoch, d.assignment_epoch, d.group_state) == (3, 2, "Assigning")
+        assert b.member_epoch == 2 and owned_of(b) == []
         # Back to the broker's 0: the next heartbeat computes the target.
         assert (await set_group_configs(conn, "g", consumer_assignment_interval_ms="0")).error_code == 0
-        a2 = await conn.request(HB, 1, hb("g", "a", 1, owned=owned_of(a)))
+        a2 = await conn.request(HB, 1, hb("g", "a", 2, owned=owned_of(a)))
         (d,) = await describe(conn, "g")
-        assert d.assignment_epoch == 2 and len(owned_of(a2)[0][1]) == 2
+        assert d.assignment_epoch == 3 and len(owned_of(a2)[0][1]) == 2
         # The other group is at the broker's interval, 0: a target at every change.
         other = await conn.request(HB, 1, hb("other", "a", 0, ["t"]))
-        assert other.member_epoch == 1
-        assert (await conn.request(HB, 1, hb("other", "b", 0, ["t"]))).member_epoch == 2
+        assert other.member_epoch == 2
+        assert (await conn.request(HB, 1, hb("other", "b", 0, ["t"]))).member_epoch == 3
     finally:
         await conn.close()
 
@@ -173,10 +173,10 @@ async def test_the_broker_interval_is_a_dynamic_config_for_running_groups(server
         a = await conn.request(HB, 1, hb("g", "a", 0, ["t"]))
         await conn.request(HB, 1, hb("g", "b", 0, ["t"]))
         (d,) = await describe(conn, "g")
-        assert (d.group_epoch, d.assignment_epoch, d.group_state) == (2, 1, "Assigning")
+        assert (d.group_epoch, d.assignment_epoch, d.group_state) == (3, 2, "Assigning")
         sa = await conn.request(SHB, 1, shb("sg", "a" * 22, 0, ["t"]))
         sb = await conn.request(SHB, 1, shb("sg", "b" * 22, 0, ["t"]))
-        assert sb.member_epoch == 1 and not sb.assignment.topic_partitions
+        assert sb.member_epoch == 2 and not sb.assignment.topic_partitions
 
         # This broker's consumer interval, the cluster default's share interval: both reach
         # the running groups at their next heartbeat.
@@ -184,11 +184,11 @@ async def test_the_broker_interval_is_a_dynamic_config_for_running_groups(server
         # (librdkafka names no cluster default: the request is sent as Kafka's admin tools send it)
         set_default = [("group.share.assignment.interval.ms", 0, "0")]
         assert await incremental(conn, BROKER_RESOURCE, "", set_default) == (0, None)
-        a2 = await conn.request(HB, 1, hb("g", "a", 1, owned=owned_of(a)))
+        a2 = await conn.request(HB, 1, hb("g", "a", 2, owned=owned_of(a)))
         (d,) = await describe(conn, "g")
-        assert d.assignment_epoch == 2 and len(owned_of(a2)[0][1]) == 2
+        assert d.assignment_epoch == 3 and len(owned_of(a2)[0][1]) == 2
         sa2 = await conn.request(SHB, 1, shb("sg", "a" * 22, sa.member_epoch))
-        assert sa2.member_epoch == 2 and len(sa2.assignment.topic_partitions[0].partitions) == 2
+        assert sa2.member_epoch == 3 and len(sa2.assignment.topic_partitions[0].partitions) == 2
 
         broker = ConfigResource(ResourceType.BROKER, "1")
         entries = await asyncio.to_thread(lambda: admin.describe_configs([broker])[broker].result(30))
@@ -230,20 +230,20 @@ async def test_a_classic_member_of_a_mixed_group_rejoins_only_for_a_newer_target
         # The longest interval Kafka allows by default: nothing is recomputed in this test's time.
         assert (await set_group_configs(conn, MIXED, consumer_assignment_interval_ms="15000")).error_code == 0
         a = await conn.request(HB, 1, hb(MIXED, "a", 0, ["t"]))  # the group's first target: at once
-        assert a.member_epoch == 1
+        assert a.member_epoch == 2
         classic = await classic_join(conn)
-        assert classic.error_code == 0 and classic.generation_id == 1
-        assert (await conn.request(SYNC, 5, sync_body(5, MIXED, classic.member_id, 1))).error_code == 0
+        assert classic.error_code == 0 and classic.generation_id == 2
+        assert (await conn.request(SYNC, 5, sync_body(5, MIXED, classic.member_id, 2))).error_code == 0
         (d,) = await describe(conn, MIXED)
-        assert (d.group_epoch, d.assignment_epoch) == (2, 1)
-        beat = await conn.request(HEARTBEAT, 4, hb_body(4, MIXED, classic.member_id, 1))
+        assert (d.group_epoch, d.assignment_epoch) == (3, 2)
+        beat = await conn.request(HEARTBEAT, 4, hb_body(4, MIXED, classic.member_id, 2))
         assert beat.error_code == 0  # the group epoch moved, the target did not: no rejoin
         # The target is recomputed (interval 0 now, at a's next heartbeat): now it rejoins.
         assert (await set_group_configs(conn, MIXED, consumer_assignment_interval_ms="0")).error_code == 0
-        await conn.request(HB, 1, hb(MIXED, "a", 1, owned=owned_of(a)))
+        await conn.request(HB, 1, hb(MIXED, "a", 2, owned=owned_of(a)))
         (d,) = await describe(conn, MIXED)
-        assert d.assignment_epoch == 2
-        beat = await conn.request(HEARTBEAT, 4, hb_body(4, MIXED, classic.member_id, 1))
+        assert d.assignment_epoch == 3
+        beat = await conn.request(HEARTBEAT, 4, hb_body(4, MIXED, classic.member_id, 2))
         assert beat.error_code == E.rebalance_in_progress
     finally:
         await conn.close()

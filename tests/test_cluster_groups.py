@@ -12,7 +12,20 @@ from kio.schema.errors import ErrorCode as E
 
 from tests.support.consumer_groups import HB, describe, flat, hb, owned_of
 from tests.support.groups_wire import COMMIT, FETCH, commit_body
-from tests.support.share import ACCEPT, SACK, SFETCH, SHB, acquired, cls, part, sack, set_group_configs, sfetch
+from tests.support.share import (
+    ACCEPT,
+    SACK,
+    SFETCH,
+    SHB,
+    acquired,
+    cls,
+    part,
+    sack,
+    set_group_configs,
+    sfetch,
+    shb,
+    until_assigned,
+)
 from tests.support.wire_client import request_class
 from tests.support.cluster_wire import close, connect, create_topic
 
@@ -99,8 +112,8 @@ async def test_a_share_group_and_its_share_partition_state_come_back_after_a_coo
         for i in range(6):
             assert (await produce(leader, "sh-t", build_batch([(None, b"v%d" % i)])))[0] == E.none
         old = kafka_cluster.coordinator_of("sh")
-        hb1 = await conns[old].request(
-            SHB, 1, cls(SHB, 1)(group_id="sh", member_id="m", member_epoch=0, subscribed_topic_names=("sh-t",))
+        hb1 = await until_assigned(
+            conns[old], "sh", "m", await conns[old].request(SHB, 1, shb("sh", "m", 0, ("sh-t",)))
         )
         assert hb1.error_code == E.none
         tid = hb1.assignment.topic_partitions[0].topic_id

@@ -26,15 +26,15 @@ async def test_an_empty_regex_is_no_regex_and_a_resent_subscription_bumps_nothin
     h = Harness()
     h.catalog.add("t", 2)
     a = await h.hb("a", 0, ["t"], subscribed_topic_regex="")
-    assert a.error == E.none and h.group.group_epoch == 1
+    assert a.error == E.none and h.group.group_epoch == 2
     assert h.group.members["a"].subscribed_topic_regex is None
     # librdkafka's full heartbeat: the same names and "" again, every time.
     for _ in range(3):
         again = await h.hb("a", a.member_epoch, ["t"], owned=owned(a), subscribed_topic_regex="")
-        assert again.error == E.none and again.member_epoch == 1
+        assert again.error == E.none and again.member_epoch == 2
     b = await h.hb("b", 0, ["t"], subscribed_topic_regex="")
     b2 = await h.hb("b", b.member_epoch, ["t"], owned=owned(b), subscribed_topic_regex="")
-    assert h.group.group_epoch == 2 and b2.error == E.none  # one bump per join
+    assert h.group.group_epoch == 3 and b2.error == E.none  # one bump per join
     assert h.reload().group.members["a"].subscribed_topic_regex is None
 
 
@@ -42,27 +42,27 @@ async def test_a_commit_at_an_older_epoch_is_accepted_for_partitions_held_since_
     h = Harness()
     t = h.catalog.add("t", 4)
     a = await h.hb("a", 0, ["t"])
-    assert a.member_epoch == 1 and flat(a.assignment) == {0, 1, 2, 3}
-    await h.hb("b", 0, ["t"])  # epoch 2: a must give up two partitions
-    a2 = await h.hb("a", 1, owned=owned(a))
-    a3 = await h.hb("a", 1, owned=owned(a2))  # revoked: a is at epoch 2, keeps what it got at 1
-    assert a3.member_epoch == 2
+    assert a.member_epoch == 2 and flat(a.assignment) == {0, 1, 2, 3}
+    await h.hb("b", 0, ["t"])  # epoch 3: a must give up two partitions
+    a2 = await h.hb("a", 2, owned=owned(a))
+    a3 = await h.hb("a", 2, owned=owned(a2))  # revoked: a is at epoch 3, keeps what it got at 2
+    assert a3.member_epoch == 3
     kept = sorted(flat(a2.assignment))
     given = sorted({0, 1, 2, 3} - set(kept))
     epochs = h.group.members["a"].assignment_epochs
-    assert {p: epochs[t.topic_id][p] for p in kept} == {p: 1 for p in kept}
-    # A commit racing the heartbeat that moved a to epoch 2, still at epoch 1:
-    assert await commit_errors(h, "a", 1, *[("t", p) for p in kept]) == [E.none, E.none]
+    assert {p: epochs[t.topic_id][p] for p in kept} == {p: 2 for p in kept}
+    # A commit racing the heartbeat that moved a to epoch 3, still at epoch 2:
+    assert await commit_errors(h, "a", 2, *[("t", p) for p in kept]) == [E.none, E.none]
     # ...but not for partitions a no longer owns, nor at an epoch from the future.
-    assert await commit_errors(h, "a", 1, ("t", kept[0]), ("t", given[0])) == [E.none, E.stale_member_epoch]
-    assert await commit_errors(h, "a", 3, ("t", kept[0])) == [E.stale_member_epoch]
-    b2 = await h.hb("b", 2, owned=[])
+    assert await commit_errors(h, "a", 2, ("t", kept[0]), ("t", given[0])) == [E.none, E.stale_member_epoch]
+    assert await commit_errors(h, "a", 4, ("t", kept[0])) == [E.stale_member_epoch]
+    b2 = await h.hb("b", 3, owned=[])
     assert flat(b2.assignment) == set(given)
     epochs_b = h.group.members["b"].assignment_epochs
-    assert {epochs_b[t.topic_id][p] for p in given} == {2}
-    # b got its partitions at epoch 2: an epoch-1 commit of them is stale; epoch 2 is fine.
-    assert await commit_errors(h, "b", 1, ("t", given[0])) == [E.stale_member_epoch]
-    assert await commit_errors(h, "b", 2, ("t", given[0])) == [E.none]
+    assert {epochs_b[t.topic_id][p] for p in given} == {3}
+    # b got its partitions at epoch 3: an epoch-2 commit of them is stale; epoch 3 is fine.
+    assert await commit_errors(h, "b", 2, ("t", given[0])) == [E.stale_member_epoch]
+    assert await commit_errors(h, "b", 3, ("t", given[0])) == [E.none]
 
 
 async def test_assignment_epochs_are_written_and_replayed_and_old_records_default_to_the_member_epoch():
@@ -70,8 +70,8 @@ async def test_assignment_epochs_are_written_and_replayed_and_old_records_defaul
     h.catalog.add("t", 2)
     a = await h.hb("a", 0, ["t"])
     b = await h.hb("b", 0, ["t"])
-    a2 = await h.hb("a", 1, owned=owned(a))
-    a3 = await h.hb("a", 1, owned=owned(a2))
+    a2 = await h.hb("a", 2, owned=owned(a))
+    a3 = await h.hb("a", 2, owned=owned(a2))
     await h.hb("b", b.member_epoch, owned=[])
     fresh = h.reload()
     assert records_of(fresh.group) == records_of(h.group)
@@ -137,14 +137,14 @@ async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch():
     h.catalog.add("t", 2)
     gone = h.catalog.add("gone", 2)
     a = await h.hb("a", 0, ["t", "gone"])
-    assert a.member_epoch == 1 and len(a.assignment) == 2
+    assert a.member_epoch == 2 and len(a.assignment) == 2
     del h.catalog.topics["gone"], h.catalog.by_id[gone.topic_id]
     still = [(tid, ps) for tid, ps in owned(a) if tid != gone.topic_id]
-    a2 = await h.hb("a", 1, owned=still)
-    assert a2.member_epoch == h.group.group_epoch == 2
+    a2 = await h.hb("a", 2, owned=still)
+    assert a2.member_epoch == h.group.group_epoch == 3
     for _ in range(2):
-        later = await h.hb("a", 2, owned=None)
-        assert later.error == E.none and later.member_epoch == 2
+        later = await h.hb("a", 3, owned=None)
+        assert later.error == E.none and later.member_epoch == 3
     assert h.group.state_name == "Stable"
     # A member that still lists the partitions must revoke them first (epoch unchanged).
     h2 = Harness()
@@ -152,7 +152,7 @@ async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch():
     gone2 = h2.catalog.add("gone", 2)
     c = await h2.hb("c", 0, ["t", "gone"])
     del h2.catalog.topics["gone"], h2.catalog.by_id[gone2.topic_id]
-    c2 = await h2.hb("c", 1, owned=owned(c))
-    assert c2.member_epoch == 1
-    c3 = await h2.hb("c", 1, owned=owned(c2))
-    assert c3.member_epoch == 2
+    c2 = await h2.hb("c", 2, owned=owned(c))
+    assert c2.member_epoch == 2
+    c3 = await h2.hb("c", 2, owned=owned(c2))
+    assert c3.member_epoch == 3

@@ -77,13 +77,13 @@ def test_three_members_joining_together_bump_the_epoch_once_each_and_read_stable
         def converged():
             for c in members:
                 c.poll(0.05)
-            return split(members) and group_epoch(server, "together") == (3, "Stable")
+            return split(members) and group_epoch(server, "together") == (4, "Stable")
 
-        wait_for(converged, timeout=30, interval=0, what="three members splitting the topic at epoch 3")
+        wait_for(converged, timeout=30, interval=0, what="three members splitting the topic at epoch 4")
         for _ in range(20):  # their later full heartbeats resend the same subscription
             for c in members:
                 c.poll(0.05)
-        assert group_epoch(server, "together") == (3, "Stable")
+        assert group_epoch(server, "together") == (4, "Stable")
         admin = AdminClient({"bootstrap.servers": server.bootstrap})
         described = admin.describe_consumer_groups(["together"])["together"].result(10)
         assert str(described.state).endswith("STABLE") and len(described.members) == 3

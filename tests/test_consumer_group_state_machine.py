@@ -33,23 +33,23 @@ async def test_join_alone_gets_everything_then_revoke_before_assign():
     h = Harness()
     h.catalog.add("t", 6)
     a = await h.hb("a", 0, ["t"])
-    assert a.error == E.none and a.member_epoch == 1 and flat(a.assignment) == set(range(6))
+    assert a.error == E.none and a.member_epoch == 2 and flat(a.assignment) == set(range(6))
     b = await h.hb("b", 0, ["t"])
-    # b joins at epoch 2, but every partition is still a's: b waits (unreleased), gets nothing yet.
-    assert b.member_epoch == 2 and flat(b.assignment) == set()
+    # b joins at epoch 3, but every partition is still a's: b waits (unreleased), gets nothing yet.
+    assert b.member_epoch == 3 and flat(b.assignment) == set()
     assert h.group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
     no_double_owner(h.group)
-    # a is told to keep half (its epoch stays 1 until it has revoked the rest).
-    a2 = await h.hb("a", 1, owned=owned(a))
-    assert a2.member_epoch == 1 and len(flat(a2.assignment)) == 3
+    # a is told to keep half (its epoch stays 2 until it has revoked the rest).
+    a2 = await h.hb("a", 2, owned=owned(a))
+    assert a2.member_epoch == 2 and len(flat(a2.assignment)) == 3
     assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
     no_double_owner(h.group)
-    b2 = await h.hb("b", 2, owned=[])
+    b2 = await h.hb("b", 3, owned=[])
     assert flat(b2.assignment) == set()  # still owned by a (pending revocation)
-    # a acknowledges: its heartbeat lists only what it keeps; then it moves to epoch 2.
-    a3 = await h.hb("a", 1, owned=owned(a2))
-    assert a3.member_epoch == 2
-    b3 = await h.hb("b", 2, owned=[])
+    # a acknowledges: its heartbeat lists only what it keeps; then it moves to epoch 3.
+    a3 = await h.hb("a", 2, owned=owned(a2))
+    assert a3.member_epoch == 3
+    b3 = await h.hb("b", 3, owned=[])
     assert flat(b3.assignment) == set(range(6)) - flat(a2.assignment)
     assert h.group.state_name == "Stable"
     no_double_owner(h.group)
@@ -60,16 +60,16 @@ async def test_fencing_and_unknown_member():
     h.catalog.add("t", 2)
     a = await h.hb("a", 0, ["t"])
     assert (await h.hb("a", a.member_epoch + 1, owned=owned(a))).error == E.fenced_member_epoch
-    assert (await h.hb("nobody", 1, owned=[])).error == E.unknown_member_id
-    assert (await h.hb("a", 1, owned=owned(a))).error == E.none
-    b = await h.hb("b", 0, ["t"])  # group epoch 2: a must revoke one partition
-    a2 = await h.hb("a", 1, owned=owned(a))
-    a3 = await h.hb("a", 1, owned=owned(a2))  # revoked: a moves to epoch 2
-    assert a3.member_epoch == 2
-    # The answer with epoch 2 may be lost: epoch 1 (the previous) with a subset is accepted...
-    assert (await h.hb("a", 1, owned=owned(a2))).error == E.none
+    assert (await h.hb("nobody", 2, owned=[])).error == E.unknown_member_id
+    assert (await h.hb("a", 2, owned=owned(a))).error == E.none
+    b = await h.hb("b", 0, ["t"])  # group epoch 3: a must revoke one partition
+    a2 = await h.hb("a", 2, owned=owned(a))
+    a3 = await h.hb("a", 2, owned=owned(a2))  # revoked: a moves to epoch 3
+    assert a3.member_epoch == 3
+    # The answer with epoch 3 may be lost: epoch 2 (the previous) with a subset is accepted...
+    assert (await h.hb("a", 2, owned=owned(a2))).error == E.none
     # ...but not while it still lists partitions it no longer has, nor an older epoch.
-    assert (await h.hb("a", 1, owned=owned(a))).error == E.fenced_member_epoch
+    assert (await h.hb("a", 2, owned=owned(a))).error == E.fenced_member_epoch
     assert (await h.hb("a", 0, ["t"], owned=[])).error == E.none  # epoch 0: a rejoin under the same id
     assert b.error == E.none
 
@@ -186,7 +186,7 @@ async def test_failed_append_leaves_no_trace():
     h.log.failing = True
     b = await h.hb("b", 0, ["t"])
     assert b.error == E.not_coordinator
-    assert set(h.group.members) == {"a"} and h.group.group_epoch == 1
+    assert set(h.group.members) == {"a"} and h.group.group_epoch == 2
     h.log.failing = False
     assert (await h.hb("a", a.member_epoch, owned=owned(a))).error == E.none
 

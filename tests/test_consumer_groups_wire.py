@@ -60,26 +60,26 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
     try:
         await conn.create_topics("t", partitions=4)
         a = await conn.request(HB, 1, hb("g1", "a", 0, ["t"]))
-        assert a.error_code == 0 and a.member_epoch == 1 and len(flat(owned_of(a))) == 4
+        assert a.error_code == 0 and a.member_epoch == 2 and len(flat(owned_of(a))) == 4
         assert a.heartbeat_interval.total_seconds() == 5  # group.consumer.heartbeat.interval.ms
         b = await conn.request(HB, 1, hb("g1", "b", 0, ["t"]))
-        assert b.member_epoch == 2 and owned_of(b) == []  # everything is still a's
+        assert b.member_epoch == 3 and owned_of(b) == []  # everything is still a's
         a_owned = owned_of(a)
-        a2 = await conn.request(HB, 1, hb("g1", "a", 1, owned=a_owned))
-        assert a2.member_epoch == 1 and len(flat(owned_of(a2))) == 2  # revoke first, epoch unchanged
-        b2 = await conn.request(HB, 1, hb("g1", "b", 2, owned=[]))
+        a2 = await conn.request(HB, 1, hb("g1", "a", 2, owned=a_owned))
+        assert a2.member_epoch == 2 and len(flat(owned_of(a2))) == 2  # revoke first, epoch unchanged
+        b2 = await conn.request(HB, 1, hb("g1", "b", 3, owned=[]))
         assert b2.assignment is None or owned_of(b2) == []  # not before a has revoked
-        a3 = await conn.request(HB, 1, hb("g1", "a", 1, owned=owned_of(a2)))
-        assert a3.member_epoch == 2
-        b3 = await conn.request(HB, 1, hb("g1", "b", 2, owned=[]))
+        a3 = await conn.request(HB, 1, hb("g1", "a", 2, owned=owned_of(a2)))
+        assert a3.member_epoch == 3
+        b3 = await conn.request(HB, 1, hb("g1", "b", 3, owned=[]))
         assert flat(owned_of(b3)) == flat(a_owned) - flat(owned_of(a2))
 
         (d,) = await describe(conn, "g1")
         assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
             0,
             "Stable",
-            2,
-            2,
+            3,
+            3,
             "uniform",
         )
         assert {m.member_id for m in d.members} == {"a", "b"}
@@ -92,22 +92,22 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
         # epoch commits the partitions the member has held since then, and only those.
         kept = sorted(p for _, p in flat(owned_of(a2)))
         given = sorted({0, 1, 2, 3} - set(kept))
-        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 2, [("t", 0, 5)]))
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 3, [("t", 0, 5)]))
         assert r.topics[0].partitions[0].error_code == 0
-        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 1, [("t", kept[0], 5), ("t", given[0], 6)]))
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 2, [("t", kept[0], 5), ("t", given[0], 6)]))
         assert [p.error_code for p in r.topics[0].partitions] == [0, 113]  # STALE_MEMBER_EPOCH
-        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 3, [("t", kept[0], 6)]))
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "a", 4, [("t", kept[0], 6)]))
         assert r.topics[0].partitions[0].error_code == 113
-        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "zz", 2, [("t", 0, 6)]))
+        r = await conn.request(COMMIT, 9, commit_body(9, "g1", "zz", 3, [("t", 0, 6)]))
         assert r.topics[0].partitions[0].error_code == 25  # UNKNOWN_MEMBER_ID
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
         fetch = request_class(FETCH, 9)(
-            groups=(G(group_id="g1", member_id="a", member_epoch=1, topics=(T(name="t", partition_indexes=(0,)),)),),
+            groups=(G(group_id="g1", member_id="a", member_epoch=2, topics=(T(name="t", partition_indexes=(0,)),)),),
             require_stable=False,
         )
         assert (await conn.request(FETCH, 9, fetch)).groups[0].error_code == 113
         fetch = request_class(FETCH, 9)(
-            groups=(G(group_id="g1", member_id="a", member_epoch=2, topics=(T(name="t", partition_indexes=(0,)),)),),
+            groups=(G(group_id="g1", member_id="a", member_epoch=3, topics=(T(name="t", partition_indexes=(0,)),)),),
             require_stable=False,
         )
         got = (await conn.request(FETCH, 9, fetch)).groups[0]
@@ -132,11 +132,11 @@ async def test_reconciliation_order_describe_offsets_and_the_classic_boundary(se
         assert deleted.results[0].error_code == 68  # NON_EMPTY_GROUP
 
         # Fencing: an epoch ahead of the member's; leaving (-1); then the group can be deleted.
-        assert (await conn.request(HB, 1, hb("g1", "b", 7, owned=[]))).error_code == 110  # FENCED_MEMBER_EPOCH
+        assert (await conn.request(HB, 1, hb("g1", "b", 8, owned=[]))).error_code == 110  # FENCED_MEMBER_EPOCH
         for m in ("a", "b"):
             left = await conn.request(HB, 1, hb("g1", m, -1, owned=None))
             assert (left.error_code, left.member_epoch) == (0, -1)
-        assert (await conn.request(HB, 1, hb("g1", "a", 2, owned=[]))).error_code == 25  # UNKNOWN_MEMBER_ID
+        assert (await conn.request(HB, 1, hb("g1", "a", 3, owned=[]))).error_code == 25  # UNKNOWN_MEMBER_ID
         deleted = await conn.request(DELETE, 2, request_class(DELETE, 2)(groups_names=("g1",)))
         assert deleted.results[0].error_code == 0
         assert (await describe(conn, "g1"))[0].error_code == 69
@@ -166,13 +166,13 @@ async def test_group_comes_back_after_restart_and_empty_classic_group_upgrades(s
             before.assignment_epoch,
             before.group_state,
         )
-        assert [(m.member_id, m.instance_id, m.member_epoch) for m in after.members] == [("a", "i-a", 1)]
+        assert [(m.member_id, m.instance_id, m.member_epoch) for m in after.members] == [("a", "i-a", 2)]
         # The member carries on at its epoch; its committed offsets are there.
-        again = await conn.request(HB, 1, hb("g2", "a", 1, owned=owned_of(a)))
-        assert again.error_code == 0 and again.member_epoch == 1
+        again = await conn.request(HB, 1, hb("g2", "a", 2, owned=owned_of(a)))
+        assert again.error_code == 0 and again.member_epoch == 2
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
         fetch = request_class(FETCH, 9)(
-            groups=(G(group_id="g2", member_id="a", member_epoch=1, topics=(T(name="t", partition_indexes=(1,)),)),),
+            groups=(G(group_id="g2", member_id="a", member_epoch=2, topics=(T(name="t", partition_indexes=(1,)),)),),
             require_stable=False,
         )
         assert (await conn.request(FETCH, 9, fetch)).groups[0].topics[0].partitions[0].committed_offset == 42
@@ -180,7 +180,7 @@ async def test_group_comes_back_after_restart_and_empty_classic_group_upgrades(s
         left = await conn.request(HB, 1, hb("g2", "a", -2, owned=None, instance_id="i-a"))
         assert left.member_epoch == -2
         b = await conn.request(HB, 1, hb("g2", "a-next", 0, ["t"], instance_id="i-a"))
-        assert b.error_code == 0 and flat(owned_of(b)) == flat(owned_of(a)) and b.member_epoch == 1
+        assert b.error_code == 0 and flat(owned_of(b)) == flat(owned_of(a)) and b.member_epoch == 2
         other = await conn.request(HB, 1, hb("g2", "c", 0, ["t"], instance_id="i-a"))
         assert other.error_code == 111  # UNRELEASED_INSTANCE_ID
     finally:
@@ -220,11 +220,11 @@ async def test_a_regex_beside_a_topic_name_is_assigned_in_a_later_epoch(server):
     try:
         await conn.create_topics("named", "rx-1", "rx-2", partitions=1)
         a = await conn.request(HB, 1, hb("g5", "a", 0, ["named"], subscribed_topic_regex="rx-.*"))
-        assert a.error_code == 0 and a.member_epoch == 1 and len(owned_of(a)) == 1
-        a2 = await conn.request(HB, 1, hb("g5", "a", 1, owned=owned_of(a)))
-        assert a2.member_epoch == 2 and len(owned_of(a2)) == 3
+        assert a.error_code == 0 and a.member_epoch == 2 and len(owned_of(a)) == 1
+        a2 = await conn.request(HB, 1, hb("g5", "a", 2, owned=owned_of(a)))
+        assert a2.member_epoch == 3 and len(owned_of(a2)) == 3
         (d,) = await describe(conn, "g5")
-        assert (d.group_epoch, d.group_state) == (2, "Stable")
+        assert (d.group_epoch, d.group_state) == (3, "Stable")
     finally:
         await conn.close()
 
@@ -254,17 +254,17 @@ async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch(server
     try:
         await conn.create_topics("kept", "doomed", partitions=2)
         a = await conn.request(HB, 1, hb("g6", "a", 0, ["kept", "doomed"]))
-        assert a.member_epoch == 1 and len(owned_of(a)) == 2
+        assert a.member_epoch == 2 and len(owned_of(a)) == 2
         (d,) = await describe(conn, "g6")
         names = {tp.topic_id: tp.topic_name for m in d.members for tp in m.assignment.topic_partitions}
         delete = request_class(20, 4)(topic_names=("doomed",), timeout=MINUTE)
         assert (await conn.request(20, 4, delete)).responses[0].error_code == 0
         kept = [(t, ps) for t, ps in owned_of(a) if names[t] == "kept"]
-        a2 = await conn.request(HB, 1, hb("g6", "a", 1, owned=kept))
-        assert a2.error_code == 0 and a2.member_epoch == 2
+        a2 = await conn.request(HB, 1, hb("g6", "a", 2, owned=kept))
+        assert a2.error_code == 0 and a2.member_epoch == 3
         for _ in range(2):
-            later = await conn.request(HB, 1, hb("g6", "a", 2, owned=None))
-            assert later.error_code == 0 and later.member_epoch == 2
+            later = await conn.request(HB, 1, hb("g6", "a", 3, owned=None))
+            assert later.error_code == 0 and later.member_epoch == 3
     finally:
         await conn.close()
 

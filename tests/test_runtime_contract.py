@@ -103,12 +103,12 @@ async def test_a_failed_join_does_not_forget_a_member_whose_join_is_not_yet_dura
     await settle()
     assert [r.error for r in c] == [E.not_coordinator]
     assert b == []  # b's answer still waits for its write
-    assert set(h.group.members) == {"a", "b"} and h.group.group_epoch == 2
+    assert set(h.group.members) == {"a", "b"} and h.group.group_epoch == 3
     h.log.refusing = False
     h.log.sync()
     await settle()
-    assert b[0].error == E.none and b[0].member_epoch == 2
-    again = h.hb("b", 2, owned_=owned(b[0]))
+    assert b[0].error == E.none and b[0].member_epoch == 3
+    again = h.hb("b", 3, owned_=owned(b[0]))
     h.log.sync()
     await settle()
     assert again[0].error == E.none

@@ -61,24 +61,32 @@ async def test_members_keep_the_last_target_until_the_interval_has_passed():
     h = ShareBatching(INTERVAL)
     h.catalog.add("t", 6)
     a = await h.shb("a", 0, ["t"])
-    assert a.member_epoch == 1 and partitions_of(a.assignment) == 6  # the first target: at once
-    b = await h.shb("b", 0, ["t"])
     g = h.sgroup
-    assert (g.group_epoch, g.assignment_epoch) == (2, 1)
-    assert b.member_epoch == 1 and partitions_of(b.assignment) == 0
-    a2 = await h.shb("a", 1)
-    assert a2.member_epoch == 1 and a2.assignment is None  # nothing new for a either
+    # Kafka 4.4: the join's target assigns nothing (no partition's state is initialized yet);
+    # the heartbeat after the initialization moves the group epoch, and the interval holds
+    # the target that assigns them back until it has passed since the join's.
+    assert (a.member_epoch, partitions_of(a.assignment)) == (2, 0)
+    a1 = await h.shb("a", 2)
+    assert (g.group_epoch, g.assignment_epoch, a1.member_epoch, a1.assignment) == (3, 2, 2, None)
     h.clock.advance(INTERVAL)
-    a3 = await h.shb("a", 1)  # the heartbeat after the interval computes it
-    assert (g.group_epoch, g.assignment_epoch) == (2, 2)
-    assert a3.member_epoch == 2 and partitions_of(a3.assignment) == 3
-    b2 = await h.shb("b", 1)
-    assert b2.member_epoch == 2 and partitions_of(b2.assignment) == 3
+    a = await h.shb("a", 2)
+    assert (a.member_epoch, partitions_of(a.assignment)) == (3, 6)
+    b = await h.shb("b", 0, ["t"])
+    assert (g.group_epoch, g.assignment_epoch) == (4, 3)
+    assert b.member_epoch == 3 and partitions_of(b.assignment) == 0
+    a2 = await h.shb("a", 3)
+    assert a2.member_epoch == 3 and a2.assignment is None  # nothing new for a either
+    h.clock.advance(INTERVAL)
+    a3 = await h.shb("a", 3)  # the heartbeat after the interval computes it
+    assert (g.group_epoch, g.assignment_epoch) == (4, 4)
+    assert a3.member_epoch == 4 and partitions_of(a3.assignment) == 3
+    b2 = await h.shb("b", 3)
+    assert b2.member_epoch == 4 and partitions_of(b2.assignment) == 3
     # A leave moves the group epoch; the leaver's partitions wait for the next computation.
     await h.shb("b", -1)
-    assert (g.group_epoch, g.assignment_epoch) == (3, 2)
+    assert (g.group_epoch, g.assignment_epoch) == (5, 4)
     h.clock.advance(INTERVAL)
-    assert partitions_of((await h.shb("a", 2)).assignment) == 6
+    assert partitions_of((await h.shb("a", 4)).assignment) == 6
 
 
 async def test_the_computation_time_is_recorded_and_replayed():
@@ -98,14 +106,14 @@ async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(serv
         assert (await set_group_configs(conn, "g", share_assignment_interval_ms="60000")).error_code == 0
         a = await conn.request(SHB, 1, shb("g", "a" * 22, 0, ["t"]))
         b = await conn.request(SHB, 1, shb("g", "b" * 22, 0, ["t"]))
-        assert a.member_epoch == 1 and b.member_epoch == 1 and not b.assignment.topic_partitions
+        assert a.member_epoch == 2 and b.member_epoch == 2 and not b.assignment.topic_partitions
         # Back to the broker's 0: the next heartbeat computes the target.
         assert (await set_group_configs(conn, "g", share_assignment_interval_ms="0")).error_code == 0
-        a2 = await conn.request(SHB, 1, shb("g", "a" * 22, 1))
-        assert a2.member_epoch == 2 and len(a2.assignment.topic_partitions[0].partitions) == 2
+        a2 = await conn.request(SHB, 1, shb("g", "a" * 22, 2))
+        assert a2.member_epoch == 3 and len(a2.assignment.topic_partitions[0].partitions) == 2
         # The other group is at the broker's interval, 0: a target at every change.
-        assert (await conn.request(SHB, 1, shb("other", "a" * 22, 0, ["t"]))).member_epoch == 1
-        assert (await conn.request(SHB, 1, shb("other", "b" * 22, 0, ["t"]))).member_epoch == 2
+        assert (await conn.request(SHB, 1, shb("other", "a" * 22, 0, ["t"]))).member_epoch == 2
+        assert (await conn.request(SHB, 1, shb("other", "b" * 22, 0, ["t"]))).member_epoch == 3
     finally:
         await conn.close()
 

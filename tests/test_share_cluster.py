@@ -7,7 +7,20 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from tests.support.share import ACCEPT, SACK, SFETCH, SHB, acquired, cls, part, sack, set_group_configs, sfetch
+from tests.support.share import (
+    ACCEPT,
+    SACK,
+    SFETCH,
+    SHB,
+    acquired,
+    cls,
+    part,
+    sack,
+    set_group_configs,
+    sfetch,
+    shb,
+    until_assigned,
+)
 from tests.support.wire_client import WireClient
 
 
@@ -25,8 +38,8 @@ async def test_share_partitions_live_on_their_leader(kafka_cluster):
             SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
         )
         assert wrong.error_code == E.not_coordinator
-        hb = await conns[coordinator].request(
-            SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
+        hb = await until_assigned(
+            conns[coordinator], "g", "a", await conns[coordinator].request(SHB, 1, shb("g", "a", 0, ("t",)))
         )
         tid = hb.assignment.topic_partitions[0].topic_id
         leader = kafka_cluster.leader_of("t", 0)
@@ -125,8 +138,11 @@ async def test_a_member_keeps_one_share_session_per_broker(kafka_cluster):
         for p, leader in leaders.items():
             batch = build_batch([(None, b"p%d-%d" % (p, i)) for i in range(2)])
             assert (await produce(conns[leader], "t3", batch, partition=p))[0] == 0
-        hb = await conns[kafka_cluster.coordinator_of("g3")].request(
-            SHB, 1, cls(SHB, 1)(group_id="g3", member_id="a", member_epoch=0, subscribed_topic_names=("t3",))
+        hb = await until_assigned(
+            conns[kafka_cluster.coordinator_of("g3")],
+            "g3",
+            "a",
+            await conns[kafka_cluster.coordinator_of("g3")].request(SHB, 1, shb("g3", "a", 0, ("t3",))),
         )
         tid = hb.assignment.topic_partitions[0].topic_id
         for p, leader in sorted(leaders.items()):  # a session with each broker, each acquiring its partition

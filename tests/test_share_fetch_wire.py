@@ -34,7 +34,9 @@ from tests.support.share import (
     sack,
     set_group_configs,
     sfetch,
+    shb,
     start,
+    until_assigned,
 )
 from tests.support.wire_client import WireClient, request_class
 
@@ -297,9 +299,7 @@ async def test_auto_offset_reset(server):
             ("future", "by_duration:PT0S"),
         ):
             assert (await set_group_configs(conn, group, share_auto_offset_reset=reset)).error_code == 0
-        hb = await conn.request(
-            SHB, 1, cls(SHB, 1)(group_id="x", member_id="a", member_epoch=0, subscribed_topic_names=("t",))
-        )
+        hb = await until_assigned(conn, "x", "a", await conn.request(SHB, 1, shb("x", "a", 0, ("t",))))
         tid = hb.assignment.topic_partitions[0].topic_id
         got = {
             g: acquired(await conn.request(SFETCH, 1, sfetch(g, "a", 0, tid)))
@@ -663,9 +663,7 @@ async def test_compacted_gaps_are_acquired_and_acknowledged_as_gap(server_factor
                 break
             await asyncio.sleep(0.05)
         assert present[:3] == [0, 4, 5], present
-        hb = await conn.request(
-            SHB, 1, cls(SHB, 1)(group_id="g", member_id="a", member_epoch=0, subscribed_topic_names=("cmp",))
-        )
+        hb = await until_assigned(conn, "g", "a", await conn.request(SHB, 1, shb("g", "a", 0, ("cmp",))))
         tid = hb.assignment.topic_partitions[0].topic_id
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
         assert acquired(r) == [(0, present[-1], 1)]  # one range, the gaps 1-3 in it

@@ -39,7 +39,7 @@ async def test_share_groups_cli(server):
         members = ok(server, "share-groups", "describe", "workers", "--members")
         assert [(m["CONSUMER-ID"], m["#PARTITIONS"], m["ASSIGNMENT"]) for m in members] == [("a", 1, "jobs:0")]
         (state,) = ok(server, "share-groups", "describe", "workers", "--state")
-        assert (state["STATE"], state["GROUP-EPOCH"], state["#MEMBERS"]) == ("Stable", 1, 1)
+        assert (state["STATE"], state["GROUP-EPOCH"], state["#MEMBERS"]) == ("Stable", 3, 1)
 
         # Not while a member is in the group; a dry run changes nothing.
         failed = kcoord_fails(

@@ -10,7 +10,7 @@ import datetime
 import pytest
 
 from tests.support.acls import ALL, CREATE_ACLS, DESCRIBE as DESCRIBE_ACL, GROUP, TOPIC, create_acls_body
-from tests.support.share import NO_BATCHING, shb
+from tests.support.share import NO_BATCHING, share_join, shb, until_assigned
 from tests.support.wire_client import WireClient, request_class
 from tests.support.groups_wire import COMMIT, DELETE, DESCRIBE, FETCH, JOIN, LIST, commit_body, join_body
 
@@ -66,37 +66,41 @@ async def test_membership_assignment_describe_and_other_group_types(server):
     try:
         await conn.create_topics("one", partitions=1)
         await conn.create_topics("two", partitions=2)
-        a = await conn.request(SHB, 1, shb("s1", "a", 0, ["one"]))
-        assert (a.error_code, a.member_epoch) == (0, 1) and len(assigned(a)) == 1
+        joined = await conn.request(SHB, 1, shb("s1", "a", 0, ["one"]))
+        # Kafka 4.4 assigns a partition once its share state is initialized, after the join:
+        # the heartbeat after moves the group to epoch 3 and assigns it.
+        assert (joined.error_code, joined.member_epoch, assigned(joined)) == (0, 2, set())
+        a = await until_assigned(conn, "s1", "a", joined)
+        assert (a.error_code, a.member_epoch) == (0, 3) and len(assigned(a)) == 1
         assert a.heartbeat_interval.total_seconds() == 5  # group.share.heartbeat.interval.ms
         # Three members on one partition: all of them get it (desired sharing = 3).
         b = await conn.request(SHB, 1, shb("s1", "b", 0, ["one"]))
         c = await conn.request(SHB, 1, shb("s1", "c", 0, ["one"]))
-        assert assigned(a) == assigned(b) == assigned(c) and c.member_epoch == 3
+        assert assigned(a) == assigned(b) == assigned(c) and c.member_epoch == 5
         # a's next heartbeat moves it to the new epoch, its assignment unchanged (not sent again).
-        a2 = await conn.request(SHB, 1, shb("s1", "a", 1))
-        assert (a2.error_code, a2.member_epoch, a2.assignment) == (0, 3, None)
+        a2 = await conn.request(SHB, 1, shb("s1", "a", 3))
+        assert (a2.error_code, a2.member_epoch, a2.assignment) == (0, 5, None)
         # An epoch ahead, or behind other than the previous one: FENCED_MEMBER_EPOCH.
         assert (await conn.request(SHB, 1, shb("s1", "a", 9))).error_code == 110
-        assert (await conn.request(SHB, 1, shb("s1", "c", 1))).error_code == 110
-        assert (await conn.request(SHB, 1, shb("s1", "zz", 3))).error_code == 25  # UNKNOWN_MEMBER_ID
+        assert (await conn.request(SHB, 1, shb("s1", "c", 2))).error_code == 110
+        assert (await conn.request(SHB, 1, shb("s1", "zz", 5))).error_code == 25  # UNKNOWN_MEMBER_ID
 
         (d,) = await sdescribe(conn, "s1")
         assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
             0,
             "Stable",
-            3,
-            3,
+            5,
+            5,
             "simple",
         )
         assert sorted(m.member_id for m in d.members) == ["a", "b", "c"]
         a_desc = next(m for m in d.members if m.member_id == "a")
-        assert a_desc.member_epoch == 3 and a_desc.subscribed_topic_names == ("one",)
+        assert a_desc.member_epoch == 5 and a_desc.subscribed_topic_names == ("one",)
         assert a_desc.client_host == "/127.0.0.1"  # InetAddress.toString(), as Kafka's
         assert [(tp.topic_name, tp.partitions) for tp in a_desc.assignment.topic_partitions] == [("one", (0,))]
 
         # Two members on two partitions: one each; a third member shares one of them.
-        x = await conn.request(SHB, 1, shb("s2", "x", 0, ["two"]))
+        x = await share_join(conn, "s2", "x", ["two"])
         assert len(assigned(x)) == 2
         y = await conn.request(SHB, 1, shb("s2", "y", 0, ["two"]))
         x2 = await conn.request(SHB, 1, shb("s2", "x", x.member_epoch))
@@ -133,7 +137,7 @@ async def test_membership_assignment_describe_and_other_group_types(server):
             ),
         )
         assert (cg.error_code, cg.error_message) == (69, "Group s1 is not a consumer group.")
-        r = await conn.request(COMMIT, 9, commit_body(9, "s1", "a", 3, [("one", 0, 5)]))
+        r = await conn.request(COMMIT, 9, commit_body(9, "s1", "a", 4, [("one", 0, 5)]))
         assert r.topics[0].partitions[0].error_code == 69
         G, T = request_class(FETCH, 9, "OffsetFetchRequestGroup"), request_class(FETCH, 9, "OffsetFetchRequestTopics")
         fetched = await conn.request(
@@ -287,7 +291,7 @@ async def test_acls_on_share_group_apis(server_factory):
         acls = [(TOPIC, "secret", "User:other", ALL), (TOPIC, "secret", "User:ANONYMOUS", DESCRIBE_ACL)]
         r = await conn.request(CREATE_ACLS, 3, create_acls_body(*acls))
         assert [x.error_code for x in r.results] == [0, 0]
-        hb = await call(SHB, 1, group_id="open", member_id="m", member_epoch=0, subscribed_topic_names=("t", "secret"))
+        hb = await share_join(conn, "open", "m", ("t", "secret"))
         ids = {t.topic_id for t in hb.assignment.topic_partitions}
         assert len(ids) == 2
         FT, FP = request_class(78, 1, "FetchTopic"), request_class(78, 1, "FetchPartition")
@@ -437,11 +441,18 @@ async def test_state_partition_metadata_record(server):
         await conn.create_topics("u", partitions=1)
         a = await conn.request(SHB, 1, shb("s", "a", 0, ["t"]))
         assert a.error_code == 0
-        assert _state_records(server, "s") == [([], [("t", (0, 1))], [])]
+        # Initializing with the heartbeat, initialized once that is written (the next
+        # heartbeat finds them so).
+        a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))
+        assert _state_records(server, "s") == [([("t", (0, 1))], [], []), ([], [("t", (0, 1))], [])]
         a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))  # nothing new: nothing written
-        assert len(_state_records(server, "s")) == 1
+        assert len(_state_records(server, "s")) == 2
         a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch, ["t", "u"]))
-        assert _state_records(server, "s")[-1] == ([], [("t", (0, 1)), ("u", (0,))], [])
+        a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))
+        assert _state_records(server, "s")[-2:] == [
+            ([("u", (0,))], [("t", (0, 1))], []),
+            ([], [("t", (0, 1)), ("u", (0,))], []),
+        ]
         r = await conn.request(
             37,
             3,
@@ -453,7 +464,11 @@ async def test_state_partition_metadata_record(server):
         )
         assert r.results[0].error_code == 0
         a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))
-        assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2)), ("u", (0,))], [])
+        a = await conn.request(SHB, 1, shb("s", "a", a.member_epoch))
+        assert _state_records(server, "s")[-2:] == [
+            ([("t", (2,))], [("t", (0, 1)), ("u", (0,))], []),
+            ([], [("t", (0, 1, 2)), ("u", (0,))], []),
+        ]
         assert (await conn.request(SHB, 1, shb("s", "a", -1))).error_code == 0
         D = request_class(92, 0, "DeleteShareGroupOffsetsRequestTopic")
         r = await conn.request(92, 0, request_class(92, 0)(group_id="s", topics=(D(topic_name="t"),)))
@@ -482,7 +497,11 @@ async def test_state_partition_metadata_record(server):
         b = await conn.request(SHB, 1, shb("s", "b", 0, ["u"]))  # u is initialized: no new record
         assert b.error_code == 0 and len(_state_records(server, "s")) == written
         b = await conn.request(SHB, 1, shb("s", "b", b.member_epoch, ["t", "u"]))
-        assert _state_records(server, "s")[-1] == ([], [("t", (0, 1, 2)), ("u", (0,))], [])
+        b = await conn.request(SHB, 1, shb("s", "b", b.member_epoch))
+        assert _state_records(server, "s")[-2:] == [
+            ([("t", (0, 2))], [("t", (1,)), ("u", (0,))], []),
+            ([], [("t", (0, 1, 2)), ("u", (0,))], []),
+        ]
         # a deleted topic leaves the record (Kafka's maybeCleanupShareGroupState)
         r = await conn.request(
             20,

@@ -798,7 +798,7 @@ class GroupApis:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     subscribed_topic_names=m.subscribed_topic_names,
-                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    subscribed_topic_regex=m.subscribed_topic_regex or "",  # (Kafka: none is "")
                     assignment=assignment_of(ctx, m.assigned, image),
                     target_assignment=assignment_of(ctx, group.target.get(m.member_id, {}), image),
                     member_type=0 if m.classic is not None else 1,

@@ -60,10 +60,6 @@ FEATURES = (
     "a level is advertised only once this server implements it (coordinator/features.py): share-group"
     " dead-letter queues not yet"
 )
-EPOCHS = (
-    "Kafka bumps the group epoch when a member joins and again when its subscribed topics' metadata is"
-    " first seen; here once (Kafka 4.4 parity: epochs)"
-)
 
 
 # One entry per difference, sorted by key within each level. Keep `what` to what a user sees.
@@ -104,51 +100,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "the order of Kafka's HashMap iteration, which no client relies on",
         DELIBERATE,
     ),
-    # -- wire: error paths and first steps
-    _d(
-        "wire/ConsumerGroupHeartbeat/describe",
-        "after one member joined alone: Kafka describes group, assignment and member epoch 2, here 1;"
-        " an unset subscribed regex is an empty string at Kafka, null here",
-        EPOCHS,
-    ),
-    _d(
-        "wire/ConsumerGroupHeartbeat/future-epoch",
-        "FENCED_MEMBER_EPOCH at both; the message names the group's epoch, 2 at Kafka and 1 here",
-        EPOCHS,
-    ),
-    _d("wire/ConsumerGroupHeartbeat/heartbeat", "Kafka's member epoch is 2, here 1", EPOCHS),
-    _d("wire/ConsumerGroupHeartbeat/join", "a member joining alone: Kafka answers member epoch 2, here 1", EPOCHS),
-    _d(
-        "wire/ConsumerGroupHeartbeat/stale-epoch",
-        "the member's epoch minus one: FENCED_MEMBER_EPOCH at Kafka (epoch 2 - 1), accepted here (epoch 1 is the"
-        " floor of the scenario)",
-        EPOCHS,
-    ),
-    _d(
-        "wire/ShareGroupHeartbeat/describe",
-        "after one member joined alone: Kafka describes group, assignment and member epoch 2, here 1",
-        EPOCHS,
-    ),
-    _d(
-        "wire/ShareGroupHeartbeat/future-epoch",
-        "FENCED_MEMBER_EPOCH at both; the message names the group's epoch, 2 at Kafka and 1 here",
-        EPOCHS,
-    ),
-    _d("wire/ShareGroupHeartbeat/heartbeat", "Kafka's member epoch is 2, here 1", EPOCHS),
-    _d("wire/ShareGroupHeartbeat/join", "a member joining alone: Kafka answers member epoch 2, here 1", EPOCHS),
     # -- client
-    _d(
-        "client/confluent/consumer-group/wire-describe-stable",
-        "one confluent-kafka member (group.protocol=consumer) settled: Kafka's group, assignment and member epochs"
-        " are 2, here 1; an unset subscribed regex is an empty string at Kafka, null here",
-        EPOCHS,
-    ),
-    _d(
-        "client/confluent/share-group/wire-describe",
-        "one confluent-kafka ShareConsumer that read both partitions: Kafka's group, assignment and member epochs"
-        " are 3, here 1",
-        EPOCHS,
-    ),
     _d(
         "client/kafka-python/admin/describe-features",
         "share.version: Kafka supports 0-2 and finalizes 2; here 0-1, finalized at 1",

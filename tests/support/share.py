@@ -4,6 +4,7 @@ and kcoord run as a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import subprocess
@@ -28,6 +29,28 @@ def shb(group, member_id, epoch, topics=None, **kw):
     return request_class(SHB, 1)(
         group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=topics, **kw
     )
+
+
+async def share_join(conn, group, member_id, topics, **kw):
+    """A member's join, then its heartbeats until it is assigned partitions (until_assigned)."""
+    return await until_assigned(
+        conn, group, member_id, await conn.request(SHB, 1, shb(group, member_id, 0, topics, **kw))
+    )
+
+
+async def until_assigned(conn, group, member_id, r, timeout=10.0):
+    """The member's heartbeats after answer `r` until it is assigned partitions (or `timeout`
+    seconds have passed): Kafka 4.4 assigns a share-partition only once its state is
+    initialized, which follows the heartbeat that first subscribed to it, and a heartbeat
+    after that assigns it at a new group epoch (once the group's assignment interval has
+    passed since its last target). The last answer."""
+    deadline = time.monotonic() + timeout
+    while not r.error_code and not (r.assignment is not None and r.assignment.topic_partitions):
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.02)
+        r = await conn.request(SHB, 1, shb(group, member_id, r.member_epoch))
+    return r
 
 
 GROUP_RESOURCE = 32
@@ -152,9 +175,7 @@ async def start(server, topic="t", group="g", records=10, per_batch=1, partition
     for i in range(0, records, per_batch):
         error, _ = await produce(conn, topic, build_batch([(None, b"v%d" % j) for j in range(i, i + per_batch)]))
         assert error == 0
-    hb = await conn.request(
-        SHB, 1, cls(SHB, 1)(group_id=group, member_id="a", member_epoch=0, subscribed_topic_names=(topic,))
-    )
+    hb = await share_join(conn, group, "a", (topic,))
     return conn, hb.assignment.topic_partitions[0].topic_id
 
 

@@ -14,6 +14,8 @@ class SubscribedMember(Protocol):
 
 Member = TypeVar("Member", bound=SubscribedMember)
 
+INITIAL_EPOCH = 1
+
 
 class ModernGroup(Generic[Member]):
     """What KIP-848 consumer groups and KIP-932 share groups have in common (Kafka's
@@ -24,8 +26,11 @@ class ModernGroup(Generic[Member]):
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
         self.members: dict[str, Member] = {}
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        # Kafka 4.4 starts a modern group at group epoch 1 with a target at epoch 1
+        # (ModernGroup's constructor, TargetAssignmentMetadata.INITIAL), written to no record:
+        # a group's first bump makes it 2, and a group that never bumps writes no epoch.
+        self.group_epoch = INITIAL_EPOCH
+        self.assignment_epoch = INITIAL_EPOCH
         self.assignment_timestamp = 0  # when the target was last computed (wall ms; 0: never)
         self.target: dict[str, dict[uuid.UUID, frozenset[int]]] = {}  # member id -> its target
         self.metadata_hash = 0  # of the subscribed topics' metadata (KIP-1101)
@@ -124,10 +129,12 @@ G = TypeVar("G", bound=ModernGroup[Any])
 def rebuilt(group_type: type[G], group_id: str, stored: dict[Any, Any], metadata: Any, target: Any) -> tuple[G, Any]:
     """A group rebuilt from its replayed records, its epochs set: the group epoch from its
     metadata record `stored[metadata]`, its target's epoch and time from `stored[target]`
-    (a record it may not have yet); and that metadata record, for the rest of it."""
-    meta = stored[metadata]
+    (records it may not have: a group still at its initial epochs wrote neither, as Kafka's);
+    and that metadata record (None if absent), for the rest of it."""
+    meta = stored.get(metadata)
     group = group_type(group_id)
-    group.group_epoch = meta.epoch
+    if meta is not None:
+        group.group_epoch = meta.epoch
     target_meta = stored.get(target)
     if target_meta is not None:
         group.assignment_epoch = target_meta.assignment_epoch

@@ -72,6 +72,9 @@ class ModernGroupManager:
     model: ModuleType  # the group type's module: group_from_records, records_of, member_keys
     records: ModuleType  # its records' codec: KEY_TYPES, METADATA_KEY
     config: Any  # its group.<kind>.* settings
+    # key type -> the value a group's record of that type has before it is first written
+    # (Kafka's initial epochs, kept in memory only): {} for a type that writes them all
+    initial_values: dict[type, Any] = {}
 
     def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
         self.shard = shard
@@ -212,8 +215,13 @@ class ModernGroupManager:
         group.dirty = False
         group.changed_members = set()
         group.removed_members = set()
-        # (A record built again from unchanged inputs is the written value itself: `is` settles it.)
-        return [(k, None) for k in gone] + [(k, v) for k, v in now.items() if (w := written.get(k)) is not v and w != v]
+        # (A record built again from unchanged inputs is the written value itself: `is` settles it.
+        # A group-level record never written holds its initial value, as Kafka's in-memory
+        # group: not written until it moves from there.)
+        initial = self.initial_values
+        return [(k, None) for k in gone] + [
+            (k, v) for k, v in now.items() if (w := written.get(k, initial.get(type(k)))) is not v and w != v
+        ]
 
     def stale_keys(self, group: Any, written: dict[Any, Any]) -> list[Any]:
         """Written records of the group that nothing writes again and that go (none here)."""

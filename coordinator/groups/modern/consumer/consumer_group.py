@@ -361,7 +361,7 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
             m.client_id,
             m.client_host,
             m.subscribed_topic_names,
-            m.subscribed_topic_regex,
+            m.subscribed_topic_regex or "",  # (Kafka writes no regex as an empty string)
             m.rebalance_timeout_ms,
             m.server_assignor,
             m.classic,
@@ -394,15 +394,16 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
 
 
 def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup | None:
-    """Rebuild a group from its replayed records (None if they hold no group epoch)."""
-    key = R.ConsumerGroupMetadataKey(group_id)
-    if key not in stored:
+    """Rebuild a group from its replayed records (None if there are none: a group that
+    never moved from its initial epochs has only its members' records, as in Kafka)."""
+    if not stored:
         return None
+    key = R.ConsumerGroupMetadataKey(group_id)
     group, meta = rebuilt(ConsumerGroup, group_id, stored, key, R.ConsumerGroupTargetAssignmentMetadataKey(group_id))
     partitions = stored.get(R.ConsumerGroupPartitionMetadataKey(group_id))
     if partitions is not None:  # a log written before Kafka 4.1 (KIP-1101) names the topics
         group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in partitions.topics}
-    if meta.metadata_hash:
+    if meta is not None and meta.metadata_hash:
         group.metadata_hash = meta.metadata_hash
     for key, value in stored.items():
         if type(key) is R.ConsumerGroupMemberMetadataKey:

@@ -33,6 +33,7 @@ from .consumer_group import (
 )
 from ...metadata_hash import metadata_hash
 from ..reconciliation import MemberState, reconcile
+from ..modern_group import INITIAL_EPOCH
 from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
 from ...topic_image import TopicImage
 from ...shard_context import Complete, CoordinatorResult, ShardContext
@@ -157,6 +158,10 @@ def compile_regex(pattern: str) -> Any:
 
 class ConsumerGroupManager(ModernGroupManager):
     kind, group_type, model, records = "consumer", ConsumerGroup, consumer_group, R
+    initial_values = {
+        R.ConsumerGroupMetadataKey: R.ConsumerGroupMetadataValue(INITIAL_EPOCH),
+        R.ConsumerGroupTargetAssignmentMetadataKey: R.ConsumerGroupTargetAssignmentMetadataValue(INITIAL_EPOCH),
+    }
 
     def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
         super().__init__(shard, clock, image)
@@ -257,7 +262,7 @@ class ConsumerGroupManager(ModernGroupManager):
             new = self.groups.get(r.group_id)
             if type(new) is ConsumerGroup and new.converted_from is not None and new.dirty:
                 self.shard.migration.undo_upgrade(new)  # converted for a member that could not join
-            elif type(new) is ConsumerGroup and new.group_epoch == 0 and not new.members:
+            elif type(new) is ConsumerGroup and not new.members and r.group_id not in self.written:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return HeartbeatResult(e.code, e.message)
         return self.result_of(result, group)
@@ -300,7 +305,16 @@ class ConsumerGroupManager(ModernGroupManager):
             if member is None:
                 raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
             self._check_epoch(member, r.member_epoch, r.owned)
+        # Kafka bumps the group epoch for a change of the member's subscribed topic names, of
+        # its regex to one the group has resolved already (or to none), of the group's
+        # preferred assignor, or of the subscribed topics' metadata (update_member): not for a
+        # member joining as such (one subscribing to nothing leaves the epoch where it is).
         bump = False
+        assignor_before = None
+        if r.server_assignor is not None and r.server_assignor != (
+            None if member.member_id not in group.members else member.server_assignor
+        ):
+            assignor_before = self._assignor_name(group)
         if r.instance_id is not None:
             member.instance_id = r.instance_id
         if r.rack_id is not None:
@@ -317,12 +331,19 @@ class ConsumerGroupManager(ModernGroupManager):
         # Null: unchanged. "" (librdkafka sends it in every full heartbeat) means no regex,
         # as Kafka's hasSubscribedTopicRegex: the same as a member that never had one.
         if r.subscribed_topic_regex is not None and (r.subscribed_topic_regex or None) != member.subscribed_topic_regex:
-            member.subscribed_topic_regex = r.subscribed_topic_regex or None
-            bump = True
-        if r.server_assignor is not None and r.server_assignor != member.server_assignor:
+            regex = r.subscribed_topic_regex or None
+            # None now, or one other members subscribe to and the group has resolved; a regex
+            # new to the group bumps the epoch once resolved (_resolve_regexes), as Kafka's.
+            if regex is None or (
+                regex in group.resolved_regexes
+                and any(m.subscribed_topic_regex == regex for m in group.members.values() if m is not member)
+            ):
+                bump = True
+            member.subscribed_topic_regex = regex
+            group.subscriptions_changed()
+        if r.server_assignor is not None:
             member.server_assignor = r.server_assignor
-            bump = True
-        changed = self.update_member(group, member, bump, r.owned)
+        changed = self.update_member(group, member, bump, r.owned, assignor_before)
         send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
         return HeartbeatResult(
             E.none,
@@ -333,18 +354,28 @@ class ConsumerGroupManager(ModernGroupManager):
             member.assigned if send else None,
         ), group
 
-    def update_member(self, group: ConsumerGroup, member: ConsumerMember, bump: bool, owned: Owned | None) -> bool:
-        """After a member's subscription was updated (bump: it changed): add it if new, bump
-        the group epoch if what the assignment depends on changed, recompute the target,
-        move the member towards it. Whether its epoch or partitions changed."""
+    def update_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        bump: bool,
+        owned: Owned | None,
+        assignor_before: str | None = None,
+    ) -> bool:
+        """After a member's subscription was updated (bump: its topic names changed): add it
+        if new, bump the group epoch if what the assignment depends on changed (the group's
+        preferred assignor, if it was `assignor_before`; the subscribed topics' metadata),
+        recompute the target, move the member towards it. Whether its epoch or partitions
+        changed."""
         if member.member_id not in group.members:
             group.members[member.member_id] = member
             group.subscriptions_added(member)
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
-            bump = True
         elif bump:
             group.subscriptions_changed()
+        if assignor_before is not None and self._assignor_name(group) != assignor_before:
+            bump = True
         if group.subscriptions()[1]:
             self._maybe_resolve_regexes(group)
         metadata = self.subscription_metadata(group)
@@ -378,9 +409,10 @@ class ConsumerGroupManager(ModernGroupManager):
                 return self.replace_static(group, old, member_id)
         existing = group.members.get(member_id)
         if existing is not None:
-            # Rejoining (epoch 0) under the same id: it gave up everything it owned.
-            self.remove(group, existing)
-        elif len(group.members) >= self.config.max_size:
+            # Rejoining (epoch 0) under the same id: Kafka carries on with the member as it is
+            # (its epoch and assignment), answering its assignment in full.
+            return existing
+        if len(group.members) >= self.config.max_size:
             raise ApiError(
                 E.group_max_size_reached,
                 f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
@@ -477,9 +509,13 @@ class ConsumerGroupManager(ModernGroupManager):
         self.after_removal(group)
 
     def after_removal(self, group: ConsumerGroup) -> None:
+        """Kafka's consumerGroupFenceMembers: the epoch moves on (the remaining members get
+        a new target at their next heartbeat); the last member gone, the target is the empty
+        one at that epoch, its time reset (the next member's target is computed at once)."""
         group.group_epoch += 1
         group.subscription_metadata = self.subscription_metadata(group)
-        self.maybe_compute_target(group)
+        if not group.members:
+            group.assignment_epoch, group.assignment_timestamp = group.group_epoch, 0
         group.dirty = True
 
     # timers ---------------------------------------------------------------------------
@@ -539,10 +575,16 @@ class ConsumerGroupManager(ModernGroupManager):
 
     def _resolve_regexes(self, group: ConsumerGroup) -> CoordinatorResult | None:
         group.regex_refresh = None
+        before = group.resolved_regexes
         if self.groups.get(group.group_id) is not group or group.dead or not self.resolve_regexes(group):
             return None
         metadata = self.subscription_metadata(group)
-        if metadata == group.subscription_metadata:
+        # Kafka's handleRegularExpressionsResult: the epoch moves if a regex's topics changed
+        # (one newly resolved to none did not) or the subscribed topics' metadata did.
+        after = group.resolved_regexes
+        if metadata == group.subscription_metadata and all(
+            before.get(x, frozenset()) == topics for x, topics in after.items()
+        ):
             return None
         log.info(
             "group %s: its regular expressions now match %s",
@@ -642,7 +684,7 @@ def stored_member_differs(stored: dict[Any, Any] | None, group: ConsumerGroup, m
         value.rack_id,
         value.client_id,
         value.client_host,
-        value.subscribed_topic_regex,
+        value.subscribed_topic_regex or None,
         value.rebalance_timeout_ms,
         value.server_assignor,
     ) != (

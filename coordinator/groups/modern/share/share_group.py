@@ -56,6 +56,9 @@ class ShareGroup(ModernGroup[ShareMember]):
         self.initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
         self.deleting: dict[uuid.UUID, str] = {}
         self.has_state_metadata = False
+        # topic id -> when (clock ms) its partitions were last set initializing: in memory only,
+        # as Kafka's InitMapValue timestamp (a restart counts from the replay)
+        self.initializing_since: dict[uuid.UUID, float] = {}
 
     # group.Group ----------------------------------------------------------------------
 
@@ -105,28 +108,39 @@ class ShareGroup(ModernGroup[ShareMember]):
 
 
 def simple_assign(
-    members: dict[str, frozenset[uuid.UUID]], counts: dict[uuid.UUID, int], previous: dict[str, Assignment]
+    members: dict[str, frozenset[uuid.UUID]],
+    counts: dict[uuid.UUID, int],
+    previous: dict[str, Assignment],
+    assignable: dict[uuid.UUID, frozenset[int]] | None = None,
 ) -> dict[str, Assignment]:
     """Kafka's SimpleAssignor. When every member subscribes to the same topics
     (SimpleHomogeneousAssignmentBuilder): each partition goes to ceil(members / partitions)
     members ("desired sharing"), the partitions handed out are spread so that no member has
     more than one more than another, and members keep what they had where that stays
     balanced. With different subscriptions (SimpleHeterogeneousAssignmentBuilder) the same
-    rule holds topic by topic among the members subscribed to each topic (`_topic_assign`)."""
+    rule holds topic by topic among the members subscribed to each topic (`_topic_assign`).
+    `assignable`: the partitions of each topic that may be assigned (Kafka assigns only those
+    whose share-partition state is initialized); None: all `counts` of them."""
     if not members:
         return {}
+
+    def parts_of(topic_id: uuid.UUID) -> list[int]:
+        if assignable is None:
+            return list(range(counts.get(topic_id, 0)))
+        return sorted(p for p in assignable.get(topic_id, ()) if p < counts.get(topic_id, 0))
+
     subscriptions = set(members.values())
     out: dict[str, Assignment] = {m: {} for m in members}
     if len(subscriptions) == 1:
         topic_ids = sorted(next(iter(subscriptions)), key=lambda t: t.bytes)
-        partitions = [(t, p) for t in topic_ids for p in range(counts.get(t, 0))]
+        partitions = [(t, p) for t in topic_ids for p in parts_of(t)]
         for m, tps in _homogeneous(sorted(members), partitions, previous).items():
             for t, p in tps:
                 out[m][t] = out[m].get(t, frozenset()) | {p}
         return out
     for topic_id in sorted({t for ts in subscriptions for t in ts}, key=lambda t: t.bytes):
         subscribers = sorted(m for m, ts in members.items() if topic_id in ts)
-        for m, ps in _topic_assign(topic_id, counts.get(topic_id, 0), subscribers, previous).items():
+        for m, ps in _topic_assign(topic_id, parts_of(topic_id), subscribers, previous).items():
             if ps:
                 out[m][topic_id] = frozenset(ps)
     return out
@@ -141,7 +155,7 @@ def _desired_counts(subscribers: list[str], sharing: int, n_parts: int) -> dict[
 
 
 def _topic_assign(
-    topic_id: uuid.UUID, n_parts: int, subscribers: list[str], previous: dict[str, Assignment]
+    topic_id: uuid.UUID, parts: list[int], subscribers: list[str], previous: dict[str, Assignment]
 ) -> dict[str, list[int]]:
     """Kafka's SimpleHeterogeneousAssignmentBuilder.TopicAssignmentPartialBuilder: one topic
     among the members subscribed to it. Each partition wants `sharing` = ceil(subscribers /
@@ -153,11 +167,12 @@ def _topic_assign(
     later partition once a pass finds no member able to take one; here each partition gets a
     full pass of its own, so no partition of a subscribed topic is left without a member."""
     by_member: dict[str, list[int]] = {m: [] for m in subscribers}
+    n_parts = len(parts)
     if n_parts <= 0 or not subscribers:
         return by_member
     sharing = -(-len(subscribers) // n_parts)
     desired = _desired_counts(subscribers, sharing, n_parts)
-    by_partition: dict[int, list[str]] = {p: [] for p in range(n_parts)}
+    by_partition: dict[int, list[str]] = {p: [] for p in parts}
     for m in subscribers:  # revokeUnassignablePartitions: only what is still assignable is kept
         for p in sorted(previous.get(m, {}).get(topic_id, ())):
             if p in by_partition:
@@ -171,7 +186,7 @@ def _topic_assign(
             by_member[holders.pop()].remove(p)
     unfilled = [m for m in subscribers if len(by_member[m]) < desired[m]]  # assignRemainingPartitions
     at = 0
-    for p in range(n_parts):
+    for p in parts:
         holders = by_partition[p]
         misses = 0
         while len(holders) < sharing and unfilled and misses < len(unfilled):
@@ -222,26 +237,72 @@ def _homogeneous(
     return result
 
 
-def initialize_subscribed(group: ShareGroup) -> bool:
-    """GroupMetadataManager.subscribedTopicsChangeMap and initializeShareGroupState at a
-    heartbeat: the partitions of the subscribed topics whose share-partition state is not
-    initialized yet become initialized (a topic being deleted leaves `deleting`). Kafka
-    writes them as initializing first and as initialized once the share coordinator has
-    answered InitializeShareGroupState; here the share-partition state lives in this
-    process and starts at once, so the one record holds them initialized. True if that
-    changed the group's record."""
-    changed = False
+def start_initializing(group: ShareGroup, now_ms: float, retry_ms: float) -> dict[uuid.UUID, frozenset[int]]:
+    """Kafka's subscribedTopicsChangeMap and addInitializingTopicsRecords at a heartbeat: the
+    partitions of the subscribed topics whose share-partition state is neither initialized nor
+    being initialized (for less than `retry_ms`: an initialization that never finished is
+    tried again) become initializing (a topic being deleted leaves `deleting`). Their state is
+    initialized after the heartbeat (finish_initializing), and they are assigned only then.
+    The partitions set initializing, by topic (none: the record is unchanged)."""
+    started: dict[uuid.UUID, frozenset[int]] = {}
     for name, (topic_id, count) in group.subscription_metadata.items():
-        have = group.initialized.get(topic_id, (name, frozenset()))[1]
-        if len(have) >= count:
+        known = group.initialized.get(topic_id, (name, frozenset()))[1]
+        since = group.initializing_since.get(topic_id)
+        if topic_id in group.initializing and since is not None and now_ms - since < retry_ms:
+            known = known | group.initializing[topic_id][1]
+        if known and len(known) >= count:
             continue
-        group.initialized[topic_id] = (name, have | frozenset(range(count)))
-        group.initializing.pop(topic_id, None)
+        new = frozenset(range(count)) - known
+        started[topic_id] = new
+        group.initializing[topic_id] = (name, group.initializing.get(topic_id, (name, frozenset()))[1] | new)
+        group.initializing_since[topic_id] = now_ms
         group.deleting.pop(topic_id, None)
-        changed = True
-    if changed:
+    if started:
         group.has_state_metadata = True
+    return started
+
+
+def finish_initializing(group: ShareGroup, partitions: dict[uuid.UUID, frozenset[int]]) -> bool:
+    """Kafka's initializeShareGroupState once the share-partition state is initialized: these
+    partitions, if still initializing, move to the initialized topics. True if that changed
+    the group's record."""
+    changed = False
+    for topic_id, ps in partitions.items():
+        entry = group.initializing.get(topic_id)
+        if entry is None or not (ps & entry[1]):
+            continue
+        name, pending = entry
+        done = ps & pending
+        group.initialized[topic_id] = (name, group.initialized.get(topic_id, (name, frozenset()))[1] | done)
+        if pending - done:
+            group.initializing[topic_id] = (name, pending - done)
+        else:
+            del group.initializing[topic_id]
+            group.initializing_since.pop(topic_id, None)
+        changed = True
     return changed
+
+
+def initialized_assignment_pending(group: ShareGroup) -> bool:
+    """Kafka's initializedAssignmentPending: an initialized topic the group subscribes to
+    whose initialized partitions are not what the target assigns (partitions initialized
+    since the target was computed): the group epoch moves to assign them."""
+    if not group.members or not group.initialized:
+        return False
+    subscribed = group.subscribed_names()
+    if not subscribed:
+        return False
+    targeted: dict[uuid.UUID, frozenset[int]] = {}
+    for assignment in group.target.values():
+        for t, ps in assignment.items():
+            targeted[t] = targeted.get(t, frozenset()) | ps
+    return any(name in subscribed and targeted.get(t) != ps for t, (name, ps) in group.initialized.items())
+
+
+def assignable(group: ShareGroup) -> dict[uuid.UUID, frozenset[int]]:
+    """The partitions the assignor may hand out: those whose state is initialized (Kafka's
+    topicAssignablePartitionsMap)."""
+    return {t: ps for t, (_, ps) in group.initialized.items()}
 
 
 def initialize_partitions(group: ShareGroup, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]]) -> bool:
@@ -271,6 +332,8 @@ def forget_topics(group: ShareGroup, topic_ids: set[uuid.UUID]) -> bool:
         for topic_id in topic_ids & states.keys():
             del states[topic_id]
             changed = True
+    for topic_id in topic_ids:
+        group.initializing_since.pop(topic_id, None)
     return changed
 
 
@@ -336,12 +399,13 @@ def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:
 
 
 def group_from_records(group_id: str, stored: dict[Any, Any]) -> ShareGroup | None:
-    """Rebuild a group from its replayed records (None if they hold no group epoch)."""
-    key = R.ShareGroupMetadataKey(group_id)
-    if key not in stored:
+    """Rebuild a group from its replayed records (None if there are none)."""
+    if not stored:
         return None
+    key = R.ShareGroupMetadataKey(group_id)
     group, meta = rebuilt(ShareGroup, group_id, stored, key, R.ShareGroupTargetAssignmentMetadataKey(group_id))
-    group.metadata_hash = meta.metadata_hash
+    if meta is not None:
+        group.metadata_hash = meta.metadata_hash
     states = stored.get(R.ShareGroupStatePartitionMetadataKey(group_id))
     if states is not None:
         group.has_state_metadata = True

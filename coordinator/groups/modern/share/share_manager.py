@@ -26,16 +26,20 @@ from protocol import share_records as R
 from .... import server_log
 from . import share_group
 from ...clock import Clock
+from ..modern_group import INITIAL_EPOCH
 from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
 from ...metadata_hash import metadata_hash
 from .share_group import (
     LEAVE_EPOCH,
     ShareGroup,
     ShareMember,
+    assignable,
+    finish_initializing,
     forget_topics,
     initialize_partitions,
-    initialize_subscribed,
+    initialized_assignment_pending,
     simple_assign,
+    start_initializing,
 )
 from ...topic_image import TopicImage
 from ...shard_context import CoordinatorResult, ShardContext
@@ -43,6 +47,9 @@ from ...shard_context import CoordinatorResult, ShardContext
 log = server_log.get(__name__)
 
 ASSIGNOR = "simple"
+# group.share.initialize.retry.interval.ms (Kafka's internal default): partitions still
+# initializing after this long are initialized again by the next heartbeat
+INITIALIZE_RETRY_INTERVAL_MS = 30_000
 MAX_MEMBER_ID_LENGTH = 36  # a UUID's text, as KIP-1082 client-generated member ids are
 
 
@@ -97,6 +104,10 @@ def validate_request(r: ShareHeartbeatRequest) -> None:
 
 class ShareGroupManager(ModernGroupManager):
     kind, group_type, model, records = "share", ShareGroup, share_group, R
+    initial_values = {
+        R.ShareGroupMetadataKey: R.ShareGroupMetadataValue(INITIAL_EPOCH),
+        R.ShareGroupTargetAssignmentMetadataKey: R.ShareGroupTargetAssignmentMetadataValue(INITIAL_EPOCH),
+    }
 
     def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
         super().__init__(shard, clock, image)
@@ -107,6 +118,8 @@ class ShareGroupManager(ModernGroupManager):
         self.member_fenced: list[Callable[[str, str], None]] = []
         # called with the group id when the group's tombstone is replayed (DeleteGroups)
         self.group_deleted: list[Callable[[str], None]] = []
+        # group id -> the partitions its running heartbeat set initializing (heartbeat)
+        self._initializing: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
 
     @property
     def config(self) -> ShareGroupConfig:
@@ -120,6 +133,8 @@ class ShareGroupManager(ModernGroupManager):
 
     def restored(self, group: ShareGroup) -> None:
         group.subscription_metadata = self.subscription_metadata(group)
+        # (as Kafka's replay: a topic still initializing is waited for from now)
+        group.initializing_since = dict.fromkeys(group.initializing, self.clock.now())
 
     def _deleted_topics(self, group: ShareGroup) -> set[uuid.UUID]:
         """Topics of the group's ShareGroupStatePartitionMetadata that were deleted since: Kafka
@@ -166,10 +181,33 @@ class ShareGroupManager(ModernGroupManager):
                 result, group = self._heartbeat(r)
         except ApiError as e:
             new = self.groups.get(r.group_id)
-            if type(new) is ShareGroup and new.group_epoch == 0 and not new.members:
+            if type(new) is ShareGroup and not new.members and r.group_id not in self.written:
                 del self.groups[r.group_id]  # created for a member that could not join: not kept
             return ShareHeartbeatResult(e.code, e.message)
-        return self.result_of(result, group)
+        out = self.result_of(result, group)
+        started = self._initializing.pop(group.group_id, None)
+        if started:
+            group_id = group.group_id
+
+            def initialize(error: int) -> None:
+                # Kafka's persister initializes the state after the heartbeat is answered, then
+                # writes the partitions initialized (an operation of its own): here the
+                # share-partition state starts at its first use, so only that write remains.
+                if error == E.none:
+                    self.clock.call_at(self.clock.now(), self._initialized, group_id, started)
+
+            out.wait(initialize)
+        return out
+
+    def _initialized(self, group_id: str, partitions: dict[uuid.UUID, frozenset[int]]) -> CoordinatorResult | None:
+        """Kafka's initializeShareGroupState: the partitions' state is initialized."""
+        group = self.groups.get(group_id)
+        if type(group) is not ShareGroup or group.dead or not finish_initializing(group, partitions):
+            return None
+        group.dirty = True
+        out = CoordinatorResult()
+        self.persist(out, group)
+        return out
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
         """Kafka's getOrMaybeCreatePersistedShareGroup: another type's group id is
@@ -199,11 +237,7 @@ class ShareGroupManager(ModernGroupManager):
             member = ShareMember(r.member_id)
             group.members[member.member_id] = member
             log.info("group %s: member %s joins the share group", group.group_id, member.member_id)
-            bump = True
-        elif r.member_epoch == 0:
-            # Rejoining under its id (after a fencing error): it starts from the current target.
-            member.member_epoch = 0
-        else:
+        elif r.member_epoch != 0:  # (epoch 0 under its id: Kafka carries on with the member as it is)
             self._check_epoch(member, r.member_epoch)
         before = (member.member_epoch, member.assigned)
         if r.rack_id is not None:
@@ -214,6 +248,8 @@ class ShareGroupManager(ModernGroupManager):
             if names != member.subscribed_topic_names:
                 member.subscribed_topic_names = names
                 bump = True
+        if group.assignment_epoch >= group.group_epoch and initialized_assignment_pending(group):
+            bump = True  # partitions initialized since the target was computed: assign them
         metadata = self.subscription_metadata(group)
         digest = metadata_hash(metadata)
         group.subscription_metadata = metadata
@@ -224,10 +260,18 @@ class ShareGroupManager(ModernGroupManager):
             group.group_epoch += 1
             group.dirty = True
         self.maybe_compute_target(group)
-        if initialize_subscribed(group) | forget_topics(group, self._deleted_topics(group)):
-            group.dirty = True
         self._reconcile(group, member)
         self.touch(group, member)
+        # Kafka's maybeCreateInitializeShareGroupStateRequest: the subscribed partitions whose
+        # state is not initialized are written as initializing; their state is initialized
+        # once this heartbeat's records are durable (heartbeat), and the heartbeat after that
+        # assigns them.
+        started = start_initializing(group, self.clock.now(), INITIALIZE_RETRY_INTERVAL_MS)
+        if started:
+            group.dirty = True
+            self._initializing[group.group_id] = started
+        if forget_topics(group, self._deleted_topics(group)):
+            group.dirty = True
         if before != (member.member_epoch, member.assigned) or self._stored_member_differs(group, member):
             group.dirty = True
             group.changed_members.add(member.member_id)
@@ -283,12 +327,15 @@ class ShareGroupManager(ModernGroupManager):
         return ShareHeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0), group
 
     def remove(self, group: ShareGroup, member: ShareMember, fenced: bool = False) -> None:
-        """A member leaves or is fenced: the others share its partitions from the next epoch."""
+        """A member leaves or is fenced (Kafka's shareGroupFenceMember): the epoch moves on, the
+        others share its partitions from their next heartbeat's target; the last member gone,
+        the target is the empty one at that epoch, its time reset."""
         group.remove_member(member)
         group.group_epoch += 1
         group.subscription_metadata = self.subscription_metadata(group)
         group.metadata_hash = metadata_hash(group.subscription_metadata)
-        self.maybe_compute_target(group)
+        if not group.members:
+            group.assignment_epoch, group.assignment_timestamp = group.group_epoch, 0
         group.dirty = True
         if fenced:
             for listener in self.member_fenced:
@@ -314,7 +361,7 @@ class ShareGroupManager(ModernGroupManager):
             for m in group.members.values()
         }
         previous = group.target
-        group.target = simple_assign(members, counts, previous)
+        group.target = simple_assign(members, counts, previous, assignable(group))
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp = self.clock.wall()  # (when the computation finished, as Kafka records it)
         group.dirty = True
