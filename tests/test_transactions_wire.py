@@ -489,13 +489,13 @@ async def test_txn_offset_commit_v6(server):
         assert await txn_commit(conn, "tv6", "g6", pid, epoch, "", 8, v=6, topic_id=uuid.uuid4()) == 100
         assert await txn_commit(conn, "tv6", "none", pid, epoch, "", 8, v=6, generation=3, topic_id=topic_id) == 69
         assert await txn_commit(conn, "tv6", "none", pid, epoch, "t6", 8, v=5, generation=3) == 22
-        # a consumer-protocol member at epoch 1, committing as epoch 2
+        # a consumer-protocol member at epoch 2, committing as epoch 3
         r = await conn.request(68, 1, hb("g6m", "m", 0, ["t6"]))
-        assert (r.error_code, r.member_epoch) == (E_NONE, 1)
+        assert (r.error_code, r.member_epoch) == (E_NONE, 2)
         args = ("tv6", "g6m", pid, epoch)
-        assert await txn_commit(conn, *args, "", 8, v=6, generation=2, member="m", topic_id=topic_id) == 113
-        assert await txn_commit(conn, *args, "t6", 8, v=5, generation=2, member="m") == 22
-        assert await txn_commit(conn, *args, "", 9, v=6, generation=1, member="m", topic_id=topic_id) == E_NONE
+        assert await txn_commit(conn, *args, "", 8, v=6, generation=3, member="m", topic_id=topic_id) == 113
+        assert await txn_commit(conn, *args, "t6", 8, v=5, generation=3, member="m") == 22
+        assert await txn_commit(conn, *args, "", 9, v=6, generation=2, member="m", topic_id=topic_id) == E_NONE
         assert await end_txn_v5(conn, "tv6", pid, epoch, True) == (E_NONE, pid, epoch + 1)
         await wait_for_state(conn, "tv6", "CompleteCommit")
         assert await offset_fetch(conn, "g6", "t6", True) == (E_NONE, 7)
