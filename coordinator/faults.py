@@ -39,7 +39,8 @@ _API_KEYS_FOLDED = {n.lower(): k for n, k in API_KEYS.items()}  # offset_commit,
 ERRORS: dict[str, ErrorCode] = {e.name.upper(): e for e in ErrorCode}
 
 PRODUCE, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 10, 8, 9
-DESCRIBE_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE = 15, 42, 69
+DESCRIBE_GROUPS, DELETE_GROUPS = 15, 42
+GROUP_DESCRIBES = (69, 77, 89)  # ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe
 DROPS = ("before", "after")
 FIELDS = (
     "api",
@@ -386,8 +387,8 @@ def broker_of(server: Any, ctx: RequestContext) -> int:
 
 def groups_of(api_key: int, request: Any) -> tuple[str, ...]:
     """The group ids a request names (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-    OffsetCommit, OffsetFetch, TxnOffsetCommit, AddOffsetsToTxn, ConsumerGroupHeartbeat,
-    OffsetDelete by `group_id`; the batched ones by their lists)."""
+    OffsetCommit, OffsetFetch, TxnOffsetCommit, AddOffsetsToTxn, the consumer, share and streams
+    group heartbeats, OffsetDelete by `group_id`; the batched ones by their lists)."""
     group_id = getattr(request, "group_id", None)
     if type(group_id) is str:
         return (group_id,)
@@ -397,7 +398,7 @@ def groups_of(api_key: int, request: Any) -> tuple[str, ...]:
         return tuple(request.groups or ())
     if api_key == DELETE_GROUPS:
         return tuple(request.groups_names or ())
-    if api_key == CONSUMER_GROUP_DESCRIBE:
+    if api_key in GROUP_DESCRIBES:  # consumer, share and streams groups: by their ids
         return tuple(request.group_ids or ())
     if api_key == FIND_COORDINATOR and getattr(request, "key_type", 0) == 0:  # 0: a group's coordinator
         keys = getattr(request, "coordinator_keys", None)

@@ -530,3 +530,32 @@ def test_rule_for_one_broker(tmp_path):
         assert asyncio.run(ask(ports[2])).brokers == ()  # broker 2: the error answer
         [listed] = cluster.faults()
         assert listed["id"] == rule["id"] and listed["fired"] == 1
+
+
+def test_rules_match_a_streams_group(broker):
+    """A rule for one group fires on that streams group's StreamsGroupHeartbeat and
+    StreamsGroupDescribe, as on the other group types' requests, and on no other group's."""
+    from tests.support.oracle_wire import Conn
+
+    broker.call(broker.server.faults.add, "StreamsGroupHeartbeat", "NOT_COORDINATOR", group="app-a")
+    broker.call(broker.server.faults.add, "StreamsGroupDescribe", "NOT_COORDINATOR", group="app-a")
+    conn = Conn(broker.server.config.port)
+    try:
+
+        def beat(group: str) -> int:
+            values = {"group_id": group, "member_id": "m", "member_epoch": 3, "endpoint_information_epoch": 0}
+            return conn.call(88, 1, values).error_code
+
+        def describe(*groups: str) -> list[int]:
+            answer = conn.call(89, 1, {"group_ids": list(groups), "include_authorized_operations": False})
+            return [g.error_code for g in answer.groups]
+
+        assert beat("app-b") == 69  # GROUP_ID_NOT_FOUND: the request went through
+        assert describe("app-b") == [69]
+        assert [r["fired"] for r in broker.call(broker.server.faults.list)] == [0, 0]
+        assert beat("app-a") == 16  # NOT_COORDINATOR, injected
+        assert describe("app-b", "app-a") == [16, 16]  # (a request's rule answers all of it)
+        assert broker.call(broker.server.faults.list) == []  # each fired its one time
+        assert beat("app-a") == 69 and describe("app-a") == [69]  # and is gone
+    finally:
+        conn.close()
