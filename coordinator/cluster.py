@@ -258,7 +258,6 @@ class Cluster:
             return self._describe_topic_partitions_failed(ctx, req)
         limit = self.topics.broker_configs.value("max.request.partition.size.limit")
         remaining = max(min(limit, req.response_partition_limit), 1)
-        state = self.topology.state
         answer = []
         next_cursor = None
         for name in names:
@@ -290,21 +289,14 @@ class Cluster:
             end = min(info.partitions, first + remaining)
             partitions = []
             for p in range(first, end):
-                st = state(name, p)
                 partitions.append(
                     ctx.nested(
                         "DescribeTopicPartitionsResponsePartition",
                         error_code=ErrorCode.none,
                         partition_index=p,
-                        leader_id=st.leader,
-                        leader_epoch=st.epoch,
-                        replica_nodes=tuple(st.replicas),
-                        isr_nodes=tuple(st.isr),
                         eligible_leader_replicas=(),
                         last_known_elr=(),
-                        offline_replicas=tuple(st.replicas)
-                        if info.logs and info.logs[p].offline
-                        else tuple(n for n in st.replicas if n not in st.isr),
+                        **self._replicas(name, info, p),
                     )
                 )
             answer.append(
@@ -344,6 +336,21 @@ class Cluster:
             next_cursor=None,
         )
 
+    def _replicas(self, name: str, info: Any, p: int) -> dict[str, Any]:
+        """A partition's leader, epoch and replicas as Metadata and DescribeTopicPartitions describe it."""
+        st = self.topology.state(name, p)
+        return {
+            "leader_id": st.leader,
+            "leader_epoch": st.epoch,
+            "replica_nodes": tuple(st.replicas),
+            "isr_nodes": tuple(st.isr),
+            # A log found corrupt is Kafka's replica on an offline log dir: listed here,
+            # and its reads and writes answered KAFKA_STORAGE_ERROR.
+            "offline_replicas": tuple(st.replicas)
+            if info.logs and info.logs[p].offline
+            else tuple(n for n in st.replicas if n not in st.isr),
+        }
+
     def _requested_topics(self, topics: Any) -> tuple[list[str], tuple]:
         """(names, ids that name no topic). v10+ may name a topic by id only; an id we do not
         know is answered UNKNOWN_TOPIC_ID, and a topic with neither name nor id
@@ -376,26 +383,16 @@ class Cluster:
             for n, host, port in self.brokers(ctx)
         )
         topics = self.topics
-        state = self.topology.state
         answer = []
         for name, info in topics.describe(requested, auto_create=auto_create):
             partitions = []
             for p in range(info.partitions if info else 0):
-                st = state(name, p)
                 partitions.append(
                     ctx.nested(
                         "MetadataResponsePartition",
                         error_code=ErrorCode.none,
                         partition_index=p,
-                        leader_id=st.leader,
-                        leader_epoch=st.epoch,
-                        replica_nodes=tuple(st.replicas),
-                        isr_nodes=tuple(st.isr),
-                        # A log found corrupt is Kafka's replica on an offline log dir: listed here,
-                        # and its reads and writes answered KAFKA_STORAGE_ERROR.
-                        offline_replicas=tuple(st.replicas)
-                        if info.logs and info.logs[p].offline
-                        else tuple(n for n in st.replicas if n not in st.isr),
+                        **self._replicas(name, info, p),
                     )
                 )
             answer.append(

@@ -122,3 +122,36 @@ class JsonFile:
             await asyncio.to_thread(replace_durably, self.path, data)
             if then is not None:
                 then()
+
+
+class NamedConfigs:
+    """The settings of named resources (groups, client-metrics subscriptions), kept in one JSON
+    document: name -> {config name: value}; `parse` reads a stored document into that shape."""
+
+    def __init__(self, path: Path | None, parse: Callable[[Any], dict[str, dict[str, str]]]) -> None:
+        self.file = JsonFile(path) if path is not None else None
+        self.configs: dict[str, dict[str, str]] = {} if self.file is None else self.file.load({}, parse=parse)
+
+    def layer(self, name: str) -> dict[str, str]:
+        """The resource's own settings (a copy)."""
+        return dict(self.configs.get(name, {}))
+
+    async def replace(self, name: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """The resource's settings become settings(the ones in force), once durable. OSError if
+        the disk refused, or what settings() raised (its validation): nothing changed."""
+
+        def commit() -> tuple[Any, Callable[[], None]]:
+            values = settings(self.layer(name))
+            configs = {n: c for n, c in self.configs.items() if n != name}
+            if values:
+                configs[name] = dict(values)
+
+            def install() -> None:
+                self.configs = configs
+
+            return configs, install
+
+        if self.file is None:
+            commit()[1]()
+        else:
+            await self.file.update(commit)

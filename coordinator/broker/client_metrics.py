@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as E
 
-from ..durable import JsonFile
+from ..durable import NamedConfigs
 from .config_defs import DEFAULT_CONFIG, INT, LIST, ConfigError
 from .configs import Entry
 
@@ -42,17 +41,13 @@ def _stored(doc: dict) -> dict[str, dict[str, str]]:
     return {str(name): {str(k): str(v) for k, v in configs.items()} for name, configs in doc.items()}
 
 
-class ClientMetricsConfigs:
+class ClientMetricsConfigs(NamedConfigs):
     def __init__(self, data_dir: Path | None) -> None:
-        self.file = JsonFile(Path(data_dir) / "client-metrics.json") if data_dir is not None else None
-        self.configs: dict[str, dict[str, str]] = {} if self.file is None else self.file.load({}, parse=_stored)
+        super().__init__(Path(data_dir) / "client-metrics.json" if data_dir is not None else None, _stored)
 
     def names(self) -> list[str]:
         """The subscriptions with settings of their own (ListConfigResources)."""
         return [name for name, own in self.configs.items() if own]
-
-    def layer(self, name: str) -> dict[str, str]:
-        return dict(self.configs.get(name, {}))
 
     def describe(self, name: str) -> list[Entry]:
         """Every config of the subscription: its own value, else the default (an unknown name is
@@ -111,22 +106,3 @@ class ClientMetricsConfigs:
                     ok = False
             if not ok:
                 raise ConfigError(f"Illegal client matching pattern: {entry}")
-
-    async def replace(self, name: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
-        """The subscription's settings become settings(the ones in force), once durable."""
-
-        def commit() -> tuple[Any, Callable[[], None]]:
-            values = settings(self.layer(name))
-            configs = {n: c for n, c in self.configs.items() if n != name}
-            if values:
-                configs[name] = dict(values)
-
-            def install() -> None:
-                self.configs = configs
-
-            return configs, install
-
-        if self.file is None:
-            commit()[1]()
-        else:
-            await self.file.update(commit)

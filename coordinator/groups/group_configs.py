@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..broker.config_defs import BOOLEAN, INT, LIST, STRING, ConfigDef, ConfigError, kafka_table, parse, to_string
 from ..broker.configs import Entry
-from ..durable import JsonFile
+from ..durable import NamedConfigs
 
 FILE = "group-configs.json"
 GROUP_CONFIG, DEFAULT_CONFIG = 8, 5  # DescribeConfigs config sources
@@ -203,12 +203,11 @@ def _typed(d: GroupConfigDef, raw: str) -> Any:
     return value
 
 
-class GroupConfigs:
+class GroupConfigs(NamedConfigs):
     def __init__(self, data_dir: Path | None, bounds: Bounds | None = None, release: str = "4.4") -> None:
+        super().__init__(data_dir / FILE if data_dir is not None else None, _stored)
         self.bounds = bounds or Bounds()
         self.release = release
-        self.file = JsonFile(data_dir / FILE) if data_dir is not None else None
-        self.configs: dict[str, dict[str, str]] = {} if self.file is None else self.file.load({}, parse=_stored)
 
     def definitions(self) -> list[GroupConfigDef]:
         """The group configs of the release this server behaves as."""
@@ -250,9 +249,6 @@ class GroupConfigs:
         own = self.get(group_id, "share.delivery.count.limit")
         limit = b.share_delivery_count_limit if own is None else int(own)
         return min(max(limit, b.share_min_delivery_count_limit), b.share_max_delivery_count_limit)
-
-    def layer(self, group_id: str) -> dict[str, str]:
-        return dict(self.configs.get(group_id, {}))
 
     def _check_id(self, group_id: str) -> None:
         if not group_id:
@@ -340,23 +336,6 @@ class GroupConfigs:
         if values["errors.deadletterqueue.topic.name"].startswith("__"):
             raise ConfigError("errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'")
 
-    async def replace(self, group_id: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
-        """The group's configs become settings(the ones in force), once durable. OSError if
-        the disk refused, or what settings() raised (its validation): nothing changed."""
-        self._check_id(group_id)
-
-        def commit() -> tuple[Any, Callable[[], None]]:
-            values = settings(self.layer(group_id))
-            configs = {g: c for g, c in self.configs.items() if g != group_id}
-            if values:
-                configs[group_id] = dict(values)
-
-            def install() -> None:
-                self.configs = configs
-
-            return configs, install
-
-        if self.file is None:
-            commit()[1]()
-        else:
-            await self.file.update(commit)
+    async def replace(self, name: str, settings: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        self._check_id(name)
+        await super().replace(name, settings)
