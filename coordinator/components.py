@@ -44,8 +44,7 @@ from .groups.runtime import CoordinatorRuntime
 from .groups.group_configs import GroupConfigs, group_config_bounds
 from .groups.modern.share.share_api import ShareGroupApis
 from .groups.streams.streams_api import StreamsGroupApis
-from .groups.streams.streams_manager import StreamsGroupConfig
-from .groups.modern.share.share_manager import ShareGroupConfig
+from .groups.settings import ShareGroupConfig, StreamsGroupConfig
 from .groups.shard import OffsetConfig
 from .share.manager import SharePartitionManager
 from .share.offsets_api import ShareOffsetsApis
@@ -100,6 +99,9 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     apply_dynamic_broker_configs(c, topics, offsets_log)
     broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(c, topics, offsets_log))
     topology = Topology(listeners, topics, offsets_log.partitions, txn_log.logs, c.data_dir)
+    group_configs = GroupConfigs(c.data_dir, group_config_bounds(c), c.kafka_version)  # the GROUP config resource
+    apply_assignment_intervals(broker_configs, group_configs)
+    broker_configs.listeners.append(lambda: apply_assignment_intervals(broker_configs, group_configs))
     runtime = CoordinatorRuntime(
         offsets_log,
         LoopClock(),
@@ -114,29 +116,9 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         ),  # commits to unknown topics are refused, as Kafka does
         consumer_group_config(c),
         TopicImage(topics),
-    )
-    runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # set here, after the runtime is built, because share groups are configured apart
-        c.group_share_session_timeout_ms,
-        c.group_share_heartbeat_interval_ms,
-        c.group_share_max_size,
-        c.group_share_record_lock_duration_ms,
-        c.group_share_delivery_count_limit,
-        c.group_share_partition_max_record_locks,
-        c.share_snapshot_update_records,
-        c.group_share_max_share_sessions,
-        c.group_share_assignment_interval_ms,
-        c.group_share_min_assignment_interval_ms,
-        c.group_share_max_assignment_interval_ms,
-    )
-    runtime.streams_config = StreamsGroupConfig(  # type: ignore[attr-defined]  # as share_config above
-        session_timeout_ms=c.group_streams_session_timeout_ms,
-        heartbeat_interval_ms=c.group_streams_heartbeat_interval_ms,
-        max_size=c.group_streams_max_size,
-        num_standby_replicas=c.group_streams_num_standby_replicas,
-        initial_rebalance_delay_ms=c.group_streams_initial_rebalance_delay_ms,
-        assignment_interval_ms=c.group_streams_assignment_interval_ms,
-        num_warmup_replicas=c.group_streams_num_warmup_replicas,
-        acceptable_recovery_lag=c.group_streams_acceptable_recovery_lag,
+        share_group_config(c),
+        streams_group_config(c),
+        group_configs,
     )
     cluster = Cluster(c, topics, runtime, topology)
     cluster.register(registry)
@@ -152,14 +134,9 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     topic_admin = TopicAdmin(topics, data_plane.leader_error)
     topic_admin.topology = topology
     topic_admin.register(registry)
-    config_apis = ConfigApis(topics, cluster)
+    config_apis = ConfigApis(topics, cluster, group_configs)
     config_apis.register(registry)
     data_plane.register(registry)
-    runtime.group_configs = config_apis.group_configs = GroupConfigs(  # type: ignore[attr-defined]  # set here, after the runtime is built: group configs live in the config APIs
-        c.data_dir, group_config_bounds(c), c.kafka_version
-    )
-    apply_assignment_intervals(broker_configs, runtime.group_configs)  # type: ignore[attr-defined]  # set just above
-    broker_configs.listeners.append(lambda: apply_assignment_intervals(broker_configs, runtime.group_configs))  # type: ignore[attr-defined]  # set just above
     quotas = QuotaStore(c.data_dir)
     ClientQuotaApis(quotas).register(registry)
     data_plane.produce_quota = ByteRateQuota(
@@ -203,7 +180,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     share_state.load()
     topics.add_internal(SHARE_STATE_TOPIC, share_state.log.logs, 3)
     share_state.first_write = share_apis.subscribed = lambda: topics.create_internal(SHARE_STATE_TOPIC)
-    shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)  # type: ignore[attr-defined]  # set on the runtime just above
+    shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
     control = ClusterControl(topology, runtime, switch, transactions)
@@ -223,6 +200,37 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         request_quota=request_quota,
         connection_quota=ConnectionRateQuota(quotas, c.quota_window_num, c.quota_window_size_seconds),
         features=features,
+    )
+
+
+def streams_group_config(c: Config) -> StreamsGroupConfig:
+    """The broker's KIP-1071 streams group settings."""
+    return StreamsGroupConfig(
+        session_timeout_ms=c.group_streams_session_timeout_ms,
+        heartbeat_interval_ms=c.group_streams_heartbeat_interval_ms,
+        max_size=c.group_streams_max_size,
+        num_standby_replicas=c.group_streams_num_standby_replicas,
+        initial_rebalance_delay_ms=c.group_streams_initial_rebalance_delay_ms,
+        assignment_interval_ms=c.group_streams_assignment_interval_ms,
+        num_warmup_replicas=c.group_streams_num_warmup_replicas,
+        acceptable_recovery_lag=c.group_streams_acceptable_recovery_lag,
+    )
+
+
+def share_group_config(c: Config) -> ShareGroupConfig:
+    """The broker's KIP-932 share group settings."""
+    return ShareGroupConfig(
+        c.group_share_session_timeout_ms,
+        c.group_share_heartbeat_interval_ms,
+        c.group_share_max_size,
+        c.group_share_record_lock_duration_ms,
+        c.group_share_delivery_count_limit,
+        c.group_share_partition_max_record_locks,
+        c.share_snapshot_update_records,
+        c.group_share_max_share_sessions,
+        c.group_share_assignment_interval_ms,
+        c.group_share_min_assignment_interval_ms,
+        c.group_share_max_assignment_interval_ms,
     )
 
 

@@ -42,7 +42,7 @@ import asyncio
 import dataclasses
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, unquote
 
 from .tracking import filters_of_query
@@ -110,15 +110,12 @@ class TestControl:
     async def _route(self, method: str, path: str, body: bytes) -> Answer:
         faults = self.server.faults
         if path == "/faults":
-            if method == "GET":
-                return _json("200 OK", faults.list())
-            if method == "POST":
-                spec = _parse(body)
-                added = faults.add_specs(spec)
-                return _json("201 Created", added[0] if isinstance(spec, dict) else added)
-            if method == "DELETE":
-                return _json("200 OK", {"cleared": faults.clear()})
-            return _method_not_allowed("GET, POST, DELETE")
+            return _by_method(
+                method,
+                GET=lambda: _json("200 OK", faults.list()),
+                POST=lambda: _json("201 Created", _one_or_many(_parse(body), faults.add_specs)),
+                DELETE=lambda: _json("200 OK", {"cleared": faults.clear()}),
+            )
         m = _FAULT.fullmatch(path)
         if m:
             if method != "DELETE":
@@ -133,39 +130,35 @@ class TestControl:
     def _requests(self, method: str, path: str, body: bytes, query: str) -> Answer:
         tracking = self.server.tracking
         if path == "/requests":
-            if method == "GET":
+
+            def found() -> Answer:
                 try:
                     parsed = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
                 except ValueError:
                     raise ValueError(f"bad query {query!r}") from None
-                found = tracking.requests(**filters_of_query(parsed))
-                return _json("200 OK", {**tracking.status(), "requests": found})
-            if method == "DELETE":
-                return _json("200 OK", {"cleared": tracking.clear()})
-            return _method_not_allowed("GET, DELETE")
+                return _json("200 OK", {**tracking.status(), "requests": tracking.requests(**filters_of_query(parsed))})
+
+            return _by_method(method, GET=found, DELETE=lambda: _json("200 OK", {"cleared": tracking.clear()}))
         if path == "/requests/tracking":
-            if method == "GET":
-                return _json("200 OK", tracking.status())
-            if method == "POST":
-                spec = _fields(_parse(body, empty_ok=True), {"limit"})
-                return _json("200 OK", tracking.start(spec.get("limit")))
-            if method == "DELETE":
-                return _json("200 OK", tracking.stop())
-            return _method_not_allowed("GET, POST, DELETE")
+            return _by_method(
+                method,
+                GET=lambda: _json("200 OK", tracking.status()),
+                POST=lambda: _json(
+                    "200 OK", tracking.start(_fields(_parse(body, empty_ok=True), {"limit"}).get("limit"))
+                ),
+                DELETE=lambda: _json("200 OK", tracking.stop()),
+            )
         return not_found(f"no route {path}")
 
     def _api_versions(self, method: str, path: str, body: bytes) -> Answer:
         limits = self.server.api_version_limits
         if path == "/api-versions":
-            if method == "GET":
-                return _json("200 OK", limits.ranges())
-            if method == "POST":
-                spec = _parse(body)
-                ranges = limits.set_specs(spec)
-                return _json("200 OK", ranges[0] if isinstance(spec, dict) else ranges)
-            if method == "DELETE":
-                return _json("200 OK", {"reset": limits.reset()})
-            return _method_not_allowed("GET, POST, DELETE")
+            return _by_method(
+                method,
+                GET=lambda: _json("200 OK", limits.ranges()),
+                POST=lambda: _json("200 OK", _one_or_many(_parse(body), limits.set_specs)),
+                DELETE=lambda: _json("200 OK", {"reset": limits.reset()}),
+            )
         if method != "DELETE":
             return _method_not_allowed("DELETE")
         api = unquote(path.removeprefix("/api-versions/"))
@@ -261,6 +254,18 @@ def request_path(head: bytes) -> str:
 
 def _method_not_allowed(allowed: str) -> Answer:
     return _json("405 Method Not Allowed", {"error": f"allowed: {allowed}"})
+
+
+def _by_method(method: str, **answers: Callable[[], Answer]) -> Answer:
+    """A resource's answer to `method` (answers by HTTP method), else 405 naming those it allows."""
+    answer = answers.get(method)
+    return answer() if answer is not None else _method_not_allowed(", ".join(answers))
+
+
+def _one_or_many(spec: Any, apply: Callable[[Any], list[Any]]) -> Any:
+    """What apply(spec) made: one result for one spec (an object), a list for a list of them."""
+    made = apply(spec)
+    return made[0] if isinstance(spec, dict) else made
 
 
 def _parse(body: bytes, empty_ok: bool = False) -> Any:

@@ -132,6 +132,10 @@ class NamedConfigs:
         self.file = JsonFile(path) if path is not None else None
         self.configs: dict[str, dict[str, str]] = {} if self.file is None else self.file.load({}, parse=parse)
 
+    def check(self, name: str, settings: dict[str, str | None]) -> None:
+        """ConfigError unless the resource's settings, as they would be, are valid."""
+        raise NotImplementedError
+
     def layer(self, name: str) -> dict[str, str]:
         """The resource's own settings (a copy)."""
         return dict(self.configs.get(name, {}))

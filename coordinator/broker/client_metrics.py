@@ -74,8 +74,7 @@ class ClientMetricsConfigs(NamedConfigs):
                 out.append(Entry(key, default, DEFAULT_CONFIG, False, kind, doc, ()))
         return out
 
-    @staticmethod
-    def validate(name: str, settings: dict[str, str | None]) -> None:
+    def check(self, name: str, settings: dict[str, str | None]) -> None:
         """Kafka's ClientMetricsConfigs.validate, its errors and messages."""
         if not name:
             raise ConfigError("Subscription name can't be empty", E.invalid_request)

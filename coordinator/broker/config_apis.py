@@ -13,6 +13,7 @@ from .config_defs import LIST, ConfigError, parse, to_string
 from .configs import describe_topic
 from .client_metrics import ClientMetricsConfigs
 from .topics import TopicError, Topics, validate_configs, validate_name
+from ..groups.group_configs import GroupConfigs
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 33, 44, 60
 LIST_CONFIG_RESOURCES = 74
@@ -26,11 +27,11 @@ INVALID_REQUEST_MESSAGE = (
 
 
 class ConfigApis:
-    def __init__(self, topics: Topics, cluster: Any) -> None:
+    def __init__(self, topics: Topics, cluster: Any, group_configs: GroupConfigs | None = None) -> None:
         self.topics = topics
         self.broker = topics.broker_configs
         self.cluster = cluster  # coordinator.cluster.Cluster: brokers and authorized operations
-        self.group_configs: Any = None  # coordinator.groups.group_configs.GroupConfigs, when wired in
+        self.group_configs = group_configs  # the GROUP config resource (None: not served)
         # KIP-714 subscriptions (resource type 16), kept and described only
         self.client_metrics = ClientMetricsConfigs(topics.data_dir) if self.broker.release >= "4" else None
 
@@ -122,15 +123,19 @@ class ConfigApis:
             return describe_topic(info.configs, self.broker)
         if resource_type == BROKER:
             return self.broker.describe_broker(name)
-        if resource_type == GROUP and self._groups():
-            return self.group_configs.describe(name)
-        if resource_type == CLIENT_METRICS and self.client_metrics is not None:
-            return self.client_metrics.describe(name)
+        store = self._named(resource_type)
+        if store is not None:
+            return store.describe(name)
         raise self._unsupported(resource_type)
 
-    def _groups(self) -> bool:
-        """Whether GROUP resources are served: Kafka 4's (3.9 refuses them as any unknown type)."""
-        return self.group_configs is not None and self.broker.release >= "4"
+    def _named(self, resource_type: int) -> GroupConfigs | ClientMetricsConfigs | None:
+        """The store of a GROUP or CLIENT_METRICS resource, where served: Kafka 4's (3.9
+        refuses them as any unknown type)."""
+        if resource_type == GROUP and self.broker.release >= "4":
+            return self.group_configs
+        if resource_type == CLIENT_METRICS:
+            return self.client_metrics
+        return None
 
     def _unsupported(self, resource_type: int) -> ConfigError:
         if resource_type == GROUP:  # (Kafka 3.9's answer, in INVALID_REQUEST's own words)
@@ -214,29 +219,17 @@ class ConfigApis:
             else:
                 await self.broker.replace(r.resource_name, broker_settings)
                 self.topics.broker_configs_changed()
-        elif r.resource_type == GROUP and self._groups():
+        elif (store := self._named(r.resource_type)) is not None:
 
-            def group_settings(current: dict[str, str]) -> dict[str, str]:
+            def named_settings(current: dict[str, str]) -> dict[str, str]:
                 settings = new_settings(dict(current), r)
-                self.group_configs.validate(settings)
+                store.check(r.resource_name, settings)
                 return {k: v for k, v in settings.items() if v is not None}
 
             if validate_only:
-                group_settings(self.group_configs.layer(r.resource_name))
+                named_settings(store.layer(r.resource_name))
             else:
-                await self.group_configs.replace(r.resource_name, group_settings)
-        elif r.resource_type == CLIENT_METRICS and self.client_metrics is not None:
-            metrics = self.client_metrics
-
-            def subscription_settings(current: dict[str, str]) -> dict[str, str]:
-                settings = new_settings(dict(current), r)
-                metrics.validate(r.resource_name, settings)
-                return {k: v for k, v in settings.items() if v is not None}
-
-            if validate_only:
-                subscription_settings(metrics.layer(r.resource_name))
-            else:
-                await metrics.replace(r.resource_name, subscription_settings)
+                await store.replace(r.resource_name, named_settings)
         else:
             raise self._unsupported(r.resource_type)
 
@@ -249,7 +242,7 @@ class ConfigApis:
             raise ConfigError(f"Error due to duplicate config keys : {', '.join(dupes)}", E.invalid_request)
         _refuse_null_values([c for c in r.configs if c.config_operation != DELETE])
         defs = self.broker.topic_defs if r.resource_type == TOPIC else {}
-        if r.resource_type == GROUP:
+        if r.resource_type == GROUP and self.group_configs is not None:
             defs = self.group_configs.defs()
         settings: dict[str, str | None] = dict(current)
         for c in r.configs:

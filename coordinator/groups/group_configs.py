@@ -277,6 +277,9 @@ class GroupConfigs(NamedConfigs):
             out.append(Entry(d.name, value, source, False, d.type, docs.get(d.name), synonyms))
         return out
 
+    def check(self, name: str, settings: dict[str, str | None]) -> None:
+        self.validate(settings)
+
     def validate(self, settings: dict[str, str | None]) -> None:
         """Kafka's GroupConfig.validate: names, types and least values, then validateValues:
         each value within the broker's range, and the cross-config rules."""

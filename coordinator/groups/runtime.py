@@ -42,11 +42,13 @@ from ..errors import E
 from ..futures import Done
 from .classic.classic_manager import GroupConfig
 from .clock import Clock
+from .group_configs import GroupConfigs
 from .modern.consumer.consumer_manager import ConsumerGroupConfig
 from .group import Group
 from .records import Event, TxnMarkerKey, TxnOffsetCommitKey
 from .shard import DURABLE, FAILED, PENDING, GroupShard, OffsetConfig, PendingWrite
 from .shard_context import Complete, CoordinatorResult
+from .settings import ShareGroupConfig, StreamsGroupConfig
 from .topic_image import TopicImage
 
 log = server_log.get(__name__)
@@ -104,8 +106,15 @@ class CoordinatorRuntime:
         offsets: OffsetConfig | None = None,
         consumer: ConsumerGroupConfig | None = None,
         image: TopicImage | None = None,
+        share: ShareGroupConfig | None = None,
+        streams: StreamsGroupConfig | None = None,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         self.writer = writer
+        self.share_config = share or ShareGroupConfig()
+        self.streams_config = streams or StreamsGroupConfig()
+        # the GROUP config resource's per-group settings (None: every group has the broker's)
+        self.group_configs = group_configs
         self.clock = clock
         self.config = config or GroupConfig()
         offsets = self._offsets = offsets or OffsetConfig()

@@ -51,7 +51,7 @@ from protocol.streams_records import KEY_TYPES as STREAMS_KEYS
 from .streams.streams_group import StreamsGroup
 from .streams.streams_manager import StreamsGroupManager
 from .modern.consumer.migration import GroupMigration
-from .shard_context import Complete, CoordinatorResult
+from .shard_context import Complete, CoordinatorResult, GroupSettings
 from .topic_image import TopicImage
 
 
@@ -79,7 +79,7 @@ class PendingWrite:
         self.state = state
 
 
-class ShardRuntime(Protocol):
+class ShardRuntime(GroupSettings, Protocol):
     """What a shard needs of the runtime that owns it (CoordinatorRuntime): the one write
     path of the partition's log, which replays each write once it is durable."""
 

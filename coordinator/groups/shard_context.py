@@ -23,6 +23,8 @@ from .group import Group
 from .offset_store import OffsetStore
 from .records import Event
 from .topic_image import TopicImage
+from .group_configs import GroupConfigs
+from .settings import ShareGroupConfig, StreamsGroupConfig
 
 # Called once a write is durable (NONE) or failed (the client's error code). What it returns,
 # if a CoordinatorResult, is a follow-up operation: the runtime appends its records too.
@@ -102,6 +104,15 @@ class ConsumerGroups(Protocol):
     def convert_to_classic(self, out: CoordinatorResult, group: ConsumerGroup, then: Complete) -> None: ...
 
 
+class GroupSettings(Protocol):
+    """What the group managers read of the runtime: the group types' broker settings and the
+    GROUP config resource's per-group ones (None: every group has the broker's)."""
+
+    share_config: ShareGroupConfig
+    streams_config: StreamsGroupConfig
+    group_configs: GroupConfigs | None
+
+
 class ShardContext(Protocol):
     """The shard as its managers see it."""
 
@@ -118,8 +129,8 @@ class ShardContext(Protocol):
     def offsets(self) -> OffsetStore: ...
 
     @property
-    def runtime(self) -> object:
-        """Read for its optional settings (group_configs, share_config) only."""
+    def runtime(self) -> GroupSettings:
+        """Read for the group types' settings (share_config, streams_config, group_configs) only."""
         ...
 
     @property

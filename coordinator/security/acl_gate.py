@@ -26,6 +26,8 @@ from protocol.error_response import error_response
 from protocol.wire import Raw
 from protocol.offset_commit import resolve_topic_ids, write_response_to
 
+from ..groups.streams.streams_api import heartbeat_error as streams_heartbeat_error
+from ..transactions.coordinator import no_transaction_state
 from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context, nested_type
 from .acls import (
     ALTER,
@@ -442,23 +444,7 @@ def _share_heartbeat_topics_refused(gate: AclGate, ctx: RequestContext, req: Any
 
 
 def _streams_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
-    """As KafkaApis.handleStreamsGroupHeartbeat: otherwise empty, as Kafka's error answers are."""
-    return ctx.response(
-        throttle_time=0,
-        error_code=error,
-        error_message=None,
-        member_id="",
-        member_epoch=0,
-        heartbeat_interval=0,
-        acceptable_recovery_lag=0 if ctx.version == 0 else -1,
-        task_offset_interval=0,
-        status=(),
-        active_tasks=None,
-        standby_tasks=None,
-        warmup_tasks=None,
-        endpoint_information_epoch=0,
-        partitions_by_user_endpoint=None,
-    )
+    return streams_heartbeat_error(ctx, error)
 
 
 def _txn_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
@@ -654,24 +640,14 @@ def _create_partitions_row(gate: AclGate, ctx: RequestContext, t: Any, error: E)
 
 
 def _transaction_row(gate: AclGate, ctx: RequestContext, txn_id: str, error: E) -> Any:
-    from ..transactions.coordinator import millis_datetime
+    return no_transaction_state(ctx, txn_id, error)
 
+
+def _share_row(gate: AclGate, ctx: RequestContext, t: Any, error: E) -> Any:
+    """ShareFetch's topic, or ShareAcknowledge's (whose partitions have no records nor
+    acknowledgement error: those fields are not in its version)."""
     return ctx.nested(
-        "TransactionState",
-        error_code=error,
-        transactional_id=txn_id,
-        transaction_state="",
-        transaction_timeout=0,
-        transaction_start_time=millis_datetime(-1),
-        producer_id=-1,
-        producer_epoch=-1,
-        topics=(),
-    )
-
-
-def _share_fetch_row(gate: AclGate, ctx: RequestContext, t: Any, error: E) -> Any:
-    return ctx.nested(
-        "ShareFetchableTopicResponse",
+        "ShareFetchableTopicResponse" if ctx.header.api_key == 78 else "ShareAcknowledgeTopicResponse",
         topic_id=t.topic_id,
         partitions=tuple(
             ctx.nested(
@@ -682,22 +658,6 @@ def _share_fetch_row(gate: AclGate, ctx: RequestContext, t: Any, error: E) -> An
                 current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1),
                 records=b"",
                 acquired_records=(),
-            )
-            for p in t.partitions
-        ),
-    )
-
-
-def _share_acknowledge_row(gate: AclGate, ctx: RequestContext, t: Any, error: E) -> Any:
-    return ctx.nested(
-        "ShareAcknowledgeTopicResponse",
-        topic_id=t.topic_id,
-        partitions=tuple(
-            ctx.nested(
-                "PartitionData",
-                partition_index=p.partition_index,
-                error_code=error,
-                current_leader=ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1),
             )
             for p in t.partitions
         ),
@@ -980,6 +940,10 @@ def _configs(operation: int, out: str) -> Rule:
     )
 
 
+# ShareFetch, ShareAcknowledge: READ on the group, then on each topic (not added to the share session)
+_SHARE_TOPICS_READ = _share_group(
+    READ, Each("topics", "responses", READ, _topic_by_id, _share_row, AFTER, ask_empty=True, error_wins=True)
+)
 _TXN_WRITE = Whole(WRITE, _named(TRANSACTIONAL_ID, "transactional_id"), _txn_refused)
 
 # api key -> its rule, or ((from version, rule), ...) where versions differ.
@@ -1091,13 +1055,8 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
         whole=(Whole(READ, _group, _share_refused), Whole(DESCRIBE, _heartbeat_topics, _share_heartbeat_topics_refused))
     ),
     77: Rule(each=_DESCRIBED_GROUPS),  # ShareGroupDescribe
-    78: _share_group(
-        READ, Each("topics", "responses", READ, _topic_by_id, _share_fetch_row, AFTER, ask_empty=True, error_wins=True)
-    ),
-    79: _share_group(
-        READ,
-        Each("topics", "responses", READ, _topic_by_id, _share_acknowledge_row, AFTER, ask_empty=True, error_wins=True),
-    ),
+    78: _SHARE_TOPICS_READ,  # ShareFetch
+    79: _SHARE_TOPICS_READ,  # ShareAcknowledge
     90: Rule(custom=_describe_share_group_offsets),
     91: _share_group(READ, _share_offsets(_alter_share_offsets_row)),
     92: _share_group(DELETE, _share_offsets(_delete_share_offsets_row)),

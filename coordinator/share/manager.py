@@ -123,7 +123,7 @@ class SharePartitionManager:
     # settings ---------------------------------------------------------------------------
 
     def _setting(self, group_id: str, name: str) -> str | None:
-        configs = getattr(self.groups, "group_configs", None)
+        configs = self.groups.group_configs
         return configs.get(group_id, name) if configs is not None else None
 
     def lock_duration_ms(self, group_id: str) -> int:
@@ -133,7 +133,7 @@ class SharePartitionManager:
     def delivery_count_limit(self, group_id: str) -> int:
         """The group's share.delivery.count.limit, else the broker's (GroupConfigManager's
         value within the broker's min and max)."""
-        configs = getattr(self.groups, "group_configs", None)
+        configs = self.groups.group_configs
         return configs.delivery_count_limit(group_id) if configs is not None else self.config.delivery_count_limit
 
     def _limited(self, key: Key, sp: SharePartition) -> SharePartition:
@@ -740,37 +740,23 @@ class SharePartitionManager:
                 await self._wait(session, left)
                 fetched = await self._acquire(ctx, session, req.max_records, strict, req.max_bytes)
         listed = set(acks) if req.share_session_epoch != INITIAL_EPOCH else set(acks) | session.partitions
-        by_topic: dict[uuid.UUID, list] = {}
+        rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
         errors: list[tuple[tuple[uuid.UUID, int], int]] = []
         for tp in sorted(listed | set(fetched) | set(ack_results), key=_by_topic_id):
             error, ranges, records = fetched.get(tp, (E.none, [], b""))
             ack_error, ack_message = ack_results.get(tp, (E.none, None))
             errors += [(tp, error), (tp, ack_error)]
-            by_topic.setdefault(tp[0], []).append(
-                ctx.nested(
-                    "PartitionData",
-                    partition_index=tp[1],
-                    error_code=error,
-                    acknowledge_error_code=ack_error,
-                    acknowledge_error_message=ack_message,
-                    current_leader=self._current_leader(ctx, tp),
-                    records=records,
-                    acquired_records=tuple(
-                        ctx.nested("AcquiredRecords", first_offset=first, last_offset=last, delivery_count=count)
-                        for first, last, count in ranges
-                    ),
-                )
+            rows[tp] = dict(
+                error_code=error,
+                acknowledge_error_code=ack_error,
+                acknowledge_error_message=ack_message,
+                records=records,
+                acquired_records=tuple(
+                    ctx.nested("AcquiredRecords", first_offset=first, last_offset=last, delivery_count=count)
+                    for first, last, count in ranges
+                ),
             )
-        return ctx.response(
-            throttle_time=0,
-            error_code=E.none,
-            acquisition_lock_timeout=lock_ms,
-            responses=tuple(
-                ctx.nested("ShareFetchableTopicResponse", topic_id=t, partitions=tuple(ps))
-                for t, ps in by_topic.items()
-            ),
-            node_endpoints=self._endpoints(ctx, errors),
-        )
+        return self._answer(ctx, lock_ms, "ShareFetchableTopicResponse", rows, errors)
 
     # ShareAcknowledge -------------------------------------------------------------------
 
@@ -790,28 +776,37 @@ class SharePartitionManager:
         if req.share_session_epoch == FINAL_EPOCH:
             self.sessions.pop(session.key, None)
             self._release(session, session.partitions)
-        by_topic: dict[uuid.UUID, list] = {}
+        rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
         errors: list[tuple[tuple[uuid.UUID, int], int]] = []
         for tp in sorted(acks, key=_by_topic_id):
             error, message = results.get(tp, (E.none, None))
             errors.append((tp, error))
+            rows[tp] = dict(error_code=error, error_message=message)
+        return self._answer(ctx, lock_ms, "ShareAcknowledgeTopicResponse", rows, errors)
+
+    def _answer(
+        self,
+        ctx: RequestContext,
+        lock_ms: int,
+        topic_entity: str,
+        rows: dict[tuple[uuid.UUID, int], dict[str, Any]],
+        errors: list[tuple[tuple[uuid.UUID, int], int]],
+    ) -> Any:
+        """A ShareFetch or ShareAcknowledge answer: each partition's PartitionData (its values in
+        `rows`, in topic order; its leader as KIP-951 says it) under its topic as a `topic_entity`,
+        with the endpoints of the leaders of the partitions in error."""
+        by_topic: dict[uuid.UUID, list] = {}
+        for tp, values in rows.items():
             by_topic.setdefault(tp[0], []).append(
                 ctx.nested(
-                    "PartitionData",
-                    partition_index=tp[1],
-                    error_code=error,
-                    error_message=message,
-                    current_leader=self._current_leader(ctx, tp),
+                    "PartitionData", partition_index=tp[1], current_leader=self._current_leader(ctx, tp), **values
                 )
             )
         return ctx.response(
             throttle_time=0,
             error_code=E.none,
             acquisition_lock_timeout=lock_ms,
-            responses=tuple(
-                ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t, partitions=tuple(ps))
-                for t, ps in by_topic.items()
-            ),
+            responses=tuple(ctx.nested(topic_entity, topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
             node_endpoints=self._endpoints(ctx, errors),
         )
 

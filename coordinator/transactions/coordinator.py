@@ -71,6 +71,22 @@ def millis_datetime(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
+def no_transaction_state(ctx: RequestContext, txn_id: str, error: int) -> Any:
+    """DescribeTransactions' entry for a transactional id it cannot describe, with the error."""
+    return ctx.nested(
+        "TransactionState",
+        # (as Kafka: every other field at its zero)
+        error_code=error,
+        transactional_id=txn_id,
+        transaction_state="",
+        transaction_timeout=0,
+        transaction_start_time=millis_datetime(0),
+        producer_id=0,
+        producer_epoch=0,
+        topics=(),
+    )
+
+
 @dataclass
 class TransactionMetadata:
     transactional_id: str
@@ -762,20 +778,7 @@ class TransactionCoordinator:
             error = self._not_here(ctx, txn_id)  # (NOT_COORDINATOR: the admin client asks the coordinator)
             meta = self.txns.get(txn_id) if error == E.none else None
             if meta is None:
-                states.append(
-                    ctx.nested(
-                        "TransactionState",
-                        # (as Kafka: every other field at its zero)
-                        error_code=error or E.transactional_id_not_found,
-                        transactional_id=txn_id,
-                        transaction_state="",
-                        transaction_timeout=0,
-                        transaction_start_time=millis_datetime(0),
-                        producer_id=0,
-                        producer_epoch=0,
-                        topics=(),
-                    )
-                )
+                states.append(no_transaction_state(ctx, txn_id, error or E.transactional_id_not_found))
                 continue
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(meta.partitions):

@@ -65,9 +65,7 @@ class ShareBatching(Harness):
 
     def __init__(self, interval: int, log: MemoryLog | None = None, catalog: Any = None) -> None:
         super().__init__(log, catalog)
-        self.runtime.share_config = ShareGroupConfig(  # type: ignore[attr-defined]  # Harness's runtime type
-            assignment_interval_ms=interval
-        )
+        self.runtime.share_config = ShareGroupConfig(assignment_interval_ms=interval)
         self.shard = self.runtime.shard_for(SHARE_GROUP)
 
     async def shb(self, member_id: str, epoch: int, topics: list[str] | None = None) -> ShareHeartbeatResult:

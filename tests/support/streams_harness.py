@@ -76,9 +76,13 @@ class Harness:
         self.clock = ManualClock()
         self.catalog = catalog or StreamsCatalog()
         self.runtime = CoordinatorRuntime(
-            self.log, self.clock, GroupConfig(), OffsetConfig(), image=TopicImage(self.catalog)
+            self.log,
+            self.clock,
+            GroupConfig(),
+            OffsetConfig(),
+            image=TopicImage(self.catalog),
+            streams=StreamsGroupConfig(**config),
         )
-        self.runtime.streams_config = StreamsGroupConfig(**config)  # type: ignore[attr-defined]  # set after the runtime is built, as components.py does
         self.shard = self.runtime.shard_for(GROUP)
 
     async def hb(

@@ -245,7 +245,7 @@ class ModernGroupManager:
     def group_setting(self, group_id: str, name: str, default: int) -> int:
         """A GROUP config resource's override (consumer.session.timeout.ms,
         share.heartbeat.interval.ms, ...: coordinator/groups/group_configs.py), else the broker's."""
-        configs = getattr(self.shard.runtime, "group_configs", None)
+        configs = self.shard.runtime.group_configs
         value = configs.get(group_id, name) if configs is not None else None
         return default if value is None else int(value)
 
@@ -291,7 +291,7 @@ class ModernGroupManager:
     def assignment_interval_ms(self, group_id: str) -> int:
         """<kind>.assignment.interval.ms of the group (group_configs.py), else the broker's,
         within the broker's min and max."""
-        configs = getattr(self.shard.runtime, "group_configs", None)
+        configs = self.shard.runtime.group_configs
         if configs is not None:
             return int(configs.assignment_interval_ms(group_id, self.kind))
         c = self.config

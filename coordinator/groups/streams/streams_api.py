@@ -165,23 +165,7 @@ class StreamsGroupApis:
                 for (host, port), active, standby in r.partitions_by_endpoint
             )
         if r.error != E.none:
-            # Kafka answers an error with a fresh response: no member id, epoch 0, no status
-            return ctx.response(
-                throttle_time=0,
-                error_code=r.error,
-                error_message=r.message,
-                member_id="",
-                member_epoch=0,
-                heartbeat_interval=0,
-                acceptable_recovery_lag=0 if ctx.version == 0 else -1,
-                task_offset_interval=0,
-                status=(),
-                active_tasks=None,
-                standby_tasks=None,
-                warmup_tasks=None,
-                endpoint_information_epoch=0,
-                partitions_by_user_endpoint=None,
-            )
+            return heartbeat_error(ctx, r.error, r.message)
         return ctx.response(
             throttle_time=0,
             error_code=E.none,
@@ -331,3 +315,24 @@ class StreamsGroupApis:
         return tuple(
             ctx.nested("TaskIds", subtopology_id=s, partitions=tuple(sorted(ps))) for s, ps in sorted(tasks.items())
         )
+
+
+def heartbeat_error(ctx: RequestContext, error: int, message: str | None = None) -> Any:
+    """A StreamsGroupHeartbeat failed: Kafka answers an error with a fresh response (no member
+    id, epoch 0, no status)."""
+    return ctx.response(
+        throttle_time=0,
+        error_code=error,
+        error_message=message,
+        member_id="",
+        member_epoch=0,
+        heartbeat_interval=0,
+        acceptable_recovery_lag=0 if ctx.version == 0 else -1,
+        task_offset_interval=0,
+        status=(),
+        active_tasks=None,
+        standby_tasks=None,
+        warmup_tasks=None,
+        endpoint_information_epoch=0,
+        partitions_by_user_endpoint=None,
+    )

@@ -34,6 +34,7 @@ from ..clock import Clock
 from ..metadata_hash import metadata_hash
 from ..modern.modern_manager import ApiError, ModernGroupManager
 from ..shard_context import CoordinatorResult, ShardContext
+from ..settings import StreamsGroupConfig
 from ..topic_image import TopicImage
 from . import streams_group
 from .assignor import AssignorMember, sticky_assign
@@ -61,24 +62,6 @@ from .topology import (
 log = logging.getLogger(__name__)
 
 ASSIGNOR = "sticky"
-
-
-@dataclass(frozen=True)
-class StreamsGroupConfig:
-    """The broker's group.streams.* settings (Kafka 4.4's names and defaults); per-group
-    overrides come from GROUP config resources (streams.*)."""
-
-    session_timeout_ms: int = 45_000  # group.streams.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.streams.heartbeat.interval.ms
-    max_size: int = 2**31 - 1  # group.streams.max.size
-    num_standby_replicas: int = 0  # group.streams.num.standby.replicas
-    initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
-    assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
-    min_assignment_interval_ms: int = 0  # group.streams.min.assignment.interval.ms
-    max_assignment_interval_ms: int = 15_000  # group.streams.max.assignment.interval.ms
-    task_offset_interval_ms: int = 60_000  # group.streams.task.offset.interval.ms
-    num_warmup_replicas: int = 2  # group.streams.num.warmup.replicas
-    acceptable_recovery_lag: int = 10_000  # group.streams.acceptable.recovery.lag
 
 
 @dataclass
@@ -174,7 +157,7 @@ class StreamsGroupManager(ModernGroupManager):
 
     @property
     def config(self) -> StreamsGroupConfig:
-        return getattr(self.shard.runtime, "streams_config", None) or StreamsGroupConfig()
+        return self.shard.runtime.streams_config
 
     def setting(self, group_id: str, name: str) -> int:
         return self.group_setting(group_id, f"streams.{name.replace('_', '.')}", getattr(self.config, name))

@@ -43,6 +43,7 @@ from .share_group import (
 )
 from ...topic_image import TopicImage
 from ...shard_context import CoordinatorResult, ShardContext
+from ...settings import ShareGroupConfig
 
 log = server_log.get(__name__)
 
@@ -51,24 +52,6 @@ ASSIGNOR = "simple"
 # initializing after this long are initialized again by the next heartbeat
 INITIALIZE_RETRY_INTERVAL_MS = 30_000
 MAX_MEMBER_ID_LENGTH = 36  # a UUID's text, as KIP-1082 client-generated member ids are
-
-
-@dataclass(frozen=True)
-class ShareGroupConfig:
-    """The broker's group.share.* settings (Kafka's names and defaults); per-group
-    overrides come from GROUP config resources (share.*)."""
-
-    session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
-    max_size: int = 200  # group.share.max.size
-    record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
-    delivery_count_limit: int = 5  # group.share.delivery.count.limit
-    partition_max_record_locks: int = 2_000  # group.share.partition.max.record.locks
-    snapshot_update_records: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
-    max_share_sessions: int = 2_000  # group.share.max.share.sessions
-    assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (KIP-1263)
-    min_assignment_interval_ms: int = 0  # group.share.min.assignment.interval.ms
-    max_assignment_interval_ms: int = 15_000  # group.share.max.assignment.interval.ms
 
 
 @dataclass
@@ -123,7 +106,7 @@ class ShareGroupManager(ModernGroupManager):
 
     @property
     def config(self) -> ShareGroupConfig:
-        return getattr(self.shard.runtime, "share_config", None) or ShareGroupConfig()
+        return self.shard.runtime.share_config
 
     # persistence ----------------------------------------------------------------------
 
