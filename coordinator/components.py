@@ -122,6 +122,8 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     )
     cluster = Cluster(c, topics, runtime, topology)
     cluster.register(registry)
+    quotas = QuotaStore(c.data_dir)
+    window = (c.quota_window_num, c.quota_window_size_seconds)
     data_plane = DataPlane(
         topics,
         ProducerIds(c.data_dir),
@@ -130,21 +132,16 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         fetch_max_wait_ms=c.fetch_max_wait_ms,
         fetch_max_bytes=c.fetch_max_bytes,
         topology=topology,
+        produce_quota=ByteRateQuota(quotas, PRODUCER_BYTE_RATE, *window),
+        fetch_quota=ByteRateQuota(quotas, CONSUMER_BYTE_RATE, *window),
     )
-    topic_admin = TopicAdmin(topics, data_plane.leader_error)
-    topic_admin.topology = topology
+    topic_admin = TopicAdmin(topics, data_plane.leader_error, topology, ControllerMutationQuota(quotas, *window))
     topic_admin.register(registry)
     config_apis = ConfigApis(topics, cluster, group_configs)
     config_apis.register(registry)
     data_plane.register(registry)
-    quotas = QuotaStore(c.data_dir)
     ClientQuotaApis(quotas).register(registry)
-    data_plane.produce_quota = ByteRateQuota(
-        quotas, PRODUCER_BYTE_RATE, c.quota_window_num, c.quota_window_size_seconds
-    )
-    data_plane.fetch_quota = ByteRateQuota(quotas, CONSUMER_BYTE_RATE, c.quota_window_num, c.quota_window_size_seconds)
-    topic_admin.mutation_quota = ControllerMutationQuota(quotas, c.quota_window_num, c.quota_window_size_seconds)
-    request_quota = RequestQuota(quotas, c.quota_window_num, c.quota_window_size_seconds)
+    request_quota = RequestQuota(quotas, *window)
     runtime.load(offsets_log.latest_records(), offsets_log.offline)
     runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
 
@@ -156,6 +153,13 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     share_apis = ShareGroupApis(runtime, owner)
     share_apis.register(registry)
     StreamsGroupApis(runtime, owner).register(registry)
+
+    def txn_owner(ctx: RequestContext, txn_id: str) -> int:
+        return topology.txn_coordinator_error(ctx.connection.listener.node_id, txn_id)
+
+    def txn_leader_epoch(partition: int) -> int:
+        return topology.state(TRANSACTION_TOPIC, partition).epoch
+
     transactions = TransactionCoordinator(
         txn_log,
         data_plane,
@@ -165,11 +169,13 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         abort_check_interval_ms=c.transaction_abort_check_interval_ms,
         id_expiration_ms=c.transactional_id_expiration_ms,
         remove_expired_interval_ms=c.transaction_remove_expired_interval_ms,
+        # (with several brokers: the topology's coordinator of each id, its partition's leader epoch)
+        owner=None if topology.single else txn_owner,
+        leader_epoch=(lambda partition: 0) if topology.single else txn_leader_epoch,
     )
-    if not topology.single:
-        transactions.owner = lambda ctx, txn_id: topology.txn_coordinator_error(ctx.connection.listener.node_id, txn_id)
-        transactions.leader_epoch = lambda partition: topology.state(TRANSACTION_TOPIC, partition).epoch
     transactions.register(registry)
+    # The one pair that needs each other: the coordinator writes markers through the data plane
+    # and the group runtime, which ask it about transactional batches and commits.
     data_plane.transactions = transactions
     runtime.transactions = transactions
     transactions.load()
@@ -183,8 +189,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
-    control = ClusterControl(topology, runtime, switch, transactions)
-    control.shares = shares
+    control = ClusterControl(topology, runtime, switch, transactions, shares)
     PartitionAdminApis(topics, topology, control).register(registry)
     LogDirApis(topics, topology, c.data_dir).register(registry)
     features = Features(c.data_dir, c.node_id)
@@ -198,7 +203,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         control,
         [offsets_log, txn_log, topics, cluster, data_plane, runtime, transactions, shares],
         request_quota=request_quota,
-        connection_quota=ConnectionRateQuota(quotas, c.quota_window_num, c.quota_window_size_seconds),
+        connection_quota=ConnectionRateQuota(quotas, *window),
         features=features,
     )
 

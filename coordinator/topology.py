@@ -480,13 +480,15 @@ class ClusterControl:
     """Stop and start brokers, move leaders and coordinators, while clients run. Every
     operation is checked before anything changes (ControlError says why) and runs alone."""
 
-    def __init__(self, topology: Topology, groups: ShardMover, switch: BrokerSwitch, transactions: Any = None) -> None:
+    def __init__(
+        self, topology: Topology, groups: ShardMover, switch: BrokerSwitch, transactions: Any = None, shares: Any = None
+    ) -> None:
         self.topology = topology
         self.groups = groups
         self.switch = switch
         self.transactions = transactions
         # coordinator.share.manager.SharePartitionManager: share-partitions follow their leader
-        self.shares: Any = None
+        self.shares = shares
         self._lock = asyncio.Lock()
 
     # reading ----------------------------------------------------------------------------

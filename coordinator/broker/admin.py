@@ -23,15 +23,21 @@ STRICT_SINCE = {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}
 
 
 class TopicAdmin:
-    def __init__(self, topics: Topics, leader_error: Any = None) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        leader_error: Any = None,
+        topology: Any = None,
+        mutation_quota: ControllerMutationQuota | None = None,
+    ) -> None:
         self.topics = topics
         # leader_error(ctx, topic, partition): DeleteRecords goes to each partition's leader
         # (coordinator.broker.data.DataPlane.leader_error); None: this broker leads all.
         self.leader_error = leader_error
-        # controller_mutation_rate enforcement (coordinator.broker.quotas), when wired in
-        self.mutation_quota: ControllerMutationQuota | None = None
+        # controller_mutation_rate enforcement (coordinator.broker.quotas); None: no quota
+        self.mutation_quota = mutation_quota
         # the brokers and their placements (coordinator.topology.Topology): manual assignments
-        self.topology: Any = None
+        self.topology = topology
 
     def register(self, registry: Registry) -> None:
         registry.add(CREATE_TOPICS, range(0, 8), self.create_topics)

@@ -119,6 +119,8 @@ class DataPlane:
         fetch_max_wait_ms: int = 30_000,
         fetch_max_bytes: int = 57_671_680,
         topology: Any = None,
+        produce_quota: ByteRateQuota | None = None,
+        fetch_quota: ByteRateQuota | None = None,
     ) -> None:
         self.topics = topics
         # Which broker leads each partition (coordinator.topology.Topology); None: this one.
@@ -138,9 +140,9 @@ class DataPlane:
         self.waiters: LongPolls[PartitionLog] = LongPolls()
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.draining = False
-        # producer_byte_rate / consumer_byte_rate enforcement (coordinator.broker.quotas), when wired in
-        self.produce_quota: ByteRateQuota | None = None
-        self.fetch_quota: ByteRateQuota | None = None
+        # producer_byte_rate / consumer_byte_rate enforcement (coordinator.broker.quotas); None: no quota
+        self.produce_quota = produce_quota
+        self.fetch_quota = fetch_quota
 
     def register(self, registry: Registry) -> None:
         registry.add(PRODUCE, range(0, 14), self.produce)

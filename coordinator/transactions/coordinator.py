@@ -22,7 +22,7 @@ import dataclasses
 import datetime
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import re2
 
@@ -139,6 +139,8 @@ class TransactionCoordinator:
         abort_check_interval_ms: int = 10_000,
         id_expiration_ms: int = 604_800_000,
         remove_expired_interval_ms: int = 3_600_000,
+        owner: Callable[[RequestContext, str], int] | None = None,
+        leader_epoch: Callable[[int], int] = lambda partition: 0,
     ) -> None:
         self.log = txn_log
         self.data_plane = data_plane
@@ -153,12 +155,12 @@ class TransactionCoordinator:
         self._timers: list[asyncio.Task] = []
         # owner(ctx, transactional_id): NONE if the broker the request reached coordinates the
         # id, else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (the topology's check).
-        self.owner: Any = None
+        self.owner = owner
         # The coordinator epoch is the leader epoch of the id's __transaction_state partition
         # when this coordinator loaded it (Kafka's TransactionStateManager): it rises with
         # every move, and every marker carries it, so a partition leader refuses the markers
         # of a coordinator that has been replaced (TRANSACTION_COORDINATOR_FENCED).
-        self.leader_epoch: Any = lambda partition: 0  # (the topology's, with several brokers)
+        self.leader_epoch = leader_epoch  # (the topology's, with several brokers)
         self.coordinator_epochs: dict[int, int] = {}
 
     def register(self, registry: Registry) -> None:
