@@ -8,15 +8,13 @@ mechanism's credential, a deletion removes it even if the file defines it.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
 from ..durable import JsonFile
-from .scram import ScramCredential
+from .scram import ScramCredential, from_salted
 
 DESCRIBE, ALTER = 50, 51
 FILE = "scram-credentials.json"
@@ -111,7 +109,7 @@ class CredentialStore:
                         mechanism,
                         None
                         if kind == "delete"
-                        else _from_salted(hash_name, bytes(a.salt), a.iterations, bytes(a.salted_password)),
+                        else from_salted(hash_name, bytes(a.salt), a.iterations, bytes(a.salted_password)),
                     )
                 )
         accepted = [a for a in accepted if a[0] not in errors]  # a user's alterations apply together or not at all
@@ -163,14 +161,3 @@ class CredentialStore:
         if a.iterations > MAX_ITERATIONS:
             return E.unacceptable_credential, "Too many iterations"
         return None
-
-
-def _from_salted(hash_name: str, salt: bytes, iterations: int, salted: bytes) -> ScramCredential:
-    client_key = hmac.digest(salted, b"Client Key", hash_name)
-    return ScramCredential(
-        hash_name,
-        salt,
-        iterations,
-        hashlib.new(hash_name, client_key).digest(),
-        hmac.digest(salted, b"Server Key", hash_name),
-    )

@@ -33,7 +33,11 @@ class ScramCredential:
 
 def derive(password: str, hash_name: str, salt: bytes | None = None, iterations: int = ITERATIONS) -> ScramCredential:
     salt = salt if salt is not None else os.urandom(32)
-    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
+    return from_salted(hash_name, salt, iterations, hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations))
+
+
+def from_salted(hash_name: str, salt: bytes, iterations: int, salted: bytes) -> ScramCredential:
+    """The credential of a salted password (RFC 5802's SaltedPassword, as AlterUserScramCredentials sends it)."""
     client_key = hmac.digest(salted, b"Client Key", hash_name)
     return ScramCredential(
         hash_name,
