@@ -130,6 +130,22 @@ def describe_modern_groups(
     return read_after_pending(ctx, (route(ctx, g)[0] for g in ids), read)
 
 
+def described_member(ctx: RequestContext, m: Any, image: Any, drop_empty: bool = False, **own: Any) -> Any:
+    """A ConsumerGroupDescribe / ShareGroupDescribe member: what both say of a member (its
+    assignment named from `image`), and the group type's `own` fields."""
+    return ctx.nested(
+        "Member",
+        member_id=m.member_id,
+        rack_id=m.rack_id,
+        member_epoch=m.member_epoch,
+        client_id=m.client_id,
+        client_host=m.client_host,
+        subscribed_topic_names=m.subscribed_topic_names,
+        assignment=assignment_of(ctx, m.assigned, image, drop_empty),
+        **own,
+    )
+
+
 def assignment_of(ctx: RequestContext, assignment: dict, image: Any = None, drop_empty: bool = False) -> Any:
     """The Assignment of a {Consumer,Share}GroupHeartbeat answer or a described member: its
     TopicPartitions in topic id order, each named from `image` (Describe's) when given; a topic
@@ -789,20 +805,15 @@ class GroupApis:
         def entry(shard: GroupShard, group: Any, ops: int) -> Any:
             image = shard.consumer.image
             members = tuple(
-                ctx.nested(
-                    "Member",
-                    member_id=m.member_id,
+                described_member(
+                    ctx,
+                    m,
+                    image,
                     instance_id=m.instance_id,
-                    rack_id=m.rack_id,
-                    member_epoch=m.member_epoch,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    subscribed_topic_names=m.subscribed_topic_names,
                     subscribed_topic_regex=m.subscribed_topic_regex or "",  # (Kafka: none is "")
-                    assignment=assignment_of(ctx, m.assigned, image),
                     target_assignment=assignment_of(ctx, group.target.get(m.member_id, {}), image),
-                    member_type=0 if m.classic is not None else 1,
-                )  # 0: classic, 1: consumer protocol
+                    member_type=0 if m.classic is not None else 1,  # 0: classic, 1: consumer protocol
+                )
                 for m in group.members.values()
             )
             return described_group(ctx, group.group_id, ops, group, shard.consumer.assignor_of(group), members)

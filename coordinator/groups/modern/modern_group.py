@@ -59,6 +59,19 @@ class ModernGroup(Generic[Member]):
 
         return undo
 
+    @property
+    def state_name(self) -> str:
+        """Dead once deleted, Empty with no member, else as the group type says (`live_state`)."""
+        if self.dead:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        return self.live_state()
+
+    def live_state(self) -> str:
+        """The state of a live group with members."""
+        raise NotImplementedError
+
     def epoch_state(self, stable: object) -> str:
         """The state of a group with members, by its epochs (Kafka's ModernGroup states):
         Assigning while its target lags the group epoch, Reconciling while a member is not

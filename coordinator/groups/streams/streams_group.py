@@ -121,12 +121,7 @@ class StreamsGroup(ModernGroup[StreamsMember]):
     def protocol_type(self) -> str:
         return "streams"
 
-    @property
-    def state_name(self) -> str:
-        if self.dead:
-            return "Dead"
-        if not self.members:
-            return "Empty"
+    def live_state(self) -> str:
         if self.topology is None or self.configured is None or not self.configured.is_ready():
             return "NotReady"
         return self.epoch_state(STABLE)

@@ -225,12 +225,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
     def group_type(self) -> str:
         return "consumer"
 
-    @property
-    def state_name(self) -> str:
-        if self.dead:
-            return "Dead"
-        if not self.members:
-            return "Empty"
+    def live_state(self) -> str:
         return self.epoch_state(MemberState.STABLE)
 
     @property

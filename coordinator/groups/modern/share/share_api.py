@@ -13,8 +13,8 @@ from kio.schema.errors import ErrorCode as E
 
 from ....apis import Registry, RequestContext
 from ...api import (
-    assignment_of,
     described_group,
+    described_member,
     describe_modern_groups,
     heartbeat_response,
     owning_shard,
@@ -73,19 +73,7 @@ class ShareGroupApis:
     def share_group_describe(self, ctx: RequestContext, req: Any) -> Any:
         def entry(shard: Any, group: Any, ops: int) -> Any:
             image = shard.share.image
-            members = tuple(
-                ctx.nested(
-                    "Member",
-                    member_id=m.member_id,
-                    rack_id=m.rack_id,
-                    member_epoch=m.member_epoch,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    subscribed_topic_names=m.subscribed_topic_names,
-                    assignment=assignment_of(ctx, m.assigned, image, drop_empty=True),
-                )
-                for m in group.members.values()
-            )
+            members = tuple(described_member(ctx, m, image, drop_empty=True) for m in group.members.values())
             return described_group(ctx, group.group_id, ops, group, ASSIGNOR, members)
 
         return describe_modern_groups(

@@ -70,11 +70,8 @@ class ShareGroup(ModernGroup[ShareMember]):
     def protocol_type(self) -> str:
         return "share"
 
-    @property
-    def state_name(self) -> str:
-        if self.dead:
-            return "Dead"
-        return "Stable" if self.members else "Empty"
+    def live_state(self) -> str:
+        return "Stable"
 
     def validate_offset_commit(self, *_request: Any, **_options: Any) -> int:
         # Kafka's ShareGroup.validateOffsetCommit: "Group X is not a consumer group."
