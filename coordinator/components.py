@@ -67,6 +67,7 @@ class Parts:
     request_quota: RequestQuota | None = None  # request_percentage, measured by the server's dispatch
     connection_quota: ConnectionRateQuota | None = None  # connection_creation_rate, checked on accept
     features: Features | None = None  # the finalized feature levels (ApiVersions, UpdateFeatures)
+    shares: SharePartitionManager | None = None  # share-partitions (the metrics read their lag)
 
 
 async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
@@ -205,6 +206,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         request_quota=request_quota,
         connection_quota=ConnectionRateQuota(quotas, *window),
         features=features,
+        shares=shares,
     )
 
 

@@ -122,6 +122,7 @@ class Server:
         self.faults.attach(self)
         self.registry.add(API_VERSIONS_KEY, range(0, 6), self.api_versions)
         self.features: Any = None  # coordinator.features.Features, once loaded
+        self.shares: Any = None  # coordinator.share.manager.SharePartitionManager, once loaded
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self.warn_closing = RateLimitedLog(log.logger, logging.WARNING, burst=50)
         self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
@@ -209,6 +210,7 @@ class Server:
         self.topology, self.control = parts.topology, parts.control
         self.request_quota, self.connection_quota = parts.request_quota, parts.connection_quota
         self.features = parts.features
+        self.shares = parts.shares
         if parts.features is not None:
             parts.features.listeners.append(self.registry.answers.clear)  # (the cached ApiVersions answers)
         if self.config.brokers > 1:  # what the HTTP test control's /cluster routes drive

@@ -138,9 +138,7 @@ class ServerCollector(Collector):
     def _share_groups(self) -> Iterator[Any]:
         """KIP-932 share-partitions: start offset, lag (records not yet Acknowledged or
         Archived, as DescribeShareGroupOffsets v1 reports it) and records in flight (Acquired)."""
-        shares = next(
-            (c for c in getattr(self.server, "components", ()) if hasattr(c, "sessions") and hasattr(c, "lag")), None
-        )
+        shares = self.server.shares
         if shares is None:
             return
         cluster = self.server.config.cluster_id
