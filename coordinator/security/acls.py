@@ -18,6 +18,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol.error_response import error_response
+
 from ..apis import CloseConnection
 from ..durable import JsonFile
 
@@ -175,6 +177,12 @@ def refuse_unknown(entries: Any, *enums: str) -> None:
             raise CloseConnection
 
 
+def _no_authorizer(ctx: Any, req: Any, message: str = "No Authorizer is configured.") -> Any:
+    """An ACL request without an authorizer: as Kafka, the request's error response with
+    SECURITY_DISABLED and the message of its SecurityDisabledException."""
+    return error_response(ctx.header.api_key, ctx.version, ctx.codec.response_type, req, E.security_disabled, message)
+
+
 class AclApis:
     """CreateAcls / DescribeAcls / DeleteAcls (CLUSTER ALTER / DESCRIBE, checked by the gate)."""
 
@@ -189,17 +197,7 @@ class AclApis:
     async def create_acls(self, ctx: Any, req: Any) -> Any:
         refuse_unknown(req.creations, "resource_type", "resource_pattern_type", "operation", "permission_type")
         if self.store is None:
-            return ctx.response(
-                throttle_time=0,
-                results=tuple(
-                    ctx.nested(
-                        "AclCreationResult",
-                        error_code=E.security_disabled,
-                        error_message="No Authorizer is configured.",
-                    )
-                    for _ in req.creations
-                ),
-            )
+            return _no_authorizer(ctx, req)
         results: list[tuple[E, str | None]] = []
         new = []
         for c in req.creations:
@@ -241,12 +239,7 @@ class AclApis:
     def describe_acls(self, ctx: Any, req: Any) -> Any:
         refuse_unknown((req,), *FILTER_ENUMS)
         if self.store is None:
-            return ctx.response(
-                throttle_time=0,
-                error_code=E.security_disabled,
-                error_message="No Authorizer is configured on the broker",
-                resources=(),
-            )
+            return _no_authorizer(ctx, req, "No Authorizer is configured on the broker")
         f = self._filter(req)
         by_resource: dict[tuple[int, str, int], list[Acl]] = {}
         for acl in sorted(self.store.acls, key=lambda a: (a.resource_type, a.name, a.pattern, a.principal)):
@@ -280,18 +273,7 @@ class AclApis:
     async def delete_acls(self, ctx: Any, req: Any) -> Any:
         refuse_unknown(req.filters, *FILTER_ENUMS)
         if self.store is None:
-            return ctx.response(
-                throttle_time=0,
-                filter_results=tuple(
-                    ctx.nested(
-                        "DeleteAclsFilterResult",
-                        error_code=E.security_disabled,
-                        error_message="No Authorizer is configured.",
-                        matching_acls=(),
-                    )
-                    for _ in req.filters
-                ),
-            )
+            return _no_authorizer(ctx, req)
         out = []
         for raw in req.filters:
             f = self._filter(raw)
