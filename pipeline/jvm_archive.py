@@ -31,15 +31,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kafka-coordinator"
 
 
+def java_binary() -> Path | None:
+    """The java that pyspark launches: $JAVA_HOME's, else the one on PATH (None: none found)."""
+    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else None
+    java = java if java and java.exists() else (Path(found) if (found := shutil.which("java")) else None)
+    return None if java is None else java.resolve()
+
+
 def archive_path(java_options: str) -> Path | None:
     """Where the archive for this pyspark, this java and these options lives (None: no java found)."""
     import pyspark
 
-    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else None
-    java = java if java and java.exists() else (Path(found) if (found := shutil.which("java")) else None)
+    java = java_binary()
     if java is None:
         return None
-    java = java.resolve()
     stat = java.stat()
     spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent).resolve()
     key = "\0".join(

@@ -49,6 +49,9 @@ OUTPUTS = (
 )
 
 
+LEAN_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"  # a local JVM's for a short job (spark_session)
+
+
 def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", progress: bool = True) -> SparkSession:
     """A session on `master` (default local[*]); stop it with `stop_session`."""
     from pyspark import SparkContext
@@ -68,9 +71,8 @@ def spark_session(master: str | None, app: str = "kafka-coordinator-analytics", 
         # A local JVM that lives for one short job: the C1 compiler alone and a serial
         # collector start faster and run such jobs sooner than the server-class defaults,
         # and the classes the last run loaded are mapped from an archive, not read from jars.
-        lean = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-        archive = Archive(lean)
-        builder = builder.config("spark.driver.extraJavaOptions", f"{lean} {archive.options}".strip())
+        archive = Archive(LEAN_JVM_OPTIONS)
+        builder = builder.config("spark.driver.extraJavaOptions", f"{LEAN_JVM_OPTIONS} {archive.options}".strip())
     if master:
         builder = builder.master(master)
     elif own_jvm:  # not launched by spark-submit: run here
@@ -156,6 +158,20 @@ def check_data_dir(data_dir: str) -> tuple[str | None, bool]:
         return None, bool(segment_files(path))
     except OSError as e:
         return f"data dir {data_dir}: {e.strerror or e}", False
+
+
+def check_out(out: str) -> str | None:
+    """An error for a local --out that cannot be made a writable directory, found before Spark
+    starts (a Hadoop FS URI is Spark's to check)."""
+    if "://" in out and not out.startswith("file://"):
+        return None
+    path = Path(out[len("file://") :] if out.startswith("file://") else out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as e:
+        return f"output dir {out}: {e.strerror or e}"
+    return None
 
 
 class Progress:
@@ -510,6 +526,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 4
+    problem = check_out(args.out)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     from pipeline import offsets_table
 
     with ThreadPoolExecutor(1) as background:

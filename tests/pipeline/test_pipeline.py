@@ -340,25 +340,27 @@ def test_outputs_to_a_file_uri(spark, written, tmp_path):
     assert spark.read.parquet(f"file://{tmp_path}/uri-out/committed_offsets").count() > 0
 
 
-def test_an_output_that_cannot_be_written_is_one_line_and_status_2(written, tmp_path):
-    """The outputs are written by several threads: one that fails ends the job with its error,
-    as one line, and nothing is left running (the process exits)."""
-    import subprocess
-    import sys
-    from pathlib import Path
+def test_an_output_dir_that_cannot_be_made_is_one_line_before_spark_starts(written, tmp_path, capsys):
+    from pipeline.run import main
+
+    data, _ = written
+    (tmp_path / "a-file").write_text("where the job wants a directory")
+    for out in (tmp_path / "a-file", tmp_path / "a-file" / "out"):
+        assert main(["--data-dir", str(data), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: output dir {out}: ") and err.count("\n") == 1, err
+
+
+def test_an_output_that_cannot_be_written_ends_the_job_with_its_error(spark, written, tmp_path):
+    """The outputs are written by several threads: one that fails ends the job with its error
+    (which `main` prints as one line, exit status 2) and leaves no thread of the job running."""
+    import threading
 
     data, _ = written
     out = tmp_path / "out"
     out.mkdir()
     (out / "lag_status").write_text("a file where the job wants a directory")
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline.run", "--data-dir", str(data), "--out", str(out), "--master", "local[2]"],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 2, done.stderr[-2000:]
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "lag_status" in errors[0], done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
+    with pytest.raises(OSError) as failed:
+        run(spark, str(data), str(out), log=QUIET)
+    assert "lag_status" in str(failed.value)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(("output-writer", "output-planner"))]
