@@ -31,6 +31,8 @@ func kafkaGoGroupLibrary(lc *lifecycle) library {
 				Dialer:            &kafka.Dialer{ClientID: name, Timeout: 10 * time.Second},
 				HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 10 * time.Second,
 				RebalanceTimeout: 10 * time.Second, StartOffset: kafka.FirstOffset,
+				// (rejoining after the server restart: kafka-go waits 5 s by default)
+				JoinGroupBackoff: 250 * time.Millisecond,
 			})
 			if err != nil {
 				return nil, err
@@ -118,7 +120,9 @@ func kafkaGoReaderLibrary(lc *lifecycle) library {
 				Dialer:            &kafka.Dialer{ClientID: name, Timeout: 10 * time.Second},
 				HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 10 * time.Second,
 				RebalanceTimeout: 10 * time.Second, StartOffset: kafka.FirstOffset,
-				MaxWait: 200 * time.Millisecond,
+				// (rejoining after the server restart: kafka-go waits 5 s by default)
+				JoinGroupBackoff: 250 * time.Millisecond,
+				MaxWait:          200 * time.Millisecond,
 			})
 			m := &kafkaGoReaderMember{memberState: newMemberState(name, lc.ledger), r: r, done: make(chan struct{})}
 			ctx, cancel := context.WithCancel(context.Background())

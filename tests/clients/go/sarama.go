@@ -86,7 +86,9 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Con
 			}
 			h.deliver(msg.Partition, msg.Offset)
 			s.MarkMessage(msg, "")
-			s.Commit()
+			if len(c.Messages()) == 0 {
+				s.Commit()
+			}
 		case <-s.Context().Done():
 			return nil
 		}
