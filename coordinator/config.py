@@ -30,7 +30,11 @@ class Config:
         "brokers served by this process, node ids --node-id and up, each its own listener "
         "(ports --port and up, or every port of --listeners / --advertised-listeners and up)",
     )
-    cluster_id: str = _opt("kafka-coordinator-local", "cluster id reported in Metadata")
+    cluster_id: str = _opt(
+        "",
+        "cluster id reported in Metadata (default: the data dir's, kept in its meta.properties, given at "
+        "its first start: a new id in Kafka's format, 22 characters of base64)",
+    )
     kafka_version: str = _opt(
         "4.4",
         "the Kafka release to behave as: its API version ranges and configs (3.9 also serves the "

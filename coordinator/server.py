@@ -29,7 +29,7 @@ from .api_version_limits import ApiVersionLimits
 from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext, new_context
 from .config import Config
 from .connection import Connection
-from .data_dir import DataDirInUse, lock_data_dir, unlock_data_dir
+from .data_dir import ClusterIdMismatch, DataDirInUse, cluster_id_of, lock_data_dir, unlock_data_dir
 from .durable import StoreError
 from .faults import Faults
 from .listeners import Listener, listeners_of
@@ -177,12 +177,17 @@ class Server:
             probe = self.config.data_dir / ".write-test"
             probe.write_bytes(b"")
             probe.unlink()
+            self.config.cluster_id = cluster_id_of(self.config.data_dir, self.config.cluster_id)
             self._load_credentials()
             acls = self._load_acls()
         except OSError as e:
             sock.close()
             self._release_data_dir()
             raise StartupError(f"data dir {self.config.data_dir}: {e.strerror or e}") from e
+        except ClusterIdMismatch as e:
+            sock.close()
+            self._release_data_dir()
+            raise StartupError(str(e)) from None
         except StartupError:
             sock.close()
             self._release_data_dir()
@@ -295,7 +300,14 @@ class Server:
             except TlsConfigError as e:
                 raise StartupError(str(e)) from None
         sasl = sorted(p for p in protocols if p.startswith("SASL_"))
-        if sasl:
+        if not sasl:
+            # Kafka lists SaslHandshake and SaslAuthenticate on every listener, and answers them
+            # on one without SASL (as after authentication) with ILLEGAL_SASL_STATE.
+            from .security.sasl import SaslApis
+
+            self.sasl = SaslApis([], lambda user: None)
+            self.sasl.register(self.registry)
+        else:
             protocol = sasl[0]
             from .security.sasl import MECHANISMS, SaslApis
             from .profiles import profile_users

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.data_dir import stored_cluster_id
 from tests.support.process import free_port
 from tests.support.proxy import (
     LoggingProxy,
@@ -114,7 +115,7 @@ def test_confluent_admin_list_topics(proxied):
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{proxied.proxy_port}", "client.id": "rdkafka-admin"})
     md = admin.list_topics(timeout=15)
     assert [(b.id, b.host, b.port) for b in md.brokers.values()] == [(1, "127.0.0.1", proxied.proxy_port)]
-    assert md.cluster_id == "kafka-coordinator-local"
+    assert md.cluster_id == stored_cluster_id(proxied.data_dir)
     assert "__consumer_offsets" not in md.topics  # (created at its first use, as on Kafka)
     md = admin.list_topics("__consumer_offsets", timeout=15)  # a Metadata naming it creates it
     assert len(md.topics["__consumer_offsets"].partitions) == 50

@@ -24,6 +24,7 @@ from tests.support.data_plane import cls, create
 from tests.support.legacy import roundtrip
 from tests.support.process import create_topics
 from tests.support.wire_client import WireClient
+from coordinator.data_dir import stored_cluster_id
 
 
 async def test_describe_and_alter_over_the_wire(server):
@@ -137,7 +138,7 @@ async def test_describe_cluster_versions(server):
             dict(include_cluster_authorized_operations=True, endpoint_type=1, include_fenced_brokers=False),
         )
         r = await conn.request(DESCRIBE_CLUSTER, v, body)
-        assert r.error_code == 0 and r.cluster_id == "kafka-coordinator-local" and r.controller_id == 1
+        assert r.error_code == 0 and r.cluster_id == stored_cluster_id(server.data_dir) and r.controller_id == 1
         assert [(b.broker_id, b.port) for b in r.brokers] == [(1, server.port)]
         assert r.cluster_authorized_operations == 0b1111110100000  # no authorizer: every cluster operation
     r = await conn.request(
@@ -183,5 +184,5 @@ def test_confluent_admin_configs_and_cluster(server):
     b = admin.describe_configs([broker])[broker].result(30)
     assert b["log.segment.bytes"].value == "1073741824" and b["num.partitions"].is_read_only
     cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
-    assert cluster.cluster_id == "kafka-coordinator-local" and [n.id for n in cluster.nodes] == [1]
+    assert cluster.cluster_id == stored_cluster_id(server.data_dir) and [n.id for n in cluster.nodes] == [1]
     assert cluster.controller.id == 1 and len(cluster.authorized_operations) == 7

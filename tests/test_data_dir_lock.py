@@ -1,17 +1,20 @@
 """One server process per data dir (Kafka's `.lock`): a second one is refused with one line
-and exit status 2, and the lock goes with its holder, however it exits."""
+and exit status 2, and the lock goes with its holder, however it exits. The data dir's cluster
+id (Kafka's meta.properties)."""
 
 from __future__ import annotations
 
 import pytest
 
+import re
 import signal
 import socket
 import subprocess
 import sys
 
-from coordinator.data_dir import lock_data_dir, unlock_data_dir
-from tests.support.process import ROOT, ServerProcess, free_port
+from coordinator.data_dir import cluster_id_of, lock_data_dir, stored_cluster_id, unlock_data_dir
+from tests.support.process import ROOT, InProcessServer, ServerProcess, free_port
+from tests.support.raw_wire import Wire
 from tests.support.cli import one_error_line, start
 
 pytestmark = [
@@ -61,3 +64,31 @@ def test_the_lock_is_per_process_and_counted(tmp_path):
     s = ServerProcess(tmp_path)
     s.start()
     s.close()
+
+
+def test_the_cluster_id_is_the_data_dirs(tmp_path):
+    """As Kafka's meta.properties: a new data dir gets a cluster id in Kafka's format (22
+    characters of url-safe base64) at its first start and keeps it; a --cluster-id naming
+    another cluster is refused, the one it holds accepted."""
+    data = tmp_path / "data"
+    ids = []
+    for _ in range(2):
+        server = InProcessServer(data)
+        server.start()
+        try:
+            w = Wire(server.port)
+            ids.append(
+                w.call(
+                    3, 12, topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                ).cluster_id
+            )
+            w.close()
+        finally:
+            server.close()
+    assert ids[0] == ids[1] == stored_cluster_id(data) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", ids[0])
+    line = one_error_line(start("--port", "0", "--data-dir", str(data), "--cluster-id", "another"))
+    assert f"belongs to cluster {ids[0]}" in line and "--cluster-id another" in line
+    given = tmp_path / "given"
+    given.mkdir()
+    assert cluster_id_of(given, "MkU3OEVBNTcwNTJENDM2Qk") == "MkU3OEVBNTcwNTJENDM2Qk" == stored_cluster_id(given)
+    assert cluster_id_of(given, "") == cluster_id_of(given, "MkU3OEVBNTcwNTJENDM2Qk") == "MkU3OEVBNTcwNTJENDM2Qk"

@@ -32,12 +32,9 @@ from protocol.messages import _strip_optional, codec, decode_body, encode_body
 ERROR = ErrorCode.not_coordinator
 
 
-SASL = [(17, v) for v in range(2)] + [(36, v) for v in range(3)]  # registered on SASL ports only
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> list[tuple[int, int]]:
-    """(api key, version) for every API a started server registers, and SASL's."""
+    """(api key, version) for every API a started server registers (SASL's on every listener)."""
     server = Server(parse_args(["--port", "0", "--data-dir", str(tmp_path_factory.mktemp("data"))]))
 
     async def run() -> list[tuple[int, int]]:
@@ -45,7 +42,6 @@ def served(tmp_path_factory) -> list[tuple[int, int]]:
         try:
             return sorted(
                 {(a.key, v) for a in server.registry.apis.values() for v in range(a.min_version, a.max_version + 1)}
-                | set(SASL)
             )
         finally:
             await server.stop()

@@ -13,6 +13,7 @@ from protocol.framing import frame
 from protocol.messages import decode_response
 from tests.support.raw_wire import API_VERSIONS, Wire
 from tests.support.wire_client import request_class
+from coordinator.data_dir import stored_cluster_id
 
 UPDATE_FEATURES, CONSUMER_GROUP_HEARTBEAT = 57, 68
 NONE, UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_UPDATE_VERSION, REBOOTSTRAP_REQUIRED = 0, 35, 42, 95, 129
@@ -85,15 +86,16 @@ def test_api_versions_v5_checks_the_cluster_and_node_named(server):
     try:
         ranges = {k.api_key: (k.min_version, k.max_version) for k in _v5(w, None, -1).api_keys}
         assert ranges[API_VERSIONS] == (0, 5)
-        ok = _v5(w, "kafka-coordinator-local", 1)
+        cluster_id = stored_cluster_id(server.data_dir)
+        ok = _v5(w, cluster_id, 1)
         assert ok.error_code == NONE and _features(ok)[1] == FINALIZED
         # misrouted: another cluster, or another node of this one (KIP-1242)
-        for cluster_id, node in (("other-cluster", 1), ("kafka-coordinator-local", 2)):
-            body = _v5(w, cluster_id, node)
+        for other, node in (("other-cluster", 1), (cluster_id, 2)):
+            body = _v5(w, other, node)
             assert (body.error_code, body.api_keys) == (REBOOTSTRAP_REQUIRED, ())
         # both or neither (ApiVersionsRequest.isValid)
-        for cluster_id, node in ((None, 0), ("kafka-coordinator-local", -1)):
-            assert _v5(w, cluster_id, node).error_code == INVALID_REQUEST
+        for other, node in ((None, 0), (cluster_id, -1)):
+            assert _v5(w, other, node).error_code == INVALID_REQUEST
         assert _api_versions(w, 4).error_code == NONE  # the connection serves on
     finally:
         w.close()

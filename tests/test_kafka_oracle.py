@@ -212,10 +212,7 @@ EMPTY_OVERRIDES: dict[int, dict[str, Any]] = {
     78: {"max_wait": 0},  # ShareFetch
 }
 # APIs the sweep leaves out, with why.
-SWEEP_SKIPS = {
-    17: "SaslHandshake on a plaintext listener is the SASL suite's business",
-    36: "SaslAuthenticate: as SaslHandshake",
-}
+SWEEP_SKIPS: dict[int, str] = {}
 # Versions the sweep leaves out, with why.
 SWEEP_VERSION_SKIPS = {
     (24, 4): "AddPartitionsToTxn v4+ is the brokers' batched verification: Kafka holds an empty one unanswered",

@@ -82,7 +82,11 @@ class SaslApis:
 
     def handshake(self, ctx: Any, req: Any) -> Any:
         session: SaslSession = ctx.connection.sasl
-        if session is None or session.mechanism is not None:
+        if session is None or session.authenticated:
+            # Kafka's KafkaApis answers it (a listener without SASL, or a connection already
+            # authenticated): the error alone, no mechanisms.
+            return ctx.response(error_code=E.illegal_sasl_state, mechanisms=())
+        if session.mechanism is not None:
             error = E.illegal_sasl_state
         elif req.mechanism not in self.mechanisms:
             error = E.unsupported_sasl_mechanism
@@ -110,7 +114,15 @@ class SaslApis:
     def authenticate(self, ctx: Any, req: Any) -> Any:
         conn = ctx.connection
         session: SaslSession = conn.sasl
-        if session is None or session.exchange is None or session.authenticated:
+        if session is None or session.authenticated:
+            # As Kafka's KafkaApis, which only sees it there: answered, the connection kept.
+            return ctx.response(
+                error_code=E.illegal_sasl_state,
+                error_message="SaslAuthenticate request received after successful authentication",
+                auth_bytes=b"",
+                session_lifetime=0,
+            )
+        if session.exchange is None:
             return self._fail(ctx, E.illegal_sasl_state, "SaslAuthenticate outside a SASL handshake")
         try:
             token, done = session.exchange.step(bytes(req.auth_bytes))

@@ -54,7 +54,6 @@ INTERBROKER = (
     "an inter-broker or controller API: this server runs no separate brokers, controllers or share-state"
     " coordinators that would call it"
 )
-SASL = "this server lists the SASL APIs only when a listener takes SASL; Kafka lists them on every listener"
 NO_SCHEMA = "an API new in Kafka 4.4 that kio 0.6.5 has no schema for; not implemented"
 FEATURES = (
     "a level is advertised only once this server implements it (coordinator/features.py): share-group"
@@ -88,8 +87,6 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     _d("wire/ApiVersions/range/RemoveRaftVoter", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/RenewDelegationToken", "Kafka serves v1-2; here not served"),
-    _d("wire/ApiVersions/range/SaslAuthenticate", "Kafka serves v0-2 on a plaintext listener; here not listed", SASL),
-    _d("wire/ApiVersions/range/SaslHandshake", "Kafka serves v0-1 on a plaintext listener; here not listed", SASL),
     _d("wire/ApiVersions/range/UnregisterBroker", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/WriteShareGroupState", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
     # -- wire: a request of every API with every field at its default or zero
@@ -113,11 +110,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "as the ApiVersions ranges above",
     ),
     _d(
-        "tools/kafka-cluster/cluster-id",
-        "Kafka prints its 22-character base64 cluster id, here 'kafka-coordinator-local'",
-        "the default --cluster-id is not in Kafka's format (Kafka 4.4 parity)",
-    ),
-    _d(
         "tools/kafka-configs/describe-broker-all",
         "advertised.listeners, controller.listener.names, controller.quorum.voters, inter.broker.listener.name,"
         " listeners and listener.security.protocol.map: Kafka shows its node's static settings (a CONTROLLER"
@@ -127,9 +119,8 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     _d(
         "tools/kafka-metadata-quorum/describe-status",
-        "the cluster id as tools/kafka-cluster/cluster-id says; Kafka's high watermark is its metadata log's"
-        " offset, here the count of catalog changes since start; the voter's endpoint is Kafka's CONTROLLER"
-        " listener, here the broker's own address",
+        "Kafka's high watermark is its metadata log's offset, here the count of catalog changes since start;"
+        " the voter's endpoint is Kafka's CONTROLLER listener, here the broker's own address",
         "this server keeps no KRaft metadata log and has no controller listener: its one node is broker and"
         " controller on one port",
         DELIBERATE,
