@@ -339,6 +339,7 @@ class Server:
     def _load_acls(self) -> Any:
         """The ACL store with --authorizer (else None: the ACL APIs answer SECURITY_DISABLED)."""
         from .security.acls import AclApis, AclStore
+        from .security.delegation_tokens import DelegationTokenApis
 
         store = None
         if self.config.authorizer:
@@ -347,6 +348,7 @@ class Server:
             except StoreError as e:
                 raise StartupError(str(e)) from None
         AclApis(store).register(self.registry)
+        DelegationTokenApis().register(self.registry)  # (refused, as Kafka without tokens: see there)
         return store
 
     def _load_credentials(self) -> None:

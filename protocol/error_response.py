@@ -37,7 +37,7 @@ from .offset_commit import OffsetCommitRequest, write_response_to
 
 PRODUCE, FETCH, OFFSET_COMMIT, API_VERSIONS = 0, 1, 8, 18
 DESCRIBE_CLIENT_QUOTAS, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 48, 50, 51
-DESCRIBE_QUORUM = 55
+DESCRIBE_QUORUM, ALTER_REPLICA_LOG_DIRS = 55, 34
 DESCRIBE_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 92
 
 # What each request class's getErrorResponse(throttleTimeMs, Throwable e) writes into the
@@ -126,6 +126,7 @@ _IDENTITY = {
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
     "user": ("name", "user"),
+    "topic_name": ("topic_name",),
     "session_id": ("session_id",),  # Fetch: the request's fetch session
     "entity_type": ("entity_type",),  # AlterClientQuotas: each entry's entity
     "entity_name": ("entity_name",),
@@ -199,7 +200,18 @@ def _describe_share_group_offsets(version: int, request: Any) -> Any:
     return dataclasses.replace(request, groups=tuple(dataclasses.replace(g, topics=()) for g in request.groups))
 
 
+def _alter_replica_log_dirs(version: int, request: Any) -> Any:
+    """AlterReplicaLogDirsRequest.getErrorResponse: each dir's topics, one result each, with
+    every partition named."""
+    return types.SimpleNamespace(
+        results=[
+            types.SimpleNamespace(topic_name=t.name, partitions=t.partitions) for d in request.dirs for t in d.topics
+        ]
+    )
+
+
 _SPECIAL = {
+    ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     FETCH: _fetch,
     DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,

@@ -5,10 +5,13 @@ answers, ListConfigResources (74) and client-metrics config resources, and their
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from tests.support.acls import DESCRIBE, TOPIC, create_acls_body
 from tests.support.data_plane import batch, create, produce
+from tests.support.raw_wire import Wire, api_ranges
 from tests.support.wire_client import WireClient, request_class
 
 DESCRIBE_TOPIC_PARTITIONS, CREATE_ACLS, DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM, FIND_COORDINATOR = 75, 30, 35, 55, 10
@@ -339,3 +342,31 @@ async def test_client_metrics_subscriptions_kept_described_and_listed(server_fac
         assert await listed() == []
     finally:
         await conn.close()
+
+
+def test_delegation_tokens_are_refused_as_kafka_refuses_them_without_sasl(server):
+    """Kafka 4.4 lists the four delegation token APIs and answers them on a listener without
+    SASL with DELEGATION_TOKEN_REQUEST_NOT_ALLOWED (64), no token and no timestamps (-1; kio
+    cannot read those back, so those answers are read as bytes here)."""
+    w = Wire(server.port)
+    try:
+        keys = api_ranges(w.call(18, 3, client_software_name="t", client_software_version="1"))
+        assert [keys[k] for k in (38, 39, 40, 41)] == [(1, 3), (1, 2), (1, 2), (1, 3)]
+        r = w.call(41, 3, owners=None)
+        assert (r.error_code, r.tokens) == (64, ())
+
+        def raw(api: int, **values) -> bytes:
+            w.send(w.request_bytes(api, 1, 7, **values))
+            data = w.read_frame()
+            assert data is not None and data[:4] == (7).to_bytes(4, "big")
+            return data[4:]
+
+        # error code, owner User:ANONYMOUS, three timestamps of -1, no token id nor hmac, throttle 0
+        assert raw(38, renewers=(), max_lifetime=datetime.timedelta(milliseconds=-1)) == (
+            b"\0\x40" + b"\0\4User" + b"\0\x09ANONYMOUS" + b"\xff" * 24 + b"\0\0" + b"\0" * 4 + b"\0" * 4
+        )
+        zero = datetime.timedelta(0)
+        for api, values in ((39, {"renew_period": zero}), (40, {"expiry_time_period": zero})):
+            assert raw(api, hmac=b"", **values) == b"\0\x40" + b"\xff" * 8 + b"\0" * 4
+    finally:
+        w.close()

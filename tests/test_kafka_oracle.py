@@ -478,6 +478,25 @@ def test_topic_admin_error_paths(warm, sides):
             fixed({"timeout": 5000, "validate_only": True, "topics": [{"name": topic, "count": count}]}),
             warm.ranges,
         )
+    for case, path in (("own-log-dir", None), ("unknown-log-dir", "/oracle-no-such-log-dir")):
+        compare_at_every_version(
+            obs,
+            sides,
+            f"wire/AlterReplicaLogDirs/{case}",
+            34,
+            lambda side, v, path=path: {
+                "dirs": [
+                    {
+                        "path": path or str(getattr(side.server, "log_dir", None) or side.server.data_dir),
+                        "topics": [
+                            {"name": TOPIC, "partitions": [0, 99]},
+                            {"name": "oracle-no-such-topic", "partitions": [0]},
+                        ],
+                    }
+                ]
+            },
+            warm.ranges,
+        )
     compare_at_every_version(
         obs,
         sides,

@@ -3,6 +3,11 @@ dirs, one here (the data dir), each with its size and free space and, per topic,
 this broker holds a replica of, with their sizes on disk (`kafka-log-dirs`,
 `kafka-reassign-partitions`). The data is stored once: with `--brokers N` every broker reports
 the one data dir, and in it the partitions it is a replica of.
+
+AlterReplicaLogDirs (34), as Kafka's ReplicaManager.alterReplicaLogDirs answers it on a broker
+with one log dir: a replica is already in the only dir there is, so a move to it is done at
+once (NONE); another path is LOG_DIR_NOT_FOUND, an unknown partition UNKNOWN_TOPIC_OR_PARTITION,
+a partition this broker holds no replica of REPLICA_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..apis import Registry, RequestContext
 
-DESCRIBE_LOG_DIRS = 35
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 
 
 class LogDirApis:
@@ -26,7 +31,40 @@ class LogDirApis:
         self.log_dir = os.path.abspath(data_dir)  # (Kafka reports the absolute path)
 
     def register(self, registry: Registry) -> None:
+        registry.add(ALTER_REPLICA_LOG_DIRS, range(1, 3), self.alter_replica_log_dirs)
         registry.add(DESCRIBE_LOG_DIRS, range(1, 6), self.describe_log_dirs)
+
+    def alter_replica_log_dirs(self, ctx: RequestContext, req: Any) -> Any:
+        node = ctx.connection.listener.node_id
+        by_topic: dict[str, dict[int, E]] = {}  # (a partition named twice: its last dir's answer, as Kafka's map)
+        for d in req.dirs:
+            here = os.path.abspath(d.path) == self.log_dir
+            for t in d.topics:
+                info = self.topics.topics.get(t.name)
+                rows = by_topic.setdefault(t.name, {})
+                for p in t.partitions:
+                    if not here:
+                        rows[p] = E.log_dir_not_found
+                    elif info is None or not 0 <= p < info.partitions:
+                        rows[p] = E.unknown_topic_or_partition
+                    elif node not in self.topology.state(t.name, p).replicas:
+                        rows[p] = E.replica_not_available
+                    else:
+                        rows[p] = E.none
+        return ctx.response(
+            throttle_time=0,
+            results=tuple(
+                ctx.nested(
+                    "AlterReplicaLogDirTopicResult",
+                    topic_name=name,
+                    partitions=tuple(
+                        ctx.nested("AlterReplicaLogDirPartitionResult", partition_index=p, error_code=error)
+                        for p, error in rows.items()
+                    ),
+                )
+                for name, rows in by_topic.items()
+            ),
+        )
 
     def describe_log_dirs(self, ctx: RequestContext, req: Any) -> Any:
         node = ctx.connection.listener.node_id

@@ -452,6 +452,27 @@ def _txn_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
     return ctx.response(throttle_time=0, error_code=error, producer_id=-1, producer_epoch=-1)
 
 
+def _log_dirs_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
+    """AlterReplicaLogDirs without ALTER on the cluster: every partition asked refused."""
+    by_topic: dict[str, dict[int, None]] = {}  # (each partition once, in the order asked)
+    for d in req.dirs:
+        for t in d.topics:
+            by_topic.setdefault(t.name, {}).update(dict.fromkeys(t.partitions))
+    return ctx.response(
+        throttle_time=0,
+        results=tuple(
+            ctx.nested(
+                "AlterReplicaLogDirTopicResult",
+                topic_name=name,
+                partitions=tuple(
+                    ctx.nested("AlterReplicaLogDirPartitionResult", partition_index=p, error_code=error) for p in ps
+                ),
+            )
+            for name, ps in by_topic.items()
+        ),
+    )
+
+
 def _no_log_dirs(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
     """As KafkaApis.handleDescribeLogDirsRequest answers (not its getErrorResponse)."""
     return ctx.response(throttle_time=0, error_code=error, results=())
@@ -1021,6 +1042,7 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
     31: _cluster(ALTER),  # DeleteAcls
     32: _configs(DESCRIBE_CONFIGS, "results"),
     33: _configs(ALTER_CONFIGS, "responses"),
+    34: _cluster(ALTER, _log_dirs_refused),  # AlterReplicaLogDirs
     35: _cluster(DESCRIBE, _no_log_dirs),  # DescribeLogDirs
     37: Rule(each=_by_name("topics", "results", ALTER, _create_partitions_row)),
     42: Rule(each=_in_order("groups_names", "results", DELETE, GROUP, _deleted_group_row, "group_id")),

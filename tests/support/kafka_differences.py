@@ -72,11 +72,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     _d("wire/ApiVersions/range/93", "Kafka serves v0; here not served", NO_SCHEMA),
     _d("wire/ApiVersions/range/94", "Kafka serves v0; here not served", NO_SCHEMA),
     _d("wire/ApiVersions/range/AddRaftVoter", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
-    _d("wire/ApiVersions/range/AlterReplicaLogDirs", "Kafka serves v1-2; here not served"),
-    _d("wire/ApiVersions/range/CreateDelegationToken", "Kafka serves v1-3; here not served"),
     _d("wire/ApiVersions/range/DeleteShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
-    _d("wire/ApiVersions/range/DescribeDelegationToken", "Kafka serves v1-3; here not served"),
-    _d("wire/ApiVersions/range/ExpireDelegationToken", "Kafka serves v1-2; here not served"),
     _d("wire/ApiVersions/range/InitializeShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/ReadShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d(
@@ -86,7 +82,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         DELIBERATE,
     ),
     _d("wire/ApiVersions/range/RemoveRaftVoter", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
-    _d("wire/ApiVersions/range/RenewDelegationToken", "Kafka serves v1-2; here not served"),
     _d("wire/ApiVersions/range/UnregisterBroker", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/WriteShareGroupState", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
     # -- wire: a request of every API with every field at its default or zero
