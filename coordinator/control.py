@@ -165,7 +165,7 @@ class TestControl:
         return _json("200 OK", {"reset": limits.reset(int(api) if api.isdigit() else api)})
 
     async def _cluster(self, method: str, path: str, body: bytes) -> Answer:
-        cluster = getattr(self.server, "cluster_control", None)
+        cluster = self.server.cluster_control
         if cluster is None:
             return not_found("this server runs no cluster control (a single broker)")
         if method == "GET":

@@ -226,5 +226,5 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily(
             "kcoord_up_since_seconds",
             "Unix time the server became ready",
-            value=getattr(self.server, "ready_since", 0.0) or 0.0,
+            value=self.server.ready_since,
         )

@@ -23,7 +23,7 @@ class Metrics:
         self.server = server
         self.requests = RequestMetrics()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.http = MetricsHttp(self.registry, lambda: bool(getattr(server, "ready_since", 0.0)))
+        self.http = MetricsHttp(self.registry, lambda: bool(server.ready_since))
         if server.config.enable_test_control:
             self.http.control = TestControl(server)
         self.lag: LagMonitor | None = None
