@@ -22,7 +22,7 @@ from protocol.offset_commit import OffsetCommitRequest, resolve_topic_ids, write
 from ..errors import E
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..futures import future_and_callback
-from .classic.classic_group import ClassicGroup, JoinRequest, JoinResult, SyncResult
+from .classic.classic_group import ClassicGroup, JoinRequest, JoinResult, SyncRequest, SyncResult
 from .modern.consumer.consumer_group import ConsumerGroup
 from .modern.consumer.consumer_manager import HeartbeatRequest, validate_request
 from .modern.modern_manager import ApiError, HeartbeatResult, ModernGroupManager
@@ -304,13 +304,15 @@ class GroupApis:
         if shard is None:
             return self._sync_response(ctx, SyncResult(error))
         result = shard.classic.sync(
-            req.group_id,
-            req.member_id,
-            getattr(req, "group_instance_id", None),
-            req.generation_id,
-            getattr(req, "protocol_type", None),
-            getattr(req, "protocol_name", None),
-            {a.member_id: a.assignment for a in req.assignments},
+            SyncRequest(
+                req.group_id,
+                req.member_id,
+                getattr(req, "group_instance_id", None),
+                req.generation_id,
+                getattr(req, "protocol_type", None),
+                getattr(req, "protocol_name", None),
+                {a.member_id: a.assignment for a in req.assignments},
+            )
         )
         return self.answer(ctx, shard, result, lambda r: self._sync_response(ctx, r), SyncResult)
 

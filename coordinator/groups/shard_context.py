@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Protocol
 
-from .classic.classic_group import ClassicGroup, JoinRequest, SyncResult
+from .classic.classic_group import ClassicGroup, JoinRequest, SyncRequest, SyncResult
 from .clock import Clock
 from .modern.consumer.consumer_group import ConsumerGroup, ConsumerMember
 from .group import Group
@@ -70,15 +70,7 @@ class Migration(Protocol):
 
     def join(self, out: CoordinatorResult, group: ConsumerGroup, r: JoinRequest) -> Any: ...
 
-    def sync(
-        self,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        generation_id: int,
-        protocol_type: str | None,
-        protocol_name: str | None,
-    ) -> SyncResult: ...
+    def sync(self, group: ConsumerGroup, r: SyncRequest) -> SyncResult: ...
 
     def heartbeat(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int) -> int: ...
 

@@ -7,7 +7,7 @@ import asyncio
 import errno
 
 from coordinator.apis import LATER
-from coordinator.groups.classic.classic_group import JoinRequest
+from coordinator.groups.classic.classic_group import JoinRequest, SyncRequest
 from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.runtime import CoordinatorRuntime
@@ -154,7 +154,7 @@ class Operations:
         return self.shard.runtime.apply(self.shard, self.manager.join(JoinRequest(*args, **kwargs)))
 
     def sync(self, *args, **kwargs):
-        return self.shard.runtime.apply(self.shard, self.manager.sync(*args, **kwargs))
+        return self.shard.runtime.apply(self.shard, self.manager.sync(SyncRequest(*args, **kwargs)))
 
     def leave(self, *args, **kwargs):
         fut = self.shard.loop().create_future()

@@ -44,6 +44,20 @@ class JoinRequest:
 
 
 @dataclass(slots=True)
+class SyncRequest:
+    """A SyncGroup as the coordinator reads it (Kafka's SyncGroupRequestData): the leader's
+    assignments by member id (empty from the others)."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class JoinResult:
     error: int
     member_id: str = ""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ... import server_log
 from ...errors import E
 from ...metrics.stats import STATS
-from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncResult
+from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncRequest, SyncResult
 from ..clock import Clock, fire_by
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from ..modern.share.share_group import ShareGroup
@@ -612,38 +612,17 @@ class ClassicGroupManager:
 
     # SyncGroup ------------------------------------------------------------------------
 
-    def sync(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_id: int,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-    ) -> CoordinatorResult:
+    def sync(self, r: SyncRequest) -> CoordinatorResult:
         """SyncGroup. The response is a SyncResult now, or a future resolved once the
         leader's assignment is stored."""
         out = CoordinatorResult()
-        out.response = self._sync(
-            out, group_id, member_id, group_instance_id, generation_id, protocol_type, protocol_name, assignments
-        )
+        out.response = self._sync(out, r)
         return out
 
-    def _sync(
-        self,
-        out: CoordinatorResult,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_id: int,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-    ) -> SyncResult | asyncio.Future:
-        if not group_id:
+    def _sync(self, out: CoordinatorResult, r: SyncRequest) -> SyncResult | asyncio.Future:
+        if not r.group_id:
             return SyncResult(E.invalid_group_id)
-        group = self.groups.get(group_id)
+        group = self.groups.get(r.group_id)
         if type(group) in NOT_CLASSIC_OR_CONSUMER:
             return SyncResult(E.unknown_member_id)
         if group is not None and type(group) is not ClassicGroup:
@@ -651,32 +630,28 @@ class ClassicGroupManager:
                 cast(
                     "ConsumerGroup", group
                 ),  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
-                member_id,
-                group_instance_id,
-                generation_id,
-                protocol_type,
-                protocol_name,
+                r,
             )
         if group is None:
             return SyncResult(E.unknown_member_id)
         if group.state is S.DEAD:
             return SyncResult(E.coordinator_not_available)
-        if group.fenced(group_instance_id, member_id):
+        if group.fenced(r.group_instance_id, r.member_id):
             return SyncResult(E.fenced_instance_id)
-        member = group.members.get(member_id)
+        member = group.members.get(r.member_id)
         if member is None:
             return SyncResult(E.unknown_member_id)
-        if generation_id != group.generation_id:
+        if r.generation_id != group.generation_id:
             return SyncResult(E.illegal_generation)
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-            protocol_name is not None and protocol_name != group.protocol_name
+        if (r.protocol_type is not None and r.protocol_type != group.protocol_type) or (
+            r.protocol_name is not None and r.protocol_name != group.protocol_name
         ):
             return SyncResult(E.inconsistent_group_protocol)
         if group.state is S.EMPTY:
             return SyncResult(E.unknown_member_id)
         if group.state is S.PREPARING_REBALANCE:
             return SyncResult(E.rebalance_in_progress)
-        group.pending_sync.discard(member_id)
+        group.pending_sync.discard(r.member_id)
         self._heartbeat_ok(member)
         if group.state is S.STABLE:
             return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
@@ -685,8 +660,8 @@ class ClassicGroupManager:
         if member.sync_waiter is not None:  # a second SyncGroup replaces the first
             self.resolve(member.sync_waiter, SyncResult(E.rebalance_in_progress))
         member.sync_waiter = fut
-        if member_id == group.leader_id:
-            self._store_assignment(out, group, self.group_record(group, assignments))
+        if r.member_id == group.leader_id:
+            self._store_assignment(out, group, self.group_record(group, r.assignments))
         return fut
 
     def _store_assignment(self, out: CoordinatorResult, group: ClassicGroup, record: GroupMetadataValue) -> None:

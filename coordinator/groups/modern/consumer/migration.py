@@ -39,7 +39,7 @@ from protocol.consumer_protocol import (
 )
 
 from .... import server_log
-from ...classic.classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncResult
+from ...classic.classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncRequest, SyncResult
 from ...classic.classic_manager import ClassicGroupManager
 from .consumer_group import ConsumerGroup, ConsumerMember
 from .consumer_manager import ConsumerGroupManager
@@ -265,24 +265,16 @@ class GroupMigration:
             return E.unknown_member_id, None
         return E.none, member
 
-    def sync(
-        self,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        generation_id: int,
-        protocol_type: str | None,
-        protocol_name: str | None,
-    ) -> SyncResult:
-        error, member = self._member(group, member_id, instance_id)
+    def sync(self, group: ConsumerGroup, r: SyncRequest) -> SyncResult:
+        error, member = self._member(group, r.member_id, r.group_instance_id)
         if member is None:
             return SyncResult(error)
         assert member.classic is not None
-        if generation_id != member.member_epoch:
+        if r.generation_id != member.member_epoch:
             return SyncResult(E.illegal_generation)
         name, metadata = member.classic.supported_protocols[0]
-        if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or (
-            protocol_name is not None and protocol_name != name
+        if (r.protocol_type is not None and r.protocol_type != PROTOCOL_TYPE) or (
+            r.protocol_name is not None and r.protocol_name != name
         ):
             return SyncResult(E.inconsistent_group_protocol)
         # Rejoin only for a newer target (KAFKA-20272): with assignment batching the group
