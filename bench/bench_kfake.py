@@ -74,6 +74,7 @@ def build_kfake() -> Path:
 class Server:
     name: str  # as the figures name it
     args: list[str]
+    cwd: Path = ROOT  # the checkout whose server runs
     proc: subprocess.Popen | None = None
     port: int = 0
     cycle_us: list[float] = field(default_factory=list)
@@ -82,7 +83,7 @@ class Server:
     def start(self, data: Path) -> None:
         data.mkdir(parents=True)
         log = open(data / "server.log", "wb")  # noqa: SIM115  # (the child holds it)
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=subprocess.PIPE, stderr=log)
+        self.proc = subprocess.Popen(self.args, cwd=self.cwd, stdout=subprocess.PIPE, stderr=log)
         log.close()
         line = self.proc.stdout.readline().decode()  # type: ignore[union-attr]  # stdout is a pipe: Popen was given stdout=PIPE
         if not line.startswith("ready"):
@@ -139,6 +140,13 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=2, help="per workload, server and round")
     ap.add_argument("--connections", type=int, default=4, help="driving each workload at once")
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="also this checkout's server (e.g. a compiled build), fsync never and always, labelled LABEL",
+    )
     args = ap.parse_args()
     kfake = str(build_kfake())
     ours = [sys.executable, "-m", "coordinator", "--port", "0", "--group-initial-rebalance-delay-ms", "0"]
@@ -150,6 +158,14 @@ async def main() -> None:
         "kfake dir": Server("kfake with a data dir, no fsync", [kfake, "-data-dir", str(data / "d")]),
         "kfake sync": Server("kfake with a data dir, fsync per write", [kfake, "-data-dir", str(data / "e"), "-sync"]),
     }
+    for spec in args.tree:
+        label, path = spec.split("=", 1)
+        for fsync in ("never", "always"):
+            servers[f"{label} {fsync}"] = Server(
+                f"this server, {label}, fsync {fsync}",
+                [*ours, "--fsync", fsync, "--data-dir", str(data / f"{label}-{fsync}")],
+                Path(path).resolve(),
+            )
     load = [os.getloadavg()[0]]
     try:
         for key, server in servers.items():
@@ -179,15 +195,22 @@ async def main() -> None:
         ),
         ("commit_us", f"OffsetCommit of 10 partitions by standalone committers, {args.connections} connections"),
     ):
-        for fsync, mine, peer, peer_name in (
-            ("never", "ours never", "kfake memory", f"{kname} in memory"),
-            ("always", "ours always", "kfake sync", f"{kname}, data dir, fsync per write"),
-        ):
+        for fsync, mine, peer, peer_name, label in [
+            ("never", "ours never", "kfake memory", f"{kname} in memory", ""),
+            ("always", "ours always", "kfake sync", f"{kname}, data dir, fsync per write", ""),
+        ] + [
+            (fsync, f"{label} {fsync}", peer, peer_name, f" ({label})")
+            for label in (spec.split("=", 1)[0] for spec in args.tree)
+            for fsync, peer, peer_name in (
+                ("never", "kfake memory", f"{kname} in memory"),
+                ("always", "kfake sync", f"{kname}, data dir, fsync per write"),
+            )
+        ]:
             values, peer_values = getattr(servers[mine], workload), getattr(servers[peer], workload)
             ratio = statistics.median(values) / statistics.median(peer_values)
-            print(f"{what}, fsync {fsync}: {ratio:.2f}x {peer_name}'s CPU")
+            print(f"{what}, fsync {fsync}{label}: {ratio:.2f}x {peer_name}'s CPU")
             record(
-                f"{what}, fsync {fsync}, log level INFO: server CPU per operation",
+                f"{what}, fsync {fsync}, log level INFO{label}: server CPU per operation",
                 statistics.median(values),
                 "us",
                 params={
