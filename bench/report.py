@@ -143,7 +143,10 @@ def render(rows: list[dict[str, Any]]) -> str:
                     if peer
                     else ""
                 )
-            cells += [machines[machine_key(row["machine"])], row["date"][:10]]
+            where = machines[machine_key(row["machine"])]
+            if params.get("load"):  # the load average over the run, where the script recorded it
+                where += f", load {params['load'][0]:.1f}-{params['load'][1]:.1f}"
+            cells += [where, row["date"][:10]]
             out.append("| " + " | ".join(cells) + " |\n")
     return "".join(out)
 
