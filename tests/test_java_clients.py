@@ -169,15 +169,18 @@ def test_across_a_coordinator_move_a_broker_stop_and_a_leader_move(tmp_path):
 @pytest.mark.timeout(400)
 def test_kafka_streams_on_the_streams_protocol(server_factory, tmp_path):
     """Kafka Streams 4.4 with group.protocol=streams (KIP-1071): the coordinator validates the
-    topology, creates the repartition and changelog topics and assigns the tasks (Kafka's 3 s
-    initial rebalance delay included). An exactly-once word count with two instances, then a
-    third joining, then one stopped and started again with an empty state dir, with a standby
-    replica of each stateful task: after each step the group is Stable with every member running
-    active tasks and the standbys placed (Admin.describeStreamsGroups),
-    and each word's output is exactly 1..n. On a server of its own, apart from the scenarios
-    above (one more JVM beside them starves their timing)."""
-    # One standby replica of each stateful task (group.streams.num.standby.replicas)
-    server = proxied_server(server_factory, *SERVER_ARGS, "--group-streams-num-standby-replicas", "1")
+    topology, creates the repartition and changelog topics and assigns the tasks. An exactly-once
+    word count with two instances, then a third joining, then one stopped and started again with
+    an empty state dir, with a standby replica of each stateful task: after each step the group is
+    Stable with every member running active tasks and the standbys placed
+    (Admin.describeStreamsGroups), and each word's output is exactly 1..n. On a server of its
+    own, apart from the scenarios above (one more JVM beside them starves their timing)."""
+    # One standby replica of each stateful task (group.streams.num.standby.replicas); the test
+    # profile: no initial rebalance delay (Kafka's is 3 s), members heartbeat every 250 ms (Kafka:
+    # every 5 s), so each step's new assignment reaches the instances at once.
+    server = proxied_server(
+        server_factory, *SERVER_ARGS, "--profile", "test", "--group-streams-num-standby-replicas", "1"
+    )
     results = run_parallel(
         {"streams-protocol": (java_command("streams-protocol", server.proxy_bootstrap), server, tmp_path / "java.log")}
     )
