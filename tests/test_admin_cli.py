@@ -15,6 +15,7 @@ import time
 
 from confluent_kafka import Consumer, Producer
 
+from tests.support import cli
 from tests.support.process import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries through whole group life cycles
@@ -23,10 +24,9 @@ T0 = 1_700_000_000_000  # record timestamps of the messages produced here (ms)
 
 
 def kcoord(server, *args: str, output: str | None = "json") -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap]
-    if output:
-        cmd += ["--output", output]
-    return subprocess.run([*cmd, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    """In this process (tests/support/cli.py); the tests of `python -m coordinator.admin`'s own
+    argument handling and failures below run it as a subprocess."""
+    return cli.kcoord("--bootstrap-server", server.bootstrap, *(("--output", output) if output else ()), *args)
 
 
 def ok(server, *args: str, output: str | None = "json"):

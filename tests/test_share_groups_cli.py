@@ -4,7 +4,6 @@ one-line failures."""
 
 from __future__ import annotations
 
-import pytest
 
 from tests.support.share import (
     ACCEPT,
@@ -20,8 +19,6 @@ from tests.support.share import (
     sfetch,
     start,
 )
-
-pytestmark = pytest.mark.slow  # a kcoord subprocess per command
 
 
 async def test_share_groups_cli(server):

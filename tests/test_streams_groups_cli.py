@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 
 from tests.support.groups_wire import COMMIT, commit_body
 from tests.support.metrics_scrape import scrape, value
@@ -14,8 +13,6 @@ from tests.support.process import free_port
 from tests.support.share import kcoord_fails, kcoord_ok as ok
 from tests.support.streams import NO_DELAY, SHB, active_of, shb, word_count
 from tests.support.wire_client import WireClient
-
-pytestmark = pytest.mark.slow  # a kcoord subprocess per command
 
 
 async def test_streams_groups_cli_and_metrics(server_factory):

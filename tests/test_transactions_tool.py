@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 
 import pytest
 
 from tests.support.kafka_oracle import Tools, unavailable
-from tests.support.process import ROOT
+from tests.support import cli
 from tests.support.transactions_wire import (
     E_NONE,
     add_partitions,
@@ -73,8 +71,7 @@ async def _state(port: int) -> tuple[int, dict]:
 
 
 def kcoord(server, *args: str) -> list[dict]:
-    cmd = [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap, "--output", "json"]
-    run = subprocess.run([*cmd, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = cli.kcoord("--bootstrap-server", server.bootstrap, "--output", "json", *args)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)
 

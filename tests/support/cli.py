@@ -25,3 +25,26 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     return lines[0]
+
+
+def kcoord(*args: str) -> subprocess.CompletedProcess:
+    """`python -m coordinator.admin ARGS` run in this process: its entry point (`run`), what
+    it writes to stdout and stderr and its exit status, without an interpreter start and the
+    imports per command (a second of CPU each, dozens of commands a test). The tests that run
+    `python -m coordinator.admin` itself (tests/test_admin_cli.py) keep a subprocess."""
+    import contextlib
+    import io
+
+    from coordinator.admin.cli import run
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    code: int | str | None = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            run(list(args), prog="python -m coordinator.admin")
+        except SystemExit as e:
+            code = e.code
+    status = code if isinstance(code, int) else (0 if code is None else 1)
+    text = lambda stream: stream.buffer.getvalue().decode("utf-8", "replace")  # noqa: E731
+    return subprocess.CompletedProcess(["kcoord", *args], status, text(out), text(err))

@@ -1,6 +1,6 @@
 """Raw-wire share groups (KIP-932): ShareFetch / ShareAcknowledge bodies, their answers read
 back, group configs, a topic with records and a share group reading it from the earliest,
-and kcoord run as a subprocess."""
+and kcoord run in process (tests/support/cli.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import asyncio
 import datetime
 import json
 import subprocess
-import sys
 import time
 
 from protocol.record_batch import build_batch as _build_batch, iter_batches
 from tests.support.data_plane import produce
-from tests.support.process import ROOT
 from tests.support.wire_client import WireClient, request_class
 
 SFETCH, SACK, SHB, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 78, 79, 76, 44, 32
@@ -180,10 +178,9 @@ async def start(server, topic="t", group="g", records=10, per_batch=1, partition
 
 
 def kcoord(server, *args: str, output: str | None = "json") -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "coordinator.admin", "--bootstrap-server", server.bootstrap]
-    if output:
-        cmd += ["--output", output]
-    return subprocess.run([*cmd, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    from tests.support import cli
+
+    return cli.kcoord("--bootstrap-server", server.bootstrap, *(("--output", output) if output else ()), *args)
 
 
 def kcoord_ok(server, *args: str):
