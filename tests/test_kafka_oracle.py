@@ -1174,6 +1174,156 @@ def test_transaction_error_paths(warm, sides):
     obs.check()
 
 
+def wait_for_txn_state(side: Side, txn_id: str, state: str) -> None:
+    for _ in range(300):
+        body = side.call(65, 0, {"transactional_ids": [txn_id]})
+        if body.transaction_states[0].transaction_state == state:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{txn_id} never reached {state} on port {side.server.port}")
+
+
+def produce_retrying(side: Side, txn_id: str, topic: str, records: bytes, retry: tuple[int, ...] = (6,)) -> Any:
+    """A transactional Produce to partition 0, retried while Kafka's broker is not yet the
+    leader of a topic just created (NOT_LEADER_OR_FOLLOWER) or another error of `retry`."""
+    values = {
+        "transactional_id": txn_id,
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
+    for _ in range(100):
+        produced = side.call(0, 9, values)
+        if produced.responses[0].partition_responses[0].error_code not in retry:
+            break
+        time.sleep(0.1)
+    return produced
+
+
+def test_tools_transactions_open_hanging_and_abort(warm, sides):
+    """Kafka 4.4's kafka-transactions after the same steps on both brokers: describe-producers,
+    describe and list during an open transaction; find-hanging with a transactional batch no
+    coordinator knows of (written with verification off, as a broker before KIP-890 took it);
+    abort of that transaction, then describe-producers and find-hanging again. Each side's
+    producer id of the open transaction, timestamps and durations are masked."""
+    obs = Observations()
+    topic, txn_id, hanging_pid = "oracle-txn-tools", "oracle-tools-txn", 4242
+    old = 1_700_000_000_000  # the hanging batch's timestamp: long past any transaction timeout
+    pids = []
+    for side in sides:
+        answer = side.call(
+            19, 7, {"timeout": 30000, "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}]}
+        )
+        assert [t.error_code for t in answer.topics] == [0], answer
+        wait_for_partitions(side.server.port, topic, 1)
+        init = side.call(
+            22, 4, {"transactional_id": txn_id, "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}
+        )
+        assert init.error_code == 0, init
+        pids.append(init.producer_id)
+        added = side.call(
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": txn_id,
+                "v3_and_below_producer_id": init.producer_id,
+                "v3_and_below_producer_epoch": init.producer_epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+            },
+        )
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0, added
+        records = build_batch(
+            [(b"k", b"v")],
+            timestamp_ms=old,
+            producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+        produced = produce_retrying(side, txn_id, topic, records)
+        assert produced.responses[0].partition_responses[0].error_code == 0, produced
+
+    def masked(text: str, server: Any, pid: int) -> str:
+        text = tool_text(text, server)
+        if pids[0] != pids[1]:  # (a producer id in its column: each broker hands out its own)
+            text = re.sub(rf"(?m)(^|\t){pid} *(\t)", r"\1<pid>\2", text)
+        # epoch milliseconds, and the durations counted from them to the tool's clock
+        text = re.sub(r"\b1[0-9]{12}\b", "<timestamp>", text)
+        return re.sub(r"(<timestamp> *\t)[0-9]+", r"\1<n>", text)
+
+    def tool(key: str, *args: str) -> None:
+        results = []
+        for server, pid in zip(both(warm), pids):
+            r = warm.tools.run(TOOLS + "TransactionsCommand", "--bootstrap-server", server.bootstrap, *args)
+            out, err = masked(r.out, server, pid).splitlines(), masked(r.err, server, pid)
+            if args[0] in ("describe-producers", "list"):  # (rows in hash-map order at Kafka: no defined order)
+                out = out[:1] + sorted(out[1:])
+            results.append({"exit": r.code, "out": out, "err": err.splitlines()[:3]})
+        obs.compare(f"tools/kafka-transactions/{key}", *results)
+
+    tool("describe-producers-open", "describe-producers", "--topic", topic, "--partition", "0")
+    tool("describe-open", "describe", "--transactional-id", txn_id)
+    tool("list-open", "list")
+    for side, pid in zip(sides, pids):
+        ended = side.call(
+            26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": 0, "committed": True}
+        )
+        assert ended.error_code == 0, ended
+        wait_for_txn_state(side, txn_id, "CompleteCommit")
+        verification = {
+            "resource_type": 4,
+            "resource_name": "1",
+            "configs": [{"name": "transaction.partition.verification.enable", "config_operation": 0, "value": "false"}],
+        }
+        altered = side.call(44, 1, {"validate_only": False, "resources": [verification]})
+        assert [r.error_code for r in altered.responses] == [0], altered
+        records = build_batch(
+            [(b"k", b"h")],
+            timestamp_ms=old,
+            producer_id=hanging_pid,
+            producer_epoch=0,
+            base_sequence=0,
+            transactional=True,
+        )
+        # (INVALID_PRODUCER_ID_MAPPING until Kafka's broker has the config from its metadata)
+        produced = produce_retrying(side, "oracle-hanging", topic, records, retry=(6, 49))
+        assert produced.responses[0].partition_responses[0].error_code == 0, produced
+        verification["configs"][0]["config_operation"] = 1  # (delete: back to the default)
+        altered = side.call(44, 1, {"validate_only": False, "resources": [verification]})
+        assert [r.error_code for r in altered.responses] == [0], altered
+    tool("describe-producers-hanging", "describe-producers", "--topic", topic, "--partition", "0")
+    tool("find-hanging", "find-hanging", "--broker-id", "1")
+    tool("find-hanging-topic", "find-hanging", "--topic", topic, "--max-transaction-timeout", "1")
+    tool("abort", "abort", "--topic", topic, "--partition", "0", "--start-offset", "2")
+    tool("describe-producers-aborted", "describe-producers", "--topic", topic, "--partition", "0")
+    tool("find-hanging-after-abort", "find-hanging", "--broker-id", "1")
+    # InitProducerId from a new instance while a transaction is open: CONCURRENT_TRANSACTIONS
+    # while the old one is aborted under a bumped epoch, then the epoch after it
+    answers: list[list[Any]] = [[], []]
+    for side, seen in zip(sides, answers):
+        init_values = {"transactional_id": "oracle-fenced", "transaction_timeout": 60_000}
+        init_values.update(producer_id=-1, producer_epoch=-1)
+        first = side.call(22, 4, init_values)
+        added = side.call(
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": "oracle-fenced",
+                "v3_and_below_producer_id": first.producer_id,
+                "v3_and_below_producer_epoch": first.producer_epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+            },
+        )
+        seen.append(plain(added))
+        fencing = side.call(22, 4, init_values)
+        seen.append((fencing.error_code, fencing.producer_id == -1, fencing.producer_epoch))
+        wait_for_txn_state(side, "oracle-fenced", "CompleteAbort")
+        again = side.call(22, 4, init_values)
+        seen.append((again.error_code, again.producer_id == first.producer_id, again.producer_epoch))
+    obs.compare("wire/InitProducerId/fences-open-transaction", *answers)
+    obs.check()
+
+
 # ---------------------------------------------------------------------------------------------
 # Tools: Kafka 4.4's command-line tools, in the order a user would run them
 
