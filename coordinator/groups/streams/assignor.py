@@ -44,12 +44,12 @@ Tasks = dict[str, frozenset[int]]
 
 @dataclass
 class AssignorMember:
-    """What the assignor knows of a member: its process and what it holds now."""
+    """What the assignor knows of a member: its process and what it holds now. (Kafka 4.4's
+    assignor is given the member's warm-up tasks too and does not read them.)"""
 
     process_id: str
     active: Tasks = field(default_factory=dict)
     standby: Tasks = field(default_factory=dict)
-    warmup: Tasks = field(default_factory=dict)
     # (subtopology, partition) -> changelog offset sum the member reported (KIP-1071 task offsets)
     task_offsets: dict[TaskId, int] = field(default_factory=dict)
 

@@ -635,7 +635,6 @@ class StreamsGroupManager(ModernGroupManager):
                 m.process_id,
                 dict(m.assigned.active),
                 dict(m.assigned.standby),
-                dict(m.assigned.warmup),
                 dict(m.task_offsets),
             )
             for m in group.members.values()
