@@ -24,6 +24,24 @@ from ..apis import Registry, RequestContext
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 
 
+def alter_log_dirs_answer(ctx: RequestContext, by_topic: dict[str, dict[int, E]]) -> Any:
+    """AlterReplicaLogDirs' answer: each partition's error, by topic."""
+    return ctx.response(
+        throttle_time=0,
+        results=tuple(
+            ctx.nested(
+                "AlterReplicaLogDirTopicResult",
+                topic_name=name,
+                partitions=tuple(
+                    ctx.nested("AlterReplicaLogDirPartitionResult", partition_index=p, error_code=error)
+                    for p, error in rows.items()
+                ),
+            )
+            for name, rows in by_topic.items()
+        ),
+    )
+
+
 class LogDirApis:
     def __init__(self, topics: Any, topology: Any, data_dir: Path) -> None:
         self.topics = topics  # coordinator.broker.topics.Topics
@@ -51,20 +69,7 @@ class LogDirApis:
                         rows[p] = E.replica_not_available
                     else:
                         rows[p] = E.none
-        return ctx.response(
-            throttle_time=0,
-            results=tuple(
-                ctx.nested(
-                    "AlterReplicaLogDirTopicResult",
-                    topic_name=name,
-                    partitions=tuple(
-                        ctx.nested("AlterReplicaLogDirPartitionResult", partition_index=p, error_code=error)
-                        for p, error in rows.items()
-                    ),
-                )
-                for name, rows in by_topic.items()
-            ),
-        )
+        return alter_log_dirs_answer(ctx, by_topic)
 
     def describe_log_dirs(self, ctx: RequestContext, req: Any) -> Any:
         node = ctx.connection.listener.node_id

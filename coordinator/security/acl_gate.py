@@ -28,6 +28,7 @@ from protocol.offset_commit import resolve_topic_ids, write_response_to
 
 from ..groups.streams.streams_api import heartbeat_error as streams_heartbeat_error
 from ..transactions.coordinator import no_transaction_state
+from ..broker.log_dirs import alter_log_dirs_answer
 from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context, nested_type
 from .acls import (
     ALTER,
@@ -453,24 +454,13 @@ def _txn_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
 
 
 def _log_dirs_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
-    """AlterReplicaLogDirs without ALTER on the cluster: every partition asked refused."""
-    by_topic: dict[str, dict[int, None]] = {}  # (each partition once, in the order asked)
+    """AlterReplicaLogDirs without ALTER on the cluster: every partition asked refused (each once,
+    in the order asked)."""
+    by_topic: dict[str, dict[int, E]] = {}
     for d in req.dirs:
         for t in d.topics:
-            by_topic.setdefault(t.name, {}).update(dict.fromkeys(t.partitions))
-    return ctx.response(
-        throttle_time=0,
-        results=tuple(
-            ctx.nested(
-                "AlterReplicaLogDirTopicResult",
-                topic_name=name,
-                partitions=tuple(
-                    ctx.nested("AlterReplicaLogDirPartitionResult", partition_index=p, error_code=error) for p in ps
-                ),
-            )
-            for name, ps in by_topic.items()
-        ),
-    )
+            by_topic.setdefault(t.name, {}).update(dict.fromkeys(t.partitions, error))
+    return alter_log_dirs_answer(ctx, by_topic)
 
 
 def _no_log_dirs(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
