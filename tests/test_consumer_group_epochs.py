@@ -156,3 +156,28 @@ async def test_a_revocation_only_change_moves_the_member_to_the_new_epoch():
     assert c2.member_epoch == 2
     c3 = await h2.hb("c", 2, owned=owned(c2))
     assert c3.member_epoch == 3
+
+
+async def test_a_dropped_topic_is_revoked_before_the_target_leaves_it_out():
+    """Kafka's CurrentAssignmentBuilder.updateCurrentAssignment: a member that stops
+    subscribing to a topic is told at once to give up its partitions, at its epoch, while the
+    assignment interval still holds back the target that leaves them out; ConsumerGroupDescribe
+    shows them as the member's until it has (Kafka 4.4 answers so, seen on a real node)."""
+    h = Harness(assignment_interval_ms=10_000)
+    t = h.catalog.add("t", 3)
+    u = h.catalog.add("u", 2)
+    a = await h.hb("a", 0, ["t", "u"])
+    assert a.member_epoch == 2 and set(a.assignment) == {t.topic_id, u.topic_id}
+    dropped = await h.hb("a", 2, ["t"], owned=owned(a))
+    g = h.group
+    assert dropped.member_epoch == 2 and set(dropped.assignment) == {t.topic_id}
+    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (3, 2, "Assigning")
+    member = g.members["a"]
+    assert member.state.name == "UNREVOKED_PARTITIONS" and set(member.pending_revocation) == {u.topic_id}
+    assert set(member.owns()) == {t.topic_id, u.topic_id}  # what Describe shows
+    revoked = await h.hb("a", 2, owned=owned(dropped))
+    assert revoked.error == E.none and member.state.name == "STABLE" and set(member.owns()) == {t.topic_id}
+    h.clock.advance(10_000)
+    settled = await h.hb("a", 2, owned=owned(dropped))
+    assert settled.member_epoch == 3 and flat(settled.assignment) == {0, 1, 2}
+    assert records_of(h.reload().group) == records_of(h.group)

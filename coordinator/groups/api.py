@@ -130,9 +130,12 @@ def describe_modern_groups(
     return read_after_pending(ctx, (route(ctx, g)[0] for g in ids), read)
 
 
-def described_member(ctx: RequestContext, m: Any, image: Any, drop_empty: bool = False, **own: Any) -> Any:
+def described_member(
+    ctx: RequestContext, m: Any, image: Any, drop_empty: bool = False, assigned: Any = None, **own: Any
+) -> Any:
     """A ConsumerGroupDescribe / ShareGroupDescribe member: what both say of a member (its
-    assignment named from `image`), and the group type's `own` fields."""
+    assignment named from `image`: `assigned` if given, else its assigned partitions), and
+    the group type's `own` fields."""
     return ctx.nested(
         "Member",
         member_id=m.member_id,
@@ -141,7 +144,7 @@ def described_member(ctx: RequestContext, m: Any, image: Any, drop_empty: bool =
         client_id=m.client_id,
         client_host=m.client_host,
         subscribed_topic_names=m.subscribed_topic_names,
-        assignment=assignment_of(ctx, m.assigned, image, drop_empty),
+        assignment=assignment_of(ctx, m.assigned if assigned is None else assigned, image, drop_empty),
         **own,
     )
 
@@ -813,6 +816,7 @@ class GroupApis:
                     image,
                     instance_id=m.instance_id,
                     subscribed_topic_regex=m.subscribed_topic_regex or "",  # (Kafka: none is "")
+                    assigned=m.owns(),  # (Kafka: with what it is revoking)
                     target_assignment=assignment_of(ctx, group.target.get(m.member_id, {}), image),
                     member_type=0 if m.classic is not None else 1,  # 0: classic, 1: consumer protocol
                 )

@@ -32,7 +32,7 @@ from .consumer_group import (
     ConsumerMember,
 )
 from ...metadata_hash import metadata_hash
-from ..reconciliation import MemberState, reconcile
+from ..reconciliation import MemberState, owns_any, reconcile
 from ..modern_group import INITIAL_EPOCH
 from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
 from ...topic_image import TopicImage
@@ -310,6 +310,7 @@ class ConsumerGroupManager(ModernGroupManager):
         # preferred assignor, or of the subscribed topics' metadata (update_member): not for a
         # member joining as such (one subscribing to nothing leaves the epoch where it is).
         bump = False
+        subscription_changed = False
         assignor_before = None
         if r.server_assignor is not None and r.server_assignor != (
             None if member.member_id not in group.members else member.server_assignor
@@ -327,7 +328,7 @@ class ConsumerGroupManager(ModernGroupManager):
             and tuple(sorted(r.subscribed_topic_names)) != member.subscribed_topic_names
         ):
             member.subscribed_topic_names = tuple(sorted(r.subscribed_topic_names))
-            bump = True
+            bump = subscription_changed = True
         # Null: unchanged. "" (librdkafka sends it in every full heartbeat) means no regex,
         # as Kafka's hasSubscribedTopicRegex: the same as a member that never had one.
         if r.subscribed_topic_regex is not None and (r.subscribed_topic_regex or None) != member.subscribed_topic_regex:
@@ -341,9 +342,10 @@ class ConsumerGroupManager(ModernGroupManager):
                 bump = True
             member.subscribed_topic_regex = regex
             group.subscriptions_changed()
+            subscription_changed = True
         if r.server_assignor is not None:
             member.server_assignor = r.server_assignor
-        changed = self.update_member(group, member, bump, r.owned, assignor_before)
+        changed = self.update_member(group, member, bump, r.owned, assignor_before, subscription_changed)
         send = full or changed or (r.owned is not None and not _same(r.owned, member.assigned))
         return HeartbeatResult(
             E.none,
@@ -361,12 +363,13 @@ class ConsumerGroupManager(ModernGroupManager):
         bump: bool,
         owned: Owned | None,
         assignor_before: str | None = None,
+        subscription_changed: bool | None = None,
     ) -> bool:
         """After a member's subscription was updated (bump: its topic names changed): add it
         if new, bump the group epoch if what the assignment depends on changed (the group's
         preferred assignor, if it was `assignor_before`; the subscribed topics' metadata),
-        recompute the target, move the member towards it. Whether its epoch or partitions
-        changed."""
+        recompute the target, move the member towards it (`subscription_changed`: its topic
+        names or regex changed; `bump` if not given). Whether its epoch or partitions changed."""
         if member.member_id not in group.members:
             group.members[member.member_id] = member
             group.subscriptions_added(member)
@@ -386,7 +389,7 @@ class ConsumerGroupManager(ModernGroupManager):
             group.group_epoch += 1
         self.maybe_compute_target(group)
         before = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
-        self._reconcile(group, member, owned)
+        self._reconcile(group, member, owned, bump if subscription_changed is None else subscription_changed)
         self.touch(group, member)
         after = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
         if bump or before != after or stored_member_differs(self.written.get(group.group_id), group, member):
@@ -640,10 +643,24 @@ class ConsumerGroupManager(ModernGroupManager):
         # Only members whose target moved get a new target record (Kafka writes those only).
         group.changed_members.update(m for m, t in group.target.items() if previous.get(m) != t)
 
-    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None) -> None:
-        if member.member_epoch == group.assignment_epoch and member.state is MemberState.STABLE:
+    def _reconcile(
+        self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None, subscription_changed: bool = False
+    ) -> None:
+        """Kafka's CurrentAssignmentBuilder: towards the member's target, of the topics it still
+        subscribes to; a member whose subscription changed gives up the partitions of the
+        topics it dropped at once (updateCurrentAssignment), at its epoch, even while the
+        target that leaves them out is still to be computed."""
+        stable = member.member_epoch == group.assignment_epoch and member.state is MemberState.STABLE
+        revoking = member.state is MemberState.UNREVOKED_PARTITIONS and owns_any(owned, member.pending_revocation)
+        if (stable or revoking) and not subscription_changed:
+            return
+        subscribed = self._subscribed_ids(group, member)
+        if stable or revoking:
+            self._drop_unsubscribed(group, member, owned, subscribed)
             return
         target = group.target.get(member.member_id, {})
+        if any(t not in subscribed for t in target):
+            target = {t: ps for t, ps in target.items() if t in subscribed}
         out = reconcile(
             member.state,
             member.member_epoch,
@@ -657,15 +674,52 @@ class ConsumerGroupManager(ModernGroupManager):
             member.member_id,
         )
         if out.state is MemberState.UNREVOKED_PARTITIONS and member.state is not MemberState.UNREVOKED_PARTITIONS:
-            # It must revoke within its rebalance timeout, or it is fenced (its partitions freed).
-            member.revocation_deadline = deadline = self.clock.now() + member.rebalance_timeout_ms
-            self.clock.call_at(deadline, self._on_revocation_timer, group, member, deadline)
+            self._revocation_deadline(group, member)
         member.state, member.member_epoch, member.previous_member_epoch = (
             out.state,
             out.member_epoch,
             out.previous_member_epoch,
         )
         group.set_owned(member, out.assigned, out.pending_revocation)
+
+    def _drop_unsubscribed(
+        self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None, subscribed: set[uuid.UUID]
+    ) -> None:
+        """Kafka's updateCurrentAssignment: the partitions of topics the member no longer
+        subscribes to join those it is revoking (all of them if it subscribes to nothing);
+        UNREVOKED_PARTITIONS while its heartbeat still lists any, its epoch unchanged."""
+        if not subscribed and not member.pending_revocation:
+            keep: dict[uuid.UUID, frozenset[int]] = {}
+        else:
+            keep = {t: ps for t, ps in member.assigned.items() if t in subscribed}
+        if len(keep) == len(member.assigned):
+            return
+        pending = dict(member.pending_revocation)
+        for t, ps in member.assigned.items():
+            if t not in keep:
+                pending[t] = pending.get(t, frozenset()) | ps
+        if owns_any(owned, pending):
+            if member.state is not MemberState.UNREVOKED_PARTITIONS:
+                self._revocation_deadline(group, member)
+            member.state = MemberState.UNREVOKED_PARTITIONS
+            group.set_owned(member, keep, pending)
+        else:
+            group.set_owned(member, keep, member.pending_revocation)
+
+    def _revocation_deadline(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """It must revoke within its rebalance timeout, or it is fenced (its partitions freed)."""
+        member.revocation_deadline = deadline = self.clock.now() + member.rebalance_timeout_ms
+        self.clock.call_at(deadline, self._on_revocation_timer, group, member, deadline)
+
+    def _subscribed_ids(self, group: ConsumerGroup, member: ConsumerMember) -> set[uuid.UUID]:
+        """The ids of the existing topics the member subscribes to (names and its regex's
+        topics as last resolved)."""
+        out = set()
+        for name in self._subscribed_names(member, group):
+            found = self.image.lookup(name)
+            if found is not None:
+                out.add(found[0])
+        return out
 
     # ConsumerGroupDescribe ------------------------------------------------------------
 
