@@ -127,10 +127,15 @@ lint: $(VENV)/.installed-dev $(VENV)/.installed-pipeline
 
 ## The suite without the tests marked slow (pytest -m "not slow"): a few minutes on 2 cores.
 test-fast: install-test
+	@$(PY) -m compileall -q coordinator protocol pipeline >/dev/null  # (see `test`)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile -m "not slow" --durations=15
 
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
+# Bytecode written once first: the suite starts a few hundred interpreters (servers, kcoord,
+# clusters' brokers), each of which would otherwise compile the package again where
+# PYTHONDONTWRITEBYTECODE is set (a third of a second of CPU each).
 test: install-test test-tools clients oracle
+	@$(PY) -m compileall -q coordinator protocol pipeline >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=15
 
 bench: install-test
