@@ -23,6 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.process]  # real client libraries th
 
 TOPIC, PARTITIONS, GROUP = "events", 4, "restarted"
 RESTARTS = 10
+# Nothing here waits on a session to expire; a long one keeps a member whose heartbeats a
+# loaded machine delays (a restart's interpreter start, a starved client thread) in the group,
+# where a short one would expire it and the rebalance would be the test's failure, not the server's.
+SESSION_TIMEOUT_MS = 30_000
 
 
 class Ledger:
@@ -83,7 +87,7 @@ def kafka_python_consumer(bootstrap, ledger, stop):
         bootstrap_servers=bootstrap,
         group_id=GROUP,
         client_id="kafka-python",
-        session_timeout_ms=6000,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=500,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -113,7 +117,7 @@ def confluent_consumer(bootstrap, ledger, stop):
             "bootstrap.servers": bootstrap,
             "group.id": GROUP,
             "client.id": "confluent",
-            "session.timeout.ms": 6000,
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
             "heartbeat.interval.ms": 500,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
