@@ -339,6 +339,7 @@ class Server:
     def _load_acls(self) -> Any:
         """The ACL store with --authorizer (else None: the ACL APIs answer SECURITY_DISABLED)."""
         from .security.acls import AclApis, AclStore
+        from .groups.streams.topology_descriptions import TopologyDescriptionApis
         from .security.delegation_tokens import DelegationTokenApis
 
         store = None
@@ -349,6 +350,7 @@ class Server:
                 raise StartupError(str(e)) from None
         AclApis(store).register(self.registry)
         DelegationTokenApis().register(self.registry)  # (refused, as Kafka without tokens: see there)
+        TopologyDescriptionApis().register(self.registry)  # (refused, as Kafka without the plugin)
         return store
 
     def _load_credentials(self) -> None:

@@ -76,6 +76,7 @@ NEWER = {
     (88, 1): "protocol.streams_heartbeat_v1",
     (89, 1): "protocol.streams_describe_v1",
     (28, 6): "protocol.txn_offset_commit_v6",
+    (93, 0): "protocol.streams_topology_description_update_v0",
 }
 
 

@@ -54,7 +54,6 @@ INTERBROKER = (
     "an inter-broker or controller API: this server runs no separate brokers, controllers or share-state"
     " coordinators that would call it"
 )
-NO_SCHEMA = "an API new in Kafka 4.4 that kio 0.6.5 has no schema for; not implemented"
 FEATURES = (
     "a level is advertised only once this server implements it (coordinator/features.py): share-group"
     " dead-letter queues not yet"
@@ -69,8 +68,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "Kafka supports share.version 0-2 and finalizes it at 2; here 0-1, finalized at 1",
         FEATURES,
     ),
-    _d("wire/ApiVersions/range/93", "Kafka serves v0; here not served", NO_SCHEMA),
-    _d("wire/ApiVersions/range/94", "Kafka serves v0; here not served", NO_SCHEMA),
     _d("wire/ApiVersions/range/AddRaftVoter", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/DeleteShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/InitializeShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
@@ -82,6 +79,12 @@ DIFFERENCES: tuple[Difference, ...] = (
         DELIBERATE,
     ),
     _d("wire/ApiVersions/range/RemoveRaftVoter", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
+    _d(
+        "wire/ApiVersions/range/UnregisterController",
+        "Kafka serves v0 (new in 4.4); here not served",
+        INTERBROKER,
+        DELIBERATE,
+    ),
     _d("wire/ApiVersions/range/UnregisterBroker", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/WriteShareGroupState", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
     # -- wire: a request of every API with every field at its default or zero

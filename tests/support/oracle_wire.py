@@ -20,6 +20,8 @@ from protocol.messages import NEWER, codec, decode_response, encode_request
 from tests.support.raw_wire import Wire
 
 NAMES = {k: "".join(p.capitalize() for p in v.split("_")) for k, v in api_key_map.items()}
+# Kafka 4.4's APIs newer than kio 0.6.5's index
+NAMES |= {93: "StreamsGroupTopologyDescriptionUpdate", 94: "UnregisterController"}
 
 
 def kio_versions(api_key: int) -> set[int]:
