@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import server_log
 from ..futures import Done, future_and_callback
@@ -79,7 +79,7 @@ def now_ms() -> int:
 
 class PartitionLog:
     # Bumped whenever a log goes offline while serving (Metadata answers depend on it).
-    offline_events = 0
+    offline_events: ClassVar[int] = 0
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], log_start_offset: int) -> None:
         self.directory = directory

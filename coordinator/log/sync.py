@@ -81,7 +81,7 @@ class Syncer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._in_flight: _Round | None = None  # the round running beside the loop now, if any
         self._aio: AioFsync | bool | None = None if use_aio else False  # None: not tried yet
-        self._thread: ThreadPoolExecutor | None = None  # runs the syncfs of rounds of many files
+        self._executor: ThreadPoolExecutor | None = None  # runs the syncfs of rounds of many files
         self.rounds = 0  # sync rounds run so far (tests and benchmarks count them)
         # Set by the metrics (--metrics-port): called with the seconds each round took.
         self.round_timer: Callable[[float], None] | None = None
@@ -179,9 +179,9 @@ class Syncer:
                 for fd in fds:
                     os.close(fd)
 
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sync")
-        ran = asyncio.get_running_loop().run_in_executor(self._thread, in_thread)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sync")
+        ran = asyncio.get_running_loop().run_in_executor(self._executor, in_thread)
         ran.add_done_callback(
             lambda f: finish(
                 OSError(errno.ECANCELED, "sync cancelled") if f.cancelled() else f.exception()  # type: ignore[arg-type]  # an Exception or None here, never a bare BaseException

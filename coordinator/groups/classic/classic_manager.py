@@ -119,6 +119,7 @@ class ClassicGroupManager:
         return out
 
     def _join(self, out: CoordinatorResult, r: JoinRequest) -> JoinResult | asyncio.Future:
+        group_instance_id: str | None  # (declared: mypyc would type the name by a branch that narrows it to None)
         group_id, member_id, group_instance_id, client_id = r.group_id, r.member_id, r.group_instance_id, r.client_id
         protocol_type, protocols = r.protocol_type, r.protocols
         session_timeout_ms, rebalance_timeout_ms = r.session_timeout_ms, r.rebalance_timeout_ms
@@ -855,6 +856,7 @@ class ClassicGroupManager:
         results: list[tuple[str, str | None, int]] = []
         leaving: list[Member] = []
         pending: list[str] = []
+        instance_id: str | None  # (declared, as group_instance_id in _join)
         for member_id, instance_id in members:
             if instance_id is not None:
                 current = group.static_members.get(instance_id)
