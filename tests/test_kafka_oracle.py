@@ -1205,7 +1205,9 @@ def test_tools_transactions_open_hanging_and_abort(warm, sides):
     describe and list during an open transaction; find-hanging with a transactional batch no
     coordinator knows of (written with verification off, as a broker before KIP-890 took it);
     abort of that transaction, then describe-producers and find-hanging again. Each side's
-    producer id of the open transaction, timestamps and durations are masked."""
+    producer id of the open transaction, timestamps and durations are masked. On the wire:
+    InitProducerId fencing an open transaction, then the fenced epoch and a producer id never
+    given on Produce, AddPartitionsToTxn, TxnOffsetCommit and EndTxn, and nothing written."""
     obs = Observations()
     topic, txn_id, hanging_pid = "oracle-txn-tools", "oracle-tools-txn", 4242
     old = 1_700_000_000_000  # the hanging batch's timestamp: long past any transaction timeout
@@ -1320,6 +1322,63 @@ def test_tools_transactions_open_hanging_and_abort(warm, sides):
         wait_for_txn_state(side, "oracle-fenced", "CompleteAbort")
         again = side.call(22, 4, init_values)
         seen.append((again.error_code, again.producer_id == first.producer_id, again.producer_epoch))
+        # the fenced instance (epoch 0) and a producer id the coordinator never gave: refused
+        # everywhere, nothing written
+        for pid, epoch in ((first.producer_id, first.producer_epoch), (first.producer_id + 1000, again.producer_epoch)):
+            records = build_batch(
+                [(b"k", b"z")],
+                timestamp_ms=old,
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=0,
+                transactional=True,
+            )
+            produced = produce_retrying(side, "oracle-fenced", topic, records)
+            seen.append(produced.responses[0].partition_responses[0].error_code)
+            ids = {"v3_and_below_transactional_id": "oracle-fenced", "v3_and_below_producer_id": pid}
+            added = side.call(
+                24,
+                3,
+                {
+                    **ids,
+                    "v3_and_below_producer_epoch": epoch,
+                    "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+                },
+            )
+            seen.append(added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+            committed = side.call(
+                28,
+                3,
+                {
+                    "transactional_id": "oracle-fenced",
+                    "group_id": "oracle-fenced-group",
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}],
+                        }
+                    ],
+                },
+            )
+            seen.append(committed.topics[0].partitions[0].error_code)
+            ended = side.call(
+                26,
+                3,
+                {"transactional_id": "oracle-fenced", "producer_id": pid, "producer_epoch": epoch, "committed": True},
+            )
+            seen.append(ended.error_code)
+        latest = side.call(
+            2,
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+            },
+        )
+        seen.append(latest.topics[0].partitions[0].offset)
     obs.compare("wire/InitProducerId/fences-open-transaction", *answers)
     obs.check()
 

@@ -98,7 +98,7 @@ async def test_transaction_error_paths_and_abort(server):
         )
         assert r.error_code == E_NONE  # as at Kafka: "" names a __consumer_offsets partition as any group id does
         assert await txn_commit(conn, "t1", "tg", pid, epoch, "tw", 2) == E_NONE
-        assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2) == PRODUCER_FENCED
+        assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2) == INVALID_PRODUCER_EPOCH
         assert await txn_commit(conn, "t1", "tg", pid, epoch + 1, "tw", 2, v=2) == INVALID_PRODUCER_EPOCH
         assert await offset_fetch(conn, "tg", "tw", True) == (UNSTABLE, -1)
         assert await offset_fetch(conn, "tg", "tw", False) == (E_NONE, -1)
@@ -423,7 +423,7 @@ async def test_transactions_v2(server):
         # the zombie (epoch 0) is fenced: nothing of it is written
         assert (await produce_txn(conn, "tv2", "v2", 0, pid, 0, 2, v=12))[0] == INVALID_PRODUCER_EPOCH
         assert (await produce_txn(conn, "tv2", "v2", 0, pid, 0, 2, v=9))[0] == INVALID_PRODUCER_EPOCH
-        assert await txn_commit(conn, "tv2", "g2", pid, 0, "v2", 9, v=5) == PRODUCER_FENCED
+        assert await txn_commit(conn, "tv2", "g2", pid, 0, "v2", 9, v=5) == INVALID_PRODUCER_EPOCH
         # (epoch 0 is the bumped-from epoch: a retry that asks the other outcome)
         assert await end_txn_v5(conn, "tv2", pid, 0, False) == (INVALID_TXN_STATE, -1, -1)
         assert await end_txn_v5(conn, "tv2", pid + 100, 1, False) == (INVALID_PID_MAPPING, -1, -1)
@@ -507,7 +507,8 @@ async def test_txn_offset_commit_v6(server):
 async def test_bad_input_is_refused_with_nothing_written(server):
     """Kafka's error for each bad transactional request, and nothing of it written: a batch or a
     transactional commit of an unknown producer id (INVALID_PRODUCER_ID_MAPPING), of an old
-    epoch (INVALID_PRODUCER_EPOCH on Produce, PRODUCER_FENCED on the coordinator's APIs).
+    epoch (INVALID_PRODUCER_EPOCH on Produce and TxnOffsetCommit, verified through the
+    transaction coordinator; PRODUCER_FENCED on the coordinator's own APIs).
     InitProducerId from a new instance while a transaction is open fences the old one and
     answers CONCURRENT_TRANSACTIONS once the abort is decided (Kafka's PrepareEpochFence);
     its retry gets the epoch after the fencing one."""
@@ -530,7 +531,7 @@ async def test_bad_input_is_refused_with_nothing_written(server):
         # the fenced instance: refused everywhere, nothing written
         assert (await produce_txn(conn, "t-bad", "bi", 0, pid, epoch, 2))[0] == INVALID_PRODUCER_EPOCH
         assert await add_partitions(conn, "t-bad", pid, epoch, [("bi", 0)]) == {("bi", 0): PRODUCER_FENCED}
-        assert await txn_commit(conn, "t-bad", "gb", pid, epoch, "bi", 1) == PRODUCER_FENCED
+        assert await txn_commit(conn, "t-bad", "gb", pid, epoch, "bi", 1) == INVALID_PRODUCER_EPOCH
         assert await end_txn(conn, "t-bad", pid, epoch, True) == PRODUCER_FENCED
         assert await latest(conn, "bi", 0) == 3 == await latest(conn, "bi", 1)  # 2 records and the abort marker
         assert (await fetch(conn, "bi", 0, isolation=1)).aborted_transactions[0].producer_id == pid

@@ -611,8 +611,10 @@ class GroupApis:
                 )[tp]
             if error == E.none:
                 error = transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch, *tp)
-            if error == E.producer_fenced and ctx.version < 3:
-                error = E.invalid_producer_epoch  # (PRODUCER_FENCED is KIP-588, v3+ here)
+            if error == E.producer_fenced:
+                # (as Kafka's AddPartitionsToTxnManager answers a fenced epoch to the leader or
+                # group coordinator verifying for its client, at every version)
+                error = E.invalid_producer_epoch
             elif error == E.transaction_abortable and ctx.version < 4:
                 error = E.invalid_txn_state  # (TRANSACTION_ABORTABLE came with v4)
             if error != E.none:
