@@ -121,3 +121,23 @@ async def test_the_group_config_sets_the_interval_within_the_brokers_bounds(serv
 @pytest.mark.process
 def test_bounds_that_exclude_the_interval_stop_the_server_at_startup(tmp_path):
     check_startup_refuses_an_interval_beyond_the_max(tmp_path, "share")
+
+
+async def test_a_dropped_topic_leaves_the_assignment_before_the_next_target():
+    """Kafka's ShareGroupAssignmentBuilder: a member's assignment is its target's partitions of
+    the topics it subscribes to; one that drops a topic loses its partitions at that
+    heartbeat (same epoch), though the interval holds back the target that leaves them out."""
+    h = ShareBatching(INTERVAL)
+    t = h.catalog.add("t", 2)
+    u = h.catalog.add("u", 2)
+    a = await h.shb("a", 0, ["t", "u"])
+    h.clock.advance(INTERVAL)
+    a = await h.shb("a", a.member_epoch)
+    assert (a.member_epoch, set(a.assignment)) == (3, {t.topic_id, u.topic_id})
+    dropped = await h.shb("a", 3, ["t"])
+    g = h.sgroup
+    assert (g.group_epoch, g.assignment_epoch) == (4, 3)
+    assert (dropped.member_epoch, set(dropped.assignment)) == (3, {t.topic_id})
+    h.clock.advance(INTERVAL)
+    again = await h.shb("a", 3)
+    assert (again.member_epoch, again.assignment) == (4, None)  # the new target: the same partitions

@@ -243,7 +243,7 @@ class ShareGroupManager(ModernGroupManager):
             group.group_epoch += 1
             group.dirty = True
         self.maybe_compute_target(group)
-        self._reconcile(group, member)
+        self._reconcile(group, member, bump)
         self.touch(group, member)
         # Kafka's maybeCreateInitializeShareGroupStateRequest: the subscribed partitions whose
         # state is not initialized are written as initializing; their state is initialized
@@ -351,13 +351,21 @@ class ShareGroupManager(ModernGroupManager):
         group.changed_members.update(m for m, t in group.target.items() if previous.get(m) != t)
 
     @staticmethod
-    def _reconcile(group: ShareGroup, member: ShareMember) -> None:
-        """Kafka's ShareGroupAssignmentBuilder: straight to the target at the assignment epoch."""
+    def _reconcile(group: ShareGroup, member: ShareMember, bumped: bool) -> None:
+        """Kafka's ShareGroupAssignmentBuilder: straight to the target, of the topics the member
+        subscribes to, at the assignment epoch; at the same epoch, again only in a heartbeat that
+        moved the group epoch (its subscription may have changed)."""
+        if member.member_epoch == group.assignment_epoch and not bumped:
+            return
         target = group.target.get(member.member_id, {})
-        if member.member_epoch != group.assignment_epoch or member.assigned != target:
+        metadata = group.subscription_metadata
+        subscribed = {metadata[n][0] for n in member.subscribed_topic_names if n in metadata}
+        if any(t not in subscribed for t in target):
+            target = {t: ps for t, ps in target.items() if t in subscribed}
+        if member.member_epoch != group.assignment_epoch:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.assignment_epoch
-            member.assigned = target
+        member.assigned = target
 
     # ShareGroupDescribe ---------------------------------------------------------------
 
