@@ -4,14 +4,23 @@
   shared);
 - two confluent-kafka share consumers subscribing at once to a topic a producer keeps writing:
   from their subscribe to both having received records;
-- Kafka's Java KafkaConsumer on the consumer protocol (Kafka 4.4's VerifiableConsumer, from
-  `make oracle`): from its subscribe to its first assignment.
+- Kafka's Java KafkaConsumer on the consumer protocol (kafka-clients 4.4, tests/clients/java's
+  join-timing scenario, `make java-clients`): from its subscribe to its first non-empty
+  assignment, each time in a new group, by the consumer's own clock. The first consumer of a
+  fresh JVM ("cold") also pays the JVM's loading and interpreting of the consumer's join path:
+  traced against this server, its first request reaches the wire 1-2.5 s after subscribe on a
+  loaded 2-core machine, and every answer leaves the server within a few ms; the first
+  heartbeat's answer already carries the assignment. That is the client's own cost, the same
+  against Kafka. Later consumers of the same JVM ("warm", the median of --java-joins - 1) show
+  what the broker and the group protocol make it wait.
 
 Each against this server with `--profile test` (what coordinator.testing and the pytest fixtures
 run), this server with its defaults, and, with --kafka, a real Kafka 4.4 node with its defaults
-(one node: replication factors 1), in turn within one run. Medians of --runs, with ranges.
+(one node: replication factors 1), and with --kafka-test one with the test profile's group
+settings (initial delay 0, assignment intervals 0, heartbeat intervals 250 ms with their
+minimums lowered), in turn within one run. Medians of --runs, with ranges.
 
-    python bench/bench_client_waits.py [--runs 3] [--kafka] [--no-java]
+    python bench/bench_client_waits.py [--runs 3] [--kafka] [--kafka-test] [--only java] [--no-java]
 """
 
 from __future__ import annotations
@@ -55,15 +64,30 @@ class OurServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# Kafka 4.4's settings nearest to this server's test profile (coordinator/profiles.py): the
+# group timing only; its fsync and share record locks do not change what is measured here.
+KAFKA_TEST_LIKE = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.assignment.interval.ms": "0",
+    "group.consumer.min.heartbeat.interval.ms": "1",
+    "group.consumer.heartbeat.interval.ms": "250",
+    "group.share.assignment.interval.ms": "0",
+    "group.share.min.heartbeat.interval.ms": "1",
+    "group.share.heartbeat.interval.ms": "250",
+}
+
+
 class Kafka44:
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         from tests.support.kafka_oracle import KafkaNode
 
         self.dir = Path(tempfile.mkdtemp(prefix="bench-waits-kafka-"))
         self.node = KafkaNode(self.dir)
-        # Kafka's defaults for what is measured: only what one node needs differs.
+        # Kafka's defaults for what is measured, or the given settings: only what one node
+        # needs differs.
         self.node.properties = lambda: {  # type: ignore[method-assign]  # a plain node, without the suite's delay 0
-            k: v for k, v in KafkaNode.properties(self.node).items() if k != "group.initial.rebalance.delay.ms"
+            **{k: v for k, v in KafkaNode.properties(self.node).items() if k != "group.initial.rebalance.delay.ms"},
+            **(settings or {}),
         }
         self.node.start()
         self.bootstrap = self.node.bootstrap
@@ -165,97 +189,105 @@ def share_pair(bootstrap: str) -> float:
         writer.join(15)
 
 
-def java_join(bootstrap: str) -> float:
-    """Seconds from the Java KafkaConsumer's subscribe (VerifiableConsumer's startup_complete,
-    printed just before it) to its first non-empty assignment, by the consumer's own clock."""
-    from tests.support.kafka_oracle import classpath
+def java_join(bootstrap: str, joins: int) -> dict[str, float]:
+    """Seconds from a Java KafkaConsumer's subscribe to its first non-empty assignment: the first
+    consumer of a fresh JVM ("java") and the median of the later ones ("java-warm")."""
+    from tests.support.reference_clients import java_command
 
-    topic, group = f"j-{uuid.uuid4().hex[:8]}", f"jg-{uuid.uuid4().hex[:8]}"
+    topic = f"j-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 1)
-    proc = subprocess.Popen(
-        [
-            *("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath()),
-            "org.apache.kafka.tools.VerifiableConsumer",
-            *("--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group),
-            *("--group-protocol", "consumer"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+    out = subprocess.run(
+        java_command("join-timing", bootstrap, topic, str(joins)),
+        capture_output=True,
         text=True,
+        timeout=TIMEOUT * joins,
     )
-    try:
-        started = None
-        deadline = time.monotonic() + TIMEOUT
-        for line in proc.stdout:  # type: ignore[union-attr]  # stdout=PIPE
-            if time.monotonic() > deadline:
-                break
-            if not line.startswith("{"):
-                continue
-            event = json.loads(line)
-            if event.get("name") == "startup_complete":
-                started = event["timestamp"]
-            elif event.get("name") == "partitions_assigned" and event.get("partitions") and started is not None:
-                return (event["timestamp"] - started) / 1000
-        raise RuntimeError("the Java consumer was not assigned a partition")
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    lines = [line for line in out.stdout.splitlines() if line.startswith('{"result"')]
+    result = json.loads(lines[-1])["result"] if lines else {}
+    seconds = result.get("joins") or []
+    if not result.get("ok") or len(seconds) < joins:
+        raise RuntimeError(f"the Java consumer was not assigned a partition: {result or out.stderr[-2000:]}")
+    return {"java": seconds[0], "java-warm": statistics.median(seconds[1:])}
 
 
 def summary(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f}, {len(values)} runs)"
 
 
+FIGURES = {
+    "third": "a third confluent-kafka KIP-848 member: subscribe to a stable assignment of all three",
+    "share": "two confluent-kafka share consumers: subscribe to both receiving records",
+    "java": "Java KafkaConsumer, consumer protocol: subscribe to its first assignment, the first consumer of its JVM",
+    "java-warm": "Java KafkaConsumer, consumer protocol: subscribe to its first assignment, a later consumer "
+    "of the same JVM",
+}
+OURS, DEFAULTS = "this server, --profile test", "this server, its defaults"
+KAFKA, KAFKA_TEST = "Kafka 4.4, its defaults", "Kafka 4.4, test-like settings"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kafka", action="store_true", help="also against a real Kafka 4.4 node (make oracle)")
-    ap.add_argument("--no-java", action="store_true", help="skip the Java consumer (needs make oracle)")
+    ap.add_argument("--kafka-test", action="store_true", help="also against Kafka 4.4 with test-like settings")
+    ap.add_argument("--no-java", action="store_true", help="skip the Java consumer (needs make java-clients)")
+    ap.add_argument("--only", choices=["third", "share", "java"], help="run one scenario")
+    ap.add_argument("--java-joins", type=int, default=4, help="consumers per JVM: the first cold, the rest warm")
     args = ap.parse_args()
-    scenarios: dict[str, tuple[str, Callable[[str], float]]] = {
-        "third": (
-            "a third confluent-kafka KIP-848 member: subscribe to a stable assignment of all three",
-            third_member,
-        ),
-        "share": ("two confluent-kafka share consumers: subscribe to both receiving records", share_pair),
+    scenarios: dict[str, Callable[[str], dict[str, float]]] = {
+        "third": lambda b: {"third": third_member(b)},
+        "share": lambda b: {"share": share_pair(b)},
     }
     if not args.no_java:
-        scenarios["java"] = ("Java KafkaConsumer, consumer protocol: subscribe to its first assignment", java_join)
+        scenarios["java"] = lambda b: java_join(b, args.java_joins)
+    if args.only:
+        scenarios = {args.only: scenarios[args.only]}
     targets: dict[str, Callable[[], Any]] = {
-        "this server, --profile test": lambda: OurServer("--profile", "test"),
-        "this server, its defaults": lambda: OurServer(),
+        OURS: lambda: OurServer("--profile", "test"),
+        DEFAULTS: lambda: OurServer(),
     }
     if args.kafka:
-        targets["Kafka 4.4, its defaults"] = Kafka44
+        targets[KAFKA] = Kafka44
+    if args.kafka_test:
+        targets[KAFKA_TEST] = lambda: Kafka44(KAFKA_TEST_LIKE)
     results: dict[tuple[str, str], list[float]] = {}
     for name, make in targets.items():
         server = make()
         try:
-            for key, (_, scenario) in scenarios.items():
+            for scenario in scenarios.values():
                 for _ in range(args.runs):
-                    results.setdefault((key, name), []).append(scenario(server.bootstrap))
-                print(f"{scenarios[key][0]}, {name}: {summary(results[key, name])}", flush=True)
+                    for key, value in scenario(server.bootstrap).items():
+                        results.setdefault((key, name), []).append(value)
         finally:
             server.close()
-    for key, (what, _) in scenarios.items():
-        ours = results[key, "this server, --profile test"]
-        kafka = results.get((key, "Kafka 4.4, its defaults"))
-        shape = {"runs": args.runs, "min": min(ours), "max": max(ours)}
+        for key, what in FIGURES.items():
+            if (key, name) in results:
+                print(f"{what}, {name}: {summary(results[key, name])}", flush=True)
+    for key, what in FIGURES.items():
+        if (key, OURS) not in results:
+            continue
+        ours = results[key, OURS]
+        peer = KAFKA_TEST if (key, KAFKA_TEST) in results else KAFKA
+        kafka = results.get((key, peer))
         record(
             f"{what}: this server with --profile test (median of {args.runs})",
             statistics.median(ours),
             "s",
-            params=shape,
-            peer="Kafka 4.4 with its defaults" if kafka else None,
+            params={"runs": args.runs, "min": min(ours), "max": max(ours)},
+            peer=("Kafka 4.4 with test-like settings" if peer == KAFKA_TEST else "Kafka 4.4 with its defaults")
+            if kafka
+            else None,
             peer_value=statistics.median(kafka) if kafka else None,
         )
-        defaults = results[key, "this server, its defaults"]
-        record(
-            f"{what}: this server with its defaults (median of {args.runs})",
-            statistics.median(defaults),
-            "s",
-            params={"runs": args.runs, "min": min(defaults), "max": max(defaults)},
-        )
+        for name, label in ((DEFAULTS, "this server with its defaults"), (KAFKA, "Kafka 4.4 with its defaults")):
+            values = results.get((key, name))
+            if values and (name != KAFKA or peer == KAFKA_TEST):  # (else Kafka's is the peer above)
+                record(
+                    f"{what}: {label} (median of {args.runs})",
+                    statistics.median(values),
+                    "s",
+                    params={"runs": args.runs, "min": min(values), "max": max(values)},
+                )
 
 
 if __name__ == "__main__":

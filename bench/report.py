@@ -37,8 +37,10 @@ SCRIPTS = {
     "bench/bench_hostile.py": "the server's memory under hostile clients (slowloris, abandoned long polls, unread fetches)",
     "bench/bench_pipeline.py": "the analytics pipeline's decode rate and whole-job time",
     "bench/bench_client_waits.py": "how long real clients wait on group timing: a third KIP-848 member to a "
-    "stable assignment, two share consumers to their first records, the Java consumer to its first assignment; "
-    "this server with --profile test and with its defaults, Kafka 4.4 with its defaults",
+    "stable assignment, two share consumers to their first records, the Java consumer to its first assignment "
+    "(the first consumer of a fresh JVM, which also pays the JVM's loading of the join path, and a later one); "
+    "this server with --profile test and with its defaults, Kafka 4.4 with its defaults or with the test "
+    "profile's group settings",
     "bench/bench_kfake.py": "per core against kfake (franz-go's fake Kafka, built from bench/kfake): server CPU per "
     "join-sync-leave cycle (initial delay 0) and per 10-partition OffsetCommit, fsync never and always, "
     "interleaved in one run; medians of the rounds with their range in brackets",

@@ -41,6 +41,7 @@ public final class Main {
                 case "streams-protocol-cluster" -> new StreamsProtocolWordCount(bootstrap, result, true).run();
                 case "share" -> new ShareScenario(bootstrap, result).run();
                 case "share-cluster" -> new ShareScenario(bootstrap, result).runCluster();
+                case "join-timing" -> new JoinTiming(bootstrap, args[2], Integer.parseInt(args[3]), result).run();
                 case "txn-v2" -> new TransactionsV2Scenario(bootstrap, result, Integer.parseInt(args[2])).run();
                 default -> {
                     System.err.println("unknown scenario " + args[0]);
