@@ -8,6 +8,12 @@ serves the rest, and the denied ones come back with their error
 (TOPIC_AUTHORIZATION_FAILED, ...) in the same response. Without `--authorizer` nothing
 here runs. Topics listed without being named (Metadata, OffsetFetch and ListGroups for
 "all") are filtered to what the principal may DESCRIBE, as Kafka does.
+
+Each API's rule is one entry of RULES (at the end), run by AclGate.check: the checks on the
+request as a whole (Whole), then on each entry it names (Each: where denied entries go in
+the answer), or on the rows of the answer (Visible). OffsetCommit, OffsetFetch,
+DescribeTopicPartitions and DescribeShareGroupOffsets, whose requests nest (groups of
+topics, a paging cursor, the hand-written OffsetCommit codec), have a `custom` check.
 """
 
 from __future__ import annotations
