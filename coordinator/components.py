@@ -161,6 +161,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     def txn_leader_epoch(partition: int) -> int:
         return topology.state(TRANSACTION_TOPIC, partition).epoch
 
+    features = Features(c.data_dir, c.node_id)
     transactions = TransactionCoordinator(
         txn_log,
         data_plane,
@@ -173,6 +174,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         # (with several brokers: the topology's coordinator of each id, its partition's leader epoch)
         owner=None if topology.single else txn_owner,
         leader_epoch=(lambda partition: 0) if topology.single else txn_leader_epoch,
+        transaction_version=lambda: features.level("transaction.version"),
     )
     transactions.register(registry)
     # The one pair that needs each other: the coordinator writes markers through the data plane
@@ -193,7 +195,6 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     control = ClusterControl(topology, runtime, switch, transactions, shares)
     PartitionAdminApis(topics, topology, control).register(registry)
     LogDirApis(topics, topology, c.data_dir).register(registry)
-    features = Features(c.data_dir, c.node_id)
     FeatureApis(features).register(registry)
     gate_apis(registry, features)
     return Parts(

@@ -63,8 +63,12 @@ def decode_key(data: bytes) -> str:
 TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID, TAG_CLIENT_TRANSACTION_VERSION, TAG_NEXT_PRODUCER_EPOCH = 0, 1, 2, 3
 
 
-def encode_value(v: TransactionLogValue) -> bytes:
-    flexible = v.client_transaction_version >= 2 or v.previous_producer_id >= 0 or v.next_producer_id >= 0
+def encode_value(v: TransactionLogValue, version: int = 0) -> bytes:
+    """Version 1 (flexible) when asked, as Kafka writes it once `transaction.version` is 1 or
+    more, or when the value needs its tagged fields."""
+    flexible = (
+        version >= 1 or v.client_transaction_version >= 2 or v.previous_producer_id >= 0 or v.next_producer_id >= 0
+    )
     w = RecordWriter(1 if flexible else 0, flexible)
     w.int64(v.producer_id)
     w.int16(v.producer_epoch)

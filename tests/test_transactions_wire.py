@@ -299,6 +299,33 @@ async def test_unused_transactional_ids_expire(server_factory):
     assert "transactional id short-lived expired" in server.log_text()
 
 
+async def _value_versions(coordinator, txn_id):
+    from protocol.record_batch import iter_batch_records
+    from protocol.transaction_records import decode_key
+
+    plog = coordinator.log.logs[coordinator.log.partition_for(txn_id)]
+    records = [r for _, data in plog.batches() for r in iter_batch_records(data) if decode_key(r.key) == txn_id]
+    return {struct.unpack_from(">h", r.value)[0] for r in records if r.value is not None}
+
+
+async def test_transactions_v1_are_logged_in_value_version_1(server):
+    """With transaction.version finalized at 2 (the default), a transactions v1 transaction's
+    states are written as TransactionLogValue v1, as Kafka's TransactionLog writes them."""
+    from coordinator.transactions.coordinator import TransactionCoordinator
+
+    conn = await WireClient("txn-log").connect("127.0.0.1", server.port)
+    await conn.create_topics("lv", partitions=1)
+    try:
+        error, pid, epoch = await init_pid(conn, "v1-logged")
+        assert await add_partitions(conn, "v1-logged", pid, epoch, [("lv", 0)]) == {("lv", 0): E_NONE}
+        assert await end_txn(conn, "v1-logged", pid, epoch, False) == E_NONE
+        await wait_for_state(conn, "v1-logged", "CompleteAbort")
+        coordinator = next(c for c in server._server.components if isinstance(c, TransactionCoordinator))
+        assert server._call(_value_versions(coordinator, "v1-logged")) == {1}
+    finally:
+        await conn.close()
+
+
 async def _last_record_is_tombstone(coordinator, txn_id):
     from protocol.record_batch import iter_batch_records
     from protocol.transaction_records import decode_key

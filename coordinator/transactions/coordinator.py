@@ -141,6 +141,7 @@ class TransactionCoordinator:
         remove_expired_interval_ms: int = 3_600_000,
         owner: Callable[[RequestContext, str], int] | None = None,
         leader_epoch: Callable[[int], int] = lambda partition: 0,
+        transaction_version: Callable[[], int] = lambda: 0,
     ) -> None:
         self.log = txn_log
         self.data_plane = data_plane
@@ -162,6 +163,9 @@ class TransactionCoordinator:
         # of a coordinator that has been replaced (TRANSACTION_COORDINATOR_FENCED).
         self.leader_epoch = leader_epoch  # (the topology's, with several brokers)
         self.coordinator_epochs: dict[int, int] = {}
+        # The finalized transaction.version: from 1 on, TransactionLogValue is written in its
+        # version 1 for every transaction, as Kafka's TransactionLog.valueToBytes does.
+        self.transaction_version = transaction_version
 
     def register(self, registry: Registry) -> None:
         registry.add(ADD_PARTITIONS_TO_TXN, range(0, 6), self.add_partitions_to_txn)
@@ -259,7 +263,9 @@ class TransactionCoordinator:
         fut, done = future_and_callback()
         try:
             self.log.append(
-                meta.transactional_id, [(encode_key(meta.transactional_id), encode_value(new.value()))], done
+                meta.transactional_id,
+                [(encode_key(meta.transactional_id), encode_value(new.value(), self.transaction_version()))],
+                done,
             )
             await fut
         except Exception as e:  # (OSError from a full disk, a closed log)
