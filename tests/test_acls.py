@@ -527,4 +527,29 @@ async def test_denied_entries_answered_beside_the_served_ones(server_factory):
     assert [(t.name, t.error_code) for t in r.responses] == [("nowhere", 3), ("t", 29)]
     r = await call(3, 1, topics=(nested(3, 1, "MetadataRequestTopic", name="t"),))
     assert [(t.name, t.error_code) for t in r.topics] == [("t", 29)]  # not deleted
+    # OffsetFetch: a topic named and denied has its partitions failed; a group denied, the group
+    r = await call(
+        9, 7, group_id="g", topics=(nested(9, 7, "OffsetFetchRequestTopic", name="t", partition_indexes=(0,)),)
+    )
+    assert (r.error_code, [(t.name, t.partitions[0].error_code) for t in r.topics]) == (0, [("t", 29)])
+    await c.request(CREATE_ACLS, 3, create_acls_body((GROUP, "gx", "User:other", ALL)))
+    r = await call(
+        9,
+        8,
+        require_stable=False,
+        groups=tuple(
+            nested(
+                9,
+                8,
+                "OffsetFetchRequestGroup",
+                group_id=g,
+                topics=(nested(9, 8, "OffsetFetchRequestTopics", name="t", partition_indexes=(0,)),),
+            )
+            for g in ("gx", "g")
+        ),
+    )
+    assert [(g.group_id, g.error_code, [t.partitions[0].error_code for t in g.topics]) for g in r.groups] == [
+        ("gx", 30, []),
+        ("g", 0, [29]),
+    ]
     await c.close()

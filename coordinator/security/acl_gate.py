@@ -11,9 +11,9 @@ here runs. Topics listed without being named (Metadata, OffsetFetch and ListGrou
 
 Each API's rule is one entry of RULES (at the end), run by AclGate.check: the checks on the
 request as a whole (Whole), then on each entry it names (Each: where denied entries go in
-the answer), or on the rows of the answer (Visible). OffsetCommit, OffsetFetch,
-DescribeTopicPartitions and DescribeShareGroupOffsets, whose requests nest (groups of
-topics, a paging cursor, the hand-written OffsetCommit codec), have a `custom` check.
+the answer), or on the rows of the answer (Visible, nested for OffsetFetch's groups of
+topics). OffsetCommit (its hand-written codec), DescribeTopicPartitions (a paging cursor)
+and DescribeShareGroupOffsets (groups of topics taken out of the request) have a `custom` check.
 """
 
 from __future__ import annotations
@@ -179,12 +179,16 @@ class Each:
 
 @dataclass(frozen=True)
 class Visible:
-    """The handler's response.<out> keeps the rows whose resource (`resource` of the row) the
-    principal may DESCRIBE; another becomes hidden(ctx, req, row), or goes where that is None."""
+    """The handler's response.<out> keeps the rows whose resource (`resource` of the row; None:
+    not checked) the principal may DESCRIBE; another becomes hidden(ctx, req, row), or goes
+    where that is None. `inner`: a kept row's own list is checked the same way, against the
+    request's entry that row answers (asked(req, row)), as OffsetFetch's groups' topics."""
 
     out: str
-    resource: Callable[[AclGate, RequestContext, Any], Resource]
+    resource: Callable[[AclGate, RequestContext, Any], Resource | None]
     hidden: Callable[[RequestContext, Any, Any], Any] = lambda ctx, req, row: None
+    inner: Visible | None = None
+    asked: Callable[[Any, Any], Any] = lambda req, row: req
 
 
 @dataclass(frozen=True)
@@ -270,10 +274,14 @@ class AclGate:
         return merged()
 
     async def _visible(self, ctx: RequestContext, req: Any, handler: Handler, visible: Visible) -> Any:
-        body = await _body_of(handler, ctx, req)
+        return self._shown(ctx, req, await _body_of(handler, ctx, req), visible)
+
+    def _shown(self, ctx: RequestContext, req: Any, body: Any, visible: Visible) -> Any:
         rows = []
         for row in getattr(body, visible.out):
-            if self.can(ctx, DESCRIBE, *visible.resource(self, ctx, row)):
+            if self.allows(ctx, DESCRIBE, visible.resource(self, ctx, row)):
+                if visible.inner is not None:
+                    row = self._shown(ctx, visible.asked(req, row), row, visible.inner)
                 rows.append(row)
             elif (shown := visible.hidden(ctx, req, row)) is not None:
                 rows.append(shown)
@@ -712,6 +720,26 @@ def _delete_share_offsets_row(gate: AclGate, ctx: RequestContext, t: Any, error:
     )
 
 
+def _no_offsets(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
+    return ctx.response(throttle_time=0, topics=(), error_code=error)
+
+
+def _offsets_group_hidden(ctx: RequestContext, req: Any, g: Any) -> Any:
+    return dataclasses.replace(g, topics=(), error_code=GROUP_DENIED)
+
+
+def _offsets_topic_hidden(ctx: RequestContext, asked: Any, t: Any) -> Any:
+    """A topic the OffsetFetch (or its group, `asked`) named: each partition TOPIC_AUTHORIZATION_FAILED."""
+    if asked is None or asked.topics is None:
+        return None
+    return dataclasses.replace(
+        t,
+        partitions=tuple(
+            dataclasses.replace(p, committed_offset=-1, metadata="", error_code=TOPIC_DENIED) for p in t.partitions
+        ),
+    )
+
+
 def _metadata_hidden(ctx: RequestContext, req: Any, t: Any) -> Any:
     """A topic asked by name is answered with the error, not hidden; one of all topics is hidden."""
     if req.topics is not None and (ctx.version > 0 or req.topics):
@@ -755,49 +783,6 @@ def _offset_commit(gate: AclGate, ctx: RequestContext, req: Any, handler: Handle
 
 def _offset_commit_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
     return write_response_to(req, ctx.version, [error] * len(req.partitions))
-
-
-def _offset_fetch(gate: AclGate, ctx: RequestContext, req: Any, handler: Handler) -> Any:
-    """DESCRIBE on each group and each topic: the handler answers the whole request; a group
-    denied is answered GROUP_AUTHORIZATION_FAILED with no topics, a topic named and denied has
-    each partition TOPIC_AUTHORIZATION_FAILED, and with all topics asked the denied ones are hidden."""
-    groups = [req] if ctx.version < 8 else list(req.groups)
-    named = (gate.offsets_topic_name(t) for g in groups for t in (g.topics or ()))
-    named_denied = any(name is not None and not gate.can(ctx, DESCRIBE, TOPIC, name) for name in named)
-    # (all groups allowed and no topic named denied: only the topics of "all" to hide)
-    hide_only = all(gate.can(ctx, DESCRIBE, GROUP, g.group_id) for g in groups) and not named_denied
-    if not hide_only and ctx.version < 8:
-        return ctx.response(throttle_time=0, topics=(), error_code=GROUP_DENIED)
-
-    def visible(topics: Any) -> tuple:
-        return tuple(t for t in topics if gate.can(ctx, DESCRIBE, TOPIC, gate.offsets_topic_name(t) or ""))
-
-    def denied_rows(topic: Any) -> Any:
-        name = gate.offsets_topic_name(topic)
-        if name is None or gate.can(ctx, DESCRIBE, TOPIC, name):
-            return topic
-        return dataclasses.replace(
-            topic,
-            partitions=tuple(
-                dataclasses.replace(p, committed_offset=-1, metadata="", error_code=TOPIC_DENIED)
-                for p in topic.partitions
-            ),
-        )
-
-    def group_row(g: Any) -> Any:
-        if not gate.can(ctx, DESCRIBE, GROUP, g.group_id):
-            return dataclasses.replace(g, topics=(), error_code=GROUP_DENIED)
-        if hide_only:
-            return dataclasses.replace(g, topics=visible(g.topics))
-        return dataclasses.replace(g, topics=tuple(denied_rows(t) for t in g.topics))
-
-    async def answered() -> Any:
-        body = await _body_of(handler, ctx, req)
-        if ctx.version < 8:
-            return dataclasses.replace(body, topics=visible(body.topics))
-        return dataclasses.replace(body, groups=tuple(group_row(g) for g in body.groups))
-
-    return answered()
 
 
 def _describe_topic_partitions(gate: AclGate, ctx: RequestContext, req: Any, handler: Handler) -> Any:
@@ -961,6 +946,10 @@ def _configs(operation: int, out: str) -> Rule:
 _SHARE_TOPICS_READ = _share_group(
     READ, Each("topics", "responses", READ, _topic_by_id, _share_row, AFTER, ask_empty=True, error_wins=True)
 )
+# OffsetFetch's topics: a named one denied is answered with its partitions failed, one of
+# all topics (the group's topics null) hidden; an id no topic has is the handler's answer
+_OFFSET_TOPICS = Visible("topics", lambda gate, ctx, t: _offsets_topic(gate, ctx, None, t), _offsets_topic_hidden)
+
 _TXN_WRITE = Whole(WRITE, _named(TRANSACTIONAL_ID, "transactional_id"), _txn_refused)
 
 # api key -> its rule, or ((from version, rule), ...) where versions differ.
@@ -975,7 +964,21 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
     2: Rule(each=_by_name("topics", "topics", DESCRIBE, _list_offsets_row, AFTER, ask_empty=True)),
     3: Rule(visible=Visible("topics", _described(TOPIC, "name"), _metadata_hidden)),
     8: Rule(whole=(Whole(READ, _group, _offset_commit_refused),), custom=_offset_commit),
-    9: Rule(custom=_offset_fetch),
+    9: (  # OffsetFetch: DESCRIBE on the group(s), then on each topic (by id from v10)
+        (0, Rule(whole=(Whole(DESCRIBE, _group, _no_offsets),), visible=_OFFSET_TOPICS)),
+        (
+            8,
+            Rule(
+                visible=Visible(
+                    "groups",
+                    _described(GROUP, "group_id"),
+                    _offsets_group_hidden,
+                    inner=_OFFSET_TOPICS,
+                    asked=lambda req, g: next((a for a in req.groups if a.group_id == g.group_id), None),
+                )
+            ),
+        ),
+    ),
     10: (  # FindCoordinator: DESCRIBE on the group or transactional id; v4+ names several keys
         (0, Rule(whole=(Whole(DESCRIBE, lambda g, c, req: ((_coordinator_kind(req), req.key),), _no_coordinator),))),
         (
