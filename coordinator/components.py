@@ -161,7 +161,7 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     def txn_leader_epoch(partition: int) -> int:
         return topology.state(TRANSACTION_TOPIC, partition).epoch
 
-    features = Features(c.data_dir, c.node_id)
+    features = Features(c.data_dir, c.node_id, c.kafka_version)
     transactions = TransactionCoordinator(
         txn_log,
         data_plane,

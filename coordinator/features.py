@@ -71,7 +71,6 @@ BY_NAME = {f.name: f for f in FEATURES}
 DEFAULTS = {f.name: (0 if f is KRAFT_VERSION else f.implemented) for f in FEATURES}
 
 
-SUPPORTED_ORDER = java_hash_order([f.name for f in FEATURES])
 # The order Kafka 4.4's broker lists finalized features in (its metadata image's)
 FINALIZED_ORDER = (
     "group.version",
@@ -82,6 +81,12 @@ FINALIZED_ORDER = (
     "share.version",
     "metadata.version",
 )
+
+# What Kafka 3.9 supports and finalizes at format, for --kafka-version 3.9: name -> (lowest,
+# highest, finalized), as a 3.9.1 node lists them in ApiVersions v4 (recorded in
+# tests/oracle/kafka-3.9-api-versions.json): no group, share, streams, transaction or ELR
+# feature (3.9 had none of them in production), so their APIs are off as at 3.9 (GATED).
+KAFKA_3_9_FEATURES = {"metadata.version": (1, 21, 21), "kraft.version": (0, 1, 0)}
 
 # (feature, level) -> (feature, level) it needs (FeatureVersion.dependencies())
 DEPENDENCIES = {("eligible.leader.replicas.version", 1): ("metadata.version", 23)}  # 4.0-IV1
@@ -96,15 +101,22 @@ class Features:
     ApiVersions calls FinalizedFeaturesEpoch: it grows with every change (Kafka's is the
     metadata log offset of the image, so only its growth is comparable)."""
 
-    def __init__(self, data_dir: Path, node_id: int = 1) -> None:
+    def __init__(self, data_dir: Path, node_id: int = 1, release: str = "4.4") -> None:
         self.node_id = node_id  # (the controller Kafka's refusals name)
         self.file = JsonFile(Path(data_dir) / "features.json")
         doc = self.file.load(default=None, parse=_parse)
         levels, self.epoch = doc if doc is not None else ({}, 1)
-        # a level above what is implemented now (a store from a newer build) is capped
-        self.levels = {
-            f.name: min(max(levels.get(f.name, DEFAULTS[f.name]), f.min_level), f.implemented) for f in FEATURES
-        }
+        # name -> (lowest, highest) supported: the release's features, each up to what is implemented
+        defaults = DEFAULTS
+        self.bounds = {f.name: (f.min_level, f.implemented) for f in FEATURES}
+        if release < "4":
+            defaults = {n: level for n, (_, _, level) in KAFKA_3_9_FEATURES.items()}
+            self.bounds = {
+                n: (low, min(high, BY_NAME[n].implemented)) for n, (low, high, _) in KAFKA_3_9_FEATURES.items()
+            }
+        # a level above what is supported now (a store from a newer build or release) is capped
+        self.levels = {n: min(max(levels.get(n, defaults[n]), low), high) for n, (low, high) in self.bounds.items()}
+        self.supported_order = java_hash_order(list(self.bounds))
         self.listeners: list[Any] = []  # called after a change (the ApiVersions answers are rebuilt)
 
     def level(self, name: str) -> int:
@@ -113,13 +125,13 @@ class Features:
     def supported(self, *, without_level_0: bool = False) -> list[tuple[str, int, int]]:
         """(name, min, max) in Kafka's order. ApiVersions v0-3 leave out those whose minimum is
         0: older clients (KAFKA-17011) refuse a range that starts at 0."""
-        out = [(n, BY_NAME[n].min_level, BY_NAME[n].implemented) for n in SUPPORTED_ORDER]
+        out = [(n, *self.bounds[n]) for n in self.supported_order]
         return [s for s in out if s[1] > 0] if without_level_0 else out
 
     def finalized(self) -> list[tuple[str, int]]:
         """(name, level) of every feature finalized above 0 (a level 0 is no finalized feature,
         as Kafka removes it from its image), metadata.version always."""
-        return [(n, self.levels[n]) for n in FINALIZED_ORDER if self.levels[n] > 0 or n == METADATA_VERSION.name]
+        return [(n, self.level(n)) for n in FINALIZED_ORDER if self.level(n) > 0 or n == METADATA_VERSION.name]
 
     def check(self, name: str, level: int, upgrade_type: int, proposed: dict[str, int]) -> str | None:
         """Why FeatureControlManager would refuse `name` at `level` (its INVALID_UPDATE_VERSION
@@ -130,8 +142,8 @@ class Features:
         current = self.level(name)
         if level < 0:
             return _invalid(name, level, "A feature version cannot be less than 0.")
-        feature = BY_NAME.get(name)
-        low, high = (feature.min_level, feature.implemented) if feature is not None else (0, 0)
+        feature = BY_NAME.get(name) if name in self.bounds else None
+        low, high = self.bounds.get(name, (0, 0))
         if not low <= level <= high:
             what = f"Local controller {self.node_id}"
             if high == 0:
@@ -215,7 +227,7 @@ class FeatureApis:
                     error_message=f"The update failed for all features since the following feature had an error: {reason}",
                     results=(),
                 )
-        changes = {n: level for n, level in updates.items() if n in BY_NAME and features.level(n) != level}
+        changes = {n: level for n, level in updates.items() if n in features.bounds and features.level(n) != level}
         if changes and not getattr(request, "validate_only", False):
             await features.apply(changes)
         results = (
@@ -258,7 +270,7 @@ def gate_apis(registry: Any, features: Features) -> None:
             continue
 
         def gated(ctx: Any, request: Any, handler: Any = api.handler, name: str = feature.name) -> Any:
-            if features.levels[name] >= 1:
+            if features.level(name) >= 1:
                 return handler(ctx, request)
             return error_response(
                 ctx.header.api_key, ctx.version, ctx.codec.response_type, request, UNSUPPORTED_VERSION

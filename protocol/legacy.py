@@ -433,6 +433,13 @@ LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
     (30, 0): (1, _create_acls_v0_read, None),  # CreateAcls: the same answer as v1
     (29, 0): (1, _describe_acls_v0_read, _describe_acls_v0_write),
     (31, 0): (1, _delete_acls_v0_read, _delete_acls_v0_write),
+    # v1 "is the same as version 0" (only the throttling moved, KIP-219): v1's classes read and write v0
+    (34, 0): (1, None, None),  # AlterReplicaLogDirs
+    (35, 0): (1, None, None),  # DescribeLogDirs
+    (38, 0): (1, None, None),  # CreateDelegationToken
+    (39, 0): (1, None, None),  # RenewDelegationToken
+    (40, 0): (1, None, None),  # ExpireDelegationToken
+    (41, 0): (1, None, None),  # DescribeDelegationToken
     # Produce v0-2 / Fetch v0-3: message formats v0/v1 (converted by the data plane)
     **{(0, v): (3, _produce_v0_2_read, _produce_write(v)) for v in range(3)},
     **{(1, v): (4, _fetch_v0_3_read(v), _fetch_write(v)) for v in range(4)},

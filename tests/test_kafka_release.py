@@ -4,6 +4,7 @@ v0 but v0-2 closed all the same); with 3.9 they are served, for old clients."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 
@@ -17,7 +18,8 @@ from coordinator.config import parse_args
 from tests.support.control_http import http
 from tests.support.data_plane import batch, create, produce
 from tests.support.legacy import roundtrip
-from tests.support.process import free_port
+from tests.support.process import ROOT, free_port
+from tests.support.raw_wire import Wire
 from tests.support.wire_client import WireClient, request_class
 
 # Kafka 4.4.0's lowest versions where they are not 0, as its ApiVersions lists them (measured)
@@ -75,6 +77,34 @@ async def test_kafka_39_serves_the_old_versions(server_factory):
     await conn.close()
     for make, response in OLD_REQUESTS:
         roundtrip(server.port, make(), response)
+
+
+# What `--kafka-version 3.9` lists differently from a real Kafka 3.9 node, each with why.
+KAFKA_39_DIFFERENCES = {
+    27: "WriteTxnMarkers v0: an inter-broker request (a transaction coordinator's markers), kept at v1 as in 4.4",
+    64: "UnregisterBroker: no separate brokers or controllers here (as in docs/kafka-differences.md)",
+    80: "AddRaftVoter: as UnregisterBroker",
+    81: "RemoveRaftVoter: as UnregisterBroker",
+}
+
+
+def test_kafka_39_lists_what_a_real_kafka_39_node_lists(server_factory):
+    """Held to the record of a real Kafka 3.9 node's ApiVersions v4 (tests/oracle/
+    record_kafka_39.py wrote it): every API's range, and the supported and finalized features."""
+    record = json.loads((ROOT / "tests" / "oracle" / "kafka-3.9-api-versions.json").read_text())
+    server = server_factory("--kafka-version", "3.9")
+    w = Wire(server.port)
+    body = w.call(18, 4, client_software_name="t", client_software_version="1")
+    w.close()
+    ours = {str(k.api_key): [k.min_version, k.max_version] for k in body.api_keys}
+    differing = {
+        int(k) for k in set(ours) | set(record["api_versions"]) if ours.get(k) != record["api_versions"].get(k)
+    }
+    assert differing == set(KAFKA_39_DIFFERENCES), {
+        k: (record["api_versions"].get(str(k)), ours.get(str(k))) for k in differing
+    }
+    assert {f.name: [f.min_version, f.max_version] for f in body.supported_features} == record["supported_features"]
+    assert {f.name: f.max_version_level for f in body.finalized_features} == record["finalized_features"]
 
 
 async def test_a_narrowed_produce_lists_its_own_minimum(server_factory):

@@ -49,8 +49,8 @@ class LogDirApis:
         self.log_dir = os.path.abspath(data_dir)  # (Kafka reports the absolute path)
 
     def register(self, registry: Registry) -> None:
-        registry.add(ALTER_REPLICA_LOG_DIRS, range(1, 3), self.alter_replica_log_dirs)
-        registry.add(DESCRIBE_LOG_DIRS, range(1, 6), self.describe_log_dirs)
+        registry.add(ALTER_REPLICA_LOG_DIRS, range(0, 3), self.alter_replica_log_dirs)
+        registry.add(DESCRIBE_LOG_DIRS, range(0, 6), self.describe_log_dirs)
 
     def alter_replica_log_dirs(self, ctx: RequestContext, req: Any) -> Any:
         node = ctx.connection.listener.node_id

@@ -32,11 +32,11 @@ def _refusal(ctx: Any) -> E:
 
 class DelegationTokenApis:
     def register(self, registry: Any) -> None:
-        # Kafka 4.4's ranges (v0 of each went with KIP-896).
-        registry.add(CREATE, range(1, 4), self.create)
-        registry.add(RENEW, range(1, 3), self.renew)
-        registry.add(EXPIRE, range(1, 3), self.expire)
-        registry.add(DESCRIBE, range(1, 4), self.describe)
+        # (v0, Kafka 3.9's lowest, is served under --kafka-version 3.9: KIP-896 removed it)
+        registry.add(CREATE, range(0, 4), self.create)
+        registry.add(RENEW, range(0, 3), self.renew)
+        registry.add(EXPIRE, range(0, 3), self.expire)
+        registry.add(DESCRIBE, range(0, 4), self.describe)
 
     def create(self, ctx: Any, req: Any) -> Any:
         # The answer names the token's owner (the one asked for, else the requester) and, from

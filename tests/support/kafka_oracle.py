@@ -9,7 +9,6 @@ skips with that reason."""
 
 from __future__ import annotations
 
-import base64
 import itertools
 import os
 import shutil
@@ -17,10 +16,10 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import NamedTuple
 
+from coordinator import data_dir
 from tests.support.process import ROOT, free_port
 
 ORACLE = ROOT / "tests" / "oracle"
@@ -72,8 +71,9 @@ def _java(*args: str, heap: str) -> list[str]:
 
 
 def random_cluster_id() -> str:
-    """A cluster id as Kafka's StorageTool random-uuid makes one: 16 random bytes, url-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as Kafka's StorageTool random-uuid makes one (never starting with "-", which
+    the storage tool's command line would take for an option)."""
+    return data_dir.random_cluster_id()
 
 
 class KafkaNode:
