@@ -47,7 +47,7 @@ from .fetch_sessions import (
     FetchSession,
     FetchSessionCache,
 )
-from .producers import PartitionProducers, ProducerIds
+from .producers import PartitionProducers, ProducerIds, java_map_order
 from .quotas import ByteRateQuota, quota_user
 from .topics import Topics
 from .transactions import PartitionTxns
@@ -574,17 +574,18 @@ class DataPlane:
                     open_txns = self.txn_state(plog).ongoing
                     state = self.producer_state(plog)
                     state.expire(now, expiration, open_txns)
+                    entries = state.entries
                     active = tuple(
                         ctx.nested(
                             "ProducerState",
                             producer_id=pid,
-                            producer_epoch=entry.epoch,
-                            last_sequence=entry.last_seq,
-                            last_timestamp=entry.last_timestamp,
-                            coordinator_epoch=entry.coordinator_epoch,
+                            producer_epoch=entries[pid].epoch,
+                            last_sequence=entries[pid].last_seq,
+                            last_timestamp=entries[pid].last_timestamp,
+                            coordinator_epoch=entries[pid].coordinator_epoch,
                             current_txn_start_offset=open_txns.get(pid, -1),
                         )
-                        for pid, entry in sorted(state.entries.items())
+                        for pid in java_map_order(list(entries))  # (Kafka's order)
                     )
                 parts.append(
                     ctx.nested(

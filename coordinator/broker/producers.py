@@ -39,6 +39,23 @@ class ProducerEntry:
     coordinator_epoch: int = -1  # of the last marker written for it here
 
 
+def java_map_order(producer_ids: list[int]) -> list[int]:
+    """Producer ids (in the order they were added) in the order Kafka's ProducerStateManager
+    lists them: its producers are a java.util.HashMap<Long, ...>, iterated bucket by bucket
+    (Long.hashCode spread by h ^ h >>> 16, masked by the table's size: 16, doubled past 3/4
+    full), a bucket in insertion order. (The table size is taken from the current count: a
+    Java map that once held more keeps its larger table.)"""
+    capacity = 16
+    while len(producer_ids) > capacity * 3 // 4:
+        capacity <<= 1
+
+    def bucket(pid: int) -> int:
+        h = (pid ^ (pid >> 32)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(producer_ids, key=bucket)  # (a stable sort: insertion order within a bucket)
+
+
 def next_seq(seq: int, count: int) -> int:
     """Sequences wrap from INT32_MAX to 0."""
     return (seq + count) % (INT32_MAX + 1)
