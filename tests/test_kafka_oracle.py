@@ -1153,6 +1153,26 @@ def test_transaction_error_paths(warm, sides):
         warm.ranges,
         versions=range(0, 4),
     )
+    compare_at_every_version(  # an internal topic: not authorized to a client, the others not attempted
+        obs,
+        sides,
+        "wire/AddPartitionsToTxn/internal-topic",
+        24,
+        fixed(
+            {
+                "v3_and_below_transactional_id": "oracle-txn-unknown",
+                "v3_and_below_producer_id": 123456,
+                "v3_and_below_producer_epoch": 0,
+                "v3_and_below_topics": [
+                    {"name": "__consumer_offsets", "partitions": [0]},
+                    {"name": TOPIC, "partitions": [0]},
+                    {"name": "oracle-no-such-topic", "partitions": [0]},
+                ],
+            }
+        ),
+        warm.ranges,
+        versions=range(0, 4),
+    )
     compare_at_every_version(
         obs,
         sides,

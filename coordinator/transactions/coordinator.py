@@ -56,6 +56,8 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is the client's INVALID_REGULAR_EXPRESSION, not a log line
 
 TOPIC = "__transaction_state"
+# Kafka's Topic.isInternal: a client's AddPartitionsToTxn may not add them (TOPIC_AUTHORIZATION_FAILED)
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TOPIC, "__share_group_state"})
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 26, 27
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 MAX_EPOCH = 32767  # Short.MaxValue: at MAX_EPOCH - 1 a producer gets a new id instead of an epoch
@@ -458,13 +460,26 @@ class TransactionCoordinator:
                 return ctx.response(
                     throttle_time=0, results_by_topic_v3_and_below=self._by_topic(ctx, {tp: error for tp in partitions})
                 )
-            results = await self._add(
-                req.v3_and_below_transactional_id,
-                req.v3_and_below_producer_id,
-                req.v3_and_below_producer_epoch,
-                partitions,
-                ctx.version >= 2,
-            )
+            if any(topic in INTERNAL_TOPICS for topic, _ in partitions):
+                # As Kafka's KafkaApis: an internal topic is not authorized to a client, and any
+                # partition refused fails the request, the others not attempted.
+                topics = self.data_plane.topics
+                results: dict[tuple[str, int], int] = {
+                    tp: E.topic_authorization_failed
+                    if tp[0] in INTERNAL_TOPICS
+                    else E.unknown_topic_or_partition
+                    if topics.partition_log(*tp) is None
+                    else E.operation_not_attempted
+                    for tp in partitions
+                }
+            else:
+                results = await self._add(
+                    req.v3_and_below_transactional_id,
+                    req.v3_and_below_producer_id,
+                    req.v3_and_below_producer_epoch,
+                    partitions,
+                    ctx.version >= 2,
+                )
             return ctx.response(throttle_time=0, results_by_topic_v3_and_below=self._by_topic(ctx, results))
         out = []
         for t in req.transactions:  # v4+: a broker verifying or adding for its producers (KIP-890)

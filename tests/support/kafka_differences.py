@@ -104,8 +104,10 @@ DIFFERENCES: tuple[Difference, ...] = (
     # -- tools
     _d(
         "tools/kafka-broker-api-versions/list",
-        "the API lines differ as ApiVersions' ranges do (wire/ApiVersions/range/*)",
-        "as the ApiVersions ranges above",
+        "the API lines differ as ApiVersions' ranges do (wire/ApiVersions/range/*): the inter-broker and"
+        " controller APIs Kafka lists and this server does not",
+        "as the ApiVersions ranges above: " + INTERBROKER,
+        DELIBERATE,
     ),
     _d(
         "tools/kafka-configs/describe-broker-all",
