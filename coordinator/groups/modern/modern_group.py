@@ -12,7 +12,13 @@ class SubscribedMember(Protocol):
     subscribed_topic_names: tuple[str, ...]
 
 
+class StaticMember(SubscribedMember, Protocol):
+    member_id: str
+    instance_id: str | None
+
+
 Member = TypeVar("Member", bound=SubscribedMember)
+Static = TypeVar("Static", bound=StaticMember)
 
 INITIAL_EPOCH = 1
 
@@ -134,6 +140,36 @@ class ModernGroup(Generic[Member]):
 
     def is_subscribed_to(self, topic: str) -> bool:
         return any(topic in m.subscribed_topic_names for m in self.members.values())
+
+
+class StaticGroup(ModernGroup[Static]):
+    """A modern group whose members may be static (KIP-345: consumer and streams groups):
+    an instance id names at most one member, and a new member of that instance takes its
+    predecessor's place."""
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__(group_id)
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+
+    def add_member(self, member: Static) -> None:
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+
+    def forget_instance(self, member: Static) -> None:
+        """The member leaves: its instance id no longer names it (it may name a successor)."""
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
+            del self.static_members[member.instance_id]
+
+    def remove_member(self, member: Static) -> None:
+        raise NotImplementedError
+
+    def replace_static(self, old: Static, new: Static) -> None:
+        """`new`, the static member's new incarnation under the same instance id, takes `old`'s
+        place; the caller carries over what `new` keeps of `old` (Kafka's replace*Member)."""
+        self.remove_member(old)
+        self.add_member(new)
+        self.changed_members.add(new.member_id)
 
 
 G = TypeVar("G", bound=ModernGroup[Any])

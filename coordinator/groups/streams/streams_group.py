@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ..group import ExpirationBase
-from ..modern.modern_group import ModernGroup, rebuilt
+from ..modern.modern_group import StaticGroup, rebuilt
 from .topology import ConfiguredTopology
 
 # subtopology id -> partitions
@@ -88,7 +88,7 @@ class StreamsMember:
     subscribed_topic_names: tuple[str, ...] = ()
 
 
-class StreamsGroup(ModernGroup[StreamsMember]):
+class StreamsGroup(StaticGroup[StreamsMember]):
     """Implements group.Group for the `streams` type."""
 
     def __init__(self, group_id: str) -> None:
@@ -105,7 +105,6 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         self.target_tuples: dict[str, TasksTuple] = {}  # member id -> its target
         self.endpoint_information_epoch = 0
         self.shutdown_request_member_id: str | None = None
-        self.static_members: dict[str, str] = {}  # instance id -> member id
         self.stored_description_epoch = -1
         self.failed_description_epoch = -1
         # the time before which no target is computed for a new group (streams.initial.rebalance.delay.ms)
@@ -171,8 +170,7 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         member.session_timer = member.rebalance_timer = None
         self.members.pop(member.member_id, None)
         self.target_tuples.pop(member.member_id, None)
-        if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
-            del self.static_members[member.instance_id]
+        self.forget_instance(member)
         self.removed_members.add(member.member_id)
         self.changed_members.discard(member.member_id)
 
@@ -428,9 +426,7 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> StreamsGroup | 
                 None if v.user_endpoint is None else (v.user_endpoint.host, v.user_endpoint.port),
                 dict(v.client_tags),
             )
-            group.members[key.member_id] = m
-            if m.instance_id is not None:
-                group.static_members[m.instance_id] = m.member_id
+            group.add_member(m)
     for key, value in stored.items():
         if type(key) is R.StreamsGroupTargetAssignmentMemberKey and key.member_id in group.members:
             group.target_tuples[key.member_id] = TasksTuple(

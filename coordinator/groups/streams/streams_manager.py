@@ -441,7 +441,6 @@ class StreamsGroupManager(ModernGroupManager):
             old.member_id,
         )
         target = group.target_tuples.get(old.member_id)
-        group.remove_member(old)
         new = StreamsMember(
             new_id,
             instance_id=old.instance_id,
@@ -458,11 +457,9 @@ class StreamsGroupManager(ModernGroupManager):
             pending_revocation=old.pending_revocation,
             active_epochs=dict(old.active_epochs),
         )
-        group.members[new_id] = new
-        group.static_members[old.instance_id] = new_id  # type: ignore[index]  # a static member has an instance id
+        group.replace_static(old, new)
         if target is not None:
             group.target_tuples[new_id] = target
-        group.changed_members.add(new_id)
         group.dirty = True
         return new
 

@@ -19,7 +19,7 @@ from protocol import consumer_records as R
 
 from ...metadata_hash import metadata_hash
 from ...group import ExpirationBase
-from ..modern_group import ModernGroup, rebuilt
+from ..modern_group import StaticGroup, rebuilt
 from ..reconciliation import Assignment, MemberState
 
 LEAVE_EPOCH = -1
@@ -92,12 +92,11 @@ def _release(of_topic: dict[int, str] | None, partitions: frozenset[int], member
                 del of_topic[p]
 
 
-class ConsumerGroup(ModernGroup[ConsumerMember]):
+class ConsumerGroup(StaticGroup[ConsumerMember]):
     """Implements group.Group for the `consumer` type."""
 
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
-        self.static_members: dict[str, str] = {}  # instance id -> member id
         # topic name -> (id, partitions) of the subscribed topics the target was computed from,
         # with the KIP-1101 hash kept with it (the group metadata record's MetadataHash: a group
         # replayed from a Kafka 4.1+ log knows only the hash until its topics are looked up)
@@ -169,8 +168,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
         self.set_owned(member, {}, {})
         self.members.pop(member.member_id, None)
         self.target.pop(member.member_id, None)
-        if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
-            del self.static_members[member.instance_id]
+        self.forget_instance(member)
         if member.session_timer is not None:
             member.session_timer.cancel()
 
@@ -414,9 +412,7 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
                 value.rebalance_timeout_ms,
                 classic=value.classic_member_metadata,
             )
-            group.members[m.member_id] = m
-            if m.instance_id is not None:
-                group.static_members[m.instance_id] = m.member_id
+            group.add_member(m)
     for key, value in stored.items():
         if type(key) is R.ConsumerGroupTargetAssignmentMemberKey and key.member_id in group.members:
             group.target[key.member_id] = _assignment(value.topic_partitions)

@@ -429,7 +429,6 @@ class ConsumerGroupManager(ModernGroupManager):
         assignment and epoch, so nothing moves."""
         target = group.target.get(old.member_id, {})
         assigned, pending, epochs = old.assigned, old.pending_revocation, old.assignment_epochs
-        group.remove_member(old)
         new = ConsumerMember(
             new_id,
             instance_id=old.instance_id,
@@ -442,10 +441,8 @@ class ConsumerGroupManager(ModernGroupManager):
             previous_member_epoch=old.previous_member_epoch,
             state=old.state,
         )
-        group.members[new_id] = new
+        group.replace_static(old, new)
         group.subscriptions_changed()
-        group.changed_members.add(new_id)
-        group.static_members[old.instance_id] = new_id  # type: ignore[index]  # only static members get here, and they have an instance id
         group.target[new_id] = target
         new.assignment_epochs = epochs
         group.set_owned(new, assigned, pending)
