@@ -25,23 +25,11 @@ from typing import Any
 
 import click
 
+from ..faults import FIELDS
 from .common import Failure, emit
 
-FAULT_KEYS = [
-    "id",
-    "api",
-    "error",
-    "times",
-    "probability",
-    "delay_ms",
-    "drop",
-    "stall",
-    "client_id",
-    "group",
-    "topic",
-    "broker",
-    "fired",
-]
+# a rule as the control lists it: its id, the fields of its spec, how often it has fired
+FAULT_KEYS = ["id", *FIELDS, "fired"]
 FAULT_COLUMNS = [key.upper() for key in FAULT_KEYS]
 
 
