@@ -109,6 +109,7 @@ async def test_groups_store_kafkas_hash_and_a_restart_keeps_the_epoch(server):
     hash alone tells the topics did not change: the next heartbeats keep the epochs."""
     import datetime
 
+    from tests.support.share import until_assigned
     from tests.support.wire_client import WireClient, request_class
 
     conn = await WireClient().connect("127.0.0.1", server.port)
@@ -129,6 +130,8 @@ async def test_groups_store_kafkas_hash_and_a_restart_keeps_the_epoch(server):
         sg = await conn.request(
             76, 1, request_class(76, 1)(group_id="sg", member_id="m", member_epoch=0, subscribed_topic_names=("t",))
         )
+        # (the share group assigns t once its share-partitions' state is initialized)
+        sg = await until_assigned(conn, "sg", "m", sg)
         assert cg.error_code == 0 and sg.error_code == 0
         tid = sg.assignment.topic_partitions[0].topic_id
         want = metadata_hash({"t": (tid, 3)})
