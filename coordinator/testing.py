@@ -37,7 +37,10 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
+
+if TYPE_CHECKING:  # the server side is imported only when run in process
+    from .tracking import RequestFilters
 
 __all__ = ["Cluster", "ClusterError"]
 
@@ -401,36 +404,17 @@ class Cluster:
             return self._http("GET", "/requests/tracking")
         return self._run(self._server.tracking.status)
 
-    def requests(
-        self,
-        api: str | int | None = None,
-        *,
-        client_id: str | None = None,
-        broker: int | None = None,
-        group: str | None = None,
-        topic: str | None = None,
-        transactional_id: str | None = None,
-    ) -> list[dict]:
-        """The recorded requests, oldest first, that match every filter given: each with its
-        broker, api_key, api, api_version, client_id, correlation_id, time_ms, supported (False:
-        a version or API not served), and the groups, transactional_ids and topics it names."""
+    def requests(self, api: str | int | None = None, **filters: Unpack[RequestFilters]) -> list[dict]:
+        """The recorded requests, oldest first, that match every filter given (api, client_id,
+        broker, group, topic, transactional_id): each with its broker, api_key, api,
+        api_version, client_id, correlation_id, time_ms, supported (False: a version or API not
+        served), and the groups, transactional_ids and topics it names."""
         self._require_started()
-        filters = {
-            k: v
-            for k, v in (
-                ("api", api),
-                ("client_id", client_id),
-                ("broker", broker),
-                ("group", group),
-                ("topic", topic),
-                ("transactional_id", transactional_id),
-            )
-            if v is not None
-        }
+        given = {k: v for k, v in {"api": api, **filters}.items() if v is not None}
         if self._proc is not None:
-            query = "&".join(f"{k}={_q(str(v))}" for k, v in filters.items())
+            query = "&".join(f"{k}={_q(str(v))}" for k, v in given.items())
             return self._http("GET", "/requests" + (f"?{query}" if query else ""))["requests"]
-        return self._run(self._server.tracking.requests, **filters)
+        return self._run(self._server.tracking.requests, **given)
 
     # narrowed API versions --------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict, Unpack
 
 from protocol.messages import RequestHeader, read_request_header
 
@@ -26,7 +26,27 @@ from .faults import API_NAMES, api_key_of, broker_of, groups_of, refresh_interce
 
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 1_000_000
-FILTERS = ("api", "client_id", "broker", "group", "topic", "transactional_id")
+
+
+class RequestFilters(TypedDict, total=False):
+    """The filters of requests() besides its api (each None or left out: any request)."""
+
+    client_id: str | None
+    broker: int | None
+    group: str | None
+    topic: str | None
+    transactional_id: str | None
+
+
+# filter -> (the entry's field it tests, whether that field is a list the value must be in)
+_TESTS = {
+    "client_id": ("client_id", False),
+    "broker": ("broker", False),
+    "group": ("groups", True),
+    "topic": ("topics", True),
+    "transactional_id": ("transactional_ids", True),
+}
+FILTERS = ("api", *_TESTS)
 FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN = 10, 24
 
 
@@ -76,38 +96,24 @@ class RequestLog:
             "dropped": self.dropped,
         }
 
-    def requests(
-        self,
-        api: str | int | None = None,
-        client_id: str | None = None,
-        broker: int | None = None,
-        group: str | None = None,
-        topic: str | None = None,
-        transactional_id: str | None = None,
-    ) -> list[dict[str, Any]]:
+    def requests(self, api: str | int | None = None, **filters: Unpack[RequestFilters]) -> list[dict[str, Any]]:
         """The tracked requests that match every filter given, oldest first. A bad filter
         raises ValueError."""
-        key = None if api is None else api_key_of(api)
-        if broker is not None and type(broker) is not int:
-            raise ValueError(f"broker must be a node id (an integer), not {broker!r}")
-        for name, value in (("client_id", client_id), ("group", group), ("topic", topic)):
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{name} must be a string, not {value!r}")
-        if transactional_id is not None and not isinstance(transactional_id, str):
-            raise ValueError(f"transactional_id must be a string, not {transactional_id!r}")
         checks: list[Callable[[dict[str, Any]], bool]] = []
-        if key is not None:
+        if api is not None:
+            key = api_key_of(api)
             checks.append(lambda e: e["api_key"] == key)
-        if client_id is not None:
-            checks.append(lambda e: e["client_id"] == client_id)
-        if broker is not None:
-            checks.append(lambda e: e["broker"] == broker)
-        if group is not None:
-            checks.append(lambda e: group in e["groups"])
-        if topic is not None:
-            checks.append(lambda e: topic in e["topics"])
-        if transactional_id is not None:
-            checks.append(lambda e: transactional_id in e["transactional_ids"])
+        for name, value in filters.items():
+            if value is None:
+                continue
+            if name not in _TESTS:
+                raise ValueError(f"unknown filter {name!r}; filters: {', '.join(FILTERS)}")
+            if name == "broker" and type(value) is not int:
+                raise ValueError(f"broker must be a node id (an integer), not {value!r}")
+            if name != "broker" and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, not {value!r}")
+            field, listed = _TESTS[name]
+            checks.append(_member_test(field, value) if listed else _equal_test(field, value))
         return [dict(e) for e in self.entries if all(check(e) for check in checks)]
 
     # the request path ----------------------------------------------------------------------
@@ -160,6 +166,14 @@ def transactional_ids_of(api_key: int, request: Any) -> list[str]:
         keys = getattr(request, "coordinator_keys", None)
         return list(keys) if keys else [request.key]
     return []
+
+
+def _member_test(field: str, value: object) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: value in e[field]
+
+
+def _equal_test(field: str, value: object) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e[field] == value
 
 
 def filters_of_query(query: dict[str, list[str]]) -> dict[str, Any]:
