@@ -15,12 +15,15 @@ class SubscribedMember(Protocol):
 class StaticMember(SubscribedMember, Protocol):
     member_id: str
     instance_id: str | None
+    member_epoch: int
+    previous_member_epoch: int
 
 
 Member = TypeVar("Member", bound=SubscribedMember)
 Static = TypeVar("Static", bound=StaticMember)
 
 INITIAL_EPOCH = 1
+STATIC_LEAVE_EPOCH = -2  # a static member left for now: it keeps its assignment for its session
 
 
 class ModernGroup(Generic[Member]):
@@ -163,6 +166,14 @@ class StaticGroup(ModernGroup[Static]):
 
     def remove_member(self, member: Static) -> None:
         raise NotImplementedError
+
+    def leave_static(self, member: Static) -> None:
+        """The static member leaves for now: it keeps its assignment for its session timeout,
+        awaiting its next incarnation."""
+        member.previous_member_epoch = member.member_epoch
+        member.member_epoch = STATIC_LEAVE_EPOCH
+        self.dirty = True
+        self.changed_members.add(member.member_id)
 
     def replace_static(self, old: Static, new: Static) -> None:
         """`new`, the static member's new incarnation under the same instance id, takes `old`'s

@@ -29,7 +29,7 @@ from typing import Any, cast
 from kio.schema.errors import ErrorCode as E
 
 from ..clock import Clock
-from .modern_group import ModernGroup
+from .modern_group import ModernGroup, Static, StaticGroup
 from ..shard_context import Complete, CoordinatorResult, ShardContext
 from ..topic_image import TopicImage
 
@@ -51,6 +51,20 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message  # (None: Kafka answers the error without one)
+
+
+def static_member(group: StaticGroup[Static], instance_id: str | None, member_id: str) -> Static:
+    """The member of the instance id, which must be the one named (a static member's leave)."""
+    found = group.static_members.get(instance_id or "")
+    member = group.members.get(found) if found is not None else None
+    if member is None:
+        raise ApiError(E.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        raise ApiError(
+            E.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member {member.member_id}.",
+        )
+    return member
 
 
 def assignment_due(last_computed_ms: int, interval_ms: int, now_ms: int) -> bool:

@@ -19,14 +19,14 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ..group import ExpirationBase
-from ..modern.modern_group import StaticGroup, rebuilt
+from ..modern.modern_group import STATIC_LEAVE_EPOCH, StaticGroup, rebuilt
 from .topology import ConfiguredTopology
 
 # subtopology id -> partitions
 Tasks = dict[str, frozenset[int]]
 
 LEAVE_EPOCH = -1
-LEAVE_STATIC_EPOCH = -2
+LEAVE_STATIC_EPOCH = STATIC_LEAVE_EPOCH
 
 # Kafka's streams MemberState
 STABLE, UNREVOKED_TASKS, UNRELEASED_TASKS, UNKNOWN = 0, 1, 2, 127

@@ -32,7 +32,7 @@ from protocol.group_records import GroupMetadataKey
 from ..classic.classic_group import ClassicGroup
 from ..clock import Clock
 from ..metadata_hash import metadata_hash
-from ..modern.modern_manager import ApiError, ModernGroupManager
+from ..modern.modern_manager import ApiError, ModernGroupManager, static_member
 from ..shard_context import CoordinatorResult, ShardContext
 from ..settings import StreamsGroupConfig
 from ..topic_image import TopicImage
@@ -540,23 +540,10 @@ class StreamsGroupManager(ModernGroupManager):
     def _leave(self, r: StreamsHeartbeatRequest) -> tuple[StreamsHeartbeatResult, StreamsGroup]:
         group = self._group(r.group_id, False)
         if r.instance_id is not None:
-            member_id = group.static_members.get(r.instance_id)
-            member = group.members.get(member_id) if member_id is not None else None
-            if member is None:
-                raise ApiError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
-            if member.member_id != r.member_id:
-                raise ApiError(
-                    E.fenced_instance_id,
-                    f"Static member {r.member_id} with instance id {r.instance_id} was fenced by member "
-                    f"{member.member_id}.",
-                )
+            member = static_member(group, r.instance_id, r.member_id)
             if r.member_epoch == LEAVE_STATIC_EPOCH:
-                # It keeps its tasks for its session timeout, awaiting its next incarnation.
                 log.info("group %s: static member %s temporarily left the streams group", group.group_id, r.member_id)
-                member.previous_member_epoch = member.member_epoch
-                member.member_epoch = LEAVE_STATIC_EPOCH
-                group.dirty = True
-                group.changed_members.add(member.member_id)
+                group.leave_static(member)
                 return StreamsHeartbeatResult(E.none, None, r.member_id, LEAVE_STATIC_EPOCH, status=[]), group
         else:
             found = group.members.get(r.member_id)

@@ -23,7 +23,6 @@ from ..modern_group import StaticGroup, rebuilt
 from ..reconciliation import Assignment, MemberState
 
 LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
 
 
 class _Built:

@@ -27,14 +27,13 @@ from . import consumer_group
 
 from .consumer_group import (
     LEAVE_EPOCH,
-    STATIC_LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerMember,
 )
 from ...metadata_hash import metadata_hash
 from ..reconciliation import MemberState, owns_any, reconcile
-from ..modern_group import INITIAL_EPOCH
-from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
+from ..modern_group import INITIAL_EPOCH, STATIC_LEAVE_EPOCH
+from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, static_member
 from ...topic_image import TopicImage
 from ...shard_context import Complete, CoordinatorResult, ShardContext
 
@@ -473,27 +472,11 @@ class ConsumerGroupManager(ModernGroupManager):
     def _leave(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, ConsumerGroup]:
         group = self._group(r.group_id, False)
         if r.member_epoch == STATIC_LEAVE_EPOCH:
-            member_id = group.static_members.get(r.instance_id or "")
-            member = group.members.get(member_id) if member_id is not None else None
-            if member is None:
-                raise ApiError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
-            if member.member_id != r.member_id:
-                raise ApiError(
-                    E.fenced_instance_id,
-                    f"Static member {r.member_id} with instance id "
-                    f"{r.instance_id} was fenced by member {member.member_id}.",
-                )
-            # It keeps its assignment for the session timeout, awaiting its next incarnation.
-            member.previous_member_epoch = member.member_epoch
-            member.member_epoch = STATIC_LEAVE_EPOCH
+            leaving = static_member(group, r.instance_id, r.member_id)
+            group.leave_static(leaving)
             log.info(
-                "group %s: static member %s (instance %s) left temporarily",
-                group.group_id,
-                member.member_id,
-                member.instance_id,
+                "group %s: static member %s (instance %s) left temporarily", group.group_id, r.member_id, r.instance_id
             )
-            group.dirty = True
-            group.changed_members.add(member.member_id)
             return HeartbeatResult(E.none, None, r.member_id, STATIC_LEAVE_EPOCH, 0), group
         member = group.members.get(r.member_id)
         if member is None:
