@@ -87,6 +87,7 @@ _Produced = tuple[str, int, E, int, str | None, int, list[tuple[int, str]]]
 NO_LOG_INFO = frozenset(
     {
         E.invalid_topic_exception,  # (an internal topic: refused before its log is looked up)
+        E.invalid_required_acks,  # (refused before any log is)
         E.unknown_topic_or_partition,
         E.unknown_topic_id,
         E.not_leader_or_follower,
