@@ -20,7 +20,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 from types import CoroutineType
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypedDict, TypeVar, Unpack
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
@@ -42,20 +42,24 @@ PRODUCE, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 10, 8, 9
 DESCRIBE_GROUPS, DELETE_GROUPS = 15, 42
 GROUP_DESCRIBES = (69, 77, 89)  # ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe
 DROPS = ("before", "after")
-FIELDS = (
-    "api",
-    "error",
-    "times",
-    "probability",
-    "delay_ms",
-    "drop",
-    "stall",
-    "client_id",
-    "group",
-    "topic",
-    "broker",
-    "seed",
-)
+
+
+class FaultOptions(TypedDict, total=False):
+    """A fault rule's fields besides its api and error (their defaults: _rule's)."""
+
+    times: int | None
+    probability: float | None
+    delay_ms: int
+    drop: str | None
+    stall: bool | int
+    client_id: str | None
+    group: str | None
+    topic: str | None
+    broker: int | None
+    seed: int | None
+
+
+FIELDS = ("api", "error", *FaultOptions.__annotations__)
 
 
 T = TypeVar("T")
@@ -154,42 +158,10 @@ class Faults:
 
     # the rules ----------------------------------------------------------------------------
 
-    def add(
-        self,
-        api: str | int,
-        error: str | int | None = None,
-        *,
-        times: int | None = 1,
-        probability: float | None = None,
-        delay_ms: int = 0,
-        drop: str | None = None,
-        stall: bool | int = False,
-        client_id: str | None = None,
-        group: str | None = None,
-        topic: str | None = None,
-        broker: int | None = None,
-        seed: int | None = None,
-    ) -> dict[str, Any]:
+    def add(self, api: str | int, error: str | int | None = None, **options: Unpack[FaultOptions]) -> dict[str, Any]:
         """Add a rule; return it as a JSON-able dict with its id. A bad spec raises ValueError
         (one message) and adds nothing."""
-        return self._install(
-            [
-                _rule(
-                    api,
-                    error,
-                    times=times,
-                    probability=probability,
-                    delay_ms=delay_ms,
-                    drop=drop,
-                    stall=stall,
-                    client_id=client_id,
-                    group=group,
-                    topic=topic,
-                    broker=broker,
-                    seed=seed,
-                )
-            ]
-        )[0]
+        return self._install([_rule(api, error, **options)])[0]
 
     def add_specs(self, specs: Any) -> list[dict[str, Any]]:
         """Rules from JSON objects (the HTTP control), with the fields of add(): all of them,
