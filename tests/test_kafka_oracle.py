@@ -526,6 +526,33 @@ def test_topic_admin_error_paths(warm, sides):
     obs.check()
 
 
+def test_acl_requests_with_an_unknown_enum(warm, sides):
+    """Without an authorizer: an ACL naming an UNKNOWN (0) resource type, pattern type,
+    operation or permission type fails its request's parsing at Kafka (the connection is
+    closed); the same ACL with known values is refused SECURITY_DISABLED."""
+    obs = Observations()
+    acl = {"resource_name": "t", "principal": "User:a", "host": "*"}
+    known = {"resource_type": 2, "resource_pattern_type": 3, "operation": 3, "permission_type": 3}
+    known_filter = {"resource_type_filter": 2, "pattern_type_filter": 3, "operation": 3, "permission_type": 3}
+    for field in ("resource_type", "operation", "permission_type", None):
+        create = {**acl, **known, **({field: 0} if field else {})}
+        compare_at_every_version(
+            obs, sides, f"wire/CreateAcls/unknown-{field or 'none'}", 30, fixed({"creations": [create]}), warm.ranges
+        )
+    for field in ("resource_type_filter", "pattern_type_filter", "operation", "permission_type", None):
+        values = {
+            "resource_name_filter": "t",
+            "principal_filter": None,
+            "host_filter": None,
+            **known_filter,
+            **({field: 0} if field else {}),
+        }
+        compare_at_every_version(
+            obs, sides, f"wire/DeleteAcls/unknown-{field or 'none'}", 31, fixed({"filters": [values]}), warm.ranges
+        )
+    obs.check()
+
+
 def test_config_error_paths(warm, sides):
     obs = Observations()
     describe = {
