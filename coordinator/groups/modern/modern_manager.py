@@ -29,7 +29,7 @@ from typing import Any, cast
 from kio.schema.errors import ErrorCode as E
 
 from ..clock import Clock
-from .modern_group import ModernGroup, Static, StaticGroup
+from .modern_group import Member, ModernGroup, Static, StaticGroup
 from ..shard_context import Complete, CoordinatorResult, ShardContext
 from ..topic_image import TopicImage
 
@@ -51,6 +51,14 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message  # (None: Kafka answers the error without one)
+
+
+def known_member(group: ModernGroup[Member], member_id: str) -> Member:
+    """The group's member of this id, else UNKNOWN_MEMBER_ID."""
+    member = group.members.get(member_id)
+    if member is None:
+        raise ApiError(E.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}.")
+    return member
 
 
 def static_member(group: StaticGroup[Static], instance_id: str | None, member_id: str) -> Static:

@@ -32,7 +32,7 @@ from protocol.group_records import GroupMetadataKey
 from ..classic.classic_group import ClassicGroup
 from ..clock import Clock
 from ..metadata_hash import metadata_hash
-from ..modern.modern_manager import ApiError, ModernGroupManager, static_member
+from ..modern.modern_manager import ApiError, ModernGroupManager, known_member, static_member
 from ..shard_context import CoordinatorResult, ShardContext
 from ..settings import StreamsGroupConfig
 from ..topic_image import TopicImage
@@ -546,10 +546,7 @@ class StreamsGroupManager(ModernGroupManager):
                 group.leave_static(member)
                 return StreamsHeartbeatResult(E.none, None, r.member_id, LEAVE_STATIC_EPOCH, status=[]), group
         else:
-            found = group.members.get(r.member_id)
-            if found is None:
-                raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
-            member = found
+            member = known_member(group, r.member_id)
         log.info("group %s: member %s left the streams group", group.group_id, member.member_id)
         self.remove(group, member)
         # (Kafka's answer to a leave carries an empty status list, not a null one)

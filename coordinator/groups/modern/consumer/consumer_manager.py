@@ -33,7 +33,7 @@ from .consumer_group import (
 from ...metadata_hash import metadata_hash
 from ..reconciliation import MemberState, owns_any, reconcile
 from ..modern_group import INITIAL_EPOCH, STATIC_LEAVE_EPOCH
-from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, static_member
+from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, known_member, static_member
 from ...topic_image import TopicImage
 from ...shard_context import Complete, CoordinatorResult, ShardContext
 
@@ -300,9 +300,7 @@ class ConsumerGroupManager(ModernGroupManager):
         if r.member_epoch == 0:
             member = self._joining_member(group, r)
         else:
-            member = group.members.get(r.member_id)
-            if member is None:
-                raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
+            member = known_member(group, r.member_id)
             self._check_epoch(member, r.member_epoch, r.owned)
         # Kafka bumps the group epoch for a change of the member's subscribed topic names, of
         # its regex to one the group has resolved already (or to none), of the group's
@@ -478,9 +476,7 @@ class ConsumerGroupManager(ModernGroupManager):
                 "group %s: static member %s (instance %s) left temporarily", group.group_id, r.member_id, r.instance_id
             )
             return HeartbeatResult(E.none, None, r.member_id, STATIC_LEAVE_EPOCH, 0), group
-        member = group.members.get(r.member_id)
-        if member is None:
-            raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
+        member = known_member(group, r.member_id)
         log.info("group %s: member %s left", group.group_id, member.member_id)
         self.remove(group, member)
         return HeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0), group

@@ -27,7 +27,7 @@ from .... import server_log
 from . import share_group
 from ...clock import Clock
 from ..modern_group import INITIAL_EPOCH
-from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager
+from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, known_member
 from ...metadata_hash import metadata_hash
 from .share_group import (
     LEAVE_EPOCH,
@@ -302,9 +302,7 @@ class ShareGroupManager(ModernGroupManager):
 
     def _leave(self, r: ShareHeartbeatRequest) -> tuple[ShareHeartbeatResult, ShareGroup]:
         group = self._group(r.group_id, False)
-        member = group.members.get(r.member_id)
-        if member is None:
-            raise ApiError(E.unknown_member_id, f"Member {r.member_id} is not a member of group {r.group_id}.")
+        member = known_member(group, r.member_id)
         log.info("group %s: member %s left the share group", group.group_id, member.member_id)
         self.remove(group, member)
         return ShareHeartbeatResult(E.none, None, r.member_id, LEAVE_EPOCH, 0), group
