@@ -173,6 +173,18 @@ def groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
     emit(ctx, ["GROUP", "STATE", "PROTOCOL-TYPE"], sorted(rows))
 
 
+def add_list_command(cli: click.Group, protocol_type: str, help: str) -> None:
+    """Give a group type's commands (share-groups, streams-groups) its `list`: the groups of
+    that protocol type, with their state."""
+
+    @cli.command("list", help=help)
+    @click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
+    @click.pass_context
+    def list_of_type(ctx: click.Context, states: tuple[str, ...]) -> None:
+        rows = [[g.group_id, state] for g, state in listed_groups(ctx, states) if g.protocol_type == protocol_type]
+        emit(ctx, ["GROUP", "STATE"], sorted(rows))
+
+
 def listed_groups(ctx: click.Context, states: tuple[str, ...]) -> list[tuple[Any, str]]:
     """(ListGroups' group, its state) from every broker (each lists the groups it
     coordinates), those in `states` when any are named."""

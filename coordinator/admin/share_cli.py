@@ -26,7 +26,7 @@ from .common import (
     parse_topics,
 )
 from .client import Cluster, Connection
-from .groups_cli import delete_groups, describe_views, listed_groups, one_reset_target, reset_targets
+from .groups_cli import add_list_command, delete_groups, describe_views, one_reset_target, reset_targets
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS = 77, 90, 91
 
@@ -45,13 +45,7 @@ def share_groups() -> None:
     """List, describe, reset and delete share groups (KIP-932)."""
 
 
-@share_groups.command("list")
-@click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
-@click.pass_context
-def share_groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
-    """Share groups with their state (kafka-share-groups --list)."""
-    rows = [[g.group_id, state] for g, state in listed_groups(ctx, states) if g.protocol_type == "share"]
-    emit(ctx, ["GROUP", "STATE"], sorted(rows))
+add_list_command(share_groups, "share", "Share groups with their state (kafka-share-groups --list).")
 
 
 @share_groups.command("describe")

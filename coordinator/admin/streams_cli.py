@@ -19,7 +19,7 @@ import click
 
 from .client import Cluster, Connection
 from .common import Failure, cluster_of, emit, error_name, execute_option, list_offsets, topic_partitions
-from .groups_cli import committed, delete_groups, describe_views, listed_groups
+from .groups_cli import add_list_command, committed, delete_groups, describe_views
 
 STREAMS_GROUP_DESCRIBE = 89
 LATEST = -1
@@ -43,13 +43,7 @@ def streams_groups() -> None:
     """List, describe and delete streams groups (KIP-1071, Kafka Streams' group.protocol=streams)."""
 
 
-@streams_groups.command("list")
-@click.option("--state", "states", multiple=True, help="only groups in this state (repeatable)")
-@click.pass_context
-def streams_groups_list(ctx: click.Context, states: tuple[str, ...]) -> None:
-    """Streams groups with their state (kafka-streams-groups --list)."""
-    rows = [[g.group_id, state] for g, state in listed_groups(ctx, states) if g.protocol_type == "streams"]
-    emit(ctx, ["GROUP", "STATE"], sorted(rows))
+add_list_command(streams_groups, "streams", "Streams groups with their state (kafka-streams-groups --list).")
 
 
 @streams_groups.command("describe")
