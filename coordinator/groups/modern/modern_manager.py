@@ -97,6 +97,10 @@ class ModernGroupManager:
     # key type -> the value a group's record of that type has before it is first written
     # (Kafka's initial epochs, kept in memory only): {} for a type that writes them all
     initial_values: dict[type, Any] = {}
+    # key type -> its place among a write's records, as Kafka's heartbeat appends them ({}:
+    # records_of's order); a removed member's tombstones are then all of its keys, in the
+    # reverse of member_keys' order
+    record_order: dict[type, int] = {}
 
     def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
         self.shard = shard
@@ -226,12 +230,14 @@ class ModernGroupManager:
         members (and `stale_keys`) leave first, as Kafka orders them, then what changed.
         The group has nothing left to write after."""
         now = self.model.records_of(group, group.changed_members)
+        order = self.record_order
+        # (Kafka tombstones each of a removed member's records, written or not)
         gone = [
             k
             for m in group.removed_members
             if m not in group.members
-            for k in self.model.member_keys(group.group_id, m)
-            if k in written
+            for k in (reversed if order else tuple)(self.model.member_keys(group.group_id, m))
+            if order or k in written
         ]
         gone += self.stale_keys(group, written)
         group.dirty = False
@@ -241,9 +247,10 @@ class ModernGroupManager:
         # A group-level record never written holds its initial value, as Kafka's in-memory
         # group: not written until it moves from there.)
         initial = self.initial_values
-        return [(k, None) for k in gone] + [
-            (k, v) for k, v in now.items() if (w := written.get(k, initial.get(type(k)))) is not v and w != v
-        ]
+        changed = [(k, v) for k, v in now.items() if (w := written.get(k, initial.get(type(k)))) is not v and w != v]
+        if order and len(changed) > 1:
+            changed.sort(key=lambda kv: order.get(type(kv[0]), len(order)))
+        return [(k, None) for k in gone] + changed
 
     def stale_keys(self, group: Any, written: dict[Any, Any]) -> list[Any]:
         """Written records of the group that nothing writes again and that go (none here)."""

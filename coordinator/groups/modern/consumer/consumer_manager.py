@@ -161,6 +161,13 @@ class ConsumerGroupManager(ModernGroupManager):
         R.ConsumerGroupMetadataKey: R.ConsumerGroupMetadataValue(INITIAL_EPOCH),
         R.ConsumerGroupTargetAssignmentMetadataKey: R.ConsumerGroupTargetAssignmentMetadataValue(INITIAL_EPOCH),
     }
+    record_order = {
+        R.ConsumerGroupMemberMetadataKey: 0,
+        R.ConsumerGroupMetadataKey: 1,
+        R.ConsumerGroupTargetAssignmentMemberKey: 2,
+        R.ConsumerGroupTargetAssignmentMetadataKey: 3,
+        R.ConsumerGroupCurrentMemberAssignmentKey: 4,
+    }
 
     def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
         super().__init__(shard, clock, image)

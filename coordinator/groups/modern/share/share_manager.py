@@ -91,6 +91,14 @@ class ShareGroupManager(ModernGroupManager):
         R.ShareGroupMetadataKey: R.ShareGroupMetadataValue(INITIAL_EPOCH),
         R.ShareGroupTargetAssignmentMetadataKey: R.ShareGroupTargetAssignmentMetadataValue(INITIAL_EPOCH),
     }
+    record_order = {
+        R.ShareGroupMemberMetadataKey: 0,
+        R.ShareGroupMetadataKey: 1,
+        R.ShareGroupTargetAssignmentMemberKey: 2,
+        R.ShareGroupTargetAssignmentMetadataKey: 3,
+        R.ShareGroupCurrentMemberAssignmentKey: 4,
+        R.ShareGroupStatePartitionMetadataKey: 5,
+    }
 
     def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
         super().__init__(shard, clock, image)
