@@ -113,6 +113,23 @@ def delete_groups(
         dry_run_note("deleted")
 
 
+def add_delete_command(cli: click.Group, kind: str, erased: str, members: Callable[[Cluster, str], Any]) -> None:
+    """Give a group type's commands its `delete`, refused for a group with members (a dry run
+    reads them with `members(cluster, group)`)."""
+
+    @cli.command("delete", help=f"Delete {kind} groups that have no members (Kafka refuses others: NON_EMPTY_GROUP).")
+    @click.argument("group_ids", nargs=-1, required=True)
+    @execute_option(f"delete the {kind} groups and {erased}")
+    @click.pass_context
+    def delete_of_type(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
+        def verdict(cluster: Cluster, group: str) -> tuple[int, str]:
+            n = len(members(cluster, group))
+            code = 0 if not n else ErrorCode.non_empty_group
+            return code, "would be deleted" if not code else f"{error_name(code)} (the group has {n} members)"
+
+        delete_groups(ctx, group_ids, execute, verdict)
+
+
 def one_reset_target(to: str | None, **others: Any) -> None:
     """kafka-*-groups --reset-offsets takes exactly one target: --to-earliest or --to-latest
     (`to`), or one of `others` (option name -> its value)."""

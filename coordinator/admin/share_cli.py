@@ -26,7 +26,7 @@ from .common import (
     parse_topics,
 )
 from .client import Cluster, Connection
-from .groups_cli import add_list_command, delete_groups, describe_views, one_reset_target, reset_targets
+from .groups_cli import add_delete_command, add_list_command, describe_views, one_reset_target, reset_targets
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS = 77, 90, 91
 
@@ -170,16 +170,6 @@ def share_groups_reset(
         raise Failure("reset failed for " + "; ".join(failures))
 
 
-@share_groups.command("delete")
-@click.argument("group_ids", nargs=-1, required=True)
-@execute_option("delete the share groups and their share-partitions' state")
-@click.pass_context
-def share_groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
-    """Delete share groups that have no members (Kafka refuses others: NON_EMPTY_GROUP)."""
-
-    def verdict(cluster: Cluster, group: str) -> tuple[int, str]:
-        members = describe(cluster, group)[1].members
-        code = 0 if not members else 68  # NON_EMPTY_GROUP
-        return code, "would be deleted" if not code else f"{error_name(code)} (the group has {len(members)} members)"
-
-    delete_groups(ctx, group_ids, execute, verdict)
+add_delete_command(
+    share_groups, "share", "their share-partitions' state", lambda cluster, group: describe(cluster, group)[1].members
+)

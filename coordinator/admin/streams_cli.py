@@ -18,8 +18,8 @@ from typing import Any
 import click
 
 from .client import Cluster, Connection
-from .common import Failure, cluster_of, emit, error_name, execute_option, list_offsets, topic_partitions
-from .groups_cli import add_list_command, committed, delete_groups, describe_views
+from .common import Failure, cluster_of, emit, error_name, list_offsets, topic_partitions
+from .groups_cli import add_delete_command, add_list_command, committed, describe_views
 
 STREAMS_GROUP_DESCRIBE = 89
 LATEST = -1
@@ -97,16 +97,6 @@ def streams_groups_describe(ctx: click.Context, group: str, view: str | None) ->
     emit(ctx, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"], rows)
 
 
-@streams_groups.command("delete")
-@click.argument("group_ids", nargs=-1, required=True)
-@execute_option("delete the streams groups and their committed offsets")
-@click.pass_context
-def streams_groups_delete(ctx: click.Context, group_ids: tuple[str, ...], execute: bool) -> None:
-    """Delete streams groups that have no members (Kafka refuses others: NON_EMPTY_GROUP)."""
-
-    def verdict(cluster: Cluster, group: str) -> tuple[int, str]:
-        members = describe(cluster, group)[1].members
-        code = 0 if not members else 68  # NON_EMPTY_GROUP
-        return code, "would be deleted" if not code else f"{error_name(code)} (the group has {len(members)} members)"
-
-    delete_groups(ctx, group_ids, execute, verdict)
+add_delete_command(
+    streams_groups, "streams", "their committed offsets", lambda cluster, group: describe(cluster, group)[1].members
+)
