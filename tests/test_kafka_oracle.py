@@ -498,6 +498,38 @@ def test_topic_admin_error_paths(warm, sides):
             },
             warm.ranges,
         )
+    compare_at_every_version(  # preferred leaders already leading, an unknown partition and topic
+        obs,
+        sides,
+        "wire/ElectLeaders/not-needed-and-unknown",
+        43,
+        fixed(
+            {
+                "election_type": 0,
+                "timeout_ms": 5000,
+                "topic_partitions": [
+                    {"topic": "oracle-no-such-topic", "partitions": [0]},
+                    {"topic": TOPIC, "partitions": [0, 99]},
+                ],
+            }
+        ),
+        warm.ranges,
+    )
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/DescribeProducers/unknown-topic-and-partition",
+        61,
+        fixed(
+            {
+                "topics": [
+                    {"name": "oracle-no-such-topic", "partition_indexes": [0]},
+                    {"name": TOPIC, "partition_indexes": [99]},
+                ]
+            }
+        ),
+        warm.ranges,
+    )
     compare_at_every_version(
         obs,
         sides,

@@ -564,9 +564,11 @@ class DataPlane:
             parts = []
             for index in t.partition_indexes:
                 plog = self.topics.partition_log(t.name, index)
-                error, active = E.none, ()
+                error, active, message = E.none, (), None
                 if plog is None:
                     error = E.unknown_topic_or_partition
+                    if self.topics.get(t.name) is None:  # (Kafka's text for an unknown topic, none for a partition)
+                        message = "This server does not host this topic-partition."
                 elif (error := self.leader_error(ctx, t.name, index)) != E.none:
                     pass
                 elif plog.offline is not None:
@@ -593,7 +595,7 @@ class DataPlane:
                         "PartitionResponse",
                         partition_index=index,
                         error_code=error,
-                        error_message=None,
+                        error_message=message,
                         active_producers=active,
                     )
                 )

@@ -15,6 +15,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol.error_messages import default_message
+
 from ..apis import Registry, RequestContext
 from ..topology import Reassignment
 
@@ -106,7 +108,8 @@ class PartitionAdminApis:
                 try:
                     await self._elect(topic, p, election)
                 except PartitionError as e:
-                    code, message = e.code, e.message
+                    # (the controller's ApiError(error): the error's default message when none is given)
+                    code, message = e.code, e.message or default_message(e.code)
                 if every and code == E.election_not_needed:
                     continue  # (all partitions: only those that needed one are answered)
                 rows.append(ctx.nested("PartitionResult", partition_id=p, error_code=code, error_message=message))
