@@ -24,7 +24,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -111,6 +111,24 @@ class ModernGroupManager:
         self.stored: dict[str, dict[Any, Any]] = {}
         # the same with the shard's pending writes applied: what live state is built from
         self.written: dict[str, dict[Any, Any]] = {}
+
+    def check_epoch(self, member: Any, epoch: int, previous_accepted: Callable[[], bool] | None = None) -> None:
+        """Kafka's throwIf{Consumer,Share,Streams}GroupMemberEpochIsInvalid: a heartbeat at an
+        epoch past the member's is fenced, and one before it too unless at its previous epoch
+        (the answer with the bumped epoch may have been lost) where `previous_accepted` allows."""
+        if epoch > member.member_epoch:
+            relation = "greater"
+        elif epoch < member.member_epoch and (
+            epoch != member.previous_member_epoch or (previous_accepted is not None and not previous_accepted())
+        ):
+            relation = "smaller"
+        else:
+            return
+        raise ApiError(
+            E.fenced_member_epoch,
+            f"The {self.kind} group member has a {relation} member epoch ({epoch}) than the one known by the "
+            f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
 
     # persistence ----------------------------------------------------------------------
 

@@ -391,7 +391,7 @@ class StreamsGroupManager(ModernGroupManager):
                     f"Static member {r.member_id} with instance id {r.instance_id} was fenced by member "
                     f"{old.member_id}.",
                 )
-            self._check_epoch(old, r.member_epoch)
+            self.check_epoch(old, r.member_epoch)
             return old, None
         member = group.members.get(r.member_id)
         if member is None:
@@ -400,7 +400,7 @@ class StreamsGroupManager(ModernGroupManager):
             self._check_size(group, r)
             return self._new_member(r), None
         if r.member_epoch != 0:
-            self._check_epoch(member, r.member_epoch)
+            self.check_epoch(member, r.member_epoch)
         return member, None
 
     def _check_size(self, group: StreamsGroup, r: StreamsHeartbeatRequest) -> None:
@@ -413,22 +413,6 @@ class StreamsGroupManager(ModernGroupManager):
     @staticmethod
     def _new_member(r: StreamsHeartbeatRequest) -> StreamsMember:
         return StreamsMember(r.member_id, instance_id=r.instance_id, member_epoch=0)
-
-    @staticmethod
-    def _check_epoch(member: StreamsMember, epoch: int) -> None:
-        """throwIfStreamsGroupMemberEpochIsInvalid."""
-        if epoch > member.member_epoch:
-            raise ApiError(
-                E.fenced_member_epoch,
-                f"The streams group member has a greater member epoch ({epoch}) than the one known by the group "
-                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-            )
-        if epoch < member.member_epoch and epoch != member.previous_member_epoch:
-            raise ApiError(
-                E.fenced_member_epoch,
-                f"The streams group member has a smaller member epoch ({epoch}) than the one known by the group "
-                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-            )
 
     def _replace_static(self, group: StreamsGroup, old: StreamsMember, new_id: str) -> StreamsMember:
         """A static member's new incarnation takes its predecessor's tasks and epoch, so

@@ -308,7 +308,8 @@ class ConsumerGroupManager(ModernGroupManager):
             member = self._joining_member(group, r)
         else:
             member = known_member(group, r.member_id)
-            self._check_epoch(member, r.member_epoch, r.owned)
+            # a member at its previous epoch is accepted if it owns no more than it is assigned
+            self.check_epoch(member, r.member_epoch, lambda: _subset(r.owned, member.assigned))
         # Kafka bumps the group epoch for a change of the member's subscribed topic names, of
         # its regex to one the group has resolved already (or to none), of the group's
         # preferred assignor, or of the subscribed topics' metadata (update_member): not for a
@@ -451,26 +452,6 @@ class ConsumerGroupManager(ModernGroupManager):
         new.assignment_epochs = epochs
         group.set_owned(new, assigned, pending)
         return new
-
-    @staticmethod
-    def _check_epoch(member: ConsumerMember, epoch: int, owned: Owned | None) -> None:
-        if epoch > member.member_epoch:
-            raise ApiError(
-                E.fenced_member_epoch,
-                f"The consumer group member has a greater member epoch ({epoch}) "
-                f"than the one known by the group coordinator ({member.member_epoch}). The member must "
-                "abandon all its partitions and rejoin.",
-            )
-        if epoch < member.member_epoch:
-            # The answer with the bumped epoch may have been lost: the previous epoch is
-            # accepted if the member owns no more than it is assigned.
-            if epoch != member.previous_member_epoch or not _subset(owned, member.assigned):
-                raise ApiError(
-                    E.fenced_member_epoch,
-                    f"The consumer group member has a smaller member epoch "
-                    f"({epoch}) than the one known by the group coordinator ({member.member_epoch}). "
-                    "The member must abandon all its partitions and rejoin.",
-                )
 
     # leaving --------------------------------------------------------------------------
 

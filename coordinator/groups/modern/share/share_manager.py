@@ -229,7 +229,7 @@ class ShareGroupManager(ModernGroupManager):
             group.members[member.member_id] = member
             log.info("group %s: member %s joins the share group", group.group_id, member.member_id)
         elif r.member_epoch != 0:  # (epoch 0 under its id: Kafka carries on with the member as it is)
-            self._check_epoch(member, r.member_epoch)
+            self.check_epoch(member, r.member_epoch)
         before = (member.member_epoch, member.assigned)
         if r.rack_id is not None:
             member.rack_id = r.rack_id
@@ -278,24 +278,6 @@ class ShareGroupManager(ModernGroupManager):
 
     def _heartbeat_interval(self, group_id: str) -> int:
         return self.group_setting(group_id, "share.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
-
-    @staticmethod
-    def _check_epoch(member: ShareMember, epoch: int) -> None:
-        """Kafka's throwIfShareGroupMemberEpochIsInvalid."""
-        if epoch > member.member_epoch:
-            raise ApiError(
-                E.fenced_member_epoch,
-                f"The share group member has a greater member epoch ({epoch}) "
-                f"than the one known by the group coordinator ({member.member_epoch}). The member "
-                "must abandon all its partitions and rejoin.",
-            )
-        if epoch < member.member_epoch and epoch != member.previous_member_epoch:
-            raise ApiError(
-                E.fenced_member_epoch,
-                f"The share group member has a smaller member epoch ({epoch}) "
-                f"than the one known by the group coordinator ({member.member_epoch}). The member "
-                "must abandon all its partitions and rejoin.",
-            )
 
     def _stored_member_differs(self, group: ShareGroup, member: ShareMember) -> bool:
         stored = self.written.get(group.group_id)
