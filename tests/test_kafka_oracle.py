@@ -590,6 +590,7 @@ def test_config_error_paths(warm, sides):
     describe = {
         "unknown-topic": [{"resource_type": 2, "resource_name": "oracle-no-such-topic"}],
         "unknown-broker": [{"resource_type": 4, "resource_name": "7"}],
+        "broker-not-an-integer": [{"resource_type": 4, "resource_name": "one"}],
         "topic": [{"resource_type": 2, "resource_name": COMPACTED}],
     }
     for case, resources in describe.items():

@@ -9,6 +9,8 @@ DescribeConfigs' entries with sources and synonyms as Kafka builds them.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -53,6 +55,9 @@ BROKER_CONFIGS_FILE = "broker-configs.json"
 # What Kafka's storage format step writes as the cluster's first dynamic default (4.0 on):
 # DescribeConfigs then shows min.insync.replicas as a DYNAMIC_DEFAULT_BROKER_CONFIG.
 FORMATTED_CLUSTER_DEFAULTS = {"min.insync.replicas": "1"}
+
+# What Java's Integer.parseInt takes (Kafka's broker resource names are parsed by it)
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 
 
 @cache
@@ -208,7 +213,9 @@ class BrokerConfigs:
         cluster default; ConfigError(INVALID_REQUEST) for another broker."""
         if resource_name == "":
             return self.dynamic_default
-        if resource_name in self.node_ids:
+        if not _JAVA_INT.fullmatch(resource_name) or not -(2**31) <= int(resource_name) < 2**31:
+            raise ConfigError(f"Broker id must be an integer, but it is: {resource_name}", E.invalid_request)
+        if str(int(resource_name)) in self.node_ids:  # ("+1" and "01" name broker 1, as parseInt reads them)
             return self.dynamic_broker
         raise ConfigError(
             f"Unexpected broker id, expected {self.node_id} or empty string, but received {resource_name}",
