@@ -67,11 +67,16 @@ def call(control: str, method: str, path: str, body: Any = None, timeout: float 
         ) from None
 
 
-def show_faults(ctx: click.Context, rules: list[dict[str, Any]]) -> None:
+def show(ctx: click.Context, answer: Any, columns: list[str], rows: list[list[Any]]) -> None:
+    """The control's answer as it came (--output json), else `rows` as a table or csv."""
     if ctx.obj["output"] == "json":
-        click.echo(json.dumps(rules, indent=2))
-        return
-    emit(ctx, FAULT_COLUMNS, [[r.get(k) for k in FAULT_KEYS] for r in rules])
+        click.echo(json.dumps(answer, indent=2))
+    else:
+        emit(ctx, columns, rows)
+
+
+def show_faults(ctx: click.Context, rules: list[dict[str, Any]]) -> None:
+    show(ctx, rules, FAULT_COLUMNS, [[r.get(k) for k in FAULT_KEYS] for r in rules])
 
 
 @click.group("fault")
@@ -176,11 +181,8 @@ def cluster_show(ctx: click.Context, control: str) -> None:
     """The cluster's brokers: address, listeners, whether running, and how many partitions
     each leads."""
     brokers = call(control, "GET", "/cluster")["brokers"]
-    if ctx.obj["output"] == "json":
-        click.echo(json.dumps(brokers, indent=2))
-        return
     rows = [[b["node_id"], b["host"], b["port"], b["alive"], ",".join(b["listeners"]), b["leader_of"]] for b in brokers]
-    emit(ctx, ["NODE-ID", "HOST", "PORT", "ALIVE", "LISTENERS", "LEADER-OF"], rows)
+    show(ctx, brokers, ["NODE-ID", "HOST", "PORT", "ALIVE", "LISTENERS", "LEADER-OF"], rows)
 
 
 @cluster.command("stop")
@@ -292,10 +294,6 @@ def requests_list(ctx: click.Context, /, control: str, **filters: Any) -> None:
     """The recorded requests, oldest first."""
     query = urllib.parse.urlencode({k: v for k, v in filters.items() if v is not None})
     answer = call(control, "GET", "/requests" + (f"?{query}" if query else ""))
-    found = answer["requests"]
-    if ctx.obj["output"] == "json":
-        click.echo(json.dumps(answer, indent=2))
-        return
     rows = [
         [
             r["broker"],
@@ -307,9 +305,9 @@ def requests_list(ctx: click.Context, /, control: str, **filters: Any) -> None:
             ",".join(r["groups"] + r["transactional_ids"]),
             ",".join(r["topics"]),
         ]
-        for r in found
+        for r in answer["requests"]
     ]
-    emit(ctx, REQUEST_COLUMNS, rows)
+    show(ctx, answer, REQUEST_COLUMNS, rows)
 
 
 VERSION_COLUMNS = ["API", "KEY", "MIN", "MAX", "SERVED_MIN", "SERVED_MAX", "NARROWED"]
@@ -317,10 +315,7 @@ VERSION_KEYS = ["api", "api_key", "min_version", "max_version", "served_min_vers
 
 
 def show_versions(ctx: click.Context, ranges: list[dict[str, Any]]) -> None:
-    if ctx.obj["output"] == "json":
-        click.echo(json.dumps(ranges, indent=2))
-        return
-    emit(ctx, VERSION_COLUMNS, [[r.get(k) for k in VERSION_KEYS] for r in ranges])
+    show(ctx, ranges, VERSION_COLUMNS, [[r.get(k) for k in VERSION_KEYS] for r in ranges])
 
 
 @click.group("api-versions")
