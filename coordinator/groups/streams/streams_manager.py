@@ -383,16 +383,9 @@ class StreamsGroupManager(ModernGroupManager):
                 if old.member_id == r.member_id:
                     return old, None
                 return old, old
-            if old is None:
-                raise ApiError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
-            if old.member_id != r.member_id:
-                raise ApiError(
-                    E.fenced_instance_id,
-                    f"Static member {r.member_id} with instance id {r.instance_id} was fenced by member "
-                    f"{old.member_id}.",
-                )
-            self.check_epoch(old, r.member_epoch)
-            return old, None
+            known = static_member(group, r.instance_id, r.member_id)
+            self.check_epoch(known, r.member_epoch)
+            return known, None
         member = group.members.get(r.member_id)
         if member is None:
             if r.member_epoch != 0:
