@@ -54,6 +54,16 @@ def describe_group(cluster: Cluster, group: str) -> tuple[Connection, Any]:
     return conn, described
 
 
+def describe_typed(cluster: Cluster, group: str, api_key: int, kind: str) -> tuple[Connection, Any]:
+    """(coordinator, the group as {Share,Streams}GroupDescribe (`api_key`) answers it); an
+    error, as for a group of another type, is a failure."""
+    conn = cluster.coordinator(group)
+    d = conn.request(api_key, group_ids=(group,), include_authorized_operations=False).groups[0]
+    if d.error_code:
+        raise Failure(f"{kind} group {group!r}: {d.error_message or error_name(d.error_code)}")
+    return conn, d
+
+
 def committed(conn: Connection, group: str) -> dict[tuple[str, int], int]:
     r = conn.request(OFFSET_FETCH, group_id=group, topics=None, require_stable=False)
     if getattr(r, "error_code", 0):

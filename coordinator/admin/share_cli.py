@@ -26,18 +26,20 @@ from .common import (
     parse_topics,
 )
 from .client import Cluster, Connection
-from .groups_cli import add_delete_command, add_list_command, describe_views, one_reset_target, reset_targets
+from .groups_cli import (
+    add_delete_command,
+    add_list_command,
+    describe_typed,
+    describe_views,
+    one_reset_target,
+    reset_targets,
+)
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS = 77, 90, 91
 
 
 def describe(cluster: Cluster, group: str) -> tuple[Connection, Any]:
-    """(coordinator, ShareGroupDescribe's group); a group of another type is a failure."""
-    conn = cluster.coordinator(group)
-    d = conn.request(SHARE_GROUP_DESCRIBE, group_ids=(group,), include_authorized_operations=False).groups[0]
-    if d.error_code:
-        raise Failure(f"share group {group!r}: {d.error_message or error_name(d.error_code)}")
-    return conn, d
+    return describe_typed(cluster, group, SHARE_GROUP_DESCRIBE, "share")
 
 
 @click.group("share-groups")

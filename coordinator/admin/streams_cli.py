@@ -18,20 +18,15 @@ from typing import Any
 import click
 
 from .client import Cluster, Connection
-from .common import Failure, cluster_of, emit, error_name, list_offsets, topic_partitions
-from .groups_cli import add_delete_command, add_list_command, committed, describe_views
+from .common import cluster_of, emit, list_offsets, topic_partitions
+from .groups_cli import add_delete_command, add_list_command, describe_typed, committed, describe_views
 
 STREAMS_GROUP_DESCRIBE = 89
 LATEST = -1
 
 
 def describe(cluster: Cluster, group: str) -> tuple[Connection, Any]:
-    """(coordinator, StreamsGroupDescribe's group); a group of another type is a failure."""
-    conn = cluster.coordinator(group)
-    d = conn.request(STREAMS_GROUP_DESCRIBE, group_ids=(group,), include_authorized_operations=False).groups[0]
-    if d.error_code:
-        raise Failure(f"streams group {group!r}: {d.error_message or error_name(d.error_code)}")
-    return conn, d
+    return describe_typed(cluster, group, STREAMS_GROUP_DESCRIBE, "streams")
 
 
 def tasks(ids: Any) -> str:
