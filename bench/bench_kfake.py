@@ -19,9 +19,10 @@ so a figure means the same on a loaded machine; the load average is printed and 
 beside it all the same. The kernel's share of a server's cycle CPU is printed too: it is what
 no compiled user space cuts. With fsync always, this server's fsyncs run as Linux native AIO
 (caio), whose kernel work runs in kernel workers and is not charged to the process, while
-kfake's fsync calls are charged to kfake: those two figures understate this server's cost. The cycle: JoinGroup v5 without a member id (MEMBER_ID_REQUIRED),
-JoinGroup with it, SyncGroup with the leader's assignment, LeaveGroup. The commit: OffsetCommit
-v8 of 10 partitions by a standalone committer (generation -1, no member).
+kfake's fsync calls are charged to kfake: those two figures understate this server's cost.
+The cycle: JoinGroup v5 without a member id (MEMBER_ID_REQUIRED), JoinGroup with it,
+SyncGroup with the leader's assignment, LeaveGroup. The commit: OffsetCommit v8 of 10
+partitions by a standalone committer (generation -1, no member).
 
     python bench/bench_kfake.py [--rounds 5] [--seconds 2]
 """
