@@ -82,8 +82,44 @@ def test_legacy_truncated_bodies_are_malformed():
         (29, 0),
         (30, 0),
         (31, 0),
+        (34, 0),
+        (35, 0),
+        (38, 0),
+        (39, 0),
+        (40, 0),
+        (41, 0),
     }  # CreateTopics/DeleteTopics: tests/test_data_plane_legacy.py;
-    # the ACL APIs' v0: tests/test_acls.py
+    # the ACL APIs' v0: tests/test_acls.py; the log-dir and delegation-token v0s: below
+
+
+def _raw(port: int, api_key: int, version: int, body: bytes) -> bytes:
+    """One request of a version no library here encodes; the answer's body after its header."""
+    import socket
+    import struct
+
+    header = struct.pack(">hhih", api_key, version, 9, 6) + b"legacy"
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        data = s.recv(size, socket.MSG_WAITALL)
+    assert struct.unpack_from(">i", data)[0] == 9
+    return data[4:]
+
+
+def test_log_dir_and_delegation_token_v0_are_v1_layouts(server):
+    """Kafka 3.9 serves v0 of DescribeLogDirs and the delegation-token APIs, whose layout is
+    v1's (v1 only moved throttling, KIP-219): v1's classes read and write them."""
+    import struct
+
+    create_topics(server.port, "t")
+    # DescribeLogDirs v0, every topic (null): throttle, one dir, no error, its path, topic t.
+    answer = _raw(server.port, 35, 0, struct.pack(">i", -1))
+    throttle, dirs, error = struct.unpack_from(">iih", answer)
+    assert (throttle, dirs, error) == (0, 1, 0)
+    assert b"\x00\x01t" in answer
+    # CreateDelegationToken v0 on a plaintext listener: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED (64).
+    answer = _raw(server.port, 38, 0, struct.pack(">iq", 0, -1))
+    assert struct.unpack_from(">h", answer)[0] == 64
 
 
 def test_list_offsets_v0_for_burrow(server):
