@@ -874,6 +874,27 @@ def stateless_topology(**subtopology: Any) -> dict[str, Any]:
     return {"epoch": 1, "subtopologies": [{"subtopology_id": "0", "source_topics": [TOPIC], **subtopology}]}
 
 
+def word_count_topology(app: str, source: str, **repartition_source: Any) -> tuple[str, str, dict[str, Any]]:
+    """A word count's topology: subtopology 0 reads `source` into a repartition topic, 1 reads
+    it and keeps counts in a compacted changelog (both internal topics the coordinator creates).
+    The repartition topic's name, the changelog's, and the topology."""
+    rep, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
+    topology = {
+        "epoch": 1,
+        "subtopologies": [
+            {"subtopology_id": "0", "source_topics": [source], "repartition_sink_topics": [rep]},
+            {
+                "subtopology_id": "1",
+                "state_changelog_topics": [
+                    {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+                ],
+                "repartition_source_topics": [{"name": rep, **repartition_source}],
+            },
+        ],
+    }
+    return rep, changelog, topology
+
+
 def test_streams_group_heartbeat_life_cycle(warm, sides):
     """A KIP-1071 member joins alone with a stateless topology (Kafka's 3 s initial rebalance
     delay: the join is answered before any task is assigned), heartbeats, then an unknown
@@ -928,22 +949,9 @@ def test_streams_group_word_count_topology_and_internal_topics(warm, sides):
     kafka_ranges, our_ranges = warm.ranges
     v = max(common_versions(kafka_ranges, our_ranges, 88))
     app = "oracle-wc"
-    rep, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
-    topology = {
-        "epoch": 1,
-        "subtopologies": [
-            {"subtopology_id": "0", "source_topics": [TOPIC], "repartition_sink_topics": [rep]},
-            {
-                "subtopology_id": "1",
-                "state_changelog_topics": [
-                    {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
-                ],
-                "repartition_source_topics": [
-                    {"name": rep, "topic_configs": [{"key": "cleanup.policy", "value": "delete"}]}
-                ],
-            },
-        ],
-    }
+    rep, changelog, topology = word_count_topology(
+        app, TOPIC, topic_configs=[{"key": "cleanup.policy", "value": "delete"}]
+    )
     answers: list[list[Any]] = [[], []]
     for i, side in enumerate(sides):
         member = str(uuid.uuid4())
@@ -996,20 +1004,7 @@ def test_kafka_streams_groups_tool(warm, sides):
     obs = Observations()
     v = max(common_versions(*warm.ranges, 88))
     app, source = "oracle-tool-app", "oracle-tool-in"
-    rep, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
-    topology = {
-        "epoch": 1,
-        "subtopologies": [
-            {"subtopology_id": "0", "source_topics": [source], "repartition_sink_topics": [rep]},
-            {
-                "subtopology_id": "1",
-                "state_changelog_topics": [
-                    {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
-                ],
-                "repartition_source_topics": [{"name": rep}],
-            },
-        ],
-    }
+    rep, changelog, topology = word_count_topology(app, source)
     members = []
     for side in sides:
         answer = side.call(
@@ -1081,20 +1076,7 @@ def test_streams_group_members_get_kafkas_tasks(warm, sides):
     obs = Observations()
     v = max(common_versions(*warm.ranges, 88))
     app, source = "oracle-sticky", "oracle-sticky-in"
-    rep, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
-    topology = {
-        "epoch": 1,
-        "subtopologies": [
-            {"subtopology_id": "0", "source_topics": [source], "repartition_sink_topics": [rep]},
-            {
-                "subtopology_id": "1",
-                "state_changelog_topics": [
-                    {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
-                ],
-                "repartition_source_topics": [{"name": rep}],
-            },
-        ],
-    }
+    rep, changelog, topology = word_count_topology(app, source)
     joins = [("sticky-a", "process-1"), ("sticky-b", "process-2"), ("sticky-c", "process-2")]
 
     def tasks(answer_tasks: Any) -> list[dict[str, Any]]:
