@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
@@ -17,6 +19,18 @@ class StaticMember(SubscribedMember, Protocol):
     instance_id: str | None
     member_epoch: int
     previous_member_epoch: int
+
+
+@dataclass
+class StaticMemberBase:
+    """The fields a consumer and a streams group member (consumer_group.ConsumerMember,
+    streams_group.StreamsMember) begin with: who it is and where it runs."""
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
 
 
 Member = TypeVar("Member", bound=SubscribedMember)
@@ -51,6 +65,18 @@ class ModernGroup(Generic[Member]):
         self.removed_members: set[str] = set()
         # written first with the next change: the tombstone of the classic group it replaces
         self.extra_records: list[tuple[Any, Any]] = []
+
+    # "consumer", "share" or "streams": both the group type ListGroups reports and the
+    # protocol type (a modern group speaks only its own protocol)
+    kind: str
+
+    @property
+    def group_type(self) -> str:
+        return self.kind
+
+    @property
+    def protocol_type(self) -> str:
+        return self.kind
 
     def is_empty(self) -> bool:
         return not self.members
@@ -183,7 +209,35 @@ class StaticGroup(ModernGroup[Static]):
         self.changed_members.add(new.member_id)
 
 
+def static_successor(make: Callable[..., Static], old: Static, new_id: str, carried: tuple[str, ...]) -> Static:
+    """A static member's new incarnation under `new_id` (Kafka's replace*Member): `make(new_id)`
+    at `old`'s previous epoch, taking over the fields named in `carried` (a dict is copied: the
+    successor's changes must not reach the member it replaces)."""
+    kept = {name: dict(v) if type(v) is dict else v for name in carried for v in (getattr(old, name),)}
+    return make(new_id, member_epoch=old.previous_member_epoch, previous_member_epoch=old.previous_member_epoch, **kept)
+
+
 G = TypeVar("G", bound=ModernGroup[Any])
+
+# A member's records (Kafka's removeMember tombstones them in the reverse order).
+MEMBER_ROLES = ("MemberMetadata", "TargetAssignmentMember", "CurrentMemberAssignment")
+
+
+def record_types(records: ModuleType, group: str, *roles: str) -> tuple[type, ...]:
+    """A group type's record key types in these roles. Kafka names the records of every
+    modern group type alike (ConsumerGroupMemberMetadataKey, ShareGroupMemberMetadataKey,
+    StreamsGroupMemberMetadataKey, ...), so one list of roles serves them all."""
+    return tuple(getattr(records, f"{group}{role}Key") for role in roles)
+
+
+def member_keys_of(records: ModuleType, group: str) -> Callable[[str, str], tuple[Any, Any, Any]]:
+    """member_keys(group id, member id) of a group type: the keys of a member's records."""
+    metadata, target, current = record_types(records, group, *MEMBER_ROLES)
+
+    def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
+        return metadata(group_id, member_id), target(group_id, member_id), current(group_id, member_id)
+
+    return member_keys
 
 
 def rebuilt(group_type: type[G], group_id: str, stored: dict[Any, Any], metadata: Any, target: Any) -> tuple[G, Any]:

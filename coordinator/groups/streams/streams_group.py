@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ..group import ExpirationBase
-from ..modern.modern_group import STATIC_LEAVE_EPOCH, StaticGroup, rebuilt
+from ..modern.modern_group import STATIC_LEAVE_EPOCH, StaticGroup, StaticMemberBase, member_keys_of, rebuilt
 from .topology import ConfiguredTopology
 
 # subtopology id -> partitions
@@ -57,14 +57,9 @@ class TasksTuple:
 
 
 @dataclass
-class StreamsMember:
+class StreamsMember(StaticMemberBase):
     """Kafka's StreamsGroupMember."""
 
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
     rebalance_timeout_ms: int = -1
     topology_epoch: int = -1
     process_id: str = ""
@@ -91,6 +86,8 @@ class StreamsMember:
 class StreamsGroup(StaticGroup[StreamsMember]):
     """Implements group.Group for the `streams` type."""
 
+    kind = "streams"
+
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
         # Kafka 4.4 starts a streams group at group epoch 1 with a target at epoch 1
@@ -111,14 +108,6 @@ class StreamsGroup(StaticGroup[StreamsMember]):
         self.initial_delay_until = 0.0
 
     # group.Group ----------------------------------------------------------------------
-
-    @property
-    def group_type(self) -> str:
-        return "streams"
-
-    @property
-    def protocol_type(self) -> str:
-        return "streams"
 
     def live_state(self) -> str:
         if self.topology is None or self.configured is None or not self.configured.is_ready():
@@ -332,12 +321,7 @@ def _epochs_record(tasks: Tasks, epochs: dict[tuple[str, int], int], default: in
     return tuple(tuple(epochs.get((s, p), default) for p in sorted(ps)) for s, ps in sorted(tasks.items()) if ps)
 
 
-def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
-    return (
-        R.StreamsGroupMemberMetadataKey(group_id, member_id),
-        R.StreamsGroupTargetAssignmentMemberKey(group_id, member_id),
-        R.StreamsGroupCurrentMemberAssignmentKey(group_id, member_id),
-    )
+member_keys = member_keys_of(R, "StreamsGroup")
 
 
 def member_metadata(m: StreamsMember) -> R.StreamsGroupMemberMetadataValue:

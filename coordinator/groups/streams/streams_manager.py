@@ -32,6 +32,7 @@ from protocol.group_records import GroupMetadataKey
 from ..classic.classic_group import ClassicGroup
 from ..clock import Clock
 from ..metadata_hash import metadata_hash
+from ..modern.modern_group import static_successor
 from ..modern.modern_manager import ApiError, ModernGroupManager, known_member, static_member
 from ..shard_context import CoordinatorResult, ShardContext
 from ..settings import StreamsGroupConfig
@@ -146,6 +147,22 @@ def validate_request(r: StreamsHeartbeatRequest) -> None:
         raise bad("If one task-type is non-null, all must be non-null.")
     if r.member_epoch != 0 and r.topology is not None:
         raise bad("Topology can only be provided when (re-)joining.")
+
+
+# What a static member's successor takes over: all but its identity, sessions and task offsets.
+_STATIC_CARRIED = (
+    "instance_id",
+    "rack_id",
+    "rebalance_timeout_ms",
+    "topology_epoch",
+    "process_id",
+    "user_endpoint",
+    "client_tags",
+    "state",
+    "assigned",
+    "pending_revocation",
+    "active_epochs",
+)
 
 
 class StreamsGroupManager(ModernGroupManager):
@@ -418,22 +435,7 @@ class StreamsGroupManager(ModernGroupManager):
             old.member_id,
         )
         target = group.target_tuples.get(old.member_id)
-        new = StreamsMember(
-            new_id,
-            instance_id=old.instance_id,
-            rack_id=old.rack_id,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
-            topology_epoch=old.topology_epoch,
-            process_id=old.process_id,
-            user_endpoint=old.user_endpoint,
-            client_tags=dict(old.client_tags),
-            member_epoch=old.previous_member_epoch,
-            previous_member_epoch=old.previous_member_epoch,
-            state=old.state,
-            assigned=old.assigned,
-            pending_revocation=old.pending_revocation,
-            active_epochs=dict(old.active_epochs),
-        )
+        new = static_successor(StreamsMember, old, new_id, _STATIC_CARRIED)
         group.replace_static(old, new)
         if target is not None:
             group.target_tuples[new_id] = target

@@ -19,7 +19,7 @@ from protocol import consumer_records as R
 
 from ...metadata_hash import metadata_hash
 from ...group import ExpirationBase
-from ..modern_group import StaticGroup, rebuilt
+from ..modern_group import StaticGroup, StaticMemberBase, member_keys_of, rebuilt
 from ..reconciliation import Assignment, MemberState
 
 LEAVE_EPOCH = -1
@@ -41,12 +41,7 @@ class _Built:
 
 
 @dataclass
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
+class ConsumerMember(StaticMemberBase):
     subscribed_topic_names: tuple[str, ...] = ()
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
@@ -93,6 +88,8 @@ def _release(of_topic: dict[int, str] | None, partitions: frozenset[int], member
 
 class ConsumerGroup(StaticGroup[ConsumerMember]):
     """Implements group.Group for the `consumer` type."""
+
+    kind = "consumer"
 
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
@@ -218,16 +215,8 @@ class ConsumerGroup(StaticGroup[ConsumerMember]):
 
     # the Group interface --------------------------------------------------------------
 
-    @property
-    def group_type(self) -> str:
-        return "consumer"
-
     def live_state(self) -> str:
         return self.epoch_state(MemberState.STABLE)
-
-    @property
-    def protocol_type(self) -> str | None:
-        return "consumer"
 
     def commits_before_v9(self, member: ConsumerMember) -> bool:
         return member.classic is not None
@@ -314,12 +303,7 @@ def _read_epochs(
     return out
 
 
-def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
-    return (
-        R.ConsumerGroupMemberMetadataKey(group_id, member_id),
-        R.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-        R.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id),
-    )
+member_keys = member_keys_of(R, "ConsumerGroup")
 
 
 def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:

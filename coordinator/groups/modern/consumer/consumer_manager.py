@@ -32,8 +32,16 @@ from .consumer_group import (
 )
 from ...metadata_hash import metadata_hash
 from ..reconciliation import MemberState, owns_any, reconcile
-from ..modern_group import INITIAL_EPOCH, STATIC_LEAVE_EPOCH
-from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, known_member, static_member
+from ..modern_group import STATIC_LEAVE_EPOCH, static_successor
+from ..modern_manager import (
+    ApiError,
+    HeartbeatResult,
+    ModernGroupManager,
+    heartbeat_order,
+    initial_values,
+    known_member,
+    static_member,
+)
 from ...topic_image import TopicImage
 from ...shard_context import Complete, CoordinatorResult, ShardContext
 
@@ -155,19 +163,22 @@ def compile_regex(pattern: str) -> Any:
         ) from None
 
 
+# What a static member's successor takes over (its assignment follows through set_owned).
+_STATIC_CARRIED = (
+    "instance_id",
+    "rack_id",
+    "subscribed_topic_names",
+    "subscribed_topic_regex",
+    "server_assignor",
+    "rebalance_timeout_ms",
+    "state",
+)
+
+
 class ConsumerGroupManager(ModernGroupManager):
     kind, group_type, model, records = "consumer", ConsumerGroup, consumer_group, R
-    initial_values = {
-        R.ConsumerGroupMetadataKey: R.ConsumerGroupMetadataValue(INITIAL_EPOCH),
-        R.ConsumerGroupTargetAssignmentMetadataKey: R.ConsumerGroupTargetAssignmentMetadataValue(INITIAL_EPOCH),
-    }
-    record_order = {
-        R.ConsumerGroupMemberMetadataKey: 0,
-        R.ConsumerGroupMetadataKey: 1,
-        R.ConsumerGroupTargetAssignmentMemberKey: 2,
-        R.ConsumerGroupTargetAssignmentMetadataKey: 3,
-        R.ConsumerGroupCurrentMemberAssignmentKey: 4,
-    }
+    initial_values = initial_values(R, "ConsumerGroup")
+    record_order = heartbeat_order(R, "ConsumerGroup")
 
     def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
         super().__init__(shard, clock, image)
@@ -434,18 +445,7 @@ class ConsumerGroupManager(ModernGroupManager):
         assignment and epoch, so nothing moves."""
         target = group.target.get(old.member_id, {})
         assigned, pending, epochs = old.assigned, old.pending_revocation, old.assignment_epochs
-        new = ConsumerMember(
-            new_id,
-            instance_id=old.instance_id,
-            rack_id=old.rack_id,
-            subscribed_topic_names=old.subscribed_topic_names,
-            subscribed_topic_regex=old.subscribed_topic_regex,
-            server_assignor=old.server_assignor,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
-            member_epoch=old.previous_member_epoch,
-            previous_member_epoch=old.previous_member_epoch,
-            state=old.state,
-        )
+        new = static_successor(ConsumerMember, old, new_id, _STATIC_CARRIED)
         group.replace_static(old, new)
         group.subscriptions_changed()
         group.target[new_id] = target

@@ -20,7 +20,7 @@ from protocol import share_records as R
 from protocol.consumer_records import Partitions
 
 from ...group import ExpirationBase
-from ..modern_group import ModernGroup, rebuilt
+from ..modern_group import ModernGroup, member_keys_of, rebuilt
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 LEAVE_EPOCH = -1
@@ -45,6 +45,8 @@ class ShareMember:
 class ShareGroup(ModernGroup[ShareMember]):
     """Implements group.Group for the `share` type (states Empty, Stable; Dead while deleted)."""
 
+    kind = "share"
+
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
         # topic name -> (id, partitions) of the subscribed topics the target was computed from
@@ -61,14 +63,6 @@ class ShareGroup(ModernGroup[ShareMember]):
         self.initializing_since: dict[uuid.UUID, float] = {}
 
     # group.Group ----------------------------------------------------------------------
-
-    @property
-    def group_type(self) -> str:
-        return "share"
-
-    @property
-    def protocol_type(self) -> str:
-        return "share"
 
     def live_state(self) -> str:
         return "Stable"
@@ -358,12 +352,7 @@ def _assignment(parts: Partitions) -> Assignment:
     return {t: frozenset(ps) for t, ps in parts if ps}
 
 
-def member_keys(group_id: str, member_id: str) -> tuple[Any, Any, Any]:
-    return (
-        R.ShareGroupMemberMetadataKey(group_id, member_id),
-        R.ShareGroupTargetAssignmentMemberKey(group_id, member_id),
-        R.ShareGroupCurrentMemberAssignmentKey(group_id, member_id),
-    )
+member_keys = member_keys_of(R, "ShareGroup")
 
 
 def records_of(group: ShareGroup, member_ids: Any = None) -> dict[Any, Any]:

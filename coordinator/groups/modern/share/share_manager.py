@@ -26,8 +26,14 @@ from protocol import share_records as R
 from .... import server_log
 from . import share_group
 from ...clock import Clock
-from ..modern_group import INITIAL_EPOCH
-from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, known_member
+from ..modern_manager import (
+    ApiError,
+    HeartbeatResult,
+    ModernGroupManager,
+    heartbeat_order,
+    initial_values,
+    known_member,
+)
 from ...metadata_hash import metadata_hash
 from .share_group import (
     LEAVE_EPOCH,
@@ -87,18 +93,8 @@ def validate_request(r: ShareHeartbeatRequest) -> None:
 
 class ShareGroupManager(ModernGroupManager):
     kind, group_type, model, records = "share", ShareGroup, share_group, R
-    initial_values = {
-        R.ShareGroupMetadataKey: R.ShareGroupMetadataValue(INITIAL_EPOCH),
-        R.ShareGroupTargetAssignmentMetadataKey: R.ShareGroupTargetAssignmentMetadataValue(INITIAL_EPOCH),
-    }
-    record_order = {
-        R.ShareGroupMemberMetadataKey: 0,
-        R.ShareGroupMetadataKey: 1,
-        R.ShareGroupTargetAssignmentMemberKey: 2,
-        R.ShareGroupTargetAssignmentMetadataKey: 3,
-        R.ShareGroupCurrentMemberAssignmentKey: 4,
-        R.ShareGroupStatePartitionMetadataKey: 5,
-    }
+    initial_values = initial_values(R, "ShareGroup")
+    record_order = heartbeat_order(R, "ShareGroup", "StatePartitionMetadata")
 
     def __init__(self, shard: ShardContext, clock: Clock, image: TopicImage) -> None:
         super().__init__(shard, clock, image)
