@@ -9,6 +9,7 @@ broker's listeners, and gets the parts back.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from .broker.configs import BrokerConfigs, live_broker_configs, static_broker_co
 from .broker.data import DataPlane
 from .broker.log_dirs import LogDirApis
 from .broker.partition_admin import PartitionAdminApis
+from .broker.partition_states import PartitionStates
 from .broker.producers import ProducerIds
 from .broker.quotas import (
     CONSUMER_BYTE_RATE,
@@ -48,10 +50,12 @@ from .groups.settings import ShareGroupConfig, StreamsGroupConfig
 from .groups.shard import OffsetConfig
 from .share.manager import SharePartitionManager
 from .share.offsets_api import ShareOffsetsApis
-from .share.state_log import TOPIC as SHARE_STATE_TOPIC, ShareStateLog
+from .share.state_log import TOPIC as SHARE_STATE_TOPIC, ShareStateLog, open_log as open_share_state_log
 from .listeners import Listener
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
+from .security.acl_gate import AclGate
+from .security.acls import AclStore, Authorizer
 from .topology import BrokerSwitch, ClusterControl, Topology
 from .transactions.coordinator import TOPIC as TRANSACTION_TOPIC, TransactionCoordinator
 
@@ -68,20 +72,33 @@ class Parts:
     connection_quota: ConnectionRateQuota | None = None  # connection_creation_rate, checked on accept
     features: Features | None = None  # the finalized feature levels (ApiVersions, UpdateFeatures)
     shares: SharePartitionManager | None = None  # share-partitions (the metrics read their lag)
+    acl_gate: AclGate | None = None  # with --authorizer: where each request's ACLs are checked
 
 
-async def build_components(c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch) -> Parts:
-    """Create, load and register every part."""
+async def build_components(
+    c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch, acls: AclStore | None = None
+) -> Parts:
+    """Create, load and register every part. Each part is built once what it needs is: it gets
+    its collaborators in its constructor, never later (tests/test_layout.py checks this)."""
     broker_configs = BrokerConfigs(
-        c.data_dir, c.node_id, static_broker_configs(c), c.kafka_version, live_broker_configs(c, listeners)
+        c.data_dir,
+        c.node_id,
+        static_broker_configs(c),
+        c.kafka_version,
+        live_broker_configs(c, listeners),
+        node_ids=range(c.node_id, c.node_id + c.brokers),
+        listeners=[functools.partial(apply_max_connections, c)],
     )
-    broker_configs.node_ids = {str(c.node_id + i) for i in range(c.brokers)}
+    apply_max_connections(c, broker_configs)
     backoff = broker_configs.value("log.cleaner.backoff.ms")  # (a dynamic value saved earlier wins)
     internal = dataclasses.replace(
         OFFSETS_TOPIC_CONFIG, fsync=c.fsync, fsync_interval_ms=c.fsync_interval_ms, cleaner_backoff_ms=backoff
     )
+    # The internal topics' logs first: the topics hold them (and the group, transaction and
+    # share coordinators write them).
     offsets_log = await OffsetsLog.open(c.data_dir, c.offsets_partitions, internal)
     txn_log = await OffsetsLog.open(c.data_dir, c.transaction_partitions, internal, topic=TRANSACTION_TOPIC)
+    share_log = await open_share_state_log(c.data_dir, c.share_partitions, c.fsync, c.fsync_interval_ms)
     topics = Topics.load(
         c.data_dir,
         LogConfig(
@@ -90,19 +107,16 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
             maintenance_interval_ms=c.log_retention_check_interval_ms,
             cleaner_backoff_ms=backoff,
         ),
+        [(TRANSACTION_TOPIC, txn_log.logs, 2), (SHARE_STATE_TOPIC, share_log.logs, 3)],
         auto_create=c.auto_create_topics,
         default_partitions=c.num_partitions,
         offsets_logs=offsets_log.logs,
         broker_configs=broker_configs,
         brokers=c.brokers,
     )
-    topics.add_internal(TRANSACTION_TOPIC, txn_log.logs, 2)
-    apply_dynamic_broker_configs(c, topics, offsets_log)
-    broker_configs.listeners.append(lambda: apply_dynamic_broker_configs(c, topics, offsets_log))
     topology = Topology(listeners, topics, offsets_log.partitions, txn_log.logs, c.data_dir)
-    group_configs = GroupConfigs(c.data_dir, group_config_bounds(c), c.kafka_version)  # the GROUP config resource
-    apply_assignment_intervals(broker_configs, group_configs)
-    broker_configs.listeners.append(lambda: apply_assignment_intervals(broker_configs, group_configs))
+    # the GROUP config resource
+    group_configs = GroupConfigs(c.data_dir, group_config_bounds(c), c.kafka_version, broker_configs)
     runtime = CoordinatorRuntime(
         offsets_log,
         LoopClock(),
@@ -125,11 +139,53 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     cluster.register(registry)
     quotas = QuotaStore(c.data_dir)
     window = (c.quota_window_num, c.quota_window_size_seconds)
+    request_quota = RequestQuota(quotas, *window)
+    runtime.load(offsets_log.latest_records(), offsets_log.offline)
+    runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
+
+    def coordinates(ctx: RequestContext, partition: int) -> int:
+        return topology.coordinator_error(ctx.connection.listener.node_id, partition)
+
+    def txn_owner(ctx: RequestContext, txn_id: str) -> int:
+        return topology.txn_coordinator_error(ctx.connection.listener.node_id, txn_id)
+
+    def txn_leader_epoch(partition: int) -> int:
+        return topology.state(TRANSACTION_TOPIC, partition).epoch
+
+    def leads(ctx: RequestContext, topic: str, partition: int) -> int:
+        return topology.leader_error(ctx.connection.listener.node_id, topic, partition)
+
+    owner = _everything if topology.single else coordinates
+    features = Features(c.data_dir, c.node_id, c.kafka_version, listeners=[registry.answers.clear])
+    # The transaction coordinator, the data plane and the group coordinator's APIs need one
+    # another only through the partitions' producer state, built first: the coordinator writes
+    # its markers there (and into the group runtime's shards), the other two ask the
+    # coordinator (TransactionChecks) about transactional batches and offset commits.
+    states = PartitionStates(topics)
+    producer_ids = ProducerIds(c.data_dir)
+    transactions = TransactionCoordinator(
+        txn_log,
+        topics,
+        states,
+        runtime,
+        producer_ids,
+        leader_error=leads,
+        max_timeout_ms=c.transaction_max_timeout_ms,
+        abort_check_interval_ms=c.transaction_abort_check_interval_ms,
+        id_expiration_ms=c.transactional_id_expiration_ms,
+        remove_expired_interval_ms=c.transaction_remove_expired_interval_ms,
+        # (with several brokers: the topology's coordinator of each id, its partition's leader epoch)
+        owner=None if topology.single else txn_owner,
+        leader_epoch=(lambda partition: 0) if topology.single else txn_leader_epoch,
+        transaction_version=lambda: features.level("transaction.version"),
+    )
     data_plane = DataPlane(
         topics,
-        ProducerIds(c.data_dir),
+        states,
+        producer_ids,
         c.node_id,
         c.max_incremental_fetch_session_cache_slots,
+        transactions=transactions,
         fetch_max_wait_ms=c.fetch_max_wait_ms,
         fetch_max_bytes=c.fetch_max_bytes,
         topology=topology,
@@ -142,53 +198,18 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
     config_apis.register(registry)
     data_plane.register(registry)
     ClientQuotaApis(quotas).register(registry)
-    request_quota = RequestQuota(quotas, *window)
-    runtime.load(offsets_log.latest_records(), offsets_log.offline)
-    runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
+    GroupApis(runtime, owner, transactions).register(registry)
 
-    def coordinates(ctx: RequestContext, partition: int) -> int:
-        return topology.coordinator_error(ctx.connection.listener.node_id, partition)
+    def share_state_topic() -> None:  # (created at its first use, as Kafka's share coordinator does)
+        topics.create_internal(SHARE_STATE_TOPIC)
 
-    owner = _everything if topology.single else coordinates
-    GroupApis(runtime, owner).register(registry)
-    share_apis = ShareGroupApis(runtime, owner)
-    share_apis.register(registry)
+    ShareGroupApis(runtime, owner, subscribed=share_state_topic).register(registry)
     StreamsGroupApis(runtime, owner).register(registry)
-
-    def txn_owner(ctx: RequestContext, txn_id: str) -> int:
-        return topology.txn_coordinator_error(ctx.connection.listener.node_id, txn_id)
-
-    def txn_leader_epoch(partition: int) -> int:
-        return topology.state(TRANSACTION_TOPIC, partition).epoch
-
-    features = Features(c.data_dir, c.node_id, c.kafka_version)
-    transactions = TransactionCoordinator(
-        txn_log,
-        data_plane,
-        runtime,
-        data_plane.producer_ids,
-        max_timeout_ms=c.transaction_max_timeout_ms,
-        abort_check_interval_ms=c.transaction_abort_check_interval_ms,
-        id_expiration_ms=c.transactional_id_expiration_ms,
-        remove_expired_interval_ms=c.transaction_remove_expired_interval_ms,
-        # (with several brokers: the topology's coordinator of each id, its partition's leader epoch)
-        owner=None if topology.single else txn_owner,
-        leader_epoch=(lambda partition: 0) if topology.single else txn_leader_epoch,
-        transaction_version=lambda: features.level("transaction.version"),
-    )
     transactions.register(registry)
-    # The one pair that needs each other: the coordinator writes markers through the data plane
-    # and the group runtime, which ask it about transactional batches and commits.
-    data_plane.transactions = transactions
-    runtime.transactions = transactions
     transactions.load()
     transactions.start()
-    share_state = await ShareStateLog.open(
-        c.data_dir, c.share_partitions, c.fsync, c.fsync_interval_ms, c.share_snapshot_update_records
-    )
+    share_state = ShareStateLog(share_log, c.share_snapshot_update_records, first_write=share_state_topic)
     share_state.load()
-    topics.add_internal(SHARE_STATE_TOPIC, share_state.log.logs, 3)
-    share_state.first_write = share_apis.subscribed = lambda: topics.create_internal(SHARE_STATE_TOPIC)
     shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
@@ -208,6 +229,9 @@ async def build_components(c: Config, registry: Registry, listeners: list[Listen
         connection_quota=ConnectionRateQuota(quotas, *window),
         features=features,
         shares=shares,
+        acl_gate=None
+        if acls is None
+        else AclGate(Authorizer(acls, super_users(c), c.allow_everyone_if_no_acl_found), topics),
     )
 
 
@@ -247,31 +271,11 @@ def _everything(ctx: RequestContext, partition: int) -> int:
     return E.none
 
 
-def apply_assignment_intervals(broker: BrokerConfigs, group_configs: GroupConfigs) -> None:
-    """group.consumer.assignment.interval.ms and group.share.assignment.interval.ms, dynamic
-    since Kafka 4.3 (GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS): a value outside the
-    static min and max is capped to them, not refused (GroupCoordinatorConfig.clampDynamicConfigs).
-    Every group without its own interval uses the new one at its next heartbeat."""
-    bounds = group_configs.bounds
-    changed = {}
-    for kind in ("consumer", "share"):
-        least, most = (getattr(bounds, f"{kind}_{b}_assignment_interval_ms") for b in ("min", "max"))
-        changed[f"{kind}_assignment_interval_ms"] = min(
-            max(broker.value(f"group.{kind}.assignment.interval.ms"), least), most
-        )
-    group_configs.bounds = dataclasses.replace(bounds, **changed)
-
-
-def apply_dynamic_broker_configs(config: Config, topics: Topics, offsets_log: OffsetsLog) -> None:
-    """The dynamic broker configs this server implements beyond the log defaults (Kafka's
-    reconfigurables): max.connections, and log.cleaner.backoff.ms for every log, the
-    internal ones too (Kafka's one LogCleaner cleans them all)."""
-    broker = topics.broker_configs
+def apply_max_connections(config: Config, broker: BrokerConfigs) -> None:
+    """max.connections, a dynamic broker config: the server reads it from its config at each accept."""
     config.max_connections = broker.value("max.connections")
-    backoff = broker.value("log.cleaner.backoff.ms")
-    if topics.base_config.cleaner_backoff_ms != backoff:
-        topics.base_config = dataclasses.replace(topics.base_config, cleaner_backoff_ms=backoff)
-        user_logs = [plog for info in topics.topics.values() if not info.internal for plog in info.logs]
-        for plog in [*offsets_log.logs, *user_logs]:
-            plog.config = dataclasses.replace(plog.config, cleaner_backoff_ms=backoff)
-            plog.cleaner_reconfigured()
+
+
+def super_users(c: Config) -> set[str]:
+    """super.users: principals separated by semicolons."""
+    return {p.strip() for p in c.super_users.split(";") if p.strip()}

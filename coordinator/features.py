@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from protocol.error_response import error_response
 
@@ -101,7 +101,9 @@ class Features:
     ApiVersions calls FinalizedFeaturesEpoch: it grows with every change (Kafka's is the
     metadata log offset of the image, so only its growth is comparable)."""
 
-    def __init__(self, data_dir: Path, node_id: int = 1, release: str = "4.4") -> None:
+    def __init__(
+        self, data_dir: Path, node_id: int = 1, release: str = "4.4", listeners: Iterable[Callable[[], None]] = ()
+    ) -> None:
         self.node_id = node_id  # (the controller Kafka's refusals name)
         self.file = JsonFile(Path(data_dir) / "features.json")
         doc = self.file.load(default=None, parse=_parse)
@@ -117,7 +119,7 @@ class Features:
         # a level above what is supported now (a store from a newer build or release) is capped
         self.levels = {n: min(max(levels.get(n, defaults[n]), low), high) for n, (low, high) in self.bounds.items()}
         self.supported_order = java_hash_order(list(self.bounds))
-        self.listeners: list[Any] = []  # called after a change (the ApiVersions answers are rebuilt)
+        self.listeners = list(listeners)  # called after a change (the ApiVersions answers are rebuilt)
 
     def level(self, name: str) -> int:
         return self.levels.get(name, 0)

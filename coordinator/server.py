@@ -198,7 +198,7 @@ class Server:
             gc.disable()
         loading = time.perf_counter()
         try:
-            parts = await build_components(self.config, self.registry, self.listeners, self)
+            parts = await build_components(self.config, self.registry, self.listeners, self, acls)
         except StoreError as e:  # a store file edited by hand, or written by something else
             sock.close()
             self._release_data_dir()
@@ -216,18 +216,9 @@ class Server:
         self.request_quota, self.connection_quota = parts.request_quota, parts.connection_quota
         self.features = parts.features
         self.shares = parts.shares
-        if parts.features is not None:
-            parts.features.listeners.append(self.registry.answers.clear)  # (the cached ApiVersions answers)
         if self.config.brokers > 1:  # what the HTTP test control's /cluster routes drive
             self.cluster_control = parts.control
-        if acls is not None:
-            from .security.acl_gate import AclGate
-            from .security.acls import Authorizer
-
-            super_users = {p.strip() for p in self.config.super_users.split(";") if p.strip()}
-            self.acl_gate = AclGate(
-                Authorizer(acls, super_users, self.config.allow_everyone_if_no_acl_found), self.topics
-            )
+        self.acl_gate = parts.acl_gate
         STATS.recovery_seconds = time.perf_counter() - loading
         if self.own_process:
             gc.freeze()

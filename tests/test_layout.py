@@ -131,3 +131,72 @@ def test_no_group_manager_touches_the_log():
             if any(target == m or target.startswith(m + ".") for m in LOG_MODULES):
                 found.append(f"{path.relative_to(ROOT)} imports {target}")
     assert found == []
+
+
+# What runs a server (the command, the test cluster): the only modules that may import it.
+SERVER_USERS = {"coordinator.__main__", "coordinator.testing"}
+
+
+def test_no_part_imports_the_server_or_its_composition_root():
+    edges = import_graph.module_graph()
+    assert sorted(m for m, ts in edges.items() if "coordinator.server" in ts and m not in SERVER_USERS) == []
+    assert sorted(m for m, ts in edges.items() if "coordinator.components" in ts) == ["coordinator.server"]
+
+
+# A collaborator list a part was built with may only be added to by the part itself.
+_REGISTERING = {"append", "extend", "insert", "add", "update", "setdefault"}
+
+
+def late_wiring(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Where `function` wires a part after building it: an attribute of another object
+    assigned (`data_plane.transactions = ...`), a setter or setattr, a collaborator looked
+    up by getattr, or a callback added to a part's own list (`configs.listeners.append`)."""
+    found = []
+    for node in ast.walk(function):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store):
+                    found.append(f"{node.lineno}: assigns {ast.unparse(t)}")
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in ("getattr", "setattr"):
+                found.append(f"{node.lineno}: {func.id}()")
+            elif isinstance(func, ast.Attribute) and func.attr.startswith("set_"):
+                found.append(f"{node.lineno}: calls .{func.attr}()")
+            elif (
+                isinstance(func, ast.Attribute) and func.attr in _REGISTERING and isinstance(func.value, ast.Attribute)
+            ):
+                found.append(f"{node.lineno}: {ast.unparse(func)}()")
+    return found
+
+
+def test_the_composition_root_gives_each_part_what_it_needs_when_it_is_built():
+    tree = ast.parse((ROOT / "coordinator" / "components.py").read_text())
+    build = next(n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "build_components")
+    assert late_wiring(build) == []
+
+
+def test_the_late_wiring_check_sees_each_kind():
+    source = """
+async def build():
+    runtime.transactions = coordinator
+    plane.set_transactions(coordinator)
+    configs.listeners.append(lambda: topics.reconfigure())
+    topology = getattr(plane, "topology", None)
+    a.b = c.d = None
+"""
+    (build,) = ast.parse(source).body
+    assert isinstance(build, ast.AsyncFunctionDef)
+    assert sorted(f.split(": ", 1)[1] for f in late_wiring(build)) == [
+        "assigns a.b",
+        "assigns c.d",
+        "assigns runtime.transactions",
+        "calls .set_transactions()",
+        "configs.listeners.append()",
+        "getattr()",
+    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -97,6 +97,8 @@ class BrokerConfigs:
         static: dict[str, tuple[ConfigDef, Any]],
         release: str = DEFAULT_RELEASE,
         live: Callable[[str, str], Any] | None = None,
+        node_ids: Iterable[int] = (),
+        listeners: Iterable[Callable[[BrokerConfigs], None]] = (),
     ) -> None:
         self.data_dir = data_dir
         self.node_id = node_id
@@ -108,14 +110,16 @@ class BrokerConfigs:
         self.live = live
         # The node ids whose broker resource this is: with --brokers N, every broker of the
         # process (they share one set of configs).
-        self.node_ids = {str(node_id)}
+        self.node_ids = {str(node_id)} | {str(n) for n in node_ids}
         # name -> (definition, typed value): the server's own settings, read-only
         self.static_defs = {name: d for name, (d, _) in static.items()}
         self.static = {name: v for name, (_, v) in static.items() if v is not None}
         self.dynamic_broker: dict[str, str] = {}
         self.dynamic_default: dict[str, str] = {}
         self.changes = 0
-        self.listeners: list = []  # called after each change: the components whose settings are dynamic
+        # Called with these configs after each change: the components whose settings are dynamic
+        # (Kafka's Reconfigurables; a part given these configs adds itself when it is built).
+        self.listeners: list[Callable[[BrokerConfigs], None]] = list(listeners)
         self.file = JsonFile(data_dir / BROKER_CONFIGS_FILE) if data_dir is not None else None
         first = release >= "4" and (self.file is None or not self.file.path.exists())
         if self.file is not None:
@@ -270,7 +274,7 @@ class BrokerConfigs:
                 self.dynamic_broker, self.dynamic_default = broker, default
                 self.changes += 1
                 for listener in self.listeners:
-                    listener()
+                    listener(self)
 
             return {"broker": broker, "default": default}, install
 

@@ -1,5 +1,6 @@
 """The data plane: Produce, Fetch (long-poll), ListOffsets, InitProducerId, and the
-partition side of transactions (transactional batches, markers, the last stable offset).
+partition side of transactions (transactional batches, the last stable offset; the state
+and the markers are partition_states.py's, which the transaction coordinator shares).
 
 Stored batches are served as they were written (file slices, never re-encoded); the
 broker only rewrites a produced batch's base offset, which the CRC does not cover.
@@ -28,7 +29,6 @@ from protocol.record_batch import (
     ZSTD,
     CorruptBatch,
     build_batch_from,
-    build_control_batch,
     iter_batch_records,
     iter_batches,
     parse_header,
@@ -47,10 +47,11 @@ from .fetch_sessions import (
     FetchSession,
     FetchSessionCache,
 )
-from .producers import PartitionProducers, ProducerIds, java_map_order
+from .partition_states import PartitionStates, durable
+from .producers import ProducerIds, java_map_order
 from .quotas import ByteRateQuota, quota_user
 from .topics import Topics
-from .transactions import PartitionTxns
+from .transactions import TransactionChecks
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,6 @@ DESCRIBE_PRODUCERS = 61
 # add.partitions.to.txn.retry.backoff.ms / .max.ms: a Produce v12+ whose implicit add finds the
 # previous transaction still completing retries for this long before answering
 ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1
-PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # producer.id.expiration.check.interval.ms
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
 # The first ListOffsets version that may ask each special timestamp (ReplicaManager's
 # timestampMinSupportedVersion); any other negative one, or an older version, is UNSUPPORTED_VERSION
@@ -113,10 +113,12 @@ class DataPlane:
     def __init__(
         self,
         topics: Topics,
+        states: PartitionStates,
         producer_ids: ProducerIds,
         node_id: int,
         fetch_session_slots: int = 1000,
         *,
+        transactions: TransactionChecks,
         fetch_max_wait_ms: int = 30_000,
         fetch_max_bytes: int = 57_671_680,
         topology: Any = None,
@@ -132,12 +134,16 @@ class DataPlane:
         self.sessions = FetchSessionCache(fetch_session_slots)
         self.producer_ids = producer_ids
         self.node_id = node_id
-        # Keyed by the log object: a deleted and re-created topic starts afresh.
-        self.producers: weakref.WeakKeyDictionary[PartitionLog, PartitionProducers] = weakref.WeakKeyDictionary()
-        self.txns: weakref.WeakKeyDictionary[PartitionLog, PartitionTxns] = weakref.WeakKeyDictionary()
-        # The transaction coordinator (coordinator.transactions), set when it is wired in:
-        # it serves transactional InitProducerId and verifies transactional batches.
-        self.transactions: Any = None
+        # Each partition's producers and transactions (shared with the transaction coordinator,
+        # which writes the markers); the methods bound once, as the produce path calls them.
+        self.states = states
+        self.producers = states.producers
+        self.producer_state = states.producer_state
+        self.txn_state = states.txn_state
+        self.last_stable_offset = states.last_stable_offset
+        # The transaction coordinator, as the checks it offers: it serves transactional
+        # InitProducerId and verifies transactional batches.
+        self.transactions = transactions
         self.waiters: LongPolls[PartitionLog] = LongPolls()
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self.draining = False
@@ -342,16 +348,12 @@ class DataPlane:
                 ids[name] = t.topic_id
                 topic_data.append(_NamedTopic(name, t.partition_data))
         refused: dict[tuple[str, int], tuple[E, str | None]] = {}
-        if transactional_id and self.transactions is not None and ctx.version >= 12 and req.acks in ACKS:
+        if transactional_id and ctx.version >= 12 and req.acks in ACKS:
             refused = await self._add_to_transaction(ctx, topic_data, transactional_id)
         results: list[_Produced]
         message: str | None
-        if (transactional_id and self.transactions is None) or req.acks not in ACKS:
-            error, message = (
-                (E.transactional_id_authorization_failed, "transactions are not supported")
-                if req.acks in ACKS
-                else (E.invalid_required_acks, "acks must be 0, 1 or -1")
-            )
+        if req.acks not in ACKS:
+            error, message = E.invalid_required_acks, "acks must be 0, 1 or -1"
             results = [(t.name, p.index, error, -1, message, -1, []) for t in topic_data for p in t.partition_data]
         else:
             results = [
@@ -362,7 +364,7 @@ class DataPlane:
                 for p in t.partition_data
             ]
         if req.acks == -1:
-            failed = await self._durable({(t, p) for t, p, err, *_ in results if err == E.none})
+            failed = await durable(self.topics, {(t, p) for t, p, err, *_ in results if err == E.none})
             if failed:
                 results = [
                     (t, p, E.kafka_storage_error, -1, failed[(t, p)], -1, []) if (t, p) in failed else r
@@ -478,87 +480,11 @@ class DataPlane:
         _mute(ctx, throttle)
         return throttle
 
-    async def _durable(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
-        """acks=-1: wait for the fsync policy (with fsync=always: on disk); the partitions
-        whose sync failed (their appends were cut), with why."""
-        logs = {tp: plog for tp in partitions if (plog := self.topics.partition_log(*tp)) is not None}
-        outcomes = await asyncio.gather(*map(_policy_flush, logs.values()), return_exceptions=True)
-        return {tp: str(o) for tp, o in zip(logs, outcomes) if isinstance(o, StorageError)}
-
-    # Transactions -----------------------------------------------------------------------
-
-    def txn_state(self, plog: PartitionLog) -> PartitionTxns:
-        state = self.txns.get(plog)
-        if state is None or state.cuts != plog.cuts:  # (a failed sync cut batches it knew)
-            state = self.txns[plog] = PartitionTxns.from_log(plog)
-        return state
-
-    def last_stable_offset(self, plog: PartitionLog) -> int:
-        return self.txn_state(plog).last_stable_offset(plog.high_watermark)
-
-    async def write_txn_markers(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        partitions: list[tuple[str, int]],
-        transaction_version: int = 0,
-    ) -> dict[tuple[str, int], E]:
-        """End a transaction on its topic partitions: a commit or abort marker (a control
-        batch) appended to each, durable per the fsync policy; the LSO moves past it and
-        the producer's older epochs are fenced there. Per partition: NONE, or the error (a
-        deleted topic: UNKNOWN_TOPIC_OR_PARTITION, the coordinator drops it; a marker older
-        than the producer's epoch or the last marker's coordinator epoch:
-        INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED, nothing written; a failed
-        write: KAFKA_STORAGE_ERROR, nothing of it stays and the coordinator retries)."""
-        results: dict[tuple[str, int], E] = {}
-        now = int(time.time() * 1000)
-        written = set()
-        for tp in partitions:
-            plog = self.topics.partition_log(*tp)
-            if plog is None:
-                results[tp] = E.unknown_topic_or_partition
-                continue
-            producers = self.producer_state(plog)
-            error = producers.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
-            if error != E.none:
-                results[tp] = error
-                continue
-            try:
-                base = plog.append(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
-            except StorageError:
-                results[tp] = E.kafka_storage_error
-                continue
-            self.txn_state(plog).on_marker(producer_id, commit, base)
-            producers.on_marker(producer_id, producer_epoch, coordinator_epoch, now)
-            written.add(tp)
-            results[tp] = E.none
-        for tp in await self._durable(written):
-            results[tp] = E.kafka_storage_error
-        return results
-
-    def producer_state(self, plog: PartitionLog) -> PartitionProducers:
-        """The partition's producers; those past producer.id.expiration.ms are swept out
-        every producer.id.expiration.check.interval.ms, as Kafka's background check does."""
-        state = self.producers.get(plog)
-        if state is None or state.cuts != plog.cuts:  # (a failed sync cut batches it knew)
-            state = self.producers[plog] = PartitionProducers.from_log(plog)
-            state.swept_ms = int(time.time() * 1000)  # (the first sweep one interval after loading)
-        now = int(time.time() * 1000)
-        if now - state.swept_ms >= PRODUCER_ID_EXPIRATION_CHECK_MS:
-            state.swept_ms = now
-            state.expire(now, self.producer_id_expiration_ms(), self.txn_state(plog).ongoing)
-        return state
-
-    def producer_id_expiration_ms(self) -> int:
-        return int(self.topics.broker_configs.value("producer.id.expiration.ms"))
-
     def describe_producers(self, ctx: RequestContext, req: Any) -> Any:
         """DescribeProducers (KIP-664): each partition's active producers as its leader keeps
         them, with the first offset of the transaction each has open there (-1: none)."""
         now = int(time.time() * 1000)
-        expiration = self.producer_id_expiration_ms()
+        expiration = self.states.producer_id_expiration_ms()
         topics = []
         for t in req.topics:
             parts = []
@@ -681,7 +607,7 @@ class DataPlane:
             if plog is not None and error == E.none and plog.offline is None:
                 # Only a read_committed fetch builds a partition's transaction state (a scan of
                 # its log, once); others report the LSO if the state is known, else the HW.
-                txns = self.txn_state(plog) if read_committed else self.txns.get(plog)
+                txns = self.txn_state(plog) if read_committed else self.states.txns.get(plog)
                 if txns is not None and txns.cuts == plog.cuts:
                     lso = txns.last_stable_offset(hw)
                 if read_committed and txns is not None:  # (txn_state always builds one)
@@ -1008,11 +934,7 @@ class DataPlane:
 
     def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
         if req.transactional_id is not None:
-            if self.transactions is not None:
-                return asyncio.ensure_future(self.transactions.init_producer_id(ctx, req))
-            return ctx.response(
-                throttle_time=0, error_code=E.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1
-            )
+            return asyncio.ensure_future(self.transactions.init_producer_id(ctx, req))
         pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if pid >= 0 and 0 <= epoch < 32766:
             return ctx.response(throttle_time=0, error_code=E.none, producer_id=pid, producer_epoch=epoch + 1)
@@ -1141,8 +1063,3 @@ def _below(records: bytes, lso: int) -> tuple[bytes, int]:
 def _datetime(ms: int) -> datetime.datetime:
     """kio writes ProduceResponse's log_append_time from a datetime (None: -1)."""
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-
-
-async def _policy_flush(plog: PartitionLog) -> None:
-    if plog.config.fsync == "always":
-        await plog.flush()

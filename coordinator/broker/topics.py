@@ -8,6 +8,7 @@ does not own).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import shutil
 import uuid
@@ -155,6 +156,8 @@ class Topics:
         self.internal_created: set[str] = set(self.internal_file.load([], parse=_names))
         self.changes = 0  # bumped on every catalog change (Metadata caches by it)
         self.add_internal(OFFSETS_TOPIC, offsets_logs, 1)
+        self.offsets_logs = offsets_logs
+        self.broker_configs.listeners.append(self.reconfigure)
         # Topics whose deletion is still closing and removing files: their name cannot be
         # created again until it is done (Kafka: "marked for deletion").
         self.deleting: set[str] = set()
@@ -165,6 +168,17 @@ class Topics:
         # Auto-creations under way (name -> task): a Metadata naming one waits for it, so the
         # next request finds the topic.
         self.auto_creating: dict[str, asyncio.Task] = {}
+
+    def reconfigure(self, broker: BrokerConfigs) -> None:
+        """A dynamic log.cleaner.backoff.ms applies to every log, the internal ones too
+        (Kafka's one LogCleaner cleans them all)."""
+        backoff = broker.value("log.cleaner.backoff.ms")
+        if self.base_config.cleaner_backoff_ms != backoff:
+            self.base_config = dataclasses.replace(self.base_config, cleaner_backoff_ms=backoff)
+            user_logs = [plog for info in self.topics.values() if not info.internal for plog in info.logs]
+            for plog in [*self.offsets_logs, *user_logs]:
+                plog.config = dataclasses.replace(plog.config, cleaner_backoff_ms=backoff)
+                plog.cleaner_reconfigured()
 
     # internal topics --------------------------------------------------------------------
 
@@ -201,12 +215,22 @@ class Topics:
     # persistence ------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, data_dir: Path, base_config: LogConfig, **kw: Any) -> "Topics":
+    def load(
+        cls,
+        data_dir: Path,
+        base_config: LogConfig,
+        internal: Iterable[tuple[str, list[PartitionLog], int]] = (),
+        **kw: Any,
+    ) -> "Topics":
+        """The catalog's topics, then the other internal topics' logs (name, logs, the
+        number of the topic's fixed id), opened before: add_internal."""
         topics = cls(data_dir, base_config, **kw)
         for info in topics.file.load([], parse=_catalog):
             info.values = topics._resolve(info.configs)
             info.logs = [topics._open(info.name, p, info.values) for p in range(info.partitions)]
             topics._add(info)
+        for name, logs, id_number in internal:
+            topics.add_internal(name, logs, id_number)
         return topics
 
     async def _commit(self, changed: dict[str, TopicInfo | None], install: Any) -> None:

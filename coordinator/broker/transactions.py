@@ -9,9 +9,27 @@ is rebuilt from the batch headers and markers in the log the first time it is ne
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from protocol.record_batch import ABORT_MARKER, BatchHeader, control_batch_marker
 
+from ..apis import RequestContext
 from ..log.partition import PartitionLog
+
+
+class TransactionChecks(Protocol):
+    """What a partition leader (the data plane) and the group coordinator ask of the
+    transaction coordinator, as Kafka's AddPartitionsToTxnManager asks it over the network:
+    whether a producer's partition is in its ongoing transaction (KIP-890 part 1), adding
+    it implicitly (transactions v2, KIP-890 part 2), and InitProducerId for a transactional id."""
+
+    def verify(self, txn_id: str, pid: int, epoch: int, topic: str, partition: int) -> int: ...
+
+    async def add_implicitly(
+        self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]: ...
+
+    async def init_producer_id(self, ctx: RequestContext, req: Any) -> Any: ...
 
 
 class PartitionTxns:

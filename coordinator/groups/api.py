@@ -21,6 +21,7 @@ from protocol.offset_commit import OffsetCommitRequest, resolve_topic_ids, write
 
 from ..errors import E
 from ..apis import LATER, Raw, Registry, RequestContext, ms
+from ..broker.transactions import TransactionChecks
 from ..futures import future_and_callback
 from .classic.classic_group import ClassicGroup, JoinRequest, JoinResult, SyncRequest, SyncResult
 from .modern.consumer.consumer_group import ConsumerGroup
@@ -211,9 +212,14 @@ def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContex
 
 class GroupApis:
     def __init__(
-        self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = _coordinates_all
+        self,
+        runtime: CoordinatorRuntime,
+        owner: Callable[[RequestContext, int], int] = _coordinates_all,
+        transactions: TransactionChecks | None = None,
     ) -> None:
         self.runtime = runtime
+        # The transaction coordinator, as TxnOffsetCommit asks it (None: transactions unsupported)
+        self.transactions = transactions
         # owner(ctx, partition): whether the broker the request reached coordinates the
         # groups of that __consumer_offsets partition (NONE), or the error to answer
         # (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS): the topology's check.
@@ -594,7 +600,7 @@ class GroupApis:
         if not partitions:
             return respond([])
         shard, error = self._route(ctx, req.group_id)
-        transactions = self.runtime.transactions
+        transactions = self.transactions
         if shard is None:
             errors = [error] * len(partitions)
         elif transactions is None:

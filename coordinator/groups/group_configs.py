@@ -15,6 +15,7 @@ what the coordinators read: a group's own setting, else the broker's.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, fields
 from functools import cache
@@ -24,7 +25,7 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode as E
 
 from ..broker.config_defs import BOOLEAN, INT, LIST, STRING, ConfigDef, ConfigError, kafka_table, parse, to_string
-from ..broker.configs import Entry
+from ..broker.configs import BrokerConfigs, Entry
 from ..durable import NamedConfigs
 
 FILE = "group-configs.json"
@@ -204,10 +205,33 @@ def _typed(d: GroupConfigDef, raw: str) -> Any:
 
 
 class GroupConfigs(NamedConfigs):
-    def __init__(self, data_dir: Path | None, bounds: Bounds | None = None, release: str = "4.4") -> None:
+    def __init__(
+        self,
+        data_dir: Path | None,
+        bounds: Bounds | None = None,
+        release: str = "4.4",
+        broker: BrokerConfigs | None = None,
+    ) -> None:
         super().__init__(data_dir / FILE if data_dir is not None else None, _stored)
         self.bounds = bounds or Bounds()
         self.release = release
+        if broker is not None:  # (the broker's dynamic assignment intervals, now and after each change)
+            self.reconfigure(broker)
+            broker.listeners.append(self.reconfigure)
+
+    def reconfigure(self, broker: BrokerConfigs) -> None:
+        """group.consumer.assignment.interval.ms and group.share.assignment.interval.ms, dynamic
+        since Kafka 4.3 (GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS): a value outside the
+        static min and max is capped to them, not refused (GroupCoordinatorConfig.clampDynamicConfigs).
+        Every group without its own interval uses the new one at its next heartbeat."""
+        bounds = self.bounds
+        changed = {}
+        for kind in ("consumer", "share"):
+            least, most = (getattr(bounds, f"{kind}_{b}_assignment_interval_ms") for b in ("min", "max"))
+            changed[f"{kind}_assignment_interval_ms"] = min(
+                max(broker.value(f"group.{kind}.assignment.interval.ms"), least), most
+            )
+        self.bounds = dataclasses.replace(bounds, **changed)
 
     def definitions(self) -> list[GroupConfigDef]:
         """The group configs of the release this server behaves as."""

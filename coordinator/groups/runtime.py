@@ -128,7 +128,6 @@ class CoordinatorRuntime:
         self.shard_of: dict[str, GroupShard] = {}
         self._expiry: asyncio.Task | None = None
         self._image = image
-        self.transactions: Any = None  # the transaction coordinator, wired in after (TxnOffsetCommit checks)
 
     # routing ------------------------------------------------------------------------
 

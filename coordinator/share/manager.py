@@ -165,7 +165,7 @@ class SharePartitionManager:
 
     def _current_leader(self, ctx: RequestContext, tp: tuple[uuid.UUID, int]) -> Any:
         info = self.topics.by_id.get(tp[0])
-        if info is not None and getattr(self.data_plane, "topology", None) is not None and 0 <= tp[1] < info.partitions:
+        if info is not None and self.data_plane.topology is not None and 0 <= tp[1] < info.partitions:
             return self.data_plane.current_leader(ctx, info.name, tp[1])
         return ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0)
 

@@ -85,26 +85,22 @@ class StoredState:
 
 
 class ShareStateLog:
-    def __init__(self, log_: OffsetsLog, snapshot_every: int = 500) -> None:
+    def __init__(
+        self, log_: OffsetsLog, snapshot_every: int = 500, first_write: Callable[[], None] = lambda: None
+    ) -> None:
         self.log = log_
         self.snapshot_every = snapshot_every
         self.states: dict[Key, StoredState] = {}
         self._pruning: set[asyncio.Task] = set()
         # called before each write: the topic comes into existence at its first (Kafka's share
         # coordinator creates __share_group_state when a share-partition's state is first written)
-        self.first_write: Callable[[], None] = lambda: None
+        self.first_write = first_write
 
     @classmethod
     async def open(
         cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int, snapshot_every: int = 500
     ) -> ShareStateLog:
-        # (fsync is one of the flag's checked choices)
-        config = dataclasses.replace(
-            STATE_TOPIC_CONFIG,
-            fsync=fsync,  # type: ignore[arg-type]  # fsync is one of the flag's checked choices, a plain str to mypy
-            fsync_interval_ms=fsync_interval_ms,
-        )
-        return cls(await OffsetsLog.open(data_dir, partitions, config, topic=TOPIC), snapshot_every)
+        return cls(await open_log(data_dir, partitions, fsync, fsync_interval_ms), snapshot_every)
 
     def partition_of(self, key: Key) -> int:
         group, topic_id, partition = key
@@ -283,3 +279,14 @@ def _batches_of(records: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
         else:
             out.append([offset, offset, state, count])
     return tuple(StateBatch(*b) for b in out)
+
+
+async def open_log(data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int) -> OffsetsLog:
+    """__share_group_state's partitions, opened (the server opens them before its topics,
+    which hold every internal topic's logs)."""
+    config = dataclasses.replace(
+        STATE_TOPIC_CONFIG,
+        fsync=fsync,  # type: ignore[arg-type]  # fsync is one of the flag's checked choices, a plain str to mypy
+        fsync_interval_ms=fsync_interval_ms,
+    )
+    return await OffsetsLog.open(data_dir, partitions, config, topic=TOPIC)

@@ -22,7 +22,7 @@ import dataclasses
 import datetime
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import re2
 
@@ -129,14 +129,36 @@ class TransactionMetadata:
         )
 
 
+class MarkerWriter(Protocol):
+    """Where the markers that end a transaction on its topic partitions are written (the
+    partitions' producer state, coordinator.broker.partition_states): per partition, NONE or
+    the error that partition gave."""
+
+    async def write_txn_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: list[tuple[str, int]],
+        transaction_version: int = 0,
+    ) -> dict[tuple[str, int], Any]: ...
+
+
+def _leads_all(ctx: RequestContext, topic: str, partition: int) -> int:
+    return E.none
+
+
 class TransactionCoordinator:
     def __init__(
         self,
         txn_log: OffsetsLog,
-        data_plane: Any,
+        topics: Any,
+        markers: MarkerWriter,
         groups: Any,
         producer_ids: Any,
         *,
+        leader_error: Callable[[RequestContext, str, int], int] = _leads_all,
         max_timeout_ms: int = 900_000,
         abort_check_interval_ms: int = 10_000,
         id_expiration_ms: int = 604_800_000,
@@ -146,7 +168,11 @@ class TransactionCoordinator:
         transaction_version: Callable[[], int] = lambda: 0,
     ) -> None:
         self.log = txn_log
-        self.data_plane = data_plane
+        self.topics = topics  # the broker's topics (coordinator.broker.topics.Topics)
+        self.markers = markers
+        # leader_error(ctx, topic, partition): NONE if the broker the request reached leads the
+        # partition, else NOT_LEADER_OR_FOLLOWER (WriteTxnMarkers as a partition leader serves it)
+        self.leader_error = leader_error
         self.groups = groups  # the group coordinator's runtime: markers for __consumer_offsets
         self.producer_ids = producer_ids
         self.max_timeout_ms = max_timeout_ms  # transaction.max.timeout.ms
@@ -415,9 +441,7 @@ class TransactionCoordinator:
         version_fenced: bool,
         client_tv: int = 0,
     ) -> dict[tuple[str, int], int]:
-        unknown = [
-            tp for tp in partitions if tp[0] != OFFSETS_TOPIC and self.data_plane.topics.partition_log(*tp) is None
-        ]
+        unknown = [tp for tp in partitions if tp[0] != OFFSETS_TOPIC and self.topics.partition_log(*tp) is None]
         if unknown:  # nothing is added: the known ones are not attempted
             return {
                 tp: (E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted) for tp in partitions
@@ -463,7 +487,7 @@ class TransactionCoordinator:
             if any(topic in INTERNAL_TOPICS for topic, _ in partitions):
                 # As Kafka's KafkaApis: an internal topic is not authorized to a client, and any
                 # partition refused fails the request, the others not attempted.
-                topics = self.data_plane.topics
+                topics = self.topics
                 results: dict[tuple[str, int], int] = {
                     tp: E.topic_authorization_failed
                     if tp[0] in INTERNAL_TOPICS
@@ -635,7 +659,7 @@ class TransactionCoordinator:
         while left:
             topics = [tp for tp in left if tp[0] != OFFSETS_TOPIC]
             results = (
-                await self.data_plane.write_txn_markers(
+                await self.markers.write_txn_markers(
                     meta.producer_id, meta.producer_epoch, coordinator_epoch, commit, topics, meta.client_tv
                 )
                 if topics
@@ -695,15 +719,15 @@ class TransactionCoordinator:
                     tp = (t.name, p)
                     if t.name == OFFSETS_TOPIC:
                         results[tp] = E.unknown_topic_or_partition if not 0 <= p < len(self.groups.shards) else E.none
-                    elif self.data_plane.topics.partition_log(*tp) is None:
+                    elif self.topics.partition_log(*tp) is None:
                         results[tp] = E.unknown_topic_or_partition
                     else:
-                        results[tp] = self.data_plane.leader_error(ctx, *tp)
+                        results[tp] = self.leader_error(ctx, *tp)
                         if results[tp] == E.none:
                             to_write.append(tp)
             if to_write:
                 results.update(
-                    await self.data_plane.write_txn_markers(
+                    await self.markers.write_txn_markers(
                         m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, to_write, version
                     )
                 )

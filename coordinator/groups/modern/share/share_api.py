@@ -29,13 +29,16 @@ SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
 
 class ShareGroupApis:
     def __init__(
-        self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = lambda ctx, partition: E.none
+        self,
+        runtime: CoordinatorRuntime,
+        owner: Callable[[RequestContext, int], int] = lambda ctx, partition: E.none,
+        subscribed: Callable[[], None] = lambda: None,
     ) -> None:
         self.runtime = runtime
         self.owner = owner  # the topology's coordinator check (coordinator.groups.api.GroupApis.owner)
         # called when a member subscribes to topics: Kafka's group coordinator then initializes
         # the share-partitions' state, which creates __share_group_state at its first use
-        self.subscribed: Callable[[], None] = lambda: None
+        self.subscribed = subscribed
 
     def register(self, registry: Registry) -> None:
         registry.add(SHARE_GROUP_HEARTBEAT, range(1, 2), self.share_group_heartbeat)
