@@ -210,7 +210,15 @@ async def build_components(
     transactions.start()
     share_state = ShareStateLog(share_log, c.share_snapshot_update_records, first_write=share_state_topic)
     share_state.load()
-    shares = SharePartitionManager(topics, data_plane, runtime, share_state, runtime.share_config, c.node_id)
+    shares = SharePartitionManager(
+        topics,
+        data_plane,
+        runtime,
+        share_state,
+        runtime.share_config,
+        c.node_id,
+        share_version=lambda: features.level("share.version"),
+    )
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
     control = ClusterControl(topology, runtime, switch, transactions, shares)

@@ -107,6 +107,14 @@ class Config:
     group_share_partition_max_record_locks: int = _opt(
         2000, "group.share.partition.max.record.locks: in-flight records per share-partition"
     )
+    errors_deadletterqueue_auto_create_topics_enable: bool = _opt(
+        False,
+        "errors.deadletterqueue.auto.create.topics.enable: a share group's dead-letter topic that does "
+        "not exist is created at its first dead letter (KIP-1191)",
+    )
+    errors_deadletterqueue_topic_name_prefix: str = _opt(
+        "dlq.", "errors.deadletterqueue.topic.name.prefix: what a dead-letter topic's name must start with ('': any)"
+    )
     # KIP-1071 streams groups.
     group_streams_session_timeout_ms: int = _opt(45000, "group.streams.session.timeout.ms")
     group_streams_heartbeat_interval_ms: int = _opt(5000, "group.streams.heartbeat.interval.ms")

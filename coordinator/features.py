@@ -13,7 +13,8 @@ What each level means, from Kafka 4.4's server-common feature classes:
 - metadata.version: the KRaft metadata format and the release's protocol; 7 (3.3-IV3) is the
   oldest Kafka 4 knows, 33 (4.4-IV2) its newest production level.
 - group.version 1: KIP-848 consumer groups (ConsumerGroupHeartbeat).
-- share.version 1: KIP-932 share groups; 2: share-group dead-letter queues (not served here).
+- share.version 1: KIP-932 share groups; 2: share-group dead-letter queues (KIP-1191,
+  coordinator/share/dead_letters.py).
 - eligible.leader.replicas.version 1: KIP-966 ELR (DescribeTopicPartitions' ELR fields).
 - kraft.version 1: a dynamic controller quorum (KIP-853); this node is a single voter,
   finalized at 0 as a Kafka node formatted with `controller.quorum.voters` (an upgrade is
@@ -47,7 +48,7 @@ class Feature:
 
 METADATA_VERSION = Feature("metadata.version", 7, 33)  # 3.3-IV3 .. 4.4-IV2
 GROUP_VERSION = Feature("group.version", 0, 1)
-SHARE_VERSION = Feature("share.version", 0, 1)  # 2 (dead-letter queues) not served
+SHARE_VERSION = Feature("share.version", 0, 2)
 ELIGIBLE_LEADER_REPLICAS_VERSION = Feature("eligible.leader.replicas.version", 0, 1)
 KRAFT_VERSION = Feature("kraft.version", 0, 1)
 # Transactions v2 (KIP-890 part 2): EndTxn v5's epoch bump, Produce v12 / TxnOffsetCommit v5

@@ -20,12 +20,11 @@ NONE, UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_UPDATE_VERSION, REBOOTSTRAP_
 UPGRADE, SAFE_DOWNGRADE = 1, 2
 FAILED = "The update failed for all features since the following feature had an error: "
 
-# What this server serves (coordinator/features.py): Kafka 4.4's table, except the levels not
-# implemented here (share.version 2)
+# What this server serves (coordinator/features.py): Kafka 4.4's table
 SUPPORTED = {
     "metadata.version": (7, 33),
     "group.version": (0, 1),
-    "share.version": (0, 1),
+    "share.version": (0, 2),
     "eligible.leader.replicas.version": (0, 1),
     "kraft.version": (0, 1),
     "transaction.version": (0, 2),
@@ -34,7 +33,7 @@ SUPPORTED = {
 FINALIZED = {
     "metadata.version": 33,
     "group.version": 1,
-    "share.version": 1,
+    "share.version": 2,
     "eligible.leader.replicas.version": 1,
     "transaction.version": 2,
     "streams.version": 1,
@@ -118,7 +117,7 @@ def test_update_features_refuses_what_kafka_refuses_and_what_is_not_implemented(
         refused = [
             (("transaction.version", 3, UPGRADE), "Local controller 1 only supports versions 0-2"),
             (("streams.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
-            (("share.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
+            (("share.version", 3, UPGRADE), "Local controller 1 only supports versions 0-2"),
             (("group.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
             (("metadata.version", 34, UPGRADE), "Local controller 1 only supports versions 7-33"),
             (("foo.version", 1, UPGRADE), "Local controller 1 does not support this feature."),
@@ -147,7 +146,7 @@ def test_update_features_refuses_what_kafka_refuses_and_what_is_not_implemented(
             "requested downgrade because it might delete metadata information."
         )
         # one bad update fails the others with it
-        body = _update(w, 1, ("group.version", 0, SAFE_DOWNGRADE), ("share.version", 2, UPGRADE))
+        body = _update(w, 1, ("group.version", 0, SAFE_DOWNGRADE), ("share.version", 3, UPGRADE))
         assert body.error_code == INVALID_UPDATE_VERSION
         # validate_only: answered, nothing changed
         body = _update(w, 1, ("group.version", 0, SAFE_DOWNGRADE), validate_only=True)

@@ -395,7 +395,7 @@ def log_config(base: LogConfig, values: dict[str, Any]) -> LogConfig:
 def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
     """This server's settings under Kafka's broker config names (read-only in
     DescribeConfigs); a setting equal to Kafka's default is reported as DEFAULT_CONFIG."""
-    from .config_defs import BOOLEAN, INT, LIST, LONG, SHORT
+    from .config_defs import BOOLEAN, INT, LIST, LONG, SHORT, STRING
 
     rows = [
         (
@@ -491,6 +491,20 @@ def static_broker_configs(c: Any) -> dict[str, tuple[ConfigDef, Any]]:
             "uniform,range",
             c.group_consumer_assignors,
             "Server-side assignors of consumer groups; the first is the default.",
+        ),
+        (
+            "errors.deadletterqueue.auto.create.topics.enable",
+            BOOLEAN,
+            False,
+            c.errors_deadletterqueue_auto_create_topics_enable,
+            "Create a share group's dead-letter topic at its first dead letter.",
+        ),
+        (
+            "errors.deadletterqueue.topic.name.prefix",
+            STRING,
+            "dlq.",
+            c.errors_deadletterqueue_topic_name_prefix,
+            "What a share group's dead-letter topic's name must start with.",
         ),
         ("socket.request.max.bytes", INT, 104_857_600, c.socket_request_max_bytes, "Largest request accepted."),
         (

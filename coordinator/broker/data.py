@@ -56,6 +56,7 @@ from .transactions import TransactionChecks
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 22, 23
+PRODUCE_LATEST = 13  # (the Produce version a batch the broker writes itself is checked as)
 DESCRIBE_PRODUCERS = 61
 # add.partitions.to.txn.retry.backoff.ms / .max.ms: a Produce v12+ whose implicit add finds the
 # previous transaction still completing retries for this long before answering
@@ -285,6 +286,16 @@ class DataPlane:
         if h.is_transactional:
             self.txn_state(plog).on_append(h, base)
         return E.none, base, None, append_time
+
+    async def append_as_broker(self, topic: str, partition: int, records: bytes) -> tuple[E, str | None]:
+        """A batch the broker itself produces (a share group's dead letters, KIP-1191), checked
+        and stored as a Produce with acks=-1 stores a client's: (error, message)."""
+        error, _, message, _, _ = self._append(PRODUCE_LATEST, topic, partition, records)
+        if error == E.none:
+            failed = await durable(self.topics, {(topic, partition)})
+            if failed:
+                return E.kafka_storage_error, failed[(topic, partition)]
+        return error, message
 
     @staticmethod
     def _as_topic_stores(info: Any, records: bytes, h: Any) -> tuple[bytes, int]:

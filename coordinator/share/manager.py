@@ -30,6 +30,7 @@ from .. import server_log
 from ..futures import LongPolls
 from ..apis import Registry, RequestContext, ms
 from ..log.partition import PartitionLog, StorageError
+from .dead_letters import DeadLetterError, DeadLetters
 from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition, Undo
 from .state_log import FencedStateEpoch, Key, ShareStateLog
 
@@ -93,6 +94,7 @@ class SharePartitionManager:
         config: Any,
         node_id: int,
         advertised: Any = None,
+        share_version: Any = None,
     ) -> None:
         self.topics = topics
         self.data_plane = data_plane
@@ -112,6 +114,10 @@ class SharePartitionManager:
         # write order: a failed write undoes its own and every later one (they fail with it).
         self.unwritten: dict[Key, list[Undo]] = {}
         self._tasks: set[asyncio.Task] = set()
+        # The finalized share.version (its level 2 turns the groups' dead-letter queues on)
+        self.share_version = share_version or (lambda: 1)
+        self.dead_letters = DeadLetters(topics, data_plane, groups)
+        self._dead_letter_tasks: set[asyncio.Task] = set()
         for shard in groups.shards:
             shard.share.member_fenced.append(self.member_fenced)
             shard.share.group_deleted.append(self.group_deleted)
@@ -137,9 +143,11 @@ class SharePartitionManager:
         return configs.delivery_count_limit(group_id) if configs is not None else self.config.delivery_count_limit
 
     def _limited(self, key: Key, sp: SharePartition) -> SharePartition:
-        """The share-partition under its group's delivery count limit as it is now: Kafka's
-        SharePartition reads maxDeliveryCount from the group config at each state change."""
+        """The share-partition under its group's delivery count limit and dead-letter queue as
+        they are now: Kafka's SharePartition reads maxDeliveryCount and whether the group has a
+        DLQ topic (with share.version 2) at each state change."""
         sp.max_delivery = self.delivery_count_limit(key[0])
+        sp.dlq = self.share_version() >= 2 and self.dead_letters.topic_for(key[0]) is not None
         return sp
 
     # share-partitions -------------------------------------------------------------------
@@ -204,6 +212,9 @@ class SharePartitionManager:
                 sp = SharePartition(self._reset_offset(key[0], plog), **kw)
             self.partitions[key] = sp
             fut.set_result(None)
+            # Records left Archiving (their dead letters not written when the server stopped)
+            # get them now, as Kafka's SharePartition.maybeResumeDlqArchiving.
+            self._dead_letter(key, sp, sp.dead_letters(list(sp.causes)))
             return sp
         except BaseException as e:
             fut.set_exception(e)
@@ -368,13 +379,46 @@ class SharePartitionManager:
         """A release or an expired lock: kept if its write fails, since a restart rebuilds the
         same (Acquired is never written: the records are Available there too)."""
 
+        dead = sp.dead_letters(changed)
+
         def written(f: asyncio.Future) -> None:
             if isinstance(f.exception(), FencedStateEpoch):
                 self._fenced(key)
             elif f.exception() is not None:
                 log.warning("share-partition %s: its state could not be written: %s", key, f.exception())
+            # (written or not, as Kafka goes on to the DLQ after a release's write)
+            self._dead_letter(key, sp, dead)
 
         self._persist(key, sp, changed, op).add_done_callback(written)
+
+    # dead letters (KIP-1191) ------------------------------------------------------------
+
+    def _dead_letter(self, key: Key, sp: SharePartition, runs: list[tuple[int, int, int, int]]) -> None:
+        """Write the dead letters of the Archiving records `runs`, then archive them."""
+        if runs:
+            task = asyncio.get_running_loop().create_task(self._write_dead_letters(key, sp, runs))
+            self._dead_letter_tasks.add(task)
+            task.add_done_callback(self._dead_letter_tasks.discard)
+
+    async def _write_dead_letters(self, key: Key, sp: SharePartition, runs: list[tuple[int, int, int, int]]) -> None:
+        group_id, topic_id, partition = key
+        info = self.topics.by_id.get(topic_id)
+        try:
+            if info is None:
+                raise DeadLetterError(f"topic {topic_id} is gone")
+            plog = info.logs[partition] if partition < info.partitions else None
+            await self.dead_letters.write(group_id, info.name, partition, plog, runs)
+        except Exception as e:  # (DeadLetterError, a storage error, anything a write can raise)
+            # As Kafka's SharePartition.initiateDLQAndArchive: logged, and archived regardless.
+            log.warning("share-partition %s: failed to write to DLQ, proceeding to ARCHIVED regardless: %s", key, e)
+        if self.partitions.get(key) is not sp:
+            return  # (moved or fenced: its next load finds them Archiving and writes them again)
+        sp.track()
+        changed = [o for first, last, _, _ in runs for o in sp.archive(first, last)]
+        op = sp.tracked()
+        if changed:
+            self._persist_quietly(key, sp, changed, op)
+            self._wake(key)
 
     def _wake(self, key: Key) -> None:
         self.waiters.wake(key)
@@ -546,12 +590,16 @@ class SharePartitionManager:
                 undo = sp.tracked()
             results[tp] = (E.none, None)
             if changed:
-                writes.append((tp, self._persist(key, sp, changed, undo, undoable=True)))
+                dead = sp.dead_letters(changed)
+                writes.append((tp, self._persist(key, sp, changed, undo, undoable=True), sp, dead))
                 self._wake(key)
             self._schedule_expiry(key, sp)
-        for tp, fut in writes:
+        for tp, fut, written, dead in writes:
             try:
                 await fut
+                # Archiving is written: the dead letters follow, and the answer does not wait
+                # for them (Kafka's SharePartition starts them once its state write succeeds).
+                self._dead_letter((group_id, *tp), written, dead)
             except FencedStateEpoch as e:
                 self._fenced((group_id, *tp))
                 results[tp] = (E.fenced_state_epoch, str(e))
@@ -815,6 +863,12 @@ class SharePartitionManager:
         self.waiters.wake_all()
 
     async def close(self) -> None:
+        # Dead letters under way stop here: their records stay Archiving in
+        # `__share_group_state`, and the next start writes them again.
+        tasks = list(self._dead_letter_tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for _, handle in self.timers.values():
             handle.cancel()
         self.timers.clear()

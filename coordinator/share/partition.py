@@ -17,6 +17,11 @@ Acknowledged or Archived, and a delivery count. Below the start every record is 
 - A lock that expires, a member that leaves, a session that closes: its Acquired records
   become Available again, their delivery count kept. A record released or expired that
   has been delivered share.delivery.count.limit times is Archived instead.
+- With a dead-letter queue (`dlq`: share.version 2 and the group's
+  errors.deadletterqueue.topic.name, KIP-1191), a REJECT and a record at the delivery limit
+  go to Archiving instead: not done yet (the start stops there) until its dead letter is
+  written and archive() moves it to Archived. `causes` says why each went (Kafka's
+  ShareGroupDLQManager.CLIENT_REJECT / DELIVERY_COUNT_EXCEEDED).
 - The start moves past every leading Acknowledged or Archived record.
 
 Pure state: no I/O and no clock of its own (callers pass `now`). The manager persists
@@ -30,7 +35,8 @@ from typing import Iterable
 
 from kio.schema.errors import ErrorCode as E
 
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4  # Kafka's RecordState ids
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = 0, 1, 2, 3, 4  # Kafka's RecordState ids
+REJECTED, EXCEEDED = 0, 1  # why a record is dead-lettered: rejected by its client, or out of deliveries
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4  # AcknowledgeType
 DATA, SKIP = 0, 1  # a log batch's records: delivered, or archived at once (control batches, aborted transactions)
 
@@ -75,6 +81,10 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}
         self.max_delivery = max_delivery
         self.max_in_flight = max_in_flight
+        # Records that would be archived go to Archiving (a dead letter first), as the manager
+        # sets it from share.version and the group's errors.deadletterqueue.topic.name.
+        self.dlq = False
+        self.causes: dict[int, int] = {}  # an Archiving record's offset -> REJECTED or EXCEEDED
         self.acquired = 0  # records in the Acquired state (the in-flight gauge)
         # The state epoch it was loaded or started over under: its writes carry it, and the
         # share coordinator refuses them once the stored epoch moved on (FENCED_STATE_EPOCH).
@@ -98,6 +108,8 @@ class SharePartition:
                 state, count = states[offset]
                 sp.records[offset] = InFlight(AVAILABLE if state == ACQUIRED else state, count)
                 sp.end = offset + 1
+                if state == ARCHIVING:  # its dead letter is written again (Kafka's maybeResumeDlqArchiving)
+                    sp.causes[offset] = EXCEEDED if count >= sp.max_delivery else REJECTED
         sp.advance_start()
         return sp
 
@@ -149,12 +161,15 @@ class SharePartition:
                 self.acquired -= 1
             if before is None:
                 self.records.pop(offset, None)
+                self.causes.pop(offset, None)
                 continue
             if r is None:
                 r = self.records[offset] = InFlight(before[0], before[1])
             r.state, r.count, r.member, r.deadline = before
             if r.state == ACQUIRED:
                 self.acquired += 1
+            if r.state != ARCHIVING:
+                self.causes.pop(offset, None)
         self.start = min(self.start, undo.start)
         self.end = undo.end
         self.advance_start()
@@ -309,8 +324,10 @@ class SharePartition:
             if kind == ACCEPT:
                 r.state = ACKNOWLEDGED
             elif kind == RELEASE:
-                r.state = ARCHIVED if r.count >= self.max_delivery else AVAILABLE
-            else:  # REJECT, GAP
+                r.state = self._archived(offset, EXCEEDED) if r.count >= self.max_delivery else AVAILABLE
+            elif kind == REJECT:
+                r.state = self._archived(offset, REJECTED)
+            else:  # GAP: no record to dead-letter
                 r.state = ARCHIVED
             changed.append(offset)
         self.advance_start()
@@ -327,9 +344,46 @@ class SharePartition:
             if r.state != ACQUIRED:
                 continue
             if (member is not None and r.member == member) or (now is not None and r.deadline <= now):
-                r.state = ARCHIVED if r.count >= self.max_delivery else AVAILABLE
+                r.state = self._archived(offset, EXCEEDED) if r.count >= self.max_delivery else AVAILABLE
                 r.member = None
                 self.acquired -= 1
+                changed.append(offset)
+        if changed:
+            self.advance_start()
+        return changed
+
+    def _archived(self, offset: int, cause: int) -> int:
+        """The state of a record done with: Archiving (with why) where a dead letter is due."""
+        if not self.dlq:
+            return ARCHIVED
+        self.causes[offset] = cause
+        return ARCHIVING
+
+    def dead_letters(self, offsets: Iterable[int]) -> list[tuple[int, int, int, int]]:
+        """(first, last, delivery count, cause) runs of the given offsets still Archiving: the
+        dead letters an operation that changed them owes."""
+        out: list[tuple[int, int, int, int]] = []
+        for offset in sorted(offsets):
+            r = self.records.get(offset)
+            if r is None or r.state != ARCHIVING:
+                continue
+            cause = self.causes.get(offset, REJECTED)
+            if out and out[-1][1] == offset - 1 and out[-1][2] == r.count and out[-1][3] == cause:
+                out[-1] = (out[-1][0], offset, r.count, cause)
+            else:
+                out.append((offset, offset, r.count, cause))
+        return out
+
+    def archive(self, first: int, last: int) -> list[int]:
+        """The dead letters of first..last are written (or failed, which Kafka logs and goes
+        on from): their Archiving records are Archived. Returns the offsets changed."""
+        changed = []
+        for offset in range(first, last + 1):
+            r = self.records.get(offset)
+            if r is not None and r.state == ARCHIVING:
+                self._touch(offset, r)
+                r.state = ARCHIVED
+                self.causes.pop(offset, None)
                 changed.append(offset)
         if changed:
             self.advance_start()
@@ -355,6 +409,7 @@ class SharePartition:
         """A new start (AlterShareGroupOffsets, or the log's start moved past it): the
         window starts over there."""
         self.records = {o: r for o, r in self.records.items() if o >= start} if start < self.end else {}
+        self.causes = {o: c for o, c in self.causes.items() if o in self.records}
         self.acquired = sum(1 for r in self.records.values() if r.state == ACQUIRED)
         self.start = start
         self.end = max(self.end, start)

@@ -54,20 +54,11 @@ INTERBROKER = (
     "an inter-broker or controller API: this server runs no separate brokers, controllers or share-state"
     " coordinators that would call it"
 )
-FEATURES = (
-    "a level is advertised only once this server implements it (coordinator/features.py): share-group"
-    " dead-letter queues not yet"
-)
 
 
 # One entry per difference, sorted by key within each level. Keep `what` to what a user sees.
 DIFFERENCES: tuple[Difference, ...] = (
     # -- wire: ApiVersions
-    _d(
-        "wire/ApiVersions/features",
-        "Kafka supports share.version 0-2 and finalizes it at 2; here 0-1, finalized at 1",
-        FEATURES,
-    ),
     _d("wire/ApiVersions/range/AddRaftVoter", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/DeleteShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/InitializeShareGroupState", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
@@ -95,12 +86,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "the order of Kafka's HashMap iteration, which no client relies on",
         DELIBERATE,
     ),
-    # -- client
-    _d(
-        "client/kafka-python/admin/describe-features",
-        "share.version: Kafka supports 0-2 and finalizes 2; here 0-1, finalized at 1",
-        FEATURES,
-    ),
     # -- tools
     _d(
         "tools/kafka-broker-api-versions/list",
@@ -124,11 +109,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "this server keeps no KRaft metadata log and has no controller listener: its one node is broker and"
         " controller on one port",
         DELIBERATE,
-    ),
-    _d(
-        "tools/kafka-features/describe",
-        "the share.version row differs as wire/ApiVersions/features says",
-        FEATURES,
     ),
 )
 

@@ -1,0 +1,156 @@
+"""Share-group dead-letter queues (KIP-1191, share.version 2): Kafka 4.4's ShareGroupDLQManager.
+
+A share group whose `errors.deadletterqueue.topic.name` is set (and share.version finalized at
+2) does not archive a record its client rejects, or one released or expired at the delivery
+limit, at once: the record goes to Archiving, that state is written, and a dead letter is
+produced to the group's dead-letter topic; then (written or not) the record is Archived.
+
+A dead letter is one record per offset, as Kafka's ProduceRequestHandler builds it:
+- headers `__dlq.errors.topic` (the topic's name), `__dlq.errors.partition`,
+  `__dlq.errors.offset`, `__dlq.errors.group`, `__dlq.errors.delivery.count` and
+  `__dlq.errors.message` ("Offset rejected by client." or "Offset delivery count exceeded the
+  threshold."), all as UTF-8 text;
+- the original record's key and value when the group's
+  `errors.deadletterqueue.copy.record.enable` is true, else none (the original's headers and
+  timestamp are not copied: the dead letter is stamped when it is written);
+- in the dead-letter topic's partition `source partition % its partitions`, uncompressed.
+
+The topic must be usable as Kafka checks it, in Kafka's order and words: a name not starting
+with `__`, a topic with `errors.deadletterqueue.group.enable=true`, or else a missing topic
+created (with that config and `message.timestamp.type=CreateTime`, the broker's default
+partitions and replication) when the broker's `errors.deadletterqueue.auto.create.topics.enable`
+is true, and a name starting with the broker's `errors.deadletterqueue.topic.name.prefix`
+(`dlq.`; empty: any name). A dead letter that cannot be written raises DeadLetterError, which
+the manager logs, archiving the records regardless (as Kafka does).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from protocol.record_batch import Record, build_batch_from
+
+from ..log.partition import PartitionLog
+from .partition import EXCEEDED
+
+TOPIC_NAME = "errors.deadletterqueue.topic.name"
+COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
+GROUP_ENABLE = "errors.deadletterqueue.group.enable"  # (a topic config)
+AUTO_CREATE = "errors.deadletterqueue.auto.create.topics.enable"  # (broker configs)
+PREFIX = "errors.deadletterqueue.topic.name.prefix"
+# ShareGroupDLQManager's causes, as their messages
+MESSAGES = {EXCEEDED: b"Offset delivery count exceeded the threshold."}
+REJECTED_MESSAGE = b"Offset rejected by client."
+
+
+class DeadLetterError(Exception):
+    """A dead letter that could not be written (Kafka's ConfigException or produce error text)."""
+
+
+class DeadLetters:
+    def __init__(self, topics: Any, data_plane: Any, groups: Any) -> None:
+        self.topics = topics
+        self.data_plane = data_plane
+        self.groups = groups  # the CoordinatorRuntime: group configs
+
+    def topic_for(self, group_id: str) -> str | None:
+        """The group's dead-letter topic, None if it has none (blank, Kafka's default)."""
+        configs = self.groups.group_configs
+        name = configs.get(group_id, TOPIC_NAME) if configs is not None else None
+        return name or None
+
+    async def write(
+        self,
+        group_id: str,
+        topic: str,
+        partition: int,
+        source: PartitionLog | None,
+        runs: list[tuple[int, int, int, int]],
+    ) -> None:
+        """Produce the dead letters of `runs` (first, last, delivery count, cause) of the
+        group's share-partition `topic`-`partition`: one batch per run, each durable before
+        the next (a failed one leaves nothing of itself in the log)."""
+        name = await self._usable_topic(group_id)
+        info = self.topics.get(name)
+        target = partition % info.partitions
+        configs = self.groups.group_configs
+        copy = configs is not None and bool(configs.value(group_id, COPY_RECORD))
+        for first, last, count, cause in runs:
+            originals = _originals(source, first, last) if copy else {}
+            now = int(time.time() * 1000)
+            fixed = [
+                ("__dlq.errors.topic", topic.encode()),
+                ("__dlq.errors.partition", str(partition).encode()),
+            ]
+            context = [
+                ("__dlq.errors.group", group_id.encode()),
+                ("__dlq.errors.delivery.count", str(count).encode()),
+                ("__dlq.errors.message", MESSAGES.get(cause, REJECTED_MESSAGE)),
+            ]
+            records = [
+                Record(
+                    i,
+                    now,
+                    *originals.get(offset, (None, None)),
+                    [*fixed, ("__dlq.errors.offset", str(offset).encode()), *context],
+                )
+                for i, offset in enumerate(range(first, last + 1))
+            ]
+            batch = build_batch_from(records, base_offset=0, relative=True)
+            error, message = await self.data_plane.append_as_broker(name, target, batch)
+            if error != E.none:
+                raise DeadLetterError(
+                    f"Unable to produce to DLQ topic {name}-{target}: {E(error).name.upper()}"
+                    + (f" ({message})" if message else "")
+                )
+
+    async def _usable_topic(self, group_id: str) -> str:
+        """ProduceRequestHandler.validateDlqTopic, then the topic created if it may be."""
+        name = self.topic_for(group_id)
+        if name is None:
+            raise DeadLetterError(f"Configured DLQ topic name in share group: {group_id} is empty.")
+        if name.startswith("__"):
+            raise DeadLetterError(
+                f"Configured DLQ topic name in share group: {group_id} cannot start with __, topic: {name}."
+            )
+        info = self.topics.get(name)
+        if info is not None and not info.values.get(GROUP_ENABLE):
+            raise DeadLetterError(
+                f"DLQ is not enabled on configured DLQ topic for share group: {group_id}, topic: {name}."
+            )
+        broker = self.topics.broker_configs
+        if info is None and not broker.value(AUTO_CREATE):
+            raise DeadLetterError(
+                f"DLQ topic does not exist and auto create is disabled on cluster for share group: {group_id}, topic: {name}."
+            )
+        prefix = broker.value(PREFIX) or ""
+        if prefix and not name.startswith(prefix):
+            raise DeadLetterError(
+                "Configured DLQ topic name does not comply with the DLQ topic prefix in share group: "
+                f"{group_id}, topic: {name}, prefix: {prefix}."
+            )
+        if info is None:
+            try:
+                await self.topics.create(name, -1, -1, {GROUP_ENABLE: "true", "message.timestamp.type": "CreateTime"})
+            except Exception as e:  # (the topics' TopicError: created meanwhile, or refused)
+                if getattr(e, "code", None) != E.topic_already_exists:
+                    raise DeadLetterError(f"Unable to create DLQ topic {name}: {e}") from e
+            if self.topics.get(name) is None:
+                raise DeadLetterError(f"DLQ topic {name} could not be created.")
+        return name
+
+
+def _originals(source: PartitionLog | None, first: int, last: int) -> dict[int, tuple[bytes | None, bytes | None]]:
+    """offset -> (key, value) of the records first..last still in the log (an offset the log
+    no longer holds gets a dead letter of headers only, as Kafka's)."""
+    out: dict[int, tuple[bytes | None, bytes | None]] = {}
+    if source is None:
+        return out
+    for r in source.records(first):
+        if r.offset > last:
+            break
+        out[r.offset] = (r.key, r.value)
+    return out
