@@ -1976,6 +1976,116 @@ def test_client_share_group_life_cycle(warm, client_topic):
     obs.check()
 
 
+DLQ_SOURCE, DLQ_TOPIC = "oracle-dlq-source", "dlq.oracle-share"
+
+
+def dead_letter_run(server, group: str) -> list[tuple[str, Any]]:
+    """A share group with a dead-letter queue (KIP-1191, share.version 2): a ShareConsumer in
+    explicit mode rejects two records and releases one twice (share.delivery.count.limit 2);
+    the dead letters as a consumer reads them back (partition, key, value, headers; their
+    timestamps are when they were written), and the share-partitions' offsets once the records
+    are archived."""
+    from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    topics = [
+        NewTopic(DLQ_SOURCE, 3, 1),
+        NewTopic(DLQ_TOPIC, 2, 1, config={"errors.deadletterqueue.group.enable": "true"}),
+    ]
+    for future in admin.create_topics(topics).values():
+        future.result(15)
+    wait_for_partitions(server.port, DLQ_SOURCE, 3)
+    wait_for_partitions(server.port, DLQ_TOPIC, 2)
+    p = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+    for key, partition in ((b"a", 2), (b"b", 2), (b"c", 0)):
+        p.produce(DLQ_SOURCE, b"value-" + key, key=key, partition=partition, headers=[("h", b"x")])
+    assert p.flush(15) == 0
+    steps: list[tuple[str, Any]] = []
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group,
+            "client.id": "oracle-dlq",
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    try:
+        c.subscribe([DLQ_SOURCE])
+        seen: list[tuple[int, int]] = []
+
+        def deliveries() -> bool:
+            # (explicit mode: every record of a poll is acknowledged before the next poll)
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    seen.append((m.partition(), m.offset()))
+                    released = (m.partition(), m.offset()) == (2, 1)
+                    c.acknowledge(m, AcknowledgeType.RELEASE if released else AcknowledgeType.REJECT)
+            c.commit_sync(15)
+            return len(seen) >= 4
+
+        # 2-0 and 0-0 rejected; 2-1 released at its first delivery and at its second (the limit)
+        until("4 deliveries", deliveries)
+        steps.append(("deliveries", sorted(seen)))
+    finally:
+        c.close()
+    reader = Consumer(
+        {"bootstrap.servers": server.bootstrap, "group.id": f"{group}-reader", "enable.auto.commit": False}
+    )
+    letters: list[Any] = []
+    try:
+        reader.assign([TopicPartition(DLQ_TOPIC, p, 0) for p in range(2)])
+
+        def read() -> bool:
+            m = reader.poll(0.2)
+            if m is not None and m.error() is None:
+                letters.append((m.partition(), m.key(), m.value(), m.headers(), m.timestamp()[0]))
+            return len(letters) >= 3
+
+        until("3 dead letters", read)
+    finally:
+        reader.close()
+    steps.append(("dead-letters", sorted(letters, key=repr)))
+    conn = Conn(server.port)
+    try:
+        values = {"groups": [{"group_id": group, "topics": None}]}
+
+        def archived() -> Any:
+            body = plain(conn.call(90, 1, values))
+            lags = {p["partition_index"]: p["lag"] for t in body["groups"][0]["topics"] for p in t["partitions"]}
+            return body if (lags.get(0), lags.get(2)) == (0, 0) else None
+
+        # (no lag once the records are Archived, after their dead letters: Archiving counts)
+        body = until("the records archived", archived)
+        for t in body["groups"][0]["topics"]:
+            t["topic_id"] = "<id>"
+        steps.append(("describe-offsets", body))
+    finally:
+        conn.close()
+    return steps
+
+
+def test_client_share_group_dead_letter_queue(warm):
+    import confluent_kafka
+
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer")
+    obs = Observations()
+    group = "oracle-share-dlq"
+    configs = (
+        "share.auto.offset.reset=earliest,share.delivery.count.limit=2,"
+        f"errors.deadletterqueue.topic.name={DLQ_TOPIC},errors.deadletterqueue.copy.record.enable=true"
+    )
+    alter = ("--alter", "--entity-type", "groups", "--entity-name", group, "--add-config", configs)
+    run_tool(warm, obs, "tools/kafka-configs/alter-share-group-dlq", TOOLS + "ConfigCommand", *alter)
+    runs = [dead_letter_run(server, group) for server in both(warm)]
+    for (step, kafka), (_, ours) in zip(*runs, strict=True):
+        obs.compare(f"client/confluent/share-group-dlq/{step}", kafka, ours)
+    shares = TOOLS + "consumer.group.ShareGroupCommand"
+    run_tool(warm, obs, "tools/kafka-share-groups/describe-offsets-dlq", shares, "--describe", "--group", group)
+    obs.check()
+
+
 VERIFIABLE_TOPIC = "oracle-verifiable"
 # Figures of a run rather than of a broker: when, how fast, how long.
 EVENT_NOISE = {"timestamp", "avg_throughput", "target_throughput", "elapsed_time_ms", "avg_latency"}
