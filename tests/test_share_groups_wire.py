@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 
 import pytest
 
@@ -376,6 +377,19 @@ async def test_topic_acls_on_share_heartbeat_and_offsets(server_factory):
         ]
         r = await describe(None)
         assert [t.topic_name for t in r.groups[0].topics] == ["t"]
+        # a group it may not describe: GROUP_AUTHORIZATION_FAILED in its place, the others served
+        r = await conn.request(CREATE_ACLS, 3, create_acls_body((GROUP, "gx", "User:other", ALL)))
+        assert r.results[0].error_code == 0
+        group = functools.partial(nested, 90, 1, "DescribeShareGroupOffsetsRequestGroup")
+        r = await call(
+            90, 1, groups=(group(group_id="gx", topics=None), group(group_id="g", topics=(dtopic("secret"),)))
+        )
+        assert [
+            (g.group_id, g.error_code, [(t.topic_name, t.partitions[0].error_code) for t in g.topics]) for g in r.groups
+        ] == [
+            ("gx", 30, []),
+            ("g", 0, [("secret", 29)]),
+        ]
 
         r = await call(91, 0, group_id="g", topics=(alter_topic("t"), alter_topic("secret")))
         assert r.error_code == 0

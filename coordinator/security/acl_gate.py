@@ -11,9 +11,10 @@ here runs. Topics listed without being named (Metadata, OffsetFetch and ListGrou
 
 Each API's rule is one entry of RULES (at the end), run by AclGate.check: the checks on the
 request as a whole (Whole), then on each entry it names (Each: where denied entries go in
-the answer), or on the rows of the answer (Visible, nested for OffsetFetch's groups of
-topics). OffsetCommit (its hand-written codec), DescribeTopicPartitions (a paging cursor)
-and DescribeShareGroupOffsets (groups of topics taken out of the request) have a `custom` check.
+the answer) and on the rows of the answer (Visible, nested for OffsetFetch's groups of
+topics). An entry may itself be a request with entries (Each.inner: DescribeShareGroupOffsets'
+groups of topics); where a request's entries are not one field of a kio entity, a Shape says
+where they are (OffsetCommit's hand-written codec, DescribeTopicPartitions' page of topics).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +144,34 @@ Builder = Callable[["AclGate", RequestContext, Any, E], Any]
 
 DENIED = {TOPIC: TOPIC_DENIED, GROUP: GROUP_DENIED, CLUSTER: CLUSTER_DENIED, TRANSACTIONAL_ID: TXN_DENIED}
 
-IN_ORDER, AFTER, BEFORE = "in order", "after", "before"
+IN_ORDER, IN_PLACE, AFTER, BEFORE = "in order", "in place", "after", "before"
+
+
+def _fields_empty(ctx: RequestContext, each: Each) -> Any:
+    return ctx.response(throttle_time=0, error_code=E.none, **{each.out: ()})
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How Each reads a request's entries and an answer's rows, and builds them again. The
+    default: kio entities, the entries in the request's field `items`, the rows in the answer's
+    field `out`. `view`: the request as its entries are checked (OffsetCommit v10: its topic
+    ids resolved to names); `narrowed`: that request with only the allowed entries; `empty`:
+    the answer when no entry is left to ask the handler about."""
+
+    view: Callable[[AclGate, RequestContext, Any], Any] = lambda gate, ctx, req: req
+    entries: Callable[[AclGate, Any, Each], Iterable[Any]] = lambda gate, req, each: getattr(req, each.items) or ()
+    narrowed: Callable[[RequestContext, Any, tuple[Any, ...], Each], Any] = lambda ctx, req, allowed, each: (
+        dataclasses.replace(req, **{each.items: allowed})
+    )
+    rows: Callable[[Any, Each], Iterable[Any]] = lambda body, each: getattr(body, each.out)
+    answer: Callable[[RequestContext, Any, Any, tuple[Any, ...], Each], Any] = lambda ctx, req, body, rows, each: (
+        dataclasses.replace(body, **{each.out: rows})
+    )
+    empty: Callable[[RequestContext, Each], Any] = _fields_empty
+
+
+FIELDS = Shape()
 
 
 @dataclass(frozen=True)
@@ -160,9 +188,16 @@ class Whole:
 class Each:
     """The entries of req.<items> each need `operation` on the resource `resource` finds in the
     entry (None: the handler answers it, e.g. an unknown topic id): a denied one is left out of
-    the handler's request and answered row(gate, ctx, entry, error) in response.<out>, where
-    `place` says: IN_ORDER (the request's order; `key` / `served_key` pair an entry with the
-    handler's row), AFTER or BEFORE the rows the handler served."""
+    the handler's request and answered row(gate, ctx, entry, error) in response.<out> (None, or
+    not `answered` for this request: left out of the answer too, as a topic of "all topics"),
+    where `place` says: IN_ORDER (the request's order; `key` / `served_key` pair an entry with
+    the handler's row), IN_PLACE (the handler answers the entries it got in their order),
+    AFTER or BEFORE the rows the handler served. `shape`: where entries and rows are.
+
+    `inner`: each allowed entry is itself a request checked by that rule (its own entries, its
+    visible rows), whose answer is the handler's row for it (IN_ORDER); so a group's topics
+    (DescribeShareGroupOffsets). There the entry always goes to the handler, and `error_wins`
+    means the row's own error."""
 
     items: str
     out: str
@@ -175,6 +210,9 @@ class Each:
     ask_empty: bool = False  # the handler is asked even with no entry left (its own checks run)
     error_wins: bool = False  # a top-level error in the handler's answer is the whole answer
     quiet: Callable[[Any], bool] = lambda req: False  # no answer is sent (Produce with acks=0)
+    answered: Callable[[Any], bool] = lambda req: True
+    shape: Shape = FIELDS
+    inner: Rule | None = None
 
 
 @dataclass(frozen=True)
@@ -194,14 +232,17 @@ class Visible:
 @dataclass(frozen=True)
 class Rule:
     """An API's authorization: `unless` allowed (a whole-cluster right that covers every entry),
-    the `whole` checks in order, then the entries (`each`) or the visible rows (`visible`).
-    `custom`: the few APIs whose request or answer is nested in its own way."""
+    the `whole` checks in order, then the entries (`each`) and the visible rows (`visible`)."""
 
     whole: tuple[Whole, ...] = ()
     each: Each | None = None
     visible: Visible | None = None
     unless: Whole | None = None
-    custom: Callable[[AclGate, RequestContext, Any, Handler], Any] | None = None
+
+
+# What the checks of a request's entries make of it: the request the handler gets (None: the
+# handler is not asked) and what turns the handler's answer (None if not asked) into the answer.
+Plan = tuple[Any, Callable[[Any], Any]]
 
 
 class AclGate:
@@ -220,13 +261,10 @@ class AclGate:
             error = self._denial(ctx, req, whole)
             if error is not None:
                 return whole.refusal(self, ctx, req, error)
-        if rule.custom is not None:
-            return rule.custom(self, ctx, req, handler)
-        if rule.each is not None:
-            return self._each(ctx, req, handler, rule.each)
-        if rule.visible is not None:
-            return self._visible(ctx, req, handler, rule.visible)
-        return None
+        plan = self._plan(ctx, req, rule)
+        if plan is None:
+            return None
+        return _answered(ctx, handler, *plan)
 
     def can(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
         return self.authorizer.allowed(principal_of(ctx.connection), ctx.client_host, operation, resource_type, name)
@@ -240,41 +278,71 @@ class AclGate:
                 return DENIED[kind]
         return None
 
-    def _each(self, ctx: RequestContext, req: Any, handler: Handler, each: Each) -> Any:
-        items = tuple(getattr(req, each.items))
-        rows: list[Any] = []
+    def _plan(self, ctx: RequestContext, req: Any, rule: Rule, nested: bool = False) -> Plan | None:
+        """None: the request goes to the handler as it is and its answer is the answer."""
+        plan = self._plan_each(ctx, req, rule.each, nested) if rule.each is not None else None
+        visible = rule.visible
+        if visible is None:
+            return plan
+        # (the rows served are filtered, then the denied entries' rows added)
+        asked, merge = plan or (req, _as_is)
+        return asked, lambda body: merge(body if body is None else self._shown(ctx, req, body, visible))
+
+    def _plan_each(self, ctx: RequestContext, req: Any, each: Each, nested: bool) -> Plan | None:
+        shape = each.shape
+        view = shape.view(self, ctx, req)
+        items = tuple(shape.entries(self, view, each))
+        verdicts: dict[Resource, bool] = {}  # (a resource named many times is asked once)
+        refused: list[Any] = []  # per entry: None (allowed), its denied row, or _LEFT_OUT
+        inner: list[Plan | None] = []  # per entry: an allowed one's own plan (Each.inner)
         for item in items:
-            resource = each.resource(self, ctx, req, item)
-            denied = resource is not None and not self.can(ctx, each.operation, *resource)
-            rows.append(each.row(self, ctx, item, DENIED[resource[0]]) if denied and resource else None)
-        if all(row is None for row in rows):
+            resource = each.resource(self, ctx, view, item)
+            allowed = True
+            if resource is not None:
+                known = verdicts.get(resource)
+                allowed = verdicts[resource] = self.can(ctx, each.operation, *resource) if known is None else known
+            if allowed:
+                refused.append(None)
+                inner.append(self._plan(ctx, item, each.inner, True) if each.inner is not None else None)
+            else:
+                row = each.row(self, ctx, item, DENIED[resource[0]]) if resource and each.answered(view) else None
+                refused.append(_LEFT_OUT if row is None else row)
+                inner.append(None)
+        if all(row is None for row in refused) and not any(inner):
             return None
-        allowed = tuple(item for item, row in zip(items, rows) if row is None)
-        refused = tuple(row for row in rows if row is not None)
+        asked = tuple(
+            item if plan is None else plan[0] for item, row, plan in zip(items, refused, inner) if row is None
+        )
+        denied = tuple(row for row in refused if row is not None and row is not _LEFT_OUT)
 
-        async def merged() -> Any:
-            if allowed or each.ask_empty:
-                body = await _body_of(handler, ctx, dataclasses.replace(req, **{each.items: allowed}))
-                if each.error_wins and body.error_code:
-                    return body
-            else:
-                body = ctx.response(throttle_time=0, error_code=E.none, **{each.out: ()})
-            if each.quiet(req):
+        def merge(body: Any) -> Any:
+            if body is None:
+                body = shape.empty(ctx, each)
+            elif each.error_wins and body.error_code:
+                return body
+            if each.quiet(view):
                 return None
-            served = tuple(getattr(body, each.out))
+            served = tuple(shape.rows(body, each))
             if each.place == AFTER:
-                answer = served + refused
+                answer = served + denied
             elif each.place == BEFORE:
-                answer = refused + served
+                answer = denied + served
             else:
-                by_key = {each.served_key(row): row for row in served}
-                answer = tuple(by_key[each.key(item)] if row is None else row for item, row in zip(items, rows))
-            return dataclasses.replace(body, **{each.out: answer})
+                in_turn = iter(served)
+                by_key = {each.served_key(row): row for row in served} if each.place == IN_ORDER else {}
+                rows = []
+                for item, row, plan in zip(items, refused, inner):
+                    if row is None:
+                        row = next(in_turn) if each.place == IN_PLACE else by_key[each.key(item)]
+                        row = row if plan is None else plan[1](row)
+                    if row is not _LEFT_OUT:
+                        rows.append(row)
+                answer = tuple(rows)
+            return shape.answer(ctx, view, body, answer, each)
 
-        return merged()
-
-    async def _visible(self, ctx: RequestContext, req: Any, handler: Handler, visible: Visible) -> Any:
-        return self._shown(ctx, req, await _body_of(handler, ctx, req), visible)
+        if not (asked or each.ask_empty or nested):
+            return None, merge
+        return shape.narrowed(ctx, view, asked, each), merge
 
     def _shown(self, ctx: RequestContext, req: Any, body: Any, visible: Visible) -> Any:
         rows = []
@@ -297,6 +365,19 @@ class AclGate:
         if name is None and getattr(topic, "topic_id", None) is not None:
             name = self.name_by_id(topic.topic_id)
         return name
+
+
+_LEFT_OUT = object()  # a denied entry with no place in the answer
+
+
+def _as_is(body: Any) -> Any:
+    return body
+
+
+async def _answered(ctx: RequestContext, handler: Handler, asked: Any, merge: Callable[[Any], Any]) -> Any:
+    """The answer of a request some of whose entries were denied: the handler's to what is
+    left of it (`asked`; None: the handler is not asked), merged with the denied ones."""
+    return merge(None if asked is None else await _body_of(handler, ctx, asked))
 
 
 # Resources: what a request or an entry names ----------------------------------------------
@@ -484,6 +565,10 @@ def _no_log_dirs(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
 
 def _no_coordinator(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
     return ctx.response(throttle_time=0, error_code=error, error_message=None, node_id=-1, host="", port=-1)
+
+
+def _offset_commit_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
+    return write_response_to(req, ctx.version, [error] * len(req.partitions))
 
 
 def _no_offsets_deleted(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
@@ -747,149 +832,108 @@ def _metadata_hidden(ctx: RequestContext, req: Any, t: Any) -> Any:
     return None
 
 
-# The APIs whose requests or answers nest their own way ------------------------------------
+# Shapes: requests and answers whose entries are not one field of a kio entity ------------
 
 
-def _offset_commit(gate: AclGate, ctx: RequestContext, req: Any, handler: Handler) -> Any:
-    """READ on each topic (the group's READ is the rule's whole check). The request and the answer
-    are the hand-written codec's (protocol.offset_commit): partitions as (topic, ...) tuples, the
-    answer written from one error per partition."""
-    version = ctx.version
-    if version >= 10:  # topics by id: their names first (an unknown id is not authorized: it fails first)
-        req = resolve_topic_ids(req, gate.name_by_id)
-    denied_topics = {name for name, _ in req.topics if type(name) is str and not gate.can(ctx, READ, TOPIC, name)}
-    if not denied_topics:
-        return None if version < 10 else handler(ctx, req)
-    keep = [p for p in req.partitions if p[0] not in denied_topics]
-    allowed = req._replace(
-        partitions=keep,
-        topics=[t for t in req.topics if t[0] not in denied_topics],
+def _commit_view(gate: AclGate, ctx: RequestContext, req: Any) -> Any:
+    """OffsetCommit v10 names topics by id: checked by the names they resolve to (an unknown
+    id is not authorized: the handler answers it UNKNOWN_TOPIC_ID)."""
+    return resolve_topic_ids(req, gate.name_by_id) if ctx.version >= 10 else req
+
+
+def _commit_narrowed(ctx: RequestContext, req: Any, allowed: tuple[Any, ...], each: Each) -> Any:
+    """The allowed partitions, and the topics (and v10's ids) of the request less the denied ones."""
+    kept = {p[0] for p in allowed}
+    denied = {p[0] for p in req.partitions} - kept
+    return req._replace(
+        partitions=list(allowed),
+        topics=[t for t in req.topics if t[0] not in denied],
         topic_ids=None
         if req.topic_ids is None
-        else [i for i, t in zip(req.topic_ids, req.topics) if t[0] not in denied_topics],
+        else [i for i, t in zip(req.topic_ids, req.topics) if t[0] not in denied],
     )
 
-    async def merged() -> Any:
-        errors: Iterator[int] = iter(())
-        if keep:  # the handler answers the allowed partitions in their order
-            body = await _body_of(handler, ctx, allowed)
-            errors = iter([p.error_code for t in body.topics for p in t.partitions])
-        return write_response_to(
-            req, version, [TOPIC_DENIED if p[0] in denied_topics else next(errors) for p in req.partitions]
-        )
 
-    return merged()
-
-
-def _offset_commit_refused(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:
-    return write_response_to(req, ctx.version, [error] * len(req.partitions))
+# OffsetCommit's request and answer are the hand-written codec's (protocol.offset_commit): the
+# entries are its partitions as (topic, ...) tuples, the rows one error per partition, from
+# which the answer is written.
+_COMMIT = Shape(
+    view=_commit_view,
+    entries=lambda gate, req, each: req.partitions,
+    narrowed=_commit_narrowed,
+    rows=lambda body, each: () if body is None else (p.error_code for t in body.topics for p in t.partitions),
+    answer=lambda ctx, req, body, rows, each: write_response_to(req, ctx.version, list(rows)),
+    empty=lambda ctx, each: None,
+)
 
 
-def _describe_topic_partitions(gate: AclGate, ctx: RequestContext, req: Any, handler: Handler) -> Any:
-    """DESCRIBE on each topic from the cursor's on, as DescribeTopicPartitionsRequestHandler:
-    with all topics asked, those it may not see are left out before the page is cut; a named
-    one it may not see is left out of the page and answered after it, TOPIC_AUTHORIZATION_FAILED."""
+def _commit_topic(gate: AclGate, ctx: RequestContext, req: Any, p: Any) -> Resource | None:
+    return (TOPIC, p[0]) if type(p[0]) is str else None  # (an unresolved id: the handler's)
+
+
+def _page_names(gate: AclGate, req: Any, each: Each) -> Iterable[str]:
+    """DescribeTopicPartitions: the topics of the page from the cursor's on (those named, or all);
+    none when the cursor names a topic not asked (the handler refuses the request)."""
     cursor = req.cursor
-    start = cursor.topic_name if cursor is not None else ""
-    names = sorted(gate.topics.topics) if not req.topics else sorted({t.name for t in req.topics})
+    names = sorted({t.name for t in req.topics}) if req.topics else sorted(gate.topics.topics)
     if req.topics and cursor is not None and cursor.topic_name not in names:
-        return None  # (the handler refuses the request as a whole)
-    names = [n for n in names if n >= start]
-    allowed = [n for n in names if gate.can(ctx, DESCRIBE, TOPIC, n)]
-    if len(allowed) == len(names):
-        return None
-    denied = [] if not req.topics else [n for n in names if n not in allowed]
-    if cursor is not None and cursor.topic_name not in allowed:
-        cursor = None  # (the page starts at the next topic it may see)
+        return ()
+    start = cursor.topic_name if cursor is not None else ""
+    return [n for n in names if n >= start]
+
+
+def _page_narrowed(ctx: RequestContext, req: Any, allowed: tuple[Any, ...], each: Each) -> Any:
+    """The allowed topics by name; the cursor on a denied topic: the page starts at the next."""
     make = nested_type(ctx.codec.request_type, "TopicRequest")
-    narrowed = dataclasses.replace(req, topics=tuple(make(name=n) for n in allowed), cursor=cursor)
-
-    def row(name: str) -> Any:
-        return ctx.nested(
-            "DescribeTopicPartitionsResponseTopic",
-            error_code=TOPIC_DENIED,
-            name=name,
-            topic_id=ZERO_UUID,
-            is_internal=False,
-            partitions=(),
-            topic_authorized_operations=-(2**31),
-        )
-
-    async def merged() -> Any:
-        if allowed:
-            body = await _body_of(handler, ctx, narrowed)
-        else:
-            body = ctx.response(throttle_time=0, topics=(), next_cursor=None)
-        return dataclasses.replace(body, topics=tuple(body.topics) + tuple(row(n) for n in denied))
-
-    return merged()
+    cursor = req.cursor if req.cursor is not None and req.cursor.topic_name in allowed else None
+    return dataclasses.replace(req, topics=tuple(make(name=n) for n in allowed), cursor=cursor)
 
 
-def _describe_share_group_offsets(gate: AclGate, ctx: RequestContext, req: Any, handler: Handler) -> Any:
-    """DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group), then DESCRIBE on each
-    topic, as KafkaApis.handleDescribeShareGroupOffsetsRequest: every group goes to the handler
-    (its own errors first) with only the topics it may see; a topic named without it comes back
-    after the others with topic id zero and each partition TOPIC_AUTHORIZATION_FAILED (start
-    offset -1); with all topics asked (topics null), the topics it may not see are left out."""
-    denied_topics = {
-        g.group_id: [t for t in g.topics if not gate.can(ctx, DESCRIBE, TOPIC, t.topic_name)]
-        for g in req.groups
-        if g.topics
-    }
-    if all(gate.can(ctx, DESCRIBE, GROUP, g.group_id) for g in req.groups) and not any(denied_topics.values()):
-        if all(g.topics is not None for g in req.groups):
-            return None
+# With all topics asked, the denied ones are left out before the page is cut (a named one
+# denied is answered after the page), as DescribeTopicPartitionsRequestHandler does.
+_PAGE = Shape(
+    entries=_page_names,
+    narrowed=_page_narrowed,
+    empty=lambda ctx, each: ctx.response(throttle_time=0, topics=(), next_cursor=None),
+)
 
-    def group_row(g: Any, served: Any) -> Any:
-        if not gate.can(ctx, DESCRIBE, GROUP, g.group_id):
-            return ctx.nested(
-                "DescribeShareGroupOffsetsResponseGroup",
-                group_id=g.group_id,
-                topics=(),
-                error_code=GROUP_DENIED,
-                error_message=None,
-            )
-        if served.error_code:
-            return served
-        if g.topics is None:
-            return dataclasses.replace(
-                served, topics=tuple(t for t in served.topics if gate.can(ctx, DESCRIBE, TOPIC, t.topic_name))
-            )
-        refused = tuple(
+
+def _page_row(gate: AclGate, ctx: RequestContext, name: str, error: E) -> Any:
+    return ctx.nested(
+        "DescribeTopicPartitionsResponseTopic",
+        error_code=error,
+        name=name,
+        topic_id=ZERO_UUID,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=-(2**31),
+    )
+
+
+def _share_offsets_group_row(gate: AclGate, ctx: RequestContext, g: Any, error: E) -> Any:
+    return ctx.nested(
+        "DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=(), error_code=error, error_message=None
+    )
+
+
+def _share_offsets_topic_row(gate: AclGate, ctx: RequestContext, t: Any, error: E) -> Any:
+    return ctx.nested(
+        "DescribeShareGroupOffsetsResponseTopic",
+        topic_name=t.topic_name,
+        topic_id=ZERO_UUID,
+        partitions=tuple(
             ctx.nested(
-                "DescribeShareGroupOffsetsResponseTopic",
-                topic_name=t.topic_name,
-                topic_id=ZERO_UUID,
-                partitions=tuple(
-                    ctx.nested(
-                        "DescribeShareGroupOffsetsResponsePartition",
-                        partition_index=p,
-                        start_offset=-1,
-                        leader_epoch=0,
-                        lag=-1,
-                        error_code=TOPIC_DENIED,
-                        error_message=_TOPIC_DENIED_MESSAGE,
-                    )
-                    for p in t.partitions
-                ),
+                "DescribeShareGroupOffsetsResponsePartition",
+                partition_index=p,
+                start_offset=-1,
+                leader_epoch=0,
+                lag=-1,
+                error_code=error,
+                error_message=_TOPIC_DENIED_MESSAGE,
             )
-            for t in denied_topics.get(g.group_id, ())
-        )
-        return dataclasses.replace(served, topics=tuple(served.topics) + refused)
-
-    async def merged() -> Any:
-        asked = tuple(
-            g
-            if g.topics is None
-            else dataclasses.replace(g, topics=tuple(t for t in g.topics if t not in denied_topics.get(g.group_id, ())))
-            for g in req.groups
-        )
-        body = await _body_of(handler, ctx, dataclasses.replace(req, groups=asked))
-        return dataclasses.replace(
-            body, groups=tuple(group_row(g, served) for g, served in zip(req.groups, body.groups))
-        )
-
-    return merged()
+            for p in t.partitions
+        ),
+    )
 
 
 # The table: each API's rule, as KafkaApis authorizes it -----------------------------------
@@ -963,7 +1007,10 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
     1: Rule(each=Each("topics", "responses", READ, _fetch_topic, _fetch_row, AFTER, ask_empty=True)),
     2: Rule(each=_by_name("topics", "topics", DESCRIBE, _list_offsets_row, AFTER, ask_empty=True)),
     3: Rule(visible=Visible("topics", _described(TOPIC, "name"), _metadata_hidden)),
-    8: Rule(whole=(Whole(READ, _group, _offset_commit_refused),), custom=_offset_commit),
+    8: Rule(  # OffsetCommit: READ on the group, then on each topic (by id from v10)
+        whole=(Whole(READ, _group, _offset_commit_refused),),
+        each=Each("partitions", "", READ, _commit_topic, lambda gate, ctx, p, error: error, IN_PLACE, shape=_COMMIT),
+    ),
     9: (  # OffsetFetch: DESCRIBE on the group(s), then on each topic (by id from v10)
         (0, Rule(whole=(Whole(DESCRIBE, _group, _no_offsets),), visible=_OFFSET_TOPICS)),
         (
@@ -1070,7 +1117,18 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
     68: _GROUP_READ,  # ConsumerGroupHeartbeat
     69: Rule(each=_DESCRIBED_GROUPS),  # ConsumerGroupDescribe
     74: _cluster(DESCRIBE_CONFIGS),  # ListConfigResources
-    75: Rule(custom=_describe_topic_partitions),
+    75: Rule(  # DescribeTopicPartitions: DESCRIBE on each topic of the page
+        each=Each(
+            "topics",
+            "topics",
+            DESCRIBE,
+            lambda gate, ctx, req, name: (TOPIC, name),
+            _page_row,
+            AFTER,
+            answered=lambda req: bool(req.topics),
+            shape=_PAGE,
+        )
+    ),
     # KIP-932 share groups: READ on the group (DELETE for DeleteShareGroupOffsets), DESCRIBE to describe
     76: Rule(  # ShareGroupHeartbeat: then DESCRIBE on every topic it subscribes to
         whole=(Whole(READ, _group, _share_refused), Whole(DESCRIBE, _heartbeat_topics, _share_heartbeat_topics_refused))
@@ -1078,7 +1136,31 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
     77: Rule(each=_DESCRIBED_GROUPS),  # ShareGroupDescribe
     78: _SHARE_TOPICS_READ,  # ShareFetch
     79: _SHARE_TOPICS_READ,  # ShareAcknowledge
-    90: Rule(custom=_describe_share_group_offsets),
+    90: Rule(  # DescribeShareGroupOffsets: DESCRIBE on each group, then on each of its topics
+        each=Each(
+            "groups",
+            "groups",
+            DESCRIBE,
+            _entry(GROUP, "group_id"),
+            _share_offsets_group_row,
+            key=_group_of,
+            served_key=_group_of,
+            # a topic named and denied comes after the group's others (topic id zero), one of all
+            # (topics null) is left out; the group's own error is its whole answer
+            inner=Rule(
+                each=Each(
+                    "topics",
+                    "topics",
+                    DESCRIBE,
+                    _entry(TOPIC, "topic_name"),
+                    _share_offsets_topic_row,
+                    AFTER,
+                    error_wins=True,
+                ),
+                visible=Visible("topics", _described(TOPIC, "topic_name")),
+            ),
+        )
+    ),
     91: _share_group(READ, _share_offsets(_alter_share_offsets_row)),
     92: _share_group(DELETE, _share_offsets(_delete_share_offsets_row)),
     # KIP-1071 streams groups: READ on the group, DESCRIBE on the topology's topics; DESCRIBE to describe
