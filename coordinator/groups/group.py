@@ -7,6 +7,7 @@ come) plugs in beside the others.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from .records import OffsetCommitValue
@@ -16,6 +17,19 @@ ExpirationBase = Callable[[OffsetCommitValue], int]
 
 # (topic id, partition) -> the error for committing it, or NONE (Kafka's CommitPartitionValidator)
 PartitionCheck = Callable[[Any, int], int]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitFrom:
+    """Who commits, as validate_offset_commit reads it: a member (or none: an admin, a consumer
+    outside group management) in a generation (a modern group's member epoch), with an
+    OffsetCommit of `version` or a TxnOffsetCommit (`transactional`)."""
+
+    member_id: str
+    instance_id: str | None
+    generation: int
+    version: int = 9
+    transactional: bool = False
 
 
 class Group(Protocol):
@@ -35,18 +49,9 @@ class Group(Protocol):
     def is_empty(self) -> bool:
         """No members."""
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        now_ms: float,
-        version: int = 9,
-        transactional: bool = False,
-    ) -> int | PartitionCheck:
-        """The error for a commit (OffsetCommit of `version`, or TxnOffsetCommit) from this
-        member in this generation (or epoch), or NONE; or a PartitionCheck when the answer
-        depends on the partition (KIP-1251: a consumer group member's older epoch)."""
+    def validate_offset_commit(self, commit: CommitFrom, now_ms: float) -> int | PartitionCheck:
+        """The error for this commit, or NONE; or a PartitionCheck when the answer depends on
+        the partition (KIP-1251: a consumer group member's older epoch)."""
 
     def validate_offset_delete(self) -> int:
         """NONE if OffsetDelete may act on this group now."""

@@ -13,6 +13,7 @@ from ..errors import E
 
 from protocol.offset_commit import PartitionCommit
 
+from .group import CommitFrom
 from .records import Event, OffsetCommitKey, OffsetCommitValue
 from .shard_context import CoordinatorResult, ShardContext
 
@@ -79,7 +80,9 @@ class OffsetManager:
         else:
             group = self.groups.get(group_id)
             if group is not None:
-                error = group.validate_offset_commit(member_id, instance_id, generation, self.clock.now(), version)
+                error = group.validate_offset_commit(
+                    CommitFrom(member_id, instance_id, generation, version), self.clock.now()
+                )
             elif generation < 0:
                 error = _NONE  # replaying the commit creates a simple (memberless) group, as Kafka
             else:
@@ -153,7 +156,7 @@ class OffsetManager:
             error, _ = group.check_member(instance_id, member_id, generation)  # type: ignore[attr-defined]  # the class-name check above narrows to ClassicGroup without importing it
         else:
             error = group.validate_offset_commit(
-                member_id, instance_id, generation, self.clock.now(), transactional=True
+                CommitFrom(member_id, instance_id, generation, transactional=True), self.clock.now()
             )
         if callable(error):  # KIP-1251: an older epoch, checked per partition; one refused refuses all
             check = self._by_name(error)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ... import server_log
 from ...errors import E
-from ..group import ExpirationBase
+from ..group import CommitFrom, ExpirationBase
 from ..records import GroupMetadataValue
 from ..state import VALID_PREVIOUS, GroupState, IllegalStateTransition, States
 from .subscription import subscribed_topics as topics_of
@@ -186,16 +186,9 @@ class ClassicGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        now_ms: float,
-        version: int = 9,
-        transactional: bool = False,
-    ) -> int:
+    def validate_offset_commit(self, commit: CommitFrom, now_ms: float) -> int:
         """Kafka's ClassicGroup.validateOffsetCommit, in its order. A commit counts as a heartbeat."""
+        member_id, instance_id, generation = commit.member_id, commit.instance_id, commit.generation
         state = self.state
         if state is States.DEAD:
             return E.coordinator_not_available

@@ -9,6 +9,8 @@ from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
 
+from ..group import CommitFrom
+
 
 class SubscribedMember(Protocol):
     subscribed_topic_names: tuple[str, ...]
@@ -118,29 +120,21 @@ class ModernGroup(Generic[Member]):
                 return "Reconciling"
         return "Stable"
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        now_ms: float,
-        version: int = 9,
-        transactional: bool = False,
-    ) -> Any:
+    def validate_offset_commit(self, commit: CommitFrom, now_ms: float) -> Any:
         """Kafka's {Consumer,Streams}Group.validateOffsetCommit: a commit with a negative
         epoch and no member comes from an admin client or a consumer without group
         management, allowed while the group is empty; a member's is checked against its
         epoch (`commit_epoch_check`)."""
         if self.dead:
             return E.coordinator_not_available
-        if generation < 0 and not self.members:
+        if commit.generation < 0 and not self.members:
             return E.none
-        member = self.members.get(member_id)
+        member = self.members.get(commit.member_id)
         if member is None:
             return E.unknown_member_id
-        if not transactional and version < 9 and not self.commits_before_v9(member):
+        if not commit.transactional and commit.version < 9 and not self.commits_before_v9(member):
             return E.unsupported_version  # members of the new protocols commit with v9+
-        return self.commit_epoch_check(member, generation)
+        return self.commit_epoch_check(member, commit.generation)
 
     def commits_before_v9(self, member: Member) -> bool:
         """Whether the member may commit with OffsetCommit before v9 (a classic member)."""

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import share_records as R
 from protocol.consumer_records import Partitions
 
-from ...group import ExpirationBase
+from ...group import CommitFrom, ExpirationBase
 from ..modern_group import ModernGroup, member_keys_of, rebuilt
 
 Assignment = dict[uuid.UUID, frozenset[int]]
@@ -67,7 +67,7 @@ class ShareGroup(ModernGroup[ShareMember]):
     def live_state(self) -> str:
         return "Stable"
 
-    def validate_offset_commit(self, *_request: Any, **_options: Any) -> int:
+    def validate_offset_commit(self, commit: CommitFrom, now_ms: float) -> int:
         # Kafka's ShareGroup.validateOffsetCommit: "Group X is not a consumer group."
         return E.group_id_not_found
 
