@@ -204,26 +204,23 @@ def cluster_start(node_id: int, preferred: bool, control: str) -> None:
     click.echo(f"broker {node_id} started")
 
 
-@cluster.command("move-coordinator")
-@click.argument("group_id")
-@click.option("--to", "to", type=int, help="node id of the new coordinator (default: another live broker)")
-@control_option
-def cluster_move_coordinator(group_id: str, to: int | None, control: str) -> None:
-    """Move a group's coordinator to another broker."""
-    answer = call(control, "POST", "/cluster/coordinators/move", {"group_id": group_id, "to": to})
-    click.echo(f"group {group_id}: coordinator {answer.get('coordinator')}")
+def add_move_coordinator_command(name: str, key: str, what: str, path: str) -> None:
+    """`cluster NAME KEY [--to N]`: move the coordinator of a group or a transactional id (the
+    `key` of the test control's `path`) to another broker."""
+
+    @cluster.command(name, help=f"Move a {what}'s coordinator to another broker.")
+    @click.argument(key)
+    @click.option("--to", "to", type=int, help="node id of the new coordinator (default: another live broker)")
+    @control_option
+    def move(to: int | None, control: str, **named: str) -> None:
+        answer = call(control, "POST", path, {key: named[key], "to": to})
+        click.echo(f"{what} {named[key]}: coordinator {answer.get('coordinator')}")
 
 
-@cluster.command("move-transaction-coordinator")
-@click.argument("transactional_id")
-@click.option("--to", "to", type=int, help="node id of the new coordinator (default: another live broker)")
-@control_option
-def cluster_move_transaction_coordinator(transactional_id: str, to: int | None, control: str) -> None:
-    """Move a transactional id's coordinator to another broker."""
-    answer = call(
-        control, "POST", "/cluster/transaction-coordinators/move", {"transactional_id": transactional_id, "to": to}
-    )
-    click.echo(f"transactional id {transactional_id}: coordinator {answer.get('coordinator')}")
+add_move_coordinator_command("move-coordinator", "group_id", "group", "/cluster/coordinators/move")
+add_move_coordinator_command(
+    "move-transaction-coordinator", "transactional_id", "transactional id", "/cluster/transaction-coordinators/move"
+)
 
 
 @cluster.command("move-leader")

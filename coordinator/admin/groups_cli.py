@@ -76,6 +76,28 @@ def committed(conn: Connection, group: str) -> dict[tuple[str, int], int]:
     }
 
 
+def members_count(described: Any) -> int:
+    return len(described.members)
+
+
+def epochs_state(assignment_epoch: str) -> dict[str, Callable[[Any], Any]]:
+    """The --state columns of a share or streams group (its {Share,Streams}GroupDescribe): its
+    state, epochs (the target's under the name given) and member count."""
+    return {
+        "STATE": lambda d: d.group_state,
+        "GROUP-EPOCH": lambda d: d.group_epoch,
+        assignment_epoch: lambda d: d.assignment_epoch,
+        "#MEMBERS": members_count,
+    }
+
+
+def typed_groups_cli(name: str, kind: str, help: str) -> click.Group:
+    """The commands of one group type (kafka-share-groups, kafka-streams-groups), with its list."""
+    cli = click.Group(name, help=help)
+    add_list_command(cli, kind, f"{kind.capitalize()} groups with their state (kafka-{kind}-groups --list).")
+    return cli
+
+
 def owners(described: Any) -> dict[tuple[str, int], Any]:
     from ..metrics.lag import assigned_partitions
 
@@ -87,15 +109,37 @@ def owners(described: Any) -> dict[tuple[str, int], Any]:
 # what kafka-consumer-groups and kafka-share-groups share ---------------------------------------
 
 
-def describe_views(state_help: str) -> Callable[[Callable], Callable]:
-    """A describe command's GROUP and its views: per partition (the default), --members (a row
-    per member) or --state (`state_help`)."""
+# A describe command's default and --members views: body(ctx, cluster, coordinator, the
+# described group, group id, view).
+DescribeBody = Callable[[click.Context, Cluster, Connection, Any, str, str | None], None]
 
-    def decorate(f: Callable) -> Callable:
-        f = click.pass_context(f)
+
+def add_describe_command(
+    cli: click.Group,
+    describe: Callable[[Cluster, str], tuple[Connection, Any]],
+    state_help: str,
+    state: dict[str, Callable[[Any], Any]],
+) -> Callable[[DescribeBody], DescribeBody]:
+    """Give a group type's commands its `describe` GROUP, with its views: per partition (the
+    default), --members (a row per member), both answered by the decorated body, and --state
+    (`state_help`): the group, its coordinator and `state` (column -> its value in the
+    described group, as `describe(cluster, group)` gives it)."""
+
+    def decorate(body: DescribeBody) -> DescribeBody:
+        def describe_command(ctx: click.Context, group: str, view: str | None) -> None:
+            cluster = cluster_of(ctx)
+            conn, d = describe(cluster, group)
+            if view == "state":
+                emit(ctx, ["GROUP", "COORDINATOR", *state], [[group, conn.address, *(f(d) for f in state.values())]])
+                return
+            body(ctx, cluster, conn, d, group, view)
+
+        describe_command.__doc__ = body.__doc__  # (the command's help)
+        f = click.pass_context(describe_command)
         f = click.option("--state", "view", flag_value="state", help=state_help)(f)
         f = click.option("--members", "view", flag_value="members", help="one row per member")(f)
-        return click.argument("group")(f)
+        cli.command("describe")(click.argument("group")(f))
+        return body
 
     return decorate
 
@@ -229,19 +273,16 @@ def listed_groups(ctx: click.Context, states: tuple[str, ...]) -> list[tuple[Any
     return out
 
 
-@groups.command("describe")
-@describe_views("the group's state and coordinator")
-def groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
+@add_describe_command(
+    groups,
+    describe_group,
+    "the group's state and coordinator",
+    {"ASSIGNMENT-STRATEGY": lambda d: d.protocol_data, "STATE": lambda d: d.group_state, "#MEMBERS": members_count},
+)
+def groups_describe(
+    ctx: click.Context, cluster: Cluster, conn: Connection, d: Any, group: str, view: str | None
+) -> None:
     """Per partition: committed offset, log end offset, lag and owner (kafka-consumer-groups --describe)."""
-    cluster = cluster_of(ctx)
-    conn, d = describe_group(cluster, group)
-    if view == "state":
-        emit(
-            ctx,
-            ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-            [[group, conn.address, d.protocol_data, d.group_state, len(d.members)]],
-        )
-        return
     owned = owners(d)
     if view == "members":
         count: dict[str, int] = {}

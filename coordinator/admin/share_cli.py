@@ -28,11 +28,12 @@ from .common import (
 from .client import Cluster, Connection
 from .groups_cli import (
     add_delete_command,
-    add_list_command,
+    add_describe_command,
     describe_typed,
-    describe_views,
+    epochs_state,
     one_reset_target,
     reset_targets,
+    typed_groups_cli,
 )
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS = 77, 90, 91
@@ -42,27 +43,16 @@ def describe(cluster: Cluster, group: str) -> tuple[Connection, Any]:
     return describe_typed(cluster, group, SHARE_GROUP_DESCRIBE, "share")
 
 
-@click.group("share-groups")
-def share_groups() -> None:
-    """List, describe, reset and delete share groups (KIP-932)."""
+share_groups = typed_groups_cli("share-groups", "share", "List, describe, reset and delete share groups (KIP-932).")
 
 
-add_list_command(share_groups, "share", "Share groups with their state (kafka-share-groups --list).")
-
-
-@share_groups.command("describe")
-@describe_views("the group's state, epochs and coordinator")
-def share_groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
+@add_describe_command(
+    share_groups, describe, "the group's state, epochs and coordinator", epochs_state("ASSIGNMENT-EPOCH")
+)
+def share_groups_describe(
+    ctx: click.Context, cluster: Cluster, conn: Connection, d: Any, group: str, view: str | None
+) -> None:
     """Per share-partition: its start offset and lag (kafka-share-groups --describe)."""
-    cluster = cluster_of(ctx)
-    conn, d = describe(cluster, group)
-    if view == "state":
-        emit(
-            ctx,
-            ["GROUP", "COORDINATOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"],
-            [[group, conn.address, d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)]],
-        )
-        return
     if view == "members":
         emit(
             ctx,

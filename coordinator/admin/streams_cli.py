@@ -18,8 +18,15 @@ from typing import Any
 import click
 
 from .client import Cluster, Connection
-from .common import cluster_of, emit, list_offsets, topic_partitions
-from .groups_cli import add_delete_command, add_list_command, describe_typed, committed, describe_views
+from .common import emit, list_offsets, topic_partitions
+from .groups_cli import (
+    add_delete_command,
+    add_describe_command,
+    committed,
+    describe_typed,
+    epochs_state,
+    typed_groups_cli,
+)
 
 STREAMS_GROUP_DESCRIBE = 89
 LATEST = -1
@@ -33,28 +40,24 @@ def tasks(ids: Any) -> str:
     return "; ".join(f"{t.subtopology_id}:[{','.join(map(str, t.partitions))}]" for t in ids)
 
 
-@click.group("streams-groups")
-def streams_groups() -> None:
-    """List, describe and delete streams groups (KIP-1071, Kafka Streams' group.protocol=streams)."""
+streams_groups = typed_groups_cli(
+    "streams-groups",
+    "streams",
+    "List, describe and delete streams groups (KIP-1071, Kafka Streams' group.protocol=streams).",
+)
 
 
-add_list_command(streams_groups, "streams", "Streams groups with their state (kafka-streams-groups --list).")
-
-
-@streams_groups.command("describe")
-@describe_views("the group's state, assignor, epochs and coordinator")
-def streams_groups_describe(ctx: click.Context, group: str, view: str | None) -> None:
+@add_describe_command(
+    streams_groups,
+    describe,
+    "the group's state, assignor, epochs and coordinator",
+    {"ASSIGNOR": lambda d: "sticky", **epochs_state("TARGET-ASSIGNMENT-EPOCH")},
+)
+def streams_groups_describe(
+    ctx: click.Context, cluster: Cluster, conn: Connection, d: Any, group: str, view: str | None
+) -> None:
     """Per partition the group reads: committed offset, log end offset and lag
     (kafka-streams-groups --describe)."""
-    cluster = cluster_of(ctx)
-    conn, d = describe(cluster, group)
-    if view == "state":
-        emit(
-            ctx,
-            ["GROUP", "COORDINATOR", "ASSIGNOR", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
-            [[group, conn.address, "sticky", d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)]],
-        )
-        return
     if view == "members":
         emit(
             ctx,
