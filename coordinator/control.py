@@ -110,12 +110,7 @@ class TestControl:
     async def _route(self, method: str, path: str, body: bytes) -> Answer:
         faults = self.server.faults
         if path == "/faults":
-            return _by_method(
-                method,
-                GET=lambda: _json("200 OK", faults.list()),
-                POST=lambda: _json("201 Created", _one_or_many(_parse(body), faults.add_specs)),
-                DELETE=lambda: _json("200 OK", {"cleared": faults.clear()}),
-            )
+            return _specs(method, body, faults.list, (faults.add_specs, "201 Created"), (faults.clear, "cleared"))
         m = _FAULT.fullmatch(path)
         if m:
             if method != "DELETE":
@@ -153,12 +148,7 @@ class TestControl:
     def _api_versions(self, method: str, path: str, body: bytes) -> Answer:
         limits = self.server.api_version_limits
         if path == "/api-versions":
-            return _by_method(
-                method,
-                GET=lambda: _json("200 OK", limits.ranges()),
-                POST=lambda: _json("200 OK", _one_or_many(_parse(body), limits.set_specs)),
-                DELETE=lambda: _json("200 OK", {"reset": limits.reset()}),
-            )
+            return _specs(method, body, limits.ranges, (limits.set_specs, "200 OK"), (limits.reset, "reset"))
         if method != "DELETE":
             return _method_not_allowed("DELETE")
         api = unquote(path.removeprefix("/api-versions/"))
@@ -260,6 +250,25 @@ def _by_method(method: str, **answers: Callable[[], Answer]) -> Answer:
     """A resource's answer to `method` (answers by HTTP method), else 405 naming those it allows."""
     answer = answers.get(method)
     return answer() if answer is not None else _method_not_allowed(", ".join(answers))
+
+
+def _specs(
+    method: str,
+    body: bytes,
+    listed: Callable[[], Any],
+    add: tuple[Callable[[Any], list[Any]], str],
+    clear: tuple[Callable[[], int], str],
+) -> Answer:
+    """A resource of specs (/faults, /api-versions): GET lists them, POST adds one or a list of
+    them (`add`: what adds them, the status it answers), DELETE removes them all (`clear`: what
+    removes them, the key its count is answered under)."""
+    (adds, added), (clears, cleared) = add, clear
+    return _by_method(
+        method,
+        GET=lambda: _json("200 OK", listed()),
+        POST=lambda: _json(added, _one_or_many(_parse(body), adds)),
+        DELETE=lambda: _json("200 OK", {cleared: clears()}),
+    )
 
 
 def _one_or_many(spec: Any, apply: Callable[[Any], list[Any]]) -> Any:
