@@ -13,6 +13,7 @@ from ..group import CommitFrom
 
 
 class SubscribedMember(Protocol):
+    member_id: str
     subscribed_topic_names: tuple[str, ...]
 
 
@@ -33,6 +34,12 @@ class StaticMemberBase:
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
+
+
+def identity_of(value: Any) -> tuple[str | None, str | None, str, str]:
+    """StaticMemberBase's fields after the member id, as a member metadata record of a
+    consumer or streams group holds them."""
+    return value.instance_id, value.rack_id, value.client_id, value.client_host
 
 
 Member = TypeVar("Member", bound=SubscribedMember)
@@ -82,6 +89,9 @@ class ModernGroup(Generic[Member]):
 
     def is_empty(self) -> bool:
         return not self.members
+
+    def add_member(self, member: Member) -> None:
+        self.members[member.member_id] = member
 
     def validate_delete_group(self) -> int:
         if self.dead:
@@ -217,11 +227,57 @@ G = TypeVar("G", bound=ModernGroup[Any])
 MEMBER_ROLES = ("MemberMetadata", "TargetAssignmentMember", "CurrentMemberAssignment")
 
 
-def record_types(records: ModuleType, group: str, *roles: str) -> tuple[type, ...]:
+def record_types(records: ModuleType, group: str, *roles: str) -> tuple[Any, ...]:
     """A group type's record key types in these roles. Kafka names the records of every
     modern group type alike (ConsumerGroupMemberMetadataKey, ShareGroupMemberMetadataKey,
     StreamsGroupMemberMetadataKey, ...), so one list of roles serves them all."""
     return tuple(getattr(records, f"{group}{role}Key") for role in roles)
+
+
+# A heartbeat's records, in the order Kafka appends them (a group type may add its own after).
+HEARTBEAT_ROLES = (
+    "MemberMetadata",
+    "Metadata",
+    "TargetAssignmentMember",
+    "TargetAssignmentMetadata",
+    "CurrentMemberAssignment",
+)
+
+
+def heartbeat_order(records: ModuleType, group: str, *more_roles: str) -> dict[type, int]:
+    """A manager's `record_order`: the group type's key types by HEARTBEAT_ROLES, then more_roles."""
+    return {t: i for i, t in enumerate(record_types(records, group, *HEARTBEAT_ROLES, *more_roles))}
+
+
+def initial_values(records: ModuleType, group: str) -> dict[type, Any]:
+    """A manager's `initial_values`: the group's epoch and its target's epoch records as Kafka
+    holds them before they are first written (INITIAL_EPOCH, in memory only)."""
+    roles = ("Metadata", "TargetAssignmentMetadata")
+    return {getattr(records, f"{group}{r}Key"): getattr(records, f"{group}{r}Value")(INITIAL_EPOCH) for r in roles}
+
+
+def replay_members(
+    group: ModernGroup[Any],
+    stored: dict[Any, Any],
+    records: ModuleType,
+    prefix: str,
+    member: Callable[[str, Any], Any],
+    target: Callable[[str, Any], None],
+    current: Callable[[Any, Any], None],
+) -> None:
+    """A group rebuilt from its records gets its members back: each member metadata record
+    makes one (`member(member id, value)`), then the target and current assignment records of
+    the members so made are read (`target(member id, value)`, `current(member, value)`); those
+    of a member without a metadata record are ignored, as Kafka's replay does."""
+    metadata_key, target_key, current_key = record_types(records, prefix, *MEMBER_ROLES)
+    for key, value in stored.items():
+        if type(key) is metadata_key:
+            group.add_member(member(key.member_id, value))
+    for key, value in stored.items():
+        if type(key) is target_key and key.member_id in group.members:
+            target(key.member_id, value)
+        elif type(key) is current_key and key.member_id in group.members:
+            current(group.members[key.member_id], value)
 
 
 def member_keys_of(records: ModuleType, group: str) -> Callable[[str, str], tuple[Any, Any, Any]]:

@@ -29,7 +29,7 @@ from typing import Any, Callable, cast
 from kio.schema.errors import ErrorCode as E
 
 from ..clock import Clock
-from .modern_group import INITIAL_EPOCH, Member, ModernGroup, Static, StaticGroup, record_types
+from .modern_group import Member, ModernGroup, Static, StaticGroup
 from ..shard_context import Complete, CoordinatorResult, ShardContext
 from ..topic_image import TopicImage
 
@@ -80,28 +80,6 @@ def assignment_due(last_computed_ms: int, interval_ms: int, now_ms: int) -> bool
     group whose epoch moved past its target's gets a new target only once its assignment
     interval has passed since the last one was computed (0: at every change)."""
     return interval_ms <= 0 or now_ms >= last_computed_ms + interval_ms
-
-
-# A heartbeat's records, in the order Kafka appends them (a group type may add its own after).
-HEARTBEAT_ROLES = (
-    "MemberMetadata",
-    "Metadata",
-    "TargetAssignmentMember",
-    "TargetAssignmentMetadata",
-    "CurrentMemberAssignment",
-)
-
-
-def heartbeat_order(records: ModuleType, group: str, *more_roles: str) -> dict[type, int]:
-    """A manager's `record_order`: the group type's key types by HEARTBEAT_ROLES, then more_roles."""
-    return {t: i for i, t in enumerate(record_types(records, group, *HEARTBEAT_ROLES, *more_roles))}
-
-
-def initial_values(records: ModuleType, group: str) -> dict[type, Any]:
-    """A manager's `initial_values`: the group's epoch and its target's epoch records as Kafka
-    holds them before they are first written (INITIAL_EPOCH, in memory only)."""
-    roles = ("Metadata", "TargetAssignmentMetadata")
-    return {getattr(records, f"{group}{r}Key"): getattr(records, f"{group}{r}Value")(INITIAL_EPOCH) for r in roles}
 
 
 class ModernGroupManager:

@@ -19,7 +19,15 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ..group import ExpirationBase
-from ..modern.modern_group import STATIC_LEAVE_EPOCH, StaticGroup, StaticMemberBase, member_keys_of, rebuilt
+from ..modern.modern_group import (
+    STATIC_LEAVE_EPOCH,
+    StaticGroup,
+    StaticMemberBase,
+    identity_of,
+    member_keys_of,
+    rebuilt,
+    replay_members,
+)
 from .topology import ConfiguredTopology
 
 # subtopology id -> partitions
@@ -395,43 +403,39 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> StreamsGroup | 
     group.stored_description_epoch = meta.stored_description_topology_epoch
     group.failed_description_epoch = meta.failed_description_topology_epoch
     group.topology = stored.get(R.StreamsGroupTopologyKey(group_id))
-    for key, value in stored.items():
-        if type(key) is R.StreamsGroupMemberMetadataKey:
-            v: R.StreamsGroupMemberMetadataValue = value
-            m = StreamsMember(
-                key.member_id,
-                v.instance_id,
-                v.rack_id,
-                v.client_id,
-                v.client_host,
-                v.rebalance_timeout_ms,
-                v.topology_epoch,
-                v.process_id,
-                None if v.user_endpoint is None else (v.user_endpoint.host, v.user_endpoint.port),
-                dict(v.client_tags),
-            )
-            group.add_member(m)
-    for key, value in stored.items():
-        if type(key) is R.StreamsGroupTargetAssignmentMemberKey and key.member_id in group.members:
-            group.target_tuples[key.member_id] = TasksTuple(
-                tasks_of(value.active_tasks), tasks_of(value.standby_tasks), tasks_of(value.warmup_tasks)
-            )
-        elif type(key) is R.StreamsGroupCurrentMemberAssignmentKey and key.member_id in group.members:
-            c: R.StreamsGroupCurrentMemberAssignmentValue = value
-            m = group.members[key.member_id]
-            m.member_epoch, m.previous_member_epoch, m.state = c.member_epoch, c.previous_member_epoch, c.state
-            m.assigned = TasksTuple(tasks_of(c.active_tasks), tasks_of(c.standby_tasks), tasks_of(c.warmup_tasks))
-            m.pending_revocation = TasksTuple(
-                tasks_of(c.active_tasks_pending_revocation),
-                tasks_of(c.standby_tasks_pending_revocation),
-                tasks_of(c.warmup_tasks_pending_revocation),
-            )
-            for tasks, epochs in (
-                (c.active_tasks, c.active_task_epochs),
-                (c.active_tasks_pending_revocation, c.active_pending_epochs),
-            ):
-                for i, (s, ps) in enumerate(tasks):
-                    these = epochs[i] if i < len(epochs) else None
-                    for j, p in enumerate(ps):
-                        m.active_epochs[(s, p)] = these[j] if these is not None else c.member_epoch
+
+    def member(member_id: str, v: R.StreamsGroupMemberMetadataValue) -> StreamsMember:
+        return StreamsMember(
+            member_id,
+            *identity_of(v),
+            v.rebalance_timeout_ms,
+            v.topology_epoch,
+            v.process_id,
+            None if v.user_endpoint is None else (v.user_endpoint.host, v.user_endpoint.port),
+            dict(v.client_tags),
+        )
+
+    def target(member_id: str, value: R.StreamsGroupTargetAssignmentMemberValue) -> None:
+        group.target_tuples[member_id] = TasksTuple(
+            tasks_of(value.active_tasks), tasks_of(value.standby_tasks), tasks_of(value.warmup_tasks)
+        )
+
+    def current(m: StreamsMember, c: R.StreamsGroupCurrentMemberAssignmentValue) -> None:
+        m.member_epoch, m.previous_member_epoch, m.state = c.member_epoch, c.previous_member_epoch, c.state
+        m.assigned = TasksTuple(tasks_of(c.active_tasks), tasks_of(c.standby_tasks), tasks_of(c.warmup_tasks))
+        m.pending_revocation = TasksTuple(
+            tasks_of(c.active_tasks_pending_revocation),
+            tasks_of(c.standby_tasks_pending_revocation),
+            tasks_of(c.warmup_tasks_pending_revocation),
+        )
+        for tasks, epochs in (
+            (c.active_tasks, c.active_task_epochs),
+            (c.active_tasks_pending_revocation, c.active_pending_epochs),
+        ):
+            for i, (s, ps) in enumerate(tasks):
+                these = epochs[i] if i < len(epochs) else None
+                for j, p in enumerate(ps):
+                    m.active_epochs[(s, p)] = these[j] if these is not None else c.member_epoch
+
+    replay_members(group, stored, R, "StreamsGroup", member, target, current)
     return group

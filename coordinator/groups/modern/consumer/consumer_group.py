@@ -19,7 +19,7 @@ from protocol import consumer_records as R
 
 from ...metadata_hash import metadata_hash
 from ...group import ExpirationBase
-from ..modern_group import StaticGroup, StaticMemberBase, member_keys_of, rebuilt
+from ..modern_group import StaticGroup, StaticMemberBase, identity_of, member_keys_of, rebuilt, replay_members
 from ..reconciliation import Assignment, MemberState
 
 LEAVE_EPOCH = -1
@@ -381,34 +381,32 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
         group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in partitions.topics}
     if meta is not None and meta.metadata_hash:
         group.metadata_hash = meta.metadata_hash
-    for key, value in stored.items():
-        if type(key) is R.ConsumerGroupMemberMetadataKey:
-            m = ConsumerMember(
-                key.member_id,
-                value.instance_id,
-                value.rack_id,
-                value.client_id,
-                value.client_host,
-                tuple(value.subscribed_topic_names),
-                value.subscribed_topic_regex or None,
-                value.server_assignor,
-                value.rebalance_timeout_ms,
-                classic=value.classic_member_metadata,
-            )
-            group.add_member(m)
-    for key, value in stored.items():
-        if type(key) is R.ConsumerGroupTargetAssignmentMemberKey and key.member_id in group.members:
-            group.target[key.member_id] = _assignment(value.topic_partitions)
-        elif type(key) is R.ConsumerGroupCurrentMemberAssignmentKey and key.member_id in group.members:
-            m = group.members[key.member_id]
-            m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
-            m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
-            default = max(m.member_epoch, 0)
-            m.assignment_epochs = _read_epochs(
-                _read_epochs({}, value.assigned_partitions, value.assigned_epochs, default),
-                value.partitions_pending_revocation,
-                value.pending_revocation_epochs,
-                default,
-            )
-            group.set_owned(m, _assignment(value.assigned_partitions), _assignment(value.partitions_pending_revocation))
+
+    def member(member_id: str, value: R.ConsumerGroupMemberMetadataValue) -> ConsumerMember:
+        return ConsumerMember(
+            member_id,
+            *identity_of(value),
+            tuple(value.subscribed_topic_names),
+            value.subscribed_topic_regex or None,
+            value.server_assignor,
+            value.rebalance_timeout_ms,
+            classic=value.classic_member_metadata,
+        )
+
+    def target(member_id: str, value: R.ConsumerGroupTargetAssignmentMemberValue) -> None:
+        group.target[member_id] = _assignment(value.topic_partitions)
+
+    def current(m: ConsumerMember, value: R.ConsumerGroupCurrentMemberAssignmentValue) -> None:
+        m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+        m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
+        default = max(m.member_epoch, 0)
+        m.assignment_epochs = _read_epochs(
+            _read_epochs({}, value.assigned_partitions, value.assigned_epochs, default),
+            value.partitions_pending_revocation,
+            value.pending_revocation_epochs,
+            default,
+        )
+        group.set_owned(m, _assignment(value.assigned_partitions), _assignment(value.partitions_pending_revocation))
+
+    replay_members(group, stored, R, "ConsumerGroup", member, target, current)
     return group

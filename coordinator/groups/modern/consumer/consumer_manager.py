@@ -32,16 +32,8 @@ from .consumer_group import (
 )
 from ...metadata_hash import metadata_hash
 from ..reconciliation import MemberState, owns_any, reconcile
-from ..modern_group import STATIC_LEAVE_EPOCH, static_successor
-from ..modern_manager import (
-    ApiError,
-    HeartbeatResult,
-    ModernGroupManager,
-    heartbeat_order,
-    initial_values,
-    known_member,
-    static_member,
-)
+from ..modern_group import STATIC_LEAVE_EPOCH, heartbeat_order, initial_values, static_successor
+from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, known_member, static_member
 from ...topic_image import TopicImage
 from ...shard_context import Complete, CoordinatorResult, ShardContext
 

@@ -20,7 +20,7 @@ from protocol import share_records as R
 from protocol.consumer_records import Partitions
 
 from ...group import CommitFrom, ExpirationBase
-from ..modern_group import ModernGroup, member_keys_of, rebuilt
+from ..modern_group import ModernGroup, member_keys_of, rebuilt, replay_members
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 LEAVE_EPOCH = -1
@@ -398,16 +398,18 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ShareGroup | No
         group.initializing = {t: (name, frozenset(ps)) for t, name, ps in states.initializing_topics}
         group.initialized = {t: (name, frozenset(ps)) for t, name, ps in states.initialized_topics}
         group.deleting = dict(states.deleting_topics)
-    for key, value in stored.items():
-        if type(key) is R.ShareGroupMemberMetadataKey:
-            group.members[key.member_id] = ShareMember(
-                key.member_id, value.rack_id, value.client_id, value.client_host, tuple(value.subscribed_topic_names)
-            )
-    for key, value in stored.items():
-        if type(key) is R.ShareGroupTargetAssignmentMemberKey and key.member_id in group.members:
-            group.target[key.member_id] = _assignment(value.topic_partitions)
-        elif type(key) is R.ShareGroupCurrentMemberAssignmentKey and key.member_id in group.members:
-            m = group.members[key.member_id]
-            m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
-            m.assigned = _assignment(value.assigned_partitions)
+
+    def member(member_id: str, value: R.ShareGroupMemberMetadataValue) -> ShareMember:
+        return ShareMember(
+            member_id, value.rack_id, value.client_id, value.client_host, tuple(value.subscribed_topic_names)
+        )
+
+    def target(member_id: str, value: R.ShareGroupTargetAssignmentMemberValue) -> None:
+        group.target[member_id] = _assignment(value.topic_partitions)
+
+    def current(m: ShareMember, value: R.ShareGroupCurrentMemberAssignmentValue) -> None:
+        m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+        m.assigned = _assignment(value.assigned_partitions)
+
+    replay_members(group, stored, R, "ShareGroup", member, target, current)
     return group

@@ -26,14 +26,8 @@ from protocol import share_records as R
 from .... import server_log
 from . import share_group
 from ...clock import Clock
-from ..modern_manager import (
-    ApiError,
-    HeartbeatResult,
-    ModernGroupManager,
-    heartbeat_order,
-    initial_values,
-    known_member,
-)
+from ..modern_group import heartbeat_order, initial_values
+from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, known_member
 from ...metadata_hash import metadata_hash
 from .share_group import (
     LEAVE_EPOCH,
