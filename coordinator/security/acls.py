@@ -53,6 +53,19 @@ class Acl:
     operation: int
     permission: int
 
+    def resource_fields(self) -> dict[str, Any]:
+        """Its resource as DescribeAcls and DeleteAcls answers name the fields."""
+        return {"resource_type": self.resource_type, "resource_name": self.name, "pattern_type": self.pattern}
+
+    def entry_fields(self) -> dict[str, Any]:
+        """Who may do what, as DescribeAcls' AclDescription and DeleteAcls' matches name the fields."""
+        return {
+            "principal": self.principal,
+            "host": self.host,
+            "operation": self.operation,
+            "permission_type": self.permission,
+        }
+
     def covers(self, resource_type: int, name: str) -> bool:
         """Whether this ACL applies to the resource (authorization)."""
         if self.resource_type != resource_type:
@@ -245,30 +258,15 @@ class AclApis:
         for acl in sorted(self.store.acls, key=lambda a: (a.resource_type, a.name, a.pattern, a.principal)):
             if f.matches(acl):
                 by_resource.setdefault((acl.resource_type, acl.name, acl.pattern), []).append(acl)
-        return ctx.response(
-            throttle_time=0,
-            error_code=E.none,
-            error_message=None,
-            resources=tuple(
-                ctx.nested(
-                    "DescribeAclsResource",
-                    resource_type=t,
-                    resource_name=n,
-                    pattern_type=p,
-                    acls=tuple(
-                        ctx.nested(
-                            "AclDescription",
-                            principal=a.principal,
-                            host=a.host,
-                            operation=a.operation,
-                            permission_type=a.permission,
-                        )
-                        for a in acls
-                    ),
-                )
-                for (t, n, p), acls in by_resource.items()
-            ),
+        resources = (
+            ctx.nested(
+                "DescribeAclsResource",
+                **acls[0].resource_fields(),
+                acls=tuple(ctx.nested("AclDescription", **a.entry_fields()) for a in acls),
+            )
+            for acls in by_resource.values()
         )
+        return ctx.response(throttle_time=0, error_code=E.none, error_message=None, resources=tuple(resources))
 
     async def delete_acls(self, ctx: Any, req: Any) -> Any:
         refuse_unknown(req.filters, *FILTER_ENUMS)
@@ -293,13 +291,8 @@ class AclApis:
                             "DeleteAclsMatchingAcl",
                             error_code=E.none,
                             error_message=None,
-                            resource_type=a.resource_type,
-                            resource_name=a.name,
-                            pattern_type=a.pattern,
-                            principal=a.principal,
-                            host=a.host,
-                            operation=a.operation,
-                            permission_type=a.permission,
+                            **a.resource_fields(),
+                            **a.entry_fields(),
                         )
                         for a in matched
                     ),
