@@ -210,6 +210,22 @@ def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContex
     return (shard, error) if error == E.none else (None, error)
 
 
+class ShardRoutedApis:
+    """What the handlers of a group type beside the classic and consumer ones (share, streams:
+    each its own requests) start from: each request goes to its group's shard, if this broker
+    coordinates it (`owner`, the topology's check: GroupApis.owner)."""
+
+    def __init__(
+        self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = _coordinates_all
+    ) -> None:
+        self.runtime = runtime
+        self.owner = owner
+
+    def _route(self, ctx: RequestContext, group_id: str) -> tuple[Any, int]:
+        """The group's shard and NONE, or None and the error to answer (owning_shard)."""
+        return owning_shard(ctx, self.runtime.shard_for(group_id), self.owner)
+
+
 class GroupApis:
     def __init__(
         self,

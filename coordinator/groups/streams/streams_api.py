@@ -9,16 +9,15 @@ description, and StreamsGroupDescribe v1 reports NOT_STORED when asked for one.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
 from protocol import streams_records as R
 
 from ...apis import Registry, RequestContext
-from ..api import describe_modern_groups, owning_shard
+from ..api import ShardRoutedApis, describe_modern_groups
 from ..modern.modern_manager import ApiError
-from ..runtime import CoordinatorRuntime
 from .streams_group import StreamsGroup, StreamsMember, Tasks, TasksTuple
 from .streams_manager import ASSIGNOR, StreamsHeartbeatRequest, StreamsHeartbeatResult, validate_request
 
@@ -102,19 +101,10 @@ def request_of(ctx: RequestContext, req: Any) -> StreamsHeartbeatRequest:
     )
 
 
-class StreamsGroupApis:
-    def __init__(
-        self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = lambda ctx, partition: E.none
-    ) -> None:
-        self.runtime = runtime
-        self.owner = owner  # the topology's coordinator check (coordinator.groups.api.GroupApis.owner)
-
+class StreamsGroupApis(ShardRoutedApis):
     def register(self, registry: Registry) -> None:
         registry.add(STREAMS_GROUP_HEARTBEAT, range(0, 2), self.streams_group_heartbeat)
         registry.add(STREAMS_GROUP_DESCRIBE, range(0, 2), self.streams_group_describe)
-
-    def _route(self, ctx: RequestContext, group_id: str) -> tuple[Any, int]:
-        return owning_shard(ctx, self.runtime.shard_for(group_id), self.owner)
 
     # StreamsGroupHeartbeat --------------------------------------------------------------
 

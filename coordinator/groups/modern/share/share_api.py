@@ -17,7 +17,7 @@ from ...api import (
     described_member,
     describe_modern_groups,
     heartbeat_response,
-    owning_shard,
+    ShardRoutedApis,
     run_heartbeat,
 )
 from ..modern_manager import ApiError
@@ -27,15 +27,14 @@ from .share_manager import ASSIGNOR, ShareHeartbeatRequest, ShareHeartbeatResult
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
 
 
-class ShareGroupApis:
+class ShareGroupApis(ShardRoutedApis):
     def __init__(
         self,
         runtime: CoordinatorRuntime,
         owner: Callable[[RequestContext, int], int] = lambda ctx, partition: E.none,
         subscribed: Callable[[], None] = lambda: None,
     ) -> None:
-        self.runtime = runtime
-        self.owner = owner  # the topology's coordinator check (coordinator.groups.api.GroupApis.owner)
+        super().__init__(runtime, owner)
         # called when a member subscribes to topics: Kafka's group coordinator then initializes
         # the share-partitions' state, which creates __share_group_state at its first use
         self.subscribed = subscribed
@@ -43,10 +42,6 @@ class ShareGroupApis:
     def register(self, registry: Registry) -> None:
         registry.add(SHARE_GROUP_HEARTBEAT, range(1, 2), self.share_group_heartbeat)
         registry.add(SHARE_GROUP_DESCRIBE, range(1, 2), self.share_group_describe)
-
-    def _route(self, ctx: RequestContext, group_id: str) -> tuple[Any, int]:
-        """The group's shard and NONE, or None and the error to answer (api.owning_shard)."""
-        return owning_shard(ctx, self.runtime.shard_for(group_id), self.owner)
 
     def share_group_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         names = req.subscribed_topic_names
