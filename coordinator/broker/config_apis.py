@@ -105,16 +105,7 @@ class ConfigApis:
                 for e in entries
                 if keys is None or not keys or e.name in keys
             )
-            results.append(
-                ctx.nested(
-                    "DescribeConfigsResult",
-                    error_code=error,
-                    error_message=message,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                    configs=configs,
-                )
-            )
+            results.append(_resource_result(ctx, "DescribeConfigsResult", r, error, message, configs=configs))
         return ctx.response(throttle_time=0, results=tuple(results))
 
     def _entries(self, resource_type: int, name: str) -> list:
@@ -177,15 +168,7 @@ class ConfigApis:
                 error, message = e.code, str(e)
             except OSError as e:  # the configs could not be made durable: nothing changed
                 error, message = E.kafka_storage_error, f"cannot store the configs: {e.strerror or e}"
-            responses.append(
-                ctx.nested(
-                    "AlterConfigsResourceResponse",
-                    error_code=error,
-                    error_message=message,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
-            )
+            responses.append(_resource_result(ctx, "AlterConfigsResourceResponse", r, error, message))
         return ctx.response(throttle_time=0, responses=tuple(responses))
 
     async def _alter_one(self, r: Any, new_settings: Any, validate_only: bool) -> None:
@@ -324,3 +307,16 @@ def _refuse_null_values(configs: Any) -> None:
     for c in configs:
         if c.value is None:
             raise ConfigError(f"Null value not supported for : {c.name}", E.invalid_request)
+
+
+def _resource_result(ctx: RequestContext, entity: str, r: Any, error: int, message: str | None, **more: Any) -> Any:
+    """A resource's row in a DescribeConfigs or (Incremental)AlterConfigs answer: the resource
+    as the request names it, its error, and `more` (DescribeConfigs' configs)."""
+    return ctx.nested(
+        entity,
+        error_code=error,
+        error_message=message,
+        resource_type=r.resource_type,
+        resource_name=r.resource_name,
+        **more,
+    )
