@@ -131,6 +131,18 @@ def describe_modern_groups(
     return read_after_pending(ctx, (route(ctx, g)[0] for g in ids), read)
 
 
+def member_identity(m: Any) -> dict[str, Any]:
+    """What a {Consumer,Share,Streams}GroupDescribe member starts with: the member, its epoch,
+    and where it runs."""
+    return {
+        "member_id": m.member_id,
+        "member_epoch": m.member_epoch,
+        "rack_id": m.rack_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+    }
+
+
 def described_member(
     ctx: RequestContext, m: Any, image: Any, drop_empty: bool = False, assigned: Any = None, **own: Any
 ) -> Any:
@@ -139,11 +151,7 @@ def described_member(
     the group type's `own` fields."""
     return ctx.nested(
         "Member",
-        member_id=m.member_id,
-        rack_id=m.rack_id,
-        member_epoch=m.member_epoch,
-        client_id=m.client_id,
-        client_host=m.client_host,
+        **member_identity(m),
         subscribed_topic_names=m.subscribed_topic_names,
         assignment=assignment_of(ctx, m.assigned if assigned is None else assigned, image, drop_empty),
         **own,

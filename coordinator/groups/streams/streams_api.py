@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ...apis import Registry, RequestContext
-from ..api import ShardRoutedApis, describe_modern_groups
+from ..api import ShardRoutedApis, describe_modern_groups, member_identity
 from ..modern.modern_manager import ApiError
 from .streams_group import StreamsGroup, StreamsMember, Tasks, TasksTuple
 from .streams_manager import ASSIGNOR, StreamsHeartbeatRequest, StreamsHeartbeatResult, validate_request
@@ -281,12 +281,8 @@ class StreamsGroupApis(ShardRoutedApis):
 
         return ctx.nested(
             "Member",
-            member_id=m.member_id,
-            member_epoch=m.member_epoch,
+            **member_identity(m),
             instance_id=m.instance_id,
-            rack_id=m.rack_id,
-            client_id=m.client_id,
-            client_host=m.client_host,
             topology_epoch=m.topology_epoch,
             process_id=m.process_id,
             user_endpoint=None
