@@ -28,7 +28,6 @@ from protocol.record_batch import (
     SNAPPY,
     ZSTD,
     CorruptBatch,
-    build_batch_from,
     iter_batch_records,
     iter_batches,
     parse_header,
@@ -37,6 +36,7 @@ from protocol.record_batch import (
 
 from ..futures import LongPolls
 from ..apis import BuiltWhenSent, CloseConnection, Registry, RequestContext, ms
+from ..log.compaction import rebuilt_batch
 from ..log.partition import LEADER_EPOCH, InvalidBatch, OffsetOutOfRange, PartitionLog, StorageError
 from .config_defs import LONG_MAX
 from .fetch_sessions import (
@@ -306,16 +306,7 @@ class DataPlane:
         now = int(time.time() * 1000)
         codec = CODECS.get(v["compression.type"])
         if codec is not None and codec != h.compression:
-            records = build_batch_from(
-                iter_batch_records(records, h),
-                base_offset=h.base_offset,
-                compression=codec,
-                producer_id=h.producer_id,
-                producer_epoch=h.producer_epoch,
-                base_sequence=h.base_sequence,
-                transactional=h.is_transactional,
-                partition_leader_epoch=h.partition_leader_epoch,
-            )
+            records = rebuilt_batch(iter_batch_records(records, h), h, codec)
         if info.log_append_time:
             return stamp_log_append_time(records, now), now
         return records, -1

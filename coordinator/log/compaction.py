@@ -20,8 +20,9 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterable
 
-from protocol.record_batch import BatchHeader, build_batch_from, iter_batch_records
+from protocol.record_batch import BatchHeader, Record, build_batch_from, iter_batch_records
 
 from .segment import SUFFIX, Segment, fsync_dir, segment_path
 
@@ -137,16 +138,23 @@ def _clean_batch(h: BatchHeader, data: bytes, latest: dict[bytes, int], horizon:
         return data
     if not kept:
         return None
+    return rebuilt_batch(kept, h, h.compression, last_offset_delta=h.last_offset_delta)
+
+
+def rebuilt_batch(records: Iterable[Record], h: BatchHeader, compression: int, **more: Any) -> bytes:
+    """A batch of these records in place of the one `h` heads (compacted, or recompressed as
+    a topic's compression.type wants): its offsets, producer, sequence, transactional flag and
+    leader epoch kept, compressed with `compression` (`more`: build_batch_from's other options)."""
     return build_batch_from(
-        kept,
+        records,
         base_offset=h.base_offset,
-        compression=h.compression,
+        compression=compression,
         producer_id=h.producer_id,
         producer_epoch=h.producer_epoch,
         base_sequence=h.base_sequence,
         transactional=h.is_transactional,
         partition_leader_epoch=h.partition_leader_epoch,
-        last_offset_delta=h.last_offset_delta,
+        **more,
     )
 
 
