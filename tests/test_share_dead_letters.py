@@ -62,7 +62,7 @@ async def dead_letters(conn, partition: int = 0, topic: str = DLQ) -> list:
     p = r.responses[0].partitions[0]
     if p.error_code != E.none or not p.records:
         return []
-    return [rec for _, h in iter_batches(p.records) for rec in iter_batch_records(p.records, h)]
+    return [rec for pos, h in iter_batches(p.records) for rec in iter_batch_records(p.records[pos:], h)]
 
 
 async def until(what: str, check, timeout: float = 10.0):
@@ -289,5 +289,28 @@ async def test_share_version_1_archives_without_a_dead_letter(server):
         sp = next(iter(shares(server).partitions.values()))
         assert sp.start == 2 and not shares(server)._dead_letter_tasks  # archived at once
         assert await dead_letters(conn) == []
+    finally:
+        await conn.close()
+
+
+async def test_dead_letters_are_batched_within_the_dlq_topics_max_message_bytes(server):
+    conn, tid = await start(server, records=4, **dlq_configs())
+    try:
+        configs = (("errors.deadletterqueue.group.enable", "true"), ("max.message.bytes", "450"))
+        assert await create(conn, DLQ, partitions=1, configs=configs) == E.none
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 3, 1)]
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 3, [REJECT])]}))
+        assert part(r).error_code == E.none
+
+        async def four():
+            letters = await dead_letters(conn)
+            return letters if len(letters) == 4 else None
+
+        letters = await until("four dead letters", four)
+        assert [headers(x)["__dlq.errors.offset"] for x in letters] == ["0", "1", "2", "3"]
+        r = await conn.request(FETCH, 11, fetch_body(DLQ, 0))
+        sizes = [h.size for _, h in iter_batches(r.responses[0].partitions[0].records)]
+        assert len(sizes) > 1 and max(sizes) <= 450
     finally:
         await conn.close()

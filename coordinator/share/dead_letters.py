@@ -92,20 +92,20 @@ class DeadLetters:
             ]
             records = [
                 Record(
-                    i,
+                    0,
                     now,
                     *originals.get(offset, (None, None)),
                     [*fixed, ("__dlq.errors.offset", str(offset).encode()), *context],
                 )
-                for i, offset in enumerate(range(first, last + 1))
+                for offset in range(first, last + 1)
             ]
-            batch = build_batch_from(records, base_offset=0, relative=True)
-            error, message = await self.data_plane.append_as_broker(name, target, batch)
-            if error != E.none:
-                raise DeadLetterError(
-                    f"Unable to produce to DLQ topic {name}-{target}: {E(error).name.upper()}"
-                    + (f" ({message})" if message else "")
-                )
+            for batch in _batches(records, info.max_message_bytes):
+                error, message = await self.data_plane.append_as_broker(name, target, batch)
+                if error != E.none:
+                    raise DeadLetterError(
+                        f"Unable to produce to DLQ topic {name}-{target}: {E(error).name.upper()}"
+                        + (f" ({message})" if message else "")
+                    )
 
     async def _usable_topic(self, group_id: str) -> str:
         """ProduceRequestHandler.validateDlqTopic, then the topic created if it may be."""
@@ -141,6 +141,32 @@ class DeadLetters:
             if self.topics.get(name) is None:
                 raise DeadLetterError(f"DLQ topic {name} could not be created.")
         return name
+
+
+BATCH_OVERHEAD = 61  # a record batch's header (Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
+
+
+def _batches(records: list[Record], limit: int) -> list[bytes]:
+    """The records in batches of at most `limit` bytes (the topic's max.message.bytes), in
+    order, as Kafka's ProduceRequestHandler fills each produce: a record that does not fit
+    starts the next batch, and one too big on its own is sent alone (and refused)."""
+    out: list[bytes] = []
+    current: list[Record] = []
+    size = BATCH_OVERHEAD
+    for r in records:
+        own = len(build_batch_from([r], base_offset=0, relative=True)) - BATCH_OVERHEAD
+        if current and size + own > limit:
+            out.append(_batch(current))
+            current, size = [], BATCH_OVERHEAD
+        current.append(r)
+        size += own
+    if current:
+        out.append(_batch(current))
+    return out
+
+
+def _batch(records: list[Record]) -> bytes:
+    return build_batch_from([r._replace(offset=i) for i, r in enumerate(records)], base_offset=0, relative=True)
 
 
 def _originals(source: PartitionLog | None, first: int, last: int) -> dict[int, tuple[bytes | None, bytes | None]]:
