@@ -6,7 +6,7 @@ lists features in and its streams task assignor's tie-breaks rest on these."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -20,20 +20,25 @@ def java_string_hashcode(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def _spread(key: str) -> int:
-    h = java_string_hashcode(key) & 0xFFFFFFFF
-    return h ^ (h >> 16)
+def topic_partition_hashcode(topic: str, partition: int) -> int:
+    """Kafka's TopicPartition.hashCode: 31 * (31 + partition) + topic.hashCode(), in 32 bits."""
+    h = (31 * (31 + partition) + java_string_hashcode(topic)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
 
 
 class JavaHashMap:
-    """The order of a java.util.HashMap's string keys: its table of buckets (String.hashCode
-    spread by h ^ h >>> 16, masked by the table's size), one bucket a list, the table doubled
-    past 3/4 full with each bucket's order kept. `put` adds at a bucket's tail and resizes
-    after; `compute_if_absent` adds at its head and resizes before, as Java's do. (A bucket of
-    more than 8 keys becomes a tree: not modelled, it needs more keys than these maps hold.)"""
+    """The order of a java.util.HashMap's keys: its table of buckets (the key's hashCode,
+    String's unless `hash_code` says, spread by h ^ h >>> 16, masked by the table's size), one
+    bucket a list, the table doubled past 3/4 full with each bucket's order kept. `put` adds at
+    a bucket's tail and resizes after; `compute_if_absent` adds at its head and resizes before,
+    as Java's do. (A bucket of more than 8 keys becomes a tree: not modelled, it needs more keys
+    than these maps hold.)"""
 
-    def __init__(self, initial_capacity: int | None = None) -> None:
-        self.table: list[list[str]] | None = None
+    def __init__(
+        self, initial_capacity: int | None = None, hash_code: Callable[[Any], int] = java_string_hashcode
+    ) -> None:
+        self.hash_code = hash_code
+        self.table: list[list[Any]] | None = None
         self.threshold = 0
         if initial_capacity is not None:  # new HashMap<>(n): tableSizeFor(n), allocated later
             n = 1
@@ -42,7 +47,11 @@ class JavaHashMap:
             self.threshold = n
         self.size = 0
 
-    def _resize(self) -> list[list[str]]:
+    def _spread(self, key: Any) -> int:
+        h = self.hash_code(key) & 0xFFFFFFFF
+        return h ^ (h >> 16)
+
+    def _resize(self) -> list[list[Any]]:
         old = self.table
         old_cap = len(old) if old is not None else 0
         if old_cap > 0:
@@ -53,17 +62,17 @@ class JavaHashMap:
             threshold = int(cap * 0.75)
         else:
             cap, threshold = 16, 12
-        table: list[list[str]] = [[] for _ in range(cap)]
+        table: list[list[Any]] = [[] for _ in range(cap)]
         for bucket in old or ():
             for key in bucket:  # (a bucket splits in two, each keeping its order)
-                table[_spread(key) & (cap - 1)].append(key)
+                table[self._spread(key) & (cap - 1)].append(key)
         self.table, self.threshold = table, threshold
         return table
 
-    def _bucket(self, table: list[list[str]], key: str) -> list[str]:
-        return table[_spread(key) & (len(table) - 1)]
+    def _bucket(self, table: list[list[Any]], key: Any) -> list[Any]:
+        return table[self._spread(key) & (len(table) - 1)]
 
-    def put(self, key: str) -> None:
+    def put(self, key: Any) -> None:
         table = self.table if self.table is not None else self._resize()
         bucket = self._bucket(table, key)
         if key in bucket:
@@ -73,7 +82,7 @@ class JavaHashMap:
         if self.size > self.threshold:
             self._resize()
 
-    def compute_if_absent(self, key: str) -> None:
+    def compute_if_absent(self, key: Any) -> None:
         table = self.table
         if table is None or self.size > self.threshold:
             table = self._resize()
@@ -83,7 +92,7 @@ class JavaHashMap:
         bucket.insert(0, key)
         self.size += 1
 
-    def keys(self) -> list[str]:
+    def keys(self) -> list[Any]:
         return [key for bucket in self.table or () for key in bucket]
 
 

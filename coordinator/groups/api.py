@@ -23,6 +23,7 @@ from ..errors import E
 from ..apis import LATER, Raw, Registry, RequestContext, ms
 from ..broker.transactions import TransactionChecks
 from ..futures import future_and_callback
+from ..java_order import JavaHashMap, topic_partition_hashcode
 from .classic.classic_group import ClassicGroup, JoinRequest, JoinResult, SyncRequest, SyncResult
 from .modern.consumer.consumer_group import ConsumerGroup
 from .modern.consumer.consumer_manager import HeartbeatRequest, validate_request
@@ -208,6 +209,10 @@ def run_heartbeat(
     return runtime.answer(ctx, shard, heartbeat(shard), respond, ModernGroupManager.write_failed)
 
 
+def _offsets_partition_hashcode(partition: int) -> int:
+    return topic_partition_hashcode(OFFSETS_TOPIC, partition)
+
+
 def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContext, int], int]) -> tuple[Any, int]:
     """The group's shard and NONE; or None and the error to answer: NOT_COORDINATOR if its
     partition is offline or another broker coordinates it, COORDINATOR_LOAD_IN_PROGRESS
@@ -273,6 +278,19 @@ class GroupApis:
     def _route(self, ctx: RequestContext, group_id: str) -> tuple[GroupShard | None, int]:
         """The group's shard and NONE, or None and the error to answer (owning_shard)."""
         return owning_shard(ctx, self.shard_of.get(group_id) or self.shard_for(group_id), self.owner)
+
+    def _in_coordinator_order(self, group_ids: Iterable[str]) -> list[str]:
+        """The order Kafka answers DescribeGroups and DeleteGroups in: its GroupCoordinatorService
+        splits the groups by __consumer_offsets partition (a HashMap<TopicPartition, List>
+        filled by computeIfAbsent), runs one operation per partition and concatenates their
+        answers in the map's order, each partition's groups in the request's order."""
+        by_partition: dict[int, list[str]] = {}
+        partitions = JavaHashMap(hash_code=_offsets_partition_hashcode)
+        for group_id in group_ids:
+            p = (self.shard_of.get(group_id) or self.shard_for(group_id)).partition
+            partitions.compute_if_absent(p)
+            by_partition.setdefault(p, []).append(group_id)
+        return [g for p in partitions.keys() for g in by_partition[p]]
 
     def join_group(self, ctx: RequestContext, req: Any) -> Any:
         shard, error = self._route(ctx, req.group_id)
@@ -448,7 +466,7 @@ class GroupApis:
         include_ops = getattr(req, "include_authorized_operations", False)
         ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         described = []
-        for group_id in req.groups:
+        for group_id in self._in_coordinator_order(req.groups):
             shard, error = self._route(ctx, group_id)
             if shard is None:
                 described.append(
@@ -460,7 +478,7 @@ class GroupApis:
                         protocol_type="",
                         protocol_data="",
                         members=(),
-                        authorized_operations=ops,
+                        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,  # (Kafka: an error row has none)
                     )
                 )
                 continue
@@ -481,7 +499,7 @@ class GroupApis:
                         protocol_type="",
                         protocol_data="",
                         members=(),
-                        authorized_operations=ops,
+                        authorized_operations=ops if error == E.none else AUTHORIZED_OPERATIONS_OMITTED,
                     )
                 )
                 continue
@@ -515,7 +533,8 @@ class GroupApis:
 
     async def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
         waits = []
-        names = list(dict.fromkeys(req.groups_names))  # (a group named twice: one result, as Kafka's)
+        # (a group named twice: one result, as Kafka's)
+        names = self._in_coordinator_order(dict.fromkeys(req.groups_names))
         for group_id in names:
             fut, done = future_and_callback()
             # ("": no such group, Kafka's coordinator answers; only null is INVALID_GROUP_ID)

@@ -957,14 +957,18 @@ def _share_offsets(row: Builder) -> Each:
     return Each("topics", "responses", READ, _entry(TOPIC, "topic_name"), row, BEFORE, ask_empty=True, error_wins=True)
 
 
-def _in_order(items: str, out: str, operation: int, kind: int, row: Builder, served_key: str) -> Each:
-    """Entries that are names (group ids, transactional ids, coordinator keys), answered in order."""
+def _in_order(
+    items: str, out: str, operation: int, kind: int, row: Builder, served_key: str, place: str = IN_ORDER
+) -> Each:
+    """Entries that are names (group ids, transactional ids, coordinator keys), answered in order
+    (or `place`)."""
     return Each(
         items,
         out,
         operation,
         _entry(kind, None),
         row,
+        place,
         served_key=lambda served: getattr(served, served_key),
     )
 
@@ -1046,7 +1050,9 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
     12: _GROUP_READ,  # Heartbeat
     13: _GROUP_READ,  # LeaveGroup
     14: _GROUP_READ,  # SyncGroup
-    15: Rule(each=_in_order("groups", "groups", DESCRIBE, GROUP, _described_group_row, "group_id")),
+    # DescribeGroups, DeleteGroups: the denied groups before (after) the coordinator's answers,
+    # which come in its partitions' order (GroupApis._in_coordinator_order), as KafkaApis adds them
+    15: Rule(each=_in_order("groups", "groups", DESCRIBE, GROUP, _described_group_row, "group_id", BEFORE)),
     16: Rule(  # ListGroups: all of them with DESCRIBE on the cluster, else those it may describe
         unless=Whole(DESCRIBE, _the_cluster, _error_response),
         visible=Visible("groups", _described(GROUP, "group_id")),
@@ -1091,7 +1097,7 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
     34: _cluster(ALTER, _log_dirs_refused),  # AlterReplicaLogDirs
     35: _cluster(DESCRIBE, _no_log_dirs),  # DescribeLogDirs
     37: Rule(each=_by_name("topics", "results", ALTER, _create_partitions_row)),
-    42: Rule(each=_in_order("groups_names", "results", DELETE, GROUP, _deleted_group_row, "group_id")),
+    42: Rule(each=_in_order("groups_names", "results", DELETE, GROUP, _deleted_group_row, "group_id", AFTER)),
     43: _cluster(ALTER),  # ElectLeaders
     44: _configs(ALTER_CONFIGS, "responses"),
     45: _cluster(ALTER),  # AlterPartitionReassignments
