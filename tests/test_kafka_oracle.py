@@ -19,7 +19,17 @@ from typing import Any
 
 import pytest
 
-from protocol.record_batch import build_batch
+from protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    GZIP,
+    ZSTD,
+    Record,
+    build_batch,
+    build_batch_from,
+    crc32c,
+)
 from tests.support import kafka_oracle, streams_assignor_cases
 from tests.support.kafka_differences import Observations, plain
 from tests.support.oracle_wire import NAMES, Conn, api_ranges, common_versions
@@ -340,17 +350,99 @@ def produce_values(topic: str, records: bytes, partition: int = 0, acks: int = -
     return values
 
 
+def control_bit_set(records: bytes) -> bytes:
+    """The batch marked a control batch (its CRC made again), as only a transaction coordinator may write."""
+    buf = bytearray(records)
+    attributes = int.from_bytes(buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2], "big") | CONTROL_MASK
+    buf[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
+    buf[CRC_OFFSET : CRC_OFFSET + 4] = crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]).to_bytes(4, "big")
+    return bytes(buf)
+
+
+def corrupted(records: bytes) -> bytes:
+    """The batch with its last byte changed: its CRC no longer matches."""
+    return records[:-1] + bytes([records[-1] ^ 0xFF])
+
+
+def idempotent_values(topic: str, setup: list[tuple[int, int, int]], last: tuple[int, int, int], **flags: Any):
+    """A fresh idempotent producer (InitProducerId without a transactional id) that sends
+    batches of (epoch offset, base sequence, count) `setup`, each answered NONE, then `last`
+    (with `flags` for build_batch), the batch compared."""
+
+    def idempotent_batch(pid: int, epoch: int, batch_spec: tuple[int, int, int], **more: Any) -> bytes:
+        bump, sequence, count = batch_spec
+        records = [(b"k%d" % i, b"v") for i in range(count)]
+        return build_batch(
+            records, timestamp_ms=now_ms(), producer_id=pid, producer_epoch=epoch + bump, base_sequence=sequence, **more
+        )
+
+    def values(side: Side, v: int) -> dict[str, Any]:
+        init = side.call(
+            22, 5, {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1}
+        )
+        assert init.error_code == 0, init
+        for spec in setup:
+            answer = side.call(
+                0, 9, produce_values(topic, idempotent_batch(init.producer_id, init.producer_epoch, spec))(side, 9)
+            )
+            assert answer.responses[0].partition_responses[0].error_code == 0, answer
+        return produce_values(topic, idempotent_batch(init.producer_id, init.producer_epoch, last, **flags))(side, v)
+
+    return values
+
+
 def test_produce_error_paths(warm, sides):
     obs = Observations()
     hour = 3_600_000
+    late = now_ms() + 2 * hour
     cases = {
         "unknown-topic": produce_values("oracle-no-such-topic", batch([(b"k", b"v")])),
         "unknown-partition": produce_values(TOPIC, batch([(b"k", b"v")]), partition=99),
-        "timestamp-2h-ahead": produce_values(TOPIC, batch([(b"k", b"v")], now_ms() + 2 * hour)),
+        "timestamp-2h-ahead": produce_values(TOPIC, batch([(b"k", b"v")], late)),
+        # the second record of a batch late: its record error names it
+        "timestamp-2h-ahead-second-record": produce_values(
+            TOPIC,
+            build_batch_from(
+                [Record(0, now_ms(), b"k", b"v", []), Record(1, late, b"k", b"v", [])], base_offset=0, relative=True
+            ),
+        ),
         "keyless-on-compacted": produce_values(COMPACTED, batch([(None, b"v")])),
+        "keyless-second-record-on-compacted": produce_values(
+            COMPACTED, batch([(b"k", b"v"), (None, b"v"), (None, b"v")])
+        ),
         "oversized-batch": produce_values(SMALL, batch([(b"k", b"x" * 2000)])),
+        "oversized-batch-of-small-records": produce_values(SMALL, batch([(b"k", b"x" * 100)] * 20)),
         "accepted": produce_values(TOPIC, batch([(b"k", b"v"), (b"k2", b"v2")]), partition=1),
         "invalid-acks": produce_values(TOPIC, batch([(b"k", b"v")]), acks=2),
+        "corrupt-batch": produce_values(TOPIC, corrupted(batch([(b"k", b"v")]))),
+        "internal-topic": produce_values("__consumer_offsets", batch([(b"k", b"v")])),
+        "transactional-batch-without-transactional-id": idempotent_values(TOPIC, [], (0, 0, 1), transactional=True),
+        "idempotent-out-of-order-sequence": idempotent_values(TOPIC, [(0, 0, 2)], (0, 5, 1)),
+        "idempotent-first-sequence-not-zero": idempotent_values(TOPIC, [], (0, 3, 1)),
+        "idempotent-duplicate": idempotent_values(TOPIC, [(0, 0, 2)], (0, 0, 2)),
+        "idempotent-old-epoch": idempotent_values(TOPIC, [(0, 0, 1), (1, 0, 1)], (0, 1, 1)),
+        "idempotent-new-epoch-sequence-not-zero": idempotent_values(TOPIC, [(0, 0, 1)], (1, 4, 1)),
+        "producer-id-without-sequence": produce_values(
+            TOPIC, build_batch([(b"k", b"v")], timestamp_ms=now_ms(), producer_id=4242, producer_epoch=0)
+        ),
+        "no-batch": produce_values(TOPIC, b""),
+        "truncated-batch": produce_values(TOPIC, batch([(b"k", b"v")])[:-3]),
+        "unknown-magic": produce_values(TOPIC, batch([(b"k", b"v")])[:16] + b"\x07" + batch([(b"k", b"v")])[17:]),
+        "two-batches": produce_values(TOPIC, batch([(b"k", b"v")]) + batch([(b"k", b"v")])),
+        "control-batch": produce_values(TOPIC, control_bit_set(batch([(b"k", b"v")]))),
+        "inconsistent-offset-range": produce_values(
+            TOPIC,
+            build_batch_from(
+                [Record(0, now_ms(), b"k", b"v", []), Record(1, now_ms(), b"k", b"v", [])],
+                base_offset=0,
+                last_offset_delta=5,
+                relative=True,
+            ),
+        ),
+        "compressed-keyless-on-compacted": produce_values(
+            COMPACTED, build_batch([(b"k", b"v"), (None, b"v")], timestamp_ms=now_ms(), compression=GZIP)
+        ),
+        "zstd": produce_values(TOPIC, build_batch([(b"k", b"v")], timestamp_ms=now_ms(), compression=ZSTD)),
     }
     for case, values in cases.items():
         compare_at_every_version(obs, sides, f"wire/Produce/{case}", 0, values, warm.ranges)
@@ -749,6 +841,36 @@ def test_classic_group_error_paths(warm, sides):
         fixed({"group_id": group, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]}),
         warm.ranges,
     )
+    obs.check()
+
+
+# Groups on eleven __consumer_offsets partitions (two share one), which Kafka answers in its
+# partition map's order, not the request's.
+SPREAD_GROUPS = [
+    f"oracle-order-{w}"
+    for w in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu")
+]
+
+
+def test_describe_and_delete_groups_answer_in_coordinator_order(warm, sides):
+    """DescribeGroups and DeleteGroups of groups on many coordinator partitions, some existing
+    (an offset committed), one named twice: the results come in Kafka's order."""
+    obs = Observations()
+    existing = SPREAD_GROUPS[::3]
+
+    def describe(side: Side, v: int) -> dict[str, Any]:
+        return {"groups": [*SPREAD_GROUPS, SPREAD_GROUPS[1]], "include_authorized_operations": True}
+
+    def delete(side: Side, v: int) -> dict[str, Any]:
+        for group in existing:
+            commit_offsets(side.server.port, group, TOPIC, {0: 1})
+        return {"groups_names": [*SPREAD_GROUPS, SPREAD_GROUPS[1]]}
+
+    for group in existing:
+        for side in sides:
+            commit_offsets(side.server.port, group, TOPIC, {0: 1})
+    compare_at_every_version(obs, sides, "wire/DescribeGroups/many-partitions", 15, describe, warm.ranges)
+    compare_at_every_version(obs, sides, "wire/DeleteGroups/many-partitions", 42, delete, warm.ranges)
     obs.check()
 
 

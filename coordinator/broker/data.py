@@ -21,7 +21,9 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol.legacy_records import UnsupportedCompression, down_convert, is_legacy, up_convert
 from protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
     GZIP,
+    LOG_OVERHEAD,
     LZ4,
     MAGIC,
     NONE,
@@ -74,6 +76,8 @@ SPECIAL_TIMESTAMP_VERSIONS = {
 }
 ACKS = (0, 1, -1)
 MAGIC_OFFSET = 16  # base offset (8) + length (4) + partition leader epoch or CRC (4)
+LEGACY_RECORD_OVERHEAD = 14  # LegacyRecord.RECORD_OVERHEAD_V0: a smaller entry is corrupt
+TRANSACTIONAL_BIT = 0x10  # of a batch's attributes' low byte
 READ_COMMITTED = 1
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record the producer gave no timestamp
 # compression.type -> the codec stored batches get (producer: none, keep the producer's)
@@ -81,6 +85,10 @@ CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zst
 # One partition's Produce outcome: (topic, partition, error, base offset, error message,
 # log append time or -1, record errors as (batch index, message)).
 _Produced = tuple[str, int, E, int, str | None, int, list[tuple[int, str]]]
+
+# The message of a partition refused before its log was looked at (Kafka's ProduceRequest.
+# validateRecords, its PartitionResponse(error)): answered with no log start offset and no message.
+NO_LOG_INFO_MESSAGE = "\0no log info"
 
 # Errors Kafka's ReplicaManager answers a produced partition with "unknown log append info": no
 # log start offset (-1) and no message, where a refused record (INVALID_RECORD, INVALID_TIMESTAMP)
@@ -213,10 +221,15 @@ class DataPlane:
         info = self.topics.get(topic)
         if info is None:  # as Kafka: Produce never creates a topic (the producer's Metadata does)
             return E.unknown_topic_or_partition, -1, None, -1
-        if info.internal:
-            return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}", -1
         if not 0 <= partition < info.partitions:
             return E.unknown_topic_or_partition, -1, None, -1
+        # (Kafka's order: the partition exists, the request's records are well-formed, the
+        # topic is not internal (ReplicaManager), then the leader's log takes them)
+        refused = _refused_by_request(version, records)
+        if refused is not None:
+            return refused, -1, NO_LOG_INFO_MESSAGE, -1
+        if info.internal:
+            return E.invalid_topic_exception, -1, f"cannot produce to internal topic {topic}", -1
         if ctx is not None and self.leader_error(ctx, topic, partition) != E.none:
             return E.not_leader_or_follower, -1, None, -1
         if not records:
@@ -228,25 +241,16 @@ class DataPlane:
             except CorruptBatch as e:
                 return E.corrupt_message, -1, str(e), -1
         if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != MAGIC:  # same place in old message sets
-            return (
-                E.invalid_record,
-                -1,
-                f"magic {records[MAGIC_OFFSET]}: Produce v3+ carries record batches v2 only",
-                -1,
-            )
+            return E.invalid_record, -1, NO_LOG_INFO_MESSAGE, -1
         try:
             headers = list(iter_batches(records))
         except CorruptBatch as e:
             return E.corrupt_message, -1, str(e), -1
         if len(headers) != 1:  # as Kafka: v3+ carries exactly one batch per partition
-            return E.invalid_record, -1, f"{len(headers)} record batches; exactly one is allowed", -1
+            return E.invalid_record, -1, NO_LOG_INFO_MESSAGE, -1
         h = headers[0][1]
         if h.size > info.max_message_bytes:
             return E.message_too_large, -1, f"batch of {h.size} bytes > max.message.bytes {info.max_message_bytes}", -1
-        if h.is_control:
-            return E.invalid_record, -1, "clients may not write control batches", -1
-        if h.compression == ZSTD and version < 7:
-            return E.unsupported_compression_type, -1, "zstd needs Produce v7 or later", -1
         if h.is_transactional:
             if not transactional_id or h.producer_id < 0:
                 return E.invalid_record, -1, "transactional records need a transactional id and producer id", -1
@@ -259,6 +263,8 @@ class DataPlane:
                 if error != E.none:
                     code, message = produce_verification_error(error, version)
                     return code, -1, message, -1
+        if not _valid_batch(h):  # (Kafka's InvalidRecordException: no message, the log's start offset)
+            return E.invalid_record, -1, None, -1
         try:  # (before the sequence checks, as Kafka's LogValidator runs before the producer state)
             _validate_records(info, f"{topic}-{partition}", records, h)
         except CorruptBatch as e:
@@ -269,8 +275,9 @@ class DataPlane:
             error, duplicate_of = state.check(h)
             if error != E.none:
                 return error, -1, None, -1
-            if duplicate_of is not None:
-                return E.none, duplicate_of, None, -1  # a retry of a batch we already have
+            if duplicate_of is not None:  # a retry of a batch we already have: answered as the
+                # first time, with (as Kafka's UnifiedLog) its max timestamp as the append time
+                return E.none, duplicate_of[0], None, duplicate_of[1]
         try:
             records, append_time = self._as_topic_stores(info, records, h)
         except CorruptBatch as e:
@@ -354,7 +361,18 @@ class DataPlane:
             refused = await self._add_to_transaction(ctx, topic_data, transactional_id)
         results: list[_Produced]
         message: str | None
-        if req.acks not in ACKS:
+        # Kafka's KafkaApis refuses the whole request before anything else (its error response:
+        # no log info, the exception's message) if a partition's first batch cannot be framed,
+        # or is transactional while the request has no transactional id (to authorize WRITE on)
+        whole: tuple[E, str | None] | None = None
+        transactional, corrupt = _first_batches(topic_data)
+        if corrupt is not None:
+            whole = (E.corrupt_message, corrupt)
+        elif transactional and transactional_id is None:
+            whole = (E.transactional_id_authorization_failed, None)
+        if whole is not None:
+            results = [(t.name, p.index, whole[0], -1, whole[1], -1, []) for t in topic_data for p in t.partition_data]
+        elif req.acks not in ACKS:
             error, message = E.invalid_required_acks, "acks must be 0, 1 or -1"
             results = [(t.name, p.index, error, -1, message, -1, []) for t in topic_data for p in t.partition_data]
         else:
@@ -385,7 +403,9 @@ class DataPlane:
             plog = self.topics.partition_log(topic, partition)
             if ids and error == E.unknown_topic_or_partition and topic.startswith("\0"):
                 error, message = E.unknown_topic_id, None
-            if error in NO_LOG_INFO:
+            if whole is not None:
+                plog = None
+            elif error in NO_LOG_INFO or message is NO_LOG_INFO_MESSAGE:
                 plog, message = None, None
             hint = {}
             if error == E.not_leader_or_follower and ctx.version >= 10:
@@ -960,6 +980,68 @@ class DataPlane:
 
     async def close(self) -> None:
         self.drain()
+
+
+def _refused_by_request(version: int, records: bytes | None) -> E | None:
+    """Kafka's ProduceRequest.validateRecords (v3+), run before the partition's log is looked
+    at: exactly one record batch (the whole ones MemoryRecords reads), of magic 2, zstd only
+    from v7."""
+    if version < 3:
+        return None
+    data = records or b""
+    pos, count = 0, 0
+    while len(data) - pos >= LOG_OVERHEAD:
+        size = int.from_bytes(data[pos + 8 : pos + LOG_OVERHEAD], "big", signed=True)
+        if size < LEGACY_RECORD_OVERHEAD:
+            return E.corrupt_message
+        if len(data) - pos > MAGIC_OFFSET and data[pos + MAGIC_OFFSET] > MAGIC:
+            return E.corrupt_message  # (no such magic, or a negative one)
+        if len(data) - pos < LOG_OVERHEAD + size:
+            break  # (a partial batch at the end is not read)
+        count += 1
+        if count == 2:
+            return E.invalid_record
+        if data[pos + MAGIC_OFFSET] != MAGIC:
+            return E.invalid_record
+        if version < 7 and len(data) - pos > ATTRIBUTES_OFFSET + 1 and data[pos + ATTRIBUTES_OFFSET + 1] & 7 == ZSTD:
+            return E.unsupported_compression_type
+        pos += LOG_OVERHEAD + size
+    return E.invalid_record if count == 0 else None
+
+
+def _valid_batch(h: Any) -> bool:
+    """Kafka's LogValidator.validateBatch for a client's batch: its offset range and record
+    count agree, it is not a control batch, and a producer id comes with a sequence."""
+    return (
+        h.last_offset_delta >= 0
+        and h.record_count > 0
+        and h.last_offset_delta + 1 == h.record_count
+        and not h.is_control
+        and not (h.producer_id >= 0 and h.base_sequence < 0)
+    )
+
+
+def _first_batches(topic_data: Any) -> tuple[bool, str | None]:
+    """Kafka's RequestUtils.hasTransactionalRecords: each partition's first batch, in the
+    request's order, read as MemoryRecords frames it (a partial one is no batch): (whether one
+    is transactional, which stops the reading; the CorruptRecordException's message if a
+    frame is invalid, None)."""
+    for t in topic_data:
+        for p in t.partition_data:
+            data = p.records or b""
+            if len(data) < LOG_OVERHEAD:
+                continue
+            size = int.from_bytes(data[8:LOG_OVERHEAD], "big", signed=True)
+            if size < LEGACY_RECORD_OVERHEAD:
+                return False, f"Record size {size} is less than the minimum record overhead ({LEGACY_RECORD_OVERHEAD})"
+            if len(data) <= MAGIC_OFFSET:
+                continue
+            magic = int.from_bytes(data[MAGIC_OFFSET : MAGIC_OFFSET + 1], "big", signed=True)
+            if not 0 <= magic <= MAGIC:
+                return False, f"Invalid magic found in record: {magic}"
+            if len(data) >= LOG_OVERHEAD + size and magic == MAGIC and data[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_BIT:
+                return True, None
+    return False, None
 
 
 class _NamedTopic(NamedTuple):

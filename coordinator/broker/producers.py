@@ -34,7 +34,8 @@ INT32_MAX = 2**31 - 1
 class ProducerEntry:
     epoch: int
     last_seq: int = -1
-    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))  # (first, last, base offset)
+    # (first, last sequence, base offset, max timestamp) of the last batches
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))
     last_timestamp: int = -1  # the last batch's max timestamp, or the last marker's
     coordinator_epoch: int = -1  # of the last marker written for it here
 
@@ -80,8 +81,8 @@ class PartitionProducers:
                 state.record(h, h.base_offset)
         return state
 
-    def check(self, h: BatchHeader) -> tuple[E, int | None]:
-        """(error, duplicate's base offset or None) for an incoming batch."""
+    def check(self, h: BatchHeader) -> tuple[E, tuple[int, int] | None]:
+        """(error, None or a duplicate's base offset and max timestamp) for an incoming batch."""
         entry = self.entries.get(h.producer_id)
         if entry is None:
             return E.none, None  # unknown (or expired) producer: accept, as Kafka >= 2.5 does
@@ -90,9 +91,9 @@ class PartitionProducers:
         last = next_seq(h.base_sequence, h.last_offset_delta)
         if h.producer_epoch > entry.epoch:
             return (E.none, None) if h.base_sequence == 0 else (E.out_of_order_sequence_number, None)
-        for first_seq, last_seq, base_offset in entry.recent:
+        for first_seq, last_seq, base_offset, max_timestamp in entry.recent:
             if first_seq == h.base_sequence and last_seq == last:
-                return E.none, base_offset
+                return E.none, (base_offset, max_timestamp)
         if h.base_sequence != next_seq(entry.last_seq, 1):
             return E.out_of_order_sequence_number, None
         return E.none, None
@@ -132,7 +133,7 @@ class PartitionProducers:
         if entry is None or h.producer_epoch != entry.epoch:
             entry = self.entries[h.producer_id] = ProducerEntry(h.producer_epoch)
         entry.last_seq = next_seq(h.base_sequence, h.last_offset_delta)
-        entry.recent.append((h.base_sequence, entry.last_seq, base_offset))
+        entry.recent.append((h.base_sequence, entry.last_seq, base_offset, h.max_timestamp))
         entry.last_timestamp = h.max_timestamp
 
 

@@ -138,6 +138,7 @@ MASKED_FIELDS = {
     "transaction_start_time",
     "last_timestamp",
     "log_append_time_ms",
+    "log_append_time",
     "timestamp",
     "epoch",
 }
