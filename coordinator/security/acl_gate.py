@@ -195,7 +195,7 @@ class Each:
     AFTER or BEFORE the rows the handler served. `shape`: where entries and rows are.
 
     `inner`: each allowed entry is itself a request checked by that rule (its own entries, its
-    visible rows), whose answer is the handler's row for it (IN_ORDER); so a group's topics
+    visible rows), whose answer is the handler's row for it (IN_ORDER, IN_PLACE); so a group's topics
     (DescribeShareGroupOffsets). There the entry always goes to the handler, and `error_wins`
     means the row's own error."""
 
@@ -1149,8 +1149,7 @@ RULES: dict[int, Rule | tuple[tuple[int, Rule | None], ...]] = {
             DESCRIBE,
             _entry(GROUP, "group_id"),
             _share_offsets_group_row,
-            key=_group_of,
-            served_key=_group_of,
+            IN_PLACE,  # (one answer per group asked, in order, a group named twice too)
             # a topic named and denied comes after the group's others (topic id zero), one of all
             # (topics null) is left out; the group's own error is its whole answer
             inner=Rule(
