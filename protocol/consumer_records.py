@@ -7,7 +7,9 @@ schemas define them (`../shared/kafka-schemas/group-coordinator/`): 3 ConsumerGr
 (the assignment epoch, and since Kafka 4.3 when it was computed: KIP-1263),
 7 ConsumerGroupTargetAssignmentMember (a member's target), 8 ConsumerGroupCurrentMemberAssignment
 (a member's epoch, state and current partitions, and since Kafka 4.3 the epoch at which each
-partition was assigned: KIP-1251).
+partition was assigned: KIP-1251), 16 ConsumerGroupRegularExpression (the topics a subscribed
+regular expression matched when the group last resolved it, with the metadata version and the
+time of that resolution).
 Keys are non-flexible (int16-length strings); values are version 0, flexible (compact
 strings and arrays, tagged fields, unknown tags skipped so a newer Kafka's records load).
 """
@@ -118,6 +120,14 @@ class ConsumerGroupCurrentMemberAssignmentKey(MemberKey):
     __slots__ = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionKey(GroupKey):
+    """A group's resolved regular expression: the group id, then the regex (both non-flexible
+    strings, as a member key's two)."""
+
+    regex: str
+
+
 class ConsumerGroupMetadataValue(GroupEpochValue):
     __slots__ = ()  # the hash is tagged field 0
 
@@ -177,6 +187,16 @@ class ConsumerGroupCurrentMemberAssignmentValue(MemberAssignment):
     pending_revocation_epochs: Epochs = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionValue:
+    """The topics the regex matched (sorted), the topic metadata's version when it was
+    resolved and when the resolution started (ms since the epoch)."""
+
+    topics: tuple[str, ...]
+    version: int
+    timestamp: int
+
+
 _KEY_TYPES: dict[int, type[GroupKey | MemberKey]] = {
     3: ConsumerGroupMetadataKey,
     4: ConsumerGroupPartitionMetadataKey,
@@ -184,6 +204,7 @@ _KEY_TYPES: dict[int, type[GroupKey | MemberKey]] = {
     6: ConsumerGroupTargetAssignmentMetadataKey,
     7: ConsumerGroupTargetAssignmentMemberKey,
     8: ConsumerGroupCurrentMemberAssignmentKey,
+    16: ConsumerGroupRegularExpressionKey,
 }
 KEY_TYPES = tuple(_KEY_TYPES.values())
 METADATA_KEY = ConsumerGroupMetadataKey  # the group's epoch: a group ends with its tombstone
@@ -203,13 +224,17 @@ def write_key(key_type: int, key: GroupKey | MemberKey) -> bytes:
     w.string(key.group)
     if isinstance(key, MemberKey):
         w.string(key.member_id)
+    elif type(key) is ConsumerGroupRegularExpressionKey:
+        w.string(key.regex)
     return bytes(w.out)
 
 
 def read_key(cls: type[GroupKey | MemberKey], r: RecordReader) -> GroupKey | MemberKey:
     """The rest of a key whose type `write_key` wrote: a `cls`."""
     group = r.string()
-    return cls(group, r.string()) if issubclass(cls, MemberKey) else cls(group)
+    if issubclass(cls, MemberKey) or cls is ConsumerGroupRegularExpressionKey:
+        return cls(group, r.string())  # (both take the second string)
+    return cls(group)
 
 
 def key_codec(
@@ -415,6 +440,13 @@ def encode_value(value: object) -> bytes:
         _partitions(
             w, cast("ConsumerGroupTargetAssignmentMemberValue", value).topic_partitions
         )  # the `t is` check above says which value it is
+    elif t is ConsumerGroupRegularExpressionValue:
+        x = cast("ConsumerGroupRegularExpressionValue", value)  # the `t is` check above says which value it is
+        w.array_len(len(x.topics))
+        for name in x.topics:
+            w.string(name)
+        w.int64(x.version)
+        w.int64(x.timestamp)
     elif t is ConsumerGroupCurrentMemberAssignmentValue:
         c: ConsumerGroupCurrentMemberAssignmentValue = value  # type: ignore[assignment]  # the `t is` check above narrows the type; mypy cannot see it
         write_member_epochs(w, c)
@@ -478,6 +510,9 @@ def decode_value(key: object, data: bytes) -> object:
         value = ConsumerGroupCurrentMemberAssignmentValue(
             epoch, previous, state, assigned, pending, assigned_epochs, pending_epochs
         )
+    elif t is ConsumerGroupRegularExpressionKey:
+        matched = tuple(r.string() for _ in range(r.array_len()))
+        value = ConsumerGroupRegularExpressionValue(matched, r.int64(), r.int64())
     else:
         raise RecordDecodeError(f"no value schema for {key!r}")
     r.skip_tags()

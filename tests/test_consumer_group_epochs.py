@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode as E
 from coordinator.groups.modern.consumer.consumer_group import records_of
 from protocol import consumer_records as R
 from protocol.offset_commit import PartitionCommit
-from tests.support.group_harness import answered, commit_failed
+from tests.support.group_harness import answered, commit_failed, settle
 from tests.support.consumer_harness import GROUP, Harness, flat
 from tests.support.consumer_shard import owned
 
@@ -181,3 +181,64 @@ async def test_a_dropped_topic_is_revoked_before_the_target_leaves_it_out():
     settled = await h.hb("a", 2, owned=owned(dropped))
     assert settled.member_epoch == 3 and flat(settled.assignment) == {0, 1, 2}
     assert records_of(h.reload().group) == records_of(h.group)
+
+
+async def test_a_resolved_regex_is_written_and_tombstoned_when_no_member_subscribes_to_it():
+    """Kafka 4.4's ConsumerGroupRegularExpression records (key type 16): each resolution of
+    a subscribed regex writes its topics (sorted) with the metadata version and the time it
+    started, before the epoch it bumps; the target follows at the next heartbeat; the regex's
+    last subscriber moving to another regex, or leaving, tombstones it after its own records
+    and before the group epoch (consumerGroupHeartbeat, consumerGroupFenceMembers). A reload
+    has the regex as resolved."""
+    h = Harness()
+    h.catalog.add("orders-us", 1)
+    h.catalog.add("orders-eu", 1)
+    h.catalog.add("payments", 1)
+    log = h.log.records[0]
+
+    def since(n: int) -> list[tuple[str, object]]:
+        return [(type(k).__name__.removeprefix("ConsumerGroup"), v) for k, v in log[n:]]
+
+    def regex_record(topics: tuple[str, ...]) -> R.ConsumerGroupRegularExpressionValue:
+        return R.ConsumerGroupRegularExpressionValue(topics, 0, h.clock.wall())
+
+    first = await h.hb("a", 0, None, subscribed_topic_regex="orders-.*")
+    assert first.member_epoch == 1 and [k for k, _ in since(0)] == ["MemberMetadataKey", "CurrentMemberAssignmentKey"]
+    n = len(log)
+    h.clock.advance(0)  # the resolution, apart from the heartbeat
+    await settle()
+    resolved = since(n)
+    assert [k for k, _ in resolved] == ["RegularExpressionKey", "MetadataKey"]
+    assert resolved[0][1] == regex_record(("orders-eu", "orders-us")) and resolved[1][1].epoch == 2
+    n = len(log)
+    a = await h.hb("a", 1, owned=[])
+    assert a.member_epoch == 2 and len(a.assignment) == 2
+    assert [k for k, _ in since(n)] == [
+        "TargetAssignmentMemberKey",
+        "TargetAssignmentMetadataKey",
+        "CurrentMemberAssignmentKey",
+    ]
+    # b subscribes to the resolved regex (the epoch moves: no resolution to wait for); a moves
+    # to another regex: b still uses the first, nothing is tombstoned.
+    b = await h.hb("b", 0, None, subscribed_topic_regex="orders-.*")
+    assert b.error == E.none and h.group.group_epoch == 3
+    n = len(log)
+    await h.hb("a", 2, None, owned=owned(a), subscribed_topic_regex="pay.*")
+    assert not any(v is None for _, v in since(n))
+    # b leaves: its three tombstones, then the regex's, then the epoch
+    n = len(log)
+    assert (await h.hb("b", -1, owned=None)).error == E.none
+    left = since(n)
+    assert [(k, v is None) for k, v in left] == [
+        ("CurrentMemberAssignmentKey", True),
+        ("TargetAssignmentMemberKey", True),
+        ("MemberMetadataKey", True),
+        ("RegularExpressionKey", True),
+        ("MetadataKey", False),
+    ]
+    assert log[n + 3][0] == R.ConsumerGroupRegularExpressionKey(GROUP, "orders-.*")
+    h.clock.advance(0)
+    await settle()
+    fresh = h.reload().group
+    assert fresh.resolved_regexes == h.group.resolved_regexes == {"pay.*": frozenset({"payments"})}
+    assert records_of(fresh) == records_of(h.group)

@@ -266,12 +266,18 @@ class ModernGroupManager:
         # group: not written until it moves from there.)
         initial = self.initial_values
         changed = [(k, v) for k, v in now.items() if (w := written.get(k, initial.get(type(k)))) is not v and w != v]
+        changed += [(k, None) for k in self.dropped_keys(group, written, now)]
         if order and len(changed) > 1:
             changed.sort(key=lambda kv: order.get(type(kv[0]), len(order)))
         return [(k, None) for k in gone] + changed
 
     def stale_keys(self, group: Any, written: dict[Any, Any]) -> list[Any]:
         """Written records of the group that nothing writes again and that go (none here)."""
+        return []
+
+    def dropped_keys(self, group: Any, written: dict[Any, Any], now: dict[Any, Any]) -> list[Any]:
+        """Written group-level records that go, their tombstones in `record_order` among the
+        write's other records (`now`: the group's records as they are; none here)."""
         return []
 
     def delete_records(self, group_id: str) -> list[tuple[Any, Any]]:

@@ -103,9 +103,12 @@ class ConsumerGroup(StaticGroup[ConsumerMember]):
         self._subscriptions: tuple[frozenset[str], frozenset[str]] | None = None
         # The classic group this one was upgraded from, until the upgrade is on disk.
         self.converted_from: Any = None
-        # regex -> the topic names it matched when last resolved; the topic image's version
-        # then; the scheduled resolution, if any (consumer_manager)
+        # regex -> the topic names it matched when last resolved, and (the topic metadata's
+        # version, the resolution's start in wall ms) for its ConsumerGroupRegularExpression
+        # record; the topic image's version then; the scheduled resolution, if any
+        # (consumer_manager)
         self.resolved_regexes: dict[str, frozenset[str]] = {}
+        self.regex_resolutions: dict[str, tuple[int, int]] = {}
         self.regex_version: Any = None
         self.regex_refresh: Any = None
         self.built = _Built()  # (keys: its two group-level keys; metadata: both values)
@@ -366,6 +369,17 @@ def records_of(group: ConsumerGroup, member_ids: Any = None) -> dict[Any, Any]:
                 ),
             )
         out[current_key] = mine.current[1]
+    # Each subscribed regex as last resolved (Kafka's resolvedRegularExpressions: one no
+    # member subscribes to any more is tombstoned, consumer_manager.dropped_keys).
+    if group.resolved_regexes:
+        regexes = group.subscriptions()[1]
+        resolutions = group.regex_resolutions
+        for x, topics in group.resolved_regexes.items():
+            when = resolutions.get(x)
+            if x in regexes and when is not None:
+                out[R.ConsumerGroupRegularExpressionKey(g, x)] = R.ConsumerGroupRegularExpressionValue(
+                    tuple(sorted(topics)), *when
+                )
     return out
 
 
@@ -409,4 +423,8 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
         group.set_owned(m, _assignment(value.assigned_partitions), _assignment(value.partitions_pending_revocation))
 
     replay_members(group, stored, R, "ConsumerGroup", member, target, current)
+    for key, value in stored.items():
+        if type(key) is R.ConsumerGroupRegularExpressionKey:
+            group.resolved_regexes[key.regex] = frozenset(value.topics)
+            group.regex_resolutions[key.regex] = (value.version, value.timestamp)
     return group

@@ -32,7 +32,7 @@ from .consumer_group import (
 )
 from ...metadata_hash import metadata_hash
 from ..reconciliation import MemberState, owns_any, reconcile
-from ..modern_group import STATIC_LEAVE_EPOCH, heartbeat_order, initial_values, static_successor
+from ..modern_group import HEARTBEAT_ROLES, STATIC_LEAVE_EPOCH, initial_values, record_types, static_successor
 from ..modern_manager import ApiError, HeartbeatResult, ModernGroupManager, known_member, static_member
 from ...topic_image import TopicImage
 from ...shard_context import Complete, CoordinatorResult, ShardContext
@@ -170,7 +170,14 @@ _STATIC_CARRIED = (
 class ConsumerGroupManager(ModernGroupManager):
     kind, group_type, model, records = "consumer", ConsumerGroup, consumer_group, R
     initial_values = initial_values(R, "ConsumerGroup")
-    record_order = heartbeat_order(R, "ConsumerGroup")
+    # Kafka's heartbeat order, a regex's record (a resolution's, or the tombstone of one no
+    # member subscribes to any more) right after the member's subscription
+    record_order = {
+        t: i
+        for i, t in enumerate(
+            record_types(R, "ConsumerGroup", HEARTBEAT_ROLES[0], "RegularExpression", *HEARTBEAT_ROLES[1:])
+        )
+    }
 
     def __init__(self, shard: ShardContext, clock: Clock, config: ConsumerGroupConfig, image: TopicImage) -> None:
         super().__init__(shard, clock, image)
@@ -204,9 +211,11 @@ class ConsumerGroupManager(ModernGroupManager):
         return type(current) is ClassicGroup and current.is_empty()
 
     def restored(self, group: ConsumerGroup) -> None:
-        # (Kafka keeps resolved regexes in records of their own; here they are resolved
-        # again from the topics now, which the subscription metadata record already reflects.)
-        self.resolve_regexes(group)
+        # Its regexes as their ConsumerGroupRegularExpression records say (the next heartbeat
+        # resolves them again, the topic image's version being unknown); resolved now only
+        # if a log written without those records has none for one.
+        if any(x not in group.regex_resolutions for x in group.subscriptions()[1]):
+            self.resolve_regexes(group)
         if not group.subscription_metadata and group.metadata_hash:
             # Kafka 4.1+ keeps only the hash: the topics are as the group saw them if the hash
             # of what the broker has now matches; otherwise the next heartbeat bumps the epoch.
@@ -230,6 +239,18 @@ class ConsumerGroupManager(ModernGroupManager):
         if legacy in written:
             gone.append(legacy)
         return gone
+
+    def dropped_keys(self, group: ConsumerGroup, written: dict[Any, Any], now: dict[Any, Any]) -> list[Any]:
+        """Kafka's tombstone of a resolved regex no member subscribes to any more (a member
+        changing its regex, leaving or fenced): written after the member's subscription and
+        before the group epoch, as consumerGroupHeartbeat and consumerGroupFenceMembers do."""
+        if not group.resolved_regexes and not group.regex_resolutions:
+            return []
+        regexes = group.subscriptions()[1]
+        for x in [x for x in group.resolved_regexes if x not in regexes]:
+            del group.resolved_regexes[x]
+            group.regex_resolutions.pop(x, None)
+        return [k for k in written if type(k) is R.ConsumerGroupRegularExpressionKey and k not in now]
 
     def durable(self, group: ConsumerGroup) -> None:
         """A group converted from a classic one is that no more once its records are durable
@@ -523,37 +544,43 @@ class ConsumerGroupManager(ModernGroupManager):
             group.regex_refresh = self.clock.call_at(self.clock.now(), self._resolve_regexes, group)
 
     def resolve_regexes(self, group: ConsumerGroup) -> bool:
-        """Match every regex of the group against the topics now; whether that changed."""
-        group.regex_version = self.image.version()
+        """Match every regex of the group against the topics now (Kafka's TopicRegexResolver:
+        each resolution stamped with the topic metadata's version and its start time, which its
+        ConsumerGroupRegularExpression record keeps); whether the topics matched changed."""
+        version = group.regex_version = self.image.version()
+        stamp = (version or 0, self.clock.wall())
         names = self.image.names()
-        resolved = {x: frozenset(n for n in names if compile_regex(x).fullmatch(n)) for x in group.subscriptions()[1]}
+        regexes = group.subscriptions()[1]
+        resolved = {x: frozenset(n for n in names if compile_regex(x).fullmatch(n)) for x in regexes}
+        group.regex_resolutions = dict.fromkeys(regexes, stamp)
         if resolved == group.resolved_regexes:
             return False
         group.resolved_regexes = resolved
         return True
 
     def _resolve_regexes(self, group: ConsumerGroup) -> CoordinatorResult | None:
+        """Kafka's handleRegularExpressionsResult: each subscribed regex's resolution is
+        written (changed or not), and the group epoch moves if a regex's topics changed (one
+        newly resolved to none did not) or the subscribed topics' metadata did; the target
+        follows at the next heartbeat."""
         group.regex_refresh = None
         before = group.resolved_regexes
-        if self.groups.get(group.group_id) is not group or group.dead or not self.resolve_regexes(group):
+        if self.groups.get(group.group_id) is not group or group.dead:
             return None
+        self.resolve_regexes(group)
         metadata = self.subscription_metadata(group)
-        # Kafka's handleRegularExpressionsResult: the epoch moves if a regex's topics changed
-        # (one newly resolved to none did not) or the subscribed topics' metadata did.
         after = group.resolved_regexes
-        if metadata == group.subscription_metadata and all(
-            before.get(x, frozenset()) == topics for x, topics in after.items()
-        ):
-            return None
-        log.info(
-            "group %s: its regular expressions now match %s",
-            group.group_id,
-            sorted(n for ns in group.resolved_regexes.values() for n in ns),
-        )
-        group.subscription_metadata = metadata
-        group.group_epoch += 1
         group.dirty = True
-        self.maybe_compute_target(group)
+        if metadata != group.subscription_metadata or any(
+            before.get(x, frozenset()) != topics for x, topics in after.items()
+        ):
+            log.info(
+                "group %s: its regular expressions now match %s",
+                group.group_id,
+                sorted(n for ns in group.resolved_regexes.values() for n in ns),
+            )
+            group.subscription_metadata = metadata
+            group.group_epoch += 1
         out = CoordinatorResult()
         self.persist(out, group)
         return out
