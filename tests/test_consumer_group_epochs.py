@@ -242,3 +242,25 @@ async def test_a_resolved_regex_is_written_and_tombstoned_when_no_member_subscri
     fresh = h.reload().group
     assert fresh.resolved_regexes == h.group.resolved_regexes == {"pay.*": frozenset({"payments"})}
     assert records_of(fresh) == records_of(h.group)
+
+
+async def test_reconciling_sets_the_previous_epoch_and_a_partition_back_from_revocation_is_assigned_anew():
+    """Kafka's updateMemberEpoch: a member told to revoke at its epoch has that epoch as its
+    previous one too; a partition it was revoking and gets back counts as assigned at its new
+    epoch (AssignmentEpochs). Seen in a real 4.4 node's records (the differential suite's
+    regex scenario: by name, then by a regex still to be resolved)."""
+    h = Harness()
+    t = h.catalog.add("rx-a", 2)
+    a = await h.hb("a", 0, ["rx-a"])
+    assert a.member_epoch == 2
+    moved = await h.hb("a", 2, [], owned=owned(a), subscribed_topic_regex="rx-.*")
+    member = h.group.members["a"]
+    assert moved.member_epoch == 2 and member.state.name == "UNREVOKED_PARTITIONS"
+    assert (member.member_epoch, member.previous_member_epoch) == (2, 2)
+    assert member.assignment_epochs == {t.topic_id: {0: 2, 1: 2}}
+    h.clock.advance(0)
+    await settle()
+    back = await h.hb("a", 2, owned=[])
+    assert flat(back.assignment) == {0, 1} and member.state.name == "STABLE"
+    assert member.assignment_epochs == {t.topic_id: {0: back.member_epoch, 1: back.member_epoch}}
+    assert records_of(h.reload().group) == records_of(h.group)

@@ -9,6 +9,7 @@ Needs Java 17 and `make oracle` (Kafka's jars from Maven); skipped, saying why, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -2287,4 +2288,165 @@ def test_tools_verifiable_producer_and_consumers(warm):
         assert sum(e["count"] for e in consumed) == 5, kafka_events
     for key in results[0]:
         obs.compare(f"tools/verifiable/{key}", results[0][key], results[1][key])
+    obs.check()
+
+
+# ---------------------------------------------------------------------------------------------
+# The group's records in __consumer_offsets, decoded
+
+
+def group_records(side: Side, group: str) -> list[tuple[str, Any]]:
+    """The records of `group` in its __consumer_offsets partition as (key, value) data:
+    topic ids named, and what must differ masked (times, metadata versions and hashes,
+    which hash topic ids, and the client's address)."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    from coordinator.log.offsets import partition_for
+    from protocol.group_records import decode_key, decode_value
+
+    body = side.call(
+        1,
+        12,
+        {
+            "replica_id": -1,
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 22,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": "__consumer_offsets",
+                    "partitions": [
+                        {
+                            "partition": partition_for(group),
+                            "fetch_offset": 0,
+                            "current_leader_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 22,
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    names = {tid: name for name, tid in side.topic_ids.items()}
+    masked = {"timestamp", "version", "assignment_timestamp", "metadata_hash"}
+
+    def shown(value: Any, field: str = "") -> Any:
+        if isinstance(value, uuid.UUID):
+            return names.get(value, "<topic id>")
+        if field in masked and isinstance(value, int):
+            return "<set>" if value else 0
+        if field == "client_host":
+            return value.lstrip("/")
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: shown(getattr(value, f.name), f.name) for f in dataclasses.fields(value)}
+        if isinstance(value, (tuple, list)):
+            return [shown(v) for v in value]
+        return value
+
+    out: list[tuple[str, Any]] = []
+    records = MemoryRecords(body.responses[0].partitions[0].records or b"")
+    while (batch := records.next_batch()) is not None:
+        if batch.is_control_batch:
+            continue
+        for record in batch:
+            key = decode_key(record.key)
+            if getattr(key, "group", None) != group:
+                continue
+            value = None if record.value is None else decode_value(key, record.value)
+            out.append((type(key).__name__, [shown(key), shown(value)]))
+    return out
+
+
+def regex_heartbeat(side: Side, group: str, member: str, epoch: int, names, regex, owned) -> Any:
+    answer = side.call(
+        68,
+        1,
+        {
+            "group_id": group,
+            "member_id": member,
+            "member_epoch": epoch,
+            "rebalance_timeout": 30000,
+            "subscribed_topic_names": names,
+            "subscribed_topic_regex": regex,
+            "server_assignor": None,
+            "topic_partitions": owned,
+        },
+    )
+    assert answer.error_code == 0, answer
+    return answer
+
+
+class RegexMember:
+    """One KIP-848 member of a group on one side, heartbeating over ConsumerGroupHeartbeat v1
+    as a client would: it owns what it was last given (revoking at once)."""
+
+    def __init__(self, side: Side, group: str, member: str) -> None:
+        self.side, self.group, self.member = side, group, member
+        self.epoch, self.owned = 0, []
+
+    def beat(self, names=None, regex=None, first: bool = False) -> Any:
+        answer = regex_heartbeat(
+            self.side, self.group, self.member, 0 if first else self.epoch, names, regex, [] if first else self.owned
+        )
+        self.epoch = answer.member_epoch
+        if answer.assignment is not None:
+            self.owned = [
+                {"topic_id": t.topic_id, "partitions": sorted(t.partitions)} for t in answer.assignment.topic_partitions
+            ]
+        return answer
+
+    def group_epoch(self) -> int:
+        described = self.side.call(69, 0, {"group_ids": [self.group], "include_authorized_operations": False})
+        return described.groups[0].group_epoch
+
+    def settled(self, count: int) -> None:
+        """Heartbeats (each writes only what it changes) until it owns `count` partitions at
+        the group's epoch."""
+
+        def done() -> bool:
+            self.beat()
+            return self.epoch == self.group_epoch() and sum(len(t["partitions"]) for t in self.owned) == count
+
+        until(f"{count} partitions at the group epoch", done)
+
+    def resolved(self, before: int) -> None:
+        """A regex is resolved apart from the heartbeat (Kafka's executor): wait for the epoch
+        it bumps before the next heartbeat, so both brokers write in one order."""
+        until("the regex resolved", lambda: self.group_epoch() > before)
+
+
+def test_consumer_group_records_with_a_regex(warm, sides):
+    """A KIP-848 member subscribes with a regex, moves to the topic it matched by name, back to
+    the regex, and leaves: the group's records in __consumer_offsets, decoded, are Kafka's
+    (ConsumerGroupRegularExpression records and their tombstones, the epochs, targets and
+    current assignments, in Kafka's order)."""
+    group, topic, regex = "oracle-records-regex", "oracle-rx-a", "oracle-rx-.*"
+    dumps = []
+    for side in sides:
+        answer = side.call(
+            19, 7, {"timeout": 30000, "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}]}
+        )
+        assert [t.error_code for t in answer.topics] == [0], answer
+        wait_for_partitions(side.server.port, topic, 2)
+        side.learn_topic_ids()
+        every_change = {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": "0"}
+        resource = {"resource_type": 32, "resource_name": group, "configs": [every_change]}
+        altered = side.call(44, 1, {"validate_only": False, "resources": [resource]})
+        assert [r.error_code for r in altered.responses] == [0], altered
+        m = RegexMember(side, group, str(uuid.UUID(int=0x848)))
+        m.beat([], regex, first=True)
+        m.resolved(1)
+        m.settled(2)
+        m.beat([topic], "")  # by name: the regex's last subscriber drops it
+        m.settled(2)
+        before = m.group_epoch()
+        m.beat([], regex)  # back to the regex: resolved again
+        m.resolved(before)
+        m.settled(2)
+        assert regex_heartbeat(side, group, m.member, -1, None, None, None).member_epoch == -1
+        dumps.append(group_records(side, group))
+    obs = Observations()
+    obs.compare("records/consumer-group-regex", *dumps)
     obs.check()

@@ -77,17 +77,16 @@ def reconcile(
         # It may move on only once it no longer lists anything it was told to revoke.
         if owns_any(owned, pending):
             return Reconciled(state, member_epoch, previous_epoch, assigned, pending)
-        pending = {}
-        state = MemberState.STABLE if member_epoch == target_epoch else MemberState.UNKNOWN
-    if state is MemberState.STABLE and member_epoch == target_epoch:
+    elif state is MemberState.STABLE and member_epoch == target_epoch:
         return Reconciled(state, member_epoch, previous_epoch, assigned, pending)
-    if state is MemberState.UNRELEASED_PARTITIONS and member_epoch == target_epoch:
-        return _assign(member_epoch, previous_epoch, assigned, target, owners, member_id)
-    # A new target: revoke first, or take what is free.
+    # Kafka's computeNextAssignment: towards the target, revoking first or taking what is
+    # free; whatever it decides, the member's previous epoch becomes its epoch before it
+    # (ConsumerGroupMember.Builder.updateMemberEpoch), even when the epoch stays.
+    epoch = target_epoch if state is MemberState.UNKNOWN else member_epoch
     keep = _and(assigned, target)
     revoke = _minus(assigned, target)
     if revoke and owns_any(owned, revoke):
-        return Reconciled(MemberState.UNREVOKED_PARTITIONS, member_epoch, previous_epoch, keep, revoke)
+        return Reconciled(MemberState.UNREVOKED_PARTITIONS, epoch, member_epoch, keep, revoke)
     # Nothing to revoke that its heartbeat still lists (e.g. the partitions of a deleted
     # topic, which the client dropped itself): straight to the target's epoch, as Kafka.
     return _assign(target_epoch, member_epoch, keep, target, owners, member_id)

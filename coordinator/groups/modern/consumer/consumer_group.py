@@ -125,13 +125,15 @@ class ConsumerGroup(StaticGroup[ConsumerMember]):
     # ownership ------------------------------------------------------------------------
 
     def set_owned(self, member: ConsumerMember, assigned: Assignment, pending: Assignment) -> None:
-        """The member now owns these; a partition it did not own before is assigned at its
-        current epoch, one it keeps keeps its assignment epoch (Kafka's CurrentAssignmentBuilder).
-        Only the topics whose partitions changed are walked: a member revoking most of what it
+        """The member now owns these; a partition it was not assigned before (a new one, or
+        one it was revoking and gets back) is assigned at its current epoch, one it keeps, or
+        starts revoking, keeps its assignment epoch (Kafka's CurrentAssignmentBuilder). Only
+        the topics whose partitions changed are walked: a member revoking most of what it
         owns still owns it (pending revocation), so nothing moves until it acknowledges."""
         owners = self.owners
         member_id = member.member_id
         before = member.owns()
+        was_assigned = member.assigned
         member.assigned, member.pending_revocation = assigned, pending
         after = member.owns()
         for t, was in before.items():
@@ -143,17 +145,20 @@ class ConsumerGroup(StaticGroup[ConsumerMember]):
         for t, ps in after.items():
             was = before.get(t, frozenset())
             kept = old.get(t)
-            if ps == was and kept is not None:
+            now = assigned.get(t)
+            back = now - was_assigned.get(t, frozenset()) if now else None  # assigned anew
+            if ps == was and kept is not None and not back:
                 epochs[t] = kept  # (never changed in place: shared with the member's past self)
                 continue
-            _release(owners.get(t), was - ps, member_id)
-            of_topic = owners.get(t)
-            if of_topic is None:
-                of_topic = owners[t] = {}
-            for p in ps - was:
-                of_topic[p] = member_id
+            if ps != was:
+                _release(owners.get(t), was - ps, member_id)
+                of_topic = owners.get(t)
+                if of_topic is None:
+                    of_topic = owners[t] = {}
+                for p in ps - was:
+                    of_topic[p] = member_id
             kept = kept or {}
-            epochs[t] = {p: kept.get(p, epoch) for p in ps}
+            epochs[t] = {p: epoch if back and p in back else kept.get(p, epoch) for p in ps}
         member.assignment_epochs = epochs
 
     def owned_elsewhere(self, member_id: str) -> Callable[[uuid.UUID, int], bool]:
@@ -414,13 +419,13 @@ def group_from_records(group_id: str, stored: dict[Any, Any]) -> ConsumerGroup |
         m.member_epoch, m.previous_member_epoch = value.member_epoch, value.previous_member_epoch
         m.state = _BYTE_STATE.get(value.state, MemberState.UNKNOWN)
         default = max(m.member_epoch, 0)
-        m.assignment_epochs = _read_epochs(
+        group.set_owned(m, _assignment(value.assigned_partitions), _assignment(value.partitions_pending_revocation))
+        m.assignment_epochs = _read_epochs(  # (as written: set_owned would count them assigned anew)
             _read_epochs({}, value.assigned_partitions, value.assigned_epochs, default),
             value.partitions_pending_revocation,
             value.pending_revocation_epochs,
             default,
         )
-        group.set_owned(m, _assignment(value.assigned_partitions), _assignment(value.partitions_pending_revocation))
 
     replay_members(group, stored, R, "ConsumerGroup", member, target, current)
     for key, value in stored.items():

@@ -417,10 +417,22 @@ class ConsumerGroupManager(ModernGroupManager):
         if bump:
             group.group_epoch += 1
         self.maybe_compute_target(group)
-        before = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
+        before = (
+            member.member_epoch,
+            member.assigned,
+            member.pending_revocation,
+            member.state,
+            member.previous_member_epoch,
+        )
         self._reconcile(group, member, owned, bump if subscription_changed is None else subscription_changed)
         self.touch(group, member)
-        after = (member.member_epoch, member.assigned, member.pending_revocation, member.state)
+        after = (
+            member.member_epoch,
+            member.assigned,
+            member.pending_revocation,
+            member.state,
+            member.previous_member_epoch,
+        )
         if bump or before != after or stored_member_differs(self.written.get(group.group_id), group, member):
             group.dirty = True
             group.changed_members.add(member.member_id)
@@ -462,8 +474,8 @@ class ConsumerGroupManager(ModernGroupManager):
         group.replace_static(old, new)
         group.subscriptions_changed()
         group.target[new_id] = target
-        new.assignment_epochs = epochs
         group.set_owned(new, assigned, pending)
+        new.assignment_epochs = epochs  # (its partitions keep the epochs they were assigned at)
         return new
 
     # leaving --------------------------------------------------------------------------
@@ -681,6 +693,7 @@ class ConsumerGroupManager(ModernGroupManager):
         for t, ps in member.assigned.items():
             if t not in keep:
                 pending[t] = pending.get(t, frozenset()) | ps
+        member.previous_member_epoch = member.member_epoch  # (Kafka's updateMemberEpoch, at its epoch)
         if owns_any(owned, pending):
             if member.state is not MemberState.UNREVOKED_PARTITIONS:
                 self._revocation_deadline(group, member)
