@@ -36,6 +36,7 @@ from protocol.offset_commit import resolve_topic_ids, write_response_to
 from ..groups.streams.streams_api import heartbeat_error as streams_heartbeat_error
 from ..transactions.coordinator import no_transaction_state
 from ..broker.log_dirs import alter_log_dirs_answer
+from ..share.offsets_api import deleted_offsets_row
 from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context, nested_type
 from .acls import (
     ALTER,
@@ -796,13 +797,7 @@ def _alter_share_offsets_row(gate: AclGate, ctx: RequestContext, t: Any, error: 
 
 
 def _delete_share_offsets_row(gate: AclGate, ctx: RequestContext, t: Any, error: E) -> Any:
-    return ctx.nested(
-        "DeleteShareGroupOffsetsResponseTopic",
-        topic_name=t.topic_name,
-        topic_id=ZERO_UUID,
-        error_code=error,
-        error_message=_TOPIC_DENIED_MESSAGE,
-    )
+    return deleted_offsets_row(ctx, t, ZERO_UUID, error, _TOPIC_DENIED_MESSAGE)
 
 
 def _no_offsets(gate: AclGate, ctx: RequestContext, req: Any, error: E) -> Any:

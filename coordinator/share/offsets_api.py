@@ -33,6 +33,17 @@ from .partition import SharePartition
 DESCRIBE, ALTER, DELETE = 90, 91, 92
 
 
+def deleted_offsets_row(ctx: RequestContext, t: Any, topic_id: uuid.UUID, error: int, message: str | None) -> Any:
+    """A topic's row in a DeleteShareGroupOffsets answer (the ACL gate's too, for a topic it denies)."""
+    return ctx.nested(
+        "DeleteShareGroupOffsetsResponseTopic",
+        topic_name=t.topic_name,
+        topic_id=topic_id,
+        error_code=error,
+        error_message=message,
+    )
+
+
 class ShareOffsetsApis:
     def __init__(self, shares: SharePartitionManager) -> None:
         self.shares = shares
@@ -237,28 +248,13 @@ class ShareOffsetsApis:
         for t in req.topics:
             info = self.shares.topics.get(t.topic_name)
             if info is None:
-                rows.append(
-                    ctx.nested(
-                        "DeleteShareGroupOffsetsResponseTopic",
-                        topic_name=t.topic_name,
-                        topic_id=uuid.UUID(int=0),
-                        error_code=E.unknown_topic_or_partition,
-                        error_message="This server does not host this topic-partition.",
-                    )
-                )
+                missing = "This server does not host this topic-partition."
+                rows.append(deleted_offsets_row(ctx, t, uuid.UUID(int=0), E.unknown_topic_or_partition, missing))
                 continue
             error, message = await self.shares.forget(req.group_id, info.topic_id)
             if error == E.none:
                 forgotten.add(info.topic_id)
-            rows.append(
-                ctx.nested(
-                    "DeleteShareGroupOffsetsResponseTopic",
-                    topic_name=t.topic_name,
-                    topic_id=info.topic_id,
-                    error_code=error,
-                    error_message=message,
-                )
-            )
+            rows.append(deleted_offsets_row(ctx, t, info.topic_id, error, message))
         if forgotten:  # the topics leave the group's ShareGroupStatePartitionMetadata
             shard = self.runtime.shard_for(req.group_id)
             error = await self._group_write(shard, shard.share.forget_topics(req.group_id, forgotten))
