@@ -17,7 +17,7 @@ import sys
 from dataclasses import MISSING, dataclass, fields, replace
 from functools import cache, lru_cache
 from types import MemberDescriptorType
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -193,6 +193,27 @@ class RequestContext:
             cls = nested_type(*key)
             make = _NESTED_MAKERS[key] = _MAKERS.get(cls) or _maker(cls)
         return make(values)
+
+
+def errors_by_topic(
+    ctx: RequestContext,
+    topic_entity: str,
+    partition_entity: str,
+    by_topic: Iterable[tuple[str, Iterable[tuple[int, Any]]]],
+    name: str = "name",
+) -> tuple[Any, ...]:
+    """The topics of an answer that gives each partition only its error (OffsetDelete,
+    AlterReplicaLogDirs, WriteTxnMarkers): a `topic_entity` per (topic, its (partition, error)
+    pairs), named in its field `name`, with a `partition_entity` (partition_index, error_code)
+    per pair, in the order given."""
+    return tuple(
+        ctx.nested(
+            topic_entity,
+            **{name: topic},
+            partitions=tuple(ctx.nested(partition_entity, partition_index=p, error_code=e) for p, e in errors),
+        )
+        for topic, errors in by_topic
+    )
 
 
 _new_object = object.__new__

@@ -19,25 +19,18 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..apis import Registry, RequestContext
+from ..apis import Registry, RequestContext, errors_by_topic
 
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 
 
 def alter_log_dirs_answer(ctx: RequestContext, by_topic: dict[str, dict[int, E]]) -> Any:
     """AlterReplicaLogDirs' answer: each partition's error, by topic."""
+    topics = ((name, rows.items()) for name, rows in by_topic.items())
     return ctx.response(
         throttle_time=0,
-        results=tuple(
-            ctx.nested(
-                "AlterReplicaLogDirTopicResult",
-                topic_name=name,
-                partitions=tuple(
-                    ctx.nested("AlterReplicaLogDirPartitionResult", partition_index=p, error_code=error)
-                    for p, error in rows.items()
-                ),
-            )
-            for name, rows in by_topic.items()
+        results=errors_by_topic(
+            ctx, "AlterReplicaLogDirTopicResult", "AlterReplicaLogDirPartitionResult", topics, name="topic_name"
         ),
     )
 

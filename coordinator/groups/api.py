@@ -20,7 +20,7 @@ from protocol.messages import encode_body
 from protocol.offset_commit import OffsetCommitRequest, resolve_topic_ids, write_response_to
 
 from ..errors import E
-from ..apis import LATER, Raw, Registry, RequestContext, ms
+from ..apis import LATER, Raw, Registry, RequestContext, errors_by_topic, ms
 from ..broker.transactions import TransactionChecks
 from ..futures import future_and_callback
 from ..java_order import JavaHashMap, topic_partition_hashcode
@@ -806,21 +806,8 @@ class GroupApis:
 
         def respond(outcome: tuple[int, list]) -> Any:
             error, results = outcome
-            return ctx.response(
-                throttle_time=0,
-                error_code=error,
-                topics=tuple(
-                    ctx.nested(
-                        "OffsetDeleteResponseTopic",
-                        name=name,
-                        partitions=tuple(
-                            ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=e)
-                            for p, e in rows
-                        ),
-                    )
-                    for name, rows in results
-                ),
-            )
+            topics = errors_by_topic(ctx, "OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", results)
+            return ctx.response(throttle_time=0, error_code=error, topics=topics)
 
         shard, error = self._route(ctx, req.group_id)
         if shard is None:

@@ -47,7 +47,7 @@ from protocol.transaction_records import (
 )
 
 from .. import server_log
-from ..apis import Registry, RequestContext, ms
+from ..apis import Registry, RequestContext, errors_by_topic, ms
 from ..futures import future_and_callback
 from ..log.offsets import TOPIC as OFFSETS_TOPIC, OffsetsLog
 
@@ -738,21 +738,13 @@ class TransactionCoordinator:
                 )
                 error = await fut
                 results[tp] = E.not_leader_or_follower if error == E.not_coordinator else error
-            by_topic: dict[str, list] = {}
+            by_topic: dict[str, list[tuple[int, Any]]] = {}
             for (topic, partition), error in results.items():
-                by_topic.setdefault(topic, []).append(
-                    ctx.nested("WritableTxnMarkerPartitionResult", partition_index=partition, error_code=error)
-                )
-            out.append(
-                ctx.nested(
-                    "WritableTxnMarkerResult",
-                    producer_id=m.producer_id,
-                    topics=tuple(
-                        ctx.nested("WritableTxnMarkerTopicResult", name=name, partitions=tuple(parts))
-                        for name, parts in by_topic.items()
-                    ),
-                )
+                by_topic.setdefault(topic, []).append((partition, error))
+            topics = errors_by_topic(
+                ctx, "WritableTxnMarkerTopicResult", "WritableTxnMarkerPartitionResult", by_topic.items()
             )
+            out.append(ctx.nested("WritableTxnMarkerResult", producer_id=m.producer_id, topics=topics))
         return ctx.response(markers=tuple(out))
 
     # timeouts ---------------------------------------------------------------------------
