@@ -19,7 +19,7 @@ from protocol.messages import encode_body
 
 from protocol.wire import Raw
 
-from .apis import RequestContext
+from .apis import RequestContext, errors_by_topic
 from .broker.topics import TopicError, validate_name
 from .log.offsets import TOPIC as OFFSETS_TOPIC
 from .log.partition import PartitionLog
@@ -169,33 +169,21 @@ class Cluster:
         UNKNOWN_TOPIC_OR_PARTITION for each partition named."""
         asked = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
         if len(req.topics) != 1 or asked != [(METADATA_TOPIC, 0)]:
-            message = "This server does not host this topic-partition."
-            return ctx.response(
-                error_code=ErrorCode.none,
-                error_message="",
-                topics=tuple(
-                    ctx.nested(
-                        "TopicData",
-                        topic_name=t.topic_name,
-                        partitions=tuple(
-                            ctx.nested(
-                                "PartitionData",
-                                partition_index=p.partition_index,
-                                error_code=ErrorCode.unknown_topic_or_partition,
-                                error_message=message,
-                                leader_id=0,
-                                leader_epoch=0,
-                                high_watermark=0,
-                                current_voters=(),
-                                observers=(),
-                            )
-                            for p in t.partitions
-                        ),
-                    )
-                    for t in req.topics
-                ),
-                nodes=(),
+            unknown = ErrorCode.unknown_topic_or_partition
+            topics = errors_by_topic(
+                ctx,
+                "TopicData",
+                "PartitionData",
+                ((t.topic_name, [(p.partition_index, unknown) for p in t.partitions]) for t in req.topics),
+                name="topic_name",
+                error_message="This server does not host this topic-partition.",
+                leader_id=0,
+                leader_epoch=0,
+                high_watermark=0,
+                current_voters=(),
+                observers=(),
             )
+            return ctx.response(error_code=ErrorCode.none, error_message="", topics=topics, nodes=())
         leader = self.topology.controller()
         offset = self.topics.changes
         now = int(time.time() * 1000)

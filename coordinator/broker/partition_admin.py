@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode as E
 
 from protocol.error_messages import default_message
 
-from ..apis import Registry, RequestContext
+from ..apis import Registry, RequestContext, errors_by_topic
 from ..topology import Reassignment
 
 ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 43, 45, 46
@@ -76,24 +76,18 @@ class PartitionAdminApis:
         if election not in (PREFERRED, UNCLEAN):
             # ReplicationControlManager.electionType's InvalidRequestException fails the whole
             # request; ElectLeadersRequest.getErrorResponse gives it to each partition named
-            unknown = f"Unknown election type {election}"
-            return ctx.response(
-                throttle_time=0,
-                error_code=E.invalid_request,
-                replica_election_results=tuple(
-                    ctx.nested(
-                        "ReplicaElectionResult",
-                        topic=t.topic,
-                        partition_result=tuple(
-                            ctx.nested(
-                                "PartitionResult", partition_id=p, error_code=E.invalid_request, error_message=unknown
-                            )
-                            for p in t.partitions
-                        ),
-                    )
-                    for t in req.topic_partitions or ()
-                ),
+            invalid = E.invalid_request
+            refused = errors_by_topic(
+                ctx,
+                "ReplicaElectionResult",
+                "PartitionResult",
+                ((t.topic, [(p, invalid) for p in t.partitions]) for t in req.topic_partitions or ()),
+                name="topic",
+                partitions="partition_result",
+                index="partition_id",
+                error_message=f"Unknown election type {election}",
             )
+            return ctx.response(throttle_time=0, error_code=invalid, replica_election_results=refused)
         every = req.topic_partitions is None
         wanted = (
             [(name, list(range(info.partitions))) for name, info in sorted(self.topics.topics.items())]
