@@ -224,14 +224,16 @@ def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContex
 
 
 class ShardRoutedApis:
-    """What the handlers of a group type beside the classic and consumer ones (share, streams:
-    each its own requests) start from: each request goes to its group's shard, if this broker
-    coordinates it (`owner`, the topology's check: GroupApis.owner)."""
+    """What the group APIs (GroupApis; share and streams groups' own) start from: each request
+    goes to its group's shard, if this broker coordinates it."""
 
     def __init__(
         self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = _coordinates_all
     ) -> None:
         self.runtime = runtime
+        # owner(ctx, partition): whether the broker the request reached coordinates the
+        # groups of that __consumer_offsets partition (NONE), or the error to answer
+        # (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS): the topology's check.
         self.owner = owner
 
     def _route(self, ctx: RequestContext, group_id: str) -> tuple[Any, int]:
@@ -239,20 +241,16 @@ class ShardRoutedApis:
         return owning_shard(ctx, self.runtime.shard_for(group_id), self.owner)
 
 
-class GroupApis:
+class GroupApis(ShardRoutedApis):
     def __init__(
         self,
         runtime: CoordinatorRuntime,
         owner: Callable[[RequestContext, int], int] = _coordinates_all,
         transactions: TransactionChecks | None = None,
     ) -> None:
-        self.runtime = runtime
+        super().__init__(runtime, owner)
         # The transaction coordinator, as TxnOffsetCommit asks it (None: transactions unsupported)
         self.transactions = transactions
-        # owner(ctx, partition): whether the broker the request reached coordinates the
-        # groups of that __consumer_offsets partition (NONE), or the error to answer
-        # (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS): the topology's check.
-        self.owner = owner
         self.shard_for = runtime.shard_for
         self.shard_of = runtime.shard_of
         self.answer = runtime.answer
@@ -276,7 +274,7 @@ class GroupApis:
     # JoinGroup ------------------------------------------------------------------------
 
     def _route(self, ctx: RequestContext, group_id: str) -> tuple[GroupShard | None, int]:
-        """The group's shard and NONE, or None and the error to answer (owning_shard)."""
+        # (a group seen before: its shard without a call, on the hot path; runtime.shard_of)
         return owning_shard(ctx, self.shard_of.get(group_id) or self.shard_for(group_id), self.owner)
 
     def _in_coordinator_order(self, group_ids: Iterable[str]) -> list[str]:
