@@ -14,7 +14,7 @@ import uuid
 
 from tests.support.consumer_groups import hb, topic_ids
 from tests.support.wire_client import WireClient
-from protocol.record_batch import iter_batches
+from protocol.record_batch import build_batch, iter_batches
 
 from tests.support.transactions_wire import (
     FIND_COORDINATOR,
@@ -48,6 +48,7 @@ from tests.support.transactions_wire import (
     write_marker,
     set_broker_config,
     TXN_COORDINATOR_FENCED,
+    MS,
 )
 
 
@@ -491,6 +492,52 @@ async def test_transactions_v2(server):
         assert await end_txn_v5(conn, "tv2", new_pid, 0, True) == (E_NONE, new_pid, 1)
         await wait_for_state(conn, "tv2", "CompleteCommit")
         assert await end_txn_v5(conn, "tv2", pid, MAX_EPOCH - 1, True) == (INVALID_PID_MAPPING, -1, -1)
+    finally:
+        await conn.close()
+
+
+def _txn_produce(pid, epoch, parts):
+    """A Produce v12 body of one transactional batch per (partition, base sequence) of topic 'ord'."""
+    P, T = cls(0, 12, "PartitionProduceData"), cls(0, 12, "TopicProduceData")
+    batches = tuple(
+        P(
+            index=partition,
+            records=build_batch(
+                [(b"k", b"v"), (b"k", b"v")],
+                timestamp_ms=1_700_000_000_000,
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=seq,
+                transactional=True,
+            ),
+        )
+        for partition, seq in parts
+    )
+    return cls(0, 12)(
+        transactional_id="ord", acks=-1, timeout=5000 * MS, topic_data=(T(name="ord", partition_data=batches),)
+    )
+
+
+async def test_pipelined_transactional_produces_append_in_the_order_sent(server):
+    """Kafka reads a connection's next request only after answering this one. A Produce v12
+    that adds a partition to the transaction waits on the coordinator; the request sent after
+    it, to a partition already in the transaction, must not append first (its sequence would
+    leave a gap: OUT_OF_ORDER_SEQUENCE_NUMBER, which franz-go's TestTxnEtl hit)."""
+    conn = await WireClient("txn-order").connect("127.0.0.1", server.port)
+    await conn.create_topics("ord", partitions=2)
+    try:
+        error, pid, epoch = await init_pid(conn, "ord", v=5)
+        assert error == E_NONE
+        assert await produce_txn(conn, "ord", "ord", 0, pid, epoch, 0, v=12) == (E_NONE, 0)
+        first, second = conn.send_many(
+            [(0, 12, _txn_produce(pid, epoch, [(1, 0), (0, 2)])), (0, 12, _txn_produce(pid, epoch, [(0, 4)]))]
+        )
+        answers = [
+            (p.index, p.error_code, p.base_offset)
+            for r in (await first, await second)
+            for p in r.responses[0].partition_responses
+        ]
+        assert answers == [(1, E_NONE, 0), (0, E_NONE, 2), (0, E_NONE, 4)]
     finally:
         await conn.close()
 

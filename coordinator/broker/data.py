@@ -358,7 +358,37 @@ class DataPlane:
                 topic_data.append(_NamedTopic(name, t.partition_data))
         refused: dict[tuple[str, int], tuple[E, str | None]] = {}
         if transactional_id and ctx.version >= 12 and req.acks in ACKS:
-            refused = await self._add_to_transaction(ctx, topic_data, transactional_id)
+            # Kafka reads a connection's next request only once it answered this one, so a
+            # producer's pipelined batches append in the order sent. Adding partitions to the
+            # transaction waits on the coordinator: the connection's next Produce waits for
+            # this one's appends, or its batches (to partitions already added) would land first.
+            conn = ctx.connection
+            before = getattr(conn, "produce_turn", None)
+            turn = conn.produce_turn = asyncio.get_running_loop().create_future()
+            try:
+                if before is not None:
+                    await asyncio.shield(before)
+                refused = await self._add_to_transaction(ctx, topic_data, transactional_id)
+                return await self._answer_produce(ctx, req, topic_data, ids, refused, transactional_id, turn)
+            finally:
+                if not turn.done():
+                    turn.set_result(None)
+                if getattr(conn, "produce_turn", None) is turn:
+                    conn.produce_turn = None
+        return await self._answer_produce(ctx, req, topic_data, ids, refused, transactional_id, None)
+
+    async def _answer_produce(
+        self,
+        ctx: RequestContext,
+        req: Any,
+        topic_data: Any,
+        ids: dict[str, Any],
+        refused: dict[tuple[str, int], tuple[E, str | None]],
+        transactional_id: str | None,
+        turn: asyncio.Future[None] | None,
+    ) -> Any:
+        """Append the batches not refused, then (after their sync, for acks=-1) answer; the
+        connection's next transactional Produce may go on (turn) once the appends are made."""
         results: list[_Produced]
         message: str | None
         # Kafka's KafkaApis refuses the whole request before anything else (its error response:
@@ -383,6 +413,8 @@ class DataPlane:
                 for t in topic_data
                 for p in t.partition_data
             ]
+        if turn is not None:
+            turn.set_result(None)
         if req.acks == -1:
             failed = await durable(self.topics, {(t, p) for t, p, err, *_ in results if err == E.none})
             if failed:
