@@ -139,13 +139,14 @@ class LineSink(logging.Handler):
 
 
 _info_sink: LineSink | None = None  # set by configure() at INFO and below: the server's INFO lines go straight there
+_sink: LineSink | None = None  # the one configure() set up
 _time = time.time
 
 
 class Log:
     """A module's logger (`log = server_log.get(__name__)`): logging.Logger's methods, with
-    INFO lines written straight to the server's sink once configure() has set one up
-    (the server sets its levels once, at start).
+    INFO lines written straight to the server's sink once configure() has set one up, while
+    every logger of the server takes INFO lines (levels_changed).
     The message is formatted (`msg % args`) only when the line is written."""
 
     __slots__ = (
@@ -204,9 +205,9 @@ def get(name: str) -> Log:
 def configure(level: str, log_format: str = "text", stream: TextIO | None = None) -> LineSink:
     """Set up the process's logging for the server: one sink on stderr (or `stream`) at
     `level`, lines as text or JSON. For `python -m coordinator` alone: it takes over the
-    process's logging (a library user's process keeps its own), and its levels are not
-    changed afterwards."""
-    global _info_sink
+    process's logging (a library user's process keeps its own); its levels change afterwards
+    only through BROKER_LOGGER (coordinator/broker/loggers.py)."""
+    global _sink
     # Logging's documented optimisations (the HOWTO's "Optimization"): no caller lookup (a
     # walk of the stack per record), no thread or process names; no format uses them.
     logging._srcfile = None
@@ -215,5 +216,19 @@ def configure(level: str, log_format: str = "text", stream: TextIO | None = None
     logging.logMultiprocessing = False
     sink = LineSink(sys.stderr if stream is None else stream, json_lines=log_format == "json")
     logging.basicConfig(level=level.upper(), handlers=[sink], force=True)
-    _info_sink = sink if logging.getLogger("coordinator").isEnabledFor(logging.INFO) else None
+    _sink = sink
+    levels_changed()
     return sink
+
+
+def levels_changed() -> None:
+    """The server's log levels were changed (configure(), or BROKER_LOGGER's
+    IncrementalAlterConfigs): INFO lines go straight to the sink only while every logger of
+    the server takes them; otherwise logging decides per logger."""
+    global _info_sink
+    loggers = [logging.getLogger("coordinator")] + [
+        v
+        for n, v in logging.root.manager.loggerDict.items()
+        if n.startswith("coordinator.") and isinstance(v, logging.Logger)
+    ]
+    _info_sink = _sink if _sink is not None and all(g.isEnabledFor(logging.INFO) for g in loggers) else None

@@ -186,3 +186,75 @@ def test_confluent_admin_configs_and_cluster(server):
     cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
     assert cluster.cluster_id == stored_cluster_id(server.data_dir) and [n.id for n in cluster.nodes] == [1]
     assert cluster.controller.id == 1 and len(cluster.authorized_operations) == 7
+
+
+async def test_broker_loggers_levels_described_and_changed(server):
+    """BROKER_LOGGER (8): the server's loggers with their effective levels, set and unset at
+    run time as Kafka's broker does it (tests/test_kafka_oracle.py compares it with Kafka's)."""
+    import logging
+
+    conn = await WireClient("cfg").connect("127.0.0.1", server.port)
+    saved = {n: logging.getLogger(n).level for n in ("", "coordinator", "coordinator.groups")}
+    try:
+        loggers = by_name(await describe(conn, 8, "1"))
+        assert {"root", "kafka", "org.apache.kafka.coordinator.group", "coordinator.server"} <= set(loggers)
+        assert {(c.config_source, c.read_only, c.is_sensitive) for c in loggers.values()} == {(6, False, False)}
+        assert await incremental(conn, 8, "1", [("root", 0, "WARN"), ("kafka", 0, "ERROR")]) == (0, None)
+        assert logging.getLogger("coordinator").level == logging.ERROR
+        loggers = by_name(await describe(conn, 8, "1", keys=("root", "kafka", "coordinator.server")))
+        assert {n: c.value for n, c in loggers.items()} == {
+            "root": "WARN",
+            "kafka": "ERROR",
+            "coordinator.server": "ERROR",
+        }
+        # the Kafka name and the Python one are one logger; unset, it takes its parent's level
+        assert await incremental(conn, 8, "1", [("org.apache.kafka.coordinator.group", 0, "TRACE")]) == (0, None)
+        assert (
+            by_name(await describe(conn, 8, "1", keys=("coordinator.groups",)))["coordinator.groups"].value == "TRACE"
+        )
+        assert await incremental(conn, 8, "1", [("coordinator.groups", 1, None)]) == (0, None)
+        assert logging.getLogger("coordinator.groups").level == logging.NOTSET
+        assert await incremental(conn, 8, "1", [("nope", 0, "INFO")]) == (40, "Logger nope does not exist!")
+        assert await incremental(conn, 8, "1", [("root", 1, None)]) == (
+            42,
+            "Removing the log level of the root logger is not allowed",
+        )
+        assert await incremental(conn, 8, "2", [("root", 0, "INFO")]) == (
+            42,
+            "Unexpected node id. Expected 1, but received 2",
+        )
+        assert (await describe(conn, 8, "")).error_message == "Broker id must not be empty"
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+        await conn.close()
+
+
+def test_server_log_fast_path_follows_levels():
+    """INFO lines bypass logging only while every server logger takes INFO: a level raised by
+    BROKER_LOGGER silences its logger's INFO lines."""
+    import io
+    import logging
+
+    from coordinator import server_log
+
+    root, coordinator = logging.getLogger(), logging.getLogger("coordinator")
+    saved = (root.level, list(root.handlers), coordinator.level, logging._srcfile)
+    stream = io.StringIO()
+    try:
+        sink = server_log.configure("INFO", stream=stream)
+        log = server_log.get("coordinator.test_fast_path")
+        log.info("first")
+        logging.getLogger("coordinator.test_fast_path").setLevel(logging.WARNING)
+        server_log.levels_changed()
+        log.info("second")
+        sink.flush()
+        assert "first" in stream.getvalue() and "second" not in stream.getvalue()
+    finally:
+        logging.getLogger("coordinator.test_fast_path").setLevel(logging.NOTSET)
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]
+        coordinator.setLevel(saved[2])
+        logging._srcfile = saved[3]
+        server_log._sink = None
+        server_log.levels_changed()

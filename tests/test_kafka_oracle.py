@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import threading
 import time
@@ -714,6 +715,138 @@ def test_config_error_paths(warm, sides):
             ),
             warm.ranges,
         )
+    obs.check()
+
+
+BROKER_LOGGER, SET, DELETE, APPEND, SUBTRACT = 8, 0, 1, 2, 3
+
+
+def logger_values(configs: list[tuple[str, int, str | None]], name: str = "1", validate_only: bool = False):
+    return fixed(
+        {
+            "validate_only": validate_only,
+            "resources": [
+                {
+                    "resource_type": BROKER_LOGGER,
+                    "resource_name": name,
+                    "configs": [{"name": n, "config_operation": op, "value": v} for n, op, v in configs],
+                }
+            ],
+        }
+    )
+
+
+def describe_loggers(keys: list[str] | None, name: str = "1"):
+    return fixed(
+        {
+            "resources": [{"resource_type": BROKER_LOGGER, "resource_name": name, "configuration_keys": keys}],
+            "include_synonyms": True,
+            "include_documentation": True,
+        }
+    )
+
+
+def test_broker_loggers_described_and_changed_as_kafka(warm, sides):
+    """BROKER_LOGGER: the levels of `root` and `kafka` (Kafka's broker loggers' parent; this
+    server's own loggers here) set, described, unset, and every refusal; the loggers each
+    broker has differ (listed apart), the shape of their entries does not."""
+    obs = Observations()
+    ours = {name: logging.getLogger(name).level for name in ("", "coordinator")}  # restored after
+    compare = lambda key, api, values: compare_at_every_version(obs, sides, key, api, values, warm.ranges)  # noqa: E731
+    try:
+        compare(
+            "wire/IncrementalAlterConfigs/broker-logger-set",
+            44,
+            logger_values([("root", SET, "WARN"), ("kafka", SET, "ERROR")]),
+        )
+        compare("wire/DescribeConfigs/broker-logger", 32, describe_loggers(["root", "kafka", "oracle.no.such.logger"]))
+        compare(
+            "wire/IncrementalAlterConfigs/broker-logger-validate-only",
+            44,
+            logger_values([("root", SET, "DEBUG")], validate_only=True),
+        )
+        compare("wire/IncrementalAlterConfigs/broker-logger-unset", 44, logger_values([("kafka", DELETE, None)]))
+        compare("wire/DescribeConfigs/broker-logger-unset", 32, describe_loggers(["root", "kafka"]))
+        refusals = {
+            "unknown-logger": [("oracle.no.such.logger", SET, "INFO")],
+            "unknown-level": [("root", SET, "LOUD")],
+            "lower-case-level": [("root", SET, "info")],
+            "unset-root": [("root", DELETE, None)],
+            "unset-unknown": [("oracle.no.such.logger", DELETE, None)],
+            "append": [("root", APPEND, "INFO")],
+            "subtract": [("root", SUBTRACT, "INFO")],
+            "null-value": [("root", SET, None)],
+            "duplicate-key": [("root", SET, "INFO"), ("root", SET, "WARN")],
+        }
+        for case, configs in refusals.items():
+            compare(f"wire/IncrementalAlterConfigs/broker-logger-{case}", 44, logger_values(configs))
+        for case, name in {"other-broker": "7", "not-an-integer": "one", "empty-name": ""}.items():
+            compare(
+                f"wire/IncrementalAlterConfigs/broker-logger-{case}", 44, logger_values([("root", SET, "INFO")], name)
+            )
+            compare(f"wire/DescribeConfigs/broker-logger-{case}", 32, describe_loggers(None, name))
+        compare(
+            "wire/AlterConfigs/broker-logger",
+            33,
+            fixed(
+                {
+                    "validate_only": True,
+                    "resources": [
+                        {
+                            "resource_type": BROKER_LOGGER,
+                            "resource_name": "1",
+                            "configs": [{"name": "root", "value": "INFO"}],
+                        }
+                    ],
+                }
+            ),
+        )
+        # every logger: each broker its own names, in entries of one shape
+        names, shapes = [], []
+        for side in sides:
+            result = side.call(32, 4, describe_loggers(None)(side, 4)).results[0]
+            assert result.error_code == 0, result
+            names.append(sorted(c.name for c in result.configs))
+            shapes.append(sorted({json.dumps({**plain(c), "name": "", "value": ""}) for c in result.configs}))
+        obs.compare("wire/DescribeConfigs/broker-logger-all", *shapes)
+        obs.compare("wire/DescribeConfigs/broker-logger-names", *names)
+        # kafka-configs: set, describe (the lines of the loggers both have), unset
+        configs = TOOLS + "ConfigCommand"
+        entity = ("--entity-type", "broker-loggers", "--entity-name", "1")
+        run_tool(
+            warm,
+            obs,
+            "tools/kafka-configs/alter-broker-loggers",
+            configs,
+            "--alter",
+            *entity,
+            "--add-config",
+            "kafka=INFO",
+        )
+        described = []
+        for server in both(warm):
+            r = warm.tools.run(configs, "--bootstrap-server", server.bootstrap, "--describe", *entity)
+            lines = tool_text(r.out, server).splitlines()
+            described.append(
+                {
+                    "exit": r.code,
+                    "out": [x for x in lines if not x.startswith(" ") or x.split("=")[0].strip() in ("root", "kafka")],
+                }
+            )
+        obs.compare("tools/kafka-configs/describe-broker-loggers", *described)
+        run_tool(
+            warm,
+            obs,
+            "tools/kafka-configs/unset-broker-loggers",
+            configs,
+            "--alter",
+            *entity,
+            "--delete-config",
+            "kafka",
+        )
+    finally:
+        for name, level in ours.items():
+            logging.getLogger(name).setLevel(level)
     obs.check()
 
 

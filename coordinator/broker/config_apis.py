@@ -12,6 +12,7 @@ from ..apis import Registry, RequestContext
 from .config_defs import LIST, ConfigError, parse, to_string
 from .configs import describe_topic
 from .client_metrics import ClientMetricsConfigs
+from .loggers import BrokerLoggers
 from .topics import TopicError, Topics, validate_configs, validate_name
 from ..groups.group_configs import GroupConfigs
 
@@ -34,6 +35,7 @@ class ConfigApis:
         self.group_configs = group_configs  # the GROUP config resource (None: not served)
         # KIP-714 subscriptions (resource type 16), kept and described only
         self.client_metrics = ClientMetricsConfigs(topics.data_dir) if self.broker.release >= "4" else None
+        self.loggers = BrokerLoggers(self.broker.node_id, self.broker.node_ids)  # BROKER_LOGGER: the log levels
 
     def register(self, registry: Registry) -> None:
         registry.add(DESCRIBE_CONFIGS, range(0, 5), self.describe_configs)
@@ -100,7 +102,8 @@ class ConfigApis:
                         for n, v, s in (e.synonyms if synonyms else ())
                     ),
                     config_type=e.type,
-                    documentation=e.doc if docs else None,
+                    # (Kafka never sets a logger's: its field's default, asked or not)
+                    documentation=e.doc if docs or r.resource_type == BROKER_LOGGER else None,
                 )
                 for e in entries
                 if keys is None or not keys or e.name in keys
@@ -114,6 +117,8 @@ class ConfigApis:
             return describe_topic(info.configs, self.broker)
         if resource_type == BROKER:
             return self.broker.describe_broker(name)
+        if resource_type == BROKER_LOGGER:
+            return self.loggers.describe(name)
         store = self._named(resource_type)
         if store is not None:
             return store.describe(name)
@@ -174,7 +179,12 @@ class ConfigApis:
     async def _alter_one(self, r: Any, new_settings: Any, validate_only: bool) -> None:
         """The new settings are computed from the ones in force when the write runs, after
         any change still being written, so concurrent incremental changes all count."""
-        if r.resource_type == TOPIC:
+        if r.resource_type == BROKER_LOGGER:
+            if new_settings != self._apply_operations:  # (as Kafka's broker: not the legacy API's)
+                raise ConfigError(f"Unknown resource type {BROKER_LOGGER}", E.invalid_request)
+            configs = [(c.name, c.config_operation, c.value) for c in r.configs]
+            self.loggers.alter(r.resource_name, configs, validate_only)
+        elif r.resource_type == TOPIC:
             info = self._topic(r.resource_name)
             if info.internal:
                 raise ConfigError(

@@ -56,7 +56,8 @@ from .acls import (
     Authorizer,
 )
 
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_CLIENT_METRICS = 2, 4, 16  # DescribeConfigs / AlterConfigs resource types
+# DescribeConfigs / AlterConfigs resource types
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_CLIENT_METRICS = 2, 4, 8, 16
 ZERO_UUID = uuid.UUID(int=0)
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
@@ -448,7 +449,7 @@ def _fetch_topic(gate: AclGate, ctx: RequestContext, req: Any, t: Any) -> Resour
 def _config_resource(gate: AclGate, ctx: RequestContext, req: Any, r: Any) -> Resource | None:
     if r.resource_type == CONFIG_TOPIC:
         return TOPIC, r.resource_name
-    if r.resource_type in (CONFIG_BROKER, CONFIG_CLIENT_METRICS):
+    if r.resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_CLIENT_METRICS):
         return (
             CLUSTER,
             CLUSTER_NAME,

@@ -78,6 +78,15 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     _d("wire/ApiVersions/range/UnregisterBroker", "Kafka serves v0; here not served", INTERBROKER, DELIBERATE),
     _d("wire/ApiVersions/range/WriteShareGroupState", "Kafka serves v0-1; here not served", INTERBROKER, DELIBERATE),
+    # -- wire: DescribeConfigs
+    _d(
+        "wire/DescribeConfigs/broker-logger-names",
+        "BROKER_LOGGER lists each broker's own loggers: Kafka its log4j loggers (root, the configured ones and"
+        " one per Java class that logs), here root, the Kafka names of ALIASES and the server's Python loggers",
+        "the loggers are the two programs' own; the entries' shape, the levels of root and kafka, their changes"
+        " and refusals are compared and equal (docs/operations.md#logging maps the names)",
+        DELIBERATE,
+    ),
     # -- wire: a request of every API with every field at its default or zero
     _d(
         "wire/DescribeLogDirs/empty-request",
