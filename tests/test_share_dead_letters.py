@@ -121,7 +121,13 @@ async def test_a_rejected_record_becomes_a_dead_letter(server):
 
 
 async def test_the_delivery_limit_dead_letters_into_an_auto_created_topic(server_factory):
-    server = server_factory(*NO_BATCHING, "--errors-deadletterqueue-auto-create-topics-enable")
+    from tests.support.metrics_scrape import scrape, value
+    from tests.support.process import free_port
+
+    port = free_port()
+    server = server_factory(
+        *NO_BATCHING, "--errors-deadletterqueue-auto-create-topics-enable", "--metrics-port", str(port)
+    )
     conn, tid = await start(server, records=2, share_delivery_count_limit="2", **dlq_configs(copy=False))
     try:
         r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
@@ -149,6 +155,7 @@ async def test_the_delivery_limit_dead_letters_into_an_auto_created_topic(server
             return sp.start == 2
 
         await until("archived", done)
+        assert value(scrape(port), "kcoord_share_group_dead_letters_total", group="g") == 2
     finally:
         await conn.close()
 
@@ -198,6 +205,7 @@ async def test_a_dead_letter_that_cannot_be_written_is_logged_and_the_record_arc
             "topic: other.t, prefix: dlq.",
         }[problem]
         assert why in server.log_text()
+        assert shares(server).dead_letter_failures == {"g": 1}
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()

@@ -175,6 +175,22 @@ class ServerCollector(Collector):
         for group, total in sums.items():
             sum_lag.add_metric([cluster, group], total)
         yield from (start, lag, in_flight, sum_lag)
+        for name, what, counts in (
+            (
+                "kcoord_share_group_dead_letters",
+                "Records written to the share group's dead-letter topic (KIP-1191)",
+                shares.dead_letters_written,
+            ),
+            (
+                "kcoord_share_group_dead_letter_failures",
+                "Dead-letter writes that failed (the records were archived regardless)",
+                shares.dead_letter_failures,
+            ),
+        ):
+            counter = CounterMetricFamily(name, what, labels=["cluster_name", "group"])
+            for group, n in sorted(counts.items()):
+                counter.add_metric([cluster, group], n)
+            yield counter
         yield GaugeMetricFamily("kcoord_share_sessions", "Open share sessions (ShareFetch)", value=len(shares.sessions))
 
     def _topics(self) -> Iterator[Any]:

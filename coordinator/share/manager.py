@@ -21,6 +21,7 @@ import re
 import time
 import uuid
 import weakref
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -118,6 +119,10 @@ class SharePartitionManager:
         self.share_version = share_version or (lambda: 1)
         self.dead_letters = DeadLetters(topics, data_plane, groups)
         self._dead_letter_tasks: set[asyncio.Task] = set()
+        # Per group: dead letters written, and dead-letter writes that failed (Kafka's
+        # ShareGroupMetrics DeadLetterQueueRecordCount, DeadLetterQueueFailedProduceRequestsPerSec)
+        self.dead_letters_written: Counter[str] = Counter()
+        self.dead_letter_failures: Counter[str] = Counter()
         for shard in groups.shards:
             shard.share.member_fenced.append(self.member_fenced)
             shard.share.group_deleted.append(self.group_deleted)
@@ -408,7 +413,9 @@ class SharePartitionManager:
                 raise DeadLetterError(f"topic {topic_id} is gone")
             plog = info.logs[partition] if partition < info.partitions else None
             await self.dead_letters.write(group_id, info.name, partition, plog, runs)
+            self.dead_letters_written[group_id] += sum(last - first + 1 for first, last, _, _ in runs)
         except Exception as e:  # (DeadLetterError, a storage error, anything a write can raise)
+            self.dead_letter_failures[group_id] += 1
             # As Kafka's SharePartition.initiateDLQAndArchive: logged, and archived regardless.
             log.warning("share-partition %s: failed to write to DLQ, proceeding to ARCHIVED regardless: %s", key, e)
         if self.partitions.get(key) is not sp:
