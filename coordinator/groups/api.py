@@ -300,7 +300,6 @@ class GroupApis(ShardRoutedApis):
         protocols = [(p.name, p.metadata) for p in req.protocols]
         result = shard.classic.join(
             JoinRequest(
-                req.group_id,
                 req.member_id,
                 getattr(req, "group_instance_id", None),
                 ctx.header.client_id or "",
@@ -310,6 +309,7 @@ class GroupApis(ShardRoutedApis):
                 req.protocol_type,
                 protocols,
                 require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
+                group_id=req.group_id,
                 supports_skip_assignment=ctx.version >= 9,
                 reason=getattr(req, "reason", None),
             )

@@ -150,8 +150,9 @@ class Operations:
     def __getattr__(self, name):
         return getattr(self.manager, name)
 
-    def join(self, *args, **kwargs):
-        return self.shard.runtime.apply(self.shard, self.manager.join(JoinRequest(*args, **kwargs)))
+    def join(self, group_id, *args, **kwargs):
+        request = JoinRequest(*args, group_id=group_id, **kwargs)
+        return self.shard.runtime.apply(self.shard, self.manager.join(request))
 
     def sync(self, *args, **kwargs):
         return self.shard.runtime.apply(self.shard, self.manager.sync(SyncRequest(*args, **kwargs)))

@@ -23,13 +23,10 @@ from .subscription import subscribed_topics as topics_of
 log = server_log.get(__name__)
 
 
-@dataclass(slots=True)
-class JoinRequest:
-    """A JoinGroup as the coordinator reads it (Kafka's JoinGroupRequestData, with what its
-    version decides resolved: whether a new member must come back with its id, KIP-394, and
-    may skip the assignment, KIP-814)."""
+@dataclass(slots=True, eq=False)
+class MemberSpec:
+    """What a JoinGroup says of its member, and the Member it makes keeps."""
 
-    group_id: str
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -37,8 +34,17 @@ class JoinRequest:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     protocol_type: str
-    protocols: list[tuple[str, bytes]]
+    protocols: list[tuple[str, bytes]]  # in the member's order of preference
+
+
+@dataclass(slots=True)
+class JoinRequest(MemberSpec):
+    """A JoinGroup as the coordinator reads it (Kafka's JoinGroupRequestData, with what its
+    version decides resolved: whether a new member must come back with its id, KIP-394, and
+    may skip the assignment, KIP-814); its group by keyword."""
+
     require_known_member_id: bool
+    group_id: str = field(kw_only=True)
     supports_skip_assignment: bool = False
     reason: str | None = None
 
@@ -79,15 +85,7 @@ class SyncResult:
 
 
 @dataclass(slots=True, eq=False)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]  # in the member's order of preference
+class Member(MemberSpec):
     assignment: bytes = b""
     join_waiter: asyncio.Future | None = None  # set while its JoinGroup awaits the join phase
     sync_waiter: asyncio.Future | None = None  # set while its SyncGroup awaits the leader

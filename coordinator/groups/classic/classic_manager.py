@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ... import server_log
 from ...errors import E
 from ...metrics.stats import STATS
-from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncRequest, SyncResult
+from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, MemberSpec, SyncRequest, SyncResult
 from ..clock import Clock, fire_by
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from ..modern.share.share_group import ShareGroup
@@ -174,11 +174,10 @@ class ClassicGroupManager:
             return JoinResult(E.inconsistent_group_protocol, member_id)
         if not self._accepts(group, member_id):
             return JoinResult(E.group_max_size_reached, member_id)
-        params = (client_id, r.client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
         if member_id == UNKNOWN_MEMBER_ID:
             new_id = f"{client_id}-{random_uuid()}"
             if group_instance_id is not None:
-                return self._static_join(out, group, group_instance_id, new_id, params, r.supports_skip_assignment)
+                return self._static_join(out, group, group_instance_id, new_id, r, r.supports_skip_assignment)
             if r.require_known_member_id:
                 # KIP-394: hand out the id first; the member must come back with it.
                 expiry = self.clock.now() + session_timeout_ms
@@ -187,26 +186,26 @@ class ClassicGroupManager:
                     group.new_member_added = True
                 self._expire_pending_at(group, expiry)
                 return JoinResult(E.member_id_required, new_id)
-            return self._add_member_and_rebalance(out, group, new_id, group_instance_id, params)
+            return self._add_member_and_rebalance(out, group, new_id, group_instance_id, r)
         # A known member id.
         if member_id in group.pending_members:
             del group.pending_members[member_id]
-            return self._add_member_and_rebalance(out, group, member_id, group_instance_id, params)
+            return self._add_member_and_rebalance(out, group, member_id, group_instance_id, r)
         if group.fenced(group_instance_id, member_id):
             return JoinResult(E.fenced_instance_id, member_id)
         member = group.members.get(member_id)
         if member is None or group.state is S.EMPTY:
             return JoinResult(E.unknown_member_id, member_id)
         if group.state is S.PREPARING_REBALANCE:
-            return self._update_member_and_rebalance(out, group, member, params)
+            return self._update_member_and_rebalance(out, group, member, r)
         if group.state is S.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # The member (typically the leader) missed its JoinGroup response: repeat it.
                 return self._join_result(group, member)
-            return self._update_member_and_rebalance(out, group, member, params)
+            return self._update_member_and_rebalance(out, group, member, r)
         # Stable
         if member_id == group.leader_id or not member.matches(protocols):
-            return self._update_member_and_rebalance(out, group, member, params)
+            return self._update_member_and_rebalance(out, group, member, r)
         return self._join_result(group, member)
 
     def _accepts(self, group: ClassicGroup, member_id: str) -> bool:
@@ -217,23 +216,22 @@ class ClassicGroupManager:
             member_id in group.pending_members and len(group.members) < self.config.max_size
         )
 
-    def _new_member(self, member_id: str, group_instance_id: str | None, params: tuple) -> Member:
-        client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols = params
+    def _new_member(self, member_id: str, group_instance_id: str | None, spec: MemberSpec) -> Member:
         return Member(
             member_id,
             group_instance_id,
-            client_id,
-            client_host,
-            session_ms,
-            rebalance_ms,
-            protocol_type,
-            list(protocols),
+            spec.client_id,
+            spec.client_host,
+            spec.session_timeout_ms,
+            spec.rebalance_timeout_ms,
+            spec.protocol_type,
+            list(spec.protocols),
         )
 
     def _add_member_and_rebalance(
-        self, out: CoordinatorResult, group: ClassicGroup, member_id: str, instance_id: str | None, params: tuple
+        self, out: CoordinatorResult, group: ClassicGroup, member_id: str, instance_id: str | None, spec: MemberSpec
     ) -> asyncio.Future:
-        member = self._new_member(member_id, instance_id, params)
+        member = self._new_member(member_id, instance_id, spec)
         group.add(member)
         log.info(
             "group %s: member %s joins (client %s, host %s%s)",
@@ -252,11 +250,10 @@ class ClassicGroupManager:
         return fut
 
     def _update_member_and_rebalance(
-        self, out: CoordinatorResult, group: ClassicGroup, member: Member, params: tuple
+        self, out: CoordinatorResult, group: ClassicGroup, member: Member, spec: MemberSpec
     ) -> asyncio.Future:
-        _client_id, _host, session_ms, rebalance_ms, _ptype, protocols = params
-        group.update_protocols(member, list(protocols))
-        member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
+        group.update_protocols(member, list(spec.protocols))
+        member.session_timeout_ms, member.rebalance_timeout_ms = spec.session_timeout_ms, spec.rebalance_timeout_ms
         fut = self._await_join(group, member)
         self._maybe_prepare_rebalance(out, group, f"member {member.member_id} rejoined with new metadata or as leader")
         self._try_complete_join(out, group)
@@ -278,18 +275,18 @@ class ClassicGroupManager:
         group: ClassicGroup,
         instance_id: str,
         new_id: str,
-        params: tuple,
+        spec: MemberSpec,
         supports_skip: bool,
     ) -> JoinResult | asyncio.Future:
         old_id = group.static_members.get(instance_id)
         if old_id is None:
-            return self._add_member_and_rebalance(out, group, new_id, instance_id, params)
+            return self._add_member_and_rebalance(out, group, new_id, instance_id, spec)
         # KIP-345: a known static member restarted; it takes over the old member's place.
         old = group.members[old_id]
-        protocols = list(params[5])
+        protocols = list(spec.protocols)
         if group.state is S.STABLE and group.select_protocol(old, protocols) == group.protocol_name:
-            return self._static_rejoin_stable(out, group, old, new_id, params, supports_skip)
-        self._replace_static_member(group, old, new_id, params)
+            return self._static_rejoin_stable(out, group, old, new_id, spec, supports_skip)
+        self._replace_static_member(group, old, new_id, spec)
         fut = self._await_join(group, old)
         if group.state is S.STABLE:
             self._maybe_prepare_rebalance(out, group, f"static member {instance_id} changed protocols")
@@ -300,7 +297,13 @@ class ClassicGroupManager:
         return fut
 
     def _static_rejoin_stable(
-        self, out: CoordinatorResult, group: ClassicGroup, old: Member, new_id: str, params: tuple, supports_skip: bool
+        self,
+        out: CoordinatorResult,
+        group: ClassicGroup,
+        old: Member,
+        new_id: str,
+        spec: MemberSpec,
+        supports_skip: bool,
     ) -> asyncio.Future:
         """Same metadata in a Stable group: no rebalance. The new member id is stored
         first and takes the old one's place only once on disk; the member is answered as
@@ -309,7 +312,7 @@ class ClassicGroupManager:
         "reverting to old member id", and the member gets the storage error."""
         old_id = old.member_id
         instance_id = cast("str", old.group_instance_id)  # `old` is a static member: it has one
-        protocols = list(params[5])
+        protocols = list(spec.protocols)
         was_leader = group.leader_id == old_id
         current_leader = group.leader_id
         generation = group.generation_id
@@ -317,11 +320,11 @@ class ClassicGroupManager:
         replaced = MemberMetadata(
             member_id=new_id,
             group_instance_id=instance_id,
-            client_id=params[0],
-            client_host=params[1],
-            rebalance_timeout=params[3],
-            session_timeout=params[2],
-            subscription=dict(protocols)[group.protocol_name],
+            client_id=spec.client_id,
+            client_host=spec.client_host,
+            rebalance_timeout=spec.rebalance_timeout_ms,
+            session_timeout=spec.session_timeout_ms,
+            subscription=dict(protocols)[cast("str", group.protocol_name)],  # (Stable: a protocol is selected)
             assignment=old.assignment,
         )
         record = GroupMetadataValue(
@@ -358,7 +361,7 @@ class ClassicGroupManager:
             if member is None or group.static_members.get(instance_id) != old_id:
                 self.resolve(fut, JoinResult(E.unknown_member_id, new_id))  # removed meanwhile
                 return
-            self._replace_static_member(group, member, new_id, params)
+            self._replace_static_member(group, member, new_id, spec)
             if group.generation_id != generation or group.state is not S.STABLE:
                 self.resolve(fut, JoinResult(E.rebalance_in_progress, new_id))
                 return
@@ -373,7 +376,7 @@ class ClassicGroupManager:
         out.add([(GroupMetadataKey(group.group_id), record)], stored)
         return fut
 
-    def _replace_static_member(self, group: ClassicGroup, old: Member, new_id: str, params: tuple) -> None:
+    def _replace_static_member(self, group: ClassicGroup, old: Member, new_id: str, spec: MemberSpec) -> None:
         """The static member `old` continues as `new_id` with the rejoin's settings; a
         request still waiting under the old id learns it was fenced."""
         old_id = old.member_id
@@ -384,8 +387,8 @@ class ClassicGroupManager:
         old.join_waiter = old.sync_waiter = None
         del group.members[old_id]
         old.member_id = new_id
-        old.client_id, old.client_host = params[0], params[1]
-        old.session_timeout_ms, old.rebalance_timeout_ms = params[2], params[3]
+        old.client_id, old.client_host = spec.client_id, spec.client_host
+        old.session_timeout_ms, old.rebalance_timeout_ms = spec.session_timeout_ms, spec.rebalance_timeout_ms
         group.members[new_id] = old
         group.static_members[old.group_instance_id] = new_id  # type: ignore[index]  # only static members get here, and they have an instance id
         if group.leader_id == old_id:
@@ -393,7 +396,7 @@ class ClassicGroupManager:
         if old_id in group.pending_sync:
             group.pending_sync.discard(old_id)
             group.pending_sync.add(new_id)
-        group.update_protocols(old, list(params[5]))
+        group.update_protocols(old, list(spec.protocols))
         self._heartbeat_ok(old)
 
     def _join_result(self, group: ClassicGroup, member: Member, as_leader: bool | None = None) -> JoinResult:
