@@ -450,11 +450,13 @@ async def test_denied_entries_answered_beside_the_served_ones(server_factory):
     import datetime
 
     from coordinator.apis import build
+    from tests.support.consumer_groups import topic_ids
     from tests.support.wire_client import WireClient, request_class as rc
 
     s = server_factory("--authorizer")
     c = await WireClient("acl-merge").connect("127.0.0.1", s.port)
     await c.create_topics("t", "u", partitions=1)
+    ids = await topic_ids(c, "t", "u")  # (before "t" is denied: Metadata would hide its id)
     r = await c.request(CREATE_ACLS, 3, create_acls_body((TOPIC, "t", "User:other", ALL)))
     assert [x.error_code for x in r.results] == [0]  # ("u" no ACL names: open)
 
@@ -517,6 +519,41 @@ async def test_denied_entries_answered_beside_the_served_ones(server_factory):
         rack_id="",
     )
     assert [(t.topic, t.partitions[0].error_code) for t in r.responses] == [("u", 0), ("t", 29)]
+    # v13 names topics by id (librdkafka's consumer): the denied one's row has its id and no name
+    r = await call(
+        1,
+        13,
+        replica_id=-1,
+        max_wait=0 * ms,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=tuple(
+            nested(
+                1,
+                13,
+                "FetchTopic",
+                topic_id=ids[n],
+                partitions=(
+                    nested(
+                        1,
+                        13,
+                        "FetchPartition",
+                        partition=0,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=1024,
+                    ),
+                ),
+            )
+            for n in ("t", "u")
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    assert [(t.topic_id, t.partitions[0].error_code) for t in r.responses] == [(ids["u"], 0), (ids["t"], 29)]
     r = await call(
         61,
         0,

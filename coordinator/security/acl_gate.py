@@ -661,7 +661,7 @@ _produce_row = _each_partition(  # by id from v13
 _fetch_row = _each_partition(
     "FetchableTopicResponse",
     "PartitionData",
-    named=lambda ctx, t: {"topic": t.topic, "topic_id": getattr(t, "topic_id", None)},
+    named=lambda ctx, t: {"topic_id": t.topic_id} if ctx.version >= 13 else {"topic": t.topic},  # by id from v13
     index=lambda p: p.partition,
     high_watermark=-1,
     last_stable_offset=-1,
