@@ -5,9 +5,9 @@ client-suite: what the integration suites of client libraries expect of the brok
 against (librdkafka's tests/, kafka-go's docker-compose): a SASL_PLAINTEXT listener beside the
 plaintext one (the port after it), SASL PLAIN and SCRAM with the suites' users, the authorizer
 on and open to everyone no ACL names, auto-created topics, a log cleaner that looks at
-compacted logs every second, KIP-848 groups allowed short session timeouts, and share groups
-the 1000 ms record locks librdkafka's CI allows its brokers. docs/client-suites.md says which
-suite needs what.
+compacted logs every second, Kafka's 3 s initial rebalance delay for new classic groups,
+KIP-848 groups allowed short session timeouts, and share groups the 1000 ms record locks
+librdkafka's CI allows its brokers. docs/client-suites.md says which suite needs what.
 
 test: a server for tests (coordinator.testing and the pytest fixtures use it): nothing waits on
 a production default. Groups rebalance and assign at once (initial delay 0, assignment
@@ -40,6 +40,9 @@ def _client_suite(values: dict[str, Any]) -> dict[str, Any]:
         "super_users": ";".join(f"User:{u}" for u in CLIENT_SUITE_USERS if u.startswith("admin")),
         "auto_create_topics": True,
         "log_cleaner_backoff_ms": 1000,
+        # (Kafka's default, which the suites' brokers keep: kafka-go's readers join before their
+        # topic exists and get its partitions only because the first join lasts this long)
+        "group_initial_rebalance_delay_ms": 3000,
         # (librdkafka's trivup scenario: its KIP-848 tests give groups short session timeouts)
         "group_consumer_min_session_timeout_ms": 1,
         "group_consumer_min_heartbeat_interval_ms": 1,

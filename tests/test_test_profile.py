@@ -71,8 +71,10 @@ def test_without_a_profile_the_servers_defaults():
     assert locks == INVALID_CONFIG
 
 
-def test_client_suite_profile_allows_librdkafkas_record_locks():
-    assert parse_args(["--profile", "client-suite"]).group_share_min_record_lock_duration_ms == 1000
+def test_client_suite_profile_gives_what_the_suites_brokers_run_with():
+    suite = parse_args(["--profile", "client-suite"])
+    assert suite.group_share_min_record_lock_duration_ms == 1000  # librdkafka's CI
+    assert suite.group_initial_rebalance_delay_ms == 3000  # Kafka's default (kafka-go's compose)
     assert parse_args(["--profile", "test", "--fsync", "always"]).fsync == "always"
     assert parse_args(["--profile", "test"]).fsync == "never"
     streams = parse_args(["--profile", "test"])
