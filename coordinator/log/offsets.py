@@ -233,19 +233,23 @@ class OffsetsLog:
         firsts: list[int] = []
         builder = new_batch_builder()
         count = size = before = 0  # records and bytes in this batch, records in earlier ones
+        max_ts = -1
         for pairs, ts, _ in queue:
             if count and size > MAX_MERGED_BATCH_BYTES:
                 batches.append(finish_batch(builder))
                 before += count
                 builder, count, size = new_batch_builder(), 0, 0
             firsts.append(before + count)
+            if ts > max_ts:
+                max_ts = ts
             for k, v in pairs:
                 builder.append(count, ts, k, v, _NO_HEADERS)
                 count += 1
                 size += len(k) + (len(v) if v is not None else 0)
+        if not batches:  # (the usual: one batch, appended as built)
+            return plog.append_built(builder.build(), count, max_ts), firsts
         batches.append(finish_batch(builder))
-        base = plog.append(batches[0] if len(batches) == 1 else b"".join(batches), verify_crc=False)
-        return base, firsts
+        return plog.append(b"".join(batches), verify_crc=False), firsts
 
     def replay(self, partition: int, from_offset: int = 0) -> Iterator[OffsetsRecord]:
         """Decoded records of one partition in log order (startup loading).

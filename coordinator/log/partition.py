@@ -208,15 +208,10 @@ class PartitionLog:
 
         Returns the base offset assigned to the first batch. Not yet durable: see flush().
         """
-        if self.closed:
-            raise RuntimeError("log is closed")
-        if self.offline is not None:
-            raise StorageError(errno.EIO, f"offline: {self.offline}")
-        if self._cut_pending is not None:
-            self._cut_back(self._cut_pending)
+        self._writable()
         buf = bytearray(batches)
-        # (position, size, header as stored: its new base offset and epoch, next offset) per batch
-        headers: list[tuple[int, int, BatchHeader, int]] = []
+        # (position, size, base offset, max timestamp, next offset) per batch
+        headers: list[tuple[int, int, int, int, int]] = []
         pos, end = 0, len(buf)
         next_offset = self._next_offset
         epoch = self.leader_epoch
@@ -229,24 +224,48 @@ class PartitionLog:
                 set_base_offset(buf, pos, next_offset)
                 set_partition_leader_epoch(buf, pos, epoch)
                 size = h.batch_length + LOG_OVERHEAD
-                stored = tuple.__new__(BatchHeader, (next_offset, h[1], epoch, *h[3:]))
+                headers.append((pos, size, next_offset, h.max_timestamp, next_offset + count))
                 next_offset += count
-                headers.append((pos, size, stored, next_offset))
                 pos += size
         except (TruncatedBatch, ValueError) as e:
             raise InvalidBatch(str(e)) from e
         if not headers:
             raise InvalidBatch("no batch to append")
+        return self._write(buf, headers)
+
+    def append_built(self, batch: bytearray, count: int, max_timestamp: int) -> int:
+        """append() of one batch this process just built (record_batch.new_batch_builder's
+        bytes, its base offset 0, `count` records, the greatest timestamp `max_timestamp`):
+        written as it is, without the copy and the header read append() makes of a batch
+        from elsewhere. Returns its base offset."""
+        self._writable()
+        first = self._next_offset
+        set_base_offset(batch, 0, first)
+        set_partition_leader_epoch(batch, 0, self.leader_epoch)
+        return self._write(batch, [(0, len(batch), first, max_timestamp, first + count)])
+
+    def _writable(self) -> None:
+        if self.closed:
+            raise RuntimeError("log is closed")
+        if self.offline is not None:
+            raise StorageError(errno.EIO, f"offline: {self.offline}")
+        if self._cut_pending is not None:
+            self._cut_back(self._cut_pending)
+
+    def _write(self, buf: bytearray, headers: list[tuple[int, int, int, int, int]]) -> int:
+        """Write the batches of `buf` (offsets assigned): (position, size, base offset, max
+        timestamp, next offset) each. All or nothing. Returns the first's base offset."""
         first = self._next_offset
         t = now_ms()
-        view = memoryview(buf)
         timer = APPEND_TIMER
         started = time.perf_counter() if timer is not None else 0.0
+        one = len(headers) == 1  # (the usual: buf is one whole batch, written without a view)
+        view = memoryview(buf)
         try:
-            for pos, size, h, after in headers:
+            for pos, size, base, max_ts, after in headers:
                 self._maybe_roll(size, t)  # (a new segment starts at self._next_offset)
                 seg = self.segments[-1]
-                seg.write(view[pos : pos + size], h, t, size, after)
+                seg.write(buf if one else view[pos : pos + size], base, max_ts, t, size, after)
                 self._unsynced[seg.fd] = seg
                 self._next_offset = after
         except OSError as e:

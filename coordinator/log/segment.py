@@ -351,17 +351,23 @@ class Segment:
         self.batches += 1
 
     def write(
-        self, data: bytes | bytearray | memoryview, h: BatchHeader, now_ms: int, size: int, next_offset: int
+        self,
+        data: bytes | bytearray | memoryview,
+        base_offset: int,
+        max_timestamp: int,
+        now_ms: int,
+        size: int,
+        next_offset: int,
     ) -> None:
         """Append one whole batch (already offset-assigned) at the end of the file: `size`
-        bytes (h.size), offsets up to `next_offset` (h.next_offset)."""
+        bytes, offsets from `base_offset` up to `next_offset`."""
         pos = self.size
         n = os.write(self.fd, data)
         if n != size:  # a short write leaves a torn tail that recovery will cut
             raise OSError(f"short write to {self.path}: {n} of {size} bytes")
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
-        self._note(pos, h.base_offset, next_offset, h.max_timestamp, size)
+        self._note(pos, base_offset, next_offset, max_timestamp, size)
 
     def truncate(self, pos: int) -> None:
         """Cut the file at `pos` (a batch start, or the end of the last whole batch) and
