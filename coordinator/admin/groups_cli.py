@@ -192,6 +192,23 @@ def one_reset_target(to: str | None, **others: Any) -> None:
         raise click.UsageError(f"give exactly one of {names}")
 
 
+def reset_target_options(shift_by: bool) -> Callable[[Callable], Callable]:
+    """The targets kafka-*-groups --reset-offsets offers, one_reset_target checking that one is
+    given: --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by (a consumer
+    group's: from its committed offsets) and --by-duration."""
+
+    def decorate(f: Callable) -> Callable:
+        f = click.option("--by-duration", help="the first offset at or after now minus this (e.g. PT1H)")(f)
+        if shift_by:
+            f = click.option("--shift-by", type=int, help="the committed offset plus N (N < 0: back)")(f)
+        f = click.option("--to-datetime", help="the first offset at or after this time (ISO 8601)")(f)
+        f = click.option("--to-offset", type=int, help="this offset (kept within each partition's range)")(f)
+        f = click.option("--to-latest", "to", flag_value="latest", help="each partition's log end offset")(f)
+        return click.option("--to-earliest", "to", flag_value="earliest", help="each partition's log start offset")(f)
+
+    return decorate
+
+
 def reset_targets(
     cluster: Cluster,
     partitions: set[tuple[str, int]],
@@ -453,12 +470,7 @@ def apply(ctx: click.Context, conn: Connection, group: str, targets: dict[tuple[
 @click.argument("group")
 @click.option("--topic", "topics", multiple=True, help="TOPIC or TOPIC:P[,P...] (repeatable)")
 @click.option("--all-topics", is_flag=True, help="every topic the group has offsets for")
-@click.option("--to-earliest", "to", flag_value="earliest", help="each partition's log start offset")
-@click.option("--to-latest", "to", flag_value="latest", help="each partition's log end offset")
-@click.option("--to-offset", type=int, help="this offset (kept within each partition's range)")
-@click.option("--to-datetime", help="the first offset at or after this time (ISO 8601)")
-@click.option("--shift-by", type=int, help="the committed offset plus N (N < 0: back)")
-@click.option("--by-duration", help="the first offset at or after now minus this (e.g. PT1H)")
+@reset_target_options(shift_by=True)
 @execute_option("commit them")
 @click.option("--dry-run", is_flag=True, help="show the new offsets only (the default)")
 @click.pass_context

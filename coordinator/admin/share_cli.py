@@ -32,6 +32,7 @@ from .groups_cli import (
     describe_typed,
     epochs_state,
     one_reset_target,
+    reset_target_options,
     reset_targets,
     typed_groups_cli,
 )
@@ -94,11 +95,7 @@ def share_groups_describe(
 @share_groups.command("reset-offsets")
 @click.argument("group")
 @click.option("--topic", "topics", multiple=True, required=True, help="TOPIC or TOPIC:P[,P...] (repeatable)")
-@click.option("--to-earliest", "to", flag_value="earliest", help="each partition's log start offset")
-@click.option("--to-latest", "to", flag_value="latest", help="each partition's log end offset")
-@click.option("--to-offset", type=int, help="this offset (kept within each partition's range)")
-@click.option("--to-datetime", help="the first offset at or after this time (ISO 8601)")
-@click.option("--by-duration", help="the first offset at or after now minus this (e.g. PT1H)")
+@reset_target_options(shift_by=False)
 @execute_option("move the share-partitions' start offsets")
 @click.pass_context
 def share_groups_reset(
