@@ -78,13 +78,15 @@ def described_group(
     group_id: str,
     ops: int,
     group: Any = None,
-    assignor: str = "",
+    assignor: str | None = "",
     members: tuple[Any, ...] = (),
     error: int = E.none,
     message: str | None = None,
+    **more: Any,
 ) -> Any:
-    """A ConsumerGroupDescribe / ShareGroupDescribe entry: the group, or for one that is not
-    described (no `group`) only its id, the error and the authorized operations."""
+    """A {Consumer,Share,Streams}GroupDescribe entry: the group, or for one that is not
+    described (no `group`) only its id, the error and the authorized operations; `more`: the
+    group type's own fields (a streams group's topology)."""
     return ctx.nested(
         "DescribedGroup",
         error_code=error,
@@ -96,6 +98,7 @@ def described_group(
         assignor_name=assignor,
         members=members,
         authorized_operations=ops,
+        **more,
     )
 
 

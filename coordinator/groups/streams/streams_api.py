@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ...apis import Registry, RequestContext
-from ..api import ShardRoutedApis, describe_modern_groups, member_identity
+from ..api import ShardRoutedApis, described_group, describe_modern_groups, member_identity
 from ..modern.modern_manager import ApiError
 from .streams_group import StreamsGroup, StreamsMember, Tasks, TasksTuple
 from .streams_manager import ASSIGNOR, StreamsHeartbeatRequest, StreamsHeartbeatResult, validate_request
@@ -181,34 +181,20 @@ class StreamsGroupApis(ShardRoutedApis):
         wants_description = getattr(req, "include_topology_description", False)
 
         def undescribed(ctx: RequestContext, group_id: str, error: int, message: str | None, ops: int) -> Any:
-            return ctx.nested(
-                "DescribedGroup",
-                error_code=error,
-                error_message=message,
-                group_id=group_id,
-                group_state="",
-                group_epoch=0,
-                assignment_epoch=0,
-                topology=None,
-                members=(),
-                authorized_operations=ops,
-            )
+            # (an undescribed group names no assignor: the field stays null)
+            return described_group(ctx, group_id, ops, assignor=None, error=error, message=message, topology=None)
 
         def entry(shard: Any, group: StreamsGroup, ops: int) -> Any:
-            return ctx.nested(
-                "DescribedGroup",
-                error_code=E.none,
-                error_message=None,
-                group_id=group.group_id,
-                group_state=group.state_name,
-                group_epoch=group.group_epoch,
-                assignment_epoch=group.assignment_epoch,
+            return described_group(
+                ctx,
+                group.group_id,
+                ops,
+                group,
+                ASSIGNOR,
+                tuple(self._member(ctx, group, m) for m in group.members.values()),
                 topology=self._topology(ctx, group),
-                members=tuple(self._member(ctx, group, m) for m in group.members.values()),
-                authorized_operations=ops,
                 topology_description=None,
                 topology_description_status=NOT_STORED if wants_description else NOT_REQUESTED,
-                assignor_name=ASSIGNOR,
             )
 
         return describe_modern_groups(
