@@ -11,12 +11,13 @@ ApiVersions advertises exactly what is registered.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import datetime
 import ipaddress
 import sys
 from dataclasses import MISSING, dataclass, fields, replace
 from functools import cache, lru_cache
-from types import MemberDescriptorType
+from types import CoroutineType, MemberDescriptorType
 from typing import Any, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
@@ -113,6 +114,18 @@ class BuiltWhenSent:
 LATER = object()
 UNANSWERED = object()
 
+# Whether a handler's result is a coroutine, by its type: Python's coroutine, or the compiled
+# build's (mypyc gives each async function a class of its own), learned once per type.
+_COROUTINE_TYPES: dict[type, bool] = {CoroutineType: True}
+
+
+def is_coroutine(result: object) -> bool:
+    known = _COROUTINE_TYPES.get(type(result))
+    if known is None:
+        known = _COROUTINE_TYPES[type(result)] = isinstance(result, collections.abc.Coroutine)
+    return known
+
+
 # Connections given answers between answers_begin() and answers_end(): each is flushed once
 # at the end, so many answers completed together (a durable write releasing the answers
 # queued behind it) leave in one socket write per connection.
@@ -185,9 +198,10 @@ class RequestContext:
         cls = self.codec.response_type
         return (_MAKERS.get(cls) or _maker(cls))(values)
 
-    def nested(self, entity: str, /, **values: Any) -> Any:
-        """Build a nested entity (e.g. JoinGroupResponseMember) of the response's version."""
-        key = (self.codec.response_type, entity)
+    def nested(self, _entity: str, /, **values: Any) -> Any:
+        """Build a nested entity (e.g. JoinGroupResponseMember) of the response's version.
+        (`_entity`: a compiled build takes a field named like it, entity=, for it.)"""
+        key = (self.codec.response_type, _entity)
         make = _NESTED_MAKERS.get(key)
         if make is None:
             cls = nested_type(*key)
@@ -224,12 +238,17 @@ def errors_by_topic(
 
 
 _new_object = object.__new__
+# Compiled (the optional mypyc build), RequestContext is a C type that object.__new__ cannot make,
+# and its constructor is the quick way.
+_COMPILED = not __file__.endswith(".py")
 
 
 def new_context(header: RequestHeader, codec: Codec, client_host: str, connection: Any, size: int) -> RequestContext:
     """RequestContext(header, codec, client_host, connection, size=size), one per request:
     its slots set directly, without the dataclass __init__ (a Python call through the type's
     init slot, the dearer way to call Python code)."""
+    if _COMPILED:
+        return RequestContext(header, codec, client_host, connection, size=size)
     ctx = _new_object(RequestContext)
     ctx.header = header
     ctx.codec = codec

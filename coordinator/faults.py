@@ -19,7 +19,6 @@ import asyncio
 import itertools
 import random
 from dataclasses import dataclass, field
-from types import CoroutineType
 from typing import Any, Callable, TypedDict, TypeVar, Unpack
 
 from kio.schema.errors import ErrorCode
@@ -28,7 +27,7 @@ from kio.schema.index import api_key_map
 from protocol.error_response import error_response
 
 from . import server_log
-from .apis import LATER, UNANSWERED, CloseConnection, RequestContext, inner_context
+from .apis import LATER, UNANSWERED, CloseConnection, RequestContext, inner_context, is_coroutine
 
 log = server_log.get(__name__)
 
@@ -331,7 +330,7 @@ async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Call
         if inner.body is UNANSWERED:
             await inner.connection.done
         return inner.body
-    if type(result) is CoroutineType or isinstance(result, asyncio.Future):
+    if is_coroutine(result) or isinstance(result, asyncio.Future):
         return await result
     return result
 

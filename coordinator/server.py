@@ -9,7 +9,6 @@ import re
 import socket
 import time
 from pathlib import Path
-from types import CoroutineType
 from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
@@ -26,7 +25,17 @@ from protocol.wire import skip_tagged_fields
 
 from . import server_log
 from .api_version_limits import ApiVersionLimits
-from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Raw, Registry, RequestContext, new_context
+from .apis import (
+    LATER,
+    UNANSWERED,
+    BuiltWhenSent,
+    CloseConnection,
+    Raw,
+    Registry,
+    RequestContext,
+    is_coroutine,
+    new_context,
+)
 from .config import Config
 from .connection import Connection
 from .data_dir import ClusterIdMismatch, DataDirInUse, cluster_id_of, lock_data_dir, unlock_data_dir
@@ -528,12 +537,12 @@ class Server:
             result = api.handler(ctx, body)
         if ctx.loop_time >= 0:
             ctx.loop_time += time.perf_counter() - started
-            if type(result) is CoroutineType:
+            if is_coroutine(result):
                 result = TimedCoroutine(result, ctx)
         if result is LATER:
             if ctx.body is not UNANSWERED:  # answered before the handler returned
                 return self.encode(ctx, ctx.body)
-        elif type(result) is CoroutineType or type(result) is TimedCoroutine:
+        elif is_coroutine(result):
             result = asyncio.get_running_loop().create_task(result)
         elif not isinstance(result, asyncio.Future):
             return self.encode(ctx, result)

@@ -30,7 +30,7 @@ from .compiled_writer import compiled_writer
 from .framing import frame
 from .ahead import AHEAD
 from .legacy import LEGACY
-from .wire import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
+from .wire import MalformedRequest, Parts, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
 _HEADER = struct.Struct(">hhi")
 _HEADER_V1 = struct.Struct(">hhih")  # api key, version, correlation id, client id length
@@ -290,15 +290,8 @@ def _checked(c: Codec, buf: bytes, pos: int) -> bytes:
     return _without_unknown_tags(buf, edits) if edits else buf
 
 
-class _Parts(list):
-    """What a response writer writes into: its pieces, joined once (writers only call write)."""
-
-    __slots__ = ()
-    write = list.append
-
-
 def _encode_with(write: Any, body: Any) -> bytes:
-    out = _Parts()
+    out = Parts()
     write(out, body)
     return b"".join(out)
 

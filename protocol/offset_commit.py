@@ -46,7 +46,7 @@ _PARTITION_OF = operator.itemgetter(1)  # PartitionCommit.partition
 
 
 class PartitionCommit(NamedTuple):  # a tuple: one is built per committed partition
-    topic: str  # v10: the topic id (a UUID) until resolved, and still when no topic has it
+    topic: str | uuid.UUID  # v10: the topic id until resolved, and still when no topic has it
     partition: int
     offset: int
     leader_epoch: int  # -1: unknown (always, before v6)
@@ -60,7 +60,7 @@ class OffsetCommitRequest(NamedTuple):
     instance_id: str | None
     retention_ms: int  # v2-v4; -1: the broker's offsets.retention.minutes
     partitions: list[PartitionCommit]  # in request order
-    topics: list[tuple[str, int]]  # (name, how many of the partitions are its), for the response
+    topics: list[tuple[str | uuid.UUID, int]]  # (name, or v10's id, how many of the partitions are its)
     topic_ids: list[uuid.UUID] | None  # v10, once resolved: each topic's id as sent, for the response
 
 
@@ -69,7 +69,7 @@ def resolve_topic_ids(request: OffsetCommitRequest, name_of: Callable[[uuid.UUID
     stays in place of its name (its partitions are answered UNKNOWN_TOPIC_ID)."""
     # Unresolved, a v10 request's topic "names" are the ids _read() put there.
     ids = cast("list[uuid.UUID]", [t for t, _ in request.topics])
-    names: dict[str | uuid.UUID, str] = {t: name_of(t) or cast("str", t) for t in ids}  # an unknown id stays
+    names: dict[str | uuid.UUID, str | uuid.UUID] = {t: name_of(t) or t for t in ids}  # an unknown id stays
     return request._replace(
         partitions=[p._replace(topic=names[p.topic]) for p in request.partitions],
         topics=[(names[t], n) for t, n in request.topics],
@@ -129,8 +129,8 @@ def _read_checked(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
         return _read(buf, pos, version)
     except (IndexError, struct.error) as e:
         raise MalformedRequest("OffsetCommit request: truncated body") from e
-    except UnicodeDecodeError as e:
-        raise MalformedRequest("OffsetCommit request: string is not UTF-8") from e
+    except UnicodeDecodeError as bad:  # (its own name: a compiled function gives a name one type)
+        raise MalformedRequest("OffsetCommit request: string is not UTF-8") from bad
 
 
 def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
@@ -149,7 +149,8 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
         pos += 8
     with_epoch = version >= 6
     by_id = version >= 10
-    topics: list[tuple[str, int]] = []
+    topics: list[tuple[str | uuid.UUID, int]] = []
+    name: str | uuid.UUID
     partitions: list[PartitionCommit] = []
     metadata: str | None
     n_topics, pos = _count(buf, pos, flexible)
@@ -158,7 +159,7 @@ def _read(buf: bytes, pos: int, version: int) -> OffsetCommitRequest:
             if pos + 16 > len(buf):
                 raise MalformedRequest("OffsetCommit request: truncated topic id")
             # the id stands where the name goes until resolve_topic_ids() (PartitionCommit.topic)
-            name, pos = cast("str", uuid.UUID(bytes=bytes(buf[pos : pos + 16]))), pos + 16
+            name, pos = uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
         else:
             name, pos = _string(buf, pos, flexible)
         n_partitions, pos = _count(buf, pos, flexible)

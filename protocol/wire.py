@@ -5,7 +5,7 @@ varints, tagged-field sections, the error a malformed body raises, and an alread
 
 from __future__ import annotations
 
-__all__ = ["MalformedRequest", "Raw", "read_uvarint", "encode_uvarint", "skip_tagged_fields"]
+__all__ = ["MalformedRequest", "Parts", "Raw", "read_uvarint", "encode_uvarint", "skip_tagged_fields"]
 
 
 class MalformedRequest(Exception):
@@ -14,6 +14,14 @@ class MalformedRequest(Exception):
 
 class Raw(bytes):
     """A response body that is already encoded (cached answers, hand-written codecs)."""
+
+
+class Parts(list[bytes]):
+    """What a response writer writes into: its pieces, joined once (writers only call write).
+    (Here, not in messages.py, which mypyc compiles: a compiled class cannot subclass list.)"""
+
+    __slots__ = ()
+    write = list.append
 
 
 def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:

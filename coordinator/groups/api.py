@@ -540,9 +540,11 @@ class GroupApis(ShardRoutedApis):
             fut, done = future_and_callback()
             # ("": no such group, Kafka's coordinator answers; only null is INVALID_GROUP_ID)
             shard, error = self._route(ctx, group_id) if group_id else (None, E.group_id_not_found)
-            if shard is not None:
-                error = self.runtime.respond(shard, shard.delete_group(group_id), int, functools.partial(done, None))
-            if error is not LATER:
+            if shard is not None:  # (its own name: an error code, or LATER)
+                answer = self.runtime.respond(shard, shard.delete_group(group_id), int, functools.partial(done, None))
+                if answer is not LATER:
+                    done(None, answer)
+            else:
                 done(None, error)
             waits.append(fut)
         errors = await asyncio.gather(*waits)
@@ -682,9 +684,8 @@ class GroupApis(ShardRoutedApis):
                 )
                 # (a coroutine since v5 waits to add the partition: the runtime's answer awaited)
                 written, done = future_and_callback()
-                errors = self.runtime.respond(shard, result, _commit_failed(result), lambda e: done(None, e))
-                if errors is LATER:
-                    errors = await written
+                answer = self.runtime.respond(shard, result, _commit_failed(result), lambda e: done(None, e))
+                errors = await written if answer is LATER else answer  # (its own name: error codes, or LATER)
         return respond(errors)
 
     def _fetched_topics(

@@ -7,7 +7,7 @@ OffsetStore, which only replay changes.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Container
+from typing import Any, Callable, Container, cast
 
 from ..errors import E
 
@@ -102,7 +102,7 @@ class OffsetManager:
             metadata = metadata or ""
             if unknown is not None and unknown[i]:
                 errors.append(_UNKNOWN_PARTITION)
-            elif check is not None and (stale := check(topic, partition)) != _NONE:
+            elif check is not None and (stale := check(cast(str, topic), partition)) != _NONE:  # (named by now)
                 errors.append(stale)
             elif len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
                 errors.append(_METADATA_TOO_LARGE)

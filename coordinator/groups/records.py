@@ -20,7 +20,9 @@ from protocol.group_records import (
 
 # (the consumer, share and streams groups' keys too: protocol.consumer_records' GroupKey / MemberKey)
 Key = OffsetCommitKey | GroupMetadataKey | GroupKey | MemberKey
-Event = tuple[Key, OffsetCommitValue | GroupMetadataValue | None]
+# (a value: OffsetCommitValue, GroupMetadataValue, a consumer, share or streams group record's value,
+# or None, a tombstone; `object`, the one type they share, so that a compiled check holds)
+Event = tuple[Key, object]
 
 __all__ = [
     "Event",

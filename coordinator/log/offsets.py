@@ -20,7 +20,6 @@ from protocol.group_records import (
     OffsetCommitKey,
     TxnOffsetCommitKey,
     UnknownKey,
-    Value,
     _decode_offset_commit_value,
     decode_key,
     decode_value,
@@ -66,7 +65,9 @@ class OffsetsRecord(NamedTuple):
     offset: int
     timestamp: int
     key: Key
-    value: object  # a record value of the key's type; None: tombstone; bytes: value of an UnknownKey record
+    # a record value of the key's type; None: tombstone; bytes: value of an UnknownKey record
+    # (quoted: mypyc's NamedTuple looks a bare `object` up among the module's names)
+    value: "object"
 
 
 MAX_MERGED_BATCH_BYTES = 1 << 20  # appends merged into one batch stop growing it past this
@@ -122,7 +123,7 @@ class OffsetsLog:
     def append(
         self,
         group_id: str,
-        records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+        records: Iterable[tuple[Key | bytes, object]],  # values: records, bytes or None (tombstones)
         done: Done | None = None,
         timestamp_ms: int | None = None,
     ) -> asyncio.Future[int] | None:
@@ -132,7 +133,7 @@ class OffsetsLog:
     def append_to(
         self,
         p: int,
-        records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+        records: Iterable[tuple[Key | bytes, object]],  # values: records, bytes or None (tombstones)
         done: Done | None = None,
         timestamp_ms: int | None = None,
     ) -> asyncio.Future[int] | None:
@@ -163,7 +164,7 @@ class OffsetsLog:
     def append_txn_to(
         self,
         p: int,
-        records: Iterable[tuple[Key | bytes, Value | bytes | None]],
+        records: Iterable[tuple[Key | bytes, object]],  # values: records, bytes or None (tombstones)
         producer_id: int,
         producer_epoch: int,
         done: Done,

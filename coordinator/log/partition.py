@@ -48,6 +48,7 @@ from .segment import (
     Segment,
     encode_checkpoint,
 )
+from .segment import StorageError as StorageError  # (raised here; its importers name it from here)
 
 log = server_log.get(__name__)
 
@@ -65,12 +66,6 @@ class OffsetOutOfRange(ValueError):
 
 class InvalidBatch(ValueError):
     """A batch offered to append() is corrupt or inconsistent (Kafka: CORRUPT_MESSAGE)."""
-
-
-class StorageError(OSError):
-    """The disk refused a write or a sync (Kafka: KafkaStorageException). Nothing of the
-    append it reports is left in the log: the bytes were cut back before this is raised
-    or reported."""
 
 
 def now_ms() -> int:
@@ -227,8 +222,8 @@ class PartitionLog:
                 headers.append((pos, size, next_offset, h.max_timestamp, next_offset + count))
                 next_offset += count
                 pos += size
-        except (TruncatedBatch, ValueError) as e:
-            raise InvalidBatch(str(e)) from e
+        except (TruncatedBatch, ValueError) as bad:  # (its own name: a compiled function gives a name one type)
+            raise InvalidBatch(str(bad)) from bad
         if not headers:
             raise InvalidBatch("no batch to append")
         return self._write(buf, headers)
@@ -412,8 +407,8 @@ class PartitionLog:
             seg = self.segments[-1]
             try:
                 pos = seg.locate(offset) if offset < seg.next_offset else None
-            except CorruptBatch as e:  # (in bytes the recovery point spared: nothing may follow them)
-                raise self._corrupt(e) from None
+            except CorruptBatch as corrupt:  # (in bytes the recovery point spared: nothing may follow them)
+                raise self._corrupt(corrupt) from None
             seg.truncate(seg.size if pos is None else pos)
             self._unsynced[seg.fd] = seg
             try:

@@ -113,6 +113,13 @@ def segment_path(directory: Path, base_offset: int) -> Path:
     return directory / f"{base_offset:020d}{SUFFIX}"
 
 
+class StorageError(OSError):
+    """The disk refused a write or a sync (Kafka: KafkaStorageException). Nothing of the
+    append it reports is left in the log: the bytes were cut back before this is raised
+    or reported. (Defined here, not in partition.py, which mypyc compiles: a compiled class
+    cannot subclass OSError.)"""
+
+
 @dataclass
 class ScanResult:
     valid_bytes: int  # length of the prefix made of good batches
