@@ -217,20 +217,21 @@ def errors_by_topic(
     name: str = "name",
     partitions: str = "partitions",
     index: str = "partition_index",
+    error: str = "error_code",
     **same: Any,
 ) -> tuple[Any, ...]:
     """The topics of an answer that gives each partition only its error (OffsetDelete,
     AlterReplicaLogDirs, WriteTxnMarkers; a request refused whole, as Kafka's
     getErrorResponse): a `topic_entity` per (topic, its (partition, error) pairs), with a
     `partition_entity` per pair, in the order given. The APIs name the fields differently:
-    the topic's `name`, its `partitions`, a partition's `index`; `same`: the other fields of
-    every partition (an error message, empty values)."""
+    the topic's `name`, its `partitions`, a partition's `index` and `error`; `same`: the other
+    fields of every partition (an error message, empty values)."""
     return tuple(
         ctx.nested(
             topic_entity,
             **{
                 name: topic,
-                partitions: tuple(ctx.nested(partition_entity, **{index: p}, error_code=e, **same) for p, e in errors),
+                partitions: tuple(ctx.nested(partition_entity, **{index: p, error: e}, **same) for p, e in errors),
             },
         )
         for topic, errors in by_topic

@@ -37,7 +37,7 @@ from ..groups.streams.streams_api import heartbeat_error as streams_heartbeat_er
 from ..transactions.coordinator import no_transaction_state
 from ..broker.log_dirs import alter_log_dirs_answer
 from ..share.offsets_api import deleted_offsets_row
-from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, inner_context, nested_type
+from ..apis import LATER, UNANSWERED, BuiltWhenSent, RequestContext, errors_by_topic, inner_context, nested_type
 from .acls import (
     ALTER,
     ALTER_CONFIGS,
@@ -594,22 +594,15 @@ def _add_partitions_refused(gate: AclGate, ctx: RequestContext, req: Any, error:
             return error
         return E.operation_not_attempted
 
-    return ctx.response(
-        throttle_time=0,
-        results_by_topic_v3_and_below=tuple(
-            ctx.nested(
-                "AddPartitionsToTxnTopicResult",
-                name=t.name,
-                results_by_partition=tuple(
-                    ctx.nested(
-                        "AddPartitionsToTxnPartitionResult", partition_index=p, partition_error_code=error_of(t.name)
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in topics
-        ),
+    results = errors_by_topic(
+        ctx,
+        "AddPartitionsToTxnTopicResult",
+        "AddPartitionsToTxnPartitionResult",
+        ((t.name, [(p, error_of(t.name)) for p in t.partitions]) for t in topics),
+        partitions="results_by_partition",
+        error="partition_error_code",
     )
+    return ctx.response(throttle_time=0, results_by_topic_v3_and_below=results)
 
 
 # Rows: a denied entry's place in the answer -----------------------------------------------
