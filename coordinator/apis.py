@@ -213,28 +213,29 @@ def errors_by_topic(
     ctx: RequestContext,
     topic_entity: str,
     partition_entity: str,
-    by_topic: Iterable[tuple[str, Iterable[tuple[int, Any]]]],
+    by_topic: Iterable[tuple[str, Iterable[tuple[Any, ...]]]],
     name: str = "name",
     partitions: str = "partitions",
     index: str = "partition_index",
     error: str = "error_code",
     **same: Any,
 ) -> tuple[Any, ...]:
-    """The topics of an answer that gives each partition only its error (OffsetDelete,
-    AlterReplicaLogDirs, WriteTxnMarkers; a request refused whole, as Kafka's
-    getErrorResponse): a `topic_entity` per (topic, its (partition, error) pairs), with a
-    `partition_entity` per pair, in the order given. The APIs name the fields differently:
-    the topic's `name`, its `partitions`, a partition's `index` and `error`; `same`: the other
-    fields of every partition (an error message, empty values)."""
+    """The topics of an answer that gives each partition its error (OffsetDelete, DeleteRecords,
+    AlterReplicaLogDirs, WriteTxnMarkers, ElectLeaders, ...; a request refused whole, as
+    Kafka's getErrorResponse): a `topic_entity` per (topic, its partitions' rows), with a
+    `partition_entity` per row (partition, error[, its other fields]), in the order given. The
+    APIs name the fields differently: the topic's `name`, its `partitions`, a partition's
+    `index` and `error`; `same`: fields every partition has alike (an error message, empty values)."""
+
+    def partition(row: tuple[Any, ...]) -> Any:
+        values = {index: row[0], error: row[1], **same}
+        if len(row) > 2:
+            values.update(row[2])
+        return ctx.nested(partition_entity, **values)
+
     return tuple(
-        ctx.nested(
-            topic_entity,
-            **{
-                name: topic,
-                partitions: tuple(ctx.nested(partition_entity, **{index: p, error: e}, **same) for p, e in errors),
-            },
-        )
-        for topic, errors in by_topic
+        ctx.nested(topic_entity, **{name: topic, partitions: tuple(partition(row) for row in rows)})
+        for topic, rows in by_topic
     )
 
 

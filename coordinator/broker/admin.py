@@ -7,7 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..apis import Registry, RequestContext
+from ..apis import Registry, RequestContext, errors_by_topic
 from .configs import describe_topic
 from .quotas import ControllerMutationQuota, quota_user
 from .topics import TopicError, Topics
@@ -76,16 +76,12 @@ class TopicAdmin:
             rows = []
             for p in t.partitions:
                 error, low = await self._delete_records(ctx, t.name, p.partition_index, p.offset)
-                rows.append(
-                    ctx.nested(
-                        "DeleteRecordsPartitionResult",
-                        partition_index=p.partition_index,
-                        low_watermark=low,
-                        error_code=error,
-                    )
-                )
-            topics.append(ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=tuple(rows)))
-        return ctx.response(throttle_time=0, topics=tuple(topics))
+                rows.append((p.partition_index, error, {"low_watermark": low}))
+            topics.append((t.name, rows))
+        return ctx.response(
+            throttle_time=0,
+            topics=errors_by_topic(ctx, "DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", topics),
+        )
 
     async def _delete_records(self, ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[E, int]:
         info = self.topics.get(topic)

@@ -106,9 +106,18 @@ class PartitionAdminApis:
                     code, message = e.code, e.message or default_message(e.code)
                 if every and code == E.election_not_needed:
                     continue  # (all partitions: only those that needed one are answered)
-                rows.append(ctx.nested("PartitionResult", partition_id=p, error_code=code, error_message=message))
-            results.append(ctx.nested("ReplicaElectionResult", topic=topic, partition_result=tuple(rows)))
-        return ctx.response(throttle_time=0, error_code=E.none, replica_election_results=tuple(results))
+                rows.append((p, code, {"error_message": message}))
+            results.append((topic, rows))
+        elected = errors_by_topic(
+            ctx,
+            "ReplicaElectionResult",
+            "PartitionResult",
+            results,
+            name="topic",
+            partitions="partition_result",
+            index="partition_id",
+        )
+        return ctx.response(throttle_time=0, error_code=E.none, replica_election_results=elected)
 
     async def _elect(self, topic: str, partition: int, election: int) -> None:
         self._check(topic, partition)
@@ -148,21 +157,14 @@ class PartitionAdminApis:
                         await self._reassign(t.name, p.partition_index, list(p.replicas), allow_rf_change)
                 except PartitionError as e:
                     code, message = e.code, e.message
-                rows.append(
-                    ctx.nested(
-                        "ReassignablePartitionResponse",
-                        partition_index=p.partition_index,
-                        error_code=code,
-                        error_message=message,
-                    )
-                )
-            topics.append(ctx.nested("ReassignableTopicResponse", name=t.name, partitions=tuple(rows)))
+                rows.append((p.partition_index, code, {"error_message": message}))
+            topics.append((t.name, rows))
         return ctx.response(
             throttle_time=0,
             allow_replication_factor_change=allow_rf_change,
             error_code=E.none,
             error_message=None if req.topics else "",  # (as Kafka's: "" only when nothing was asked)
-            responses=tuple(topics),
+            responses=errors_by_topic(ctx, "ReassignableTopicResponse", "ReassignablePartitionResponse", topics),
         )
 
     async def _reassign(self, topic: str, partition: int, target: list[int], allow_rf_change: bool) -> None:
