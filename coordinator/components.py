@@ -140,8 +140,7 @@ async def build_components(
     quotas = QuotaStore(c.data_dir)
     window = (c.quota_window_num, c.quota_window_size_seconds)
     request_quota = RequestQuota(quotas, *window)
-    runtime.load(offsets_log.latest_records(), offsets_log.offline)
-    runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
+    producer_ids = ProducerIds(c.data_dir)
 
     def coordinates(ctx: RequestContext, partition: int) -> int:
         return topology.coordinator_error(ctx.connection.listener.node_id, partition)
@@ -162,7 +161,6 @@ async def build_components(
     # its markers there (and into the group runtime's shards), the other two ask the
     # coordinator (TransactionChecks) about transactional batches and offset commits.
     states = PartitionStates(topics)
-    producer_ids = ProducerIds(c.data_dir)
     transactions = TransactionCoordinator(
         txn_log,
         topics,
@@ -198,6 +196,9 @@ async def build_components(
     config_apis.register(registry)
     data_plane.register(registry)
     ClientQuotaApis(quotas).register(registry)
+    # (every store is read by now: a bad one is the one line said before anything is loaded)
+    runtime.load(offsets_log.latest_records(), offsets_log.offline)
+    runtime.start_offset_expiry(c.offsets_retention_check_interval_ms)
     GroupApis(runtime, owner, transactions).register(registry)
 
     def share_state_topic() -> None:  # (created at its first use, as Kafka's share coordinator does)
