@@ -226,32 +226,18 @@ def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContex
     return (shard, error) if error == E.none else (None, error)
 
 
-class ShardRoutedApis:
-    """What the group APIs (GroupApis; share and streams groups' own) start from: each request
-    goes to its group's shard, if this broker coordinates it."""
-
-    def __init__(
-        self, runtime: CoordinatorRuntime, owner: Callable[[RequestContext, int], int] = _coordinates_all
-    ) -> None:
-        self.runtime = runtime
-        # owner(ctx, partition): whether the broker the request reached coordinates the
-        # groups of that __consumer_offsets partition (NONE), or the error to answer
-        # (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS): the topology's check.
-        self.owner = owner
-
-    def _route(self, ctx: RequestContext, group_id: str) -> tuple[Any, int]:
-        """The group's shard and NONE, or None and the error to answer (owning_shard)."""
-        return owning_shard(ctx, self.runtime.shard_for(group_id), self.owner)
-
-
-class GroupApis(ShardRoutedApis):
+class GroupApis:
     def __init__(
         self,
         runtime: CoordinatorRuntime,
         owner: Callable[[RequestContext, int], int] = _coordinates_all,
         transactions: TransactionChecks | None = None,
     ) -> None:
-        super().__init__(runtime, owner)
+        self.runtime = runtime
+        # owner(ctx, partition): whether the broker the request reached coordinates the
+        # groups of that __consumer_offsets partition (NONE), or the error to answer
+        # (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS): the topology's check.
+        self.owner = owner
         # The transaction coordinator, as TxnOffsetCommit asks it (None: transactions unsupported)
         self.transactions = transactions
         self.shard_for = runtime.shard_for
@@ -277,7 +263,7 @@ class GroupApis(ShardRoutedApis):
     # JoinGroup ------------------------------------------------------------------------
 
     def _route(self, ctx: RequestContext, group_id: str) -> tuple[GroupShard | None, int]:
-        # (a group seen before: its shard without a call, on the hot path; runtime.shard_of)
+        """The group's shard and NONE, or None and the error to answer (owning_shard)."""
         return owning_shard(ctx, self.shard_of.get(group_id) or self.shard_for(group_id), self.owner)
 
     def _in_coordinator_order(self, group_ids: Iterable[str]) -> list[str]:

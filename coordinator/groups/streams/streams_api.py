@@ -16,7 +16,8 @@ from kio.schema.errors import ErrorCode as E
 from protocol import streams_records as R
 
 from ...apis import Registry, RequestContext
-from ..api import ShardRoutedApis, described_group, describe_modern_groups, member_identity
+from ..api import described_group, describe_modern_groups, member_identity
+from ..routed_apis import ShardRoutedApis
 from ..modern.modern_manager import ApiError
 from .streams_group import StreamsGroup, StreamsMember, Tasks, TasksTuple
 from .streams_manager import ASSIGNOR, StreamsHeartbeatRequest, StreamsHeartbeatResult, validate_request

@@ -17,10 +17,10 @@ from ...api import (
     described_member,
     describe_modern_groups,
     heartbeat_response,
-    ShardRoutedApis,
     run_heartbeat,
 )
 from ..modern_manager import ApiError
+from ...routed_apis import ShardRoutedApis
 from ...runtime import CoordinatorRuntime
 from .share_manager import ASSIGNOR, ShareHeartbeatRequest, ShareHeartbeatResult, validate_request
 
