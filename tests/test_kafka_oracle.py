@@ -1107,6 +1107,124 @@ def test_share_group_heartbeat_life_cycle(warm, sides):
     obs.check()
 
 
+SHARE_STATE_TOPIC, SHARE_STATE_GROUP = "oracle-share-state", "oracle-share-state"
+SHARE_STATE_RECORDS = 505  # past Kafka's default 500 updates per snapshot
+
+
+def runs(items: list[str]) -> list[str]:
+    """["a", "a", "b"] as ["a x2", "b x1"]."""
+    out: list[list[Any]] = []
+    for item in items:
+        if out and out[-1][0] == item:
+            out[-1][1] += 1
+        else:
+            out.append([item, 1])
+    return [f"{item} x{n}" for item, n in out]
+
+
+def share_state_records(server, group: str) -> list[Any]:
+    """The group's `__share_group_state` records as the broker wrote them (read from its log
+    files): each a snapshot or an update, with its value (timestamps left out)."""
+    from protocol.record_batch import CorruptBatch, iter_batch_records, iter_batches
+    from protocol.share_records import decode_state_key, decode_state_value
+
+    root = getattr(server, "log_dir", None) or server.data_dir
+    out: list[tuple[int, str, Any]] = []
+    for directory in sorted(root.glob("__share_group_state-*")):
+        for segment in sorted(directory.glob("*.log")):
+            data = segment.read_bytes()
+            try:
+                for pos, h in iter_batches(data, verify_crc=False):
+                    for r in iter_batch_records(data[pos : pos + h.size], h):
+                        key = decode_state_key(r.key)
+                        if key.group != group:
+                            continue
+                        value = None if r.value is None else plain(decode_state_value(key, r.value))
+                        if value is not None:
+                            value = {k: v for k, v in value.items() if not k.endswith("timestamp")}
+                        out.append((r.offset, "snapshot" if key.snapshot else "update", value))
+            except CorruptBatch:
+                pass  # (the end of what was written)
+    return [(kind, value) for _, kind, value in sorted(out, key=lambda x: x[0])]
+
+
+def test_share_group_state_snapshots_as_kafka(warm, sides):
+    """A share group reads a partition record by record, accepting each in its next ShareFetch:
+    `__share_group_state` gets Kafka's records, a ShareSnapshot when the partition is
+    initialized and, after 500 ShareUpdates more than one, the next (ShareCoordinatorShard)."""
+    obs = Observations()
+    answers: list[list[Any]] = [[], []]
+    for i, side in enumerate(sides):
+        created = side.call(
+            19,
+            7,
+            {"timeout": 30000, "topics": [{"name": SHARE_STATE_TOPIC, "num_partitions": 1, "replication_factor": 1}]},
+        )
+        assert created.topics[0].error_code == 0, created
+        wait_for_partitions(side.server.port, SHARE_STATE_TOPIC, 1)
+        side.learn_topic_ids()
+        tid = side.tid(SHARE_STATE_TOPIC)
+        for n in range(SHARE_STATE_RECORDS):
+            answer = side.call(0, 11, produce_values(SHARE_STATE_TOPIC, batch([(b"k", b"%d" % n)]))(side, 11))
+            assert answer.responses[0].partition_responses[0].error_code == 0, answer
+        group_config = {
+            "resource_type": 32,
+            "resource_name": SHARE_STATE_GROUP,
+            "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}],
+        }
+        assert side.call(44, 1, {"resources": [group_config]}).responses[0].error_code == 0
+
+        def beat(mid: str, epoch: int, topics=None, side=side) -> Any:
+            values = {"group_id": SHARE_STATE_GROUP, "member_id": mid, "member_epoch": epoch}
+            return side.call(76, 1, {**values, "subscribed_topic_names": topics})
+
+        joined = beat(str(uuid.uuid4()), 0, [SHARE_STATE_TOPIC])
+        mid, epoch = joined.member_id, joined.member_epoch
+        deadline = time.monotonic() + 60
+        while not (joined.assignment and joined.assignment.topic_partitions):
+            assert time.monotonic() < deadline, "no assignment"
+            time.sleep(0.05)
+            joined = beat(mid, epoch)
+            epoch = joined.member_epoch
+
+        def fetch(session: int, acked: int | None, partitions: bool = True, side=side, mid=mid, tid=tid) -> Any:
+            acks = [] if acked is None else [{"first_offset": acked, "last_offset": acked, "acknowledge_types": [1]}]
+            part = {"partition_index": 0, "acknowledgement_batches": acks}
+            return side.call(
+                78,
+                1,
+                {
+                    "group_id": SHARE_STATE_GROUP,
+                    "member_id": mid,
+                    "share_session_epoch": session,
+                    "max_wait": 0,
+                    "min_bytes": 1,
+                    "max_bytes": 1 << 20,
+                    "max_records": 1,
+                    "batch_size": 1,
+                    "topics": [{"topic_id": tid, "partitions": [part]}] if partitions or acks else [],
+                },
+            )
+
+        session, acked, done = 0, None, 0
+        while done < SHARE_STATE_RECORDS:
+            assert time.monotonic() < deadline + 120, f"{done} records accepted"
+            body = fetch(session, acked)
+            session += 1
+            assert body.error_code == 0, body
+            part = body.responses[0].partitions[0]
+            assert part.error_code == 0 and part.acknowledge_error_code == 0, part
+            done += acked is not None
+            acked = part.acquired_records[0].first_offset if part.acquired_records else None
+        assert fetch(-1, None, partitions=False).error_code == 0
+        beat(mid, -1)
+        answers[i] = share_state_records(side.server, SHARE_STATE_GROUP)
+    kinds = [runs([kind for kind, _ in records]) for records in answers]
+    obs.compare("wire/ShareFetch/share-group-state-record-kinds", *kinds)
+    obs.compare("wire/ShareFetch/share-group-state-records", *answers)
+    obs.check()
+
+
 def streams_heartbeat(side: Side, v: int, group: str, member: str, epoch: int, topology: Any = None, **kw: Any) -> Any:
     joining = epoch == 0
     values = {

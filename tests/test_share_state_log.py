@@ -1,5 +1,5 @@
 """`__share_group_state` in process: Kafka's ShareSnapshot / ShareUpdate bytes, a snapshot
-every N updates, updates of a superseded snapshot ignored at replay, pruning below the
+once N updates followed the last, updates of a superseded snapshot ignored at replay, pruning below the
 oldest snapshot still needed, and `python -m coordinator.log dump` decoding it; the
 share-group records of `__consumer_offsets` round-trip too."""
 
@@ -62,14 +62,16 @@ async def test_snapshots_updates_replay_and_pruning(tmp_path, capsys):
         state.write(key, start, runs, 1000, lambda e: fut.set_result(e), **kw)
         assert await fut is None
 
-    await write(0, [], full=True)  # the first snapshot (epoch 0)
-    await write(0, [(0, 4, R.AVAILABLE, 1)])  # acquired 0-4 (written as Available, counted)
-    await write(2, [(0, 1, R.ACKNOWLEDGED, 1)])  # 0-1 accepted: the start moves to 2
-    await write(2, [(2, 2, R.ARCHIVED, 1)])  # the 3rd update: a snapshot instead (epoch 1)
-    await write(3, [(3, 3, R.AVAILABLE, 2)])
+    await write(0, [], full=True)  # the first snapshot (epoch 0): the share-partition initialized
+    await write(0, [(0, 4, R.AVAILABLE, 1)])  # acquired 0-4 (written as Available, counted): 1 update
+    await write(2, [(0, 1, R.ACKNOWLEDGED, 1)])  # 0-1 accepted, the start moves to 2: 2 updates
+    await write(2, [(2, 2, R.ARCHIVED, 1)])  # 3 updates: the limit
+    await write(3, [(3, 3, R.AVAILABLE, 2)])  # so a snapshot instead (epoch 1), the count reset
+    assert state.states[key].snapshot_epoch == 1
+    await write(3, [(3, 3, R.AVAILABLE, 3)])  # 1 update since
     expected = state.states[key]
     assert (expected.snapshot_epoch, expected.updates, expected.start) == (1, 1, 3)
-    assert expected.records == {3: (R.AVAILABLE, 2), 4: (R.AVAILABLE, 1)}
+    assert expected.records == {3: (R.AVAILABLE, 3), 4: (R.AVAILABLE, 1)}
     await asyncio.gather(*state._pruning)  # (pruning runs as a task)
     plog = state.log.logs[0]
     assert plog.log_start_offset == expected.snapshot_offset > 0  # the records before the snapshot went
@@ -100,7 +102,7 @@ async def test_updates_of_a_superseded_snapshot_are_ignored(tmp_path):
 async def test_a_snapshot_holds_the_updates_queued_before_it(tmp_path):
     """Two writes in one turn of the loop, the second a snapshot: the snapshot has the first's
     change, so replay (which drops updates of the older snapshot epoch) loses nothing."""
-    state = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=2)
+    state = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=1)
     key = ("g", TOPIC_ID, 0)
     first = asyncio.get_running_loop().create_future()
     state.write(key, 0, [], 1000, first.set_result, full=True)

@@ -126,6 +126,7 @@ class SharePartitionManager:
         for shard in groups.shards:
             shard.share.member_fenced.append(self.member_fenced)
             shard.share.group_deleted.append(self.group_deleted)
+            shard.share.initialize_state = self.initialize_state
 
     def register(self, registry: Registry) -> None:
         registry.add(SHARE_FETCH, range(1, 3), self.share_fetch, cancel_on_close=True)
@@ -206,7 +207,7 @@ class SharePartitionManager:
                 "max_in_flight": self.config.partition_max_record_locks,
             }
             stored = self.state.states.get(key)
-            if stored is not None:
+            if stored is not None and stored.start >= 0:  # (-1: initialized, never started)
                 sp = SharePartition.restored(stored.start, stored.records, **kw)
                 sp.state_epoch = stored.state_epoch
                 if sp.start < plog.log_start_offset:
@@ -215,6 +216,8 @@ class SharePartitionManager:
                 # Nothing is written until a record's state changes, as Kafka writes nothing when
                 # it starts a share-partition: its stored start stays unknown (-1) until then.
                 sp = SharePartition(self._reset_offset(key[0], plog), **kw)
+                if stored is not None:  # (initialized: under the state epoch it was given)
+                    sp.state_epoch = stored.state_epoch
             self.partitions[key] = sp
             fut.set_result(None)
             # Records left Archiving (their dead letters not written when the server stopped)
@@ -303,7 +306,7 @@ class SharePartitionManager:
         if sp is not None:
             return sp.start
         stored = self.state.states.get(key)
-        return None if stored is None else stored.start
+        return None if stored is None or stored.start < 0 else stored.start
 
     def lag(self, key: Key, start: int) -> int:
         """Kafka's share-partition lag (KIP-1226): the high watermark less the start offset less
@@ -338,7 +341,7 @@ class SharePartitionManager:
         while nothing was written (Kafka initializes a partition's state at -1)."""
         stored = self.state.states.get(key)
         _, plog = self._plog(key[1], key[2])
-        if stored is None or plog is None:
+        if stored is None or stored.start < 0 or plog is None:
             return -1, -1
         hw = plog.high_watermark
         done = sum(
@@ -495,6 +498,23 @@ class SharePartitionManager:
 
         self.state.delete(key, done)
         return fut
+
+    def initialize_state(self, group_id: str, partitions: dict[uuid.UUID, frozenset[int]], state_epoch: int) -> None:
+        """Kafka's persister initializing a share group's new partitions after the heartbeat
+        that subscribed them: a first ShareSnapshot each, at start offset -1 (where
+        share.auto.offset.reset says, once first fetched). A write that fails leaves the
+        share-partition as one never initialized (its first change writes its first snapshot)."""
+
+        def written(error: BaseException | None) -> None:
+            if error is not None:
+                log.warning("share group %s: share-partition state not initialized: %s", group_id, error)
+
+        now = int(time.time() * 1000)
+        for topic_id, ps in partitions.items():
+            for p in sorted(ps):
+                key = (group_id, topic_id, p)
+                if key not in self.state.states and key not in self.partitions:
+                    self.state.initialize(key, state_epoch, now, written)
 
     def group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed the share group: its share-partitions' state goes too."""

@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 from protocol.record_batch import iter_batch_records
 from protocol.share_records import (
+    ACKNOWLEDGED,
+    ARCHIVED,
     ShareSnapshotValue,
     ShareStateKey,
     ShareUpdateValue,
@@ -71,7 +73,10 @@ class StoredState:
     start: int = 0
     records: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (state, delivery count)
     snapshot_epoch: int = -1
-    updates: int = 0  # ShareUpdates since the last snapshot
+    # Kafka's snapshotUpdateCount: ShareUpdates since the last snapshot written for the limit;
+    # a snapshot resets it only once it reached the limit (one written for another reason, as
+    # AlterShareGroupOffsets' initialization, keeps it), as ShareCoordinatorShard does
+    updates: int = 0
     snapshot_offset: int = 0  # where the last snapshot is in the log
     create_timestamp: int = -1
 
@@ -132,8 +137,15 @@ class ShareStateLog:
 
     def replay(self, key: Key, k: ShareStateKey, value: Any, offset: int) -> None:
         if k.snapshot:
+            before = self.states.get(key)
             self.states[key] = state = StoredState(
-                value.state_epoch, value.start_offset, {}, value.snapshot_epoch, 0, offset, value.create_timestamp
+                value.state_epoch,
+                value.start_offset,
+                {},
+                value.snapshot_epoch,
+                self._after_snapshot(before.updates if before is not None else 0),
+                offset,
+                value.create_timestamp,
             )
             state.apply(-1, value.state_batches)
             return
@@ -142,6 +154,11 @@ class ShareStateLog:
             return  # an update of a snapshot that is gone or was superseded
         current.apply(value.start_offset, value.state_batches)
         current.updates += 1
+
+    def _after_snapshot(self, updates: int) -> int:
+        """Kafka's ShareCoordinatorShard.handleShareSnapshot: the count starts again only once
+        it reached the limit."""
+        return 0 if updates >= self.snapshot_every else updates
 
     # writing ----------------------------------------------------------------------------
 
@@ -177,7 +194,10 @@ class ShareStateLog:
         if state is not None and state_epoch is not None and state_epoch < state.state_epoch:
             done(FencedStateEpoch())
             return
-        snapshot = full or state is None or state.updates + 1 >= self.snapshot_every
+        # Kafka's ShareCoordinatorShard.generateShareStateRecord: a snapshot once the updates
+        # since the last one reached share.coordinator.snapshot.update.records.per.snapshot (a
+        # share-partition's first write, and a full one, as Kafka's initializeState, too)
+        snapshot = full or state is None or state.updates >= self.snapshot_every
         created = state is None
         if state is None:
             state = self.states[key] = StoredState()
@@ -193,7 +213,7 @@ class ShareStateLog:
         group, topic_id, partition = key
         if snapshot:
             state.snapshot_epoch += 1
-            state.updates = 0
+            state.updates = self._after_snapshot(state.updates)
             if state.create_timestamp < 0:
                 state.create_timestamp = now_ms
             value: Any = ShareSnapshotValue(
@@ -204,10 +224,11 @@ class ShareStateLog:
                 state.create_timestamp,
                 now_ms,
                 _batches_of(state.records),
+                -1 if full else _complete(state),  # (none in a share-partition's initialization)
             )
         else:
             state.updates += 1
-            value = ShareUpdateValue(state.snapshot_epoch, 0, start, batches)
+            value = ShareUpdateValue(state.snapshot_epoch, 0, start, batches, _complete(state))
         record_key = encode_state_key(ShareStateKey(snapshot, group, topic_id, partition))
         p = self.partition_of(key)
 
@@ -224,6 +245,19 @@ class ShareStateLog:
         self.first_write()
         self.log.append_to(p, [(record_key, encode_state_value(value))], written, now_ms)
 
+    def initialize(self, key: Key, state_epoch: int, now_ms: int, done: Callable[[BaseException | None], None]) -> None:
+        """Kafka's ShareCoordinatorShard.initializeState for a share-partition with no state: its
+        first ShareSnapshot (snapshot epoch 0) under `state_epoch` (the group's epoch, as Kafka's
+        group coordinator gives it), at start offset -1 (not started)."""
+        state = self.states[key] = StoredState(state_epoch=state_epoch, start=-1)
+
+        def written(error: BaseException | None) -> None:
+            if error is not None and self.states.get(key) is state:
+                del self.states[key]
+            done(error)
+
+        self.write(key, -1, [], now_ms, written, full=True)
+
     def resync(self, key: Key, start: int, runs: list[tuple[int, int, int, int]]) -> None:
         """The share-partition's writes that failed were undone: what this view holds of it is
         its live state again (the next write is a snapshot of it, rewriting what the log lost)."""
@@ -234,22 +268,20 @@ class ShareStateLog:
             state.apply(-1, tuple(StateBatch(*run) for run in runs))
 
     def delete(self, key: Key, done: Callable[[BaseException | None], None]) -> None:
-        """DeleteShareGroupOffsets: the share-partition's state goes (tombstones)."""
+        """DeleteShareGroupOffsets: the share-partition's state goes: one tombstone, of its
+        ShareSnapshot key, written only if it has state (Kafka's ShareCoordinatorShard.deleteState)."""
         group, topic_id, partition = key
+        if key not in self.states:
+            done(None)
+            return
 
         def written(error: BaseException | None, _: Any) -> None:
             if error is None:
                 self.states.pop(key, None)
             done(error)
 
-        self.log.append_to(
-            self.partition_of(key),
-            [
-                (encode_state_key(ShareStateKey(True, group, topic_id, partition)), None),
-                (encode_state_key(ShareStateKey(False, group, topic_id, partition)), None),
-            ],
-            written,
-        )
+        tombstone = encode_state_key(ShareStateKey(True, group, topic_id, partition))
+        self.log.append_to(self.partition_of(key), [(tombstone, None)], written)
 
     def _prune(self, p: int) -> None:
         """Records before the oldest snapshot a key of partition p still needs are redundant
@@ -290,3 +322,9 @@ async def open_log(data_dir: str | Path, partitions: int, fsync: str, fsync_inte
         fsync_interval_ms=fsync_interval_ms,
     )
     return await OffsetsLog.open(data_dir, partitions, config, topic=TOPIC)
+
+
+def _complete(state: StoredState) -> int:
+    """KIP-1226's delivery-complete count Kafka writes with a share-partition's state: its
+    records from the start offset that are Acknowledged or Archived."""
+    return sum(1 for o, (s, _) in state.records.items() if o >= state.start and s in (ACKNOWLEDGED, ARCHIVED))

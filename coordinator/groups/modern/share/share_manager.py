@@ -101,6 +101,9 @@ class ShareGroupManager(ModernGroupManager):
         self.group_deleted: list[Callable[[str], None]] = []
         # group id -> the partitions its running heartbeat set initializing (heartbeat)
         self._initializing: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
+        # Kafka's persister: initialize_state(group id, partitions, state epoch) writes the
+        # partitions' first share-partition state (None: nothing to write)
+        self.initialize_state: Callable[[str, dict[uuid.UUID, frozenset[int]], int], None] | None = None
 
     @property
     def config(self) -> ShareGroupConfig:
@@ -168,14 +171,18 @@ class ShareGroupManager(ModernGroupManager):
         out = self.result_of(result, group)
         started = self._initializing.pop(group.group_id, None)
         if started:
-            group_id = group.group_id
+            group_id, state_epoch = group.group_id, group.group_epoch  # (Kafka's state epoch: the group's)
 
             def initialize(error: int) -> None:
                 # Kafka's persister initializes the state after the heartbeat is answered, then
-                # writes the partitions initialized (an operation of its own): here the
-                # share-partition state starts at its first use, so only that write remains.
-                if error == E.none:
-                    self.clock.call_at(self.clock.now(), self._initialized, group_id, started)
+                # the group coordinator writes the partitions initialized (an operation of its
+                # own). Here that write does not wait for the state's: a share-partition whose
+                # first snapshot was lost starts as one never initialized, at its first fetch.
+                if error != E.none:
+                    return
+                if self.initialize_state is not None:
+                    self.initialize_state(group_id, started, state_epoch)
+                self.clock.call_at(self.clock.now(), self._initialized, group_id, started)
 
             out.wait(initialize)
         return out
