@@ -590,3 +590,29 @@ async def test_denied_entries_answered_beside_the_served_ones(server_factory):
         ("g", 0, [29]),
     ]
     await c.close()
+
+
+async def test_denied_groups_before_or_after_the_coordinators_answers(server_factory):
+    """DescribeGroups answers the denied groups first and DeleteGroups last, around the
+    coordinator's answers in its partitions' order, where Kafka's KafkaApis puts them."""
+    from coordinator.apis import build
+    from tests.support.wire_client import WireClient, request_class as rc
+
+    s = server_factory("--authorizer")
+    c = await WireClient("acl-groups").connect("127.0.0.1", s.port)
+    r = await c.request(CREATE_ACLS, 3, create_acls_body((GROUP, "denied", "User:other", ALL)))
+    assert [x.error_code for x in r.results] == [0]
+    open_groups = ["oracle-order-alpha", "oracle-order-beta", "oracle-order-gamma"]  # (partitions 2, 10, 49)
+
+    async def describe(groups):
+        body = await c.request(
+            15, 5, build(rc(15, 5), {"groups": tuple(groups), "include_authorized_operations": False})
+        )
+        return [(g.group_id, g.error_code) for g in body.groups]
+
+    served = await describe(open_groups)
+    assert [g for g, _ in served] != open_groups  # (Kafka's order is not the request's)
+    assert await describe([open_groups[0], "denied", *open_groups[1:]]) == [("denied", 30), *served]
+    deleted = await c.request(42, 2, build(rc(42, 2), {"groups_names": (open_groups[0], "denied", *open_groups[1:])}))
+    assert [(g.group_id, g.error_code) for g in deleted.results] == [(g, 69) for g, _ in served] + [("denied", 30)]
+    await c.close()
