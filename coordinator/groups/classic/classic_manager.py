@@ -233,19 +233,27 @@ class ClassicGroupManager:
     ) -> asyncio.Future:
         member = self._new_member(member_id, instance_id, spec)
         group.add(member)
-        log.info(
-            "group %s: member %s joins (client %s, host %s%s)",
-            group.group_id,
-            member_id,
-            member.client_id,
-            member.client_host,
-            f", instance {instance_id}" if instance_id else "",
-        )
+        instance = f", instance {instance_id}" if instance_id else ""
+        begins = group.can_rebalance()
+        if not begins:
+            log.info(
+                "group %s: member %s joins (client %s, host %s%s)",
+                group.group_id,
+                member_id,
+                member.client_id,
+                member.client_host,
+                instance,
+            )
         if group.state is S.PREPARING_REBALANCE and group.generation_id == 0:
             group.new_member_added = True
         fut = self._await_join(group, member)
         self.schedule_expiry(group, member)
-        self._maybe_prepare_rebalance(out, group, f"member {member_id} joined")
+        if begins:
+            # The join phase it begins is said by one line with this reason in it (its
+            # generation's if it ends at once, the churn of a test suite; else the preparing
+            # line): the member's client and host are said there, not in a line of their own.
+            reason = f"member {member_id} joined, client {member.client_id}, host {member.client_host}{instance}"
+            self.prepare_rebalance(out, group, reason)
         self._try_complete_join(out, group)
         return fut
 
@@ -916,18 +924,27 @@ class ClassicGroupManager:
     ) -> None:
         for member_id in pending:
             group.pending_members.pop(member_id, None)
+        why = f": {reason}" if reason else ""
+        # A lone member leaving a Stable or CompletingRebalance group begins a join phase
+        # (_after_removal), said by one line with the leave in its reason (its generation's,
+        # "is empty", for the group's last member: the churn of a test suite).
+        alone = len(leaving) == 1 and (group.state is S.STABLE or group.state is S.COMPLETING_REBALANCE)
+        left = "members left"
         for member in leaving:
-            log.info(
-                "group %s: member %s leaves (client %s, host %s)%s",
-                group.group_id,
-                member.member_id,
-                member.client_id,
-                member.client_host,
-                f": {reason}" if reason else "",
-            )
+            if alone:
+                left = f"member {member.member_id} left, client {member.client_id}, host {member.client_host}{why}"
+            else:
+                log.info(
+                    "group %s: member %s leaves (client %s, host %s)%s",
+                    group.group_id,
+                    member.member_id,
+                    member.client_id,
+                    member.client_host,
+                    why,
+                )
             self._remove_member(group, member)
         if leaving or pending:
-            self._after_removal(out, group, "members left")
+            self._after_removal(out, group, left)
 
     def _remove_member(self, group: ClassicGroup, member: Member) -> None:
         if member.join_waiter is not None:
