@@ -254,3 +254,79 @@ def test_embedded_protocol_readers_refuse_any_bytes_cleanly():
                 pass
 
     check()
+
+
+def _records_since(h, n: int) -> list[tuple[str, bool]]:
+    return [(type(k).__name__, v is None) for k, v in h.log.records[0][n:]]
+
+
+async def test_a_converted_classic_group_writes_kafkas_records():
+    """Kafka 4.4's conversions to a consumer group, in process: an Empty classic group that a
+    consumer-protocol member joins is tombstoned first (maybeDeleteEmptyClassicGroup), in the
+    batch of the consumer group's first records, so a restart, or the consumer group's later
+    deletion, cannot bring the classic group back; a classic group with members is tombstoned,
+    then written as converted (createConsumerGroupRecords: subscriptions, epoch at its
+    generation, targets, target metadata, current assignments) before the joining member's
+    heartbeat's records."""
+    from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup
+    from protocol.consumer_protocol import write_assignment
+    from tests.support.consumer_harness import GROUP as CG, Harness
+    from tests.support.group_harness import Operations, settle
+
+    async def classic_member(h: Harness) -> str:
+        ops = Operations(h.shard)
+        joined = await ops.join(
+            CG, "", None, "c", "h", 10000, 30000, "consumer", [("range", subscription(["t"]))], False
+        )
+        synced = ops.sync(
+            CG, joined.member_id, None, 1, None, None, {joined.member_id: write_assignment(1, [("t", [0, 1])])}
+        )
+        if not hasattr(synced, "error"):
+            synced = await synced
+        assert synced.error == 0
+        await settle()
+        return joined.member_id
+
+    h = Harness()
+    h.catalog.add("t", 2)
+    member = await classic_member(h)
+    left = Operations(h.shard).leave(CG, [(member, None)])
+    if hasattr(left, "__await__"):
+        await left
+    await settle()
+    n = len(h.log.records[0])
+    assert (await h.hb("b", 0, ["t"])).error == 0
+    assert _records_since(h, n) == [
+        ("GroupMetadataKey", True),
+        ("ConsumerGroupMemberMetadataKey", False),
+        ("ConsumerGroupMetadataKey", False),
+        ("ConsumerGroupTargetAssignmentMemberKey", False),
+        ("ConsumerGroupTargetAssignmentMetadataKey", False),
+        ("ConsumerGroupCurrentMemberAssignmentKey", False),
+    ]
+    assert type(h.reload().shard.groups[CG]) is ConsumerGroup
+
+    h = Harness()
+    h.catalog.add("t", 2)
+    member = await classic_member(h)
+    n = len(h.log.records[0])
+    assert (await h.hb("b", 0, ["t"])).error == 0
+    written = h.log.records[0][n:]
+    assert _records_since(h, n)[:6] == [
+        ("GroupMetadataKey", True),
+        ("ConsumerGroupMemberMetadataKey", False),
+        ("ConsumerGroupMetadataKey", False),
+        ("ConsumerGroupTargetAssignmentMemberKey", False),
+        ("ConsumerGroupTargetAssignmentMetadataKey", False),
+        ("ConsumerGroupCurrentMemberAssignmentKey", False),
+    ]
+    assert [getattr(k, "member_id", None) for k, _ in written[1:6]] == [member, None, member, None, member]
+    assert (written[2][1].epoch, written[4][1].assignment_epoch, written[4][1].assignment_timestamp) == (1, 1, 0)
+    # then the heartbeat's: b's subscription, the epoch it bumps, the new target, b's assignment
+    assert [t for t, _ in _records_since(h, n + 6)][:2] == [
+        "ConsumerGroupMemberMetadataKey",
+        "ConsumerGroupMetadataKey",
+    ]
+    assert written[6][0].member_id == "b" and written[7][1].epoch == 2
+    fresh = h.reload().shard.groups[CG]
+    assert type(fresh) is ConsumerGroup and set(fresh.members) == {member, "b"}

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import re
+import struct
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from protocol.consumer_protocol import write_assignment
 from protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_MASK,
@@ -2546,10 +2548,11 @@ def test_tools_verifiable_producer_and_consumers(warm):
 # The group's records in __consumer_offsets, decoded
 
 
-def group_records(side: Side, group: str) -> list[tuple[str, Any]]:
+def group_records(side: Side, group: str, labels: dict[str, str] | None = None) -> list[tuple[str, Any]]:
     """The records of `group` in its __consumer_offsets partition as (key, value) data:
-    topic ids named, and what must differ masked (times, metadata versions and hashes,
-    which hash topic ids, and the client's address)."""
+    topic ids named, member ids the broker made up by their `labels`, and what must differ
+    masked (times, metadata versions and hashes, which hash topic ids, the client's address;
+    a classic group's record only by its generation, protocol and member count)."""
     from aiokafka.record.memory_records import MemoryRecords
 
     from coordinator.log.offsets import partition_for
@@ -2584,6 +2587,15 @@ def group_records(side: Side, group: str) -> list[tuple[str, Any]]:
     masked = {"timestamp", "version", "assignment_timestamp", "metadata_hash"}
 
     def shown(value: Any, field: str = "") -> Any:
+        if labels and isinstance(value, str) and value in labels:
+            return labels[value]
+        if type(value).__name__ == "GroupMetadataValue":
+            return {
+                "protocol_type": value.protocol_type,
+                "generation": value.generation,
+                "protocol": value.protocol,
+                "members": len(value.members),
+            }
         if isinstance(value, uuid.UUID):
             return names.get(value, "<topic id>")
         if field in masked and isinstance(value, int):
@@ -2607,7 +2619,19 @@ def group_records(side: Side, group: str) -> list[tuple[str, Any]]:
                 continue
             value = None if record.value is None else decode_value(key, record.value)
             out.append((type(key).__name__, [shown(key), shown(value)]))
-    return out
+    # Members' records of one type written together (several members' targets) come in Kafka's
+    # hash maps' order of member ids: each such run compared as a set.
+    runs: list[list[tuple[str, Any]]] = []
+    for entry in out:
+        if runs and runs[-1][0][0] == entry[0]:
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+    return [
+        entry
+        for run in runs
+        for entry in (sorted(run, key=lambda e: json.dumps(e, default=str)) if "member_id" in run[0][1][0] else run)
+    ]
 
 
 def regex_heartbeat(side: Side, group: str, member: str, epoch: int, names, regex, owned) -> Any:
@@ -2700,4 +2724,74 @@ def test_consumer_group_records_with_a_regex(warm, sides):
         dumps.append(group_records(side, group))
     obs = Observations()
     obs.compare("records/consumer-group-regex", *dumps)
+    obs.check()
+
+
+def classic_member(side: Side, group: str, topic: str) -> str:
+    """A classic member (JoinGroup v5, SyncGroup v3) that joins `group` alone and assigns
+    itself both partitions of `topic`: its member id."""
+    subscription = struct.pack(">hih", 0, 1, len(topic)) + topic.encode() + struct.pack(">i", -1)
+    join = {
+        "group_id": group,
+        "session_timeout": 30000,
+        "rebalance_timeout": 30000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": subscription}],
+    }
+    joined = side.call(11, 5, join)
+    if joined.error_code == 79:  # MEMBER_ID_REQUIRED
+        joined = side.call(11, 5, {**join, "member_id": joined.member_id})
+    assert joined.error_code == 0, joined
+    assignment = write_assignment(0, [(topic, [0, 1])])
+    synced = side.call(
+        14,
+        3,
+        {
+            "group_id": group,
+            "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "group_instance_id": None,
+            "assignments": [{"member_id": joined.member_id, "assignment": assignment}],
+        },
+    )
+    assert synced.error_code == 0, synced
+    return joined.member_id
+
+
+def test_consumer_group_records_of_converted_classic_groups(warm, sides):
+    """A consumer-protocol member joins a classic group with a member (Kafka's online upgrade)
+    and one whose member left (Empty): the groups' records in __consumer_offsets, decoded, are
+    Kafka's (the classic group's tombstone, the converted group's records, then the
+    heartbeat's)."""
+    topic, member = "oracle-mig", str(uuid.UUID(int=0x849))
+    dumps: list[list[Any]] = [[], []]
+    for i, side in enumerate(sides):
+        answer = side.call(
+            19, 7, {"timeout": 30000, "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}]}
+        )
+        assert [t.error_code for t in answer.topics] == [0], answer
+        wait_for_partitions(side.server.port, topic, 2)
+        side.learn_topic_ids()
+        for group, leaves in (("oracle-mig-live", False), ("oracle-mig-empty", True)):
+            every_change = {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": "0"}
+            resource = {"resource_type": 32, "resource_name": group, "configs": [every_change]}
+            altered = side.call(44, 1, {"validate_only": False, "resources": [resource]})
+            assert [r.error_code for r in altered.responses] == [0], altered
+            classic = classic_member(side, group, topic)
+            if leaves:
+                left = side.call(13, 3, {"group_id": group, "members": [{"member_id": classic}]})
+                assert left.error_code == 0, left
+            joined = regex_heartbeat(side, group, member, 0, [topic], None, [])
+            assert joined.error_code == 0
+            dumps[i].append(group_records(side, group, {classic: "<classic member>"}))
+    obs = Observations()
+    for group, kafka, ours in zip(("live", "empty"), *dumps, strict=True):
+        # the classic group's records, then from its tombstone on the conversion's
+        cut = [
+            next(i for i, (k, (_, v)) in enumerate(d) if k == "GroupMetadataKey" and v is None) for d in (kafka, ours)
+        ]
+        obs.compare("records/classic-group-join", kafka[: cut[0]], ours[: cut[1]], group)
+        obs.compare("records/classic-to-consumer-group", kafka[cut[0] :], ours[cut[1] :], group)
     obs.check()

@@ -87,6 +87,13 @@ DIFFERENCES: tuple[Difference, ...] = (
         " and refusals are compared and equal (docs/operations.md#logging maps the names)",
         DELIBERATE,
     ),
+    # -- records: what a group writes to __consumer_offsets, decoded
+    _d(
+        "records/classic-group-join",
+        'Kafka writes an empty GroupMetadata record (protocol type "", generation 0, no members) when a'
+        " JoinGroup creates the group (the answer MEMBER_ID_REQUIRED included); here the group's first"
+        " record is the one its first rebalance writes",
+    ),
     # -- wire: a request of every API with every field at its default or zero
     _d(
         "wire/DescribeLogDirs/empty-request",
@@ -288,7 +295,7 @@ The differential suite (`tests/test_kafka_oracle.py`) starts one real Apache Kaf
 (KRaft, broker and controller in one process) and one of this server, runs the same scenarios
 against both and compares their answers field by field, after masking only what must differ
 between two brokers (cluster and topic ids, member and producer ids, host names, ports,
-timestamps, data paths, throttle times). It runs at three levels:
+timestamps, data paths, throttle times). It runs at four levels:
 
 - **wire**: raw requests of every API both serve, at every version both serve, built and read
   with kio, including error paths;
@@ -296,7 +303,9 @@ timestamps, data paths, throttle times). It runs at three levels:
   describe calls report them;
 - **tools**: Kafka 4.4's own command-line tools (kafka-topics, kafka-configs, kafka-features,
   …), run in one JVM by `tests/oracle`'s launcher, their outputs compared after the same
-  masking.
+  masking;
+- **records**: what a group's life writes to `__consumer_offsets`, fetched from both and
+  decoded record by record, in order (KIP-848 groups with a regex, classic groups converted).
 
 Every difference it observes is listed below with its reason: a **gap** is to be fixed (Kafka
 4.4's answer is the target), a **deliberate** one is kept on purpose. The suite fails on a
@@ -317,6 +326,7 @@ LEVELS = (
     ("wire", "Wire level"),
     ("client", "Client level"),
     ("tools", "Command-line tools"),
+    ("records", "__consumer_offsets records"),
 )
 
 

@@ -218,7 +218,17 @@ class ModernGroupManager:
         """What changed, into the operation's result (a classic group's tombstone first if it
         just became this group); done(error) once durable (NONE) or refused (the error; the
         runtime has reverted the group), or once the writes before it are if nothing changed."""
-        records = group.extra_records + self.changed_records(group, self.written.get(group.group_id, {}))
+        extra, written = group.extra_records, self.written.get(group.group_id, {})
+        if extra:
+            # Written first (a replaced group's tombstone, a converted group's records as
+            # Kafka writes them at the conversion): what changed since is written after them.
+            written = dict(written)
+            for key, value in extra:
+                if value is None:
+                    written.pop(key, None)
+                else:
+                    written[key] = value
+        records = extra + self.changed_records(group, written)
         group.extra_records = []
         if not records:
             if done is not None:

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode as E
 from .... import server_log
 from ..assignors import ASSIGNORS, DEFAULT_ASSIGNORS
 from ...classic.classic_group import ClassicGroup
+from ...records import GroupMetadataKey
 from ...clock import Clock
 from protocol import consumer_records as R
 
@@ -314,8 +315,13 @@ class ConsumerGroupManager(ModernGroupManager):
             if not create:
                 raise ApiError(E.group_id_not_found, f"Group {group_id} not found.")
             # An Empty classic group (e.g. one holding only committed offsets) becomes a
-            # consumer group when a consumer-protocol member joins, as Kafka converts it.
+            # consumer group when a consumer-protocol member joins, as Kafka converts it
+            # (maybeDeleteEmptyClassicGroup): the classic group's record is tombstoned first,
+            # in the batch of the consumer group's first records.
             new = ConsumerGroup(group_id)
+            if group is not None:
+                new.extra_records = [(GroupMetadataKey(group_id), None)]
+                new.converted_from = group.stored  # (put back if the join fails)
             self.groups[group_id] = new
             return new
         if create and type(group) is ClassicGroup:

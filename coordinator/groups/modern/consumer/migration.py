@@ -41,8 +41,10 @@ from protocol.consumer_protocol import (
 from .... import server_log
 from ...classic.classic_group import ClassicGroup, JoinRequest, JoinResult, Member, SyncRequest, SyncResult
 from ...classic.classic_manager import ClassicGroupManager
+from . import consumer_group
 from .consumer_group import ConsumerGroup, ConsumerMember
 from .consumer_manager import ConsumerGroupManager
+from ..modern_group import heartbeat_order
 from ..reconciliation import MemberState
 from ...records import GroupMetadataKey
 from ...shard_context import CoordinatorResult, ShardContext
@@ -51,6 +53,10 @@ from ...state import GroupState
 log = server_log.get(__name__)
 
 PROTOCOL_TYPE = "consumer"
+
+# the order of a converted group's records (Kafka's ConsumerGroup.createConsumerGroupRecords:
+# by role, as a heartbeat writes them)
+_CONVERSION_ORDER = heartbeat_order(R, "ConsumerGroup")
 
 
 class GroupMigration:
@@ -136,7 +142,14 @@ class GroupMigration:
         )
         self.retire_classic(classic)
         group.subscription_metadata = self.consumer.subscription_metadata(group)
-        group.extra_records = [(GroupMetadataKey(classic.group_id), None)]
+        # Kafka's convertToConsumerGroup: the classic group's tombstone, then the consumer
+        # group as converted (createConsumerGroupRecords: every member's subscription, the
+        # epoch, every member's target, the target's metadata, every member's current
+        # assignment), all before what the joining member's heartbeat writes.
+        converted = consumer_group.records_of(group)
+        group.extra_records = [(GroupMetadataKey(classic.group_id), None)] + sorted(
+            converted.items(), key=lambda kv: _CONVERSION_ORDER[type(kv[0])]
+        )
         group.converted_from = classic.stored
         group.dirty = True
         group.changed_members = set(group.members)
