@@ -2795,3 +2795,48 @@ def test_consumer_group_records_of_converted_classic_groups(warm, sides):
         obs.compare("records/classic-group-join", kafka[: cut[0]], ours[: cut[1]], group)
         obs.compare("records/classic-to-consumer-group", kafka[cut[0] :], ours[cut[1] :], group)
     obs.check()
+
+
+def member_view(m: RegexMember, answer: Any) -> Any:
+    """A heartbeat's answer as compared: its error, the member's epoch and what it owns after."""
+    names = {tid: name for name, tid in m.side.topic_ids.items()}
+    owned = sorted((names.get(t["topic_id"]), p) for t in m.owned for p in t["partitions"])
+    return {"error": answer.error_code, "epoch": answer.member_epoch, "owns": owned}
+
+
+def test_consumer_group_rejoin_at_epoch_zero_while_revoking(warm, sides):
+    """A KIP-848 member that rejoins at epoch 0 under its member id while it is told to revoke
+    a partition for a newcomer (a client fenced, or restarted with its id): Kafka 4.4 keeps the
+    member, its epoch and assignment (throwIfConsumerGroupMemberEpochIsInvalid accepts epoch
+    0), counts what it gave up as revoked, and the newcomer gets the partition then, not
+    before. Each answer and the group's decoded records compared."""
+    group, topic = "oracle-rejoin-zero", "oracle-rejoin"
+    a_id, b_id = str(uuid.UUID(int=0x850)), str(uuid.UUID(int=0x851))
+    steps: list[list[Any]] = [[], []]
+    dumps = []
+    for i, side in enumerate(sides):
+        answer = side.call(
+            19, 7, {"timeout": 30000, "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}]}
+        )
+        assert [t.error_code for t in answer.topics] == [0], answer
+        wait_for_partitions(side.server.port, topic, 2)
+        side.learn_topic_ids()
+        every_change = {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": "0"}
+        resource = {"resource_type": 32, "resource_name": group, "configs": [every_change]}
+        altered = side.call(44, 1, {"validate_only": False, "resources": [resource]})
+        assert [r.error_code for r in altered.responses] == [0], altered
+        a, b = RegexMember(side, group, a_id), RegexMember(side, group, b_id)
+        seen = member_view
+        steps[i].append(("a joins", seen(a, a.beat([topic], None, first=True))))
+        steps[i].append(("b joins", seen(b, b.beat([topic], None, first=True))))
+        steps[i].append(("a told to revoke", seen(a, a.beat())))
+        steps[i].append(("b before a revokes", seen(b, b.beat())))
+        steps[i].append(("a rejoins at epoch 0", seen(a, a.beat([topic], None, first=True))))
+        steps[i].append(("b after a rejoined", seen(b, b.beat())))
+        steps[i].append(("a again", seen(a, a.beat())))
+        dumps.append(group_records(side, group))
+    obs = Observations()
+    for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
+        obs.compare("wire/ConsumerGroupHeartbeat/rejoin-at-epoch-0", kafka, ours, name)
+    obs.compare("records/consumer-group-rejoin-at-epoch-0", *dumps)
+    obs.check()
