@@ -703,6 +703,28 @@ def test_config_error_paths(warm, sides):
         "unknown-key": [{"name": "no.such.config", "config_operation": 0, "value": "1"}],
         "valid": [{"name": "retention.ms", "config_operation": 0, "value": "600000"}],
     }
+    retention = {"resource_type": 2, "resource_name": TOPIC, "configs": alters["valid"]}
+    # A resource named twice, between two others (IncrementalAlterConfigs only: Kafka 4.4 never
+    # answers the legacy AlterConfigs so, which here refuses the resource's entries the same way)
+    for api in (44,):
+        compare_at_every_version(
+            obs,
+            sides,
+            f"wire/{NAMES[api]}/duplicate-resource",
+            api,
+            fixed(
+                {
+                    "validate_only": True,
+                    "resources": [
+                        retention,
+                        {"resource_type": 2, "resource_name": COMPACTED, "configs": []},
+                        retention,
+                        {"resource_type": 4, "resource_name": "", "configs": []},
+                    ],
+                }
+            ),
+            warm.ranges,
+        )
     for case, configs in alters.items():
         compare_at_every_version(
             obs,

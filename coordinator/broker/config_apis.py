@@ -4,6 +4,7 @@ broker answers them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
@@ -161,13 +162,13 @@ class ConfigApis:
 
     async def _alter(self, ctx: RequestContext, req: Any, new_settings: Any) -> Any:
         responses = []
-        seen = set()
+        # (a resource named twice: each of its entries refused, as Kafka's ConfigAdminManager.preprocess)
+        named = Counter((r.resource_type, r.resource_name) for r in req.resources)
         for r in req.resources:
             error, message = E.none, None
             try:
-                if (r.resource_type, r.resource_name) in seen:
-                    raise ConfigError(f"Duplicate resource {r.resource_name}", E.invalid_request)
-                seen.add((r.resource_type, r.resource_name))
+                if named[(r.resource_type, r.resource_name)] > 1:
+                    raise ConfigError("Each resource must appear at most once.", E.invalid_request)
                 await self._alter_one(r, new_settings, req.validate_only)
             except (TopicError, ConfigError) as e:
                 error, message = e.code, str(e)
