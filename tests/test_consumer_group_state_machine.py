@@ -268,3 +268,58 @@ async def test_random_joins_leaves_and_heartbeats_never_share_a_partition():
     assert sum(len(ps) for m in alive for ps in g.members[m].assigned.values()) == 17 or not any(
         "u" in g.members[m].subscribed_topic_names for m in alive
     )
+
+
+async def test_clients_never_hold_a_partition_at_once_through_rejoins_and_lost_answers():
+    """The KIP-848 safety rule seen from the clients: a partition goes to a client only when
+    no other client holds it. Simulated clients behave as the protocol asks (take what an
+    answer adds; give up what it leaves out, at once or a heartbeat later, listing it as
+    owned until then, as librdkafka revokes in the application's poll; on FENCED_MEMBER_EPOCH
+    or UNKNOWN_MEMBER_ID drop everything and rejoin at epoch 0 under the same id), while
+    answers get lost (the next heartbeat repeats the epoch), heartbeats omit their
+    partitions, members leave and come back under the same id or a new one, and clients
+    rejoin at epoch 0 while their partitions are being moved: the cases where a member
+    keeping its epoch and assignment on an epoch-0 rejoin (Kafka 4.4's rule) must not turn
+    into two holders."""
+    import random
+
+    for seed in (848, 4400, 37, 2026):
+        rng = random.Random(seed)
+        h = Harness()
+        tid = h.catalog.add("t", 6).topic_id
+        clients = {
+            f"c{i}": {"epoch": 0, "held": set(), "revoking": set(), "in": False, "id": f"c{i}"} for i in range(4)
+        }
+        for _ in range(400):
+            c = clients[rng.choice(sorted(clients))]
+            if c["revoking"] and rng.random() < 0.5:
+                c["held"] -= c["revoking"]  # the application's poll revoked them
+                c["revoking"] = set()
+            if c["in"] and rng.random() < 0.05:
+                c["held"], c["revoking"] = set(), set()  # revoked, then the leave
+                assert (await h.hb(c["id"], -1, owned=None)).error == E.none
+                c["in"], c["epoch"] = False, 0
+                if rng.random() < 0.5:
+                    c["id"] += "'"
+                continue
+            if not c["in"] or rng.random() < 0.04:
+                c["held"], c["revoking"] = set(), set()  # a client rejoining at epoch 0 gave up everything
+                r = await h.hb(c["id"], 0, ["t"], owned=[])
+            else:
+                owned_now = None if rng.random() < 0.3 else [(tid, sorted(c["held"]))] if c["held"] else []
+                r = await h.hb(c["id"], c["epoch"], owned=owned_now)
+            if rng.random() < 0.1:
+                continue  # the answer is lost
+            if r.error in (E.fenced_member_epoch, E.unknown_member_id):
+                c["held"], c["revoking"], c["in"], c["epoch"] = set(), set(), False, 0
+                continue
+            assert r.error == E.none, r
+            c["in"], c["epoch"] = True, r.member_epoch
+            if r.assignment is not None:
+                given = set(r.assignment.get(tid, ()))
+                c["revoking"] = c["held"] - given
+                new = given - c["held"]
+                others = {p for o in clients.values() if o is not c for p in o["held"]}
+                assert not (new & others), f"seed {seed}: {c['id']} given {sorted(new & others)} another client holds"
+                c["held"] |= new
+            no_double_owner(h.group)
