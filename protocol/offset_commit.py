@@ -293,9 +293,18 @@ _PARTITION_ERROR_NO_TAGS = struct.Struct(">ihb")
 _responses: dict[tuple, Raw] = {}
 
 
-def write_response_to(request: OffsetCommitRequest, version: int, errors: list[int]) -> Raw:
-    """The response body to `request`: one error code per partition, in request order."""
-    key = (version, *request.topics, *map(_PARTITION_OF, request.partitions), *errors)  # (no Python frame)
+def write_response_to(
+    request: OffsetCommitRequest, version: int, errors: list[int], refused_first: bool = False
+) -> Raw:
+    """The response body to `request`: one error code per partition, in request order (with
+    `refused_first`, in Kafka's: answered_first)."""
+    key = (
+        version,
+        refused_first,
+        *request.topics,
+        *map(_PARTITION_OF, request.partitions),
+        *errors,
+    )  # (no Python frame)
     if version >= 10:  # a topic deleted and created again has the same name and a new id
         key += tuple(request.topic_ids or ())
     body = _responses.get(key)
@@ -310,11 +319,35 @@ def write_response_to(request: OffsetCommitRequest, version: int, errors: list[i
                 (name, [(p.partition, e) for p, e in zip(request.partitions[at : at + n], errors[at : at + n])])
             )
             at += n
+        if refused_first and any(e in ANSWERED_FIRST for e in errors):
+            topics = answered_first(topics)
         body = Raw(write_offset_commit_response(version, topics))
         if len(_responses) >= 10_000:
             _responses.clear()
         _responses[key] = body
     return body
+
+
+# What KafkaApis.handleOffsetCommitRequest answers itself before it asks the group coordinator:
+# an unknown topic id, a topic not authorized (READ), an unknown topic or partition.
+ANSWERED_FIRST = frozenset({100, 29, 3})
+
+
+def answered_first(
+    topics: list[tuple[str | uuid.UUID, list[tuple[int, int]]]],
+) -> list[tuple[str | uuid.UUID, list[tuple[int, int]]]]:
+    """Kafka's order of a commit's answer when KafkaApis refused some partitions itself
+    (OffsetCommitResponse.Builder): those first, in request order, a topic's in one entry
+    where its first one is; then the group coordinator's answers, added to their topic's
+    entry if it has one, else after."""
+    entries: dict[str | uuid.UUID, list[tuple[int, int]]] = {}
+    for name, partitions in topics:
+        refused = [p for p in partitions if p[1] in ANSWERED_FIRST]
+        if refused:
+            entries.setdefault(name, []).extend(refused)
+    for name, partitions in topics:
+        entries.setdefault(name, []).extend(p for p in partitions if p[1] not in ANSWERED_FIRST)
+    return [(name, partitions) for name, partitions in entries.items() if partitions]
 
 
 def write_offset_commit_response(

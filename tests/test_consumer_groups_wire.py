@@ -352,10 +352,10 @@ async def test_offset_commit_and_fetch_v10_by_topic_id(server):
         )
         r = await conn.request(COMMIT, 10, commit)
         assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
-            (ids["t"], [(0, 0), (5, 3)]),
+            (ids["t"], [(5, 3), (0, 0)]),
             (nowhere, [(0, 100)]),
             (ids["u"], [(1, 0)]),
-        ]  # 3, 100: unknown partition, id
+        ]  # 3, 100: unknown partition, id (refused by KafkaApis: first, as Kafka answers)
         only_unknown = request_class(COMMIT, 10)(
             group_id="g10",
             generation_id_or_member_epoch=-1,

@@ -970,6 +970,33 @@ def test_classic_group_error_paths(warm, sides):
         ),
         warm.ranges,
     )
+    # what KafkaApis refuses itself (an unknown topic or partition) is answered before the
+    # group coordinator's answers, a topic's in one entry (OffsetCommitResponse.Builder)
+    compare_at_every_version(
+        obs,
+        sides,
+        "wire/OffsetCommit/unknown-before-known",
+        8,
+        fixed(
+            {
+                "group_id": "oracle-simple",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "retention_time_ms": -1,
+                "topics": [
+                    {
+                        "name": name,
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": 1, "committed_leader_epoch": -1} for p in ps
+                        ],
+                    }
+                    for name, ps in ((TOPIC, [0, 9]), ("oracle-no-such-topic", [0]), (TOPIC, [1]))
+                ],
+            }
+        ),
+        warm.ranges,
+        versions=range(0, 10),  # (v10 names topics by id)
+    )
     compare_at_every_version(
         obs,
         sides,

@@ -563,7 +563,7 @@ class GroupApis:
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions, expire, version
         )
         return self.answer(
-            ctx, shard, result, lambda errors: write_response_to(req, version, errors), _commit_failed(result)
+            ctx, shard, result, lambda errors: write_response_to(req, version, errors, True), _commit_failed(result)
         )
 
     def _commit_some(self, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
@@ -572,12 +572,12 @@ class GroupApis:
         version = ctx.header.api_version
         known = [p for p in req.partitions if type(p.topic) is str]
         if not known:
-            return write_response_to(req, version, [E.unknown_topic_id] * len(req.partitions))
+            return write_response_to(req, version, [E.unknown_topic_id] * len(req.partitions), True)
 
         def merged(errors: list[int]) -> Raw:
             it = iter(errors)
             return write_response_to(
-                req, version, [next(it) if type(p.topic) is str else E.unknown_topic_id for p in req.partitions]
+                req, version, [next(it) if type(p.topic) is str else E.unknown_topic_id for p in req.partitions], True
             )
 
         shard, error = self._route(ctx, req.group_id)

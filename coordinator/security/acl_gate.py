@@ -166,7 +166,7 @@ class Shape:
     narrowed: Callable[[RequestContext, Any, tuple[Any, ...], Each], Any] = lambda ctx, req, allowed, each: (
         dataclasses.replace(req, **{each.items: allowed})
     )
-    rows: Callable[[Any, Each], Iterable[Any]] = lambda body, each: getattr(body, each.out)
+    rows: Callable[[Any, Any, Each], Iterable[Any]] = lambda asked, body, each: getattr(body, each.out)
     answer: Callable[[RequestContext, Any, Any, tuple[Any, ...], Each], Any] = lambda ctx, req, body, rows, each: (
         dataclasses.replace(body, **{each.out: rows})
     )
@@ -324,7 +324,7 @@ class AclGate:
                 return body
             if each.quiet(view):
                 return None
-            served = tuple(shape.rows(body, each))
+            served = tuple(shape.rows(request, body, each))
             if each.place == AFTER:
                 answer = served + denied
             elif each.place == BEFORE:
@@ -343,8 +343,10 @@ class AclGate:
             return shape.answer(ctx, view, body, answer, each)
 
         if not (asked or each.ask_empty or nested):
+            request = None
             return None, merge
-        return shape.narrowed(ctx, view, asked, each), merge
+        request = shape.narrowed(ctx, view, asked, each)
+        return request, merge
 
     def _shown(self, ctx: RequestContext, req: Any, body: Any, visible: Visible) -> Any:
         rows = []
@@ -850,10 +852,28 @@ _COMMIT = Shape(
     view=_commit_view,
     entries=lambda gate, req, each: req.partitions,
     narrowed=_commit_narrowed,
-    rows=lambda body, each: () if body is None else (p.error_code for t in body.topics for p in t.partitions),
-    answer=lambda ctx, req, body, rows, each: write_response_to(req, ctx.version, list(rows)),
+    rows=lambda asked, body, each: () if body is None else _commit_errors(asked, body),
+    answer=lambda ctx, req, body, rows, each: write_response_to(req, ctx.version, list(rows), True),
     empty=lambda ctx, each: None,
 )
+
+
+def _commit_errors(asked: Any, body: Any) -> list[int]:
+    """The handler's error for each partition it was asked, in the request's order (its answer
+    puts the partitions refused before the group coordinator first, as Kafka's)."""
+    by_id = asked.topic_ids is not None  # (v10 answers name topics by id)
+    answered: dict[tuple[Any, int], list[int]] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            answered.setdefault((t.topic_id if by_id else t.name, p.partition_index), []).append(p.error_code)
+    keys = asked.topic_ids if by_id else [name for name, _ in asked.topics]
+    errors = []
+    at = 0
+    for key, (_, n) in zip(keys, asked.topics):
+        for p in asked.partitions[at : at + n]:
+            errors.append(answered[(key, p.partition)].pop(0))
+        at += n
+    return errors
 
 
 def _commit_topic(gate: AclGate, ctx: RequestContext, req: Any, p: Any) -> Resource | None:
