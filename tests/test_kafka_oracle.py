@@ -1055,6 +1055,9 @@ def test_describe_and_delete_groups_answer_in_coordinator_order(warm, sides):
         for side in sides:
             commit_offsets(side.server.port, group, TOPIC, {0: 1})
     compare_at_every_version(obs, sides, "wire/DescribeGroups/many-partitions", 15, describe, warm.ranges)
+    for api in (69, 77, 89):  # {Consumer,Share,Streams}GroupDescribe: classic groups or none, and ""
+        values = fixed({"group_ids": ["", *SPREAD_GROUPS, SPREAD_GROUPS[1]], "include_authorized_operations": True})
+        compare_at_every_version(obs, sides, f"wire/{NAMES[api]}/many-partitions", api, values, warm.ranges)
     compare_at_every_version(obs, sides, "wire/DeleteGroups/many-partitions", 42, delete, warm.ranges)
     obs.check()
 

@@ -106,6 +106,20 @@ def undescribed_group(ctx: RequestContext, group_id: str, error: int, message: s
     return described_group(ctx, group_id, ops, error=error, message=message)
 
 
+def in_coordinator_order(group_ids: Iterable[str], partition_of: Callable[[str], int]) -> list[str]:
+    """The order Kafka answers the group describes and DeleteGroups in: its GroupCoordinatorService
+    splits the groups by __consumer_offsets partition (a HashMap<TopicPartition, List> filled
+    by computeIfAbsent), runs one operation per partition and concatenates their answers in the
+    map's order, each partition's groups in the request's order."""
+    by_partition: dict[int, list[str]] = {}
+    partitions = JavaHashMap(hash_code=_offsets_partition_hashcode)
+    for group_id in group_ids:
+        p = partition_of(group_id)
+        partitions.compute_if_absent(p)
+        by_partition.setdefault(p, []).append(group_id)
+    return [g for p in partitions.keys() for g in by_partition[p]]
+
+
 def describe_modern_groups(
     ctx: RequestContext,
     group_ids: Iterable[str],
@@ -113,23 +127,35 @@ def describe_modern_groups(
     route: Callable[[RequestContext, str], tuple[Any, int]],
     manager: Callable[[Any], Any],
     entry: Callable[[Any, Any, int], Any],
+    partition_of: Callable[[str], int],
     undescribed: Callable[[RequestContext, str, int, str | None, int], Any] = undescribed_group,
 ) -> Any:
     """{Consumer,Share,Streams}GroupDescribe: each group as its shard's manager describes it,
     read once the writes pending on those shards are durable (read_after_pending): entry(shard,
     group, authorized operations), or for a group not described (not coordinated here, not
-    found, another type) undescribed(ctx, group id, error, message, operations)."""
-    ids = list(group_ids)
+    found, another type) undescribed(ctx, group id, error, message, operations). In Kafka's
+    order: empty group ids first (refused before the others are split), then by coordinator
+    partition (in_coordinator_order)."""
+    given = list(group_ids)
+    ids = [g for g in given if not g] + in_coordinator_order([g for g in given if g], partition_of)
 
     def read() -> Any:
         ops = GROUP_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED
         out = []
         for group_id in ids:
+            if not group_id:  # (Kafka: refused before the coordinator is asked)
+                out.append(undescribed(ctx, group_id, E.invalid_group_id, None, AUTHORIZED_OPERATIONS_OMITTED))
+                continue
             shard, error = route(ctx, group_id)
             message, group = None, None
             if shard is not None:
                 error, message, group = manager(shard).describe(group_id)
-            out.append(undescribed(ctx, group_id, error, message, ops) if group is None else entry(shard, group, ops))
+            # (an error row carries no authorized operations, as Kafka's)
+            out.append(
+                undescribed(ctx, group_id, error, message, AUTHORIZED_OPERATIONS_OMITTED)
+                if group is None
+                else entry(shard, group, ops)
+            )
         return ctx.response(throttle_time=0, groups=tuple(out))
 
     return read_after_pending(ctx, (route(ctx, g)[0] for g in ids), read)
@@ -266,18 +292,11 @@ class GroupApis:
         """The group's shard and NONE, or None and the error to answer (owning_shard)."""
         return owning_shard(ctx, self.shard_of.get(group_id) or self.shard_for(group_id), self.owner)
 
+    def _partition_of(self, group_id: str) -> int:
+        return (self.shard_of.get(group_id) or self.shard_for(group_id)).partition
+
     def _in_coordinator_order(self, group_ids: Iterable[str]) -> list[str]:
-        """The order Kafka answers DescribeGroups and DeleteGroups in: its GroupCoordinatorService
-        splits the groups by __consumer_offsets partition (a HashMap<TopicPartition, List>
-        filled by computeIfAbsent), runs one operation per partition and concatenates their
-        answers in the map's order, each partition's groups in the request's order."""
-        by_partition: dict[int, list[str]] = {}
-        partitions = JavaHashMap(hash_code=_offsets_partition_hashcode)
-        for group_id in group_ids:
-            p = (self.shard_of.get(group_id) or self.shard_for(group_id)).partition
-            partitions.compute_if_absent(p)
-            by_partition.setdefault(p, []).append(group_id)
-        return [g for p in partitions.keys() for g in by_partition[p]]
+        return in_coordinator_order(group_ids, self._partition_of)
 
     def join_group(self, ctx: RequestContext, req: Any) -> Any:
         shard, error = self._route(ctx, req.group_id)
@@ -851,7 +870,13 @@ class GroupApis:
             return described_group(ctx, group.group_id, ops, group, shard.consumer.assignor_of(group), members)
 
         return describe_modern_groups(
-            ctx, req.group_ids, req.include_authorized_operations, self._route, lambda shard: shard.consumer, entry
+            ctx,
+            req.group_ids,
+            req.include_authorized_operations,
+            self._route,
+            lambda shard: shard.consumer,
+            entry,
+            self._partition_of,
         )
 
 

@@ -988,7 +988,9 @@ def _by_name(items: str, out: str, operation: int, row: Builder, place: str = IN
     return Each(items, out, operation, _entry(TOPIC), row, place, key=name, served_key=name, **more)
 
 
-_DESCRIBED_GROUPS = _in_order("group_ids", "groups", DESCRIBE, GROUP, _described_group_row, "group_id")
+# {Consumer,Share,Streams}GroupDescribe: the denied groups before the coordinator's answers (in its
+# partitions' order), as KafkaApis adds them
+_DESCRIBED_GROUPS = _in_order("group_ids", "groups", DESCRIBE, GROUP, _described_group_row, "group_id", BEFORE)
 _CONFIG_KEY = lambda r: (r.resource_type, r.resource_name)  # noqa: E731
 
 

@@ -205,6 +205,7 @@ class StreamsGroupApis(ShardRoutedApis):
             self._route,
             lambda shard: shard.streams,
             entry,
+            lambda group_id: self.runtime.shard_for(group_id).partition,
             undescribed,
         )
 

@@ -75,5 +75,11 @@ class ShareGroupApis(ShardRoutedApis):
             return described_group(ctx, group.group_id, ops, group, ASSIGNOR, members)
 
         return describe_modern_groups(
-            ctx, req.group_ids, req.include_authorized_operations, self._route, lambda shard: shard.share, entry
+            ctx,
+            req.group_ids,
+            req.include_authorized_operations,
+            self._route,
+            lambda shard: shard.share,
+            entry,
+            lambda group_id: self.runtime.shard_for(group_id).partition,
         )
