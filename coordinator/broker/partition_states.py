@@ -21,7 +21,7 @@ from protocol.record_batch import build_control_batch
 from ..log.partition import PartitionLog, StorageError
 from .producers import PartitionProducers
 from .topics import Topics
-from .transactions import PartitionTxns
+from .transactions import PartitionTxns, TxnMarker
 
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # producer.id.expiration.check.interval.ms
 
@@ -58,15 +58,7 @@ class PartitionStates:
     def producer_id_expiration_ms(self) -> int:
         return int(self.topics.broker_configs.value("producer.id.expiration.ms"))
 
-    async def write_txn_markers(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        partitions: list[tuple[str, int]],
-        transaction_version: int = 0,
-    ) -> dict[tuple[str, int], E]:
+    async def write_txn_markers(self, marker: TxnMarker, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], E]:
         """End a transaction on its topic partitions: a commit or abort marker (a control
         batch) appended to each, durable per the fsync policy; the LSO moves past it and
         the producer's older epochs are fenced there. Per partition: NONE, or the error (a
@@ -83,17 +75,21 @@ class PartitionStates:
                 results[tp] = E.unknown_topic_or_partition
                 continue
             producers = self.producer_state(plog)
-            error = producers.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
+            error = producers.check_marker(marker)
             if error != E.none:
                 results[tp] = error
                 continue
             try:
-                base = plog.append(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
+                base = plog.append(
+                    build_control_batch(
+                        marker.producer_id, marker.producer_epoch, marker.commit, marker.coordinator_epoch, now
+                    )
+                )
             except StorageError:
                 results[tp] = E.kafka_storage_error
                 continue
-            self.txn_state(plog).on_marker(producer_id, commit, base)
-            producers.on_marker(producer_id, producer_epoch, coordinator_epoch, now)
+            self.txn_state(plog).on_marker(marker.producer_id, marker.commit, base)
+            producers.on_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, now)
             written.add(tp)
             results[tp] = E.none
         for tp in await durable(self.topics, written):

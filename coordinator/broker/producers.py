@@ -24,6 +24,7 @@ from protocol.record_batch import BatchHeader, control_batch_coordinator_epoch
 
 from ..durable import JsonFile
 from ..log.partition import PartitionLog
+from .transactions import TxnMarker
 
 RECENT_BATCHES = 5  # max.in.flight.requests.per.connection for idempotence
 ID_BLOCK = 1000
@@ -98,16 +99,17 @@ class PartitionProducers:
             return E.out_of_order_sequence_number, None
         return E.none, None
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, transaction_version: int) -> E:
+    def check_marker(self, marker: TxnMarker) -> E:
         """A marker's epoch may not be older than the producer's here (under transactions v2,
         whose markers carry the epoch bumped at the end of each transaction, not even the
         same), nor its coordinator epoch older than the last marker's."""
-        entry = self.entries.get(producer_id)
+        entry = self.entries.get(marker.producer_id)
         if entry is None:
             return E.none
-        if epoch < entry.epoch or (transaction_version >= 2 and epoch == entry.epoch):
+        epoch = marker.producer_epoch
+        if epoch < entry.epoch or (marker.transaction_version >= 2 and epoch == entry.epoch):
             return E.invalid_producer_epoch
-        if coordinator_epoch < entry.coordinator_epoch:
+        if marker.coordinator_epoch < entry.coordinator_epoch:
             return E.transaction_coordinator_fenced
         return E.none
 

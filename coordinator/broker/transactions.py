@@ -9,6 +9,7 @@ is rebuilt from the batch headers and markers in the log the first time it is ne
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from protocol.record_batch import ABORT_MARKER, BatchHeader, control_batch_marker
@@ -30,6 +31,20 @@ class TransactionChecks(Protocol):
     ) -> dict[tuple[str, int], int]: ...
 
     async def init_producer_id(self, ctx: RequestContext, req: Any) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """The marker that ends a producer's transaction on a partition: commit or abort, at the
+    producer's epoch, from a coordinator of `coordinator_epoch` (a marker from a replaced
+    coordinator is fenced), under the client's transaction version (2: KIP-890 part 2, whose
+    markers carry the epoch bumped at the end of each transaction)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    transaction_version: int = 0
 
 
 class PartitionTxns:

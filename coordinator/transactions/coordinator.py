@@ -48,6 +48,7 @@ from protocol.transaction_records import (
 
 from .. import server_log
 from ..apis import Registry, RequestContext, errors_by_topic, ms
+from ..broker.transactions import TxnMarker
 from ..futures import future_and_callback
 from ..log.offsets import TOPIC as OFFSETS_TOPIC, OffsetsLog
 
@@ -135,13 +136,7 @@ class MarkerWriter(Protocol):
     the error that partition gave."""
 
     async def write_txn_markers(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        partitions: list[tuple[str, int]],
-        transaction_version: int = 0,
+        self, marker: TxnMarker, partitions: list[tuple[str, int]]
     ) -> dict[tuple[str, int], Any]: ...
 
 
@@ -655,16 +650,11 @@ class TransactionCoordinator:
         deleted topic is skipped), then CompleteCommit / CompleteAbort. Held under meta.lock."""
         commit = meta.state == PREPARE_COMMIT
         coordinator_epoch = self.coordinator_epochs.get(self.log.partition_for(meta.transactional_id), 0)
+        marker = TxnMarker(meta.producer_id, meta.producer_epoch, coordinator_epoch, commit, meta.client_tv)
         left = set(meta.partitions)
         while left:
             topics = [tp for tp in left if tp[0] != OFFSETS_TOPIC]
-            results = (
-                await self.markers.write_txn_markers(
-                    meta.producer_id, meta.producer_epoch, coordinator_epoch, commit, topics, meta.client_tv
-                )
-                if topics
-                else {}
-            )
+            results = await self.markers.write_txn_markers(marker, topics) if topics else {}
             for tp, error in results.items():
                 # (a partition that refuses the marker as fenced will refuse it again, as
                 # Kafka's marker channel gives up on those)
@@ -726,11 +716,8 @@ class TransactionCoordinator:
                         if results[tp] == E.none:
                             to_write.append(tp)
             if to_write:
-                results.update(
-                    await self.markers.write_txn_markers(
-                        m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, to_write, version
-                    )
-                )
+                marker = TxnMarker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, version)
+                results.update(await self.markers.write_txn_markers(marker, to_write))
             for tp in [tp for tp, error in results.items() if tp[0] == OFFSETS_TOPIC and error == E.none]:
                 fut, done = future_and_callback()
                 self.groups.shards[tp[1]].write_marker(
