@@ -27,7 +27,7 @@ the manager logs, archiving the records regardless (as Kafka does).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -50,8 +50,15 @@ class DeadLetterError(Exception):
     """A dead letter that could not be written (Kafka's ConfigException or produce error text)."""
 
 
+class BrokerProducer(Protocol):
+    """Where the broker produces on its own account (the data plane, coordinator.broker.data):
+    a batch checked and stored as a Produce with acks=-1 stores a client's; (error, message)."""
+
+    async def append_as_broker(self, topic: str, partition: int, records: bytes) -> tuple[int, str | None]: ...
+
+
 class DeadLetters:
-    def __init__(self, topics: Any, data_plane: Any, groups: Any) -> None:
+    def __init__(self, topics: Any, data_plane: BrokerProducer, groups: Any) -> None:
         self.topics = topics
         self.data_plane = data_plane
         self.groups = groups  # the CoordinatorRuntime: group configs

@@ -23,7 +23,7 @@ import uuid
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -31,7 +31,7 @@ from .. import server_log
 from ..futures import LongPolls
 from ..apis import Registry, RequestContext, ms
 from ..log.partition import PartitionLog, StorageError
-from .dead_letters import DeadLetterError, DeadLetters
+from .dead_letters import BrokerProducer, DeadLetterError, DeadLetters
 from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition, Undo
 from .state_log import FencedStateEpoch, Key, ShareStateLog
 
@@ -85,11 +85,44 @@ def parse_duration_ms(text: str) -> int | None:
     return int(((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000 + float(seconds or 0) * 1000)
 
 
+class PartitionTxnView(Protocol):
+    """A partition's transactions as a read_committed share fetch reads them: the last stable
+    offset, and the aborted transactions as (producer id, first offset, marker offset)."""
+
+    aborted: list[tuple[int, int, int]]
+
+    def last_stable_offset(self, high_watermark: int) -> int: ...
+
+
+class PartitionLeader(BrokerProducer, Protocol):
+    """What the share-partitions ask of the data plane (coordinator.broker.data.DataPlane):
+    whether this broker leads a partition and who does (KIP-951's hints), the partition's
+    transactions, Fetch's cap on a long poll, whether the broker is shutting down, and (for
+    dead letters) a broker's own produce."""
+
+    @property
+    def topology(self) -> object: ...  # None with one broker
+
+    @property
+    def fetch_max_wait_ms(self) -> int: ...
+
+    @property
+    def draining(self) -> bool: ...
+
+    def leader_error(self, ctx: RequestContext, topic: str, partition: int) -> int: ...
+
+    def current_leader(self, ctx: RequestContext, topic: str, partition: int) -> Any: ...
+
+    def node_endpoints(self, ctx: RequestContext, nodes: set[int]) -> tuple[Any, ...]: ...
+
+    def txn_state(self, plog: PartitionLog) -> PartitionTxnView: ...
+
+
 class SharePartitionManager:
     def __init__(
         self,
         topics: Any,
-        data_plane: Any,
+        data_plane: PartitionLeader,
         groups: Any,
         state: ShareStateLog,
         config: Any,

@@ -22,7 +22,7 @@ import dataclasses
 import datetime
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import re2
 
@@ -140,6 +140,33 @@ class MarkerWriter(Protocol):
     ) -> dict[tuple[str, int], Any]: ...
 
 
+class OffsetsPartitions(Protocol):
+    """Which `__consumer_offsets` partition holds a group (the runtime's writer)."""
+
+    def partition_for(self, group_id: str) -> int: ...
+
+
+class OffsetsShard(Protocol):
+    """One `__consumer_offsets` partition's shard: a marker applies or drops the producer's
+    pending offsets there; complete(NONE or the error) once it is durable."""
+
+    def write_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, complete: Callable[[int], object]
+    ) -> None: ...
+
+
+class GroupOffsets(Protocol):
+    """What the transaction coordinator asks of the group coordinator's runtime
+    (coordinator.groups.runtime.CoordinatorRuntime): the partition a group's transactional
+    offsets go to, and the shards its markers end them on."""
+
+    @property
+    def writer(self) -> OffsetsPartitions: ...
+
+    @property
+    def shards(self) -> Sequence[OffsetsShard]: ...
+
+
 def _leads_all(ctx: RequestContext, topic: str, partition: int) -> int:
     return E.none
 
@@ -150,7 +177,7 @@ class TransactionCoordinator:
         txn_log: OffsetsLog,
         topics: Any,
         markers: MarkerWriter,
-        groups: Any,
+        groups: GroupOffsets,
         producer_ids: Any,
         *,
         leader_error: Callable[[RequestContext, str, int], int] = _leads_all,
@@ -666,12 +693,7 @@ class TransactionCoordinator:
                 ):
                     left.discard(tp)
             for tp in [tp for tp in left if tp[0] == OFFSETS_TOPIC]:
-                fut, done = future_and_callback()
-                shard = self.groups.shards[tp[1]]
-                shard.write_marker(
-                    meta.producer_id, meta.producer_epoch, commit, lambda error, done=done: done(None, error)
-                )
-                if await fut == E.none:
+                if await self._offsets_marker(tp[1], marker) == E.none:
                     left.discard(tp)
             if left:
                 log.warning(
@@ -690,6 +712,15 @@ class TransactionCoordinator:
             )
         while await self._write(meta, complete) != E.none:
             await asyncio.sleep(RETRY_MARKERS_S)
+
+    async def _offsets_marker(self, partition: int, marker: TxnMarker) -> int:
+        """The marker on a `__consumer_offsets` partition: the group coordinator applies or
+        drops the producer's pending offsets there; NONE or the error once durable."""
+        fut, done = future_and_callback()
+        self.groups.shards[partition].write_marker(
+            marker.producer_id, marker.producer_epoch, marker.commit, lambda error: done(None, error)
+        )
+        return await fut
 
     # WriteTxnMarkers --------------------------------------------------------------------
 
@@ -715,15 +746,11 @@ class TransactionCoordinator:
                         results[tp] = self.leader_error(ctx, *tp)
                         if results[tp] == E.none:
                             to_write.append(tp)
+            marker = TxnMarker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, version)
             if to_write:
-                marker = TxnMarker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, version)
                 results.update(await self.markers.write_txn_markers(marker, to_write))
             for tp in [tp for tp, error in results.items() if tp[0] == OFFSETS_TOPIC and error == E.none]:
-                fut, done = future_and_callback()
-                self.groups.shards[tp[1]].write_marker(
-                    m.producer_id, m.producer_epoch, m.transaction_result, lambda error, done=done: done(None, error)
-                )
-                error = await fut
+                error = await self._offsets_marker(tp[1], marker)
                 results[tp] = E.not_leader_or_follower if error == E.not_coordinator else error
             by_topic: dict[str, list[tuple[int, Any]]] = {}
             for (topic, partition), error in results.items():
