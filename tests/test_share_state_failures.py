@@ -27,6 +27,8 @@ from tests.support.share import (
     part,
     sack,
     sfetch,
+    share_join,
+    shb,
     start,
 )
 from tests.support.share_state import FailingWrites, live, shares
@@ -198,3 +200,44 @@ async def test_a_record_in_flight_when_the_server_stops_is_delivered_with_the_co
     finally:
         await conn.close()
     assert rebuilt(server) == memory
+
+
+def initialization(server, group="g"):
+    """The group's initializing and initialized share-partitions, and the share-partitions
+    whose state `__share_group_state` holds."""
+    m = shares(server)
+    g = m.groups.group(group)
+    return (
+        {t: ps for t, (_, ps) in g.initializing.items()},
+        {t: ps for t, (_, ps) in g.initialized.items()},
+        sorted(k for k in m.state.states if k[0] == group),
+    )
+
+
+async def test_a_partition_whose_first_state_is_not_written_is_not_initialized(server):
+    """As Kafka's GroupCoordinatorService.persisterInitialize: the heartbeat that subscribes
+    the group to a topic is answered once the share-partitions' first state is written; if it
+    could not be, the partitions leave the group's initializing set (uninitializeShareGroupState)
+    and the heartbeat gets the write's error. Memory is then what a restart rebuilds, and the
+    next heartbeat initializes them again."""
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        await conn.create_topics("t", partitions=2)
+        with FailingWrites(server) as writes:
+            r = await conn.request(SHB, 1, shb("g", "a", 0, ("t",)))
+            assert r.error_code == E.not_coordinator and writes.failed == 2
+        memory = initialization(server)
+        assert memory == ({}, {}, [])
+    finally:
+        await conn.close()
+    server.restart()
+    assert initialization(server) == memory
+    conn = await WireClient().connect("127.0.0.1", server.port)
+    try:
+        r = await share_join(conn, "g", "a", ("t",))
+        assert r.error_code == E.none and len(r.assignment.topic_partitions[0].partitions) == 2
+        _, initialized, stored = initialization(server)
+        assert list(initialized.values()) == [frozenset({0, 1})] and len(stored) == 2
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()

@@ -23,13 +23,14 @@ import uuid
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from .. import server_log
 from ..futures import LongPolls
 from ..apis import Registry, RequestContext, ms
+from ..groups.runtime import write_error
 from ..log.partition import PartitionLog, StorageError
 from .dead_letters import BrokerProducer, DeadLetterError, DeadLetters
 from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition, Undo
@@ -532,22 +533,42 @@ class SharePartitionManager:
         self.state.delete(key, done)
         return fut
 
-    def initialize_state(self, group_id: str, partitions: dict[uuid.UUID, frozenset[int]], state_epoch: int) -> None:
+    def initialize_state(
+        self,
+        group_id: str,
+        partitions: dict[uuid.UUID, frozenset[int]],
+        state_epoch: int,
+        done: Callable[[int], None],
+    ) -> None:
         """Kafka's persister initializing a share group's new partitions after the heartbeat
         that subscribed them: a first ShareSnapshot each, at start offset -1 (where
-        share.auto.offset.reset says, once first fetched). A write that fails leaves the
-        share-partition as one never initialized (its first change writes its first snapshot)."""
+        share.auto.offset.reset says, once first fetched); then done(NONE) once all are
+        durable, or done(the error) if one could not be written (what failed is not kept: the
+        group coordinator takes the partitions back out of its initializing set, and its next
+        heartbeat initializes them again)."""
+        keys = [
+            (group_id, topic_id, p)
+            for topic_id, ps in partitions.items()
+            for p in sorted(ps)
+            if (group_id, topic_id, p) not in self.state.states and (group_id, topic_id, p) not in self.partitions
+        ]
+        left = [len(keys)]
+        failure: list[BaseException] = []
 
         def written(error: BaseException | None) -> None:
-            if error is not None:
+            if error is not None and not failure:
+                failure.append(error)
                 log.warning("share group %s: share-partition state not initialized: %s", group_id, error)
+            left[0] -= 1
+            if left[0] == 0:
+                done(write_error(failure[0]) if failure else E.none)
 
+        if not keys:
+            done(E.none)
+            return
         now = int(time.time() * 1000)
-        for topic_id, ps in partitions.items():
-            for p in sorted(ps):
-                key = (group_id, topic_id, p)
-                if key not in self.state.states and key not in self.partitions:
-                    self.state.initialize(key, state_epoch, now, written)
+        for key in keys:
+            self.state.initialize(key, state_epoch, now, written)
 
     def group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed the share group: its share-partitions' state goes too."""

@@ -253,9 +253,13 @@ def start_initializing(group: ShareGroup, now_ms: float, retry_ms: float) -> dic
     return started
 
 
-def finish_initializing(group: ShareGroup, partitions: dict[uuid.UUID, frozenset[int]]) -> bool:
+def finish_initializing(
+    group: ShareGroup, partitions: dict[uuid.UUID, frozenset[int]], initialized: bool = True
+) -> bool:
     """Kafka's initializeShareGroupState once the share-partition state is initialized: these
-    partitions, if still initializing, move to the initialized topics. True if that changed
+    partitions, if still initializing, move to the initialized topics; or, with `initialized`
+    False, its uninitializeShareGroupState once that state could not be written: they leave
+    the initializing topics (the next heartbeat initializes them again). True if that changed
     the group's record."""
     changed = False
     for topic_id, ps in partitions.items():
@@ -264,7 +268,8 @@ def finish_initializing(group: ShareGroup, partitions: dict[uuid.UUID, frozenset
             continue
         name, pending = entry
         done = ps & pending
-        group.initialized[topic_id] = (name, group.initialized.get(topic_id, (name, frozenset()))[1] | done)
+        if initialized:
+            group.initialized[topic_id] = (name, group.initialized.get(topic_id, (name, frozenset()))[1] | done)
         if pending - done:
             group.initializing[topic_id] = (name, pending - done)
         else:

@@ -15,6 +15,7 @@ records written before it (`revert`), and `replay` keeps `stored`, what a restar
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -101,9 +102,12 @@ class ShareGroupManager(ModernGroupManager):
         self.group_deleted: list[Callable[[str], None]] = []
         # group id -> the partitions its running heartbeat set initializing (heartbeat)
         self._initializing: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
-        # Kafka's persister: initialize_state(group id, partitions, state epoch) writes the
-        # partitions' first share-partition state (None: nothing to write)
-        self.initialize_state: Callable[[str, dict[uuid.UUID, frozenset[int]], int], None] | None = None
+        # Kafka's persister: initialize_state(group id, partitions, state epoch, done) writes the
+        # partitions' first share-partition state, then done(NONE or the error of its write)
+        # (None: nothing to write)
+        self.initialize_state: (
+            Callable[[str, dict[uuid.UUID, frozenset[int]], int, Callable[[int], None]], None] | None
+        ) = None
 
     @property
     def config(self) -> ShareGroupConfig:
@@ -170,27 +174,62 @@ class ShareGroupManager(ModernGroupManager):
             return ShareHeartbeatResult(e.code, e.message)
         out = self.result_of(result, group)
         started = self._initializing.pop(group.group_id, None)
-        if started:
-            group_id, state_epoch = group.group_id, group.group_epoch  # (Kafka's state epoch: the group's)
+        if started and self.initialize_state is not None:
+            out.response = self._initialize(out, group.group_id, started, group.group_epoch, result)
+        elif started:  # (no share coordinator: the partitions are initialized once the records are durable)
+            group_id = group.group_id
 
-            def initialize(error: int) -> None:
-                # Kafka's persister initializes the state after the heartbeat is answered, then
-                # the group coordinator writes the partitions initialized (an operation of its
-                # own). Here that write does not wait for the state's: a share-partition whose
-                # first snapshot was lost starts as one never initialized, at its first fetch.
-                if error != E.none:
-                    return
-                if self.initialize_state is not None:
-                    self.initialize_state(group_id, started, state_epoch)
-                self.clock.call_at(self.clock.now(), self._initialized, group_id, started)
+            def initialized(error: int) -> None:
+                if error == E.none:
+                    self.clock.call_at(self.clock.now(), self._initialized, group_id, started, E.none)
 
-            out.wait(initialize)
+            out.wait(initialized)
         return out
 
-    def _initialized(self, group_id: str, partitions: dict[uuid.UUID, frozenset[int]]) -> CoordinatorResult | None:
-        """Kafka's initializeShareGroupState: the partitions' state is initialized."""
+    def _initialize(
+        self,
+        out: CoordinatorResult,
+        group_id: str,
+        started: dict[uuid.UUID, frozenset[int]],
+        state_epoch: int,
+        result: ShareHeartbeatResult,
+    ) -> asyncio.Future:
+        """Kafka's persisterInitialize: once the heartbeat's records are durable, the share
+        coordinator writes the partitions' first state (under the group's epoch, Kafka's state
+        epoch), and its outcome is an operation of the group's: the partitions initialized
+        (initializeShareGroupState), or, if that state could not be written, no longer
+        initializing (uninitializeShareGroupState, so the next heartbeat tries them again) and
+        the heartbeat answered with the write's error. The heartbeat is answered after that."""
+        answer: asyncio.Future = asyncio.get_running_loop().create_future()
+        initialize_state = self.initialize_state
+        assert initialize_state is not None
+
+        def settle(error: int) -> None:
+            if not answer.done():
+                answer.set_result(result if error == E.none else self.write_failed(error))
+
+        def written(error: int) -> None:
+            self.clock.call_at(self.clock.now(), self._initialized, group_id, started, error)
+            settle(error)
+
+        def durable(error: int) -> None:
+            if error != E.none:
+                settle(error)  # (the heartbeat's own records failed: its answer says so)
+            else:
+                initialize_state(group_id, started, state_epoch, written)
+
+        out.wait(durable)
+        return answer
+
+    def _initialized(
+        self, group_id: str, partitions: dict[uuid.UUID, frozenset[int]], error: int
+    ) -> CoordinatorResult | None:
+        """Kafka's initializeShareGroupState (NONE: the partitions' state is initialized) or
+        uninitializeShareGroupState (its write failed)."""
         group = self.groups.get(group_id)
-        if type(group) is not ShareGroup or group.dead or not finish_initializing(group, partitions):
+        if type(group) is not ShareGroup or group.dead:
+            return None
+        if not finish_initializing(group, partitions, initialized=error == E.none):
             return None
         group.dirty = True
         out = CoordinatorResult()
