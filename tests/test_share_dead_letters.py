@@ -322,3 +322,31 @@ async def test_dead_letters_are_batched_within_the_dlq_topics_max_message_bytes(
         assert len(sizes) > 1 and max(sizes) <= 450
     finally:
         await conn.close()
+
+
+async def test_a_release_at_session_close_that_is_not_written_is_undone_without_dead_letters(server):
+    """As Kafka's SharePartition.releaseAcquiredRecords: the release of a member's records when
+    its share session closes is undone if its state write fails (the records stay the
+    member's, under their locks), and the dead letters of those it moved to Archiving (at the
+    delivery limit) are not written."""
+    conn, tid = await start(server, records=2, share_delivery_count_limit="2", **dlq_configs())
+    try:
+        await dlq_topic(conn)
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid, acks={0: [(0, 1, [RELEASE])]}))
+        assert acquired(r) == [(0, 1, 2)]
+        before = live(server)
+        with FailingWrites(server) as writes:
+            r = await conn.request(SACK, 1, sack("g", "a", -1, tid, {}))
+            assert r.error_code == E.none
+            m = shares(server)
+            while m.unwritten:  # (the release's write, failing after the answer)
+                await asyncio.sleep(0.01)
+            assert writes.failed == 1
+        sp = next(iter(m.partitions.values()))
+        assert live(server) == before and [sp.records[o].member for o in range(2)] == ["a"] * 2
+        assert sp.causes == {} and not m._dead_letter_tasks
+        assert await dead_letters(conn) == []
+    finally:
+        await conn.close()
+    assert "Traceback" not in server.log_text()

@@ -418,8 +418,8 @@ class SharePartitionManager:
         self._schedule_expiry(key, sp)
 
     def _persist_quietly(self, key: Key, sp: SharePartition, changed: list[int], op: Undo) -> None:
-        """A release or an expired lock: kept if its write fails, since a restart rebuilds the
-        same (Acquired is never written: the records are Available there too)."""
+        """An expired lock or an archived dead letter: kept if its write fails, since a restart
+        rebuilds the same (Acquired is never written: the records are Available there too)."""
 
         dead = sp.dead_letters(changed)
 
@@ -428,7 +428,7 @@ class SharePartitionManager:
                 self._fenced(key)
             elif f.exception() is not None:
                 log.warning("share-partition %s: its state could not be written: %s", key, f.exception())
-            # (written or not, as Kafka goes on to the DLQ after a release's write)
+            # (written or not, as Kafka goes on to the DLQ after an expired lock's write)
             self._dead_letter(key, sp, dead)
 
         self._persist(key, sp, changed, op).add_done_callback(written)
@@ -588,8 +588,29 @@ class SharePartitionManager:
             changed = self._limited(key, sp).release(member=session.member_id)
             op = sp.tracked()
             if changed:
-                self._persist_quietly(key, sp, changed, op)
+                self._persist_release(key, sp, changed, op)
                 self._wake(key)
+
+    def _persist_release(self, key: Key, sp: SharePartition, changed: list[int], op: Undo) -> None:
+        """Kafka's SharePartition.releaseAcquiredRecords for a member that let its records go
+        (its share session closed, replaced or fenced, or a partition forgotten): undone if its
+        write fails (the records are the member's again until their locks expire), and its dead
+        letters written only once it is durable (rollbackOrProcessStateUpdates)."""
+        dead = sp.dead_letters(changed)
+
+        def written(f: asyncio.Future) -> None:
+            error = f.exception()
+            if error is None:
+                self._dead_letter(key, sp, dead)
+                return
+            if isinstance(error, FencedStateEpoch):
+                self._fenced(key)
+            else:
+                log.warning("share-partition %s: release not written, undone: %s", key, error)
+            if self.partitions.get(key) is sp:
+                self._schedule_expiry(key, sp)
+
+        self._persist(key, sp, changed, op, undoable=True).add_done_callback(written)
 
     # requests ---------------------------------------------------------------------------
 

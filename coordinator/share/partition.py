@@ -344,6 +344,7 @@ class SharePartition:
             if r.state != ACQUIRED:
                 continue
             if (member is not None and r.member == member) or (now is not None and r.deadline <= now):
+                self._touch(offset, r)  # (a release is undone if its write fails)
                 r.state = self._archived(offset, EXCEEDED) if r.count >= self.max_delivery else AVAILABLE
                 r.member = None
                 self.acquired -= 1
