@@ -12,9 +12,9 @@ WORKERS ?= 3
 # The server `make run` started, so that `make stop` finds it (one per port).
 PIDFILE = $(VENV)/run-$(PORT).pid
 
-.PHONY: run stop reset-data bench-report lint test test-fast install install-test test-tools install-pipeline clients java-clients go-clients js-clients oracle bench report clean
+.PHONY: run stop reset-data bench-report lint test test-fast test-pure compiled install install-test test-tools install-pipeline clients java-clients go-clients js-clients oracle bench report clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e .
@@ -130,6 +130,21 @@ test-fast: install-test
 	@$(PY) -m compileall -q coordinator protocol pipeline >/dev/null  # (see `test`)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile -m "not slow" --durations=15
 
+## The optional compiled build, in place (protocol/_compiled/): the modules protocol/compiled.py
+## lists, compiled by mypyc (the dev extra's, pinned); redone when one of their sources changes
+## (older than its source, the build is not used: the Python runs). `make clean` removes it.
+COMPILED := $(shell sed -n 's/^    "\([a-z_/]*\.py\)",$$/\1/p' protocol/compiled.py)
+compiled: protocol/_compiled/manifest.json
+protocol/_compiled/manifest.json: $(VENV)/.installed-dev setup.py $(COMPILED)
+	KCOORD_COMPILE=1 $(PY) setup.py -q build_ext --inplace
+
+## The pure-Python fallback's core tests (KCOORD_PURE=1: the compiled build, if any, unused): the
+## in-process tests of the compiled modules' paths, a minute or so, beside `make test` on `make compiled`.
+PURE_TESTS ?= tests/test_runtime_contract.py tests/test_groups_wire.py tests/test_offset_commit_codec.py \
+	tests/test_offsets_durability.py tests/test_log_partition.py tests/test_log_sync.py tests/test_compiled_build.py
+test-pure: install-test
+	KCOORD_PURE=1 $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile $(PURE_TESTS)
+
 ## Install what the tests need (clients, pyspark, kcat, chromium) and run the whole suite.
 # Bytecode written once first: the suite starts a few hundred interpreters (servers, kcoord,
 # clusters' brokers), each of which would otherwise compile the package again where
@@ -151,4 +166,4 @@ report: install-pipeline
 	$(PY) -m pipeline.run --data-dir $(DATA) --out ./out
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build protocol/_compiled

@@ -21,6 +21,7 @@ INFO and at WARNING too, and the difference is logging's share of a cycle at INF
 
     python bench/bench_churn.py [--seconds 5] [--groups 1000] [--fsync always] [--log-level INFO] [--callgrind]
     python bench/bench_churn.py --port 9092   # drive a server already running (e.g. under a profiler)
+    python bench/bench_churn.py --callgrind-compiled   # instructions: the compiled build against pure Python
 """
 
 from __future__ import annotations
@@ -255,9 +256,10 @@ def commit10_body() -> object:
     )
 
 
-async def callgrind_per_op(fsync: str, workload: str, n: int, log_level: str = "WARNING") -> float:
+async def callgrind_per_op(fsync: str, workload: str, n: int, log_level: str = "WARNING", pure: bool = False) -> float:
     """Instructions the server executes per operation (workload "cycle" or "commit10"),
-    counted by callgrind from after the warm-up to the end of the n operations."""
+    counted by callgrind from after the warm-up to the end of the n operations. pure: with
+    KCOORD_PURE=1 (the compiled build, if there is one, unused)."""
     data = Path(tempfile.mkdtemp(prefix="bench-churn-cg-"))
     out = data / "callgrind.out"
     log = open(data / "server.log", "wb")  # noqa: SIM115  # (handed to the child, closed once it started)
@@ -274,7 +276,7 @@ async def callgrind_per_op(fsync: str, workload: str, n: int, log_level: str = "
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=log,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+        env={**os.environ, "PYTHONHASHSEED": "0", "KCOORD_PURE": "1" if pure else ""},
     )
     log.close()
     try:
@@ -432,6 +434,41 @@ def start(args: list[str], log: Path | None = None) -> tuple[subprocess.Popen, i
     return proc, int(line.strip().rsplit(":", 1)[1])
 
 
+async def callgrind_compiled(fsync: str, log_level: str, runs: int) -> None:
+    """Instructions per cycle and per 10-partition commit with the compiled build and with
+    pure Python (KCOORD_PURE=1), each the median of `runs` counts, taken in turn."""
+    from protocol import compiled
+
+    built = compiled.compiled_files()
+    if isinstance(built, str):
+        sys.exit(f"no compiled build to measure ({built}): pip install -e . with a C compiler")
+    shape = {"fsync": fsync, "log_level": log_level, "modules": len(compiled.HOT)}
+    for workload, n, figure in (
+        ("cycle", 200, f"join-sync-leave cycle of a 1-member classic group, fsync {fsync}, log level {log_level}"),
+        (
+            "commit10",
+            300,
+            f"OffsetCommit of 10 partitions by a standalone committer, fsync {fsync}, log level {log_level}",
+        ),
+    ):
+        counts: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(2 * runs):
+            counts[i % 2 == 0].append(await callgrind_per_op(fsync, workload, n, log_level, pure=i % 2 == 0))
+        pure, ours = (statistics.median(counts[x]) for x in (True, False))
+        print(
+            f"{figure}: {ours:,.0f} instructions per operation compiled ({len(compiled.HOT)} modules), "
+            f"{pure:,.0f} pure Python: {(ours - pure) / pure * 100:+.1f}% (callgrind, medians of {runs})"
+        )
+        record(
+            f"{figure}: server instructions per operation, compiled build (callgrind, medians of {runs})",
+            ours,
+            "instructions",
+            params={**shape, "compiled": counts[False], "pure": counts[True]},
+            peer="pure Python (KCOORD_PURE=1)",
+            peer_value=pure,
+        )
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=5)
@@ -443,6 +480,11 @@ async def main() -> None:
     ap.add_argument("--connections", type=int, default=8, help="committing at once, for the concurrent creation")
     ap.add_argument("--callgrind", action="store_true", help="also count the server's instructions (slow)")
     ap.add_argument("--callgrind-runs", type=int, default=3, help="counts at each log level, for logging's share")
+    ap.add_argument(
+        "--callgrind-compiled",
+        action="store_true",
+        help="only count the server's instructions, compiled build (protocol/compiled.py) against KCOORD_PURE=1",
+    )
     ap.add_argument("--serve-replay", help=argparse.SUPPRESS)
     ap.add_argument("--log-lines", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -450,6 +492,8 @@ async def main() -> None:
         return await serve_replay(args.serve_replay)
     if args.log_lines is not None:
         return await log_lines(args.log_lines)
+    if args.callgrind_compiled:
+        return await callgrind_compiled(args.fsync, args.log_level, args.callgrind_runs)
     if args.port:
         figures = await measure(args.pid, args.port, args.seconds, args.groups, str(time.time()))
         print(figures)

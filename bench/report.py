@@ -24,7 +24,8 @@ SCRIPTS = {
     "bench/bench_churn.py": "consumer churn: server CPU per join-sync-leave cycle of a 1-member group (fsync always) "
     "and per new group created by its first commit, beside a bare server's, and the log written per cycle; new "
     "groups from several connections at once with the sync rounds they share; with --callgrind, the server's "
-    "instructions per cycle and per 10-partition OffsetCommit, and logging's share of a cycle at INFO",
+    "instructions per cycle and per 10-partition OffsetCommit, and logging's share of a cycle at INFO; with "
+    "--callgrind-compiled, those instructions with the compiled build against pure Python",
     "bench/bench_consumer_groups.py": "KIP-848 groups: time and server CPU until the group is Stable (assignment "
     "batching on), beside a bare server's; heartbeat rate",
     "bench/bench_commits.py": "durable OffsetCommits per second and server CPU per commit; startup on large logs; "
