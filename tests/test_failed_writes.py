@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.groups.classic.classic_group import ClassicGroup
+from coordinator.groups.classic.classic_group import ClassicGroup, JoinRequest, JoinResult
 from coordinator.groups.classic.classic_manager import GroupConfig
 from coordinator.groups.clock import ManualClock
 from coordinator.groups.modern.consumer.consumer_group import ConsumerGroup, records_of
 from coordinator.groups.modern.consumer.consumer_manager import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.groups.modern.modern_manager import ModernGroupManager
 from coordinator.groups.modern.share import share_group
+from coordinator.groups.records import GroupMetadataKey
 from coordinator.groups.modern.share.share_group import ShareGroup
 from coordinator.groups.modern.share.share_manager import ShareHeartbeatRequest
 from coordinator.groups.runtime import CoordinatorRuntime
@@ -207,6 +208,51 @@ async def test_a_classic_group_is_what_a_restart_rebuilds_after_each_failed_writ
     await node.durable()
     assert synced.result().error == E.none and group.state_name == "Stable"
     assert classic_view(node.rebuilt_alike().shard.groups["g"]) == classic_view(group)
+
+
+async def test_a_classic_group_a_join_creates_is_gone_if_its_first_record_fails():
+    """A JoinGroup that creates a classic group writes its empty record (Kafka's
+    classicGroupJoinToClassicGroup); if that write fails the group is gone, with what the
+    joins that reached it meanwhile did, and each of them gets the error."""
+    node = Node()
+
+    def join(member_id: str = "", known: bool = True):
+        request = JoinRequest(
+            member_id, None, "client", "/127.0.0.1", SESSION, 30_000, "consumer", [("range", b"")], known, group_id="g"
+        )
+        return node.shard.classic.join(request)
+
+    # KIP-394: the id handed out rides on the record; the disk refuses it.
+    node.log.refusing = True
+    assert (await node.settled(join(), lambda error: JoinResult(error))).error == E.not_coordinator
+    assert "g" not in node.shard.groups and not node.log.all_records()
+    # A join with no member id required (its join phase ends at once, answered as it ends),
+    # then a second one that begins a rebalance and waits for the first member's rejoin.
+    node.log.refusing = False
+    first = node.shard.runtime.apply(node.shard, join(known=False))
+    second = node.shard.runtime.apply(node.shard, join(known=False))
+    await settle()
+    assert first.result().generation_id == 1 and not second.done()
+    assert len(node.log.in_flight[0]) == 1  # the record of the first: the second found the group
+    node.log.fail_from(0)
+    await settle()
+    assert second.result().error == E.not_coordinator
+    assert "g" not in node.shard.groups
+    node.rebuilt_alike()
+
+    # Stored: the record Kafka writes, whatever the join did to the group.
+    answer = await node.settled(join(), lambda error: JoinResult(error))
+    assert answer.error == E.member_id_required
+    [(key, value)] = [(k, v) for _, k, v in node.log.all_records()]
+    assert key == GroupMetadataKey("g")
+    assert (value.protocol_type, value.generation, value.protocol, value.leader, value.members) == (
+        "",
+        0,
+        None,
+        None,
+        (),
+    )
+    assert node.rebuilt_alike().shard.groups["g"].state_name == "Empty"
 
 
 async def test_a_consumer_group_is_what_a_restart_rebuilds_after_each_failed_write():

@@ -87,13 +87,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         " and refusals are compared and equal (docs/operations.md#logging maps the names)",
         DELIBERATE,
     ),
-    # -- records: what a group writes to __consumer_offsets, decoded
-    _d(
-        "records/classic-group-join",
-        'Kafka writes an empty GroupMetadata record (protocol type "", generation 0, no members) when a'
-        " JoinGroup creates the group (the answer MEMBER_ID_REQUIRED included); here the group's first"
-        " record is the one its first rebalance writes",
-    ),
     # -- wire: a request of every API with every field at its default or zero
     _d(
         "wire/DescribeLogDirs/empty-request",

@@ -113,10 +113,54 @@ class ClassicGroupManager:
 
     def join(self, r: JoinRequest) -> CoordinatorResult:
         """JoinGroup. The response is a JoinResult now, or a future resolved when the join
-        phase ends."""
+        phase ends.
+
+        A join that creates the group and writes nothing else (its answer MEMBER_ID_REQUIRED,
+        a join phase under way, a refusal) writes the new group's empty record, as Kafka's
+        classicGroupJoinToClassicGroup does to commit the group it created: if that write
+        fails the group is gone again, and a member still waiting is answered the error."""
         out = CoordinatorResult()
+        existed = r.group_id in self.groups
         out.response = self._join(out, r)
+        if not existed and not out.writes:
+            group = self.groups.get(r.group_id)
+            if type(group) is ClassicGroup:
+                self._store_new_group(out, group)
         return out
+
+    def _store_new_group(self, out: CoordinatorResult, group: ClassicGroup) -> None:
+        # Kafka's newEmptyGroupMetadataRecord: no protocol type, generation 0, no members,
+        # whatever the join did to the group; the timestamp is its state's.
+        record = GroupMetadataValue(
+            protocol_type="",
+            generation=0,
+            protocol=None,
+            leader=None,
+            members=(),
+            current_state_timestamp=group.state_timestamp,
+        )
+
+        def stored(error: int) -> None:
+            if error != E.none and self.groups.get(group.group_id) is group:
+                log.warning("group %s: storing the new group failed (error %d): it is removed", group.group_id, error)
+                self._discard(group, error)
+
+        out.add([(GroupMetadataKey(group.group_id), record)], stored)
+
+    def _discard(self, group: ClassicGroup, error: int) -> None:
+        """A new group whose first record could not be written goes, with all that was done
+        to it meanwhile (those writes failed too): Kafka reverts to the snapshot before it."""
+        del self.groups[group.group_id]
+        for timer in (group.join_timer, group.session_timer, group.sync_timer, group.pending_timer):
+            if timer is not None:
+                timer.cancel()
+        group.join_timer = group.session_timer = group.sync_timer = group.pending_timer = None
+        for member in group.members.values():
+            self.resolve(member.join_waiter, JoinResult(error))
+            self.resolve(member.sync_waiter, SyncResult(error))
+            member.join_waiter = member.sync_waiter = None
+        if group.state is not S.DEAD:
+            group.transition(S.DEAD, self.clock.wall())  # stale references see it gone
 
     def _join(self, out: CoordinatorResult, r: JoinRequest) -> JoinResult | asyncio.Future:
         group_instance_id: str | None  # (declared: mypyc would type the name by a branch that narrows it to None)
