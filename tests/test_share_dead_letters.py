@@ -14,8 +14,8 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from protocol.record_batch import iter_batch_records, iter_batches
-from tests.support.data_plane import FETCH, create, fetch_body
+from protocol.record_batch import GZIP, Record, build_batch_from, iter_batch_records, iter_batches
+from tests.support.data_plane import FETCH, create, fetch_body, produce
 from tests.support.share import (
     ACCEPT,
     NO_BATCHING,
@@ -350,3 +350,30 @@ async def test_a_release_at_session_close_that_is_not_written_is_undone_without_
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_originals_over_kafkas_copy_budget_are_not_copied(server):
+    """Kafka's ShareGroupDLQRecordFetcher copies at most DLQ_MAX_FETCH_BYTES (1 MiB) of
+    decompressed original data at a time: a compressed batch whose records are larger than
+    that together is never copied (its dead letters are headers only), the records around it
+    are."""
+    conn, tid = await start(server, records=1, **dlq_configs())
+    try:
+        await dlq_topic(conn)
+        now = int(time.time() * 1000)
+        big = [Record(i, now, None, bytes(600_000), []) for i in range(2)]
+        assert (await produce(conn, "t", build_batch_from(big, base_offset=0, relative=True, compression=GZIP)))[0] == 0
+        assert (await produce(conn, "t", build_batch_from([Record(0, now, None, b"v3", [])], base_offset=0)))[0] == 0
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        assert acquired(r) == [(0, 3, 1)]
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 3, [REJECT])]}))
+        assert part(r).error_code == E.none
+        letters = await until("four dead letters", lambda: dead_letters(conn))
+        assert [(headers(x)["__dlq.errors.offset"], x.value) for x in letters] == [
+            ("0", b"v0"),
+            ("1", None),
+            ("2", None),
+            ("3", b"v3"),
+        ]
+    finally:
+        await conn.close()

@@ -11,8 +11,9 @@ A dead letter is one record per offset, as Kafka's ProduceRequestHandler builds 
   `__dlq.errors.message` ("Offset rejected by client." or "Offset delivery count exceeded the
   threshold."), all as UTF-8 text;
 - the original record's key and value when the group's
-  `errors.deadletterqueue.copy.record.enable` is true, else none (the original's headers and
-  timestamp are not copied: the dead letter is stamped when it is written);
+  `errors.deadletterqueue.copy.record.enable` is true (but for a record, or a compressed batch's
+  records, over Kafka's 1 MiB copy budget), else none (the original's headers and timestamp are
+  not copied: the dead letter is stamped when it is written);
 - in the dead-letter topic's partition `source partition % its partitions`, uncompressed.
 
 The topic must be usable as Kafka checks it, in Kafka's order and words: a name not starting
@@ -31,7 +32,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
-from protocol.record_batch import Record, build_batch_from
+from protocol.record_batch import Record, build_batch_from, iter_batch_records
 
 from ..log.partition import PartitionLog
 from .partition import EXCEEDED
@@ -150,6 +151,7 @@ class DeadLetters:
         return name
 
 
+COMPRESSION = 0x07  # a batch's attributes: its compression codec
 BATCH_OVERHEAD = 61  # a record batch's header (Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
 
 
@@ -176,14 +178,57 @@ def _batch(records: list[Record]) -> bytes:
     return build_batch_from([r._replace(offset=i) for i, r in enumerate(records)], base_offset=0, relative=True)
 
 
+# ShareGroupDLQStateManager's DLQ_MAX_FETCH_BYTES: the decompressed original data Kafka's
+# ShareGroupDLQRecordFetcher copies in one round. A record larger than that, or a compressed
+# batch whose records are larger than that together, is never copied (its dead letters are
+# headers only); the rest is copied, in as many rounds as it takes.
+MAX_COPY_BYTES = 1024 * 1024
+
+
+def _varint_size(value: int) -> int:
+    """Bytes of a zigzag varint (Kafka's ByteUtils.sizeOfVarlong)."""
+    v = (value << 1) ^ (value >> 63)
+    size = 1
+    while v >= 0x80:
+        v >>= 7
+        size += 1
+    return size
+
+
+def _field_size(data: bytes | None) -> int:
+    return _varint_size(-1) if data is None else _varint_size(len(data)) + len(data)
+
+
+def _record_size(r: Record, base_offset: int, base_timestamp: int) -> int:
+    """The record's size in its batch (Kafka's DefaultRecord.sizeInBytes: its length, then its
+    attributes, timestamp and offset deltas, key, value and headers)."""
+    body = (
+        1
+        + _varint_size(r.timestamp - base_timestamp)
+        + _varint_size(r.offset - base_offset)
+        + _field_size(r.key)
+        + _field_size(r.value)
+        + _varint_size(len(r.headers))
+        + sum(_field_size(k.encode()) + _field_size(v) for k, v in r.headers)
+    )
+    return _varint_size(body) + body
+
+
 def _originals(source: PartitionLog | None, first: int, last: int) -> dict[int, tuple[bytes | None, bytes | None]]:
     """offset -> (key, value) of the records first..last still in the log (an offset the log
-    no longer holds gets a dead letter of headers only, as Kafka's)."""
+    no longer holds gets a dead letter of headers only, as Kafka's), but for those over
+    Kafka's MAX_COPY_BYTES (alone, or in a compressed batch over it)."""
     out: dict[int, tuple[bytes | None, bytes | None]] = {}
     if source is None:
         return out
-    for r in source.records(first):
-        if r.offset > last:
+    for h, data in source.batches(first):
+        if h.base_offset > last:
             break
-        out[r.offset] = (r.key, r.value)
+        records = list(iter_batch_records(data, h))
+        sizes = [_record_size(r, h.base_offset, h.first_timestamp) for r in records]
+        if h.attributes & COMPRESSION and sum(sizes) > MAX_COPY_BYTES:
+            continue  # (Kafka skips the whole batch: it never fits the budget)
+        for r, size in zip(records, sizes):
+            if first <= r.offset <= last and size <= MAX_COPY_BYTES:
+                out[r.offset] = (r.key, r.value)
     return out
