@@ -33,7 +33,8 @@ Kafka requests. A bad request (unreadable JSON, an unknown field, a bad value) i
     POST   /cluster/leaders/move            {"topic": "t", "partition": 0, "to": 2}
 
 The /cluster routes drive the server's `cluster_control` (coordinator/topology.py's
-ClusterControl), present when the server runs several brokers; without it they answer 404.
+ClusterControl), present once loaded when the server runs several brokers; without it they
+answer 404.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ import re
 from typing import Any, Callable
 from urllib.parse import parse_qs, unquote
 
-from .tracking import filters_of_query
+from .api_version_limits import ApiVersionLimits
+from .faults import Faults
+from .tracking import RequestLog, filters_of_query
 
 JSON = "application/json"
 MAX_BODY_BYTES = 1 << 20
@@ -82,13 +85,17 @@ _LEADER = re.compile(r"/cluster/leaders/([^/]+)/(\d+)")
 _FAULT = re.compile(r"/faults/(\d+)")
 
 
+@dataclasses.dataclass(frozen=True)
 class TestControl:
-    """Routes of the control API onto the server's Faults and ClusterControl."""
+    """Routes of the control API onto the server's Faults, RequestLog, ApiVersionLimits and
+    ClusterControl (`cluster_control()`: None with one broker, or before the server loaded)."""
 
     __test__ = False  # (not a pytest test class, whatever its name)
 
-    def __init__(self, server: Any) -> None:
-        self.server = server
+    faults: Faults
+    tracking: RequestLog
+    api_version_limits: ApiVersionLimits
+    cluster_control: Callable[[], Any]
 
     def handles(self, path: str) -> bool:
         return path in ("/faults", "/requests", "/api-versions") or path.startswith(
@@ -108,7 +115,7 @@ class TestControl:
             return not_found(str(e.args[0]) if e.args else "not found")
 
     async def _route(self, method: str, path: str, body: bytes) -> Answer:
-        faults = self.server.faults
+        faults = self.faults
         if path == "/faults":
             return _specs(method, body, faults.list, (faults.add_specs, "201 Created"), (faults.clear, "cleared"))
         m = _FAULT.fullmatch(path)
@@ -123,7 +130,7 @@ class TestControl:
         return not_found(f"no route {path}")
 
     def _requests(self, method: str, path: str, body: bytes, query: str) -> Answer:
-        tracking = self.server.tracking
+        tracking = self.tracking
         if path == "/requests":
 
             def found() -> Answer:
@@ -146,7 +153,7 @@ class TestControl:
         return not_found(f"no route {path}")
 
     def _api_versions(self, method: str, path: str, body: bytes) -> Answer:
-        limits = self.server.api_version_limits
+        limits = self.api_version_limits
         if path == "/api-versions":
             return _specs(method, body, limits.ranges, (limits.set_specs, "200 OK"), (limits.reset, "reset"))
         if method != "DELETE":
@@ -155,7 +162,7 @@ class TestControl:
         return _json("200 OK", {"reset": limits.reset(int(api) if api.isdigit() else api)})
 
     async def _cluster(self, method: str, path: str, body: bytes) -> Answer:
-        cluster = self.server.cluster_control
+        cluster = self.cluster_control()
         if cluster is None:
             return not_found("this server runs no cluster control (a single broker)")
         if method == "GET":

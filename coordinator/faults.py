@@ -5,7 +5,8 @@ or after, with the reply lost), a request stalled until released.
 What librdkafka's mock cluster (`rd_kafka_mock_push_request_errors`, `..._error_rtts`) and
 kfake (`ControlKey`, `KeepControl`, `DropControl`, `SleepControl`) give their users, as
 rules matched by API key and optionally client id, group, topic and broker. Off unless a
-rule exists: the server's dispatch then checks one attribute (`Server.intercept`, None).
+rule exists: the server's dispatch then checks one attribute (`Server.intercept`, None),
+which the server chooses again whenever the rules come or go (`changed`).
 
     faults.add("OffsetCommit", "NOT_COORDINATOR", times=2, group="orders")
     faults.add("Produce", drop="after")              # written, then the reply is lost
@@ -134,26 +135,44 @@ class Rule:
         }
 
 
+Handle = Callable[[RequestContext, Any, Callable], Any]
+
+
+def _unchecked(ctx: RequestContext, request: Any, handler: Callable) -> Any:
+    return handler(ctx, request)
+
+
+def _no_topic_ids(topic_id: Any) -> str | None:
+    return None
+
+
+def _unwatched() -> None:
+    pass
+
+
 class Faults:
-    """The active fault rules of one process, shared by its brokers (`attach` each server).
+    """The active fault rules of one server, shared by its brokers.
 
     Used on the server's event loop, as the HTTP control and coordinator.testing do: rules
-    are read by dispatch, and a stall's release wakes requests waiting on that loop."""
+    are read by dispatch, and a stall's release wakes requests waiting on that loop. Given
+    what it needs of the server when built: `handle(ctx, request, handler)` handles a
+    request as dispatch would (the ACL gate first), `topic_name(id)` names a topic id
+    (None: unknown), and `changed()` is told when rules come or go."""
 
-    def __init__(self, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        seed: int | None = None,
+        *,
+        handle: Handle = _unchecked,
+        topic_name: Callable[[Any], str | None] = _no_topic_ids,
+        changed: Callable[[], None] = _unwatched,
+    ) -> None:
         self.rules: list[Rule] = []
         self.rng = random.Random(seed)
         self._ids = itertools.count(1)
-        self._servers: list[Any] = []
-
-    def attach(self, server: Any) -> None:
-        """Let `server` consult these rules (its `intercept` is set while any exists)."""
-        self._servers.append(server)
-        refresh_intercept(server, self)
-
-    def _changed(self) -> None:
-        for server in self._servers:
-            refresh_intercept(server, self)
+        self.handle = handle
+        self.topic_name = topic_name
+        self._changed = changed
 
     # the rules ----------------------------------------------------------------------------
 
@@ -205,11 +224,11 @@ class Faults:
 
     # the request path ----------------------------------------------------------------------
 
-    def intercept(self, server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+    def intercept(self, ctx: RequestContext, request: Any, handler: Callable) -> Any:
         """None: no rule fires, the request is handled as usual. Else the result dispatch
         returns instead: an error body, or a coroutine giving the body later. Raises
         CloseConnection for a drop before the request is handled."""
-        rule = self._firing(server, ctx, request)
+        rule = self._firing(ctx, request)
         if rule is None:
             return None
         rule.fired += 1
@@ -221,9 +240,9 @@ class Faults:
             raise CloseConnection(f"fault {rule.id}: connection dropped before {API_NAMES.get(rule.api_key)}")
         if rule.error is not None and not rule.delay_ms and rule.stall is False:
             return _failed(ctx, request, rule.id, rule.error)
-        return _later(self, server, ctx, request, handler, rule)
+        return _later(self, ctx, request, handler, rule)
 
-    def _firing(self, server: Any, ctx: RequestContext, request: Any) -> Rule | None:
+    def _firing(self, ctx: RequestContext, request: Any) -> Rule | None:
         """The first rule that matches the request and, if it has a probability, draws it."""
         header = ctx.header
         for rule in self.rules:
@@ -231,11 +250,11 @@ class Faults:
                 continue
             if rule.client_id is not None and rule.client_id != header.client_id:
                 continue
-            if rule.broker is not None and rule.broker != broker_of(server, ctx):
+            if rule.broker is not None and rule.broker != broker_of(ctx):
                 continue
             if rule.group is not None and rule.group not in groups_of(header.api_key, request):
                 continue
-            if rule.topic is not None and rule.topic not in topics_of(request, server):
+            if rule.topic is not None and rule.topic not in topics_of(request, self.topic_name):
                 continue
             if rule.probability is not None and (rule.rng or self.rng).random() >= rule.probability:
                 continue
@@ -295,7 +314,7 @@ def _failed(ctx: RequestContext, request: Any, rule_id: int, error: ErrorCode) -
     return error_response(key, ctx.version, ctx.codec.response_type, request, error)
 
 
-async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any, handler: Callable, rule: Rule) -> Any:
+async def _later(faults: Faults, ctx: RequestContext, request: Any, handler: Callable, rule: Rule) -> Any:
     """Stall or delay, then fail, drop, or handle the request (its reply lost if asked)."""
     if rule.stall is not False:
         timeout = None if rule.stall is True else rule.stall / 1000
@@ -310,7 +329,7 @@ async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any,
         raise CloseConnection(f"fault {rule.id}: connection dropped before {API_NAMES.get(rule.api_key)}")
     if rule.error is not None:
         return _failed(ctx, request, rule.id, rule.error)
-    body = await _handled(server, ctx, request, handler)
+    body = await _handled(faults.handle, ctx, request, handler)
     if rule.drop == "after":
         # handled in full (written, committed), and the connection closes where its answer
         # would have gone: the client cannot tell whether it happened, and retries
@@ -318,14 +337,11 @@ async def _later(faults: Faults, server: Any, ctx: RequestContext, request: Any,
     return body
 
 
-async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+async def _handled(handle: Handle, ctx: RequestContext, request: Any, handler: Callable) -> Any:
     """The request handled as dispatch would (the ACL gate first), its body whichever way
     the handler gives it."""
     inner = inner_context(ctx)
-    gate = server.acl_gate
-    result = None if gate is None else gate.check(inner, request, handler)
-    if result is None:
-        result = handler(inner, request)
+    result = handle(inner, request, handler)
     if result is LATER:
         if inner.body is UNANSWERED:
             await inner.connection.done
@@ -335,25 +351,12 @@ async def _handled(server: Any, ctx: RequestContext, request: Any, handler: Call
     return result
 
 
-def refresh_intercept(server: Any, faults: Faults | None = None) -> None:
-    """Set the server's request-path hook: its request log while it tracks requests (it
-    hands each on to the rules, coordinator/tracking.py), else the fault rules while any
-    exists, else None (dispatch then checks that one attribute)."""
-    faults = server.faults if faults is None else faults
-    tracking = getattr(server, "tracking", None)
-    if tracking is not None and tracking.active:
-        server.intercept = tracking
-    else:
-        server.intercept = faults if faults.rules else None
-
-
 # what a request names ---------------------------------------------------------------------
 
 
-def broker_of(server: Any, ctx: RequestContext) -> int:
+def broker_of(ctx: RequestContext) -> int:
     """The node id of the broker that received the request."""
-    node_id = getattr(ctx.connection.listener, "node_id", None)
-    return server.config.node_id if node_id is None else node_id
+    return int(ctx.connection.listener.node_id)
 
 
 def groups_of(api_key: int, request: Any) -> tuple[str, ...]:
@@ -377,37 +380,31 @@ def groups_of(api_key: int, request: Any) -> tuple[str, ...]:
     return ()
 
 
-def topics_of(request: Any, server: Any = None) -> set[str]:
+def topics_of(request: Any, topic_name: Callable[[Any], str | None] = _no_topic_ids) -> set[str]:
     """The topic names a request names (by name or, from Fetch v13 and OffsetCommit v10,
-    by topic id)."""
+    by topic id, which `topic_name` names)."""
     out: set[str] = set()
     for attr in ("topics", "topic_data", "topic_names", "v3_and_below_topics"):
         entries = getattr(request, attr, None)
         if entries:
-            _add_topics(out, entries, server)
+            _add_topics(out, entries, topic_name)
     for nested in ("groups", "transactions"):  # OffsetFetch v8+, AddPartitionsToTxn v4+
         for entry in getattr(request, nested, None) or ():
             entries = getattr(entry, "topics", None)
             if entries:
-                _add_topics(out, entries, server)
+                _add_topics(out, entries, topic_name)
     return out
 
 
-def _add_topics(out: set[str], entries: Any, server: Any) -> None:
+def _add_topics(out: set[str], entries: Any, topic_name: Callable[[Any], str | None]) -> None:
     for entry in entries:
         if type(entry) is tuple:  # the hand-read OffsetCommit's (name or id, partition count)
             entry = entry[0]
         name = entry if isinstance(entry, str) else getattr(entry, "name", None) or getattr(entry, "topic", None)
         if name is None or not isinstance(name, str):
-            name = _name_of(getattr(entry, "topic_id", entry), server)
+            name = topic_name(getattr(entry, "topic_id", entry))
         if name is not None:
             out.add(name)
-
-
-def _name_of(topic_id: Any, server: Any) -> str | None:
-    topics = getattr(server, "topics", None)
-    info = None if topics is None else topics.by_id.get(topic_id)
-    return None if info is None else info.name
 
 
 # validation: one clear message per bad field ---------------------------------------------

@@ -9,7 +9,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -124,11 +124,13 @@ class Server:
         self.ready_since = 0.0  # unix time the port started listening (0: not yet)
         # Injected faults (coordinator/faults.py) and request tracking (coordinator/tracking.py):
         # `intercept` is the RequestLog while it tracks, else the Faults while a rule exists
+        # (_choose_intercept, which both call when that changes)
         self.intercept: Faults | RequestLog | None = None
-        self.tracking = RequestLog(self)
+        self.faults = Faults(
+            config.fault_seed, handle=self._checked, topic_name=self._topic_name, changed=self._choose_intercept
+        )
+        self.tracking = RequestLog(self.faults, self._choose_intercept)
         self.api_version_limits = ApiVersionLimits(self.registry)  # narrowed ranges (tests)
-        self.faults = Faults(config.fault_seed)
-        self.faults.attach(self)
         self.registry.add(API_VERSIONS_KEY, range(0, 6), self.api_versions)
         self.features: Any = None  # coordinator.features.Features, once loaded
         self.shares: Any = None  # coordinator.share.manager.SharePartitionManager, once loaded
@@ -252,7 +254,17 @@ class Server:
             self.config.data_dir,
         )
         if self.metrics is not None:
-            self.metrics.loaded(self.config.metrics_lag_sample_ms)
+            from .metrics.collector import Observed
+
+            observed = Observed(
+                self.config.cluster_id,
+                self.groups,
+                self.topics,
+                self.shares,
+                lambda: len(self.connections),
+                lambda: self.ready_since,
+            )
+            self.metrics.loaded(self.config.metrics_lag_sample_ms, observed)
         self.ready_since = time.time()
 
     async def _listen(self, listener: Listener, sock: socket.socket) -> None:
@@ -365,7 +377,16 @@ class Server:
     async def _start_metrics(self, sock: _Sockets) -> None:
         from .metrics.endpoint import Metrics  # late: prometheus-client only when asked for
 
-        self.metrics = Metrics(self)
+        from .control import TestControl
+
+        control = (
+            TestControl(self.faults, self.tracking, self.api_version_limits, lambda: self.cluster_control)
+            if self.config.enable_test_control
+            else None
+        )
+        self.metrics = Metrics(lambda: bool(self.ready_since), control)
+        # (the server's own request path, timed: a server without metrics runs the plain one)
+        self.dispatch, self.encode = self.metrics.timed(self.dispatch, self.encode)  # type: ignore[method-assign]  # metrics wrap the server's own dispatch
         try:
             self.config.metrics_port = await self.metrics.start(self.config.host, self.config.metrics_port)
         except OSError as e:
@@ -512,7 +533,7 @@ class Server:
         route = self.registry.routes.get((api_key, version)) or self.registry.route(api_key, version)
         if route is None:
             if self.tracking.active:
-                self.tracking.record_unsupported(self, conn, frame)
+                self.tracking.record_unsupported(conn, frame)
             if api_key == API_VERSIONS_KEY:
                 return self._unsupported_api_versions(frame)
             raise CloseConnection(f"unsupported api key {api_key} version {version}")
@@ -529,7 +550,7 @@ class Server:
             ctx.loop_time = 0.0
             started = time.perf_counter()
         hook = self.intercept  # None unless requests are tracked or a fault rule exists
-        result = None if hook is None else hook.intercept(self, ctx, body, api.handler)
+        result = None if hook is None else hook.intercept(ctx, body, api.handler)
         if result is None:
             gate = self.acl_gate
             result = None if gate is None else gate.check(ctx, body, api.handler)
@@ -549,6 +570,25 @@ class Server:
         # Answered later: the connection keeps its place in the response order.
         ctx.waiting = result
         return ctx
+
+    def _checked(self, ctx: RequestContext, body: Any, handler: Callable) -> Any:
+        """The request handled as dispatch handles it past the request-path hook: the ACL
+        gate first (the fault rules' way to handle a request they delay or stall)."""
+        gate = self.acl_gate
+        result = None if gate is None else gate.check(ctx, body, handler)
+        return handler(ctx, body) if result is None else result
+
+    def _topic_name(self, topic_id: Any) -> str | None:
+        """A topic id's name (None: unknown, or the topics are not loaded yet)."""
+        info = None if self.topics is None else self.topics.by_id.get(topic_id)
+        return None if info is None else str(info.name)
+
+    def _choose_intercept(self) -> None:
+        """The request-path hook: the request log while it tracks (it hands each request on
+        to the fault rules), else the fault rules while any exists, else None (dispatch then
+        checks that one attribute)."""
+        tracking, faults = self.tracking, self.faults
+        self.intercept = tracking if tracking.active else faults if faults.rules else None
 
     def encode(self, ctx: RequestContext, result: Any) -> bytes | None:
         if type(result) is BuiltWhenSent:

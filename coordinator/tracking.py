@@ -4,8 +4,9 @@ used Produce v9 or later).
 
 What librdkafka's mock cluster gives its users with `rd_kafka_mock_start_request_tracking`,
 `rd_kafka_mock_get_requests` and `rd_kafka_mock_clear_requests`. Off unless started: while
-it tracks, the log is the server's `intercept` (coordinator/faults.py's request-path hook),
-records each request and hands it on to the fault rules.
+it tracks, the log is the server's `intercept` (coordinator/faults.py's request-path hook; the
+server chooses it again when tracking starts or stops, `changed`), records each request and
+hands it on to the fault rules.
 
     tracking.start(limit=1000)
     ...
@@ -22,7 +23,7 @@ from typing import Any, Callable, TypedDict, Unpack
 from protocol.messages import RequestHeader, read_request_header
 
 from .apis import RequestContext
-from .faults import API_NAMES, api_key_of, broker_of, groups_of, refresh_intercept, topics_of
+from .faults import API_NAMES, Faults, api_key_of, broker_of, groups_of, topics_of
 
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 1_000_000
@@ -54,8 +55,9 @@ class RequestLog:
     """The requests every broker of one server received while tracking, oldest first; at
     most `limit` of them: past it the oldest are dropped, and counted."""
 
-    def __init__(self, server: Any) -> None:
-        self.server = server
+    def __init__(self, faults: Faults, changed: Callable[[], None]) -> None:
+        self.faults = faults  # what each request meets next (and how a topic id is named)
+        self._changed = changed
         self.active = False
         self.entries: deque[dict[str, Any]] = deque(maxlen=DEFAULT_LIMIT)
         self.dropped = 0
@@ -72,13 +74,13 @@ class RequestLog:
             self.dropped += len(self.entries) - len(kept)
             self.entries = deque(kept, maxlen=limit)
         self.active = True
-        refresh_intercept(self.server)
+        self._changed()
         return self.status()
 
     def stop(self) -> dict[str, Any]:
         """Track no more; what was tracked stays readable until cleared."""
         self.active = False
-        refresh_intercept(self.server)
+        self._changed()
         return self.status()
 
     def clear(self) -> int:
@@ -118,18 +120,17 @@ class RequestLog:
 
     # the request path ----------------------------------------------------------------------
 
-    def intercept(self, server: Any, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+    def intercept(self, ctx: RequestContext, request: Any, handler: Callable) -> Any:
         """Record the request, then let the fault rules see it (None: handled as usual)."""
-        self._record(broker_of(server, ctx), ctx.header, request, supported=True)
-        faults = server.faults
-        return faults.intercept(server, ctx, request, handler) if faults.rules else None
+        self._record(broker_of(ctx), ctx.header, request, supported=True)
+        faults = self.faults
+        return faults.intercept(ctx, request, handler) if faults.rules else None
 
-    def record_unsupported(self, server: Any, connection: Any, frame: bytes) -> None:
+    def record_unsupported(self, connection: Any, frame: bytes) -> None:
         """A request of an API or version the brokers do not serve (answered by closing the
         connection, or for ApiVersions with UNSUPPORTED_VERSION): its header is all there is."""
         header, _ = read_request_header(frame)
-        node_id = getattr(connection.listener, "node_id", None)
-        self._record(server.config.node_id if node_id is None else node_id, header, None, supported=False)
+        self._record(connection.listener.node_id, header, None, supported=False)
 
     def _record(self, broker: int, header: RequestHeader, request: Any, supported: bool) -> None:
         entries = self.entries
@@ -148,7 +149,7 @@ class RequestLog:
                 "supported": supported,
                 "groups": [] if request is None else list(groups_of(key, request)),
                 "transactional_ids": [] if request is None else transactional_ids_of(key, request),
-                "topics": [] if request is None else sorted(topics_of(request, self.server)),
+                "topics": [] if request is None else sorted(topics_of(request, self.faults.topic_name)),
             }
         )
 

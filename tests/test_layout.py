@@ -200,3 +200,57 @@ async def build():
         "configs.listeners.append()",
         "getattr()",
     ]
+
+
+# Where the server hands itself over, seen through a protocol that narrows it to what the
+# part uses: a connection's ConnectionHost, the cluster control's BrokerSwitch.
+SERVER_VIEWS = {"Connection": "ConnectionHost", "build_components": "BrokerSwitch"}
+
+
+def passes_self(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The calls in `function` that pass `self` (as an argument, or returned by a lambda)."""
+    found = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            args = [*node.args, *(k.value for k in node.keywords)]
+            args += [a.body for a in args if isinstance(a, ast.Lambda)]
+            if any(isinstance(a, ast.Name) and a.id == "self" for a in args):
+                found.append(ast.unparse(node.func))
+    return found
+
+
+def test_the_server_gives_each_part_what_it_needs_not_itself():
+    """The faults, request tracking, metrics and test control get values, callables and the
+    parts they drive when built; the server itself goes only where a protocol narrows it."""
+    tree = ast.parse((ROOT / "coordinator" / "server.py").read_text())
+    server = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Server")
+    given = sorted(
+        {call for f in server.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for call in passes_self(f)}
+    )
+    assert given == sorted(SERVER_VIEWS)
+    # ... and a part that takes a server (or its switch) names the protocol it sees it as
+    untyped = []
+    for path in sorted((ROOT / "coordinator").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if module in SERVER_USERS or module == "coordinator.server":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                    if a.arg in ("server", "switch", "host") and (
+                        a.annotation is None or ast.unparse(a.annotation) not in (*SERVER_VIEWS.values(), "str")
+                    ):
+                        untyped.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({a.arg})")
+    assert untyped == []
+
+
+def test_the_server_check_sees_self_given():
+    source = """
+def start(self):
+    Metrics(self)
+    TestControl(faults, lambda: self)
+    Faults(seed, changed=self._choose)
+"""
+    (start,) = ast.parse(source).body
+    assert isinstance(start, ast.FunctionDef)
+    assert passes_self(start) == ["Metrics", "TestControl"]

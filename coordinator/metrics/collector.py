@@ -7,7 +7,8 @@ the rest are ours, prefixed `kcoord_`.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -33,9 +34,21 @@ def _histogram(
     return family
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What the collector reads at scrape time, given once the coordinator is loaded."""
+
+    cluster_id: str
+    groups: Any  # coordinator.groups.runtime.CoordinatorRuntime
+    topics: Any  # coordinator.broker.topics.Topics
+    shares: Any  # coordinator.share.manager.SharePartitionManager, or None
+    connections: Callable[[], int]  # open client connections now
+    ready_since: Callable[[], float]  # unix time the port started listening (0: not yet)
+
+
 class ServerCollector(Collector):
-    def __init__(self, server: Any, requests: RequestMetrics, lag: LagMonitor) -> None:
-        self.server = server
+    def __init__(self, observed: Observed, requests: RequestMetrics, lag: LagMonitor) -> None:
+        self.observed = observed
         self.requests = requests
         self.lag = lag
 
@@ -48,7 +61,7 @@ class ServerCollector(Collector):
         yield from self._server()
 
     def _lag(self) -> Iterator[Any]:
-        cluster = self.server.config.cluster_id
+        cluster = self.observed.cluster_id
         offset = GaugeMetricFamily("kafka_consumergroup_group_offset", "Committed offset", labels=LAG_LABELS)
         lag = GaugeMetricFamily(
             "kafka_consumergroup_group_lag", "Log end offset minus committed offset", labels=LAG_LABELS
@@ -107,7 +120,7 @@ class ServerCollector(Collector):
             "kcoord_group_generation", "Generation (classic) or group epoch", labels=["group"]
         )
         count = 0
-        for group in self.server.groups.all_groups():
+        for group in self.observed.groups.all_groups():
             count += 1
             state.add_metric([group.group_id, group.group_type, group.state_name], 1)
             members.add_metric([group.group_id], len(getattr(group, "members", ())))
@@ -138,10 +151,10 @@ class ServerCollector(Collector):
     def _share_groups(self) -> Iterator[Any]:
         """KIP-932 share-partitions: start offset, lag (records not yet Acknowledged or
         Archived, as DescribeShareGroupOffsets v1 reports it) and records in flight (Acquired)."""
-        shares = self.server.shares
+        shares = self.observed.shares
         if shares is None:
             return
-        cluster = self.server.config.cluster_id
+        cluster = self.observed.cluster_id
         labels = ["cluster_name", "group", "topic", "partition"]
         start = GaugeMetricFamily("kcoord_share_partition_start_offset", "Share-partition start offset", labels=labels)
         lag = GaugeMetricFamily(
@@ -158,7 +171,7 @@ class ServerCollector(Collector):
             labels=["cluster_name", "group"],
         )
         sums: dict[str, int] = {}
-        names = self.server.topics.by_id
+        names = self.observed.topics.by_id
         for key in shares.keys():
             group, topic_id, partition = key
             info = names.get(topic_id)
@@ -194,14 +207,14 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily("kcoord_share_sessions", "Open share sessions (ShareFetch)", value=len(shares.sessions))
 
     def _topics(self) -> Iterator[Any]:
-        cluster = self.server.config.cluster_id
+        cluster = self.observed.cluster_id
         latest = GaugeMetricFamily(
             "kafka_partition_latest_offset", "Log end offset", labels=["cluster_name", "topic", "partition"]
         )
         earliest = GaugeMetricFamily(
             "kafka_partition_earliest_offset", "Log start offset", labels=["cluster_name", "topic", "partition"]
         )
-        for info in list(self.server.topics.topics.values()):
+        for info in list(self.observed.topics.topics.values()):
             if info.internal:
                 continue
             for p, plog in enumerate(info.logs):
@@ -235,12 +248,12 @@ class ServerCollector(Collector):
         yield from (total, errors, latency)
 
     def _server(self) -> Iterator[Any]:
-        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(self.server.connections))
+        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=self.observed.connections())
         yield GaugeMetricFamily(
             "kcoord_recovery_seconds", "Loading the data dir at startup", value=STATS.recovery_seconds
         )
         yield GaugeMetricFamily(
             "kcoord_up_since_seconds",
             "Unix time the server became ready",
-            value=self.server.ready_since,
+            value=self.observed.ready_since(),
         )

@@ -24,11 +24,13 @@ READ_TIMEOUT_S = 10
 
 
 class MetricsHttp:
-    def __init__(self, registry: CollectorRegistry, ready: Callable[[], bool]) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, ready: Callable[[], bool], control: TestControl | None = None
+    ) -> None:
         self.registry = registry
         self.ready = ready
         self._server: asyncio.base_events.Server | None = None
-        self.control: TestControl | None = None  # coordinator/control.py, with --enable-test-control
+        self.control = control  # coordinator/control.py, with --enable-test-control
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEADER_BYTES)

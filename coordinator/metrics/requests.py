@@ -1,14 +1,14 @@
 """Requests by API key and version, their top-level error codes and their latency: what
 Kafka's RequestMetrics (RequestsPerSec, ErrorsPerSec, TotalTimeMs) give, as counters.
 
-Installed only with --metrics-port: `measure(server)` wraps the server's dispatch and
-response encoding, so a server without metrics runs the plain ones.
+Installed only with --metrics-port: `timed(dispatch, encode)` wraps the server's dispatch and
+response encoding, which the server then uses, so a server without metrics runs the plain ones.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..apis import RequestContext
 from .stats import LATENCY_BUCKETS, Histogram
@@ -40,9 +40,13 @@ class RequestMetrics:
         return self.names.get(key, str(key))
 
 
-def measure(server: Any, metrics: RequestMetrics) -> None:
-    """Time every request from its dispatch to its answer's encoding, on this server."""
-    plain_dispatch, plain_encode = server.dispatch, server.encode
+Dispatch = Callable[[Any, bytes], Any]
+Encode = Callable[[RequestContext, Any], Any]
+
+
+def timed(plain_dispatch: Dispatch, plain_encode: Encode, metrics: RequestMetrics) -> tuple[Dispatch, Encode]:
+    """`dispatch` and `encode` timing every request from its dispatch to its answer's
+    encoding (into `metrics`)."""
     perf_counter = time.perf_counter
     current = [0.0]  # when the request being dispatched was read
 
@@ -57,4 +61,4 @@ def measure(server: Any, metrics: RequestMetrics) -> None:
         metrics.record(ctx, body, perf_counter() - (ctx.started or current[0]))
         return plain_encode(ctx, body)
 
-    server.dispatch, server.encode = dispatch, encode
+    return dispatch, encode
