@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kio.schema.errors import ErrorCode as E
 
 from tests.support.cluster_wire import close, connect, create_topic, nested
+from tests.support.groups_wire import COMMIT, commit_body
 from tests.support.wire_client import WireClient, request_class
 from coordinator.testing import Cluster, ClusterError
 
@@ -167,6 +168,37 @@ async def test_the_wrong_broker_answers_not_leader_and_not_coordinator(kafka_clu
             request_class(HEARTBEAT, 4)(group_id="g", generation_id=1, member_id="m", group_instance_id=None),
         )
         assert hb.error_code == E.not_coordinator
+    finally:
+        await close(conns)
+
+
+@pytest.mark.kafka_cluster(brokers=3)
+async def test_a_commit_to_a_broker_not_coordinating_its_group_names_unknown_topics_first(kafka_cluster):
+    """Kafka's KafkaApis answers a partition that does not exist itself, before it asks the
+    group coordinator: UNKNOWN_TOPIC_OR_PARTITION on every broker, NOT_COORDINATOR for the
+    others on a broker that does not coordinate the group (and on that one alone, the commit)."""
+    conns = await connect(kafka_cluster)
+    try:
+        assert await create_topic(conns[1], "t", 1, 3) == E.none
+        coordinator = kafka_cluster.coordinator_of("g")
+        other = next(n for n in conns if n != coordinator)
+
+        async def commit(node, offsets):
+            r = await conns[node].request(COMMIT, 9, commit_body(9, "g", "", -1, offsets))
+            return [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions]
+
+        mixed = [("t", 0, 1), ("nowhere", 0, 1), ("t", 5, 1)]
+        assert await commit(other, mixed) == [
+            ("t", 5, E.unknown_topic_or_partition),
+            ("t", 0, E.not_coordinator),
+            ("nowhere", 0, E.unknown_topic_or_partition),
+        ]
+        assert await commit(other, [("nowhere", 0, 1)]) == [("nowhere", 0, E.unknown_topic_or_partition)]
+        assert await commit(coordinator, mixed) == [
+            ("t", 5, E.unknown_topic_or_partition),
+            ("t", 0, E.none),
+            ("nowhere", 0, E.unknown_topic_or_partition),
+        ]
     finally:
         await close(conns)
 

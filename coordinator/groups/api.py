@@ -292,6 +292,12 @@ class GroupApis:
         """The group's shard and NONE, or None and the error to answer (owning_shard)."""
         return owning_shard(ctx, self.shard_of.get(group_id) or self.shard_for(group_id), self.owner)
 
+    def _commit_refused(self, group_id: str, partitions: list[Any], error: int) -> list[int]:
+        """A commit to a group not coordinated here: `error`, or UNKNOWN_TOPIC_OR_PARTITION
+        where the partition does not exist (the broker's check comes first)."""
+        shard = self.shard_of.get(group_id) or self.shard_for(group_id)
+        return shard.offset_manager.refused(partitions, error)
+
     def _partition_of(self, group_id: str) -> int:
         return (self.shard_of.get(group_id) or self.shard_for(group_id)).partition
 
@@ -577,7 +583,7 @@ class GroupApis:
         version = ctx.header.api_version
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return write_response_to(req, version, [error] * len(req.partitions))
+            return write_response_to(req, version, self._commit_refused(req.group_id, req.partitions, error), True)
         result = shard.offset_manager.commit(
             req.group_id, req.generation, req.member_id, req.instance_id, req.partitions, expire, version
         )
@@ -601,7 +607,7 @@ class GroupApis:
 
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
-            return merged([error] * len(known))
+            return merged(self._commit_refused(req.group_id, known, error))
         result = shard.offset_manager.commit(
             req.group_id, req.generation, req.member_id, req.instance_id, known, -1, version
         )

@@ -47,6 +47,23 @@ class OffsetManager:
 
     # OffsetCommit ---------------------------------------------------------------------
 
+    def _unknown(self, partitions: list[PartitionCommit]) -> list[bool] | None:
+        """Per partition, whether it does not exist (None: all do)."""
+        existing = self.existing_partitions
+        if existing is not None:
+            for p in partitions:  # (no list built when all exist: the usual case)
+                if (p[0], p[1]) not in existing:
+                    return [(q[0], q[1]) not in existing for q in partitions]
+        return None
+
+    def refused(self, partitions: list[PartitionCommit], error: int) -> list[int]:
+        """The answer to a commit the coordinator refuses whole (NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS): `error`, but UNKNOWN_TOPIC_OR_PARTITION for partitions
+        that do not exist, which Kafka's KafkaApis answers itself before it asks the
+        coordinator."""
+        unknown = self._unknown(partitions)
+        return [error] * len(partitions) if unknown is None else [_UNKNOWN_PARTITION if u else error for u in unknown]
+
     def commit(
         self,
         group_id: str,
@@ -64,16 +81,9 @@ class OffsetManager:
         Kafka's order: partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION
         first (the broker's check); the group's error, if any, goes to the others; then
         each offset's metadata size is checked."""
-        existing = self.existing_partitions
-        unknown: list[bool] | None = None  # per partition, whether it does not exist (None: all do)
-        if existing is not None:
-            for p in partitions:  # (no list built when all exist: the usual case)
-                if (p[0], p[1]) not in existing:
-                    unknown = [(q[0], q[1]) not in existing for q in partitions]
-                    if False not in unknown:
-                        # nothing reaches the coordinator
-                        return CoordinatorResult([_UNKNOWN_PARTITION] * len(partitions))
-                    break
+        unknown = self._unknown(partitions)
+        if unknown is not None and False not in unknown:  # nothing reaches the coordinator
+            return CoordinatorResult([_UNKNOWN_PARTITION] * len(partitions))
         error: int | Callable[[Any, int], int]  # a callable: KIP-1251's per-partition epoch check
         if not group_id:
             error = E.invalid_group_id
