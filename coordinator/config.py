@@ -87,6 +87,16 @@ class Config:
     )
     group_consumer_min_assignment_interval_ms: int = _opt(0, "group.consumer.min.assignment.interval.ms")
     group_consumer_max_assignment_interval_ms: int = _opt(15000, "group.consumer.max.assignment.interval.ms")
+    group_consumer_regex_refresh_interval_ms: int = _opt(
+        600000,
+        "group.consumer.regex.refresh.interval.ms (Kafka's internal setting): a consumer group's subscribed "
+        "regexes are resolved again at least this often",
+    )
+    group_consumer_regex_min_refresh_interval_ms: int = _opt(
+        10000,
+        "a consumer group's subscribed regexes are resolved again at most once per this interval, a new regex "
+        "or a created topic included (Kafka's fixed 10 s; the test profile's is 0)",
+    )
     # KIP-932 share groups.
     group_share_session_timeout_ms: int = _opt(45000, "group.share.session.timeout.ms")
     group_share_heartbeat_interval_ms: int = _opt(5000, "group.share.heartbeat.interval.ms")
@@ -273,6 +283,8 @@ _AT_LEAST = {
     "log_cleaner_backoff_ms": 0,
     "group_consumer_assignment_interval_ms": 0,
     "group_consumer_min_assignment_interval_ms": 0,
+    "group_consumer_regex_refresh_interval_ms": 0,
+    "group_consumer_regex_min_refresh_interval_ms": 0,
     "group_share_assignment_interval_ms": 0,
     "group_share_min_assignment_interval_ms": 0,
 }

@@ -12,7 +12,8 @@ librdkafka's CI allows its brokers. docs/client-suites.md says which suite needs
 test: a server for tests (coordinator.testing and the pytest fixtures use it): nothing waits on
 a production default. Groups rebalance and assign at once (initial delay 0, assignment
 intervals 0), KIP-848 and share members heartbeat every TEST_HEARTBEAT_INTERVAL_MS so they learn
-a new target within a fraction of a second, the minimums a test may set through group configs
+a new target within a fraction of a second, a regex subscription is resolved again at every
+topic created, the minimums a test may set through group configs
 are lowered (heartbeat intervals, session timeouts, record locks), and appends are not fsynced.
 docs/operations.md lists the settings.
 """
@@ -60,6 +61,7 @@ def _test(values: dict[str, Any]) -> dict[str, Any]:
         "group_initial_rebalance_delay_ms": 0,
         "group_min_session_timeout_ms": 1,  # classic groups: a test's short session.timeout.ms
         "group_consumer_assignment_interval_ms": 0,
+        "group_consumer_regex_min_refresh_interval_ms": 0,
         "group_consumer_heartbeat_interval_ms": TEST_HEARTBEAT_INTERVAL_MS,
         "group_consumer_min_heartbeat_interval_ms": 1,
         "group_consumer_min_session_timeout_ms": 1,

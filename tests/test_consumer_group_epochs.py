@@ -200,7 +200,7 @@ async def test_a_resolved_regex_is_written_and_tombstoned_when_no_member_subscri
         return [(type(k).__name__.removeprefix("ConsumerGroup"), v) for k, v in log[n:]]
 
     def regex_record(topics: tuple[str, ...]) -> R.ConsumerGroupRegularExpressionValue:
-        return R.ConsumerGroupRegularExpressionValue(topics, 0, h.clock.wall())
+        return R.ConsumerGroupRegularExpressionValue(topics, h.catalog.changes, h.clock.wall())
 
     first = await h.hb("a", 0, None, subscribed_topic_regex="orders-.*")
     assert first.member_epoch == 1 and [k for k, _ in since(0)] == ["MemberMetadataKey", "CurrentMemberAssignmentKey"]
@@ -223,6 +223,7 @@ async def test_a_resolved_regex_is_written_and_tombstoned_when_no_member_subscri
     b = await h.hb("b", 0, None, subscribed_topic_regex="orders-.*")
     assert b.error == E.none and h.group.group_epoch == 3
     n = len(log)
+    h.clock.advance(10_001)  # (a regex new to the group is resolved 10 s after the last resolution at the soonest)
     await h.hb("a", 2, None, owned=owned(a), subscribed_topic_regex="pay.*")
     assert not any(v is None for _, v in since(n))
     # b leaves: its three tombstones, then the regex's, then the epoch

@@ -133,14 +133,28 @@ async def test_regex_subscription():
     await settle()
     a = await h.hb("a", 1, owned=[])
     assert a.member_epoch == 2 and len(a.assignment) == 2
+    # Kafka resolves a group's regexes again at most once per 10 s (REGEX_BATCH_REFRESH_MIN_
+    # INTERVAL_MS): a topic created within 10 s of the last resolution, or a regex new to the
+    # group, waits for a heartbeat after them.
     h.catalog.add("orders-asia", 2)
-    await h.hb("a", a.member_epoch, owned=owned(a))  # notices the new topic, resolves it after
+    h.clock.advance(10_000)  # (10 s to the millisecond: still within)
+    await h.hb("a", a.member_epoch, owned=owned(a))
+    b = await h.hb("b", 0, None, subscribed_topic_regex="pay.*")
+    assert h.group.regex_refresh is None and b.member_epoch == a.member_epoch and not b.assignment
+    h.clock.advance(1)
+    await h.hb("a", a.member_epoch, owned=owned(a))  # notices the new topic and regex, resolves them after
     h.clock.advance(0)
     await settle()
     a2 = await h.hb("a", a.member_epoch, owned=owned(a))
-    assert (
-        a2.member_epoch == 3 and len(a2.assignment) == 3 and len(flat(a2.assignment)) == 2
-    )  # partitions 0 and 1 of the new one
+    assert a2.member_epoch == a.member_epoch + 1 and len(a2.assignment) == 3  # orders-asia among them
+    assert h.group.resolved_regexes == {
+        "orders-.*": frozenset({"orders-eu", "orders-us", "orders-asia"}),
+        "pay.*": frozenset({"payments"}),
+    }
+    # Nothing changed: no resolution, even past the 10 s, until the refresh interval (10 min).
+    h.clock.advance(10_001)
+    await h.hb("a", a2.member_epoch, owned=owned(a2))
+    assert h.group.regex_refresh is None
 
 
 async def test_records_replay_into_the_same_group():

@@ -25,8 +25,12 @@ from tests.support.wire_client import WireClient, request_class
 @pytest.fixture
 def server(server_factory):
     """These cases follow each heartbeat's exact answer: a target at every change (assignment
-    batching off, as Kafka runs its request tests; tests/test_assignment_batching.py has it on)."""
-    return server_factory("--group-consumer-assignment-interval-ms", "0")
+    batching off, as Kafka runs its request tests; tests/test_assignment_batching.py has it on),
+    and a regex resolved again at every topic created (Kafka waits 10 s after the last
+    resolution, as tests/test_consumer_group_state_machine.py's regex case has it)."""
+    return server_factory(
+        "--group-consumer-assignment-interval-ms", "0", "--group-consumer-regex-min-refresh-interval-ms", "0"
+    )
 
 
 async def test_advertised_and_request_validation(server):

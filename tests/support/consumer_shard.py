@@ -23,8 +23,10 @@ class Catalog:
     def __init__(self) -> None:
         self.topics: dict[str, Info] = {}
         self.by_id: dict[uuid.UUID, Info] = {}
+        self.changes = 0  # (the broker's catalog's version: TopicImage.version)
 
     def add(self, name: str, partitions: int) -> Info:
+        self.changes += 1
         info = self.topics[name] = Info(name, partitions)
         self.by_id[info.topic_id] = info
         return info

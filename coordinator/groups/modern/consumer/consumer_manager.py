@@ -53,6 +53,12 @@ class ConsumerGroupConfig:
     assignment_interval_ms: int = 1000  # group.consumer.assignment.interval.ms (KIP-1263)
     min_assignment_interval_ms: int = 0  # group.consumer.min.assignment.interval.ms
     max_assignment_interval_ms: int = 15000  # group.consumer.max.assignment.interval.ms
+    # A group's regexes are resolved again at most once per min interval (Kafka 4.4's
+    # REGEX_BATCH_REFRESH_MIN_INTERVAL_MS, a constant there: a setting here only so that the
+    # test profile may shorten it), and at least once per interval (Kafka's internal
+    # group.consumer.regex.refresh.interval.ms) even if no topic was created meanwhile.
+    regex_min_refresh_interval_ms: int = 10_000
+    regex_refresh_interval_ms: int = 600_000
 
     @property
     def upgrade_enabled(self) -> bool:
@@ -86,6 +92,8 @@ def consumer_group_config(c: Any) -> ConsumerGroupConfig:
         interval,
         least,
         most,
+        c.group_consumer_regex_min_refresh_interval_ms,
+        c.group_consumer_regex_refresh_interval_ms,
     )
 
 
@@ -547,16 +555,27 @@ class ConsumerGroupManager(ModernGroupManager):
     # regular expressions (Kafka resolves them apart from the heartbeat) ----------------
 
     def _maybe_resolve_regexes(self, group: ConsumerGroup) -> None:
-        """Kafka's maybeUpdateRegularExpressions: a regex no member had before, or topics
-        created or deleted since the last resolution, schedule a resolution. It runs after
-        the heartbeat, as Kafka's asynchronous one: a member subscribing to a regex and a
-        topic name gets the named topic first and the regex's topics at a later epoch."""
+        """Kafka's maybeUpdateRegularExpressions: a regex no member had before, topics
+        created or deleted since the last resolution, or a last resolution older than the
+        refresh interval schedule a resolution, but none within the min refresh interval of
+        the last one (a regex new to the group included: a later heartbeat resolves it). It
+        runs after the heartbeat, as Kafka's asynchronous one: a member subscribing to a
+        regex and a topic name gets the named topic first and the regex's topics at a later
+        epoch."""
         if group.regex_refresh is not None:
+            return
+        now = self.clock.wall()
+        # (every resolution stamps all the group's regexes at once: Kafka reads any one's time)
+        last = max((stamp for _, stamp in group.regex_resolutions.values()), default=None)
+        cfg = self.config
+        if last is not None and now <= last + cfg.regex_min_refresh_interval_ms:
             return
         version = self.image.version()
         if (
-            version is None
+            last is None
+            or version is None
             or version != group.regex_version
+            or now > last + cfg.regex_refresh_interval_ms
             or any(x not in group.resolved_regexes for x in group.subscriptions()[1])
         ):
             group.regex_refresh = self.clock.call_at(self.clock.now(), self._resolve_regexes, group)
