@@ -745,6 +745,25 @@ async def test_share_fetch_honours_max_bytes(server):
         await conn.close()
 
 
+async def test_a_first_fetch_takes_the_first_new_share_partition_with_records(server):
+    """As Kafka 4.4 answered librdkafka's 0179 (50 records on each of two partitions): a
+    share-partition the broker loads for a fetch is acquired from only while nothing was
+    acquired before it, loaded ones first; the next fetch takes the others."""
+    conn, tid = await start(server, records=3, partitions=3)
+    try:
+        for p in (1, 2):
+            assert (await produce(conn, "t", build_batch([(None, b"p%d" % p)]), partition=p))[0] == 0
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid, partitions=(1, 2)))
+        assert (acquired(r, 1), acquired(r, 2)) == ([(0, 0, 1)], [])
+        # Partition 1 loaded, 2 loaded since, 0 new: 1 and 2 both, then 0 alone.
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 1, tid, partitions=(0,), acks={1: [(0, 0, [RELEASE])]}))
+        assert [acquired(r, p) for p in (0, 1, 2)] == [[], [(0, 0, 2)], [(0, 0, 1)]]
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 2, tid, partitions=()))
+        assert acquired(r, 0) == [(0, 2, 1)]
+    finally:
+        await conn.close()
+
+
 async def test_describe_share_group_offsets_reports_the_stored_state_as_kafka(server):
     """The answers a real Kafka 4.4 gave for the same steps (a topic of two partitions, 100
     records on partition 0, one member): every partition of the subscribed topic at start -1

@@ -797,7 +797,14 @@ class SharePartitionManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.lock_duration_ms(group_id) / 1000
         left = max_records
-        for tp in sorted(session.partitions, key=_by_topic_id):
+        # Share-partitions this broker has loaded come first, then those it loads now, in order,
+        # each taken only while nothing was acquired before it: Kafka's SharePartitionManager
+        # starts loading a new share-partition's state and its DelayedShareFetch acquires only
+        # from loaded ones, completing once one yields records, so a consumer's first fetch
+        # over new share-partitions gets the first that has records, the next fetch the others
+        # (librdkafka's 0179 expects its first poll to hold one partition's records).
+        loaded = self.partitions
+        for tp in sorted(session.partitions, key=lambda tp: ((group_id, *tp) not in loaded, _by_topic_id(tp))):
             error, plog = self._served(ctx, tp)
             if plog is None:
                 out[tp] = (error, [], b"")
@@ -805,6 +812,7 @@ class SharePartitionManager:
             if left <= 0:
                 continue
             key = (group_id, *tp)
+            fresh = key not in loaded
             try:
                 sp = await self.share_partition(key, plog)
             except (OSError, StorageError) as e:
@@ -814,6 +822,8 @@ class SharePartitionManager:
             if plog.offline is not None:
                 out[tp] = (E.kafka_storage_error, [], b"")
                 continue
+            if fresh and left < max_records:
+                continue  # (loaded: the next fetch acquires from it)
             upto = self._read_limit(plog, sp, min(partition_max_bytes, bytes_left), min_one=bytes_left == max_bytes)
             # An acquisition is not written, as Kafka's SharePartition.acquire writes nothing:
             # after a restart, a record acquired then is Available with the delivery count its
