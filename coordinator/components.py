@@ -272,6 +272,7 @@ def share_group_config(c: Config) -> ShareGroupConfig:
         c.group_share_assignment_interval_ms,
         c.group_share_min_assignment_interval_ms,
         c.group_share_max_assignment_interval_ms,
+        c.share_coordinator_cold_partition_snapshot_interval_ms,
     )
 
 

@@ -169,6 +169,11 @@ class Config:
     )
     share_partitions: int = _opt(50, "partitions of __share_group_state (share.coordinator.state.topic.num.partitions)")
     share_snapshot_update_records: int = _opt(500, "share.coordinator.snapshot.update.records.per.snapshot")
+    share_coordinator_cold_partition_snapshot_interval_ms: int = _opt(
+        300_000,
+        "share.coordinator.cold.partition.snapshot.interval.ms: how often share-partitions whose last "
+        "snapshot is at least this old get a new one (so the state topic can be pruned)",
+    )
     offset_metadata_max_bytes: int = _opt(4096, "offset.metadata.max.bytes")
     offsets_retention_minutes: int = _opt(7 * 24 * 60, "offsets.retention.minutes")
     offsets_retention_check_interval_ms: int = _opt(600_000, "offsets.retention.check.interval.ms")
@@ -278,6 +283,7 @@ _AT_LEAST = {
     "num_partitions": 1,
     "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1,
+    "share_coordinator_cold_partition_snapshot_interval_ms": 1,
     "quota_window_num": 1,
     "quota_window_size_seconds": 1,
     "log_cleaner_backoff_ms": 0,

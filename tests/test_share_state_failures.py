@@ -241,3 +241,27 @@ async def test_a_partition_whose_first_state_is_not_written_is_not_initialized(s
     finally:
         await conn.close()
     assert "Traceback" not in server.log_text()
+
+
+async def test_the_server_snapshots_cold_share_partitions_on_its_timer(server_factory):
+    """--share-coordinator-cold-partition-snapshot-interval-ms (Kafka's
+    share.coordinator.cold.partition.snapshot.interval.ms): a share-partition whose last
+    snapshot is that old gets a new one by the server's timer, its state as it is."""
+    server = server_factory(*NO_BATCHING, "--share-coordinator-cold-partition-snapshot-interval-ms", "100")
+    conn, tid = await start(server)
+    try:
+        r = await conn.request(SFETCH, 1, sfetch("g", "a", 0, tid))
+        r = await conn.request(SACK, 1, sack("g", "a", 1, tid, {0: [(0, 3, [ACCEPT])]}))
+        assert part(r).error_code == E.none
+        m = shares(server)
+        key = next(iter(m.partitions))
+        stored = m.state.states[key]
+        for _ in range(1000):  # (a cold snapshot: created as the one before it, written later)
+            if stored.write_timestamp > stored.create_timestamp:
+                break
+            await asyncio.sleep(0.01)
+        assert stored.write_timestamp > stored.create_timestamp and stored.snapshot_epoch >= 1
+        memory = live(server)
+    finally:
+        await conn.close()
+    assert rebuilt(server) == memory

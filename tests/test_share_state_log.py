@@ -116,3 +116,41 @@ async def test_a_snapshot_holds_the_updates_queued_before_it(tmp_path):
     again.load()
     assert again.states[key].records == {0: (R.ACKNOWLEDGED, 1), 1: (R.ARCHIVED, 1)}
     await again.close()
+
+
+async def test_cold_share_partitions_are_snapshotted_once_their_last_snapshot_is_old(tmp_path):
+    """Kafka's ShareCoordinatorShard.snapshotColdPartitions: a share-partition whose last
+    snapshot is at least the interval old gets a new one of its state as it is (create
+    timestamp kept, written now), which lets the records before it be pruned; a partition of
+    the topic whose share-partitions were all cold-snapshotted already is skipped."""
+    state = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    hot, cold = ("g", TOPIC_ID, 0), ("g", TOPIC_ID, 1)
+
+    async def write(key, start, runs, now, **kw):
+        fut = asyncio.get_running_loop().create_future()
+        state.write(key, start, runs, now, lambda e: fut.set_result(e), **kw)
+        assert await fut is None
+
+    async def snapshot_cold(now):
+        fut = asyncio.get_running_loop().create_future()
+        count = state.snapshot_cold(now, 1000, lambda: fut.set_result(None))
+        await fut
+        return count
+
+    await write(cold, 0, [(0, 1, R.ACKNOWLEDGED, 1)], 1000)  # a first snapshot at 1000
+    await write(cold, 2, [(2, 2, R.AVAILABLE, 1)], 1500)  # an update: the snapshot stays at 1000
+    await write(hot, 0, [(0, 0, R.AVAILABLE, 1)], 1800)
+    assert await snapshot_cold(1999) == 0  # (none is 1000 ms old)
+    assert await snapshot_cold(2000) == 1
+    s = state.states[cold]
+    assert (s.snapshot_epoch, s.updates, s.create_timestamp, s.write_timestamp) == (1, 1, 1000, 2000)
+    assert await snapshot_cold(2800) == 1  # hot's, whose snapshot is now 1000 ms old
+    assert await snapshot_cold(9000) == 0  # every one was: skipped
+    expected = {k: (v.start, v.records, v.snapshot_epoch) for k, v in state.states.items()}
+    await asyncio.gather(*state._pruning)
+    assert state.log.logs[0].log_start_offset == min(v.snapshot_offset for v in state.states.values()) > 0
+    await state.close()
+    again = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    again.load()
+    assert {k: (v.start, v.records, v.snapshot_epoch) for k, v in again.states.items()} == expected
+    await again.close()

@@ -22,6 +22,7 @@ class ShareGroupConfig:
     assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (KIP-1263)
     min_assignment_interval_ms: int = 0  # group.share.min.assignment.interval.ms
     max_assignment_interval_ms: int = 15_000  # group.share.max.assignment.interval.ms
+    cold_partition_snapshot_interval_ms: int = 300_000  # share.coordinator.cold.partition.snapshot.interval.ms
 
 
 @dataclass(frozen=True)

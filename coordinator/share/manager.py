@@ -157,10 +157,28 @@ class SharePartitionManager:
         # ShareGroupMetrics DeadLetterQueueRecordCount, DeadLetterQueueFailedProduceRequestsPerSec)
         self.dead_letters_written: Counter[str] = Counter()
         self.dead_letter_failures: Counter[str] = Counter()
+        # Kafka's ShareCoordinatorService.setupSnapshotColdPartitions: every
+        # share.coordinator.cold.partition.snapshot.interval.ms, the share-partitions whose last
+        # snapshot is that old get a new one (the next round is set once its writes are done)
+        self._cold_timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._schedule_cold_snapshots()
         for shard in groups.shards:
             shard.share.member_fenced.append(self.member_fenced)
             shard.share.group_deleted.append(self.group_deleted)
             shard.share.initialize_state = self.initialize_state
+
+    def _schedule_cold_snapshots(self) -> None:
+        if self._closed:
+            return
+        interval = self.config.cold_partition_snapshot_interval_ms / 1000
+        self._cold_timer = asyncio.get_running_loop().call_later(interval, self._snapshot_cold)
+
+    def _snapshot_cold(self) -> None:
+        self._cold_timer = None
+        self.state.snapshot_cold(
+            int(time.time() * 1000), self.config.cold_partition_snapshot_interval_ms, self._schedule_cold_snapshots
+        )
 
     def register(self, registry: Registry) -> None:
         registry.add(SHARE_FETCH, range(1, 3), self.share_fetch, cancel_on_close=True)
@@ -984,4 +1002,8 @@ class SharePartitionManager:
         for _, handle in self.timers.values():
             handle.cancel()
         self.timers.clear()
+        self._closed = True
+        if self._cold_timer is not None:
+            self._cold_timer.cancel()
+            self._cold_timer = None
         await self.state.close()

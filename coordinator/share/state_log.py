@@ -6,7 +6,9 @@ abs(hash("group:topicId:partition")) % N of the topic, as Kafka's SharePartition
 A write is a ShareUpdate (the state batches that changed, and the start offset if it moved)
 carrying the epoch of the snapshot it applies to, or, every
 `share.coordinator.snapshot.update.records.per.snapshot` updates, a ShareSnapshot of the
-whole state (a new snapshot epoch). Replaying a key is its last snapshot, then the updates
+whole state (a new snapshot epoch); and every
+`share.coordinator.cold.partition.snapshot.interval.ms` a snapshot of each share-partition whose
+last one is that old (snapshot_cold). Replaying a key is its last snapshot, then the updates
 of that snapshot's epoch in log order.
 
 The topic is not compacted (a snapshot and an update have different keys): as Kafka's
@@ -78,7 +80,10 @@ class StoredState:
     # AlterShareGroupOffsets' initialization, keeps it), as ShareCoordinatorShard does
     updates: int = 0
     snapshot_offset: int = 0  # where the last snapshot is in the log
+    # the last snapshot's (Kafka's ShareGroupOffset): both when it was written, but for a cold
+    # snapshot (snapshot_cold), which keeps the create timestamp of the one it repeats
     create_timestamp: int = -1
+    write_timestamp: int = -1
 
     def apply(self, start: int, batches: tuple[StateBatch, ...]) -> None:
         if start >= 0:
@@ -146,6 +151,7 @@ class ShareStateLog:
                 self._after_snapshot(before.updates if before is not None else 0),
                 offset,
                 value.create_timestamp,
+                value.write_timestamp,
             )
             state.apply(-1, value.state_batches)
             return
@@ -174,12 +180,14 @@ class ShareStateLog:
         state_epoch: int | None = None,
         restart: bool = False,
         whole: Callable[[], list[tuple[int, int, int, int]]] | None = None,
+        cold: bool = False,
     ) -> None:
         """Persist a share-partition's change: `runs` (first, last, state, count) are the
         state batches that changed (all of them with full=True), `start` its start offset;
         restart: nothing in flight any more (AlterShareGroupOffsets); whole(): every state
         batch of the share-partition now, for when this write is a snapshot. done(None) once
-        durable, done(error) if the write failed (nothing of it stays).
+        durable, done(error) if the write failed (nothing of it stays). cold: a snapshot of the
+        state as it is (snapshot_cold).
 
         state_epoch: the share-partition's; a write under an older one than the stored (the
         share-partition was started over since it was loaded) is refused, nothing written:
@@ -197,7 +205,7 @@ class ShareStateLog:
         # Kafka's ShareCoordinatorShard.generateShareStateRecord: a snapshot once the updates
         # since the last one reached share.coordinator.snapshot.update.records.per.snapshot (a
         # share-partition's first write, and a full one, as Kafka's initializeState, too)
-        snapshot = full or state is None or state.updates >= self.snapshot_every
+        snapshot = full or cold or state is None or state.updates >= self.snapshot_every
         created = state is None
         if state is None:
             state = self.states[key] = StoredState()
@@ -214,8 +222,9 @@ class ShareStateLog:
         if snapshot:
             state.snapshot_epoch += 1
             state.updates = self._after_snapshot(state.updates)
-            if state.create_timestamp < 0:
+            if not cold:
                 state.create_timestamp = now_ms
+            state.write_timestamp = now_ms
             value: Any = ShareSnapshotValue(
                 state.snapshot_epoch,
                 state.state_epoch,
@@ -224,7 +233,8 @@ class ShareStateLog:
                 state.create_timestamp,
                 now_ms,
                 _batches_of(state.records),
-                -1 if full else _complete(state),  # (none in a share-partition's initialization)
+                # (none in a share-partition's initialization, nor while it is not started)
+                -1 if full or state.start < 0 else _complete(state),
             )
         else:
             state.updates += 1
@@ -257,6 +267,38 @@ class ShareStateLog:
             done(error)
 
         self.write(key, -1, [], now_ms, written, full=True)
+
+    def snapshot_cold(self, now_ms: int, interval_ms: int, done: Callable[[], None]) -> int:
+        """Kafka's ShareCoordinatorShard.snapshotColdPartitions, per partition of the topic (a
+        share coordinator shard): unless every share-partition there was cold-snapshotted
+        already (its last snapshot's create and write timestamps differ), each whose last
+        snapshot is `interval_ms` old or older gets a new one of its state as it is, which lets
+        the log's records before it be pruned. done() once every write is done (written or
+        not: one that failed makes the share-partition's next write a snapshot). The number
+        of snapshots written."""
+        cold: list[Key] = []
+        by_partition: dict[int, list[Key]] = {}
+        for key in self.states:
+            by_partition.setdefault(self.partition_of(key), []).append(key)
+        for keys in by_partition.values():
+            if all(self.states[k].create_timestamp != self.states[k].write_timestamp for k in keys):
+                continue
+            cold += [k for k in keys if now_ms - self.states[k].write_timestamp >= interval_ms]
+        left = [len(cold)]
+
+        def written(error: BaseException | None) -> None:
+            if error is not None:
+                log.warning("cold share-partition snapshot not written: %s", error)
+            left[0] -= 1
+            if left[0] == 0:
+                done()
+
+        if not cold:
+            done()
+        for key in cold:
+            log.debug("share-partition %s: its last snapshot is older than %d ms", key, interval_ms)
+            self.write(key, -1, [], now_ms, written, cold=True)
+        return len(cold)
 
     def resync(self, key: Key, start: int, runs: list[tuple[int, int, int, int]]) -> None:
         """The share-partition's writes that failed were undone: what this view holds of it is
