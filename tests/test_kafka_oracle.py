@@ -1279,6 +1279,76 @@ def test_share_group_state_snapshots_as_kafka(warm, sides):
     obs.check()
 
 
+SHARE_FIRST_TOPIC, SHARE_FIRST_GROUP = "oracle-share-first-fetch", "oracle-share-first-fetch"
+
+
+def test_share_first_fetch_over_new_share_partitions(warm, sides):
+    """librdkafka's 0179: 50 records on each of two partitions; a member's first ShareFetch
+    (500 records allowed) gets partition 0's alone, as Kafka loads each share-partition's
+    state before acquiring from it, and its next fetch partition 1's."""
+    obs = Observations()
+    answers: list[list[Any]] = [[], []]
+    for i, side in enumerate(sides):
+        topic = {"name": SHARE_FIRST_TOPIC, "num_partitions": 2, "replication_factor": 1}
+        created = side.call(19, 7, {"timeout": 30000, "topics": [topic]})
+        assert created.topics[0].error_code == 0, created
+        wait_for_partitions(side.server.port, SHARE_FIRST_TOPIC, 2)
+        side.learn_topic_ids()
+        tid = side.tid(SHARE_FIRST_TOPIC)
+        for p in (0, 1):
+            values = produce_values(SHARE_FIRST_TOPIC, batch([(b"k", b"%d" % n) for n in range(50)]), partition=p)
+            answer = side.call(0, 11, values(side, 11))
+            assert answer.responses[0].partition_responses[0].error_code == 0, answer
+        group_config = {
+            "resource_type": 32,
+            "resource_name": SHARE_FIRST_GROUP,
+            "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}],
+        }
+        assert side.call(44, 1, {"resources": [group_config]}).responses[0].error_code == 0
+
+        def beat(mid: str, epoch: int, topics=None, side=side) -> Any:
+            values = {"group_id": SHARE_FIRST_GROUP, "member_id": mid, "member_epoch": epoch}
+            return side.call(76, 1, {**values, "subscribed_topic_names": topics})
+
+        joined = beat(str(uuid.uuid4()), 0, [SHARE_FIRST_TOPIC])
+        mid, epoch = joined.member_id, joined.member_epoch
+        deadline = time.monotonic() + 60
+        while not (joined.assignment and sum(len(t.partitions) for t in joined.assignment.topic_partitions) == 2):
+            assert time.monotonic() < deadline, "no assignment"
+            time.sleep(0.05)
+            joined = beat(mid, epoch)
+            epoch = joined.member_epoch
+        for session in (0, 1):
+            parts = [{"partition_index": p, "acknowledgement_batches": []} for p in (0, 1)]
+            body = side.call(
+                78,
+                1,
+                {
+                    "group_id": SHARE_FIRST_GROUP,
+                    "member_id": mid,
+                    "share_session_epoch": session,
+                    "max_wait": 5000,
+                    "min_bytes": 1,
+                    "max_bytes": 52428800,
+                    "max_records": 500,
+                    "batch_size": 500,
+                    "topics": [{"topic_id": tid, "partitions": parts if session == 0 else []}],
+                },
+            )
+            assert body.error_code == 0, body
+            answers[i].append(
+                sorted(
+                    (p.partition_index, [(a.first_offset, a.last_offset) for a in p.acquired_records])
+                    for t in body.responses
+                    for p in t.partitions
+                    if p.acquired_records
+                )
+            )
+        beat(mid, -1)
+    obs.compare("wire/ShareFetch/first-fetch-over-new-share-partitions", *answers)
+    obs.check()
+
+
 def streams_heartbeat(side: Side, v: int, group: str, member: str, epoch: int, topology: Any = None, **kw: Any) -> Any:
     joining = epoch == 0
     values = {
