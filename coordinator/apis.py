@@ -10,7 +10,6 @@ ApiVersions advertises exactly what is registered.
 
 from __future__ import annotations
 
-import asyncio
 import collections.abc
 import datetime
 import ipaddress
@@ -24,6 +23,8 @@ from kio.schema.errors import ErrorCode
 
 from protocol.messages import Codec, RequestHeader, codec, has_codec
 from protocol.wire import Raw as Raw  # re-exported: handlers import it from here
+
+from .futures import CaughtAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,23 +263,6 @@ def new_context(header: RequestHeader, codec: Codec, client_host: str, connectio
     ctx.size = size
     ctx.loop_time = -1.0
     return ctx
-
-
-class CaughtAnswer:
-    """Stands in for the connection of a handler run inside another (the ACL gate's partial
-    answers, a fault's held request): catches ctx.answer(); everything else the handler reads
-    of its connection (listener, SASL session, transport, throttle) is the real one's."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.done = asyncio.get_running_loop().create_future()
-
-    def flush_answers(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
 
 
 def inner_context(ctx: RequestContext) -> RequestContext:

@@ -75,7 +75,7 @@ class Connection(asyncio.Protocol):
         self.pending: deque[Any] = deque()
         # Frames read but not handled yet: a chunk read can hold hundreds of requests, and
         # handling them all at once would queue every answer past the budget.
-        self.backlog: deque[bytes] = deque()
+        self.backlog: deque[Any] = deque()  # frames: bytes, or a large frame's bytearray
         self.reading_paused = False
         self.writing_paused = False  # the transport holds more than the budget of unsent answers
         self.draining = False  # the server is stopping: answer what was read, read no more

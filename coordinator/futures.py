@@ -63,3 +63,22 @@ class LongPolls(Generic[K]):
         """The server is stopping: every waiter answers now with what it has."""
         for key in list(self.by_key):
             self.wake(key)
+
+
+class CaughtAnswer:
+    """Stands in for the connection of a handler run inside another (the ACL gate's partial
+    answers, a fault's held request): catches ctx.answer(); everything else the handler reads
+    of its connection (listener, SASL session, transport, throttle) is the real one's.
+    (Here, not in coordinator/apis.py: the compiled build makes a class there a C type, on which
+    a handler could not set an attribute of its own, as Produce sets quota_turn.)"""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.done = asyncio.get_running_loop().create_future()
+
+    def flush_answers(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)

@@ -220,7 +220,9 @@ class OffsetManager:
     # OffsetFetch ----------------------------------------------------------------------
 
     def fetch(
-        self, group_id: str, wanted: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        wanted: list[tuple[Any, list[int]]] | None,  # (a topic: its name, or v10's unknown id)
     ) -> tuple[int, list[tuple[str, list[tuple[int, OffsetCommitValue | None]]]]]:
         """(group error, [(topic, [(partition, offset or None)])]); wanted=None means all. An
         empty group id is a group like any other, as at Kafka 4.4."""
