@@ -225,7 +225,8 @@ async def test_a_partition_whose_first_state_is_not_written_is_not_initialized(s
         await conn.create_topics("t", partitions=2)
         with FailingWrites(server) as writes:
             r = await conn.request(SHB, 1, shb("g", "a", 0, ("t",)))
-            assert r.error_code == E.not_coordinator and writes.failed == 2
+            assert (r.error_code, r.error_message) == (E.not_coordinator, "This is not the correct coordinator.")
+            assert writes.failed == 2
         memory = initialization(server)
         assert memory == ({}, {}, [])
     finally:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode as E
 
 from protocol import share_records as R
+from protocol.error_messages import default_message
 
 from .... import server_log
 from . import share_group
@@ -204,17 +205,18 @@ class ShareGroupManager(ModernGroupManager):
         initialize_state = self.initialize_state
         assert initialize_state is not None
 
-        def settle(error: int) -> None:
+        def settle(answered: ShareHeartbeatResult) -> None:
             if not answer.done():
-                answer.set_result(result if error == E.none else self.write_failed(error))
+                answer.set_result(answered)
 
         def written(error: int) -> None:
             self.clock.call_at(self.clock.now(), self._initialized, group_id, started, error)
-            settle(error)
+            # (Kafka answers the persister's error with its default message)
+            settle(result if error == E.none else ShareHeartbeatResult(error, default_message(error)))
 
         def durable(error: int) -> None:
             if error != E.none:
-                settle(error)  # (the heartbeat's own records failed: its answer says so)
+                settle(self.write_failed(error))  # (the heartbeat's own records failed)
             else:
                 initialize_state(group_id, started, state_epoch, written)
 
