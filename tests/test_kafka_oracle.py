@@ -17,6 +17,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -1202,6 +1203,38 @@ def share_state_records(server, group: str) -> list[Any]:
     return [(kind, value) for _, kind, value in sorted(out, key=lambda x: x[0])]
 
 
+def create_share_topic(side: Side, topic: str, partitions: int) -> Any:
+    """The topic a share scenario reads, created on `side`; its id there."""
+    spec = {"name": topic, "num_partitions": partitions, "replication_factor": 1}
+    created = side.call(19, 7, {"timeout": 30000, "topics": [spec]})
+    assert created.topics[0].error_code == 0, created
+    wait_for_partitions(side.server.port, topic, partitions)
+    side.learn_topic_ids()
+    return side.tid(topic)
+
+
+def join_share_group(side: Side, group: str, topic: str, partitions: int) -> tuple[str, Callable[..., Any]]:
+    """One member of a share group reading `topic` from its start, joined until all its
+    partitions are assigned: its member id and its heartbeat (member id, epoch)."""
+    reset = {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}
+    configs = {"resources": [{"resource_type": 32, "resource_name": group, "configs": [reset]}]}
+    assert side.call(44, 1, configs).responses[0].error_code == 0
+
+    def beat(mid: str, epoch: int, topics: list[str] | None = None) -> Any:
+        values = {"group_id": group, "member_id": mid, "member_epoch": epoch}
+        return side.call(76, 1, {**values, "subscribed_topic_names": topics})
+
+    joined = beat(str(uuid.uuid4()), 0, [topic])
+    mid, epoch = joined.member_id, joined.member_epoch
+    deadline = time.monotonic() + 60
+    while not (joined.assignment and sum(len(t.partitions) for t in joined.assignment.topic_partitions) == partitions):
+        assert time.monotonic() < deadline, "no assignment"
+        time.sleep(0.05)
+        joined = beat(mid, epoch)
+        epoch = joined.member_epoch
+    return mid, beat
+
+
 def test_share_group_state_snapshots_as_kafka(warm, sides):
     """A share group reads a partition record by record, accepting each in its next ShareFetch:
     `__share_group_state` gets Kafka's records, a ShareSnapshot when the partition is
@@ -1209,37 +1242,12 @@ def test_share_group_state_snapshots_as_kafka(warm, sides):
     obs = Observations()
     answers: list[list[Any]] = [[], []]
     for i, side in enumerate(sides):
-        created = side.call(
-            19,
-            7,
-            {"timeout": 30000, "topics": [{"name": SHARE_STATE_TOPIC, "num_partitions": 1, "replication_factor": 1}]},
-        )
-        assert created.topics[0].error_code == 0, created
-        wait_for_partitions(side.server.port, SHARE_STATE_TOPIC, 1)
-        side.learn_topic_ids()
-        tid = side.tid(SHARE_STATE_TOPIC)
+        tid = create_share_topic(side, SHARE_STATE_TOPIC, 1)
         for n in range(SHARE_STATE_RECORDS):
             answer = side.call(0, 11, produce_values(SHARE_STATE_TOPIC, batch([(b"k", b"%d" % n)]))(side, 11))
             assert answer.responses[0].partition_responses[0].error_code == 0, answer
-        group_config = {
-            "resource_type": 32,
-            "resource_name": SHARE_STATE_GROUP,
-            "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}],
-        }
-        assert side.call(44, 1, {"resources": [group_config]}).responses[0].error_code == 0
-
-        def beat(mid: str, epoch: int, topics=None, side=side) -> Any:
-            values = {"group_id": SHARE_STATE_GROUP, "member_id": mid, "member_epoch": epoch}
-            return side.call(76, 1, {**values, "subscribed_topic_names": topics})
-
-        joined = beat(str(uuid.uuid4()), 0, [SHARE_STATE_TOPIC])
-        mid, epoch = joined.member_id, joined.member_epoch
         deadline = time.monotonic() + 60
-        while not (joined.assignment and joined.assignment.topic_partitions):
-            assert time.monotonic() < deadline, "no assignment"
-            time.sleep(0.05)
-            joined = beat(mid, epoch)
-            epoch = joined.member_epoch
+        mid, beat = join_share_group(side, SHARE_STATE_GROUP, SHARE_STATE_TOPIC, 1)
 
         def fetch(session: int, acked: int | None, partitions: bool = True, side=side, mid=mid, tid=tid) -> Any:
             acks = [] if acked is None else [{"first_offset": acked, "last_offset": acked, "acknowledge_types": [1]}]
@@ -1292,35 +1300,12 @@ def test_share_first_fetch_over_new_share_partitions(warm, sides):
     obs = Observations()
     answers: list[list[Any]] = [[], []]
     for i, side in enumerate(sides):
-        topic = {"name": SHARE_FIRST_TOPIC, "num_partitions": 2, "replication_factor": 1}
-        created = side.call(19, 7, {"timeout": 30000, "topics": [topic]})
-        assert created.topics[0].error_code == 0, created
-        wait_for_partitions(side.server.port, SHARE_FIRST_TOPIC, 2)
-        side.learn_topic_ids()
-        tid = side.tid(SHARE_FIRST_TOPIC)
+        tid = create_share_topic(side, SHARE_FIRST_TOPIC, 2)
         for p in (0, 1):
             values = produce_values(SHARE_FIRST_TOPIC, batch([(b"k", b"%d" % n) for n in range(50)]), partition=p)
             answer = side.call(0, 11, values(side, 11))
             assert answer.responses[0].partition_responses[0].error_code == 0, answer
-        group_config = {
-            "resource_type": 32,
-            "resource_name": SHARE_FIRST_GROUP,
-            "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}],
-        }
-        assert side.call(44, 1, {"resources": [group_config]}).responses[0].error_code == 0
-
-        def beat(mid: str, epoch: int, topics=None, side=side) -> Any:
-            values = {"group_id": SHARE_FIRST_GROUP, "member_id": mid, "member_epoch": epoch}
-            return side.call(76, 1, {**values, "subscribed_topic_names": topics})
-
-        joined = beat(str(uuid.uuid4()), 0, [SHARE_FIRST_TOPIC])
-        mid, epoch = joined.member_id, joined.member_epoch
-        deadline = time.monotonic() + 60
-        while not (joined.assignment and sum(len(t.partitions) for t in joined.assignment.topic_partitions) == 2):
-            assert time.monotonic() < deadline, "no assignment"
-            time.sleep(0.05)
-            joined = beat(mid, epoch)
-            epoch = joined.member_epoch
+        mid, beat = join_share_group(side, SHARE_FIRST_GROUP, SHARE_FIRST_TOPIC, 2)
         for session in (0, 1):
             parts = [{"partition_index": p, "acknowledgement_batches": []} for p in (0, 1)]
             body = side.call(
