@@ -4,6 +4,8 @@ Kafka's errors; DENY beats ALLOW, PREFIXED patterns, super users, ACLs kept acro
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -486,74 +488,35 @@ async def test_denied_entries_answered_beside_the_served_ones(server_factory):
         ),
     )
     assert [(t.name, t.partition_responses[0].error_code == 29) for t in r.responses] == [("u", False), ("t", True)]
-    r = await call(
-        1,
-        12,
-        replica_id=-1,
-        max_wait=0 * ms,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=tuple(
-            nested(
-                1,
-                12,
-                "FetchTopic",
-                topic=n,
-                partitions=(
-                    nested(
-                        1,
-                        12,
-                        "FetchPartition",
-                        partition=0,
-                        fetch_offset=0,
-                        log_start_offset=-1,
-                        partition_max_bytes=1024,
-                    ),
-                ),
+
+    def fetch_both(v: int, name: str) -> Any:
+        """Fetch v`v` of partition 0 of t and u, each named by `name` (topic or topic_id)."""
+
+        def topic(n: str) -> Any:
+            partition = nested(
+                1, v, "FetchPartition", partition=0, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1024
             )
-            for n in ("t", "u")
-        ),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
+            return nested(1, v, "FetchTopic", partitions=(partition,), **{name: n if name == "topic" else ids[n]})
+
+        return call(
+            1,
+            v,
+            replica_id=-1,
+            max_wait=0 * ms,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(topic(n) for n in ("t", "u")),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    r = await fetch_both(12, "topic")
     assert [(t.topic, t.partitions[0].error_code) for t in r.responses] == [("u", 0), ("t", 29)]
     # v13 names topics by id (librdkafka's consumer): the denied one's row has its id and no name
-    r = await call(
-        1,
-        13,
-        replica_id=-1,
-        max_wait=0 * ms,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=tuple(
-            nested(
-                1,
-                13,
-                "FetchTopic",
-                topic_id=ids[n],
-                partitions=(
-                    nested(
-                        1,
-                        13,
-                        "FetchPartition",
-                        partition=0,
-                        fetch_offset=0,
-                        log_start_offset=-1,
-                        partition_max_bytes=1024,
-                    ),
-                ),
-            )
-            for n in ("t", "u")
-        ),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
+    r = await fetch_both(13, "topic_id")
     assert [(t.topic_id, t.partitions[0].error_code) for t in r.responses] == [(ids["u"], 0), (ids["t"], 29)]
     r = await call(
         61,
