@@ -45,7 +45,7 @@ pytestmark = [
     pytest.mark.process,
 ]  # server processes started, killed and restarted, or filled to their limits
 
-NOT_COORDINATOR, KAFKA_STORAGE_ERROR = 16, 56
+NOT_COORDINATOR, KAFKA_STORAGE_ERROR, MEMBER_ID_REQUIRED = 16, 56, 79
 
 
 @pytest.fixture
@@ -117,6 +117,10 @@ async def test_full_disk(server_factory, small_disk):
     await conn.request(
         SYNC, 3, sync_body(3, "g4", classic.member_id, 1, [(classic.member_id, write_assignment(0, [("t", [0, 1])]))])
     )
+    # A JoinGroup that makes a group writes it (Kafka's empty GroupMetadata): g7 is made while
+    # there is room. It lives in g1's __consumer_offsets partition (Java's hash), whose file
+    # the commits below fill to its last byte, so that its assignment cannot be stored.
+    assert (await conn.request(JOIN, 5, join_body(5, "g7"))).error_code == MEMBER_ID_REQUIRED
     filler = fill(small_disk)
 
     # Writes get Kafka's errors, and nothing of them shows. (A file's last page may still
@@ -136,14 +140,14 @@ async def test_full_disk(server_factory, small_disk):
     assert error == KAFKA_STORAGE_ERROR
     assert await leave(conn, "g1", member) == NOT_COORDINATOR
     assert await describe(conn, "g1") == ("Stable", [(member, b"assignment")])  # the member is still in
-    first = await conn.request(JOIN, 5, join_body(5, "g2"))
-    joined = await conn.request(JOIN, 5, join_body(5, "g2", first.member_id))
-    assert joined.error_code == 0  # a join phase writes nothing
+    first = await conn.request(JOIN, 5, join_body(5, "g7"))
+    joined = await conn.request(JOIN, 5, join_body(5, "g7", first.member_id))
+    assert joined.error_code == 0  # a join phase of a group already made writes nothing
     synced = await conn.request(
-        SYNC, 3, sync_body(3, "g2", joined.member_id, joined.generation_id, [(joined.member_id, b"a")])
+        SYNC, 3, sync_body(3, "g7", joined.member_id, joined.generation_id, [(joined.member_id, b"a")])
     )
     assert synced.error_code == NOT_COORDINATOR  # the assignment could not be stored: rejoin
-    assert (await describe(conn, "g2"))[0] == "PreparingRebalance"
+    assert (await describe(conn, "g7"))[0] == "PreparingRebalance"
     # A static member restarting cannot have its new member id stored: it keeps the old one.
     static_id = static.member_id
     for _ in range(100):  # (its partition's file may take a few more records in its last page)
@@ -162,7 +166,7 @@ async def test_full_disk(server_factory, small_disk):
     # Reads keep working.
     assert (await conn.request(HEARTBEAT, 3, hb_body(3, "g1", member, gen))).error_code == 0
     listed = await conn.request(LIST, 4, cls(LIST, 4)(states_filter=()))
-    assert {g.group_id for g in listed.groups} == {"g1", "g2", "g3", "g4"}
+    assert {g.group_id for g in listed.groups} == {"g1", "g3", "g4", "g7"}
     assert {g.group_id: g.protocol_type for g in listed.groups}["g4"] == "consumer"
     assert {g.group_id: g.group_state for g in listed.groups}["g4"] == "Stable"
 

@@ -1213,6 +1213,20 @@ def create_share_topic(side: Side, topic: str, partitions: int) -> Any:
     return side.tid(topic)
 
 
+def produce_to(side: Side, topic: str, records: bytes, partition: int = 0) -> None:
+    """`records` appended, sent again while a partition just created is not yet served by its
+    leader (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment after its metadata shows it)."""
+    deadline = time.monotonic() + 15
+    while True:
+        answer = side.call(0, 11, produce_values(topic, records, partition=partition)(side, 11))
+        error = answer.responses[0].partition_responses[0].error_code
+        if error in (3, 6) and time.monotonic() < deadline:  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
+            time.sleep(0.1)
+            continue
+        assert error == 0, answer
+        return
+
+
 def join_share_group(side: Side, group: str, topic: str, partitions: int) -> tuple[str, Callable[..., Any]]:
     """One member of a share group reading `topic` from its start, joined until all its
     partitions are assigned: its member id and its heartbeat (member id, epoch)."""
@@ -1244,8 +1258,7 @@ def test_share_group_state_snapshots_as_kafka(warm, sides):
     for i, side in enumerate(sides):
         tid = create_share_topic(side, SHARE_STATE_TOPIC, 1)
         for n in range(SHARE_STATE_RECORDS):
-            answer = side.call(0, 11, produce_values(SHARE_STATE_TOPIC, batch([(b"k", b"%d" % n)]))(side, 11))
-            assert answer.responses[0].partition_responses[0].error_code == 0, answer
+            produce_to(side, SHARE_STATE_TOPIC, batch([(b"k", b"%d" % n)]))
         deadline = time.monotonic() + 60
         mid, beat = join_share_group(side, SHARE_STATE_GROUP, SHARE_STATE_TOPIC, 1)
 
@@ -1302,9 +1315,7 @@ def test_share_first_fetch_over_new_share_partitions(warm, sides):
     for i, side in enumerate(sides):
         tid = create_share_topic(side, SHARE_FIRST_TOPIC, 2)
         for p in (0, 1):
-            values = produce_values(SHARE_FIRST_TOPIC, batch([(b"k", b"%d" % n) for n in range(50)]), partition=p)
-            answer = side.call(0, 11, values(side, 11))
-            assert answer.responses[0].partition_responses[0].error_code == 0, answer
+            produce_to(side, SHARE_FIRST_TOPIC, batch([(b"k", b"%d" % n) for n in range(50)]), p)
         mid, beat = join_share_group(side, SHARE_FIRST_GROUP, SHARE_FIRST_TOPIC, 2)
         for session in (0, 1):
             parts = [{"partition_index": p, "acknowledgement_batches": []} for p in (0, 1)]
