@@ -46,6 +46,18 @@ def subscription(topics, owned=()):
     return out.getvalue()
 
 
+# What a classic group's conversion to a consumer group writes first, as Kafka 4.4 does: the
+# classic group's tombstone, then the consumer group's member, epoch, target and assignment.
+CONVERSION_RECORDS = [
+    ("GroupMetadataKey", True),
+    ("ConsumerGroupMemberMetadataKey", False),
+    ("ConsumerGroupMetadataKey", False),
+    ("ConsumerGroupTargetAssignmentMemberKey", False),
+    ("ConsumerGroupTargetAssignmentMetadataKey", False),
+    ("ConsumerGroupCurrentMemberAssignmentKey", False),
+]
+
+
 async def join(conn, member="", owned=(), v=9):
     r = await conn.request(JOIN, v, join_body(v, GROUP, member, protocols=(("range", subscription(["t"], owned)),)))
     if r.error_code == 79:  # MEMBER_ID_REQUIRED
@@ -296,14 +308,7 @@ async def test_a_converted_classic_group_writes_kafkas_records():
     await settle()
     n = len(h.log.records[0])
     assert (await h.hb("b", 0, ["t"])).error == 0
-    assert _records_since(h, n) == [
-        ("GroupMetadataKey", True),
-        ("ConsumerGroupMemberMetadataKey", False),
-        ("ConsumerGroupMetadataKey", False),
-        ("ConsumerGroupTargetAssignmentMemberKey", False),
-        ("ConsumerGroupTargetAssignmentMetadataKey", False),
-        ("ConsumerGroupCurrentMemberAssignmentKey", False),
-    ]
+    assert _records_since(h, n) == CONVERSION_RECORDS
     assert type(h.reload().shard.groups[CG]) is ConsumerGroup
 
     h = Harness()
@@ -312,14 +317,7 @@ async def test_a_converted_classic_group_writes_kafkas_records():
     n = len(h.log.records[0])
     assert (await h.hb("b", 0, ["t"])).error == 0
     written = h.log.records[0][n:]
-    assert _records_since(h, n)[:6] == [
-        ("GroupMetadataKey", True),
-        ("ConsumerGroupMemberMetadataKey", False),
-        ("ConsumerGroupMetadataKey", False),
-        ("ConsumerGroupTargetAssignmentMemberKey", False),
-        ("ConsumerGroupTargetAssignmentMetadataKey", False),
-        ("ConsumerGroupCurrentMemberAssignmentKey", False),
-    ]
+    assert _records_since(h, n)[:6] == CONVERSION_RECORDS
     assert [getattr(k, "member_id", None) for k, _ in written[1:6]] == [member, None, member, None, member]
     assert (written[2][1].epoch, written[4][1].assignment_epoch, written[4][1].assignment_timestamp) == (1, 1, 0)
     # then the heartbeat's: b's subscription, the epoch it bumps, the new target, b's assignment

@@ -2817,6 +2817,21 @@ class RegexMember:
         until("the regex resolved", lambda: self.group_epoch() > before)
 
 
+def topic_for_a_group_assigning_at_once(side: Side, group: str, topic: str) -> None:
+    """`topic` (2 partitions) made on `side`, and `group` set to compute a new target at every
+    change (consumer.assignment.interval.ms 0), so both brokers write each step's records."""
+    answer = side.call(
+        19, 7, {"timeout": 30000, "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}]}
+    )
+    assert [t.error_code for t in answer.topics] == [0], answer
+    wait_for_partitions(side.server.port, topic, 2)
+    side.learn_topic_ids()
+    every_change = {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": "0"}
+    resource = {"resource_type": 32, "resource_name": group, "configs": [every_change]}
+    altered = side.call(44, 1, {"validate_only": False, "resources": [resource]})
+    assert [r.error_code for r in altered.responses] == [0], altered
+
+
 def test_consumer_group_records_with_a_regex(warm, sides):
     """A KIP-848 member subscribes with a regex, moves to the topic it matched by name, back to
     the regex, and leaves: the group's records in __consumer_offsets, decoded, are Kafka's
@@ -2825,16 +2840,7 @@ def test_consumer_group_records_with_a_regex(warm, sides):
     group, topic, regex = "oracle-records-regex", "oracle-rx-a", "oracle-rx-.*"
     dumps = []
     for side in sides:
-        answer = side.call(
-            19, 7, {"timeout": 30000, "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}]}
-        )
-        assert [t.error_code for t in answer.topics] == [0], answer
-        wait_for_partitions(side.server.port, topic, 2)
-        side.learn_topic_ids()
-        every_change = {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": "0"}
-        resource = {"resource_type": 32, "resource_name": group, "configs": [every_change]}
-        altered = side.call(44, 1, {"validate_only": False, "resources": [resource]})
-        assert [r.error_code for r in altered.responses] == [0], altered
+        topic_for_a_group_assigning_at_once(side, group, topic)
         m = RegexMember(side, group, str(uuid.UUID(int=0x848)))
         m.beat([], regex, first=True)
         m.resolved(1)
@@ -2945,16 +2951,7 @@ def test_consumer_group_rejoin_at_epoch_zero_while_revoking(warm, sides):
     steps: list[list[Any]] = [[], []]
     dumps = []
     for i, side in enumerate(sides):
-        answer = side.call(
-            19, 7, {"timeout": 30000, "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}]}
-        )
-        assert [t.error_code for t in answer.topics] == [0], answer
-        wait_for_partitions(side.server.port, topic, 2)
-        side.learn_topic_ids()
-        every_change = {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": "0"}
-        resource = {"resource_type": 32, "resource_name": group, "configs": [every_change]}
-        altered = side.call(44, 1, {"validate_only": False, "resources": [resource]})
-        assert [r.error_code for r in altered.responses] == [0], altered
+        topic_for_a_group_assigning_at_once(side, group, topic)
         a, b = RegexMember(side, group, a_id), RegexMember(side, group, b_id)
         seen = member_view
         steps[i].append(("a joins", seen(a, a.beat([topic], None, first=True))))
