@@ -2813,8 +2813,24 @@ class RegexMember:
 
     def resolved(self, before: int) -> None:
         """A regex is resolved apart from the heartbeat (Kafka's executor): wait for the epoch
-        it bumps before the next heartbeat, so both brokers write in one order."""
-        until("the regex resolved", lambda: self.group_epoch() > before)
+        it bumps before the next heartbeat, so both brokers write in one order. A heartbeat
+        every 3 s meanwhile keeps the member alive: on a loaded machine Kafka may resolve
+        before its group coordinator's metadata image has the new topic (nothing matched, no
+        epoch bump) and resolves again only at a heartbeat past its 10 s refresh interval;
+        without one the member would expire first. A heartbeat before the resolution writes
+        nothing on either broker."""
+        last = time.monotonic()
+
+        def bumped() -> bool:
+            nonlocal last
+            if self.group_epoch() > before:
+                return True
+            if time.monotonic() - last > 3:
+                last = time.monotonic()
+                self.beat()
+            return False
+
+        until("the regex resolved", bumped)
 
 
 def topic_for_a_group_assigning_at_once(side: Side, group: str, topic: str) -> None:
