@@ -6,8 +6,13 @@ Sans-IO: feed bytes in, get whole frames out. No sockets here.
 from __future__ import annotations
 
 import struct
+from typing import TypeAlias
 
 _SIZE = struct.Struct(">i")
+
+# A request frame as FrameDecoder hands it out: bytes, or a large Produce frame's bytearray
+# (read into place). Compiled code checks argument types, so readers of a frame take either.
+Frame: TypeAlias = bytes | bytearray
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 LARGE_FRAME_BYTES = 1 << 20  # a Produce frame this large arriving in parts is read into place

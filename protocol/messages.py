@@ -27,7 +27,7 @@ from kio.static.protocol import Payload
 
 from . import offset_commit, produce
 from .compiled_writer import compiled_writer
-from .framing import frame
+from .framing import Frame, frame
 from .ahead import AHEAD
 from .legacy import LEGACY
 from .wire import MalformedRequest, Parts, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
@@ -150,7 +150,7 @@ def _entity(module: Any, suffix: str) -> type[Payload]:
     raise UnknownApi(f"{module.__name__} has no top-level {suffix}")
 
 
-def read_request_header(buf: bytes, *, flexible: bool | None = None) -> tuple[RequestHeader, int]:
+def read_request_header(buf: Frame, *, flexible: bool | None = None) -> tuple[RequestHeader, int]:
     """Parse header v1 (and v2's tagged fields when `flexible`); return the body offset.
 
     With flexible=None only api key, version, correlation id and client id are read:
@@ -200,7 +200,7 @@ def decode_request(buf: bytes) -> tuple[RequestHeader, Any]:
     return header, decode_body(c, buf, pos)
 
 
-def decode_body(c: Codec, buf: bytes, pos: int) -> Any:
+def decode_body(c: Codec, buf: Frame, pos: int) -> Any:
     if c.check is not None and c.check_first:
         buf = _checked(c, buf, pos)
     try:
@@ -283,7 +283,7 @@ def _null_checker(cls: type) -> Any:
     return check
 
 
-def _checked(c: Codec, buf: bytes, pos: int) -> bytes:
+def _checked(c: Codec, buf: Frame, pos: int) -> Frame:
     """The body after the bounds check, without the tagged fields nobody knows."""
     edits: list[tuple[int, int, bytes]] = []
     c.check(buf, pos, len(buf), edits)
@@ -498,7 +498,7 @@ def _uvarint_size(buf: bytes, pos: int) -> int:
     return read_uvarint(buf, pos)[1] - pos
 
 
-def _without_unknown_tags(buf: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
+def _without_unknown_tags(buf: Frame, edits: list[tuple[int, int, bytes]]) -> bytes:
     """Apply (start, end, replacement) edits, which the walk produced in position order."""
     out = bytearray()
     at = 0

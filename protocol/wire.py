@@ -24,7 +24,7 @@ class Parts(list[bytes]):
     write = list.append
 
 
-def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+def read_uvarint(buf: bytes | bytearray, pos: int, end: int | None = None) -> tuple[int, int]:
     """(value, next position) of an unsigned varint that must end before `end`."""
     end = len(buf) if end is None else end
     value = shift = 0
@@ -41,7 +41,7 @@ def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int
             raise MalformedRequest("varint too long")
 
 
-def skip_tagged_fields(buf: bytes, pos: int) -> int:
+def skip_tagged_fields(buf: bytes | bytearray, pos: int) -> int:
     """Past a tagged-field section whose fields are all to be ignored."""
     if buf[pos : pos + 1] == b"\0":  # none: what clients send
         return pos + 1

@@ -6,7 +6,7 @@ import asyncio
 import errno
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import NamedTuple
 from pathlib import Path
@@ -87,6 +87,10 @@ class OffsetsLog:
         self._warned: dict[int, float] = {}  # partition -> when its last append failure was logged
         # partition -> producer id -> its transactional records with no marker yet (set by latest())
         self._undecided: dict[int, dict[int, list[tuple[Key, object]]]] = {}
+        # The fault seam (tests, drills): called with the partition of each append_to(); an
+        # error it returns fails that append as a failed write does, nothing of it written.
+        # (An attribute, since a compiled OffsetsLog's methods cannot be replaced.)
+        self.fault: Callable[[int], BaseException | None] | None = None
 
     @classmethod
     async def open(
@@ -150,6 +154,10 @@ class OffsetsLog:
         fut = None
         if done is None:
             fut, done = future_and_callback()
+        fault = self.fault
+        if fault is not None and (error := fault(p)) is not None:
+            asyncio.get_running_loop().call_soon(done, error, None)  # (reported later, as a failed write)
+            return fut
         queue = self._queued.get(p)
         if queue is None:
             if not self._queued:

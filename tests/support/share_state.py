@@ -3,7 +3,6 @@ to fail its writes, and the share-partition as a restart would rebuild it from m
 
 from __future__ import annotations
 
-import asyncio
 import errno
 
 from coordinator.share.manager import SharePartitionManager
@@ -16,23 +15,23 @@ def shares(server) -> SharePartitionManager:
 
 class FailingWrites:
     """While on, every append to `__share_group_state` fails as a full disk makes it fail
-    (reported later, as the log reports a failed sync), and nothing of it reaches the log."""
+    (reported later, as the log reports a failed sync), and nothing of it reaches the log:
+    through the log's fault seam (OffsetsLog.fault), as a compiled log's methods are fixed."""
 
     def __init__(self, server) -> None:
         self.log = shares(server).state.log
-        self.real = self.log.append_to
         self.failed = 0
 
-    def __enter__(self) -> FailingWrites:
-        def fail(p, records, done=None, timestamp_ms=None):
-            self.failed += 1
-            asyncio.get_running_loop().call_soon(done, OSError(errno.ENOSPC, "No space left on device"), None)
+    def refuse(self, partition: int) -> OSError:
+        self.failed += 1
+        return OSError(errno.ENOSPC, "No space left on device")
 
-        self.log.append_to = fail
+    def __enter__(self) -> FailingWrites:
+        self.log.fault = self.refuse
         return self
 
     def __exit__(self, *exc) -> None:
-        self.log.append_to = self.real
+        self.log.fault = None
 
 
 def live(server, group="g", partition=0):
