@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from . import consumer_records, share_records, streams_records
@@ -35,6 +36,7 @@ __all__ = [
     "encode_key",
     "decode_key",
     "encode_value",
+    "encode_records",
     "decode_value",
     "decode_record",
 ]
@@ -211,6 +213,26 @@ def encode_key(key: object) -> bytes:
     if type(key) in streams_records.KEY_TYPES:
         return streams_records.encode_key(key)
     raise TypeError(f"not a __consumer_offsets key: {key!r}")
+
+
+def encode_records(records: Iterable[tuple[object, object]]) -> list[tuple[bytes, bytes | None]]:
+    """Each (key, value) encoded as encode_key and encode_value do (bytes stay as they are,
+    a value None stays a tombstone): an offset commit's records (most writes, one per
+    partition) without the two calls each."""
+    pairs: list[tuple[bytes, bytes | None]] = []
+    keys = _commit_keys
+    pack = _V3_NO_METADATA.pack
+    for k, v in records:
+        if type(k) is OffsetCommitKey and type(v) is OffsetCommitValue and v[4] == -1 and not v[1]:
+            raw = keys.get(k)
+            pairs.append(
+                (encode_key(k) if raw is None else raw, pack(3, v[0], v[3], 0, v[2]))  # (encode_value's usual commit)
+            )
+        else:
+            pairs.append(
+                (k if type(k) is bytes else encode_key(k), v if v is None or type(v) is bytes else encode_value(v))
+            )
+    return pairs
 
 
 def _group_metadata_v3(g: GroupMetadataValue) -> bytes:

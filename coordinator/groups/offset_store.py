@@ -40,6 +40,13 @@ class OffsetStore:
         """The group's offsets (read-only: replay is the only writer)."""
         return self._by_group.get(group_id, _EMPTY)
 
+    def of_writable(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
+        """The group's offsets, to put a write's commits into (replay only); made if none."""
+        offsets = self._by_group.get(group_id)
+        if offsets is None:
+            offsets = self._by_group[group_id] = {}
+        return offsets
+
     def put(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> None:
         offsets = self._by_group.get(group_id)
         if offsets is None:

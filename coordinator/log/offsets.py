@@ -24,6 +24,7 @@ from protocol.group_records import (
     decode_key,
     decode_value,
     encode_key,
+    encode_records,
     encode_value,
 )
 from protocol.record_batch import (
@@ -145,10 +146,7 @@ class OffsetsLog:
         policy) done(None, offset of the first record) is called, or done(error, None) if the
         write failed, with none of them left in the log; without `done`, a future of that
         offset is returned. Keys/values may be dataclasses or encoded bytes."""
-        pairs = [
-            (k if type(k) is bytes else encode_key(k), v if v is None or type(v) is bytes else encode_value(v))
-            for k, v in records
-        ]
+        pairs = encode_records(records)
         if not pairs:
             raise InvalidBatch("no records to append")
         fut = None
