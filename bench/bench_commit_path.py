@@ -197,7 +197,7 @@ async def commit_path(rounds: int, reps: int, partitions: int = 1) -> float:
     state: dict = {}
     conns = []
     for _ in range(100):
-        conn = Connection(server)
+        conn = Connection(server.channel, server.listeners[0])
         conn.connection_made(StandInTransport(state))
         conns.append((conn, *commit_frame("g", "", -1, partitions)))
     n = 0

@@ -1,9 +1,9 @@
 """The composition root: which parts make up the server, built and wired in one place,
 in start order.
 
-Each part gets what it needs, no part imports the server: the server hands this module its
-configuration, its API registry, its listeners and the switch that opens and closes a
-broker's listeners, and gets the parts back.
+Each part gets what it needs, no part imports the server or is given it: the server hands
+this module its configuration, its API registry, its listeners, and the two calls that close
+and open a broker's listeners, and gets the parts back.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
+from collections.abc import Awaitable, Callable
 
 from .apis import Registry, RequestContext
 from .broker.admin import TopicAdmin
@@ -56,7 +57,7 @@ from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
 from .security.acl_gate import AclGate
 from .security.acls import AclStore, Authorizer
-from .topology import BrokerSwitch, ClusterControl, Topology
+from .topology import ClusterControl, Topology
 from .transactions.coordinator import TOPIC as TRANSACTION_TOPIC, TransactionCoordinator
 
 
@@ -76,7 +77,13 @@ class Parts:
 
 
 async def build_components(
-    c: Config, registry: Registry, listeners: list[Listener], switch: BrokerSwitch, acls: AclStore | None = None
+    c: Config,
+    registry: Registry,
+    listeners: list[Listener],
+    acls: AclStore | None = None,
+    *,
+    close_broker: Callable[[int], None],
+    open_broker: Callable[[int], Awaitable[None]],
 ) -> Parts:
     """Create, load and register every part. Each part is built once what it needs is: it gets
     its collaborators in its constructor, never later (tests/test_layout.py checks this)."""
@@ -222,7 +229,7 @@ async def build_components(
     )
     shares.register(registry)
     ShareOffsetsApis(shares).register(registry)
-    control = ClusterControl(topology, runtime, switch, transactions, shares)
+    control = ClusterControl(topology, runtime, close_broker, open_broker, transactions, shares)
     PartitionAdminApis(topics, topology, control).register(registry)
     LogDirApis(topics, topology, c.data_dir).register(registry)
     FeatureApis(features).register(registry)

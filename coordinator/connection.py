@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from protocol.framing import FrameDecoder, FrameError
 from protocol.messages import UnknownApi
@@ -37,36 +37,42 @@ def _retrieve(fut: asyncio.Future) -> None:
         fut.exception()
 
 
-class ConnectionHost(Protocol):
-    """What a connection needs of the server that accepted it (server.Server, Kafka's
-    SocketServer and its request channel): the limits, the set of open connections, and
-    the request path."""
+class RequestChannel:
+    """What a connection needs of the process that accepted it (Kafka's SocketServer and its
+    request channel), built once by the server before it listens: the limits, the set of open
+    connections, and the request path."""
 
-    config: Config
-    listeners: list[Listener]
-    connections: set[Connection]
-
-    @property
-    def warn_closing(self) -> Callable[..., None]: ...  # rate-limited: a closing storm must not flood the log
-
-    def refuse_connection(self, conn: Connection, transport: asyncio.BaseTransport) -> bool | float: ...
-
-    def dispatch(self, conn: Connection, frame: bytes) -> bytes | RequestContext | None: ...
-
-    def encode(self, ctx: RequestContext, result: Any) -> bytes | None: ...
-
-    def cancel_on_close(self, ctx: RequestContext) -> bool: ...
-
-    def log_handler_failure(self, msg: str, *args: Any, exc_info: Any = True) -> None: ...
+    def __init__(
+        self,
+        config: Config,
+        connections: set[Connection],
+        *,
+        refuse: Callable[[Connection, asyncio.BaseTransport], bool | float],
+        dispatch: Callable[[Connection, bytes], bytes | RequestContext | None],
+        encode: Callable[[RequestContext, Any], bytes | None],
+        cancel_on_close: Callable[[RequestContext], bool],
+        warn_closing: Callable[..., None],
+        log_failure: Callable[..., None],
+    ) -> None:
+        self.config = config
+        self.connections = connections
+        # a new connection over a limit: True (close it now), or the seconds to hold it
+        # unread before closing it (its address's connection_creation_rate)
+        self.refuse = refuse
+        self.dispatch = dispatch  # a frame: its answer's bytes, None, or the context answered later
+        self.encode = encode
+        self.cancel_on_close = cancel_on_close  # a request that only waits (a long poll)
+        self.warn_closing = warn_closing  # rate-limited: a closing storm must not flood the log
+        self.log_failure = log_failure  # a handler that broke: with its traceback, rate-limited
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: ConnectionHost, listener: Listener | None = None) -> None:
-        self.server = server
+    def __init__(self, channel: RequestChannel, listener: Listener) -> None:
+        self.channel = channel
         # the port it came in by: its protocol, and the address clients are told (Metadata)
-        self.listener = listener or server.listeners[0]
-        self.decoder = FrameDecoder(server.config.socket_request_max_bytes)
-        self.budget = server.config.connection_max_queued_bytes  # of answers queued unsent
+        self.listener = listener
+        self.decoder = FrameDecoder(channel.config.socket_request_max_bytes)
+        self.budget = channel.config.connection_max_queued_bytes  # of answers queued unsent
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
@@ -96,7 +102,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
-        refused = self.server.refuse_connection(self, transport)
+        refused = self.channel.refuse(self, transport)
         if refused:
             self.closed = True
             if refused is True:
@@ -108,11 +114,11 @@ class Connection(asyncio.Protocol):
         # The budget of queued answers: past it the transport calls pause_writing, and
         # this connection builds no more answers and reads no more requests.
         transport.set_write_buffer_limits(high=self.budget)  # type: ignore[attr-defined]  # set_write_buffer_limits is on Transport, which a stream server's transport is
-        self.server.connections.add(self)
+        self.channel.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        self.channel.connections.discard(self)
         self.cancel_abandoned_requests()
         self.pending.clear()
         self.backlog.clear()
@@ -127,7 +133,7 @@ class Connection(asyncio.Protocol):
                 if detach:
                     item.waiting.remove_done_callback(self._on_done)
                     item.waiting.add_done_callback(_retrieve)  # its error has nobody to go to
-                if self.server.cancel_on_close(item) and item.waiting.cancel():
+                if self.channel.cancel_on_close(item) and item.waiting.cancel():
                     cancelled += 1
         if cancelled:
             log.debug("%s: connection closed, %d waiting requests cancelled", self.peer, cancelled)
@@ -154,7 +160,7 @@ class Connection(asyncio.Protocol):
         ready: list[bytes] = []
         ready_bytes = 0
         budget = self.budget
-        pending, popleft, dispatch = self.pending, backlog.popleft, self.server.dispatch  # (per frame: locals)
+        pending, popleft, dispatch = self.pending, backlog.popleft, self.channel.dispatch  # (per frame: locals)
         try:
             while backlog:
                 if self.closed:
@@ -169,7 +175,7 @@ class Connection(asyncio.Protocol):
                     self.abort(str(e))
                     return
                 except Exception:
-                    self.server.log_handler_failure("%s: handler failed; closing the connection", self.peer)
+                    self.channel.log_failure("%s: handler failed; closing the connection", self.peer)
                     self._write_ready(ready)
                     self.abort("internal error")
                     return
@@ -272,16 +278,16 @@ class Connection(asyncio.Protocol):
                         if isinstance(exc, (CloseConnection, MalformedRequest)):
                             self.abort(str(exc))
                         else:
-                            self.server.log_handler_failure(
+                            self.channel.log_failure(
                                 "%s: handler failed; closing the connection", self.peer, exc_info=exc
                             )
                             self.abort("internal error")
                         return
                     body = waiting.result()
                 try:
-                    head = self.server.encode(head, body)
+                    head = self.channel.encode(head, body)
                 except Exception:
-                    self.server.log_handler_failure("%s: encoding a response failed; closing the connection", self.peer)
+                    self.channel.log_failure("%s: encoding a response failed; closing the connection", self.peer)
                     self.abort("internal error")
                     return
             pending.popleft()
@@ -355,7 +361,7 @@ class Connection(asyncio.Protocol):
         """Close the connection the way Kafka does for requests it cannot serve."""
         if self.closed:
             return
-        self.server.warn_closing("%s: closing connection: %s", self.peer, reason)
+        self.channel.warn_closing("%s: closing connection: %s", self.peer, reason)
         self.closed = True
         if self.transport is not None:
             self.transport.close()

@@ -37,7 +37,7 @@ from .apis import (
     new_context,
 )
 from .config import Config
-from .connection import Connection
+from .connection import Connection, RequestChannel
 from .data_dir import ClusterIdMismatch, DataDirInUse, cluster_id_of, lock_data_dir, unlock_data_dir
 from .durable import StoreError
 from .faults import Faults
@@ -139,6 +139,7 @@ class Server:
         self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
         self._log_failure = RateLimitedLog(log.logger, logging.ERROR)
         self._idle_sweeper: asyncio.Task | None = None
+        self.channel: RequestChannel | None = None  # what each connection is given, once listening
         self._data_dir_lock: Any = None  # the key of this process's lock on the data dir, once taken
 
     # life cycle -----------------------------------------------------------------------
@@ -209,7 +210,14 @@ class Server:
             gc.disable()
         loading = time.perf_counter()
         try:
-            parts = await build_components(self.config, self.registry, self.listeners, self, acls)
+            parts = await build_components(
+                self.config,
+                self.registry,
+                self.listeners,
+                acls,
+                close_broker=self.close_broker,
+                open_broker=self.open_broker,
+            )
         except StoreError as e:  # a store file edited by hand, or written by something else
             sock.close()
             self._release_data_dir()
@@ -238,6 +246,17 @@ class Server:
             # traverses objects that are about to be freed anyway.
             gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = asyncio.get_running_loop()
+        # (after the metrics' start: their timed dispatch and encode are the ones given)
+        self.channel = RequestChannel(
+            self.config,
+            self.connections,
+            refuse=self.refuse_connection,
+            dispatch=self.dispatch,
+            encode=self.encode,
+            cancel_on_close=self.cancel_on_close,
+            warn_closing=self.warn_closing,
+            log_failure=self.log_handler_failure,
+        )
         for listener, listening in zip(self.listeners, socks):
             await self._listen(listener, listening)
         self.config.host, self.config.port = self.listeners[0].host, self.listeners[0].port
@@ -268,13 +287,15 @@ class Server:
         self.ready_since = time.time()
 
     async def _listen(self, listener: Listener, sock: socket.socket) -> None:
+        channel = self.channel
+        assert channel is not None  # (built before the first listener)
         server = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self, listener), sock=sock, backlog=1024, ssl=self._tls if listener.tls else None
+            lambda: Connection(channel, listener), sock=sock, backlog=1024, ssl=self._tls if listener.tls else None
         )
         self._servers.setdefault(listener.node_id, []).append(server)
         listener.port = server.sockets[0].getsockname()[1]  # (port 0: the one bound)
 
-    # stopping and starting one broker (coordinator.topology.BrokerSwitch) ----------------
+    # stopping and starting one broker (what coordinator.topology.ClusterControl is given) ----
 
     def close_broker(self, node_id: int) -> None:
         """Broker node_id goes away: its listeners close, and so do its connections (their

@@ -32,7 +32,7 @@ import asyncio
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from . import server_log
@@ -468,24 +468,25 @@ class ShardMover(Protocol):
     async def load_partition(self, partition: int) -> object: ...  # (the runtime's: the records replayed)
 
 
-class BrokerSwitch(Protocol):
-    """The listeners' side of stopping and starting a broker (the server)."""
-
-    def close_broker(self, node_id: int) -> None: ...
-
-    async def open_broker(self, node_id: int) -> None: ...
-
-
 class ClusterControl:
     """Stop and start brokers, move leaders and coordinators, while clients run. Every
     operation is checked before anything changes (ControlError says why) and runs alone."""
 
     def __init__(
-        self, topology: Topology, groups: ShardMover, switch: BrokerSwitch, transactions: Any = None, shares: Any = None
+        self,
+        topology: Topology,
+        groups: ShardMover,
+        close_broker: Callable[[int], None],
+        open_broker: Callable[[int], Awaitable[None]],
+        transactions: Any = None,
+        shares: Any = None,
     ) -> None:
         self.topology = topology
         self.groups = groups
-        self.switch = switch
+        # a broker's listeners and connections closed, its listeners opened again (OSError:
+        # a port taken meanwhile)
+        self.close_broker = close_broker
+        self.open_broker = open_broker
         self.transactions = transactions
         # coordinator.share.manager.SharePartitionManager: share-partitions follow their leader
         self.shares = shares
@@ -548,7 +549,7 @@ class ClusterControl:
                 return self.brokers()  # already stopped: nothing to do
             if t.live() == [node_id]:
                 raise ControlError(f"broker {node_id} is the last one running; it cannot be stopped")
-            self.switch.close_broker(node_id)
+            self.close_broker(node_id)
             if self.shares is not None:
                 self.shares.broker_stopped(node_id)
             moved = t.broker_stopped(node_id)
@@ -564,7 +565,7 @@ class ClusterControl:
             t = self.topology
             if not t.brokers[node_id].alive:
                 try:
-                    await self.switch.open_broker(node_id)
+                    await self.open_broker(node_id)
                 except OSError as e:  # its port was taken meanwhile: it stays stopped
                     raise ControlError(f"broker {node_id} cannot listen again: {e}") from None
                 t.broker_started(node_id)

@@ -7,6 +7,7 @@ protocol/ only, and no new import cycle (tests/support/import_graph.py)."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
 from pathlib import Path
 
@@ -202,11 +203,6 @@ async def build():
     ]
 
 
-# Where the server hands itself over, seen through a protocol that narrows it to what the
-# part uses: a connection's ConnectionHost, the cluster control's BrokerSwitch.
-SERVER_VIEWS = {"Connection": "ConnectionHost", "build_components": "BrokerSwitch"}
-
-
 def passes_self(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     """The calls in `function` that pass `self` (as an argument, or returned by a lambda)."""
     found = []
@@ -220,16 +216,16 @@ def passes_self(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 
 def test_the_server_gives_each_part_what_it_needs_not_itself():
-    """The faults, request tracking, metrics and test control get values, callables and the
-    parts they drive when built; the server itself goes only where a protocol narrows it."""
+    """The connections, the cluster control, the faults, request tracking, metrics and test
+    control get values, callables and the parts they drive when built, never the server."""
     tree = ast.parse((ROOT / "coordinator" / "server.py").read_text())
     server = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Server")
     given = sorted(
         {call for f in server.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for call in passes_self(f)}
     )
-    assert given == sorted(SERVER_VIEWS)
-    # ... and a part that takes a server (or its switch) names the protocol it sees it as
-    untyped = []
+    assert given == []
+    # ... and no part has a parameter for a server (or a view of one, as a protocol would be)
+    taking = []
     for path in sorted((ROOT / "coordinator").rglob("*.py")):
         module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         if module in SERVER_USERS or module == "coordinator.server":
@@ -238,10 +234,36 @@ def test_the_server_gives_each_part_what_it_needs_not_itself():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
                     if a.arg in ("server", "switch", "host") and (
-                        a.annotation is None or ast.unparse(a.annotation) not in (*SERVER_VIEWS.values(), "str")
+                        a.annotation is None or ast.unparse(a.annotation) != "str"
                     ):
-                        untyped.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({a.arg})")
-    assert untyped == []
+                        taking.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({a.arg})")
+    assert taking == []
+
+
+async def test_no_part_of_a_running_server_holds_it(tmp_path):
+    """What the static checks above cannot see (a server passed under another name, or
+    reached through another part): once a server runs with every optional part (several
+    brokers, ACLs, metrics, test control) and has a client connection, only its own bound
+    methods, the closures of its callbacks, and its own frames and tasks refer to it."""
+    import gc
+    import types
+
+    from coordinator.config import parse_args
+    from coordinator.server import Server
+
+    args = ["--port", "0", "--metrics-port", "0", "--enable-test-control", "--brokers", "3", "--authorizer"]
+    server = Server(parse_args([*args, "--data-dir", str(tmp_path / "d")]), own_process=False)
+    await server.start()
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", server.config.port)
+        while not server.connections:  # (accepted on the loop's next turns)
+            await asyncio.sleep(0.001)
+        allowed = (types.MethodType, types.CellType, types.FrameType, types.CoroutineType)
+        holders = [type(r).__qualname__ for r in gc.get_referrers(server) if not isinstance(r, allowed)]
+        assert holders == []
+        writer.close()
+    finally:
+        await server.stop()
 
 
 def test_the_server_check_sees_self_given():
