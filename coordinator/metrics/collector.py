@@ -8,14 +8,20 @@ the rest are ours, prefixed `kcoord_`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from .lag import GROUP_STATUSES, PARTITION_STATUSES, LagMonitor, group_status
 from .requests import RequestMetrics
 from .stats import STATS, Histogram
+
+if TYPE_CHECKING:  # (what the collector reads; imported only to type it)
+    from ..broker.topics import Topics
+    from ..groups.runtime import CoordinatorRuntime
+    from ..share.manager import SharePartitionManager
 
 HEARTBEAT, OFFSET_COMMIT, TXN_OFFSET_COMMIT = 12, 8, 28
 LAG_LABELS = ["cluster_name", "group", "topic", "partition", "member_host", "consumer_id", "client_id"]
@@ -39,9 +45,9 @@ class Observed:
     """What the collector reads at scrape time, given once the coordinator is loaded."""
 
     cluster_id: str
-    groups: Any  # coordinator.groups.runtime.CoordinatorRuntime
-    topics: Any  # coordinator.broker.topics.Topics
-    shares: Any  # coordinator.share.manager.SharePartitionManager, or None
+    groups: CoordinatorRuntime
+    topics: Topics
+    shares: SharePartitionManager | None
     connections: Callable[[], int]  # open client connections now
     ready_since: Callable[[], float]  # unix time the port started listening (0: not yet)
 
@@ -52,7 +58,7 @@ class ServerCollector(Collector):
         self.requests = requests
         self.lag = lag
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         yield from self._lag()
         yield from self._groups()
         yield from self._share_groups()
@@ -60,7 +66,7 @@ class ServerCollector(Collector):
         yield from self._requests()
         yield from self._server()
 
-    def _lag(self) -> Iterator[Any]:
+    def _lag(self) -> Iterator[Metric]:
         cluster = self.observed.cluster_id
         offset = GaugeMetricFamily("kafka_consumergroup_group_offset", "Committed offset", labels=LAG_LABELS)
         lag = GaugeMetricFamily(
@@ -111,7 +117,7 @@ class ServerCollector(Collector):
                 g_status.add_metric([cluster, group, s], 1 if s == verdict else 0)
         yield from (max_lag, max_lag_s, sum_lag, g_status)
 
-    def _groups(self) -> Iterator[Any]:
+    def _groups(self) -> Iterator[Metric]:
         state = GaugeMetricFamily(
             "kcoord_group_state", "1 for the group's current state", labels=["group", "type", "state"]
         )
@@ -148,7 +154,7 @@ class ServerCollector(Collector):
             value=sum(n for (k, _), n in counts.items() if k in (OFFSET_COMMIT, TXN_OFFSET_COMMIT)),
         )
 
-    def _share_groups(self) -> Iterator[Any]:
+    def _share_groups(self) -> Iterator[Metric]:
         """KIP-932 share-partitions: start offset, lag (records not yet Acknowledged or
         Archived, as DescribeShareGroupOffsets v1 reports it) and records in flight (Acquired)."""
         shares = self.observed.shares
@@ -206,7 +212,7 @@ class ServerCollector(Collector):
             yield counter
         yield GaugeMetricFamily("kcoord_share_sessions", "Open share sessions (ShareFetch)", value=len(shares.sessions))
 
-    def _topics(self) -> Iterator[Any]:
+    def _topics(self) -> Iterator[Metric]:
         cluster = self.observed.cluster_id
         latest = GaugeMetricFamily(
             "kafka_partition_latest_offset", "Log end offset", labels=["cluster_name", "topic", "partition"]
@@ -228,7 +234,7 @@ class ServerCollector(Collector):
             "kcoord_log_sync_seconds", "A sync round: fsync of every log written since the last", STATS.log_sync_seconds
         )
 
-    def _requests(self) -> Iterator[Any]:
+    def _requests(self) -> Iterator[Metric]:
         r = self.requests
         total = CounterMetricFamily("kcoord_requests", "Requests answered", labels=["request", "api_key", "version"])
         for (key, version), n in sorted(r.counts.items()):
@@ -247,7 +253,7 @@ class ServerCollector(Collector):
             _histogram("", "", hist, values=[r.name(key), str(key)], family=latency)
         yield from (total, errors, latency)
 
-    def _server(self) -> Iterator[Any]:
+    def _server(self) -> Iterator[Metric]:
         yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=self.observed.connections())
         yield GaugeMetricFamily(
             "kcoord_recovery_seconds", "Loading the data dir at startup", value=STATS.recovery_seconds

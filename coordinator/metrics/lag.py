@@ -30,12 +30,19 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from kio.serial import entity_reader
 from kio.serial.readers import Reader
 
 from protocol.record_batch import iter_batch_records, parse_header
+
+if TYPE_CHECKING:  # (what the monitor reads; imported only to type it)
+    from ..broker.topics import Topics
+    from ..groups.group import Group
+    from ..groups.records import OffsetCommitValue
+    from ..groups.runtime import CoordinatorRuntime
+    from ..log.partition import PartitionLog
 
 WINDOW = 10  # commits per partition, as Burrow's default `intervals`
 PARTITION_STATUSES = ("OK", "WARN", "STOP", "STALL", "REWIND")
@@ -110,7 +117,7 @@ def assigned_partitions(assignment: bytes) -> tuple[tuple[str, int], ...]:
     return tuple((tp.topic, p) for tp in decoded.assigned_partitions for p in tp.partitions)
 
 
-def owners(group: Any) -> dict[tuple[str, int], Any]:
+def owners(group: Group) -> dict[tuple[str, int], Any]:
     """(topic, partition) -> the member assigned it, for classic 'consumer' groups."""
     if getattr(group, "protocol_type", None) != "consumer":
         return {}
@@ -121,7 +128,7 @@ def owners(group: Any) -> dict[tuple[str, int], Any]:
     return out
 
 
-def first_uncommitted_timestamp(plog: Any, offset: int) -> int | None:
+def first_uncommitted_timestamp(plog: PartitionLog, offset: int) -> int | None:
     """The timestamp (ms) of the record at `offset` (or the first after it, in a compacted
     log); None if there is none or it cannot be read."""
     try:
@@ -146,13 +153,13 @@ class LagMonitor:
     sample() notes new commits; call it often enough to see each one (the metrics server
     runs it on a timer and at every scrape)."""
 
-    def __init__(self, runtime: Any, topics: Any, window: int = WINDOW) -> None:
+    def __init__(self, runtime: CoordinatorRuntime, topics: Topics, window: int = WINDOW) -> None:
         self.runtime = runtime
         self.topics = topics
         self.window = window
         self.windows: dict[tuple[str, str, int], deque[Commit]] = {}
 
-    def _committed(self) -> Iterator[tuple[str, str, int, Any]]:
+    def _committed(self) -> Iterator[tuple[str, str, int, OffsetCommitValue]]:
         for shard in self.runtime.shards:
             store = shard.offsets
             for group_id in store.groups():
