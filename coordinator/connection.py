@@ -9,6 +9,7 @@ connection has been written.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from typing import Any, Callable
@@ -18,9 +19,10 @@ from protocol.messages import UnknownApi
 from protocol.wire import MalformedRequest
 
 from . import server_log
-from .apis import LATER, UNANSWERED, CloseConnection, RequestContext
+from .apis import LATER, UNANSWERED, CloseConnection, Registry, RequestContext
 from .config import Config
 from .listeners import Listener
+from .log_limit import RateLimitedLog
 from .security.sasl import SaslSession
 
 log = server_log.get(__name__)
@@ -40,30 +42,39 @@ def _retrieve(fut: asyncio.Future) -> None:
 class RequestChannel:
     """What a connection needs of the process that accepted it (Kafka's SocketServer and its
     request channel), built once by the server before it listens: the limits, the set of open
-    connections, and the request path."""
+    connections, the API registry (which requests only wait), and the request path."""
 
     def __init__(
         self,
         config: Config,
         connections: set[Connection],
-        *,
+        registry: Registry,
         refuse: Callable[[Connection, asyncio.BaseTransport], bool | float],
         dispatch: Callable[[Connection, bytes], bytes | RequestContext | None],
         encode: Callable[[RequestContext, Any], bytes | None],
-        cancel_on_close: Callable[[RequestContext], bool],
-        warn_closing: Callable[..., None],
-        log_failure: Callable[..., None],
+        logger: logging.Logger,
     ) -> None:
         self.config = config
         self.connections = connections
+        self.registry = registry
         # a new connection over a limit: True (close it now), or the seconds to hold it
         # unread before closing it (its address's connection_creation_rate)
         self.refuse = refuse
         self.dispatch = dispatch  # a frame: its answer's bytes, None, or the context answered later
         self.encode = encode
-        self.cancel_on_close = cancel_on_close  # a request that only waits (a long poll)
-        self.warn_closing = warn_closing  # rate-limited: a closing storm must not flood the log
-        self.log_failure = log_failure  # a handler that broke: with its traceback, rate-limited
+        # What clients can make us log is rate-limited (a hostile client must not flood the log).
+        self.warn_closing = RateLimitedLog(logger, logging.WARNING, burst=50)
+        self._log_failure = RateLimitedLog(logger, logging.ERROR)
+
+    def log_failure(self, msg: str, *args: Any, exc_info: Any = True) -> None:
+        """A request that broke a handler: a bug to fix, logged with its traceback, but
+        rate-limited so that a client repeating it cannot flood the log."""
+        self._log_failure(msg, *args, exc_info=exc_info)
+
+    def cancel_on_close(self, ctx: RequestContext) -> bool:
+        """Whether the request only waits (a long poll): cancelled when its client goes."""
+        api = self.registry.apis.get(ctx.header.api_key)
+        return api is not None and api.cancel_on_close
 
 
 class Connection(asyncio.Protocol):

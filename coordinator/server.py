@@ -135,9 +135,7 @@ class Server:
         self.features: Any = None  # coordinator.features.Features, once loaded
         self.shares: Any = None  # coordinator.share.manager.SharePartitionManager, once loaded
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
-        self.warn_closing = RateLimitedLog(log.logger, logging.WARNING, burst=50)
         self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
-        self._log_failure = RateLimitedLog(log.logger, logging.ERROR)
         self._idle_sweeper: asyncio.Task | None = None
         self.channel: RequestChannel | None = None  # what each connection is given, once listening
         self._data_dir_lock: Any = None  # the key of this process's lock on the data dir, once taken
@@ -248,14 +246,7 @@ class Server:
         loop = asyncio.get_running_loop()
         # (after the metrics' start: their timed dispatch and encode are the ones given)
         self.channel = RequestChannel(
-            self.config,
-            self.connections,
-            refuse=self.refuse_connection,
-            dispatch=self.dispatch,
-            encode=self.encode,
-            cancel_on_close=self.cancel_on_close,
-            warn_closing=self.warn_closing,
-            log_failure=self.log_handler_failure,
+            self.config, self.connections, self.registry, self.refuse_connection, self.dispatch, self.encode, log.logger
         )
         for listener, listening in zip(self.listeners, socks):
             await self._listen(listener, listening)
@@ -508,10 +499,6 @@ class Server:
                 return throttle / 1000
         return False
 
-    def cancel_on_close(self, ctx: RequestContext) -> bool:
-        api = self.registry.apis.get(ctx.header.api_key)
-        return api is not None and api.cancel_on_close
-
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms: connections that neither sent nor were answered for that
         long are closed (Kafka's idle-connection reaper), so abandoned or slowloris
@@ -532,11 +519,6 @@ class Server:
                     conn.closed = True
                     if conn.transport is not None:
                         conn.transport.close()
-
-    def log_handler_failure(self, msg: str, *args: Any, exc_info: Any = True) -> None:
-        """A request that broke a handler: a bug to fix, logged with its traceback, but
-        rate-limited so that a client repeating it cannot flood the log."""
-        self._log_failure(msg, *args, exc_info=exc_info)
 
     # dispatch -------------------------------------------------------------------------
 

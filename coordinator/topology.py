@@ -483,10 +483,9 @@ class ClusterControl:
     ) -> None:
         self.topology = topology
         self.groups = groups
-        # a broker's listeners and connections closed, its listeners opened again (OSError:
-        # a port taken meanwhile)
-        self.close_broker = close_broker
-        self.open_broker = open_broker
+        # a broker's listeners and connections closed; its listeners opened again (OSError: a
+        # port taken meanwhile)
+        self.close_broker, self.open_broker = close_broker, open_broker
         self.transactions = transactions
         # coordinator.share.manager.SharePartitionManager: share-partitions follow their leader
         self.shares = shares
