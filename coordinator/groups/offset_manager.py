@@ -19,6 +19,12 @@ from .shard_context import CoordinatorResult, ShardContext
 
 _new = tuple.__new__
 
+# Members commit the same partitions again and again: each commit's record keys are the keys
+# made before (a named tuple costs several times a tuple's making, and a key seen before is
+# found at once in the encoded keys' cache). A plain (group, topic, partition) finds its key,
+# as a named tuple hashes and compares as a tuple.
+_commit_keys: dict[tuple[str, Any, int], OffsetCommitKey] = {}
+
 log = logging.getLogger(__name__)
 
 NO_OFFSET = -1
@@ -108,6 +114,7 @@ class OffsetManager:
         errors: list[int] = []
         records: list[Event] = []
         max_bytes = self.metadata_max_bytes
+        keys = _commit_keys
         for i, (topic, partition, offset, leader_epoch, metadata) in enumerate(partitions):
             metadata = metadata or ""
             if unknown is not None and unknown[i]:
@@ -118,13 +125,14 @@ class OffsetManager:
                 errors.append(_METADATA_TOO_LARGE)
             else:
                 errors.append(_NONE)
-                # (named tuples built as tuples of their class: their __new__ is a Python call)
-                records.append(
-                    (
-                        _new(OffsetCommitKey, (group_id, topic, partition)),
-                        _new(OffsetCommitValue, (offset, metadata, now, leader_epoch, expire_timestamp)),
-                    )
-                )
+                key = keys.get((group_id, topic, partition))
+                if key is None:
+                    # (named tuples built as tuples of their class: their __new__ is a Python call)
+                    key = _new(OffsetCommitKey, (group_id, topic, partition))
+                    if len(keys) >= 100_000:
+                        keys.clear()
+                    keys[key] = key
+                records.append((key, _new(OffsetCommitValue, (offset, metadata, now, leader_epoch, expire_timestamp))))
         result = CoordinatorResult(errors)
         if records:
             result.add(records)  # (offsets change only at replay: nothing to do once durable)
