@@ -51,7 +51,7 @@ from .groups.settings import ShareGroupConfig, StreamsGroupConfig
 from .groups.shard import OffsetConfig
 from .share.manager import SharePartitionManager
 from .share.offsets_api import ShareOffsetsApis
-from .share.state_log import TOPIC as SHARE_STATE_TOPIC, ShareStateLog, open_log as open_share_state_log
+from .share.state_log import TOPIC as SHARE_STATE_TOPIC, ShareCoordinator, open_log as open_share_state_log
 from .listeners import Listener
 from .log.config import OFFSETS_TOPIC_CONFIG, LogConfig
 from .log.offsets import OffsetsLog
@@ -216,7 +216,7 @@ async def build_components(
     transactions.register(registry)
     transactions.load()
     transactions.start()
-    share_state = ShareStateLog(share_log, c.share_snapshot_update_records, first_write=share_state_topic)
+    share_state = ShareCoordinator(share_log, c.share_snapshot_update_records, first_write=share_state_topic)
     share_state.load()
     shares = SharePartitionManager(
         topics,

@@ -38,7 +38,7 @@ COLUMNS = (
 
 
 def replay(data_dir: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """(group, topic id, partition) -> its state now, as the server's ShareStateLog replays it."""
+    """(group, topic id, partition) -> its state now, as the server's share coordinator replays it."""
     states: dict[tuple[str, str, int], dict[str, Any]] = {}
     for seg in segment_files(data_dir, {STATE_TOPIC}):
         data = Path(seg.path).read_bytes()

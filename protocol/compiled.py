@@ -31,6 +31,7 @@ HOT = (
     "protocol/record_batch.py",
     "coordinator/connection.py",
     "coordinator/apis.py",
+    "coordinator/runtime.py",
     "coordinator/groups/api.py",
     "coordinator/groups/runtime.py",
     "coordinator/groups/shard.py",
@@ -39,6 +40,9 @@ HOT = (
     "coordinator/groups/offset_manager.py",
     "coordinator/groups/offset_store.py",
     "coordinator/log/offsets.py",
+    # (not hot: its shards subclass coordinator/runtime.py's CoordinatorShard, and a compiled
+    # class takes no subclass written in Python)
+    "coordinator/share/state_log.py",
 )
 # Not coordinator/log/partition.py, hot as it is: the broker and share groups hold its logs by
 # weak reference, which a compiled class does not take.

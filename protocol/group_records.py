@@ -212,7 +212,9 @@ def encode_key(key: object) -> bytes:
         return share_records.encode_key(key)
     if type(key) in streams_records.KEY_TYPES:
         return streams_records.encode_key(key)
-    raise TypeError(f"not a __consumer_offsets key: {key!r}")
+    if type(key) is share_records.ShareStateKey:  # (__share_group_state's, written through the same log)
+        return share_records.encode_state_key(key)
+    raise TypeError(f"not a __consumer_offsets or __share_group_state key: {key!r}")
 
 
 def encode_records(records: Iterable[tuple[object, object]]) -> list[tuple[bytes, bytes | None]]:
@@ -273,6 +275,8 @@ def encode_value(value: object, version: int | None = None) -> bytes | None:
         return _group_metadata_v3(value)  # what every classic group writes (default_version, inline)
     if type(value) not in (OffsetCommitValue, GroupMetadataValue):
         if type(value).__module__ == share_records.__name__:
+            if type(value) is share_records.ShareSnapshotValue or type(value) is share_records.ShareUpdateValue:
+                return share_records.encode_state_value(value)
             return share_records.encode_value(value)
         if type(value).__module__ == streams_records.__name__:
             return streams_records.encode_value(value)

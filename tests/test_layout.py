@@ -107,6 +107,7 @@ WRITE_PATH = {
 }
 LOG_MODULES = (
     "coordinator.log",
+    "coordinator.runtime",
     "coordinator.groups.runtime",
     "coordinator.groups.shard",
     "coordinator.share.state_log",
@@ -132,6 +133,30 @@ def test_no_group_manager_touches_the_log():
             if any(target == m or target.startswith(m + ".") for m in LOG_MODULES):
                 found.append(f"{path.relative_to(ROOT)} imports {target}")
     assert found == []
+
+
+# The appends of the group and share coordinators' logs: made by the one runtime
+# (coordinator/runtime.py, and groups/runtime.py's transactional ones) and nowhere else in
+# their packages; the share coordinator's shards (share/state_log.py) return records as the
+# group shards do.
+APPENDS = {"append_to", "append_txn_to", "append_marker_to"}
+RUNTIMES = {"coordinator/runtime.py", "coordinator/groups/runtime.py"}
+
+
+def appends(path: Path) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno} calls .{node.func.attr}()"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in APPENDS
+    ]
+
+
+def test_only_the_runtime_appends_to_the_coordinators_logs():
+    paths = [ROOT / "coordinator" / "runtime.py"]
+    paths += [p for top in ("groups", "share") for p in sorted((ROOT / "coordinator" / top).rglob("*.py"))]
+    found = [f for p in paths if str(p.relative_to(ROOT)) not in RUNTIMES for f in appends(p)]
+    assert found == []
+    assert all(appends(ROOT / p) for p in RUNTIMES)  # (the check sees the runtime's own appends)
 
 
 # What runs a server (the command, the test cluster): the only modules that may import it.

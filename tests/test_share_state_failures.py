@@ -256,8 +256,8 @@ async def test_the_server_snapshots_cold_share_partitions_on_its_timer(server_fa
         assert part(r).error_code == E.none
         m = shares(server)
         key = next(iter(m.partitions))
-        stored = m.state.states[key]
         for _ in range(1000):  # (a cold snapshot: created as the one before it, written later)
+            stored = m.state.states[key]
             if stored.write_timestamp > stored.create_timestamp:
                 break
             await asyncio.sleep(0.01)

@@ -6,10 +6,13 @@ share-group records of `__consumer_offsets` round-trip too."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import uuid
 
+from kio.schema.errors import ErrorCode as E
+
 from coordinator.log.__main__ import main as log_tool
-from coordinator.share.state_log import ShareStateLog, kafka_uuid
+from coordinator.share.state_log import ShareCoordinator, kafka_uuid
 from protocol import share_records as R
 from protocol.group_records import decode_record, encode_key, encode_value
 
@@ -54,13 +57,13 @@ def test_share_group_records_round_trip():
 
 
 async def test_snapshots_updates_replay_and_pruning(tmp_path, capsys):
-    state = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=3)
+    state = await ShareCoordinator.open(tmp_path, 1, "always", 1000, snapshot_every=3)
     key = ("g", TOPIC_ID, 0)
 
     async def write(start, runs, **kw):
         fut = asyncio.get_running_loop().create_future()
-        state.write(key, start, runs, 1000, lambda e: fut.set_result(e), **kw)
-        assert await fut is None
+        state.write(key, start, runs, 1000, fut.set_result, **kw)
+        assert await fut == 0
 
     await write(0, [], full=True)  # the first snapshot (epoch 0): the share-partition initialized
     await write(0, [(0, 4, R.AVAILABLE, 1)])  # acquired 0-4 (written as Available, counted): 1 update
@@ -74,10 +77,11 @@ async def test_snapshots_updates_replay_and_pruning(tmp_path, capsys):
     assert expected.records == {3: (R.AVAILABLE, 3), 4: (R.AVAILABLE, 1)}
     await asyncio.gather(*state._pruning)  # (pruning runs as a task)
     plog = state.log.logs[0]
-    assert plog.log_start_offset == expected.snapshot_offset > 0  # the records before the snapshot went
+    snapshot_offset = state.shards[0].durable[key].snapshot_offset
+    assert plog.log_start_offset == snapshot_offset > 0  # the records before the snapshot went
     await state.close()
 
-    again = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=3)
+    again = await ShareCoordinator.open(tmp_path, 1, "always", 1000, snapshot_every=3)
     assert again.load() == 2  # the snapshot and the update after it
     loaded = again.states[key]
     assert (loaded.start, loaded.records, loaded.snapshot_epoch) == (3, expected.records, 1)
@@ -90,19 +94,21 @@ async def test_snapshots_updates_replay_and_pruning(tmp_path, capsys):
 
 
 async def test_updates_of_a_superseded_snapshot_are_ignored(tmp_path):
-    state = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    state = await ShareCoordinator.open(tmp_path, 1, "always", 1000)
     key = ("g", TOPIC_ID, 0)
+    shard = state.shard_of(key)
     raw = R.encode_state_key(R.ShareStateKey(False, "g", TOPIC_ID, 0))
-    state.replay(key, R.ShareStateKey(True, "g", TOPIC_ID, 0), R.ShareSnapshotValue(4, 0, 0, 0), 0)
-    state.replay(key, R.decode_state_key(raw), R.ShareUpdateValue(3, 0, 5, (R.StateBatch(5, 6, R.ARCHIVED, 1),)), 1)
-    assert (state.states[key].start, state.states[key].records) == (0, {})
+    shard.replay(shard.durable, R.ShareStateKey(True, "g", TOPIC_ID, 0), R.ShareSnapshotValue(4, 0, 0, 0), 0)
+    update = R.ShareUpdateValue(3, 0, 5, (R.StateBatch(5, 6, R.ARCHIVED, 1),))
+    shard.replay(shard.durable, R.decode_state_key(raw), update, 1)
+    assert (shard.durable[key].start, shard.durable[key].records) == (0, {})
     await state.close()
 
 
 async def test_a_snapshot_holds_the_updates_queued_before_it(tmp_path):
     """Two writes in one turn of the loop, the second a snapshot: the snapshot has the first's
     change, so replay (which drops updates of the older snapshot epoch) loses nothing."""
-    state = await ShareStateLog.open(tmp_path, 1, "always", 1000, snapshot_every=1)
+    state = await ShareCoordinator.open(tmp_path, 1, "always", 1000, snapshot_every=1)
     key = ("g", TOPIC_ID, 0)
     first = asyncio.get_running_loop().create_future()
     state.write(key, 0, [], 1000, first.set_result, full=True)
@@ -110,9 +116,9 @@ async def test_a_snapshot_holds_the_updates_queued_before_it(tmp_path):
     done = [asyncio.get_running_loop().create_future() for _ in range(2)]
     state.write(key, 0, [(0, 0, R.ACKNOWLEDGED, 1)], 1000, done[0].set_result)  # an update...
     state.write(key, 0, [(1, 1, R.ARCHIVED, 1)], 1000, done[1].set_result)  # ... then a snapshot
-    assert await asyncio.gather(*done) == [None, None]
+    assert await asyncio.gather(*done) == [0, 0]
     await state.close()
-    again = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    again = await ShareCoordinator.open(tmp_path, 1, "always", 1000)
     again.load()
     assert again.states[key].records == {0: (R.ACKNOWLEDGED, 1), 1: (R.ARCHIVED, 1)}
     await again.close()
@@ -123,13 +129,13 @@ async def test_cold_share_partitions_are_snapshotted_once_their_last_snapshot_is
     snapshot is at least the interval old gets a new one of its state as it is (create
     timestamp kept, written now), which lets the records before it be pruned; a partition of
     the topic whose share-partitions were all cold-snapshotted already is skipped."""
-    state = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    state = await ShareCoordinator.open(tmp_path, 1, "always", 1000)
     hot, cold = ("g", TOPIC_ID, 0), ("g", TOPIC_ID, 1)
 
     async def write(key, start, runs, now, **kw):
         fut = asyncio.get_running_loop().create_future()
-        state.write(key, start, runs, now, lambda e: fut.set_result(e), **kw)
-        assert await fut is None
+        state.write(key, start, runs, now, fut.set_result, **kw)
+        assert await fut == 0
 
     async def snapshot_cold(now):
         fut = asyncio.get_running_loop().create_future()
@@ -148,9 +154,77 @@ async def test_cold_share_partitions_are_snapshotted_once_their_last_snapshot_is
     assert await snapshot_cold(9000) == 0  # every one was: skipped
     expected = {k: (v.start, v.records, v.snapshot_epoch) for k, v in state.states.items()}
     await asyncio.gather(*state._pruning)
-    assert state.log.logs[0].log_start_offset == min(v.snapshot_offset for v in state.states.values()) > 0
+    oldest_snapshot = min(v.snapshot_offset for v in state.shards[0].durable.values())
+    assert state.log.logs[0].log_start_offset == oldest_snapshot > 0
     await state.close()
-    again = await ShareStateLog.open(tmp_path, 1, "always", 1000)
+    again = await ShareCoordinator.open(tmp_path, 1, "always", 1000)
     again.load()
     assert {k: (v.start, v.records, v.snapshot_epoch) for k, v in again.states.items()} == expected
     await again.close()
+
+
+class FailingAppends:
+    """While on, every append to the state topic fails as a full disk makes it fail (reported
+    on the loop's next turn), and nothing of it reaches the log (OffsetsLog's fault seam)."""
+
+    def __init__(self, state: ShareCoordinator) -> None:
+        self.log = state.log
+
+    def __enter__(self) -> None:
+        self.log.fault = lambda partition: OSError(errno.ENOSPC, "No space left on device")
+
+    def __exit__(self, *exc) -> None:
+        self.log.fault = None
+
+
+def views(state: ShareCoordinator) -> tuple[dict, dict]:
+    """What operations read (states) and what the log holds (durable), per share-partition:
+    its state epoch, start, records and snapshot epoch."""
+
+    def view(states):
+        return {k: (s.state_epoch, s.start, s.records, s.snapshot_epoch) for k, s in states.items()}
+
+    return view(state.states), view({k: s for shard in state.shards for k, s in shard.durable.items()})
+
+
+async def test_a_failed_write_leaves_what_a_restart_rebuilds(tmp_path):
+    """Each operation of the share coordinator's shards whose append fails (a write, an
+    initialization, a deletion, a cold snapshot) is answered with the write's error and leaves
+    memory as a replay of the log rebuilds it; the share-partition's next write is a snapshot,
+    so that what its live state kept is in the log again."""
+    state = await ShareCoordinator.open(tmp_path, 1, "always", 1000, snapshot_every=5)
+    key, other = ("g", TOPIC_ID, 0), ("g", TOPIC_ID, 1)
+
+    async def run(op, *args, **kw):
+        fut = asyncio.get_running_loop().create_future()
+        op(*args, fut.set_result, **kw)
+        return await fut
+
+    async def restarted() -> tuple[dict, dict]:
+        again = await ShareCoordinator.open(tmp_path, 1, "always", 1000, snapshot_every=5)
+        again.load()
+        rebuilt = views(again)
+        await again.close()
+        return rebuilt
+
+    assert await run(state.initialize, key, 3, 1000) == 0
+    assert await run(state.write, key, 0, [(0, 4, R.AVAILABLE, 1)], 1000, state_epoch=3) == 0
+    before = views(state)
+    with FailingAppends(state):
+        # two writes queued together: the second, computed on the first, fails with it
+        first = asyncio.get_running_loop().create_future()
+        state.write(key, 2, [(0, 1, R.ACKNOWLEDGED, 1)], 1100, first.set_result, state_epoch=3)
+        assert state.states[key].start == 2  # (what the next operation computes on)
+        assert await run(state.write, key, 3, [(2, 2, R.ARCHIVED, 1)], 1100, state_epoch=3) == E.not_coordinator
+        assert await first == E.not_coordinator
+        assert await run(state.initialize, other, 3, 1100) == E.not_coordinator
+        assert await run(state.delete, key) == E.not_coordinator
+        cold = asyncio.get_running_loop().create_future()
+        assert state.snapshot_cold(999_999, 1000, lambda: cold.set_result(None)) == 1
+        await cold
+    assert views(state) == before == await restarted()
+    # written again: a snapshot (epoch 1) of the share-partition as given, though one update follows the last
+    assert await run(state.write, key, 2, [(0, 1, R.ACKNOWLEDGED, 1)], 1200, state_epoch=3) == 0
+    assert state.states[key].snapshot_epoch == 1
+    assert views(state) == await restarted()
+    await state.close()

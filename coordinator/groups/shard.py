@@ -8,22 +8,20 @@ are on disk, and the whole partition at startup. It sets what a restart brings b
 group's records) and nothing else; `on_loaded` then turns the loaded records into live
 groups, as Kafka's onLoaded does.
 
-`pending` is the shard's queue of writes not yet durable, in the order written, with the
-answers of operations that wrote nothing queued behind them (runtime.py): Kafka's
-deferred-event queue. `revert` undoes the effect of failed writes on live state.
+Its queue of writes not yet durable (Kafka's deferred-event queue) is CoordinatorShard's
+(coordinator/runtime.py); what a write does to the shard is said here: `written` (a consumer,
+share or streams group's records, as the next operations see them), `replay_write` once
+durable, `revert` for writes that failed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Protocol, cast
 
 from ..errors import E
-
-from ..apis import answers_begin, answers_end
+from ..runtime import CoordinatorShard, PendingWrite
 
 from .classic.classic_group import ClassicGroup, JoinResult, SyncResult
 from .classic.classic_manager import ClassicGroupManager, GroupConfig
@@ -64,33 +62,19 @@ CONSUMER_KEYS = frozenset(KEY_TYPES)
 SHARE_KEY_TYPES = frozenset(SHARE_KEYS)
 STREAMS_KEY_TYPES = frozenset(STREAMS_KEYS)
 
-PENDING, DURABLE, FAILED = "pending", "durable", "failed"
-
-
-class PendingWrite:
-    """One write in a shard's queue (records None: the answer of an operation that wrote
-    nothing, durable as soon as everything before it is)."""
-
-    __slots__ = ("records", "complete", "state")
-
-    def __init__(self, records: list[Event] | None, complete: Complete, state: str = PENDING) -> None:
-        self.records = records
-        self.complete = complete
-        self.state = state
-
 
 class ShardRuntime(GroupSettings, Protocol):
     """What a shard needs of the runtime that owns it (CoordinatorRuntime): the one write
     path of the partition's log, which replays each write once it is durable."""
 
-    def apply(self, shard: GroupShard, result: CoordinatorResult) -> Any: ...
+    def apply(self, shard: CoordinatorShard, result: CoordinatorResult) -> Any: ...
 
     def write_marker(
-        self, shard: GroupShard, producer_id: int, producer_epoch: int, commit: bool, complete: Complete
+        self, shard: CoordinatorShard, producer_id: int, producer_epoch: int, commit: bool, complete: Complete
     ) -> None: ...
 
 
-class GroupShard:
+class GroupShard(CoordinatorShard):
     def __init__(
         self,
         partition: int,
@@ -101,14 +85,11 @@ class GroupShard:
         consumer: ConsumerGroupConfig | None = None,
         image: TopicImage | None = None,
     ) -> None:
-        self.partition = partition
+        super().__init__(partition, runtime.apply)
         self.runtime = runtime
         # Why the shard cannot serve (its log partition is offline: corrupt data), or None;
         # every request for its groups is then answered NOT_COORDINATOR.
         self.offline: str | None = None
-        # Set once the shard is unloaded (its partition moved to another broker): its timers
-        # no longer fire and it writes nothing more; a new shard loads the partition.
-        self.unloaded = False
         self.clock = clock = _ShardClock(clock, self)
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
@@ -120,95 +101,26 @@ class GroupShard:
         self.offset_manager = OffsetManager(
             self, offsets.metadata_max_bytes, offsets.retention_ms, offsets.existing_partitions
         )
-        self.pending: deque[PendingWrite] = deque()  # not yet answered, in the order written
-        self.drain_scheduled = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The event loop the shard serves on (its waiters' futures, its drain), looked up
-        once: on Python 3.11 each asyncio.get_running_loop() is a getpid() system call."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.get_running_loop()
-        return loop
 
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, complete: Complete) -> None:
         """The producer's transaction marker: its pending offsets here applied or dropped."""
         self.runtime.write_marker(self, producer_id, producer_epoch, commit, complete)
 
-    def after_pending(self, complete: Complete) -> None:
-        """complete(NONE) once every write queued on the shard so far is durable (at once
-        if none is), or complete(the error) if one of them fails: the answer of an
-        operation that wrote nothing never runs ahead of the log."""
-        if not self.pending:
-            self.settle(complete, E.none)
-        else:
-            self.pending.append(PendingWrite(None, complete, DURABLE))
+    # what a write does to the shard (CoordinatorShard's queue calls these) --------------
 
-    # the queue of pending writes (the runtime's) -------------------------------------
-
-    def queue_write(self, records: list[Event], complete: Complete) -> PendingWrite:
-        w = PendingWrite(records, complete)
-        self.pending.append(w)
+    def written(self, records: list[Event]) -> None:
+        """A consumer, share or streams group's records, as the next operations see them
+        (offsets and classic groups change only at replay)."""
         for key, value in records:
             t = type(key)
             if t is OffsetCommitKey:
-                continue  # (most records; offsets change only at replay)
+                continue  # (most records)
             if t in CONSUMER_KEYS:
                 self.consumer.written_record(key, value)
             elif t in SHARE_KEY_TYPES:
                 self.share.written_record(key, value)
             elif t in STREAMS_KEY_TYPES:
                 self.streams.written_record(key, value)
-        return w
-
-    def drain(self) -> None:
-        """Replay and complete the writes at the head of the queue that are durable (their
-        answers leave together: one socket write per connection)."""
-        self.drain_scheduled = False
-        pending = self.pending
-        replay_all = self.replay_all
-        answers_begin()
-        try:
-            while pending and pending[0].state is DURABLE:
-                w = pending.popleft()
-                error = E.none
-                if w.records is not None:
-                    try:
-                        replay_all(w.records)
-                    except Exception:  # a bug: the records are on disk, so the answer must not hang
-                        log.exception("partition %d: replaying a write failed", self.partition)
-                        error = E.unknown_server_error
-                self.settle(w.complete, error)
-        finally:
-            answers_end()
-
-    def fail_from(self, w: PendingWrite, error: int) -> None:
-        """`w` failed: it and everything queued after it (computed on top of it, and cut
-        from the log with it) fail; their effect on live state is undone first."""
-        pending = self.pending
-        failed: list[PendingWrite] = []
-        while True:
-            x = pending.pop()
-            x.state = FAILED
-            failed.append(x)
-            if x is w:
-                break
-        failed.reverse()
-        self.revert(failed)
-        answers_begin()
-        try:
-            for x in failed:
-                self.settle(x.complete, error)
-        finally:
-            answers_end()
-
-    def settle(self, complete: Complete, error: int) -> None:
-        """Run a write's continuation; what it returns, if a CoordinatorResult (a follow-up
-        operation: a rebalance the outcome starts, a join run again), the runtime writes."""
-        follow_up = complete(error)
-        if type(follow_up) is CoordinatorResult:
-            self.runtime.apply(self, follow_up)
 
     def revert(self, failed: list[PendingWrite]) -> None:
         """Undo exactly the failed writes: the consumer groups they wrote come back as the
@@ -235,7 +147,7 @@ class GroupShard:
 
     # replay ---------------------------------------------------------------------------
 
-    def replay_all(self, records: list[Event]) -> None:
+    def replay_write(self, records: list[Event], offset: int) -> None:
         """replay() each record of a durable write, in order; an offset commit's (most
         records) put here without two calls each, its group's offsets looked up once."""
         groups = self.groups

@@ -27,14 +27,15 @@ from typing import Any, Callable, Iterator, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
+from protocol.error_messages import default_message
+
 from .. import server_log
 from ..futures import LongPolls
 from ..apis import Registry, RequestContext, ms
-from ..groups.runtime import write_error
 from ..log.partition import PartitionLog, StorageError
 from .dead_letters import BrokerProducer, DeadLetterError, DeadLetters
 from .partition import ACKNOWLEDGED, ARCHIVED, DATA, SKIP, AckError, SharePartition, Undo
-from .state_log import FencedStateEpoch, Key, ShareStateLog
+from .state_log import FENCED_MESSAGE, Key, ShareCoordinator
 
 log = server_log.get(__name__)
 
@@ -125,7 +126,7 @@ class SharePartitionManager:
         topics: Any,
         data_plane: PartitionLeader,
         groups: Any,
-        state: ShareStateLog,
+        state: ShareCoordinator,
         config: Any,
         node_id: int,
         advertised: Any = None,
@@ -134,7 +135,7 @@ class SharePartitionManager:
         self.topics = topics
         self.data_plane = data_plane
         self.groups = groups  # the CoordinatorRuntime: group configs and membership
-        self.state = state
+        self.state = state  # the share coordinator: the share-partitions' durable state
         self.config = config  # ShareGroupConfig
         self.node_id = node_id
         self.partitions: dict[Key, SharePartition] = {}
@@ -258,7 +259,7 @@ class SharePartitionManager:
                 "max_delivery": self.delivery_count_limit(key[0]),
                 "max_in_flight": self.config.partition_max_record_locks,
             }
-            stored = self.state.states.get(key)
+            stored = self.state.stored(key)
             if stored is not None and stored.start >= 0:  # (-1: initialized, never started)
                 sp = SharePartition.restored(stored.start, stored.records, **kw)
                 sp.state_epoch = stored.state_epoch
@@ -296,48 +297,41 @@ class SharePartitionManager:
 
     def _persist(
         self, key: Key, sp: SharePartition, changed: list[int], op: Undo, undoable: bool = False
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[int]:
         """Write an operation's change: the changed offsets' state batches (those it finished
         included) and the start as it was before the operation, as Kafka's SharePartition
-        writes its state before it moves its start offset. The future is done once durable
-        (or fails with the write's error). `undoable`: a write that fails first undoes the
-        change (and any later one still on its way), so that memory is again what a restart
-        rebuilds."""
-        fut = asyncio.get_running_loop().create_future()
+        writes its state before it moves its start offset. The future is the write's error
+        code (NONE once durable; FENCED_STATE_EPOCH; the failed write's). `undoable`: a write
+        that fails first undoes the change (and any later one still on its way), so that
+        memory is again what a restart rebuilds (Kafka's rollbackOrProcessStateUpdates)."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         runs = sp.changed_runs(changed, op.finished)
         if undoable:
             self.unwritten.setdefault(key, []).append(op)
 
-        def done(error: BaseException | None) -> None:
+        def done(error: int) -> None:
             if undoable:
                 self._written(key, sp, op, error)
-            if fut.done():
-                return
-            if error is None:
-                fut.set_result(None)
-            else:
-                fut.set_exception(error)
+            if not fut.done():
+                fut.set_result(error)
 
-        try:
-            self.state.write(
-                key,
-                op.start,
-                runs,
-                int(time.time() * 1000),
-                done,
-                state_epoch=sp.state_epoch,
-                whole=lambda: sp.whole_runs(op.finished),
-            )
-        except Exception as e:  # (a value the schema cannot hold)
-            done(e)
+        self.state.write(
+            key,
+            op.start,
+            runs,
+            int(time.time() * 1000),
+            done,
+            state_epoch=sp.state_epoch,
+            whole=lambda: sp.whole_runs(op.finished),
+        )
         return fut
 
-    def _written(self, key: Key, sp: SharePartition, undo: Undo, error: BaseException | None) -> None:
+    def _written(self, key: Key, sp: SharePartition, undo: Undo, error: int) -> None:
         pending = self.unwritten.get(key)
         if pending is None or undo not in pending:
             return  # (undone already, with an earlier write that failed)
         i = pending.index(undo)
-        if error is None:
+        if error == E.none:
             del pending[i]
         else:
             # The log keeps none of the writes after a failed one that were queued before its
@@ -345,7 +339,6 @@ class SharePartitionManager:
             for later in reversed(pending[i:]):
                 sp.undo(later)
             del pending[i:]
-            self.state.resync(key, min(sp.start, undo.start), sp.whole_runs({}))
             self._wake(key)  # (records Available again)
         if not pending:
             del self.unwritten[key]
@@ -357,7 +350,7 @@ class SharePartitionManager:
         sp = self.partitions.get(key)
         if sp is not None:
             return sp.start
-        stored = self.state.states.get(key)
+        stored = self.state.stored(key)
         return None if stored is None or stored.start < 0 else stored.start
 
     def lag(self, key: Key, start: int) -> int:
@@ -378,7 +371,7 @@ class SharePartitionManager:
             end = sp.end
             states = ((o, r.state) for o, r in sp.records.items())
         else:
-            stored = self.state.states.get(key)
+            stored = self.state.stored(key)
             records = stored.records if stored is not None else {}
             end = max(records, default=start - 1) + 1
             states = ((o, s) for o, (s, _) in records.items())
@@ -391,7 +384,7 @@ class SharePartitionManager:
         written (Kafka writes a change before it moves its start) and the high watermark less
         that start less the records written Acknowledged or Archived past it (KIP-1226). (-1, -1)
         while nothing was written (Kafka initializes a partition's state at -1)."""
-        stored = self.state.states.get(key)
+        stored = self.state.stored(key)
         _, plog = self._plog(key[1], key[2])
         if stored is None or stored.start < 0 or plog is None:
             return -1, -1
@@ -441,11 +434,11 @@ class SharePartitionManager:
 
         dead = sp.dead_letters(changed)
 
-        def written(f: asyncio.Future) -> None:
-            if isinstance(f.exception(), FencedStateEpoch):
+        def written(f: asyncio.Future[int]) -> None:
+            if f.result() == E.fenced_state_epoch:
                 self._fenced(key)
-            elif f.exception() is not None:
-                log.warning("share-partition %s: its state could not be written: %s", key, f.exception())
+            elif f.result() != E.none:
+                log.warning("share-partition %s: its state could not be written: %s", key, default_message(f.result()))
             # (written or not, as Kafka goes on to the DLQ after an expired lock's write)
             self._dead_letter(key, sp, dead)
 
@@ -533,22 +526,17 @@ class SharePartitionManager:
         keys = {k for k in (*self.partitions, *self.state.states) if k[0] == group_id and k[1] == topic_id}
         for key in keys:
             error = await self._delete_state(key)
-            if error is not None:
-                return E.kafka_storage_error, str(error)
+            if error != E.none:
+                return E.kafka_storage_error, default_message(error)
             self.partitions.pop(key, None)
             timer = self.timers.pop(key, None)
             if timer is not None:
                 timer[1].cancel()
         return E.none, None
 
-    def _delete_state(self, key: Key) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-
-        def done(error: BaseException | None) -> None:
-            if not fut.done():
-                fut.set_result(error)
-
-        self.state.delete(key, done)
+    def _delete_state(self, key: Key) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.state.delete(key, fut.set_result)
         return fut
 
     def initialize_state(
@@ -568,18 +556,20 @@ class SharePartitionManager:
             (group_id, topic_id, p)
             for topic_id, ps in partitions.items()
             for p in sorted(ps)
-            if (group_id, topic_id, p) not in self.state.states and (group_id, topic_id, p) not in self.partitions
+            if self.state.stored((group_id, topic_id, p)) is None and (group_id, topic_id, p) not in self.partitions
         ]
         left = [len(keys)]
-        failure: list[BaseException] = []
+        failure: list[int] = []
 
-        def written(error: BaseException | None) -> None:
-            if error is not None and not failure:
+        def written(error: int) -> None:
+            if error != E.none and not failure:
                 failure.append(error)
-                log.warning("share group %s: share-partition state not initialized: %s", group_id, error)
+                log.warning(
+                    "share group %s: share-partition state not initialized: %s", group_id, default_message(error)
+                )
             left[0] -= 1
             if left[0] == 0:
-                done(write_error(failure[0]) if failure else E.none)
+                done(failure[0] if failure else E.none)
 
         if not keys:
             done(E.none)
@@ -616,15 +606,15 @@ class SharePartitionManager:
         letters written only once it is durable (rollbackOrProcessStateUpdates)."""
         dead = sp.dead_letters(changed)
 
-        def written(f: asyncio.Future) -> None:
-            error = f.exception()
-            if error is None:
+        def written(f: asyncio.Future[int]) -> None:
+            error = f.result()
+            if error == E.none:
                 self._dead_letter(key, sp, dead)
                 return
-            if isinstance(error, FencedStateEpoch):
+            if error == E.fenced_state_epoch:
                 self._fenced(key)
             else:
-                log.warning("share-partition %s: release not written, undone: %s", key, error)
+                log.warning("share-partition %s: release not written, undone: %s", key, default_message(error))
             if self.partitions.get(key) is sp:
                 self._schedule_expiry(key, sp)
 
@@ -715,19 +705,20 @@ class SharePartitionManager:
                 self._wake(key)
             self._schedule_expiry(key, sp)
         for tp, fut, written, dead in writes:
-            try:
-                await fut
+            error = await fut
+            if error == E.none:
                 # Archiving is written: the dead letters follow, and the answer does not wait
                 # for them (Kafka's SharePartition starts them once its state write succeeds).
                 self._dead_letter((group_id, *tp), written, dead)
-            except FencedStateEpoch as e:
+            elif error == E.fenced_state_epoch:
                 self._fenced((group_id, *tp))
-                results[tp] = (E.fenced_state_epoch, str(e))
-            except Exception as e:
+                results[tp] = (E.fenced_state_epoch, FENCED_MESSAGE)
+            else:
                 # Undone (the records are the member's again, under their locks): Kafka's
                 # answer when its share coordinator cannot write the state.
-                log.warning("share-partition %s-%s: acknowledgement not written, undone: %s", group_id, tp, e)
-                results[tp] = (E.coordinator_not_available, f"Unable to write share group state: {e}")
+                message = default_message(error)
+                log.warning("share-partition %s-%s: acknowledgement not written, undone: %s", group_id, tp, message)
+                results[tp] = (E.coordinator_not_available, f"Unable to write share group state: {message}")
                 sp = self.partitions.get((group_id, *tp))
                 if sp is not None:
                     self._schedule_expiry((group_id, *tp), sp)
@@ -738,7 +729,7 @@ class SharePartitionManager:
         were altered meanwhile): it leaves the cache, and the next request loads the state as
         stored, as Kafka's SharePartitionManager drops a fenced share-partition."""
         log.info("share-partition %s: state epoch fenced; it is loaded again", key)
-        stale, stored = self.partitions.get(key), self.state.states.get(key)
+        stale, stored = self.partitions.get(key), self.state.stored(key)
         if stale is not None and (stored is None or stale.state_epoch < stored.state_epoch):
             del self.partitions[key]
 

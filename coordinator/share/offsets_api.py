@@ -18,12 +18,13 @@ with the share coordinator's state (kafka-share-groups.sh --describe / --reset-o
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
+
+from protocol.error_messages import default_message
 
 from ..apis import LATER, Registry, RequestContext
 from ..groups.modern.share.share_group import ShareGroup
@@ -206,29 +207,18 @@ class ShareOffsetsApis:
 
     async def _reset(self, key: Any, offset: int) -> tuple[int, str | None]:
         """The share-partition starts over at `offset` under a new state epoch."""
-        stored = self.shares.state.states.get(key)
+        stored = self.shares.state.stored(key)
         live = self.shares.partitions.get(key)
         # A new state epoch, past the stored one and the one the share-partition in memory was
         # started under (nothing may be stored yet: nothing is written before a state change).
         epoch = max(
             stored.state_epoch + 1 if stored is not None else 0, live.state_epoch + 1 if live is not None else 0
         )
-        # What the state log's view held, put back if the write fails (it applies a write at once).
-        before = None if stored is None else dataclasses.replace(stored, records=dict(stored.records))
-        fut = asyncio.get_running_loop().create_future()
-
-        def done(error: BaseException | None) -> None:
-            if not fut.done():
-                fut.set_result(error)
-
-        self.shares.state.write(
-            key, offset, [], int(time.time() * 1000), done, full=True, state_epoch=epoch, restart=True
-        )
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.shares.state.write(key, offset, [], int(time.time() * 1000), fut.set_result, full=True, state_epoch=epoch)
         error = await fut
-        if error is not None:
-            if before is not None:
-                self.shares.state.states[key] = before
-            return E.kafka_storage_error, str(error)
+        if error != E.none:
+            return E.kafka_storage_error, default_message(error)
         sp = self.shares.partitions[key] = SharePartition(
             offset,
             max_delivery=self.shares.delivery_count_limit(key[0]),

@@ -1,5 +1,6 @@
-"""`__share_group_state`: share-partition state kept as Kafka's share coordinator keeps it
-(ShareCoordinatorShard), in Kafka's ShareSnapshot / ShareUpdate records.
+"""`__share_group_state`: share-partition state kept as Kafka's share coordinator keeps it, in
+Kafka's ShareSnapshot / ShareUpdate records: a shard per partition of the topic (Kafka's
+ShareCoordinatorShard), written through the coordinators' one runtime (coordinator/runtime.py).
 
 Every share-partition (group, topic id, partition) lives in partition
 abs(hash("group:topicId:partition")) % N of the topic, as Kafka's SharePartitionKey places it.
@@ -10,6 +11,16 @@ whole state (a new snapshot epoch); and every
 `share.coordinator.cold.partition.snapshot.interval.ms` a snapshot of each share-partition whose
 last one is that old (snapshot_cold). Replaying a key is its last snapshot, then the updates
 of that snapshot's epoch in log order.
+
+A shard's operations (write_state, initialize, delete, snapshot_cold) validate and return a
+CoordinatorResult, its records and its response; they never touch the log. The runtime
+appends the records, replays them into the shard's `durable` state once they are (the
+replay a load does), and answers. What the next operations compute on is `states`: the
+durable state and the writes still pending, replayed as they are queued (as Kafka's runtime
+replays first), so that a snapshot holds every update queued before it (an update of the
+older snapshot epoch that lands before it is superseded at replay). A failed write is
+reverted: its share-partitions' `states` are the durable state again, with the writes
+queued before it replayed on top.
 
 The topic is not compacted (a snapshot and an update have different keys): as Kafka's
 share coordinator prunes its records with DeleteRecords, the log start of each partition
@@ -26,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kio.schema.errors import ErrorCode as E
+
 from protocol.record_batch import iter_batch_records
 from protocol.share_records import (
     ACKNOWLEDGED,
@@ -36,13 +49,13 @@ from protocol.share_records import (
     StateBatch,
     decode_state_key,
     decode_state_value,
-    encode_state_key,
-    encode_state_value,
 )
 
 from .. import server_log
+from ..apis import LATER
 from ..log.config import LogConfig
 from ..log.offsets import OffsetsLog, partition_for
+from ..runtime import CoordinatorResult, CoordinatorShard, PendingWrite, Runtime
 
 log = server_log.get(__name__)
 
@@ -53,13 +66,8 @@ STATE_TOPIC_CONFIG = LogConfig(cleanup_policy="delete", retention_ms=None, segme
 Key = tuple[str, uuid.UUID, int]
 
 
-class FencedStateEpoch(Exception):
-    """A write under an older state epoch than the stored one (Kafka's FENCED_STATE_EPOCH)."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "The share coordinator rejected the request because the share-group state epoch did not match."
-        )
+# Kafka's FencedStateEpochException: a write under an older state epoch than the stored one
+FENCED_MESSAGE = "The share coordinator rejected the request because the share-group state epoch did not match."
 
 
 def kafka_uuid(u: uuid.UUID) -> str:
@@ -79,11 +87,23 @@ class StoredState:
     # a snapshot resets it only once it reached the limit (one written for another reason, as
     # AlterShareGroupOffsets' initialization, keeps it), as ShareCoordinatorShard does
     updates: int = 0
-    snapshot_offset: int = 0  # where the last snapshot is in the log
+    snapshot_offset: int = 0  # where the last snapshot is in the log (in a shard's durable state)
     # the last snapshot's (Kafka's ShareGroupOffset): both when it was written, but for a cold
     # snapshot (snapshot_cold), which keeps the create timestamp of the one it repeats
     create_timestamp: int = -1
     write_timestamp: int = -1
+
+    def copy(self) -> StoredState:
+        return StoredState(
+            self.state_epoch,
+            self.start,
+            dict(self.records),
+            self.snapshot_epoch,
+            self.updates,
+            self.snapshot_offset,
+            self.create_timestamp,
+            self.write_timestamp,
+        )
 
     def apply(self, start: int, batches: tuple[StateBatch, ...]) -> None:
         if start >= 0:
@@ -94,56 +114,30 @@ class StoredState:
                 self.records[offset] = (b.delivery_state, b.delivery_count)
 
 
-class ShareStateLog:
+class ShareStateShard(CoordinatorShard):
+    """One partition of `__share_group_state` (Kafka's ShareCoordinatorShard): the state of
+    the share-partitions that live there."""
+
     def __init__(
-        self, log_: OffsetsLog, snapshot_every: int = 500, first_write: Callable[[], None] = lambda: None
+        self, partition: int, apply: Callable[[CoordinatorShard, CoordinatorResult], object], snapshot_every: int
     ) -> None:
-        self.log = log_
+        super().__init__(partition, apply)
         self.snapshot_every = snapshot_every
-        self.states: dict[Key, StoredState] = {}
-        self._pruning: set[asyncio.Task] = set()
-        # called before each write: the topic comes into existence at its first (Kafka's share
-        # coordinator creates __share_group_state when a share-partition's state is first written)
-        self.first_write = first_write
+        self.durable: dict[Key, StoredState] = {}  # what the log holds
+        self.states: dict[Key, StoredState] = {}  # and the writes pending on it: what operations read
 
-    @classmethod
-    async def open(
-        cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int, snapshot_every: int = 500
-    ) -> ShareStateLog:
-        return cls(await open_log(data_dir, partitions, fsync, fsync_interval_ms), snapshot_every)
+    # replay -----------------------------------------------------------------------------
 
-    def partition_of(self, key: Key) -> int:
-        group, topic_id, partition = key
-        return partition_for(f"{group}:{kafka_uuid(topic_id)}:{partition}", self.log.partitions)
-
-    # loading ----------------------------------------------------------------------------
-
-    def load(self) -> int:
-        """Replay every partition: each key's last snapshot and the updates of its epoch."""
-        count = 0
-        for p, plog in enumerate(self.log.logs):
-            if plog.offline is not None:
-                log.error("%s-%d is offline (%s): its share-partitions start afresh", TOPIC, p, plog.offline)
-                continue
-            for _, data in plog.batches(plog.log_start_offset):
-                for r in iter_batch_records(data):
-                    if r.key is None:
-                        continue
-                    k = decode_state_key(r.key)
-                    key = (k.group, k.topic_id, k.partition)
-                    if r.value is None:  # a tombstone: the share-partition's state was deleted
-                        self.states.pop(key, None)
-                        continue
-                    self.replay(key, k, decode_state_value(k, r.value), r.offset)
-                    count += 1
-        if self.states:
-            log.info("loaded %d share-group state records: %d share-partitions", count, len(self.states))
-        return count
-
-    def replay(self, key: Key, k: ShareStateKey, value: Any, offset: int) -> None:
+    def replay(self, states: dict[Key, StoredState], k: ShareStateKey, value: Any, offset: int) -> None:
+        """One record into `states` (the durable state at load and once a write is durable,
+        the state operations read as soon as it is queued)."""
+        key = (k.group, k.topic_id, k.partition)
+        if value is None:  # a tombstone: the share-partition's state was deleted
+            states.pop(key, None)
+            return
         if k.snapshot:
-            before = self.states.get(key)
-            self.states[key] = state = StoredState(
+            before = states.get(key)
+            states[key] = state = StoredState(
                 value.state_epoch,
                 value.start_offset,
                 {},
@@ -155,7 +149,7 @@ class ShareStateLog:
             )
             state.apply(-1, value.state_batches)
             return
-        current = self.states.get(key)
+        current = states.get(key)
         if current is None or value.snapshot_epoch != current.snapshot_epoch:
             return  # an update of a snapshot that is gone or was superseded
         current.apply(value.start_offset, value.state_batches)
@@ -166,6 +160,209 @@ class ShareStateLog:
         it reached the limit."""
         return 0 if updates >= self.snapshot_every else updates
 
+    def on_loaded(self) -> None:
+        self.states = {key: state.copy() for key, state in self.durable.items()}
+
+    def written(self, records: list[Any]) -> None:
+        for k, value in records:
+            self.replay(self.states, k, value, -1)
+
+    def replay_write(self, records: list[Any], offset: int) -> None:
+        for i, (k, value) in enumerate(records):
+            self.replay(self.durable, k, value, offset + i)
+
+    def revert(self, failed: list[PendingWrite]) -> None:
+        """The failed writes' share-partitions are their durable state again, with the writes
+        still pending before them replayed on top. Each is next written as a snapshot of the
+        share-partition as it is live: a change the live state keeps though its write failed
+        (an expired lock, Kafka keeps it too) is in the log again with the next write."""
+        keys = {(k.group, k.topic_id, k.partition) for w in failed for k, _ in w.records or ()}
+        for key in keys:
+            durable = self.durable.get(key)
+            if durable is None:
+                self.states.pop(key, None)
+            else:
+                self.states[key] = durable.copy()
+        for w in self.pending:
+            for k, value in w.records or ():
+                if (k.group, k.topic_id, k.partition) in keys:
+                    self.replay(self.states, k, value, -1)
+        for key in keys:
+            state = self.states.get(key)
+            if state is not None:
+                state.updates = max(state.updates, self.snapshot_every)
+
+    def last_redundant_offset(self) -> int | None:
+        """Kafka's ShareCoordinatorShard.lastRedundantOffset: the records before the oldest
+        snapshot a share-partition here still needs are redundant (None: no state here)."""
+        return min((s.snapshot_offset for s in self.durable.values()), default=None)
+
+    # operations -------------------------------------------------------------------------
+
+    def write_state(
+        self,
+        key: Key,
+        start: int,
+        runs: list[tuple[int, int, int, int]],
+        now_ms: int,
+        *,
+        full: bool = False,
+        state_epoch: int | None = None,
+        whole: Callable[[], list[tuple[int, int, int, int]]] | None = None,
+    ) -> CoordinatorResult:
+        """A share-partition's change (Kafka's ShareCoordinatorShard.writeState): `runs`
+        (first, last, state, count) are the state batches that changed, `start` its start
+        offset; full: `runs` are its whole state from `start` (a share-partition initialized or
+        started over); whole(): every state batch of the share-partition now, for when this
+        write is a snapshot. The response: NONE, or FENCED_STATE_EPOCH for a write under an
+        older state epoch than the stored one (the share-partition was started over since it
+        was loaded), nothing written. A newer one (AlterShareGroupOffsets' restart) is stored."""
+        state = self.states.get(key)
+        if state is not None and state_epoch is not None and state_epoch < state.state_epoch:
+            return CoordinatorResult(E.fenced_state_epoch)
+        result = CoordinatorResult(E.none)
+        result.add([self._record(key, start, runs, now_ms, full, state_epoch, whole, False)])
+        return result
+
+    def initialize(self, key: Key, state_epoch: int, now_ms: int) -> CoordinatorResult:
+        """Kafka's ShareCoordinatorShard.initializeState for a share-partition with no state: its
+        first ShareSnapshot (snapshot epoch 0) under `state_epoch` (the group's epoch, as Kafka's
+        group coordinator gives it), at start offset -1 (not started)."""
+        return self.write_state(key, -1, [], now_ms, full=True, state_epoch=state_epoch)
+
+    def delete(self, key: Key) -> CoordinatorResult:
+        """DeleteShareGroupOffsets: the share-partition's state goes: one tombstone, of its
+        ShareSnapshot key, written only if it has state (Kafka's ShareCoordinatorShard.deleteState)."""
+        result = CoordinatorResult(E.none)
+        if key in self.states:
+            result.add([(ShareStateKey(True, *key), None)])
+        return result
+
+    def snapshot_cold(self, now_ms: int, interval_ms: int) -> CoordinatorResult:
+        """Kafka's ShareCoordinatorShard.snapshotColdPartitions: unless every share-partition
+        here was cold-snapshotted already (its last snapshot's create and write timestamps
+        differ), each whose last snapshot is `interval_ms` old or older gets a new one of its
+        state as it is, which lets the log's records before it be pruned: one write, a snapshot
+        each."""
+        states = self.states
+        result = CoordinatorResult(E.none)
+        if all(s.create_timestamp != s.write_timestamp for s in states.values()):
+            return result
+        cold = [k for k, s in states.items() if now_ms - s.write_timestamp >= interval_ms]
+        if cold:
+            for key in cold:
+                log.debug("share-partition %s: its last snapshot is older than %d ms", key, interval_ms)
+            result.add([self._record(key, -1, [], now_ms, False, None, None, True) for key in cold])
+        return result
+
+    def _record(
+        self,
+        key: Key,
+        start: int,
+        runs: list[tuple[int, int, int, int]],
+        now_ms: int,
+        full: bool,
+        state_epoch: int | None,
+        whole: Callable[[], list[tuple[int, int, int, int]]] | None,
+        cold: bool,
+    ) -> tuple[ShareStateKey, Any]:
+        """The record of a share-partition's write: a ShareUpdate, or a ShareSnapshot when it
+        is the first, full or cold, under a new state epoch, or when the updates since the last
+        reached share.coordinator.snapshot.update.records.per.snapshot (Kafka's
+        ShareCoordinatorShard.generateShareStateRecord)."""
+        state = self.states.get(key)
+        new = StoredState() if state is None else state.copy()
+        snapshot = (
+            full
+            or cold
+            or state is None
+            or new.updates >= self.snapshot_every
+            or (state_epoch is not None and state_epoch != new.state_epoch)
+        )
+        if state_epoch is not None:
+            new.state_epoch = state_epoch
+        if snapshot and whole is not None:
+            runs = whole()
+            new.records = {}
+        batches = tuple(StateBatch(*run) for run in runs)
+        if full:
+            new.records, new.start = {}, start
+        new.apply(start, batches)
+        if not snapshot:
+            return ShareStateKey(False, *key), ShareUpdateValue(new.snapshot_epoch, 0, start, batches, _complete(new))
+        value = ShareSnapshotValue(
+            new.snapshot_epoch + 1,
+            new.state_epoch,
+            0,
+            new.start,
+            new.create_timestamp if cold else now_ms,
+            now_ms,
+            _batches_of(new.records),
+            # (none in a share-partition's initialization, nor while it is not started)
+            -1 if full or new.start < 0 else _complete(new),
+        )
+        return ShareStateKey(True, *key), value
+
+
+class ShareCoordinator:
+    """Kafka's ShareCoordinatorService: a shard per partition of `__share_group_state`, written
+    through one Runtime over the topic's log (an operation's answer comes once it is durable,
+    or with the write's error), and the log pruned below what the shards still need."""
+
+    def __init__(
+        self, log_: OffsetsLog, snapshot_every: int = 500, first_write: Callable[[], None] = lambda: None
+    ) -> None:
+        self.log = log_
+        self.runtime: Runtime[OffsetsLog] = Runtime(log_)
+        self.shards = [ShareStateShard(p, self.runtime.apply, snapshot_every) for p in range(log_.partitions)]
+        self._pruning: set[asyncio.Task] = set()
+        # called before each write: the topic comes into existence at its first (Kafka's share
+        # coordinator creates __share_group_state when a share-partition's state is first written)
+        self.first_write = first_write
+
+    @classmethod
+    async def open(
+        cls, data_dir: str | Path, partitions: int, fsync: str, fsync_interval_ms: int, snapshot_every: int = 500
+    ) -> ShareCoordinator:
+        return cls(await open_log(data_dir, partitions, fsync, fsync_interval_ms), snapshot_every)
+
+    def shard_of(self, key: Key) -> ShareStateShard:
+        group, topic_id, partition = key
+        return self.shards[partition_for(f"{group}:{kafka_uuid(topic_id)}:{partition}", len(self.shards))]
+
+    def stored(self, key: Key) -> StoredState | None:
+        """The share-partition's state as written (its pending writes included)."""
+        return self.shard_of(key).states.get(key)
+
+    @property
+    def states(self) -> dict[Key, StoredState]:
+        """Every share-partition's state as written, across the shards."""
+        return {key: state for shard in self.shards for key, state in shard.states.items()}
+
+    # loading ----------------------------------------------------------------------------
+
+    def load(self) -> int:
+        """Replay every partition: each key's last snapshot and the updates of its epoch."""
+        count = 0
+        for shard, plog in zip(self.shards, self.log.logs):
+            if plog.offline is not None:
+                log.error(
+                    "%s-%d is offline (%s): its share-partitions start afresh", TOPIC, shard.partition, plog.offline
+                )
+                continue
+            for _, data in plog.batches(plog.log_start_offset):
+                for r in iter_batch_records(data):
+                    if r.key is not None:
+                        k = decode_state_key(r.key)
+                        value = None if r.value is None else decode_state_value(k, r.value)
+                        shard.replay(shard.durable, k, value, r.offset)
+                        count += value is not None
+            shard.on_loaded()
+        states = sum(len(shard.durable) for shard in self.shards)
+        if states:
+            log.info("loaded %d share-group state records: %d share-partitions", count, states)
+        return count
+
     # writing ----------------------------------------------------------------------------
 
     def write(
@@ -174,166 +371,69 @@ class ShareStateLog:
         start: int,
         runs: list[tuple[int, int, int, int]],
         now_ms: int,
-        done: Callable[[BaseException | None], None],
+        done: Callable[[int], None],
         *,
         full: bool = False,
         state_epoch: int | None = None,
-        restart: bool = False,
         whole: Callable[[], list[tuple[int, int, int, int]]] | None = None,
-        cold: bool = False,
     ) -> None:
-        """Persist a share-partition's change: `runs` (first, last, state, count) are the
-        state batches that changed (all of them with full=True), `start` its start offset;
-        restart: nothing in flight any more (AlterShareGroupOffsets); whole(): every state
-        batch of the share-partition now, for when this write is a snapshot. done(None) once
-        durable, done(error) if the write failed (nothing of it stays). cold: a snapshot of the
-        state as it is (snapshot_cold).
+        """ShareStateShard.write_state, done(its error code) once durable or failed."""
+        shard = self.shard_of(key)
+        self._run(
+            shard, shard.write_state(key, start, runs, now_ms, full=full, state_epoch=state_epoch, whole=whole), done
+        )
 
-        state_epoch: the share-partition's; a write under an older one than the stored (the
-        share-partition was started over since it was loaded) is refused, nothing written:
-        done(FencedStateEpoch()), as Kafka's ShareCoordinatorShard.writeState answers
-        FENCED_STATE_EPOCH. A newer one (AlterShareGroupOffsets' restart) is stored.
+    def initialize(self, key: Key, state_epoch: int, now_ms: int, done: Callable[[int], None]) -> None:
+        shard = self.shard_of(key)
+        self._run(shard, shard.initialize(key, state_epoch, now_ms), done)
 
-        What is written is applied to `states` at once, in write order, not when durable: a
-        snapshot must hold every update queued before it (an update of the older snapshot
-        epoch that lands before it is superseded at replay). A failed write makes the next
-        one a snapshot of the live share-partition, which rewrites what the log lost."""
-        state = self.states.get(key)
-        if state is not None and state_epoch is not None and state_epoch < state.state_epoch:
-            done(FencedStateEpoch())
-            return
-        # Kafka's ShareCoordinatorShard.generateShareStateRecord: a snapshot once the updates
-        # since the last one reached share.coordinator.snapshot.update.records.per.snapshot (a
-        # share-partition's first write, and a full one, as Kafka's initializeState, too)
-        snapshot = full or cold or state is None or state.updates >= self.snapshot_every
-        created = state is None
-        if state is None:
-            state = self.states[key] = StoredState()
-        if restart:
-            state.records = {}
-        if state_epoch is not None:
-            state.state_epoch = state_epoch
-        if snapshot and whole is not None and not full:
-            runs = whole()
-            state.records = {}
-        batches = tuple(StateBatch(*run) for run in runs)
-        state.apply(start, batches)
-        group, topic_id, partition = key
-        if snapshot:
-            state.snapshot_epoch += 1
-            state.updates = self._after_snapshot(state.updates)
-            if not cold:
-                state.create_timestamp = now_ms
-            state.write_timestamp = now_ms
-            value: Any = ShareSnapshotValue(
-                state.snapshot_epoch,
-                state.state_epoch,
-                0,
-                state.start,
-                state.create_timestamp,
-                now_ms,
-                _batches_of(state.records),
-                # (none in a share-partition's initialization, nor while it is not started)
-                -1 if full or state.start < 0 else _complete(state),
-            )
-        else:
-            state.updates += 1
-            value = ShareUpdateValue(state.snapshot_epoch, 0, start, batches, _complete(state))
-        record_key = encode_state_key(ShareStateKey(snapshot, group, topic_id, partition))
-        p = self.partition_of(key)
-
-        def written(error: BaseException | None, first: int | None) -> None:
-            if error is not None:
-                state.updates = self.snapshot_every  # the next write: a snapshot of the live state
-                if created and self.states.get(key) is state:
-                    del self.states[key]  # (its first snapshot: it was never started)
-            elif snapshot and first is not None:
-                state.snapshot_offset = first
-                self._prune(p)
-            done(error)
-
-        self.first_write()
-        self.log.append_to(p, [(record_key, encode_state_value(value))], written, now_ms)
-
-    def initialize(self, key: Key, state_epoch: int, now_ms: int, done: Callable[[BaseException | None], None]) -> None:
-        """Kafka's ShareCoordinatorShard.initializeState for a share-partition with no state: its
-        first ShareSnapshot (snapshot epoch 0) under `state_epoch` (the group's epoch, as Kafka's
-        group coordinator gives it), at start offset -1 (not started)."""
-        state = self.states[key] = StoredState(state_epoch=state_epoch, start=-1)
-
-        def written(error: BaseException | None) -> None:
-            if error is not None and self.states.get(key) is state:
-                del self.states[key]
-            done(error)
-
-        self.write(key, -1, [], now_ms, written, full=True)
+    def delete(self, key: Key, done: Callable[[int], None]) -> None:
+        shard = self.shard_of(key)
+        self._run(shard, shard.delete(key), done)
 
     def snapshot_cold(self, now_ms: int, interval_ms: int, done: Callable[[], None]) -> int:
-        """Kafka's ShareCoordinatorShard.snapshotColdPartitions, per partition of the topic (a
-        share coordinator shard): unless every share-partition there was cold-snapshotted
-        already (its last snapshot's create and write timestamps differ), each whose last
-        snapshot is `interval_ms` old or older gets a new one of its state as it is, which lets
-        the log's records before it be pruned. done() once every write is done (written or
-        not: one that failed makes the share-partition's next write a snapshot). The number
-        of snapshots written."""
-        cold: list[Key] = []
-        by_partition: dict[int, list[Key]] = {}
-        for key in self.states:
-            by_partition.setdefault(self.partition_of(key), []).append(key)
-        for keys in by_partition.values():
-            if all(self.states[k].create_timestamp != self.states[k].write_timestamp for k in keys):
-                continue
-            cold += [k for k in keys if now_ms - self.states[k].write_timestamp >= interval_ms]
-        left = [len(cold)]
+        """Every shard's cold share-partitions snapshotted; done() once every write is done
+        (written or not: one that failed makes the share-partition's next write a snapshot).
+        The number of snapshots written."""
+        results = [(shard, shard.snapshot_cold(now_ms, interval_ms)) for shard in self.shards]
+        written = [(shard, result) for shard, result in results if result.writes]
+        left = [len(written)]
+        count = sum(len(records or ()) for _, result in written for records, _, _ in result.writes)
 
-        def written(error: BaseException | None) -> None:
-            if error is not None:
-                log.warning("cold share-partition snapshot not written: %s", error)
+        def settled(error: int) -> None:
+            if error != E.none:
+                log.warning("cold share-partition snapshots not written: error %d", error)
             left[0] -= 1
             if left[0] == 0:
                 done()
 
-        if not cold:
+        if not written:
             done()
-        for key in cold:
-            log.debug("share-partition %s: its last snapshot is older than %d ms", key, interval_ms)
-            self.write(key, -1, [], now_ms, written, cold=True)
-        return len(cold)
+        for shard, result in written:
+            self._run(shard, result, settled)
+        return count
 
-    def resync(self, key: Key, start: int, runs: list[tuple[int, int, int, int]]) -> None:
-        """The share-partition's writes that failed were undone: what this view holds of it is
-        its live state again (the next write is a snapshot of it, rewriting what the log lost)."""
-        state = self.states.get(key)
-        if state is not None:
-            state.start = start
-            state.records = {}
-            state.apply(-1, tuple(StateBatch(*run) for run in runs))
+    def _run(self, shard: ShareStateShard, result: CoordinatorResult, done: Callable[[Any], None]) -> None:
+        """Have the runtime write an operation's result: done(its response) once durable, or
+        done(the write's error code); a snapshot written lets the log be pruned."""
+        snapshot = any(k.snapshot for records, _, _ in result.writes for k, _ in records or ())
+        if result.writes:
+            self.first_write()
 
-    def delete(self, key: Key, done: Callable[[BaseException | None], None]) -> None:
-        """DeleteShareGroupOffsets: the share-partition's state goes: one tombstone, of its
-        ShareSnapshot key, written only if it has state (Kafka's ShareCoordinatorShard.deleteState)."""
-        group, topic_id, partition = key
-        if key not in self.states:
-            done(None)
-            return
+        def answered(response: Any) -> None:
+            if snapshot and response == E.none:
+                self._prune(shard)
+            done(response)
 
-        def written(error: BaseException | None, _: Any) -> None:
-            if error is None:
-                self.states.pop(key, None)
-            done(error)
+        now = self.runtime.respond(shard, result, int, answered)
+        if now is not LATER:
+            done(now)
 
-        tombstone = encode_state_key(ShareStateKey(True, group, topic_id, partition))
-        self.log.append_to(self.partition_of(key), [(tombstone, None)], written)
-
-    def _prune(self, p: int) -> None:
-        """Records before the oldest snapshot a key of partition p still needs are redundant
-        (Kafka's ShareCoordinatorShard.lastRedundantOffset, then DeleteRecords)."""
-        needed = [s.snapshot_offset for k, s in self.states.items() if self.partition_of(k) == p]
-        if not needed:
-            return
-        plog = self.log.logs[p]
-        upto = min(needed)
-        if upto > plog.log_start_offset:
+    def _prune(self, shard: ShareStateShard) -> None:
+        """DeleteRecords below the shard's last redundant offset."""
+        upto = shard.last_redundant_offset()
+        plog = self.log.logs[shard.partition]
+        if upto is not None and upto > plog.log_start_offset:
             task = asyncio.get_running_loop().create_task(plog.delete_records_before(upto))
             self._pruning.add(task)
             task.add_done_callback(self._pruning.discard)
