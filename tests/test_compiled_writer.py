@@ -39,7 +39,7 @@ def kio_bytes(entity_type: type, body: object) -> bytes:
 
 
 @pytest.mark.parametrize(("api_key", "version"), RESPONSES)
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_response_bytes_match_kio(api_key: int, version: int, data: st.DataObject) -> None:
     """Our writer gives kio's bytes, also when the millisecond fields are the ints handlers give."""
