@@ -128,7 +128,7 @@ def test_tls_with_confluent_and_kafka_python(server_factory, certs):
         auto_offset_reset="earliest",
         consumer_timeout_ms=10_000,
     )
-    assert len([m for m, _ in zip(k, range(5))]) == 5
+    assert len([m for _, m in zip(range(5), k)]) == 5  # (range first: a 6th next(k) would wait out consumer_timeout_ms)
     k.close()
     # a plaintext client gets no Kafka answer (the port speaks TLS only) and the log no traceback
     with socket.create_connection(("127.0.0.1", s.port), 5) as sock:
@@ -166,7 +166,7 @@ def test_sasl_ssl_group_life_cycle(server_factory, certs, users_file, mechanism)
         auto_offset_reset="earliest",
         consumer_timeout_ms=10_000,
     )
-    assert len([m for m, _ in zip(k, range(5))]) == 5
+    assert len([m for _, m in zip(range(5), k)]) == 5  # (range first: a 6th next(k) would wait out consumer_timeout_ms)
     k.close()
     assert "alice-secret" not in s.log_text() and "b0b:with" not in s.log_text()
 
