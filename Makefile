@@ -20,12 +20,14 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PY) -m pip install -q -e .
 	touch $@
 
+# The test extra is what `make test-fast` uses; the pipeline extra (pyspark and the report's
+# libraries) serves only tests marked slow, so `make test` adds it.
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q -e '.[test,pipeline]'
+	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 $(VENV)/.installed-pipeline: $(VENV)/.installed pyproject.toml
-	@echo "make report: installing the pipeline extra into $(VENV): pyspark, pyarrow, pandas, jinja2, plotly (Java 17 needed to run it)"
+	@echo "installing the pipeline extra into $(VENV): pyspark, pyarrow, pandas, jinja2, plotly (Java 17 needed to run it)"
 	$(PY) -m pip install -q -e '.[pipeline]'
 	touch $@
 
@@ -149,11 +151,11 @@ test-pure: install-test
 # Bytecode written once first: the suite starts a few hundred interpreters (servers, kcoord,
 # clusters' brokers), each of which would otherwise compile the package again where
 # PYTHONDONTWRITEBYTECODE is set (a third of a second of CPU each).
-test: install-test test-tools clients oracle
+test: install-test install-pipeline test-tools clients oracle
 	@$(PY) -m compileall -q coordinator protocol pipeline >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=15
 
-bench: install-test
+bench: install-test install-pipeline
 	$(PY) -m pip install -q -e '.[bench]'
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 	$(PY) -m bench.report
