@@ -64,6 +64,10 @@ STATE_TOPIC_CONFIG = LogConfig(cleanup_policy="delete", retention_ms=None, segme
 
 # (group id, topic id, partition)
 Key = tuple[str, uuid.UUID, int]
+# A share-partition's state batches, (first offset, last offset, state, delivery count) each,
+# and what gives all of them when a write turns out to be a snapshot
+Runs = list[tuple[int, int, int, int]]
+Whole = Callable[[], Runs] | None
 
 
 # Kafka's FencedStateEpochException: a write under an older state epoch than the stored one
@@ -203,12 +207,12 @@ class ShareStateShard(CoordinatorShard):
         self,
         key: Key,
         start: int,
-        runs: list[tuple[int, int, int, int]],
+        runs: Runs,
         now_ms: int,
         *,
         full: bool = False,
         state_epoch: int | None = None,
-        whole: Callable[[], list[tuple[int, int, int, int]]] | None = None,
+        whole: Whole = None,
     ) -> CoordinatorResult:
         """A share-partition's change (Kafka's ShareCoordinatorShard.writeState): `runs`
         (first, last, state, count) are the state batches that changed, `start` its start
@@ -256,15 +260,7 @@ class ShareStateShard(CoordinatorShard):
         return result
 
     def _record(
-        self,
-        key: Key,
-        start: int,
-        runs: list[tuple[int, int, int, int]],
-        now_ms: int,
-        full: bool,
-        state_epoch: int | None,
-        whole: Callable[[], list[tuple[int, int, int, int]]] | None,
-        cold: bool,
+        self, key: Key, start: int, runs: Runs, now: int, full: bool, epoch: int | None, whole: Whole, cold: bool
     ) -> tuple[ShareStateKey, Any]:
         """The record of a share-partition's write: a ShareUpdate, or a ShareSnapshot when it
         is the first, full or cold, under a new state epoch, or when the updates since the last
@@ -277,10 +273,10 @@ class ShareStateShard(CoordinatorShard):
             or cold
             or state is None
             or new.updates >= self.snapshot_every
-            or (state_epoch is not None and state_epoch != new.state_epoch)
+            or (epoch is not None and epoch != new.state_epoch)
         )
-        if state_epoch is not None:
-            new.state_epoch = state_epoch
+        if epoch is not None:
+            new.state_epoch = epoch
         if snapshot and whole is not None:
             runs = whole()
             new.records = {}
@@ -295,8 +291,8 @@ class ShareStateShard(CoordinatorShard):
             new.state_epoch,
             0,
             new.start,
-            new.create_timestamp if cold else now_ms,
-            now_ms,
+            new.create_timestamp if cold else now,
+            now,
             _batches_of(new.records),
             # (none in a share-partition's initialization, nor while it is not started)
             -1 if full or new.start < 0 else _complete(new),
@@ -369,13 +365,13 @@ class ShareCoordinator:
         self,
         key: Key,
         start: int,
-        runs: list[tuple[int, int, int, int]],
+        runs: Runs,
         now_ms: int,
         done: Callable[[int], None],
         *,
         full: bool = False,
         state_epoch: int | None = None,
-        whole: Callable[[], list[tuple[int, int, int, int]]] | None = None,
+        whole: Whole = None,
     ) -> None:
         """ShareStateShard.write_state, done(its error code) once durable or failed."""
         shard = self.shard_of(key)
