@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
-
-from tests.support.process import ROOT
 
 
 def http(control: str, method: str, path: str, body: bytes | str | None = None) -> tuple[int, object]:
@@ -28,10 +25,8 @@ def http(control: str, method: str, path: str, body: bytes | str | None = None) 
 
 
 def kcoord(*args: str, control: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "coordinator.admin", *args, "--control", control],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """`python -m coordinator.admin ARGS --control CONTROL`, run in this process
+    (tests.support.cli.kcoord: no interpreter start per command)."""
+    from tests.support.cli import kcoord as run
+
+    return run(*args, "--control", control)
