@@ -16,7 +16,7 @@ from tests.support.acls import GROUP, READ, create_acls_body
 from tests.support.wire_client import WireClient, request_class as rc
 from coordinator.durable import STEPS, JsonFile
 from tests.support.cli import one_error_line, start
-from tests.support.process import ServerProcess
+from tests.support.process import InProcessServer, ServerProcess
 
 pytestmark = pytest.mark.slow  # a server process killed at every step of each store's write
 
@@ -102,19 +102,22 @@ def crashing(tmp_path, name: str, step: str, nth: int, *flags: str) -> ServerPro
     return s
 
 
-def restarted(crashed: ServerProcess) -> ServerProcess:
+def restarted(crashed: ServerProcess, *flags: str) -> InProcessServer:
+    """The server started again on the killed one's data dir, in this process (only the
+    crash needs a process of its own)."""
     assert crashed.proc.wait(15) == -signal.SIGKILL
     crashed.proc = None
-    crashed.start()  # loads every store: a torn or missing one would fail here
+    again = InProcessServer(crashed.data_dir, list(flags))
+    again.start()  # loads every store: a torn or missing one would fail here
     assert not list(crashed.data_dir.glob("*.tmp")), "a write's leftover was not cleaned"
-    return crashed
+    return again
 
 
 @pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("name", list(STORES))
 async def test_a_kill_at_any_step_of_a_store_write_leaves_the_old_or_the_new_document(tmp_path, name, step):
     flags, first, second, summary = STORES[name]
-    s = crashing(tmp_path, name, step, 2, *flags)
+    s, again = crashing(tmp_path, name, step, 2, *flags), None
     try:
         c = await WireClient("crash").connect("127.0.0.1", s.port)
         await c.request(*first)
@@ -122,14 +125,14 @@ async def test_a_kill_at_any_step_of_a_store_write_leaves_the_old_or_the_new_doc
         with pytest.raises(ConnectionError):  # killed before the answer: it waits for durability
             await c.request(*second)
         await c.close()
-        restarted(s)
+        again = restarted(s, *flags)
         now = summary(JsonFile(s.data_dir / name).load())
         if STEPS.index(step) < AFTER_RENAME:
             assert now == old
         else:
             assert now != old
         if name == "topics.json":  # and the server serves what the file says
-            c = await WireClient("crash").connect("127.0.0.1", s.port)
+            c = await WireClient("crash").connect("127.0.0.1", again.port)
             r = await c.request(
                 METADATA,
                 12,
@@ -141,13 +144,15 @@ async def test_a_kill_at_any_step_of_a_store_write_leaves_the_old_or_the_new_doc
             await c.close()
     finally:
         s.close()
+        if again is not None:
+            again.close()
 
 
 @pytest.mark.parametrize("step", STEPS)
 async def test_producer_ids_are_never_handed_out_twice_across_a_kill(tmp_path, step):
     """Ids come in durable blocks of 1000: a kill while the second block is being written
     loses the unused ids, never reuses one."""
-    s = crashing(tmp_path, "producer_ids.json", step, 2)
+    s, again = crashing(tmp_path, "producer_ids.json", step, 2), None
     try:
         c = await WireClient("crash").connect("127.0.0.1", s.port)
         given = {await init_producer_id(c) for _ in range(1000)}
@@ -155,13 +160,15 @@ async def test_producer_ids_are_never_handed_out_twice_across_a_kill(tmp_path, s
         with pytest.raises(ConnectionError):
             await init_producer_id(c)
         await c.close()
-        restarted(s)
-        c = await WireClient("crash").connect("127.0.0.1", s.port)
+        again = restarted(s)
+        c = await WireClient("crash").connect("127.0.0.1", again.port)
         after = await init_producer_id(c)
         await c.close()
         assert after not in given and after >= 1000
     finally:
         s.close()
+        if again is not None:
+            again.close()
 
 
 async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
@@ -180,6 +187,19 @@ async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
     )
     await c.close()
     assert [t.name for t in r.topics if not t.is_internal] == ["kept"] and not (data / "topics.json.tmp").exists()
+
+
+async def startup_error(data) -> str:
+    """The StartupError of a server starting on `data`, started in this process (the one line
+    `python -m coordinator` prints, exit status 2: test_a_bad_store_is_one_line_from_the_process...)."""
+    from coordinator.config import parse_args
+    from coordinator.server import Server, StartupError
+
+    with pytest.raises(StartupError) as refused:
+        await Server(parse_args(["--port", "0", "--data-dir", str(data), "--authorizer"])).start()
+    line = str(refused.value)
+    assert "\n" not in line and "Traceback" not in line
+    return line
 
 
 @pytest.mark.parametrize(
@@ -208,11 +228,11 @@ async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
         ("partition-placement.json", '{"partitions": [{"topic": "t", "partition": 0, "replicas": 1, "leader": 1}]}'),
     ],
 )
-def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, text):
+async def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, text):
     data = tmp_path / "data"
     data.mkdir()
     (data / name).write_bytes(text if isinstance(text, bytes) else text.encode())
-    line = one_error_line(start("--port", "0", "--data-dir", str(data), "--authorizer"))
+    line = await startup_error(data)
     assert name in line and "unreadable" in line
 
 
@@ -229,11 +249,21 @@ def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, name, tex
         "partition-placement.json",
     ],
 )
-def test_a_store_that_cannot_be_read_is_one_line_at_startup(tmp_path, name):
+async def test_a_store_that_cannot_be_read_is_one_line_at_startup(tmp_path, name):
     data = tmp_path / "data"
     (data / name).mkdir(parents=True)  # a directory where the document belongs
-    line = one_error_line(start("--port", "0", "--data-dir", str(data), "--authorizer"))
+    line = await startup_error(data)
     assert name in line and "cannot read it" in line
+
+
+def test_a_bad_store_is_one_line_from_the_process_and_exit_status_2(tmp_path):
+    """What `python -m coordinator` makes of the StartupError the tests above get in process."""
+    for name, content, says in (("topics.json", '{"t": {"parti', "unreadable"), ("acls.json", None, "cannot read it")):
+        data = tmp_path / name / "data"
+        data.mkdir(parents=True)
+        (data / name).mkdir() if content is None else (data / name).write_text(content)
+        line = one_error_line(start("--port", "0", "--data-dir", str(data), "--authorizer"))
+        assert name in line and says in line
 
 
 async def test_group_configs_and_broker_configs_load_again_as_written(server_factory):
