@@ -14,10 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark: a JVM and Python workers per session
 
+# A session that answers through its JVM and stops: no job, whose classes would add a third to
+# the dump's size and to the test's time without changing what is checked.
 SESSION = """
 from pipeline.run import spark_session, stop_session
 spark = spark_session("local[1]", progress=False)
-print("rows", spark.range(3).count())
+print("spark", spark.version)
 stop_session(spark)
 """
 
@@ -30,14 +32,14 @@ def session(cache: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.timeout(400)  # a JVM that starts Spark and dumps its classes (170 MB) as it exits
+@pytest.mark.timeout(400)  # a JVM that starts Spark and dumps its classes (110 MB) as it exits
 def test_first_session_writes_the_archive_and_a_damaged_one_is_ignored(tmp_path, monkeypatch):
-    pytest.importorskip("pyspark")
+    pyspark = pytest.importorskip("pyspark")
     from pipeline.jvm_archive import Archive, java_binary
     from pipeline.run import LEAN_JVM_OPTIONS
 
     first = session(tmp_path)
-    assert first.returncode == 0 and "rows 3" in first.stdout, first.stderr[-3000:]
+    assert first.returncode == 0 and f"spark {pyspark.__version__}" in first.stdout, first.stderr[-3000:]
     archives = list((tmp_path / "kafka-coordinator").glob("spark-*.jsa"))
     assert len(archives) == 1 and archives[0].stat().st_size > 1 << 20
     assert not list((tmp_path / "kafka-coordinator").glob("*.tmp"))  # the dump was put in place whole
