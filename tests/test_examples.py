@@ -12,10 +12,7 @@ import sys
 
 from tests.support.process import ROOT
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.process,
-]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = pytest.mark.slow  # the examples run as programs of their own (the server: in this process)
 
 EXAMPLES = ROOT / "examples"
 

@@ -19,10 +19,7 @@ from tests.support.wire_client import WireClient, request_class
 from protocol.messages import encode_request
 from tests.support.process import ROOT
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.process,
-]  # server processes started, killed and restarted, or filled to their limits
+pytestmark = pytest.mark.slow  # real clients over TLS and SASL (servers in this process; start-up errors: processes)
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 USERS = "alice:alice-secret\nbob:b0b:with:colons\n"
