@@ -15,6 +15,8 @@ import struct
 import threading
 import time
 
+from kafka.errors import KafkaError
+
 from tests.support.wire_client import WireClient
 from tests.support.process import kafka_python_subscribe, wait_for
 from tests.support.groups_wire import DESCRIBE, cls
@@ -64,7 +66,15 @@ class Ledger:
 def consume(ledger: Ledger, stop: threading.Event, who: str, poll, commit) -> None:
     """Poll, note what came, commit past it (synchronously), note the commit if it held."""
     while not stop.is_set():
-        records = poll()
+        try:
+            records = poll()
+        except KafkaError as e:
+            # kafka-python raises a refused connection from poll() while the server restarts;
+            # an application polls on (else its member stops heartbeating, its session expires
+            # and the group rebalances without it: a failure of the test, not of the server)
+            if not e.retriable:
+                raise
+            continue
         if not records:
             continue
         ledger.delivered(who, records)
