@@ -18,6 +18,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e .
+	@$(PY) -c 'from protocol import compiled; print(compiled.notice())'
 	touch $@
 
 # The test extra is what `make test-fast` uses; the pipeline extra (pyspark and the report's
@@ -132,18 +133,18 @@ test-fast: install-test
 	@$(PY) -m compileall -q coordinator protocol pipeline >/dev/null  # (see `test`)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile -m "not slow" --durations=15
 
-## The optional compiled build, in place (protocol/_compiled/): the modules protocol/compiled.py
-## lists, compiled by mypyc (the dev extra's, pinned); redone when one of their sources changes
-## (older than its source, the build is not used: the Python runs). `make clean` removes it.
+## The compiled build again, in place (protocol/_compiled/), after a change to one of the modules
+## protocol/compiled.py lists (`make install` compiled them; older than its source, the build is
+## not used: the Python runs): mypyc from the dev extra. `make clean` removes it.
 COMPILED := $(shell sed -n 's/^    "\([a-z_/]*\.py\)",$$/\1/p' protocol/compiled.py)
 compiled: protocol/_compiled/manifest.json
 protocol/_compiled/manifest.json: $(VENV)/.installed-dev setup.py $(COMPILED)
-	KCOORD_COMPILE=1 $(PY) setup.py -q build_ext --inplace
+	$(PY) setup.py -q build_ext --inplace
 
 ## The pure-Python fallback's core tests (KCOORD_PURE=1: the compiled build, if any, unused): the
-## in-process tests of the compiled modules' paths, a minute or so, beside `make test` on `make compiled`.
+## in-process tests of the compiled modules' paths, a minute or so; CI runs them after `make test`.
 PURE_TESTS ?= tests/test_runtime_contract.py tests/test_groups_wire.py tests/test_offset_commit_codec.py \
-	tests/test_offsets_durability.py tests/test_log_partition.py tests/test_log_sync.py tests/test_compiled_build.py
+	tests/test_log_offsets.py tests/test_offsets_durability.py tests/test_compiled_build.py
 test-pure: install-test
 	KCOORD_PURE=1 $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile $(PURE_TESTS)
 

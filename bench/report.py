@@ -47,6 +47,8 @@ SCRIPTS = {
     "interleaved in one run; medians of the rounds with their range in brackets",
     "bench/bench_cluster.py": "several brokers in one process: start time for 1 and 3 brokers, moving a loaded "
     "coordinator, heartbeats and commits through 3 brokers against 1",
+    "bench/bench_install.py": "what the compiled build adds to `pip install .` into a fresh venv: wall and CPU "
+    "time against a pure-Python install (KCOORD_PURE=1), pip's cache warm",
 }
 
 HEADER = """# Benchmarks

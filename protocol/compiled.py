@@ -49,6 +49,7 @@ HOT = (
 GROUP = "kcoord"  # the shared library's module: kcoord__mypyc
 COMPILED_DIR = "protocol/_compiled"  # relative to the directory holding protocol/ and coordinator/
 MANIFEST = "manifest.json"
+FALLBACK = "fallback.txt"  # why the last build installed pure Python, where there is no manifest
 ROOT = Path(__file__).resolve().parent.parent
 
 state = "pure"  # "compiled" once the finder is in place, else why not (tests and kcoord report it)
@@ -56,6 +57,21 @@ state = "pure"  # "compiled" once the finder is in place, else why not (tests an
 
 def source_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cannot_compile() -> str | None:
+    """Why a build here installs pure Python, from what is seen before anything is fetched, or None."""
+    import shutil  # (here: every start of the server imports this module)
+    import sysconfig
+
+    if os.environ.get("KCOORD_PURE", "") not in ("", "0"):
+        return "KCOORD_PURE is set"
+    cc = (os.environ.get("CC") or "cc").split()
+    if not (cc and shutil.which(cc[0])) and shutil.which("gcc") is None:
+        return "no C compiler"
+    if not Path(sysconfig.get_paths()["include"], "Python.h").is_file():
+        return "no Python headers (Python.h: the python3-dev package)"
+    return None
 
 
 def module_name(path: str) -> str:
@@ -85,7 +101,10 @@ def compiled_files(root: Path = ROOT) -> dict[str, Path] | str:
     try:
         manifest = json.loads((place / MANIFEST).read_text())
     except FileNotFoundError:
-        return "no compiled build"
+        try:
+            return f"no compiled build ({(place / FALLBACK).read_text().strip()})"
+        except OSError:
+            return "no compiled build"
     except (OSError, ValueError) as e:
         return f"unreadable manifest ({e})"
     suffix = manifest.get("suffix")
@@ -125,3 +144,10 @@ def use() -> None:
         return
     sys.meta_path.insert(0, CompiledFinder(found))
     state = "compiled"
+
+
+def notice() -> str:
+    """The one line `make install` prints: what the server will run."""
+    if state == "compiled":
+        return f"kafka-group-coordinator: the compiled build is in use ({len(HOT)} modules; KCOORD_PURE=1 runs pure Python)"
+    return f"kafka-group-coordinator: pure Python ({state.removeprefix('pure: ')})"

@@ -1,11 +1,13 @@
-"""The optional compiled build (setup.py, protocol/compiled.py): its modules are used only when
-they were built from the sources as they are, and KCOORD_PURE=1 runs pure Python."""
+"""The compiled build (setup.py, protocol/compiled.py): its modules are used, all of them, when
+they were built from the sources as they are; KCOORD_PURE=1, a source edited since the build or a
+build that could not compile runs pure Python."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -22,30 +24,69 @@ SHOW = (
 )
 
 
-def imported(**env: str) -> tuple[str, list[str]]:
-    """protocol.compiled's state in a fresh interpreter and the files its compiled modules came from."""
-    out = subprocess.run(
-        [sys.executable, "-c", SHOW], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    return out[0], out[1:]
+def imported(root=ROOT, **env: str) -> tuple[str, list[str], str]:
+    """protocol.compiled's state in a fresh interpreter run in `root`, the files its compiled
+    modules came from, and what it said on stderr."""
+    env = {**os.environ, **env}
+    env.pop("PYTHONPATH", None)  # (root's own packages, not the tree running the tests)
+    done = subprocess.run([sys.executable, "-c", SHOW], cwd=root, env=env, capture_output=True, text=True, check=True)
+    out = done.stdout.splitlines()
+    return out[0], out[1:], done.stderr
 
 
 def test_kcoord_pure_runs_the_python_sources():
-    state, files = imported(KCOORD_PURE="1")
+    state, files, _ = imported(KCOORD_PURE="1")
     assert state == "pure: KCOORD_PURE is set"
     assert all(f.endswith(".py") for f in files)
 
 
 @pytest.mark.skipif(PURE, reason="KCOORD_PURE is set")
 def test_the_build_is_used_whole_when_there_is_one():
-    """Where CI asks for the compiled build (CI and KCOORD_COMPILE=1 set), a compiler is there: a
-    build that fell back to Python fails here."""
+    """Where CI runs on a machine that can compile, the install compiled: a build that fell
+    back to Python fails here."""
     usable = compiled.compiled_files()
-    if isinstance(usable, str) and not (os.environ.get("CI") and os.environ.get("KCOORD_COMPILE", "") not in ("", "0")):
+    if isinstance(usable, str) and not (os.environ.get("CI") and compiled.cannot_compile() is None):
         pytest.skip(f"no compiled build to use ({usable}): make compiled")
-    state, files = imported()
+    state, files, _ = imported()
     assert state == "compiled"
     assert all(f.startswith(str(ROOT / compiled.COMPILED_DIR)) for f in files)
+
+
+def tree(tmp_path):
+    """A copy of the packages, with their compiled build if there is one."""
+    for package in ("protocol", "coordinator"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+@pytest.mark.skipif(PURE, reason="KCOORD_PURE is set")
+def test_a_build_whose_source_was_edited_since_is_not_used(tmp_path):
+    if isinstance(compiled.compiled_files(), str):
+        pytest.skip("no compiled build: make compiled")
+    root = tree(tmp_path)
+    assert imported(root)[0] == "compiled"  # (the build goes with its sources)
+    with open(root / "coordinator" / "log" / "offsets.py", "a") as source:
+        source.write("# edited\n")
+    state, files, said = imported(root)
+    assert state == "pure: stale: coordinator/log/offsets.py changed since the build"
+    assert all(f.startswith(str(root)) and f.endswith(".py") for f in files)
+    assert "running pure Python, the compiled build is stale" in said
+
+
+def test_a_build_that_cannot_compile_installs_pure_python_and_says_why(tmp_path):
+    """No C compiler (here: an empty PATH and no CC): setup.py's build is pure Python, and says so."""
+    root = tree(tmp_path)
+    shutil.rmtree(root / compiled.COMPILED_DIR, ignore_errors=True)
+    shutil.copy(ROOT / "setup.py", root)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, root)
+    env = {**os.environ, "PATH": str(tmp_path / "bin"), "CC": ""}
+    env.pop("KCOORD_PURE", None)
+    build = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
+    done = subprocess.run(build, cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert "kafka-group-coordinator: pure Python: no C compiler" in done.stderr
+    assert (root / compiled.COMPILED_DIR / compiled.FALLBACK).read_text() == "no C compiler"
+    assert imported(root, KCOORD_PURE="")[0] == "pure: no compiled build (no C compiler)"
 
 
 def manifest(root, modules: dict[str, str], suffix: str = importlib.machinery.EXTENSION_SUFFIXES[0]) -> None:
