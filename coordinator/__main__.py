@@ -9,6 +9,8 @@ import sys
 
 import uvloop
 
+from protocol import compiled
+
 # kio registers hypothesis strategies for its types whenever hypothesis can be imported (it is
 # a test dependency, so a test or dev venv has it); the server never uses them, and that import
 # would cost each start a third of its time. A None entry makes the import fail fast.
@@ -28,6 +30,10 @@ async def serve(argv: list[str] | None = None) -> None:
     except StartupError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    if compiled.state.startswith("pure: stale"):  # (said here, not at import: kcoord's output stays its own)
+        logging.getLogger("coordinator").warning(
+            "running pure Python: the compiled build is %s (make compiled)", compiled.state.removeprefix("pure: ")
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -6,7 +6,7 @@ protocol/__init__.py and coordinator/__init__.py (whichever is imported first), 
 first on sys.meta_path that answers those modules with their extensions, all of them or none:
 compiled modules call each other directly in C, so one left as Python beside the others would
 be a second copy. None are used when KCOORD_PURE=1 is set, when there is no build, or when any
-compiled source changed since the build (then the edited Python runs, and stderr says so once).
+compiled source changed since the build (then the edited Python runs, and the server logs so).
 """
 
 from __future__ import annotations
@@ -134,9 +134,7 @@ def use() -> None:
         return
     found = compiled_files()
     if isinstance(found, str):
-        state = f"pure: {found}"
-        if found.startswith("stale"):
-            print(f"kafka-group-coordinator: running pure Python, the compiled build is {found}", file=sys.stderr)
+        state = f"pure: {found}"  # (a stale build: the server logs it at start)
         return
     already = [m for m in found if m in sys.modules]
     if already:  # (imported as Python before this ran: compiling the rest would make two copies)
