@@ -3,6 +3,7 @@ over raw frames: what is refused, with which error, and that the connection then
 
 from __future__ import annotations
 
+import functools
 import socket
 import ssl
 import struct
@@ -257,6 +258,36 @@ async def test_sasl_state_machine_over_raw_frames(server_factory, users_file):
     assert "Traceback" not in s.log_text()
 
 
+def refused_in_process(data_dir, *args: str) -> str:
+    """What a server started with ARGS says before it exits with status 2, found in this
+    process: parse_args's one-line usage error, else the StartupError that
+    `python -m coordinator` prints as its one line (test_security_startup_errors_are_one_line
+    starts the process for two of them)."""
+    import asyncio
+    import contextlib
+    import io
+
+    from coordinator.config import parse_args
+    from coordinator.server import Server, StartupError
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            config = parse_args(["--port", "0", "--data-dir", str(data_dir), *args])
+    except SystemExit as e:
+        assert e.code == 2 and err.getvalue().count("\n") == 1, err.getvalue()
+        return err.getvalue()
+
+    async def refused() -> str:
+        with pytest.raises(StartupError) as e:
+            await Server(config).start()
+        return str(e.value)
+
+    line = asyncio.run(refused())
+    assert "\n" not in line and "Traceback" not in line
+    return line
+
+
 def test_security_startup_errors_are_one_line(tmp_path, certs):
     def start(*args: str) -> str:
         r = subprocess.run(
@@ -269,14 +300,15 @@ def test_security_startup_errors_are_one_line(tmp_path, certs):
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         return r.stderr
 
+    refused = functools.partial(refused_in_process, tmp_path / "d")
     assert "--security-protocol SSL needs --ssl-certfile" in start("--security-protocol", "SSL")
     listeners = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
-    assert "an SSL or SASL_SSL listener needs --ssl-certfile" in start("--listeners", listeners)
-    assert "needs --sasl-users" in start("--security-protocol", "SASL_PLAINTEXT")
-    assert "No such file" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(tmp_path / "none"))
+    assert "an SSL or SASL_SSL listener needs --ssl-certfile" in refused("--listeners", listeners)
+    assert "needs --sasl-users" in refused("--security-protocol", "SASL_PLAINTEXT")
+    assert "No such file" in refused("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(tmp_path / "none"))
     bad = tmp_path / "bad-users"
     bad.write_text("nopassword\n")
-    assert "line 1" in start("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad))
+    assert "line 1" in refused("--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad))
     assert "TLS certificate" in start(
         "--security-protocol",
         "SSL",
@@ -285,13 +317,13 @@ def test_security_startup_errors_are_one_line(tmp_path, certs):
         "--ssl-keyfile",
         str(certs / "server.key"),
     )
-    assert "supported: PLAIN" in start(
+    assert "supported: PLAIN" in refused(
         "--security-protocol", "SASL_PLAINTEXT", "--sasl-users", str(bad), "--sasl-mechanisms", "OAUTHBEARER"
     )
-    assert "is not PROTOCOL://host:port" in start("--listeners", "HTTP://127.0.0.1:0")
-    assert "named twice" in start("--listeners", "PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0")
-    assert "needs --sasl-users" in start("--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0")
-    assert "not in --listeners" in start(
+    assert "is not PROTOCOL://host:port" in refused("--listeners", "HTTP://127.0.0.1:0")
+    assert "named twice" in refused("--listeners", "PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0")
+    assert "needs --sasl-users" in refused("--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0")
+    assert "not in --listeners" in refused(
         "--listeners", "PLAINTEXT://127.0.0.1:0", "--advertised-listeners", "SSL://example:9093"
     )
     assert not (tmp_path / "d").exists()
