@@ -11,7 +11,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-# All runtime dependencies ship manylinux wheels (amd64 and arm64): no compiler needed.
+# All runtime dependencies ship manylinux wheels (amd64 and arm64): no compiler needed. Without
+# one the install is pure Python (the compiled build needs gcc and Python's headers).
 COPY . .
 RUN pip install . \
     && rm -rf /src/build /src/*.egg-info
