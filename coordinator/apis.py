@@ -17,7 +17,7 @@ import sys
 from dataclasses import MISSING, dataclass, fields, replace
 from functools import cache, lru_cache
 from types import CoroutineType, MemberDescriptorType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -273,7 +273,7 @@ def inner_context(ctx: RequestContext) -> RequestContext:
 
 @cache
 def nested_type(response_type: type, name: str) -> type:
-    return getattr(sys.modules[response_type.__module__], name)
+    return cast("type[Any]", getattr(sys.modules[response_type.__module__], name))
 
 
 ZERO = datetime.timedelta(0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -421,4 +421,4 @@ class Cluster:
 
 def advertised(ctx: RequestContext) -> tuple[str, int]:
     """The address a client is told: that of the listener it came in by."""
-    return ctx.connection.listener.advertised
+    return cast("tuple[str, int]", ctx.connection.listener.advertised)

@@ -311,9 +311,10 @@ def _fields(spec: Any, allowed: set[str], *required: str) -> dict[str, Any]:
 
 
 def _str(spec: dict[str, Any], name: str) -> str:
-    if not isinstance(spec[name], str) or not spec[name]:
-        raise ValueError(f"{name} must be a non-empty string, not {spec[name]!r}")
-    return spec[name]
+    value = spec[name]
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, not {value!r}")
+    return value
 
 
 def _node(spec: dict[str, Any]) -> int | None:

@@ -20,7 +20,7 @@ import asyncio
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypedDict, TypeVar, Unpack
+from typing import Any, Callable, TypedDict, TypeVar, Unpack, cast
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
@@ -452,17 +452,19 @@ def _int(name: str, value: Any) -> int:
 
 
 def _non_negative_int(name: str, value: Any) -> int:
-    if _int(name, value) < 0:
+    n = _int(name, value)
+    if n < 0:
         raise ValueError(f"{name} must be >= 0, not {value}")
-    return value
+    return n
 
 
 def _times(times: Any) -> int | None:
     if times is None:
         return None
-    if _int("times", times) < 1:
+    n = _int("times", times)
+    if n < 1:
         raise ValueError(f"times must be >= 1 (or null: until cleared), not {times}")
-    return times
+    return n
 
 
 def _probability(p: Any) -> float | None:
@@ -478,7 +480,7 @@ def _drop(drop: Any) -> str | None:
         return None
     if drop not in DROPS:
         raise ValueError(f"drop must be 'before' or 'after', not {drop!r}")
-    return drop
+    return cast(str, drop)
 
 
 def _stall(stall: Any) -> bool | int:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from protocol.error_response import error_response
 
@@ -123,7 +123,7 @@ class Features:
         self.listeners = list(listeners)  # called after a change (the ApiVersions answers are rebuilt)
 
     def level(self, name: str) -> int:
-        return self.levels.get(name, 0)
+        return cast(int, self.levels.get(name, 0))
 
     def supported(self, *, without_level_0: bool = False) -> list[tuple[str, int, int]]:
         """(name, min, max) in Kafka's order. ApiVersions v0-3 leave out those whose minimum is

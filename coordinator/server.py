@@ -528,7 +528,7 @@ class Server:
         its coroutine) gives the response body later."""
         sasl = conn.sasl
         if sasl is not None and sasl.raw:  # a bare SASL token after SaslHandshake v0
-            return self.sasl.raw_token(conn, frame)
+            return cast("bytes | RequestContext | None", self.sasl.raw_token(conn, frame))
         # The header up to the client id, which every version has (MalformedRequest: too short,
         # a bad client id); a flexible version's tagged fields are skipped once it is known.
         header, pos = read_request_header(frame)

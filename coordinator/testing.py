@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 if TYPE_CHECKING:  # the server side is imported only when run in process
     from .tracking import RequestFilters
@@ -264,28 +264,30 @@ class Cluster:
             if self.brokers_count == 1:  # (the test control serves /cluster with several brokers only)
                 host, port = self.bootstrap.split(",")[0].rsplit(":", 1)
                 return [{"node_id": 1, "host": host, "port": int(port), "alive": True}]
-            return self._http("GET", "/cluster")["brokers"]
-        return self._run(self._server.control.brokers)
+            return cast("list[dict[str, Any]]", self._http("GET", "/cluster")["brokers"])
+        return cast("list[dict[str, Any]]", self._run(self._server.control.brokers))
 
     def coordinator_of(self, group_id: str) -> int:
         """The node id of the group's coordinator."""
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", f"/cluster/coordinators/{_q(group_id)}")["coordinator"]
-        return self._run(self._server.control.coordinator_of, group_id)
+            return cast(int, self._http("GET", f"/cluster/coordinators/{_q(group_id)}")["coordinator"])
+        return cast(int, self._run(self._server.control.coordinator_of, group_id))
 
     def transaction_coordinator_of(self, transactional_id: str) -> int:
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", f"/cluster/transaction-coordinators/{_q(transactional_id)}")["coordinator"]
-        return self._run(self._server.control.transaction_coordinator_of, transactional_id)
+            return cast(
+                int, self._http("GET", f"/cluster/transaction-coordinators/{_q(transactional_id)}")["coordinator"]
+            )
+        return cast(int, self._run(self._server.control.transaction_coordinator_of, transactional_id))
 
     def leader_of(self, topic: str, partition: int) -> int:
         """The node id of the partition's leader."""
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", f"/cluster/leaders/{_q(topic)}/{int(partition)}")["leader"]
-        return self._run(self._server.control.leader_of, topic, partition)
+            return cast(int, self._http("GET", f"/cluster/leaders/{_q(topic)}/{int(partition)}")["leader"])
+        return cast(int, self._run(self._server.control.leader_of, topic, partition))
 
     def stop_broker(self, node_id: int) -> None:
         """The broker goes away: listeners and connections closed, its partitions and
@@ -327,8 +329,8 @@ class Cluster:
     def _move(self, operation: str, path: str, answer: str, **args: Any) -> int:
         self._require_started()
         if self._proc is not None:
-            return self._http("POST", path, args)[answer]
-        return self._run(getattr(self._server.control, operation), **args)
+            return cast(int, self._http("POST", path, args)[answer])
+        return cast(int, self._run(getattr(self._server.control, operation), **args))
 
     # faults -----------------------------------------------------------------------------
 
@@ -357,21 +359,21 @@ class Cluster:
         self._require_started()
         if self._proc is not None:
             path = "/faults" if rule_id is None else f"/faults/{int(rule_id)}"
-            return self._http("DELETE", path)["cleared"]
-        return self._run(self._server.faults.clear, rule_id)
+            return cast(int, self._http("DELETE", path)["cleared"])
+        return cast(int, self._run(self._server.faults.clear, rule_id))
 
     def faults(self) -> list[dict]:
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", "/faults")
-        return self._run(self._server.faults.list)
+            return cast("list[dict[str, Any]]", self._http("GET", "/faults"))
+        return cast("list[dict[str, Any]]", self._run(self._server.faults.list))
 
     def _fault(self, **spec: Any) -> dict:
         self._require_started()
         spec = {k: v for k, v in spec.items() if v is not None or k == "times"}
         if self._proc is not None:
-            return self._http("POST", "/faults", spec)
-        return self._run(self._server.faults.add_specs, spec)[0]
+            return cast("dict[str, Any]", self._http("POST", "/faults", spec))
+        return cast("dict[str, Any]", self._run(self._server.faults.add_specs, spec)[0])
 
     # request tracking ---------------------------------------------------------------------
 
@@ -380,29 +382,31 @@ class Cluster:
         10,000; past it the oldest are dropped and counted). Returns the tracking status."""
         self._require_started()
         if self._proc is not None:
-            return self._http("POST", "/requests/tracking", {} if limit is None else {"limit": limit})
-        return self._run(self._server.tracking.start, limit)
+            return cast(
+                "dict[str, Any]", self._http("POST", "/requests/tracking", {} if limit is None else {"limit": limit})
+            )
+        return cast("dict[str, Any]", self._run(self._server.tracking.start, limit))
 
     def stop_tracking(self) -> dict:
         """Record no more; what was recorded stays readable (requests()) until cleared."""
         self._require_started()
         if self._proc is not None:
-            return self._http("DELETE", "/requests/tracking")
-        return self._run(self._server.tracking.stop)
+            return cast("dict[str, Any]", self._http("DELETE", "/requests/tracking"))
+        return cast("dict[str, Any]", self._run(self._server.tracking.stop))
 
     def clear_requests(self) -> int:
         """Forget the recorded requests (tracking goes on if started); how many there were."""
         self._require_started()
         if self._proc is not None:
-            return self._http("DELETE", "/requests")["cleared"]
-        return self._run(self._server.tracking.clear)
+            return cast(int, self._http("DELETE", "/requests")["cleared"])
+        return cast(int, self._run(self._server.tracking.clear))
 
     def tracking(self) -> dict:
         """{"tracking": bool, "limit": n, "recorded": n, "dropped": n}"""
         self._require_started()
         if self._proc is not None:
-            return self._http("GET", "/requests/tracking")
-        return self._run(self._server.tracking.status)
+            return cast("dict[str, Any]", self._http("GET", "/requests/tracking"))
+        return cast("dict[str, Any]", self._run(self._server.tracking.status))
 
     def requests(self, api: str | int | None = None, **filters: Unpack[RequestFilters]) -> list[dict]:
         """The recorded requests, oldest first, that match every filter given (api, client_id,
@@ -413,8 +417,10 @@ class Cluster:
         given = {k: v for k, v in {"api": api, **filters}.items() if v is not None}
         if self._proc is not None:
             query = "&".join(f"{k}={_q(str(v))}" for k, v in given.items())
-            return self._http("GET", "/requests" + (f"?{query}" if query else ""))["requests"]
-        return self._run(self._server.tracking.requests, **given)
+            return cast(
+                "list[dict[str, Any]]", self._http("GET", "/requests" + (f"?{query}" if query else ""))["requests"]
+            )
+        return cast("list[dict[str, Any]]", self._run(self._server.tracking.requests, **given))
 
     # narrowed API versions --------------------------------------------------------------
 
@@ -425,8 +431,8 @@ class Cluster:
         self._require_started()
         spec = {"api": api, "min_version": min_version, "max_version": max_version}
         if self._proc is not None:
-            return self._http("POST", "/api-versions", spec)
-        return self._run(self._server.api_version_limits.set_specs, spec)[0]
+            return cast("dict[str, Any]", self._http("POST", "/api-versions", spec))
+        return cast("dict[str, Any]", self._run(self._server.api_version_limits.set_specs, spec)[0])
 
     def api_versions(self, narrowed: bool = False) -> list[dict]:
         """Every served API (or only the narrowed ones): api, api_key, min_version and
@@ -435,14 +441,16 @@ class Cluster:
         if self._proc is not None:
             found = self._http("GET", "/api-versions")
             return [e for e in found if e["narrowed"]] if narrowed else found
-        return self._run(self._server.api_version_limits.ranges, narrowed)
+        return cast("list[dict[str, Any]]", self._run(self._server.api_version_limits.ranges, narrowed))
 
     def reset_api_versions(self, api: str | int | None = None) -> int:
         """The full served ranges again (of one API, or all); how many were narrowed."""
         self._require_started()
         if self._proc is not None:
-            return self._http("DELETE", "/api-versions" if api is None else f"/api-versions/{_q(str(api))}")["reset"]
-        return self._run(self._server.api_version_limits.reset, api)
+            return cast(
+                int, self._http("DELETE", "/api-versions" if api is None else f"/api-versions/{_q(str(api))}")["reset"]
+            )
+        return cast(int, self._run(self._server.api_version_limits.reset, api))
 
     # async twins, for tests running an event loop of their own ---------------------------
 

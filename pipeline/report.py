@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from markupsafe import Markup, escape
@@ -51,7 +51,7 @@ def _template() -> dict:
     """plotly's default look, which graph objects would have added."""
     import plotly.io as pio
 
-    return pio.templates["plotly"].to_plotly_json()
+    return cast("dict[str, Any]", pio.templates["plotly"].to_plotly_json())
 
 
 def _chart(traces: list[dict], title: str, x: str, y: str, height: int = 360, **layout: Any) -> Markup:
@@ -78,7 +78,7 @@ def _chart(traces: list[dict], title: str, x: str, y: str, height: int = 360, **
 
 
 def _times(column: pd.Series) -> list[str]:
-    return column.dt.strftime("%Y-%m-%d %H:%M:%S.%f").tolist()
+    return cast("list[str]", column.dt.strftime("%Y-%m-%d %H:%M:%S.%f").tolist())
 
 
 def lag_charts(history: pd.DataFrame, totals: pd.DataFrame) -> list:

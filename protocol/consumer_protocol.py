@@ -11,7 +11,7 @@ import io
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from kio.serial import entity_reader, entity_writer
 
@@ -40,7 +40,7 @@ def version_of(data: bytes) -> int:
     Kafka answers a newer client in the newest version it knows)."""
     if len(data) < 2:
         raise ConsumerProtocolError("consumer protocol bytes shorter than their version")
-    return min(max(struct.unpack_from(">h", data)[0], 0), 3)
+    return cast(int, min(max(struct.unpack_from(">h", data)[0], 0), 3))
 
 
 def _read(kind: str, data: bytes) -> Any:

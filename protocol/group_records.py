@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from . import consumer_records, share_records, streams_records
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
@@ -394,7 +394,7 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[Key, object]:
 def value_version(data: bytes) -> int:
     if len(data) < 2:
         raise RecordDecodeError("value: truncated version")
-    return _H.unpack_from(data)[0]
+    return cast(int, _H.unpack_from(data)[0])
 
 
 def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from aiokafka.codec import gzip_encode, lz4_decode, lz4_encode, snappy_decode, snappy_encode
 
@@ -113,9 +113,9 @@ def _decompress(codec: int, data: bytes) -> bytes:
                 raise CorruptBatch("gzip message set is truncated or larger than the limit")
             return out
         if codec == SNAPPY:
-            return snappy_decode(data)
+            return cast(bytes, snappy_decode(data))
         if codec == LZ4:
-            return lz4_decode(data)
+            return cast(bytes, lz4_decode(data))
     except CorruptBatch:
         raise
     except Exception as e:  # each codec library raises its own errors

@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from collections.abc import Callable
 from functools import cache, partial
-from typing import Any, NamedTuple, TypeGuard, TypeVar
+from typing import Any, NamedTuple, TypeGuard, TypeVar, cast
 
 from kio.index import load_payload_module
 from kio.schema.index import api_key_map, schema_name_map
@@ -336,7 +336,7 @@ def decode_response(api_key: int, api_version: int, buf: bytes) -> tuple[int, An
 
 
 def encode_body(c: Codec, body: Any) -> bytes:
-    return c.encode(body)
+    return cast(bytes, c.encode(body))
 
 
 # Bounds check of flexible request bodies -------------------------------------------------
@@ -449,7 +449,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
                 return pos + 1
             if marker != 1:
                 raise MalformedRequest(f"nullable struct marker {marker}")
-            return entity(buf, pos + 1, end, edits)
+            return cast(int, entity(buf, pos + 1, end, edits))
 
         return skip_nullable_entity
     return _primitive_skipper(field.metadata.get("kafka_type"))

@@ -9,7 +9,7 @@ import datetime
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _HEAD = struct.Struct(">hi")  # acks, timeout
@@ -39,7 +39,7 @@ class _Reader:
             return self.uvarint() - 1
         n = wide.unpack_from(self.buf, self.pos)[0]
         self.pos += wide.size
-        return n
+        return cast(int, n)
 
     def blob(self, wide: struct.Struct) -> memoryview | None:
         n = self.length(wide)

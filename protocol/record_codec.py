@@ -8,7 +8,7 @@ codecs (group_records, consumer_records, share_records, transaction_records) bui
 from __future__ import annotations
 
 import struct
-from typing import Literal, overload
+from typing import Literal, overload, cast
 
 __all__ = ["RecordDecodeError", "RecordWriter", "RecordReader"]
 
@@ -102,7 +102,7 @@ class RecordReader:
             raise self.fail(f"truncated: need {s.size} bytes")
         (n,) = s.unpack_from(self.buf, self.pos)
         self.pos += s.size
-        return n
+        return cast(int, n)
 
     def int16(self) -> int:
         return self._fixed(_H)

@@ -9,7 +9,7 @@ import datetime
 import io
 import json
 import re
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 import click
 from kio.schema.errors import ErrorCode
@@ -65,7 +65,7 @@ def cluster_of(ctx: click.Context) -> Cluster:
     if "cluster" not in ctx.obj:
         ctx.obj["cluster"] = Cluster(ctx.obj["bootstrap"])
         ctx.call_on_close(ctx.obj["cluster"].close)
-    return ctx.obj["cluster"]
+    return cast("Cluster", ctx.obj["cluster"])
 
 
 def execute_option(what: str) -> Callable[[F], F]:

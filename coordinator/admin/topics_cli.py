@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import datetime
 
 import click
@@ -98,7 +100,7 @@ def log_dir_of(cluster: Cluster, node: int) -> str:
         )
         for c in r.results[0].configs:
             if c.name == "log.dirs" and c.value:
-                return c.value.split(",")[0]
+                return cast(str, c.value.split(",")[0])
     except BrokerError:
         pass
     return "<data dir>"

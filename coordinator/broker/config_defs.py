@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -566,7 +566,7 @@ def kafka_table(release: str = DEFAULT_RELEASE) -> dict[str, Any]:
     kafka_configs_3.9.json for 3.9): rows of [name, type, default, ...]; see
     tests/support/kafka_config_table.py."""
     name = "kafka_configs.json" if release == DEFAULT_RELEASE else f"kafka_configs_{release}.json"
-    return json.loads((Path(__file__).with_name(name)).read_text())
+    return cast("dict[str, Any]", json.loads((Path(__file__).with_name(name)).read_text()))
 
 
 def typed(type_: int, text: str | None) -> Any:

@@ -15,7 +15,7 @@ import time
 import weakref
 from collections import Counter, OrderedDict
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -175,7 +175,7 @@ class DataPlane:
         broker this request reached does not lead; NONE if it does. The partition exists."""
         if self.topology is None:
             return E.none
-        return self.topology.leader_error(ctx.connection.listener.node_id, topic, partition, current_epoch)
+        return cast(E, self.topology.leader_error(ctx.connection.listener.node_id, topic, partition, current_epoch))
 
     def current_leader(self, ctx: RequestContext, topic: str, partition: int) -> Any:
         """KIP-951's hint with NOT_LEADER_OR_FOLLOWER: the partition's leader and epoch now."""

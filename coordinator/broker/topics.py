@@ -14,7 +14,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -118,7 +118,7 @@ class TopicInfo:
 
     @property
     def max_message_bytes(self) -> int:
-        return self.values.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES)
+        return cast(int, self.values.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
 
     @property
     def log_append_time(self) -> bool:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -264,7 +264,7 @@ class GroupConfigs(NamedConfigs):
             getattr(self.bounds, f"{kind}_{bound}assignment_interval_ms") for bound in ("", "min_", "max_")
         )
         own = self.get(group_id, f"{kind}.assignment.interval.ms")
-        return min(max(interval if own is None else int(own), least), most)
+        return cast(int, min(max(interval if own is None else int(own), least), most))
 
     def delivery_count_limit(self, group_id: str) -> int:
         """The group's share.delivery.count.limit, else the broker's, within the broker's min

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Callable, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -34,7 +34,7 @@ class MetricsHttp:
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEADER_BYTES)
-        return self._server.sockets[0].getsockname()[1]
+        return cast(int, self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         if self._server is not None:

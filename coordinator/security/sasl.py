@@ -12,7 +12,7 @@ connection, as Kafka 3 did.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -109,7 +109,7 @@ class SaslApis:
         if done:
             session.user, session.exchange, session.raw = session.exchange.user, None, False
             log.info("%s: authenticated as %s (%s, SaslHandshake v0)", conn.peer, session.user, session.mechanism)
-        return len(answer).to_bytes(4, "big") + answer
+        return cast(bytes, len(answer).to_bytes(4, "big") + answer)
 
     def authenticate(self, ctx: Any, req: Any) -> Any:
         conn = ctx.connection

@@ -23,7 +23,7 @@ import uuid
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -199,7 +199,9 @@ class SharePartitionManager:
         """The group's share.delivery.count.limit, else the broker's (GroupConfigManager's
         value within the broker's min and max)."""
         configs = self.groups.group_configs
-        return configs.delivery_count_limit(group_id) if configs is not None else self.config.delivery_count_limit
+        return cast(
+            int, configs.delivery_count_limit(group_id) if configs is not None else self.config.delivery_count_limit
+        )
 
     def _limited(self, key: Key, sp: SharePartition) -> SharePartition:
         """The share-partition under its group's delivery count limit and dead-letter queue as

@@ -720,7 +720,8 @@ class TransactionCoordinator:
         self.groups.shards[partition].write_marker(
             marker.producer_id, marker.producer_epoch, marker.commit, lambda error: done(None, error)
         )
-        return await fut
+        error: int = await fut
+        return error
 
     # WriteTxnMarkers --------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 
 from ... import server_log
@@ -392,7 +392,7 @@ class ClassicGroup:
 
 
 def _commit_time(value: Any) -> int:
-    return value.commit_timestamp
+    return cast(int, value.commit_timestamp)
 
 
 _NEXT: dict[GroupState, frozenset[GroupState]] = {

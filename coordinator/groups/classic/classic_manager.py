@@ -174,8 +174,8 @@ class ClassicGroupManager:
             return JoinResult(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)  # as Kafka's classicGroupJoin
         if group is not None and type(group) is not ClassicGroup and not group.is_empty():
             # A classic member of a consumer group (KIP-848 migration): the server assigns.
-            return self.shard.migration.join(
-                out, cast("ConsumerGroup", group), r
+            return cast(
+                "JoinResult | asyncio.Future[Any]", self.shard.migration.join(out, cast("ConsumerGroup", group), r)
             )  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
@@ -901,8 +901,9 @@ class ClassicGroupManager:
         if type(group) in NOT_CLASSIC_OR_CONSUMER:
             return E.unknown_member_id, []
         if group is not None and type(group) is not ClassicGroup:
-            return self.shard.migration.leave(
-                out, cast("ConsumerGroup", group), members
+            return cast(
+                "tuple[int, list[tuple[str, str | None, int]]]",
+                self.shard.migration.leave(out, cast("ConsumerGroup", group), members),
             )  # a group a classic request reaches here that is neither classic, share nor streams is a consumer group
         if group is None:
             return E.none, [(m, i, E.unknown_member_id) for m, i in members]

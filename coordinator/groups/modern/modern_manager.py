@@ -200,7 +200,7 @@ class ModernGroupManager:
 
     def replaceable(self, current: Any) -> bool:
         """Whether a group of another type under the same id gives way to a restored one."""
-        return current.is_empty()
+        return cast(bool, current.is_empty())
 
     def restored(self, group: Any) -> None:
         """A group rebuilt from its records, before its members' sessions start."""
@@ -358,7 +358,7 @@ class ModernGroupManager:
         if configs is not None:
             return int(configs.assignment_interval_ms(group_id, self.kind))
         c = self.config
-        return min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms)
+        return cast(int, min(max(c.assignment_interval_ms, c.min_assignment_interval_ms), c.max_assignment_interval_ms))
 
     def maybe_compute_target(self, group: Any) -> None:
         """Kafka 4.3's assignment batching (KIP-1263, GroupMetadataManager's target assignment

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -268,7 +268,7 @@ def _commit_epoch_check(member: ConsumerMember, epoch: int) -> Any:
 
 
 def _commit_time(value: Any) -> int:
-    return value.commit_timestamp
+    return cast(int, value.commit_timestamp)
 
 
 # persistence: the group as Kafka's records, and back --------------------------------

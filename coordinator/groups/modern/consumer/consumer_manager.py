@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import re2
 from kio.schema.errors import ErrorCode as E
@@ -646,7 +646,7 @@ class ConsumerGroupManager(ModernGroupManager):
                 counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
         if counts:
             return max(sorted(counts), key=lambda a: counts[a])
-        return self.config.assignors[0]
+        return cast(str, self.config.assignors[0])
 
     def compute_target(self, group: ConsumerGroup) -> None:
         metadata = group.subscription_metadata
