@@ -10,10 +10,7 @@ import sys
 
 import pytest
 
-from tests.support.cli import (
-    one_error_line,
-    start,
-)
+from tests.support.cli import one_error_line, refused, start
 from tests.support.process import ROOT, free_port
 
 pytestmark = [
@@ -109,8 +106,8 @@ def test_json_logs(tmp_path):
     "flag, value",
     [("--quota-window-num", "0"), ("--quota-window-size-seconds", "-1"), ("--log-cleaner-backoff-ms", "-5")],
 )
-def test_out_of_range_settings(tmp_path, flag, value):
-    line = one_error_line(start(flag, value, "--port", "0", "--data-dir", str(tmp_path / "data")))
+async def test_out_of_range_settings(tmp_path, flag, value):
+    line = await refused(flag, value, "--port", "0", "--data-dir", str(tmp_path / "data"))  # (in process)
     assert flag in line and "at least" in line
     assert not (tmp_path / "data").exists()
 
@@ -130,9 +127,9 @@ def test_out_of_range_settings(tmp_path, flag, value):
         ),
     ],
 )
-def test_share_delivery_count_limits_are_checked_as_kafka(tmp_path, args, message):
+async def test_share_delivery_count_limits_are_checked_as_kafka(tmp_path, args, message):
     """ShareGroupConfig's ranges for group.share.{,min.,max.}delivery.count.limit and its check
-    that max >= limit >= min: one line, exit 2, nothing started."""
-    line = one_error_line(start(*args, "--port", "0", "--data-dir", str(tmp_path / "data")))
+    that max >= limit >= min: one line, exit 2, nothing started (found in process: cli.refused)."""
+    line = await refused(*args, "--port", "0", "--data-dir", str(tmp_path / "data"))
     assert message in line
     assert not (tmp_path / "data").exists()

@@ -15,7 +15,7 @@ import pytest
 from tests.support.acls import GROUP, READ, create_acls_body
 from tests.support.wire_client import WireClient, request_class as rc
 from coordinator.durable import STEPS, JsonFile
-from tests.support.cli import one_error_line, start
+from tests.support.cli import one_error_line, refused, start
 from tests.support.process import InProcessServer, ServerProcess
 
 pytestmark = pytest.mark.slow  # a server process killed at every step of each store's write
@@ -189,19 +189,6 @@ async def test_a_stale_tmp_file_is_ignored(tmp_path, server_factory):
     assert [t.name for t in r.topics if not t.is_internal] == ["kept"] and not (data / "topics.json.tmp").exists()
 
 
-async def startup_error(data) -> str:
-    """The StartupError of a server starting on `data`, started in this process (the one line
-    `python -m coordinator` prints, exit status 2: test_a_bad_store_is_one_line_from_the_process...)."""
-    from coordinator.config import parse_args
-    from coordinator.server import Server, StartupError
-
-    with pytest.raises(StartupError) as refused:
-        await Server(parse_args(["--port", "0", "--data-dir", str(data), "--authorizer"])).start()
-    line = str(refused.value)
-    assert "\n" not in line and "Traceback" not in line
-    return line
-
-
 @pytest.mark.parametrize(
     "name, text",
     [
@@ -232,7 +219,7 @@ async def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, nam
     data = tmp_path / "data"
     data.mkdir()
     (data / name).write_bytes(text if isinstance(text, bytes) else text.encode())
-    line = await startup_error(data)
+    line = await refused("--port", "0", "--data-dir", str(data), "--authorizer")
     assert name in line and "unreadable" in line
 
 
@@ -252,12 +239,12 @@ async def test_a_store_edited_into_nonsense_is_one_line_at_startup(tmp_path, nam
 async def test_a_store_that_cannot_be_read_is_one_line_at_startup(tmp_path, name):
     data = tmp_path / "data"
     (data / name).mkdir(parents=True)  # a directory where the document belongs
-    line = await startup_error(data)
+    line = await refused("--port", "0", "--data-dir", str(data), "--authorizer")
     assert name in line and "cannot read it" in line
 
 
 def test_a_bad_store_is_one_line_from_the_process_and_exit_status_2(tmp_path):
-    """What `python -m coordinator` makes of the StartupError the tests above get in process."""
+    """What `python -m coordinator` makes of the StartupError the tests above get in process (cli.refused)."""
     for name, content, says in (("topics.json", '{"t": {"parti', "unreadable"), ("acls.json", None, "cannot read it")):
         data = tmp_path / name / "data"
         data.mkdir(parents=True)

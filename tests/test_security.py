@@ -3,7 +3,7 @@ over raw frames: what is refused, with which error, and that the connection then
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import socket
 import ssl
 import struct
@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.wire_client import WireClient, request_class
 from protocol.messages import encode_request
+from tests.support.cli import refused as in_process
 from tests.support.process import ROOT
 
 pytestmark = pytest.mark.slow  # real clients over TLS and SASL (servers in this process; start-up errors: processes)
@@ -258,36 +259,6 @@ async def test_sasl_state_machine_over_raw_frames(server_factory, users_file):
     assert "Traceback" not in s.log_text()
 
 
-def refused_in_process(data_dir, *args: str) -> str:
-    """What a server started with ARGS says before it exits with status 2, found in this
-    process: parse_args's one-line usage error, else the StartupError that
-    `python -m coordinator` prints as its one line (test_security_startup_errors_are_one_line
-    starts the process for two of them)."""
-    import asyncio
-    import contextlib
-    import io
-
-    from coordinator.config import parse_args
-    from coordinator.server import Server, StartupError
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            config = parse_args(["--port", "0", "--data-dir", str(data_dir), *args])
-    except SystemExit as e:
-        assert e.code == 2 and err.getvalue().count("\n") == 1, err.getvalue()
-        return err.getvalue()
-
-    async def refused() -> str:
-        with pytest.raises(StartupError) as e:
-            await Server(config).start()
-        return str(e.value)
-
-    line = asyncio.run(refused())
-    assert "\n" not in line and "Traceback" not in line
-    return line
-
-
 def test_security_startup_errors_are_one_line(tmp_path, certs):
     def start(*args: str) -> str:
         r = subprocess.run(
@@ -300,7 +271,9 @@ def test_security_startup_errors_are_one_line(tmp_path, certs):
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         return r.stderr
 
-    refused = functools.partial(refused_in_process, tmp_path / "d")
+    def refused(*args: str) -> str:  # the others in process (cli.refused)
+        return asyncio.run(in_process("--port", "0", "--data-dir", str(tmp_path / "d"), *args))
+
     assert "--security-protocol SSL needs --ssl-certfile" in start("--security-protocol", "SSL")
     listeners = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
     assert "an SSL or SASL_SSL listener needs --ssl-certfile" in refused("--listeners", listeners)

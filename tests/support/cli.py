@@ -20,6 +20,36 @@ def start(*args: str, env: dict | None = None, timeout: float = 20) -> subproces
     )
 
 
+async def refused(*args: str) -> str:
+    """The one line a server started with ARGS prints before it exits with status 2, found in
+    this process, without an interpreter start: parse_args's usage error, else Server.start's
+    StartupError (which `python -m coordinator` prints as its line). Each kind has a test that
+    starts the process itself (start, one_error_line)."""
+    import contextlib
+    import io
+
+    from coordinator.config import parse_args
+    from coordinator.server import Server, StartupError
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            config = parse_args(list(args))
+    except SystemExit as e:
+        lines = err.getvalue().splitlines()
+        assert e.code == 2 and len(lines) == 1, err.getvalue()
+        return lines[0]
+    server = Server(config)
+    try:
+        await server.start()
+    except StartupError as e:
+        line = str(e)
+        assert "\n" not in line and "Traceback" not in line, line
+        return line
+    await server.stop()
+    raise AssertionError(f"a server started with {args}")
+
+
 def one_error_line(done: subprocess.CompletedProcess) -> str:
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
