@@ -57,8 +57,8 @@ class Cluster:
         self.topics = topics  # coordinator.broker.topics.Topics
         self.groups = groups  # coordinator.groups.runtime.CoordinatorRuntime
         self.topology = topology
-        self._cache: dict[tuple, bytes] = {}
-        self._cache_stamp: tuple = ()
+        self._cache: dict[tuple[Any, ...], bytes] = {}
+        self._cache_stamp: tuple[Any, ...] = ()
 
     def register(self, registry: Registry) -> None:
         registry.add(FIND_COORDINATOR, range(0, 7), self.find_coordinator)
@@ -154,7 +154,7 @@ class Cluster:
         return body
 
     @staticmethod
-    async def _after(tasks: list, body: Any) -> Any:
+    async def _after(tasks: list[Any], body: Any) -> Any:
         await asyncio.wait(tasks)
         return body
 
@@ -209,7 +209,7 @@ class Cluster:
             current_voters=(replica(leader),),
             observers=tuple(replica(n) for n in self.topology.live() if n != leader),
         )
-        nodes: tuple = ()
+        nodes: tuple[Any, ...] = ()
         if ctx.version >= 2:
             host, port = self.topology.endpoint(leader, ctx.connection.listener.protocol)
             # (no controller listener of its own: the voter is reached where its broker is)
@@ -339,7 +339,7 @@ class Cluster:
             else tuple(n for n in st.replicas if n not in st.isr),
         }
 
-    def _requested_topics(self, topics: Any) -> tuple[list[str], tuple]:
+    def _requested_topics(self, topics: Any) -> tuple[list[str], tuple[Any, ...]]:
         """(names, ids that name no topic). v10+ may name a topic by id only; an id we do not
         know is answered UNKNOWN_TOPIC_ID, and a topic with neither name nor id
         INVALID_TOPIC_EXCEPTION, as an invalid name is."""
@@ -358,11 +358,11 @@ class Cluster:
     def _metadata(
         self,
         ctx: RequestContext,
-        requested: list | None,
+        requested: list[Any] | None,
         auto_create: bool,
         topic_ops: bool = False,
         cluster_ops: bool = False,
-        unknown_ids: tuple = (),
+        unknown_ids: tuple[Any, ...] = (),
     ) -> Any:
         """With no authorizer every operation a resource supports is allowed: the full sets
         when asked (KIP-430), INT32_MIN ("not asked") otherwise."""

@@ -32,7 +32,7 @@ MAX_IN_FLIGHT = 512  # requests per connection before we stop reading (back-pres
 _NO_RESPONSE = object()
 
 
-def _retrieve(fut: asyncio.Future) -> None:
+def _retrieve(fut: asyncio.Future[Any]) -> None:
     """Take the outcome of a request whose connection is gone (else asyncio logs
     "exception was never retrieved" with a traceback for each)."""
     if not fut.cancelled():
@@ -255,7 +255,7 @@ class Connection(asyncio.Protocol):
         elif result is not None:
             self.transport.write(result)  # type: ignore[union-attr]  # set in connection_made, before any data arrives
 
-    def _on_done(self, _: asyncio.Future) -> None:
+    def _on_done(self, _: asyncio.Future[Any]) -> None:
         self.flush_answers()
 
     def flush_answers(self) -> None:

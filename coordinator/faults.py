@@ -135,10 +135,10 @@ class Rule:
         }
 
 
-Handle = Callable[[RequestContext, Any, Callable], Any]
+Handle = Callable[[RequestContext, Any, Callable[..., Any]], Any]
 
 
-def _unchecked(ctx: RequestContext, request: Any, handler: Callable) -> Any:
+def _unchecked(ctx: RequestContext, request: Any, handler: Callable[..., Any]) -> Any:
     return handler(ctx, request)
 
 
@@ -224,7 +224,7 @@ class Faults:
 
     # the request path ----------------------------------------------------------------------
 
-    def intercept(self, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+    def intercept(self, ctx: RequestContext, request: Any, handler: Callable[..., Any]) -> Any:
         """None: no rule fires, the request is handled as usual. Else the result dispatch
         returns instead: an error body, or a coroutine giving the body later. Raises
         CloseConnection for a drop before the request is handled."""
@@ -314,7 +314,7 @@ def _failed(ctx: RequestContext, request: Any, rule_id: int, error: ErrorCode) -
     return error_response(key, ctx.version, ctx.codec.response_type, request, error)
 
 
-async def _later(faults: Faults, ctx: RequestContext, request: Any, handler: Callable, rule: Rule) -> Any:
+async def _later(faults: Faults, ctx: RequestContext, request: Any, handler: Callable[..., Any], rule: Rule) -> Any:
     """Stall or delay, then fail, drop, or handle the request (its reply lost if asked)."""
     if rule.stall is not False:
         timeout = None if rule.stall is True else rule.stall / 1000
@@ -337,7 +337,7 @@ async def _later(faults: Faults, ctx: RequestContext, request: Any, handler: Cal
     return body
 
 
-async def _handled(handle: Handle, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+async def _handled(handle: Handle, ctx: RequestContext, request: Any, handler: Callable[..., Any]) -> Any:
     """The request handled as dispatch would (the ACL gate first), its body whichever way
     the handler gives it."""
     inner = inner_context(ctx)

@@ -12,7 +12,7 @@ Done = Callable[[BaseException | None, Any], None]  # done(error, result): error
 K = TypeVar("K")
 
 
-def settle(fut: asyncio.Future, error: BaseException | None, result: Any = None) -> None:
+def settle(fut: asyncio.Future[Any], error: BaseException | None, result: Any = None) -> None:
     """Complete `fut` as a Done callback would report it (a second report is ignored)."""
     if fut.done():
         return
@@ -22,7 +22,7 @@ def settle(fut: asyncio.Future, error: BaseException | None, result: Any = None)
         fut.set_result(result)
 
 
-def future_and_callback() -> tuple[asyncio.Future, Done]:
+def future_and_callback() -> tuple[asyncio.Future[Any], Done]:
     """A future, and the Done callback that completes it."""
     fut = asyncio.get_running_loop().create_future()
     return fut, partial(settle, fut)
@@ -34,7 +34,7 @@ class LongPolls(Generic[K]):
     on share-partitions; an append or a release wakes the key's waiters."""
 
     def __init__(self) -> None:
-        self.by_key: dict[K, set[asyncio.Future]] = {}
+        self.by_key: dict[K, set[asyncio.Future[Any]]] = {}
 
     async def wait(self, keys: Iterable[K], timeout: float) -> None:
         """Until wake() of one of the keys, wake_all(), or `timeout` seconds."""

@@ -18,7 +18,7 @@ are Cluster's and override the profile's. `--kafka-brokers N` sets the default n
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--kafka-brokers: {config.getoption('kafka_brokers')}; at least 1")
 
 
-def _cluster(config: pytest.Config, kwargs: dict) -> Cluster:
+def _cluster(config: pytest.Config, kwargs: dict[str, Any]) -> Cluster:
     kwargs = dict(kwargs)
     kwargs.setdefault("brokers", config.getoption("kafka_brokers"))
     kwargs.setdefault("subprocess", config.getoption("kafka_subprocess"))

@@ -116,7 +116,7 @@ class Server:
         self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
         self.sasl: Any = None  # coordinator.security.sasl.SaslApis with SASL_PLAINTEXT / SASL_SSL
         self._tls: Any = None  # the ssl.SSLContext of SSL / SASL_SSL
-        self._sasl_users: dict = {}  # from --sasl-users
+        self._sasl_users: dict[str, Any] = {}  # from --sasl-users
         self.credentials: Any = None  # coordinator.security.credentials.CredentialStore
         self.acl_gate: Any = None  # coordinator.security.acl_gate.AclGate with --authorizer
         self.request_quota: RequestQuota | None = None  # request_percentage (coordinator.broker.quotas)
@@ -136,7 +136,7 @@ class Server:
         self.shares: Any = None  # coordinator.share.manager.SharePartitionManager, once loaded
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
-        self._idle_sweeper: asyncio.Task | None = None
+        self._idle_sweeper: asyncio.Task[Any] | None = None
         self.channel: RequestChannel | None = None  # what each connection is given, once listening
         self._data_dir_lock: Any = None  # the key of this process's lock on the data dir, once taken
 
@@ -574,7 +574,7 @@ class Server:
         ctx.waiting = result
         return ctx
 
-    def _checked(self, ctx: RequestContext, body: Any, handler: Callable) -> Any:
+    def _checked(self, ctx: RequestContext, body: Any, handler: Callable[..., Any]) -> Any:
         """The request handled as dispatch handles it past the request-path hook: the ACL
         gate first (the fault rules' way to handle a request they delay or stall)."""
         gate = self.acl_gate

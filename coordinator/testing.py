@@ -93,7 +93,7 @@ class Cluster:
         self._server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._proc: _subprocess.Popen | None = None
+        self._proc: _subprocess.Popen[bytes] | None = None
         self._control_url: str | None = None
         self.bootstrap = ""
 
@@ -257,7 +257,7 @@ class Cluster:
     def node_ids(self) -> list[int]:
         return [b["node_id"] for b in self.brokers()]
 
-    def brokers(self) -> list[dict]:
+    def brokers(self) -> list[dict[str, Any]]:
         """Each broker: node_id, host, port, alive, listeners, and how many partitions it leads."""
         self._require_started()
         if self._proc is not None:
@@ -336,20 +336,20 @@ class Cluster:
 
     def inject(
         self, api: str | int, error: str | int, times: int | None = 1, probability: float | None = None, **match: Any
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The next `times` requests of `api` (a name, "OffsetCommit", or a key, 8) matching
         `match` (client_id, group, topic, broker) are answered with `error` (a name,
         "NOT_COORDINATOR", or a code, 16), as Kafka answers them with that error; or each with
         `probability`. Returns the rule."""
         return self._fault(api=api, error=error, times=times, probability=probability, **match)
 
-    def delay(self, api: str | int, ms: int, times: int | None = None, **match: Any) -> dict:
+    def delay(self, api: str | int, ms: int, times: int | None = None, **match: Any) -> dict[str, Any]:
         """Matching requests are answered `ms` later (until cleared, or `times` of them)."""
         return self._fault(api=api, delay_ms=ms, times=times, **match)
 
     def drop_connections(
         self, api: str | int = "Produce", *, after: bool = False, times: int | None = 1, **match: Any
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The connection of a matching request is closed: before it is handled, or with
         `after` once it was handled and its answer is lost (the idempotent-producer case)."""
         return self._fault(api=api, drop="after" if after else "before", times=times, **match)
@@ -362,13 +362,13 @@ class Cluster:
             return cast(int, self._http("DELETE", path)["cleared"])
         return cast(int, self._run(self._server.faults.clear, rule_id))
 
-    def faults(self) -> list[dict]:
+    def faults(self) -> list[dict[str, Any]]:
         self._require_started()
         if self._proc is not None:
             return cast("list[dict[str, Any]]", self._http("GET", "/faults"))
         return cast("list[dict[str, Any]]", self._run(self._server.faults.list))
 
-    def _fault(self, **spec: Any) -> dict:
+    def _fault(self, **spec: Any) -> dict[str, Any]:
         self._require_started()
         spec = {k: v for k, v in spec.items() if v is not None or k == "times"}
         if self._proc is not None:
@@ -377,7 +377,7 @@ class Cluster:
 
     # request tracking ---------------------------------------------------------------------
 
-    def start_tracking(self, limit: int | None = None) -> dict:
+    def start_tracking(self, limit: int | None = None) -> dict[str, Any]:
         """Record every request the brokers receive from now on, at most `limit` (default
         10,000; past it the oldest are dropped and counted). Returns the tracking status."""
         self._require_started()
@@ -387,7 +387,7 @@ class Cluster:
             )
         return cast("dict[str, Any]", self._run(self._server.tracking.start, limit))
 
-    def stop_tracking(self) -> dict:
+    def stop_tracking(self) -> dict[str, Any]:
         """Record no more; what was recorded stays readable (requests()) until cleared."""
         self._require_started()
         if self._proc is not None:
@@ -401,14 +401,14 @@ class Cluster:
             return cast(int, self._http("DELETE", "/requests")["cleared"])
         return cast(int, self._run(self._server.tracking.clear))
 
-    def tracking(self) -> dict:
+    def tracking(self) -> dict[str, Any]:
         """{"tracking": bool, "limit": n, "recorded": n, "dropped": n}"""
         self._require_started()
         if self._proc is not None:
             return cast("dict[str, Any]", self._http("GET", "/requests/tracking"))
         return cast("dict[str, Any]", self._run(self._server.tracking.status))
 
-    def requests(self, api: str | int | None = None, **filters: Unpack[RequestFilters]) -> list[dict]:
+    def requests(self, api: str | int | None = None, **filters: Unpack[RequestFilters]) -> list[dict[str, Any]]:
         """The recorded requests, oldest first, that match every filter given (api, client_id,
         broker, group, topic, transactional_id): each with its broker, api_key, api,
         api_version, client_id, correlation_id, time_ms, supported (False: a version or API not
@@ -424,7 +424,9 @@ class Cluster:
 
     # narrowed API versions --------------------------------------------------------------
 
-    def set_api_version(self, api: str | int, min_version: int | None = None, max_version: int | None = None) -> dict:
+    def set_api_version(
+        self, api: str | int, min_version: int | None = None, max_version: int | None = None
+    ) -> dict[str, Any]:
         """The brokers advertise in ApiVersions and accept only min_version..max_version of
         `api` (a name, "Fetch", or a key, 1; a bound left out: the one served), so that a client
         falls back to older versions. Returns the API's ranges."""
@@ -434,7 +436,7 @@ class Cluster:
             return cast("dict[str, Any]", self._http("POST", "/api-versions", spec))
         return cast("dict[str, Any]", self._run(self._server.api_version_limits.set_specs, spec)[0])
 
-    def api_versions(self, narrowed: bool = False) -> list[dict]:
+    def api_versions(self, narrowed: bool = False) -> list[dict[str, Any]]:
         """Every served API (or only the narrowed ones): api, api_key, min_version and
         max_version advertised, served_min_version and served_max_version, narrowed."""
         self._require_started()

@@ -217,7 +217,7 @@ class Topology:
         info = self.topics.get(topic)
         return str(info.topic_id) if info is not None else None
 
-    def _restore(self, doc: dict) -> None:
+    def _restore(self, doc: dict[str, Any]) -> None:
         """The placement an earlier run kept (Kafka's controller replaying its metadata log).
         An entry is dropped if its topic is gone or was created anew (another topic id), or if
         it names a broker this run does not have (a restart with fewer brokers): that partition
@@ -244,7 +244,7 @@ class Topology:
             if reassignment is not None:
                 self.reassignments[(topic, partition)] = reassignment
 
-    def placement_document(self) -> dict:
+    def placement_document(self) -> dict[str, Any]:
         """The partitions that left their default placement, with their reassignments."""
         rows = []
         for (topic, partition), st in sorted(self.partitions.items()):
@@ -493,7 +493,7 @@ class ClusterControl:
 
     # reading ----------------------------------------------------------------------------
 
-    def brokers(self) -> list[dict]:
+    def brokers(self) -> list[dict[str, Any]]:
         t = self.topology
         out = []
         for node_id in t.node_ids:
@@ -537,7 +537,7 @@ class ClusterControl:
 
     # changes ----------------------------------------------------------------------------
 
-    async def stop_broker(self, node_id: int) -> list[dict]:
+    async def stop_broker(self, node_id: int) -> list[dict[str, Any]]:
         """Kafka's controlled shutdown, from the clients' view: the broker's listeners and
         connections close, it leaves every ISR, its partitions get new leaders (epochs bumped),
         and the group coordinators it held are loaded from the log by their new brokers."""
@@ -556,7 +556,7 @@ class ClusterControl:
             await self._coordinators_moved(moved)
             return self.brokers()
 
-    async def start_broker(self, node_id: int, *, preferred: bool = False) -> list[dict]:
+    async def start_broker(self, node_id: int, *, preferred: bool = False) -> list[dict[str, Any]]:
         """The broker listens again and rejoins the ISRs; with `preferred`, it leads again the
         partitions it is the preferred replica of (Kafka's preferred leader election)."""
         async with self._lock:

@@ -120,7 +120,7 @@ class RequestLog:
 
     # the request path ----------------------------------------------------------------------
 
-    def intercept(self, ctx: RequestContext, request: Any, handler: Callable) -> Any:
+    def intercept(self, ctx: RequestContext, request: Any, handler: Callable[..., Any]) -> Any:
         """Record the request, then let the fault rules see it (None: handled as usual)."""
         self._record(broker_of(ctx), ctx.header, request, supported=True)
         faults = self.faults

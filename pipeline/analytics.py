@@ -4,6 +4,8 @@ Input: the `kafka-offsets` rows and the topic logs' batch headers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -149,7 +151,7 @@ def log_batches(spark: SparkSession, data_dir: str, on_driver: bool = False) -> 
     return spark.createDataFrame(rdd, schema)
 
 
-def _local(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
+def _local(spark: SparkSession, rows: list[tuple[Any, ...]], schema: str) -> DataFrame:
     """A DataFrame of rows made on the driver, handed to Spark as Arrow columns (Python rows
     would be unpickled one by one in the JVM). schema: string and int/long columns only."""
     import pyarrow as pa

@@ -60,7 +60,7 @@ def pack(files: list[SegmentFile], n: int) -> list[list[SegmentFile]]:
     return [b for b in bins if b]
 
 
-def _error_row(seg: SegmentFile, bad: BadBatch) -> tuple:
+def _error_row(seg: SegmentFile, bad: BadBatch) -> tuple[Any, ...]:
     return (
         seg.topic,
         seg.partition,
@@ -78,7 +78,7 @@ def _error_row(seg: SegmentFile, bad: BadBatch) -> tuple:
     )
 
 
-def raw_rows(files: list[SegmentFile]) -> Iterator[tuple]:
+def raw_rows(files: list[SegmentFile]) -> Iterator[tuple[Any, ...]]:
     """Tuples in RAW_SCHEMA order; a bad batch is one row with `error` set."""
     for seg in files:
         for item in read_segment(seg):
@@ -104,7 +104,7 @@ def raw_rows(files: list[SegmentFile]) -> Iterator[tuple]:
                 )
 
 
-def error_rows(files: list[SegmentFile]) -> Iterator[tuple]:
+def error_rows(files: list[SegmentFile]) -> Iterator[tuple[Any, ...]]:
     """Only the bad-batch rows (RAW_SCHEMA): CRC and framing checked, records not decoded."""
     for seg in files:
         for item in batches(Path(seg.path).read_bytes()):
@@ -138,7 +138,7 @@ def raw_batches(files: list[SegmentFile], batch_rows: int = BATCH_ROWS) -> Itera
     import pyarrow as pa
 
     schema = _raw_arrow_schema()
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
     for row in raw_rows(files):
         rows.append(row)
         if len(rows) >= batch_rows:
@@ -149,7 +149,7 @@ def raw_batches(files: list[SegmentFile], batch_rows: int = BATCH_ROWS) -> Itera
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, path: str, partitions: int, topics: set[str] | None, options: dict) -> None:
+    def __init__(self, path: str, partitions: int, topics: set[str] | None, options: dict[str, Any]) -> None:
         self.path, self.n, self.topics = path, partitions, topics
         self.arrow = options.get("arrow", "true").lower() != "false"
         self.errors_only = options.get("errorsonly", "false").lower() == "true"
@@ -235,10 +235,10 @@ class ConsumerOffsetsStreamReader(DataSourceStreamReader):
     def __init__(self, path: str, partitions: int) -> None:
         self.path, self.n = path, partitions
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         return {}
 
-    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
         """{segment path: end of its whole batches}; `start` (Spark >= 4.2) is where the
         last micro-batch ended: headers are read from there on."""
         start = start or {}
@@ -250,7 +250,7 @@ class ConsumerOffsetsStreamReader(DataSourceStreamReader):
                 pass
         return out
 
-    def partitions(self, start: dict, end: dict) -> list[FilesPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[FilesPartition]:
         ranges = []
         for path, stop in sorted(end.items()):
             if stop > start.get(path, 0):
@@ -265,5 +265,5 @@ class ConsumerOffsetsStreamReader(DataSourceStreamReader):
 
         return decode_segments(files_of(partition))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         pass  # nothing to release: the files stay the server's

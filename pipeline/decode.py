@@ -25,8 +25,9 @@ them; aborted ones, and ones whose marker is not (yet) in the files read, are le
 from __future__ import annotations
 
 import struct
+import uuid
 from pathlib import Path
-from typing import Iterable, Iterator, cast
+from typing import Any, Iterable, Iterator, cast
 
 import pyarrow as pa
 
@@ -128,7 +129,7 @@ _V3 = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, leader ep
 _INT64 = struct.Struct(">q")
 
 
-def commit_value_fields(key: OffsetCommitKey, data: bytes) -> tuple:
+def commit_value_fields(key: OffsetCommitKey, data: bytes) -> tuple[Any, ...]:
     """(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp) of an OffsetCommitValue.
 
     Fast path for v3 (what Kafka and this server write) straight into a tuple; every other
@@ -151,11 +152,11 @@ def commit_value_fields(key: OffsetCommitKey, data: bytes) -> tuple:
     return v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
 
 
-_NO_GROUP: tuple = ("classic",) + (None,) * 5 + (0, [], True)
-_NO_CONSUMER_GROUP: tuple = ("consumer",) + (None,) * 5 + (0, [], True)
+_NO_GROUP: tuple[Any, ...] = ("classic",) + (None,) * 5 + (0, [], True)
+_NO_CONSUMER_GROUP: tuple[Any, ...] = ("consumer",) + (None,) * 5 + (0, [], True)
 
 
-def _assigned(protocol_type: str | None, assignment: bytes) -> list[dict]:
+def _assigned(protocol_type: str | None, assignment: bytes) -> list[dict[str, Any]]:
     """The partitions a `consumer` protocol assignment holds ([] for other protocols, or
     bytes that are not one: the group's record is still counted)."""
     if protocol_type != "consumer" or not assignment:
@@ -166,7 +167,7 @@ def _assigned(protocol_type: str | None, assignment: bytes) -> list[dict]:
         return []
 
 
-def _member(m: MemberMetadata, protocol_type: str | None) -> dict:
+def _member(m: MemberMetadata, protocol_type: str | None) -> dict[str, Any]:
     return {
         "member_id": m.member_id,
         "group_instance_id": m.group_instance_id,
@@ -180,7 +181,7 @@ def _member(m: MemberMetadata, protocol_type: str | None) -> dict:
     }
 
 
-def _consumer_member(member_id: str, m: ConsumerGroupMemberMetadataValue) -> dict:
+def _consumer_member(member_id: str, m: ConsumerGroupMemberMetadataValue) -> dict[str, Any]:
     classic = m.classic_member_metadata
     return {
         "member_id": member_id,
@@ -195,7 +196,7 @@ def _consumer_member(member_id: str, m: ConsumerGroupMemberMetadataValue) -> dic
     }
 
 
-def _arrow(kind: str, columns: dict[str, list]) -> pa.RecordBatch:
+def _arrow(kind: str, columns: dict[str, list[Any]]) -> pa.RecordBatch:
     """Columns of one kind of row as a batch of the full SCHEMA (the other kinds' columns null)."""
     n = len(next(iter(columns.values())))
     arrays = [
@@ -209,7 +210,7 @@ def _arrow(kind: str, columns: dict[str, list]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
-def _transpose(names: list[str], rows: list[tuple]) -> dict[str, list]:
+def _transpose(names: list[str], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
     return dict(zip(names, map(list, zip(*rows))))
 
 
@@ -220,7 +221,7 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
     nearly all of the rows, go straight into column lists; the rare group and error rows
     are kept as tuples."""
     keys: dict[bytes, object] = {}
-    commits: dict[str, list] = {name: [] for name in COMMIT_COLUMNS}
+    commits: dict[str, list[Any]] = {name: [] for name in COMMIT_COLUMNS}
     (
         c_group,
         c_topic,
@@ -236,13 +237,14 @@ def decode_segments(files: Iterable[SegmentFile], batch_rows: int = BATCH_ROWS) 
         c_batch,
         c_ts,
     ) = (commits[name].append for name in COMMIT_COLUMNS)
-    groups: list[tuple] = []
-    errors: list[tuple] = []
-    pending: dict[tuple[int, int], list[tuple]] = {}  # (log partition, producer id) -> transactional commit rows
-    consumer_members: dict[str, dict[str, dict]] = {}  # consumer group -> member id -> MEMBER of it
-    consumer_topics: dict[str, dict] = {}  # consumer group -> topic id -> name (its partition metadata)
-    consumer_targets: dict[str, dict[str, tuple]] = {}  # consumer group -> member id -> target partitions
-    epochs: list[tuple] = []  # a batch's consumer-group epoch records, made rows once the batch is applied
+    groups: list[tuple[Any, ...]] = []
+    errors: list[tuple[Any, ...]] = []
+    # (log partition, producer id) -> transactional commit rows
+    pending: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
+    consumer_members: dict[str, dict[str, dict[str, Any]]] = {}  # consumer group -> member id -> MEMBER of it
+    consumer_topics: dict[str, dict[uuid.UUID, str]] = {}  # consumer group -> topic id -> name (its partition metadata)
+    consumer_targets: dict[str, dict[str, tuple[Any, ...]]] = {}  # consumer group -> member id -> target partitions
+    epochs: list[tuple[Any, ...]] = []  # a batch's consumer-group epoch records, made rows once the batch is applied
     catalogs: dict[Path, dict[str, str]] = {}  # data dir -> topic id -> name, read when first needed
     for seg in files:
         lp = seg.partition

@@ -47,14 +47,14 @@ def _status_table(df: pd.DataFrame) -> Markup:
 
 
 @functools.cache
-def _template() -> dict:
+def _template() -> dict[str, Any]:
     """plotly's default look, which graph objects would have added."""
     import plotly.io as pio
 
     return cast("dict[str, Any]", pio.templates["plotly"].to_plotly_json())
 
 
-def _chart(traces: list[dict], title: str, x: str, y: str, height: int = 360, **layout: Any) -> Markup:
+def _chart(traces: list[dict[str, Any]], title: str, x: str, y: str, height: int = 360, **layout: Any) -> Markup:
     """A plotly figure from plain dicts, not validated: building graph objects for a few
     thousand traces, each property checked, would cost the job seconds."""
     import plotly.io as pio
@@ -81,7 +81,7 @@ def _times(column: pd.Series) -> list[str]:
     return cast("list[str]", column.dt.strftime("%Y-%m-%d %H:%M:%S.%f").tolist())
 
 
-def lag_charts(history: pd.DataFrame, totals: pd.DataFrame) -> list:
+def lag_charts(history: pd.DataFrame, totals: pd.DataFrame) -> list[Any]:
     history = history[history["lag"].notna()]  # (partitions without a topic log here)
     if not len(history):
         return []
@@ -121,7 +121,7 @@ def lag_charts(history: pd.DataFrame, totals: pd.DataFrame) -> list:
     return out
 
 
-def ownership_charts(owners: pd.DataFrame, end: pd.Timestamp | None) -> list:
+def ownership_charts(owners: pd.DataFrame, end: pd.Timestamp | None) -> list[Any]:
     """A timeline per group: each partition's bars, coloured by owner, from its generation's
     record to the next generation's (the last one to the end of the data)."""
     if not len(owners):

@@ -397,7 +397,9 @@ REPORT_OUTPUTS = (
 )
 
 
-def report_frames(spark: SparkSession, outputs: Outputs, kept: dict | None, lag_totals: DataFrame) -> dict:
+def report_frames(
+    spark: SparkSession, outputs: Outputs, kept: dict[str, Any] | None, lag_totals: DataFrame
+) -> dict[str, Any]:
     """The pandas frames the report shows: whole small outputs, and of the large ones what the
     report charts (its TOP groups, the latest ROWS rebalances). `kept`: the outputs' Arrow
     tables when they were written on the driver, else they are read back from `outputs`."""

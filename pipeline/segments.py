@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 import json
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from aiokafka.errors import KafkaError
 from aiokafka.record.default_records import DefaultRecordBatch
@@ -123,7 +123,7 @@ def batches(
         pos = resume
 
 
-def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[BatchHeader, list] | BadBatch]:
+def read_segment(seg: SegmentFile, markers: bool = False) -> Iterator[tuple[BatchHeader, list[Any]] | BadBatch]:
     """(header, records) per data batch (control batches too with markers=True), or BadBatch.
 
     A batch whose CRC is right but whose payload does not decode (e.g. a broken compressed

@@ -81,7 +81,7 @@ def _ms(value: Any) -> int:
 
 
 # (api key, version) -> (the version whose classes stand in, reader or None, writer or None)
-AHEAD: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
+AHEAD: dict[tuple[int, int], tuple[int, Callable[..., Any] | None, Callable[..., Any] | None]] = {
     (18, 5): (4, _api_versions_v5_read, None),
     (42, 3): (2, None, _delete_groups_v3_write),
 }

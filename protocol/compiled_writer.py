@@ -231,7 +231,7 @@ def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
     lines: list[str] = []
     run_codes: list[str] = []
     run_values: list[str] = []
-    tagged: list[tuple[Any, Field, Any, Any]] = []  # (kio's uvarint tag, field, writer, default)
+    tagged: list[tuple[Any, Field[Any], Any, Any]] = []  # (kio's uvarint tag, field, writer, default)
 
     def flush_run() -> None:
         if run_codes:
@@ -307,7 +307,7 @@ def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
     return enc
 
 
-def _tag_writer(tagged: list[tuple[Any, Field, Any, Any]]) -> Callable[[Any, Parts], None]:
+def _tag_writer(tagged: list[tuple[Any, Field[Any], Any, Any]]) -> Callable[[Any, Parts], None]:
     """Tagged fields as kio writes them: those at their default left out."""
 
     def write_tags(e: Any, a: Parts) -> None:

@@ -252,7 +252,7 @@ def _build(cls: type, source: Any, error: ErrorCode, message: str | None) -> Any
 _DEFAULT = object()  # the schema's default
 
 
-def _value(f: dataclasses.Field, source: Any, error: ErrorCode, message: str | None) -> Any:
+def _value(f: dataclasses.Field[Any], source: Any, error: ErrorCode, message: str | None) -> Any:
     kind = f.metadata.get("kafka_type")
     if kind == "error_code":
         return error
@@ -290,7 +290,7 @@ def _is_entity(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
-def _has_default(f: dataclasses.Field) -> bool:
+def _has_default(f: dataclasses.Field[Any]) -> bool:
     return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
 
 

@@ -6,7 +6,7 @@ Sans-IO: feed bytes in, get whole frames out. No sockets here.
 from __future__ import annotations
 
 import struct
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 _SIZE = struct.Struct(">i")
 
@@ -88,7 +88,7 @@ class FrameDecoder:
         if self._filled < len(large):
             return []
         self._large = None
-        frames: list = [large]  # (a bytearray, handed out as it is)
+        frames: list[Any] = [large]  # (a bytearray, handed out as it is)
         if n < len(data):
             frames += self.feed(bytes(memoryview(data)[n:]))
         return frames

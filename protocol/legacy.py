@@ -50,7 +50,7 @@ read_nullable_legacy_string = _at(_kio.read_nullable_legacy_string)
 read_nullable_legacy_bytes = _at(_kio.read_nullable_legacy_bytes)
 
 
-def _array(buf: bytes, pos: int, item: Callable[[bytes, int], tuple[Any, int]]) -> tuple[tuple, int]:
+def _array(buf: bytes, pos: int, item: Callable[[bytes, int], tuple[Any, int]]) -> tuple[tuple[Any, ...], int]:
     n, pos = read_legacy_array_length(buf, pos)
     if n < 0:
         raise ValueError("null array")
@@ -172,7 +172,7 @@ def _describe_configs_v0_write(out: Any, response: Any) -> None:
 LITERAL = 3  # the only ACL pattern type v0 knows
 
 
-def _acl_fields_v0(buf: bytes, pos: int, string: Callable) -> tuple[tuple, int]:
+def _acl_fields_v0(buf: bytes, pos: int, string: Callable[..., Any]) -> tuple[tuple[Any, ...], int]:
     """An ACL (or an ACL filter) in v0's order: resource type, name, principal, host,
     operation, permission; `string` reads the strings (filters may hold nulls)."""
     kind, pos = _at(_kio.read_int8)(buf, pos)
@@ -202,7 +202,7 @@ def _create_acls_v0_read(buf: bytes, pos: int) -> tuple[Any, int]:
     return create_acls_v1.CreateAclsRequest(creations=creations), pos - start
 
 
-def _acl_filter_v0(buf: bytes, pos: int) -> tuple[dict, int]:
+def _acl_filter_v0(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
     (kind, name, principal, host, operation, permission), pos = _acl_fields_v0(buf, pos, read_nullable_legacy_string)
     return dict(
         resource_type_filter=kind,
@@ -421,7 +421,7 @@ def _topic_errors_write(with_message: bool) -> Callable[[Any, Any], None]:
 
 # (api key, version) -> (the version whose classes stand in, reader or None to reuse its own,
 # writer or None to reuse its own)
-LEGACY: dict[tuple[int, int], tuple[int, Callable | None, Callable | None]] = {
+LEGACY: dict[tuple[int, int], tuple[int, Callable[..., Any] | None, Callable[..., Any] | None]] = {
     (8, 0): (2, None, None),  # OffsetCommit v0/v1: protocol/offset_commit.py reads every version
     (8, 1): (2, None, None),
     (9, 0): (1, None, None),  # OffsetFetch v0 (ZooKeeper-era) has v1's exact layout

@@ -385,7 +385,7 @@ def _primitive_skipper(kind: str | None) -> Any:
     size = _FIXED_SIZES.get(kind)
     if size is not None:
 
-        def skip_fixed(buf: bytes, pos: int, end: int, edits: list) -> int:
+        def skip_fixed(buf: bytes, pos: int, end: int, edits: list[Any]) -> int:
             pos += size
             if pos > end:
                 raise MalformedRequest("truncated body")
@@ -393,7 +393,7 @@ def _primitive_skipper(kind: str | None) -> Any:
 
         return skip_fixed
 
-    def skip_compact_bytes(buf: bytes, pos: int, end: int, edits: list) -> int:  # string, bytes, records
+    def skip_compact_bytes(buf: bytes, pos: int, end: int, edits: list[Any]) -> int:  # string, bytes, records
         n, pos = read_uvarint(buf, pos, end)
         pos += max(n - 1, 0)
         if pos > end:
@@ -403,14 +403,14 @@ def _primitive_skipper(kind: str | None) -> Any:
     return skip_compact_bytes
 
 
-def _field_skipper(field: dataclasses.Field) -> Any:
+def _field_skipper(field: dataclasses.Field[Any]) -> Any:
     tp = _strip_optional(field.type)
     if typing.get_origin(tp) is tuple:
         inner = _strip_optional(typing.get_args(tp)[0])
         size = None if _is_entity(inner) else _FIXED_SIZES.get(field.metadata.get("kafka_type"))
         if size is not None:  # (partition indexes and the like: skipped in one step, not per element)
 
-            def skip_fixed_array(buf: bytes, pos: int, end: int, edits: list) -> int:
+            def skip_fixed_array(buf: bytes, pos: int, end: int, edits: list[Any]) -> int:
                 n, pos = read_uvarint(buf, pos, end)
                 n -= 1  # 0 encodes null
                 if n > end - pos:
@@ -424,7 +424,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
             return skip_fixed_array
         element = _entity_skipper(inner) if _is_entity(inner) else _primitive_skipper(field.metadata.get("kafka_type"))
 
-        def skip_array(buf: bytes, pos: int, end: int, edits: list) -> int:
+        def skip_array(buf: bytes, pos: int, end: int, edits: list[Any]) -> int:
             n, pos = read_uvarint(buf, pos, end)
             n -= 1  # 0 encodes null
             if n > end - pos:
@@ -439,7 +439,7 @@ def _field_skipper(field: dataclasses.Field) -> Any:
         if tp is field.type:
             return entity
 
-        def skip_nullable_entity(buf: bytes, pos: int, end: int, edits: list) -> int:
+        def skip_nullable_entity(buf: bytes, pos: int, end: int, edits: list[Any]) -> int:
             # KIP-893: a nullable struct starts with an int8, -1 for null (e.g. the topology
             # and the user endpoint of StreamsGroupHeartbeat)
             if pos >= end:
@@ -465,7 +465,7 @@ def _entity_skipper(cls: type) -> Any:
         else:
             positional.append(_field_skipper(f))
 
-    def skip_entity(buf: bytes, pos: int, end: int, edits: list) -> int:
+    def skip_entity(buf: bytes, pos: int, end: int, edits: list[Any]) -> int:
         for skip in positional:
             pos = skip(buf, pos, end, edits)
         count_at = pos

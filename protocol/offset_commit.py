@@ -20,7 +20,7 @@ import operator
 import struct
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Literal, NamedTuple, cast, overload
+from typing import Any, Literal, NamedTuple, cast, overload
 
 from .wire import MalformedRequest, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
@@ -290,7 +290,7 @@ _PARTITION_ERROR_NO_TAGS = struct.Struct(">ihb")
 
 
 # A member commits the same partitions again and again, and gets the same answer.
-_responses: dict[tuple, Raw] = {}
+_responses: dict[tuple[Any, ...], Raw] = {}
 
 
 def write_response_to(

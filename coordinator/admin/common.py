@@ -108,7 +108,7 @@ def list_offsets(
     late: dict[tuple[str, int], int] = {}
     for leader, items in by_leader.items():
         conn = cluster.node(leader)
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         for topic, partition, spec in items:
             topics.setdefault(topic, []).append(
                 conn.nested(

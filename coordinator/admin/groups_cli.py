@@ -192,12 +192,12 @@ def one_reset_target(to: str | None, **others: Any) -> None:
         raise click.UsageError(f"give exactly one of {names}")
 
 
-def reset_target_options(shift_by: bool) -> Callable[[Callable], Callable]:
+def reset_target_options(shift_by: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The targets kafka-*-groups --reset-offsets offers, one_reset_target checking that one is
     given: --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by (a consumer
     group's: from its committed offsets) and --by-duration."""
 
-    def decorate(f: Callable) -> Callable:
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         f = click.option("--by-duration", help="the first offset at or after now minus this (e.g. PT1H)")(f)
         if shift_by:
             f = click.option("--shift-by", type=int, help="the committed offset plus N (N < 0: back)")(f)
@@ -421,7 +421,7 @@ def require_inactive(cluster: Cluster, group: str) -> Connection:
 
 def commit(conn: Connection, group: str, targets: dict[tuple[str, int], int]) -> list[str]:
     """Commit as an admin client does (no generation, no member); the failures."""
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in sorted(targets.items()):
         by_topic.setdefault(topic, []).append(
             conn.nested(

@@ -132,7 +132,7 @@ def share_groups_reset(
     if not execute:
         dry_run_note("changed")
         return
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in chosen_targets.items():
         by_topic.setdefault(topic, []).append(
             conn.nested(

@@ -154,7 +154,7 @@ class TopicAdmin:
             )
         return ctx.response(throttle_time=self._throttle(ctx), topics=tuple(results))
 
-    def _configs_of(self, ctx: RequestContext, info: Any) -> tuple:
+    def _configs_of(self, ctx: RequestContext, info: Any) -> tuple[Any, ...]:
         """v5+: the configs of the topic created (or that would be), as Kafka's controller lists
         them; none for a topic that failed."""
         if info is None or ctx.version < 5:

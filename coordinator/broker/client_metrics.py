@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
@@ -37,7 +38,7 @@ MATCH_KEYS = frozenset(
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
 
 
-def _stored(doc: dict) -> dict[str, dict[str, str]]:
+def _stored(doc: dict[str, Any]) -> dict[str, dict[str, str]]:
     return {str(name): {str(k): str(v) for k, v in configs.items()} for name, configs in doc.items()}
 
 

@@ -112,7 +112,7 @@ class ConfigApis:
             results.append(_resource_result(ctx, "DescribeConfigsResult", r, error, message, configs=configs))
         return ctx.response(throttle_time=0, results=tuple(results))
 
-    def _entries(self, resource_type: int, name: str) -> list:
+    def _entries(self, resource_type: int, name: str) -> list[Any]:
         if resource_type == TOPIC:
             info = self._topic(name)
             return describe_topic(info.configs, self.broker)
@@ -151,7 +151,7 @@ class ConfigApis:
     async def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
         """The legacy API: each resource's settings become exactly the ones given."""
 
-        def replace(current: dict, r: Any) -> dict:
+        def replace(current: dict[str, Any], r: Any) -> dict[str, Any]:
             _refuse_null_values(r.configs)
             return {c.name: c.value for c in r.configs}
 

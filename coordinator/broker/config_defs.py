@@ -576,7 +576,7 @@ def typed(type_: int, text: str | None) -> Any:
     return parse(ConfigDef("default", type_, None, ""), text)
 
 
-def _with_kafka_doc(d: ConfigDef, row: list | None) -> ConfigDef:
+def _with_kafka_doc(d: ConfigDef, row: list[Any] | None) -> ConfigDef:
     """d with Kafka's default and documentation (a row of the table), where Kafka has it."""
     if row is None:
         return d

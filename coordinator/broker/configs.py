@@ -127,7 +127,7 @@ class BrokerConfigs:
         if first:  # a new data dir is formatted as Kafka 4's storage tool formats one
             self.dynamic_default = dict(FORMATTED_CLUSTER_DEFAULTS)
 
-    def _layers(self, doc: dict) -> tuple[dict[str, str], dict[str, str]]:
+    def _layers(self, doc: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
         """(this broker's dynamic configs, the cluster defaults) from the stored document;
         ValueError for a value its config's type refuses (every topic's configs derive from them)."""
         broker, default = ({str(k): str(v) for k, v in doc.get(name, {}).items()} for name in ("broker", "default"))
@@ -197,7 +197,7 @@ class BrokerConfigs:
         """Kafka's configSynonyms: by source, then by synonym; entries before the first
         naming names[0] are dropped (so log.retention.hours' default is not listed under
         retention.ms while log.retention.ms itself is unset, as Kafka answers)."""
-        by_source: dict[int, list] = {}
+        by_source: dict[int, list[Any]] = {}
         for n in names:
             for entry in self._sources(n):
                 by_source.setdefault(entry[2], []).append(entry)

@@ -182,7 +182,7 @@ class DataPlane:
         st = self.topology.state(topic, partition)
         return ctx.nested("LeaderIdAndEpoch", leader_id=st.leader, leader_epoch=st.epoch)
 
-    def node_endpoints(self, ctx: RequestContext, nodes: set[int]) -> tuple:
+    def node_endpoints(self, ctx: RequestContext, nodes: set[int]) -> tuple[Any, ...]:
         """KIP-951: the addresses of the leaders named in current_leader hints."""
         protocol = ctx.connection.listener.protocol
         return tuple(
@@ -429,7 +429,7 @@ class DataPlane:
             if errors:  # as Kafka: no answer to carry the error, so the client must reconnect
                 raise CloseConnection(f"acks=0 produce failed: {errors[0][0]}-{errors[0][1]} {errors[0][2].name}")
             return None
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[Any]] = {}
         leaders: set[int] = set()
         for topic, partition, error, base, message, append_time, record_errors in results:
             plog = self.topics.partition_log(topic, partition)
@@ -620,7 +620,7 @@ class DataPlane:
 
     def _read(
         self, ctx: RequestContext, targets: list[CachedPartition], budget: int, read_committed: bool = False
-    ) -> tuple[list, int]:
+    ) -> tuple[list[Any], int]:
         """One pass over the partitions: ([(target, PartitionData)], bytes read)."""
         total = 0
         answer = []
@@ -703,9 +703,9 @@ class DataPlane:
             return b"", E.unsupported_compression_type
 
     @staticmethod
-    def _by_topic(ctx: RequestContext, answer: list) -> tuple:
+    def _by_topic(ctx: RequestContext, answer: list[Any]) -> tuple[Any, ...]:
         """Response topics: consecutive partitions of one topic grouped, as Kafka's FetchResponse.of."""
-        topics: list[tuple[CachedPartition, list]] = []
+        topics: list[tuple[CachedPartition, list[Any]]] = []
         for target, data in answer:
             if not topics or (topics[-1][0].topic, topics[-1][0].topic_id) != (target.topic, target.topic_id):
                 topics.append((target, []))
@@ -809,10 +809,10 @@ class DataPlane:
         return ctx.response(throttle_time=0, error_code=error, session_id=INVALID_SESSION_ID, responses=())
 
     @staticmethod
-    def _key(target: CachedPartition) -> tuple:
+    def _key(target: CachedPartition) -> tuple[Any, ...]:
         return (target.topic_id if target.topic_id is not None else target.topic, target.partition)
 
-    def _open_session(self, ctx: RequestContext, answer: list) -> int:
+    def _open_session(self, ctx: RequestContext, answer: list[Any]) -> int:
         partitions = OrderedDict()
         for target, data in answer:
             target.must_respond(b"", data.error_code, data.high_watermark, data.log_start_offset)

@@ -230,7 +230,7 @@ class PartitionAdminApis:
             wanted: dict[str, set[int] | None] = {topic: None for topic, _ in self.ongoing}
         else:
             wanted = {t.name: set(t.partition_indexes) for t in req.topics}
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[Any]] = {}
         for (topic, partition), r in sorted(self.ongoing.items()):
             if topic in wanted and (wanted[topic] is None or partition in wanted[topic]):  # type: ignore[operator]  # the `is None` test before `or` excludes None; mypy does not narrow a dict item
                 by_topic.setdefault(topic, []).append(

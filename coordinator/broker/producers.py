@@ -17,6 +17,7 @@ import functools
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
@@ -36,7 +37,7 @@ class ProducerEntry:
     epoch: int
     last_seq: int = -1
     # (first, last sequence, base offset, max timestamp) of the last batches
-    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))
+    recent: deque[Any] = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))
     last_timestamp: int = -1  # the last batch's max timestamp, or the last marker's
     coordinator_epoch: int = -1  # of the last marker written for it here
 
@@ -139,7 +140,7 @@ class PartitionProducers:
         entry.last_timestamp = h.max_timestamp
 
 
-def _next_block(doc: dict) -> int:
+def _next_block(doc: dict[str, Any]) -> int:
     end = doc["next_block"]
     if type(end) is not int or end < 0:
         raise ValueError(f"next_block {end!r} is not a producer id")

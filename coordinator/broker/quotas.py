@@ -152,7 +152,7 @@ def _keys(quotas: dict[Entity, dict[str, float]]) -> frozenset[str]:
     return frozenset(key for values in quotas.values() for key in values)
 
 
-def _stored(rows: list) -> dict[Entity, dict[str, float]]:
+def _stored(rows: list[Any]) -> dict[Entity, dict[str, float]]:
     """The quotas of the stored document (ValueError if it is not of the shape apply writes)."""
     quotas: dict[Entity, dict[str, float]] = {}
     for row in rows:

@@ -36,7 +36,7 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's message.max.bytes
 
 
-def _catalog(doc: dict) -> list[TopicInfo]:
+def _catalog(doc: dict[str, Any]) -> list[TopicInfo]:
     """The topics of a stored catalog (no logs yet)."""
     out = []
     for name, entry in doc.items():
@@ -58,7 +58,7 @@ def _names(doc: Any) -> list[str]:
     return doc
 
 
-def _log_failure(task: asyncio.Future) -> None:
+def _log_failure(task: asyncio.Future[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("could not keep the internal topics created: %s", task.exception())
 
@@ -167,7 +167,7 @@ class Topics:
         self._changing = asyncio.Lock()
         # Auto-creations under way (name -> task): a Metadata naming one waits for it, so the
         # next request finds the topic.
-        self.auto_creating: dict[str, asyncio.Task] = {}
+        self.auto_creating: dict[str, asyncio.Task[Any]] = {}
 
     def reconfigure(self, broker: BrokerConfigs) -> None:
         """A dynamic log.cleaner.backoff.ms applies to every log, the internal ones too

@@ -188,7 +188,7 @@ def described_member(
     )
 
 
-def assignment_of(ctx: RequestContext, assignment: dict, image: Any = None, drop_empty: bool = False) -> Any:
+def assignment_of(ctx: RequestContext, assignment: dict[Any, Any], image: Any = None, drop_empty: bool = False) -> Any:
     """The Assignment of a {Consumer,Share}GroupHeartbeat answer or a described member: its
     TopicPartitions in topic id order, each named from `image` (Describe's) when given; a topic
     with no partition left out if `drop_empty` (share groups)."""
@@ -429,7 +429,7 @@ class GroupApis:
         return self.answer(ctx, shard, result, lambda r: self._leave_response(ctx, *r), lambda error: (error, []))
 
     @staticmethod
-    def _leave_response(ctx: RequestContext, top: int, results: list) -> Any:
+    def _leave_response(ctx: RequestContext, top: int, results: list[Any]) -> Any:
         if ctx.version < 3:
             if top == E.none and results:
                 top = results[0][2]
@@ -635,7 +635,7 @@ class GroupApis:
 
         def respond(errors: list[int]) -> Any:
             it = iter(errors)
-            by_topic: dict[Any, list] = {}
+            by_topic: dict[Any, list[Any]] = {}
             for t, key, name in zip(req.topics, keys, names):
                 by_topic.setdefault(key, []).extend(
                     ctx.nested(
@@ -700,8 +700,8 @@ class GroupApis:
         return respond(errors)
 
     def _fetched_topics(
-        self, ctx: RequestContext, topics: list, suffix: str, unstable: set[tuple[str, int]] | None = None
-    ) -> tuple:
+        self, ctx: RequestContext, topics: list[Any], suffix: str, unstable: set[tuple[str, int]] | None = None
+    ) -> tuple[Any, ...]:
         """suffix: '' for v1-v7 entity names, 's' for the v8+ batched ones. unstable: partitions
         with a transactional commit pending, asked with require_stable (KIP-447): answered
         UNSTABLE_OFFSET_COMMIT, so the consumer waits rather than reading an offset about to change.
@@ -766,7 +766,7 @@ class GroupApis:
         shard = self._route(ctx, group_id)[0] if group_id else None
         return shard.offsets.unstable(group_id) if shard is not None else set()
 
-    def _fetch(self, ctx: RequestContext, group_id: str, wanted: list | None) -> tuple[int, list]:
+    def _fetch(self, ctx: RequestContext, group_id: str, wanted: list[Any] | None) -> tuple[int, list[Any]]:
         shard, error = self._route(ctx, group_id)
         if shard is None:
             return error, []
@@ -817,7 +817,7 @@ class GroupApis:
     def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
         wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
 
-        def respond(outcome: tuple[int, list]) -> Any:
+        def respond(outcome: tuple[int, list[Any]]) -> Any:
             error, results = outcome
             topics = errors_by_topic(ctx, "OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", results)
             return ctx.response(throttle_time=0, error_code=error, topics=topics)

@@ -71,7 +71,7 @@ class ManualClock:
     def __init__(self, start_ms: float = 1_000_000.0, wall_offset_ms: int = 1_700_000_000_000) -> None:
         self._now = start_ms
         self._wall_offset = wall_offset_ms
-        self._heap: list[tuple[float, int, _ManualTimer, Callable[..., Any], tuple]] = []
+        self._heap: list[tuple[float, int, _ManualTimer, Callable[..., Any], tuple[Any, ...]]] = []
         self._seq = itertools.count()
 
     def now(self) -> float:

@@ -178,7 +178,7 @@ def valid_auto_offset_reset(value: str) -> bool:
     return value.startswith("by_duration:") and bool(_DURATION.match(value.split(":", 1)[1]))
 
 
-def _stored(doc: dict) -> dict[str, dict[str, str]]:
+def _stored(doc: dict[str, Any]) -> dict[str, dict[str, str]]:
     """group id -> its settings, from the stored document (ValueError if not of that shape)."""
     configs = {str(group): dict(settings) for group, settings in doc.items()}
     for settings in configs.values():

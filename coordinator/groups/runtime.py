@@ -92,7 +92,7 @@ class CoordinatorRuntime(Runtime[PartitionWriter]):
         ]
         # group id -> its shard: hot paths look here first, without a call (the hash once per group)
         self.shard_of: dict[str, GroupShard] = {}
-        self._expiry: asyncio.Task | None = None
+        self._expiry: asyncio.Task[Any] | None = None
         self._image = image
 
     # routing ------------------------------------------------------------------------

@@ -319,7 +319,7 @@ class _ShardClock:
     def call_at(self, when_ms: float, fn: Callable[..., object], *args: object) -> TimerHandle:
         return self.clock.call_at(when_ms, self._fire, fn, args)
 
-    def _fire(self, fn: Callable[..., object], args: tuple) -> None:
+    def _fire(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
         if not self.fenced:
             result = fn(*args)
             if type(result) is CoordinatorResult:

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from pathlib import Path
 
 from aiokafka.errors import KafkaError
@@ -72,7 +72,7 @@ class OffsetsRecord(NamedTuple):
 
 
 MAX_MERGED_BATCH_BYTES = 1 << 20  # appends merged into one batch stop growing it past this
-_NO_HEADERS: list = []  # (never mutated: aiokafka's builder only reads it)
+_NO_HEADERS: list[Any] = []  # (never mutated: aiokafka's builder only reads it)
 
 
 class OffsetsLog:
@@ -84,7 +84,7 @@ class OffsetsLog:
         self.logs = logs
         self._loop: asyncio.AbstractEventLoop | None = None
         self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
-        self._queued: dict[int, list[tuple[list, int, Done]]] = {}  # partition -> (records, time, done)
+        self._queued: dict[int, list[tuple[list[Any], int, Done]]] = {}  # partition -> (records, time, done)
         self._warned: dict[int, float] = {}  # partition -> when its last append failure was logged
         # partition -> producer id -> its transactional records with no marker yet (set by latest())
         self._undecided: dict[int, dict[int, list[tuple[Key, object]]]] = {}
@@ -233,7 +233,7 @@ class OffsetsLog:
         partition_module.SYNCER.start_now()  # this already ran a turn after the appends' I/O
 
     @staticmethod
-    def _append_merged(plog: PartitionLog, queue: list) -> tuple[int, list[int]]:
+    def _append_merged(plog: PartitionLog, queue: list[Any]) -> tuple[int, list[int]]:
         """Append the queued records as few batches as possible: the base offset, and each
         caller's first offset relative to it."""
         batches: list[bytes] = []
@@ -427,18 +427,18 @@ def _position(chunk: bytes, batches: int) -> int:
     return pos
 
 
-def _wake_when_durable(queue: list, base: int, firsts: list[int], error: BaseException | None, _: object) -> None:
+def _wake_when_durable(queue: list[Any], base: int, firsts: list[int], error: BaseException | None, _: object) -> None:
     if error is not None:
         _fail(queue, error)
     else:
         _wake(queue, base, firsts)
 
 
-def _wake(queue: list, base: int, firsts: list[int]) -> None:
+def _wake(queue: list[Any], base: int, firsts: list[int]) -> None:
     for (_, _, done), first in zip(queue, firsts):
         done(None, base + first)
 
 
-def _fail(queue: list, e: BaseException) -> None:
+def _fail(queue: list[Any], e: BaseException) -> None:
     for _, _, done in queue:
         done(e, None)

@@ -146,9 +146,9 @@ class SegmentState:
     max_timestamp_pos: int
     interval: int
     last_indexed: int
-    idx_offsets: array
-    idx_positions: array
-    idx_max_ts_before: array
+    idx_offsets: array[int]
+    idx_positions: array[int]
+    idx_max_ts_before: array[int]
 
 
 _STATE = struct.Struct(">qqqqqqqqq")  # the ints of a SegmentState, then the index length

@@ -8,7 +8,7 @@ the rest are ours, prefixed `kcoord_`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Any, TYPE_CHECKING, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -82,7 +82,7 @@ class ServerCollector(Collector):
             "Burrow's verdict per partition (1 for the current one)",
             labels=["cluster_name", "group", "topic", "partition", "status"],
         )
-        per_group: dict[str, list] = {}
+        per_group: dict[str, list[Any]] = {}
         for row in self.lag.rows():
             values = [cluster, row.group, row.topic, str(row.partition), row.host, row.consumer_id, row.client_id]
             offset.add_metric(values, row.committed)

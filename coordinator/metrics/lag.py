@@ -187,7 +187,7 @@ class LagMonitor:
         self.sample()
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         out = []
-        owner_cache: dict[str, dict] = {}
+        owner_cache: dict[str, dict[tuple[str, int], Any]] = {}
         for group_id, topic, partition, value in self._committed():
             plog = self.topics.partition_log(topic, partition)
             if plog is None:

@@ -114,7 +114,7 @@ def _escape(value: str) -> str:
     return out[:-1] + "\\ " if out.endswith(" ") else out
 
 
-async def _body_of(handler: Callable, ctx: RequestContext, req: Any) -> Any:
+async def _body_of(handler: Callable[..., Any], ctx: RequestContext, req: Any) -> Any:
     """Run the handler on `req` and return its response as an object (whatever way it answers)."""
     inner = inner_context(ctx)
     result = handler(inner, req)

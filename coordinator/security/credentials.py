@@ -23,7 +23,7 @@ CODE_OF = {name: code for code, (name, _) in BY_CODE.items()}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's ScramMechanism bounds
 
 
-def _encode(c: ScramCredential | None) -> dict | None:
+def _encode(c: ScramCredential | None) -> dict[str, Any] | None:
     if c is None:
         return None
     return {
@@ -35,7 +35,7 @@ def _encode(c: ScramCredential | None) -> dict | None:
     }
 
 
-def _decode(d: dict | None) -> ScramCredential | None:
+def _decode(d: dict[str, Any] | None) -> ScramCredential | None:
     if d is None:
         return None
     b = base64.b64decode

@@ -145,15 +145,15 @@ class SharePartitionManager:
         self.waiters: LongPolls[Key] = LongPolls()
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.watched: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
-        self.loading: dict[Key, asyncio.Future] = {}
+        self.loading: dict[Key, asyncio.Future[Any]] = {}
         # Per share-partition, the undo of each operation whose write is not durable yet, in
         # write order: a failed write undoes its own and every later one (they fail with it).
         self.unwritten: dict[Key, list[Undo]] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         # The finalized share.version (its level 2 turns the groups' dead-letter queues on)
         self.share_version = share_version or (lambda: 1)
         self.dead_letters = DeadLetters(topics, data_plane, groups)
-        self._dead_letter_tasks: set[asyncio.Task] = set()
+        self._dead_letter_tasks: set[asyncio.Task[Any]] = set()
         # Per group: dead letters written, and dead-letter writes that failed (Kafka's
         # ShareGroupMetrics DeadLetterQueueRecordCount, DeadLetterQueueFailedProduceRequestsPerSec)
         self.dead_letters_written: Counter[str] = Counter()
@@ -238,7 +238,7 @@ class SharePartitionManager:
             return self.data_plane.current_leader(ctx, info.name, tp[1])
         return ctx.nested("LeaderIdAndEpoch", leader_id=self.node_id, leader_epoch=0)
 
-    def _endpoints(self, ctx: RequestContext, errors: list[tuple[tuple[uuid.UUID, int], int]]) -> tuple:
+    def _endpoints(self, ctx: RequestContext, errors: list[tuple[tuple[uuid.UUID, int], int]]) -> tuple[Any, ...]:
         """KIP-951: the leaders' addresses for the partitions answered NOT_LEADER_OR_FOLLOWER."""
         leaders = {self._current_leader(ctx, tp).leader_id for tp, error in errors if error == E.not_leader_or_follower}
         return self.data_plane.node_endpoints(ctx, leaders) if leaders else ()
@@ -670,7 +670,7 @@ class SharePartitionManager:
         return session
 
     async def _acknowledge(
-        self, ctx: RequestContext, session: ShareSession, acks: dict[tuple[uuid.UUID, int], list], renew: bool
+        self, ctx: RequestContext, session: ShareSession, acks: dict[tuple[uuid.UUID, int], list[Any]], renew: bool
     ) -> dict[tuple[uuid.UUID, int], tuple[int, str | None]]:
         """Apply each partition's acknowledgements (all or nothing per partition) and make
         them durable; (error, message) per partition."""
@@ -794,13 +794,13 @@ class SharePartitionManager:
 
     async def _acquire(
         self, ctx: RequestContext, session: ShareSession, max_records: int, strict: bool, max_bytes: int
-    ) -> dict[tuple[uuid.UUID, int], tuple[int, list, bytes]]:
+    ) -> dict[tuple[uuid.UUID, int], tuple[int, list[Any], bytes]]:
         """Acquire from the session's partitions, up to max_records and max_bytes in all;
         (error, ranges, records) per partition that has records or an error. As Kafka's
         DelayedShareFetch: each partition reads at most max_bytes shared uniformly among the
         session's partitions (PartitionMaxBytesStrategy UNIFORM), the whole read at most
         max_bytes, and only the first partition with records gets a batch over those limits."""
-        out: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
+        out: dict[tuple[uuid.UUID, int], tuple[int, list[Any], bytes]] = {}
         bytes_left = max_bytes
         partition_max_bytes = max_bytes // max(len(session.partitions), 1)
         group_id = session.group_id
@@ -895,7 +895,7 @@ class SharePartitionManager:
             if forgotten:
                 session.partitions.difference_update(forgotten)
                 self._release(session, forgotten)
-        fetched: dict[tuple[uuid.UUID, int], tuple[int, list, bytes]] = {}
+        fetched: dict[tuple[uuid.UUID, int], tuple[int, list[Any], bytes]] = {}
         if final:
             self.sessions.pop(session.key, None)
             self._release(session, session.partitions)
@@ -966,7 +966,7 @@ class SharePartitionManager:
         """A ShareFetch or ShareAcknowledge answer: each partition's PartitionData (its values in
         `rows`, in topic order; its leader as KIP-951 says it) under its topic as a `topic_entity`,
         with the endpoints of the leaders of the partitions in error."""
-        by_topic: dict[uuid.UUID, list] = {}
+        by_topic: dict[uuid.UUID, list[Any]] = {}
         for tp, values in rows.items():
             by_topic.setdefault(tp[0], []).append(
                 ctx.nested(

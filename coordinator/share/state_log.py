@@ -311,7 +311,7 @@ class ShareCoordinator:
         self.log = log_
         self.runtime: Runtime[OffsetsLog] = Runtime(log_)
         self.shards = [ShareStateShard(p, self.runtime.apply, snapshot_every) for p in range(log_.partitions)]
-        self._pruning: set[asyncio.Task] = set()
+        self._pruning: set[asyncio.Task[Any]] = set()
         # called before each write: the topic comes into existence at its first (Kafka's share
         # coordinator creates __share_group_state when a share-partition's state is first written)
         self.first_write = first_write

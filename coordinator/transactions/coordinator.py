@@ -202,8 +202,8 @@ class TransactionCoordinator:
         self.id_expiration_ms = id_expiration_ms  # transactional.id.expiration.ms
         self.remove_expired_interval_ms = remove_expired_interval_ms
         self.txns: dict[str, TransactionMetadata] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._timers: list[asyncio.Task] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: list[asyncio.Task[Any]] = []
         # owner(ctx, transactional_id): NONE if the broker the request reached coordinates the
         # id, else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (the topology's check).
         self.owner = owner
@@ -492,7 +492,9 @@ class TransactionCoordinator:
             changes["start_ms"] = _now()
         return await self._write(meta, changes)
 
-    async def add_implicitly(self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> dict:
+    async def add_implicitly(
+        self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """KIP-890 part 2: a transactions v2 producer's Produce v12+ or TxnOffsetCommit v5+ adds
         its partition (or its group's) to the ongoing transaction, as the partition leader's
         AddPartitionsToTxn v5 does in Kafka; per partition, the coordinator's error."""
@@ -553,8 +555,8 @@ class TransactionCoordinator:
         return ctx.response(throttle_time=0, error_code=E.none, results_by_transaction=tuple(out))
 
     @staticmethod
-    def _by_topic(ctx: RequestContext, results: dict[tuple[str, int], int]) -> tuple:
-        by_topic: dict[str, list] = {}
+    def _by_topic(ctx: RequestContext, results: dict[tuple[str, int], int]) -> tuple[Any, ...]:
+        by_topic: dict[str, list[Any]] = {}
         for (topic, partition), error in results.items():
             by_topic.setdefault(topic, []).append(
                 ctx.nested("AddPartitionsToTxnPartitionResult", partition_index=partition, partition_error_code=error)

@@ -87,8 +87,8 @@ class SyncResult:
 @dataclass(slots=True, eq=False)
 class Member(MemberSpec):
     assignment: bytes = b""
-    join_waiter: asyncio.Future | None = None  # set while its JoinGroup awaits the join phase
-    sync_waiter: asyncio.Future | None = None  # set while its SyncGroup awaits the leader
+    join_waiter: asyncio.Future[Any] | None = None  # set while its JoinGroup awaits the join phase
+    sync_waiter: asyncio.Future[Any] | None = None  # set while its SyncGroup awaits the leader
     deadline: float = 0.0  # session expiry (ms, monotonic); moved by every heartbeat
 
     @property

@@ -99,7 +99,7 @@ class ClassicGroupManager:
         return cast("ClassicGroup", group)  # its caller asks only for an id no group has yet
 
     @staticmethod
-    def resolve(fut: asyncio.Future | None, value: Any) -> None:
+    def resolve(fut: asyncio.Future[Any] | None, value: Any) -> None:
         if fut is not None and not fut.done():
             fut.set_result(value)
 
@@ -162,7 +162,7 @@ class ClassicGroupManager:
         if group.state is not S.DEAD:
             group.transition(S.DEAD, self.clock.wall())  # stale references see it gone
 
-    def _join(self, out: CoordinatorResult, r: JoinRequest) -> JoinResult | asyncio.Future:
+    def _join(self, out: CoordinatorResult, r: JoinRequest) -> JoinResult | asyncio.Future[Any]:
         group_instance_id: str | None  # (declared: mypyc would type the name by a branch that narrows it to None)
         group_id, member_id, group_instance_id, client_id = r.group_id, r.member_id, r.group_instance_id, r.client_id
         protocol_type, protocols = r.protocol_type, r.protocols
@@ -274,7 +274,7 @@ class ClassicGroupManager:
 
     def _add_member_and_rebalance(
         self, out: CoordinatorResult, group: ClassicGroup, member_id: str, instance_id: str | None, spec: MemberSpec
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[Any]:
         member = self._new_member(member_id, instance_id, spec)
         group.add(member)
         instance = f", instance {instance_id}" if instance_id else ""
@@ -303,7 +303,7 @@ class ClassicGroupManager:
 
     def _update_member_and_rebalance(
         self, out: CoordinatorResult, group: ClassicGroup, member: Member, spec: MemberSpec
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[Any]:
         group.update_protocols(member, list(spec.protocols))
         member.session_timeout_ms, member.rebalance_timeout_ms = spec.session_timeout_ms, spec.rebalance_timeout_ms
         fut = self._await_join(group, member)
@@ -311,7 +311,7 @@ class ClassicGroupManager:
         self._try_complete_join(out, group)
         return fut
 
-    def _await_join(self, group: ClassicGroup, member: Member) -> asyncio.Future:
+    def _await_join(self, group: ClassicGroup, member: Member) -> asyncio.Future[Any]:
         if member.join_waiter is not None:
             # A second JoinGroup from the same member replaces the first (its connection
             # may be gone); the old one learns it was superseded.
@@ -329,7 +329,7 @@ class ClassicGroupManager:
         new_id: str,
         spec: MemberSpec,
         supports_skip: bool,
-    ) -> JoinResult | asyncio.Future:
+    ) -> JoinResult | asyncio.Future[Any]:
         old_id = group.static_members.get(instance_id)
         if old_id is None:
             return self._add_member_and_rebalance(out, group, new_id, instance_id, spec)
@@ -356,7 +356,7 @@ class ClassicGroupManager:
         new_id: str,
         spec: MemberSpec,
         supports_skip: bool,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[Any]:
         """Same metadata in a Stable group: no rebalance. The new member id is stored
         first and takes the old one's place only once on disk; the member is answered as
         of the current generation, and a static leader learns the members but skips
@@ -675,7 +675,7 @@ class ClassicGroupManager:
         out.response = self._sync(out, r)
         return out
 
-    def _sync(self, out: CoordinatorResult, r: SyncRequest) -> SyncResult | asyncio.Future:
+    def _sync(self, out: CoordinatorResult, r: SyncRequest) -> SyncResult | asyncio.Future[Any]:
         if not r.group_id:
             return SyncResult(E.invalid_group_id)
         group = self.groups.get(r.group_id)

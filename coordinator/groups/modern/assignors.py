@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 # member id -> (subscribed topic ids, previous target assignment, instance id or None)
@@ -153,7 +153,7 @@ def _uniform_homogeneous(members: Members, topics: TopicCounts) -> dict[str, Ass
     return _freeze(owned)
 
 
-def _range_order(item: tuple[str, tuple]) -> tuple:
+def _range_order(item: tuple[str, tuple[Any, ...]]) -> tuple[Any, ...]:
     """Kafka's RangeAssignor order: static members by instance id, then the others by member id."""
     member_id, (_, _, instance_id) = item
     return (0, instance_id, "") if instance_id is not None else (1, "", member_id)

@@ -381,7 +381,7 @@ class ModernGroupManager:
     def describe(self, group_id: str) -> tuple[int, str | None, Any]:
         """{Consumer,Share}GroupDescribe's view of one group: (error, message, the group or None)."""
         group = self.groups.get(group_id)
-        if group is None or (type(group) is self.group_type and cast(ModernGroup, group).dead):
+        if group is None or (type(group) is self.group_type and cast("ModernGroup[Any]", group).dead):
             return E.group_id_not_found, f"Group {group_id} not found.", None
         if type(group) is not self.group_type:
             return E.group_id_not_found, f"Group {group_id} is not a {self.kind} group.", None

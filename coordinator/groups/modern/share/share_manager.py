@@ -194,14 +194,14 @@ class ShareGroupManager(ModernGroupManager):
         started: dict[uuid.UUID, frozenset[int]],
         state_epoch: int,
         result: ShareHeartbeatResult,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[Any]:
         """Kafka's persisterInitialize: once the heartbeat's records are durable, the share
         coordinator writes the partitions' first state (under the group's epoch, Kafka's state
         epoch), and its outcome is an operation of the group's: the partitions initialized
         (initializeShareGroupState), or, if that state could not be written, no longer
         initializing (uninitializeShareGroupState, so the next heartbeat tries them again) and
         the heartbeat answered with the write's error. The heartbeat is answered after that."""
-        answer: asyncio.Future = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         initialize_state = self.initialize_state
         assert initialize_state is not None
 
