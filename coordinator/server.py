@@ -9,7 +9,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -48,6 +48,9 @@ from .metrics.stats import STATS
 from .broker.quotas import ConnectionRateQuota, RequestQuota, TimedCoroutine
 from .security.sasl import BEFORE_AUTHENTICATION
 from .tracking import RequestLog
+
+if TYPE_CHECKING:
+    from .security.scram import ScramCredential
 
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -116,7 +119,7 @@ class Server:
         self.metrics: Any = None  # coordinator.metrics.Metrics with --metrics-port
         self.sasl: Any = None  # coordinator.security.sasl.SaslApis with SASL_PLAINTEXT / SASL_SSL
         self._tls: Any = None  # the ssl.SSLContext of SSL / SASL_SSL
-        self._sasl_users: dict[str, Any] = {}  # from --sasl-users
+        self._sasl_users: dict[str, dict[str, ScramCredential]] = {}  # from --sasl-users
         self.credentials: Any = None  # coordinator.security.credentials.CredentialStore
         self.acl_gate: Any = None  # coordinator.security.acl_gate.AclGate with --authorizer
         self.request_quota: RequestQuota | None = None  # request_percentage (coordinator.broker.quotas)
@@ -136,7 +139,7 @@ class Server:
         self.shares: Any = None  # coordinator.share.manager.SharePartitionManager, once loaded
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
-        self._idle_sweeper: asyncio.Task[Any] | None = None
+        self._idle_sweeper: asyncio.Task[None] | None = None
         self.channel: RequestChannel | None = None  # what each connection is given, once listening
         self._data_dir_lock: Any = None  # the key of this process's lock on the data dir, once taken
 

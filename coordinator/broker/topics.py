@@ -167,7 +167,7 @@ class Topics:
         self._changing = asyncio.Lock()
         # Auto-creations under way (name -> task): a Metadata naming one waits for it, so the
         # next request finds the topic.
-        self.auto_creating: dict[str, asyncio.Task[Any]] = {}
+        self.auto_creating: dict[str, asyncio.Task[None]] = {}
 
     def reconfigure(self, broker: BrokerConfigs) -> None:
         """A dynamic log.cleaner.backoff.ms applies to every log, the internal ones too

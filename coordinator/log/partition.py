@@ -95,8 +95,8 @@ class PartitionLog:
         self.leader_epoch = LEADER_EPOCH  # set by the topology when leadership moves
         self._dir_dirty = False
         self._maintenance_lock = asyncio.Lock()
-        self._background: list[asyncio.Task[Any]] = []
-        self._maintainer_wake: asyncio.Future[Any] | None = None  # the maintainer's sleep, to cut short
+        self._background: list[asyncio.Task[None]] = []
+        self._maintainer_wake: asyncio.Future[None] | None = None  # the maintainer's sleep, to cut short
         self._clean_now = False
         self._dirty_from = log_start_offset  # compaction has not looked at offsets >= this
         self._checkpointed_offset = self._next_offset  # the recovery point (see open_sync)

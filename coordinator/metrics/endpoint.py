@@ -4,7 +4,7 @@ of the coordinator once it is, closed with the server."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Callable
 
 from prometheus_client.registry import CollectorRegistry
 
@@ -27,7 +27,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.http = MetricsHttp(self.registry, ready, control)
         self.lag: LagMonitor | None = None
-        self._sampler: asyncio.Task[Any] | None = None
+        self._sampler: asyncio.Task[None] | None = None
 
     def timed(self, dispatch: Dispatch, encode: Encode) -> tuple[Dispatch, Encode]:
         """The server's dispatch and encode, timing each request into the metrics."""

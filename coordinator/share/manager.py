@@ -153,7 +153,7 @@ class SharePartitionManager:
         # The finalized share.version (its level 2 turns the groups' dead-letter queues on)
         self.share_version = share_version or (lambda: 1)
         self.dead_letters = DeadLetters(topics, data_plane, groups)
-        self._dead_letter_tasks: set[asyncio.Task[Any]] = set()
+        self._dead_letter_tasks: set[asyncio.Task[None]] = set()
         # Per group: dead letters written, and dead-letter writes that failed (Kafka's
         # ShareGroupMetrics DeadLetterQueueRecordCount, DeadLetterQueueFailedProduceRequestsPerSec)
         self.dead_letters_written: Counter[str] = Counter()

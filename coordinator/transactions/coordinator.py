@@ -203,7 +203,7 @@ class TransactionCoordinator:
         self.remove_expired_interval_ms = remove_expired_interval_ms
         self.txns: dict[str, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._timers: list[asyncio.Task[Any]] = []
+        self._timers: list[asyncio.Task[None]] = []
         # owner(ctx, transactional_id): NONE if the broker the request reached coordinates the
         # id, else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (the topology's check).
         self.owner = owner
