@@ -2833,6 +2833,24 @@ class RegexMember:
         until("the regex resolved", bumped)
 
 
+def groups_see(side: Side, topic: str) -> None:
+    """Wait until the side's group coordinator assigns `topic`: Kafka's learns of a new topic
+    from its metadata image a moment after its broker serves it, and a member that subscribed
+    meanwhile (loaded machine) gets nothing, its regex matches nothing, and the scenario writes
+    other records. A probe member of a group of its own asks until it is given a partition of
+    the topic, then leaves and its group is deleted (the suite's listings see no extra group)."""
+    group, member = f"{topic}-probe", str(uuid.UUID(int=0x9E0))
+
+    def assigned() -> bool:
+        answer = regex_heartbeat(side, group, member, 0, [topic], None, [])
+        return answer.assignment is not None and bool(answer.assignment.topic_partitions)
+
+    until(f"the group coordinator to assign {topic}", assigned)
+    regex_heartbeat(side, group, member, -1, None, None, None)
+    deleted = side.call(42, 2, {"groups_names": [group]})
+    assert [g.error_code for g in deleted.results] == [0], deleted
+
+
 def topic_for_a_group_assigning_at_once(side: Side, group: str, topic: str) -> None:
     """`topic` (2 partitions) made on `side`, and `group` set to compute a new target at every
     change (consumer.assignment.interval.ms 0), so both brokers write each step's records."""
@@ -2842,6 +2860,7 @@ def topic_for_a_group_assigning_at_once(side: Side, group: str, topic: str) -> N
     assert [t.error_code for t in answer.topics] == [0], answer
     wait_for_partitions(side.server.port, topic, 2)
     side.learn_topic_ids()
+    groups_see(side, topic)
     every_change = {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": "0"}
     resource = {"resource_type": 32, "resource_name": group, "configs": [every_change]}
     altered = side.call(44, 1, {"validate_only": False, "resources": [resource]})
