@@ -99,10 +99,11 @@ def test_confluent_commit_retried_after_an_injected_not_coordinator(tmp_path):
         apis = [r["api"] for r in sent]
         first = apis.index("OffsetCommit")
         # the failed commit, a new look for the coordinator, and the commit again to it (a
-        # loaded machine may add a retry: the order is asserted, not the count)
+        # loaded machine may add a retry: the order is asserted, not the count). That the
+        # commit succeeded confluent_commit checks; a lookup may follow it (librdkafka's
+        # periodic coordinator query, seen under load), so the last request is not asserted.
         assert apis[first:].count("OffsetCommit") >= 2
         assert "FindCoordinator" in apis[first : first + apis[first + 1 :].index("OffsetCommit") + 1]
-        assert apis[first:][-1] == "OffsetCommit"
         assert all(r["broker"] == coordinator for r in sent if r["api"] == "OffsetCommit")
         retried = [r["correlation_id"] for r in sent if r["api"] == "OffsetCommit"]
         assert retried == sorted(retried)
