@@ -451,20 +451,19 @@ def _int(name: str, value: Any) -> int:
     return value
 
 
-def _non_negative_int(name: str, value: Any) -> int:
+def _int_at_least(name: str, value: Any, low: int, also: str = "") -> int:
     n = _int(name, value)
-    if n < 0:
-        raise ValueError(f"{name} must be >= 0, not {value}")
+    if n < low:
+        raise ValueError(f"{name} must be >= {low}{also}, not {value}")
     return n
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    return _int_at_least(name, value, 0)
 
 
 def _times(times: Any) -> int | None:
-    if times is None:
-        return None
-    n = _int("times", times)
-    if n < 1:
-        raise ValueError(f"times must be >= 1 (or null: until cleared), not {times}")
-    return n
+    return None if times is None else _int_at_least("times", times, 1, " (or null: until cleared)")
 
 
 def _probability(p: Any) -> float | None:

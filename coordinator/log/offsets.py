@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 from pathlib import Path
 
 from aiokafka.errors import KafkaError
@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
 DEFAULT_PARTITIONS = 50  # offsets.topic.num.partitions
+
+# What an append takes: (key, value) pairs, a key a record key or bytes, a value a record,
+# bytes or None (a tombstone).
+Records: TypeAlias = "Iterable[tuple[Key | bytes, object]]"
+Appended: TypeAlias = "asyncio.Future[int] | None"
 
 
 def kafka_abs(n: int) -> int:
@@ -126,22 +131,14 @@ class OffsetsLog:
         return self.logs[self.partition_for(group_id)]
 
     def append(
-        self,
-        group_id: str,
-        records: Iterable[tuple[Key | bytes, object]],  # values: records, bytes or None (tombstones)
-        done: Done | None = None,
-        timestamp_ms: int | None = None,
-    ) -> asyncio.Future[int] | None:
+        self, group_id: str, records: Records, done: Done | None = None, timestamp_ms: int | None = None
+    ) -> Appended:
         """append_to() the group's partition."""
         return self.append_to(self.partition_for(group_id), records, done, timestamp_ms)
 
     def append_to(
-        self,
-        p: int,
-        records: Iterable[tuple[Key | bytes, object]],  # values: records, bytes or None (tombstones)
-        done: Done | None = None,
-        timestamp_ms: int | None = None,
-    ) -> asyncio.Future[int] | None:
+        self, p: int, records: Records, done: Done | None = None, timestamp_ms: int | None = None
+    ) -> Appended:
         """Queue records for partition p's next batch. Once durable (per the log's fsync
         policy) done(None, offset of the first record) is called, or done(error, None) if the
         write failed, with none of them left in the log; without `done`, a future of that
@@ -170,7 +167,7 @@ class OffsetsLog:
     def append_txn_to(
         self,
         p: int,
-        records: Iterable[tuple[Key | bytes, object]],  # values: records, bytes or None (tombstones)
+        records: Records,
         producer_id: int,
         producer_epoch: int,
         done: Done,
