@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_churn import cpu_seconds, cycle  # noqa: E402
 from bench.bench_commits import committer, topic_for  # noqa: E402
 from bench.results import record  # noqa: E402
+from protocol import compiled  # noqa: E402
 from tests.support.wire_client import WireClient  # noqa: E402
 
 KFAKE_SRC = ROOT / "bench" / "kfake"
@@ -205,6 +206,8 @@ async def main() -> None:
             f"10-partition commit {spread(server.commit_us)}"
         )
     kname = f"kfake {kfake_version()}"
+    # which build the servers ran (they run this checkout's, as `python -m coordinator` loads it)
+    build = "pure Python" if isinstance(compiled.compiled_files(), str) else "compiled build"
     for workload, what in (
         (
             "cycle_us",
@@ -227,7 +230,7 @@ async def main() -> None:
             ratio = statistics.median(values) / statistics.median(peer_values)
             print(f"{what}, fsync {fsync}{label}: {ratio:.2f}x {peer_name}'s CPU")
             record(
-                f"{what}, fsync {fsync}, log level INFO{label}: server CPU per operation",
+                f"{what}, fsync {fsync}, log level INFO, {build}{label}: server CPU per operation",
                 statistics.median(values),
                 "us",
                 params={
