@@ -1213,18 +1213,24 @@ def create_share_topic(side: Side, topic: str, partitions: int) -> Any:
     return side.tid(topic)
 
 
-def produce_to(side: Side, topic: str, records: bytes, partition: int = 0) -> None:
-    """`records` appended, sent again while a partition just created is not yet served by its
-    leader (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment after its metadata shows it)."""
+def until_served(produce: Callable[[], Any]) -> None:
+    """A Produce (one partition) sent again while a partition just created is not yet served
+    by its leader (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment after its metadata shows
+    it), until it is appended."""
     deadline = time.monotonic() + 15
     while True:
-        answer = side.call(0, 11, produce_values(topic, records, partition=partition)(side, 11))
+        answer = produce()
         error = answer.responses[0].partition_responses[0].error_code
         if error in (3, 6) and time.monotonic() < deadline:  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
             time.sleep(0.1)
             continue
         assert error == 0, answer
         return
+
+
+def produce_to(side: Side, topic: str, records: bytes, partition: int = 0) -> None:
+    """`records` appended (until_served)."""
+    until_served(lambda: side.call(0, 11, produce_values(topic, records, partition=partition)(side, 11)))
 
 
 def join_share_group(side: Side, group: str, topic: str, partitions: int) -> tuple[str, Callable[..., Any]]:
@@ -1982,34 +1988,16 @@ def commit_offsets(port: int, group: str, topic: str, offsets: dict[int, int]) -
 
 
 def produce_records(port: int, topic: str, partition: int, count: int) -> None:
-    """`count` records, sent again while the partition is just created and its leader not yet
-    serving (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment after its metadata shows it)."""
+    """`count` records appended (until_served)."""
+    records = batch([(b"k%d" % i, b"v") for i in range(count)])
+    values = {
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }
     conn = Conn(port)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            answer = conn.call(
-                0,
-                9,
-                {
-                    "acks": -1,
-                    "timeout": 5000,
-                    "topic_data": [
-                        {
-                            "name": topic,
-                            "partition_data": [
-                                {"index": partition, "records": batch([(b"k%d" % i, b"v") for i in range(count)])}
-                            ],
-                        }
-                    ],
-                },
-            )
-            error = answer.responses[0].partition_responses[0].error_code
-            if error in (3, 6) and time.monotonic() < deadline:  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
-                time.sleep(0.1)
-                continue
-            assert error == 0, answer
-            return
+        until_served(lambda: conn.call(0, 9, values))
     finally:
         conn.close()
 
