@@ -263,40 +263,22 @@ class Runtime(Generic[W]):
                 return response.result()
             response.add_done_callback(lambda f: later(f.result()))
             return LATER
-        settled: list[Any] = []
-        waiting = False
-
-        def done(error: int) -> None:
-            final = response if error == E.none else failed(error)
-            if waiting:
-                later(final)
-            else:
-                settled.append(final)
-
+        answer = _Answer(response, failed, later)
         writes = result.writes
         if writes and writes[-1][0] is not None:
             # The answer rides on the operation's last write (the last queued on the shard,
             # so everything before it is durable when it is) rather than a wait of its own.
             records, then, txn = writes[-1]
-            if then is None:
-                writes[-1] = (records, done, txn)
-            else:
-
-                def then_answer(error: int, then: Complete = then) -> object:
-                    follow_up = then(error)
-                    done(error)
-                    return follow_up
-
-                writes[-1] = (records, then_answer, txn)
+            writes[-1] = (records, answer if then is None else _ThenAnswer(then, answer), txn)
             self.apply(shard, result)
         else:
             self.apply(shard, result)
             if not shard.pending:
                 return response
-            shard.after_pending(done)
-        if settled:
-            return settled[0]
-        waiting = True
+            shard.after_pending(answer)
+        if answer.settled is not _UNSETTLED:
+            return answer.settled
+        answer.waiting = True
         return LATER
 
     def answer(
@@ -329,6 +311,48 @@ class Runtime(Generic[W]):
     ) -> None:
         """A transactional write: only the group coordinator's shards make them."""
         raise NotImplementedError
+
+
+_UNSETTLED: Any = object()
+
+
+class _Answer:
+    """The continuation that settles an operation's response once its writes are durable:
+    kept (`settled`) while `respond` has not returned yet, given to later() after.
+
+    A class rather than a closure: compiled, a closure and its environment refer to each
+    other, so every request's objects would be left for the cycle collector."""
+
+    __slots__ = ("response", "failed", "later", "settled", "waiting")
+
+    def __init__(self, response: Any, failed: Callable[[int], Any], later: Callable[[Any], None]) -> None:
+        self.response = response
+        self.failed = failed
+        self.later = later
+        self.settled: Any = _UNSETTLED
+        self.waiting = False
+
+    def __call__(self, error: int) -> None:
+        final = self.response if error == E.none else self.failed(error)
+        if self.waiting:
+            self.later(final)
+        else:
+            self.settled = final
+
+
+class _ThenAnswer:
+    """An operation's own continuation of its last write, then its answer."""
+
+    __slots__ = ("then", "answer")
+
+    def __init__(self, then: Complete, answer: _Answer) -> None:
+        self.then = then
+        self.answer = answer
+
+    def __call__(self, error: int) -> object:
+        follow_up = self.then(error)
+        self.answer(error)
+        return follow_up
 
 
 def _nothing(_error: int) -> None:

@@ -890,8 +890,22 @@ def _commit_failed(result: CoordinatorResult | list[int]) -> Callable[[int], lis
     """A commit's errors when a write fails: each partition it wrote carries the write's
     error; a commit that wrote nothing gets it on every partition."""
     if not isinstance(result, CoordinatorResult):
-        return lambda error: [error] * len(result)  # (answered at once: never called)
-    errors = result.response
-    if result.writes:
-        return lambda error: [error if e == E.none else e for e in errors]
-    return lambda error: [error] * len(errors)
+        return _CommitFailed(result, False)  # (answered at once: never called)
+    return _CommitFailed(result.response, bool(result.writes))
+
+
+class _CommitFailed:
+    """A class rather than a closure over the result: compiled, the closure's environment
+    would hold the result, which holds this continuation, and every commit's objects would
+    be left for the cycle collector."""
+
+    __slots__ = ("errors", "wrote")
+
+    def __init__(self, errors: list[int], wrote: bool) -> None:
+        self.errors = errors
+        self.wrote = wrote
+
+    def __call__(self, error: int) -> list[int]:
+        if self.wrote:
+            return [error if e == E.none else e for e in self.errors]
+        return [error] * len(self.errors)
