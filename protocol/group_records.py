@@ -54,9 +54,14 @@ class OffsetCommitKey(NamedTuple):  # tuples: one key and one value are built pe
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class GroupMetadataKey:
     group: str
+
+    def __init__(self, group: str) -> None:
+        # Written out (every classic group write builds one): compiled, a dataclass's own
+        # __init__ is interpreted Python. (object's: the class is frozen)
+        object.__setattr__(self, "group", group)
 
 
 @dataclass(frozen=True, slots=True)

@@ -308,24 +308,26 @@ class GroupApis:
         shard, error = self._route(ctx, req.group_id)
         if shard is None:
             return self._join_response(ctx, JoinResult(error, req.member_id))
+        # Fields a version lacks are read by version, not getattr(req, name, None): a missing
+        # attribute costs an AttributeError raised and cleared, in every request of a cycle.
+        version = ctx.version
         session_ms = ms(req.session_timeout)
-        rebalance = getattr(req, "rebalance_timeout", None)
-        rebalance_ms = ms(rebalance) if rebalance is not None else session_ms  # v0 has none
+        rebalance_ms = ms(req.rebalance_timeout) if version >= 1 else session_ms  # v0 has none
         protocols = [(p.name, p.metadata) for p in req.protocols]
         result = shard.classic.join(
             JoinRequest(
                 req.member_id,
-                getattr(req, "group_instance_id", None),
+                req.group_instance_id if version >= 5 else None,
                 ctx.header.client_id or "",
                 ctx.client_address,
                 session_ms,
                 rebalance_ms,
                 req.protocol_type,
                 protocols,
-                require_known_member_id=ctx.version >= 4,  # KIP-394; never for v0-v3 clients
+                require_known_member_id=version >= 4,  # KIP-394; never for v0-v3 clients
                 group_id=req.group_id,
-                supports_skip_assignment=ctx.version >= 9,
-                reason=getattr(req, "reason", None),
+                supports_skip_assignment=version >= 9,
+                reason=req.reason if version >= 8 else None,
             )
         )
         return self.answer(
@@ -360,7 +362,8 @@ class GroupApis:
     # SyncGroup ------------------------------------------------------------------------
 
     def sync_group(self, ctx: RequestContext, req: Any) -> Any:
-        if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        version = ctx.version  # (fields by version, as in join_group)
+        if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
             # From v5 both are mandatory: Kafka's KafkaApis refuses their absence before anything else.
             return self._sync_response(ctx, SyncResult(E.inconsistent_group_protocol))
         shard, error = self._route(ctx, req.group_id)
@@ -370,10 +373,10 @@ class GroupApis:
             SyncRequest(
                 req.group_id,
                 req.member_id,
-                getattr(req, "group_instance_id", None),
+                req.group_instance_id if version >= 3 else None,
                 req.generation_id,
-                getattr(req, "protocol_type", None),
-                getattr(req, "protocol_name", None),
+                req.protocol_type if version >= 5 else None,
+                req.protocol_name if version >= 5 else None,
                 {a.member_id: a.assignment for a in req.assignments},
             )
         )
@@ -395,7 +398,10 @@ class GroupApis:
         shard, error = self._route(ctx, req.group_id)
         if shard is not None:
             error = shard.classic.heartbeat(
-                req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
+                req.group_id,
+                req.member_id,
+                req.group_instance_id if ctx.version >= 3 else None,  # (by version, as in join_group)
+                req.generation_id,
             )
         if shard is not None and shard.pending:  # (else answered now: the heartbeat's one check)
             return self.answer(ctx, shard, CoordinatorResult(error), lambda e: self._heartbeat_body(ctx, e), int)
@@ -420,7 +426,7 @@ class GroupApis:
         if ctx.version < 3:
             result = shard.classic.leave(req.group_id, [(req.member_id, None)])
         else:
-            reasons = {m.reason for m in req.members if getattr(m, "reason", None)}
+            reasons = {m.reason for m in req.members if m.reason} if ctx.version >= 5 else None  # (as in join_group)
             result = shard.classic.leave(
                 req.group_id,
                 [(m.member_id, m.group_instance_id) for m in req.members],

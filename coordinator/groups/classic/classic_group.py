@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 
@@ -23,7 +23,12 @@ from .subscription import subscribed_topics as topics_of
 log = server_log.get(__name__)
 
 
-@dataclass(slots=True, eq=False)
+# These classes are built for every JoinGroup and SyncGroup, so each writes its own __init__
+# (init=False): compiled, a dataclass's generated __init__ stays interpreted Python, several
+# times the cost of the object it builds. The decorator still gives them repr (and eq).
+
+
+@dataclass(slots=True, eq=False, init=False)
 class MemberSpec:
     """What a JoinGroup says of its member, and the Member it makes keeps."""
 
@@ -36,20 +41,69 @@ class MemberSpec:
     protocol_type: str
     protocols: list[tuple[str, bytes]]  # in the member's order of preference
 
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class JoinRequest(MemberSpec):
     """A JoinGroup as the coordinator reads it (Kafka's JoinGroupRequestData, with what its
     version decides resolved: whether a new member must come back with its id, KIP-394, and
     may skip the assignment, KIP-814); its group by keyword."""
 
     require_known_member_id: bool
-    group_id: str = field(kw_only=True)
-    supports_skip_assignment: bool = False
-    reason: str | None = None
+    group_id: str
+    supports_skip_assignment: bool
+    reason: str | None
+
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        *,
+        group_id: str,
+        supports_skip_assignment: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.require_known_member_id = require_known_member_id
+        self.group_id = group_id
+        self.supports_skip_assignment = supports_skip_assignment
+        self.reason = reason
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class SyncRequest:
     """A SyncGroup as the coordinator reads it (Kafka's SyncGroupRequestData): the leader's
     assignments by member id (empty from the others)."""
@@ -58,38 +112,109 @@ class SyncRequest:
     member_id: str
     group_instance_id: str | None
     generation_id: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignments: dict[str, bytes] = field(default_factory=dict)
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: dict[str, bytes]
+
+    def __init__(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: dict[str, bytes] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignments = {} if assignments is None else assignments
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class JoinResult:
     error: int
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    skip_assignment: bool = False
+    member_id: str
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader_id: str
+    skip_assignment: bool
     # (member id, group instance id, metadata) — only the leader gets these.
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    members: list[tuple[str, str | None, bytes]]
+
+    def __init__(
+        self,
+        error: int,
+        member_id: str = "",
+        generation_id: int = -1,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        leader_id: str = "",
+        skip_assignment: bool = False,
+        members: list[tuple[str, str | None, bytes]] | None = None,
+    ) -> None:
+        self.error = error
+        self.member_id = member_id
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader_id = leader_id
+        self.skip_assignment = skip_assignment
+        self.members = [] if members is None else members
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class SyncResult:
     error: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes
+
+    def __init__(
+        self, error: int, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b""
+    ) -> None:
+        self.error = error
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignment = assignment
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class Member(MemberSpec):
-    assignment: bytes = b""
-    join_waiter: asyncio.Future[Any] | None = None  # set while its JoinGroup awaits the join phase
-    sync_waiter: asyncio.Future[Any] | None = None  # set while its SyncGroup awaits the leader
-    deadline: float = 0.0  # session expiry (ms, monotonic); moved by every heartbeat
+    assignment: bytes
+    join_waiter: asyncio.Future[Any] | None  # set while its JoinGroup awaits the join phase
+    sync_waiter: asyncio.Future[Any] | None  # set while its SyncGroup awaits the leader
+    deadline: float  # session expiry (ms, monotonic); moved by every heartbeat
+
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        assignment: bytes = b"",
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.assignment = assignment
+        self.join_waiter = None
+        self.sync_waiter = None
+        self.deadline = 0.0
 
     @property
     def awaiting_join(self) -> bool:
