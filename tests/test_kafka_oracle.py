@@ -18,8 +18,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -40,6 +41,7 @@ from tests.support.kafka_differences import Observations, plain
 from tests.support.oracle_wire import NAMES, Conn, api_ranges, common_versions
 from tests.support.process import InProcessServer
 
+T = TypeVar("T")
 UNAVAILABLE = kafka_oracle.unavailable()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")]
 
@@ -146,6 +148,16 @@ def wait_for_partitions(port: int, topic: str, count: int) -> None:
 
 def both(oracle) -> list[Any]:
     return [oracle.kafka, oracle.ours]
+
+
+def on_both(scenario: Callable[[Any], T], pair: list[Any]) -> list[T]:
+    """`scenario` run for Kafka's side and for ours at the same time, its results in that
+    order. A scenario mostly waits on its broker (a client's poll, heartbeats until an
+    assignment, a round trip per record): the two brokers' waits then overlap instead of
+    adding up. Each side's connection is used by its own thread only."""
+    with ThreadPoolExecutor(2, thread_name_prefix="oracle-side") as pool:
+        futures = [pool.submit(scenario, x) for x in pair]
+        return [f.result() for f in futures]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1127,22 +1139,22 @@ def test_share_group_heartbeat_life_cycle(warm, sides):
     for v in common_versions(kafka_ranges, our_ranges, 76):
         group = f"oracle-share-v{v}"
         member = str(uuid.uuid4())
-        steps: list[list[Any]] = [[], []]
-        for i, side in enumerate(sides):
 
-            def beat(mid: str, epoch: int, topics=None, side=side, v=v, group=group) -> Any:
+        def scenario(side: Side, v: int = v, group: str = group, member: str = member) -> list[tuple[str, Any]]:
+            def beat(mid: str, epoch: int, topics=None) -> Any:
                 return side.call(
                     76,
                     v,
                     {"group_id": group, "member_id": mid, "member_epoch": epoch, "subscribed_topic_names": topics},
                 )
 
+            steps: list[tuple[str, Any]] = []
             joined = beat(member, 0, [TOPIC])
             # (Kafka assigns a share partition only once its share state is initialised, in the
             # background, and at a later group epoch: when is a matter of timing, so
             # assignments are not compared here, and the heartbeat compared is the one that
             # finds the member at that epoch, once the assignment interval has passed.)
-            steps[i].append(("join", without_assignment(plain(joined))))
+            steps.append(("join", without_assignment(plain(joined))))
             mid, epoch = joined.member_id or member, joined.member_epoch
             settled = beat(mid, epoch)
             for _ in range(200):
@@ -1150,13 +1162,16 @@ def test_share_group_heartbeat_life_cycle(warm, sides):
                     break
                 time.sleep(0.05)
                 settled = beat(mid, epoch)
-            steps[i].append(("heartbeat", without_assignment(plain(settled))))
+            steps.append(("heartbeat", without_assignment(plain(settled))))
             epoch = settled.member_epoch
-            steps[i].append(("unknown-member", plain(beat(str(uuid.uuid4()), epoch))))
-            steps[i].append(("future-epoch", plain(beat(mid, epoch + 5))))
+            steps.append(("unknown-member", plain(beat(str(uuid.uuid4()), epoch))))
+            steps.append(("future-epoch", plain(beat(mid, epoch + 5))))
             described = side.call(77, 1, {"group_ids": [group], "include_authorized_operations": False})
-            steps[i].append(("describe", without_assignment(plain(described))))
-            steps[i].append(("leave", plain(beat(mid, -1))))
+            steps.append(("describe", without_assignment(plain(described))))
+            steps.append(("leave", plain(beat(mid, -1))))
+            return steps
+
+        steps = on_both(scenario, sides)
         for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
             obs.compare(f"wire/ShareGroupHeartbeat/{name}", kafka, ours, f"v{v}")
     obs.check()
@@ -1260,15 +1275,15 @@ def test_share_group_state_snapshots_as_kafka(warm, sides):
     `__share_group_state` gets Kafka's records, a ShareSnapshot when the partition is
     initialized and, after 500 ShareUpdates more than one, the next (ShareCoordinatorShard)."""
     obs = Observations()
-    answers: list[list[Any]] = [[], []]
-    for i, side in enumerate(sides):
+
+    def scenario(side: Side) -> list[Any]:
         tid = create_share_topic(side, SHARE_STATE_TOPIC, 1)
         for n in range(SHARE_STATE_RECORDS):
             produce_to(side, SHARE_STATE_TOPIC, batch([(b"k", b"%d" % n)]))
         deadline = time.monotonic() + 60
         mid, beat = join_share_group(side, SHARE_STATE_GROUP, SHARE_STATE_TOPIC, 1)
 
-        def fetch(session: int, acked: int | None, partitions: bool = True, side=side, mid=mid, tid=tid) -> Any:
+        def fetch(session: int, acked: int | None, partitions: bool = True) -> Any:
             acks = [] if acked is None else [{"first_offset": acked, "last_offset": acked, "acknowledge_types": [1]}]
             part = {"partition_index": 0, "acknowledgement_batches": acks}
             return side.call(
@@ -1302,7 +1317,9 @@ def test_share_group_state_snapshots_as_kafka(warm, sides):
             acked = part.acquired_records[0].first_offset if part.acquired_records else None
         assert fetch(-1, None, partitions=False).error_code == 0
         beat(mid, -1)
-        answers[i] = share_state_records(side.server, SHARE_STATE_GROUP)
+        return share_state_records(side.server, SHARE_STATE_GROUP)
+
+    answers = on_both(scenario, sides)
     kinds = [runs([kind for kind, _ in records]) for records in answers]
     obs.compare("wire/ShareFetch/share-group-state-record-kinds", *kinds)
     obs.compare("wire/ShareFetch/share-group-state-records", *answers)
@@ -1317,8 +1334,9 @@ def test_share_first_fetch_over_new_share_partitions(warm, sides):
     (500 records allowed) gets partition 0's alone, as Kafka loads each share-partition's
     state before acquiring from it, and its next fetch partition 1's."""
     obs = Observations()
-    answers: list[list[Any]] = [[], []]
-    for i, side in enumerate(sides):
+
+    def scenario(side: Side) -> list[Any]:
+        answers: list[Any] = []
         tid = create_share_topic(side, SHARE_FIRST_TOPIC, 2)
         for p in (0, 1):
             produce_to(side, SHARE_FIRST_TOPIC, batch([(b"k", b"%d" % n) for n in range(50)]), p)
@@ -1341,7 +1359,7 @@ def test_share_first_fetch_over_new_share_partitions(warm, sides):
                 },
             )
             assert body.error_code == 0, body
-            answers[i].append(
+            answers.append(
                 sorted(
                     (p.partition_index, [(a.first_offset, a.last_offset) for a in p.acquired_records])
                     for t in body.responses
@@ -1354,6 +1372,9 @@ def test_share_first_fetch_over_new_share_partitions(warm, sides):
         # list, whose order is each broker's own map order.
         deleted = side.call(42, 2, {"groups_names": [SHARE_FIRST_GROUP]})
         assert deleted.results[0].error_code == 0, deleted
+        return answers
+
+    answers = on_both(scenario, sides)
     obs.compare("wire/ShareFetch/first-fetch-over-new-share-partitions", *answers)
     obs.check()
 
@@ -1459,11 +1480,12 @@ def test_streams_group_word_count_topology_and_internal_topics(warm, sides):
     rep, changelog, topology = word_count_topology(
         app, TOPIC, topic_configs=[{"key": "cleanup.policy", "value": "delete"}]
     )
-    answers: list[list[Any]] = [[], []]
-    for i, side in enumerate(sides):
+
+    def scenario(side: Side) -> list[tuple[str, Any]]:
+        answers: list[tuple[str, Any]] = []
         member = str(uuid.uuid4())
         joined = streams_heartbeat(side, v, app, member, 0, topology)
-        answers[i].append(("join", plain(joined)))
+        answers.append(("join", plain(joined)))
         epoch, tasks = joined.member_epoch, None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # the internal topics appear, the initial delay passes
@@ -1474,10 +1496,13 @@ def test_streams_group_word_count_topology_and_internal_topics(warm, sides):
             if not beat.status and tasks:
                 break
             time.sleep(0.2)
-        answers[i].append(("tasks", tasks))
+        answers.append(("tasks", tasks))
         described = side.call(89, 1, {"group_ids": [app], "include_authorized_operations": False})
-        answers[i].append(("describe", plain(described)))
+        answers.append(("describe", plain(described)))
         streams_heartbeat(side, v, app, member, -1)
+        return answers
+
+    answers = on_both(scenario, sides)
     for (name, kafka), (_, ours) in zip(answers[0], answers[1], strict=True):
         obs.compare(f"wire/StreamsGroupHeartbeat/word-count-{name}", kafka, ours, f"v{v}")
     obs.check()
@@ -1512,8 +1537,8 @@ def test_kafka_streams_groups_tool(warm, sides):
     v = max(common_versions(*warm.ranges, 88))
     app, source = "oracle-tool-app", "oracle-tool-in"
     rep, changelog, topology = word_count_topology(app, source)
-    members = []
-    for side in sides:
+
+    def member_committed(side: Side) -> tuple[str, int]:
         answer = side.call(
             19, 7, {"timeout": 30000, "topics": [{"name": source, "num_partitions": 2, "replication_factor": 1}]}
         )
@@ -1544,7 +1569,9 @@ def test_kafka_streams_groups_tool(warm, sides):
             },
         )
         assert all(p.error_code == 0 for t in committed.topics for p in t.partitions), committed
-        members.append((member, epoch))
+        return member, epoch
+
+    members = on_both(member_committed, sides)
 
     def tool(key: str, *args: str, lines: bool = False) -> None:
         run_tool(warm, obs, f"tools/kafka-streams-groups/{key}", STREAMS_GROUPS, *args, lines=lines)
@@ -1589,8 +1616,8 @@ def test_streams_group_members_get_kafkas_tasks(warm, sides):
     def tasks(answer_tasks: Any) -> list[dict[str, Any]]:
         return [{"subtopology_id": t.subtopology_id, "partitions": sorted(t.partitions)} for t in answer_tasks]
 
-    steps: list[list[Any]] = [[], []]
-    for i, side in enumerate(sides):
+    def scenario(side: Side) -> list[tuple[str, Any]]:
+        steps: list[tuple[str, Any]] = []
         answer = side.call(
             19, 7, {"timeout": 30000, "topics": [{"name": source, "num_partitions": 4, "replication_factor": 1}]}
         )
@@ -1632,7 +1659,7 @@ def test_streams_group_members_get_kafkas_tasks(warm, sides):
                     break
                 assert time.monotonic() < deadline, f"{app} not Stable within 30 s: {group}"
                 time.sleep(0.05)
-            steps[i].append(
+            steps.append(
                 (
                     f"after-{member}-joined",
                     sorted(
@@ -1643,6 +1670,9 @@ def test_streams_group_members_get_kafkas_tasks(warm, sides):
             )
         for m in owned:
             streams_heartbeat(side, v, app, m, -1)
+        return steps
+
+    steps = on_both(scenario, sides)
     for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
         obs.compare(f"wire/StreamsGroupDescribe/sticky-{name}", kafka, ours, f"v{v}")
     obs.check()
@@ -2304,15 +2334,17 @@ def prepare_client_topic(server) -> None:
 @pytest.fixture(scope="module")
 def client_topic(warm):
     """Both brokers with CLIENT_TOPIC: two partitions, two records in each."""
-    for server in both(warm):
-        prepare_client_topic(server)
+    on_both(prepare_client_topic, both(warm))
     return CLIENT_TOPIC
 
 
 def test_client_confluent_admin_and_group_life_cycles(warm, client_topic):
     obs = Observations()
     for protocol, group in (("classic", "oracle-classic"), ("consumer", "oracle-kip848")):
-        runs = [group_life_cycle(server, protocol, group, warm.tools) for server in both(warm)]
+        runs = on_both(
+            lambda server, protocol=protocol, group=group: group_life_cycle(server, protocol, group, warm.tools),
+            both(warm),
+        )
         for (step, kafka), (_, ours) in zip(*runs, strict=True):
             obs.compare(f"client/confluent/{protocol}-group/{step}", kafka, ours)
     obs.check()
@@ -2432,14 +2464,14 @@ def test_client_share_group_life_cycle(warm, client_topic):
         "--add-config",
         "share.auto.offset.reset=earliest",
     )
-    steps: list[list[tuple[str, Any]]] = [[], []]
-    for i, server in enumerate(both(warm)):
+
+    def scenario(server: Any) -> list[tuple[str, Any]]:
         c = ShareConsumer({"bootstrap.servers": server.bootstrap, "group.id": group, "client.id": "oracle-share"})
         seen: list[tuple[int, int]] = []
         try:
             c.subscribe([CLIENT_TOPIC])
 
-            def more(c=c, seen=seen) -> bool:
+            def more() -> bool:
                 for m in c.poll(0.5):
                     if m.error() is None:
                         seen.append((m.partition(), m.offset()))
@@ -2449,13 +2481,14 @@ def test_client_share_group_life_cycle(warm, client_topic):
             # Every record accepted, and the broker's answer awaited: the describes below then
             # read settled share-partition state at both brokers.
             c.commit_sync(15)
-            steps[i].append(("consumed", sorted(seen)))
             conn = Conn(server.port)
             body = conn.call(77, 1, {"group_ids": [group], "include_authorized_operations": False})
             conn.close()
-            steps[i].append(("wire-describe", plain(body)))
+            return [("consumed", sorted(seen)), ("wire-describe", plain(body))]
         finally:
             c.close()
+
+    steps = on_both(scenario, both(warm))
     for (step, kafka), (_, ours) in zip(*steps, strict=True):
         obs.compare(f"client/confluent/share-group/{step}", kafka, ours)
     shares = TOOLS + "consumer.group.ShareGroupCommand"
@@ -2567,7 +2600,7 @@ def test_client_share_group_dead_letter_queue(warm):
     )
     alter = ("--alter", "--entity-type", "groups", "--entity-name", group, "--add-config", configs)
     run_tool(warm, obs, "tools/kafka-configs/alter-share-group-dlq", TOOLS + "ConfigCommand", *alter)
-    runs = [dead_letter_run(server, group) for server in both(warm)]
+    runs = on_both(lambda server: dead_letter_run(server, group), both(warm))
     for (step, kafka), (_, ours) in zip(*runs, strict=True):
         obs.compare(f"client/confluent/share-group-dlq/{step}", kafka, ours)
     shares = TOOLS + "consumer.group.ShareGroupCommand"
@@ -2861,8 +2894,8 @@ def test_consumer_group_records_with_a_regex(warm, sides):
     (ConsumerGroupRegularExpression records and their tombstones, the epochs, targets and
     current assignments, in Kafka's order)."""
     group, topic, regex = "oracle-records-regex", "oracle-rx-a", "oracle-rx-.*"
-    dumps = []
-    for side in sides:
+
+    def scenario(side: Side) -> list[tuple[str, Any]]:
         topic_for_a_group_assigning_at_once(side, group, topic)
         m = RegexMember(side, group, str(uuid.UUID(int=0x848)))
         m.beat([], regex, first=True)
@@ -2875,7 +2908,9 @@ def test_consumer_group_records_with_a_regex(warm, sides):
         m.resolved(before)
         m.settled(2)
         assert regex_heartbeat(side, group, m.member, -1, None, None, None).member_epoch == -1
-        dumps.append(group_records(side, group))
+        return group_records(side, group)
+
+    dumps = on_both(scenario, sides)
     obs = Observations()
     obs.compare("records/consumer-group-regex", *dumps)
     obs.check()
@@ -2971,22 +3006,25 @@ def test_consumer_group_rejoin_at_epoch_zero_while_revoking(warm, sides):
     before. Each answer and the group's decoded records compared."""
     group, topic = "oracle-rejoin-zero", "oracle-rejoin"
     a_id, b_id = str(uuid.UUID(int=0x850)), str(uuid.UUID(int=0x851))
-    steps: list[list[Any]] = [[], []]
-    dumps = []
-    for i, side in enumerate(sides):
+
+    def scenario(side: Side) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
         topic_for_a_group_assigning_at_once(side, group, topic)
         a, b = RegexMember(side, group, a_id), RegexMember(side, group, b_id)
         seen = member_view
-        steps[i].append(("a joins", seen(a, a.beat([topic], None, first=True))))
-        steps[i].append(("b joins", seen(b, b.beat([topic], None, first=True))))
-        steps[i].append(("a told to revoke", seen(a, a.beat())))
-        steps[i].append(("b before a revokes", seen(b, b.beat())))
-        steps[i].append(("a rejoins at epoch 0", seen(a, a.beat([topic], None, first=True))))
-        steps[i].append(("b after a rejoined", seen(b, b.beat())))
-        steps[i].append(("a again", seen(a, a.beat())))
-        dumps.append(group_records(side, group))
+        steps = [("a joins", seen(a, a.beat([topic], None, first=True)))]
+        steps.append(("b joins", seen(b, b.beat([topic], None, first=True))))
+        steps.append(("a told to revoke", seen(a, a.beat())))
+        steps.append(("b before a revokes", seen(b, b.beat())))
+        steps.append(("a rejoins at epoch 0", seen(a, a.beat([topic], None, first=True))))
+        steps.append(("b after a rejoined", seen(b, b.beat())))
+        steps.append(("a again", seen(a, a.beat())))
+        dump = group_records(side, group)
         for m in (a, b):  # (the group left memberless, as the suite's later listings expect its groups)
             assert regex_heartbeat(side, group, m.member, -1, None, None, None).member_epoch == -1
+        return steps, dump
+
+    (kafka_steps, kafka_dump), (our_steps, our_dump) = on_both(scenario, sides)
+    steps, dumps = [kafka_steps, our_steps], [kafka_dump, our_dump]
     obs = Observations()
     for (name, kafka), (_, ours) in zip(steps[0], steps[1], strict=True):
         obs.compare("wire/ConsumerGroupHeartbeat/rejoin-at-epoch-0", kafka, ours, name)
