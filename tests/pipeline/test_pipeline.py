@@ -29,6 +29,17 @@ def written(tmp_path_factory):
     return data, asyncio.run(write_data_dir(data))
 
 
+@pytest.fixture(scope="module")
+def job_out(spark, written, tmp_path_factory):
+    """One run of the whole job over `written`, its outputs named by a file:// URI: what
+    test_job_outputs_match_the_reference reads, and what test_outputs_to_a_file_uri checks was
+    written there (a local path given as a URI is written as the path itself; the other runs
+    here are given plain paths). A run is a Spark job per output: one serves both."""
+    data, _ = written
+    out = tmp_path_factory.mktemp("job") / "out"
+    return out, run(spark, str(data), f"file://{out}", log=QUIET)
+
+
 def test_committed_offsets_match_the_reference_and_the_coordinators_own_replay(spark, written):
     data, w = written
     got = committed_offsets_map(spark, str(data))
@@ -68,11 +79,10 @@ def test_kafka_log_rows_every_codec_arrow_and_tuples_alike(spark, written):
     assert df.rdd.getNumPartitions() <= spark.sparkContext.defaultParallelism
 
 
-def test_job_outputs_match_the_reference(spark, written, tmp_path):
-    data, w = written
+def test_job_outputs_match_the_reference(spark, written, job_out):
+    _, w = written
     ref = reference(w)
-    out = tmp_path / "out"
-    summary = run(spark, str(data), str(out), log=QUIET)
+    out, summary = job_out
     assert summary["bad batches"] == 0 and summary["bad batch files"] == "-"
     read = lambda name: spark.read.parquet(str(out / name)).collect()  # noqa: E731
 
@@ -333,11 +343,10 @@ def test_bad_data_dirs_are_one_line_before_spark_starts(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_outputs_to_a_file_uri(spark, written, tmp_path):
-    data, _ = written
-    run(spark, str(data), f"file://{tmp_path}/uri-out", log=QUIET)
-    assert (tmp_path / "uri-out" / "report.html").exists()
-    assert spark.read.parquet(f"file://{tmp_path}/uri-out/committed_offsets").count() > 0
+def test_outputs_to_a_file_uri(spark, job_out):
+    out, _ = job_out  # (the job was given f"file://{out}")
+    assert (out / "report.html").exists()
+    assert spark.read.parquet(f"file://{out}/committed_offsets").count() > 0
 
 
 def test_an_output_dir_that_cannot_be_made_is_one_line_before_spark_starts(written, tmp_path, capsys):
