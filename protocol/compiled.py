@@ -33,6 +33,7 @@ HOT = (
     "coordinator/apis.py",
     "coordinator/runtime.py",
     "coordinator/groups/api.py",
+    "coordinator/groups/clock.py",
     "coordinator/groups/runtime.py",
     "coordinator/groups/shard.py",
     "coordinator/groups/classic/classic_group.py",

@@ -28,19 +28,6 @@ class Clock(Protocol):
     def call_at(self, when_ms: float, fn: Callable[..., Any], *args: Any) -> TimerHandle: ...
 
 
-def fire_by(
-    clock: Clock, timer: TimerHandle | None, at: float, when: float, fn: Callable[..., Any], *args: Any
-) -> tuple[TimerHandle, float]:
-    """(timer, its time) for a lazy timer that must fire by `when`: `timer`, armed for `at`,
-    if it fires no later, else a new one (the old one cancelled). A timer that fires early
-    finds its deadline moved on and arms itself again, so one timer serves many deadlines."""
-    if timer is not None:
-        if at <= when:
-            return timer, at
-        timer.cancel()
-    return clock.call_at(when, fn, *args), when
-
-
 class LoopClock:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop or asyncio.get_running_loop()
@@ -53,6 +40,52 @@ class LoopClock:
 
     def call_at(self, when_ms: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
         return self.loop.call_at(when_ms / 1000.0, fn, *args)
+
+
+class ShardClock:
+    """The runtime's clock for one shard (Kafka's CoordinatorTimer), the one its managers
+    use: a timer is an operation too, and what it returns goes to `fired` (the shard writes
+    it); its timers do nothing once the shard is unloaded (`fenced`: Kafka cancels an
+    unloaded shard's timers).
+
+    A class of its own, compiled, that the managers call directly: a join-sync-leave cycle
+    reads the time some fifteen times, and over the event loop's clock each read is a call
+    of the loop's time() (or time_ns()) rather than of a Python method through a protocol."""
+
+    def __init__(self, clock: Clock, fired: Callable[[object], object]) -> None:
+        self.clock = clock
+        self.fired = fired
+        self.fenced = False
+        # The event loop's clock read straight from its loop (LoopClock's now and wall, inline).
+        self._loop = clock.loop if type(clock) is LoopClock else None
+
+    def now(self) -> float:
+        """Milliseconds on a monotonic clock."""
+        loop = self._loop
+        return loop.time() * 1000.0 if loop is not None else self.clock.now()
+
+    def wall(self) -> int:
+        """Milliseconds since the epoch (timestamps written to records)."""
+        return time.time_ns() // 1_000_000 if self._loop is not None else self.clock.wall()
+
+    def call_at(self, when_ms: float, fn: Callable[..., object], *args: object) -> TimerHandle:
+        return self.clock.call_at(when_ms, self._fire, fn, args)
+
+    def _fire(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+        if not self.fenced:
+            self.fired(fn(*args))
+
+    def fire_by(
+        self, timer: TimerHandle | None, at: float, when: float, fn: Callable[..., object], *args: object
+    ) -> tuple[TimerHandle, float]:
+        """(timer, its time) for a lazy timer that must fire by `when`: `timer`, armed for `at`,
+        if it fires no later, else a new one (the old one cancelled). A timer that fires early
+        finds its deadline moved on and arms itself again, so one timer serves many deadlines."""
+        if timer is not None:
+            if at <= when:
+                return timer, at
+            timer.cancel()
+        return self.clock.call_at(when, self._fire, fn, args), when
 
 
 class _ManualTimer:

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Container, Protocol, cast
+from typing import Any, Container, Protocol, cast
 
 from ..errors import E
 from ..runtime import CoordinatorShard, PendingWrite
 
 from .classic.classic_group import ClassicGroup, JoinResult, SyncResult
 from .classic.classic_manager import ClassicGroupManager, GroupConfig
-from .clock import Clock, TimerHandle
+from .clock import Clock, ShardClock
 from .modern.consumer.consumer_group import ConsumerGroup
 from .modern.consumer.consumer_manager import ConsumerGroupConfig, ConsumerGroupManager
 from .group import Group
@@ -90,7 +90,7 @@ class GroupShard(CoordinatorShard):
         # Why the shard cannot serve (its log partition is offline: corrupt data), or None;
         # every request for its groups is then answered NOT_COORDINATOR.
         self.offline: str | None = None
-        self.clock = clock = _ShardClock(clock, self)
+        self.clock = clock = ShardClock(clock, self._timer_fired)
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.classic = ClassicGroupManager(self, clock, config)
@@ -105,6 +105,11 @@ class GroupShard(CoordinatorShard):
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, complete: Complete) -> None:
         """The producer's transaction marker: its pending offsets here applied or dropped."""
         self.runtime.write_marker(self, producer_id, producer_epoch, commit, complete)
+
+    def _timer_fired(self, result: object) -> None:
+        """What a timer's operation returned (its clock's `fired`): a CoordinatorResult is written."""
+        if type(result) is CoordinatorResult:
+            self.runtime.apply(self, result)
 
     # what a write does to the shard (CoordinatorShard's queue calls these) --------------
 
@@ -303,27 +308,6 @@ class GroupShard(CoordinatorShard):
             and (not states or g.state_name.lower() in states)
             and (not types or g.group_type in types)
         ]
-
-
-class _ShardClock:
-    """The runtime's clock for one shard (Kafka's CoordinatorTimer): a timer is an operation
-    too, and the CoordinatorResult it returns is written by the runtime; its timers do
-    nothing once the shard is unloaded (Kafka cancels an unloaded shard's timers)."""
-
-    def __init__(self, clock: Clock, shard: GroupShard) -> None:
-        self.clock = clock
-        self.shard = shard
-        self.fenced = False
-        self.now, self.wall = clock.now, clock.wall
-
-    def call_at(self, when_ms: float, fn: Callable[..., object], *args: object) -> TimerHandle:
-        return self.clock.call_at(when_ms, self._fire, fn, args)
-
-    def _fire(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
-        if not self.fenced:
-            result = fn(*args)
-            if type(result) is CoordinatorResult:
-                self.shard.runtime.apply(self.shard, result)
 
 
 @dataclass(frozen=True)

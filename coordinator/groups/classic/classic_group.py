@@ -8,19 +8,15 @@ rebalance, what to answer) live in classic_manager.py.
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 
-from ... import server_log
 from ...errors import E
 from ..group import CommitFrom, ExpirationBase
 from ..records import GroupMetadataValue
 from ..state import VALID_PREVIOUS, GroupState, IllegalStateTransition, States
 from .subscription import subscribed_topics as topics_of
-
-log = server_log.get(__name__)
 
 
 # These classes are built for every JoinGroup and SyncGroup, so each writes its own __init__
@@ -387,17 +383,9 @@ class ClassicGroup:
             raise IllegalStateTransition(
                 f"group {self.group_id!r}: illegal transition {self.state.value} -> {target.value}"
             )
-        # DEBUG, as Kafka's ClassicGroup.transitionTo logs nothing: every join, sync and leave
-        # passes here, and the manager's INFO lines already say what the group did.
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "group %s: %s -> %s (generation %d, %d members)",
-                self.group_id,
-                self.state.value,
-                target.value,
-                self.generation_id,
-                len(self.members),
-            )
+        # No line, as Kafka's ClassicGroup.transitionTo logs none: every join, sync and leave
+        # passes here (a level check alone is a call into logging), and the manager's INFO
+        # lines say what the group did.
         self.state = target
         self.state_timestamp = now_wall_ms
 

@@ -28,7 +28,7 @@ from ... import server_log
 from ...errors import E
 from ...metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, MemberSpec, SyncRequest, SyncResult
-from ..clock import Clock, fire_by
+from ..clock import ShardClock
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from ..modern.share.share_group import ShareGroup
 from ..streams.streams_group import StreamsGroup
@@ -80,7 +80,7 @@ class GroupConfig:
 
 
 class ClassicGroupManager:
-    def __init__(self, shard: ShardContext, clock: Clock, config: GroupConfig) -> None:
+    def __init__(self, shard: ShardContext, clock: ShardClock, config: GroupConfig) -> None:
         self.shard = shard
         self.clock = clock
         self.config = config
@@ -614,8 +614,9 @@ class ClassicGroupManager:
             return
         group.protocol_name = group.select_protocol()
         group.transition(S.COMPLETING_REBALANCE, self.clock.wall())
+        now = self.clock.now()  # (read once: the members' sessions and the sync deadline start now)
         STATS.rebalances += 1
-        STATS.rebalance_seconds.observe((self.clock.now() - group.join_started) / 1000)
+        STATS.rebalance_seconds.observe((now - group.join_started) / 1000)
         log.info(
             "group %s: generation %d with %d members, protocol %s, leader %s (%s)",
             group.group_id,
@@ -630,10 +631,10 @@ class ClassicGroupManager:
             result = self._join_result(group, member)
             fut, member.join_waiter = member.join_waiter, None
             self.resolve(fut, result)
-            self._heartbeat_ok(member)
+            member.deadline = now + member.session_timeout_ms  # (_heartbeat_ok)
         group.awaiting_join_count = 0
         # Members that never send SyncGroup are removed after the rebalance timeout.
-        group.sync_deadline = deadline = self.clock.now() + group.max_rebalance_timeout_ms()
+        group.sync_deadline = deadline = now + group.max_rebalance_timeout_ms()
         self._arm_sync_timer(group, deadline)
 
     def _arm_sync_timer(self, group: ClassicGroup, deadline: float) -> None:
@@ -641,8 +642,8 @@ class ClassicGroupManager:
         are: a timer armed for an earlier generation's deadline is kept, and moves itself
         to the current one when it fires, rather than being cancelled and armed again with
         every generation."""
-        group.sync_timer, group.sync_timer_at = fire_by(
-            self.clock, group.sync_timer, group.sync_timer_at, deadline, self._on_sync_timeout, group
+        group.sync_timer, group.sync_timer_at = self.clock.fire_by(
+            group.sync_timer, group.sync_timer_at, deadline, self._on_sync_timeout, group
         )
 
     def _on_sync_timeout(self, group: ClassicGroup) -> CoordinatorResult | None:
@@ -747,28 +748,26 @@ class ClassicGroupManager:
         out.add([(GroupMetadataKey(group.group_id), record)], stored)
 
     def group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
+        # (Positional fields, in the tuples' order: a NamedTuple's __new__ is interpreted
+        # Python, and by keyword it builds a dict besides.)
         protocol = group.protocol_name
-        members = tuple(
-            MemberMetadata(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout=m.rebalance_timeout_ms,
-                session_timeout=m.session_timeout_ms,
-                subscription=m.metadata_for(protocol) if protocol else b"",
-                # Assignments for unknown members are dropped; missing ones are empty.
-                assignment=assignments.get(m.member_id, b"") if assignments is not None else m.assignment,
+        members: list[MemberMetadata] = []
+        for m in group.members.values():
+            members.append(
+                MemberMetadata(
+                    m.member_id,
+                    m.client_id,
+                    m.client_host,
+                    m.session_timeout_ms,
+                    m.metadata_for(protocol) if protocol else b"",  # subscription
+                    # Assignments for unknown members are dropped; missing ones are empty.
+                    assignments.get(m.member_id, b"") if assignments is not None else m.assignment,
+                    m.rebalance_timeout_ms,
+                    m.group_instance_id,
+                )
             )
-            for m in group.members.values()
-        )
         return GroupMetadataValue(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id,
-            members=members,
-            current_state_timestamp=self.clock.wall(),
+            group.protocol_type or "", group.generation_id, protocol, group.leader_id, tuple(members), self.clock.wall()
         )
 
     def _fail_pending_syncs(self, group: ClassicGroup, error: int) -> None:
@@ -816,8 +815,8 @@ class ClassicGroupManager:
         """The group's one session timer fires by `when`. Lazy (like Kafka's purgatory): a
         heartbeat only moves its member's deadline, and the timer, when it fires, expires
         the members past theirs and moves itself to the earliest remaining one."""
-        group.session_timer, group.session_timer_at = fire_by(
-            self.clock, group.session_timer, group.session_timer_at, when, self._on_session_timer, group
+        group.session_timer, group.session_timer_at = self.clock.fire_by(
+            group.session_timer, group.session_timer_at, when, self._on_session_timer, group
         )
 
     def _on_session_timer(self, group: ClassicGroup) -> CoordinatorResult | None:
@@ -860,8 +859,8 @@ class ClassicGroupManager:
         """The group's one timer for its KIP-394 pending member ids fires by `expiry` (Kafka
         arms one per id; ids are mostly used within milliseconds, and the timer armed for
         an earlier id's expiry serves the later ones)."""
-        group.pending_timer, group.pending_timer_at = fire_by(
-            self.clock, group.pending_timer, group.pending_timer_at, expiry, self._expire_pending, group
+        group.pending_timer, group.pending_timer_at = self.clock.fire_by(
+            group.pending_timer, group.pending_timer_at, expiry, self._expire_pending, group
         )
 
     def _expire_pending(self, group: ClassicGroup) -> CoordinatorResult | None:
@@ -943,13 +942,10 @@ class ClassicGroupManager:
         if not empties:
             self._remove_leaving(out, group, leaving, pending, reason)
             return E.none, results
+        # The next generation, empty (protocol type, generation, protocol, leader, members,
+        # timestamp: positional, as in group_record)
         record = GroupMetadataValue(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id + 1,
-            protocol=None,
-            leader=None,
-            members=(),
-            current_state_timestamp=self.clock.wall(),
+            group.protocol_type or "", group.generation_id + 1, None, None, (), self.clock.wall()
         )
 
         def stored(error: int) -> CoordinatorResult | None:
