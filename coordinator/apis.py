@@ -160,7 +160,9 @@ def inet_address_string(host: str) -> str:
     return f"/{ip}"
 
 
-@dataclass(slots=True)
+# (init=False: the __init__ below, which the compiled build compiles; the one dataclass would
+# generate stays Python there, and one is run per request)
+@dataclass(slots=True, init=False)
 class RequestContext:
     header: RequestHeader
     codec: Codec
@@ -171,6 +173,28 @@ class RequestContext:
     started: float = 0.0  # when it was read (perf_counter), if requests are measured
     size: int = 0  # bytes of the request frame (what a produce quota counts)
     loop_time: float = -1.0  # seconds its handler ran on the loop, if a request quota measures it (else -1)
+
+    def __init__(
+        self,
+        header: RequestHeader,
+        codec: Codec,
+        client_host: str,
+        connection: Any,
+        waiting: Any = None,
+        body: Any = UNANSWERED,
+        started: float = 0.0,
+        size: int = 0,
+        loop_time: float = -1.0,
+    ) -> None:
+        self.header = header
+        self.codec = codec
+        self.client_host = client_host
+        self.connection = connection
+        self.waiting = waiting
+        self.body = body
+        self.started = started
+        self.size = size
+        self.loop_time = loop_time
 
     def answer(self, body: Any) -> None:
         """Give the response of a handler that returned LATER."""
@@ -208,6 +232,12 @@ class RequestContext:
             cls = nested_type(*key)
             make = _NESTED_MAKERS[key] = _MAKERS.get(cls) or _maker(cls)
         return make(values)
+
+
+def coordinates_every_group(ctx: RequestContext, partition: int) -> int:
+    """The owner check of a single broker, which coordinates every group: NONE (here, compiled:
+    the group APIs ask it on every request)."""
+    return 0  # (ErrorCode.none)
 
 
 def errors_by_topic(

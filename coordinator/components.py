@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Awaitable, Callable
 
-from .apis import Registry, RequestContext
+from .apis import Registry, RequestContext, coordinates_every_group
 from .broker.admin import TopicAdmin
 from .broker.config_apis import ConfigApis
 from .broker.configs import BrokerConfigs, live_broker_configs, static_broker_configs
@@ -36,7 +36,6 @@ from .broker.quotas import (
 from .broker.topics import Topics
 from .cluster import Cluster
 from .config import Config
-from .errors import E
 from .features import FeatureApis, Features, gate_apis
 from .groups.api import GroupApis
 from .groups.classic.classic_manager import GroupConfig
@@ -69,7 +68,7 @@ class Parts:
     topology: Topology
     control: ClusterControl  # stop / start brokers, move leaders and coordinators
     components: list[Any] = field(default_factory=list)  # started in this order, closed in reverse
-    request_quota: RequestQuota | None = None  # request_percentage, measured by the server's dispatch
+    request_quota: RequestQuota | None = None  # request_percentage, measured by the request channel
     connection_quota: ConnectionRateQuota | None = None  # connection_creation_rate, checked on accept
     features: Features | None = None  # the finalized feature levels (ApiVersions, UpdateFeatures)
     shares: SharePartitionManager | None = None  # share-partitions (the metrics read their lag)
@@ -161,7 +160,7 @@ async def build_components(
     def leads(ctx: RequestContext, topic: str, partition: int) -> int:
         return topology.leader_error(ctx.connection.listener.node_id, topic, partition)
 
-    owner = _everything if topology.single else coordinates
+    owner = coordinates_every_group if topology.single else coordinates
     features = Features(c.data_dir, c.node_id, c.kafka_version, listeners=[registry.answers.clear])
     # The transaction coordinator, the data plane and the group coordinator's APIs need one
     # another only through the partitions' producer state, built first: the coordinator writes
@@ -281,11 +280,6 @@ def share_group_config(c: Config) -> ShareGroupConfig:
         c.group_share_max_assignment_interval_ms,
         c.share_coordinator_cold_partition_snapshot_interval_ms,
     )
-
-
-def _everything(ctx: RequestContext, partition: int) -> int:
-    """A single broker coordinates every group."""
-    return E.none
 
 
 def apply_max_connections(config: Config, broker: BrokerConfigs) -> None:

@@ -12,18 +12,19 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
-from protocol.framing import FrameDecoder, FrameError
-from protocol.messages import UnknownApi
-from protocol.wire import MalformedRequest
+from protocol.framing import Frame, FrameDecoder, FrameError
+from protocol.messages import API_VERSIONS_KEY, UnknownApi, decode_body, encode_response, read_request_header
+from protocol.wire import MalformedRequest, skip_tagged_fields
 
 from . import server_log
-from .apis import LATER, UNANSWERED, CloseConnection, Registry, RequestContext
+from .apis import LATER, UNANSWERED, BuiltWhenSent, CloseConnection, Registry, RequestContext, is_coroutine, new_context
+from .broker.quotas import TimedCoroutine
 from .config import Config
 from .listeners import Listener
 from .log_limit import RateLimitedLog
-from .security.sasl import SaslSession
+from .security.sasl import BEFORE_AUTHENTICATION, SaslSession
 
 log = server_log.get(__name__)
 
@@ -42,7 +43,8 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
 class RequestChannel:
     """What a connection needs of the process that accepted it (Kafka's SocketServer and its
     request channel), built once by the server before it listens: the limits, the set of open
-    connections, the API registry (which requests only wait), and the request path."""
+    connections, the API registry, and the request path every frame takes from the socket to
+    its handler and back (here, in a compiled module: each request pays it)."""
 
     def __init__(
         self,
@@ -50,18 +52,34 @@ class RequestChannel:
         connections: set[Connection],
         registry: Registry,
         refuse: Callable[[Connection, asyncio.BaseTransport], bool | float],
-        dispatch: Callable[[Connection, bytes], bytes | RequestContext | None],
-        encode: Callable[[RequestContext, Any], bytes | None],
         logger: logging.Logger,
+        *,
+        sasl: Any,
+        tracking: Any,
+        intercept: Any,
+        acl_gate: Any,
+        request_quota: Any,
+        metrics: Any,
+        unsupported_api_versions: Callable[[Frame], bytes],
     ) -> None:
         self.config = config
         self.connections = connections
         self.registry = registry
+        self.routes = registry.routes  # (the registry clears it, never replaces it)
         # a new connection over a limit: True (close it now), or the seconds to hold it
         # unread before closing it (its address's connection_creation_rate)
         self.refuse = refuse
-        self.dispatch = dispatch  # a frame: its answer's bytes, None, or the context answered later
-        self.encode = encode
+        self.sasl = sasl  # coordinator.security.sasl.SaslApis: a bare token after SaslHandshake v0
+        self.tracking = tracking  # coordinator.tracking.RequestLog: unsupported requests, while tracking
+        # The request-path hook: the request log while it tracks, else the fault rules while any
+        # exists, else None (the server sets it when that changes: one attribute checked per request)
+        self.intercept = intercept
+        self.acl_gate = acl_gate  # coordinator.security.acl_gate.AclGate with --authorizer, else None
+        self.request_quota = request_quota  # coordinator.broker.quotas.RequestQuota: request_percentage
+        # coordinator.metrics.requests.RequestMetrics with --metrics-port (each request timed from
+        # its dispatch to its answer's encoding), else None: a server without metrics times nothing
+        self.metrics = metrics
+        self.unsupported_api_versions = unsupported_api_versions  # a frame of ApiVersions we do not serve
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self.warn_closing = RateLimitedLog(logger, logging.WARNING, burst=50)
         self._log_failure = RateLimitedLog(logger, logging.ERROR)
@@ -75,6 +93,76 @@ class RequestChannel:
         """Whether the request only waits (a long poll): cancelled when its client goes."""
         api = self.registry.apis.get(ctx.header.api_key)
         return api is not None and api.cancel_on_close
+
+    def dispatch(self, conn: Connection, frame: Frame) -> bytes | RequestContext | None:
+        """Handle one request frame: the response bytes, None (no response), or the
+        request's context whose `waiting` future (a handler's Future, or the Task running
+        its coroutine) gives the response body later."""
+        started = 0.0 if self.metrics is None else time.perf_counter()
+        sasl = conn.sasl
+        if sasl is not None and sasl.raw:  # a bare SASL token after SaslHandshake v0
+            return cast(bytes, self.sasl.raw_token(conn, frame))
+        # The header up to the client id, which every version has (MalformedRequest: too short,
+        # a bad client id); a flexible version's tagged fields are skipped once it is known.
+        header, pos = read_request_header(frame)
+        api_key, version = header[0], header[1]
+        route = self.routes.get((api_key, version)) or self.registry.route(api_key, version)
+        if route is None:
+            if self.tracking.active:
+                self.tracking.record_unsupported(conn, frame)
+            if api_key == API_VERSIONS_KEY:
+                return self.unsupported_api_versions(frame)
+            raise CloseConnection(f"unsupported api key {api_key} version {version}")
+        api, c = route
+        if sasl is not None and sasl.user is None and api_key not in BEFORE_AUTHENTICATION:
+            raise CloseConnection(f"api key {api_key} before SASL authentication")  # as Kafka
+        if c.flexible_request:
+            # (no tagged fields: what clients send)
+            pos = pos + 1 if pos < len(frame) and frame[pos] == 0 else skip_tagged_fields(frame, pos)
+        body = decode_body(c, frame, pos)
+        ctx = new_context(header, c, conn.client_host, conn, len(frame))
+        if started:
+            ctx.started = started
+        quota = self.request_quota  # request_percentage: the handler's time on the loop counts
+        # (quota.enabled() without its call: most brokers set no quota)
+        measured = quota is not None and quota.key in quota.store.keys and api_key not in BEFORE_AUTHENTICATION
+        if measured:
+            ctx.loop_time = 0.0
+            started = time.perf_counter()
+        hook = self.intercept  # None unless requests are tracked or a fault rule exists
+        result = None if hook is None else hook.intercept(ctx, body, api.handler)
+        if result is None:
+            gate = self.acl_gate
+            result = None if gate is None else gate.check(ctx, body, api.handler)
+        if result is None:
+            result = api.handler(ctx, body)
+        if measured:
+            ctx.loop_time += time.perf_counter() - started
+            if is_coroutine(result):
+                result = TimedCoroutine(result, ctx)
+        if result is LATER:
+            if ctx.body is not UNANSWERED:  # answered before the handler returned
+                return self.encode(ctx, ctx.body)
+        elif is_coroutine(result):
+            result = asyncio.get_running_loop().create_task(result)
+        elif not isinstance(result, asyncio.Future):
+            return self.encode(ctx, result)
+        # Answered later: the connection keeps its place in the response order.
+        ctx.waiting = result
+        return ctx
+
+    def encode(self, ctx: RequestContext, result: Any) -> bytes | None:
+        """The response frame of a request's answer (None: it gets none)."""
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.record(ctx, result, time.perf_counter() - ctx.started)
+        if type(result) is BuiltWhenSent:
+            result = result.build()
+        if ctx.loop_time >= 0 and self.request_quota is not None:
+            result = self.request_quota.throttle_answer(ctx, result)
+        if result is None:
+            return None
+        return encode_response(ctx.codec, ctx.header.correlation_id, result)
 
 
 class Connection(asyncio.Protocol):
@@ -171,7 +259,7 @@ class Connection(asyncio.Protocol):
         ready: list[bytes] = []
         ready_bytes = 0
         budget = self.budget
-        pending, popleft, dispatch = self.pending, backlog.popleft, self.channel.dispatch  # (per frame: locals)
+        pending, popleft, channel = self.pending, backlog.popleft, self.channel  # (per frame: locals)
         try:
             while backlog:
                 if self.closed:
@@ -180,7 +268,7 @@ class Connection(asyncio.Protocol):
                     break
                 try:
                     # (no local keeps the frame: once decoded it is freed before the handler's task runs)
-                    result = dispatch(self, popleft())
+                    result = channel.dispatch(self, popleft())
                 except (CloseConnection, MalformedRequest, UnknownApi) as e:
                     self._write_ready(ready)
                     self.abort(str(e))

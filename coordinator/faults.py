@@ -5,7 +5,7 @@ or after, with the reply lost), a request stalled until released.
 What librdkafka's mock cluster (`rd_kafka_mock_push_request_errors`, `..._error_rtts`) and
 kfake (`ControlKey`, `KeepControl`, `DropControl`, `SleepControl`) give their users, as
 rules matched by API key and optionally client id, group, topic and broker. Off unless a
-rule exists: the server's dispatch then checks one attribute (`Server.intercept`, None),
+rule exists: the request path then checks one attribute (`RequestChannel.intercept`, None),
 which the server chooses again whenever the rules come or go (`changed`).
 
     faults.add("OffsetCommit", "NOT_COORDINATOR", times=2, group="orders")

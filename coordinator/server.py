@@ -1,4 +1,5 @@
-"""The server: listens, decodes requests, dispatches them to the registered handlers."""
+"""The server: listens, loads its parts, and hands each connection the request channel
+(coordinator/connection.py) that dispatches its requests to the registered handlers."""
 
 from __future__ import annotations
 
@@ -16,25 +17,18 @@ from kio.schema.errors import ErrorCode
 from protocol.messages import (
     API_VERSIONS_KEY,
     codec,
-    decode_body,
     encode_body,
     encode_response,
     read_request_header,
 )
-from protocol.wire import skip_tagged_fields
 
 from . import server_log
 from .api_version_limits import ApiVersionLimits
 from .apis import (
     LATER,
-    UNANSWERED,
-    BuiltWhenSent,
-    CloseConnection,
     Raw,
     Registry,
     RequestContext,
-    is_coroutine,
-    new_context,
 )
 from .config import Config
 from .connection import Connection, RequestChannel
@@ -45,8 +39,7 @@ from .listeners import Listener, listeners_of
 from .releases import apply_release
 from .log_limit import RateLimitedLog
 from .metrics.stats import STATS
-from .broker.quotas import ConnectionRateQuota, RequestQuota, TimedCoroutine
-from .security.sasl import BEFORE_AUTHENTICATION
+from .broker.quotas import ConnectionRateQuota, RequestQuota
 from .tracking import RequestLog
 
 if TYPE_CHECKING:
@@ -129,6 +122,7 @@ class Server:
         # `intercept` is the RequestLog while it tracks, else the Faults while a rule exists
         # (_choose_intercept, which both call when that changes)
         self.intercept: Faults | RequestLog | None = None
+        self.channel: RequestChannel | None = None  # what each connection is given, once listening
         self.faults = Faults(
             config.fault_seed, handle=self._checked, topic_name=self._topic_name, changed=self._choose_intercept
         )
@@ -140,7 +134,6 @@ class Server:
         # What clients can make us log is rate-limited (a hostile client must not flood the log).
         self._warn_refused = RateLimitedLog(log.logger, logging.WARNING, burst=1)
         self._idle_sweeper: asyncio.Task[None] | None = None
-        self.channel: RequestChannel | None = None  # what each connection is given, once listening
         self._data_dir_lock: Any = None  # the key of this process's lock on the data dir, once taken
 
     # life cycle -----------------------------------------------------------------------
@@ -247,9 +240,20 @@ class Server:
             # traverses objects that are about to be freed anyway.
             gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = asyncio.get_running_loop()
-        # (after the metrics' start: their timed dispatch and encode are the ones given)
+        # (after the metrics' start: they time each request the channel handles)
         self.channel = RequestChannel(
-            self.config, self.connections, self.registry, self.refuse_connection, self.dispatch, self.encode, log.logger
+            self.config,
+            self.connections,
+            self.registry,
+            self.refuse_connection,
+            log.logger,
+            sasl=self.sasl,
+            tracking=self.tracking,
+            intercept=self.intercept,
+            acl_gate=self.acl_gate,
+            request_quota=self.request_quota,
+            metrics=None if self.metrics is None else self.metrics.requests,
+            unsupported_api_versions=self._unsupported_api_versions,
         )
         for listener, listening in zip(self.listeners, socks):
             await self._listen(listener, listening)
@@ -400,8 +404,6 @@ class Server:
             else None
         )
         self.metrics = Metrics(lambda: bool(self.ready_since), control)
-        # (the server's own request path, timed: a server without metrics runs the plain one)
-        self.dispatch, self.encode = self.metrics.timed(self.dispatch, self.encode)  # type: ignore[method-assign]  # metrics wrap the server's own dispatch
         try:
             self.config.metrics_port = await self.metrics.start(self.config.host, self.config.metrics_port)
         except OSError as e:
@@ -525,58 +527,6 @@ class Server:
 
     # dispatch -------------------------------------------------------------------------
 
-    def dispatch(self, conn: Connection, frame: bytes) -> bytes | RequestContext | None:
-        """Handle one request frame: the response bytes, None (no response), or the
-        request's context whose `waiting` future (a handler's Future, or the Task running
-        its coroutine) gives the response body later."""
-        sasl = conn.sasl
-        if sasl is not None and sasl.raw:  # a bare SASL token after SaslHandshake v0
-            return cast("bytes | RequestContext | None", self.sasl.raw_token(conn, frame))
-        # The header up to the client id, which every version has (MalformedRequest: too short,
-        # a bad client id); a flexible version's tagged fields are skipped once it is known.
-        header, pos = read_request_header(frame)
-        api_key, version = header[0], header[1]
-        route = self.registry.routes.get((api_key, version)) or self.registry.route(api_key, version)
-        if route is None:
-            if self.tracking.active:
-                self.tracking.record_unsupported(conn, frame)
-            if api_key == API_VERSIONS_KEY:
-                return self._unsupported_api_versions(frame)
-            raise CloseConnection(f"unsupported api key {api_key} version {version}")
-        api, c = route
-        if sasl is not None and sasl.user is None and api_key not in BEFORE_AUTHENTICATION:
-            raise CloseConnection(f"api key {api_key} before SASL authentication")  # as Kafka
-        if c.flexible_request:
-            pos = skip_tagged_fields(frame, pos)
-        body = decode_body(c, frame, pos)
-        ctx = new_context(header, c, conn.client_host, conn, len(frame))
-        quota = self.request_quota  # request_percentage: the handler's time on the loop counts
-        # (quota.enabled() without its call: most brokers set no quota)
-        if quota is not None and quota.key in quota.store.keys and api_key not in BEFORE_AUTHENTICATION:
-            ctx.loop_time = 0.0
-            started = time.perf_counter()
-        hook = self.intercept  # None unless requests are tracked or a fault rule exists
-        result = None if hook is None else hook.intercept(ctx, body, api.handler)
-        if result is None:
-            gate = self.acl_gate
-            result = None if gate is None else gate.check(ctx, body, api.handler)
-        if result is None:
-            result = api.handler(ctx, body)
-        if ctx.loop_time >= 0:
-            ctx.loop_time += time.perf_counter() - started
-            if is_coroutine(result):
-                result = TimedCoroutine(result, ctx)
-        if result is LATER:
-            if ctx.body is not UNANSWERED:  # answered before the handler returned
-                return self.encode(ctx, ctx.body)
-        elif is_coroutine(result):
-            result = asyncio.get_running_loop().create_task(result)
-        elif not isinstance(result, asyncio.Future):
-            return self.encode(ctx, result)
-        # Answered later: the connection keeps its place in the response order.
-        ctx.waiting = result
-        return ctx
-
     def _checked(self, ctx: RequestContext, body: Any, handler: Callable[..., Any]) -> Any:
         """The request handled as dispatch handles it past the request-path hook: the ACL
         gate first (the fault rules' way to handle a request they delay or stall)."""
@@ -595,15 +545,8 @@ class Server:
         checks that one attribute)."""
         tracking, faults = self.tracking, self.faults
         self.intercept = tracking if tracking.active else faults if faults.rules else None
-
-    def encode(self, ctx: RequestContext, result: Any) -> bytes | None:
-        if type(result) is BuiltWhenSent:
-            result = result.build()
-        if ctx.loop_time >= 0 and self.request_quota is not None:
-            result = self.request_quota.throttle_answer(ctx, result)
-        if result is None:
-            return None
-        return encode_response(ctx.codec, ctx.header.correlation_id, result)
+        if self.channel is not None:
+            self.channel.intercept = self.intercept
 
     # ApiVersions ----------------------------------------------------------------------
 
@@ -662,7 +605,7 @@ class Server:
             finalized_features=finalized,
         )
 
-    def _unsupported_api_versions(self, frame: bytes) -> bytes:
+    def _unsupported_api_versions(self, frame: bytes | bytearray) -> bytes:
         """A version of ApiVersions we do not serve (or a test narrowed away): answer v0 so
         the client can downgrade.
 

@@ -14,7 +14,7 @@ from ..log.partition import SYNCER
 from .collector import Observed, ServerCollector
 from .http import MetricsHttp
 from .lag import LagMonitor
-from .requests import Dispatch, Encode, RequestMetrics, timed
+from .requests import RequestMetrics
 from .stats import STATS
 
 
@@ -28,10 +28,6 @@ class Metrics:
         self.http = MetricsHttp(self.registry, ready, control)
         self.lag: LagMonitor | None = None
         self._sampler: asyncio.Task[None] | None = None
-
-    def timed(self, dispatch: Dispatch, encode: Encode) -> tuple[Dispatch, Encode]:
-        """The server's dispatch and encode, timing each request into the metrics."""
-        return timed(dispatch, encode, self.requests)
 
     async def start(self, host: str, port: int) -> int:
         partition_log.APPEND_TIMER = STATS.log_append_seconds.observe

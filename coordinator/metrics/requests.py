@@ -1,14 +1,13 @@
 """Requests by API key and version, their top-level error codes and their latency: what
 Kafka's RequestMetrics (RequestsPerSec, ErrorsPerSec, TotalTimeMs) give, as counters.
 
-Installed only with --metrics-port: `timed(dispatch, encode)` wraps the server's dispatch and
-response encoding, which the server then uses, so a server without metrics runs the plain ones.
+Installed only with --metrics-port: the request channel (coordinator/connection.py) then times
+each request from its dispatch to its answer's encoding into them; without, it times nothing.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 from ..apis import RequestContext
 from .stats import LATENCY_BUCKETS, Histogram
@@ -38,27 +37,3 @@ class RequestMetrics:
 
     def name(self, key: int) -> str:
         return self.names.get(key, str(key))
-
-
-Dispatch = Callable[[Any, bytes], Any]
-Encode = Callable[[RequestContext, Any], Any]
-
-
-def timed(plain_dispatch: Dispatch, plain_encode: Encode, metrics: RequestMetrics) -> tuple[Dispatch, Encode]:
-    """`dispatch` and `encode` timing every request from its dispatch to its answer's
-    encoding (into `metrics`)."""
-    perf_counter = time.perf_counter
-    current = [0.0]  # when the request being dispatched was read
-
-    def dispatch(conn: Any, frame: bytes) -> Any:
-        started = current[0] = perf_counter()
-        result = plain_dispatch(conn, frame)
-        if type(result) is RequestContext:
-            result.started = started  # answered later: encode() measures it then
-        return result
-
-    def encode(ctx: RequestContext, body: Any) -> Any:
-        metrics.record(ctx, body, perf_counter() - (ctx.started or current[0]))
-        return plain_encode(ctx, body)
-
-    return dispatch, encode
