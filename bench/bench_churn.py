@@ -313,24 +313,17 @@ async def callgrind_per_op(fsync: str, workload: str, n: int, log_level: str = "
 
 # The INFO lines a churn cycle writes (classic_manager's generation line, naming the member
 # that joined, and its empty line, naming the member that left, with the shapes of the ids
-# the bench's client gets): logged through the server's own
-# sink, alone, so that their instructions are counted without a whole server's noise.
-CYCLE_LINES = (
+# the bench's client gets; the manager hands them to the log made, as f-strings): logged
+# through the server's own sink, alone, so that their instructions are counted without a
+# whole server's noise.
+_MEMBER = "churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1"
+CYCLE_LINES: tuple[tuple[str, tuple[object, ...]], ...] = (
     (
-        "group %s: generation %d with %d members, protocol %s, leader %s (%s)",
-        (
-            "cg-1",
-            3,
-            1,
-            "range",
-            "churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1",
-            "member churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1 joined, client churn, host /127.0.0.1",
-        ),
+        f"group cg-1: generation 3 with 1 members, protocol range, leader {_MEMBER}"
+        f" (member {_MEMBER} joined, client churn, host /127.0.0.1)",
+        (),
     ),
-    (
-        "group %s: generation %d is empty (%s)",
-        ("cg-1", 4, "member churn-594ebcd0-d6eb-4fef-b87f-a12e398601b1 left, client churn, host /127.0.0.1"),
-    ),
+    (f"group cg-1: generation 4 is empty (member {_MEMBER} left, client churn, host /127.0.0.1)", ()),
 )
 FLUSH_EVERY = 100  # cycles per write: the sink writes every 100 ms, 100 cycles at 1,000 cycles/s
 
