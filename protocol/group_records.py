@@ -126,6 +126,7 @@ Value = OffsetCommitValue | GroupMetadataValue
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
+_III = struct.Struct(">iii")  # a member's rebalance timeout, session timeout, subscription length
 _V3_HEAD = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, leaderEpoch, metadata length
 _V3_NO_METADATA = struct.Struct(">hqihq")  # ... with empty metadata, then commitTimestamp
 
@@ -173,9 +174,7 @@ def _member_v3(m: MemberMetadata) -> bytes:
                 _string16_nullable(m.group_instance_id),
                 _name16(m.client_id),
                 _name16(m.client_host),
-                _I.pack(m.rebalance_timeout),
-                _I.pack(m.session_timeout),
-                _I.pack(len(m.subscription)),
+                _III.pack(m.rebalance_timeout, m.session_timeout, len(m.subscription)),
                 m.subscription,
                 _I.pack(len(m.assignment)),
                 m.assignment,

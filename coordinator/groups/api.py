@@ -242,7 +242,9 @@ def _offsets_partition_hashcode(partition: int) -> int:
     return topic_partition_hashcode(OFFSETS_TOPIC, partition)
 
 
-def owning_shard(ctx: RequestContext, shard: Any, owner: Callable[[RequestContext, int], int]) -> tuple[Any, int]:
+def owning_shard(
+    ctx: RequestContext, shard: GroupShard, owner: Callable[[RequestContext, int], int]
+) -> tuple[GroupShard | None, int]:
     """The group's shard and NONE; or None and the error to answer: NOT_COORDINATOR if its
     partition is offline or another broker coordinates it, COORDINATOR_LOAD_IN_PROGRESS
     while this one loads it (Kafka's isCoordinatorForGroup / isGroupLoading)."""

@@ -42,8 +42,9 @@ log = server_log.get(__name__)
 
 UNKNOWN_MEMBER_ID = ""
 
-_random = b""  # random bytes for member ids, 16 taken per id from _random_at
-_random_at = 0
+_hex = ""  # random hex digits for member ids, 32 taken per id from _hex_at
+_hex_at = 0
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}  # a digit's IETF variant digit
 
 # Groups a classic request never joins or converts (Kafka's classicGroupJoin answers them
 # INCONSISTENT_GROUP_PROTOCOL): a consumer group is the only other type classic members reach.
@@ -52,17 +53,16 @@ NOT_CLASSIC_OR_CONSUMER = (ShareGroup, StreamsGroup)
 
 def random_uuid() -> str:
     """A random (version 4) UUID as Java's UUID.randomUUID().toString() writes it, the tail
-    of Kafka's member ids. Its bytes come from os.urandom read 4 KiB at a time: uuid.uuid4()
-    makes a getrandom() system call and a 128-bit integer for every id."""
-    global _random, _random_at
-    if _random_at + 16 > len(_random):
-        _random, _random_at = os.urandom(4096), 0
-    b = bytearray(_random[_random_at : _random_at + 16])
-    _random_at += 16
-    b[6] = b[6] & 0x0F | 0x40  # version 4
-    b[8] = b[8] & 0x3F | 0x80  # the IETF variant
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    of Kafka's member ids. Its digits come from os.urandom read 2 KiB at a time, as hex:
+    uuid.uuid4() makes a getrandom() system call and a 128-bit integer for every id."""
+    global _hex, _hex_at
+    at = _hex_at
+    if at + 32 > len(_hex):
+        _hex, at = os.urandom(2048).hex(), 0
+    h = _hex[at : at + 32]
+    _hex_at = at + 32
+    # (the version digit is 4; the variant's two high bits are 10)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 # LeaveGroup's outcome: (top-level error, [(member id, group instance id, error)])
