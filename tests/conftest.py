@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.support.process import InProcessServer, ServerProcess
 
-# Property tests check behaviour, never speed: on two cores shared by three test workers an
+# Property tests check behaviour, never speed: on two cores shared by four test workers an
 # example may take far longer than hypothesis' default 200 ms deadline without being wrong.
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
