@@ -9,6 +9,7 @@ uses. Flexible versions are also checked against bytes built by hand from the sc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 import uuid
 
@@ -382,6 +383,16 @@ def _response_entities() -> list[type]:
     return list(shapes.values())
 
 
+@functools.cache
+def records_drawn_small() -> None:
+    """Record sets drawn as none or a few bytes (kio registers no strategy for them), from the
+    first example on, once in this process: a registration clears hypothesis' whole strategy
+    cache, so registering at every example had every example build its strategies again."""
+    from kio.static.primitive import Records
+
+    st.register_type_strategy(Records, st.none() | st.binary(max_size=8))
+
+
 @pytest.mark.slow  # hypothesis values for every response class of every version
 @pytest.mark.parametrize(
     "cls", _response_entities(), ids=lambda c: ".".join([*c.__module__.split(".")[2:4], c.__name__])
@@ -391,9 +402,7 @@ def _response_entities() -> list[type]:
 def test_build_makes_the_entity_its_constructor_makes(cls, data):
     """build() sets the slots itself: the same entity as the dataclass constructor, with the
     defaults of the fields left out and error codes given as ints typed."""
-    from kio.static.primitive import Records
-
-    st.register_type_strategy(Records, st.none() | st.binary(max_size=8))  # (kio registers none for record sets)
+    records_drawn_small()
     entity = data.draw(st.from_type(cls))
     values = {f.name: getattr(entity, f.name) for f in dataclasses.fields(cls)}
     given_fields = {
