@@ -11,6 +11,8 @@ import asyncio
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.support import import_graph
 from tests.support.process import ROOT
 
@@ -48,8 +50,14 @@ def test_no_test_module_imports_another_or_bench():
 KNOWN_CYCLES: list[set[str]] = []
 
 
-def test_protocol_imports_nothing_above_it_and_pipeline_only_protocol():
-    edges = import_graph.module_graph()
+@pytest.fixture(scope="module")
+def edges() -> dict[str, set[str]]:
+    """The import graph (import_graph.module_graph), read once for the checks below: reading it
+    parses every module of the three packages. (They only read it.)"""
+    return import_graph.module_graph()
+
+
+def test_protocol_imports_nothing_above_it_and_pipeline_only_protocol(edges):
     above = {
         m: sorted(t for t in ts if not t.startswith("protocol")) for m, ts in edges.items() if m.startswith("protocol")
     }
@@ -62,18 +70,14 @@ def test_protocol_imports_nothing_above_it_and_pipeline_only_protocol():
     assert {m: ts for m, ts in outside.items() if ts} == {}
 
 
-def test_no_import_cycle_is_added():
-    new = [
-        c
-        for c in import_graph.cycles(import_graph.module_graph())
-        if not any(set(c) <= known for known in KNOWN_CYCLES)
-    ]
+def test_no_import_cycle_is_added(edges):
+    new = [c for c in import_graph.cycles(edges) if not any(set(c) <= known for known in KNOWN_CYCLES)]
     assert new == []
 
 
-def test_the_architecture_doc_shows_the_current_graph():
+def test_the_architecture_doc_shows_the_current_graph(edges):
     doc = import_graph.DOC.read_text()
-    assert import_graph.render(import_graph.module_graph()) in doc, (
+    assert import_graph.render(edges) in doc, (
         "docs/architecture.md is out of date: python -m tests.support.import_graph --write"
     )
 
@@ -114,13 +118,12 @@ LOG_MODULES = (
 )
 
 
-def test_no_group_manager_touches_the_log():
+def test_no_group_manager_touches_the_log(edges):
     groups = ROOT / "coordinator" / "groups"
     managers = [
         *(p for top in ("classic", "modern", "streams") for p in sorted((groups / top).rglob("*.py"))),
         groups / "offset_manager.py",
     ]
-    edges = import_graph.module_graph()
     found = []
     for path in managers:
         if path.name.endswith("_api.py"):
@@ -163,8 +166,7 @@ def test_only_the_runtime_appends_to_the_coordinators_logs():
 SERVER_USERS = {"coordinator.__main__", "coordinator.testing"}
 
 
-def test_no_part_imports_the_server_or_its_composition_root():
-    edges = import_graph.module_graph()
+def test_no_part_imports_the_server_or_its_composition_root(edges):
     assert sorted(m for m, ts in edges.items() if "coordinator.server" in ts and m not in SERVER_USERS) == []
     assert sorted(m for m, ts in edges.items() if "coordinator.components" in ts) == ["coordinator.server"]
 
