@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import Any, NamedTuple, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 from pathlib import Path
 
 from aiokafka.errors import KafkaError
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.memory_records import MemoryRecords
+from crc32c import crc32c
 
 from protocol.group_records import (
     Key,
@@ -32,7 +34,6 @@ from protocol.record_batch import (
     CorruptBatch,
     build_batch,
     build_control_batch,
-    finish_batch,
     marker_type,
     new_batch_builder,
     next_valid_batch,
@@ -55,6 +56,9 @@ DEFAULT_PARTITIONS = 50  # offsets.topic.num.partitions
 # bytes or None (a tombstone).
 Records: TypeAlias = "Iterable[tuple[Key | bytes, object]]"
 Appended: TypeAlias = "asyncio.Future[int] | None"
+# An append waiting for its partition's next batch: its encoded (key, value) records, their
+# timestamp, and what to call once it is durable or failed.
+Queued: TypeAlias = "tuple[list[tuple[bytes, bytes | None]], int, Done]"
 
 
 def kafka_abs(n: int) -> int:
@@ -77,7 +81,6 @@ class OffsetsRecord(NamedTuple):
 
 
 MAX_MERGED_BATCH_BYTES = 1 << 20  # appends merged into one batch stop growing it past this
-_NO_HEADERS: list[Any] = []  # (never mutated: aiokafka's builder only reads it)
 
 
 class OffsetsLog:
@@ -89,7 +92,7 @@ class OffsetsLog:
         self.logs = logs
         self._loop: asyncio.AbstractEventLoop | None = None
         self._partition_of: dict[str, int] = {}  # group id -> partition: hashCode once per group
-        self._queued: dict[int, list[tuple[list[Any], int, Done]]] = {}  # partition -> (records, time, done)
+        self._queued: dict[int, list[Queued]] = {}  # partition -> (records, time, done)
         self._warned: dict[int, float] = {}  # partition -> when its last append failure was logged
         # partition -> producer id -> its transactional records with no marker yet (set by latest())
         self._undecided: dict[int, dict[int, list[tuple[Key, object]]]] = {}
@@ -161,7 +164,8 @@ class OffsetsLog:
                     loop = self._loop = asyncio.get_running_loop()
                 loop.call_soon(self._write_queued)
             queue = self._queued[p] = []
-        queue.append((pairs, now_ms() if timestamp_ms is None else timestamp_ms, done))
+        # (now_ms(), inline: every append)
+        queue.append((pairs, time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms, done))
         return fut
 
     def append_txn_to(
@@ -211,6 +215,7 @@ class OffsetsLog:
         """Write each partition's queued appends as one batch, then wake the callers once
         it is durable."""
         queued, self._queued = self._queued, {}
+        durable_waits = False  # whether a partition waits for a sync round this started
         for p, queue in queued.items():
             plog = self.logs[p]
             try:
@@ -225,34 +230,19 @@ class OffsetsLog:
                 plog.when_durable(
                     partial(_wake_when_durable, queue, base, firsts), schedule_sync=False, loop=self._loop
                 )
+                durable_waits = True
             else:
                 _wake(queue, base, firsts)
-        partition_module.SYNCER.start_now()  # this already ran a turn after the appends' I/O
+        if durable_waits:
+            partition_module.SYNCER.start_now()  # this already ran a turn after the appends' I/O
 
     @staticmethod
-    def _append_merged(plog: PartitionLog, queue: list[Any]) -> tuple[int, list[int]]:
+    def _append_merged(plog: PartitionLog, queue: list[Queued]) -> tuple[int, list[int]]:
         """Append the queued records as few batches as possible: the base offset, and each
         caller's first offset relative to it."""
-        batches: list[bytes] = []
-        firsts: list[int] = []
-        builder = new_batch_builder()
-        count = size = before = 0  # records and bytes in this batch, records in earlier ones
-        max_ts = -1
-        for pairs, ts, _ in queue:
-            if count and size > MAX_MERGED_BATCH_BYTES:
-                batches.append(finish_batch(builder))
-                before += count
-                builder, count, size = new_batch_builder(), 0, 0
-            firsts.append(before + count)
-            if ts > max_ts:
-                max_ts = ts
-            for k, v in pairs:
-                builder.append(count, ts, k, v, _NO_HEADERS)
-                count += 1
-                size += len(k) + (len(v) if v is not None else 0)
-        if not batches:  # (the usual: one batch, appended as built)
-            return plog.append_built(builder.build(), count, max_ts), firsts
-        batches.append(finish_batch(builder))
+        batches, firsts, count, max_ts = _encode_merged(queue) if _COMPILED else _build_merged(queue)
+        if len(batches) == 1:  # (the usual: one batch, appended as built)
+            return plog.append_built(batches[0], count, max_ts), firsts
         return plog.append(b"".join(batches), verify_crc=False), firsts
 
     def replay(self, partition: int, from_offset: int = 0) -> Iterator[OffsetsRecord]:
@@ -424,18 +414,133 @@ def _position(chunk: bytes, batches: int) -> int:
     return pos
 
 
-def _wake_when_durable(queue: list[Any], base: int, firsts: list[int], error: BaseException | None, _: object) -> None:
+def _wake_when_durable(
+    queue: list[Queued], base: int, firsts: list[int], error: BaseException | None, _: object
+) -> None:
     if error is not None:
         _fail(queue, error)
     else:
         _wake(queue, base, firsts)
 
 
-def _wake(queue: list[Any], base: int, firsts: list[int]) -> None:
+def _wake(queue: list[Queued], base: int, firsts: list[int]) -> None:
     for (_, _, done), first in zip(queue, firsts):
         done(None, base + first)
 
 
-def _fail(queue: list[Any], e: BaseException) -> None:
+def _fail(queue: list[Queued], e: BaseException) -> None:
     for _, _, done in queue:
         done(e, None)
+
+
+def _varint_bytes(n: int) -> bytearray:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return out
+
+
+_COMPILED: Final = not __file__.endswith(".py")  # (this module, by mypyc: protocol/compiled.py)
+_NO_HEADERS: Final[list[tuple[str, bytes | None]]] = []  # (never mutated: aiokafka's builder only reads it)
+
+# The batches the log writes for appends are those aiokafka's DefaultRecordBatchBuilder
+# builds (no compression, no producer, base offset 0), byte for byte. Compiled, they are
+# encoded here, without the builder's method call per record; as Python, by the builder.
+_HEAD: Final = struct.Struct(">qiibI")  # base offset, batch length, partition leader epoch, magic, crc
+_TAIL: Final = struct.Struct(">hiqqqhii")  # attributes ... record count: what the CRC covers before the records
+_SMALL_VARINTS: Final = 4096  # zigzag varints of 0..this-1 made once: offset deltas, lengths
+_VARINTS: Final = [bytes(_varint_bytes(n)) for n in range(_SMALL_VARINTS)]
+_NULL: Final = bytes(_varint_bytes(-1))  # a null value's length
+
+
+def _varint(n: int) -> bytes:
+    """Kafka's zigzag varint of n (a record's lengths, offset and timestamp deltas)."""
+    return _VARINTS[n] if 0 <= n < _SMALL_VARINTS else bytes(_varint_bytes(n))
+
+
+def _encode_merged(queue: list[Queued]) -> tuple[list[bytearray], list[int], int, int]:
+    """The queued appends as batches (a new one once one holds MAX_MERGED_BATCH_BYTES of
+    keys and values), each caller's first offset relative to the first batch's, and the
+    record count and greatest timestamp of the last batch."""
+    batches: list[bytearray] = []
+    firsts: list[int] = []
+    parts: list[bytes] = []
+    count = size = before = 0  # records and bytes in this batch, records in earlier ones
+    first_ts = max_ts = queue[0][1]
+    varints = _VARINTS
+    small = _SMALL_VARINTS
+    null = _NULL
+    zero = varints[0]  # (a record's attributes, and its count of headers)
+    for pairs, ts, _ in queue:
+        if count and size > MAX_MERGED_BATCH_BYTES:
+            batches.append(_finish_batch(parts, count, first_ts, max_ts))
+            before += count
+            parts, count, size = [], 0, 0
+            first_ts = max_ts = ts
+        firsts.append(before + count)
+        if ts > max_ts:
+            max_ts = ts
+        # (attributes, timestamp delta): the same for all the caller's records
+        head = zero + _varint(ts - first_ts)
+        for k, v in pairs:
+            n = len(k)
+            kv = varints[n] if n < small else _varint(n)
+            if v is None:
+                vl = null
+            else:
+                m = len(v)
+                vl = varints[m] if m < small else _varint(m)
+                n += m
+            size += n
+            d = varints[count] if count < small else _varint(count)
+            n += len(head) + len(d) + len(kv) + len(vl) + 1
+            parts.append(varints[n] if n < small else _varint(n))
+            parts.append(head)
+            parts.append(d)
+            parts.append(kv)
+            parts.append(k)
+            parts.append(vl)
+            if v is not None:
+                parts.append(v)
+            parts.append(zero)
+            count += 1
+    batches.append(_finish_batch(parts, count, first_ts, max_ts))
+    return batches, firsts, count, max_ts
+
+
+def _build_merged(queue: list[Queued]) -> tuple[list[bytearray], list[int], int, int]:
+    """_encode_merged() through aiokafka's builder (Cython): faster than the encoder above
+    where that runs as Python."""
+    batches: list[bytearray] = []
+    firsts: list[int] = []
+    builder = new_batch_builder()
+    count = size = before = 0
+    max_ts = queue[0][1]
+    for pairs, ts, _ in queue:
+        if count and size > MAX_MERGED_BATCH_BYTES:
+            batches.append(builder.build())
+            before += count
+            builder, count, size = new_batch_builder(), 0, 0
+            max_ts = ts
+        firsts.append(before + count)
+        if ts > max_ts:
+            max_ts = ts
+        for k, v in pairs:
+            builder.append(count, ts, k, v, _NO_HEADERS)
+            count += 1
+            size += len(k) + (len(v) if v is not None else 0)
+    batches.append(builder.build())
+    return batches, firsts, count, max_ts
+
+
+def _finish_batch(parts: list[bytes], count: int, first_ts: int, max_ts: int) -> bytearray:
+    """The batch of these encoded records: header, CRC-32C over attributes to the end."""
+    records = b"".join(parts)
+    tail = _TAIL.pack(0, count - 1, first_ts, max_ts, -1, -1, -1, count)
+    batch = bytearray(_HEAD.pack(0, len(records) + 49, -1, 2, crc32c(records, crc32c(tail))))
+    batch += tail
+    batch += records
+    return batch

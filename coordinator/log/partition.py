@@ -12,7 +12,7 @@ import errno
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -229,15 +229,16 @@ class PartitionLog:
         return self._write(buf, headers)
 
     def append_built(self, batch: bytearray, count: int, max_timestamp: int) -> int:
-        """append() of one batch this process just built (record_batch.new_batch_builder's
-        bytes, its base offset 0, `count` records, the greatest timestamp `max_timestamp`):
-        written as it is, without the copy and the header read append() makes of a batch
-        from elsewhere. Returns its base offset."""
-        self._writable()
+        """append() of one batch this process just built (offsets.py's bytes, its base offset
+        0, `count` records, the greatest timestamp `max_timestamp`): written as it is,
+        without the copy and the header read append() makes of a batch from elsewhere.
+        Returns its base offset."""
+        if self.closed or self.offline is not None or self._cut_pending is not None:
+            self._writable()  # (its checks inline first: every commit comes here)
         first = self._next_offset
         set_base_offset(batch, 0, first)
         set_partition_leader_epoch(batch, 0, self.leader_epoch)
-        return self._write(batch, [(0, len(batch), first, max_timestamp, first + count)])
+        return self._write(batch, ((0, len(batch), first, max_timestamp, first + count),))
 
     def _writable(self) -> None:
         if self.closed:
@@ -247,20 +248,30 @@ class PartitionLog:
         if self._cut_pending is not None:
             self._cut_back(self._cut_pending)
 
-    def _write(self, buf: bytearray, headers: list[tuple[int, int, int, int, int]]) -> int:
+    def _write(self, buf: bytearray, headers: Sequence[tuple[int, int, int, int, int]]) -> int:
         """Write the batches of `buf` (offsets assigned): (position, size, base offset, max
         timestamp, next offset) each. All or nothing. Returns the first's base offset."""
         first = self._next_offset
-        t = now_ms()
+        t = time.time_ns() // 1_000_000  # (now_ms(), inline: every append)
         timer = APPEND_TIMER
         started = time.perf_counter() if timer is not None else 0.0
-        one = len(headers) == 1  # (the usual: buf is one whole batch, written without a view)
-        view = memoryview(buf)
+        # (the usual: buf is one whole batch, written without a view)
+        view = memoryview(buf) if len(headers) > 1 else None
+        config = self.config
         try:
             for pos, size, base, max_ts, after in headers:
-                self._maybe_roll(size, t)  # (a new segment starts at self._next_offset)
                 seg = self.segments[-1]
-                seg.write(buf if one else view[pos : pos + size], base, max_ts, t, size, after)
+                # A new segment (starting at self._next_offset) once the active one is full or old.
+                if seg.size and (
+                    seg.size + size > config.segment_bytes
+                    or (
+                        config.segment_ms is not None
+                        and seg.first_append_ms is not None
+                        and t - seg.first_append_ms >= config.segment_ms
+                    )
+                ):
+                    seg = self._roll()
+                seg.write(buf if view is None else view[pos : pos + size], base, max_ts, t, size, after)
                 self._unsynced[seg.fd] = seg
                 self._next_offset = after
         except OSError as e:
@@ -305,19 +316,6 @@ class PartitionLog:
         if self.config.fsync == "always":
             await self.flush()
         return base
-
-    def _maybe_roll(self, incoming: int, t: int) -> None:
-        seg = self.segments[-1]
-        if seg.size == 0:
-            return
-        too_big = seg.size + incoming > self.config.segment_bytes
-        too_old = (
-            self.config.segment_ms is not None
-            and seg.first_append_ms is not None
-            and t - seg.first_append_ms >= self.config.segment_ms
-        )
-        if too_big or too_old:
-            self._roll()
 
     def _roll(self) -> Segment:
         seg = Segment.create(self.directory, self._next_offset, self.config.index_interval_bytes)
