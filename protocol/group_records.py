@@ -228,8 +228,9 @@ def encode_records(records: Iterable[tuple[object, object]]) -> list[tuple[bytes
     pairs: list[tuple[bytes, bytes | None]] = []
     keys = _commit_keys
     pack = _V3_NO_METADATA.pack
+    commit_key, commit_value = OffsetCommitKey, OffsetCommitValue  # (compiled: a class is a global's lookup)
     for k, v in records:
-        if type(k) is OffsetCommitKey and type(v) is OffsetCommitValue and v[4] == -1 and not v[1]:
+        if type(k) is commit_key and type(v) is commit_value and v[4] == -1 and not v[1]:
             raw = keys.get(k)
             pairs.append(
                 (encode_key(k) if raw is None else raw, pack(3, v[0], v[3], 0, v[2]))  # (encode_value's usual commit)

@@ -21,9 +21,11 @@ _new = tuple.__new__
 
 # Members commit the same partitions again and again: each commit's record keys are the keys
 # made before (a named tuple costs several times a tuple's making, and a key seen before is
-# found at once in the encoded keys' cache). A plain (group, topic, partition) finds its key,
-# as a named tuple hashes and compares as a tuple.
-_commit_keys: dict[tuple[str, Any, int], OffsetCommitKey] = {}
+# found at once in the encoded keys' cache). By group, then topic, then partition: no tuple
+# is made and hashed to find one. At most _MAX_COMMIT_KEYS (_commit_key_count[0]) are kept.
+_commit_keys: dict[str, dict[Any, dict[int, OffsetCommitKey]]] = {}
+_commit_key_count = [0]
+_MAX_COMMIT_KEYS = 100_000
 
 log = logging.getLogger(__name__)
 
@@ -114,25 +116,26 @@ class OffsetManager:
         errors: list[int] = []
         records: list[Event] = []
         max_bytes = self.metadata_max_bytes
-        keys = _commit_keys
+        # (compiled, a module's names are dict lookups: taken once, not per partition)
+        none, new, value_type = _NONE, _new, OffsetCommitValue
+        keys = _commit_keys.get(group_id)
         for i, (topic, partition, offset, leader_epoch, metadata) in enumerate(partitions):
             metadata = metadata or ""
             if unknown is not None and unknown[i]:
                 errors.append(_UNKNOWN_PARTITION)
-            elif check is not None and (stale := check(cast(str, topic), partition)) != _NONE:  # (named by now)
+            elif check is not None and (stale := check(cast(str, topic), partition)) != none:  # (named by now)
                 errors.append(stale)
             elif len(metadata) * 4 > max_bytes and len(metadata.encode()) > max_bytes:  # UTF-8: <= 4 B/char
                 errors.append(_METADATA_TOO_LARGE)
             else:
-                errors.append(_NONE)
-                key = keys.get((group_id, topic, partition))
+                errors.append(none)
+                of_topic = keys.get(topic) if keys is not None else None
+                key = of_topic.get(partition) if of_topic is not None else None
                 if key is None:
-                    # (named tuples built as tuples of their class: their __new__ is a Python call)
-                    key = _new(OffsetCommitKey, (group_id, topic, partition))
-                    if len(keys) >= 100_000:
-                        keys.clear()
-                    keys[key] = key
-                records.append((key, _new(OffsetCommitValue, (offset, metadata, now, leader_epoch, expire_timestamp))))
+                    key = _commit_key(group_id, topic, partition)
+                    keys = _commit_keys[group_id]  # (_commit_key may have emptied the cache)
+                # (named tuples built as tuples of their class: their __new__ is a Python call)
+                records.append((key, new(value_type, (offset, metadata, now, leader_epoch, expire_timestamp))))
         result = CoordinatorResult(errors)
         if records:
             result.add(records)  # (offsets change only at replay: nothing to do once durable)
@@ -338,6 +341,17 @@ class OffsetManager:
         if records:
             result.add(records, written)
         return result
+
+
+def _commit_key(group_id: str, topic: Any, partition: int) -> OffsetCommitKey:
+    """A key not in _commit_keys yet: made, and kept there."""
+    if _commit_key_count[0] >= _MAX_COMMIT_KEYS:
+        _commit_keys.clear()
+        _commit_key_count[0] = 0
+    key = _new(OffsetCommitKey, (group_id, topic, partition))
+    _commit_keys.setdefault(group_id, {}).setdefault(topic, {})[partition] = key
+    _commit_key_count[0] += 1
+    return key
 
 
 def _commit_time(value: OffsetCommitValue) -> int:
