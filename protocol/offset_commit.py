@@ -220,6 +220,8 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
         pos += 1 + n if n > 0 else 1
         topics = []
         partitions: list[PartitionCommit] = []
+        # (compiled, a module's names are dict lookups: taken once, not per partition)
+        new, commit, plain = _new, PartitionCommit, _PLAIN_PARTITION
         n_topics = buf[pos] - 1
         if not 0 <= n_topics < 127:
             return None
@@ -240,8 +242,8 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
                 # commit: fixed 18-byte entries, read in one pass (a truncated run is a
                 # shorter slice, so it fails the check above and is read below).
                 partitions += [
-                    _new(PartitionCommit, (name, partition, offset, epoch, ""))
-                    for partition, offset, epoch in _PLAIN_PARTITION.iter_unpack(buf[pos:end])
+                    new(commit, (name, partition, offset, epoch, ""))
+                    for partition, offset, epoch in plain.iter_unpack(buf[pos:end])
                 ]
                 pos = end
                 unread = 0
@@ -261,7 +263,7 @@ def _read_compact(buf: bytes, pos: int) -> OffsetCommitRequest | None:
                 if buf[pos] != 0:  # tagged fields
                     return None
                 pos += 1
-                partitions.append(_new(PartitionCommit, (name, partition, offset, epoch, metadata)))
+                partitions.append(new(commit, (name, partition, offset, epoch, metadata)))
             if buf[pos] != 0:
                 return None
             pos += 1
