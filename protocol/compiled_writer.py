@@ -181,26 +181,20 @@ def _primitive_item(kafka_type: str, flexible: bool) -> Callable[[Parts, Any], N
     return lambda a, v: a(pack(convert(v)))
 
 
-def _array_head(flexible: bool) -> Callable[[Parts, Any], bool]:
-    """Writes an array's length (null: -1 / 0); true if there are elements to write."""
+def _array(flexible: bool, value: str, items: list[str]) -> list[str]:
+    """The lines writing array `value`: its length (null: -1 / 0), then, if it has elements,
+    `items` (which write them from `v`), in place rather than by a call per array."""
     if flexible:
-
-        def head(a: Parts, items: Any) -> bool:
-            if items is None:
-                a(b"\x00")
-                return False
-            a(uvarint(len(items) + 1))
-            return bool(items)
+        head = [
+            "if v is None:",
+            "    a(b'\\x00')",
+            "else:",
+            "    n = len(v) + 1",
+            "    a(_UV[n] if n < 128 else _uvarint(n))",
+        ]
     else:
-
-        def head(a: Parts, items: Any) -> bool:
-            if items is None:
-                a(_NULL32)
-                return False
-            a(_I32.pack(len(items)))
-            return bool(items)
-
-    return head
+        head = ["if v is None:", "    a(_NULL32)", "else:", "    a(_P32(len(v)))"]
+    return [f"v = {value}", *head, "    if v:", *(f"        {line}" for line in items)]
 
 
 _cache: dict[type, Callable[[Any, Parts], None]] = {}
@@ -217,7 +211,6 @@ def _encoder(entity_type: type) -> Callable[[Any, Parts], None]:
 def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
     flexible = bool(entity_type.__flexible__)  # type: ignore[attr-defined]  # every kio entity class has it
     env: dict[str, Any] = {
-        "_head": _array_head(flexible),
         "_NULL8": _NULL8,
         "_NOT_NULL8": _NOT_NULL8,
         "_pack": struct.pack,
@@ -281,17 +274,17 @@ def _compile(entity_type: type) -> Callable[[Any, Parts], None]:
                 lines.append(f"_e{i}({value}, a)")
         elif isinstance(kind, EntityTupleField):
             env[f"_e{i}"] = _encoder(kind.type_)
-            lines += [f"v = {value}", "if _head(a, v):", "    for x in v:", f"        _e{i}(x, a)"]
+            lines += _array(flexible, value, ["for x in v:", f"    _e{i}(x, a)"])
         else:
             assert isinstance(kind, PrimitiveTupleField)
             item_type = get_schema_field_type(field)
             fixed = _FIXED.get(item_type)
             if fixed is not None and fixed[1] == "{v}":  # (partition lists and the like: one pack)
                 env[f"_c{i}"] = ">%d" + fixed[0]
-                lines += [f"v = {value}", "if _head(a, v):", f"    a(_pack(_c{i} % len(v), *v))"]
+                lines += _array(flexible, value, [f"a(_pack(_c{i} % len(v), *v))"])
             else:
                 env[f"_w{i}"] = _primitive_item(item_type, flexible)
-                lines += [f"v = {value}", "if _head(a, v):", "    for x in v:", f"        _w{i}(a, x)"]
+                lines += _array(flexible, value, ["for x in v:", f"    _w{i}(a, x)"])
     flush_run()
     if tagged and not flexible:
         raise ValueError("Found tagged fields on a non-flexible model")
@@ -331,17 +324,17 @@ class CompiledWriter:
     """A drop-in for kio's `entity_writer(entity_type)`: write(out, entity); and encode(entity),
     the bytes themselves (a response is framed from them without an intermediate stream)."""
 
-    __slots__ = ("_enc",)
+    __slots__ = ("enc",)
 
     def __init__(self, entity_type: type) -> None:
-        self._enc = _encoder(entity_type)
+        self.enc = _encoder(entity_type)  # enc(entity, append): what the response path calls
 
     def __call__(self, out: Any, entity: Any) -> None:
         out.write(self.encode(entity))
 
     def encode(self, entity: Any) -> bytes:
         parts: list[bytes] = []
-        self._enc(entity, parts.append)
+        self.enc(entity, parts.append)
         return b"".join(parts)
 
 

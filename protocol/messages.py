@@ -68,6 +68,9 @@ class Codec:
     check_first: bool = True  # False: the schema has no array, run the check only if kio fails
     nulls: Any = None  # the null-array check of request_type (see _null_checker); None: nothing to check
     encode: Any = None  # body -> bytes, as `write` writes it
+    # enc(body, append): the generated encoder `write` runs (protocol.compiled_writer), called by
+    # encode_response without the writer's own call; None where `write` is another writer
+    enc: Any = None
 
 
 # Versions Kafka 4.4 serves that kio 0.6.5 lacks: (api key, version) -> the protocol module
@@ -109,6 +112,7 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
             read=reader or c.read,
             write=writer or c.write,
             encode=partial(_encode_with, writer) if writer else c.encode,
+            enc=None if writer else c.enc,
             check=None if reader else c.check,
         )
     try:
@@ -129,6 +133,7 @@ def _library_codec(api_key: int, api_version: int) -> Codec:
         read=entity_reader(req),
         write=write,
         encode=write.encode,
+        enc=write.enc,
         nulls=_null_checker(req),
         flexible_request=flexible,
         # ApiVersions responses always use header v0 so that a client that does not
@@ -298,7 +303,14 @@ def _encode_with(write: Any, body: Any) -> bytes:
 
 def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
     """The whole response frame: size, response header, body (Raw: already encoded)."""
-    raw = body if type(body) is Raw else c.encode(body)
+    if type(body) is Raw:
+        raw: bytes = body
+    elif c.enc is not None:
+        parts: list[bytes] = []
+        c.enc(body, parts.append)
+        raw = b"".join(parts)
+    else:
+        raw = c.encode(body)
     if c.flexible_response:  # response header v1: no tagged fields
         return _SIZE_ID_NO_TAGS.pack(len(raw) + 5, correlation_id, 0) + raw
     return _SIZE_ID.pack(len(raw) + 4, correlation_id) + raw
