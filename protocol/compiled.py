@@ -41,6 +41,7 @@ HOT = (
     "coordinator/groups/offset_manager.py",
     "coordinator/groups/offset_store.py",
     "coordinator/log/offsets.py",
+    "coordinator/metrics/stats.py",
     # (not hot: its shards subclass coordinator/runtime.py's CoordinatorShard, and a compiled
     # class takes no subclass written in Python)
     "coordinator/share/state_log.py",

@@ -33,6 +33,8 @@ __all__ = [
     "GroupMetadataValue",
     "MemberMetadata",
     "UnknownKey",
+    "group_metadata_value",
+    "member_metadata",
     "encode_key",
     "decode_key",
     "encode_value",
@@ -114,6 +116,50 @@ class GroupMetadataValue(NamedTuple):
     leader: str | None
     members: tuple[MemberMetadata, ...] = ()
     current_state_timestamp: int = -1  # v2+
+
+
+_tuple_new = tuple.__new__
+
+
+def member_metadata(
+    member_id: str,
+    client_id: str,
+    client_host: str,
+    session_timeout: int,
+    subscription: bytes,
+    assignment: bytes,
+    rebalance_timeout: int,
+    group_instance_id: str | None,
+) -> MemberMetadata:
+    """MemberMetadata(...) without its __new__, which is interpreted Python even compiled
+    (every classic group write builds these)."""
+    return _tuple_new(
+        MemberMetadata,
+        (
+            member_id,
+            client_id,
+            client_host,
+            session_timeout,
+            subscription,
+            assignment,
+            rebalance_timeout,
+            group_instance_id,
+        ),
+    )
+
+
+def group_metadata_value(
+    protocol_type: str,
+    generation: int,
+    protocol: str | None,
+    leader: str | None,
+    members: tuple[MemberMetadata, ...],
+    current_state_timestamp: int,
+) -> GroupMetadataValue:
+    """GroupMetadataValue(...) without its __new__ (as member_metadata)."""
+    return _tuple_new(
+        GroupMetadataValue, (protocol_type, generation, protocol, leader, members, current_state_timestamp)
+    )
 
 
 # The consumer, share and streams group types' keys are GroupKey / MemberKey subclasses.

@@ -16,6 +16,8 @@ from protocol.group_records import (
     OffsetCommitValue,
     TxnMarkerKey,
     TxnOffsetCommitKey,
+    group_metadata_value,
+    member_metadata,
 )
 
 # (the consumer, share and streams groups' keys too: protocol.consumer_records' GroupKey / MemberKey)
@@ -34,4 +36,6 @@ __all__ = [
     "OffsetCommitValue",
     "TxnMarkerKey",
     "TxnOffsetCommitKey",
+    "group_metadata_value",
+    "member_metadata",
 ]

@@ -29,7 +29,7 @@ from ...errors import E
 from ...metrics.stats import STATS
 from .classic_group import ClassicGroup, JoinRequest, JoinResult, Member, MemberSpec, SyncRequest, SyncResult
 from ..clock import ShardClock
-from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, group_metadata_value, member_metadata
 from ..modern.share.share_group import ShareGroup
 from ..streams.streams_group import StreamsGroup
 from ..state import States as S
@@ -740,13 +740,13 @@ class ClassicGroupManager:
         out.add([(GroupMetadataKey(group.group_id), record)], stored)
 
     def group_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
-        # (Positional fields, in the tuples' order: a NamedTuple's __new__ is interpreted
-        # Python, and by keyword it builds a dict besides.)
+        # (the tuples built by records' member_metadata and group_metadata_value, in the
+        # tuples' order: a NamedTuple's own __new__ is interpreted Python)
         protocol = group.protocol_name
         members: list[MemberMetadata] = []
         for m in group.members.values():
             members.append(
-                MemberMetadata(
+                member_metadata(
                     m.member_id,
                     m.client_id,
                     m.client_host,
@@ -758,7 +758,7 @@ class ClassicGroupManager:
                     m.group_instance_id,
                 )
             )
-        return GroupMetadataValue(
+        return group_metadata_value(
             group.protocol_type or "", group.generation_id, protocol, group.leader_id, tuple(members), self.clock.wall()
         )
 
@@ -935,8 +935,8 @@ class ClassicGroupManager:
             self._remove_leaving(out, group, leaving, pending, reason)
             return E.none, results
         # The next generation, empty (protocol type, generation, protocol, leader, members,
-        # timestamp: positional, as in group_record)
-        record = GroupMetadataValue(
+        # timestamp, as in group_record)
+        record = group_metadata_value(
             group.protocol_type or "", group.generation_id + 1, None, None, (), self.clock.wall()
         )
 
