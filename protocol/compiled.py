@@ -32,6 +32,7 @@ HOT = (
     "coordinator/connection.py",
     "coordinator/apis.py",
     "coordinator/runtime.py",
+    "coordinator/server_log.py",  # (its Log; the sink, logging's subclasses, is log_sink.py)
     "coordinator/groups/api.py",
     "coordinator/groups/clock.py",
     "coordinator/groups/runtime.py",
