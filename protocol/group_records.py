@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from collections.abc import Iterable
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from . import consumer_records, share_records, streams_records
 from .record_codec import RecordDecodeError, RecordReader, RecordWriter
@@ -276,11 +276,14 @@ def encode_records(records: Iterable[tuple[object, object]]) -> list[tuple[bytes
     pack = _V3_NO_METADATA.pack
     commit_key, commit_value = OffsetCommitKey, OffsetCommitValue  # (compiled: a class is a global's lookup)
     for k, v in records:
-        if type(k) is commit_key and type(v) is commit_value and v[4] == -1 and not v[1]:
+        # (its fields as objects: compiled, an int field read as an int is made an object
+        # again for pack(), a new one each time)
+        fields: tuple[Any, ...] = v if type(v) is commit_value else ()
+        if type(k) is commit_key and fields and fields[4] == -1 and not fields[1]:
             raw = keys.get(k)
             pairs.append(
-                (encode_key(k) if raw is None else raw, pack(3, v[0], v[3], 0, v[2]))  # (encode_value's usual commit)
-            )
+                (encode_key(k) if raw is None else raw, pack(3, fields[0], fields[3], 0, fields[2]))
+            )  # (encode_value's usual commit)
         else:
             pairs.append(
                 (k if type(k) is bytes else encode_key(k), v if v is None or type(v) is bytes else encode_value(v))
