@@ -7,8 +7,7 @@ come) plugs in beside the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 from .records import OffsetCommitValue
 
@@ -19,11 +18,11 @@ ExpirationBase = Callable[[OffsetCommitValue], int]
 PartitionCheck = Callable[[Any, int], int]
 
 
-@dataclass(frozen=True, slots=True)
-class CommitFrom:
+class CommitFrom(NamedTuple):
     """Who commits, as validate_offset_commit reads it: a member (or none: an admin, a consumer
     outside group management) in a generation (a modern group's member epoch), with an
-    OffsetCommit of `version` or a TxnOffsetCommit (`transactional`)."""
+    OffsetCommit of `version` or a TxnOffsetCommit (`transactional`). (A tuple: one is made
+    per commit, which a frozen dataclass's interpreted __init__ made several times dearer.)"""
 
     member_id: str
     instance_id: str | None

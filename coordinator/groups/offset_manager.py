@@ -98,9 +98,9 @@ class OffsetManager:
         else:
             group = self.groups.get(group_id)
             if group is not None:
-                error = group.validate_offset_commit(
-                    CommitFrom(member_id, instance_id, generation, version), self.clock.now()
-                )
+                # (named tuples built as tuples of their class: their __new__ is a Python call)
+                who = _new(CommitFrom, (member_id, instance_id, generation, version, False))
+                error = group.validate_offset_commit(who, self.clock.now())
             elif generation < 0:
                 error = _NONE  # replaying the commit creates a simple (memberless) group, as Kafka
             else:
