@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from collections.abc import Callable
 from functools import cache, partial
-from typing import Any, NamedTuple, TypeGuard, TypeVar, cast
+from typing import Any, Final, NamedTuple, TypeGuard, TypeVar, cast
 
 from kio.index import load_payload_module
 from kio.schema.index import api_key_map, schema_name_map
@@ -33,12 +33,15 @@ from .legacy import LEGACY
 from .wire import MalformedRequest, Parts, Raw, encode_uvarint, read_uvarint, skip_tagged_fields
 
 _HEADER = struct.Struct(">hhi")
-_HEADER_V1 = struct.Struct(">hhih")  # api key, version, correlation id, client id length
-_client_ids: dict[bytes, str] = {}  # the same few client ids arrive with every request
+# (Final, and the struct's calls taken once: compiled, a plain module global is a dict lookup per
+# use and a method an attribute lookup per call, on every request)
+_read_header_v1: Final = struct.Struct(">hhih").unpack_from  # api key, version, correlation id, client id length
+_client_ids: Final[dict[bytes, str]] = {}  # the same few client ids arrive with every request
+_new_tuple: Final = tuple.__new__
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-_SIZE_ID = struct.Struct(">ii")  # a response's size and correlation id
-_SIZE_ID_NO_TAGS = struct.Struct(">iib")
+_pack_size_id: Final = struct.Struct(">ii").pack  # a response's size and correlation id
+_pack_size_id_no_tags: Final = struct.Struct(">iib").pack
 
 API_VERSIONS_KEY = 18
 
@@ -163,7 +166,7 @@ def read_request_header(buf: Frame, *, flexible: bool | None = None) -> tuple[Re
     """
     if len(buf) < 10:
         raise MalformedRequest(f"request of {len(buf)} bytes is shorter than a header")
-    api_key, api_version, correlation_id, n = _HEADER_V1.unpack_from(buf, 0)
+    api_key, api_version, correlation_id, n = _read_header_v1(buf, 0)
     pos = 10
     client_id = None
     if n >= 0:
@@ -186,7 +189,7 @@ def read_request_header(buf: Frame, *, flexible: bool | None = None) -> tuple[Re
         raise MalformedRequest(f"negative client id length {n}")
     if flexible:
         pos = skip_tagged_fields(buf, pos)
-    return tuple.__new__(
+    return _new_tuple(
         RequestHeader, (api_key, api_version, correlation_id, client_id)
     ), pos  # (no Python-level __new__)
 
@@ -312,8 +315,8 @@ def encode_response(c: Codec, correlation_id: int, body: Any) -> bytes:
     else:
         raw = c.encode(body)
     if c.flexible_response:  # response header v1: no tagged fields
-        return _SIZE_ID_NO_TAGS.pack(len(raw) + 5, correlation_id, 0) + raw
-    return _SIZE_ID.pack(len(raw) + 4, correlation_id) + raw
+        return _pack_size_id_no_tags(len(raw) + 5, correlation_id, 0) + raw
+    return _pack_size_id(len(raw) + 4, correlation_id) + raw
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
