@@ -112,14 +112,18 @@ class OffsetManager:
             if unknown is None:
                 return CoordinatorResult([error] * len(partitions))
             return CoordinatorResult([_UNKNOWN_PARTITION if u else error for u in unknown])
-        now = self.clock.wall()
+        # (objects: compiled, an int is made an object again wherever it goes into a tuple,
+        # a new one for most offsets and every timestamp)
+        now: object = self.clock.wall()
+        expire: object = expire_timestamp
         errors: list[int] = []
         records: list[Event] = []
         max_bytes = self.metadata_max_bytes
         # (compiled, a module's names are dict lookups: taken once, not per partition)
         none, new, value_type = _NONE, _new, OffsetCommitValue
         keys = _commit_keys.get(group_id)
-        for i, (topic, partition, offset, leader_epoch, metadata) in enumerate(partitions):
+        for i, fields in enumerate(cast("list[tuple[Any, ...]]", partitions)):  # (so, its fields as objects)
+            topic, partition, offset, leader_epoch, metadata = fields
             metadata = metadata or ""
             if unknown is not None and unknown[i]:
                 errors.append(_UNKNOWN_PARTITION)
@@ -135,7 +139,7 @@ class OffsetManager:
                     key = _commit_key(group_id, topic, partition)
                     keys = _commit_keys[group_id]  # (_commit_key may have emptied the cache)
                 # (named tuples built as tuples of their class: their __new__ is a Python call)
-                records.append((key, new(value_type, (offset, metadata, now, leader_epoch, expire_timestamp))))
+                records.append((key, new(value_type, (offset, metadata, now, leader_epoch, expire))))
         result = CoordinatorResult(errors)
         if records:
             result.add(records)  # (offsets change only at replay: nothing to do once durable)
