@@ -85,14 +85,18 @@ class JoinRequest(MemberSpec):
         supports_skip_assignment: bool = False,
         reason: str | None = None,
     ) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
+        # (MemberSpec's, by name: a slots dataclass is a new class, which super() does not know)
+        MemberSpec.__init__(
+            self,
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         self.require_known_member_id = require_known_member_id
         self.group_id = group_id
         self.supports_skip_assignment = supports_skip_assignment
@@ -199,14 +203,18 @@ class Member(MemberSpec):
         protocols: list[tuple[str, bytes]],
         assignment: bytes = b"",
     ) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
+        # (MemberSpec's, by name: a slots dataclass is a new class, which super() does not know)
+        MemberSpec.__init__(
+            self,
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         self.assignment = assignment
         self.join_waiter = None
         self.sync_waiter = None
