@@ -303,6 +303,11 @@ def _env_name(name: str) -> str:
     return "KCOORD_" + name.upper()
 
 
+# KCOORD_* variables read elsewhere than this server's settings: the build and the import of the
+# compiled modules (protocol/compiled.py, setup.py) and the admin CLI's defaults. Not warned of.
+NOT_SETTINGS = frozenset({"KCOORD_PURE", "KCOORD_OPT_LEVEL", "KCOORD_BOOTSTRAP_SERVER", "KCOORD_CONTROL"})
+
+
 def parse_args(argv: list[str] | None = None) -> Config:
     """The configuration from flags over KCOORD_* variables over defaults. A bad value
     (from either) is one line on stderr and exit status 2; --help works whatever the
@@ -313,7 +318,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "Every flag can also be set by the environment variable shown.",
     )
     parser.error = _one_line_error(parser)  # type: ignore[method-assign,assignment]  # argparse's documented way to change how usage errors are reported
-    known = set()
+    known = set(NOT_SETTINGS)
     env_errors = []
     for f in fields(Config):
         env = _env_name(f.name)
