@@ -222,13 +222,9 @@ def build_batch(
 
 def new_batch_builder() -> DefaultRecordBatchBuilder:
     """A builder for one plain batch (no compression, no producer): append(offset delta,
-    timestamp, key, value, headers) per record, then finish_batch()."""
+    timestamp, key, value, headers) per record, then build() (base offset 0: the log
+    assigns the real one)."""
     return DefaultRecordBatchBuilder(MAGIC, NONE, 0, NO_PRODUCER_ID, -1, -1, 2**31 - 1)
-
-
-def finish_batch(builder: DefaultRecordBatchBuilder) -> bytes:
-    """The batch's bytes, base offset 0 (the log assigns the real one)."""
-    return bytes(builder.build())
 
 
 def build_batch_from(
