@@ -374,18 +374,7 @@ class Segment:
             raise OSError(f"short write to {self.path}: {n} of {size} bytes")
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
-        # _note(), inline (every append comes here)
-        if pos - self._last_indexed >= self.interval:
-            self.idx_offsets.append(base_offset)
-            self.idx_positions.append(pos)
-            self.idx_max_ts_before.append(self.max_timestamp)
-            self._last_indexed = pos
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp = max_timestamp
-            self.max_timestamp_pos = pos
-        self.next_offset = next_offset
-        self.size = pos + size
-        self.batches += 1
+        self._note(pos, base_offset, next_offset, max_timestamp, size)
 
     def truncate(self, pos: int) -> None:
         """Cut the file at `pos` (a batch start, or the end of the last whole batch) and
