@@ -503,7 +503,7 @@ def _decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
         assignment = r.bytes_()
         r.skip_tags()
         members.append(
-            MemberMetadata(
+            member_metadata(
                 member_id,
                 client_id,
                 client_host,
